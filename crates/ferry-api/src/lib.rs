@@ -1,0 +1,1 @@
+//! Ferry API types. Filled in by the syncer work.

@@ -1,0 +1,1 @@
+//! Discovery documents (/api, /apis, group-version resource lists, aggregated discovery v2).

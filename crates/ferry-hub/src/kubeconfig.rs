@@ -1,0 +1,1 @@
+//! Kubeconfig files the hub writes (admin.kubeconfig).

@@ -1,0 +1,17 @@
+//! Ferry's hub: an embedded, Kubernetes-compatible API server with kcp-style
+//! workspaces (logical clusters), durable storage and watch.
+
+pub mod api;
+pub mod controllers;
+pub mod discovery;
+pub mod kubeconfig;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod selector;
+pub mod server;
+pub mod status;
+pub mod storage;
+pub mod table;
+pub mod validation;
+pub mod workspace;

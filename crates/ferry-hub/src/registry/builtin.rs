@@ -1,0 +1,3 @@
+use super::ResourceInfo;
+/// Built-in resources served in every workspace.
+pub fn builtin_resources() -> Vec<ResourceInfo> { Vec::new() }

@@ -1,0 +1,83 @@
+//! What a logical cluster serves: the built-in resources every workspace has,
+//! plus the custom resources its CustomResourceDefinitions add.
+
+mod builtin;
+mod crd;
+
+pub use builtin::builtin_resources;
+pub use crd::{resources_from_crd, CrdError};
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::table::PrinterColumn;
+
+/// Verbs every fully served resource supports, in discovery order.
+pub const ALL_VERBS: &[&str] =
+    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+/// One resource (a plural name in one group/version) as the hub serves it.
+#[derive(Debug, Clone)]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// The version this entry is served at.
+    pub version: String,
+    /// Plural resource name, e.g. `deployments`.
+    pub resource: String,
+    /// Singular name, e.g. `deployment`.
+    pub singular: String,
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+    /// `ListKind`, e.g. `DeploymentList`.
+    pub list_kind: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub verbs: Vec<String>,
+    /// `status` subresource: writes to the main resource ignore `.status`.
+    pub status_subresource: bool,
+    /// `scale` subresource: `(specReplicasPath, statusReplicasPath, labelSelectorPath)`.
+    pub scale_subresource: Option<ScalePaths>,
+    /// Other subresources served as plain object views (e.g. pods/ephemeralcontainers).
+    pub extra_subresources: Vec<String>,
+    /// Columns for `kubectl get` (Table output). Empty means NAME and AGE only.
+    pub printer_columns: Vec<PrinterColumn>,
+    /// For custom resources: the version's `openAPIV3Schema` (validation and pruning).
+    pub schema: Option<Arc<Value>>,
+    /// Whether this version is the storage version (CRDs) — informational.
+    pub storage_version: bool,
+    /// Set for resources defined by a CRD in the workspace.
+    pub from_crd: bool,
+}
+
+/// JSON paths of the scale subresource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    pub label_selector: Option<String>,
+}
+
+impl ResourceInfo {
+    /// `group/version`, or just `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The storage key for this resource: group and plural, independent of version,
+    /// so every served version of a CRD reads and writes the same objects.
+    pub fn storage_key(&self) -> String {
+        storage_key(&self.group, &self.resource)
+    }
+}
+
+/// `group/resource` storage key (`/resource` for core).
+pub fn storage_key(group: &str, resource: &str) -> String {
+    format!("{group}/{resource}")
+}

@@ -1,0 +1,1 @@
+//! Label and field selectors: the one place that parses and evaluates them.

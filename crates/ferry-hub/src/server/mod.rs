@@ -1,0 +1,2 @@
+//! HTTP(S) server.
+pub mod tls;

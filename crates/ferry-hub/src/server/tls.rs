@@ -1,0 +1,1 @@
+//! CA and serving certificate generation and the rustls server config.

@@ -1,0 +1,1 @@
+//! Validation of names and of custom resources against their CRD schema.

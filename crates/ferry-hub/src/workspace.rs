@@ -1,0 +1,1 @@
+//! Logical clusters (kcp-style workspaces).

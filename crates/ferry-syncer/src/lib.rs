@@ -1,0 +1,1 @@
+//! Ferry syncer engine.
