@@ -1,1 +1,36 @@
-fn main() {}
+//! `ferry`: the hub, the syncer, registration, quickstart and benchmarks.
+
+mod hub_cmd;
+mod logging;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ferry", version, about = "Keep Kubernetes objects in sync between a control plane and workload clusters")]
+struct Cli {
+    /// Log verbosity (0: info, 1: debug, 2+: trace).
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
+    verbosity: u8,
+    /// Log format: text or json.
+    #[arg(long, global = true, default_value = "text")]
+    log_format: logging::LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the hub: a Kubernetes-compatible API server with kcp-style workspaces.
+    Hub(hub_cmd::HubArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    logging::init(cli.verbosity, cli.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Hub(args) => hub_cmd::run(args).await,
+        }
+    })
+}

@@ -155,6 +155,10 @@ impl ApiError {
         e.details = Some(d);
         e
     }
+    /// 422 for a patch that cannot be applied (e.g. a failed JSON-patch `test`).
+    pub fn unprocessable_patch(message: String) -> Self {
+        Self::new(422, "Invalid", message)
+    }
     pub fn too_many_requests(message: impl Into<String>, retry_after: u32) -> Self {
         let mut e = Self::new(429, "TooManyRequests", message);
         e.retry_after = Some(retry_after);

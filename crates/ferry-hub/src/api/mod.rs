@@ -1,1 +1,209 @@
-//! REST handlers.
+//! The REST front door: parse the path, authenticate, resolve the workspace,
+//! then serve discovery, OpenAPI or a resource.
+
+mod body;
+mod kinds;
+pub(crate) mod negotiate;
+pub(crate) mod objects;
+pub mod path;
+pub(crate) mod query;
+mod special;
+mod watch;
+pub(crate) mod write;
+
+pub use write::CLUSTER_ANNOTATION;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use http::StatusCode;
+use serde_json::Value;
+
+use crate::discovery;
+use crate::hub::Hub;
+use crate::openapi;
+use crate::status::ApiError;
+use body::{json_value, MAX_BODY};
+use path::Target;
+
+/// The hub's HTTP API as an axum router.
+pub fn router(hub: Arc<Hub>) -> Router {
+    Router::new().fallback(handle).with_state(hub)
+}
+
+async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    match serve(hub, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(%method, %path, code = e.code, "{}", e.message);
+            e.into_response()
+        }
+    }
+}
+
+/// Who is calling. Full authentication and authorization live in `auth`.
+fn authenticate(hub: &Hub, headers: &http::HeaderMap) -> Result<(), ApiError> {
+    let token = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match token {
+        Some(t) if !hub.config.admin_token.is_empty() && t == hub.config.admin_token => Ok(()),
+        Some(_) => Err(ApiError::unauthorized("Unauthorized: the bearer token is not valid")),
+        None if hub.config.admin_token.is_empty() => Ok(()),
+        None => Err(ApiError::unauthorized("Unauthorized: no credentials were given")),
+    }
+}
+
+fn default_manager(headers: &http::HeaderMap) -> String {
+    headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(|ua| ua.split('/').next().unwrap_or(ua).to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
+    let (parts, body) = req.into_parts();
+    let parsed = path::parse(parts.uri.path())?;
+    if let Target::Health(_) = parsed.target {
+        return Ok((StatusCode::OK, "ok").into_response());
+    }
+    authenticate(&hub, &parts.headers)?;
+    let cluster = match parsed.cluster.as_deref() {
+        Some("*") => None,
+        raw => Some(hub.resolve_cluster(raw).ok_or_else(|| {
+            ApiError::not_found_message(format!(
+                "workspace {:?} not found: create it with a tenancy.kcp.io/v1alpha1 Workspace in its parent",
+                raw.unwrap_or("root")
+            ))
+        })?),
+    };
+    let resources = hub.registry.resources(cluster.as_ref().map(|c| c.name.as_str()));
+    let aggregated = negotiate::aggregated_discovery(&parts.headers);
+    let ok = |v: Value| Ok(json_value(StatusCode::OK, &v));
+    match parsed.target {
+        Target::Health(_) => unreachable!("answered above"),
+        Target::Version => ok(discovery::version()),
+        Target::CoreVersions => match aggregated {
+            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery(&resources, true, v), v)),
+            None => ok(discovery::core_versions()),
+        },
+        Target::Groups => match aggregated {
+            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery(&resources, false, v), v)),
+            None => ok(discovery::api_group_list(&resources)),
+        },
+        Target::Group(g) => discovery::api_group(&resources, &g)
+            .map(|v| json_value(StatusCode::OK, &v))
+            .ok_or_else(|| ApiError::not_found_message(format!("the server could not find the requested resource: API group {g:?} is not served"))),
+        Target::GroupVersion { group, version } => discovery::api_resource_list(&resources, &group, &version)
+            .map(|v| json_value(StatusCode::OK, &v))
+            .ok_or_else(|| ApiError::not_found_message(format!("the server could not find the requested resource: {group}/{version} is not served"))),
+        Target::OpenApiV2 => ok(openapi::v2(&resources)),
+        Target::OpenApiV3Root => ok(openapi::v3_root(&resources)),
+        Target::OpenApiV3 { group, version } => openapi::v3_group_version(&resources, &group, &version)
+            .map(|v| json_value(StatusCode::OK, &v))
+            .ok_or_else(|| ApiError::not_found_message(format!("no OpenAPI document for {group}/{version}"))),
+        Target::Resource(rp) => {
+            let info = hub
+                .registry
+                .lookup(cluster.as_ref().map(|c| c.name.as_str()), &rp.group, &rp.version, &rp.resource)
+                .ok_or_else(|| {
+                    let gv = if rp.group.is_empty() { rp.version.clone() } else { format!("{}/{}", rp.group, rp.version) };
+                    ApiError::not_found_message(format!(
+                        "the server could not find the requested resource: {} is not served at {gv} in workspace {}",
+                        rp.resource,
+                        cluster.as_ref().map(|c| c.path.as_str()).unwrap_or("*")
+                    ))
+                })?;
+            if rp.namespace.is_some() && !info.namespaced {
+                return Err(ApiError::not_found_message(format!(
+                    "{} is cluster-scoped: drop /namespaces/<namespace> from the path",
+                    info.resource
+                )));
+            }
+            if rp.name.is_some() && rp.namespace.is_none() && info.namespaced {
+                return Err(ApiError::not_found_message(format!(
+                    "{} is namespaced: address it as .../namespaces/<namespace>/{}/<name>",
+                    info.resource, info.resource
+                )));
+            }
+            let query = query::Query::parse(parts.uri.query())?;
+            let body = read_body(body).await?;
+            let scope = objects::Scope {
+                hub: hub.clone(),
+                cluster,
+                info,
+                namespace: rp.namespace,
+                name: rp.name,
+                subresource: rp.subresource,
+                query,
+                format: negotiate::object_format(&parts.headers),
+                default_manager: default_manager(&parts.headers),
+                headers: parts.headers,
+            };
+            objects::serve(scope, &parts.method, body).await
+        }
+    }
+}
+
+fn aggregated_response(v: Value, version: &str) -> Response {
+    let mut r = json_value(StatusCode::OK, &v);
+    let ct = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    r.headers_mut().insert(http::header::CONTENT_TYPE, ct.parse().expect("valid header"));
+    r
+}
+
+async fn read_body(body: Body) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
+        let msg = e.to_string();
+        if msg.contains("length limit") {
+            ApiError::too_large("the request body is larger than 3 MiB (kube-apiserver's limit)")
+        } else {
+            ApiError::bad_request(format!("reading the request body failed: {msg}"))
+        }
+    })
+}
+
+/// Create an object from inside the hub (controllers), with the same defaults
+/// and validation as a client's create. AlreadyExists is returned as an error.
+pub(crate) async fn create_internal(
+    hub: &Arc<Hub>,
+    cluster: &str,
+    group: &str,
+    version: &str,
+    resource: &str,
+    namespace: Option<&str>,
+    value: Value,
+) -> Result<Value, ApiError> {
+    let lc = hub.workspaces.by_name(cluster).ok_or_else(|| ApiError::not_found_message(format!("workspace {cluster} not found")))?;
+    let info = hub
+        .registry
+        .lookup(Some(cluster), group, version, resource)
+        .ok_or_else(|| ApiError::not_found_message(format!("{resource} is not served")))?;
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    let scope = objects::Scope {
+        hub: hub.clone(),
+        cluster: Some(lc),
+        info,
+        namespace: namespace.map(String::from),
+        name: None,
+        subresource: None,
+        query: query::Query::default(),
+        format: negotiate::Format::Object,
+        default_manager: "ferry-hub".into(),
+        headers,
+    };
+    let body = bytes::Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+    let resp = objects::create(&scope, body).await?;
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
+}

@@ -81,3 +81,72 @@ impl ResourceInfo {
 pub fn storage_key(group: &str, resource: &str) -> String {
     format!("{group}/{resource}")
 }
+
+/// The resources each logical cluster serves: the built-ins, plus those of the
+/// CRDs stored in that cluster. Updated whenever a CRD is written or deleted.
+pub struct Registry {
+    builtins: Vec<ResourceInfo>,
+    crds: parking_lot::RwLock<std::collections::HashMap<String, Vec<ResourceInfo>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry { builtins: builtin_resources(), crds: Default::default() }
+    }
+}
+
+impl Registry {
+    /// Everything served in `cluster` (`None`: the `/clusters/*` wildcard, which
+    /// serves the built-ins and every CRD-defined resource of any cluster).
+    pub fn resources(&self, cluster: Option<&str>) -> Vec<ResourceInfo> {
+        let crds = self.crds.read();
+        let mut all = self.builtins.clone();
+        match cluster {
+            Some(c) => all.extend(crds.get(c).into_iter().flatten().cloned()),
+            None => {
+                for r in crds.values().flatten() {
+                    if !all.iter().any(|a| a.group == r.group && a.version == r.version && a.resource == r.resource) {
+                        all.push(r.clone());
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    /// The resource `group/version/resource` as served in `cluster`.
+    pub fn lookup(&self, cluster: Option<&str>, group: &str, version: &str, resource: &str) -> Option<ResourceInfo> {
+        if let Some(r) =
+            self.builtins.iter().find(|r| r.group == group && r.version == version && r.resource == resource)
+        {
+            return Some(r.clone());
+        }
+        let crds = self.crds.read();
+        let found = match cluster {
+            Some(c) => crds.get(c).and_then(|rs| {
+                rs.iter().find(|r| r.group == group && r.version == version && r.resource == resource).cloned()
+            }),
+            None => crds
+                .values()
+                .flatten()
+                .find(|r| r.group == group && r.version == version && r.resource == resource)
+                .cloned(),
+        };
+        found
+    }
+
+    /// Whether `group` is built in (CRDs may not redefine built-in groups' resources).
+    pub fn is_builtin(&self, group: &str, resource: &str) -> bool {
+        self.builtins.iter().any(|r| r.group == group && r.resource == resource)
+    }
+
+    /// Replace what the CRDs of `cluster` serve.
+    pub fn set_crd_resources(&self, cluster: &str, resources: Vec<ResourceInfo>) {
+        let mut crds = self.crds.write();
+        if resources.is_empty() {
+            crds.remove(cluster);
+        } else {
+            crds.insert(cluster.to_string(), resources);
+        }
+    }
+}

@@ -1,2 +1,198 @@
-//! HTTP(S) server.
+//! Starting a hub: storage, certificates, the admin kubeconfig, and the HTTPS
+//! listener (HTTP/2 and HTTP/1.1 through ALPN).
+
 pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::hub::{Hub, HubConfig};
+use crate::status::ApiError;
+use crate::storage::{SqliteBackend, Store, DEFAULT_HISTORY};
+
+/// How to run a hub.
+#[derive(Debug, Clone)]
+pub struct HubOptions {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Extra names and addresses for the serving certificate.
+    pub hosts: Vec<String>,
+    /// User-provided serving certificate and key (PEM) instead of the generated ones.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    pub max_in_flight: usize,
+    /// Events retained for watches to resume from.
+    pub watch_history: usize,
+}
+
+impl HubOptions {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        HubOptions {
+            data_dir: data_dir.into(),
+            listen: "127.0.0.1:6443".parse().expect("valid address"),
+            hosts: Vec::new(),
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            max_in_flight: 400,
+            watch_history: DEFAULT_HISTORY,
+        }
+    }
+}
+
+/// A hub that is serving.
+pub struct RunningHub {
+    pub hub: Arc<Hub>,
+    /// `https://127.0.0.1:PORT`
+    pub url: String,
+    pub addr: SocketAddr,
+    pub kubeconfig_path: PathBuf,
+    pub ca_pem: String,
+    pub admin_token: String,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningHub {
+    /// Stop accepting connections and wait for the listener to close.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+}
+
+fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
+    let path = data_dir.join("admin.token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        if !t.trim().is_empty() {
+            return Ok(t.trim().to_string());
+        }
+    }
+    use rand::Rng;
+    let bytes: [u8; 24] = rand::rng().random();
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(&path, token.as_bytes())?;
+    Ok(token)
+}
+
+/// Write a file readable only by its owner.
+pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    opts.mode(0o600);
+    let mut f = opts.open(path).with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(contents)?;
+    Ok(())
+}
+
+/// Start a hub with `opts`; returns once it is accepting connections.
+pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
+    std::fs::create_dir_all(&opts.data_dir)
+        .with_context(|| format!("creating the data directory {}", opts.data_dir.display()))?;
+    let db = opts.data_dir.join("hub.db");
+    let backend = SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?;
+    let store = Store::open(Box::new(backend), opts.watch_history)?;
+    let token = admin_token(&opts.data_dir)?;
+    let hub = Hub::new(store, HubConfig { admin_token: token.clone(), max_in_flight: opts.max_in_flight });
+
+    let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("listening on {}", opts.listen))?;
+    let addr = listener.local_addr()?;
+    let mut hosts = opts.hosts.clone();
+    hosts.push(addr.ip().to_string());
+    let material = tls::ensure_certs(&opts.data_dir, &hosts)?;
+    let (cert, key) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        (Some(c), Some(k)) => tls::load_user_certs(c, k)?,
+        (None, None) => (material.serving_cert_pem.clone(), material.serving_key_pem.clone()),
+        _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file must be given together"),
+    };
+    let server_config = tls::server_config(&cert, &key, Some(&material.ca_cert_pem))?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
+
+    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    let url = format!("https://{host}:{}", addr.port());
+    hub.set_external_url(url.clone());
+    crate::controllers::bootstrap(&hub).await;
+
+    let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
+    let kubeconfig = crate::kubeconfig::admin_kubeconfig(&url, &material.ca_cert_pem, &token, crate::workspace::ROOT);
+    write_private(&kubeconfig_path, kubeconfig.as_bytes())?;
+
+    let limit = Arc::new(Semaphore::new(opts.max_in_flight.max(1)));
+    let app = crate::api::router(hub.clone())
+        .layer(axum::middleware::from_fn(move |req, next| in_flight(limit.clone(), req, next)));
+    let (shutdown, mut stop) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        loop {
+            let (tcp, _peer) = tokio::select! {
+                _ = stop.changed() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        continue;
+                    }
+                },
+            };
+            let _ = tcp.set_nodelay(true);
+            let acceptor = acceptor.clone();
+            let app = app.clone();
+            let mut stop = stop.clone();
+            tokio::spawn(async move {
+                let tls = match acceptor.accept(tcp).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!("TLS handshake failed: {e}");
+                        return;
+                    }
+                };
+                let service = TowerToHyperService::new(app);
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+                tokio::select! {
+                    r = conn => if let Err(e) = r { tracing::debug!("connection ended: {e}") },
+                    _ = stop.changed() => {}
+                }
+            });
+        }
+    });
+    Ok(RunningHub {
+        hub,
+        url,
+        addr,
+        kubeconfig_path,
+        ca_pem: material.ca_cert_pem,
+        admin_token: token,
+        shutdown,
+        task,
+    })
+}
+
+/// Cap on requests served at once. Watches are long-running and exempt, as in
+/// kube-apiserver; everything else past the cap gets 429 with Retry-After.
+async fn in_flight(limit: Arc<Semaphore>, req: Request, next: Next) -> Response {
+    let is_watch = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    if is_watch {
+        return next.run(req).await;
+    }
+    match limit.try_acquire() {
+        Ok(_permit) => next.run(req).await,
+        Err(_) => ApiError::too_many_requests("too many requests in flight; retry shortly", 1).into_response(),
+    }
+}

@@ -1,0 +1,58 @@
+//! `ferry hub`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use ferry_hub::server::{start, HubOptions};
+
+#[derive(clap::Args)]
+pub struct HubArgs {
+    /// Where the hub keeps its database, certificates and admin.kubeconfig.
+    #[arg(long, default_value = "./hub-data")]
+    pub data_dir: PathBuf,
+    /// Address to serve HTTPS on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Extra host names or addresses for the generated serving certificate.
+    #[arg(long = "host")]
+    pub hosts: Vec<String>,
+    /// Serving certificate (PEM) to use instead of the generated one.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Private key (PEM) for --tls-cert-file.
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Requests served at once before answering 429 (watches do not count).
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+}
+
+pub async fn run(args: HubArgs) -> anyhow::Result<()> {
+    let mut opts = HubOptions::new(&args.data_dir);
+    opts.listen = args.listen;
+    opts.hosts = args.hosts;
+    opts.tls_cert_file = args.tls_cert_file;
+    opts.tls_private_key_file = args.tls_private_key_file;
+    opts.max_in_flight = args.max_requests_inflight;
+    let running = start(opts).await?;
+    println!(
+        "ferry hub is ready at {} (export KUBECONFIG={})",
+        running.url,
+        running.kubeconfig_path.display()
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.stop().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal handler");
+        tokio::select! { _ = ctrl_c => {}, _ = term.recv() => {} }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,109 @@
+//! Per-kind defaults and server-maintained fields (what kube-apiserver's
+//! registry strategies do), for the kinds where clients rely on them.
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use super::objects::Scope;
+use super::write::WriteKind;
+use crate::status::ApiError;
+use crate::workspace::cluster_name_for;
+
+pub fn mutate(s: &Scope, kind: WriteKind, old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
+    match (s.info.group.as_str(), s.info.resource.as_str()) {
+        ("", "namespaces") => namespace(kind, new),
+        ("", "secrets") => secret(new),
+        ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers") => {
+            if new.get("spec").is_some_and(Value::is_object) && new.pointer("/spec/replicas").is_none() {
+                new["spec"]["replicas"] = json!(1);
+            }
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => crd(new),
+        ("tenancy.kcp.io", "workspaces") => workspace(s, old, new),
+        _ => {}
+    }
+    Ok(())
+}
+
+fn namespace(kind: WriteKind, new: &mut Value) {
+    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    new["metadata"]["labels"]["kubernetes.io/metadata.name"] = Value::String(name);
+    if kind == WriteKind::Create {
+        if new.pointer("/spec/finalizers").is_none() {
+            new["spec"]["finalizers"] = json!(["kubernetes"]);
+        }
+        new["status"] = json!({"phase": "Active"});
+    }
+}
+
+/// `stringData` is write-only: merged into `data` (base64) and dropped.
+fn secret(new: &mut Value) {
+    if let Some(Value::Object(sd)) = new.as_object_mut().and_then(|m| m.remove("stringData")) {
+        for (k, v) in sd {
+            let text = v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+            new["data"][k] = Value::String(base64::engine::general_purpose::STANDARD.encode(text));
+        }
+    }
+    if new.get("type").is_none() {
+        new["type"] = json!("Opaque");
+    }
+}
+
+/// A CRD is established as soon as it is stored: the hub serves it at once.
+fn crd(new: &mut Value) {
+    let names = new.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let mut accepted = names.clone();
+    if accepted.get("singular").is_none() {
+        if let Some(k) = names.get("kind").and_then(Value::as_str) {
+            accepted["singular"] = json!(k.to_ascii_lowercase());
+        }
+    }
+    if accepted.get("listKind").is_none() {
+        if let Some(k) = names.get("kind").and_then(Value::as_str) {
+            accepted["listKind"] = json!(format!("{k}List"));
+        }
+    }
+    let storage: Vec<Value> = new
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| vs.iter().filter(|v| v["storage"] == json!(true)).map(|v| v["name"].clone()).collect())
+        .unwrap_or_default();
+    let now = super::write::now();
+    let condition = |t: &str, reason: &str, message: &str| {
+        json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message})
+    };
+    new["status"] = json!({
+        "acceptedNames": accepted,
+        "storedVersions": storage,
+        "conditions": [
+            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+    });
+}
+
+/// kcp's Workspace: the hub assigns the logical cluster and marks it Ready.
+fn workspace(s: &Scope, old: Option<&Value>, new: &mut Value) {
+    let Some(parent) = &s.cluster else { return };
+    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let path = format!("{}:{name}", parent.path);
+    let cluster = match old.and_then(|o| o.pointer("/spec/cluster")).and_then(Value::as_str) {
+        Some(c) => c.to_string(),
+        None => {
+            let uid = new.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+            cluster_name_for(&path, uid)
+        }
+    };
+    if !new.get("spec").is_some_and(Value::is_object) {
+        new["spec"] = json!({});
+    }
+    new["spec"]["cluster"] = json!(cluster);
+    new["spec"]["URL"] = json!(format!("{}/clusters/{path}", s.hub.external_url()));
+    if new.pointer("/spec/type").is_none() {
+        new["spec"]["type"] = json!({"name": "universal", "path": "root"});
+    }
+    new["status"] = json!({
+        "phase": "Ready",
+        "conditions": [{"type": "WorkspaceScheduled", "status": "True", "lastTransitionTime": super::write::now()}],
+    });
+}

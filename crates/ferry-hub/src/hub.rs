@@ -1,0 +1,122 @@
+//! The assembled control plane: storage, what each workspace serves, and the
+//! workspace index. Request handlers and built-in controllers share one `Hub`.
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use crate::registry::{resources_from_crd, Registry};
+use crate::storage::{ClusterScope, Store};
+use crate::workspace::{LogicalCluster, WorkspaceIndex, ROOT, WORKSPACES};
+
+/// Settings that shape what clients see.
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// The admin bearer token written into `admin.kubeconfig`.
+    pub admin_token: String,
+    /// Cap on requests served at once; past it, 429 with Retry-After.
+    pub max_in_flight: usize,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig { admin_token: String::new(), max_in_flight: 400 }
+    }
+}
+
+/// Storage key of CRDs.
+pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
+
+pub struct Hub {
+    pub store: Arc<Store>,
+    pub registry: Registry,
+    pub workspaces: WorkspaceIndex,
+    pub config: HubConfig,
+    /// `https://host:port`, known once the listener is bound.
+    external_url: RwLock<String>,
+}
+
+impl Hub {
+    /// Build a hub over `store`: rebuild the workspace index and the CRD
+    /// registry from what is stored. Call [`crate::controllers::bootstrap`]
+    /// afterwards to create what a fresh cluster has.
+    pub fn new(store: Arc<Store>, config: HubConfig) -> Arc<Hub> {
+        let hub = Hub {
+            store,
+            registry: Registry::default(),
+            workspaces: WorkspaceIndex::new(),
+            config,
+            external_url: RwLock::new(String::new()),
+        };
+        hub.rebuild_indexes();
+        Arc::new(hub)
+    }
+
+    pub fn external_url(&self) -> String {
+        self.external_url.read().clone()
+    }
+
+    pub fn set_external_url(&self, url: String) {
+        *self.external_url.write() = url;
+    }
+
+    fn rebuild_indexes(&self) {
+        // Workspaces: parents first, so paths can be built top-down.
+        let (all, _) = self.store.list(&ClusterScope::All, WORKSPACES, None, None);
+        let mut pending: Vec<(String, Value)> = all.into_iter().map(|(k, o)| (k.cluster, o.value())).collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            pending.retain(|(parent, ws)| {
+                let Some(parent_lc) = self.workspaces.by_name(parent) else { return true };
+                if let Some(lc) = logical_cluster_of(&parent_lc, ws) {
+                    self.workspaces.insert(lc);
+                }
+                false
+            });
+            if pending.len() == before {
+                tracing::warn!(orphans = pending.len(), "workspaces whose parent no longer exists are ignored");
+                break;
+            }
+        }
+        let (crds, _) = self.store.list(&ClusterScope::All, CRDS, None, None);
+        let mut clusters: Vec<String> = crds.iter().map(|(k, _)| k.cluster.clone()).collect();
+        clusters.dedup();
+        for c in clusters {
+            self.refresh_crds(&c);
+        }
+    }
+
+    /// Recompute what the CRDs stored in `cluster` serve.
+    pub fn refresh_crds(&self, cluster: &str) {
+        let (crds, _) = self.store.list(&ClusterScope::One(cluster.into()), CRDS, None, None);
+        let mut served = Vec::new();
+        for (key, obj) in crds {
+            let crd = obj.value();
+            if crd.pointer("/metadata/deletionTimestamp").is_some() {
+                continue;
+            }
+            match resources_from_crd(&crd) {
+                Ok(rs) => served.extend(rs),
+                Err(e) => tracing::warn!(crd = %key.name, cluster, "not serving CRD: {e}"),
+            }
+        }
+        self.registry.set_crd_resources(cluster, served);
+    }
+
+    /// The logical cluster a client addressed (`None` in the URL means root).
+    pub fn resolve_cluster(&self, raw: Option<&str>) -> Option<LogicalCluster> {
+        self.workspaces.resolve(raw.unwrap_or(ROOT))
+    }
+}
+
+/// The logical cluster a Workspace object (stored in `parent`) stands for.
+pub fn logical_cluster_of(parent: &LogicalCluster, ws: &Value) -> Option<LogicalCluster> {
+    let name = ws.pointer("/metadata/name")?.as_str()?;
+    let cluster = ws.pointer("/spec/cluster")?.as_str()?;
+    Some(LogicalCluster {
+        name: cluster.to_string(),
+        path: format!("{}:{name}", parent.path),
+        parent: Some(parent.name.clone()),
+    })
+}
