@@ -1,1 +1,31 @@
-//! Ferry API types. Filled in by the syncer work.
+//! Ferry API types, CRD manifests and well-known names. No I/O.
+//!
+//! The shapes follow the reference systems so their documented YAML works as written:
+//!
+//! | module | API group/version | kinds |
+//! | --- | --- | --- |
+//! | [`edge`] | `edge.kubestellar.io/v2alpha1` | SyncerConfig, SyncTarget, Location, EdgePlacement |
+//! | [`workload`] | `workload.kcp.io/v1alpha1` | SyncTarget |
+//! | [`syncagent`] | `syncagent.kcp.io/v1alpha1` | PublishedResource |
+//!
+//! Every kind is a plain struct (`metadata`, `spec`, `status`) that implements
+//! [`kube::Resource`] and [`kube::CustomResourceExt`], so it works with `kube::Api`.
+//! The root types are written by hand (see `resource.rs`) rather than with
+//! `#[derive(CustomResource)]` because the reference objects may omit `spec` entirely
+//! (the seeds' SyncTarget has none), which the derive cannot express.
+//!
+//! [`well_known`] holds every label, annotation and finalizer name the system uses;
+//! [`crds`] renders all CRDs (`ferry crds | kubectl apply -f -`).
+
+#[macro_use]
+mod resource;
+
+pub mod crds;
+pub mod edge;
+pub mod schema;
+pub mod syncagent;
+pub mod well_known;
+pub mod workload;
+
+pub use crds::{all_crds, crds_yaml};
+pub use well_known as labels;

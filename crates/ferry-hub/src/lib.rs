@@ -4,6 +4,7 @@
 pub mod api;
 pub mod controllers;
 pub mod discovery;
+pub mod hub;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod patch;
@@ -13,5 +14,8 @@ pub mod server;
 pub mod status;
 pub mod storage;
 pub mod table;
+pub mod testing;
 pub mod validation;
 pub mod workspace;
+
+pub use hub::{Hub, HubConfig};

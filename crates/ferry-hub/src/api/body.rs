@@ -1,7 +1,6 @@
 //! Request bodies and response encoding.
 
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 
@@ -83,8 +82,4 @@ pub fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
 
 pub fn json_value(code: StatusCode, value: &Value) -> Response {
     json_response(code, serde_json::to_vec(value).unwrap_or_default())
-}
-
-pub fn bytes_response(code: StatusCode, body: Bytes) -> Response {
-    (code, [(http::header::CONTENT_TYPE, "application/json")], body).into_response()
 }

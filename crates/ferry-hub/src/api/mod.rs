@@ -87,17 +87,18 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
         })?),
     };
     let resources = hub.registry.resources(cluster.as_ref().map(|c| c.name.as_str()));
-    let aggregated = negotiate::aggregated_discovery(&parts.headers);
+    let accept = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let aggregated = discovery::negotiate_aggregated(accept);
     let ok = |v: Value| Ok(json_value(StatusCode::OK, &v));
     match parsed.target {
         Target::Health(_) => unreachable!("answered above"),
         Target::Version => ok(discovery::version()),
         Target::CoreVersions => match aggregated {
-            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery(&resources, true, v), v)),
+            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery_as(&resources, true, v), v)),
             None => ok(discovery::core_versions()),
         },
         Target::Groups => match aggregated {
-            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery(&resources, false, v), v)),
+            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery_as(&resources, false, v), v)),
             None => ok(discovery::api_group_list(&resources)),
         },
         Target::Group(g) => discovery::api_group(&resources, &g)
@@ -154,10 +155,9 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     }
 }
 
-fn aggregated_response(v: Value, version: &str) -> Response {
+fn aggregated_response(v: Value, version: discovery::AggregatedVersion) -> Response {
     let mut r = json_value(StatusCode::OK, &v);
-    let ct = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
-    r.headers_mut().insert(http::header::CONTENT_TYPE, ct.parse().expect("valid header"));
+    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(version.content_type()));
     r
 }
 

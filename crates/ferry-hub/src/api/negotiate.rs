@@ -57,24 +57,6 @@ pub fn object_format(headers: &HeaderMap) -> Format {
     Format::Object
 }
 
-/// Whether the client asked for aggregated discovery, and at which version
-/// (`v2` or `v2beta1`).
-pub fn aggregated_discovery(headers: &HeaderMap) -> Option<&'static str> {
-    for mt in media_types(headers) {
-        if param(&mt, "g") == Some("apidiscovery.k8s.io") && param(&mt, "as") == Some("APIGroupDiscoveryList") {
-            match param(&mt, "v") {
-                Some("v2") => return Some("v2"),
-                Some("v2beta1") => return Some("v2beta1"),
-                _ => {}
-            }
-        }
-        if param(&mt, "as").is_none() && param(&mt, "").is_some_and(|b| b == "application/json") {
-            return None;
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,12 +74,5 @@ mod tests {
         assert_eq!(object_format(&h("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")), Format::Metadata);
         assert_eq!(object_format(&h("application/json")), Format::Object);
         assert_eq!(object_format(&HeaderMap::new()), Format::Object);
-    }
-
-    #[test]
-    fn aggregated_discovery_is_recognised() {
-        let a = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
-        assert_eq!(aggregated_discovery(&h(a)), Some("v2"));
-        assert_eq!(aggregated_discovery(&h("application/json")), None);
     }
 }

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
@@ -482,9 +481,4 @@ pub fn after_write<'a>(
             }
         }
     })
-}
-
-/// Decode a body sent to a create-like subresource.
-pub fn body_value(body: &Bytes, ct: &str) -> Result<Value, ApiError> {
-    parse_object(body, ct)
 }

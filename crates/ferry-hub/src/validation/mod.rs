@@ -1,1 +1,35 @@
 //! Validation of names and of custom resources against their CRD schema.
+//!
+//! - [`names`]: object names, label keys/values, annotation keys, `metadata`.
+//! - [`schema`]: structural-schema validation, pruning and defaulting of custom resources.
+//! - [`crd`]: basic checks of a `CustomResourceDefinition` itself.
+//! - [`pattern`]: the small regular-expression matcher behind `pattern`.
+//!
+//! Everything here is pure and reports problems as [`crate::status::Cause`]s
+//! worded as kube-apiserver words them.
+
+pub mod crd;
+pub mod names;
+pub mod pattern;
+pub mod schema;
+
+use serde_json::Value;
+
+pub use crd::validate_crd;
+pub use names::{validate_metadata, validate_object_name, NameRule};
+pub use schema::validate_and_prune;
+
+/// Kubernetes' `field.Invalid` body: `Invalid value: "x": detail`. Strings are
+/// quoted, numbers and booleans bare, `null` as `"null"`, the rest as JSON.
+pub(crate) fn invalid_value(value: &Value, detail: &str) -> String {
+    format!("Invalid value: {}: {detail}", render_value(value))
+}
+
+/// A value as Kubernetes prints it inside a field error.
+pub(crate) fn render_value(value: &Value) -> String {
+    match value {
+        Value::Null => "\"null\"".to_string(),
+        Value::String(s) => Value::String(s.clone()).to_string(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,181 @@
+//! CustomResourceDefinitions for every kind in this crate, as objects and as YAML.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceStatus,
+    CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::schema::{OptionalEnum, OptionalIntOrString, StructuralSchemaRewriter};
+use kube::CustomResourceExt;
+use schemars::generate::SchemaSettings;
+use schemars::transform::AddNullable;
+use schemars::JsonSchema;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+use crate::{edge, syncagent, well_known, workload};
+
+/// Names and options of one CRD; filled in by the `cluster_resource!` macro.
+#[doc(hidden)]
+pub struct CrdInfo {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    pub status_subresource: bool,
+    /// `(name, type, jsonPath)`
+    pub printer_columns: &'static [(&'static str, &'static str, &'static str)],
+}
+
+/// The schema of `T` as kube-derive would produce it: inlined, OpenAPI v3, structural.
+fn schema_for<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(AddNullable::default())
+        .with_transform(StructuralSchemaRewriter)
+        .with_transform(OptionalEnum)
+        .with_transform(OptionalIntOrString)
+        .into_generator();
+    let mut value = generator.into_root_schema_for::<T>().to_value();
+    if let Some(obj) = value.as_object_mut() {
+        obj.remove("title");
+        obj.remove("$schema");
+    }
+    strip_defaults(&mut value);
+    value
+}
+
+/// Removes every `default` keyword from a schema.
+///
+/// schemars records serde defaults (`""`, `[]`, `false`) as schema defaults, and the API
+/// server would then write them into every stored object. The types already treat a
+/// missing field as its default when decoding, so the schema does not need them, and
+/// objects round-trip exactly as written.
+fn strip_defaults(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    obj.remove("default");
+    for (key, child) in obj.iter_mut() {
+        match key.as_str() {
+            // Maps from property name to schema: the names are not keywords.
+            "properties" | "patternProperties" => {
+                if let Some(props) = child.as_object_mut() {
+                    props.values_mut().for_each(strip_defaults);
+                }
+            }
+            "items" | "additionalProperties" | "not" => strip_defaults(child),
+            "allOf" | "anyOf" | "oneOf" => {
+                if let Some(list) = child.as_array_mut() {
+                    list.iter_mut().for_each(strip_defaults);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Builds the CRD for a root object whose spec is `Spec` and status is `Status`.
+///
+/// Neither `spec` nor `status` is required, matching the reference objects.
+#[doc(hidden)]
+pub fn build_crd<Spec: JsonSchema, Status: JsonSchema>(info: &CrdInfo) -> CustomResourceDefinition {
+    let mut properties = Map::new();
+    properties.insert("apiVersion".into(), json!({ "type": "string" }));
+    properties.insert("kind".into(), json!({ "type": "string" }));
+    properties.insert("metadata".into(), json!({ "type": "object" }));
+    properties.insert("spec".into(), schema_for::<Spec>());
+    properties.insert("status".into(), schema_for::<Status>());
+    let root = json!({ "type": "object", "properties": properties });
+    let schema: JSONSchemaProps =
+        serde_json::from_value(root).expect("generated schema fits JSONSchemaProps");
+
+    let opt_vec = |items: &[&str]| -> Option<Vec<String>> {
+        (!items.is_empty()).then(|| items.iter().map(|s| s.to_string()).collect())
+    };
+    let printer_columns: Vec<CustomResourceColumnDefinition> = info
+        .printer_columns
+        .iter()
+        .map(|(name, type_, path)| CustomResourceColumnDefinition {
+            name: name.to_string(),
+            type_: type_.to_string(),
+            json_path: path.to_string(),
+            ..Default::default()
+        })
+        .collect();
+
+    CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(format!("{}.{}", info.plural, info.group)),
+            labels: Some(BTreeMap::from([(
+                well_known::KUBE_BIND_EXPORTED_LABEL.to_string(),
+                "true".to_string(),
+            )])),
+            ..Default::default()
+        },
+        spec: CustomResourceDefinitionSpec {
+            group: info.group.to_string(),
+            names: CustomResourceDefinitionNames {
+                kind: info.kind.to_string(),
+                list_kind: Some(format!("{}List", info.kind)),
+                plural: info.plural.to_string(),
+                singular: Some(info.kind.to_lowercase()),
+                short_names: opt_vec(info.short_names),
+                categories: opt_vec(info.categories),
+            },
+            scope: "Cluster".to_string(),
+            versions: vec![CustomResourceDefinitionVersion {
+                name: info.version.to_string(),
+                served: true,
+                storage: true,
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(schema),
+                }),
+                subresources: info.status_subresource.then(|| CustomResourceSubresources {
+                    status: Some(CustomResourceSubresourceStatus(json!({}))),
+                    scale: None,
+                }),
+                additional_printer_columns: (!printer_columns.is_empty()).then_some(printer_columns),
+                ..Default::default()
+            }],
+            ..Default::default()
+        },
+        status: None,
+    }
+}
+
+/// Every CRD Ferry defines, in a stable order.
+pub fn all_crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        edge::SyncerConfig::crd(),
+        edge::SyncTarget::crd(),
+        edge::Location::crd(),
+        edge::EdgePlacement::crd(),
+        workload::SyncTarget::crd(),
+        syncagent::PublishedResource::crd(),
+    ]
+}
+
+/// All CRDs as one multi-document YAML stream (`---` separated), ready for
+/// `ferry crds | kubectl apply -f -`.
+///
+/// The CRDs go through `serde_json::Value` first so that YAML sees plain maps, lists and
+/// scalars; serde-saphyr quotes strings that would otherwise read back as other types.
+pub fn crds_yaml() -> String {
+    let mut out = String::new();
+    for crd in all_crds() {
+        let value = serde_json::to_value(&crd).expect("CRD serializes to JSON");
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&value).expect("JSON value serializes to YAML"));
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}

@@ -1,0 +1,17 @@
+//! `edge.kubestellar.io/v2alpha1`: the KubeStellar API (SyncerConfig, SyncTarget,
+//! Location, EdgePlacement). All kinds are cluster-scoped.
+
+mod edge_placement;
+mod location;
+mod sync_target;
+mod syncer_config;
+
+pub use edge_placement::*;
+pub use location::*;
+pub use sync_target::*;
+pub use syncer_config::*;
+
+/// The API group.
+pub const GROUP: &str = "edge.kubestellar.io";
+/// The API version.
+pub const VERSION: &str = "v2alpha1";

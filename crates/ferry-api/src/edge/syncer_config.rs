@@ -1,0 +1,181 @@
+//! `SyncerConfig`: what one syncer down-syncs and up-syncs.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+cluster_resource! {
+    /// SyncerConfig tells a syncer what to sync down and up. KubeStellar keeps one per
+    /// mailbox workspace (named `the-one`); a syncer merges every SyncerConfig it can see.
+    ///
+    /// Not a status subresource (as in KubeStellar): the syncer writes `status` with a
+    /// merge patch on the object itself.
+    pub struct SyncerConfig {
+        group: "edge.kubestellar.io",
+        version: "v2alpha1",
+        kind: "SyncerConfig",
+        plural: "syncerconfigs",
+        short_names: ["escfg"],
+        categories: [],
+        status_subresource: false,
+        printer_columns: [
+            ("Heartbeat", "date", ".status.lastSyncerHeartbeatTime"),
+            ("Age", "date", ".metadata.creationTimestamp"),
+        ],
+        spec: SyncerConfigSpec,
+        status: SyncerConfigStatus,
+    }
+}
+
+/// Instructions to the syncer. The namespaced objects to downsync are those that match
+/// `namespaceScope` or `namespacedObjects` (or both).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncerConfigSpec {
+    /// Namespaces × resources: every object of each listed resource in each listed namespace.
+    #[serde(default, skip_serializing_if = "NamespaceScopeDownsyncs::is_empty")]
+    pub namespace_scope: NamespaceScopeDownsyncs,
+
+    /// Individual namespaced objects, by resource, namespace and name. Matches if any
+    /// member matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaced_objects: Vec<NamespaceScopeDownsyncObjects>,
+
+    /// Cluster-scoped objects to downsync, by resource.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_scope: Vec<ClusterScopeDownsyncResource>,
+
+    /// Objects to upsync (from the edge cluster to the mailbox workspace). Matches if any
+    /// member matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upsync: Vec<UpsyncSet>,
+}
+
+/// Namespace-scoped objects to downsync, as two orthogonal parts: an object is wanted iff
+/// its namespace is in `namespaces` and its resource is in `resources`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceScopeDownsyncs {
+    /// Names of the namespaces whose contents are downsynced. Empty means none. Each
+    /// listed namespace is also created downstream.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+
+    /// The namespace-scoped resources to downsync. Empty means none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<NamespaceScopeDownsyncResource>,
+}
+
+impl NamespaceScopeDownsyncs {
+    /// True when neither namespaces nor resources are listed.
+    pub fn is_empty(&self) -> bool {
+        self.namespaces.is_empty() && self.resources.is_empty()
+    }
+}
+
+/// One namespace-scoped resource (all its objects in the selected namespaces).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceScopeDownsyncResource {
+    /// API group; empty for the core group. (Required by KubeStellar's schema; Ferry
+    /// accepts it missing and reads that as the core group.)
+    #[serde(default)]
+    pub group: String,
+    /// Resource name: lowercase plural (`deployments`), or `*` for every resource of the
+    /// group/version.
+    #[serde(default)]
+    pub resource: String,
+    /// Just the version, not the group too (`v1`). Used both upstream and downstream.
+    #[serde(default)]
+    pub api_version: String,
+}
+
+/// Some objects of one namespaced resource, named per namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceScopeDownsyncObjects {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Resource name (lowercase plural), or `*`.
+    #[serde(default)]
+    pub resource: String,
+    /// Just the version (`v1`).
+    #[serde(default)]
+    pub api_version: String,
+    /// Matches by namespace and name; no object matches an empty list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects_by_namespace: Vec<NamespaceAndNames>,
+}
+
+/// Objects of an implied namespaced resource, all in one namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceAndNames {
+    /// The namespace.
+    #[serde(default)]
+    pub namespace: String,
+    /// Names of the matching objects; `*` matches all; empty means none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+}
+
+/// Cluster-scoped objects of one resource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterScopeDownsyncResource {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Resource name (lowercase plural), or `*`.
+    #[serde(default)]
+    pub resource: String,
+    /// Just the version (`v1`).
+    #[serde(default)]
+    pub api_version: String,
+    /// Names of the objects to downsync. Absent (or null) means all objects, an empty
+    /// list means none, and an entry `*` also means all.
+    //
+    // In Rust: `None` = all, `Some(vec![])` = none. The distinction survives a round trip:
+    // `None` is not serialized and `Some([])` is written as `[]`. The CRD marks the field
+    // nullable, so an explicit `null` is kept by the API server and reads as `None` too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<Vec<String>>,
+}
+
+/// A set of objects (namespaced or cluster-scoped) of one API group, to upsync.
+///
+/// An object is in the set iff its group is `apiGroup`, its resource is in `resources`,
+/// its namespace is in `namespaces` (namespaced resources only) and its name is in `names`.
+/// `*` matches anything in each list; an empty list matches nothing.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpsyncSet {
+    /// API group; empty for the core group.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_group: String,
+    /// Lowercase plural resource names, or `*`.
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// Acceptable namespaces, or `*`. Ignored for cluster-scoped resources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Acceptable names, or `*`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+}
+
+/// What the syncer reports about itself.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncerConfigStatus {
+    /// When the syncer last reported. (KubeStellar never writes it; Ferry does.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::time")]
+    pub last_syncer_heartbeat_time: Option<Time>,
+
+    /// Standard conditions, added by Ferry (ConfigValid, Syncing, HeartbeatHealthy).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::metav1_conditions")]
+    pub conditions: Vec<Condition>,
+}

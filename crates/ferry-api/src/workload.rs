@@ -1,0 +1,172 @@
+//! `workload.kcp.io/v1alpha1`: the kcp TMC `SyncTarget`. KubeStellar's
+//! `edge.kubestellar.io` SyncTarget ([`crate::edge::SyncTarget`]) reuses the same spec
+//! and status types.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group.
+pub const GROUP: &str = "workload.kcp.io";
+/// The API version.
+pub const VERSION: &str = "v1alpha1";
+
+cluster_resource! {
+    /// A cluster capable of running workloads, as kcp TMC describes it.
+    pub struct SyncTarget {
+        group: "workload.kcp.io",
+        version: "v1alpha1",
+        kind: "SyncTarget",
+        plural: "synctargets",
+        short_names: [],
+        categories: [],
+        status_subresource: true,
+        printer_columns: [
+            ("Ready", "string", ".status.conditions[?(@.type==\"Ready\")].status"),
+            ("Heartbeat", "date", ".status.lastSyncerHeartbeatTime"),
+            ("Age", "date", ".metadata.creationTimestamp"),
+        ],
+        spec: SyncTargetSpec,
+        status: SyncTargetStatus,
+    }
+}
+
+/// The desired state of a SyncTarget.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncTargetSpec {
+    /// New workloads are not scheduled here while true. Defaults to false.
+    #[serde(default)]
+    pub unschedulable: bool,
+
+    /// After this time, workloads scheduled here are evicted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::time")]
+    pub evict_after: Option<Time>,
+
+    /// APIExports whose resources this target should support. When empty, kcp uses the
+    /// `kubernetes` export of the same workspace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supported_api_exports: Vec<ApiExportReference>,
+
+    /// Labels identifying the cells the target belongs to.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cells: BTreeMap<String, String>,
+}
+
+/// A reference to an APIExport (kcp `tenancy.v1alpha1.APIExportReference`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiExportReference {
+    /// Name of the APIExport.
+    #[serde(default)]
+    pub export: String,
+    /// Logical cluster path of the workspace holding it; empty means the local workspace.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+}
+
+/// The observed state of a SyncTarget.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncTargetStatus {
+    /// Resources available for scheduling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::resource_list")]
+    pub allocatable: Option<BTreeMap<String, Quantity>>,
+
+    /// Total resources of the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::resource_list")]
+    pub capacity: Option<BTreeMap<String, Quantity>>,
+
+    /// kcp-style conditions: `SyncerReady`, `APIImporterReady`, `HeartbeatHealthy`,
+    /// `SyncerAuthorized`, `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<KcpCondition>,
+
+    /// Resources the syncer can sync, with their compatibility state.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub synced_resources: Vec<ResourceToSync>,
+
+    /// When the syncer last reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::time")]
+    pub last_syncer_heartbeat_time: Option<Time>,
+
+    /// Virtual workspace URLs the syncer uses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub virtual_workspaces: Vec<VirtualWorkspace>,
+}
+
+/// A kcp condition (`third_party/conditions/apis/conditions/v1alpha1.Condition`): unlike
+/// `metav1.Condition` it has a `severity` and only `type` and `status` are required.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KcpCondition {
+    /// Condition type, e.g. `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `Error`, `Warning` or `Info`; only meaningful when status is `False`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub severity: String,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::time")]
+    pub last_transition_time: Option<Time>,
+    /// Machine-readable reason in CamelCase.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// One resource the syncer of a SyncTarget can sync.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceToSync {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// Resource name (lowercase plural).
+    #[serde(default)]
+    pub resource: String,
+    /// Versions the syncer may choose from, in order of preference.
+    #[serde(default)]
+    pub versions: Vec<String>,
+    /// Identity of the APIExport the schema belongs to; empty for core types.
+    #[serde(default)]
+    pub identity_hash: String,
+    /// Whether the schema is compatible with the target.
+    #[serde(default)]
+    pub state: ResourceCompatibleState,
+}
+
+/// Compatibility of a resource schema with a SyncTarget.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ResourceCompatibleState {
+    /// The syncer has not reported yet.
+    #[default]
+    Pending,
+    /// Compatible; the syncer syncs it.
+    Accepted,
+    /// Incompatible with the target's schema.
+    Incompatible,
+}
+
+/// URLs of the virtual workspaces a kcp syncer talks to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct VirtualWorkspace {
+    /// URL of the syncer virtual workspace.
+    #[serde(rename = "syncerURL", default)]
+    pub syncer_url: String,
+    /// URL of the upsyncer virtual workspace.
+    #[serde(rename = "upsyncerURL", default)]
+    pub upsyncer_url: String,
+}

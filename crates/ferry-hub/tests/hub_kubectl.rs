@@ -1,0 +1,164 @@
+//! The hub as kubectl sees it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry_hub::testing::TestHub;
+
+fn ok(out: std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{what} failed:\nstdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: default
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: main
+        image: nginx:IMAGE
+        ports:
+        - containerPort: 80
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_get_api_resources_and_namespaces() {
+    let hub = TestHub::start().await;
+    let ns = ok(hub.kubectl(&["get", "ns"]), "get ns");
+    assert!(ns.contains("default") && ns.contains("kube-system") && ns.contains("Active"), "{ns}");
+    let res = ok(hub.kubectl(&["api-resources"]), "api-resources");
+    for r in ["deployments", "configmaps", "customresourcedefinitions", "leases", "workspaces"] {
+        assert!(res.contains(r), "{r} missing from api-resources:\n{res}");
+    }
+    let ver = ok(hub.kubectl(&["version", "-o", "json"]), "version");
+    assert!(ver.contains("serverVersion"), "{ver}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_apply_twice_then_server_side_then_delete() {
+    let hub = TestHub::start().await;
+    let first = DEPLOYMENT.replace("IMAGE", "1.25");
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&first)), "first apply");
+    let second = DEPLOYMENT.replace("IMAGE", "1.26");
+    let out = ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&second)), "second apply");
+    assert!(out.contains("configured"), "{out}");
+    let image = ok(hub.kubectl(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[*].image}"]), "get");
+    assert_eq!(image, "nginx:1.26");
+    let out = ok(hub.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&second)), "server-side apply");
+    assert!(out.contains("serverside-applied"), "{out}");
+    let table = ok(hub.kubectl(&["get", "deployments"]), "get deployments");
+    assert!(table.contains("READY") && table.contains("web"), "{table}");
+    ok(hub.kubectl(&["delete", "deployment", "web"]), "delete");
+    let out = hub.kubectl(&["get", "deployment", "web"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_patch_types() {
+    let hub = TestHub::start().await;
+    ok(hub.kubectl(&["create", "configmap", "p", "--from-literal=a=1"]), "create");
+    ok(hub.kubectl(&["patch", "configmap", "p", "--type", "merge", "-p", r#"{"data":{"b":"2"}}"#]), "merge");
+    ok(hub.kubectl(&["patch", "configmap", "p", "--type", "json", "-p", r#"[{"op":"add","path":"/data/c","value":"3"}]"#]), "json");
+    ok(hub.kubectl(&["patch", "configmap", "p", "-p", r#"{"data":{"d":"4"}}"#]), "strategic");
+    let data = ok(hub.kubectl(&["get", "cm", "p", "-o", "jsonpath={.data}"]), "get");
+    for kv in [r#""a":"1""#, r#""b":"2""#, r#""c":"3""#, r#""d":"4""#] {
+        assert!(data.contains(kv), "{kv} missing from {data}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_get_watch_prints_new_objects() {
+    let hub = TestHub::start().await;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(hub.kubeconfig())
+        .args(["get", "configmaps", "-w", "--request-timeout=0"])
+        .env("HOME", hub.data_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::new();
+    let mut created = false;
+    while Instant::now() < deadline {
+        if !created {
+            // Create repeatedly-named objects until the watch is clearly up.
+            let name = format!("watched-{}", deadline.duration_since(Instant::now()).as_millis());
+            ok(hub.kubectl(&["create", "configmap", &name]), "create");
+            created = true;
+        }
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push_str(&line);
+            seen.push('\n');
+            if seen.contains("watched-") {
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    assert!(seen.contains("watched-"), "kubectl get -w printed:\n{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_crd_and_custom_resource_with_printer_columns() {
+    let hub = TestHub::start().await;
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+"#;
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(crd)), "apply crd");
+    ok(hub.kubectl(&["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=20s"]), "wait");
+    let cr = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\nspec: {size: 7}\n";
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(cr)), "apply cr");
+    let cr2 = cr.replace("size: 7", "size: 8");
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cr2)), "apply cr again");
+    let table = ok(hub.kubectl(&["get", "wd"]), "get widgets");
+    assert!(table.contains("SIZE") && table.contains("w1") && table.contains('8'), "{table}");
+    let bad = cr.replace("size: 7", "size: big");
+    let out = hub.kubectl_stdin(&["apply", "-f", "-"], Some(&bad));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("spec.size"), "{}", String::from_utf8_lossy(&out.stderr));
+}

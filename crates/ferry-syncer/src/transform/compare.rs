@@ -1,0 +1,193 @@
+//! Deciding whether a copy needs writing, and building the update.
+//!
+//! Two checks, both needed:
+//! - a hash of what the syncer last wrote (`ferry.dev/desired-hash`) catches every
+//!   change at the source, including removed fields, labels and annotations;
+//! - a semantic-subset check (every field the syncer sets has that value in the copy;
+//!   fields the server or other controllers added are ignored) catches edits made to
+//!   the copy. Defaults filled in by the destination server never count as a change.
+//!
+//! Known limit: a value the destination rewrites into another form (e.g. quantity
+//! `1000m` stored as `1`) looks changed, so such an object is rewritten on each
+//! reconcile; the server treats those writes as no-ops (no new resourceVersion, no event).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use ferry_api::well_known::{DESIRED_HASH_ANNOTATION, MANAGED_METADATA_ANNOTATION};
+
+use super::ownership::str_at;
+
+/// Top-level keys that are not content: identity and metadata.
+const NOT_CONTENT: &[&str] = &["apiVersion", "kind", "metadata"];
+
+fn string_map<'a>(obj: &'a Value, key: &str) -> Option<&'a Map<String, Value>> {
+    obj.get("metadata")?.get(key)?.as_object()
+}
+
+/// Labels or annotations of `obj` without the bookkeeping annotations.
+fn managed_keys(obj: &Value, key: &str) -> Map<String, Value> {
+    let mut map = string_map(obj, key).cloned().unwrap_or_default();
+    map.remove(DESIRED_HASH_ANNOTATION);
+    map.remove(MANAGED_METADATA_ANNOTATION);
+    map
+}
+
+/// JSON with object keys sorted, so equal content always hashes the same.
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+fn content_hash(desired: &Value) -> String {
+    let mut content = Map::new();
+    if let Some(obj) = desired.as_object() {
+        for (key, value) in obj.iter().filter(|(k, _)| !NOT_CONTENT.contains(&k.as_str())) {
+            content.insert(key.clone(), value.clone());
+        }
+    }
+    content.insert("labels".into(), Value::Object(managed_keys(desired, "labels")));
+    content.insert(
+        "annotations".into(),
+        Value::Object(managed_keys(desired, "annotations")),
+    );
+    let bytes = serde_json::to_vec(&canonical(&Value::Object(content))).expect("JSON value serializes");
+    let digest = Sha256::digest(bytes);
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Records the content hash and the managed label/annotation keys on a desired copy.
+pub(super) fn record_desired(desired: &mut Value) {
+    let hash = content_hash(desired);
+    let keys = |key: &str| -> Vec<Value> {
+        managed_keys(desired, key)
+            .keys()
+            .cloned()
+            .map(Value::String)
+            .collect()
+    };
+    let record =
+        serde_json::json!({ "labels": keys("labels"), "annotations": keys("annotations") }).to_string();
+    if let Some(annotations) = desired
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    {
+        annotations.insert(DESIRED_HASH_ANNOTATION.into(), hash.into());
+        annotations.insert(MANAGED_METADATA_ANNOTATION.into(), record.into());
+    }
+}
+
+/// Whether every value in `desired` is present and equal in `actual`, ignoring anything
+/// `actual` has in addition (server defaults, fields other controllers set). Lists must
+/// have the same length, compared element by element; numbers compare by value.
+pub fn is_semantic_subset(desired: &Value, actual: &Value) -> bool {
+    match (desired, actual) {
+        (Value::Object(d), Value::Object(a)) => d.iter().all(|(key, dv)| match a.get(key) {
+            Some(av) => is_semantic_subset(dv, av),
+            None => dv.is_null(),
+        }),
+        (Value::Array(d), Value::Array(a)) => {
+            d.len() == a.len() && d.iter().zip(a).all(|(dv, av)| is_semantic_subset(dv, av))
+        }
+        (Value::Number(d), Value::Number(a)) => d == a || d.as_f64() == a.as_f64(),
+        (d, a) => d == a,
+    }
+}
+
+/// Whether the copy `actual` must be written to match `desired` (a result of
+/// `downstream_copy` / `upstream_copy`). Compares only what the syncer manages: the
+/// top-level content fields of `desired` (`spec`, `data`, ...; `status` only when
+/// `desired` has one), its labels and annotations, and the recorded content hash.
+/// Server-set metadata and fields other writers added are ignored.
+pub fn needs_update(desired: &Value, actual: &Value) -> bool {
+    if str_at(desired, &["metadata", "annotations", DESIRED_HASH_ANNOTATION])
+        != str_at(actual, &["metadata", "annotations", DESIRED_HASH_ANNOTATION])
+    {
+        return true;
+    }
+    let Some(desired_obj) = desired.as_object() else {
+        return false;
+    };
+    let content_differs = desired_obj
+        .iter()
+        .filter(|(key, _)| !NOT_CONTENT.contains(&key.as_str()))
+        .any(|(key, value)| !is_semantic_subset(value, actual.get(key).unwrap_or(&Value::Null)));
+    let metadata_differs = ["labels", "annotations"].iter().any(|key| {
+        let wanted = Value::Object(string_map(desired, key).cloned().unwrap_or_default());
+        let present = Value::Object(string_map(actual, key).cloned().unwrap_or_default());
+        !is_semantic_subset(&wanted, &present)
+    });
+    content_differs || metadata_differs
+}
+
+/// Keys previously set by the syncer on `actual`, from its managed-metadata record.
+fn previously_managed(actual: &Value, key: &str) -> BTreeSet<String> {
+    str_at(actual, &["metadata", "annotations", MANAGED_METADATA_ANNOTATION])
+        .and_then(|record| serde_json::from_str::<Value>(record).ok())
+        .and_then(|record| record.get(key).and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The body for updating `actual` to `desired` (a full PUT).
+///
+/// - Content fields come from `desired`; fields only `actual` has are dropped, so a field
+///   removed at the source disappears from the copy.
+/// - `status`: `desired`'s if it has one (upsync), otherwise `actual`'s (downsync: the
+///   copy's reported state is never wiped, kubestellar#938).
+/// - `metadata`: `actual`'s (so `resourceVersion` makes the write conditional, and
+///   `uid`, finalizers and owner references set at the destination survive), with
+///   labels and annotations merged: `desired`'s keys win, keys the syncer set earlier but
+///   no longer wants are removed, and keys others added are kept. `managedFields` is
+///   left out (the server keeps it).
+pub fn merge_for_update(desired: &Value, actual: &Value) -> Value {
+    let mut out = Map::new();
+    if let Some(desired_obj) = desired.as_object() {
+        for (key, value) in desired_obj.iter().filter(|(k, _)| k.as_str() != "metadata") {
+            out.insert(key.clone(), value.clone());
+        }
+    }
+    if !out.contains_key("status") {
+        if let Some(status) = actual.get("status") {
+            out.insert("status".into(), status.clone());
+        }
+    }
+
+    let mut metadata = actual
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    metadata.remove("managedFields");
+    for key in ["labels", "annotations"] {
+        let stale = previously_managed(actual, key);
+        let mut merged = string_map(actual, key).cloned().unwrap_or_default();
+        merged.retain(|k, _| !stale.contains(k));
+        if let Some(wanted) = string_map(desired, key) {
+            merged.extend(wanted.clone());
+        }
+        if merged.is_empty() {
+            metadata.remove(key);
+        } else {
+            metadata.insert(key.into(), Value::Object(merged));
+        }
+    }
+    out.insert("metadata".into(), Value::Object(metadata));
+    Value::Object(out)
+}

@@ -1,0 +1,124 @@
+//! Transform: how a copy is made and kept up to date, as pure functions over objects.
+//!
+//! Objects are `serde_json::Value`s. The core loop reads and writes arbitrary resource
+//! types through `kube::Api<DynamicObject>`; a `DynamicObject` converts to and from a
+//! `Value` with `serde_json::{to_value, from_value}`, and a `Value` lets one function
+//! strip, mark, compare and merge any kind (top-level `spec`, `data`, `rules`, ...) with
+//! no per-kind code. List items may arrive without `apiVersion`/`kind`, so callers pass
+//! the [`ObjectType`] they are watching.
+//!
+//! The life of a downsynced object:
+//! 1. `desired = downstream_copy(upstream, ty, syncer)`
+//! 2. no downstream object → create `desired`; one that [`is_owned_by`] the syncer (or a
+//!    pre-existing one, which KubeStellar also overwrites) and [`needs_update`] → PUT
+//!    [`merge_for_update`]`(desired, actual)`; otherwise do nothing.
+//! 3. [`status_for_upstream`]`(downstream)` → if [`status_differs`], write
+//!    [`with_status`]`(upstream, status)` to the upstream `/status`.
+//!
+//! Upsync is the mirror image with [`upstream_copy`], which keeps `status`.
+
+mod compare;
+mod ownership;
+mod strip;
+
+use serde_json::Value;
+
+use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
+
+use crate::selection::WatchTarget;
+
+pub use compare::{is_semantic_subset, merge_for_update, needs_update};
+pub use ownership::{allows_overwrite, is_owned_by};
+pub use strip::{
+    strip_server_fields, NEVER_COPIED_ANNOTATIONS, NEVER_COPIED_LABEL_PREFIXES, SERVER_SET_METADATA,
+};
+
+/// `apiVersion` and `kind` of the objects being copied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectType {
+    /// `group/version`, or `version` for the core group.
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+impl ObjectType {
+    /// An object type from its parts.
+    pub fn new(api_version: &str, kind: &str) -> Self {
+        Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
+    }
+}
+
+impl From<&WatchTarget> for ObjectType {
+    fn from(target: &WatchTarget) -> Self {
+        Self {
+            api_version: target.id.api_version(),
+            kind: target.kind.clone(),
+        }
+    }
+}
+
+/// The object to write downstream for `upstream`: server-set fields and `status`
+/// stripped (see [`strip_server_fields`]), `apiVersion`/`kind` set, and marked as this
+/// syncer's copy: annotation `edge.kubestellar.io/downsynced: <Kind>/<namespace>/<name>`,
+/// label `ferry.dev/syncer`, plus the bookkeeping annotations [`needs_update`] and
+/// [`merge_for_update`] rely on. Name and namespace are kept.
+pub fn downstream_copy(upstream: &Value, ty: &ObjectType, syncer_name: &str) -> Value {
+    let mut copy = upstream.clone();
+    strip_server_fields(&mut copy);
+    if let Some(obj) = copy.as_object_mut() {
+        obj.remove("status");
+    }
+    finish_copy(copy, ty, DOWNSYNCED_ANNOTATION, syncer_name)
+}
+
+/// The object to write upstream for the downstream object `downstream`: like
+/// [`downstream_copy`] but marked `edge.kubestellar.io/upsynced`, and `status` is kept
+/// (it is the reported state that upsync exists to carry). When the upstream resource
+/// has a status subresource, write it with a second request to `/status`.
+pub fn upstream_copy(downstream: &Value, ty: &ObjectType, syncer_name: &str) -> Value {
+    let mut copy = downstream.clone();
+    strip_server_fields(&mut copy);
+    finish_copy(copy, ty, UPSYNCED_ANNOTATION, syncer_name)
+}
+
+fn finish_copy(mut copy: Value, ty: &ObjectType, mark: &str, syncer_name: &str) -> Value {
+    if let Some(obj) = copy.as_object_mut() {
+        obj.insert("apiVersion".into(), Value::String(ty.api_version.clone()));
+        obj.insert("kind".into(), Value::String(ty.kind.clone()));
+    }
+    ownership::mark(&mut copy, mark, &ty.kind, syncer_name);
+    compare::record_desired(&mut copy);
+    copy
+}
+
+/// The reported state to return upstream: the downstream object's `status`, if it has a
+/// non-empty one.
+pub fn status_for_upstream(downstream: &Value) -> Option<Value> {
+    match downstream.get("status") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) if map.is_empty() => None,
+        Some(status) => Some(status.clone()),
+    }
+}
+
+/// Whether writing `status` upstream would change anything.
+pub fn status_differs(upstream: &Value, status: &Value) -> bool {
+    upstream.get("status") != Some(status)
+}
+
+/// `upstream` with its `status` replaced: the body for a PUT to `/status` (it keeps
+/// upstream's `resourceVersion`, so a concurrent change yields 409 and a retry).
+pub fn with_status(upstream: &Value, status: Value) -> Value {
+    let mut out = upstream.clone();
+    if let Some(obj) = out.as_object_mut() {
+        obj.insert("status".into(), status);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
