@@ -70,7 +70,8 @@ async fn kubectl_apply_twice_then_server_side_then_delete() {
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_patch_types() {
     let hub = TestHub::start().await;
-    ok(hub.kubectl(&["create", "configmap", "p", "--from-literal=a=1"]), "create");
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: p, namespace: default}\ndata: {a: '1'}\n";
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(cm)), "create");
     ok(hub.kubectl(&["patch", "configmap", "p", "--type", "merge", "-p", r#"{"data":{"b":"2"}}"#]), "merge");
     ok(hub.kubectl(&["patch", "configmap", "p", "--type", "json", "-p", r#"[{"op":"add","path":"/data/c","value":"3"}]"#]), "json");
     ok(hub.kubectl(&["patch", "configmap", "p", "-p", r#"{"data":{"d":"4"}}"#]), "strategic");
@@ -83,6 +84,8 @@ async fn kubectl_patch_types() {
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_get_watch_prints_new_objects() {
     let hub = TestHub::start().await;
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\n");
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cm("listed"))), "create listed");
     let mut child = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(hub.kubeconfig())
@@ -104,23 +107,19 @@ async fn kubectl_get_watch_prints_new_objects() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut seen = String::new();
     let mut created = false;
-    while Instant::now() < deadline {
-        if !created {
-            // Create repeatedly-named objects until the watch is clearly up.
-            let name = format!("watched-{}", deadline.duration_since(Instant::now()).as_millis());
-            ok(hub.kubectl(&["create", "configmap", &name]), "create");
-            created = true;
-        }
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+    while Instant::now() < deadline && !seen.contains("watched") {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
             seen.push_str(&line);
             seen.push('\n');
-            if seen.contains("watched-") {
-                break;
-            }
+        }
+        // Only once the initial list is printed: then "watched" can only arrive as a watch event.
+        if !created && seen.contains("listed") {
+            ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cm("watched"))), "create watched");
+            created = true;
         }
     }
     let _ = child.kill();
-    assert!(seen.contains("watched-"), "kubectl get -w printed:\n{seen}");
+    assert!(created && seen.contains("watched"), "kubectl get -w printed:\n{seen}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

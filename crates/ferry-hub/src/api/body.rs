@@ -20,6 +20,12 @@ pub fn content_type(headers: &HeaderMap) -> String {
 
 /// Parse a JSON or YAML body into an object.
 pub fn parse_object(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+    if content_type.contains("protobuf") || content_type.contains("cbor") {
+        // kubectl and client-go retry in JSON after a 415 for these.
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unsupported format ({content_type}); send application/json or application/yaml"
+        )));
+    }
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(ApiError::bad_request("the request body is empty; send the object as JSON or YAML"));
     }
