@@ -15,9 +15,13 @@ pub fn init(verbosity: u8, format: LogFormat) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(format!("{level},hyper=warn,h2=warn,rustls=warn,tower=warn,kube_client=warn,kube_runtime=warn"))
+        EnvFilter::new(format!(
+            "{level},hyper=warn,h2=warn,rustls=warn,tower=warn,kube_client=warn,kube_runtime=warn"
+        ))
     });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -6,7 +6,11 @@ mod logging;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ferry", version, about = "Keep Kubernetes objects in sync between a control plane and workload clusters")]
+#[command(
+    name = "ferry",
+    version,
+    about = "Keep Kubernetes objects in sync between a control plane and workload clusters"
+)]
 struct Cli {
     /// Log verbosity (0: info, 1: debug, 2+: trace).
     #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]

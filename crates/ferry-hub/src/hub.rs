@@ -21,7 +21,10 @@ pub struct HubConfig {
 
 impl Default for HubConfig {
     fn default() -> Self {
-        HubConfig { admin_token: String::new(), max_in_flight: 400 }
+        HubConfig {
+            admin_token: String::new(),
+            max_in_flight: 400,
+        }
     }
 }
 
@@ -64,18 +67,24 @@ impl Hub {
     fn rebuild_indexes(&self) {
         // Workspaces: parents first, so paths can be built top-down.
         let (all, _) = self.store.list(&ClusterScope::All, WORKSPACES, None, None);
-        let mut pending: Vec<(String, Value)> = all.into_iter().map(|(k, o)| (k.cluster, o.value())).collect();
+        let mut pending: Vec<(String, Value)> =
+            all.into_iter().map(|(k, o)| (k.cluster, o.value())).collect();
         while !pending.is_empty() {
             let before = pending.len();
             pending.retain(|(parent, ws)| {
-                let Some(parent_lc) = self.workspaces.by_name(parent) else { return true };
+                let Some(parent_lc) = self.workspaces.by_name(parent) else {
+                    return true;
+                };
                 if let Some(lc) = logical_cluster_of(&parent_lc, ws) {
                     self.workspaces.insert(lc);
                 }
                 false
             });
             if pending.len() == before {
-                tracing::warn!(orphans = pending.len(), "workspaces whose parent no longer exists are ignored");
+                tracing::warn!(
+                    orphans = pending.len(),
+                    "workspaces whose parent no longer exists are ignored"
+                );
                 break;
             }
         }
@@ -89,7 +98,9 @@ impl Hub {
 
     /// Recompute what the CRDs stored in `cluster` serve.
     pub fn refresh_crds(&self, cluster: &str) {
-        let (crds, _) = self.store.list(&ClusterScope::One(cluster.into()), CRDS, None, None);
+        let (crds, _) = self
+            .store
+            .list(&ClusterScope::One(cluster.into()), CRDS, None, None);
         let mut served = Vec::new();
         for (key, obj) in crds {
             let crd = obj.value();

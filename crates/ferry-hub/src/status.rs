@@ -16,19 +16,39 @@ pub struct Cause {
 
 impl Cause {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Cause { reason: "FieldValueInvalid".into(), field: field.into(), message: message.into() }
+        Cause {
+            reason: "FieldValueInvalid".into(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
     pub fn required(field: impl Into<String>) -> Self {
-        Cause { reason: "FieldValueRequired".into(), field: field.into(), message: "Required value".into() }
+        Cause {
+            reason: "FieldValueRequired".into(),
+            field: field.into(),
+            message: "Required value".into(),
+        }
     }
     pub fn unsupported(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Cause { reason: "FieldValueNotSupported".into(), field: field.into(), message: message.into() }
+        Cause {
+            reason: "FieldValueNotSupported".into(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
     pub fn type_invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Cause { reason: "FieldValueTypeInvalid".into(), field: field.into(), message: message.into() }
+        Cause {
+            reason: "FieldValueTypeInvalid".into(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
     pub fn forbidden(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Cause { reason: "FieldValueForbidden".into(), field: field.into(), message: message.into() }
+        Cause {
+            reason: "FieldValueForbidden".into(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
     /// `field: message`, the way kube-apiserver joins causes into the Status message.
     pub fn describe(&self) -> String {
@@ -78,7 +98,13 @@ fn details(group: &str, resource: &str, name: &str) -> Value {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None, retry_after: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -92,7 +118,11 @@ impl ApiError {
     }
     /// 404 for an object: `deployments.apps "web" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        let mut e = Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource)));
+        let mut e = Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, resource)),
+        );
         e.details = Some(details(group, resource, name));
         e
     }
@@ -107,8 +137,11 @@ impl ApiError {
         Self::new(406, "NotAcceptable", message)
     }
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        let mut e =
-            Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)));
+        let mut e = Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, resource)),
+        );
         e.details = Some(details(group, resource, name));
         e
     }
@@ -117,13 +150,22 @@ impl ApiError {
         let mut e = Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, resource)),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(group, resource)
+            ),
         );
         e.details = Some(details(group, resource, name));
         e
     }
     /// 409 from server-side apply field-ownership conflicts.
-    pub fn apply_conflict(group: &str, resource: &str, name: &str, message: String, causes: &[Cause]) -> Self {
+    pub fn apply_conflict(
+        group: &str,
+        resource: &str,
+        name: &str,
+        message: String,
+        causes: &[Cause],
+    ) -> Self {
         let mut e = Self::new(409, "Conflict", message);
         let mut d = details(group, resource, name);
         d["causes"] = causes_json(causes);
@@ -141,13 +183,24 @@ impl ApiError {
     }
     /// 422 with causes: `Deployment.apps "web" is invalid: spec.replicas: ...`.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
-        let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         let joined = match causes.len() {
             0 => String::new(),
             1 => causes[0].describe(),
-            _ => format!("[{}]", causes.iter().map(Cause::describe).collect::<Vec<_>>().join(", ")),
+            _ => format!(
+                "[{}]",
+                causes.iter().map(Cause::describe).collect::<Vec<_>>().join(", ")
+            ),
         };
-        let mut e = Self::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {joined}"));
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{qualified_kind} \"{name}\" is invalid: {joined}"),
+        );
         let mut d = json!({ "name": name, "kind": kind, "causes": causes_json(&causes) });
         if !group.is_empty() {
             d["group"] = json!(group);
@@ -214,7 +267,8 @@ impl IntoResponse for ApiError {
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
         let mut resp = (code, [(http::header::CONTENT_TYPE, "application/json")], body).into_response();
         if let Some(secs) = self.retry_after {
-            resp.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+            resp.headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
         }
         resp
     }
@@ -238,10 +292,15 @@ mod tests {
             "",
             "ConfigMap",
             "Bad_Name",
-            vec![Cause::invalid("metadata.name", "a lowercase RFC 1123 subdomain must consist of ...")],
+            vec![Cause::invalid(
+                "metadata.name",
+                "a lowercase RFC 1123 subdomain must consist of ...",
+            )],
         );
         assert_eq!(e.code, 422);
-        assert!(e.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: "));
+        assert!(e
+            .message
+            .starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: "));
         assert_eq!(e.to_status()["details"]["causes"][0]["field"], "metadata.name");
     }
 }

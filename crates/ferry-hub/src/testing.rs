@@ -27,7 +27,11 @@ impl TestHub {
         opts.listen = "127.0.0.1:0".parse().expect("address");
         adjust(&mut opts);
         let running = start(opts).await.expect("hub starts");
-        TestHub { running, dir: Some(dir), data_dir }
+        TestHub {
+            running,
+            dir: Some(dir),
+            data_dir,
+        }
     }
 
     /// Start a hub over an existing data directory (which the caller owns).
@@ -35,7 +39,11 @@ impl TestHub {
         let mut opts = HubOptions::new(data_dir);
         opts.listen = "127.0.0.1:0".parse().expect("address");
         let running = start(opts).await.expect("hub starts");
-        TestHub { running, dir: None, data_dir: data_dir.to_path_buf() }
+        TestHub {
+            running,
+            dir: None,
+            data_dir: data_dir.to_path_buf(),
+        }
     }
 
     pub fn url(&self) -> &str {
@@ -62,11 +70,20 @@ impl TestHub {
         let mut cmd = Command::new("kubectl");
         cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
         cmd.env("HOME", &self.data_dir);
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("kubectl is installed");
         if let Some(input) = stdin {
-            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("write stdin");
         }
         child.wait_with_output().expect("kubectl runs")
     }

@@ -40,7 +40,11 @@ struct Index {
 impl WorkspaceIndex {
     pub fn new() -> Self {
         let index = WorkspaceIndex::default();
-        index.insert(LogicalCluster { name: ROOT.into(), path: ROOT.into(), parent: None });
+        index.insert(LogicalCluster {
+            name: ROOT.into(),
+            path: ROOT.into(),
+            parent: None,
+        });
         index
     }
 
@@ -60,7 +64,11 @@ impl WorkspaceIndex {
     /// Resolve what a client wrote after `/clusters/`: a path or a cluster name.
     pub fn resolve(&self, path_or_name: &str) -> Option<LogicalCluster> {
         let inner = self.inner.read();
-        inner.by_path.get(path_or_name).or_else(|| inner.by_name.get(path_or_name)).cloned()
+        inner
+            .by_path
+            .get(path_or_name)
+            .or_else(|| inner.by_name.get(path_or_name))
+            .cloned()
     }
 
     pub fn by_name(&self, name: &str) -> Option<LogicalCluster> {
@@ -70,7 +78,12 @@ impl WorkspaceIndex {
     /// The logical clusters whose Workspace object lives in `parent`.
     pub fn children(&self, parent: &str) -> Vec<LogicalCluster> {
         let inner = self.inner.read();
-        inner.by_name.values().filter(|lc| lc.parent.as_deref() == Some(parent)).cloned().collect()
+        inner
+            .by_name
+            .values()
+            .filter(|lc| lc.parent.as_deref() == Some(parent))
+            .cloned()
+            .collect()
     }
 }
 
@@ -97,7 +110,11 @@ mod tests {
         let idx = WorkspaceIndex::new();
         let name = cluster_name_for("root:imw1", "uid-1");
         assert_eq!(name.len(), 16);
-        idx.insert(LogicalCluster { name: name.clone(), path: "root:imw1".into(), parent: Some(ROOT.into()) });
+        idx.insert(LogicalCluster {
+            name: name.clone(),
+            path: "root:imw1".into(),
+            parent: Some(ROOT.into()),
+        });
         assert_eq!(idx.resolve("root:imw1").unwrap().name, name);
         assert_eq!(idx.resolve(&name).unwrap().path, "root:imw1");
         assert_eq!(idx.children(ROOT).len(), 1);

@@ -10,14 +10,19 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use serde_json::json;
 
 fn cm(name: &str, data: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
-        metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
         data: Some(data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
         ..Default::default()
     }
@@ -34,11 +39,20 @@ fn status_code(e: kube::Error) -> u16 {
 async fn fresh_hub_has_default_namespaces_and_service_accounts() {
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
-    let names: Vec<String> =
-        Api::<Namespace>::all(c.clone()).list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|n| n.metadata.name).collect();
+    let names: Vec<String> = Api::<Namespace>::all(c.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
     for ns in ["default", "kube-system", "kube-public"] {
         assert!(names.contains(&ns.to_string()), "{ns} missing from {names:?}");
-        Api::<ServiceAccount>::namespaced(c.clone(), ns).get("default").await.unwrap();
+        Api::<ServiceAccount>::namespaced(c.clone(), ns)
+            .get("default")
+            .await
+            .unwrap();
     }
 }
 
@@ -46,19 +60,42 @@ async fn fresh_hub_has_default_namespaces_and_service_accounts() {
 async fn create_get_update_conflict_delete() {
     let hub = TestHub::start().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
-    let created = api.create(&PostParams::default(), &cm("a", &[("k", "v")])).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &cm("a", &[("k", "v")]))
+        .await
+        .unwrap();
     let meta = &created.metadata;
     assert!(meta.uid.is_some() && meta.creation_timestamp.is_some());
     let rv1: u64 = meta.resource_version.as_ref().unwrap().parse().unwrap();
-    assert_eq!(status_code(api.create(&PostParams::default(), &cm("a", &[])).await.unwrap_err()), 409);
+    assert_eq!(
+        status_code(
+            api.create(&PostParams::default(), &cm("a", &[]))
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
 
     let mut updated = created.clone();
     updated.data = Some(BTreeMap::from([("k".into(), "w".into())]));
     let updated = api.replace("a", &PostParams::default(), &updated).await.unwrap();
-    let rv2: u64 = updated.metadata.resource_version.as_ref().unwrap().parse().unwrap();
+    let rv2: u64 = updated
+        .metadata
+        .resource_version
+        .as_ref()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(rv2 > rv1);
     // Stale resourceVersion: 409 Conflict.
-    assert_eq!(status_code(api.replace("a", &PostParams::default(), &created).await.unwrap_err()), 409);
+    assert_eq!(
+        status_code(
+            api.replace("a", &PostParams::default(), &created)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
     // No change: no write, same resourceVersion.
     let same = api.replace("a", &PostParams::default(), &updated).await.unwrap();
     assert_eq!(same.metadata.resource_version, updated.metadata.resource_version);
@@ -77,12 +114,21 @@ async fn generate_name_dry_run_and_pagination() {
     let made = api.create(&PostParams::default(), &gen).await.unwrap();
     assert!(made.metadata.name.unwrap().starts_with("gen-"));
 
-    let dry = PostParams { dry_run: true, ..Default::default() };
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     api.create(&dry, &cm("dry", &[])).await.unwrap();
-    assert_eq!(status_code(api.get("dry").await.unwrap_err()), 404, "dry run must not persist");
+    assert_eq!(
+        status_code(api.get("dry").await.unwrap_err()),
+        404,
+        "dry run must not persist"
+    );
 
     for i in 0..7 {
-        api.create(&PostParams::default(), &cm(&format!("p{i}"), &[])).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("p{i}"), &[]))
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut lp = ListParams::default().limit(3).labels("");
@@ -96,14 +142,21 @@ async fn generate_name_dry_run_and_pagination() {
         }
     }
     assert_eq!(seen.iter().filter(|n| n.starts_with('p')).count(), 7);
-    assert!(seen.windows(2).all(|w| w[0] < w[1]), "pages are in name order without repeats: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "pages are in name order without repeats: {seen:?}"
+    );
 }
 
 #[tokio::test]
 async fn label_and_field_selectors_filter_lists() {
     let hub = TestHub::start().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
-    for (name, env, tier) in [("a", "prod", Some("web")), ("b", "dev", Some("web")), ("c", "prod", None)] {
+    for (name, env, tier) in [
+        ("a", "prod", Some("web")),
+        ("b", "dev", Some("web")),
+        ("c", "prod", None),
+    ] {
         let mut c = cm(name, &[]);
         let mut labels = BTreeMap::from([("env".to_string(), env.to_string())]);
         if let Some(t) = tier {
@@ -115,18 +168,41 @@ async fn label_and_field_selectors_filter_lists() {
     let names = |lp: ListParams| {
         let api = api.clone();
         async move {
-            let mut n: Vec<String> = api.list(&lp).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+            let mut n: Vec<String> = api
+                .list(&lp)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|c| c.metadata.name)
+                .collect();
             n.sort();
             n
         }
     };
     assert_eq!(names(ListParams::default().labels("env=prod")).await, ["a", "c"]);
     assert_eq!(names(ListParams::default().labels("env!=prod,tier")).await, ["b"]);
-    assert_eq!(names(ListParams::default().labels("env in (dev,qa)")).await, ["b"]);
+    assert_eq!(
+        names(ListParams::default().labels("env in (dev,qa)")).await,
+        ["b"]
+    );
     assert_eq!(names(ListParams::default().labels("!tier")).await, ["c"]);
-    assert_eq!(names(ListParams::default().labels("tier notin (web)")).await, ["c"]);
-    assert_eq!(names(ListParams::default().fields("metadata.name=b")).await, ["b"]);
-    assert_eq!(status_code(api.list(&ListParams::default().labels("env in (")).await.unwrap_err()), 400);
+    assert_eq!(
+        names(ListParams::default().labels("tier notin (web)")).await,
+        ["c"]
+    );
+    assert_eq!(
+        names(ListParams::default().fields("metadata.name=b")).await,
+        ["b"]
+    );
+    assert_eq!(
+        status_code(
+            api.list(&ListParams::default().labels("env in ("))
+                .await
+                .unwrap_err()
+        ),
+        400
+    );
 }
 
 #[tokio::test]
@@ -141,11 +217,17 @@ async fn workspaces_isolate_objects_and_wildcard_sees_all() {
         .unwrap();
         let made = ws_api.create(&PostParams::default(), &ws).await.unwrap();
         assert_eq!(made.data["status"]["phase"], "Ready");
-        assert!(made.data["spec"]["URL"].as_str().unwrap().ends_with(&format!("/clusters/root:{name}")));
+        assert!(made.data["spec"]["URL"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/clusters/root:{name}")));
     }
     let a: Api<ConfigMap> = Api::namespaced(client(&hub, "root:a").await, "default");
     let b: Api<ConfigMap> = Api::namespaced(client(&hub, "root:b").await, "default");
-    let made = a.create(&PostParams::default(), &cm("only-in-a", &[])).await.unwrap();
+    let made = a
+        .create(&PostParams::default(), &cm("only-in-a", &[]))
+        .await
+        .unwrap();
     let cluster = made.metadata.annotations.unwrap()["kcp.io/cluster"].clone();
     assert_ne!(cluster, "root");
     assert_eq!(status_code(b.get("only-in-a").await.unwrap_err()), 404);
@@ -154,12 +236,25 @@ async fn workspaces_isolate_objects_and_wildcard_sees_all() {
     by_name.get("only-in-a").await.unwrap();
     // Nested workspaces.
     let nested_api = Api::<DynamicObject>::all_with(client(&hub, "root:a").await, &workspace_resource());
-    let ws: DynamicObject = serde_json::from_value(json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "inner"}})).unwrap();
+    let ws: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "inner"}}),
+    )
+    .unwrap();
     nested_api.create(&PostParams::default(), &ws).await.unwrap();
-    Api::<Namespace>::all(client(&hub, "root:a:inner").await).get("default").await.unwrap();
+    Api::<Namespace>::all(client(&hub, "root:a:inner").await)
+        .get("default")
+        .await
+        .unwrap();
 
     let all: Api<ConfigMap> = Api::all(client(&hub, "*").await);
-    let names: Vec<String> = all.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let names: Vec<String> = all
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
     assert!(names.contains(&"only-in-a".to_string()));
     // Unknown workspace: 404 naming it.
     let nowhere: Api<ConfigMap> = Api::namespaced(client(&hub, "root:nowhere").await, "default");
@@ -167,27 +262,59 @@ async fn workspaces_isolate_objects_and_wildcard_sees_all() {
     assert!(err.to_string().contains("root:nowhere"), "{err}");
     // Deleting a workspace removes its logical cluster.
     ws_api.delete("b", &DeleteParams::default()).await.unwrap();
-    assert_eq!(status_code(b.list(&ListParams::default()).await.unwrap_err()), 404);
+    assert_eq!(
+        status_code(b.list(&ListParams::default()).await.unwrap_err()),
+        404
+    );
 }
 
 fn workspace_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"), "workspaces")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
+        "workspaces",
+    )
 }
 
 #[tokio::test]
 async fn watch_streams_changes_and_selector_transitions() {
     let hub = TestHub::start().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
-    let start = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default().labels("app=x"), &start).await.unwrap().boxed();
+    let start = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().labels("app=x"), &start)
+        .await
+        .unwrap()
+        .boxed();
     let mut c = cm("w", &[]);
     c.metadata.labels = Some(BTreeMap::from([("app".into(), "x".into())]));
     api.create(&PostParams::default(), &c).await.unwrap();
-    api.patch("w", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "1"}}))).await.unwrap();
-    api.patch("w", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}}))).await.unwrap();
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "1"}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "w",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "y"}}})),
+    )
+    .await
+    .unwrap();
     let mut kinds = Vec::new();
     while kinds.len() < 3 {
-        match tokio::time::timeout(std::time::Duration::from_secs(10), stream.try_next()).await.expect("event in time").unwrap() {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), stream.try_next())
+            .await
+            .expect("event in time")
+            .unwrap()
+        {
             Some(WatchEvent::Added(_)) => kinds.push("ADDED"),
             Some(WatchEvent::Modified(_)) => kinds.push("MODIFIED"),
             Some(WatchEvent::Deleted(_)) => kinds.push("DELETED"),
@@ -196,7 +323,11 @@ async fn watch_streams_changes_and_selector_transitions() {
             None => panic!("watch ended"),
         }
     }
-    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"], "leaving the selector is a DELETED event");
+    assert_eq!(
+        kinds,
+        ["ADDED", "MODIFIED", "DELETED"],
+        "leaving the selector is a DELETED event"
+    );
 }
 
 #[tokio::test]
@@ -205,30 +336,51 @@ async fn reflector_recovers_through_expired_watch_by_relisting() {
     let hub = TestHub::start_with(|o| o.watch_history = 5).await;
     let c = client(&hub, "root").await;
     let api: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
-    let old_rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let old_rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     for i in 0..10 {
-        api.create(&PostParams::default(), &cm(&format!("e{i}"), &[])).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("e{i}"), &[]))
+            .await
+            .unwrap();
     }
     // Raw watch from the expired version: HTTP 200 with an in-stream 410 ERROR.
-    let mut stream = api.watch(&WatchParams::default().timeout(5), &old_rv).await.unwrap().boxed();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(5), &old_rv)
+        .await
+        .unwrap()
+        .boxed();
     match stream.try_next().await.unwrap() {
         Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410),
         other => panic!("expected an in-stream 410, got {other:?}"),
     }
     // A reflector started now, then fed more changes than the history holds, stays correct.
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let rf = reflector(writer, watcher(api.clone(), watcher::Config::default())).applied_objects().for_each(|_| async {});
+    let rf = reflector(writer, watcher(api.clone(), watcher::Config::default()))
+        .applied_objects()
+        .for_each(|_| async {});
     let task = tokio::spawn(rf);
     reader.wait_until_ready().await.unwrap();
     for i in 10..30 {
-        api.create(&PostParams::default(), &cm(&format!("e{i}"), &[])).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("e{i}"), &[]))
+            .await
+            .unwrap();
     }
     api.delete("e0", &DeleteParams::default()).await.unwrap();
     eventually(10, "reflector to hold e1..e29", || {
         let reader = reader.clone();
         async move {
-            let names: Vec<String> = reader.state().iter().filter_map(|c| c.metadata.name.clone()).collect();
-            (names.iter().filter(|n| n.starts_with('e')).count() == 29 && !names.contains(&"e0".to_string())).then_some(())
+            let names: Vec<String> = reader
+                .state()
+                .iter()
+                .filter_map(|c| c.metadata.name.clone())
+                .collect();
+            (names.iter().filter(|n| n.starts_with('e')).count() == 29 && !names.contains(&"e0".to_string()))
+                .then_some(())
         }
     })
     .await;
@@ -243,9 +395,16 @@ async fn streaming_list_ends_with_initial_events_bookmark() {
     api.create(&PostParams::default(), &cm("s1", &[])).await.unwrap();
     let cfg = watcher::Config::default().streaming_lists();
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let task = tokio::spawn(reflector(writer, watcher(api.clone(), cfg)).applied_objects().for_each(|_| async {}));
+    let task = tokio::spawn(
+        reflector(writer, watcher(api.clone(), cfg))
+            .applied_objects()
+            .for_each(|_| async {}),
+    );
     reader.wait_until_ready().await.unwrap();
-    assert!(reader.state().iter().any(|c| c.metadata.name.as_deref() == Some("s1")));
+    assert!(reader
+        .state()
+        .iter()
+        .any(|c| c.metadata.name.as_deref() == Some("s1")));
     task.abort();
 }
 
@@ -253,12 +412,22 @@ async fn streaming_list_ends_with_initial_events_bookmark() {
 async fn metadata_only_list_and_watch() {
     let hub = TestHub::start().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
-    api.create(&PostParams::default(), &cm("m", &[("secret-ish", "value")])).await.unwrap();
+    api.create(&PostParams::default(), &cm("m", &[("secret-ish", "value")]))
+        .await
+        .unwrap();
     let list = api.list_metadata(&ListParams::default()).await.unwrap();
-    let m = list.items.iter().find(|m| m.metadata.name.as_deref() == Some("m")).expect("listed");
+    let m = list
+        .items
+        .iter()
+        .find(|m| m.metadata.name.as_deref() == Some("m"))
+        .expect("listed");
     assert!(m.metadata.uid.is_some());
     let rv = list.metadata.resource_version.unwrap();
-    let mut stream = api.watch_metadata(&WatchParams::default(), &rv).await.unwrap().boxed();
+    let mut stream = api
+        .watch_metadata(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
     api.delete("m", &DeleteParams::default()).await.unwrap();
     loop {
         match stream.try_next().await.unwrap() {
@@ -284,8 +453,17 @@ async fn finalizers_hold_deletion_until_removed() {
     assert!(held.metadata.deletion_timestamp.is_some());
     // No new finalizers while deleting.
     let add = Patch::Merge(json!({"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}}));
-    assert_eq!(status_code(api.patch("f", &PatchParams::default(), &add).await.unwrap_err()), 422);
-    api.patch("f", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    assert_eq!(
+        status_code(api.patch("f", &PatchParams::default(), &add).await.unwrap_err()),
+        422
+    );
+    api.patch(
+        "f",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(status_code(api.get("f").await.unwrap_err()), 404);
 }
 
@@ -305,10 +483,16 @@ async fn deleting_a_namespace_deletes_its_contents() {
     })
     .await;
     let all: Api<ConfigMap> = Api::all(c.clone());
-    let left = all.list(&ListParams::default().fields("metadata.namespace=doomed")).await.unwrap();
+    let left = all
+        .list(&ListParams::default().fields("metadata.namespace=doomed"))
+        .await
+        .unwrap();
     assert!(left.items.is_empty());
     // Creating in a missing namespace: 404 naming it.
-    let err = api.create(&PostParams::default(), &cm("y", &[])).await.unwrap_err();
+    let err = api
+        .create(&PostParams::default(), &cm("y", &[]))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("doomed"), "{err}");
 }
 
@@ -330,28 +514,51 @@ fn deployment(name: &str, image: &str) -> Deployment {
 async fn status_subresource_and_generation() {
     let hub = TestHub::start().await;
     let api: Api<Deployment> = Api::namespaced(client(&hub, "root").await, "default");
-    let d = api.create(&PostParams::default(), &deployment("web", "nginx:1")).await.unwrap();
+    let d = api
+        .create(&PostParams::default(), &deployment("web", "nginx:1"))
+        .await
+        .unwrap();
     assert_eq!(d.metadata.generation, Some(1));
     // Writing status through the main resource is ignored.
     let mut with_status = d.clone();
     with_status.status = Some(serde_json::from_value(json!({"replicas": 5})).unwrap());
-    let after = api.replace("web", &PostParams::default(), &with_status).await.unwrap();
+    let after = api
+        .replace("web", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
     assert!(after.status.as_ref().and_then(|s| s.replicas).is_none());
     // Writing /status changes only status, and does not bump generation.
     let st = api
-        .patch_status("web", &PatchParams::default(), &Patch::Merge(json!({"status": {"availableReplicas": 2}, "spec": {"replicas": 9}})))
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"availableReplicas": 2}, "spec": {"replicas": 9}})),
+        )
         .await
         .unwrap();
     assert_eq!(st.status.unwrap().available_replicas, Some(2));
     assert_eq!(st.spec.as_ref().unwrap().replicas, Some(2));
     assert_eq!(st.metadata.generation, Some(1));
     // A spec change bumps generation.
-    let bumped = api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 3}}))).await.unwrap();
+    let bumped = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(bumped.metadata.generation, Some(2));
     // Scale subresource.
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(3));
-    api.patch_scale("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 4}}))).await.unwrap();
+    api.patch_scale(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 4}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(api.get("web").await.unwrap().spec.unwrap().replicas, Some(4));
 }
 
@@ -359,16 +566,24 @@ async fn status_subresource_and_generation() {
 async fn all_patch_types() {
     let hub = TestHub::start().await;
     let api: Api<Deployment> = Api::namespaced(client(&hub, "root").await, "default");
-    api.create(&PostParams::default(), &deployment("p", "nginx:1")).await.unwrap();
+    api.create(&PostParams::default(), &deployment("p", "nginx:1"))
+        .await
+        .unwrap();
     // Strategic merge: containers merge by name.
     let smp = json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}});
-    let d = api.patch("p", &PatchParams::default(), &Patch::Strategic(smp)).await.unwrap();
+    let d = api
+        .patch("p", &PatchParams::default(), &Patch::Strategic(smp))
+        .await
+        .unwrap();
     let containers = d.spec.unwrap().template.spec.unwrap().containers;
     assert_eq!(containers.len(), 2, "strategic merge keeps the other container");
     assert_eq!(containers[0].image.as_deref(), Some("nginx:2"));
     // Merge patch replaces the list.
     let mp = json!({"spec": {"template": {"spec": {"containers": [{"name": "only", "image": "x"}]}}}});
-    let d = api.patch("p", &PatchParams::default(), &Patch::Merge(mp)).await.unwrap();
+    let d = api
+        .patch("p", &PatchParams::default(), &Patch::Merge(mp))
+        .await
+        .unwrap();
     assert_eq!(d.spec.unwrap().template.spec.unwrap().containers.len(), 1);
     // JSON patch with a failing test: rejected, nothing changes.
     let jp: json_patch::Patch = serde_json::from_value(json!([
@@ -376,14 +591,20 @@ async fn all_patch_types() {
         {"op": "replace", "path": "/spec/replicas", "value": 1}
     ]))
     .unwrap();
-    let err = api.patch("p", &PatchParams::default(), &Patch::<()>::Json(jp)).await.unwrap_err();
+    let err = api
+        .patch("p", &PatchParams::default(), &Patch::<()>::Json(jp))
+        .await
+        .unwrap_err();
     assert_eq!(status_code(err), 422);
     let jp: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/spec/replicas", "value": 2},
         {"op": "replace", "path": "/spec/replicas", "value": 1}
     ]))
     .unwrap();
-    let d = api.patch("p", &PatchParams::default(), &Patch::<()>::Json(jp)).await.unwrap();
+    let d = api
+        .patch("p", &PatchParams::default(), &Patch::<()>::Json(jp))
+        .await
+        .unwrap();
     assert_eq!(d.spec.unwrap().replicas, Some(1));
 }
 
@@ -392,22 +613,38 @@ async fn server_side_apply_tracks_owners_and_conflicts() {
     let hub = TestHub::start().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
     let cfg = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"a": "1", "b": "2"}});
-    let made = api.patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&cfg)).await.unwrap();
+    let made = api
+        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&cfg))
+        .await
+        .unwrap();
     let mf = made.metadata.managed_fields.clone().unwrap();
     assert_eq!(mf[0].manager.as_deref(), Some("alice"));
     assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
     // Same apply twice: no change.
-    let again = api.patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&cfg)).await.unwrap();
+    let again = api
+        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&cfg))
+        .await
+        .unwrap();
     assert_eq!(again.metadata.resource_version, made.metadata.resource_version);
     // Bob sets a field alice owns to another value: conflict, unless forced.
-    let bob = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"a": "9"}});
-    let err = api.patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(&bob)).await.unwrap_err();
+    let bob =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"a": "9"}});
+    let err = api
+        .patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(&bob))
+        .await
+        .unwrap_err();
     assert_eq!(status_code(err), 409);
-    let forced = api.patch("ssa", &PatchParams::apply("bob").force(), &Patch::Apply(&bob)).await.unwrap();
+    let forced = api
+        .patch("ssa", &PatchParams::apply("bob").force(), &Patch::Apply(&bob))
+        .await
+        .unwrap();
     assert_eq!(forced.data.as_ref().unwrap()["a"], "9");
     // Alice drops b from her config: b is removed.
     let alice2 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {}});
-    let after = api.patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&alice2)).await.unwrap();
+    let after = api
+        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&alice2))
+        .await
+        .unwrap();
     let data = after.data.unwrap_or_default();
     assert!(!data.contains_key("b"));
     assert_eq!(data["a"], "9");
@@ -419,10 +656,18 @@ async fn crd_serves_custom_resources_with_validation() {
     let c = client(&hub, "root").await;
     let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
     crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
-    let established = kube::runtime::wait::await_condition(crds.clone(), "widgets.example.com", kube::runtime::conditions::is_crd_established());
-    tokio::time::timeout(std::time::Duration::from_secs(10), established).await.unwrap().unwrap();
+    let established = kube::runtime::wait::await_condition(
+        crds.clone(),
+        "widgets.example.com",
+        kube::runtime::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(10), established)
+        .await
+        .unwrap()
+        .unwrap();
 
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &ar);
     let good: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
@@ -431,7 +676,10 @@ async fn crd_serves_custom_resources_with_validation() {
     .unwrap();
     let made = widgets.create(&PostParams::default(), &good).await.unwrap();
     assert_eq!(made.data["spec"]["size"], 3);
-    assert!(made.data["spec"].get("unknown").is_none(), "unknown fields are pruned");
+    assert!(
+        made.data["spec"].get("unknown").is_none(),
+        "unknown fields are pruned"
+    );
     let bad: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w2"}, "spec": {"size": "big"}
     }))
@@ -442,12 +690,18 @@ async fn crd_serves_custom_resources_with_validation() {
     assert_eq!(status_code(err), 422);
     // Status subresource.
     let st = widgets
-        .patch_status("w1", &PatchParams::default(), &Patch::Merge(json!({"status": {"ready": true}})))
+        .patch_status(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
         .await
         .unwrap();
     assert_eq!(st.data["status"]["ready"], true);
     // Deleting the CRD removes the resource and its objects.
-    crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
     eventually(10, "widgets to stop being served", || {
         let widgets = widgets.clone();
         async move { widgets.list(&ListParams::default()).await.is_err().then_some(()) }
@@ -498,12 +752,34 @@ async fn bad_input_gets_clear_client_errors() {
     };
     let cms = "/api/v1/namespaces/default/configmaps";
     assert_eq!(send("POST", cms, b"{not json".to_vec()).await, 400);
-    assert_eq!(send("POST", cms, br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec()).await, 400);
-    assert_eq!(send("POST", cms, br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#.to_vec()).await, 422);
-    let big = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"k":"{}"}}}}"#, "x".repeat(4 << 20));
+    assert_eq!(
+        send(
+            "POST",
+            cms,
+            br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec()
+        )
+        .await,
+        400
+    );
+    assert_eq!(
+        send(
+            "POST",
+            cms,
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#.to_vec()
+        )
+        .await,
+        422
+    );
+    let big = format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big"}},"data":{{"k":"{}"}}}}"#,
+        "x".repeat(4 << 20)
+    );
     assert_eq!(send("POST", cms, big.into_bytes()).await, 413);
     assert_eq!(send("GET", "/apis/example.com/v1/nothings", vec![]).await, 404);
-    assert_eq!(send("GET", "/clusters/root:missing/api/v1/namespaces", vec![]).await, 404);
+    assert_eq!(
+        send("GET", "/clusters/root:missing/api/v1/namespaces", vec![]).await,
+        404
+    );
     // The hub is still fine.
     assert_eq!(send("GET", cms, vec![]).await, 200);
 }

@@ -8,7 +8,11 @@ use ferry_hub::testing::TestHub;
 
 fn ok(out: std::process::Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{what} failed:\nstdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{what} failed:\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout
 }
 
@@ -38,9 +42,18 @@ spec:
 async fn kubectl_get_api_resources_and_namespaces() {
     let hub = TestHub::start().await;
     let ns = ok(hub.kubectl(&["get", "ns"]), "get ns");
-    assert!(ns.contains("default") && ns.contains("kube-system") && ns.contains("Active"), "{ns}");
+    assert!(
+        ns.contains("default") && ns.contains("kube-system") && ns.contains("Active"),
+        "{ns}"
+    );
     let res = ok(hub.kubectl(&["api-resources"]), "api-resources");
-    for r in ["deployments", "configmaps", "customresourcedefinitions", "leases", "workspaces"] {
+    for r in [
+        "deployments",
+        "configmaps",
+        "customresourcedefinitions",
+        "leases",
+        "workspaces",
+    ] {
         assert!(res.contains(r), "{r} missing from api-resources:\n{res}");
     }
     let ver = ok(hub.kubectl(&["version", "-o", "json"]), "version");
@@ -51,13 +64,31 @@ async fn kubectl_get_api_resources_and_namespaces() {
 async fn kubectl_apply_twice_then_server_side_then_delete() {
     let hub = TestHub::start().await;
     let first = DEPLOYMENT.replace("IMAGE", "1.25");
-    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&first)), "first apply");
+    ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&first)),
+        "first apply",
+    );
     let second = DEPLOYMENT.replace("IMAGE", "1.26");
-    let out = ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&second)), "second apply");
+    let out = ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&second)),
+        "second apply",
+    );
     assert!(out.contains("configured"), "{out}");
-    let image = ok(hub.kubectl(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[*].image}"]), "get");
+    let image = ok(
+        hub.kubectl(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[*].image}",
+        ]),
+        "get",
+    );
     assert_eq!(image, "nginx:1.26");
-    let out = ok(hub.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&second)), "server-side apply");
+    let out = ok(
+        hub.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&second)),
+        "server-side apply",
+    );
     assert!(out.contains("serverside-applied"), "{out}");
     let table = ok(hub.kubectl(&["get", "deployments"]), "get deployments");
     assert!(table.contains("READY") && table.contains("web"), "{table}");
@@ -72,9 +103,34 @@ async fn kubectl_patch_types() {
     let hub = TestHub::start().await;
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: p, namespace: default}\ndata: {a: '1'}\n";
     ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(cm)), "create");
-    ok(hub.kubectl(&["patch", "configmap", "p", "--type", "merge", "-p", r#"{"data":{"b":"2"}}"#]), "merge");
-    ok(hub.kubectl(&["patch", "configmap", "p", "--type", "json", "-p", r#"[{"op":"add","path":"/data/c","value":"3"}]"#]), "json");
-    ok(hub.kubectl(&["patch", "configmap", "p", "-p", r#"{"data":{"d":"4"}}"#]), "strategic");
+    ok(
+        hub.kubectl(&[
+            "patch",
+            "configmap",
+            "p",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"b":"2"}}"#,
+        ]),
+        "merge",
+    );
+    ok(
+        hub.kubectl(&[
+            "patch",
+            "configmap",
+            "p",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"add","path":"/data/c","value":"3"}]"#,
+        ]),
+        "json",
+    );
+    ok(
+        hub.kubectl(&["patch", "configmap", "p", "-p", r#"{"data":{"d":"4"}}"#]),
+        "strategic",
+    );
     let data = ok(hub.kubectl(&["get", "cm", "p", "-o", "jsonpath={.data}"]), "get");
     for kv in [r#""a":"1""#, r#""b":"2""#, r#""c":"3""#, r#""d":"4""#] {
         assert!(data.contains(kv), "{kv} missing from {data}");
@@ -84,8 +140,13 @@ async fn kubectl_patch_types() {
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_get_watch_prints_new_objects() {
     let hub = TestHub::start().await;
-    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\n");
-    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cm("listed"))), "create listed");
+    let cm = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\n")
+    };
+    ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cm("listed"))),
+        "create listed",
+    );
     let mut child = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(hub.kubeconfig())
@@ -114,12 +175,18 @@ async fn kubectl_get_watch_prints_new_objects() {
         }
         // Only once the initial list is printed: then "watched" can only arrive as a watch event.
         if !created && seen.contains("listed") {
-            ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cm("watched"))), "create watched");
+            ok(
+                hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cm("watched"))),
+                "create watched",
+            );
             created = true;
         }
     }
     let _ = child.kill();
-    assert!(created && seen.contains("watched"), "kubectl get -w printed:\n{seen}");
+    assert!(
+        created && seen.contains("watched"),
+        "kubectl get -w printed:\n{seen}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -149,15 +216,33 @@ spec:
               size: {type: integer}
 "#;
     ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(crd)), "apply crd");
-    ok(hub.kubectl(&["wait", "--for=condition=Established", "crd/widgets.example.com", "--timeout=20s"]), "wait");
+    ok(
+        hub.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/widgets.example.com",
+            "--timeout=20s",
+        ]),
+        "wait",
+    );
     let cr = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\nspec: {size: 7}\n";
     ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(cr)), "apply cr");
     let cr2 = cr.replace("size: 7", "size: 8");
-    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cr2)), "apply cr again");
+    ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&cr2)),
+        "apply cr again",
+    );
     let table = ok(hub.kubectl(&["get", "wd"]), "get widgets");
-    assert!(table.contains("SIZE") && table.contains("w1") && table.contains('8'), "{table}");
+    assert!(
+        table.contains("SIZE") && table.contains("w1") && table.contains('8'),
+        "{table}"
+    );
     let bad = cr.replace("size: 7", "size: big");
     let out = hub.kubectl_stdin(&["apply", "-f", "-"], Some(&bad));
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("spec.size"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("spec.size"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

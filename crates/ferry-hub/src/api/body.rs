@@ -27,23 +27,34 @@ pub fn parse_object(body: &[u8], content_type: &str) -> Result<Value, ApiError> 
         )));
     }
     if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Err(ApiError::bad_request("the request body is empty; send the object as JSON or YAML"));
+        return Err(ApiError::bad_request(
+            "the request body is empty; send the object as JSON or YAML",
+        ));
     }
     let value: Value = if content_type.contains("yaml") {
         let text = std::str::from_utf8(body)
             .map_err(|e| ApiError::bad_request(format!("the request body is not UTF-8: {e}")))?;
-        serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
     };
     if !value.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON or YAML object",
+        ));
     }
     Ok(value)
 }
 
 /// Check (and fill in, when absent) `apiVersion` and `kind` against the URL.
-pub fn check_type(obj: &mut Value, info: &ResourceInfo, kind: &str, api_version: &str) -> Result<(), ApiError> {
+pub fn check_type(
+    obj: &mut Value,
+    info: &ResourceInfo,
+    kind: &str,
+    api_version: &str,
+) -> Result<(), ApiError> {
     let map = obj.as_object_mut().expect("checked by parse_object");
     match map.get("apiVersion").and_then(Value::as_str) {
         None => {
@@ -52,7 +63,11 @@ pub fn check_type(obj: &mut Value, info: &ResourceInfo, kind: &str, api_version:
         Some(v) if v == api_version => {}
         Some(v) => {
             // Any served version of the same group is accepted; stored as requested.
-            let group_of = |av: &str| av.rsplit_once('/').map(|(g, _)| g.to_string()).unwrap_or_default();
+            let group_of = |av: &str| {
+                av.rsplit_once('/')
+                    .map(|(g, _)| g.to_string())
+                    .unwrap_or_default()
+            };
             if group_of(v) != info.group {
                 return Err(ApiError::bad_request(format!(
                     "the API version in the data ({v}) does not match the expected API version ({api_version})"

@@ -26,7 +26,11 @@ pub fn mutate(s: &Scope, kind: WriteKind, old: Option<&Value>, new: &mut Value) 
 }
 
 fn namespace(kind: WriteKind, new: &mut Value) {
-    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = new
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     new["metadata"]["labels"]["kubernetes.io/metadata.name"] = Value::String(name);
     if kind == WriteKind::Create {
         if new.pointer("/spec/finalizers").is_none() {
@@ -66,12 +70,15 @@ fn crd(new: &mut Value) {
     let storage: Vec<Value> = new
         .pointer("/spec/versions")
         .and_then(Value::as_array)
-        .map(|vs| vs.iter().filter(|v| v["storage"] == json!(true)).map(|v| v["name"].clone()).collect())
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v["storage"] == json!(true))
+                .map(|v| v["name"].clone())
+                .collect()
+        })
         .unwrap_or_default();
     let now = super::write::now();
-    let condition = |t: &str, reason: &str, message: &str| {
-        json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message})
-    };
+    let condition = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
     new["status"] = json!({
         "acceptedNames": accepted,
         "storedVersions": storage,
@@ -85,12 +92,22 @@ fn crd(new: &mut Value) {
 /// kcp's Workspace: the hub assigns the logical cluster and marks it Ready.
 fn workspace(s: &Scope, old: Option<&Value>, new: &mut Value) {
     let Some(parent) = &s.cluster else { return };
-    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = new
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let path = format!("{}:{name}", parent.path);
-    let cluster = match old.and_then(|o| o.pointer("/spec/cluster")).and_then(Value::as_str) {
+    let cluster = match old
+        .and_then(|o| o.pointer("/spec/cluster"))
+        .and_then(Value::as_str)
+    {
         Some(c) => c.to_string(),
         None => {
-            let uid = new.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+            let uid = new
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             cluster_name_for(&path, uid)
         }
     };

@@ -55,7 +55,9 @@ fn authenticate(hub: &Hub, headers: &http::HeaderMap) -> Result<(), ApiError> {
         .map(str::trim);
     match token {
         Some(t) if !hub.config.admin_token.is_empty() && t == hub.config.admin_token => Ok(()),
-        Some(_) => Err(ApiError::unauthorized("Unauthorized: the bearer token is not valid")),
+        Some(_) => Err(ApiError::unauthorized(
+            "Unauthorized: the bearer token is not valid",
+        )),
         None if hub.config.admin_token.is_empty() => Ok(()),
         None => Err(ApiError::unauthorized("Unauthorized: no credentials were given")),
     }
@@ -87,26 +89,51 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
         })?),
     };
     let resources = hub.registry.resources(cluster.as_ref().map(|c| c.name.as_str()));
-    let accept = parts.headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let accept = parts
+        .headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let aggregated = discovery::negotiate_aggregated(accept);
     let ok = |v: Value| Ok(json_value(StatusCode::OK, &v));
     match parsed.target {
         Target::Health(_) => unreachable!("answered above"),
         Target::Version => ok(discovery::version()),
         Target::CoreVersions => match aggregated {
-            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery_as(&resources, true, v), v)),
+            Some(v) => Ok(aggregated_response(
+                discovery::aggregated_discovery_as(&resources, true, v),
+                v,
+            )),
             None => ok(discovery::core_versions()),
         },
         Target::Groups => match aggregated {
-            Some(v) => Ok(aggregated_response(discovery::aggregated_discovery_as(&resources, false, v), v)),
+            Some(v) => Ok(aggregated_response(
+                discovery::aggregated_discovery_as(&resources, false, v),
+                v,
+            )),
             None => ok(discovery::api_group_list(&resources)),
         },
         Target::Group(g) => discovery::api_group(&resources, &g)
             .map(|v| json_value(StatusCode::OK, &v))
-            .ok_or_else(|| ApiError::not_found_message(format!("the server could not find the requested resource: API group {g:?} is not served"))),
+            .ok_or_else(|| {
+                ApiError::not_found_message(format!(
+                    "the server could not find the requested resource: API group {g:?} is not served"
+                ))
+            }),
         Target::GroupVersion { group, version } => discovery::api_resource_list(&resources, &group, &version)
             .map(|v| json_value(StatusCode::OK, &v))
-            .ok_or_else(|| ApiError::not_found_message(format!("the server could not find the requested resource: {group}/{version} is not served"))),
+            .ok_or_else(|| {
+                ApiError::not_found_message(format!(
+                    "the server could not find the requested resource: {group}/{version} is not served"
+                ))
+            }),
+        // kubectl asks for v2 as protobuf; refusing that makes it use its
+        // compiled-in strategic-merge metadata, which is what we want.
+        Target::OpenApiV2 if !accept.is_empty() && !accept.contains("json") && !accept.contains("*/*") => {
+            Err(ApiError::not_acceptable(
+                "only application/json is served for /openapi/v2",
+            ))
+        }
         Target::OpenApiV2 => ok(openapi::v2(&resources)),
         Target::OpenApiV3Root => ok(openapi::v3_root(&resources)),
         Target::OpenApiV3 { group, version } => openapi::v3_group_version(&resources, &group, &version)
@@ -157,7 +184,10 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
 
 fn aggregated_response(v: Value, version: discovery::AggregatedVersion) -> Response {
     let mut r = json_value(StatusCode::OK, &v);
-    r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(version.content_type()));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(version.content_type()),
+    );
     r
 }
 
@@ -183,13 +213,19 @@ pub(crate) async fn create_internal(
     namespace: Option<&str>,
     value: Value,
 ) -> Result<Value, ApiError> {
-    let lc = hub.workspaces.by_name(cluster).ok_or_else(|| ApiError::not_found_message(format!("workspace {cluster} not found")))?;
+    let lc = hub
+        .workspaces
+        .by_name(cluster)
+        .ok_or_else(|| ApiError::not_found_message(format!("workspace {cluster} not found")))?;
     let info = hub
         .registry
         .lookup(Some(cluster), group, version, resource)
         .ok_or_else(|| ApiError::not_found_message(format!("{resource} is not served")))?;
     let mut headers = http::HeaderMap::new();
-    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     let scope = objects::Scope {
         hub: hub.clone(),
         cluster: Some(lc),
@@ -204,6 +240,8 @@ pub(crate) async fn create_internal(
     };
     let body = bytes::Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
     let resp = objects::create(&scope, body).await?;
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
 }

@@ -14,7 +14,10 @@ pub enum Format {
 }
 
 fn media_types(headers: &HeaderMap) -> Vec<Vec<(String, String)>> {
-    let accept = headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     accept
         .split(',')
         .map(|m| {
@@ -71,7 +74,12 @@ mod tests {
     fn kubectl_get_asks_for_a_table() {
         let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
         assert_eq!(object_format(&h(a)), Format::Table);
-        assert_eq!(object_format(&h("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")), Format::Metadata);
+        assert_eq!(
+            object_format(&h(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            )),
+            Format::Metadata
+        );
         assert_eq!(object_format(&h("application/json")), Format::Object);
         assert_eq!(object_format(&HeaderMap::new()), Format::Object);
     }

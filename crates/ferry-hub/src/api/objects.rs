@@ -46,7 +46,9 @@ impl Scope {
 
     pub fn cluster(&self) -> Result<&LogicalCluster, ApiError> {
         self.cluster.as_ref().ok_or_else(|| {
-            ApiError::method_not_allowed("the /clusters/* wildcard only supports list and watch; name one workspace")
+            ApiError::method_not_allowed(
+                "the /clusters/* wildcard only supports list and watch; name one workspace",
+            )
         })
     }
 
@@ -60,7 +62,10 @@ impl Scope {
     }
 
     pub fn manager(&self) -> String {
-        self.query.field_manager.clone().unwrap_or_else(|| self.default_manager.clone())
+        self.query
+            .field_manager
+            .clone()
+            .unwrap_or_else(|| self.default_manager.clone())
     }
 }
 
@@ -101,7 +106,11 @@ fn include_object(q: &Query) -> IncludeObject {
 
 pub fn columns(info: &ResourceInfo) -> Vec<crate::table::PrinterColumn> {
     if info.from_crd {
-        info.printer_columns.clone()
+        if info.printer_columns.is_empty() {
+            crate::table::crd_columns(&Value::Null)
+        } else {
+            info.printer_columns.clone()
+        }
     } else {
         builtin_columns(&info.group, &info.resource)
     }
@@ -125,7 +134,11 @@ pub fn respond_object(s: &Scope, code: StatusCode, v: Value) -> Response {
 
 pub async fn get(s: &Scope) -> Result<Response, ApiError> {
     let name = s.name.as_deref().expect("get has a name");
-    let stored = s.hub.store.get(&s.key(name)?).ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, name))?;
+    let stored = s
+        .hub
+        .store
+        .get(&s.key(name)?)
+        .ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, name))?;
     let v = served_value(&stored, &s.info);
     match s.subresource.as_deref() {
         None | Some("status") | Some("ephemeralcontainers") => Ok(respond_object(s, StatusCode::OK, v)),
@@ -161,10 +174,12 @@ pub struct Selectors {
 
 impl Selectors {
     pub fn parse(q: &Query) -> Result<Selectors, ApiError> {
-        let labels = LabelSelector::parse(&q.label_selector)
-            .map_err(|e| ApiError::bad_request(format!("invalid labelSelector {:?}: {e}", q.label_selector)))?;
-        let fields = FieldSelector::parse(&q.field_selector)
-            .map_err(|e| ApiError::bad_request(format!("invalid fieldSelector {:?}: {e}", q.field_selector)))?;
+        let labels = LabelSelector::parse(&q.label_selector).map_err(|e| {
+            ApiError::bad_request(format!("invalid labelSelector {:?}: {e}", q.label_selector))
+        })?;
+        let fields = FieldSelector::parse(&q.field_selector).map_err(|e| {
+            ApiError::bad_request(format!("invalid fieldSelector {:?}: {e}", q.field_selector))
+        })?;
         Ok(Selectors { labels, fields })
     }
 
@@ -192,12 +207,23 @@ fn encode_continue(key: &ObjectKey, rv: u64) -> String {
 }
 
 fn decode_continue(token: &str, resource: &str) -> Result<(ObjectKey, u64), ApiError> {
-    let bad = || ApiError::bad_request(format!("continue token {token:?} is not valid; start the list again"));
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let bad = || {
+        ApiError::bad_request(format!(
+            "continue token {token:?} is not valid; start the list again"
+        ))
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
     let s = |i: usize| v.get(i).and_then(Value::as_str).map(String::from).ok_or_else(bad);
     Ok((
-        ObjectKey { cluster: s(0)?, resource: resource.to_string(), namespace: s(1)?, name: s(2)? },
+        ObjectKey {
+            cluster: s(0)?,
+            resource: resource.to_string(),
+            namespace: s(1)?,
+            name: s(2)?,
+        },
         v.get(3).and_then(Value::as_u64).ok_or_else(bad)?,
     ))
 }
@@ -212,7 +238,10 @@ pub async fn list(s: &Scope) -> Result<Response, ApiError> {
         }
         None => (None, None),
     };
-    let (objects, rv) = s.hub.store.list(&s.scope(), &resource, s.namespace.as_deref(), after.as_ref());
+    let (objects, rv) = s
+        .hub
+        .store
+        .list(&s.scope(), &resource, s.namespace.as_deref(), after.as_ref());
     let rv = pinned_rv.unwrap_or(rv);
     let mut items = Vec::new();
     let mut next = None;
@@ -267,7 +296,13 @@ pub async fn list(s: &Scope) -> Result<Response, ApiError> {
             let values: Vec<Value> = items.iter().map(|(_, o)| served_value(o, &s.info)).collect();
             json_value(
                 StatusCode::OK,
-                &render_table(&columns(&s.info), &values, include_object(&s.query), meta, chrono::Utc::now()),
+                &render_table(
+                    &columns(&s.info),
+                    &values,
+                    include_object(&s.query),
+                    meta,
+                    chrono::Utc::now(),
+                ),
             )
         }
     };
@@ -278,7 +313,9 @@ fn generate_name(prefix: &str) -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    let suffix: String = (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
     format!("{prefix}{suffix}")
 }
 
@@ -291,7 +328,10 @@ fn body_object(s: &Scope, body: &Bytes) -> Result<Value, ApiError> {
     };
     check_type(&mut obj, &s.info, &kind, &api_version)?;
     if s.info.namespaced {
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).map(String::from);
+        let ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(String::from);
         match (&ns, &s.namespace) {
             (Some(b), Some(p)) if b != p => {
                 return Err(ApiError::bad_request(format!(
@@ -339,8 +379,16 @@ pub async fn create(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
         return Ok(respond_object(s, StatusCode::CREATED, obj));
     }
     let key = s.key(&name)?;
-    let committed = s.hub.store.put(key.clone(), Expect::Absent, obj).map_err(|e| store_error(s, &name, e))?;
-    let stored = committed.durable().await.map_err(|e| store_error(s, &name, e))?.expect("put returns the object");
+    let committed = s
+        .hub
+        .store
+        .put(key.clone(), Expect::Absent, obj)
+        .map_err(|e| store_error(s, &name, e))?;
+    let stored = committed
+        .durable()
+        .await
+        .map_err(|e| store_error(s, &name, e))?
+        .expect("put returns the object");
     let v = served_value(&stored, &s.info);
     write::after_write(&s.hub, &s.info, &key, Some(&v)).await;
     Ok(respond_object(s, StatusCode::CREATED, v))
@@ -375,7 +423,16 @@ pub async fn patch(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     if body.len() > super::body::MAX_BODY {
         return Err(ApiError::too_large("the request body is larger than 3 MiB"));
     }
-    modify(s, &name, Change::Patch { content_type: ct, body }, StatusCode::OK).await
+    modify(
+        s,
+        &name,
+        Change::Patch {
+            content_type: ct,
+            body,
+        },
+        StatusCode::OK,
+    )
+    .await
 }
 
 /// Read-modify-write with retries on internal conflicts (GuaranteedUpdate).
@@ -396,7 +453,11 @@ async fn modify(s: &Scope, name: &str, change: Change, code: StatusCode) -> Resu
                     Err(StoreError::AlreadyExists) => continue,
                     other => other.map_err(|e| store_error(s, name, e))?,
                 };
-                let stored = committed.durable().await.map_err(|e| store_error(s, name, e))?.expect("object");
+                let stored = committed
+                    .durable()
+                    .await
+                    .map_err(|e| store_error(s, name, e))?
+                    .expect("object");
                 let v = served_value(&stored, &s.info);
                 write::after_write(&s.hub, &s.info, &key, Some(&v)).await;
                 return Ok(respond_sub(s, StatusCode::CREATED, v));
@@ -422,12 +483,21 @@ async fn modify(s: &Scope, name: &str, change: Change, code: StatusCode) -> Resu
             Err(StoreError::Conflict) if expect_rv.is_none() => continue,
             other => other.map_err(|e| store_error(s, name, e))?,
         };
-        let stored = committed.durable().await.map_err(|e| store_error(s, name, e))?.expect("object");
+        let stored = committed
+            .durable()
+            .await
+            .map_err(|e| store_error(s, name, e))?
+            .expect("object");
         let v = served_value(&stored, &s.info);
         write::after_write(&s.hub, &s.info, &key, if finalized { None } else { Some(&v) }).await;
         return Ok(respond_sub(s, code, v));
     }
-    Err(ApiError::conflict(&s.info.group, &s.info.resource, name, "too many concurrent writers; try again"))
+    Err(ApiError::conflict(
+        &s.info.group,
+        &s.info.resource,
+        name,
+        "too many concurrent writers; try again",
+    ))
 }
 
 fn respond_sub(s: &Scope, code: StatusCode, v: Value) -> Response {
@@ -447,13 +517,22 @@ struct DeleteOptions {
 }
 
 fn delete_options(s: &Scope, body: &Bytes) -> Result<DeleteOptions, ApiError> {
-    let mut o = DeleteOptions { dry_run: s.query.dry_run, ..Default::default() };
+    let mut o = DeleteOptions {
+        dry_run: s.query.dry_run,
+        ..Default::default()
+    };
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(o);
     }
     let v = parse_object(body, &content_type(&s.headers))?;
-    o.uid = v.pointer("/preconditions/uid").and_then(Value::as_str).map(String::from);
-    o.resource_version = v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(String::from);
+    o.uid = v
+        .pointer("/preconditions/uid")
+        .and_then(Value::as_str)
+        .map(String::from);
+    o.resource_version = v
+        .pointer("/preconditions/resourceVersion")
+        .and_then(Value::as_str)
+        .map(String::from);
     if let Some(d) = v.get("dryRun").and_then(Value::as_array) {
         o.dry_run |= d.iter().any(|x| x == "All");
     }
@@ -465,7 +544,11 @@ pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     let opts = delete_options(s, &body)?;
     let key = s.key(&name)?;
     for _ in 0..16 {
-        let current = s.hub.store.get(&key).ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, &name))?;
+        let current = s
+            .hub
+            .store
+            .get(&key)
+            .ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, &name))?;
         let v = served_value(&current, &s.info);
         if let Some(uid) = &opts.uid {
             if v.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
@@ -473,7 +556,10 @@ pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
                     &s.info.group,
                     &s.info.resource,
                     &name,
-                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", v["metadata"]["uid"]),
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        v["metadata"]["uid"]
+                    ),
                 ));
             }
         }
@@ -493,14 +579,22 @@ pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
             Ok(v) => return Ok(respond_object(s, StatusCode::OK, v)),
         }
     }
-    Err(ApiError::conflict(&s.info.group, &s.info.resource, &name, "too many concurrent writers; try again"))
+    Err(ApiError::conflict(
+        &s.info.group,
+        &s.info.resource,
+        &name,
+        "too many concurrent writers; try again",
+    ))
 }
 
 pub async fn delete_collection(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     let opts = delete_options(s, &body)?;
     let sel = Selectors::parse(&s.query)?;
     s.cluster()?;
-    let (objects, rv) = s.hub.store.list(&s.scope(), &s.info.storage_key(), s.namespace.as_deref(), None);
+    let (objects, rv) = s
+        .hub
+        .store
+        .list(&s.scope(), &s.info.storage_key(), s.namespace.as_deref(), None);
     let mut deleted = Vec::new();
     for (key, obj) in objects.iter().filter(|(k, o)| sel.matches(k, o)) {
         let v = served_value(obj, &s.info);

@@ -15,10 +15,16 @@ pub enum Target {
     /// `/apis/{group}`
     Group(String),
     /// `/api/v1` or `/apis/{group}/{version}`
-    GroupVersion { group: String, version: String },
+    GroupVersion {
+        group: String,
+        version: String,
+    },
     OpenApiV2,
     OpenApiV3Root,
-    OpenApiV3 { group: String, version: String },
+    OpenApiV3 {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
 }
 
@@ -44,7 +50,11 @@ pub struct ParsedPath {
 const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 
 pub fn parse(path: &str) -> Result<ParsedPath, ApiError> {
-    let not_found = || ApiError::not_found_message(format!("the server could not find the requested resource ({path})"));
+    let not_found = || {
+        ApiError::not_found_message(format!(
+            "the server could not find the requested resource ({path})"
+        ))
+    };
     let mut parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let mut cluster = None;
     if parts.first() == Some(&"clusters") {
@@ -58,16 +68,28 @@ pub fn parse(path: &str) -> Result<ParsedPath, ApiError> {
         ["version"] => Target::Version,
         [h] | [h, ..] if matches!(*h, "healthz" | "readyz" | "livez") => Target::Health(h.to_string()),
         ["api"] => Target::CoreVersions,
-        ["api", v] => Target::GroupVersion { group: String::new(), version: v.to_string() },
+        ["api", v] => Target::GroupVersion {
+            group: String::new(),
+            version: v.to_string(),
+        },
         ["api", v, rest @ ..] => Target::Resource(resource_path("", v, rest).ok_or_else(not_found)?),
         ["apis"] => Target::Groups,
         ["apis", g] => Target::Group(g.to_string()),
-        ["apis", g, v] => Target::GroupVersion { group: g.to_string(), version: v.to_string() },
+        ["apis", g, v] => Target::GroupVersion {
+            group: g.to_string(),
+            version: v.to_string(),
+        },
         ["apis", g, v, rest @ ..] => Target::Resource(resource_path(g, v, rest).ok_or_else(not_found)?),
         ["openapi", "v2"] => Target::OpenApiV2,
         ["openapi", "v3"] => Target::OpenApiV3Root,
-        ["openapi", "v3", "api", v] => Target::OpenApiV3 { group: String::new(), version: v.to_string() },
-        ["openapi", "v3", "apis", g, v] => Target::OpenApiV3 { group: g.to_string(), version: v.to_string() },
+        ["openapi", "v3", "api", v] => Target::OpenApiV3 {
+            group: String::new(),
+            version: v.to_string(),
+        },
+        ["openapi", "v3", "apis", g, v] => Target::OpenApiV3 {
+            group: g.to_string(),
+            version: v.to_string(),
+        },
         _ => return Err(not_found()),
     };
     Ok(ParsedPath { cluster, target })
@@ -124,12 +146,21 @@ mod tests {
         assert_eq!(r.name.as_deref(), Some("ns1"));
         assert_eq!(r.subresource.as_deref(), Some("status"));
         let r = res("/api/v1/namespaces/ns1/configmaps");
-        assert_eq!((r.resource.as_str(), r.namespace.as_deref(), r.name), ("configmaps", Some("ns1"), None));
+        assert_eq!(
+            (r.resource.as_str(), r.namespace.as_deref(), r.name),
+            ("configmaps", Some("ns1"), None)
+        );
     }
 
     #[test]
     fn discovery_paths() {
-        assert_eq!(parse("/apis/apps/v1").unwrap().target, Target::GroupVersion { group: "apps".into(), version: "v1".into() });
+        assert_eq!(
+            parse("/apis/apps/v1").unwrap().target,
+            Target::GroupVersion {
+                group: "apps".into(),
+                version: "v1".into()
+            }
+        );
         assert_eq!(parse("/clusters/*/api").unwrap().cluster.as_deref(), Some("*"));
         assert!(parse("/nope").is_err());
     }

@@ -33,14 +33,18 @@ fn boolean(v: &str) -> bool {
 impl Query {
     pub fn parse(raw: Option<&str>) -> Result<Query, ApiError> {
         let mut q = Query::default();
-        let pairs: HashMap<String, String> =
-            form_urlencoded::parse(raw.unwrap_or("").as_bytes()).into_owned().filter(|(k, _)| !k.is_empty()).collect();
+        let pairs: HashMap<String, String> = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+            .into_owned()
+            .filter(|(k, _)| !k.is_empty())
+            .collect();
         for (k, v) in pairs {
             match k.as_str() {
                 "labelSelector" => q.label_selector = v,
                 "fieldSelector" => q.field_selector = v,
                 "limit" => {
-                    let n: i64 = v.parse().map_err(|_| ApiError::bad_request(format!("limit: invalid value {v:?}")))?;
+                    let n: i64 = v
+                        .parse()
+                        .map_err(|_| ApiError::bad_request(format!("limit: invalid value {v:?}")))?;
                     q.limit = (n > 0).then_some(n as usize);
                 }
                 "continue" => q.continue_token = Some(v).filter(|s| !s.is_empty()),
@@ -49,9 +53,10 @@ impl Query {
                 "watch" => q.watch = boolean(&v),
                 "allowWatchBookmarks" => q.allow_watch_bookmarks = boolean(&v),
                 "timeoutSeconds" => {
-                    q.timeout_seconds = Some(
-                        v.parse().map_err(|_| ApiError::bad_request(format!("timeoutSeconds: invalid value {v:?}")))?,
-                    )
+                    q.timeout_seconds =
+                        Some(v.parse().map_err(|_| {
+                            ApiError::bad_request(format!("timeoutSeconds: invalid value {v:?}"))
+                        })?)
                 }
                 "sendInitialEvents" => q.send_initial_events = Some(boolean(&v)),
                 "dryRun" => {
@@ -81,7 +86,10 @@ mod tests {
 
     #[test]
     fn accepts_kube_rs_leading_ampersand() {
-        let q = Query::parse(Some("&limit=500&watch=true&allowWatchBookmarks=true&resourceVersion=12")).unwrap();
+        let q = Query::parse(Some(
+            "&limit=500&watch=true&allowWatchBookmarks=true&resourceVersion=12",
+        ))
+        .unwrap();
         assert_eq!(q.limit, Some(500));
         assert!(q.watch && q.allow_watch_bookmarks);
         assert_eq!(q.resource_version.as_deref(), Some("12"));

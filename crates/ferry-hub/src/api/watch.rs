@@ -40,7 +40,9 @@ impl Encoder {
         let v = served_value(obj, &self.info);
         match self.format {
             Format::Object => v,
-            Format::Metadata => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v["metadata"]}),
+            Format::Metadata => {
+                json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v["metadata"]})
+            }
             Format::Table => {
                 let mut t = render_table(
                     &columns(&self.info),
@@ -84,7 +86,9 @@ impl Encoder {
         if initial_events_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        line(&json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}}))
+        line(
+            &json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}}),
+        )
     }
 }
 
@@ -111,7 +115,10 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
             "meta.k8s.io",
             "ListOptions",
             "",
-            vec![crate::status::Cause::forbidden("allowWatchBookmarks", "sendInitialEvents requires allowWatchBookmarks=true")],
+            vec![crate::status::Cause::forbidden(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires allowWatchBookmarks=true",
+            )],
         ));
     }
     let resource = s.info.storage_key();
@@ -129,7 +136,11 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
         };
         (Vec::new(), rv)
     };
-    let timeout = s.query.timeout_seconds.map(Duration::from_secs).unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = s
+        .query
+        .timeout_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_TIMEOUT);
     let bookmarks = s.query.allow_watch_bookmarks;
     let send_initial_end = s.query.send_initial_events == Some(true);
     let mut encoder = Encoder {

@@ -31,14 +31,6 @@ pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-fn name_rule(info: &ResourceInfo) -> NameRule {
-    match (info.group.as_str(), info.resource.as_str()) {
-        ("", "namespaces") | ("", "services") | ("tenancy.kcp.io", "workspaces") => NameRule::Dns1123Label,
-        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
-        _ => NameRule::Dns1123Subdomain,
-    }
-}
-
 /// Everything but metadata and status: what `generation` tracks.
 fn spec_part(v: &Value) -> Value {
     let mut v = v.clone();
@@ -86,8 +78,10 @@ fn prepare_with(
                 }
                 Some("ephemeralcontainers") => {
                     let mut merged = old.clone();
-                    merged["spec"]["ephemeralContainers"] =
-                        new.pointer("/spec/ephemeralContainers").cloned().unwrap_or(json!([]));
+                    merged["spec"]["ephemeralContainers"] = new
+                        .pointer("/spec/ephemeralContainers")
+                        .cloned()
+                        .unwrap_or(json!([]));
                     new = merged;
                 }
                 _ if info.status_subresource => match old.get("status") {
@@ -101,7 +95,15 @@ fn prepare_with(
             let old_meta = old.get("metadata").cloned().unwrap_or_default();
             let deleting = old_meta.get("deletionTimestamp").is_some();
             let m = meta_mut(&mut new);
-            for f in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            for f in [
+                "name",
+                "namespace",
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
                 match old_meta.get(f) {
                     Some(v) => m.insert(f.into(), v.clone()),
                     None => m.remove(f),
@@ -110,15 +112,21 @@ fn prepare_with(
             m.remove("resourceVersion");
             m.remove("selfLink");
             if deleting {
-                let before: Vec<&Value> =
-                    old_meta.get("finalizers").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+                let before: Vec<&Value> = old_meta
+                    .get("finalizers")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().collect())
+                    .unwrap_or_default();
                 if let Some(after) = m.get("finalizers").and_then(Value::as_array) {
                     if after.iter().any(|f| !before.contains(&f)) {
                         return Err(ApiError::invalid(
                             &info.group,
                             &info.kind,
                             s.name.as_deref().unwrap_or(""),
-                            vec![Cause::forbidden("metadata.finalizers", "no new finalizers can be added if the object is being deleted")],
+                            vec![Cause::forbidden(
+                                "metadata.finalizers",
+                                "no new finalizers can be added if the object is being deleted",
+                            )],
                         ));
                     }
                 }
@@ -137,7 +145,13 @@ fn prepare_with(
             let m = meta_mut(&mut new);
             m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
             m.insert("creationTimestamp".into(), Value::String(now.clone()));
-            for f in ["resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            for f in [
+                "resourceVersion",
+                "selfLink",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
                 m.remove(f);
             }
             if has_spec {
@@ -163,7 +177,11 @@ fn prepare_with(
 
 fn validate(s: &Scope, new: &mut Value) -> Result<(), ApiError> {
     let info = &s.info;
-    let mut causes = validation::validate_metadata(new, name_rule(info), info.namespaced);
+    let mut causes = validation::validate_metadata(
+        new,
+        NameRule::for_resource(&info.group, &info.resource),
+        info.namespaced,
+    );
     if let Some(schema) = &info.schema {
         // Validate and prune a copy without metadata, so metadata is judged only once.
         causes.extend(validation::validate_and_prune(schema, new));
@@ -174,7 +192,10 @@ fn validate(s: &Scope, new: &mut Value) -> Result<(), ApiError> {
     if causes.is_empty() {
         Ok(())
     } else {
-        let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let name = new
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         Err(ApiError::invalid(&info.group, &info.kind, name, causes))
     }
 }
@@ -194,9 +215,13 @@ fn parse_rv(v: &Value) -> Result<Option<u64>, ApiError> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(Value::String(s)) => s.parse().map(Some).map_err(|_| {
-            ApiError::bad_request(format!("metadata.resourceVersion: invalid value {s:?}; it must come from the server"))
+            ApiError::bad_request(format!(
+                "metadata.resourceVersion: invalid value {s:?}; it must come from the server"
+            ))
         }),
-        Some(other) => Err(ApiError::bad_request(format!("metadata.resourceVersion must be a string, not {other}"))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "metadata.resourceVersion must be a string, not {other}"
+        ))),
     }
 }
 
@@ -211,11 +236,14 @@ fn without_volatile(v: &Value) -> Value {
 
 /// The Scale view of an object with a scale subresource.
 pub fn scale_of(info: &ResourceInfo, v: &Value) -> Value {
-    let paths = info.scale_subresource.clone().unwrap_or(crate::registry::ScalePaths {
-        spec_replicas: ".spec.replicas".into(),
-        status_replicas: ".status.replicas".into(),
-        label_selector: None,
-    });
+    let paths = info
+        .scale_subresource
+        .clone()
+        .unwrap_or(crate::registry::ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+        });
     let at = |p: &str| v.pointer(&p.replace('.', "/")).cloned();
     let mut meta = json!({});
     for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
@@ -226,9 +254,19 @@ pub fn scale_of(info: &ResourceInfo, v: &Value) -> Value {
     let selector = v
         .pointer("/spec/selector/matchLabels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(","));
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        });
     let mut status = json!({ "replicas": at(&paths.status_replicas).unwrap_or(json!(0)) });
-    if let Some(sel) = paths.label_selector.as_deref().and_then(at).or(selector.map(Value::String)) {
+    if let Some(sel) = paths
+        .label_selector
+        .as_deref()
+        .and_then(at)
+        .or(selector.map(Value::String))
+    {
         status["selector"] = sel;
     }
     json!({
@@ -239,7 +277,11 @@ pub fn scale_of(info: &ResourceInfo, v: &Value) -> Value {
 }
 
 fn with_scale(info: &ResourceInfo, cur: &Value, scale: &Value) -> Value {
-    let path = info.scale_subresource.as_ref().map(|p| p.spec_replicas.clone()).unwrap_or(".spec.replicas".into());
+    let path = info
+        .scale_subresource
+        .as_ref()
+        .map(|p| p.spec_replicas.clone())
+        .unwrap_or(".spec.replicas".into());
     let mut new = cur.clone();
     let parts: Vec<&str> = path.trim_start_matches('.').split('.').collect();
     let mut target = &mut new;
@@ -254,7 +296,12 @@ fn with_scale(info: &ResourceInfo, cur: &Value, scale: &Value) -> Value {
 }
 
 fn patch_error(e: patch::PatchError) -> ApiError {
-    ApiError::unprocessable_patch(e.to_string())
+    match e {
+        patch::PatchError::Decode(_) | patch::PatchError::NotAnObject(_) => {
+            ApiError::bad_request(e.to_string())
+        }
+        other => ApiError::unprocessable_patch(other.to_string()),
+    }
 }
 
 /// Compute the object an update or patch produces from `current`.
@@ -267,14 +314,32 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
         Change::Replace(obj) => {
             let cur = current.ok_or_else(not_found)?;
             let client_rv = parse_rv(obj)?;
-            let obj = if scale { with_scale(info, cur, obj) } else { obj.clone() };
+            let obj = if scale {
+                with_scale(info, cur, obj)
+            } else {
+                obj.clone()
+            };
             (obj, client_rv, true)
         }
         Change::Patch { content_type, body } if content_type == "application/apply-patch+yaml" => {
             if s.subresource.is_some() && s.subresource.as_deref() != Some("status") {
-                return Err(ApiError::unsupported_media_type("apply patches are not supported on this subresource"));
+                return Err(ApiError::unsupported_media_type(
+                    "apply patches are not supported on this subresource",
+                ));
             }
             let mut applied = parse_object(body, "application/yaml")?;
+            if s.subresource.as_deref() == Some("status") {
+                // Status applies merge the applied status into the live one;
+                // ownership is recorded as an update by this manager.
+                let cur = current.ok_or_else(not_found)?;
+                let status = json!({"status": applied.get("status").cloned().unwrap_or(json!({}))});
+                let patched = patch::merge_patch(cur, status.to_string().as_bytes()).map_err(patch_error)?;
+                let new = prepare_with(s, WriteKind::Update, Some(cur), patched, true)?;
+                if without_volatile(&new) == without_volatile(cur) {
+                    return Ok(Outcome::Unchanged(cur.clone()));
+                }
+                return Ok(Outcome::Update { new, client_rv: None });
+            }
             for f in ["apiVersion", "kind"] {
                 if applied.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
                     return Err(ApiError::bad_request(format!(
@@ -293,9 +358,16 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
             applied["metadata"]["name"] = Value::String(name.to_string());
             applied["apiVersion"] = Value::String(info.api_version());
             let client_rv = parse_rv(&applied)?;
-            let result =
-                patch::server_side_apply(current, &applied, &s.manager(), s.query.force, &info.group, &info.kind, &now())
-                    .map_err(|e| apply_error(s, name, e))?;
+            let result = patch::server_side_apply(
+                current,
+                &applied,
+                &s.manager(),
+                s.query.force,
+                &info.group,
+                &info.kind,
+                &now(),
+            )
+            .map_err(|e| apply_error(s, name, e))?;
             match current {
                 None => {
                     let created = prepare_with(s, WriteKind::Create, None, result, false)?;
@@ -322,7 +394,9 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
                 }
             };
             if !patched.is_object() {
-                return Err(ApiError::unprocessable_patch("the patch did not produce an object".into()));
+                return Err(ApiError::unprocessable_patch(
+                    "the patch did not produce an object".into(),
+                ));
             }
             let patched_rv = parse_rv(&patched)?;
             let cur_rv = parse_rv(cur)?;
@@ -334,7 +408,11 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
                     "the object has been modified; please apply your changes to the latest version and try again",
                 ));
             }
-            let obj = if scale { with_scale(info, cur, &patched) } else { patched };
+            let obj = if scale {
+                with_scale(info, cur, &patched)
+            } else {
+                patched
+            };
             (obj, None, true)
         }
     };
@@ -357,8 +435,10 @@ fn apply_error(s: &Scope, name: &str, e: patch::ApplyError) -> ApiError {
                     message: format!("conflict with \"{}\"", c.manager),
                 })
                 .collect();
-            let list: Vec<String> =
-                conflicts.iter().map(|c| format!("- conflict with \"{}\": {}", c.manager, c.field)).collect();
+            let list: Vec<String> = conflicts
+                .iter()
+                .map(|c| format!("- conflict with \"{}\": {}", c.manager, c.field))
+                .collect();
             let message = format!(
                 "Apply failed with {} conflict{}: {}\nPlease review the fields above--they currently have other managers. \
                  Re-run the apply with --force-conflicts (force=true) to take them over, or drop them from your configuration.",
@@ -376,13 +456,22 @@ fn apply_error(s: &Scope, name: &str, e: patch::ApplyError) -> ApiError {
 /// then removed from storage instead of written.
 pub fn is_finalized(v: &Value) -> bool {
     v.pointer("/metadata/deletionTimestamp").is_some()
-        && v.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(|f| f.is_empty())
+        && v.pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(|f| f.is_empty())
 }
 
 /// Reject creates in namespaces that do not exist or are being deleted.
 pub fn ensure_namespace_accepts(s: &Scope) -> Result<(), ApiError> {
-    let (Some(ns), true, Some(cluster)) = (&s.namespace, s.info.namespaced, &s.cluster) else { return Ok(()) };
-    let key = ObjectKey { cluster: cluster.name.clone(), resource: "/namespaces".into(), namespace: String::new(), name: ns.clone() };
+    let (Some(ns), true, Some(cluster)) = (&s.namespace, s.info.namespaced, &s.cluster) else {
+        return Ok(());
+    };
+    let key = ObjectKey {
+        cluster: cluster.name.clone(),
+        resource: "/namespaces".into(),
+        namespace: String::new(),
+        name: ns.clone(),
+    };
     match s.hub.store.get(&key) {
         None => Err(ApiError::not_found("", "namespaces", ns)),
         Some(obj) if obj.value().pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::forbidden(format!(
@@ -414,7 +503,10 @@ pub async fn delete_object(
     mut v: Value,
     dry_run: bool,
 ) -> Result<Value, DeleteError> {
-    let has_finalizers = v.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    let has_finalizers = v
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
     let namespace = is(info, "", "namespaces");
     if has_finalizers || namespace {
         if v.pointer("/metadata/deletionTimestamp").is_none() {
@@ -430,10 +522,18 @@ pub async fn delete_object(
                 Err(StoreError::Conflict) => return Err(DeleteError::Conflict),
                 other => other.map_err(DeleteError::Store)?,
             };
-            let stored = committed.durable().await.map_err(DeleteError::Store)?.expect("object");
+            let stored = committed
+                .durable()
+                .await
+                .map_err(DeleteError::Store)?
+                .expect("object");
             v = stored.value();
             if namespace {
-                crate::controllers::namespaces::start_termination(hub.clone(), key.cluster.clone(), key.name.clone());
+                crate::controllers::namespaces::start_termination(
+                    hub.clone(),
+                    key.cluster.clone(),
+                    key.name.clone(),
+                );
             }
         }
         return Ok(v);
@@ -453,7 +553,11 @@ pub async fn delete_object(
         Err(StoreError::Conflict) => return Err(DeleteError::Conflict),
         other => other.map_err(DeleteError::Store)?,
     };
-    let tombstone = committed.durable().await.map_err(DeleteError::Store)?.expect("tombstone");
+    let tombstone = committed
+        .durable()
+        .await
+        .map_err(DeleteError::Store)?
+        .expect("tombstone");
     after_write(hub, info, key, None).await;
     Ok(tombstone.value())
 }

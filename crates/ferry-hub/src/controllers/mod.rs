@@ -27,7 +27,11 @@ async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
         match create_internal(hub, cluster, "", "v1", "namespaces", None, obj).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => ensure_default_service_account(hub, cluster, ns).await,
-            Err(e) => tracing::warn!(cluster, namespace = ns, "creating a default namespace failed: {e}"),
+            Err(e) => tracing::warn!(
+                cluster,
+                namespace = ns,
+                "creating a default namespace failed: {e}"
+            ),
         }
     }
 }
@@ -38,15 +42,23 @@ pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, names
     match create_internal(hub, cluster, "", "v1", "serviceaccounts", Some(namespace), obj).await {
         Ok(_) => {}
         Err(e) if e.code == 409 || e.code == 403 => {}
-        Err(e) => tracing::warn!(cluster, namespace, "creating the default ServiceAccount failed: {e}"),
+        Err(e) => tracing::warn!(
+            cluster,
+            namespace,
+            "creating the default ServiceAccount failed: {e}"
+        ),
     }
 }
 
 /// A Workspace object was written in `parent` (or deleted: `new` is None).
 pub async fn workspace_written(hub: &Arc<Hub>, parent: &str, new: Option<&Value>) {
     let Some(ws) = new else { return };
-    let Some(parent_lc) = hub.workspaces.by_name(parent) else { return };
-    let Some(lc) = logical_cluster_of(&parent_lc, ws) else { return };
+    let Some(parent_lc) = hub.workspaces.by_name(parent) else {
+        return;
+    };
+    let Some(lc) = logical_cluster_of(&parent_lc, ws) else {
+        return;
+    };
     let fresh = hub.workspaces.by_name(&lc.name).is_none();
     let name = lc.name.clone();
     hub.workspaces.insert(lc);
@@ -62,7 +74,9 @@ pub fn remove_cluster<'a>(hub: &'a Arc<Hub>, cluster: &'a str) -> futures::futur
             remove_cluster(hub, &child.name).await;
         }
         for resource in hub.store.resources_in(cluster) {
-            let (objects, _) = hub.store.list(&ClusterScope::One(cluster.into()), &resource, None, None);
+            let (objects, _) = hub
+                .store
+                .list(&ClusterScope::One(cluster.into()), &resource, None, None);
             for (key, _) in objects {
                 if let Ok(c) = hub.store.delete(key, Expect::Exists) {
                     let _ = c.durable().await;
@@ -76,13 +90,16 @@ pub fn remove_cluster<'a>(hub: &'a Arc<Hub>, cluster: &'a str) -> futures::futur
 
 /// A CRD is going away: its custom resources go with it.
 pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value) {
-    let (Some(group), Some(plural)) =
-        (crd.pointer("/spec/group").and_then(Value::as_str), crd.pointer("/spec/names/plural").and_then(Value::as_str))
-    else {
+    let (Some(group), Some(plural)) = (
+        crd.pointer("/spec/group").and_then(Value::as_str),
+        crd.pointer("/spec/names/plural").and_then(Value::as_str),
+    ) else {
         return;
     };
     let key = crate::registry::storage_key(group, plural);
-    let (objects, _) = hub.store.list(&ClusterScope::One(cluster.into()), &key, None, None);
+    let (objects, _) = hub
+        .store
+        .list(&ClusterScope::One(cluster.into()), &key, None, None);
     for (key, _) in objects {
         if let Ok(c) = hub.store.delete(key, Expect::Exists) {
             let _ = c.durable().await;
@@ -92,5 +109,8 @@ pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value)
 
 /// The resource (any served version) stored under `storage_key` in `cluster`.
 pub fn info_for_storage_key(hub: &Hub, cluster: &str, storage_key: &str) -> Option<ResourceInfo> {
-    hub.registry.resources(Some(cluster)).into_iter().find(|r| r.storage_key() == storage_key)
+    hub.registry
+        .resources(Some(cluster))
+        .into_iter()
+        .find(|r| r.storage_key() == storage_key)
 }

@@ -45,13 +45,20 @@ async fn step(hub: &Arc<Hub>, cluster: &str, namespace: &str) -> Result<bool, St
         namespace: String::new(),
         name: namespace.into(),
     };
-    let Some(ns) = hub.store.get(&ns_key) else { return Ok(true) };
+    let Some(ns) = hub.store.get(&ns_key) else {
+        return Ok(true);
+    };
     let mut remaining = 0;
     for resource in hub.store.resources_in(cluster) {
         if resource == "/namespaces" {
             continue;
         }
-        let (objects, _) = hub.store.list(&ClusterScope::One(cluster.into()), &resource, Some(namespace), None);
+        let (objects, _) = hub.store.list(
+            &ClusterScope::One(cluster.into()),
+            &resource,
+            Some(namespace),
+            None,
+        );
         if objects.is_empty() {
             continue;
         }

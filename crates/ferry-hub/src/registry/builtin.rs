@@ -30,7 +30,16 @@ const fn d(
     short: &'static [&'static str],
     sub: Sub,
 ) -> Def {
-    Def { group, version, resource, kind, namespaced, short, sub, categories: &[] }
+    Def {
+        group,
+        version,
+        resource,
+        kind,
+        namespaced,
+        short,
+        sub,
+        categories: &[],
+    }
 }
 
 const fn all(mut def: Def) -> Def {
@@ -46,49 +55,249 @@ const DEFS: &[Def] = &[
     d("", "v1", "namespaces", "Namespace", CL, &["ns"], Sub::Status),
     d("", "v1", "configmaps", "ConfigMap", NS, &["cm"], Sub::None),
     d("", "v1", "secrets", "Secret", NS, &[], Sub::None),
-    d("", "v1", "serviceaccounts", "ServiceAccount", NS, &["sa"], Sub::None),
+    d(
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        NS,
+        &["sa"],
+        Sub::None,
+    ),
     all(d("", "v1", "services", "Service", NS, &["svc"], Sub::Status)),
     d("", "v1", "endpoints", "Endpoints", NS, &["ep"], Sub::None),
     all(d("", "v1", "pods", "Pod", NS, &["po"], Sub::Status)),
     d("", "v1", "podtemplates", "PodTemplate", NS, &[], Sub::None),
-    all(d("", "v1", "replicationcontrollers", "ReplicationController", NS, &["rc"], Sub::StatusScale)),
+    all(d(
+        "",
+        "v1",
+        "replicationcontrollers",
+        "ReplicationController",
+        NS,
+        &["rc"],
+        Sub::StatusScale,
+    )),
     d("", "v1", "nodes", "Node", CL, &["no"], Sub::Status),
-    d("", "v1", "persistentvolumes", "PersistentVolume", CL, &["pv"], Sub::Status),
-    d("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", NS, &["pvc"], Sub::Status),
+    d(
+        "",
+        "v1",
+        "persistentvolumes",
+        "PersistentVolume",
+        CL,
+        &["pv"],
+        Sub::Status,
+    ),
+    d(
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        NS,
+        &["pvc"],
+        Sub::Status,
+    ),
     d("", "v1", "events", "Event", NS, &["ev"], Sub::None),
     d("", "v1", "limitranges", "LimitRange", NS, &["limits"], Sub::None),
-    d("", "v1", "resourcequotas", "ResourceQuota", NS, &["quota"], Sub::Status),
+    d(
+        "",
+        "v1",
+        "resourcequotas",
+        "ResourceQuota",
+        NS,
+        &["quota"],
+        Sub::Status,
+    ),
     // apps/v1
-    all(d("apps", "v1", "deployments", "Deployment", NS, &["deploy"], Sub::StatusScale)),
-    all(d("apps", "v1", "replicasets", "ReplicaSet", NS, &["rs"], Sub::StatusScale)),
-    all(d("apps", "v1", "statefulsets", "StatefulSet", NS, &["sts"], Sub::StatusScale)),
-    all(d("apps", "v1", "daemonsets", "DaemonSet", NS, &["ds"], Sub::Status)),
-    d("apps", "v1", "controllerrevisions", "ControllerRevision", NS, &[], Sub::None),
+    all(d(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        NS,
+        &["deploy"],
+        Sub::StatusScale,
+    )),
+    all(d(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        NS,
+        &["rs"],
+        Sub::StatusScale,
+    )),
+    all(d(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        NS,
+        &["sts"],
+        Sub::StatusScale,
+    )),
+    all(d(
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        NS,
+        &["ds"],
+        Sub::Status,
+    )),
+    d(
+        "apps",
+        "v1",
+        "controllerrevisions",
+        "ControllerRevision",
+        NS,
+        &[],
+        Sub::None,
+    ),
     // batch/v1
     all(d("batch", "v1", "jobs", "Job", NS, &[], Sub::Status)),
     all(d("batch", "v1", "cronjobs", "CronJob", NS, &["cj"], Sub::Status)),
     // autoscaling
-    all(d("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", NS, &["hpa"], Sub::Status)),
+    all(d(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        NS,
+        &["hpa"],
+        Sub::Status,
+    )),
     // networking
-    d("networking.k8s.io", "v1", "ingresses", "Ingress", NS, &["ing"], Sub::Status),
-    d("networking.k8s.io", "v1", "ingressclasses", "IngressClass", CL, &[], Sub::None),
-    d("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", NS, &["netpol"], Sub::None),
-    d("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", NS, &["pdb"], Sub::Status),
-    d("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", NS, &[], Sub::None),
+    d(
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        NS,
+        &["ing"],
+        Sub::Status,
+    ),
+    d(
+        "networking.k8s.io",
+        "v1",
+        "ingressclasses",
+        "IngressClass",
+        CL,
+        &[],
+        Sub::None,
+    ),
+    d(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        NS,
+        &["netpol"],
+        Sub::None,
+    ),
+    d(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        NS,
+        &["pdb"],
+        Sub::Status,
+    ),
+    d(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "EndpointSlice",
+        NS,
+        &[],
+        Sub::None,
+    ),
     d("coordination.k8s.io", "v1", "leases", "Lease", NS, &[], Sub::None),
     d("events.k8s.io", "v1", "events", "Event", NS, &["ev"], Sub::None),
-    d("storage.k8s.io", "v1", "storageclasses", "StorageClass", CL, &["sc"], Sub::None),
+    d(
+        "storage.k8s.io",
+        "v1",
+        "storageclasses",
+        "StorageClass",
+        CL,
+        &["sc"],
+        Sub::None,
+    ),
     // RBAC
-    d("rbac.authorization.k8s.io", "v1", "roles", "Role", NS, &[], Sub::None),
-    d("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", NS, &[], Sub::None),
-    d("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", CL, &[], Sub::None),
-    d("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", CL, &[], Sub::None),
+    d(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        NS,
+        &[],
+        Sub::None,
+    ),
+    d(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        NS,
+        &[],
+        Sub::None,
+    ),
+    d(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        CL,
+        &[],
+        Sub::None,
+    ),
+    d(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        CL,
+        &[],
+        Sub::None,
+    ),
     // API machinery
-    d("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", CL, &["crd", "crds"], Sub::Status),
-    d("apiregistration.k8s.io", "v1", "apiservices", "APIService", CL, &[], Sub::Status),
-    d("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", CL, &["csr"], Sub::Status),
+    d(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        CL,
+        &["crd", "crds"],
+        Sub::Status,
+    ),
+    d(
+        "apiregistration.k8s.io",
+        "v1",
+        "apiservices",
+        "APIService",
+        CL,
+        &[],
+        Sub::Status,
+    ),
+    d(
+        "certificates.k8s.io",
+        "v1",
+        "certificatesigningrequests",
+        "CertificateSigningRequest",
+        CL,
+        &["csr"],
+        Sub::Status,
+    ),
     // kcp tenancy
-    d("tenancy.kcp.io", "v1alpha1", "workspaces", "Workspace", CL, &["ws"], Sub::Status),
+    d(
+        "tenancy.kcp.io",
+        "v1alpha1",
+        "workspaces",
+        "Workspace",
+        CL,
+        &["ws"],
+        Sub::Status,
+    ),
 ];
 
 /// Built-in resources served in every workspace.
@@ -135,11 +344,16 @@ mod tests {
     #[test]
     fn builtins_are_unique_per_group_version_resource() {
         let all = builtin_resources();
-        let mut keys: Vec<_> = all.iter().map(|r| (r.group.clone(), r.version.clone(), r.resource.clone())).collect();
+        let mut keys: Vec<_> = all
+            .iter()
+            .map(|r| (r.group.clone(), r.version.clone(), r.resource.clone()))
+            .collect();
         keys.sort();
         let n = keys.len();
         keys.dedup();
         assert_eq!(n, keys.len());
-        assert!(all.iter().any(|r| r.kind == "Deployment" && r.scale_subresource.is_some()));
+        assert!(all
+            .iter()
+            .any(|r| r.kind == "Deployment" && r.scale_subresource.is_some()));
     }
 }

@@ -29,22 +29,34 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
     let group = str_at(crd, "/spec/group").ok_or_else(|| missing("spec.group"))?;
     let plural = str_at(crd, "/spec/names/plural").ok_or_else(|| missing("spec.names.plural"))?;
     let kind = str_at(crd, "/spec/names/kind").ok_or_else(|| missing("spec.names.kind"))?;
-    let singular = str_at(crd, "/spec/names/singular").map(String::from).unwrap_or_else(|| kind.to_ascii_lowercase());
-    let list_kind = str_at(crd, "/spec/names/listKind").map(String::from).unwrap_or_else(|| format!("{kind}List"));
+    let singular = str_at(crd, "/spec/names/singular")
+        .map(String::from)
+        .unwrap_or_else(|| kind.to_ascii_lowercase());
+    let list_kind = str_at(crd, "/spec/names/listKind")
+        .map(String::from)
+        .unwrap_or_else(|| format!("{kind}List"));
     let namespaced = str_at(crd, "/spec/scope") != Some("Cluster");
     let short_names = strings(crd.pointer("/spec/names/shortNames"));
     let categories = strings(crd.pointer("/spec/names/categories"));
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).ok_or_else(|| missing("spec.versions"))?;
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .ok_or_else(|| missing("spec.versions"))?;
     let mut out = Vec::new();
     for v in versions {
         if v.get("served").and_then(Value::as_bool) == Some(false) {
             continue;
         }
-        let version = v.get("name").and_then(Value::as_str).ok_or_else(|| missing("spec.versions[].name"))?;
+        let version = v
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| missing("spec.versions[].name"))?;
         let status_subresource = v.pointer("/subresources/status").is_some();
         let scale_subresource = v.pointer("/subresources/scale").map(|s| ScalePaths {
             spec_replicas: str_at(s, "/specReplicasPath").unwrap_or(".spec.replicas").into(),
-            status_replicas: str_at(s, "/statusReplicasPath").unwrap_or(".status.replicas").into(),
+            status_replicas: str_at(s, "/statusReplicasPath")
+                .unwrap_or(".status.replicas")
+                .into(),
             label_selector: str_at(s, "/labelSelectorPath").map(String::from),
         });
         let printer_columns = v
@@ -80,7 +92,11 @@ fn printer_column(c: &Value) -> Option<PrinterColumn> {
         name: c.get("name")?.as_str()?.into(),
         type_: c.get("type").and_then(Value::as_str).unwrap_or("string").into(),
         format: c.get("format").and_then(Value::as_str).unwrap_or_default().into(),
-        description: c.get("description").and_then(Value::as_str).unwrap_or_default().into(),
+        description: c
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .into(),
         priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0) as i32,
         json_path: c.get("jsonPath")?.as_str()?.into(),
     })

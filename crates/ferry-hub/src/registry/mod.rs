@@ -14,8 +14,16 @@ use serde_json::Value;
 use crate::table::PrinterColumn;
 
 /// Verbs every fully served resource supports, in discovery order.
-pub const ALL_VERBS: &[&str] =
-    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 /// One resource (a plural name in one group/version) as the hub serves it.
 #[derive(Debug, Clone)]
@@ -91,7 +99,10 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Registry { builtins: builtin_resources(), crds: Default::default() }
+        Registry {
+            builtins: builtin_resources(),
+            crds: Default::default(),
+        }
     }
 }
 
@@ -105,7 +116,10 @@ impl Registry {
             Some(c) => all.extend(crds.get(c).into_iter().flatten().cloned()),
             None => {
                 for r in crds.values().flatten() {
-                    if !all.iter().any(|a| a.group == r.group && a.version == r.version && a.resource == r.resource) {
+                    if !all
+                        .iter()
+                        .any(|a| a.group == r.group && a.version == r.version && a.resource == r.resource)
+                    {
                         all.push(r.clone());
                     }
                 }
@@ -115,16 +129,26 @@ impl Registry {
     }
 
     /// The resource `group/version/resource` as served in `cluster`.
-    pub fn lookup(&self, cluster: Option<&str>, group: &str, version: &str, resource: &str) -> Option<ResourceInfo> {
-        if let Some(r) =
-            self.builtins.iter().find(|r| r.group == group && r.version == version && r.resource == resource)
+    pub fn lookup(
+        &self,
+        cluster: Option<&str>,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<ResourceInfo> {
+        if let Some(r) = self
+            .builtins
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.resource == resource)
         {
             return Some(r.clone());
         }
         let crds = self.crds.read();
         let found = match cluster {
             Some(c) => crds.get(c).and_then(|rs| {
-                rs.iter().find(|r| r.group == group && r.version == version && r.resource == resource).cloned()
+                rs.iter()
+                    .find(|r| r.group == group && r.version == version && r.resource == resource)
+                    .cloned()
             }),
             None => crds
                 .values()
@@ -137,7 +161,9 @@ impl Registry {
 
     /// Whether `group` is built in (CRDs may not redefine built-in groups' resources).
     pub fn is_builtin(&self, group: &str, resource: &str) -> bool {
-        self.builtins.iter().any(|r| r.group == group && r.resource == resource)
+        self.builtins
+            .iter()
+            .any(|r| r.group == group && r.resource == resource)
     }
 
     /// Replace what the CRDs of `cluster` serve.

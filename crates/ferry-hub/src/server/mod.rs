@@ -93,7 +93,9 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
     opts.mode(0o600);
-    let mut f = opts.open(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut f = opts
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
     f.write_all(contents)?;
     Ok(())
 }
@@ -106,34 +108,55 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let backend = SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?;
     let store = Store::open(Box::new(backend), opts.watch_history)?;
     let token = admin_token(&opts.data_dir)?;
-    let hub = Hub::new(store, HubConfig { admin_token: token.clone(), max_in_flight: opts.max_in_flight });
+    let hub = Hub::new(
+        store,
+        HubConfig {
+            admin_token: token.clone(),
+            max_in_flight: opts.max_in_flight,
+        },
+    );
 
-    let listener = TcpListener::bind(opts.listen).await.with_context(|| format!("listening on {}", opts.listen))?;
+    let listener = TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("listening on {}", opts.listen))?;
     let addr = listener.local_addr()?;
     let mut hosts = opts.hosts.clone();
     hosts.push(addr.ip().to_string());
     let material = tls::ensure_certs(&opts.data_dir, &hosts)?;
     let (cert, key) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
         (Some(c), Some(k)) => tls::load_user_certs(c, k)?,
-        (None, None) => (material.serving_cert_pem.clone(), material.serving_key_pem.clone()),
+        (None, None) => (
+            material.serving_cert_pem.clone(),
+            material.serving_key_pem.clone(),
+        ),
         _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file must be given together"),
     };
     let server_config = tls::server_config(&cert, &key, Some(&material.ca_cert_pem))?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
 
-    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
-    let host = if host.contains(':') { format!("[{host}]") } else { host };
+    let host = if addr.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
     crate::controllers::bootstrap(&hub).await;
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
-    let kubeconfig = crate::kubeconfig::admin_kubeconfig(&url, &material.ca_cert_pem, &token, crate::workspace::ROOT);
+    let kubeconfig =
+        crate::kubeconfig::admin_kubeconfig(&url, &material.ca_cert_pem, &token, crate::workspace::ROOT);
     write_private(&kubeconfig_path, kubeconfig.as_bytes())?;
 
     let limit = Arc::new(Semaphore::new(opts.max_in_flight.max(1)));
-    let app = crate::api::router(hub.clone())
-        .layer(axum::middleware::from_fn(move |req, next| in_flight(limit.clone(), req, next)));
+    let app = crate::api::router(hub.clone()).layer(axum::middleware::from_fn(move |req, next| {
+        in_flight(limit.clone(), req, next)
+    }));
     let (shutdown, mut stop) = watch::channel(false);
     let task = tokio::spawn(async move {
         loop {
@@ -193,6 +216,8 @@ async fn in_flight(limit: Arc<Semaphore>, req: Request, next: Next) -> Response 
     }
     match limit.try_acquire() {
         Ok(_permit) => next.run(req).await,
-        Err(_) => ApiError::too_many_requests("too many requests in flight; retry shortly", 1).into_response(),
+        Err(_) => {
+            ApiError::too_many_requests("too many requests in flight; retry shortly", 1).into_response()
+        }
     }
 }

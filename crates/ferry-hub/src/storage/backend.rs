@@ -12,8 +12,14 @@ use super::ObjectKey;
 /// One change to persist.
 #[derive(Debug, Clone)]
 pub enum Mutation {
-    Put { key: ObjectKey, rv: u64, value: bytes::Bytes },
-    Delete { key: ObjectKey },
+    Put {
+        key: ObjectKey,
+        rv: u64,
+        value: bytes::Bytes,
+    },
+    Delete {
+        key: ObjectKey,
+    },
 }
 
 /// Everything a backend holds, as loaded at start.
@@ -71,7 +77,9 @@ impl SqliteBackend {
 impl Backend for SqliteBackend {
     fn load(&mut self) -> anyhow::Result<Loaded> {
         let mut loaded = Loaded::default();
-        let mut stmt = self.conn.prepare("SELECT cluster, resource, namespace, name, rv, value FROM objects")?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT cluster, resource, namespace, name, rv, value FROM objects")?;
         let rows = stmt.query_map([], |r| {
             Ok((
                 ObjectKey {
@@ -89,7 +97,9 @@ impl Backend for SqliteBackend {
         }
         let rv: Option<i64> = self
             .conn
-            .query_row("SELECT value FROM meta WHERE key = 'resource_version'", [], |r| r.get(0))
+            .query_row("SELECT value FROM meta WHERE key = 'resource_version'", [], |r| {
+                r.get(0)
+            })
             .ok();
         loaded.resource_version = rv.unwrap_or(0) as u64;
         Ok(loaded)

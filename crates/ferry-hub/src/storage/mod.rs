@@ -143,7 +143,11 @@ fn labels_of(value: &Value) -> BTreeMap<String, String> {
     value
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -153,7 +157,11 @@ fn encode(value: &mut Value, rv: u64) -> StoredObject {
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     }
     let json = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
-    StoredObject { rv, json, labels: labels_of(value) }
+    StoredObject {
+        rv,
+        json,
+        labels: labels_of(value),
+    }
 }
 
 impl Store {
@@ -163,7 +171,11 @@ impl Store {
         let mut resources: HashMap<String, BTreeMap<String, Objects>> = HashMap::new();
         for (key, rv, json) in loaded.objects {
             let value: Value = serde_json::from_slice(&json)?;
-            let obj = StoredObject { rv, json: Bytes::from(json), labels: labels_of(&value) };
+            let obj = StoredObject {
+                rv,
+                json: Bytes::from(json),
+                labels: labels_of(&value),
+            };
             resources
                 .entry(key.resource)
                 .or_default()
@@ -182,7 +194,11 @@ impl Store {
                 .spawn(move || commit_loop(backend, rx, history, failure))?;
         }
         Ok(Arc::new(Store {
-            state: Mutex::new(State { resources, rv: loaded.resource_version, commits: Some(tx) }),
+            state: Mutex::new(State {
+                resources,
+                rv: loaded.resource_version,
+                commits: Some(tx),
+            }),
             history,
             failure,
         }))
@@ -291,12 +307,20 @@ impl Store {
         let rv = state.rv + 1;
         let obj = Arc::new(encode(&mut value, rv));
         let event = Arc::new(WatchEvent {
-            kind: if current.is_some() { EventType::Modified } else { EventType::Added },
+            kind: if current.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            },
             key: key.clone(),
             object: obj.clone(),
             previous: current,
         });
-        let mutation = Mutation::Put { key: key.clone(), rv, value: obj.json.clone() };
+        let mutation = Mutation::Put {
+            key: key.clone(),
+            rv,
+            value: obj.json.clone(),
+        };
         let done = self.enqueue(&mut state, mutation, event)?;
         state.rv = rv;
         state
@@ -306,7 +330,11 @@ impl Store {
             .entry(key.cluster)
             .or_default()
             .insert((key.namespace, key.name), obj.clone());
-        Ok(Committed { object: Some(obj), rv, done })
+        Ok(Committed {
+            object: Some(obj),
+            rv,
+            done,
+        })
     }
 
     /// Remove the object at `key` if the current state matches `expect`. The
@@ -320,7 +348,9 @@ impl Store {
             .and_then(|o| o.get(&(key.namespace.clone(), key.name.clone())))
             .cloned();
         check(&current, expect)?;
-        let Some(current) = current else { return Err(StoreError::NotFound) };
+        let Some(current) = current else {
+            return Err(StoreError::NotFound);
+        };
         let rv = state.rv + 1;
         let mut last = current.value();
         let tombstone = Arc::new(encode(&mut last, rv));
@@ -340,7 +370,11 @@ impl Store {
                 }
             }
         }
-        Ok(Committed { object: Some(tombstone), rv, done })
+        Ok(Committed {
+            object: Some(tombstone),
+            rv,
+            done,
+        })
     }
 
     fn enqueue(
@@ -351,8 +385,17 @@ impl Store {
     ) -> Result<oneshot::Receiver<Result<(), String>>, StoreError> {
         let (done_tx, done_rx) = oneshot::channel();
         let failed = || StoreError::Unavailable(self.failure.lock().clone().unwrap_or_default());
-        let Some(commits) = &state.commits else { return Err(failed()) };
-        if commits.send(PendingWrite { mutation, event, done: done_tx }).is_err() {
+        let Some(commits) = &state.commits else {
+            return Err(failed());
+        };
+        if commits
+            .send(PendingWrite {
+                mutation,
+                event,
+                done: done_tx,
+            })
+            .is_err()
+        {
             state.commits = None;
             return Err(failed());
         }
@@ -439,8 +482,20 @@ mod tests {
     #[tokio::test]
     async fn writes_bump_one_counter_and_set_resource_version() {
         let store = Store::in_memory();
-        let a = store.put(key("a"), Expect::Absent, cm("a")).unwrap().durable().await.unwrap().unwrap();
-        let b = store.put(key("b"), Expect::Absent, cm("b")).unwrap().durable().await.unwrap().unwrap();
+        let a = store
+            .put(key("a"), Expect::Absent, cm("a"))
+            .unwrap()
+            .durable()
+            .await
+            .unwrap()
+            .unwrap();
+        let b = store
+            .put(key("b"), Expect::Absent, cm("b"))
+            .unwrap()
+            .durable()
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(b.rv, a.rv + 1);
         assert_eq!(a.value()["metadata"]["resourceVersion"], a.rv.to_string());
     }
@@ -449,9 +504,15 @@ mod tests {
     async fn stale_version_conflicts_and_create_twice_already_exists() {
         let store = Store::in_memory();
         let a = store.put(key("a"), Expect::Absent, cm("a")).unwrap().rv;
-        assert!(matches!(store.put(key("a"), Expect::Absent, cm("a")), Err(StoreError::AlreadyExists)));
+        assert!(matches!(
+            store.put(key("a"), Expect::Absent, cm("a")),
+            Err(StoreError::AlreadyExists)
+        ));
         store.put(key("a"), Expect::Version(a), cm("a")).unwrap();
-        assert!(matches!(store.put(key("a"), Expect::Version(a), cm("a")), Err(StoreError::Conflict)));
+        assert!(matches!(
+            store.put(key("a"), Expect::Version(a), cm("a")),
+            Err(StoreError::Conflict)
+        ));
     }
 
     #[tokio::test]
@@ -460,10 +521,25 @@ mod tests {
         let path = dir.path().join("hub.db");
         {
             let store = Store::open(Box::new(SqliteBackend::open(&path).unwrap()), 100).unwrap();
-            store.put(key("a"), Expect::Absent, cm("a")).unwrap().durable().await.unwrap();
-            let b = store.put(key("b"), Expect::Absent, cm("b")).unwrap().durable().await.unwrap();
+            store
+                .put(key("a"), Expect::Absent, cm("a"))
+                .unwrap()
+                .durable()
+                .await
+                .unwrap();
+            let b = store
+                .put(key("b"), Expect::Absent, cm("b"))
+                .unwrap()
+                .durable()
+                .await
+                .unwrap();
             assert!(b.is_some());
-            store.delete(key("b"), Expect::Exists).unwrap().durable().await.unwrap();
+            store
+                .delete(key("b"), Expect::Exists)
+                .unwrap()
+                .durable()
+                .await
+                .unwrap();
         }
         let store = Store::open(Box::new(SqliteBackend::open(&path).unwrap()), 100).unwrap();
         assert!(store.get(&key("a")).is_some());
@@ -475,13 +551,27 @@ mod tests {
     async fn watch_replays_history_then_streams_and_expires_old_versions() {
         let store = Store::open(Box::new(MemoryBackend), 2).unwrap();
         for n in ["a", "b", "c"] {
-            store.put(key(n), Expect::Absent, cm(n)).unwrap().durable().await.unwrap();
+            store
+                .put(key(n), Expect::Absent, cm(n))
+                .unwrap()
+                .durable()
+                .await
+                .unwrap();
         }
-        assert_eq!(store.watch(0).err(), Some(1), "rv 0 is older than the 2 retained events");
+        assert_eq!(
+            store.watch(0).err(),
+            Some(1),
+            "rv 0 is older than the 2 retained events"
+        );
         let mut sub = store.watch(2).unwrap();
         let replayed = sub.next().await.unwrap();
         assert_eq!(replayed.key.name, "c");
-        store.delete(key("a"), Expect::Exists).unwrap().durable().await.unwrap();
+        store
+            .delete(key("a"), Expect::Exists)
+            .unwrap()
+            .durable()
+            .await
+            .unwrap();
         let live = sub.next().await.unwrap();
         assert_eq!(live.kind, EventType::Deleted);
         assert_eq!(live.object.rv, 4);

@@ -50,7 +50,14 @@ pub(crate) struct History {
 impl History {
     pub(crate) fn new(capacity: usize, current_rv: u64) -> Self {
         let (live, _) = broadcast::channel(16_384);
-        History { inner: Mutex::new(Inner { events: VecDeque::new(), floor: current_rv }), capacity, live }
+        History {
+            inner: Mutex::new(Inner {
+                events: VecDeque::new(),
+                floor: current_rv,
+            }),
+            capacity,
+            live,
+        }
     }
 
     pub(crate) fn publish(&self, events: impl Iterator<Item = Arc<WatchEvent>>) {
@@ -72,9 +79,18 @@ impl History {
         if from_rv < inner.floor {
             return Err(inner.floor);
         }
-        let replay: VecDeque<_> = inner.events.iter().filter(|e| e.object.rv > from_rv).cloned().collect();
+        let replay: VecDeque<_> = inner
+            .events
+            .iter()
+            .filter(|e| e.object.rv > from_rv)
+            .cloned()
+            .collect();
         let live = self.live.subscribe();
-        Ok(WatchSubscription { replay, live, last_rv: from_rv })
+        Ok(WatchSubscription {
+            replay,
+            live,
+            last_rv: from_rv,
+        })
     }
 }
 

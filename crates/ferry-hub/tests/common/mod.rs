@@ -10,8 +10,12 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 /// A kube-rs client for `hub`, addressing `workspace` (a kcp path like `root:a`, or `*`).
 pub async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
     let kc = Kubeconfig::read_from(hub.kubeconfig()).expect("kubeconfig parses");
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
-    config.cluster_url = format!("{}/clusters/{workspace}", hub.url()).parse().expect("url");
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    config.cluster_url = format!("{}/clusters/{workspace}", hub.url())
+        .parse()
+        .expect("url");
     kube::Client::try_from(config).expect("client")
 }
 
