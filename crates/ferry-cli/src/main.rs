@@ -1,7 +1,11 @@
 //! `ferry`: the hub, the syncer, registration, quickstart and benchmarks.
 
+mod bench_cmd;
+mod bench_sync;
+mod crds_cmd;
 mod hub_cmd;
 mod logging;
+mod syncer_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +30,13 @@ struct Cli {
 enum Command {
     /// Run the hub: a Kubernetes-compatible API server with kcp-style workspaces.
     Hub(hub_cmd::HubArgs),
+    /// Run a syncer beside a workload cluster.
+    Syncer(syncer_cmd::SyncerArgs),
+    /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
+    Crds,
+    /// Measure the hub or the syncer.
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,6 +46,9 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Hub(args) => hub_cmd::run(args).await,
+            Command::Syncer(args) => syncer_cmd::run(args).await,
+            Command::Crds => crds_cmd::run(),
+            Command::Bench(cmd) => bench_cmd::run(cmd).await,
         }
     })
 }
