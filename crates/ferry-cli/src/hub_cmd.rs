@@ -25,6 +25,9 @@ pub struct HubArgs {
     /// Requests served at once before answering 429 (watches do not count).
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
+    /// Keep objects in memory only: nothing survives a restart (benchmark baselines, demos).
+    #[arg(long, hide = true)]
+    pub ephemeral: bool,
 }
 
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
@@ -34,6 +37,7 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     opts.tls_cert_file = args.tls_cert_file;
     opts.tls_private_key_file = args.tls_private_key_file;
     opts.max_in_flight = args.max_requests_inflight;
+    opts.ephemeral = args.ephemeral;
     let running = start(opts).await?;
     println!(
         "ferry hub is ready at {} (export KUBECONFIG={})",

@@ -18,7 +18,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::hub::{Hub, HubConfig};
 use crate::status::ApiError;
-use crate::storage::{SqliteBackend, Store, DEFAULT_HISTORY};
+use crate::storage::{Backend, MemoryBackend, SqliteBackend, Store, DEFAULT_HISTORY};
 
 /// How to run a hub.
 #[derive(Debug, Clone)]
@@ -33,6 +33,8 @@ pub struct HubOptions {
     pub max_in_flight: usize,
     /// Events retained for watches to resume from.
     pub watch_history: usize,
+    /// Keep objects in memory only (benchmark baselines, throwaway demos).
+    pub ephemeral: bool,
 }
 
 impl HubOptions {
@@ -45,6 +47,7 @@ impl HubOptions {
             tls_private_key_file: None,
             max_in_flight: 400,
             watch_history: DEFAULT_HISTORY,
+            ephemeral: false,
         }
     }
 }
@@ -104,9 +107,13 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     std::fs::create_dir_all(&opts.data_dir)
         .with_context(|| format!("creating the data directory {}", opts.data_dir.display()))?;
-    let db = opts.data_dir.join("hub.db");
-    let backend = SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?;
-    let store = Store::open(Box::new(backend), opts.watch_history)?;
+    let backend: Box<dyn Backend> = if opts.ephemeral {
+        Box::new(MemoryBackend)
+    } else {
+        let db = opts.data_dir.join("hub.db");
+        Box::new(SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?)
+    };
+    let store = Store::open(backend, opts.watch_history)?;
     let token = admin_token(&opts.data_dir)?;
     let hub = Hub::new(
         store,
