@@ -1,5 +1,18 @@
-//! `ferry bench`: benchmarks that report figures as ratios against a baseline
-//! measured in the same run.
+//! `ferry bench`: benchmarks that report figures next to a baseline measured
+//! in the same run, because the machines here are shared and noisy.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use ferry_hub::testing::HubProcess;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
 
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
@@ -14,11 +27,270 @@ pub struct HubBenchArgs {
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Creates measured per concurrency level.
+    #[arg(long, default_value_t = 3000)]
+    pub writes: usize,
+    /// Objects in the LIST measured.
+    #[arg(long, default_value_t = 10_000)]
+    pub list_objects: usize,
+    /// Concurrent watchers for the fan-out measurement.
+    #[arg(long, default_value_t = 100)]
+    pub watchers: usize,
+    /// Events delivered to every watcher.
+    #[arg(long, default_value_t = 200)]
+    pub watch_events: usize,
+    /// Objects held when memory is measured.
+    #[arg(long, default_value_t = 100_000)]
+    pub rss_objects: usize,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Hub(_) => anyhow::bail!("not built yet"),
+        BenchCommand::Hub(args) => bench_hub(args).await,
         BenchCommand::Sync(args) => crate::bench_sync::run(args).await,
+    }
+}
+
+pub async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let kc = Kubeconfig::read_from(kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// A 1 KiB ConfigMap.
+pub fn kib_configmap(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"payload": "x".repeat(1024)}}))
+        .expect("valid ConfigMap")
+}
+
+async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Create `count` ConfigMaps named `<prefix>-<i>` with `concurrency` requests
+/// in flight; returns creates per second.
+async fn create_many(
+    api: &Api<ConfigMap>,
+    prefix: &str,
+    count: usize,
+    concurrency: usize,
+) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            let name = format!("{prefix}-{i}");
+            async move {
+                api.create(&PostParams::default(), &kib_configmap(&name))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await
+        .with_context(|| format!("creating {prefix}-*"))?;
+    Ok(count as f64 / start.elapsed().as_secs_f64())
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v
+}
+
+async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let durable_dir = tempfile::tempdir()?;
+    let baseline_dir = tempfile::tempdir()?;
+    let durable = HubProcess::spawn(&exe, durable_dir.path(), &[])?;
+    let baseline = HubProcess::spawn(&exe, baseline_dir.path(), &["--ephemeral"])?;
+    let dc = client_for(&durable.kubeconfig).await?;
+    let bc = client_for(&baseline.kubeconfig).await?;
+    let rss_empty = durable.rss_bytes().unwrap_or(0);
+    let log = |msg: &str| {
+        if !args.json {
+            eprintln!("{msg}");
+        }
+    };
+
+    // 1. Creates per second, durable (SQLite, fsync per batch) against the
+    //    same hub binary keeping nothing on disk.
+    let mut creates = serde_json::Map::new();
+    for concurrency in [1usize, 32] {
+        let count = if concurrency == 1 {
+            (args.writes / 4).max(1)
+        } else {
+            args.writes
+        };
+        let ns = format!("create-{concurrency}");
+        ensure_namespace(&dc, &ns).await?;
+        ensure_namespace(&bc, &ns).await?;
+        let d = create_many(&Api::namespaced(dc.clone(), &ns), "c", count, concurrency).await?;
+        let b = create_many(&Api::namespaced(bc.clone(), &ns), "c", count, concurrency).await?;
+        log(&format!(
+            "creates/s with {concurrency} clients: durable {d:.0}, in-memory baseline {b:.0}"
+        ));
+        creates.insert(
+            format!("clients_{concurrency}"),
+            json!({"durable_per_sec": d, "in_memory_per_sec": b, "ratio_durable_to_in_memory": d / b}),
+        );
+    }
+
+    // 2. LIST of N ConfigMaps, against a single GET on the same hub.
+    ensure_namespace(&dc, "list").await?;
+    let list_api: Api<ConfigMap> = Api::namespaced(dc.clone(), "list");
+    create_many(&list_api, "l", args.list_objects, 32).await?;
+    let mut list_ms = Vec::new();
+    let mut get_ms = Vec::new();
+    for _ in 0..20 {
+        let t = Instant::now();
+        let items = list_api.list(&ListParams::default()).await?.items.len();
+        list_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(
+            items == args.list_objects,
+            "listed {items} of {} objects",
+            args.list_objects
+        );
+        let t = Instant::now();
+        list_api.get("l-0").await?;
+        get_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let (list_ms, get_ms) = (sorted(list_ms), sorted(get_ms));
+    let list_p50 = percentile(&list_ms, 0.5);
+    let get_p50 = percentile(&get_ms, 0.5);
+    log(&format!(
+        "LIST {} objects: p50 {list_p50:.1} ms (GET p50 {get_p50:.2} ms)",
+        args.list_objects
+    ));
+
+    // 3. Watch fan-out: every event to every watcher; latency from just before
+    //    the create is sent, against the create's own round trip.
+    let (watch, create_rtt) = watch_fanout(&dc, args.watchers, args.watch_events).await?;
+    let (watch, create_rtt) = (sorted(watch), sorted(create_rtt));
+    let (w50, w99) = (percentile(&watch, 0.5), percentile(&watch, 0.99));
+    log(&format!(
+        "watch delivery to {} watchers: p50 {w50:.2} ms, p99 {w99:.2} ms (create round trip p50 {:.2} ms)",
+        args.watchers,
+        percentile(&create_rtt, 0.5)
+    ));
+
+    // 4. Memory with N 1-KiB ConfigMaps, against the empty hub.
+    ensure_namespace(&dc, "rss").await?;
+    let held = args.list_objects + args.writes + args.writes / 4 + args.watch_events;
+    let more = args.rss_objects.saturating_sub(held);
+    create_many(&Api::namespaced(dc.clone(), "rss"), "r", more, 32).await?;
+    let rss_full = durable.rss_bytes().unwrap_or(0);
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    log(&format!(
+        "RSS with {} objects: {:.0} MiB (empty hub {:.0} MiB)",
+        args.rss_objects,
+        mib(rss_full),
+        mib(rss_empty)
+    ));
+
+    let figures = json!({
+        "creates": creates,
+        "list": {"objects": args.list_objects, "p50_ms": list_p50, "p99_ms": percentile(&list_ms, 0.99),
+                 "get_p50_ms": get_p50, "ratio_list_to_get": list_p50 / get_p50},
+        "watch": {"watchers": args.watchers, "events": args.watch_events, "p50_ms": w50, "p99_ms": w99,
+                  "create_rtt_p50_ms": percentile(&create_rtt, 0.5)},
+        "rss": {"objects": args.rss_objects, "mib": mib(rss_full), "empty_mib": mib(rss_empty),
+                "bytes_per_object": (rss_full.saturating_sub(rss_empty)) as f64 / args.rss_objects.max(1) as f64},
+        "targets": {
+            "creates_32_clients_per_sec_at_least": 3000, "list_10k_p50_ms_under": 100,
+            "watch_p99_ms_under": 20, "rss_100k_mib_under": 300
+        }
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&figures)?);
+    }
+    Ok(())
+}
+
+/// Start `watchers` watches, create `events` objects at a steady pace, and
+/// return every delivery latency (ms) and every create round trip (ms).
+async fn watch_fanout(
+    client: &kube::Client,
+    watchers: usize,
+    events: usize,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    ensure_namespace(client, "watch").await?;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "watch");
+    let rv = api
+        .list(&ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let sent: Arc<SendTimes> = Arc::new(SendTimes::default());
+    let mut tasks = Vec::new();
+    for _ in 0..watchers {
+        let api = api.clone();
+        let rv = rv.clone();
+        let sent = sent.clone();
+        let stream = api.watch(&WatchParams::default().timeout(290), &rv).await?;
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(events);
+            let mut stream = stream.boxed();
+            while latencies.len() < events {
+                match tokio::time::timeout(Duration::from_secs(30), stream.try_next()).await {
+                    Ok(Ok(Some(WatchEvent::Added(cm)))) => {
+                        let name = cm.metadata.name.unwrap_or_default();
+                        if let Some(t) = sent.get(&name) {
+                            latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+                        }
+                    }
+                    Ok(Ok(Some(_))) => {}
+                    _ => break,
+                }
+            }
+            latencies
+        }));
+    }
+    let mut rtt = Vec::new();
+    let mut pace = tokio::time::interval(Duration::from_millis(5));
+    for i in 0..events {
+        pace.tick().await;
+        let name = format!("w-{i}");
+        let t = Instant::now();
+        sent.insert(name.clone(), t);
+        api.create(&PostParams::default(), &kib_configmap(&name)).await?;
+        rtt.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        let l = t.await?;
+        anyhow::ensure!(l.len() == events, "a watcher saw {} of {events} events", l.len());
+        all.extend(l);
+    }
+    Ok((all, rtt))
+}
+
+/// When each object's create was sent, shared by the writer and the watchers.
+#[derive(Default)]
+struct SendTimes(std::sync::RwLock<HashMap<String, Instant>>);
+
+impl SendTimes {
+    fn insert(&self, name: String, t: Instant) {
+        self.0.write().expect("not poisoned").insert(name, t);
+    }
+    fn get(&self, name: &str) -> Option<Instant> {
+        self.0.read().expect("not poisoned").get(name).copied()
     }
 }

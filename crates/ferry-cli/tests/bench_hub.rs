@@ -1,0 +1,31 @@
+//! `ferry bench hub` runs end to end and reports every figure the issue asks for.
+
+use std::process::Command;
+
+#[test]
+fn bench_hub_reports_all_figures_as_json() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["bench", "hub", "--json", "--writes", "40", "--list-objects", "50"])
+        .args(["--watchers", "3", "--watch-events", "5", "--rss-objects", "200"])
+        .output()
+        .expect("ferry runs");
+    assert!(
+        out.status.success(),
+        "bench failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON figures");
+    for ptr in [
+        "/creates/clients_1/durable_per_sec",
+        "/creates/clients_32/ratio_durable_to_in_memory",
+        "/list/p50_ms",
+        "/watch/p99_ms",
+        "/rss/mib",
+    ] {
+        let n = v
+            .pointer(ptr)
+            .and_then(serde_json::Value::as_f64)
+            .unwrap_or_else(|| panic!("{ptr} missing in {v}"));
+        assert!(n > 0.0, "{ptr} = {n}");
+    }
+}
