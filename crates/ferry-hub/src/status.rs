@@ -66,7 +66,7 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
     /// Seconds for a `Retry-After` header (429).
     pub retry_after: Option<u32>,
 }
@@ -123,7 +123,7 @@ impl ApiError {
             "NotFound",
             format!("{} \"{name}\" not found", qualified(group, resource)),
         );
-        e.details = Some(details(group, resource, name));
+        e.details = Some(Box::new(details(group, resource, name)));
         e
     }
     /// 404 for a path the hub does not serve (unknown resource, workspace, ...).
@@ -142,7 +142,7 @@ impl ApiError {
             "AlreadyExists",
             format!("{} \"{name}\" already exists", qualified(group, resource)),
         );
-        e.details = Some(details(group, resource, name));
+        e.details = Some(Box::new(details(group, resource, name)));
         e
     }
     /// 409 on a stale resourceVersion, worded as kube-apiserver words it.
@@ -155,7 +155,7 @@ impl ApiError {
                 qualified(group, resource)
             ),
         );
-        e.details = Some(details(group, resource, name));
+        e.details = Some(Box::new(details(group, resource, name)));
         e
     }
     /// 409 from server-side apply field-ownership conflicts.
@@ -169,7 +169,7 @@ impl ApiError {
         let mut e = Self::new(409, "Conflict", message);
         let mut d = details(group, resource, name);
         d["causes"] = causes_json(causes);
-        e.details = Some(d);
+        e.details = Some(Box::new(d));
         e
     }
     pub fn gone(message: impl Into<String>) -> Self {
@@ -205,7 +205,7 @@ impl ApiError {
         if !group.is_empty() {
             d["group"] = json!(group);
         }
-        e.details = Some(d);
+        e.details = Some(Box::new(d));
         e
     }
     /// 422 for a patch that cannot be applied (e.g. a failed JSON-patch `test`).
@@ -215,7 +215,7 @@ impl ApiError {
     pub fn too_many_requests(message: impl Into<String>, retry_after: u32) -> Self {
         let mut e = Self::new(429, "TooManyRequests", message);
         e.retry_after = Some(retry_after);
-        e.details = Some(json!({ "retryAfterSeconds": retry_after }));
+        e.details = Some(Box::new(json!({ "retryAfterSeconds": retry_after })));
         e
     }
     pub fn internal(message: impl Into<String>) -> Self {
@@ -237,7 +237,7 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(d) = &self.details {
-            s["details"] = d.clone();
+            s["details"] = (**d).clone();
         }
         s
     }

@@ -13,10 +13,10 @@ pub fn mutate(s: &Scope, kind: WriteKind, old: Option<&Value>, new: &mut Value) 
     match (s.info.group.as_str(), s.info.resource.as_str()) {
         ("", "namespaces") => namespace(kind, new),
         ("", "secrets") => secret(new),
-        ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers") => {
-            if new.get("spec").is_some_and(Value::is_object) && new.pointer("/spec/replicas").is_none() {
-                new["spec"]["replicas"] = json!(1);
-            }
+        ("apps", "deployments" | "replicasets" | "statefulsets") | ("", "replicationcontrollers")
+            if new.get("spec").is_some_and(Value::is_object) && new.pointer("/spec/replicas").is_none() =>
+        {
+            new["spec"]["replicas"] = json!(1);
         }
         ("apiextensions.k8s.io", "customresourcedefinitions") => crd(new),
         ("tenancy.kcp.io", "workspaces") => workspace(s, old, new),

@@ -1,6 +1,7 @@
 //! Built-in controllers: what a fresh cluster has, workspaces, namespace
 //! termination, CRD clean-up.
 
+pub mod mailbox;
 pub mod namespaces;
 
 use std::sync::Arc;

@@ -49,10 +49,11 @@ fn prune(value: &mut Value, schema: &Value, keep_object_root: bool) {
             let keep_unknown = flag(schema, "x-kubernetes-preserve-unknown-fields")
                 || schema.get("additionalProperties") == Some(&Value::Bool(true));
             map.retain(|key, child| {
-                if let Some(prop) = props.and_then(|p| p.get(key)) {
-                    prune(child, prop, false);
+                // Root metadata is ObjectMeta whatever the schema says about it.
+                if keep_root && OBJECT_ROOT_FIELDS.contains(&key.as_str()) {
                     true
-                } else if keep_root && OBJECT_ROOT_FIELDS.contains(&key.as_str()) {
+                } else if let Some(prop) = props.and_then(|p| p.get(key)) {
+                    prune(child, prop, false);
                     true
                 } else if let Some(additional) = additional {
                     prune(child, additional, false);
@@ -525,6 +526,21 @@ fn validate_combinators(value: &Value, schema: &Value, path: &str, causes: &mut 
             let detail = format!("{} must not validate the schema (not)", subject(path));
             causes.push(Cause::invalid(path, invalid_value(value, &detail)));
         }
+    }
+}
+
+#[cfg(test)]
+mod root_metadata_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn root_metadata_is_never_pruned_even_when_the_schema_describes_it() {
+        let schema = json!({"type": "object", "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}}});
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a", "uid": "u"}, "spec": {}});
+        assert!(validate_and_prune(&schema, &mut obj).is_empty());
+        assert_eq!(obj["metadata"]["name"], "a");
+        assert_eq!(obj["metadata"]["uid"], "u");
     }
 }
 

@@ -1,0 +1,142 @@
+//! The mailbox controller: one mailbox workspace per SyncTarget, as KubeStellar
+//! keeps them. A SyncTarget with uid U in the inventory workspace whose
+//! logical cluster is C gets the workspace `root:espw:C-mb-U`, annotated with
+//! the SyncTarget's name and with the `edge.kubestellar.io` API installed.
+//! Deleting the SyncTarget deletes its mailbox workspace.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
+use serde_json::{json, Value};
+
+use crate::api::create_internal;
+use crate::hub::Hub;
+use crate::storage::{ClusterScope, EventType, ObjectKey};
+use crate::workspace::{ROOT, WORKSPACES};
+
+/// Storage key of `edge.kubestellar.io` SyncTargets.
+pub const SYNC_TARGETS: &str = "edge.kubestellar.io/synctargets";
+/// The workspace (under root) that holds every mailbox workspace.
+pub const MAILBOX_PARENT: &str = "espw";
+/// Annotations recording which SyncTarget a mailbox belongs to.
+pub const SYNC_TARGET_UID_ANNOTATION: &str = "edge.kubestellar.io/sync-target-uid";
+pub const INVENTORY_CLUSTER_ANNOTATION: &str = "edge.kubestellar.io/inventory-cluster";
+
+/// `<inventory-workspace-cluster>-mb-<synctarget-uid>`.
+pub fn mailbox_name(inventory_cluster: &str, sync_target_uid: &str) -> String {
+    format!("{inventory_cluster}-mb-{sync_target_uid}")
+}
+
+/// Run the controller until the process ends.
+pub fn spawn(hub: Arc<Hub>) {
+    tokio::spawn(async move {
+        loop {
+            let rv = hub.store.resource_version();
+            resync(&hub).await;
+            let Ok(mut sub) = hub.store.watch(rv) else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            while let Some(event) = sub.next().await {
+                if event.key.resource != SYNC_TARGETS {
+                    continue;
+                }
+                let target = event.object.value();
+                match event.kind {
+                    EventType::Deleted => remove_mailbox(&hub, &event.key.cluster, &target).await,
+                    _ => ensure_mailbox(&hub, &event.key.cluster, &target).await,
+                }
+            }
+            // Fell behind the event stream: resynchronise everything.
+        }
+    });
+}
+
+/// Make every SyncTarget's mailbox exist, and remove mailboxes whose SyncTarget is gone.
+async fn resync(hub: &Arc<Hub>) {
+    let (targets, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
+    let mut wanted = Vec::new();
+    for (key, obj) in &targets {
+        let target = obj.value();
+        if let Some(uid) = target.pointer("/metadata/uid").and_then(Value::as_str) {
+            wanted.push(mailbox_name(&key.cluster, uid));
+        }
+        ensure_mailbox(hub, &key.cluster, &target).await;
+    }
+    let Some(espw) = hub.workspaces.resolve(&format!("{ROOT}:{MAILBOX_PARENT}")) else { return };
+    let (mailboxes, _) = hub.store.list(&ClusterScope::One(espw.name.clone()), WORKSPACES, None, None);
+    for (key, obj) in mailboxes {
+        let ws = obj.value();
+        let is_mailbox = ws.pointer(&format!("/metadata/annotations/{}", SYNC_TARGET_UID_ANNOTATION.replace('/', "~1"))).is_some();
+        if is_mailbox && !wanted.contains(&key.name) {
+            delete_workspace(hub, &espw.name, &key.name).await;
+        }
+    }
+}
+
+async fn ensure_workspace(hub: &Arc<Hub>, parent: &str, name: &str, annotations: Value) -> Option<String> {
+    let ws = json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace",
+                    "metadata": {"name": name, "annotations": annotations}});
+    match create_internal(hub, parent, "tenancy.kcp.io", "v1alpha1", "workspaces", None, ws).await {
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {}
+        Err(e) => {
+            tracing::warn!(parent, workspace = name, "creating workspace failed: {e}");
+            return None;
+        }
+    }
+    let key = ObjectKey { cluster: parent.into(), resource: WORKSPACES.into(), namespace: String::new(), name: name.into() };
+    hub.store.get(&key)?.value().pointer("/spec/cluster").and_then(Value::as_str).map(String::from)
+}
+
+async fn ensure_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value) {
+    if target.pointer("/metadata/deletionTimestamp").is_some() {
+        return;
+    }
+    let (Some(name), Some(uid)) = (
+        target.pointer("/metadata/name").and_then(Value::as_str),
+        target.pointer("/metadata/uid").and_then(Value::as_str),
+    ) else {
+        return;
+    };
+    let Some(espw) = ensure_workspace(hub, ROOT, MAILBOX_PARENT, json!({})).await else { return };
+    let annotations = json!({
+        SYNC_TARGET_NAME_ANNOTATION: name,
+        SYNC_TARGET_UID_ANNOTATION: uid,
+        INVENTORY_CLUSTER_ANNOTATION: inventory_cluster,
+    });
+    let mailbox = mailbox_name(inventory_cluster, uid);
+    let Some(cluster) = ensure_workspace(hub, &espw, &mailbox, annotations).await else { return };
+    install_edge_api(hub, &cluster).await;
+}
+
+/// The `edge.kubestellar.io` API (and Ferry's other APIs) inside a mailbox.
+async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
+    for crd in ferry_api::all_crds() {
+        let Ok(value) = serde_json::to_value(&crd) else { continue };
+        match create_internal(hub, cluster, "apiextensions.k8s.io", "v1", "customresourcedefinitions", None, value).await {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => tracing::warn!(cluster, crd = ?crd.metadata.name, "installing CRD failed: {e}"),
+        }
+    }
+}
+
+async fn remove_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value) {
+    let Some(uid) = target.pointer("/metadata/uid").and_then(Value::as_str) else { return };
+    let Some(espw) = hub.workspaces.resolve(&format!("{ROOT}:{MAILBOX_PARENT}")) else { return };
+    delete_workspace(hub, &espw.name, &mailbox_name(inventory_cluster, uid)).await;
+}
+
+async fn delete_workspace(hub: &Arc<Hub>, parent: &str, name: &str) {
+    let key = ObjectKey { cluster: parent.into(), resource: WORKSPACES.into(), namespace: String::new(), name: name.into() };
+    let Some(stored) = hub.store.get(&key) else { return };
+    let Some(info) = super::info_for_storage_key(hub, parent, WORKSPACES) else { return };
+    let value = stored.value();
+    if crate::api::write::delete_object(hub, &info, &key, &stored, value, false).await.is_err() {
+        tracing::warn!(parent, workspace = name, "deleting mailbox workspace failed");
+    } else {
+        tracing::info!(workspace = name, "removed mailbox workspace of a deleted SyncTarget");
+    }
+}
