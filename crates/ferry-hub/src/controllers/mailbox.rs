@@ -1,6 +1,7 @@
 //! The mailbox controller: one mailbox workspace per SyncTarget, as KubeStellar
 //! keeps them. A SyncTarget with uid U in the inventory workspace whose
-//! logical cluster is C gets the workspace `root:espw:C-mb-U`, annotated with
+//! logical cluster is C gets the workspace `root:C-mb-U` (a child of root, as
+//! in the KubeStellar walkthrough), annotated with
 //! the SyncTarget's name and with the `edge.kubestellar.io` API installed.
 //! Deleting the SyncTarget deletes its mailbox workspace.
 
@@ -17,8 +18,8 @@ use crate::workspace::{ROOT, WORKSPACES};
 
 /// Storage key of `edge.kubestellar.io` SyncTargets.
 pub const SYNC_TARGETS: &str = "edge.kubestellar.io/synctargets";
-/// The workspace (under root) that holds every mailbox workspace.
-pub const MAILBOX_PARENT: &str = "espw";
+/// The workspace that holds every mailbox workspace.
+pub const MAILBOX_PARENT: &str = ROOT;
 /// Annotations recording which SyncTarget a mailbox belongs to.
 pub const SYNC_TARGET_UID_ANNOTATION: &str = "edge.kubestellar.io/sync-target-uid";
 pub const INVENTORY_CLUSTER_ANNOTATION: &str = "edge.kubestellar.io/inventory-cluster";
@@ -64,13 +65,19 @@ async fn resync(hub: &Arc<Hub>) {
         }
         ensure_mailbox(hub, &key.cluster, &target).await;
     }
-    let Some(espw) = hub.workspaces.resolve(&format!("{ROOT}:{MAILBOX_PARENT}")) else { return };
-    let (mailboxes, _) = hub.store.list(&ClusterScope::One(espw.name.clone()), WORKSPACES, None, None);
+    let (mailboxes, _) = hub
+        .store
+        .list(&ClusterScope::One(MAILBOX_PARENT.into()), WORKSPACES, None, None);
     for (key, obj) in mailboxes {
         let ws = obj.value();
-        let is_mailbox = ws.pointer(&format!("/metadata/annotations/{}", SYNC_TARGET_UID_ANNOTATION.replace('/', "~1"))).is_some();
+        let is_mailbox = ws
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                SYNC_TARGET_UID_ANNOTATION.replace('/', "~1")
+            ))
+            .is_some();
         if is_mailbox && !wanted.contains(&key.name) {
-            delete_workspace(hub, &espw.name, &key.name).await;
+            delete_workspace(hub, MAILBOX_PARENT, &key.name).await;
         }
     }
 }
@@ -86,8 +93,18 @@ async fn ensure_workspace(hub: &Arc<Hub>, parent: &str, name: &str, annotations:
             return None;
         }
     }
-    let key = ObjectKey { cluster: parent.into(), resource: WORKSPACES.into(), namespace: String::new(), name: name.into() };
-    hub.store.get(&key)?.value().pointer("/spec/cluster").and_then(Value::as_str).map(String::from)
+    let key = ObjectKey {
+        cluster: parent.into(),
+        resource: WORKSPACES.into(),
+        namespace: String::new(),
+        name: name.into(),
+    };
+    hub.store
+        .get(&key)?
+        .value()
+        .pointer("/spec/cluster")
+        .and_then(Value::as_str)
+        .map(String::from)
 }
 
 async fn ensure_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value) {
@@ -100,22 +117,35 @@ async fn ensure_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value)
     ) else {
         return;
     };
-    let Some(espw) = ensure_workspace(hub, ROOT, MAILBOX_PARENT, json!({})).await else { return };
     let annotations = json!({
         SYNC_TARGET_NAME_ANNOTATION: name,
         SYNC_TARGET_UID_ANNOTATION: uid,
         INVENTORY_CLUSTER_ANNOTATION: inventory_cluster,
     });
     let mailbox = mailbox_name(inventory_cluster, uid);
-    let Some(cluster) = ensure_workspace(hub, &espw, &mailbox, annotations).await else { return };
+    let Some(cluster) = ensure_workspace(hub, MAILBOX_PARENT, &mailbox, annotations).await else {
+        return;
+    };
     install_edge_api(hub, &cluster).await;
 }
 
 /// The `edge.kubestellar.io` API (and Ferry's other APIs) inside a mailbox.
 async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
     for crd in ferry_api::all_crds() {
-        let Ok(value) = serde_json::to_value(&crd) else { continue };
-        match create_internal(hub, cluster, "apiextensions.k8s.io", "v1", "customresourcedefinitions", None, value).await {
+        let Ok(value) = serde_json::to_value(&crd) else {
+            continue;
+        };
+        match create_internal(
+            hub,
+            cluster,
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            None,
+            value,
+        )
+        .await
+        {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
             Err(e) => tracing::warn!(cluster, crd = ?crd.metadata.name, "installing CRD failed: {e}"),
@@ -124,19 +154,33 @@ async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
 }
 
 async fn remove_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value) {
-    let Some(uid) = target.pointer("/metadata/uid").and_then(Value::as_str) else { return };
-    let Some(espw) = hub.workspaces.resolve(&format!("{ROOT}:{MAILBOX_PARENT}")) else { return };
-    delete_workspace(hub, &espw.name, &mailbox_name(inventory_cluster, uid)).await;
+    let Some(uid) = target.pointer("/metadata/uid").and_then(Value::as_str) else {
+        return;
+    };
+    delete_workspace(hub, MAILBOX_PARENT, &mailbox_name(inventory_cluster, uid)).await;
 }
 
 async fn delete_workspace(hub: &Arc<Hub>, parent: &str, name: &str) {
-    let key = ObjectKey { cluster: parent.into(), resource: WORKSPACES.into(), namespace: String::new(), name: name.into() };
+    let key = ObjectKey {
+        cluster: parent.into(),
+        resource: WORKSPACES.into(),
+        namespace: String::new(),
+        name: name.into(),
+    };
     let Some(stored) = hub.store.get(&key) else { return };
-    let Some(info) = super::info_for_storage_key(hub, parent, WORKSPACES) else { return };
+    let Some(info) = super::info_for_storage_key(hub, parent, WORKSPACES) else {
+        return;
+    };
     let value = stored.value();
-    if crate::api::write::delete_object(hub, &info, &key, &stored, value, false).await.is_err() {
+    if crate::api::write::delete_object(hub, &info, &key, &stored, value, false)
+        .await
+        .is_err()
+    {
         tracing::warn!(parent, workspace = name, "deleting mailbox workspace failed");
     } else {
-        tracing::info!(workspace = name, "removed mailbox workspace of a deleted SyncTarget");
+        tracing::info!(
+            workspace = name,
+            "removed mailbox workspace of a deleted SyncTarget"
+        );
     }
 }
