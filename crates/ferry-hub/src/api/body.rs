@@ -20,8 +20,18 @@ pub fn content_type(headers: &HeaderMap) -> String {
 
 /// Parse a JSON or YAML body into an object.
 pub fn parse_object(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
-    if content_type.contains("protobuf") || content_type.contains("cbor") {
-        // kubectl and client-go retry in JSON after a 415 for these.
+    if content_type == crate::protobuf::CONTENT_TYPE {
+        // kubectl's typed commands (create configmap, create token, auth can-i, ...).
+        use crate::protobuf::ProtobufError;
+        return crate::protobuf::decode(body).map_err(|e| match e {
+            ProtobufError::UnsupportedKind { .. } | ProtobufError::UnsupportedPayload { .. } => {
+                ApiError::unsupported_media_type(e.to_string())
+            }
+            other => ApiError::bad_request(other.to_string()),
+        });
+    }
+    if content_type.contains("cbor") {
+        // client-go falls back to JSON after a 415 for CBOR.
         return Err(ApiError::unsupported_media_type(format!(
             "the body of the request was in an unsupported format ({content_type}); send application/json or application/yaml"
         )));

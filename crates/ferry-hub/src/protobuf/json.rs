@@ -58,7 +58,10 @@ impl Fields {
         if values.is_empty() {
             return self;
         }
-        self.with(key, Value::Array(values.iter().cloned().map(Into::into).collect()))
+        self.with(
+            key,
+            Value::Array(values.iter().cloned().map(Into::into).collect()),
+        )
     }
 
     /// A `map[string]string`, left out when empty. Empty values are kept.
@@ -147,10 +150,6 @@ impl Fields {
         Value::Object(self.0)
     }
 
-    pub fn into_map(self) -> Map<String, Value> {
-        self.0
-    }
-
     fn with(mut self, key: &str, value: Value) -> Self {
         self.0.insert(key.to_owned(), value);
         self
@@ -199,7 +198,10 @@ mod tests {
 
     #[test]
     fn time_is_rfc3339_in_whole_seconds() {
-        assert_eq!(format_time(Some(1_136_214_245), None).as_deref(), Some("2006-01-02T15:04:05Z"));
+        assert_eq!(
+            format_time(Some(1_136_214_245), None).as_deref(),
+            Some("2006-01-02T15:04:05Z")
+        );
     }
 
     #[test]
@@ -220,8 +222,16 @@ mod tests {
 
     #[test]
     fn int_or_string_follows_its_type() {
-        let int = IntOrString { r#type: Some(0), int_val: Some(8080), str_val: Some(String::new()) };
-        let string = IntOrString { r#type: Some(1), int_val: Some(0), str_val: Some("50%".into()) };
+        let int = IntOrString {
+            r#type: Some(0),
+            int_val: Some(8080),
+            str_val: Some(String::new()),
+        };
+        let string = IntOrString {
+            r#type: Some(1),
+            int_val: Some(0),
+            str_val: Some("50%".into()),
+        };
         assert_eq!(int_or_string(&int), serde_json::json!(8080));
         assert_eq!(int_or_string(&string), serde_json::json!("50%"));
     }

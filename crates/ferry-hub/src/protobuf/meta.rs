@@ -61,11 +61,15 @@ fn managed_fields_entry(e: &ManagedFieldsEntry) -> Value {
 pub(super) fn label_selector(s: &LabelSelector) -> Value {
     Fields::new()
         .string_map("matchLabels", &s.match_labels)
-        .messages("matchExpressions", &s.match_expressions, label_selector_requirement)
+        .messages(
+            "matchExpressions",
+            &s.match_expressions,
+            label_selector_requirement,
+        )
         .build()
 }
 
-fn label_selector_requirement(r: &LabelSelectorRequirement) -> Value {
+pub(super) fn label_selector_requirement(r: &LabelSelectorRequirement) -> Value {
     Fields::new()
         .str("key", &r.key)
         .str("operator", &r.operator)
