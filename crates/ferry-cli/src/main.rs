@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod bench_sync;
 mod crds_cmd;
+mod ensure_cmd;
 mod hub_cmd;
 mod logging;
 mod syncer_cmd;
@@ -34,6 +35,9 @@ enum Command {
     Syncer(syncer_cmd::SyncerArgs),
     /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
     Crds,
+    /// Create or update inventory objects.
+    #[command(subcommand)]
+    Ensure(ensure_cmd::EnsureCommand),
     /// Measure the hub or the syncer.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
@@ -48,6 +52,7 @@ fn main() -> anyhow::Result<()> {
             Command::Hub(args) => hub_cmd::run(args).await,
             Command::Syncer(args) => syncer_cmd::run(args).await,
             Command::Crds => crds_cmd::run(),
+            Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
         }
     })

@@ -8,6 +8,7 @@ pub mod hub;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod selector;
 pub mod server;
