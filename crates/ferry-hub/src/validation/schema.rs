@@ -537,7 +537,8 @@ mod root_metadata_tests {
     #[test]
     fn root_metadata_is_never_pruned_even_when_the_schema_describes_it() {
         let schema = json!({"type": "object", "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}}});
-        let mut obj = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a", "uid": "u"}, "spec": {}});
+        let mut obj =
+            json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a", "uid": "u"}, "spec": {}});
         assert!(validate_and_prune(&schema, &mut obj).is_empty());
         assert_eq!(obj["metadata"]["name"], "a");
         assert_eq!(obj["metadata"]["uid"], "u");
