@@ -232,14 +232,27 @@ pub fn validate_object_name(name: &str, rule: NameRule) -> Vec<String> {
     }
 }
 
-/// A `generateName` is checked as a name with its trailing '-' masked, since
-/// random characters will follow it.
+/// A `generateName` is checked as a name prefix: random characters will
+/// follow it, so a trailing '-' or '.' (client-go's Event names end in '.')
+/// is fine.
 fn validate_generate_name(prefix: &str, rule: NameRule) -> Vec<String> {
-    let masked = match prefix.strip_suffix('-') {
+    let masked = match prefix.strip_suffix(['-', '.']) {
         Some(head) if !head.is_empty() && rule != NameRule::PathSegment => format!("{head}a"),
         _ => prefix.to_string(),
     };
     validate_object_name(&masked, rule)
+}
+
+#[cfg(test)]
+mod generate_name_tests {
+    use super::*;
+
+    #[test]
+    fn generate_name_may_end_in_dash_or_dot() {
+        assert!(validate_generate_name("web-", NameRule::Dns1123Subdomain).is_empty());
+        assert!(validate_generate_name("pod.", NameRule::Dns1123Subdomain).is_empty());
+        assert!(!validate_generate_name("Bad_", NameRule::Dns1123Subdomain).is_empty());
+    }
 }
 
 fn str_field<'a>(meta: &'a Value, key: &str) -> &'a str {

@@ -1,0 +1,67 @@
+//! The `ferry` command line: the hub, the syncer, registration, quickstart and
+//! benchmarks. The binaries `ferry` and `kubectl-ferry` (a kubectl plugin) are
+//! thin wrappers around [`main`].
+
+pub mod bench_cmd;
+pub mod bench_sync;
+pub mod crds_cmd;
+pub mod ensure_cmd;
+pub mod hub_cmd;
+pub mod logging;
+pub mod syncer_cmd;
+pub mod syncer_gen;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "ferry",
+    version,
+    about = "Keep Kubernetes objects in sync between a control plane and workload clusters"
+)]
+pub struct Cli {
+    /// Log verbosity (0: info, 1: debug, 2+: trace).
+    #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
+    verbosity: u8,
+    /// Log format: text or json.
+    #[arg(long, global = true, default_value = "text")]
+    log_format: logging::LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the hub: a Kubernetes-compatible API server with kcp-style workspaces.
+    Hub(hub_cmd::HubArgs),
+    /// Run a syncer beside a workload cluster.
+    Syncer(syncer_cmd::SyncerArgs),
+    /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
+    Crds,
+    /// Register a workload cluster: write the manifest that installs its syncer.
+    SyncerGen(syncer_gen::SyncerGenArgs),
+    /// Create or update inventory objects.
+    #[command(subcommand)]
+    Ensure(ensure_cmd::EnsureCommand),
+    /// Measure the hub or the syncer.
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
+}
+
+/// Parse the command line (as `name`) and run the command.
+pub fn main(name: &'static str) -> anyhow::Result<()> {
+    let cli = Cli::command().name(name).get_matches();
+    let cli = Cli::from_arg_matches(&cli)?;
+    logging::init(cli.verbosity, cli.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Hub(args) => hub_cmd::run(args).await,
+            Command::Syncer(args) => syncer_cmd::run(args).await,
+            Command::Crds => crds_cmd::run(),
+            Command::SyncerGen(args) => syncer_gen::run(args).await,
+            Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
+            Command::Bench(cmd) => bench_cmd::run(cmd).await,
+        }
+    })
+}

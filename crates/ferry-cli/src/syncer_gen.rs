@@ -1,0 +1,360 @@
+//! `ferry syncer-gen NAME --syncer-image IMAGE -o FILE` (also `kubectl ferry
+//! syncer-gen`): register a workload cluster. Run against a mailbox workspace,
+//! it creates the syncer's identity there (ServiceAccount, a ClusterRole with
+//! explicit verbs, a binding, a TokenRequest token) and writes the manifest
+//! that installs the syncer on the cluster.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use base64::Engine;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+const FIELD_MANAGER: &str = "ferry-syncer-gen";
+const SYNC_TARGET_NAME_ANNOTATION: &str = ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
+const SYNC_TARGET_UID_ANNOTATION: &str = "edge.kubestellar.io/sync-target-uid";
+const INVENTORY_CLUSTER_ANNOTATION: &str = "edge.kubestellar.io/inventory-cluster";
+/// Where the Deployment mounts the upstream kubeconfig Secret.
+pub const UPSTREAM_MOUNT: &str = "/ferry/upstream";
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SyncerGenArgs {
+    /// Name of the SyncTarget whose mailbox workspace the kubeconfig points at.
+    pub name: String,
+    /// Container image that runs `ferry syncer` on the workload cluster.
+    #[arg(long)]
+    pub syncer_image: String,
+    /// Where to write the manifest (`-` for standard output).
+    #[arg(short = 'o', long = "output-file")]
+    pub output_file: PathBuf,
+    /// Namespace for the syncer's ServiceAccount in the mailbox workspace.
+    #[arg(long, default_value = "default")]
+    pub upstream_namespace: String,
+    /// Namespace the syncer runs in on the workload cluster (default: the syncer ID).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Lifetime of the upstream token, e.g. 8760h, 30m, 3600s.
+    #[arg(long, default_value = "8760h", value_parser = parse_duration)]
+    pub lifetime: Duration,
+    /// Syncer replicas (0 or 1: the syncer does not elect a leader).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: i32,
+    /// Upstream QPS and burst for the syncer.
+    #[arg(long, default_value_t = 30.0)]
+    pub qps: f32,
+    #[arg(long, default_value_t = 20)]
+    pub burst: u32,
+    /// Kubeconfig pointing at the mailbox workspace (default: $KUBECONFIG).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context in the kubeconfig.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+/// `8760h`, `30m`, `90s`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 8760h, 30m or 90s"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use h, m or s")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+/// What registration produced.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub syncer_id: String,
+    pub sync_target_name: String,
+    pub sync_target_uid: String,
+    /// The mailbox workspace path, e.g. `root:abc-mb-<uid>`.
+    pub workspace: String,
+    /// The upstream kubeconfig the syncer uses (also inside the manifest's Secret).
+    pub upstream_kubeconfig: String,
+    /// Multi-document YAML for `kubectl apply -f` on the workload cluster.
+    pub manifest: String,
+}
+
+/// `ferry-syncer-<name>-<8 base-36 chars of sha256(sync target uid)>`: stable
+/// for one SyncTarget, so running syncer-gen again updates rather than adds.
+pub fn syncer_id(name: &str, uid: &str) -> String {
+    let digest = Sha256::digest(uid.as_bytes());
+    let mut n = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+    let alphabet = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let suffix: String = (0..8)
+        .map(|_| {
+            let c = alphabet[(n % 36) as usize] as char;
+            n /= 36;
+            c
+        })
+        .collect();
+    let mut base = format!("ferry-syncer-{name}");
+    base.truncate(63 - 9);
+    format!("{base}-{suffix}")
+}
+
+fn pem(der: &[u8]) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> =
+        b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
+    format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
+}
+
+fn workspace_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"), "workspaces")
+}
+
+fn with_path(config: &kube::Config, path: &str) -> anyhow::Result<kube::Client> {
+    let mut c = config.clone();
+    let base = config.cluster_url.to_string();
+    let root = base.split("/clusters/").next().unwrap_or(&base).trim_end_matches('/').to_string();
+    c.cluster_url = format!("{root}/clusters/{path}").parse()?;
+    Ok(kube::Client::try_from(c)?)
+}
+
+const NOT_A_MAILBOX: &str = "syncer-gen must run against a mailbox workspace: point your kubeconfig at \
+    https://HUB/clusters/root:<inventory-cluster>-mb-<synctarget-uid> (list them with `kubectl get workspaces` \
+    in root; the mailbox controller makes one per SyncTarget)";
+
+/// Find and check the mailbox workspace `config` points at, for SyncTarget `name`.
+async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, String)> {
+    let url = config.cluster_url.to_string();
+    let Some(path) = url.split("/clusters/").nth(1).map(|p| p.trim_end_matches('/').to_string()) else {
+        bail!("{NOT_A_MAILBOX}; the kubeconfig's server {url} has no /clusters/<workspace> path");
+    };
+    let (parent, ws_name) = match path.rsplit_once(':') {
+        Some((p, n)) if n.contains("-mb-") => (p.to_string(), n.to_string()),
+        _ => bail!("{NOT_A_MAILBOX}; {path} is not one"),
+    };
+    let parent_client = with_path(config, &parent)?;
+    let workspaces: Api<DynamicObject> = Api::all_with(parent_client, &workspace_resource());
+    let ws = workspaces
+        .get_opt(&ws_name)
+        .await
+        .with_context(|| format!("reading Workspace {ws_name} in {parent}"))?
+        .ok_or_else(|| anyhow::anyhow!("{NOT_A_MAILBOX}; workspace {path} does not exist"))?;
+    let annotations = ws.metadata.annotations.unwrap_or_default();
+    let (Some(target), Some(uid), Some(inventory)) = (
+        annotations.get(SYNC_TARGET_NAME_ANNOTATION),
+        annotations.get(SYNC_TARGET_UID_ANNOTATION),
+        annotations.get(INVENTORY_CLUSTER_ANNOTATION),
+    ) else {
+        bail!("{NOT_A_MAILBOX}; workspace {path} is not annotated as a mailbox");
+    };
+    if target != name {
+        bail!("workspace {path} is the mailbox of SyncTarget {target:?}, not {name:?}: run `syncer-gen {target}` here, or point at {name}'s mailbox");
+    }
+    let targets: Api<DynamicObject> = Api::all_with(
+        with_path(config, inventory)?,
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncTarget"), "synctargets"),
+    );
+    match targets.get_opt(name).await.with_context(|| format!("reading SyncTarget {name}"))? {
+        Some(st) if st.metadata.uid.as_deref() == Some(uid.as_str()) => Ok((path, uid.clone())),
+        _ => bail!(
+            "SyncTarget {name} (uid {uid}) no longer exists in its inventory workspace; create it with \
+             `ferry ensure location {name} ...` and use its new mailbox"
+        ),
+    }
+}
+
+/// Rules for the syncer in its mailbox workspace: explicit verbs only — never
+/// `*` verbs, never escalate/bind/impersonate, no non-resource URLs — and the
+/// token is valid in that one workspace only.
+pub fn upstream_rules() -> Value {
+    json!([
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get", "update", "patch"]},
+    ])
+}
+
+/// Rules for the syncer on the workload cluster: it creates and removes the
+/// objects it syncs (any kind, including Namespaces and CRDs) and records Events.
+pub fn downstream_rules() -> Value {
+    json!([
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+        {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get", "update", "patch"]},
+    ])
+}
+
+/// Register: create the upstream identity and build the downstream manifest.
+pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Result<Registration> {
+    if !(0..=1).contains(&args.replicas) {
+        bail!("--replicas must be 0 or 1: the syncer does not elect a leader");
+    }
+    let (workspace, uid) = mailbox(config, &args.name).await?;
+    let client = kube::Client::try_from(config.clone())?;
+    let id = syncer_id(&args.name, &uid);
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": args.upstream_namespace}});
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &args.upstream_namespace);
+    sas.patch(&id, &pp, &Patch::Apply(&sa)).await.with_context(|| format!("applying ServiceAccount {id}"))?;
+    let rbac = |kind: &str, plural: &str| {
+        Api::<DynamicObject>::all_with(
+            client.clone(),
+            &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind), plural),
+        )
+    };
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": upstream_rules()});
+    rbac("ClusterRole", "clusterroles").patch(&id, &pp, &Patch::Apply(&role)).await.context("applying the syncer's ClusterRole")?;
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
+        "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": args.upstream_namespace}],
+    });
+    rbac("ClusterRoleBinding", "clusterrolebindings")
+        .patch(&id, &pp, &Patch::Apply(&binding))
+        .await
+        .context("applying the syncer's ClusterRoleBinding")?;
+
+    let request: TokenRequest = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": args.lifetime.as_secs()},
+    }))?;
+    let token = sas
+        .create_token_request(&id, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("requesting a token for ServiceAccount {id}"))?
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("the hub returned an empty token for ServiceAccount {id}"))?;
+
+    let ca = config.root_cert.as_ref().and_then(|certs| certs.first()).map(|der| pem(der)).unwrap_or_default();
+    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+    let upstream_kubeconfig = ferry_hub::kubeconfig::kubeconfig(
+        "upstream",
+        &server,
+        &ca,
+        ferry_hub::kubeconfig::AuthInfo::Token(token),
+        "upstream",
+        None,
+    );
+    let namespace = args.namespace.clone().unwrap_or_else(|| id.clone());
+    let manifest = manifest(&id, &namespace, &args.name, &uid, &upstream_kubeconfig, args)?;
+    Ok(Registration {
+        syncer_id: id,
+        sync_target_name: args.name.clone(),
+        sync_target_uid: uid,
+        workspace,
+        upstream_kubeconfig,
+        manifest,
+    })
+}
+
+/// The objects that install the syncer on a workload cluster.
+fn manifest(id: &str, ns: &str, name: &str, uid: &str, kubeconfig: &str, args: &SyncerGenArgs) -> anyhow::Result<String> {
+    let labels = json!({"app.kubernetes.io/name": "ferry-syncer", "ferry.dev/sync-target": name});
+    let objects = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": ns}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": downstream_rules()}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
+               "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns}]}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": id, "namespace": ns},
+               "type": "Opaque", "stringData": {"kubeconfig": kubeconfig}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": id, "namespace": ns, "labels": labels},
+               "spec": {
+                   "replicas": args.replicas,
+                   "strategy": {"type": "Recreate"},
+                   "selector": {"matchLabels": {"app": id}},
+                   "template": {
+                       "metadata": {"labels": {"app": id}},
+                       "spec": {
+                           "serviceAccountName": id,
+                           "containers": [{
+                               "name": "ferry-syncer",
+                               "image": args.syncer_image,
+                               "args": [
+                                   "syncer",
+                                   format!("--from-kubeconfig={UPSTREAM_MOUNT}/kubeconfig"),
+                                   format!("--sync-target-name={name}"),
+                                   format!("--sync-target-uid={uid}"),
+                                   format!("--qps={}", args.qps),
+                                   format!("--burst={}", args.burst),
+                                   "--health-address=0.0.0.0:8080".to_string(),
+                               ],
+                               "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                               "ports": [{"name": "health", "containerPort": 8080}],
+                               "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}},
+                               "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}},
+                               "volumeMounts": [{"name": "upstream", "mountPath": UPSTREAM_MOUNT, "readOnly": true}],
+                           }],
+                           "volumes": [{"name": "upstream", "secret": {"secretName": id}}],
+                       },
+                   },
+               }}),
+    ];
+    let mut out = String::new();
+    for o in objects {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&o).context("rendering the manifest")?);
+    }
+    Ok(out)
+}
+
+pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
+    let options = kube::config::KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options).await?
+        }
+        None => kube::Config::from_kubeconfig(&options).await.context("no kubeconfig: set KUBECONFIG or pass --kubeconfig")?,
+    };
+    let reg = generate(&config, &args).await?;
+    if args.output_file.as_os_str() == "-" {
+        print!("{}", reg.manifest);
+    } else {
+        std::fs::write(&args.output_file, &reg.manifest)
+            .with_context(|| format!("writing {}", args.output_file.display()))?;
+    }
+    let out = args.output_file.display();
+    eprintln!("Created in {}: ServiceAccount {}/{id}, ClusterRole {id}, ClusterRoleBinding {id}, and a token for them.", reg.workspace, args.upstream_namespace, id = reg.syncer_id);
+    eprintln!("Wrote the syncer manifest to {out}. Next, on the workload cluster:");
+    eprintln!("  kubectl apply -f {out}");
+    eprintln!("  kubectl -n {} rollout status deployment/{}", args.namespace.clone().unwrap_or(reg.syncer_id.clone()), reg.syncer_id);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syncer_id_is_stable_and_a_valid_name() {
+        let a = syncer_id("florin", "5b4c3a");
+        assert_eq!(a, syncer_id("florin", "5b4c3a"));
+        assert_ne!(a, syncer_id("florin", "other"));
+        assert!(a.starts_with("ferry-syncer-florin-") && a.len() <= 63);
+        assert!(syncer_id(&"x".repeat(80), "u").len() <= 63);
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("8760h").unwrap(), Duration::from_secs(8760 * 3600));
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert!(parse_duration("1d").is_err());
+    }
+
+    #[test]
+    fn rules_never_grant_wildcard_verbs() {
+        for rules in [upstream_rules(), downstream_rules()] {
+            for rule in rules.as_array().unwrap() {
+                let verbs = rule["verbs"].as_array().unwrap();
+                assert!(!verbs.iter().any(|v| v == "*" || v == "escalate" || v == "bind" || v == "impersonate"));
+            }
+        }
+    }
+}
