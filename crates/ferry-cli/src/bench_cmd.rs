@@ -171,6 +171,10 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
         list_api.get("l-0").await?;
         get_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
+    let t = Instant::now();
+    let typed = list_api.list(&ListParams::default()).await?.items.len();
+    let typed_ms = t.elapsed().as_secs_f64() * 1000.0;
+    anyhow::ensure!(typed == args.list_objects, "typed list returned {typed} objects");
     let (list_ms, get_ms) = (sorted(list_ms), sorted(get_ms));
     let list_p50 = percentile(&list_ms, 0.5);
     let get_p50 = percentile(&get_ms, 0.5);
@@ -207,7 +211,8 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
     let figures = json!({
         "creates": creates,
         "list": {"objects": args.list_objects, "p50_ms": list_p50, "p99_ms": percentile(&list_ms, 0.99),
-                 "get_p50_ms": get_p50, "ratio_list_to_get": list_p50 / get_p50},
+                 "get_p50_ms": get_p50, "ratio_list_to_get": list_p50 / get_p50,
+                 "typed_kube_rs_list_ms": typed_ms},
         "watch": {"watchers": args.watchers, "events": args.watch_events, "p50_ms": w50, "p99_ms": w99,
                   "create_rtt_p50_ms": percentile(&create_rtt, 0.5)},
         "rss": {"objects": args.rss_objects, "mib": mib(rss_full), "empty_mib": mib(rss_empty),

@@ -268,6 +268,7 @@ pub async fn list(s: &Scope) -> Result<Response, ApiError> {
             }))
             .expect("serialisable");
             body.pop();
+            body.reserve(items.iter().map(|(_, o)| o.json.len() + 1).sum::<usize>() + 16);
             body.extend_from_slice(b",\"items\":[");
             for (i, (_, o)) in items.iter().enumerate() {
                 if i > 0 {
