@@ -22,12 +22,22 @@ pub struct HubArgs {
     /// Private key (PEM) for --tls-cert-file.
     #[arg(long)]
     pub tls_private_key_file: Option<PathBuf>,
+    /// Static bearer tokens, kube-apiserver's CSV format: `token,user,uid,"group1,group2"`.
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// Also serve plain HTTP on 127.0.0.1:PORT (loopback only; requests are
+    /// still authenticated). Off unless given.
+    #[arg(long)]
+    pub insecure_port: Option<u16>,
     /// Requests served at once before answering 429 (watches do not count).
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: usize,
     /// Keep objects in memory only: nothing survives a restart (benchmark baselines, demos).
     #[arg(long, hide = true)]
     pub ephemeral: bool,
+    /// Do not run the mailbox controller (one mailbox workspace per SyncTarget).
+    #[arg(long)]
+    pub disable_mailbox_controller: bool,
 }
 
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
@@ -37,8 +47,14 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     opts.tls_cert_file = args.tls_cert_file;
     opts.tls_private_key_file = args.tls_private_key_file;
     opts.max_in_flight = args.max_requests_inflight;
+    opts.token_auth_file = args.token_auth_file;
+    opts.insecure_port = args.insecure_port;
     opts.ephemeral = args.ephemeral;
+    opts.mailbox_controller = !args.disable_mailbox_controller;
     let running = start(opts).await?;
+    if let Some(plain) = &running.insecure_url {
+        println!("plain HTTP (loopback only) at {plain}");
+    }
     println!(
         "ferry hub is ready at {} (export KUBECONFIG={})",
         running.url,

@@ -11,12 +11,26 @@ use crate::storage::{ClusterScope, Store};
 use crate::workspace::{LogicalCluster, WorkspaceIndex, ROOT, WORKSPACES};
 
 /// Settings that shape what clients see.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HubConfig {
     /// The admin bearer token written into `admin.kubeconfig`.
     pub admin_token: String,
     /// Cap on requests served at once; past it, 429 with Retry-After.
     pub max_in_flight: usize,
+    /// Users from `--token-auth-file`.
+    pub static_tokens: Vec<crate::auth::StaticToken>,
+    /// Key that signs ServiceAccount tokens (random per process when empty).
+    pub service_account_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for HubConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Tokens and keys stay out of logs.
+        f.debug_struct("HubConfig")
+            .field("max_in_flight", &self.max_in_flight)
+            .field("static_tokens", &self.static_tokens.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for HubConfig {
@@ -24,6 +38,8 @@ impl Default for HubConfig {
         HubConfig {
             admin_token: String::new(),
             max_in_flight: 400,
+            static_tokens: Vec::new(),
+            service_account_key: Vec::new(),
         }
     }
 }
@@ -36,6 +52,8 @@ pub struct Hub {
     pub registry: Registry,
     pub workspaces: WorkspaceIndex,
     pub config: HubConfig,
+    /// Authentication, RBAC and the CA that signs client certificates.
+    pub security: crate::auth::Security,
     /// `https://host:port`, known once the listener is bound.
     external_url: RwLock<String>,
 }
@@ -45,11 +63,17 @@ impl Hub {
     /// registry from what is stored. Call [`crate::controllers::bootstrap`]
     /// afterwards to create what a fresh cluster has.
     pub fn new(store: Arc<Store>, config: HubConfig) -> Arc<Hub> {
+        let security = crate::auth::Security::new(crate::auth::SecurityConfig {
+            admin_token: config.admin_token.clone(),
+            static_tokens: config.static_tokens.clone(),
+            service_account_key: config.service_account_key.clone(),
+        });
         let hub = Hub {
             store,
             registry: Registry::default(),
             workspaces: WorkspaceIndex::new(),
             config,
+            security,
             external_url: RwLock::new(String::new()),
         };
         hub.rebuild_indexes();

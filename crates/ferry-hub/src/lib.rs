@@ -2,6 +2,7 @@
 //! workspaces (logical clusters), durable storage and watch.
 
 pub mod api;
+pub mod auth;
 pub mod controllers;
 pub mod discovery;
 pub mod hub;

@@ -183,6 +183,7 @@ async fn kubectl_get_watch_prints_new_objects() {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     assert!(
         created && seen.contains("watched"),
         "kubectl get -w printed:\n{seen}"
@@ -250,13 +251,43 @@ spec:
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_create_shortcuts_send_protobuf_and_work() {
     let hub = TestHub::start().await;
-    ok(hub.kubectl(&["create", "configmap", "pb", "--from-literal=a=1"]), "create configmap");
-    ok(hub.kubectl(&["create", "secret", "generic", "pbs", "--from-literal=k=v"]), "create secret");
-    ok(hub.kubectl(&["create", "deployment", "pbd", "--image=nginx:1.27", "--replicas=3"]), "create deployment");
-    let data = ok(hub.kubectl(&["get", "cm", "pb", "-o", "jsonpath={.data.a}"]), "get cm");
+    ok(
+        hub.kubectl(&["create", "configmap", "pb", "--from-literal=a=1"]),
+        "create configmap",
+    );
+    ok(
+        hub.kubectl(&["create", "secret", "generic", "pbs", "--from-literal=k=v"]),
+        "create secret",
+    );
+    ok(
+        hub.kubectl(&[
+            "create",
+            "deployment",
+            "pbd",
+            "--image=nginx:1.27",
+            "--replicas=3",
+        ]),
+        "create deployment",
+    );
+    let data = ok(
+        hub.kubectl(&["get", "cm", "pb", "-o", "jsonpath={.data.a}"]),
+        "get cm",
+    );
     assert_eq!(data, "1");
-    let secret = ok(hub.kubectl(&["get", "secret", "pbs", "-o", "jsonpath={.data.k}"]), "get secret");
+    let secret = ok(
+        hub.kubectl(&["get", "secret", "pbs", "-o", "jsonpath={.data.k}"]),
+        "get secret",
+    );
     assert_eq!(secret, "dg==", "base64 of v");
-    let image = ok(hub.kubectl(&["get", "deploy", "pbd", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}"]), "get deploy");
+    let image = ok(
+        hub.kubectl(&[
+            "get",
+            "deploy",
+            "pbd",
+            "-o",
+            "jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image}",
+        ]),
+        "get deploy",
+    );
     assert_eq!(image, "3 nginx:1.27");
 }

@@ -22,10 +22,13 @@ use axum::Router;
 use http::StatusCode;
 use serde_json::Value;
 
+use crate::auth::authorize as authz;
+use crate::auth::{PeerCertificate, UserInfo};
 use crate::discovery;
 use crate::hub::Hub;
 use crate::openapi;
 use crate::status::ApiError;
+use crate::workspace::LogicalCluster;
 use body::{json_value, MAX_BODY};
 use path::Target;
 
@@ -46,20 +49,29 @@ async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
     }
 }
 
-/// Who is calling. Full authentication and authorization live in `auth`.
-fn authenticate(hub: &Hub, headers: &http::HeaderMap) -> Result<(), ApiError> {
-    let token = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match token {
-        Some(t) if !hub.config.admin_token.is_empty() && t == hub.config.admin_token => Ok(()),
-        Some(_) => Err(ApiError::unauthorized(
-            "Unauthorized: the bearer token is not valid",
-        )),
-        None if hub.config.admin_token.is_empty() => Ok(()),
-        None => Err(ApiError::unauthorized("Unauthorized: no credentials were given")),
+/// Who is calling: a verified client certificate (put into the request's
+/// extensions by the TLS accept loop) or a bearer token. See `auth`.
+fn authenticate(hub: &Hub, parts: &http::request::Parts) -> Result<UserInfo, ApiError> {
+    let peer = parts.extensions.get::<PeerCertificate>();
+    Ok(hub.security.authenticate(hub, &parts.headers, peer)?)
+}
+
+/// RBAC (and workspace binding) for the request; 403 naming user, verb,
+/// resource, namespace and workspace when denied.
+fn authorize(
+    hub: &Hub,
+    user: &UserInfo,
+    parts: &http::request::Parts,
+    resource: Option<&path::ResourcePath>,
+    cluster: Option<&LogicalCluster>,
+) -> Result<(), ApiError> {
+    let attrs = authz::Attributes {
+        request: authz::request_of(&parts.method, parts.uri.path(), parts.uri.query(), resource),
+        workspace: cluster.cloned(),
+    };
+    match authz::authorize(hub, user, &attrs) {
+        authz::Decision::Allow(_) => Ok(()),
+        authz::Decision::Deny(reason) => Err(authz::forbidden(user, &attrs, &reason)),
     }
 }
 
@@ -74,11 +86,25 @@ fn default_manager(headers: &http::HeaderMap) -> String {
 
 async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     let (parts, body) = req.into_parts();
-    let parsed = path::parse(parts.uri.path())?;
+    let parsed = match path::parse(parts.uri.path()) {
+        Ok(p) => p,
+        Err(not_found) => {
+            // As in kube-apiserver, authentication and authorization come
+            // before routing: an unknown path is a non-resource URL.
+            let user = authenticate(&hub, &parts)?;
+            let (raw, _) = authz::split_workspace(parts.uri.path());
+            if let Some(lc) = hub.resolve_cluster(raw).filter(|_| raw != Some("*")) {
+                authorize(&hub, &user, &parts, None, Some(&lc))?;
+            } else if !user.is_superuser() {
+                authorize(&hub, &user, &parts, None, None)?;
+            }
+            return Err(not_found);
+        }
+    };
     if let Target::Health(_) = parsed.target {
         return Ok((StatusCode::OK, "ok").into_response());
     }
-    authenticate(&hub, &parts.headers)?;
+    let user = authenticate(&hub, &parts)?;
     let cluster = match parsed.cluster.as_deref() {
         Some("*") => None,
         raw => Some(hub.resolve_cluster(raw).ok_or_else(|| {
@@ -88,6 +114,11 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             ))
         })?),
     };
+    let resource = match &parsed.target {
+        Target::Resource(rp) => Some(rp),
+        _ => None,
+    };
+    authorize(&hub, &user, &parts, resource, cluster.as_ref())?;
     let resources = hub.registry.resources(cluster.as_ref().map(|c| c.name.as_str()));
     let accept = parts
         .headers
@@ -165,6 +196,26 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             }
             let query = query::Query::parse(parts.uri.query())?;
             let body = read_body(body).await?;
+            if special::is_review(&info) {
+                return special::review(
+                    &hub,
+                    cluster.as_ref(),
+                    &info,
+                    rp.namespace.as_deref(),
+                    &parts.method,
+                    &parts.headers,
+                    &user,
+                    &body,
+                );
+            }
+            if info.group == "certificates.k8s.io"
+                && rp.subresource.as_deref() == Some("approval")
+                && matches!(parts.method.as_str(), "PUT" | "PATCH")
+            {
+                if let (Some(lc), Some(name)) = (&cluster, &rp.name) {
+                    special::check_csr_approval(&hub, lc, &user, name)?;
+                }
+            }
             let scope = objects::Scope {
                 hub: hub.clone(),
                 cluster,

@@ -1,11 +1,472 @@
-//! Create-like subresources (`POST .../<name>/<subresource>`).
+//! Create-like subresources (`POST .../<name>/<subresource>`) and the
+//! create-only review resources: TokenRequest (`serviceaccounts/<name>/token`),
+//! TokenReview, SelfSubjectReview, SelfSubjectAccessReview,
+//! SelfSubjectRulesReview, SubjectAccessReview and LocalSubjectAccessReview.
+//! None of them is stored; each answers with the request plus a status.
+
+use std::sync::Arc;
 
 use axum::response::Response;
 use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{json, Value};
 
+use super::body::{content_type, json_value, parse_object};
 use super::objects::{unknown_subresource, Scope};
-use crate::status::ApiError;
+use crate::auth::authorize::{self, Attributes};
+use crate::auth::rbac::{PolicyRule, Request};
+use crate::auth::service_account::{
+    ObjectRef, TokenSpec, API_AUDIENCE, DEFAULT_EXPIRATION_SECONDS, MAX_EXPIRATION_SECONDS,
+    MIN_EXPIRATION_SECONDS,
+};
+use crate::auth::UserInfo;
+use crate::hub::Hub;
+use crate::registry::ResourceInfo;
+use crate::status::{ApiError, Cause};
+use crate::storage::ObjectKey;
+use crate::workspace::LogicalCluster;
 
-pub async fn create_subresource(s: &Scope, sub: &str, _body: Bytes) -> Result<Response, ApiError> {
-    Err(unknown_subresource(s, sub))
+pub async fn create_subresource(s: &Scope, sub: &str, body: Bytes) -> Result<Response, ApiError> {
+    match (s.info.group.as_str(), s.info.resource.as_str(), sub) {
+        ("", "serviceaccounts", "token") => token_request(s, body),
+        _ => Err(unknown_subresource(s, sub)),
+    }
+}
+
+fn stored(hub: &Hub, cluster: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+    hub.store
+        .get(&ObjectKey {
+            cluster: cluster.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+        .map(|o| o.value())
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn string_list(v: &Value, pointer: &str) -> Vec<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+fn rfc3339(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
+fn body_or_empty(body: &Bytes, headers: &http::HeaderMap) -> Result<Value, ApiError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(json!({}));
+    }
+    parse_object(body, &content_type(headers))
+}
+
+/// `POST .../serviceaccounts/<name>/token` (what `kubectl create token` sends).
+fn token_request(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
+    let cluster = s.cluster()?;
+    let namespace = s.namespace.clone().unwrap_or_default();
+    let name = s.name.clone().unwrap_or_default();
+    let req = body_or_empty(&body, &s.headers)?;
+    let invalid = |field: &str, message: String| {
+        ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            &name,
+            vec![Cause::invalid(field, message)],
+        )
+    };
+    let sa = stored(&s.hub, &cluster.name, "/serviceaccounts", &namespace, &name)
+        .filter(|v| v.pointer("/metadata/deletionTimestamp").is_none())
+        .ok_or_else(|| ApiError::not_found("", "serviceaccounts", &name))?;
+    let mut audiences = string_list(&req, "/spec/audiences");
+    if audiences.is_empty() {
+        audiences = vec![API_AUDIENCE.to_string()];
+    }
+    let expiration = match req.pointer("/spec/expirationSeconds") {
+        None | Some(Value::Null) => DEFAULT_EXPIRATION_SECONDS,
+        Some(v) => v.as_i64().ok_or_else(|| {
+            invalid(
+                "spec.expirationSeconds",
+                format!("Invalid value: {v}: must be an integer"),
+            )
+        })?,
+    };
+    if expiration < MIN_EXPIRATION_SECONDS {
+        return Err(invalid(
+            "spec.expirationSeconds",
+            format!("Invalid value: {expiration}: may not specify a duration less than 10 minutes"),
+        ));
+    }
+    if expiration > MAX_EXPIRATION_SECONDS {
+        return Err(invalid(
+            "spec.expirationSeconds",
+            format!("Invalid value: {expiration}: may not specify a duration larger than 2^32 seconds"),
+        ));
+    }
+    let (mut secret, mut pod) = (None, None);
+    if let Some(bound) = req.pointer("/spec/boundObjectRef").filter(|v| v.is_object()) {
+        let kind = str_at(bound, "/kind");
+        let bound_name = str_at(bound, "/name");
+        let resource = match kind {
+            "Secret" => "secrets",
+            "Pod" => "pods",
+            other => {
+                return Err(invalid(
+                    "spec.boundObjectRef.kind",
+                    format!("Unsupported value: {other:?}: supported values: \"Pod\", \"Secret\""),
+                ))
+            }
+        };
+        let obj = stored(
+            &s.hub,
+            &cluster.name,
+            &format!("/{resource}"),
+            &namespace,
+            bound_name,
+        )
+        .ok_or_else(|| ApiError::not_found("", resource, bound_name))?;
+        let uid = str_at(&obj, "/metadata/uid").to_string();
+        let wanted = str_at(bound, "/uid");
+        if !wanted.is_empty() && wanted != uid {
+            return Err(ApiError::conflict(
+                "",
+                resource,
+                bound_name,
+                &format!("the UID in the bound object reference ({wanted}) does not match the UID in record ({uid}); the object might have been deleted and then recreated"),
+            ));
+        }
+        let r = Some(ObjectRef {
+            name: bound_name.to_string(),
+            uid,
+        });
+        if kind == "Secret" {
+            secret = r;
+        } else {
+            pod = r;
+        }
+    }
+    let now = chrono::Utc::now().timestamp();
+    let spec = TokenSpec {
+        cluster: &cluster.name,
+        namespace: &namespace,
+        name: &name,
+        uid: str_at(&sa, "/metadata/uid"),
+        audiences: audiences.clone(),
+        expiration_seconds: Some(expiration),
+        secret,
+        pod,
+    };
+    let (token, exp) = s.hub.security.service_accounts.mint(&spec, now);
+    let mut spec_out =
+        json!({"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": null});
+    if let Some(bound) = req.pointer("/spec/boundObjectRef").filter(|v| v.is_object()) {
+        spec_out["boundObjectRef"] = bound.clone();
+    }
+    Ok(json_value(
+        StatusCode::CREATED,
+        &json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": rfc3339(now)},
+            "spec": spec_out,
+            "status": {"token": token, "expirationTimestamp": rfc3339(exp.unwrap_or(now))},
+        }),
+    ))
+}
+
+/// Whether `info` is one of the create-only review resources.
+pub fn is_review(info: &ResourceInfo) -> bool {
+    matches!(
+        (info.group.as_str(), info.resource.as_str()),
+        ("authentication.k8s.io", "tokenreviews" | "selfsubjectreviews")
+            | (
+                "authorization.k8s.io",
+                "selfsubjectaccessreviews"
+                    | "selfsubjectrulesreviews"
+                    | "subjectaccessreviews"
+                    | "localsubjectaccessreviews"
+            )
+    )
+}
+
+/// Serve a review resource (only `create` exists).
+#[allow(clippy::too_many_arguments)]
+pub fn review(
+    hub: &Arc<Hub>,
+    cluster: Option<&LogicalCluster>,
+    info: &ResourceInfo,
+    namespace: Option<&str>,
+    method: &http::Method,
+    headers: &http::HeaderMap,
+    user: &UserInfo,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
+    if method != http::Method::POST {
+        return Err(ApiError::method_not_allowed(format!(
+            "{} only supports create (POST)",
+            info.resource
+        )));
+    }
+    let cluster = cluster.ok_or_else(|| {
+        ApiError::method_not_allowed(format!(
+            "{} cannot be created at /clusters/*; name one workspace",
+            info.resource
+        ))
+    })?;
+    let mut obj = body_or_empty(body, headers)?;
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["apiVersion"] = json!(info.api_version());
+    obj["kind"] = json!(info.kind);
+    let status = match info.resource.as_str() {
+        "tokenreviews" => token_review(hub, cluster, &obj),
+        "selfsubjectreviews" => json!({"userInfo": user.to_json()}),
+        "selfsubjectaccessreviews" => access_review(hub, cluster, info, user, &mut obj, None)?,
+        "subjectaccessreviews" => {
+            let subject = subject_of(&obj);
+            access_review(hub, cluster, info, &subject, &mut obj, None)?
+        }
+        "localsubjectaccessreviews" => {
+            let subject = subject_of(&obj);
+            access_review(hub, cluster, info, &subject, &mut obj, namespace)?
+        }
+        "selfsubjectrulesreviews" => rules_review(hub, cluster, user, &obj),
+        _ => {
+            return Err(ApiError::not_found_message(format!(
+                "{} is not served",
+                info.resource
+            )))
+        }
+    };
+    obj["status"] = status;
+    Ok(json_value(StatusCode::CREATED, &obj))
+}
+
+/// TokenReview: who a token belongs to. Tokens bound to another workspace
+/// are reported as not authenticated, so a credential never vouches for
+/// anyone outside its workspace.
+fn token_review(hub: &Arc<Hub>, cluster: &LogicalCluster, obj: &Value) -> Value {
+    let token = str_at(obj, "/spec/token");
+    let requested = string_list(obj, "/spec/audiences");
+    let wanted = if requested.is_empty() {
+        vec![API_AUDIENCE.to_string()]
+    } else {
+        requested
+    };
+    let refused = |error: String| json!({"authenticated": false, "user": {}, "error": error});
+    if token.is_empty() {
+        return refused("spec.token is empty".into());
+    }
+    match hub.security.authenticate_token(hub, token, Some(&wanted)) {
+        Ok(user) => match &user.cluster {
+            Some(home) if *home != cluster.name => {
+                refused("the token belongs to a ServiceAccount of another workspace".into())
+            }
+            _ => json!({"authenticated": true, "user": user.to_json(), "audiences": wanted}),
+        },
+        Err(e) => refused(e.to_string().trim_start_matches("Unauthorized: ").to_string()),
+    }
+}
+
+/// The user a (Local)SubjectAccessReview asks about, exactly as given.
+fn subject_of(obj: &Value) -> UserInfo {
+    let extra = obj
+        .pointer("/spec/extra")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let vals = v
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+                        .unwrap_or_default();
+                    (k.clone(), vals)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    UserInfo {
+        name: str_at(obj, "/spec/user").to_string(),
+        uid: str_at(obj, "/spec/uid").to_string(),
+        groups: string_list(obj, "/spec/groups"),
+        extra,
+        cluster: None,
+    }
+}
+
+fn access_review(
+    hub: &Arc<Hub>,
+    cluster: &LogicalCluster,
+    info: &ResourceInfo,
+    user: &UserInfo,
+    obj: &mut Value,
+    local_namespace: Option<&str>,
+) -> Result<Value, ApiError> {
+    let invalid = |field: &str, message: &str| {
+        ApiError::invalid(
+            &info.group,
+            &info.kind,
+            "",
+            vec![Cause::invalid(field, message.to_string())],
+        )
+    };
+    if let Some(ns) = local_namespace {
+        match obj
+            .pointer("/spec/resourceAttributes/namespace")
+            .and_then(Value::as_str)
+        {
+            None | Some("") if obj.pointer("/spec/resourceAttributes").is_some() => {
+                obj["spec"]["resourceAttributes"]["namespace"] = json!(ns);
+            }
+            Some(other) if other != ns => {
+                return Err(invalid(
+                    "spec.resourceAttributes.namespace",
+                    "must match metadata.namespace",
+                ))
+            }
+            _ => {}
+        }
+        obj["metadata"]["namespace"] = json!(ns);
+    }
+    let resource = obj.pointer("/spec/resourceAttributes").filter(|v| v.is_object());
+    let non_resource = obj
+        .pointer("/spec/nonResourceAttributes")
+        .filter(|v| v.is_object());
+    let request = match (resource, non_resource) {
+        (Some(r), None) => Request::Resource {
+            verb: str_at(r, "/verb").to_string(),
+            group: str_at(r, "/group").to_string(),
+            resource: str_at(r, "/resource").to_string(),
+            subresource: str_at(r, "/subresource").to_string(),
+            namespace: str_at(r, "/namespace").to_string(),
+            name: str_at(r, "/name").to_string(),
+        },
+        (None, Some(n)) => Request::NonResource {
+            verb: str_at(n, "/verb").to_string(),
+            path: str_at(n, "/path").to_string(),
+        },
+        _ => {
+            return Err(invalid(
+                "spec.resourceAttributes",
+                "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            ))
+        }
+    };
+    if local_namespace.is_some() && non_resource.is_some() {
+        return Err(invalid(
+            "spec.nonResourceAttributes",
+            "disallowed on this kind of request",
+        ));
+    }
+    if user.name.is_empty() && user.groups.is_empty() {
+        return Err(invalid(
+            "spec.user",
+            "at least one of user or group must be specified",
+        ));
+    }
+    let attrs = Attributes {
+        request,
+        workspace: Some(cluster.clone()),
+    };
+    Ok(match authorize::authorize(hub, user, &attrs) {
+        authorize::Decision::Allow(reason) => json!({"allowed": true, "reason": reason}),
+        authorize::Decision::Deny(reason) if reason.is_empty() => json!({"allowed": false}),
+        authorize::Decision::Deny(reason) => json!({"allowed": false, "reason": reason}),
+    })
+}
+
+fn rules_json(rules: &[PolicyRule], non_resource: bool) -> Value {
+    Value::Array(
+        rules
+            .iter()
+            .map(|r| {
+                if non_resource {
+                    json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})
+                } else {
+                    let mut v =
+                        json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
+                    if !r.resource_names.is_empty() {
+                        v["resourceNames"] = json!(r.resource_names);
+                    }
+                    v
+                }
+            })
+            .collect(),
+    )
+}
+
+/// SelfSubjectRulesReview: what the caller may do in `spec.namespace`.
+fn rules_review(hub: &Arc<Hub>, cluster: &LogicalCluster, user: &UserInfo, obj: &Value) -> Value {
+    if user.is_superuser() {
+        return json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        });
+    }
+    let namespace = str_at(obj, "/spec/namespace");
+    let rbac = hub.security.rbac.get(&hub.store, &cluster.name);
+    let (resource, non_resource) = rbac.rules_for(user, namespace);
+    json!({
+        "resourceRules": rules_json(&resource, false),
+        "nonResourceRules": rules_json(&non_resource, true),
+        "incomplete": false,
+    })
+}
+
+/// Approving or denying a CSR also needs `approve` on its signer
+/// (`certificates.k8s.io/signers`, named `<signerName>` or `<domain>/*`),
+/// as kube-apiserver's CertificateApproval admission requires.
+pub fn check_csr_approval(
+    hub: &Arc<Hub>,
+    cluster: &LogicalCluster,
+    user: &UserInfo,
+    csr_name: &str,
+) -> Result<(), ApiError> {
+    if user.is_superuser() {
+        return Ok(());
+    }
+    let Some(csr) = stored(
+        hub,
+        &cluster.name,
+        "certificates.k8s.io/certificatesigningrequests",
+        "",
+        csr_name,
+    ) else {
+        return Ok(()); // the update answers 404
+    };
+    let signer = str_at(&csr, "/spec/signerName");
+    let domain_wildcard = signer.split_once('/').map(|(d, _)| format!("{d}/*"));
+    let allowed = std::iter::once(signer.to_string())
+        .chain(domain_wildcard)
+        .any(|name| {
+            let attrs = Attributes {
+                request: Request::Resource {
+                    verb: "approve".into(),
+                    group: "certificates.k8s.io".into(),
+                    resource: "signers".into(),
+                    subresource: String::new(),
+                    namespace: String::new(),
+                    name,
+                },
+                workspace: Some(cluster.clone()),
+            };
+            authorize::authorize(hub, user, &attrs).allowed()
+        });
+    if allowed {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!(
+            "certificatesigningrequests.certificates.k8s.io {csr_name:?} is forbidden: user not permitted to approve requests with signerName {signer:?}: User {:?} needs \"approve\" on signers {signer:?} in workspace {:?}",
+            user.name, cluster.path
+        )))
+    }
 }

@@ -76,6 +76,13 @@ fn prepare_with(
                     }
                     new = merged;
                 }
+                // CSR approval: only the conditions change (kube's approval strategy).
+                Some("approval") => {
+                    let mut merged = old.clone();
+                    merged["status"]["conditions"] =
+                        new.pointer("/status/conditions").cloned().unwrap_or(json!([]));
+                    new = merged;
+                }
                 Some("ephemeralcontainers") => {
                     let mut merged = old.clone();
                     merged["spec"]["ephemeralContainers"] = new
@@ -188,6 +195,18 @@ fn validate(s: &Scope, new: &mut Value) -> Result<(), ApiError> {
     }
     if info.group == "apiextensions.k8s.io" && info.resource == "customresourcedefinitions" {
         causes.extend(validation::validate_crd(new));
+    }
+    if info.group == crate::auth::rbac::RBAC_GROUP {
+        let old = s
+            .name
+            .as_deref()
+            .and_then(|n| s.key(n).ok())
+            .and_then(|k| s.hub.store.get(&k));
+        causes.extend(crate::auth::rbac::validate(
+            &info.resource,
+            new,
+            old.map(|o| o.value()).as_ref(),
+        ));
     }
     if causes.is_empty() {
         Ok(())
@@ -577,6 +596,10 @@ pub fn after_write<'a>(
             hub.refresh_crds(&key.cluster);
         } else if storage_key == WORKSPACES {
             crate::controllers::workspace_written(hub, &key.cluster, new).await;
+        } else if crate::auth::rbac::is_rbac_resource(&storage_key) {
+            hub.security.rbac.invalidate(&key.cluster);
+        } else if crate::controllers::security::watches(&storage_key) {
+            crate::controllers::security::object_written(hub, &storage_key, key, new).await;
         } else if storage_key == "/namespaces" {
             if let Some(ns) = new {
                 if ns.pointer("/metadata/deletionTimestamp").is_none() {

@@ -3,6 +3,7 @@
 
 pub mod mailbox;
 pub mod namespaces;
+pub mod security;
 
 use std::sync::Arc;
 
@@ -20,9 +21,16 @@ pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public
 /// Make sure the root cluster has what a fresh cluster has.
 pub async fn bootstrap(hub: &Arc<Hub>) {
     bootstrap_cluster(hub, ROOT).await;
+    // Workspaces from before the hub had default RBAC objects get them too.
+    for cluster in hub.store.clusters() {
+        if cluster != ROOT && hub.workspaces.by_name(&cluster).is_some() {
+            security::ensure_default_rbac(hub, &cluster).await;
+        }
+    }
 }
 
 async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
+    security::ensure_default_rbac(hub, cluster).await;
     for ns in DEFAULT_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         match create_internal(hub, cluster, "", "v1", "namespaces", None, obj).await {
@@ -85,6 +93,7 @@ pub fn remove_cluster<'a>(hub: &'a Arc<Hub>, cluster: &'a str) -> futures::futur
             }
         }
         hub.registry.set_crd_resources(cluster, Vec::new());
+        hub.security.rbac.invalidate(cluster);
         hub.workspaces.remove(cluster);
     })
 }

@@ -19,6 +19,8 @@ struct Def {
     short: &'static [&'static str],
     sub: Sub,
     categories: &'static [&'static str],
+    /// Reviews (TokenReview, SubjectAccessReview, ...): not stored, `create` only.
+    create_only: bool,
 }
 
 const fn d(
@@ -39,7 +41,13 @@ const fn d(
         short,
         sub,
         categories: &[],
+        create_only: false,
     }
+}
+
+const fn create_only(mut def: Def) -> Def {
+    def.create_only = true;
+    def
 }
 
 const fn all(mut def: Def) -> Def {
@@ -288,6 +296,61 @@ const DEFS: &[Def] = &[
         &["csr"],
         Sub::Status,
     ),
+    // Reviews: create-only, answered by `api::special`.
+    create_only(d(
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        CL,
+        &[],
+        Sub::None,
+    )),
+    create_only(d(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        CL,
+        &[],
+        Sub::None,
+    )),
+    create_only(d(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        CL,
+        &[],
+        Sub::None,
+    )),
+    create_only(d(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        CL,
+        &[],
+        Sub::None,
+    )),
+    create_only(d(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        CL,
+        &[],
+        Sub::None,
+    )),
+    create_only(d(
+        "authorization.k8s.io",
+        "v1",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        NS,
+        &[],
+        Sub::None,
+    )),
     // kcp tenancy
     d(
         "tenancy.kcp.io",
@@ -312,8 +375,11 @@ fn info(def: &Def) -> ResourceInfo {
         label_selector: Some(".status.selector".into()),
     });
     let mut extra = Vec::new();
-    if def.resource == "pods" {
-        extra.push("ephemeralcontainers".to_string());
+    match (def.group, def.resource) {
+        ("", "pods") => extra.push("ephemeralcontainers".to_string()),
+        ("", "serviceaccounts") => extra.push("token".to_string()),
+        ("certificates.k8s.io", "certificatesigningrequests") => extra.push("approval".to_string()),
+        _ => {}
     }
     ResourceInfo {
         group: def.group.into(),
@@ -325,7 +391,11 @@ fn info(def: &Def) -> ResourceInfo {
         namespaced: def.namespaced,
         short_names: def.short.iter().map(|s| s.to_string()).collect(),
         categories: def.categories.iter().map(|s| s.to_string()).collect(),
-        verbs: ALL_VERBS.iter().map(|s| s.to_string()).collect(),
+        verbs: if def.create_only {
+            vec!["create".to_string()]
+        } else {
+            ALL_VERBS.iter().map(|s| s.to_string()).collect()
+        },
         status_subresource: !matches!(def.sub, Sub::None),
         scale_subresource: scale,
         extra_subresources: extra,

@@ -35,6 +35,14 @@ pub struct HubOptions {
     pub watch_history: usize,
     /// Keep objects in memory only (benchmark baselines, throwaway demos).
     pub ephemeral: bool,
+    /// Run the mailbox controller (one mailbox workspace per SyncTarget).
+    pub mailbox_controller: bool,
+    /// kube-apiserver's static token CSV (`token,user,uid,"group1,group2"`).
+    pub token_auth_file: Option<PathBuf>,
+    /// Also serve plain HTTP on `127.0.0.1:<port>` (0 picks a free port).
+    /// Requests there are authenticated like HTTPS ones, minus client
+    /// certificates; the listener is never bound beyond loopback.
+    pub insecure_port: Option<u16>,
 }
 
 impl HubOptions {
@@ -48,6 +56,9 @@ impl HubOptions {
             max_in_flight: 400,
             watch_history: DEFAULT_HISTORY,
             ephemeral: false,
+            mailbox_controller: true,
+            token_auth_file: None,
+            insecure_port: None,
         }
     }
 }
@@ -61,6 +72,8 @@ pub struct RunningHub {
     pub kubeconfig_path: PathBuf,
     pub ca_pem: String,
     pub admin_token: String,
+    /// `http://127.0.0.1:PORT` when a plain-HTTP loopback listener was asked for.
+    pub insecure_url: Option<String>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -85,6 +98,32 @@ fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     write_private(&path, token.as_bytes())?;
     Ok(token)
+}
+
+/// The key that signs ServiceAccount tokens, kept in the data directory so
+/// tokens survive restarts. Deleting the file revokes every token.
+fn service_account_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join("pki").join("service-account.key");
+    if let Ok(hex) = std::fs::read_to_string(&path) {
+        let hex = hex.trim();
+        let bytes: Option<Vec<u8>> = (0..hex.len())
+            .step_by(2)
+            .map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+            .collect();
+        match bytes {
+            Some(b) if b.len() >= 32 => return Ok(b),
+            _ => anyhow::bail!(
+                "{} is not a hex-encoded key of at least 32 bytes; delete it to generate a new one (this revokes every ServiceAccount token)",
+                path.display()
+            ),
+        }
+    }
+    use rand::Rng;
+    let key: [u8; 32] = rand::rng().random();
+    std::fs::create_dir_all(data_dir.join("pki"))?;
+    let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+    write_private(&path, hex.as_bytes())?;
+    Ok(key.to_vec())
 }
 
 /// Write a file readable only by its owner.
@@ -115,11 +154,17 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     };
     let store = Store::open(backend, opts.watch_history)?;
     let token = admin_token(&opts.data_dir)?;
+    let static_tokens = match &opts.token_auth_file {
+        Some(path) => crate::auth::token_file::load(path)?,
+        None => Vec::new(),
+    };
     let hub = Hub::new(
         store,
         HubConfig {
             admin_token: token.clone(),
             max_in_flight: opts.max_in_flight,
+            static_tokens,
+            service_account_key: service_account_key(&opts.data_dir)?,
         },
     );
 
@@ -130,6 +175,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let mut hosts = opts.hosts.clone();
     hosts.push(addr.ip().to_string());
     let material = tls::ensure_certs(&opts.data_dir, &hosts)?;
+    hub.security.set_ca(material.clone());
     let (cert, key) = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
         (Some(c), Some(k)) => tls::load_user_certs(c, k)?,
         (None, None) => (
@@ -154,6 +200,9 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
     crate::controllers::bootstrap(&hub).await;
+    if opts.mailbox_controller {
+        crate::controllers::mailbox::spawn(hub.clone());
+    }
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
     let kubeconfig =
@@ -165,6 +214,17 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
+    let insecure_url = match opts.insecure_port {
+        Some(port) => {
+            let plain = TcpListener::bind(("127.0.0.1", port))
+                .await
+                .with_context(|| format!("listening for plain HTTP on 127.0.0.1:{port}"))?;
+            let url = format!("http://{}", plain.local_addr()?);
+            tokio::spawn(serve_plain(plain, app.clone(), stop.clone()));
+            Some(url)
+        }
+        None => None,
+    };
     let task = tokio::spawn(async move {
         loop {
             let (tcp, _peer) = tokio::select! {
@@ -189,6 +249,21 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
                         return;
                     }
                 };
+                // The verified client certificate (if any) goes with every
+                // request on this connection, for authentication.
+                let peer = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .map(|c| crate::auth::PeerCertificate(Arc::new(c.to_vec())));
+                let app =
+                    tower::ServiceExt::map_request(app, move |mut req: Request<hyper::body::Incoming>| {
+                        if let Some(p) = &peer {
+                            req.extensions_mut().insert(p.clone());
+                        }
+                        req
+                    });
                 let service = TowerToHyperService::new(app);
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
@@ -206,9 +281,37 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         kubeconfig_path,
         ca_pem: material.ca_cert_pem,
         admin_token: token,
+        insecure_url,
         shutdown,
         task,
     })
+}
+
+/// The plain-HTTP loopback listener: the same API, no TLS, no client certificates.
+async fn serve_plain(listener: TcpListener, app: axum::Router, mut stop: watch::Receiver<bool>) {
+    loop {
+        let tcp = tokio::select! {
+            _ = stop.changed() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
+            tokio::select! {
+                r = conn => if let Err(e) = r { tracing::debug!("connection ended: {e}") },
+                _ = stop.changed() => {}
+            }
+        });
+    }
 }
 
 /// Cap on requests served at once. Watches are long-running and exempt, as in

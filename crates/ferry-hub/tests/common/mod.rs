@@ -36,3 +36,56 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A kube-rs client for `hub` at `workspace` authenticating with `auth`
+/// (a bearer token or a client certificate) instead of the admin token.
+pub async fn client_as(
+    hub: &TestHub,
+    workspace: &str,
+    auth: ferry_hub::kubeconfig::AuthInfo,
+) -> kube::Client {
+    let yaml = user_kubeconfig(hub, workspace, auth);
+    let kc = Kubeconfig::from_yaml(&yaml).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// A kubeconfig for `hub` at `workspace` that authenticates with `auth`.
+pub fn user_kubeconfig(hub: &TestHub, workspace: &str, auth: ferry_hub::kubeconfig::AuthInfo) -> String {
+    ferry_hub::kubeconfig::kubeconfig(
+        "hub",
+        &format!("{}/clusters/{workspace}", hub.url()),
+        &hub.running.ca_pem,
+        auth,
+        "user",
+        None,
+    )
+}
+
+/// Send `method path` (relative to the client's workspace URL) with an
+/// optional JSON body; returns the status code and the body as JSON
+/// (`Value::Null` when it is not JSON).
+pub async fn call(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let bytes = body
+        .map(|b| serde_json::to_vec(b).expect("json"))
+        .unwrap_or_default();
+    let mut req = http::Request::builder().method(method).uri(path);
+    if body.is_some() {
+        req = req.header(http::header::CONTENT_TYPE, "application/json");
+    }
+    let req = req.body(kube::client::Body::from(bytes)).expect("request");
+    let resp = client.send(req).await.expect("response");
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
+    (
+        code,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}

@@ -1,0 +1,261 @@
+//! Authorization of one request in one workspace: the superuser group, the
+//! workspace a ServiceAccount credential belongs to, then RBAC.
+
+use serde_json::json;
+
+use super::rbac::Request;
+use super::UserInfo;
+use crate::api::path::ResourcePath;
+use crate::hub::Hub;
+use crate::status::ApiError;
+use crate::workspace::LogicalCluster;
+
+/// What is being asked, and where.
+#[derive(Debug, Clone)]
+pub struct Attributes {
+    pub request: Request,
+    /// `None`: the `/clusters/*` wildcard.
+    pub workspace: Option<LogicalCluster>,
+}
+
+/// The outcome of authorizing a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Allowed; the reason names the binding (empty for the superuser group).
+    Allow(String),
+    /// Denied; the reason is appended to the 403 message when not empty.
+    Deny(String),
+}
+
+impl Decision {
+    pub fn allowed(&self) -> bool {
+        matches!(self, Decision::Allow(_))
+    }
+}
+
+/// The Kubernetes verb of a resource request (kube's RequestInfo rules).
+pub fn resource_verb(method: &http::Method, has_name: bool, watch: bool) -> String {
+    match method.as_str() {
+        "GET" | "HEAD" if watch => "watch",
+        "GET" | "HEAD" if has_name => "get",
+        "GET" | "HEAD" => "list",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" if has_name => "delete",
+        "DELETE" => "deletecollection",
+        other => return other.to_ascii_lowercase(),
+    }
+    .to_string()
+}
+
+fn is_watch(query: Option<&str>) -> bool {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .any(|(k, v)| k == "watch" && matches!(v.as_ref(), "true" | "1" | "True"))
+}
+
+/// The RBAC request a method and path amount to. `resource` is the parsed
+/// resource path, if it is one; anything else is a non-resource URL, judged
+/// by its path inside the workspace (without `/clusters/<ws>`).
+pub fn request_of(
+    method: &http::Method,
+    uri_path: &str,
+    query: Option<&str>,
+    resource: Option<&ResourcePath>,
+) -> Request {
+    match resource {
+        Some(rp) => {
+            let mut namespace = rp.namespace.clone().unwrap_or_default();
+            // A namespace is both a resource and a namespace: reading
+            // `namespaces/x` is a request in namespace x (kube does the same).
+            if rp.group.is_empty() && rp.resource == "namespaces" {
+                if let Some(name) = &rp.name {
+                    namespace = name.clone();
+                }
+            }
+            Request::Resource {
+                verb: resource_verb(method, rp.name.is_some(), is_watch(query)),
+                group: rp.group.clone(),
+                resource: rp.resource.clone(),
+                subresource: rp.subresource.clone().unwrap_or_default(),
+                namespace,
+                name: rp.name.clone().unwrap_or_default(),
+            }
+        }
+        None => {
+            let (_, inner) = split_workspace(uri_path);
+            let path = if inner.is_empty() { "/" } else { inner };
+            Request::NonResource {
+                verb: method.as_str().to_ascii_lowercase(),
+                path: path.to_string(),
+            }
+        }
+    }
+}
+
+/// `/clusters/<ws>/rest` → `(Some(ws), "/rest")`; other paths are unchanged.
+pub fn split_workspace(uri_path: &str) -> (Option<&str>, &str) {
+    match uri_path.strip_prefix("/clusters/") {
+        Some(rest) => match rest.find('/') {
+            Some(i) => (Some(&rest[..i]), &rest[i..]),
+            None => (Some(rest), ""),
+        },
+        None => (None, uri_path),
+    }
+}
+
+/// Decide whether `user` may make `attrs.request` in `attrs.workspace`.
+pub fn authorize(hub: &Hub, user: &UserInfo, attrs: &Attributes) -> Decision {
+    if user.is_superuser() {
+        return Decision::Allow(String::new());
+    }
+    let Some(ws) = &attrs.workspace else {
+        return Decision::Deny("only members of system:masters may use the /clusters/* wildcard".into());
+    };
+    if let Some(home) = &user.cluster {
+        if *home != ws.name {
+            let home_path = hub
+                .workspaces
+                .by_name(home)
+                .map(|lc| lc.path)
+                .unwrap_or_else(|| home.clone());
+            return Decision::Deny(format!(
+                "a ServiceAccount credential is valid only in its own workspace ({home_path})"
+            ));
+        }
+    }
+    let rbac = hub.security.rbac.get(&hub.store, &ws.name);
+    match rbac.allows(user, &attrs.request) {
+        Some(reason) => Decision::Allow(reason),
+        None => Decision::Deny(String::new()),
+    }
+}
+
+/// `group/resource` as kube-apiserver prints it (`deployments.apps`).
+fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+/// The 403 kube-apiserver would send, naming user, verb, resource,
+/// namespace — and the workspace.
+pub fn forbidden(user: &UserInfo, attrs: &Attributes, reason: &str) -> ApiError {
+    let ws = attrs
+        .workspace
+        .as_ref()
+        .map(|w| w.path.clone())
+        .unwrap_or_else(|| "*".into());
+    let suffix = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
+    match &attrs.request {
+        Request::NonResource { verb, path } => ApiError::forbidden(format!(
+            "forbidden: User {:?} cannot {verb} path {path:?} in workspace {ws:?}{suffix}",
+            user.name
+        )),
+        Request::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+        } => {
+            let combined = if subresource.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}/{subresource}")
+            };
+            let scope = if namespace.is_empty() {
+                "at the cluster scope".to_string()
+            } else {
+                format!("in the namespace {namespace:?}")
+            };
+            let subject = if name.is_empty() {
+                qualified(group, resource)
+            } else {
+                format!("{} {name:?}", qualified(group, resource))
+            };
+            let mut e = ApiError::forbidden(format!(
+                "{subject} is forbidden: User {:?} cannot {verb} resource {combined:?} in API group {group:?} {scope} in workspace {ws:?}{suffix}",
+                user.name
+            ));
+            let mut details = json!({"name": name, "kind": resource});
+            if !group.is_empty() {
+                details["group"] = json!(group);
+            }
+            e.details = Some(Box::new(details));
+            e
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::path;
+
+    fn req(method: &str, p: &str, q: Option<&str>) -> Request {
+        let parsed = path::parse(p).unwrap();
+        let rp = match &parsed.target {
+            path::Target::Resource(rp) => Some(rp),
+            _ => None,
+        };
+        request_of(&method.parse().unwrap(), p, q, rp)
+    }
+
+    #[test]
+    fn requests_map_to_kubernetes_verbs_and_scopes() {
+        let r = req(
+            "GET",
+            "/clusters/root:a/api/v1/namespaces/dev/configmaps",
+            Some("watch=true"),
+        );
+        assert_eq!(r.verb(), "watch");
+        assert_eq!(r.namespace(), "dev");
+        assert_eq!(req("GET", "/api/v1/configmaps", None).verb(), "list");
+        assert_eq!(
+            req("DELETE", "/api/v1/namespaces/d/configmaps", None).verb(),
+            "deletecollection"
+        );
+        let ns = req("GET", "/api/v1/namespaces/dev", None);
+        assert_eq!(ns.namespace(), "dev");
+        match req("POST", "/api/v1/namespaces/d/serviceaccounts/sa/token", None) {
+            Request::Resource {
+                verb, subresource, ..
+            } => assert_eq!((verb.as_str(), subresource.as_str()), ("create", "token")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            req("GET", "/clusters/root:a/apis/apps", None),
+            Request::NonResource {
+                verb: "get".into(),
+                path: "/apis/apps".into()
+            }
+        );
+    }
+
+    #[test]
+    fn forbidden_messages_read_like_kube_apiserver() {
+        let user = UserInfo::new("alice", "", vec![]);
+        let attrs = Attributes {
+            request: req("GET", "/apis/apps/v1/namespaces/dev/deployments/web", None),
+            workspace: Some(LogicalCluster {
+                name: "c".into(),
+                path: "root:a".into(),
+                parent: None,
+            }),
+        };
+        let e = forbidden(&user, &attrs, "");
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            "deployments.apps \"web\" is forbidden: User \"alice\" cannot get resource \"deployments\" in API group \"apps\" in the namespace \"dev\" in workspace \"root:a\""
+        );
+    }
+}

@@ -1,0 +1,281 @@
+//! Security controllers: the default RBAC objects of every workspace, legacy
+//! ServiceAccount token Secrets (filled with a token the hub signs), the
+//! clean-up of those Secrets when their ServiceAccount goes, and signing of
+//! approved CertificateSigningRequests with the hub CA.
+//!
+//! They run from the write pipeline's `after_write` hook, so the effect is
+//! visible to the client's next request. Tokens are never logged.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+use crate::api::create_internal;
+use crate::auth::defaults::default_rbac_objects;
+use crate::auth::rbac::RBAC_GROUP;
+use crate::auth::service_account::{ObjectRef, TokenSpec};
+use crate::hub::Hub;
+use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError};
+
+/// Storage key of CertificateSigningRequests.
+pub const CSRS: &str = "certificates.k8s.io/certificatesigningrequests";
+/// Secret type of legacy ServiceAccount tokens.
+pub const SERVICE_ACCOUNT_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+/// Annotation naming the ServiceAccount of a token Secret.
+pub const SERVICE_ACCOUNT_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
+/// Annotation recording the ServiceAccount's uid on a token Secret.
+pub const SERVICE_ACCOUNT_UID_ANNOTATION: &str = "kubernetes.io/service-account.uid";
+/// The signer the hub CA signs for: client certificates for this hub.
+pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
+/// Validity of CSR-signed certificates when the CSR does not ask (kube's default).
+const DEFAULT_CERT_DAYS: u32 = 365;
+
+/// Whether [`object_written`] wants writes to `storage_key`.
+pub fn watches(storage_key: &str) -> bool {
+    matches!(storage_key, "/secrets" | "/serviceaccounts" | CSRS)
+}
+
+/// An object under a watched storage key was written (`new`) or deleted (`None`).
+pub async fn object_written(hub: &Arc<Hub>, storage_key: &str, key: &ObjectKey, new: Option<&Value>) {
+    match (storage_key, new) {
+        ("/secrets", Some(secret)) => fill_token_secret(hub, key, secret).await,
+        ("/serviceaccounts", None) => remove_token_secrets(hub, key).await,
+        (CSRS, Some(csr)) => sign_if_approved(hub, key, csr).await,
+        _ => {}
+    }
+}
+
+/// Create the default ClusterRoles and ClusterRoleBindings in `cluster`;
+/// existing ones (possibly edited by an admin) are left alone.
+pub async fn ensure_default_rbac(hub: &Arc<Hub>, cluster: &str) {
+    for (resource, obj) in default_rbac_objects() {
+        match create_internal(hub, cluster, RBAC_GROUP, "v1", resource, None, obj).await {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => tracing::warn!(cluster, resource, "creating a default RBAC object failed: {e}"),
+        }
+    }
+}
+
+fn b64(data: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Replace the stored object at `key` with `change(current)`, retrying on
+/// conflicts. `change` returns `None` when nothing needs writing.
+async fn update_stored(hub: &Arc<Hub>, key: &ObjectKey, change: impl Fn(Value) -> Option<Value>) {
+    for _ in 0..8 {
+        let Some(current) = hub.store.get(key) else { return };
+        let Some(new) = change(current.value()) else {
+            return;
+        };
+        match hub.store.put(key.clone(), Expect::Version(current.rv), new) {
+            Ok(committed) => {
+                if let Err(e) = committed.durable().await {
+                    tracing::warn!(name = %key.name, "security controller write failed: {e}");
+                }
+                return;
+            }
+            Err(StoreError::Conflict) => continue,
+            Err(e) => {
+                tracing::warn!(name = %key.name, "security controller write failed: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// A `kubernetes.io/service-account-token` Secret without a token gets one
+/// (plus `ca.crt` and `namespace`), as kube's token controller does.
+async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
+    if str_at(secret, "/type") != SERVICE_ACCOUNT_TOKEN_TYPE
+        || !str_at(secret, "/data/token").is_empty()
+        || secret.pointer("/metadata/deletionTimestamp").is_some()
+    {
+        return;
+    }
+    let sa_name = secret
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(SERVICE_ACCOUNT_NAME_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if sa_name.is_empty() {
+        return;
+    }
+    let sa_key = ObjectKey {
+        cluster: key.cluster.clone(),
+        resource: "/serviceaccounts".into(),
+        namespace: key.namespace.clone(),
+        name: sa_name.clone(),
+    };
+    let Some(sa) = hub.store.get(&sa_key).map(|o| o.value()) else {
+        tracing::info!(
+            cluster = %key.cluster,
+            namespace = %key.namespace,
+            secret = %key.name,
+            "token Secret names ServiceAccount {sa_name:?}, which does not exist; left without a token"
+        );
+        return;
+    };
+    let sa_uid = str_at(&sa, "/metadata/uid").to_string();
+    let ca = hub
+        .security
+        .ca()
+        .map(|m| m.ca_cert_pem.clone())
+        .unwrap_or_default();
+    update_stored(hub, key, |mut current| {
+        if !str_at(&current, "/data/token").is_empty() {
+            return None;
+        }
+        let recorded = current
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(SERVICE_ACCOUNT_UID_ANNOTATION))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !recorded.is_empty() && recorded != sa_uid {
+            return None; // meant for an earlier ServiceAccount of that name
+        }
+        let spec = TokenSpec {
+            cluster: &key.cluster,
+            namespace: &key.namespace,
+            name: &sa_name,
+            uid: &sa_uid,
+            audiences: Vec::new(),
+            expiration_seconds: None,
+            secret: Some(ObjectRef {
+                name: key.name.clone(),
+                uid: str_at(&current, "/metadata/uid").to_string(),
+            }),
+            pod: None,
+        };
+        let (token, _) = hub
+            .security
+            .service_accounts
+            .mint(&spec, chrono::Utc::now().timestamp());
+        if !current.get("data").is_some_and(Value::is_object) {
+            current["data"] = json!({});
+        }
+        current["data"]["token"] = json!(b64(token.as_bytes()));
+        current["data"]["namespace"] = json!(b64(key.namespace.as_bytes()));
+        if !ca.is_empty() {
+            current["data"]["ca.crt"] = json!(b64(ca.as_bytes()));
+        }
+        current["metadata"]["annotations"][SERVICE_ACCOUNT_UID_ANNOTATION] = json!(sa_uid);
+        Some(current)
+    })
+    .await;
+}
+
+/// A ServiceAccount was deleted: its legacy token Secrets go too (their
+/// tokens are already refused, since the ServiceAccount is gone).
+async fn remove_token_secrets(hub: &Arc<Hub>, sa_key: &ObjectKey) {
+    let (secrets, _) = hub.store.list(
+        &ClusterScope::One(sa_key.cluster.clone()),
+        "/secrets",
+        Some(&sa_key.namespace),
+        None,
+    );
+    for (key, obj) in secrets {
+        let v = obj.value();
+        let owner = v
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(SERVICE_ACCOUNT_NAME_ANNOTATION))
+            .and_then(Value::as_str);
+        if str_at(&v, "/type") == SERVICE_ACCOUNT_TOKEN_TYPE && owner == Some(sa_key.name.as_str()) {
+            if let Ok(c) = hub.store.delete(key, Expect::Version(obj.rv)) {
+                let _ = c.durable().await;
+            }
+        }
+    }
+}
+
+fn has_condition(csr: &Value, kind: &str) -> bool {
+    csr.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c["type"] == kind && c.get("status").and_then(Value::as_str).unwrap_or("True") == "True"
+            })
+        })
+}
+
+/// Why the hub will not sign this CSR for [`CLIENT_SIGNER`], if it will not.
+fn client_signer_refusal(csr: &Value) -> Option<String> {
+    let usages: Vec<&str> = csr
+        .pointer("/spec/usages")
+        .and_then(Value::as_array)
+        .map(|u| u.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !usages.contains(&"client auth") {
+        return Some(
+            "spec.usages must include \"client auth\" for signer kubernetes.io/kube-apiserver-client".into(),
+        );
+    }
+    let allowed = ["digital signature", "key encipherment", "client auth"];
+    if let Some(extra) = usages.iter().find(|u| !allowed.contains(u)) {
+        return Some(format!(
+            "usage {extra:?} is not allowed for signer kubernetes.io/kube-apiserver-client (allowed: digital signature, key encipherment, client auth)"
+        ));
+    }
+    None
+}
+
+/// An Approved CSR for the hub's client signer gets `status.certificate`;
+/// one the signer cannot honour gets a `Failed` condition saying why.
+async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
+    if str_at(csr, "/spec/signerName") != CLIENT_SIGNER
+        || !has_condition(csr, "Approved")
+        || has_condition(csr, "Denied")
+        || has_condition(csr, "Failed")
+        || !str_at(csr, "/status/certificate").is_empty()
+    {
+        return;
+    }
+    let Some(ca) = hub.security.ca() else { return };
+    let outcome = match client_signer_refusal(csr) {
+        Some(why) => Err(why),
+        None => {
+            let pem = base64::engine::general_purpose::STANDARD
+                .decode(str_at(csr, "/spec/request"))
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok());
+            let days = csr
+                .pointer("/spec/expirationSeconds")
+                .and_then(Value::as_i64)
+                .map(|s| u32::try_from(((s + 86_399) / 86_400).max(1)).unwrap_or(DEFAULT_CERT_DAYS))
+                .unwrap_or(DEFAULT_CERT_DAYS);
+            match pem {
+                None => Err("spec.request is not base64-encoded PEM".to_string()),
+                Some(pem) => crate::server::tls::sign_csr(&ca, &pem, days).map_err(|e| format!("{e:#}")),
+            }
+        }
+    };
+    let now = crate::api::write::now();
+    update_stored(hub, key, |mut current| {
+        if !str_at(&current, "/status/certificate").is_empty() || has_condition(&current, "Failed") {
+            return None;
+        }
+        match &outcome {
+            Ok(cert) => current["status"]["certificate"] = json!(b64(cert.as_bytes())),
+            Err(why) => {
+                if !current["status"]["conditions"].is_array() {
+                    current["status"]["conditions"] = json!([]);
+                }
+                if let Some(cs) = current["status"]["conditions"].as_array_mut() {
+                    cs.push(json!({
+                        "type": "Failed", "status": "True", "reason": "SignerValidationFailure",
+                        "message": why, "lastUpdateTime": now, "lastTransitionTime": now,
+                    }));
+                }
+            }
+        }
+        Some(current)
+    })
+    .await;
+}
