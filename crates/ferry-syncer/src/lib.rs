@@ -5,6 +5,157 @@
 //!   which resource types to watch on each side once discovery is known.
 //! - [`transform`]: how a copy is made (server fields stripped, ownership marked), when it
 //!   needs an update, and how status returns upstream.
+//!
+//! The running parts:
+//! - [`engine`]: the core loop: a flow (two watches) per resource type and direction, a
+//!   keyed work queue with per-key backoff, `--workers` reconcilers.
+//! - [`config`]: SyncerConfigs watched and merged live; the conditions judged from them.
+//! - [`heartbeat`]: `status.lastSyncerHeartbeatTime` and conditions on every SyncerConfig.
+//! - [`metrics`] and [`health`]: `/metrics`, `/healthz`, `/readyz`.
+//!
+//! [`start`] runs a syncer in-process (tests, `ferry quickstart`); [`run`] runs one until
+//! a shutdown signal (`ferry syncer`).
 
+pub mod config;
+pub mod engine;
+pub mod health;
+pub mod heartbeat;
+pub mod metrics;
+pub mod options;
+pub mod ratelimit;
 pub mod selection;
+pub mod side;
 pub mod transform;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use engine::{Engine, Timing};
+use side::{Side, SideClient};
+
+pub use options::SyncerOptions;
+
+/// A syncer running in this process. Dropping it does not stop it; call [`stop`](Self::stop).
+pub struct RunningSyncer {
+    engine: Arc<Engine>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    metrics_address: Option<SocketAddr>,
+    health_address: Option<SocketAddr>,
+}
+
+impl RunningSyncer {
+    /// Where `/metrics` is served, once bound.
+    pub fn metrics_address(&self) -> Option<SocketAddr> {
+        self.metrics_address
+    }
+
+    /// Where `/healthz` and `/readyz` are served, once bound.
+    pub fn health_address(&self) -> Option<SocketAddr> {
+        self.health_address.or(self.metrics_address)
+    }
+
+    /// Whether `/readyz` would answer 200.
+    pub fn is_ready(&self) -> bool {
+        self.engine.readiness().is_ok()
+    }
+
+    /// The metrics in Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        self.engine.metrics.render()
+    }
+
+    /// Objects reconciled and waiting.
+    pub fn queue_len(&self) -> usize {
+        self.engine.queue.len()
+    }
+
+    /// Stops every task and watch.
+    pub async fn stop(self) {
+        self.engine.shut_down();
+        for task in &self.tasks {
+            task.abort();
+        }
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Starts a syncer: connects to both sides, serves metrics and health, and begins
+/// syncing in the background. Fails only on unusable options (bad client settings, an
+/// address that cannot be bound); unreachable servers are retried forever.
+pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
+    anyhow::ensure!(
+        !opts.sync_target_name.is_empty(),
+        "--sync-target-name must not be empty"
+    );
+    let up = SideClient::new(Side::Upstream, opts.upstream.clone(), opts.qps, opts.burst)?;
+    let down = SideClient::new(Side::Downstream, opts.downstream.clone(), opts.qps, opts.burst)?;
+    let timing = Timing {
+        discovery_refresh: opts.discovery_refresh,
+        probe_period: opts.probe_period,
+        max_watch_backoff: opts.max_backoff.min(std::time::Duration::from_secs(5)),
+    };
+    let engine = Engine::new(
+        opts.sync_target_name.clone(),
+        opts.return_status,
+        timing,
+        up,
+        down,
+        opts.min_backoff,
+        opts.max_backoff,
+    );
+    tracing::info!(
+        sync_target = %opts.sync_target_name,
+        uid = opts.sync_target_uid.as_deref().unwrap_or(""),
+        upstream = %opts.upstream.cluster_url,
+        downstream = %opts.downstream.cluster_url,
+        workers = opts.workers,
+        "starting syncer"
+    );
+
+    let mut tasks = vec![];
+    let mut metrics_address = None;
+    let mut health_address = None;
+    if let Some(addr) = opts.metrics_address {
+        let (bound, task) = health::serve(engine.clone(), addr).await?;
+        tracing::info!("serving /metrics, /healthz and /readyz on http://{bound}");
+        metrics_address = Some(bound);
+        tasks.push(task);
+    }
+    if let Some(addr) = opts.health_address.filter(|a| Some(*a) != opts.metrics_address) {
+        let (bound, task) = health::serve(engine.clone(), addr).await?;
+        tracing::info!("serving /healthz and /readyz on http://{bound}");
+        health_address = Some(bound);
+        tasks.push(task);
+    }
+
+    tasks.push(tokio::spawn(engine.clone().probe_loop(Side::Upstream)));
+    tasks.push(tokio::spawn(engine.clone().probe_loop(Side::Downstream)));
+    tasks.push(tokio::spawn(config::watch_configs(engine.clone())));
+    tasks.push(tokio::spawn(engine.clone().resolve_loop()));
+    tasks.push(tokio::spawn(heartbeat::status_loop(
+        engine.clone(),
+        opts.heartbeat_period,
+    )));
+    tasks.push(tokio::spawn(engine.clone().watch_initial_sync()));
+    for _ in 0..opts.workers.max(1) {
+        tasks.push(tokio::spawn(engine.clone().work()));
+    }
+    Ok(RunningSyncer {
+        engine,
+        tasks,
+        metrics_address,
+        health_address,
+    })
+}
+
+/// Runs a syncer until `shutdown` completes.
+pub async fn run(opts: SyncerOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let syncer = start(opts).await?;
+    shutdown.await;
+    tracing::info!("shutting down");
+    syncer.stop().await;
+    Ok(())
+}

@@ -388,6 +388,24 @@ impl SyncSelection {
     }
 }
 
+/// Objects every cluster makes for itself, which a syncer never copies either way (so
+/// it never adopts, overwrites or deletes them): the `kube-root-ca.crt` ConfigMap (kcp
+/// renames it for the same reason), the `default` ServiceAccount, and ServiceAccount
+/// token Secrets, whose contents only mean something to the cluster that issued them.
+pub fn is_cluster_local(id: &ResourceId, name: &str, obj: &serde_json::Value) -> bool {
+    if !id.group.is_empty() {
+        return false;
+    }
+    match id.resource.as_str() {
+        "configmaps" => name == "kube-root-ca.crt",
+        "serviceaccounts" => name == "default",
+        "secrets" => {
+            obj.get("type").and_then(serde_json::Value::as_str) == Some("kubernetes.io/service-account-token")
+        }
+        _ => false,
+    }
+}
+
 fn dedup_keep_order(patterns: Vec<ResourcePattern>) -> Vec<ResourcePattern> {
     let mut seen = BTreeSet::new();
     patterns.into_iter().filter(|p| seen.insert(p.clone())).collect()

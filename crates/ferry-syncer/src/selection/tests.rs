@@ -302,3 +302,31 @@ fn empty_configs_select_nothing() {
     assert!(!s.wants_downsync(&configmaps(), Some("default"), "x"));
     assert!(s.downsync_patterns().is_empty() && s.upsync_patterns().is_empty());
 }
+
+#[test]
+fn cluster_local_objects_are_never_synced() {
+    let none = serde_json::Value::Null;
+    assert!(is_cluster_local(&configmaps(), "kube-root-ca.crt", &none));
+    assert!(!is_cluster_local(&configmaps(), "settings", &none));
+    assert!(is_cluster_local(
+        &id("", "v1", "serviceaccounts", true),
+        "default",
+        &none
+    ));
+    let token = json!({ "type": "kubernetes.io/service-account-token" });
+    assert!(is_cluster_local(
+        &id("", "v1", "secrets", true),
+        "default-token-x",
+        &token
+    ));
+    assert!(!is_cluster_local(
+        &id("", "v1", "secrets", true),
+        "creds",
+        &json!({ "type": "Opaque" })
+    ));
+    assert!(!is_cluster_local(
+        &id("example.com", "v1", "configmaps", true),
+        "kube-root-ca.crt",
+        &none
+    ));
+}

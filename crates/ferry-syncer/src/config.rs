@@ -1,0 +1,417 @@
+//! SyncerConfigs: watched upstream, merged live into the selection, and judged into the
+//! conditions the heartbeat writes back onto each of them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::ApiResource;
+use kube::runtime::watcher;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use ferry_api::edge::SyncerConfig;
+use ferry_api::well_known::conditions::{CONFIG_VALID, SYNCING};
+
+use crate::engine::{DiscoverySnapshot, Engine};
+use crate::selection::{Direction, SyncSelection};
+use crate::side::serves;
+
+/// Condition type: the syncer is connected to both sides and has completed its initial
+/// sync (kcp's SyncTarget condition of the same name; KubeStellar users asked for a
+/// heartbeat, kubestellar#1067).
+pub const SYNCER_READY: &str = "SyncerReady";
+
+/// One SyncerConfig as last seen.
+#[derive(Clone, Debug)]
+pub struct ConfigEntry {
+    /// The object as served (for its current status).
+    pub object: Value,
+    /// The decoded config, or why it does not decode.
+    pub parsed: Result<SyncerConfig, String>,
+}
+
+/// Every SyncerConfig in the upstream workspace.
+#[derive(Default)]
+pub struct ConfigState {
+    entries: Mutex<BTreeMap<String, ConfigEntry>>,
+    listing: Mutex<Option<BTreeMap<String, ConfigEntry>>>,
+    loaded: AtomicBool,
+}
+
+impl ConfigState {
+    /// Whether the configs have been listed once.
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Relaxed)
+    }
+
+    /// The configs by name.
+    pub fn snapshot(&self) -> Vec<(String, ConfigEntry)> {
+        self.entries
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The configs that decode.
+    pub fn parsed(&self) -> Vec<SyncerConfig> {
+        self.entries
+            .lock()
+            .values()
+            .filter_map(|e| e.parsed.as_ref().ok().cloned())
+            .collect()
+    }
+}
+
+fn entry(obj: DynamicObject) -> Option<(String, ConfigEntry)> {
+    let object = serde_json::to_value(obj).ok()?;
+    let name = object.pointer("/metadata/name")?.as_str()?.to_owned();
+    let parsed = serde_json::from_value::<SyncerConfig>(object.clone()).map_err(|e| e.to_string());
+    Some((name, ConfigEntry { object, parsed }))
+}
+
+/// The SyncerConfig resource.
+pub fn syncer_config_resource() -> ApiResource {
+    ApiResource {
+        group: SyncerConfig::GROUP.into(),
+        version: SyncerConfig::VERSION.into(),
+        api_version: format!("{}/{}", SyncerConfig::GROUP, SyncerConfig::VERSION),
+        kind: SyncerConfig::KIND.into(),
+        plural: SyncerConfig::PLURAL.into(),
+    }
+}
+
+/// Watches the SyncerConfigs upstream; every change re-merges the selection.
+pub async fn watch_configs(engine: Arc<Engine>) {
+    let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
+    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    let mut failures = 0u32;
+    let state = &engine.configs;
+    while let Some(event) = stream.next().await {
+        match event {
+            Err(e) => {
+                if failures == 0 {
+                    let hint = if e.to_string().contains("404") {
+                        "; is the SyncerConfig CRD installed upstream? (`ferry crds | kubectl apply -f -`)"
+                    } else {
+                        ""
+                    };
+                    tracing::warn!("watching SyncerConfigs failed{hint}: {e}");
+                }
+                let delay = crate::engine::queue::backoff(
+                    Duration::from_millis(100),
+                    engine.timing.max_watch_backoff,
+                    failures,
+                );
+                failures = failures.saturating_add(1);
+                tokio::time::sleep(delay).await;
+                continue;
+            }
+            Ok(watcher::Event::Init) => {
+                *state.listing.lock() = Some(BTreeMap::new());
+                continue;
+            }
+            Ok(watcher::Event::InitApply(obj)) => {
+                if let (Some((name, e)), Some(listing)) = (entry(obj), state.listing.lock().as_mut()) {
+                    listing.insert(name, e);
+                }
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                if let Some(listing) = state.listing.lock().take() {
+                    *state.entries.lock() = listing;
+                }
+                state.loaded.store(true, Ordering::Relaxed);
+                // Resolve at least once after every list, even when the selection did
+                // not change (no configs at all still means "ready, syncing nothing").
+                engine.resolve_now.notify_one();
+            }
+            Ok(watcher::Event::Apply(obj)) => {
+                if let Some((name, e)) = entry(obj) {
+                    state.entries.lock().insert(name, e);
+                }
+            }
+            Ok(watcher::Event::Delete(obj)) => {
+                if let Some(name) = obj.metadata.name {
+                    state.entries.lock().remove(&name);
+                }
+            }
+        }
+        failures = 0;
+        configs_changed(&engine);
+    }
+}
+
+fn configs_changed(engine: &Engine) {
+    let (selection, errors) = SyncSelection::from_configs(&engine.configs.parsed());
+    if engine.set_selection(selection) {
+        for e in &errors {
+            tracing::warn!("{e}");
+        }
+        tracing::info!("SyncerConfigs changed; re-resolving");
+        engine.reconcile_everything();
+        engine.resolve_now.notify_one();
+    }
+    engine.status_now.notify_one();
+}
+
+/// What the conditions of one SyncerConfig are computed from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConditionInputs {
+    /// Invalid entries (or the decode error), each with its fix.
+    pub errors: Vec<String>,
+    /// Resources named but not served (either side), or of the wrong scope.
+    pub missing: Vec<String>,
+    /// Permission problems naming verb, resource and side.
+    pub denied: Vec<String>,
+    /// How many resource types the config makes the syncer watch.
+    pub watched: usize,
+    /// The syncer's readiness.
+    pub ready: Result<(), String>,
+    /// `metadata.generation` of the config.
+    pub generation: Option<i64>,
+}
+
+impl Default for ConditionInputs {
+    fn default() -> Self {
+        ConditionInputs {
+            errors: vec![],
+            missing: vec![],
+            denied: vec![],
+            watched: 0,
+            ready: Ok(()),
+            generation: None,
+        }
+    }
+}
+
+/// Gathers the inputs for one config.
+pub fn inputs_for(
+    engine: &Engine,
+    entry: &ConfigEntry,
+    discovery: Option<&DiscoverySnapshot>,
+) -> ConditionInputs {
+    let generation = entry
+        .object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
+    let ready = engine.readiness();
+    let config = match &entry.parsed {
+        Ok(config) => config,
+        Err(e) => {
+            return ConditionInputs {
+                errors: vec![format!(
+                    "the object does not decode as a SyncerConfig: {e}; fix the field it names"
+                )],
+                ready,
+                generation,
+                ..Default::default()
+            }
+        }
+    };
+    let (selection, errors) = SyncSelection::from_configs(std::slice::from_ref(config));
+    let mut inputs = ConditionInputs {
+        errors: errors.iter().map(ToString::to_string).collect(),
+        ready,
+        generation,
+        ..Default::default()
+    };
+    let Some(discovery) = discovery else {
+        return inputs;
+    };
+    let flows = engine.flows();
+    let downsync = selection.resolve_downsync(&discovery.upstream);
+    let upsync = selection.resolve_upsync(&discovery.downstream);
+    inputs
+        .missing
+        .extend(downsync.unresolved.iter().map(|u| format!("upstream: {u}")));
+    inputs
+        .missing
+        .extend(upsync.unresolved.iter().map(|u| format!("downstream: {u}")));
+    for (targets, other, side) in [
+        (&downsync.targets, &discovery.downstream, "downstream"),
+        (&upsync.targets, &discovery.upstream, "upstream"),
+    ] {
+        for target in targets.iter() {
+            let id = &target.id;
+            inputs.watched += 1;
+            let flow = flows.iter().find(|f| {
+                f.target.direction == target.direction
+                    && f.target.id.group == id.group
+                    && f.target.id.resource == id.resource
+            });
+            let served = match flow {
+                Some(flow) => !flow.copies.is_not_served(),
+                None => serves(other, &id.group, &id.version, &id.resource),
+            };
+            if !served {
+                let fix = match target.direction {
+                    Direction::Downsync => "install its CRD in the workload cluster (or downsync the CRD too); its objects wait and sync once it is established",
+                    Direction::Upsync => "install its CRD in the upstream workspace; upsynced objects wait until then",
+                };
+                inputs
+                    .missing
+                    .push(format!("resource {id} is not served {side}: {fix}"));
+            }
+            for problem in engine.problems.for_resource(&id.group, &id.resource) {
+                if problem.permission && !inputs.denied.contains(&problem.message) {
+                    inputs.denied.push(problem.message);
+                }
+            }
+        }
+    }
+    inputs
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: String, generation: Option<i64>) -> Value {
+    let mut c = json!({
+        "type": type_,
+        "status": if ok { "True" } else { "False" },
+        "reason": reason,
+        "message": message,
+    });
+    if let Some(g) = generation {
+        c["observedGeneration"] = g.into();
+    }
+    c
+}
+
+/// The conditions for one config: `ConfigValid`, `Syncing` and `SyncerReady`. Each keeps
+/// its `lastTransitionTime` from `existing` while its status is unchanged.
+pub fn build_conditions(inputs: &ConditionInputs, existing: &[Value], now: &str, syncer: &str) -> Vec<Value> {
+    let g = inputs.generation;
+    let valid = if inputs.errors.is_empty() {
+        condition(CONFIG_VALID, true, "Valid", "every entry is valid".into(), g)
+    } else {
+        condition(CONFIG_VALID, false, "InvalidEntries", inputs.errors.join("; "), g)
+    };
+    let syncing = if !inputs.denied.is_empty() {
+        let mut all = inputs.denied.clone();
+        all.extend(inputs.missing.iter().cloned());
+        condition(SYNCING, false, "PermissionDenied", all.join("; "), g)
+    } else if !inputs.missing.is_empty() {
+        condition(SYNCING, false, "ResourcesMissing", inputs.missing.join("; "), g)
+    } else {
+        condition(
+            SYNCING,
+            true,
+            "Syncing",
+            format!(
+                "syncer {syncer} is watching {} resource type(s) for this config",
+                inputs.watched
+            ),
+            g,
+        )
+    };
+    let ready = match &inputs.ready {
+        Ok(()) => condition(
+            SYNCER_READY,
+            true,
+            "Ready",
+            format!("syncer {syncer} reaches both sides and has completed its initial sync"),
+            g,
+        ),
+        Err(why) => condition(
+            SYNCER_READY,
+            false,
+            "NotReady",
+            format!("syncer {syncer}: {why}"),
+            g,
+        ),
+    };
+    let mut out = vec![valid, syncing, ready];
+    for c in &mut out {
+        let previous = existing
+            .iter()
+            .find(|e| e.get("type") == c.get("type") && e.get("status") == c.get("status"))
+            .and_then(|e| e.get("lastTransitionTime"))
+            .cloned();
+        c["lastTransitionTime"] = previous.unwrap_or_else(|| now.into());
+    }
+    out
+}
+
+/// Whether two condition lists say the same, ignoring transition times.
+pub fn same_conditions(a: &[Value], b: &[Value]) -> bool {
+    let strip = |list: &[Value]| -> Vec<Value> {
+        list.iter()
+            .map(|c| {
+                let mut c = c.clone();
+                if let Some(obj) = c.as_object_mut() {
+                    obj.remove("lastTransitionTime");
+                }
+                c
+            })
+            .collect()
+    };
+    strip(a) == strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> ConditionInputs {
+        ConditionInputs {
+            watched: 2,
+            ready: Ok(()),
+            generation: Some(3),
+            ..Default::default()
+        }
+    }
+
+    fn find<'a>(list: &'a [Value], type_: &str) -> &'a Value {
+        list.iter().find(|c| c["type"] == type_).unwrap()
+    }
+
+    #[test]
+    fn healthy_config_has_three_true_conditions() {
+        let list = build_conditions(&inputs(), &[], "2024-01-01T00:00:00Z", "florin");
+        for t in [CONFIG_VALID, SYNCING, SYNCER_READY] {
+            assert_eq!(find(&list, t)["status"], "True", "{t}");
+            assert_eq!(find(&list, t)["observedGeneration"], 3);
+        }
+    }
+
+    #[test]
+    fn invalid_entries_missing_resources_and_denials_are_named() {
+        let mut i = inputs();
+        i.errors = vec!["spec.clusterScope[0].resource: bad".into()];
+        i.missing = vec!["resource example.com/v1/widgets is not served downstream".into()];
+        i.denied =
+            vec!["permission denied: the syncer cannot create v1/secrets on the downstream side".into()];
+        i.ready = Err("the downstream server is unreachable".into());
+        let list = build_conditions(&i, &[], "t", "florin");
+        assert_eq!(find(&list, CONFIG_VALID)["status"], "False");
+        assert!(find(&list, CONFIG_VALID)["message"]
+            .as_str()
+            .unwrap()
+            .contains("clusterScope[0]"));
+        let syncing = find(&list, SYNCING);
+        assert_eq!(syncing["reason"], "PermissionDenied");
+        let message = syncing["message"].as_str().unwrap();
+        assert!(
+            message.contains("create v1/secrets on the downstream side"),
+            "{message}"
+        );
+        assert!(message.contains("widgets"), "{message}");
+        assert_eq!(find(&list, SYNCER_READY)["status"], "False");
+    }
+
+    #[test]
+    fn transition_time_is_kept_while_status_is_unchanged() {
+        let first = build_conditions(&inputs(), &[], "t1", "florin");
+        let second = build_conditions(&inputs(), &first, "t2", "florin");
+        assert_eq!(find(&second, SYNCING)["lastTransitionTime"], "t1");
+        assert!(same_conditions(&first, &second));
+        let mut broken = inputs();
+        broken.missing = vec!["x".into()];
+        let third = build_conditions(&broken, &second, "t3", "florin");
+        assert_eq!(find(&third, SYNCING)["lastTransitionTime"], "t3");
+        assert!(!same_conditions(&second, &third));
+    }
+}

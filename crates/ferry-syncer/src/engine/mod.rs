@@ -1,0 +1,401 @@
+//! The core loop, shared by every profile: watches on both sides per resource type
+//! ([`flow`]), a keyed work queue with per-key backoff ([`queue`]), `--workers` concurrent
+//! level-based reconcilers ([`reconcile`]), and the resolver that turns the merged
+//! SyncerConfigs plus discovery into the set of flows.
+
+pub mod events;
+pub mod flow;
+pub mod problems;
+pub mod queue;
+pub mod reconcile;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::config::ConfigState;
+use crate::metrics::{Metrics, SyncDirection};
+use crate::selection::{Direction, DiscoveredResource, Resolution, SyncSelection, WatchTarget};
+use crate::side::{serves, Side, SideClient};
+
+pub use flow::{Flow, FlowId};
+pub use problems::Problems;
+pub use queue::WorkQueue;
+pub use store::ObjectRef;
+
+/// A queued object: which flow, which object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// The flow (resource type and direction).
+    pub flow: FlowId,
+    /// The object.
+    pub object: ObjectRef,
+}
+
+/// Timers and retry limits.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// Discovery re-read period while something is missing.
+    pub discovery_refresh: Duration,
+    /// Reachability check period.
+    pub probe_period: Duration,
+    /// Longest delay between watch retries.
+    pub max_watch_backoff: Duration,
+}
+
+/// Discovery of both sides, as last read successfully.
+#[derive(Clone, Default)]
+pub struct DiscoverySnapshot {
+    /// Upstream resources.
+    pub upstream: Arc<Vec<DiscoveredResource>>,
+    /// Downstream resources.
+    pub downstream: Arc<Vec<DiscoveredResource>>,
+}
+
+/// The running syncer's shared state.
+pub struct Engine {
+    /// The syncer's name (the SyncTarget name); its copies carry it.
+    pub name: String,
+    /// Whether downstream status is written back upstream.
+    pub return_status: bool,
+    /// Timers.
+    pub timing: Timing,
+    /// The upstream workspace.
+    pub up: SideClient,
+    /// The workload cluster.
+    pub down: SideClient,
+    /// The merge of all SyncerConfigs.
+    selection: RwLock<Arc<SyncSelection>>,
+    /// Objects to reconcile.
+    pub queue: Arc<WorkQueue<Key>>,
+    flows: RwLock<HashMap<FlowId, Arc<Flow>>>,
+    next_flow: AtomicU64,
+    /// Standing problems for the conditions.
+    pub problems: Problems,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// The SyncerConfigs as last seen.
+    pub configs: ConfigState,
+    /// Discovery as last read.
+    pub discovery: RwLock<Option<DiscoverySnapshot>>,
+    /// Wakes the resolver (config changed, a side came back).
+    pub resolve_now: tokio::sync::Notify,
+    /// Wakes the status writer (conditions may have changed).
+    pub status_now: tokio::sync::Notify,
+    initial_sync: AtomicBool,
+    /// Last failure message per key, so each distinct failure posts one Event.
+    pub last_errors: Mutex<HashMap<Key, String>>,
+}
+
+impl Engine {
+    /// A new engine over both sides' clients.
+    pub fn new(
+        name: String,
+        return_status: bool,
+        timing: Timing,
+        up: SideClient,
+        down: SideClient,
+        min_backoff: Duration,
+        max_backoff: Duration,
+    ) -> Arc<Engine> {
+        Arc::new(Engine {
+            name,
+            return_status,
+            timing,
+            up,
+            down,
+            selection: RwLock::new(Arc::new(SyncSelection::default())),
+            queue: WorkQueue::new(min_backoff, max_backoff),
+            flows: RwLock::new(HashMap::new()),
+            next_flow: AtomicU64::new(1),
+            problems: Problems::default(),
+            metrics: Metrics::new(),
+            configs: ConfigState::default(),
+            discovery: RwLock::new(None),
+            resolve_now: tokio::sync::Notify::new(),
+            status_now: tokio::sync::Notify::new(),
+            initial_sync: AtomicBool::new(false),
+            last_errors: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The client of `side`.
+    pub fn side(&self, side: Side) -> &SideClient {
+        match side {
+            Side::Upstream => &self.up,
+            Side::Downstream => &self.down,
+        }
+    }
+
+    /// The current merged selection.
+    pub fn selection(&self) -> Arc<SyncSelection> {
+        self.selection.read().clone()
+    }
+
+    /// Replaces the selection; returns whether it changed.
+    pub fn set_selection(&self, selection: SyncSelection) -> bool {
+        let mut current = self.selection.write();
+        if **current == selection {
+            return false;
+        }
+        *current = Arc::new(selection);
+        true
+    }
+
+    /// The flow with `id`.
+    pub fn flow(&self, id: FlowId) -> Option<Arc<Flow>> {
+        self.flows.read().get(&id).cloned()
+    }
+
+    /// Every flow.
+    pub fn flows(&self) -> Vec<Arc<Flow>> {
+        self.flows.read().values().cloned().collect()
+    }
+
+    /// Queues every object of every flow.
+    pub fn reconcile_everything(&self) {
+        for flow in self.flows() {
+            if flow.is_synced() {
+                self.queue.add_all(flow.all_keys());
+            }
+        }
+    }
+
+    /// Whether the initial sync has completed.
+    pub fn initial_sync_done(&self) -> bool {
+        self.initial_sync.load(Ordering::Relaxed)
+    }
+
+    /// Ready: initial sync done and both sides reachable. `Err` says why not.
+    pub fn readiness(&self) -> Result<(), String> {
+        let mut reasons = vec![];
+        for side in [Side::Upstream, Side::Downstream] {
+            if !self.side(side).is_connected() {
+                reasons.push(format!("the {side} server is unreachable"));
+            }
+        }
+        if !self.initial_sync_done() {
+            reasons.push("the initial sync has not completed".to_string());
+        }
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(reasons.join("; "))
+        }
+    }
+
+    /// One reconciler: takes keys until the queue shuts down.
+    pub async fn work(self: Arc<Self>) {
+        while let Some(key) = self.queue.next().await {
+            if let Some(flow) = self.flow(key.flow) {
+                let started = Instant::now();
+                let result = reconcile::reconcile(&self, &flow, &key.object).await;
+                let direction = match flow.target.direction {
+                    Direction::Downsync => SyncDirection::downsync,
+                    Direction::Upsync => SyncDirection::upsync,
+                };
+                self.metrics.observe(direction, started.elapsed().as_secs_f64());
+                match result {
+                    Ok(()) => {
+                        self.queue.forget(&key);
+                        if !self.last_errors.lock().is_empty() {
+                            self.last_errors.lock().remove(&key);
+                        }
+                    }
+                    Err(error) => {
+                        self.metrics.error(direction, &flow.resource_name());
+                        let failures = self.queue.failures(&key);
+                        if failures < 3 {
+                            tracing::debug!(resource = %flow.target.id, object = %key.object, "{error}");
+                        } else {
+                            tracing::warn!(resource = %flow.target.id, object = %key.object, "{error}");
+                        }
+                        reconcile::report_failure(&self, &flow, &key, &error);
+                        self.queue.retry(key.clone());
+                    }
+                }
+            }
+            self.queue.done(&key);
+            self.metrics.queue_depth(self.queue.len());
+        }
+    }
+
+    /// Re-resolves whenever woken, and every `discovery_refresh` while something is missing.
+    pub async fn resolve_loop(self: Arc<Self>) {
+        let mut last: Option<Arc<SyncSelection>> = None;
+        let mut refresh = true;
+        loop {
+            tokio::select! {
+                _ = self.resolve_now.notified() => {}
+                _ = tokio::time::sleep(self.timing.discovery_refresh) => {
+                    if !refresh {
+                        continue;
+                    }
+                }
+            }
+            if !self.configs.is_loaded() {
+                continue;
+            }
+            match self.resolve_once(&mut last).await {
+                Ok(again) => refresh = again,
+                Err(e) => {
+                    tracing::warn!(
+                        "reading discovery failed; retrying in {:?}: {e}",
+                        self.timing.discovery_refresh
+                    );
+                    refresh = true;
+                }
+            }
+            self.status_now.notify_one();
+        }
+    }
+
+    /// Reads discovery, starts and retires flows. Returns whether to refresh again soon.
+    async fn resolve_once(
+        self: &Arc<Self>,
+        last: &mut Option<Arc<SyncSelection>>,
+    ) -> Result<bool, kube::Error> {
+        let (upstream, downstream) = tokio::join!(self.up.discover(), self.down.discover());
+        let (upstream, downstream) = (upstream?, downstream?);
+        let selection = self.selection();
+        let downsync = selection.resolve_downsync(&upstream);
+        let upsync = selection.resolve_upsync(&downstream);
+        let mut missing = !downsync.unresolved.is_empty() || !upsync.unresolved.is_empty();
+
+        let mut wanted: Vec<(WatchTarget, bool)> = vec![];
+        for (resolution, other) in [(&downsync, &downstream), (&upsync, &upstream)] {
+            let Resolution { targets, .. } = resolution;
+            for target in targets {
+                let id = &target.id;
+                missing |= !serves(other, &id.group, &id.version, &id.resource);
+                let status = serves(
+                    &upstream,
+                    &id.group,
+                    &id.version,
+                    &format!("{}/status", id.resource),
+                );
+                wanted.push((target.clone(), status));
+            }
+        }
+        *self.discovery.write() = Some(DiscoverySnapshot {
+            upstream: Arc::new(upstream),
+            downstream: Arc::new(downstream),
+        });
+
+        let mut started = vec![];
+        let mut retiring = false;
+        {
+            let mut flows = self.flows.write();
+            let same_type = |f: &Flow, t: &WatchTarget| {
+                f.target.direction == t.direction
+                    && f.target.id.group == t.id.group
+                    && f.target.id.resource == t.id.resource
+            };
+            for (target, status) in &wanted {
+                let existing = flows.values().find(|f| same_type(f, target)).cloned();
+                match existing {
+                    Some(flow) if flow.target == *target && flow.status_subresource == *status => {
+                        if flow.is_retiring() {
+                            flow.set_retiring(false);
+                            self.queue.add_all(flow.all_keys());
+                        }
+                    }
+                    other => {
+                        if let Some(old) = other {
+                            old.stop();
+                            flows.remove(&old.id);
+                        }
+                        let id = self.next_flow.fetch_add(1, Ordering::Relaxed);
+                        let flow = Flow::new(id, target.clone(), *status);
+                        flows.insert(id, flow.clone());
+                        started.push(flow);
+                    }
+                }
+            }
+            let mut finished = vec![];
+            for flow in flows.values() {
+                if wanted.iter().any(|(t, _)| same_type(flow, t)) {
+                    continue;
+                }
+                if !flow.is_retiring() {
+                    tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "no SyncerConfig names this resource any more; deleting its copies");
+                    flow.set_retiring(true);
+                    self.queue.add_all(flow.all_keys());
+                }
+                if flow.copies.is_synced() && flow.copies.is_empty() || flow.copies.is_not_served() {
+                    finished.push(flow.id);
+                } else {
+                    retiring = true;
+                }
+            }
+            for id in finished {
+                if let Some(flow) = flows.remove(&id) {
+                    flow.stop();
+                }
+            }
+        }
+        for flow in started {
+            tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "watching");
+            flow.start(self);
+        }
+        if last.as_ref() != Some(&selection) {
+            *last = Some(selection);
+            self.reconcile_everything();
+        }
+        Ok(missing || retiring)
+    }
+
+    /// Checks each side's reachability every `probe_period`.
+    pub async fn probe_loop(self: Arc<Self>, side: Side) {
+        let mut ever = false;
+        loop {
+            let client = self.side(side);
+            let ok = client.probe(Duration::from_secs(2)).await;
+            let was = client.set_connected(ok);
+            self.metrics.connection(side, ok);
+            if ok && !was {
+                if ever {
+                    tracing::info!(%side, "the {side} server is reachable again");
+                    self.resolve_now.notify_one();
+                    self.reconcile_everything();
+                }
+                self.status_now.notify_one();
+            } else if !ok && was {
+                tracing::warn!(%side, "the {side} server is unreachable; retrying");
+            }
+            ever |= ok;
+            tokio::time::sleep(self.timing.probe_period).await;
+        }
+    }
+
+    /// Latches "initial sync done" once configs are read, every flow has listed both
+    /// sides, and the queue has drained.
+    pub async fn watch_initial_sync(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            let flows = self.flows();
+            let done = self.configs.is_loaded()
+                && self.discovery.read().is_some()
+                && flows.iter().all(|f| f.is_retiring() || f.is_settled())
+                && self.queue.is_empty();
+            if done {
+                self.initial_sync.store(true, Ordering::Relaxed);
+                tracing::info!(flows = flows.len(), "initial sync complete");
+                self.status_now.notify_one();
+                return;
+            }
+        }
+    }
+
+    /// Stops every watch and worker.
+    pub fn shut_down(&self) {
+        self.queue.shut_down();
+        for flow in self.flows.write().drain() {
+            flow.1.stop();
+        }
+    }
+}

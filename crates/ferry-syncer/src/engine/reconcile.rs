@@ -1,0 +1,510 @@
+//! Reconciling one object, level-based and idempotent: desired (the transformed source)
+//! against actual (this syncer's copy) → create, adopt, update, delete, or write status.
+//! Nothing is written when nothing changed.
+
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use serde_json::Value;
+
+use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
+
+use super::events::{self, EventType};
+use super::flow::Flow;
+use super::problems::{permission_message, Problem, ProblemKey};
+use super::store::{ObjectRef, ObjectStore};
+use super::{Engine, Key};
+use crate::metrics::SyncDirection;
+use crate::selection::{is_cluster_local, Direction};
+use crate::side::Side;
+use crate::transform::{
+    allows_overwrite, downstream_copy, is_owned_by, merge_for_update, needs_update, status_differs,
+    status_for_upstream, upstream_copy, with_status,
+};
+
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "ferry-syncer";
+
+/// Why reconciling an object failed. Every message names the object and the side.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// A request failed.
+    #[error("{action} {resource} {object} on the {side} side: {source}")]
+    Request {
+        /// What was attempted (`create`, `update`, `delete`, `get`, `update status of`).
+        action: &'static str,
+        /// Where.
+        side: Side,
+        /// The resource (`apps/v1/deployments`).
+        resource: String,
+        /// The object (`namespace/name`).
+        object: String,
+        /// The error from the server or the connection.
+        #[source]
+        source: kube::Error,
+    },
+    /// The copy's namespace does not exist yet.
+    #[error("namespace {namespace:?} does not exist on the {side} side yet; {object} waits for it")]
+    NamespaceMissing {
+        /// Where.
+        side: Side,
+        /// The namespace.
+        namespace: String,
+        /// The waiting object.
+        object: String,
+    },
+}
+
+impl SyncError {
+    /// The HTTP status from the server, if the server answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            SyncError::Request {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// Whether the server was not reached.
+    pub fn is_transport(&self) -> bool {
+        matches!(self, SyncError::Request { source, .. } if !matches!(source, kube::Error::Api(_) | kube::Error::SerdeError(_)))
+    }
+}
+
+fn code_of(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Requests against one side for one flow, rate-limited, with errors that name the object.
+struct Writer<'a> {
+    engine: &'a Engine,
+    flow: &'a Flow,
+    side: Side,
+    object: &'a ObjectRef,
+}
+
+impl Writer<'_> {
+    fn api(&self) -> Api<DynamicObject> {
+        let client = self.engine.side(self.side).client.clone();
+        match &self.object.namespace {
+            Some(ns) if self.flow.target.id.namespaced => {
+                Api::namespaced_with(client, ns, &self.flow.api_resource)
+            }
+            _ => Api::all_with(client, &self.flow.api_resource),
+        }
+    }
+
+    fn fail(&self, action: &'static str, verb: &str, source: kube::Error) -> SyncError {
+        let id = &self.flow.target.id;
+        match code_of(&source) {
+            Some(403) => self.engine.problems.set(
+                ProblemKey {
+                    side: self.side,
+                    group: id.group.clone(),
+                    resource: id.resource.clone(),
+                    verb: verb.into(),
+                },
+                Problem {
+                    permission: true,
+                    message: permission_message(self.side, verb, &id.to_string(), &source.to_string()),
+                },
+            ),
+            None if !matches!(source, kube::Error::SerdeError(_)) => {
+                if self.engine.side(self.side).set_connected(false) {
+                    tracing::warn!(side = %self.side, "lost contact with the {} server: {source}", self.side);
+                }
+                self.engine.metrics.connection(self.side, false);
+            }
+            _ => {}
+        }
+        SyncError::Request {
+            action,
+            side: self.side,
+            resource: self.flow.resource_name(),
+            object: self.object.to_string(),
+            source,
+        }
+    }
+
+    /// The store that holds this side's objects of the flow.
+    fn store(&self) -> &ObjectStore {
+        if self.side == self.flow.dest_side() {
+            &self.flow.copies
+        } else {
+            &self.flow.sources
+        }
+    }
+
+    fn succeeded(&self, verb: &str) {
+        let id = &self.flow.target.id;
+        self.engine
+            .problems
+            .clear(self.side, &id.group, &id.resource, verb);
+    }
+
+    async fn send<T>(
+        &self,
+        action: &'static str,
+        verb: &str,
+        request: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, SyncError> {
+        self.engine.side(self.side).limiter.acquire().await;
+        match request.await {
+            Ok(v) => {
+                self.succeeded(verb);
+                Ok(v)
+            }
+            Err(e) => Err(self.fail(action, verb, e)),
+        }
+    }
+
+    async fn create(&self, obj: &Value) -> Result<Value, SyncError> {
+        let body = decode(obj).map_err(|e| self.fail("create", "create", e))?;
+        let pp = post_params();
+        let api = self.api();
+        let created = encode(self.send("create", "create", api.create(&pp, &body)).await?);
+        self.store().written(&created);
+        Ok(created)
+    }
+
+    async fn get(&self) -> Result<Value, SyncError> {
+        let api = self.api();
+        let got = self.send("get", "get", api.get(&self.object.name)).await?;
+        Ok(encode(got))
+    }
+
+    async fn replace(&self, obj: &Value) -> Result<Value, SyncError> {
+        let body = decode(obj).map_err(|e| self.fail("update", "update", e))?;
+        let pp = post_params();
+        let api = self.api();
+        let name = &self.object.name;
+        let replaced = self
+            .send("update", "update", api.replace(name, &pp, &body))
+            .await?;
+        Ok(encode(replaced))
+    }
+
+    async fn replace_status(&self, obj: &Value) -> Result<Value, SyncError> {
+        let body = decode(obj).map_err(|e| self.fail("update status of", "update", e))?;
+        let pp = post_params();
+        let api = self.api();
+        let name = &self.object.name;
+        let replaced = self
+            .send("update status of", "update", api.replace_status(name, &pp, &body))
+            .await?;
+        let replaced = encode(replaced);
+        self.store().written(&replaced);
+        Ok(replaced)
+    }
+
+    async fn delete(&self, actual: &Value) -> Result<(), SyncError> {
+        let uid = actual
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid,
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let api = self.api();
+        match self
+            .send("delete", "delete", api.delete(&self.object.name, &dp))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some(404) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the namespace the object goes into, unless selection downsyncs that
+    /// Namespace object itself (then its own flow creates it, as a marked copy).
+    async fn ensure_namespace(&self) -> Result<(), SyncError> {
+        let Some(namespace) = self.object.namespace.clone() else {
+            return Ok(());
+        };
+        let waits = SyncError::NamespaceMissing {
+            side: self.side,
+            namespace: namespace.clone(),
+            object: self.object.to_string(),
+        };
+        let namespaces = crate::selection::ResourceId::new("", "v1", "namespaces", false);
+        if self.side == Side::Downstream
+            && self
+                .engine
+                .selection()
+                .wants_downsync(&namespaces, None, &namespace)
+        {
+            return Err(waits);
+        }
+        let api: Api<k8s_openapi::api::core::v1::Namespace> =
+            Api::all(self.engine.side(self.side).client.clone());
+        let ns = k8s_openapi::api::core::v1::Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(namespace.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        self.engine.side(self.side).limiter.acquire().await;
+        match api.create(&post_params(), &ns).await {
+            Ok(_) => {
+                tracing::info!(side = %self.side, %namespace, "created namespace for {}", self.object);
+                Ok(())
+            }
+            Err(e) if code_of(&e) == Some(409) => Ok(()),
+            Err(e) => Err(SyncError::Request {
+                action: "create",
+                side: self.side,
+                resource: "v1/namespaces".into(),
+                object: namespace,
+                source: e,
+            }),
+        }
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.into()),
+    }
+}
+
+fn decode(obj: &Value) -> Result<DynamicObject, kube::Error> {
+    serde_json::from_value(obj.clone()).map_err(kube::Error::SerdeError)
+}
+
+fn encode(obj: DynamicObject) -> Value {
+    serde_json::to_value(obj).expect("a DynamicObject serializes")
+}
+
+fn is_deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// Brings the copy of `object` in line with its source.
+pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Result<(), SyncError> {
+    if !flow.is_synced() {
+        // Absence means nothing until both sides are listed; the list completing queues
+        // every key again.
+        return Ok(());
+    }
+    let selection = engine.selection();
+    let id = &flow.target.id;
+    let ns = object.namespace.as_deref();
+    let source = flow.sources.get(object).filter(|s| {
+        !flow.is_retiring()
+            && !is_deleting(s)
+            // Never send a copy back where it came from.
+            && !is_owned_by(s, &engine.name)
+            && !is_cluster_local(id, &object.name, s)
+            && match flow.target.direction {
+                Direction::Downsync => selection.wants_downsync(id, ns, &object.name),
+                Direction::Upsync => selection.wants_upsync(id, ns, &object.name),
+            }
+    });
+    let copy = flow.copies.get(object);
+    let dest = Writer {
+        engine,
+        flow,
+        side: flow.dest_side(),
+        object,
+    };
+    let direction = match flow.target.direction {
+        Direction::Downsync => SyncDirection::downsync,
+        Direction::Upsync => SyncDirection::upsync,
+    };
+    let resource = flow.resource_name();
+
+    let Some(source) = source else {
+        // Not wanted (any more): delete this syncer's copy, unless create-only.
+        if let Some(copy) = copy {
+            let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(&copy);
+            if !create_only && !is_deleting(&copy) {
+                dest.delete(&copy).await?;
+                engine.metrics.synced(direction, &resource);
+                tracing::debug!(%resource, %object, side = %dest.side, "deleted copy");
+            }
+        }
+        return Ok(());
+    };
+
+    let desired = match flow.target.direction {
+        Direction::Downsync => downstream_copy(&source, &flow.ty, &engine.name),
+        Direction::Upsync => upstream_copy(&source, &flow.ty, &engine.name),
+    };
+    let written = match copy.as_deref() {
+        Some(actual) => update(engine, flow, &dest, &source, &desired, actual).await?,
+        None => create_or_adopt(engine, flow, &dest, &source, &desired).await?,
+    };
+
+    match flow.target.direction {
+        Direction::Downsync => {
+            // Reported state: the copy's status goes back to the source. The copy in the
+            // store is what the destination last reported. CRDs keep their own status.
+            let returnable = engine.return_status && id.group != "apiextensions.k8s.io";
+            if let (true, Some(actual)) = (returnable, copy.as_deref()) {
+                if let Some(status) = status_for_upstream(actual) {
+                    if status_differs(&source, &status) {
+                        let up = Writer {
+                            engine,
+                            flow,
+                            side: Side::Upstream,
+                            object,
+                        };
+                        let body = with_status(&source, status);
+                        if flow.status_subresource {
+                            up.replace_status(&body).await?;
+                        } else {
+                            up.replace(&body).await?;
+                        }
+                        engine.metrics.synced(SyncDirection::status, &resource);
+                    }
+                }
+            }
+        }
+        Direction::Upsync => {
+            // With a status subresource the main write ignored status: write it too.
+            if let (true, Some(written), Some(status)) =
+                (flow.status_subresource, written, desired.get("status"))
+            {
+                if status_differs(&written, status) {
+                    dest.replace_status(&with_status(&written, status.clone()))
+                        .await?;
+                    engine.metrics.synced(SyncDirection::status, &resource);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Updates this syncer's copy if it differs. Returns the object as written, if written.
+async fn update(
+    engine: &Engine,
+    flow: &Flow,
+    dest: &Writer<'_>,
+    source: &Value,
+    desired: &Value,
+    actual: &Value,
+) -> Result<Option<Value>, SyncError> {
+    let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(source);
+    if create_only || !needs_update(desired, actual) {
+        return Ok(Some(actual.clone()));
+    }
+    let written = dest.replace(&merge_for_update(desired, actual)).await?;
+    engine.metrics.synced(direction_of(flow), &flow.resource_name());
+    tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
+    Ok(Some(written))
+}
+
+fn direction_of(flow: &Flow) -> SyncDirection {
+    match flow.target.direction {
+        Direction::Downsync => SyncDirection::downsync,
+        Direction::Upsync => SyncDirection::upsync,
+    }
+}
+
+/// Creates the copy; if an object with that identity already exists, adopts it
+/// (overwriting it, as KubeStellar does since its PR #1105) unless the source is
+/// create-only, and records an Event on it.
+async fn create_or_adopt(
+    engine: &Engine,
+    flow: &Flow,
+    dest: &Writer<'_>,
+    source: &Value,
+    desired: &Value,
+) -> Result<Option<Value>, SyncError> {
+    let mut created = dest.create(desired).await;
+    if let Err(e) = &created {
+        if e.code() == Some(404) && dest.object.namespace.is_some() {
+            dest.ensure_namespace().await?;
+            created = dest.create(desired).await;
+        }
+    }
+    match created {
+        Ok(written) => {
+            engine.metrics.synced(direction_of(flow), &flow.resource_name());
+            tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
+            Ok(Some(written))
+        }
+        Err(e) if e.code() == Some(409) => {
+            let existing = dest.get().await?;
+            let ours = is_owned_by(&existing, &engine.name);
+            if !ours && flow.target.direction == Direction::Downsync && !allows_overwrite(source) {
+                tracing::debug!(object = %dest.object, "create-only object already exists downstream; leaving it alone");
+                return Ok(None);
+            }
+            if ours && !needs_update(desired, &existing) {
+                return Ok(Some(existing));
+            }
+            let written = dest.replace(&merge_for_update(desired, &existing)).await?;
+            engine.metrics.synced(direction_of(flow), &flow.resource_name());
+            if !ours {
+                let mark = match flow.target.direction {
+                    Direction::Downsync => DOWNSYNCED_ANNOTATION,
+                    Direction::Upsync => UPSYNCED_ANNOTATION,
+                };
+                let message = format!(
+                    "syncer {} adopted this pre-existing {} as the {} copy of {} {} and now keeps it in sync (marked {mark})",
+                    engine.name,
+                    flow.ty.kind,
+                    flow.dest_side(),
+                    flow.source_side(),
+                    dest.object,
+                );
+                tracing::info!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "adopted an existing object");
+                events::post(
+                    engine.side(dest.side).client.clone(),
+                    &written,
+                    &flow.ty,
+                    EventType::Normal,
+                    "Adopted",
+                    message,
+                    &engine.name,
+                );
+            }
+            Ok(Some(written))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Posts a Warning Event on the upstream object for a failure the user can act on
+/// (once per distinct message; unreachable servers are not reported this way).
+pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError) {
+    if error.is_transport() || matches!(error.code(), Some(409)) {
+        return;
+    }
+    let message = error.to_string();
+    {
+        let mut last = engine.last_errors.lock();
+        if last.get(key) == Some(&message) {
+            return;
+        }
+        last.insert(key.clone(), message.clone());
+    }
+    let upstream_obj = match flow.target.direction {
+        Direction::Downsync => flow.sources.get(&key.object),
+        Direction::Upsync => flow.copies.get(&key.object),
+    };
+    if let Some(obj) = upstream_obj {
+        events::post(
+            engine.up.client.clone(),
+            &obj,
+            &flow.ty,
+            EventType::Warning,
+            "SyncFailed",
+            message,
+            &engine.name,
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! The heartbeat: every `--heartbeat-period`, and whenever conditions may have changed,
+//! each SyncerConfig gets `status.lastSyncerHeartbeatTime` (heartbeat only) and its
+//! conditions. SyncerConfig has no status subresource, so status is merge-patched onto
+//! the object itself; nothing is written when no condition changed between heartbeats.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{SecondsFormat, Utc};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{json, Value};
+
+use crate::config::{build_conditions, inputs_for, same_conditions, syncer_config_resource};
+use crate::engine::reconcile::FIELD_MANAGER;
+use crate::engine::Engine;
+
+/// Writes heartbeats and conditions until aborted.
+pub async fn status_loop(engine: Arc<Engine>, period: Duration) {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let heartbeat = tokio::select! {
+            _ = ticks.tick() => true,
+            _ = engine.status_now.notified() => false,
+        };
+        if !engine.configs.is_loaded() {
+            continue;
+        }
+        write_statuses(&engine, heartbeat).await;
+    }
+}
+
+async fn write_statuses(engine: &Engine, heartbeat: bool) {
+    let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
+    let discovery = engine.discovery.read().clone();
+    let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    let mut all_written = true;
+    for (name, entry) in engine.configs.snapshot() {
+        let inputs = inputs_for(engine, &entry, discovery.as_ref());
+        let existing: Vec<Value> = entry
+            .object
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let conditions = build_conditions(&inputs, &existing, &now, &engine.name);
+        let changed = !same_conditions(&existing, &conditions);
+        if !heartbeat && !changed {
+            continue;
+        }
+        if changed {
+            for c in &conditions {
+                if c["status"] == "False" {
+                    tracing::info!(config = %name, condition = %c["type"], "{}", c["message"].as_str().unwrap_or(""));
+                }
+            }
+        }
+        let mut status = json!({ "conditions": conditions });
+        if heartbeat {
+            status["lastSyncerHeartbeatTime"] = now.clone().into();
+        }
+        engine.up.limiter.acquire().await;
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        if let Err(e) = api
+            .patch(&name, &params, &Patch::Merge(json!({ "status": status })))
+            .await
+        {
+            all_written = false;
+            tracing::debug!(config = %name, "writing SyncerConfig status failed: {e}");
+        }
+    }
+    if heartbeat && all_written && engine.up.is_connected() {
+        engine.metrics.heartbeat();
+    }
+}

@@ -1,0 +1,67 @@
+//! How to run a syncer: both sides' connection settings, identity and tuning.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Everything [`crate::start`] needs. Build with [`SyncerOptions::new`] and adjust fields.
+#[derive(Clone)]
+pub struct SyncerOptions {
+    /// The upstream workspace (mailbox workspace or any cluster). Its URL may end in
+    /// `/clusters/<path>`.
+    pub upstream: kube::Config,
+    /// The workload execution cluster.
+    pub downstream: kube::Config,
+    /// The SyncTarget this syncer serves. It names the syncer: the `ferry.dev/syncer`
+    /// label on every copy carries it.
+    pub sync_target_name: String,
+    /// The SyncTarget's UID, if known (recorded in logs and conditions).
+    pub sync_target_uid: Option<String>,
+    /// Concurrent reconcilers.
+    pub workers: usize,
+    /// Requests per second to each side (token bucket); `0` or less means unlimited.
+    pub qps: f32,
+    /// Bucket size: requests that may go at once before `qps` applies.
+    pub burst: u32,
+    /// How often `status.lastSyncerHeartbeatTime` and conditions are written.
+    pub heartbeat_period: Duration,
+    /// Where `/metrics` (plus `/healthz` and `/readyz`) is served; `None` turns it off.
+    pub metrics_address: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` (plus `/metrics`) are served; `None` turns it off.
+    pub health_address: Option<SocketAddr>,
+    /// Whether the downstream `.status` of downsynced objects is written back upstream
+    /// (reported state). On by default; `ferry syncer --return-status=false` turns it off.
+    pub return_status: bool,
+    /// How often discovery is re-read while some resource the configs name is not
+    /// served (on either side) or a removed resource type still has copies to clean.
+    pub discovery_refresh: Duration,
+    /// How often each side's reachability is checked (`GET /version`).
+    pub probe_period: Duration,
+    /// First retry delay of a failing object; doubles on every failure.
+    pub min_backoff: Duration,
+    /// Longest retry delay of a failing object (and of a failing watch).
+    pub max_backoff: Duration,
+}
+
+impl SyncerOptions {
+    /// Options with the reference defaults: 4 workers, 30 qps, burst 20, heartbeat every
+    /// 20 s, discovery re-read every 10 s while something is missing.
+    pub fn new(upstream: kube::Config, downstream: kube::Config, sync_target_name: &str) -> Self {
+        SyncerOptions {
+            upstream,
+            downstream,
+            sync_target_name: sync_target_name.to_string(),
+            sync_target_uid: None,
+            workers: 4,
+            qps: 30.0,
+            burst: 20,
+            heartbeat_period: Duration::from_secs(20),
+            metrics_address: None,
+            health_address: None,
+            return_status: true,
+            discovery_refresh: Duration::from_secs(10),
+            probe_period: Duration::from_secs(5),
+            min_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}

@@ -1,0 +1,632 @@
+//! End to end: an upstream hub with mailbox workspaces, hubs standing in for the
+//! workload clusters `florin` and `guilder`, and a syncer for each, in-process.
+
+mod common;
+
+use common::*;
+use ferry_hub::testing::TestHub;
+use serde_json::{json, Value};
+
+const DOWNSYNCED: &str = "edge.kubestellar.io/downsynced";
+const UPSYNCED: &str = "edge.kubestellar.io/upsynced";
+const SYNCER_LABEL: &str = "ferry.dev/syncer";
+
+fn deployment(ns: &str, name: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": name, "namespace": ns, "labels": { "app": name } },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "web", "image": "nginx:1.25" }] }
+            }
+        }
+    })
+}
+
+fn widget(ns: &str, name: &str, size: i64) -> Value {
+    json!({ "apiVersion": "example.com/v1", "kind": "Widget", "metadata": { "name": name, "namespace": ns }, "spec": { "size": size } })
+}
+
+/// Namespace × resources for `namespaces`, plus the widgets CRD cluster-scoped.
+fn workload_config(namespaces: &[&str]) -> Value {
+    syncer_config(
+        "the-one",
+        json!({
+            "namespaceScope": {
+                "namespaces": namespaces,
+                "resources": [
+                    { "group": "", "apiVersion": "v1", "resource": "configmaps" },
+                    { "group": "", "apiVersion": "v1", "resource": "secrets" },
+                    { "group": "apps", "apiVersion": "v1", "resource": "deployments" },
+                    { "group": "example.com", "apiVersion": "v1", "resource": "widgets" }
+                ]
+            },
+            "clusterScope": [
+                { "group": "apiextensions.k8s.io", "apiVersion": "v1", "resource": "customresourcedefinitions", "objects": ["widgets.example.com"] }
+            ]
+        }),
+    )
+}
+
+#[tokio::test]
+async fn florin_and_guilder_each_get_their_mailbox_workloads() {
+    let up = TestHub::start().await;
+    let florin = TestHub::start().await;
+    let guilder = TestHub::start().await;
+    let mut syncers = vec![];
+    for (name, wec, names) in [
+        ("florin", &florin, vec!["commonstuff"]),
+        ("guilder", &guilder, vec!["commonstuff", "specialstuff"]),
+    ] {
+        let ws = mailbox(&up, &format!("{name}-mb")).await;
+        let mb = Cluster::of(&up, Some(&ws)).await;
+        mb.create(&crds(), crd("Widget", "widgets")).await;
+        for ns in &names {
+            mb.create(&namespaces(), namespace(ns)).await;
+            mb.create(
+                &configmaps(),
+                configmap(
+                    ns,
+                    "httpd-htdocs",
+                    json!({ "index.html": format!("<h1>{ns}</h1>") }),
+                ),
+            )
+            .await;
+        }
+        mb.create(
+            &secrets(),
+            json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "creds", "namespace": "commonstuff" }, "type": "Opaque", "data": { "password": "c2VjcmV0" } }),
+        )
+        .await;
+        mb.create(&deployments(), deployment("commonstuff", "commond", 1))
+            .await;
+        mb.create(&widgets(), widget("commonstuff", "w1", 3)).await;
+        mb.create(&syncer_configs(), workload_config(&names)).await;
+        syncers.push(start_syncer(&up, &ws, wec, name).await);
+    }
+
+    let f = Cluster::of(&florin, None).await;
+    let g = Cluster::of(&guilder, None).await;
+    for syncer in &syncers {
+        wait_ready(syncer).await;
+    }
+    let ns = wait_for(
+        &f,
+        &namespaces(),
+        None,
+        "commonstuff",
+        "namespace downstream",
+        |_| true,
+    )
+    .await;
+    assert_eq!(annotation(&ns, DOWNSYNCED), Some("Namespace//commonstuff"));
+    let cm = wait_for(
+        &f,
+        &configmaps(),
+        Some("commonstuff"),
+        "httpd-htdocs",
+        "configmap downstream",
+        |_| true,
+    )
+    .await;
+    assert_eq!(cm["data"]["index.html"], "<h1>commonstuff</h1>");
+    assert_eq!(
+        annotation(&cm, DOWNSYNCED),
+        Some("ConfigMap/commonstuff/httpd-htdocs")
+    );
+    assert_eq!(label(&cm, SYNCER_LABEL), Some("florin"));
+    let secret = wait_for(
+        &f,
+        &secrets(),
+        Some("commonstuff"),
+        "creds",
+        "secret downstream",
+        |_| true,
+    )
+    .await;
+    assert_eq!(secret["data"]["password"], "c2VjcmV0");
+    let deploy = wait_for(
+        &f,
+        &deployments(),
+        Some("commonstuff"),
+        "commond",
+        "deployment downstream",
+        |_| true,
+    )
+    .await;
+    assert_eq!(deploy["spec"]["replicas"], 1);
+    assert!(deploy["metadata"]["ownerReferences"].is_null());
+    let crd = wait_for(&f, &crds(), None, "widgets.example.com", "CRD downstream", |_| {
+        true
+    })
+    .await;
+    assert_eq!(label(&crd, SYNCER_LABEL), Some("florin"));
+    let w = wait_for(
+        &f,
+        &widgets(),
+        Some("commonstuff"),
+        "w1",
+        "custom resource downstream",
+        |_| true,
+    )
+    .await;
+    assert_eq!(w["spec"]["size"], 3);
+    assert_eq!(annotation(&w, DOWNSYNCED), Some("Widget/commonstuff/w1"));
+
+    // guilder gets the extra namespace; florin does not.
+    wait_for(
+        &g,
+        &configmaps(),
+        Some("specialstuff"),
+        "httpd-htdocs",
+        "guilder's special configmap",
+        |_| true,
+    )
+    .await;
+    wait_for(
+        &g,
+        &widgets(),
+        Some("commonstuff"),
+        "w1",
+        "guilder's widget",
+        |_| true,
+    )
+    .await;
+    assert!(f.get(&namespaces(), None, "specialstuff").await.is_none());
+    let g_cm = g
+        .get(&configmaps(), Some("commonstuff"), "httpd-htdocs")
+        .await
+        .unwrap();
+    assert_eq!(label(&g_cm, SYNCER_LABEL), Some("guilder"));
+
+    for s in syncers {
+        s.stop().await;
+    }
+}
+
+/// One mailbox, one cluster, one syncer, the workload config over `namespaces`.
+async fn single(names: &[&str]) -> (TestHub, TestHub, String, Cluster, Cluster) {
+    let up = TestHub::start().await;
+    let wec = TestHub::start().await;
+    let ws = mailbox(&up, "mb").await;
+    let mb = Cluster::of(&up, Some(&ws)).await;
+    let down = Cluster::of(&wec, None).await;
+    for ns in names {
+        mb.create(&namespaces(), namespace(ns)).await;
+    }
+    mb.create(&syncer_configs(), workload_config(names)).await;
+    (up, wec, ws, mb, down)
+}
+
+#[tokio::test]
+async fn updates_and_deletions_propagate_and_nothing_is_rewritten_needlessly() {
+    let (up, wec, ws, mb, down) = single(&["app"]).await;
+    mb.create(
+        &configmaps(),
+        configmap("app", "settings", json!({ "mode": "blue", "old": "x" })),
+    )
+    .await;
+    mb.create(&configmaps(), configmap("app", "doomed", json!({})))
+        .await;
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    wait_ready(&syncer).await;
+    wait_for(&down, &configmaps(), Some("app"), "settings", "copy", |_| true).await;
+
+    // Update, including a removed key.
+    mb.api(&configmaps(), Some("app"))
+        .replace(
+            "settings",
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "settings", "namespace": "app",
+                    "resourceVersion": resource_version(&mb.get(&configmaps(), Some("app"), "settings").await.unwrap()) },
+                "data": { "mode": "green" }
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let copy = wait_for(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "settings",
+        "update downstream",
+        |o| o["data"]["mode"] == "green" && o["data"].get("old").is_none(),
+    )
+    .await;
+
+    // Drift made downstream is repaired.
+    down.merge(
+        &configmaps(),
+        Some("app"),
+        "settings",
+        json!({ "data": { "mode": "hacked" } }),
+    )
+    .await;
+    let copy = wait_for(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "settings",
+        "drift repaired",
+        |o| o["data"]["mode"] == "green" && resource_version(o) != resource_version(&copy),
+    )
+    .await;
+
+    // A full reconcile (the config changes) writes nothing that is already right.
+    mb.merge(
+        &syncer_configs(),
+        None,
+        "the-one",
+        json!({ "spec": { "namespaceScope": { "namespaces": ["app", "other"] } } }),
+    )
+    .await;
+    mb.create(&namespaces(), namespace("other")).await;
+    wait_for(
+        &down,
+        &namespaces(),
+        None,
+        "other",
+        "new namespace downstream",
+        |_| true,
+    )
+    .await;
+    let after = down.get(&configmaps(), Some("app"), "settings").await.unwrap();
+    assert_eq!(
+        resource_version(&after),
+        resource_version(&copy),
+        "no write when nothing changed"
+    );
+
+    // Deletion.
+    mb.delete(&configmaps(), Some("app"), "doomed").await;
+    wait_gone(&down, &configmaps(), Some("app"), "doomed", "deleted downstream").await;
+    syncer.stop().await;
+}
+
+#[tokio::test]
+async fn removing_an_entry_from_the_syncer_config_deletes_the_copies() {
+    let (up, wec, ws, mb, down) = single(&["app"]).await;
+    mb.create(&configmaps(), configmap("app", "keep", json!({ "a": "1" })))
+        .await;
+    mb.create(
+        &secrets(),
+        json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "drop", "namespace": "app" }, "data": {} }),
+    )
+    .await;
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    wait_for(
+        &down,
+        &secrets(),
+        Some("app"),
+        "drop",
+        "secret downstream",
+        |_| true,
+    )
+    .await;
+    wait_for(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "keep",
+        "configmap downstream",
+        |_| true,
+    )
+    .await;
+
+    let mut config = mb.get(&syncer_configs(), None, "the-one").await.unwrap();
+    let resources = config["spec"]["namespaceScope"]["resources"]
+        .as_array_mut()
+        .unwrap();
+    resources.retain(|r| r["resource"] != "secrets");
+    mb.merge(
+        &syncer_configs(),
+        None,
+        "the-one",
+        json!({ "spec": config["spec"] }),
+    )
+    .await;
+
+    wait_gone(
+        &down,
+        &secrets(),
+        Some("app"),
+        "drop",
+        "secret removed from the config",
+    )
+    .await;
+    assert!(down.get(&configmaps(), Some("app"), "keep").await.is_some());
+    assert!(
+        mb.get(&secrets(), Some("app"), "drop").await.is_some(),
+        "upstream untouched"
+    );
+    syncer.stop().await;
+}
+
+#[tokio::test]
+async fn downstream_status_is_returned_upstream_and_never_wiped() {
+    let (up, wec, ws, mb, down) = single(&["app"]).await;
+    mb.create(&crds(), crd("Widget", "widgets")).await;
+    mb.create(&deployments(), deployment("app", "web", 2)).await;
+    mb.create(&widgets(), widget("app", "w", 1)).await;
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    wait_for(
+        &down,
+        &deployments(),
+        Some("app"),
+        "web",
+        "deployment downstream",
+        |_| true,
+    )
+    .await;
+    wait_for(&down, &widgets(), Some("app"), "w", "widget downstream", |_| true).await;
+
+    // A controller in the workload cluster reports state.
+    down.set_status(
+        &deployments(),
+        Some("app"),
+        "web",
+        json!({ "replicas": 2, "readyReplicas": 2, "availableReplicas": 2 }),
+    )
+    .await;
+    down.set_status(&widgets(), Some("app"), "w", json!({ "phase": "Running" }))
+        .await;
+    wait_for(
+        &mb,
+        &deployments(),
+        Some("app"),
+        "web",
+        "deployment status upstream",
+        |o| o["status"]["readyReplicas"] == 2,
+    )
+    .await;
+    wait_for(&mb, &widgets(), Some("app"), "w", "widget status upstream", |o| {
+        o["status"]["phase"] == "Running"
+    })
+    .await;
+
+    // A spec change upstream reaches the copy and leaves its status alone.
+    mb.merge(
+        &deployments(),
+        Some("app"),
+        "web",
+        json!({ "spec": { "replicas": 3 } }),
+    )
+    .await;
+    let copy = wait_for(
+        &down,
+        &deployments(),
+        Some("app"),
+        "web",
+        "spec update downstream",
+        |o| o["spec"]["replicas"] == 3,
+    )
+    .await;
+    assert_eq!(
+        copy["status"]["readyReplicas"], 2,
+        "downstream status kept: {copy}"
+    );
+    syncer.stop().await;
+}
+
+#[tokio::test]
+async fn custom_resources_created_downstream_are_upsynced_and_their_deletion_follows() {
+    let up = TestHub::start().await;
+    let wec = TestHub::start().await;
+    let ws = mailbox(&up, "mb").await;
+    let mb = Cluster::of(&up, Some(&ws)).await;
+    let down = Cluster::of(&wec, None).await;
+    mb.create(&crds(), crd("Report", "reports")).await;
+    down.create(&crds(), crd("Report", "reports")).await;
+    mb.create(
+        &syncer_configs(),
+        syncer_config(
+            "the-one",
+            json!({ "upsync": [{ "apiGroup": "example.com", "resources": ["reports"], "namespaces": ["*"], "names": ["*"] }] }),
+        ),
+    )
+    .await;
+    // An upstream object the syncer did not upsync, matching the upsync entry.
+    mb.create(&namespaces(), namespace("kyverno")).await;
+    mb.create(
+        &reports(),
+        json!({ "apiVersion": "example.com/v1", "kind": "Report", "metadata": { "name": "manual", "namespace": "kyverno" }, "spec": { "by": "hand" } }),
+    )
+    .await;
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    wait_ready(&syncer).await;
+
+    down.create(&namespaces(), namespace("policy")).await;
+    down.create(
+        &reports(),
+        json!({ "apiVersion": "example.com/v1", "kind": "Report", "metadata": { "name": "r1", "namespace": "policy" }, "spec": { "pass": 1 } }),
+    )
+    .await;
+    down.set_status(&reports(), Some("policy"), "r1", json!({ "summary": "ok" }))
+        .await;
+    let copy = wait_for(
+        &mb,
+        &reports(),
+        Some("policy"),
+        "r1",
+        "report upsynced with status",
+        |o| o["status"]["summary"] == "ok",
+    )
+    .await;
+    assert_eq!(annotation(&copy, UPSYNCED), Some("Report/policy/r1"));
+    assert_eq!(copy["spec"]["pass"], 1);
+
+    down.merge(&reports(), Some("policy"), "r1", json!({ "spec": { "pass": 2 } }))
+        .await;
+    wait_for(&mb, &reports(), Some("policy"), "r1", "update upsynced", |o| {
+        o["spec"]["pass"] == 2
+    })
+    .await;
+
+    down.delete(&reports(), Some("policy"), "r1").await;
+    wait_gone(&mb, &reports(), Some("policy"), "r1", "upsynced copy deleted").await;
+    assert!(
+        mb.get(&reports(), Some("kyverno"), "manual").await.is_some(),
+        "an upstream object the syncer did not upsync is never deleted"
+    );
+    syncer.stop().await;
+}
+
+#[tokio::test]
+async fn changes_made_while_the_syncer_was_down_are_caught_on_restart() {
+    let (up, wec, ws, mb, down) = single(&["app"]).await;
+    for name in ["gone", "changed", "same"] {
+        mb.create(&configmaps(), configmap("app", name, json!({ "v": "1" })))
+            .await;
+    }
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    wait_ready(&syncer).await;
+    for name in ["gone", "changed", "same"] {
+        wait_for(&down, &configmaps(), Some("app"), name, "copy", |_| true).await;
+    }
+    syncer.stop().await;
+
+    mb.delete(&configmaps(), Some("app"), "gone").await;
+    mb.merge(
+        &configmaps(),
+        Some("app"),
+        "changed",
+        json!({ "data": { "v": "2" } }),
+    )
+    .await;
+    mb.create(&configmaps(), configmap("app", "new", json!({ "v": "1" })))
+        .await;
+    let same_rv = resource_version(&down.get(&configmaps(), Some("app"), "same").await.unwrap());
+
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    wait_gone(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "gone",
+        "deletion made while down",
+    )
+    .await;
+    wait_for(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "changed",
+        "update made while down",
+        |o| o["data"]["v"] == "2",
+    )
+    .await;
+    wait_for(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "new",
+        "creation made while down",
+        |_| true,
+    )
+    .await;
+    wait_ready(&syncer).await;
+    let same = down.get(&configmaps(), Some("app"), "same").await.unwrap();
+    assert_eq!(
+        resource_version(&same),
+        same_rv,
+        "unchanged copy not rewritten on restart"
+    );
+    syncer.stop().await;
+}
+
+#[tokio::test]
+async fn pre_existing_objects_are_adopted_and_unowned_ones_left_alone() {
+    let (up, wec, ws, mb, down) = single(&["app"]).await;
+    down.create(&namespaces(), namespace("app")).await;
+    down.create(
+        &configmaps(),
+        configmap("app", "pre", json!({ "from": "cluster" })),
+    )
+    .await;
+    let bystander = down
+        .create(
+            &configmaps(),
+            configmap("app", "bystander", json!({ "mine": "yes" })),
+        )
+        .await;
+    mb.create(
+        &configmaps(),
+        configmap("app", "pre", json!({ "from": "mailbox" })),
+    )
+    .await;
+    let mut once = configmap("app", "once", json!({ "v": "1" }));
+    once["metadata"]["annotations"] = json!({ "edge.kubestellar.io/downsync-overwrite": "false" });
+    mb.create(&configmaps(), once).await;
+
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    let adopted = wait_for(&down, &configmaps(), Some("app"), "pre", "adopted", |o| {
+        o["data"]["from"] == "mailbox"
+    })
+    .await;
+    assert_eq!(label(&adopted, SYNCER_LABEL), Some("florin"));
+    let events = eventually(15, "an Adopted event", || async {
+        let list = down.list(&events(), Some("app")).await;
+        list.into_iter()
+            .find(|e| e["reason"] == "Adopted" && e["involvedObject"]["name"] == "pre")
+    })
+    .await;
+    assert!(events["message"].as_str().unwrap().contains("florin"));
+
+    // Create-only: created, then never updated or deleted.
+    wait_for(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "once",
+        "create-only copy",
+        |_| true,
+    )
+    .await;
+    mb.merge(
+        &configmaps(),
+        Some("app"),
+        "once",
+        json!({ "data": { "v": "2" } }),
+    )
+    .await;
+    mb.merge(
+        &configmaps(),
+        Some("app"),
+        "pre",
+        json!({ "data": { "from": "mailbox-2" } }),
+    )
+    .await;
+    wait_for(&down, &configmaps(), Some("app"), "pre", "later update", |o| {
+        o["data"]["from"] == "mailbox-2"
+    })
+    .await;
+    assert_eq!(
+        down.get(&configmaps(), Some("app"), "once").await.unwrap()["data"]["v"],
+        "1"
+    );
+    mb.delete(&configmaps(), Some("app"), "once").await;
+    mb.delete(&configmaps(), Some("app"), "pre").await;
+    wait_gone(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "pre",
+        "adopted copy deleted with its source",
+    )
+    .await;
+    assert!(
+        down.get(&configmaps(), Some("app"), "once").await.is_some(),
+        "create-only copy kept"
+    );
+
+    // The unowned object in a synced namespace was never touched.
+    let now = down.get(&configmaps(), Some("app"), "bystander").await.unwrap();
+    assert_eq!(resource_version(&now), resource_version(&bystander));
+    syncer.stop().await;
+}
