@@ -33,17 +33,29 @@ pub struct LocationArgs {
 const FIELD_MANAGER: &str = "ferry-ensure-location";
 
 fn edge(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", kind), plural)
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", kind),
+        plural,
+    )
 }
 
-pub async fn client(kubeconfig: Option<&std::path::Path>, context: Option<&str>) -> anyhow::Result<kube::Client> {
-    let options = kube::config::KubeConfigOptions { context: context.map(String::from), ..Default::default() };
+pub async fn client(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> anyhow::Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(String::from),
+        ..Default::default()
+    };
     let config = match kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &options).await?
         }
-        None => kube::Config::from_kubeconfig(&options).await.context("no kubeconfig: set KUBECONFIG or pass --kubeconfig")?,
+        None => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("no kubeconfig: set KUBECONFIG or pass --kubeconfig")?,
     };
     Ok(kube::Client::try_from(config)?)
 }
@@ -63,13 +75,21 @@ pub async fn ensure_edge_api(client: &kube::Client) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in ferry_api::all_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&crd))
-            .await
-            .with_context(|| format!("installing CRD {name}"))?;
+        crds.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .with_context(|| format!("installing CRD {name}"))?;
     }
     for crd in ferry_api::all_crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        let established = kube::runtime::wait::await_condition(crds.clone(), &name, kube::runtime::conditions::is_crd_established());
+        let established = kube::runtime::wait::await_condition(
+            crds.clone(),
+            &name,
+            kube::runtime::conditions::is_crd_established(),
+        );
         tokio::time::timeout(Duration::from_secs(30), established)
             .await
             .with_context(|| format!("CRD {name} did not become established"))??;
@@ -77,7 +97,11 @@ pub async fn ensure_edge_api(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn ensure_location(client: &kube::Client, name: &str, labels: &BTreeMap<String, String>) -> anyhow::Result<DynamicObject> {
+pub async fn ensure_location(
+    client: &kube::Client,
+    name: &str,
+    labels: &BTreeMap<String, String>,
+) -> anyhow::Result<DynamicObject> {
     ensure_edge_api(client).await?;
     let mut target_labels = labels.clone();
     target_labels.insert("id".into(), name.into());
@@ -95,9 +119,15 @@ pub async fn ensure_location(client: &kube::Client, name: &str, labels: &BTreeMa
     });
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let targets: Api<DynamicObject> = Api::all_with(client.clone(), &edge("SyncTarget", "synctargets"));
-    let made = targets.patch(name, &pp, &Patch::Apply(&target)).await.with_context(|| format!("applying SyncTarget {name}"))?;
+    let made = targets
+        .patch(name, &pp, &Patch::Apply(&target))
+        .await
+        .with_context(|| format!("applying SyncTarget {name}"))?;
     let locations: Api<DynamicObject> = Api::all_with(client.clone(), &edge("Location", "locations"));
-    locations.patch(name, &pp, &Patch::Apply(&location)).await.with_context(|| format!("applying Location {name}"))?;
+    locations
+        .patch(name, &pp, &Patch::Apply(&location))
+        .await
+        .with_context(|| format!("applying Location {name}"))?;
     // KubeStellar's script removes the unused Location named default.
     if name != "default" {
         match locations.delete("default", &DeleteParams::default()).await {
@@ -132,6 +162,9 @@ mod tests {
     fn labels_must_be_key_value() {
         let l = parse_labels(&["env=prod".into(), "extended=yes".into()]).unwrap();
         assert_eq!(l["extended"], "yes");
-        assert!(parse_labels(&["oops".into()]).unwrap_err().to_string().contains("key=value"));
+        assert!(parse_labels(&["oops".into()])
+            .unwrap_err()
+            .to_string()
+            .contains("key=value"));
     }
 }

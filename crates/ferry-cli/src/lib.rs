@@ -8,6 +8,7 @@ pub mod crds_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod logging;
+pub mod quickstart;
 pub mod syncer_cmd;
 pub mod syncer_gen;
 
@@ -38,6 +39,8 @@ enum Command {
     Syncer(syncer_cmd::SyncerArgs),
     /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
     Crds,
+    /// Run the whole system on this machine: a hub, two stand-in clusters, their syncers, a workload.
+    Quickstart(quickstart::QuickstartArgs),
     /// Register a workload cluster: write the manifest that installs its syncer.
     SyncerGen(syncer_gen::SyncerGenArgs),
     /// Create or update inventory objects.
@@ -52,7 +55,9 @@ enum Command {
 pub fn main(name: &'static str) -> anyhow::Result<()> {
     let cli = Cli::command().name(name).get_matches();
     let cli = Cli::from_arg_matches(&cli)?;
-    logging::init(cli.verbosity, cli.log_format);
+    // The quickstart shows progress itself; its logs stay quiet unless asked for.
+    let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity == 0;
+    logging::init(cli.verbosity, cli.log_format, quiet);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         match cli.command {
@@ -60,6 +65,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Syncer(args) => syncer_cmd::run(args).await,
             Command::Crds => crds_cmd::run(),
             Command::SyncerGen(args) => syncer_gen::run(args).await,
+            Command::Quickstart(args) => quickstart::run(args).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
         }

@@ -8,8 +8,9 @@ pub enum LogFormat {
     Json,
 }
 
-pub fn init(verbosity: u8, format: LogFormat) {
+pub fn init(verbosity: u8, format: LogFormat, quiet: bool) {
     let level = match verbosity {
+        0 if quiet => "warn",
         0 => "info",
         1 => "debug",
         _ => "trace",

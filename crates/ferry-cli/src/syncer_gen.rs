@@ -17,9 +17,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 const FIELD_MANAGER: &str = "ferry-syncer-gen";
-const SYNC_TARGET_NAME_ANNOTATION: &str = ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
-const SYNC_TARGET_UID_ANNOTATION: &str = "edge.kubestellar.io/sync-target-uid";
-const INVENTORY_CLUSTER_ANNOTATION: &str = "edge.kubestellar.io/inventory-cluster";
+use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
+use ferry_hub::controllers::mailbox::{INVENTORY_CLUSTER_ANNOTATION, SYNC_TARGET_UID_ANNOTATION};
 /// Where the Deployment mounts the upstream kubeconfig Secret.
 pub const UPSTREAM_MOUNT: &str = "/ferry/upstream";
 
@@ -61,7 +60,9 @@ pub struct SyncerGenArgs {
 /// `8760h`, `30m`, `90s`, or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration like 8760h, 30m or 90s"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 8760h, 30m or 90s"))?;
     let secs = match unit {
         "" | "s" => n,
         "m" => n * 60,
@@ -105,19 +106,33 @@ pub fn syncer_id(name: &str, uid: &str) -> String {
 
 fn pem(der: &[u8]) -> String {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> =
-        b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
-    format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
+    let lines: Vec<&str> = b64
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
 }
 
 fn workspace_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"), "workspaces")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
+        "workspaces",
+    )
 }
 
 fn with_path(config: &kube::Config, path: &str) -> anyhow::Result<kube::Client> {
     let mut c = config.clone();
     let base = config.cluster_url.to_string();
-    let root = base.split("/clusters/").next().unwrap_or(&base).trim_end_matches('/').to_string();
+    let root = base
+        .split("/clusters/")
+        .next()
+        .unwrap_or(&base)
+        .trim_end_matches('/')
+        .to_string();
     c.cluster_url = format!("{root}/clusters/{path}").parse()?;
     Ok(kube::Client::try_from(c)?)
 }
@@ -129,7 +144,11 @@ const NOT_A_MAILBOX: &str = "syncer-gen must run against a mailbox workspace: po
 /// Find and check the mailbox workspace `config` points at, for SyncTarget `name`.
 async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, String)> {
     let url = config.cluster_url.to_string();
-    let Some(path) = url.split("/clusters/").nth(1).map(|p| p.trim_end_matches('/').to_string()) else {
+    let Some(path) = url
+        .split("/clusters/")
+        .nth(1)
+        .map(|p| p.trim_end_matches('/').to_string())
+    else {
         bail!("{NOT_A_MAILBOX}; the kubeconfig's server {url} has no /clusters/<workspace> path");
     };
     let (parent, ws_name) = match path.rsplit_once(':') {
@@ -156,9 +175,16 @@ async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, S
     }
     let targets: Api<DynamicObject> = Api::all_with(
         with_path(config, inventory)?,
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncTarget"), "synctargets"),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncTarget"),
+            "synctargets",
+        ),
     );
-    match targets.get_opt(name).await.with_context(|| format!("reading SyncTarget {name}"))? {
+    match targets
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading SyncTarget {name}"))?
+    {
         Some(st) if st.metadata.uid.as_deref() == Some(uid.as_str()) => Ok((path, uid.clone())),
         _ => bail!(
             "SyncTarget {name} (uid {uid}) no longer exists in its inventory workspace; create it with \
@@ -198,15 +224,23 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
 
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": args.upstream_namespace}});
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &args.upstream_namespace);
-    sas.patch(&id, &pp, &Patch::Apply(&sa)).await.with_context(|| format!("applying ServiceAccount {id}"))?;
+    sas.patch(&id, &pp, &Patch::Apply(&sa))
+        .await
+        .with_context(|| format!("applying ServiceAccount {id}"))?;
     let rbac = |kind: &str, plural: &str| {
         Api::<DynamicObject>::all_with(
             client.clone(),
-            &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind), plural),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+                plural,
+            ),
         )
     };
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": upstream_rules()});
-    rbac("ClusterRole", "clusterroles").patch(&id, &pp, &Patch::Apply(&role)).await.context("applying the syncer's ClusterRole")?;
+    rbac("ClusterRole", "clusterroles")
+        .patch(&id, &pp, &Patch::Apply(&role))
+        .await
+        .context("applying the syncer's ClusterRole")?;
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
@@ -230,7 +264,12 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         .filter(|t| !t.is_empty())
         .ok_or_else(|| anyhow::anyhow!("the hub returned an empty token for ServiceAccount {id}"))?;
 
-    let ca = config.root_cert.as_ref().and_then(|certs| certs.first()).map(|der| pem(der)).unwrap_or_default();
+    let ca = config
+        .root_cert
+        .as_ref()
+        .and_then(|certs| certs.first())
+        .map(|der| pem(der))
+        .unwrap_or_default();
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     let upstream_kubeconfig = ferry_hub::kubeconfig::kubeconfig(
         "upstream",
@@ -253,7 +292,14 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
 }
 
 /// The objects that install the syncer on a workload cluster.
-fn manifest(id: &str, ns: &str, name: &str, uid: &str, kubeconfig: &str, args: &SyncerGenArgs) -> anyhow::Result<String> {
+fn manifest(
+    id: &str,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    kubeconfig: &str,
+    args: &SyncerGenArgs,
+) -> anyhow::Result<String> {
     let labels = json!({"app.kubernetes.io/name": "ferry-syncer", "ferry.dev/sync-target": name});
     let objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}),
@@ -265,36 +311,36 @@ fn manifest(id: &str, ns: &str, name: &str, uid: &str, kubeconfig: &str, args: &
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": id, "namespace": ns},
                "type": "Opaque", "stringData": {"kubeconfig": kubeconfig}}),
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": id, "namespace": ns, "labels": labels},
-               "spec": {
-                   "replicas": args.replicas,
-                   "strategy": {"type": "Recreate"},
-                   "selector": {"matchLabels": {"app": id}},
-                   "template": {
-                       "metadata": {"labels": {"app": id}},
-                       "spec": {
-                           "serviceAccountName": id,
-                           "containers": [{
-                               "name": "ferry-syncer",
-                               "image": args.syncer_image,
-                               "args": [
-                                   "syncer",
-                                   format!("--from-kubeconfig={UPSTREAM_MOUNT}/kubeconfig"),
-                                   format!("--sync-target-name={name}"),
-                                   format!("--sync-target-uid={uid}"),
-                                   format!("--qps={}", args.qps),
-                                   format!("--burst={}", args.burst),
-                                   "--health-address=0.0.0.0:8080".to_string(),
-                               ],
-                               "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
-                               "ports": [{"name": "health", "containerPort": 8080}],
-                               "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}},
-                               "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}},
-                               "volumeMounts": [{"name": "upstream", "mountPath": UPSTREAM_MOUNT, "readOnly": true}],
-                           }],
-                           "volumes": [{"name": "upstream", "secret": {"secretName": id}}],
-                       },
-                   },
-               }}),
+        "spec": {
+            "replicas": args.replicas,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {"app": id}},
+            "template": {
+                "metadata": {"labels": {"app": id}},
+                "spec": {
+                    "serviceAccountName": id,
+                    "containers": [{
+                        "name": "ferry-syncer",
+                        "image": args.syncer_image,
+                        "args": [
+                            "syncer",
+                            format!("--from-kubeconfig={UPSTREAM_MOUNT}/kubeconfig"),
+                            format!("--sync-target-name={name}"),
+                            format!("--sync-target-uid={uid}"),
+                            format!("--qps={}", args.qps),
+                            format!("--burst={}", args.burst),
+                            "--health-address=0.0.0.0:8080".to_string(),
+                        ],
+                        "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                        "ports": [{"name": "health", "containerPort": 8080}],
+                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}},
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}},
+                        "volumeMounts": [{"name": "upstream", "mountPath": UPSTREAM_MOUNT, "readOnly": true}],
+                    }],
+                    "volumes": [{"name": "upstream", "secret": {"secretName": id}}],
+                },
+            },
+        }}),
     ];
     let mut out = String::new();
     for o in objects {
@@ -305,13 +351,19 @@ fn manifest(id: &str, ns: &str, name: &str, uid: &str, kubeconfig: &str, args: &
 }
 
 pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
-    let options = kube::config::KubeConfigOptions { context: args.context.clone(), ..Default::default() };
+    let options = kube::config::KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
     let config = match &args.kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(kc, &options).await?
         }
-        None => kube::Config::from_kubeconfig(&options).await.context("no kubeconfig: set KUBECONFIG or pass --kubeconfig")?,
+        None => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("no kubeconfig: set KUBECONFIG or pass --kubeconfig")?,
     };
     let reg = generate(&config, &args).await?;
     if args.output_file.as_os_str() == "-" {
@@ -324,7 +376,11 @@ pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
     eprintln!("Created in {}: ServiceAccount {}/{id}, ClusterRole {id}, ClusterRoleBinding {id}, and a token for them.", reg.workspace, args.upstream_namespace, id = reg.syncer_id);
     eprintln!("Wrote the syncer manifest to {out}. Next, on the workload cluster:");
     eprintln!("  kubectl apply -f {out}");
-    eprintln!("  kubectl -n {} rollout status deployment/{}", args.namespace.clone().unwrap_or(reg.syncer_id.clone()), reg.syncer_id);
+    eprintln!(
+        "  kubectl -n {} rollout status deployment/{}",
+        args.namespace.clone().unwrap_or(reg.syncer_id.clone()),
+        reg.syncer_id
+    );
     Ok(())
 }
 
@@ -353,7 +409,9 @@ mod tests {
         for rules in [upstream_rules(), downstream_rules()] {
             for rule in rules.as_array().unwrap() {
                 let verbs = rule["verbs"].as_array().unwrap();
-                assert!(!verbs.iter().any(|v| v == "*" || v == "escalate" || v == "bind" || v == "impersonate"));
+                assert!(!verbs
+                    .iter()
+                    .any(|v| v == "*" || v == "escalate" || v == "bind" || v == "impersonate"));
             }
         }
     }

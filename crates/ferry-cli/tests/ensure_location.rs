@@ -13,7 +13,12 @@ use serde_json::json;
 
 async fn client(path: &std::path::Path) -> kube::Client {
     let kc = Kubeconfig::read_from(path).unwrap();
-    kube::Client::try_from(kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.unwrap()).unwrap()
+    kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -25,8 +30,14 @@ async fn ensure_location_creates_sync_target_location_and_mailbox() {
     let hub = TestHub::start().await;
     let root = client(hub.kubeconfig()).await;
     let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
-    let ws: DynamicObject = serde_json::from_value(json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}})).unwrap();
-    let imw = Api::<DynamicObject>::all_with(root.clone(), &workspaces).create(&PostParams::default(), &ws).await.unwrap();
+    let ws: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}}),
+    )
+    .unwrap();
+    let imw = Api::<DynamicObject>::all_with(root.clone(), &workspaces)
+        .create(&PostParams::default(), &ws)
+        .await
+        .unwrap();
     let imw_cluster = imw.data["spec"]["cluster"].as_str().unwrap().to_string();
     let imw_kubeconfig = hub.data_dir().join("imw1.kubeconfig");
     let text = kubeconfig(
@@ -40,35 +51,73 @@ async fn ensure_location_creates_sync_target_location_and_mailbox() {
     std::fs::write(&imw_kubeconfig, text).unwrap();
 
     let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["ensure", "location", "guilder", "loc-name=guilder", "env=prod", "extended=yes", "--kubeconfig"])
+        .args([
+            "ensure",
+            "location",
+            "guilder",
+            "loc-name=guilder",
+            "env=prod",
+            "extended=yes",
+            "--kubeconfig",
+        ])
         .arg(&imw_kubeconfig)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Running it twice is fine (ensure, not create).
     let again = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["ensure", "location", "guilder", "loc-name=guilder", "env=prod", "extended=yes", "--kubeconfig"])
+        .args([
+            "ensure",
+            "location",
+            "guilder",
+            "loc-name=guilder",
+            "env=prod",
+            "extended=yes",
+            "--kubeconfig",
+        ])
         .arg(&imw_kubeconfig)
         .output()
         .unwrap();
-    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
 
     let inv = client(&imw_kubeconfig).await;
-    let st = Api::<DynamicObject>::all_with(inv.clone(), &ar("edge.kubestellar.io", "v2alpha1", "SyncTarget", "synctargets"))
-        .get("guilder")
-        .await
-        .unwrap();
+    let st = Api::<DynamicObject>::all_with(
+        inv.clone(),
+        &ar("edge.kubestellar.io", "v2alpha1", "SyncTarget", "synctargets"),
+    )
+    .get("guilder")
+    .await
+    .unwrap();
     let labels = st.metadata.labels.clone().unwrap();
-    assert_eq!((labels["id"].as_str(), labels["extended"].as_str()), ("guilder", "yes"));
-    let loc = Api::<DynamicObject>::all_with(inv, &ar("edge.kubestellar.io", "v2alpha1", "Location", "locations")).get("guilder").await.unwrap();
-    assert_eq!(loc.data["spec"]["instanceSelector"]["matchLabels"]["id"], "guilder");
+    assert_eq!(
+        (labels["id"].as_str(), labels["extended"].as_str()),
+        ("guilder", "yes")
+    );
+    let loc = Api::<DynamicObject>::all_with(
+        inv,
+        &ar("edge.kubestellar.io", "v2alpha1", "Location", "locations"),
+    )
+    .get("guilder")
+    .await
+    .unwrap();
+    assert_eq!(
+        loc.data["spec"]["instanceSelector"]["matchLabels"]["id"],
+        "guilder"
+    );
     assert_eq!(loc.data["spec"]["resource"]["resource"], "synctargets");
 
     let mailbox = format!("{imw_cluster}-mb-{}", st.metadata.uid.unwrap());
     let all_ws = Api::<DynamicObject>::all_with(root, &workspaces);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while all_ws.get_opt(&mailbox).await.unwrap().is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "mailbox workspace {mailbox} never appeared");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "mailbox workspace {mailbox} never appeared"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -1,0 +1,567 @@
+//! `ferry quickstart`: the whole system on one machine. A hub, two hubs
+//! standing in for the clusters `florin` and `guilder`, inventory and mailbox
+//! workspaces, registration with syncer-gen, a syncer per cluster started
+//! from the kubeconfig in the applied Secret (as its pod would be), the seed's
+//! example workload, and reported state flowing back.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use ferry_hub::server::{start, HubOptions, RunningHub};
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{watcher, WatchStreamExt};
+use serde_json::{json, Value};
+
+use crate::syncer_gen::{self, parse_duration, SyncerGenArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct QuickstartArgs {
+    /// Where the hubs keep their state; re-running reuses it.
+    #[arg(long, default_value = "./ferry-quickstart")]
+    pub dir: PathBuf,
+    /// Run once: exit 0 when everything landed, non-zero if not within --timeout.
+    #[arg(long)]
+    pub exit: bool,
+    /// How long to wait for everything to land.
+    #[arg(long, default_value = "180s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Image named in the generated syncer manifests (the syncers here run in-process).
+    #[arg(long, default_value = "ferry:dev")]
+    pub syncer_image: String,
+}
+
+/// The two workload clusters of the KubeStellar walkthrough and their labels.
+const CLUSTERS: &[(&str, &[(&str, &str)])] = &[
+    ("florin", &[("loc-name", "florin"), ("env", "prod")]),
+    (
+        "guilder",
+        &[("loc-name", "guilder"), ("env", "prod"), ("extended", "yes")],
+    ),
+];
+
+const FIELD_MANAGER: &str = "ferry-quickstart";
+
+/// One object the quickstart expects on a cluster.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    pub cluster: String,
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl Expected {
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// The seed's example workload: a namespace with a ConfigMap and a Deployment
+/// for both clusters, and a second Deployment (in its own namespace) for
+/// guilder only.
+pub fn workload(cluster: &str) -> Vec<Value> {
+    let deployment = |ns: &str, name: &str, port: i32| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{
+                        "name": "httpd", "image": "library/httpd:2.4",
+                        "ports": [{"name": "http", "containerPort": 80, "hostPort": port, "protocol": "TCP"}],
+                        "volumeMounts": [{"name": "htdocs", "readOnly": true, "mountPath": "/usr/local/apache2/htdocs"}],
+                    }],
+                    "volumes": [{"name": "htdocs", "configMap": {"name": "httpd-htdocs", "optional": false}}]},
+                },
+            },
+        })
+    };
+    let configmap = |ns: &str, text: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "httpd-htdocs", "namespace": ns},
+               "data": {"index.html": format!("<!DOCTYPE html><html><body>{text}</body></html>")}})
+    };
+    let ns = |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    let mut objects = vec![
+        ns("commonstuff"),
+        configmap("commonstuff", "This is a common web site."),
+        deployment("commonstuff", "commond", 8081),
+    ];
+    if cluster == "guilder" {
+        objects.push(ns("specialstuff"));
+        objects.push(configmap("specialstuff", "This is a special web site."));
+        objects.push(deployment("specialstuff", "speciald", 8082));
+    }
+    objects
+}
+
+/// The SyncerConfig that sends the workload to `cluster`.
+pub fn syncer_config(cluster: &str) -> Value {
+    let mut namespaces = vec!["commonstuff"];
+    if cluster == "guilder" {
+        namespaces.push("specialstuff");
+    }
+    json!({
+        "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig",
+        "metadata": {"name": "the-one"},
+        "spec": {
+            "namespaceScope": {
+                "namespaces": namespaces,
+                "resources": [
+                    {"group": "", "resource": "configmaps", "apiVersion": "v1"},
+                    {"group": "apps", "resource": "deployments", "apiVersion": "v1"},
+                ],
+            },
+            "clusterScope": [{"group": "", "resource": "namespaces", "apiVersion": "v1", "objects": namespaces}],
+        },
+    })
+}
+
+pub fn expected(cluster: &str) -> Vec<Expected> {
+    workload(cluster)
+        .iter()
+        .map(|o| Expected {
+            cluster: cluster.to_string(),
+            kind: match o["kind"].as_str() {
+                Some("Namespace") => "Namespace",
+                Some("ConfigMap") => "ConfigMap",
+                _ => "Deployment",
+            },
+            namespace: o
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(String::from),
+            name: o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect()
+}
+
+fn gvk_resource(kind: &str) -> ApiResource {
+    match kind {
+        "Namespace" => {
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Namespace"), "namespaces")
+        }
+        "ConfigMap" => {
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "ConfigMap"), "configmaps")
+        }
+        _ => ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        ),
+    }
+}
+
+async fn admin_config(hub: &RunningHub, workspace: &str) -> anyhow::Result<kube::Config> {
+    let kc = Kubeconfig::read_from(&hub.kubeconfig_path)?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    config.cluster_url = format!("{}/clusters/{workspace}", hub.url).parse()?;
+    Ok(config)
+}
+
+/// Server-side apply every object of a multi-document manifest, resolving
+/// each kind through discovery, as `kubectl apply --server-side` does.
+pub async fn apply_manifest(client: &kube::Client, manifest: &str) -> anyhow::Result<()> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(manifest).context("parsing the manifest")?;
+    for doc in docs.into_iter().filter(|d| d.is_object()) {
+        apply_object(client, &doc).await?;
+    }
+    Ok(())
+}
+
+pub async fn apply_object(client: &kube::Client, doc: &Value) -> anyhow::Result<DynamicObject> {
+    let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .with_context(|| format!("{kind} is not served"))?;
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+    let api: Api<DynamicObject> = match (
+        caps.scope,
+        doc.pointer("/metadata/namespace").and_then(Value::as_str),
+    ) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
+        _ => Api::all_with(client.clone(), &ar),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(doc),
+    )
+    .await
+    .with_context(|| format!("applying {kind} {name}"))
+}
+
+/// The kubelet the stand-in clusters do not have: mark every Deployment's
+/// replicas ready and available, as a real cluster would once pods run.
+fn simulate_kubelet(client: kube::Client) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: Api<Deployment> = Api::all(client.clone());
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(event) = events.next().await {
+            let Ok(d) = event else { continue };
+            let (Some(name), Some(ns)) = (d.metadata.name.clone(), d.metadata.namespace.clone()) else {
+                continue;
+            };
+            let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let status = d.status.clone().unwrap_or_default();
+            let generation = d.metadata.generation.unwrap_or(0);
+            if status.available_replicas == Some(replicas) && status.observed_generation == Some(generation) {
+                continue;
+            }
+            let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+            let patch = json!({"status": {
+                "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+                "readyReplicas": replicas, "availableReplicas": replicas,
+                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                                "message": "Deployment has minimum availability.", "lastUpdateTime": now, "lastTransitionTime": now}],
+            }});
+            let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                tracing::debug!(deployment = %name, "marking available failed: {e}");
+            }
+        }
+    })
+}
+
+/// A cluster registered and syncing.
+struct Registered {
+    name: String,
+    mailbox: String,
+    cluster_hub: RunningHub,
+    syncer: ferry_syncer::RunningSyncer,
+    kubelet: tokio::task::JoinHandle<()>,
+}
+
+/// One row of the closing table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub cluster: String,
+    pub object: String,
+    pub synced: bool,
+    pub reported: String,
+}
+
+fn progress(quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("valid template"));
+    pb.enable_steady_tick(Duration::from_millis(120));
+    pb
+}
+
+pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
+    let pb = progress(false);
+    let result = tokio::time::timeout(args.timeout, quickstart(&args, &pb)).await;
+    pb.finish_and_clear();
+    let (rows, hub, registered) = match result {
+        Ok(r) => r?,
+        Err(_) => bail!(
+            "the quickstart did not finish within {:?}; run with -v 1 to see what it waits for",
+            args.timeout
+        ),
+    };
+    print_table(&rows);
+    let dir = args.dir.display();
+    println!("\nLook around:");
+    println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig          # the hub (workspaces: kubectl get workspaces)");
+    for r in &registered {
+        println!(
+            "  kubectl --server {}/clusters/root:{} get syncerconfigs,deployments -A   # {}'s mailbox",
+            hub.url, r.mailbox, r.name
+        );
+    }
+    for r in &registered {
+        println!(
+            "  KUBECONFIG={dir}/{}/admin.kubeconfig kubectl get deployments -A   # the {} cluster",
+            r.name, r.name
+        );
+    }
+    let all_landed = rows.iter().all(|r| r.synced && r.reported != "pending");
+    if !args.exit {
+        println!("\nSyncing until Ctrl-C.");
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    for r in registered {
+        r.kubelet.abort();
+        r.syncer.stop().await;
+        r.cluster_hub.stop().await;
+    }
+    hub.stop().await;
+    if args.exit && !all_landed {
+        bail!("not everything landed; see the table above");
+    }
+    Ok(())
+}
+
+async fn quickstart(
+    args: &QuickstartArgs,
+    pb: &ProgressBar,
+) -> anyhow::Result<(Vec<Row>, RunningHub, Vec<Registered>)> {
+    pb.set_message("starting the hub and the stand-in clusters florin and guilder");
+    let mut opts = HubOptions::new(args.dir.join("hub"));
+    opts.listen = "127.0.0.1:0".parse()?;
+    let hub = start(opts).await.context("starting the hub")?;
+    let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
+
+    pb.set_message("creating the inventory workspace root:imw1");
+    let workspaces: Api<DynamicObject> = Api::all_with(
+        root.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
+            "workspaces",
+        ),
+    );
+    let imw = apply_object(
+        &root,
+        &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}}),
+    )
+    .await?;
+    let imw_cluster = imw.data["spec"]["cluster"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let imw_client = kube::Client::try_from(admin_config(&hub, "root:imw1").await?)?;
+
+    let mut registered = Vec::new();
+    for (name, labels) in CLUSTERS {
+        pb.set_message(format!("{name}: SyncTarget and Location in root:imw1"));
+        let labels: BTreeMap<String, String> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let target = crate::ensure_cmd::ensure_location(&imw_client, name, &labels).await?;
+        let uid = target.metadata.uid.clone().unwrap_or_default();
+        let mailbox = ferry_hub::controllers::mailbox::mailbox_name(&imw_cluster, &uid);
+        pb.set_message(format!("{name}: waiting for the mailbox workspace {mailbox}"));
+        while workspaces
+            .get_opt(&mailbox)
+            .await?
+            .is_none_or(|w| w.data["status"]["phase"] != "Ready")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        registered.push(register(args, pb, &hub, name, &mailbox).await?);
+    }
+
+    for r in &registered {
+        pb.set_message(format!(
+            "{}: writing the workload and its SyncerConfig into the mailbox",
+            r.name
+        ));
+        let client = kube::Client::try_from(admin_config(&hub, &format!("root:{}", r.mailbox)).await?)?;
+        wait_for_syncer_config_api(&client).await?;
+        for object in workload(&r.name) {
+            apply_object(&client, &object).await?;
+        }
+        apply_object(&client, &syncer_config(&r.name)).await?;
+    }
+
+    loop {
+        let rows = table(&hub, &registered).await?;
+        let landed = rows
+            .iter()
+            .filter(|r| r.synced && r.reported != "pending")
+            .count();
+        pb.set_message(format!(
+            "syncing: {landed}/{} objects landed with their reported state",
+            rows.len()
+        ));
+        if landed == rows.len() {
+            return Ok((rows, hub, registered));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn wait_for_syncer_config_api(client: &kube::Client) -> anyhow::Result<()> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
+        "syncerconfigs",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    while api.list(&Default::default()).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// syncer-gen against the mailbox, apply its manifest to the stand-in cluster,
+/// and start the syncer the way its pod would start.
+async fn register(
+    args: &QuickstartArgs,
+    pb: &ProgressBar,
+    hub: &RunningHub,
+    name: &str,
+    mailbox: &str,
+) -> anyhow::Result<Registered> {
+    let mut opts = HubOptions::new(args.dir.join(name));
+    opts.listen = "127.0.0.1:0".parse()?;
+    opts.mailbox_controller = false;
+    let cluster_hub = start(opts)
+        .await
+        .with_context(|| format!("starting the {name} stand-in cluster"))?;
+    let cluster_admin = kube::Client::try_from(admin_config(&cluster_hub, "root").await?)?;
+    let kubelet = simulate_kubelet(cluster_admin.clone());
+
+    pb.set_message(format!("{name}: syncer-gen against root:{mailbox}"));
+    let gen_args = SyncerGenArgs {
+        name: name.to_string(),
+        syncer_image: args.syncer_image.clone(),
+        output_file: args.dir.join(format!("{name}-syncer.yaml")),
+        upstream_namespace: "default".into(),
+        namespace: None,
+        lifetime: Duration::from_secs(8760 * 3600),
+        replicas: 1,
+        qps: 30.0,
+        burst: 20,
+        kubeconfig: None,
+        context: None,
+    };
+    let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
+    std::fs::write(&gen_args.output_file, &reg.manifest)?;
+
+    pb.set_message(format!(
+        "{name}: kubectl apply -f {}",
+        gen_args.output_file.display()
+    ));
+    apply_manifest(&cluster_admin, &reg.manifest).await?;
+
+    // What the pod gets: the upstream kubeconfig from the mounted Secret, and
+    // an in-cluster token for its ServiceAccount.
+    let secret = Api::<Secret>::namespaced(cluster_admin.clone(), &reg.syncer_id)
+        .get(&reg.syncer_id)
+        .await?;
+    let kubeconfig = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("kubeconfig"))
+        .map(|b| String::from_utf8_lossy(&b.0).to_string())
+        .context("the applied Secret has no kubeconfig key")?;
+    let upstream = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::from_yaml(&kubeconfig)?,
+        &KubeConfigOptions::default(),
+    )
+    .await?;
+    let downstream = in_cluster_config(&cluster_hub, &cluster_admin, &reg.syncer_id).await?;
+
+    pb.set_message(format!("{name}: starting its syncer"));
+    let mut syncer_opts = ferry_syncer::SyncerOptions::new(upstream, downstream, name);
+    syncer_opts.sync_target_uid = Some(reg.sync_target_uid.clone());
+    syncer_opts.heartbeat_period = Duration::from_secs(5);
+    let syncer = ferry_syncer::start(syncer_opts).await?;
+    Ok(Registered {
+        name: name.to_string(),
+        mailbox: mailbox.to_string(),
+        cluster_hub,
+        syncer,
+        kubelet,
+    })
+}
+
+/// The configuration a pod running as ServiceAccount `id` (namespace `id`)
+/// would get in-cluster: the cluster's CA and a token for that ServiceAccount.
+async fn in_cluster_config(
+    cluster: &RunningHub,
+    admin: &kube::Client,
+    id: &str,
+) -> anyhow::Result<kube::Config> {
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 86400}}))?;
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), id)
+        .create_token_request(id, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("requesting an in-cluster token for ServiceAccount {id}"))?
+        .status
+        .map(|s| s.token)
+        .unwrap_or_default();
+    let text = ferry_hub::kubeconfig::kubeconfig(
+        "in-cluster",
+        &format!("{}/clusters/root", cluster.url),
+        &cluster.ca_pem,
+        ferry_hub::kubeconfig::AuthInfo::Token(token),
+        "in-cluster",
+        None,
+    );
+    Ok(
+        kube::Config::from_custom_kubeconfig(Kubeconfig::from_yaml(&text)?, &KubeConfigOptions::default())
+            .await?,
+    )
+}
+
+async fn table(hub: &RunningHub, registered: &[Registered]) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for r in registered {
+        let down = kube::Client::try_from(admin_config(&r.cluster_hub, "root").await?)?;
+        let up = kube::Client::try_from(admin_config(hub, &format!("root:{}", r.mailbox)).await?)?;
+        for e in expected(&r.name) {
+            let ar = gvk_resource(e.kind);
+            let api = |c: &kube::Client| match &e.namespace {
+                Some(ns) => Api::<DynamicObject>::namespaced_with(c.clone(), ns, &ar),
+                None => Api::<DynamicObject>::all_with(c.clone(), &ar),
+            };
+            let synced = api(&down).get_opt(&e.name).await?.is_some();
+            let reported = if e.kind == "Deployment" {
+                match api(&up).get_opt(&e.name).await? {
+                    Some(d) => match (
+                        d.data.pointer("/status/availableReplicas"),
+                        d.data.pointer("/spec/replicas"),
+                    ) {
+                        (Some(a), Some(w)) if a == w => format!("{a}/{w} available"),
+                        _ => "pending".to_string(),
+                    },
+                    None => "pending".to_string(),
+                }
+            } else {
+                "-".to_string()
+            };
+            rows.push(Row {
+                cluster: e.cluster.clone(),
+                object: e.describe(),
+                synced,
+                reported,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+fn print_table(rows: &[Row]) {
+    let w = rows.iter().map(|r| r.object.len()).max().unwrap_or(6).max(6);
+    println!(
+        "{:<8}  {:<w$}  {:<6}  REPORTED STATUS",
+        "CLUSTER", "OBJECT", "SYNCED"
+    );
+    for r in rows {
+        println!(
+            "{:<8}  {:<w$}  {:<6}  {}",
+            r.cluster,
+            r.object,
+            if r.synced { "yes" } else { "no" },
+            r.reported
+        );
+    }
+}

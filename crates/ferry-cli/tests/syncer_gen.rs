@@ -1,0 +1,223 @@
+//! Registration: syncer-gen against a mailbox workspace, its manifest applied
+//! with kubectl to a stand-in cluster, a syncer started from the applied
+//! Secret's kubeconfig; and the token it minted is confined to that mailbox.
+
+use std::process::Command;
+use std::time::Duration;
+
+use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
+use ferry_hub::testing::TestHub;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+
+async fn client_at(hub: &TestHub, workspace: &str) -> kube::Client {
+    let kc = Kubeconfig::read_from(hub.kubeconfig()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    config.cluster_url = format!("{}/clusters/{workspace}", hub.url()).parse().unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+fn write_kubeconfig(hub: &TestHub, workspace: &str, file: &str) -> std::path::PathBuf {
+    let path = hub.data_dir().join(file);
+    let text = kubeconfig(
+        "hub",
+        &format!("{}/clusters/{workspace}", hub.url()),
+        &hub.running.ca_pem,
+        AuthInfo::Token(hub.running.admin_token.clone()),
+        "hub",
+        None,
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn ferry(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .unwrap()
+}
+
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut f: impl FnMut() -> F,
+) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
+    let hub = TestHub::start().await;
+    let root = client_at(&hub, "root").await;
+    let ws_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
+        "workspaces",
+    );
+    let workspaces: Api<DynamicObject> = Api::all_with(root.clone(), &ws_ar);
+    let imw =
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}});
+    workspaces
+        .patch("imw1", &PatchParams::apply("test"), &Patch::Apply(&imw))
+        .await
+        .unwrap();
+    let imw_kc = write_kubeconfig(&hub, "root:imw1", "imw1.kubeconfig");
+
+    // Outside a mailbox workspace: an immediate, clear failure.
+    let out = ferry(
+        &["syncer-gen", "florin", "--syncer-image", "ferry:dev", "-o", "-"],
+        &imw_kc,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mailbox workspace"), "{err}");
+
+    let out = ferry(
+        &["ensure", "location", "florin", "loc-name=florin", "env=prod"],
+        &imw_kc,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mailbox = eventually("the mailbox workspace", || {
+        let workspaces = workspaces.clone();
+        async move {
+            workspaces
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find_map(|w| {
+                    let ann = w.metadata.annotations.clone().unwrap_or_default();
+                    (ann.get("edge.kubestellar.io/sync-target-name")
+                        .map(String::as_str)
+                        == Some("florin")
+                        && w.data["status"]["phase"] == "Ready")
+                        .then(|| w.metadata.name.clone().unwrap())
+                })
+        }
+    })
+    .await;
+    let mb_kc = write_kubeconfig(&hub, &format!("root:{mailbox}"), "mailbox.kubeconfig");
+    let manifest = hub.data_dir().join("florin-syncer.yaml");
+    let out = ferry(
+        &[
+            "syncer-gen",
+            "florin",
+            "--syncer-image",
+            "ferry:dev",
+            "-o",
+            manifest.to_str().unwrap(),
+        ],
+        &mb_kc,
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("kubectl apply -f"),
+        "prints the next commands: {said}"
+    );
+    // Wrong SyncTarget name for this mailbox: says which one it belongs to.
+    let out = ferry(
+        &["syncer-gen", "guilder", "--syncer-image", "ferry:dev", "-o", "-"],
+        &mb_kc,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("florin"));
+
+    // The stand-in cluster: kubectl apply -f the manifest.
+    let florin = TestHub::start().await;
+    let applied = florin.kubectl(&["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    // The syncer, configured as its pod would be.
+    let fc = client_at(&florin, "root").await;
+    let secrets = Api::<Secret>::all(fc.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let secret = secrets
+        .items
+        .iter()
+        .find(|s| s.data.as_ref().is_some_and(|d| d.contains_key("kubeconfig")))
+        .expect("the kubeconfig Secret");
+    let upstream_text = String::from_utf8(secret.data.as_ref().unwrap()["kubeconfig"].0.clone()).unwrap();
+    let upstream = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::from_yaml(&upstream_text).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        upstream.cluster_url.to_string().contains(&mailbox),
+        "the upstream URL includes the workspace path"
+    );
+    let down_kc = Kubeconfig::read_from(florin.kubeconfig()).unwrap();
+    let downstream = kube::Config::from_custom_kubeconfig(down_kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+
+    // That token reaches its mailbox, and nothing else.
+    let token_client = kube::Client::try_from(upstream.clone()).unwrap();
+    Api::<ConfigMap>::namespaced(token_client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    for other in ["root", "root:imw1", "*"] {
+        let mut c = upstream.clone();
+        let base = hub.url().to_string();
+        c.cluster_url = format!("{base}/clusters/{other}").parse().unwrap();
+        let api: Api<ConfigMap> = Api::all(kube::Client::try_from(c).unwrap());
+        match api.list(&ListParams::default()).await {
+            Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{other}: {}", e.message),
+            other_result => panic!("the mailbox token must get 403 in {other}, got {other_result:?}"),
+        }
+    }
+
+    let mut opts = ferry_syncer::SyncerOptions::new(upstream, downstream, "florin");
+    opts.heartbeat_period = Duration::from_secs(1);
+    let syncer = ferry_syncer::start(opts).await.unwrap();
+
+    let mb = client_at(&hub, &format!("root:{mailbox}")).await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hello", "namespace": "default"}, "data": {"k": "v"}});
+    Api::<ConfigMap>::namespaced(mb.clone(), "default")
+        .patch("hello", &PatchParams::apply("test"), &Patch::Apply(&cm))
+        .await
+        .unwrap();
+    let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
+        "spec": {"namespaceScope": {"namespaces": ["default"], "resources": [{"group": "", "resource": "configmaps", "apiVersion": "v1"}]}}});
+    let sc_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
+        "syncerconfigs",
+    );
+    Api::<DynamicObject>::all_with(mb.clone(), &sc_ar)
+        .patch("the-one", &PatchParams::apply("test"), &Patch::Apply(&config))
+        .await
+        .unwrap();
+
+    let landed = Api::<ConfigMap>::namespaced(fc.clone(), "default");
+    eventually("the ConfigMap on florin", || {
+        let landed = landed.clone();
+        async move { landed.get_opt("hello").await.ok().flatten() }
+    })
+    .await;
+    syncer.stop().await;
+}
