@@ -783,3 +783,63 @@ async fn bad_input_gets_clear_client_errors() {
     // The hub is still fine.
     assert_eq!(send("GET", cms, vec![]).await, 200);
 }
+
+#[tokio::test]
+async fn deletecollection_removes_only_what_the_selector_matches() {
+    let hub = TestHub::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
+    for (name, app) in [("d1", "x"), ("d2", "x"), ("keep", "y")] {
+        let mut c = cm(name, &[]);
+        c.metadata.labels = Some(BTreeMap::from([("app".to_string(), app.to_string())]));
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    api.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x"))
+        .await
+        .unwrap();
+    let left: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(left, ["keep"]);
+}
+
+#[tokio::test]
+async fn watch_sends_bookmarks_and_ends_at_timeout_seconds() {
+    let hub = TestHub::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
+    api.create(&PostParams::default(), &cm("b", &[])).await.unwrap();
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let started = std::time::Instant::now();
+    let wp = WatchParams::default().timeout(7); // bookmarks are on by default in kube-rs
+    let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
+    let mut bookmarks = 0;
+    while let Some(event) = tokio::time::timeout(std::time::Duration::from_secs(20), stream.try_next())
+        .await
+        .expect("the watch ends by itself at timeoutSeconds")
+        .unwrap()
+    {
+        if let WatchEvent::Bookmark(b) = event {
+            assert_eq!(
+                b.metadata.resource_version, rv,
+                "a quiet watch's bookmark carries its version"
+            );
+            bookmarks += 1;
+        }
+    }
+    let lasted = started.elapsed().as_secs_f64();
+    assert!(bookmarks >= 1, "no bookmark in {lasted:.1}s");
+    assert!(
+        (6.0..15.0).contains(&lasted),
+        "the watch lasted {lasted:.1}s, asked for 7s"
+    );
+}
