@@ -5,21 +5,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
-use ferry_hub::testing::TestHub;
+use ferry_hub::testing::{client_from, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
-
-async fn client(path: &std::path::Path) -> kube::Client {
-    let kc = Kubeconfig::read_from(path).unwrap();
-    kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .unwrap(),
-    )
-    .unwrap()
-}
 
 fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
@@ -28,7 +17,7 @@ fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 #[tokio::test(flavor = "multi_thread")]
 async fn ensure_location_creates_sync_target_location_and_mailbox() {
     let hub = TestHub::start().await;
-    let root = client(hub.kubeconfig()).await;
+    let root = client_from(hub.kubeconfig(), None).await;
     let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
     let ws: DynamicObject = serde_json::from_value(
         json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}}),
@@ -84,7 +73,7 @@ async fn ensure_location_creates_sync_target_location_and_mailbox() {
         String::from_utf8_lossy(&again.stderr)
     );
 
-    let inv = client(&imw_kubeconfig).await;
+    let inv = client_from(&imw_kubeconfig, None).await;
     let st = Api::<DynamicObject>::all_with(
         inv.clone(),
         &ar("edge.kubestellar.io", "v2alpha1", "SyncTarget", "synctargets"),

@@ -4,18 +4,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use ferry_hub::testing::HubProcess;
+use ferry_hub::testing::{client_from, HubProcess};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-
-async fn client(kubeconfig: &Path) -> kube::Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
 
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
@@ -26,7 +17,7 @@ async fn acknowledged_writes_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_ferry"));
     let mut hub = HubProcess::spawn(bin, dir.path(), &[]).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(client(&hub.kubeconfig).await, "default");
+    let api: Api<ConfigMap> = Api::namespaced(client_from(&hub.kubeconfig, None).await, "default");
 
     let acked = Arc::new(Mutex::new(BTreeSet::<String>::new()));
     let max_rv = Arc::new(Mutex::new(0u64));
@@ -62,7 +53,7 @@ async fn acknowledged_writes_survive_sigkill() {
     let max_rv = *max_rv.lock().unwrap();
 
     let hub = HubProcess::spawn(bin, dir.path(), &[]).unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(client(&hub.kubeconfig).await, "default");
+    let api: Api<ConfigMap> = Api::namespaced(client_from(&hub.kubeconfig, None).await, "default");
     let present: BTreeSet<String> = api
         .list(&ListParams::default())
         .await

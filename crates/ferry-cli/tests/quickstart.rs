@@ -5,17 +5,7 @@ use std::process::Command;
 
 use ferry_hub::testing::TestHub;
 use kube::api::{Api, DynamicObject};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
-
-async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
-    let kc = Kubeconfig::read_from(hub.kubeconfig()).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    config.cluster_url = format!("{}/clusters/{workspace}", hub.url()).parse().unwrap();
-    kube::Client::try_from(config).unwrap()
-}
 
 fn resource(kind: &str) -> ApiResource {
     let (g, plural) = match kind {
@@ -65,8 +55,8 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
     assert_eq!(mailboxes.len(), 2, "{stdout}");
     for (cluster, mailbox) in ["florin", "guilder"].iter().zip(&mailboxes) {
         let stand_in = TestHub::start_in(&dir.path().join(cluster)).await;
-        let down = client(&stand_in, "root").await;
-        let up = client(&hub, mailbox).await;
+        let down = stand_in.client("root").await;
+        let up = hub.client(mailbox).await;
         for row in rows.iter().filter(|r| r[0] == *cluster) {
             let ar = resource(&row[1]);
             let (ns, name) = match row[2].split_once('/') {

@@ -6,21 +6,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
-use ferry_hub::testing::TestHub;
+use ferry_hub::testing::{eventually, TestHub};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
-
-async fn client_at(hub: &TestHub, workspace: &str) -> kube::Client {
-    let kc = Kubeconfig::read_from(hub.kubeconfig()).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    config.cluster_url = format!("{}/clusters/{workspace}", hub.url()).parse().unwrap();
-    kube::Client::try_from(config).unwrap()
-}
 
 fn write_kubeconfig(hub: &TestHub, workspace: &str, file: &str) -> std::path::PathBuf {
     let path = hub.data_dir().join(file);
@@ -45,27 +36,10 @@ fn ferry(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut f: impl FnMut() -> F,
-) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
     let hub = TestHub::start().await;
-    let root = client_at(&hub, "root").await;
+    let root = hub.client("root").await;
     let ws_ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
         "workspaces",
@@ -93,7 +67,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         &imw_kc,
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mailbox = eventually("the mailbox workspace", || {
+    let mailbox = eventually(20, "the mailbox workspace", || {
         let workspaces = workspaces.clone();
         async move {
             workspaces
@@ -149,7 +123,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
     );
 
     // The syncer, configured as its pod would be.
-    let fc = client_at(&florin, "root").await;
+    let fc = florin.client("root").await;
     let secrets = Api::<Secret>::all(fc.clone())
         .list(&ListParams::default())
         .await
@@ -196,7 +170,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
     opts.heartbeat_period = Duration::from_secs(1);
     let syncer = ferry_syncer::start(opts).await.unwrap();
 
-    let mb = client_at(&hub, &format!("root:{mailbox}")).await;
+    let mb = hub.client(&format!("root:{mailbox}")).await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hello", "namespace": "default"}, "data": {"k": "v"}});
     Api::<ConfigMap>::namespaced(mb.clone(), "default")
         .patch("hello", &PatchParams::apply("test"), &Patch::Apply(&cm))
@@ -214,7 +188,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         .unwrap();
 
     let landed = Api::<ConfigMap>::namespaced(fc.clone(), "default");
-    eventually("the ConfigMap on florin", || {
+    eventually(20, "the ConfigMap on florin", || {
         let landed = landed.clone();
         async move { landed.get_opt("hello").await.ok().flatten() }
     })

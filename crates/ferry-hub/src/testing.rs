@@ -6,6 +6,51 @@ use std::process::Output;
 
 use crate::server::{start, HubOptions, RunningHub};
 
+/// A kube-rs configuration from `kubeconfig` (its current context), pointed at
+/// `workspace` (a kcp path like `root:a`, a logical cluster name, or `*`)
+/// when one is given.
+pub async fn config_from(kubeconfig: &Path, workspace: Option<&str>) -> kube::Config {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig parses");
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("usable kubeconfig");
+    if let Some(ws) = workspace {
+        let url = config.cluster_url.to_string();
+        let base = url
+            .split("/clusters/")
+            .next()
+            .unwrap_or(&url)
+            .trim_end_matches('/')
+            .to_string();
+        config.cluster_url = format!("{base}/clusters/{ws}").parse().expect("valid URL");
+    }
+    config
+}
+
+/// A kube-rs client from `kubeconfig`, optionally pointed at `workspace`.
+pub async fn client_from(kubeconfig: &Path, workspace: Option<&str>) -> kube::Client {
+    kube::Client::try_from(config_from(kubeconfig, workspace).await).expect("client")
+}
+
+/// Poll `check` every 20 ms until it returns `Some`, or panic after `secs`
+/// naming `what` — tests wait with a deadline, never with a bare sleep.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {secs}s waiting for {what}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A hub on `127.0.0.1:<free port>` whose data lives as long as this value.
 pub struct TestHub {
     pub running: RunningHub,
@@ -56,6 +101,16 @@ impl TestHub {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// An admin kube-rs client addressing `workspace` (`root`, `root:a`, `*`, ...).
+    pub async fn client(&self, workspace: &str) -> kube::Client {
+        client_from(self.kubeconfig(), Some(workspace)).await
+    }
+
+    /// The admin configuration, addressing `workspace`.
+    pub async fn config(&self, workspace: &str) -> kube::Config {
+        config_from(self.kubeconfig(), Some(workspace)).await
     }
 
     /// Run `kubectl --kubeconfig <admin> ARGS` (blocking the calling thread).
