@@ -11,7 +11,6 @@ use ferry_hub::testing::HubProcess;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 #[derive(clap::Subcommand)]
@@ -52,9 +51,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 }
 
 pub async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let kc = Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    crate::kubeconfig::client(Some(kubeconfig), None).await
 }
 
 /// A 1 KiB ConfigMap.

@@ -39,27 +39,6 @@ fn edge(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
-pub async fn client(
-    kubeconfig: Option<&std::path::Path>,
-    context: Option<&str>,
-) -> anyhow::Result<kube::Client> {
-    let options = kube::config::KubeConfigOptions {
-        context: context.map(String::from),
-        ..Default::default()
-    };
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await?
-        }
-        None => kube::Config::from_kubeconfig(&options)
-            .await
-            .context("no kubeconfig: set KUBECONFIG or pass --kubeconfig")?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
 fn parse_labels(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     pairs
         .iter()
@@ -142,7 +121,8 @@ pub async fn run(cmd: EnsureCommand) -> anyhow::Result<()> {
     match cmd {
         EnsureCommand::Location(args) => {
             let labels = parse_labels(&args.labels)?;
-            let client = client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+            let client =
+                crate::kubeconfig::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
             let made = ensure_location(&client, &args.name, &labels).await?;
             println!(
                 "synctarget.edge.kubestellar.io/{0} and location.edge.kubestellar.io/{0} ensured (uid {1})",

@@ -7,6 +7,7 @@ pub mod bench_sync;
 pub mod crds_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
+pub mod kubeconfig;
 pub mod logging;
 pub mod quickstart;
 pub mod syncer_cmd;

@@ -21,7 +21,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
 
-use crate::syncer_gen::{self, parse_duration, SyncerGenArgs};
+use crate::kubeconfig::parse_duration;
+use crate::syncer_gen::{self, SyncerGenArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct QuickstartArgs {
@@ -166,10 +167,8 @@ fn gvk_resource(kind: &str) -> ApiResource {
 }
 
 async fn admin_config(hub: &RunningHub, workspace: &str) -> anyhow::Result<kube::Config> {
-    let kc = Kubeconfig::read_from(&hub.kubeconfig_path)?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    config.cluster_url = format!("{}/clusters/{workspace}", hub.url).parse()?;
-    Ok(config)
+    let config = crate::kubeconfig::load(Some(&hub.kubeconfig_path), None).await?;
+    crate::kubeconfig::at_workspace(&config, workspace)
 }
 
 /// Server-side apply every object of a multi-document manifest, resolving

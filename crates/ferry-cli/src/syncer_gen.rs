@@ -39,7 +39,7 @@ pub struct SyncerGenArgs {
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
     /// Lifetime of the upstream token, e.g. 8760h, 30m, 3600s.
-    #[arg(long, default_value = "8760h", value_parser = parse_duration)]
+    #[arg(long, default_value = "8760h", value_parser = crate::kubeconfig::parse_duration)]
     pub lifetime: Duration,
     /// Syncer replicas (0 or 1: the syncer does not elect a leader).
     #[arg(long, default_value_t = 1)]
@@ -55,21 +55,6 @@ pub struct SyncerGenArgs {
     /// Context in the kubeconfig.
     #[arg(long)]
     pub context: Option<String>,
-}
-
-/// `8760h`, `30m`, `90s`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 8760h, 30m or 90s"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?}; use h, m or s")),
-    };
-    Ok(Duration::from_secs(secs))
 }
 
 /// What registration produced.
@@ -124,19 +109,6 @@ fn workspace_resource() -> ApiResource {
     )
 }
 
-fn with_path(config: &kube::Config, path: &str) -> anyhow::Result<kube::Client> {
-    let mut c = config.clone();
-    let base = config.cluster_url.to_string();
-    let root = base
-        .split("/clusters/")
-        .next()
-        .unwrap_or(&base)
-        .trim_end_matches('/')
-        .to_string();
-    c.cluster_url = format!("{root}/clusters/{path}").parse()?;
-    Ok(kube::Client::try_from(c)?)
-}
-
 const NOT_A_MAILBOX: &str = "syncer-gen must run against a mailbox workspace: point your kubeconfig at \
     https://HUB/clusters/root:<inventory-cluster>-mb-<synctarget-uid> (list them with `kubectl get workspaces` \
     in root; the mailbox controller makes one per SyncTarget)";
@@ -155,7 +127,7 @@ async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, S
         Some((p, n)) if n.contains("-mb-") => (p.to_string(), n.to_string()),
         _ => bail!("{NOT_A_MAILBOX}; {path} is not one"),
     };
-    let parent_client = with_path(config, &parent)?;
+    let parent_client = kube::Client::try_from(crate::kubeconfig::at_workspace(config, &parent)?)?;
     let workspaces: Api<DynamicObject> = Api::all_with(parent_client, &workspace_resource());
     let ws = workspaces
         .get_opt(&ws_name)
@@ -174,7 +146,7 @@ async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, S
         bail!("workspace {path} is the mailbox of SyncTarget {target:?}, not {name:?}: run `syncer-gen {target}` here, or point at {name}'s mailbox");
     }
     let targets: Api<DynamicObject> = Api::all_with(
-        with_path(config, inventory)?,
+        kube::Client::try_from(crate::kubeconfig::at_workspace(config, inventory)?)?,
         &ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncTarget"),
             "synctargets",
@@ -351,20 +323,7 @@ fn manifest(
 }
 
 pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
-    let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &options).await?
-        }
-        None => kube::Config::from_kubeconfig(&options)
-            .await
-            .context("no kubeconfig: set KUBECONFIG or pass --kubeconfig")?,
-    };
+    let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let reg = generate(&config, &args).await?;
     if args.output_file.as_os_str() == "-" {
         print!("{}", reg.manifest);
@@ -395,13 +354,6 @@ mod tests {
         assert_ne!(a, syncer_id("florin", "other"));
         assert!(a.starts_with("ferry-syncer-florin-") && a.len() <= 63);
         assert!(syncer_id(&"x".repeat(80), "u").len() <= 63);
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("8760h").unwrap(), Duration::from_secs(8760 * 3600));
-        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
-        assert!(parse_duration("1d").is_err());
     }
 
     #[test]
