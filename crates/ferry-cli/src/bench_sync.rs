@@ -7,7 +7,8 @@
 //! 1. Raw create throughput: a kube-rs client creating ConfigMaps downstream with
 //!    `--workers` concurrent requests (the baseline).
 //! 2. Initial sync: `--objects` ConfigMaps exist upstream before the syncer starts; the
-//!    time from its start until every copy is visible downstream.
+//!    time from the SyncerConfig's creation until every copy is visible downstream, and
+//!    the syncer's CPU time per object meanwhile.
 //! 3. Steady-state latency: ConfigMaps created upstream at `--rate` per second; upstream
 //!    create issued → copy visible through a downstream watch.
 //! 4. Status-return latency: Deployments' status written downstream at `--rate` per
@@ -191,6 +192,18 @@ async fn readyz(addr: std::net::SocketAddr) -> bool {
     response.starts_with("HTTP/1.1 200")
 }
 
+/// CPU time (user + system) the process has used so far, from `/proc/<pid>/stat`
+/// (in USER_HZ ticks, 100 per second on Linux).
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').context("malformed stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks =
+        |i: usize| -> anyhow::Result<f64> { Ok(fields.get(i - 3).context("short stat")?.parse::<f64>()?) };
+    Ok((ticks(14)? + ticks(15)?) / 100.0)
+}
+
 fn rss_mb(pid: u32) -> anyhow::Result<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb: f64 = status
@@ -347,6 +360,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
         "syncerconfigs",
     );
+    let cpu_before = cpu_seconds(pid)?;
     let started = Instant::now();
     Api::<DynamicObject>::all_with(upc.clone(), &configs)
         .create(&PostParams::default(), &config)
@@ -355,6 +369,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         .wait_for(args.objects, Duration::from_secs(600), "the initial sync")
         .await?;
     let sync_rate = args.objects as f64 / started.elapsed().as_secs_f64();
+    let sync_cpu_us = (cpu_seconds(pid)? - cpu_before) * 1e6 / args.objects as f64;
 
     // 3. Steady-state latency.
     progress("steady-state latency");
@@ -468,6 +483,8 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
             "baseline_raw_create_objects_per_sec": round(raw_rate),
             "ratio": round3(ratio),
             "target_ratio": 0.8,
+            "concurrency": args.workers,
+            "syncer_cpu_us_per_object": round(sync_cpu_us),
         },
         "steady_state_latency_ms": {
             "rate_per_sec": args.rate, "objects": lat_n, "p50": round3(lat_p50), "p99": round3(lat_p99), "target_p99": 50.0,
@@ -493,6 +510,10 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         println!(
             "  initial sync      {:>9.0} objects/s   baseline raw create {:>9.0} objects/s   ratio {:.2} (target >= 0.80)",
             sync_rate, raw_rate, ratio
+        );
+        println!(
+            "                    same concurrency: syncer --workers {0}, baseline {0} creates in flight; syncer CPU {1:.0} µs/object",
+            args.workers, sync_cpu_us
         );
         println!(
             "  steady state      p50 {:>7.2} ms   p99 {:>7.2} ms   at {}/s, {} objects (target p99 <= 50 ms)",
