@@ -233,3 +233,227 @@ async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() 
     );
     syncer.stop().await;
 }
+
+fn service_accounts() -> kube::core::ApiResource {
+    ar("", "v1", "ServiceAccount", "serviceaccounts")
+}
+fn cluster_roles() -> kube::core::ApiResource {
+    ar("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles")
+}
+fn cluster_role_bindings() -> kube::core::ApiResource {
+    ar(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+    )
+}
+
+fn cluster_role(name: &str, rules: serde_json::Value) -> serde_json::Value {
+    json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": { "name": name }, "rules": rules })
+}
+
+/// Binds ClusterRole `role` to ServiceAccount `ns/sa`, workspace-wide.
+fn bind_to_service_account(role: &str, ns: &str, sa: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": { "name": role },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+        "subjects": [{ "kind": "ServiceAccount", "name": sa, "namespace": ns }]
+    })
+}
+
+/// A token for ServiceAccount `ns/sa`, bound to the workspace `cluster` addresses
+/// (TokenRequest, as the hub's security tests do).
+async fn service_account_token(cluster: &Cluster, ns: &str, sa: &str) -> String {
+    let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });
+    let request = http::Request::post(format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let answer: serde_json::Value = cluster.client.request(request).await.expect("TokenRequest");
+    answer["status"]["token"].as_str().expect("a token").to_string()
+}
+
+fn syncing_message(config: &serde_json::Value) -> String {
+    condition(config, "Syncing")
+        .and_then(|c| c["message"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_without_restart() {
+    let up = TestHub::start().await;
+    let wec = TestHub::start().await;
+    let ws = mailbox(&up, "mb").await;
+    let mb = Cluster::of(&up, Some(&ws)).await;
+    let down = Cluster::of(&wec, None).await;
+    for ns in ["app", "ferry-system"] {
+        mb.create(&namespaces(), namespace(ns)).await;
+    }
+    mb.create(&configmaps(), configmap("app", "c1", json!({ "k": "v" })))
+        .await;
+    mb.create(
+        &secrets(),
+        json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "s1", "namespace": "app" }, "stringData": { "k": "v" } }),
+    )
+    .await;
+    mb.create(
+        &deployments(),
+        json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "d1", "namespace": "app" }, "spec": {
+            "replicas": 1, "selector": { "matchLabels": { "app": "d1" } },
+            "template": { "metadata": { "labels": { "app": "d1" } }, "spec": { "containers": [{ "name": "c", "image": "nginx" }] } }
+        }}),
+    )
+    .await;
+    mb.create(
+        &syncer_configs(),
+        syncer_config(
+            "the-one",
+            json!({ "namespaceScope": { "namespaces": ["app"], "resources": [
+                { "group": "", "apiVersion": "v1", "resource": "configmaps" },
+                { "group": "", "apiVersion": "v1", "resource": "secrets" },
+                { "group": "apps", "apiVersion": "v1", "resource": "deployments" }
+            ]}}),
+        ),
+    )
+    .await;
+
+    // The syncer's upstream identity: a ServiceAccount that may read what it syncs except
+    // Secrets, and may not write Deployment status (reported state).
+    mb.create(
+        &service_accounts(),
+        json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "syncer", "namespace": "ferry-system" } }),
+    )
+    .await;
+    mb.create(
+        &cluster_roles(),
+        cluster_role(
+            "syncer-partial",
+            json!([
+                { "apiGroups": [""], "resources": ["namespaces", "configmaps"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["edge.kubestellar.io"], "resources": ["syncerconfigs"], "verbs": ["get", "list", "watch", "update", "patch"] },
+                { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"] }
+            ]),
+        ),
+    )
+    .await;
+    mb.create(
+        &cluster_role_bindings(),
+        bind_to_service_account("syncer-partial", "ferry-system", "syncer"),
+    )
+    .await;
+    let token = service_account_token(&mb, "ferry-system", "syncer").await;
+    let kubeconfig =
+        ferry_hub::kubeconfig::admin_kubeconfig(&up.running.url, &up.running.ca_pem, &token, &ws);
+    let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
+    opts.upstream = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    init_logs();
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+
+    // What it may do syncs, and the syncer becomes ready regardless.
+    wait_for(
+        &down,
+        &configmaps(),
+        Some("app"),
+        "c1",
+        "the ConfigMap syncs",
+        |_| true,
+    )
+    .await;
+    wait_for(
+        &down,
+        &deployments(),
+        Some("app"),
+        "d1",
+        "the Deployment syncs",
+        |_| true,
+    )
+    .await;
+    wait_ready(&syncer).await;
+    down.set_status(
+        &deployments(),
+        Some("app"),
+        "d1",
+        json!({ "replicas": 1, "readyReplicas": 1 }),
+    )
+    .await;
+
+    // Both refusals are named: verb, resource and side.
+    let config = wait_for(
+        &mb,
+        &syncer_configs(),
+        None,
+        "the-one",
+        "Syncing=False naming both refusals",
+        |o| {
+            let m = syncing_message(o);
+            m.contains("list and watch v1/secrets on the upstream side")
+                && m.contains("update apps/v1/deployments/status on the upstream side")
+        },
+    )
+    .await;
+    let syncing = condition(&config, "Syncing").unwrap();
+    assert_eq!(syncing["status"], "False", "{syncing}");
+    assert_eq!(syncing["reason"], "PermissionDenied", "{syncing}");
+    assert!(down.get(&secrets(), Some("app"), "s1").await.is_none());
+
+    // The rest keeps syncing meanwhile.
+    mb.merge(&configmaps(), Some("app"), "c1", json!({ "data": { "k": "v2" } }))
+        .await;
+    wait_for(&down, &configmaps(), Some("app"), "c1", "an update syncs", |o| {
+        o["data"]["k"] == "v2"
+    })
+    .await;
+
+    // Granting the permissions resumes both, without a restart.
+    mb.create(
+        &cluster_roles(),
+        cluster_role(
+            "syncer-rest",
+            json!([
+                { "apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["apps"], "resources": ["deployments/status"], "verbs": ["update"] }
+            ]),
+        ),
+    )
+    .await;
+    mb.create(
+        &cluster_role_bindings(),
+        bind_to_service_account("syncer-rest", "ferry-system", "syncer"),
+    )
+    .await;
+    wait_for(
+        &down,
+        &secrets(),
+        Some("app"),
+        "s1",
+        "the Secret syncs once granted",
+        |_| true,
+    )
+    .await;
+    wait_for(
+        &mb,
+        &deployments(),
+        Some("app"),
+        "d1",
+        "status returns once granted",
+        |o| o["status"]["readyReplicas"] == 1,
+    )
+    .await;
+    wait_for(
+        &mb,
+        &syncer_configs(),
+        None,
+        "the-one",
+        "Syncing=True again",
+        |o| condition(o, "Syncing").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
+    syncer.stop().await;
+}

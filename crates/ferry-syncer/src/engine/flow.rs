@@ -120,9 +120,10 @@ impl Flow {
         self.sources.is_synced() && self.copies.is_synced()
     }
 
-    /// Whether both watches have either listed or found the resource not served.
+    /// Whether both watches have either listed, found the resource not served, or been
+    /// refused (both reported in the conditions): the initial sync does not wait for them.
     pub fn is_settled(&self) -> bool {
-        let settled = |s: &ObjectStore| s.is_synced() || s.is_not_served();
+        let settled = |s: &ObjectStore| s.is_synced() || s.is_not_served() || s.is_denied();
         settled(&self.sources) && settled(&self.copies)
     }
 
@@ -189,10 +190,16 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         };
         if failures > 0 {
             failures = 0;
-            engine.problems.clear(side, &id.group, &id.resource, "list");
+            store.set_denied(false);
+            if engine.problems.clear(side, &id.group, &id.resource, "list") {
+                engine.status_now.notify_one();
+            }
         }
         match event {
             watcher::Event::Apply(obj) => {
+                if is_held(store, &obj) {
+                    continue;
+                }
                 if let Some((object, true)) = to_value(obj).and_then(|v| store.apply(&v)) {
                     engine.queue.add(Key {
                         flow: flow.id,
@@ -210,20 +217,56 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
             }
             watcher::Event::Init => store.begin_list(),
             watcher::Event::InitApply(obj) => {
-                if let Some(v) = to_value(obj) {
-                    store.list_item(&v);
+                let visible = to_value(obj).and_then(|v| store.list_item(&v));
+                if let (Some(object), Role::Sources) = (visible, role) {
+                    // A streaming first list: copy each source as it arrives, once the
+                    // copies are known (absence of a copy means "create").
+                    if flow.copies.is_synced() {
+                        engine.queue.add(key(&flow, object));
+                    }
                 }
             }
             watcher::Event::InitDone => {
-                store.finish_list();
-                engine.problems.clear(side, &id.group, &id.resource, "list");
-                if flow.is_synced() {
+                let streamed = store.finish_list();
+                if engine.problems.clear(side, &id.group, &id.resource, "list") {
+                    engine.status_now.notify_one();
+                }
+                match role {
+                    // Every source was queued as it arrived (or when the copies were
+                    // listed); what is left is the copies whose sources may be gone. (Not
+                    // yet listed copies queue everything when they are.)
+                    Role::Sources if streamed && flow.copies.is_synced() => {
+                        engine
+                            .queue
+                            .add_all(flow.copies.keys().into_iter().map(|o| key(&flow, o)));
+                    }
+                    // The sources are still streaming in: queue those seen so far.
+                    Role::Copies if !flow.sources.is_synced() => {
+                        engine
+                            .queue
+                            .add_all(flow.sources.keys().into_iter().map(|o| key(&flow, o)));
+                    }
                     // Full-set reconcile: catches whatever changed while not watching.
-                    engine.queue.add_all(flow.all_keys());
+                    _ if flow.is_synced() => engine.queue.add_all(flow.all_keys()),
+                    _ => {}
                 }
             }
         }
     }
+}
+
+/// Whether `store` already holds `obj` at its resourceVersion (the echo of a write this
+/// syncer recorded), checked before decoding it any further.
+fn is_held(store: &ObjectStore, obj: &DynamicObject) -> bool {
+    let meta = &obj.metadata;
+    let (Some(name), Some(rv)) = (&meta.name, &meta.resource_version) else {
+        return false;
+    };
+    let object = ObjectRef {
+        namespace: meta.namespace.clone(),
+        name: name.clone(),
+    };
+    store.holds_version(&object, rv)
 }
 
 fn to_value(mut obj: DynamicObject) -> Option<Value> {
@@ -251,13 +294,16 @@ fn watch_failed(engine: &Engine, flow: &Flow, side: Side, store: &ObjectStore, e
         verb: "list".into(),
     };
     match code {
-        Some(403) => engine.problems.set(
-            key,
-            Problem {
+        Some(403) => {
+            store.set_denied(true);
+            let problem = Problem {
                 permission: true,
                 message: permission_message(side, "list and watch", &id.to_string(), &error.to_string()),
-            },
-        ),
+            };
+            if engine.problems.set(key, problem) {
+                engine.status_now.notify_one();
+            }
+        }
         Some(404) => {
             store.set_not_served(true);
             engine.problems.set(

@@ -214,7 +214,12 @@ impl Engine {
                         } else {
                             tracing::warn!(resource = %flow.target.id, object = %key.object, "{error}");
                         }
-                        reconcile::report_failure(&self, &flow, &key, &error);
+                        // A copy waiting a moment for its namespace's own copy (flows run
+                        // concurrently) is not worth an Event; one that keeps waiting is.
+                        let waiting = matches!(error, reconcile::SyncError::NamespaceMissing { .. });
+                        if !waiting || failures >= 3 {
+                            reconcile::report_failure(&self, &flow, &key, &error);
+                        }
                         self.queue.retry(key.clone());
                     }
                 }

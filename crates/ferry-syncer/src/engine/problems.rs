@@ -36,26 +36,32 @@ pub struct Problems {
 }
 
 impl Problems {
-    /// Records (or replaces) a problem.
-    pub fn set(&self, key: ProblemKey, problem: Problem) {
-        self.map.lock().insert(key, problem);
+    /// Records (or replaces) a problem. Returns whether it is new.
+    pub fn set(&self, key: ProblemKey, problem: Problem) -> bool {
+        self.map.lock().insert(key, problem.clone()).as_ref() != Some(&problem)
     }
 
     /// Forgets the problem of `verb` on `group/resource` on `side` after a success.
-    pub fn clear(&self, side: Side, group: &str, resource: &str, verb: &str) {
+    /// Returns whether there was one.
+    pub fn clear(&self, side: Side, group: &str, resource: &str, verb: &str) -> bool {
         let mut map = self.map.lock();
         if map.is_empty() {
-            return;
+            return false;
         }
+        let before = map.len();
         map.retain(|k, _| !(k.side == side && k.group == group && k.resource == resource && k.verb == verb));
+        map.len() != before
     }
 
-    /// Problems about `group/resource`, on either side.
+    /// Problems about `group/resource` or its subresources (`resource/status`), on
+    /// either side.
     pub fn for_resource(&self, group: &str, resource: &str) -> Vec<Problem> {
+        let of_resource =
+            |r: &str| r == resource || r.strip_prefix(resource).is_some_and(|rest| rest.starts_with('/'));
         self.map
             .lock()
             .iter()
-            .filter(|(k, _)| k.group == group && k.resource == resource)
+            .filter(|(k, _)| k.group == group && of_resource(&k.resource))
             .map(|(_, p)| p.clone())
             .collect()
     }
@@ -76,4 +82,43 @@ pub fn permission_message(side: Side, verb: &str, resource: &str, server: &str) 
         "permission denied: the syncer cannot {verb} {resource} on the {side} side ({server}); \
          grant its identity `{verb}` on `{resource}` there"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(resource: &str, verb: &str) -> ProblemKey {
+        ProblemKey {
+            side: Side::Upstream,
+            group: "apps".into(),
+            resource: resource.into(),
+            verb: verb.into(),
+        }
+    }
+
+    fn denied(message: &str) -> Problem {
+        Problem {
+            permission: true,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_subresource_problem_belongs_to_its_resource_and_clears_on_its_own() {
+        let problems = Problems::default();
+        assert!(problems.set(key("deployments/status", "update"), denied("status")));
+        assert!(!problems.set(key("deployments/status", "update"), denied("status")));
+        assert!(problems.set(key("deployments", "update"), denied("main")));
+        assert_eq!(problems.for_resource("apps", "deployments").len(), 2);
+        assert!(problems.for_resource("apps", "deploy").is_empty());
+        assert!(problems.clear(Side::Upstream, "apps", "deployments", "update"));
+        assert_eq!(
+            problems.for_resource("apps", "deployments"),
+            vec![denied("status")]
+        );
+        assert!(!problems.clear(Side::Downstream, "apps", "deployments/status", "update"));
+        assert!(problems.clear(Side::Upstream, "apps", "deployments/status", "update"));
+        assert!(problems.all().is_empty());
+    }
 }

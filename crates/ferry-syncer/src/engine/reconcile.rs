@@ -97,21 +97,45 @@ impl Writer<'_> {
         }
     }
 
-    fn fail(&self, action: &'static str, verb: &str, source: kube::Error) -> SyncError {
+    /// The resource a request addresses: the flow's, or its subresource (`.../status`).
+    fn resource(&self, subresource: Option<&str>) -> String {
+        let resource = &self.flow.target.id.resource;
+        match subresource {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource.clone(),
+        }
+    }
+
+    fn fail(
+        &self,
+        action: &'static str,
+        verb: &str,
+        subresource: Option<&str>,
+        source: kube::Error,
+    ) -> SyncError {
         let id = &self.flow.target.id;
         match code_of(&source) {
-            Some(403) => self.engine.problems.set(
-                ProblemKey {
-                    side: self.side,
-                    group: id.group.clone(),
-                    resource: id.resource.clone(),
-                    verb: verb.into(),
-                },
-                Problem {
-                    permission: true,
-                    message: permission_message(self.side, verb, &id.to_string(), &source.to_string()),
-                },
-            ),
+            Some(403) => {
+                let shown = match subresource {
+                    Some(sub) => format!("{id}/{sub}"),
+                    None => id.to_string(),
+                };
+                let new = self.engine.problems.set(
+                    ProblemKey {
+                        side: self.side,
+                        group: id.group.clone(),
+                        resource: self.resource(subresource),
+                        verb: verb.into(),
+                    },
+                    Problem {
+                        permission: true,
+                        message: permission_message(self.side, verb, &shown, &source.to_string()),
+                    },
+                );
+                if new {
+                    self.engine.status_now.notify_one();
+                }
+            }
             None if !matches!(source, kube::Error::SerdeError(_)) => {
                 if self.engine.side(self.side).set_connected(false) {
                     tracing::warn!(side = %self.side, "lost contact with the {} server: {source}", self.side);
@@ -138,62 +162,72 @@ impl Writer<'_> {
         }
     }
 
-    fn succeeded(&self, verb: &str) {
+    fn succeeded(&self, verb: &str, subresource: Option<&str>) {
         let id = &self.flow.target.id;
-        self.engine
-            .problems
-            .clear(self.side, &id.group, &id.resource, verb);
+        let resource = self.resource(subresource);
+        if self.engine.problems.clear(self.side, &id.group, &resource, verb) {
+            self.engine.status_now.notify_one();
+        }
     }
 
     async fn send<T>(
         &self,
         action: &'static str,
         verb: &str,
+        subresource: Option<&str>,
         request: impl std::future::Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, SyncError> {
         self.engine.side(self.side).limiter.acquire().await;
         match request.await {
             Ok(v) => {
-                self.succeeded(verb);
+                self.succeeded(verb, subresource);
                 Ok(v)
             }
-            Err(e) => Err(self.fail(action, verb, e)),
+            Err(e) => Err(self.fail(action, verb, subresource, e)),
         }
     }
 
     async fn create(&self, obj: &Value) -> Result<Value, SyncError> {
-        let body = decode(obj).map_err(|e| self.fail("create", "create", e))?;
+        let body = decode(obj).map_err(|e| self.fail("create", "create", None, e))?;
         let pp = post_params();
         let api = self.api();
-        let created = encode(self.send("create", "create", api.create(&pp, &body)).await?);
+        let created = encode(
+            self.send("create", "create", None, api.create(&pp, &body))
+                .await?,
+        );
         self.store().written(&created);
         Ok(created)
     }
 
     async fn get(&self) -> Result<Value, SyncError> {
         let api = self.api();
-        let got = self.send("get", "get", api.get(&self.object.name)).await?;
+        let got = self.send("get", "get", None, api.get(&self.object.name)).await?;
         Ok(encode(got))
     }
 
     async fn replace(&self, obj: &Value) -> Result<Value, SyncError> {
-        let body = decode(obj).map_err(|e| self.fail("update", "update", e))?;
+        let body = decode(obj).map_err(|e| self.fail("update", "update", None, e))?;
         let pp = post_params();
         let api = self.api();
         let name = &self.object.name;
         let replaced = self
-            .send("update", "update", api.replace(name, &pp, &body))
+            .send("update", "update", None, api.replace(name, &pp, &body))
             .await?;
         Ok(encode(replaced))
     }
 
     async fn replace_status(&self, obj: &Value) -> Result<Value, SyncError> {
-        let body = decode(obj).map_err(|e| self.fail("update status of", "update", e))?;
+        let body = decode(obj).map_err(|e| self.fail("update status of", "update", Some("status"), e))?;
         let pp = post_params();
         let api = self.api();
         let name = &self.object.name;
         let replaced = self
-            .send("update status of", "update", api.replace_status(name, &pp, &body))
+            .send(
+                "update status of",
+                "update",
+                Some("status"),
+                api.replace_status(name, &pp, &body),
+            )
             .await?;
         let replaced = encode(replaced);
         self.store().written(&replaced);
@@ -214,7 +248,7 @@ impl Writer<'_> {
         };
         let api = self.api();
         match self
-            .send("delete", "delete", api.delete(&self.object.name, &dp))
+            .send("delete", "delete", None, api.delete(&self.object.name, &dp))
             .await
         {
             Ok(_) => Ok(()),
@@ -278,10 +312,13 @@ fn post_params() -> PostParams {
 }
 
 fn decode(obj: &Value) -> Result<DynamicObject, kube::Error> {
-    serde_json::from_value(obj.clone()).map_err(kube::Error::SerdeError)
+    use serde::Deserialize;
+    DynamicObject::deserialize(obj).map_err(kube::Error::SerdeError)
 }
 
-fn encode(obj: DynamicObject) -> Value {
+/// The object a write returned, as the stores keep it (without `managedFields`).
+fn encode(mut obj: DynamicObject) -> Value {
+    obj.metadata.managed_fields = None;
     serde_json::to_value(obj).expect("a DynamicObject serializes")
 }
 
@@ -292,15 +329,21 @@ fn is_deleting(obj: &Value) -> bool {
 
 /// Brings the copy of `object` in line with its source.
 pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Result<(), SyncError> {
-    if !flow.is_synced() {
-        // Absence means nothing until both sides are listed; the list completing queues
-        // every key again.
+    if !flow.copies.is_synced() {
+        // Absence of a copy means nothing until the copies are listed; the list
+        // completing queues the keys again.
+        return Ok(());
+    }
+    let source = flow.sources.get(object);
+    if source.is_none() && !flow.sources.is_synced() {
+        // Nor does absence of a source while the sources are still being listed. A source
+        // already seen can be copied, though (the first list streams).
         return Ok(());
     }
     let selection = engine.selection();
     let id = &flow.target.id;
     let ns = object.namespace.as_deref();
-    let source = flow.sources.get(object).filter(|s| {
+    let source = source.filter(|s| {
         !flow.is_retiring()
             && !is_deleting(s)
             // Never send a copy back where it came from.

@@ -50,15 +50,18 @@ struct Stored {
 
 impl Stored {
     fn of(obj: &Value) -> Stored {
-        let mut obj = obj.clone();
-        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("managedFields");
-        }
+        let json = if obj.pointer("/metadata/managedFields").is_some() {
+            let mut obj = obj.clone();
+            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            serde_json::to_vec(&obj)
+        } else {
+            serde_json::to_vec(obj)
+        };
         Stored {
-            resource_version: resource_version(&obj).map(Into::into),
-            json: serde_json::to_vec(&obj)
-                .expect("JSON value serializes")
-                .into_boxed_slice(),
+            resource_version: resource_version(obj).map(Into::into),
+            json: json.expect("JSON value serializes").into_boxed_slice(),
         }
     }
 }
@@ -72,10 +75,14 @@ struct Inner {
     objects: HashMap<ObjectRef, Stored>,
     /// Objects of a list in progress; replaces `objects` when the list completes.
     listing: Option<HashMap<ObjectRef, Stored>>,
+    /// Whether the list in progress fills `objects` directly (see [`ObjectStore::begin_list`]).
+    streaming: bool,
     /// Whether a list has completed at least once.
     synced: bool,
     /// Whether the last list failed because the server does not serve the resource.
     not_served: bool,
+    /// Whether the last list failed because the syncer may not list or watch it.
+    denied: bool,
 }
 
 /// One side's objects of one resource type.
@@ -123,19 +130,41 @@ impl ObjectStore {
         self.inner.write().not_served = not_served;
     }
 
+    /// Whether the server refused to list the resource (403); the watch keeps retrying,
+    /// so granting the permission resumes syncing without a restart.
+    pub fn is_denied(&self) -> bool {
+        self.inner.read().denied
+    }
+
+    /// Records that the server refused to list the resource.
+    pub fn set_denied(&self, denied: bool) {
+        self.inner.write().denied = denied;
+    }
+
+    /// Whether the object held as `key` is at resourceVersion `rv` (so a watch event
+    /// carrying that version, typically the echo of this syncer's own write, changes
+    /// nothing and need not even be decoded).
+    pub fn holds_version(&self, key: &ObjectRef, rv: &str) -> bool {
+        self.inner
+            .read()
+            .objects
+            .get(key)
+            .is_some_and(|old| old.resource_version.as_deref() == Some(rv))
+    }
+
     /// An object was added or changed. Returns its key, and whether it differs from
     /// what was held (a watch event echoing a write already recorded with
     /// [`ObjectStore::written`] does not).
     pub fn apply(&self, obj: &Value) -> Option<(ObjectRef, bool)> {
         let key = ObjectRef::of(obj)?;
+        if let Some(rv) = resource_version(obj) {
+            if self.holds_version(&key, rv) {
+                return Some((key, false));
+            }
+        }
         let stored = Stored::of(obj);
-        let mut inner = self.inner.write();
-        let changed = match (inner.objects.get(&key), &stored.resource_version) {
-            (Some(old), Some(rv)) => old.resource_version.as_deref() != Some(&**rv),
-            _ => true,
-        };
-        inner.objects.insert(key.clone(), stored);
-        Some((key, changed))
+        self.inner.write().objects.insert(key.clone(), stored);
+        Some((key, true))
     }
 
     /// Records an object this syncer just wrote, before its watch event arrives.
@@ -152,36 +181,45 @@ impl ObjectStore {
         Some(key)
     }
 
-    /// A (re)list started.
+    /// A (re)list started. The first list into an empty store has nothing to replace,
+    /// so it fills the store as its pages arrive ("streaming"): each object it has
+    /// delivered may be reconciled before the list ends. Any other list is staged and
+    /// replaces the contents when it completes.
     pub fn begin_list(&self) {
-        self.inner.write().listing = Some(HashMap::new());
+        let mut inner = self.inner.write();
+        inner.streaming = !inner.synced && inner.objects.is_empty();
+        inner.listing = (!inner.streaming).then(HashMap::new);
     }
 
-    /// An object of the list in progress.
-    pub fn list_item(&self, obj: &Value) {
-        let Some(key) = ObjectRef::of(obj) else {
-            return;
-        };
+    /// An object of the list in progress. Returns its key if it is visible at once (a
+    /// streaming list).
+    pub fn list_item(&self, obj: &Value) -> Option<ObjectRef> {
+        let key = ObjectRef::of(obj)?;
         let stored = Stored::of(obj);
         let mut inner = self.inner.write();
         match inner.listing.as_mut() {
             Some(listing) => {
                 listing.insert(key, stored);
+                None
             }
             None => {
-                inner.objects.insert(key, stored);
+                inner.objects.insert(key.clone(), stored);
+                Some(key)
             }
         }
     }
 
-    /// The list completed: its objects replace the contents.
-    pub fn finish_list(&self) {
+    /// The list completed: its objects replace the contents. Returns whether it was a
+    /// streaming list (see [`ObjectStore::begin_list`]).
+    pub fn finish_list(&self) -> bool {
         let mut inner = self.inner.write();
         if let Some(listing) = inner.listing.take() {
             inner.objects = listing;
         }
         inner.synced = true;
         inner.not_served = false;
+        inner.denied = false;
+        std::mem::take(&mut inner.streaming)
     }
 }
 
@@ -213,21 +251,36 @@ mod tests {
     }
 
     #[test]
-    fn relist_replaces_contents_atomically() {
+    fn the_first_list_streams_and_relists_replace_contents_atomically() {
         let store = ObjectStore::default();
         store.begin_list();
-        store.list_item(&cm("a"));
+        let key = store.list_item(&cm("a"));
         assert!(!store.is_synced());
-        assert!(store.is_empty(), "nothing visible before the list completes");
-        store.finish_list();
+        assert_eq!(key.map(|k| k.name), Some("a".into()), "visible at once");
+        assert_eq!(store.len(), 1);
+        assert!(store.finish_list(), "streamed");
         assert!(store.is_synced());
         assert_eq!(store.len(), 1);
 
         // `a` was deleted while the watch was down; the relist only has `b`.
         store.begin_list();
-        store.list_item(&cm("b"));
+        assert!(store.list_item(&cm("b")).is_none(), "staged");
         assert_eq!(store.len(), 1, "old contents stay until the list completes");
-        store.finish_list();
+        assert!(!store.finish_list(), "not streamed");
+        let keys = store.keys();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].name, "b");
+    }
+
+    #[test]
+    fn a_failed_first_list_is_staged_when_retried() {
+        let store = ObjectStore::default();
+        store.begin_list();
+        store.list_item(&cm("a"));
+        // The list fails and starts over; `a` is gone meanwhile.
+        store.begin_list();
+        assert!(store.list_item(&cm("b")).is_none());
+        assert!(!store.finish_list());
         let keys = store.keys();
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].name, "b");
