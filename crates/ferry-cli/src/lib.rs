@@ -59,7 +59,14 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
     // The quickstart shows progress itself; its logs stay quiet unless asked for.
     let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity == 0;
     logging::init(cli.verbosity, cli.log_format, quiet);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // A syncer is mostly waiting on its two servers; one thread avoids cross-thread
+    // wake-ups and leaves the other cores to the servers beside it.
+    let runtime = match cli.command {
+        Command::Syncer(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        _ => tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
+    };
     runtime.block_on(async move {
         match cli.command {
             Command::Hub(args) => hub_cmd::run(args).await,
