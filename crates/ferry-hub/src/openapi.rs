@@ -1,6 +1,6 @@
 //! OpenAPI documents: `/openapi/v3`, `/openapi/v3/{api/v1|apis/g/v}` and a
-//! minimal `/openapi/v2` — enough for `kubectl apply` and basic
-//! `kubectl explain`.
+//! minimal `/openapi/v2` (JSON, or gnostic protobuf for kubectl) — enough
+//! for `kubectl apply` of objects and `List`s, and basic `kubectl explain`.
 //!
 //! # What kubectl reads, and why the documents look like this
 //!
@@ -31,15 +31,43 @@
 //!   `application/merge-patch+json` and `application/apply-patch+yaml`, but
 //!   *not* `application/strategic-merge-patch+json` (for built-ins too, even
 //!   though the hub accepts it). kubectl then skips OpenAPI v3 for patch
-//!   computation, tries OpenAPI v2 (which it requests as protobuf: the server
-//!   should answer 406/404 to that, as [`v2`] is JSON only), and falls back to
-//!   the patch metadata compiled into kubectl (`buildStrategicMergeFromBuiltins`),
-//!   which is exactly the upstream metadata: applying a Deployment twice with a
-//!   changed image sends `{"spec":{"template":{"spec":{"containers":[{"name":
-//!   "app","image":"new"}]}}}}` with `$setElementOrder`, merged by `name`.
-//!   Custom resources are not registered in kubectl, so they get a JSON merge
-//!   patch either way. Built-in component schemas can therefore stay
+//!   computation, tries OpenAPI v2 (`LookupResource(gvk)` on the protobuf
+//!   document; it finds nothing, as v2 has no built-in kinds, see below),
+//!   and falls back to the patch metadata compiled into kubectl
+//!   (`NewPatchMetaFromStruct`), which is exactly the upstream metadata:
+//!   applying a Deployment twice with a changed image sends
+//!   `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"new"}]}}}}`
+//!   with `$setElementOrder`, merged by `name`. Custom resources are not
+//!   registered in kubectl, so they get a JSON merge patch without any schema
+//!   being consulted. Built-in component schemas can therefore stay
 //!   permissive (`x-kubernetes-preserve-unknown-fields`) without being wrong.
+//!
+//! * **Lists, and OpenAPI v2.** For `v1/List` kubectl never asks the server
+//!   (its `fieldValidation` check answers "unsupported" for that kind), so
+//!   under `--validate=strict` it validates every item client-side with
+//!   kube-openapi's `proto` validator, on the document from `/openapi/v2`,
+//!   requested only as protobuf (`...spec.v2@v1.0+protobuf`); failing to get
+//!   it fails the whole command. The items are then sent one by one with
+//!   `fieldValidation=Strict`, so the server still validates each of them.
+//!   The validator skips an item whose kind has no definition
+//!   (`LookupResource` returns nil) and otherwise checks it strictly: unknown
+//!   fields, `required` and primitive types, with no notion of
+//!   `x-kubernetes-preserve-unknown-fields`.
+//!
+//!   **Choice:** `/openapi/v2` is served as gnostic protobuf (answered as
+//!   `...spec.v2.v1.0+protobuf`, like kube-apiserver: Go's MIME parser
+//!   rejects the `@` form in a response) and as JSON, one document with no
+//!   paths: the `meta.k8s.io/v1` definitions and, per served CRD version, the
+//!   CRD schema tagged with its `x-kubernetes-group-version-kind`, reduced to
+//!   what the proto validator parses and no stricter than the hub (see
+//!   `v2_schema`). Built-in kinds are left out: given permissive
+//!   definitions, the validator would reject their `spec` as an unknown
+//!   field and the apply patcher would take its patch metadata from them
+//!   (failing on `spec`, or replacing lists wholesale had they properties
+//!   without merge keys); given none, the validator skips them (the server
+//!   validates) and the patcher uses its compiled-in metadata. A bad custom
+//!   resource in a List is thus reported before any item is written, as with
+//!   kube-apiserver.
 //!
 //! * **Workspaces.** The root lists `serverRelativeURL`s rooted at
 //!   `/openapi/v3/...`; client-go keeps the kubeconfig's path prefix
@@ -52,6 +80,8 @@ use sha2::{Digest, Sha256};
 
 use crate::discovery::{compare_versions, GIT_VERSION};
 use crate::registry::ResourceInfo;
+
+mod v2_proto;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
 const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
@@ -114,22 +144,37 @@ pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) 
     }))
 }
 
-/// `/openapi/v2`: a minimal Swagger 2.0 document with a definition per kind
-/// (tagged `x-kubernetes-group-version-kind`) and no paths. JSON only: kubectl
-/// asks for protobuf, and should be refused (406) so it uses its built-in
-/// patch metadata.
+/// The media type of the protobuf `/openapi/v2` response. kubectl asks for
+/// `...spec.v2@v1.0+protobuf`, but `@` is not a token character and Go's
+/// `mime.ParseMediaType` rejects it in a response (`mime: unexpected content
+/// after media subtype`), so kube-apiserver answers with this dotted form.
+pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// Whether an `Accept` header asks for the protobuf `/openapi/v2` document:
+/// `...spec.v2@v1.0+protobuf`, or `...spec.v2.v1.0+protobuf` from old clients.
+pub fn accepts_v2_protobuf(accept: &str) -> bool {
+    accept.contains("application/com.github.proto-openapi.spec.v2")
+}
+
+/// `/openapi/v2` as JSON: a Swagger 2.0 document with no paths, the shared
+/// `meta.k8s.io/v1` definitions and one definition per custom resource kind
+/// (tagged `x-kubernetes-group-version-kind`). Built-in kinds are left out on
+/// purpose; see the module docs.
 pub fn v2(resources: &[ResourceInfo]) -> Value {
     let mut definitions = Map::new();
-    for r in resources {
-        let mut schema = v3_kind_schema(r);
-        rewrite_refs(&mut schema);
-        definitions.insert(schema_name(r, &r.kind), schema);
-    }
     let mut meta = Map::new();
     add_meta_schemas(&mut meta);
-    for (name, mut schema) in meta {
-        rewrite_refs(&mut schema);
+    for (name, schema) in meta {
+        let mut schema = v2_schema(&schema);
+        if let Some(s) = schema.as_object_mut() {
+            s.remove("x-kubernetes-group-version-kind");
+        }
         definitions.insert(name, schema);
+    }
+    for r in resources.iter().filter(|r| r.from_crd) {
+        let mut schema = v2_schema(&v3_kind_schema(r));
+        schema["x-kubernetes-group-version-kind"] = gvk_extension(&r.group, &r.version, &r.kind);
+        definitions.insert(schema_name(r, &r.kind), schema);
     }
     json!({
         "swagger": "2.0",
@@ -137,6 +182,12 @@ pub fn v2(resources: &[ResourceInfo]) -> Value {
         "paths": {},
         "definitions": definitions,
     })
+}
+
+/// `/openapi/v2` as gnostic protobuf ([`V2_PROTOBUF`]): the same document as
+/// [`v2`].
+pub fn v2_protobuf(resources: &[ResourceInfo]) -> Vec<u8> {
+    v2_proto::encode(&v2(resources))
 }
 
 // ---------------------------------------------------------------------------
@@ -688,20 +739,79 @@ fn add_meta_schemas(schemas: &mut Map<String, Value>) {
     schemas.insert(format!("{META}.Patch"), patch);
 }
 
-/// Swagger 2.0 keeps definitions under `#/definitions/`.
-fn rewrite_refs(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::String(r)) = map.get_mut("$ref") {
-                if let Some(name) = r.strip_prefix("#/components/schemas/") {
-                    *r = format!("#/definitions/{name}");
+/// An OpenAPI v3 schema as a Swagger 2.0 schema that kube-openapi's
+/// `proto` parser (kubectl's client-side validation) accepts and that is
+/// never stricter than the hub. Every result is one of kube-openapi's shapes:
+/// a `$ref`, an object with `properties` (unknown fields rejected, `required`
+/// checked), an object with an `additionalProperties` schema (a map), an
+/// array with one `items` schema, a string/integer/number/boolean, or `{}`
+/// (anything). What the proto validator cannot express (preserved unknown
+/// fields, int-or-string, embedded resources, `nullable`, `allOf`/`anyOf`/
+/// `oneOf`/`not`, value validations) becomes `{}` or is dropped, much as
+/// kube-apiserver does when it publishes CRD schemas in v2. Vendor
+/// extensions are dropped too; callers add the GVK.
+fn v2_schema(v3: &Value) -> Value {
+    let Some(s) = v3.as_object() else {
+        return json!({});
+    };
+    let mut out = Map::new();
+    if let Some(description) = s.get("description").filter(|d| d.is_string()) {
+        out.insert("description".into(), description.clone());
+    }
+    // `{"allOf": [{"$ref": ...}]}` is how v3 documents attach a description
+    // or default to a reference.
+    let reference = s.get("$ref").or_else(|| match s.get("allOf") {
+        Some(Value::Array(all)) if all.len() == 1 => all[0].get("$ref"),
+        _ => None,
+    });
+    if let Some(Value::String(r)) = reference {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or(r);
+        out.insert("$ref".into(), json!(format!("#/definitions/{name}")));
+        return Value::Object(out);
+    }
+    let flag = |key: &str| s.get(key) == Some(&Value::Bool(true));
+    if flag("x-kubernetes-preserve-unknown-fields")
+        || flag("x-kubernetes-int-or-string")
+        || flag("x-kubernetes-embedded-resource")
+        || flag("nullable")
+    {
+        return Value::Object(out);
+    }
+    match s.get("type").and_then(Value::as_str) {
+        Some("object") => {
+            if let Some(Value::Object(properties)) = s.get("properties") {
+                out.insert("type".into(), json!("object"));
+                let converted: Map<String, Value> = properties
+                    .iter()
+                    .map(|(name, p)| (name.clone(), v2_schema(p)))
+                    .collect();
+                out.insert("properties".into(), Value::Object(converted));
+                if let Some(Value::Array(required)) = s.get("required") {
+                    let names: Vec<&Value> = required.iter().filter(|r| r.is_string()).collect();
+                    if !names.is_empty() {
+                        out.insert("required".into(), json!(names));
+                    }
                 }
+            } else if let Some(values @ Value::Object(_)) = s.get("additionalProperties") {
+                out.insert("type".into(), json!("object"));
+                out.insert("additionalProperties".into(), v2_schema(values));
             }
-            map.values_mut().for_each(rewrite_refs);
         }
-        Value::Array(items) => items.iter_mut().for_each(rewrite_refs),
+        Some("array") => {
+            if let Some(items @ Value::Object(_)) = s.get("items") {
+                out.insert("type".into(), json!("array"));
+                out.insert("items".into(), v2_schema(items));
+            }
+        }
+        Some(t @ ("string" | "integer" | "number" | "boolean")) => {
+            out.insert("type".into(), json!(t));
+            if let Some(format) = s.get("format").filter(|f| f.is_string()) {
+                out.insert("format".into(), format.clone());
+            }
+        }
         _ => {}
     }
+    Value::Object(out)
 }
 
 // ---------------------------------------------------------------------------
@@ -998,14 +1108,128 @@ mod tests {
         );
     }
 
+    /// kube-openapi's `proto.Definitions.ParseSchema` (what kubectl runs on
+    /// the whole v2 document before validating anything): `Err` where it
+    /// would fail, which would fail every client-side validation.
+    fn kube_openapi_parses(schema: &Value, definitions: &Map<String, Value>) -> Result<(), String> {
+        let s = schema.as_object().ok_or("not an object")?;
+        if let Some(r) = s.get("$ref") {
+            let name = r.as_str().and_then(|r| r.strip_prefix("#/definitions/"));
+            return match name {
+                _ if s.contains_key("properties") || s.contains_key("type") => Err("$ref with a type".into()),
+                Some(n) if definitions.contains_key(n) => Ok(()),
+                _ => Err(format!("dangling {r}")),
+            };
+        }
+        let each = |props: &Map<String, Value>| {
+            props
+                .values()
+                .try_for_each(|p| kube_openapi_parses(p, definitions))
+        };
+        match (s.get("type").and_then(Value::as_str), s.get("properties")) {
+            (None, None) => Ok(()),
+            (None | Some("object"), Some(Value::Object(props))) => each(props),
+            (Some("object"), None) => match s.get("additionalProperties") {
+                Some(v @ Value::Object(_)) => kube_openapi_parses(v, definitions),
+                _ => Err("object without properties or additionalProperties schema".into()),
+            },
+            (Some("array"), _) => match s.get("items") {
+                Some(v @ Value::Object(_)) => kube_openapi_parses(v, definitions),
+                _ => Err("array without one items schema".into()),
+            },
+            (Some("string" | "integer" | "number" | "boolean"), None) => Ok(()),
+            (t, _) => Err(format!("unparseable type {t:?}")),
+        }
+    }
+
     #[test]
-    fn v2_has_definitions_with_swagger_refs() {
+    fn v2_describes_custom_resources_only() {
         let doc = v2(&sample());
         assert_eq!(doc["swagger"], "2.0");
-        let pod = &doc["definitions"]["io.k8s.api.core.v1.Pod"];
-        assert_eq!(pod["x-kubernetes-group-version-kind"][0]["kind"], "Pod");
-        let text = doc.to_string();
-        assert!(!text.contains("#/components/"));
-        assert!(text.contains("#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        let definitions = doc["definitions"].as_object().unwrap();
+        // No built-in kind: kubectl then skips them in client-side
+        // validation and computes their patches from compiled-in metadata.
+        assert!(!definitions.keys().any(|k| k.starts_with("io.k8s.api.")));
+        let tagged: Vec<&str> = definitions
+            .iter()
+            .filter(|(_, d)| d.get("x-kubernetes-group-version-kind").is_some())
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(
+            tagged,
+            vec![
+                "com.example.v1alpha1.Widget",
+                "com.example.v1.Widget",
+                "com.example.v1beta1.Widget"
+            ]
+        );
+        let widget = &definitions["com.example.v1.Widget"];
+        assert_eq!(
+            widget["x-kubernetes-group-version-kind"],
+            json!([{"group": "example.com", "version": "v1", "kind": "Widget"}])
+        );
+        assert_eq!(
+            widget["properties"]["spec"]["properties"]["size"]["type"],
+            "integer"
+        );
+        assert_eq!(
+            widget["properties"]["metadata"]["$ref"],
+            "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        );
+        assert!(!doc.to_string().contains("#/components/"));
+        for (name, schema) in definitions {
+            kube_openapi_parses(schema, definitions).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        // The protobuf document is the same one.
+        assert!(v2_protobuf(&sample()).len() > 100);
+    }
+
+    #[test]
+    fn v2_schema_keeps_what_kubectl_can_check_and_relaxes_the_rest() {
+        let crd = json!({
+            "type": "object",
+            "required": ["spec"],
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "properties": {
+                        "size": {"type": "integer", "format": "int32", "minimum": 1},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {"a": {"type": "string"}}},
+                        "port": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                        "maybe": {"type": "string", "nullable": true},
+                        "inner": {"type": "object", "x-kubernetes-embedded-resource": true, "properties": {}},
+                        "loose": {"type": "object"},
+                        "anyList": {"type": "array"},
+                    },
+                },
+            },
+        });
+        let v2 = v2_schema(&crd);
+        assert_eq!(v2["required"], json!(["spec"]));
+        let spec = &v2["properties"]["spec"]["properties"];
+        assert_eq!(spec["size"], json!({"type": "integer", "format": "int32"}));
+        assert_eq!(spec["labels"]["additionalProperties"], json!({"type": "string"}));
+        assert_eq!(
+            spec["tags"],
+            json!({"type": "array", "items": {"type": "string"}})
+        );
+        for anything in ["free", "port", "maybe", "inner", "loose", "anyList"] {
+            assert_eq!(spec[anything], json!({}), "{anything}");
+        }
+        kube_openapi_parses(&v2, &Map::new()).unwrap();
+    }
+
+    #[test]
+    fn protobuf_is_negotiated_by_its_gnostic_media_types() {
+        assert!(accepts_v2_protobuf(
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+        ));
+        assert!(accepts_v2_protobuf(
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf, application/json"
+        ));
+        assert!(!accepts_v2_protobuf("application/json"));
+        assert!(!accepts_v2_protobuf("application/vnd.kubernetes.protobuf"));
     }
 }

@@ -124,6 +124,14 @@ async fn generate_name_dry_run_and_pagination() {
         404,
         "dry run must not persist"
     );
+    api.create(&PostParams::default(), &cm("real", &[]))
+        .await
+        .unwrap();
+    assert_eq!(
+        status_code(api.create(&dry, &cm("real", &[])).await.unwrap_err()),
+        409,
+        "a dry-run create of an existing object is AlreadyExists"
+    );
 
     for i in 0..7 {
         api.create(&PostParams::default(), &cm(&format!("p{i}"), &[]))

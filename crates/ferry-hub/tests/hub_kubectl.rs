@@ -291,3 +291,112 @@ async fn kubectl_create_shortcuts_send_protobuf_and_work() {
     );
     assert_eq!(image, "3 nginx:1.27");
 }
+
+/// kubectl always validates a `v1/List` client-side against `/openapi/v2`
+/// (protobuf), before writing anything: built-in items are left to the
+/// server, custom resources are checked against their CRD schema.
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_apply_of_a_list_validates_and_creates_every_item() {
+    let hub = TestHub::start().await;
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(crd)), "apply crd");
+    ok(
+        hub.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/gadgets.example.com",
+            "--timeout=20s",
+        ]),
+        "wait",
+    );
+    let list = |image: &str, size: &str, config_map: &str| {
+        let items = [
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {config_map}, namespace: default}}\ndata: {{a: '1'}}"),
+            DEPLOYMENT.replace("IMAGE", image),
+            format!("apiVersion: example.com/v1\nkind: Gadget\nmetadata: {{name: g1, namespace: default}}\nspec: {{size: {size}, extra: {{any: [1, x]}}}}"),
+        ];
+        let mut yaml = String::from("apiVersion: v1\nkind: List\nitems:\n");
+        for item in items {
+            for (i, line) in item.trim().lines().enumerate() {
+                yaml.push_str(if i == 0 { "- " } else { "  " });
+                yaml.push_str(line);
+                yaml.push('\n');
+            }
+        }
+        yaml
+    };
+
+    let out = ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&list("1.25", "7", "settings"))),
+        "apply list",
+    );
+    for created in [
+        "configmap/settings created",
+        "deployment.apps/web created",
+        "gadget.example.com/g1 created",
+    ] {
+        assert!(out.contains(created), "{created} missing from:\n{out}");
+    }
+
+    // A type error in a custom resource is caught before anything is written.
+    let out = hub.kubectl_stdin(&["apply", "-f", "-"], Some(&list("1.25", "big", "other")));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("error validating") && stderr.contains("spec.size"),
+        "{stderr}"
+    );
+    assert!(!hub.kubectl(&["get", "configmap", "other"]).status.success());
+
+    // Re-applying merges containers by name (kubectl's built-in patch
+    // metadata): a field set by someone else on the container survives.
+    ok(
+        hub.kubectl(&["set", "env", "deployment/web", "FROM_ELSEWHERE=kept"]),
+        "set env",
+    );
+    let out = ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&list("1.26", "8", "settings"))),
+        "apply list again",
+    );
+    assert!(
+        out.contains("deployment.apps/web configured") && out.contains("gadget.example.com/g1 configured"),
+        "{out}"
+    );
+    let container = ok(
+        hub.kubectl(&[
+            "get",
+            "deploy",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[*].image} {.spec.template.spec.containers[0].env[0].value}",
+        ]),
+        "get deployment",
+    );
+    assert_eq!(container, "nginx:1.26 kept");
+    let size = ok(
+        hub.kubectl(&["get", "gadget", "g1", "-o", "jsonpath={.spec.size}"]),
+        "get gadget",
+    );
+    assert_eq!(size, "8");
+}

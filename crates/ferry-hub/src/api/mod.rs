@@ -158,12 +158,17 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                     "the server could not find the requested resource: {group}/{version} is not served"
                 ))
             }),
-        // kubectl asks for v2 as protobuf; refusing that makes it use its
-        // compiled-in strategic-merge metadata, which is what we want.
+        // kubectl asks for v2 as protobuf (see `openapi`'s module docs).
+        Target::OpenApiV2 if openapi::accepts_v2_protobuf(accept) => Ok((
+            [(http::header::CONTENT_TYPE, openapi::V2_PROTOBUF)],
+            openapi::v2_protobuf(&resources),
+        )
+            .into_response()),
         Target::OpenApiV2 if !accept.is_empty() && !accept.contains("json") && !accept.contains("*/*") => {
-            Err(ApiError::not_acceptable(
-                "only application/json is served for /openapi/v2",
-            ))
+            Err(ApiError::not_acceptable(format!(
+                "/openapi/v2 is served as application/json or {}",
+                openapi::V2_PROTOBUF
+            )))
         }
         Target::OpenApiV2 => ok(openapi::v2(&resources)),
         Target::OpenApiV3Root => ok(openapi::v3_root(&resources)),

@@ -376,10 +376,14 @@ pub async fn create(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     obj["metadata"]["name"] = Value::String(name.clone());
     write::ensure_namespace_accepts(s)?;
     let obj = write::prepare(s, WriteKind::Create, None, obj)?;
+    let key = s.key(&name)?;
     if s.query.dry_run {
+        // A dry run answers what the real request would, AlreadyExists included.
+        if s.hub.store.get(&key).is_some() {
+            return Err(store_error(s, &name, StoreError::AlreadyExists));
+        }
         return Ok(respond_object(s, StatusCode::CREATED, obj));
     }
-    let key = s.key(&name)?;
     let committed = s
         .hub
         .store
