@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{eventually, TestHub};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -177,7 +178,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         .await
         .unwrap();
     let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
-        "spec": {"namespaceScope": {"namespaces": ["default"], "resources": [{"group": "", "resource": "configmaps", "apiVersion": "v1"}]}}});
+        "spec": {"namespaceScope": {"namespaces": ["default"], "resources": [{"group": "", "resource": "configmaps", "apiVersion": "v1"}, {"group": "apps", "resource": "deployments", "apiVersion": "v1"}]}}});
     let sc_ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
         "syncerconfigs",
@@ -191,6 +192,35 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
     eventually(20, "the ConfigMap on florin", || {
         let landed = landed.clone();
         async move { landed.get_opt("hello").await.ok().flatten() }
+    })
+    .await;
+
+    // A Deployment lands, and the status the cluster reports returns to the mailbox.
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let up_deploys = Api::<Deployment>::namespaced(mb.clone(), "default");
+    up_deploys
+        .patch("web", &PatchParams::apply("test"), &Patch::Apply(&web))
+        .await
+        .unwrap();
+    let down_deploys = Api::<Deployment>::namespaced(fc.clone(), "default");
+    eventually(20, "the Deployment on florin", || {
+        let down_deploys = down_deploys.clone();
+        async move { down_deploys.get_opt("web").await.ok().flatten() }
+    })
+    .await;
+    let status = json!({"status": {"replicas": 2, "availableReplicas": 2, "readyReplicas": 2}});
+    down_deploys
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    eventually(20, "the reported status in the mailbox", || {
+        let up_deploys = up_deploys.clone();
+        async move {
+            let d = up_deploys.get("web").await.ok()?;
+            (d.status?.available_replicas == Some(2)).then_some(())
+        }
     })
     .await;
     syncer.stop().await;
