@@ -281,8 +281,12 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     ensure_namespace(&downc, "baseline").await?;
     let baseline_api: Api<ConfigMap> = Api::namespaced(downc.clone(), "baseline");
     let names: Vec<String> = (0..args.objects).map(|i| format!("raw-{i}")).collect();
+    // Measured like the initial sync below: from the first request until a
+    // watch on the downstream hub has seen every object, with that watch
+    // running throughout — the same observer and end point for both.
+    let baseline_seen = Seen::new();
+    let baseline_tracker = track(baseline_api.clone(), baseline_seen.clone(), |_| true);
     let raw_rate = {
-        // `create_all` puts objects in NS; the baseline uses its own namespace.
         let start = Instant::now();
         futures::stream::iter(names)
             .map(|name| {
@@ -296,8 +300,12 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
             .buffer_unordered(args.workers.max(1))
             .try_collect::<Vec<_>>()
             .await?;
+        baseline_seen
+            .wait_for(args.objects, Duration::from_secs(600), "the baseline's objects")
+            .await?;
         args.objects as f64 / start.elapsed().as_secs_f64()
     };
+    baseline_tracker.abort();
 
     // 2. Initial sync.
     progress("initial sync");
