@@ -25,7 +25,6 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::{json, Value};
@@ -107,9 +106,7 @@ where
 }
 
 async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let kc = Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    crate::kubeconfig::client(Some(kubeconfig), None).await
 }
 
 fn configmap(name: String) -> ConfigMap {
