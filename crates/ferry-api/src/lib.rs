@@ -15,15 +15,18 @@
 //! (the seeds' SyncTarget has none), which the derive cannot express.
 //!
 //! [`well_known`] holds every label, annotation and finalizer name the system uses;
-//! [`crds`] renders all CRDs (`ferry crds | kubectl apply -f -`).
+//! [`crds`] renders all CRDs (`ferry crds | kubectl apply -f -`); [`timestamp`] and
+//! [`naming`] format the timestamps and generated names that hub, syncer and CLI share.
 
 #[macro_use]
 mod resource;
 
 pub mod crds;
 pub mod edge;
+pub mod naming;
 pub mod schema;
 pub mod syncagent;
+pub mod timestamp;
 pub mod well_known;
 pub mod workload;
 

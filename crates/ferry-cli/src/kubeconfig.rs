@@ -1,5 +1,6 @@
 //! Loading kube-rs configurations for the commands: one place that reads
-//! kubeconfig files, picks contexts and points a configuration at a workspace.
+//! kubeconfig files and picks contexts. Pointing a configuration at another
+//! workspace is [`ferry_hub::kubeconfig::at_workspace`].
 
 use std::path::Path;
 
@@ -30,21 +31,6 @@ pub async fn load(path: Option<&Path>, context: Option<&str>) -> anyhow::Result<
 /// A client for `path` (see [`load`]).
 pub async fn client(path: Option<&Path>, context: Option<&str>) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(load(path, context).await?)?)
-}
-
-/// `config` pointed at workspace `path` (`root:a`, a logical cluster name or
-/// `*`) on the same server, whatever workspace it pointed at before.
-pub fn at_workspace(config: &kube::Config, path: &str) -> anyhow::Result<kube::Config> {
-    let mut c = config.clone();
-    let url = config.cluster_url.to_string();
-    let base = url
-        .split("/clusters/")
-        .next()
-        .unwrap_or(&url)
-        .trim_end_matches('/')
-        .to_string();
-    c.cluster_url = format!("{base}/clusters/{path}").parse()?;
-    Ok(c)
 }
 
 /// Parses flag durations: `500ms`, `20s`, `30m`, `8760h`, or a bare number of seconds.

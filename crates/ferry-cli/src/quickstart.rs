@@ -168,7 +168,7 @@ fn gvk_resource(kind: &str) -> ApiResource {
 
 async fn admin_config(hub: &RunningHub, workspace: &str) -> anyhow::Result<kube::Config> {
     let config = crate::kubeconfig::load(Some(&hub.kubeconfig_path), None).await?;
-    crate::kubeconfig::at_workspace(&config, workspace)
+    Ok(ferry_hub::kubeconfig::at_workspace(&config, workspace)?)
 }
 
 /// Server-side apply every object of a multi-document manifest, resolving
@@ -226,7 +226,7 @@ fn simulate_kubelet(client: kube::Client) -> tokio::task::JoinHandle<()> {
             if status.available_replicas == Some(replicas) && status.observed_generation == Some(generation) {
                 continue;
             }
-            let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+            let now = ferry_api::timestamp::now();
             let patch = json!({"status": {
                 "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
                 "readyReplicas": replicas, "availableReplicas": replicas,

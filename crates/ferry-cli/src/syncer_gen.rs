@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use base64::Engine;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -75,31 +74,11 @@ pub struct Registration {
 /// for one SyncTarget, so running syncer-gen again updates rather than adds.
 pub fn syncer_id(name: &str, uid: &str) -> String {
     let digest = Sha256::digest(uid.as_bytes());
-    let mut n = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
-    let alphabet = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let suffix: String = (0..8)
-        .map(|_| {
-            let c = alphabet[(n % 36) as usize] as char;
-            n /= 36;
-            c
-        })
-        .collect();
+    let n = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+    let suffix = ferry_api::naming::base36(n.into(), 8);
     let mut base = format!("ferry-syncer-{name}");
     base.truncate(63 - 9);
     format!("{base}-{suffix}")
-}
-
-fn pem(der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = b64
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).expect("base64 is ASCII"))
-        .collect();
-    format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
-    )
 }
 
 fn workspace_resource() -> ApiResource {
@@ -127,7 +106,7 @@ async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, S
         Some((p, n)) if n.contains("-mb-") => (p.to_string(), n.to_string()),
         _ => bail!("{NOT_A_MAILBOX}; {path} is not one"),
     };
-    let parent_client = kube::Client::try_from(crate::kubeconfig::at_workspace(config, &parent)?)?;
+    let parent_client = kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(config, &parent)?)?;
     let workspaces: Api<DynamicObject> = Api::all_with(parent_client, &workspace_resource());
     let ws = workspaces
         .get_opt(&ws_name)
@@ -146,7 +125,7 @@ async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, S
         bail!("workspace {path} is the mailbox of SyncTarget {target:?}, not {name:?}: run `syncer-gen {target}` here, or point at {name}'s mailbox");
     }
     let targets: Api<DynamicObject> = Api::all_with(
-        kube::Client::try_from(crate::kubeconfig::at_workspace(config, inventory)?)?,
+        kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(config, inventory)?)?,
         &ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncTarget"),
             "synctargets",
@@ -240,7 +219,7 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         .root_cert
         .as_ref()
         .and_then(|certs| certs.first())
-        .map(|der| pem(der))
+        .map(|der| ferry_hub::server::tls::pem_encode("CERTIFICATE", der))
         .unwrap_or_default();
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     let upstream_kubeconfig = ferry_hub::kubeconfig::kubeconfig(

@@ -1,4 +1,6 @@
-//! Kubeconfig files the hub writes (admin.kubeconfig, per-user kubeconfigs).
+//! Kubeconfig files the hub writes (admin.kubeconfig, per-user kubeconfigs),
+//! and [`at_workspace`], which points a loaded configuration at another
+//! workspace of the same hub.
 //!
 //! The YAML is written by hand: every string is emitted as a JSON string,
 //! which is also a valid YAML double-quoted scalar, so no value (URLs with
@@ -67,6 +69,21 @@ pub fn kubeconfig(
         context: context_name,
         namespace,
     })
+}
+
+/// `config` pointed at workspace `path` (`root:a`, a logical cluster name or
+/// `*`) on the same server, whatever workspace it pointed at before.
+pub fn at_workspace(config: &kube::Config, path: &str) -> Result<kube::Config, http::uri::InvalidUri> {
+    let mut c = config.clone();
+    let url = config.cluster_url.to_string();
+    let base = url
+        .split("/clusters/")
+        .next()
+        .unwrap_or(&url)
+        .trim_end_matches('/')
+        .to_string();
+    c.cluster_url = format!("{base}/clusters/{path}").parse()?;
+    Ok(c)
 }
 
 struct Entries<'a> {

@@ -15,14 +15,7 @@ pub async fn config_from(kubeconfig: &Path, workspace: Option<&str>) -> kube::Co
         .await
         .expect("usable kubeconfig");
     if let Some(ws) = workspace {
-        let url = config.cluster_url.to_string();
-        let base = url
-            .split("/clusters/")
-            .next()
-            .unwrap_or(&url)
-            .trim_end_matches('/')
-            .to_string();
-        config.cluster_url = format!("{base}/clusters/{ws}").parse().expect("valid URL");
+        config = crate::kubeconfig::at_workspace(&config, ws).expect("valid URL");
     }
     config
 }

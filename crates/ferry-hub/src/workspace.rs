@@ -91,14 +91,8 @@ impl WorkspaceIndex {
 /// workspace's path and uid, so it is stable for one Workspace object.
 pub fn cluster_name_for(path: &str, uid: &str) -> String {
     let digest = Sha256::digest(format!("{path}/{uid}").as_bytes());
-    let mut n = u128::from_be_bytes(digest[..16].try_into().expect("16 bytes"));
-    let alphabet = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = String::with_capacity(16);
-    for _ in 0..16 {
-        out.push(alphabet[(n % 36) as usize] as char);
-        n /= 36;
-    }
-    out
+    let n = u128::from_be_bytes(digest[..16].try_into().expect("16 bytes"));
+    ferry_api::naming::base36(n, 16)
 }
 
 #[cfg(test)]

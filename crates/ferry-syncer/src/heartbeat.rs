@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{SecondsFormat, Utc};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
@@ -33,7 +32,7 @@ pub async fn status_loop(engine: Arc<Engine>, period: Duration) {
 async fn write_statuses(engine: &Engine, heartbeat: bool) {
     let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
     let discovery = engine.discovery.read().clone();
-    let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    let now = ferry_api::timestamp::now();
     let mut all_written = true;
     for (name, entry) in engine.configs.snapshot() {
         let inputs = inputs_for(engine, &entry, discovery.as_ref());

@@ -77,7 +77,7 @@ fn crd(new: &mut Value) {
                 .collect()
         })
         .unwrap_or_default();
-    let now = super::write::now();
+    let now = ferry_api::timestamp::now();
     let condition = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
     new["status"] = json!({
         "acceptedNames": accepted,
@@ -121,6 +121,6 @@ fn workspace(s: &Scope, old: Option<&Value>, new: &mut Value) {
     }
     new["status"] = json!({
         "phase": "Ready",
-        "conditions": [{"type": "WorkspaceScheduled", "status": "True", "lastTransitionTime": super::write::now()}],
+        "conditions": [{"type": "WorkspaceScheduled", "status": "True", "lastTransitionTime": ferry_api::timestamp::now()}],
     });
 }

@@ -56,9 +56,7 @@ fn string_list(v: &Value, pointer: &str) -> Vec<String> {
 }
 
 fn rfc3339(secs: i64) -> String {
-    chrono::DateTime::from_timestamp(secs, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
+    ferry_api::timestamp::from_unix_seconds(secs).unwrap_or_default()
 }
 
 fn body_or_empty(body: &Bytes, headers: &http::HeaderMap) -> Result<Value, ApiError> {

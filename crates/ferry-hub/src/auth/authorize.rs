@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::rbac::Request;
+use super::rbac::{combined_resource, Request};
 use super::UserInfo;
 use crate::api::path::ResourcePath;
 use crate::hub::Hub;
@@ -166,11 +166,7 @@ pub fn forbidden(user: &UserInfo, attrs: &Attributes, reason: &str) -> ApiError 
             namespace,
             name,
         } => {
-            let combined = if subresource.is_empty() {
-                resource.clone()
-            } else {
-                format!("{resource}/{subresource}")
-            };
+            let combined = combined_resource(resource, subresource);
             let scope = if namespace.is_empty() {
                 "at the cluster scope".to_string()
             } else {

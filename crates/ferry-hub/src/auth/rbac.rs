@@ -110,6 +110,16 @@ fn url_matches(rule: &PolicyRule, path: &str) -> bool {
         .any(|u| u == "*" || u == path || u.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix)))
 }
 
+/// `resource/subresource`, or `resource` when there is no subresource: how RBAC
+/// rules and forbidden messages name what a request touches.
+pub fn combined_resource(resource: &str, subresource: &str) -> String {
+    if subresource.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}/{subresource}")
+    }
+}
+
 /// Whether one rule allows the request (kube's `RuleAllows`).
 pub fn rule_allows(rule: &PolicyRule, req: &Request) -> bool {
     match req {
@@ -121,11 +131,7 @@ pub fn rule_allows(rule: &PolicyRule, req: &Request) -> bool {
             name,
             ..
         } => {
-            let combined = if subresource.is_empty() {
-                resource.clone()
-            } else {
-                format!("{resource}/{subresource}")
-            };
+            let combined = combined_resource(resource, subresource);
             verb_matches(rule, verb)
                 && (has_all(&rule.api_groups) || rule.api_groups.iter().any(|g| g == group))
                 && resource_matches(rule, &combined, subresource)

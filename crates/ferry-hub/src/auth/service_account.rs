@@ -146,9 +146,7 @@ fn unb64(part: &str, what: &str) -> Result<Vec<u8>, TokenError> {
 }
 
 fn rfc3339(secs: i64) -> String {
-    chrono::DateTime::from_timestamp(secs, 0)
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| secs.to_string())
+    ferry_api::timestamp::from_unix_seconds(secs).unwrap_or_else(|| secs.to_string())
 }
 
 impl ServiceAccountTokens {

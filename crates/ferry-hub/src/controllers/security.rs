@@ -256,7 +256,7 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
             }
         }
     };
-    let now = crate::api::write::now();
+    let now = ferry_api::timestamp::now();
     update_stored(hub, key, |mut current| {
         if !str_at(&current, "/status/certificate").is_empty() || has_condition(&current, "Failed") {
             return None;

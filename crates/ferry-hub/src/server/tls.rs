@@ -502,7 +502,9 @@ fn write_file(path: &Path, contents: &str, mode: u32) -> anyhow::Result<()> {
     fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
 }
 
-fn pem_encode(label: &str, der: &[u8]) -> String {
+/// `der` as one PEM block labelled `label` (e.g. `CERTIFICATE`), base64 in lines
+/// of 64 characters.
+pub fn pem_encode(label: &str, der: &[u8]) -> String {
     use base64::Engine;
     let body = base64::engine::general_purpose::STANDARD.encode(der);
     let mut out = format!("-----BEGIN {label}-----\n");
