@@ -851,3 +851,50 @@ async fn watch_sends_bookmarks_and_ends_at_timeout_seconds() {
         "the watch lasted {lasted:.1}s, asked for 7s"
     );
 }
+
+#[tokio::test]
+async fn apiservices_describe_what_is_served_including_crd_groups() {
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+        "apiservices",
+    );
+    let apiservices: Api<DynamicObject> = Api::all_with(c.clone(), &ar);
+    let names = || {
+        let apiservices = apiservices.clone();
+        async move {
+            apiservices
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|a| a.metadata.name)
+                .collect::<Vec<_>>()
+        }
+    };
+    let served = names().await;
+    for n in [
+        "v1.",
+        "v1.apps",
+        "v1.rbac.authorization.k8s.io",
+        "v1alpha1.tenancy.kcp.io",
+    ] {
+        assert!(served.contains(&n.to_string()), "{n} missing from {served:?}");
+    }
+    let apps = apiservices.get("v1.apps").await.unwrap();
+    assert_eq!(apps.data["status"]["conditions"][0]["reason"], "Local");
+
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
+    assert!(names().await.contains(&"v1.example.com".to_string()));
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(10, "v1.example.com to go with its CRD", || {
+        let names = names();
+        async move { (!names.await.contains(&"v1.example.com".to_string())).then_some(()) }
+    })
+    .await;
+}

@@ -384,6 +384,19 @@ pub async fn create(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
         }
         return Ok(respond_object(s, StatusCode::CREATED, obj));
     }
+    if key.resource == crate::workspace::WORKSPACES {
+        if s.hub.store.get(&key).is_some() {
+            return Err(store_error(s, &name, StoreError::AlreadyExists));
+        }
+        // The new logical cluster gets what a fresh cluster has before its
+        // Workspace is visible as Ready, so clients can use it at once.
+        Box::pin(crate::controllers::workspace_written(
+            &s.hub,
+            &key.cluster,
+            Some(&obj),
+        ))
+        .await;
+    }
     let committed = s
         .hub
         .store

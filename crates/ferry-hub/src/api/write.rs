@@ -26,11 +26,6 @@ pub enum WriteKind {
     Update,
 }
 
-/// RFC 3339 timestamp, second precision, as Kubernetes writes them.
-pub fn now() -> String {
-    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
 /// Everything but metadata and status: what `generation` tracks.
 fn spec_part(v: &Value) -> Value {
     let mut v = v.clone();
@@ -62,7 +57,7 @@ fn prepare_with(
 ) -> Result<Value, ApiError> {
     let info = &s.info;
     let sub = s.subresource.as_deref();
-    let now = now();
+    let now = ferry_api::timestamp::now();
     match (kind, old) {
         (WriteKind::Update, Some(old)) => {
             match sub {
@@ -384,7 +379,7 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
                 s.query.force,
                 &info.group,
                 &info.kind,
-                &now(),
+                &ferry_api::timestamp::now(),
             )
             .map_err(|e| apply_error(s, name, e))?;
             match current {
@@ -529,7 +524,7 @@ pub async fn delete_object(
     let namespace = is(info, "", "namespaces");
     if has_finalizers || namespace {
         if v.pointer("/metadata/deletionTimestamp").is_none() {
-            v["metadata"]["deletionTimestamp"] = Value::String(now());
+            v["metadata"]["deletionTimestamp"] = Value::String(ferry_api::timestamp::now());
             v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             if namespace {
                 v["status"]["phase"] = json!("Terminating");
@@ -594,6 +589,7 @@ pub fn after_write<'a>(
         let storage_key = info.storage_key();
         if storage_key == CRDS {
             hub.refresh_crds(&key.cluster);
+            crate::controllers::apiservices::sync(hub, &key.cluster).await;
         } else if storage_key == WORKSPACES {
             crate::controllers::workspace_written(hub, &key.cluster, new).await;
         } else if crate::auth::rbac::is_rbac_resource(&storage_key) {

@@ -1,6 +1,7 @@
 //! Built-in controllers: what a fresh cluster has, workspaces, namespace
 //! termination, CRD clean-up.
 
+pub mod apiservices;
 pub mod mailbox;
 pub mod namespaces;
 pub mod security;
@@ -43,6 +44,8 @@ async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
             ),
         }
     }
+    // Last: clients may use the workspace as soon as its namespaces exist.
+    apiservices::sync(hub, cluster).await;
 }
 
 /// Every namespace has a `default` ServiceAccount.

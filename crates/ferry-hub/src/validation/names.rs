@@ -26,6 +26,8 @@ impl NameRule {
             ("", "namespaces") => NameRule::Dns1123Label,
             ("", "services") => NameRule::Dns1035Label,
             ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+            // `<version>.<group>`; the core group's is `v1.`.
+            ("apiregistration.k8s.io", "apiservices") => NameRule::PathSegment,
             _ => NameRule::Dns1123Subdomain,
         }
     }

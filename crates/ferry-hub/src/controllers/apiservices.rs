@@ -1,0 +1,106 @@
+//! APIServices describing what each workspace serves, as kube-apiserver keeps
+//! them: one `apiregistration.k8s.io/v1` APIService per group/version
+//! (`v1.`, `v1.apps`, ...), served locally (`spec.service` unset,
+//! `Available=True` with reason `Local`), including the group/versions that
+//! CRDs add; removed when no CRD serves their group/version any more.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::api::create_internal;
+use crate::hub::Hub;
+use crate::storage::{ClusterScope, Expect, ObjectKey};
+
+/// Storage key of APIServices.
+const APISERVICES: &str = "apiregistration.k8s.io/apiservices";
+/// Marks APIServices this controller made for CRDs (and may remove).
+const AUTOREGISTER_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
+
+fn name(group: &str, version: &str) -> String {
+    format!("{version}.{group}")
+}
+
+fn apiservice(group: &str, version: &str, automanaged: bool) -> Value {
+    let mut labels = json!({});
+    if automanaged {
+        labels[AUTOREGISTER_LABEL] = json!("true");
+    }
+    json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": name(group, version), "labels": labels},
+        "spec": {
+            "group": group, "version": version,
+            "groupPriorityMinimum": if group.is_empty() { 18000 } else { 1000 },
+            "versionPriority": 15,
+        },
+    })
+}
+
+/// Create the APIService of every group/version served in `cluster` that
+/// lacks one, and remove automanaged ones nothing serves any more.
+pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
+    let served: BTreeSet<(String, String, bool)> = hub
+        .registry
+        .resources(Some(cluster))
+        .into_iter()
+        .map(|r| (r.group, r.version, r.from_crd))
+        .collect();
+    let wanted: BTreeSet<String> = served.iter().map(|(g, v, _)| name(g, v)).collect();
+    let (existing, _) = hub
+        .store
+        .list(&ClusterScope::One(cluster.into()), APISERVICES, None, None);
+    let have: BTreeSet<String> = existing.iter().map(|(k, _)| k.name.clone()).collect();
+    for (group, version, from_crd) in &served {
+        if have.contains(&name(group, version)) {
+            continue;
+        }
+        let obj = apiservice(group, version, *from_crd);
+        match create_internal(
+            hub,
+            cluster,
+            "apiregistration.k8s.io",
+            "v1",
+            "apiservices",
+            None,
+            obj,
+        )
+        .await
+        {
+            Ok(_) => mark_available(hub, cluster, &name(group, version)).await,
+            Err(e) if e.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(cluster, apiservice = %name(group, version), "creating APIService failed: {e}")
+            }
+        }
+    }
+    for (key, obj) in existing {
+        let automanaged = obj.labels.get(AUTOREGISTER_LABEL).is_some_and(|v| v == "true");
+        if automanaged && !wanted.contains(&key.name) {
+            if let Ok(c) = hub.store.delete(key, Expect::Exists) {
+                let _ = c.durable().await;
+            }
+        }
+    }
+}
+
+/// Local APIServices are available as soon as they exist.
+async fn mark_available(hub: &Arc<Hub>, cluster: &str, name: &str) {
+    let key = ObjectKey {
+        cluster: cluster.into(),
+        resource: APISERVICES.into(),
+        namespace: String::new(),
+        name: name.into(),
+    };
+    let Some(stored) = hub.store.get(&key) else { return };
+    let mut v = stored.value();
+    v["status"] = json!({"conditions": [{
+        "type": "Available", "status": "True", "reason": "Local",
+        "message": "Local APIServices are always available",
+        "lastTransitionTime": ferry_api::timestamp::now(),
+    }]});
+    if let Ok(c) = hub.store.put(key, Expect::Version(stored.rv), v) {
+        let _ = c.durable().await;
+    }
+}
