@@ -158,13 +158,7 @@ pub fn api_group(resources: &[ResourceInfo], group: &str) -> Option<Value> {
 /// Each resource is followed by its subresources (`deployments/status`,
 /// `deployments/scale`, `pods/ephemeralcontainers`, ...).
 pub fn api_resource_list(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
-    let served: Vec<&ResourceInfo> = resources
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .collect();
-    if served.is_empty() {
-        return None;
-    }
+    let served = crate::registry::served_at(resources, group, version)?;
     let mut entries = Vec::new();
     for r in served {
         let mut entry = json!({

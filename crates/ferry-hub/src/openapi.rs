@@ -118,13 +118,7 @@ pub fn v3_root(resources: &[ResourceInfo]) -> Value {
 /// kind (the CRD's `openAPIV3Schema` for custom resources, a permissive one
 /// for built-ins). `None` if the group version is not served.
 pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
-    let served: Vec<&ResourceInfo> = resources
-        .iter()
-        .filter(|r| r.group == group && r.version == version)
-        .collect();
-    if served.is_empty() {
-        return None;
-    }
+    let served = crate::registry::served_at(resources, group, version)?;
     let mut paths = Map::new();
     let mut schemas = Map::new();
     add_meta_schemas(&mut schemas);

@@ -85,6 +85,20 @@ impl ResourceInfo {
     }
 }
 
+/// The resources of `resources` served at `group/version`, or `None` if that
+/// group version is not served at all.
+pub fn served_at<'a>(
+    resources: &'a [ResourceInfo],
+    group: &str,
+    version: &str,
+) -> Option<Vec<&'a ResourceInfo>> {
+    let served: Vec<&ResourceInfo> = resources
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .collect();
+    (!served.is_empty()).then_some(served)
+}
+
 /// `group/resource` storage key (`/resource` for core).
 pub fn storage_key(group: &str, resource: &str) -> String {
     format!("{group}/{resource}")

@@ -105,6 +105,17 @@ struct State {
     commits: Option<std::sync::mpsc::Sender<PendingWrite>>,
 }
 
+impl State {
+    /// The object at `key`, if any.
+    fn current(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
+        self.resources
+            .get(&key.resource)?
+            .get(&key.cluster)?
+            .get(&(key.namespace.clone(), key.name.clone()))
+            .cloned()
+    }
+}
+
 struct PendingWrite {
     mutation: Mutation,
     event: Arc<WatchEvent>,
@@ -215,13 +226,7 @@ impl Store {
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
-        let state = self.state.lock();
-        state
-            .resources
-            .get(&key.resource)?
-            .get(&key.cluster)?
-            .get(&(key.namespace.clone(), key.name.clone()))
-            .cloned()
+        self.state.lock().current(key)
     }
 
     /// Every object of `resource` in `scope` (and `namespace`, if given), in
@@ -297,12 +302,7 @@ impl Store {
     /// value's `metadata.resourceVersion` is set to the new revision.
     pub fn put(&self, key: ObjectKey, expect: Expect, mut value: Value) -> Result<Committed, StoreError> {
         let mut state = self.state.lock();
-        let current = state
-            .resources
-            .get(&key.resource)
-            .and_then(|c| c.get(&key.cluster))
-            .and_then(|o| o.get(&(key.namespace.clone(), key.name.clone())))
-            .cloned();
+        let current = state.current(&key);
         check(&current, expect)?;
         let rv = state.rv + 1;
         let obj = Arc::new(encode(&mut value, rv));
@@ -341,12 +341,7 @@ impl Store {
     /// DELETED event carries the object at the new revision.
     pub fn delete(&self, key: ObjectKey, expect: Expect) -> Result<Committed, StoreError> {
         let mut state = self.state.lock();
-        let current = state
-            .resources
-            .get(&key.resource)
-            .and_then(|c| c.get(&key.cluster))
-            .and_then(|o| o.get(&(key.namespace.clone(), key.name.clone())))
-            .cloned();
+        let current = state.current(&key);
         check(&current, expect)?;
         let Some(current) = current else {
             return Err(StoreError::NotFound);
