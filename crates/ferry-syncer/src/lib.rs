@@ -140,6 +140,9 @@ pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
         opts.heartbeat_period,
     )));
     tasks.push(tokio::spawn(engine.clone().watch_initial_sync()));
+    tasks.push(tokio::spawn(engine::sweep::sweep_after_initial_sync(
+        engine.clone(),
+    )));
     for _ in 0..opts.workers.max(1) {
         tasks.push(tokio::spawn(engine.clone().work()));
     }

@@ -10,16 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::Api;
 use kube::core::ApiResource;
 use kube::runtime::watcher;
 use parking_lot::Mutex;
-use serde_json::Value;
 
 use ferry_api::well_known::{syncer_label_value, SYNCER_LABEL};
 
 use super::problems::{permission_message, Problem, ProblemKey};
 use super::queue::backoff;
+use super::raw::RawObject;
 use super::store::{ObjectRef, ObjectStore};
 use super::{Engine, Key};
 use crate::selection::{Direction, WatchTarget};
@@ -165,7 +165,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         Role::Copies => (flow.dest_side(), &flow.copies),
     };
     let client = engine.side(side).client.clone();
-    let api: Api<DynamicObject> = Api::all_with(client, &flow.api_resource);
+    let api: Api<RawObject> = Api::all_with(client, &flow.api_resource);
     let mut config = watcher::Config::default();
     if role == Role::Copies {
         config = config.labels(&format!("{SYNCER_LABEL}={}", syncer_label_value(&engine.name)));
@@ -197,10 +197,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         }
         match event {
             watcher::Event::Apply(obj) => {
-                if is_held(store, &obj) {
-                    continue;
-                }
-                if let Some((object, true)) = to_value(obj).and_then(|v| store.apply(&v)) {
+                if let Some((object, true)) = store.apply(&obj) {
                     engine.queue.add(Key {
                         flow: flow.id,
                         object,
@@ -208,7 +205,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
                 }
             }
             watcher::Event::Delete(obj) => {
-                if let Some(object) = to_value(obj).and_then(|v| store.delete(&v)) {
+                if let Some(object) = store.delete(&obj) {
                     engine.queue.add(Key {
                         flow: flow.id,
                         object,
@@ -217,7 +214,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
             }
             watcher::Event::Init => store.begin_list(),
             watcher::Event::InitApply(obj) => {
-                let visible = to_value(obj).and_then(|v| store.list_item(&v));
+                let visible = store.list_item(&obj);
                 if let (Some(object), Role::Sources) = (visible, role) {
                     // A streaming first list: copy each source as it arrives, once the
                     // copies are known (absence of a copy means "create").
@@ -253,25 +250,6 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
             }
         }
     }
-}
-
-/// Whether `store` already holds `obj` at its resourceVersion (the echo of a write this
-/// syncer recorded), checked before decoding it any further.
-fn is_held(store: &ObjectStore, obj: &DynamicObject) -> bool {
-    let meta = &obj.metadata;
-    let (Some(name), Some(rv)) = (&meta.name, &meta.resource_version) else {
-        return false;
-    };
-    let object = ObjectRef {
-        namespace: meta.namespace.clone(),
-        name: name.clone(),
-    };
-    store.holds_version(&object, rv)
-}
-
-fn to_value(mut obj: DynamicObject) -> Option<Value> {
-    obj.metadata.managed_fields = None;
-    serde_json::to_value(obj).ok()
 }
 
 fn watch_failed(engine: &Engine, flow: &Flow, side: Side, store: &ObjectStore, error: &watcher::Error) {

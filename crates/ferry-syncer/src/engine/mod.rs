@@ -7,8 +7,10 @@ pub mod events;
 pub mod flow;
 pub mod problems;
 pub mod queue;
+pub mod raw;
 pub mod reconcile;
 pub mod store;
+pub mod sweep;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,7 +2,7 @@
 //! against actual (this syncer's copy) → create, adopt, update, delete, or write status.
 //! Nothing is written when nothing changed.
 
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use serde_json::Value;
 
 use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
@@ -10,6 +10,7 @@ use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
 use super::events::{self, EventType};
 use super::flow::Flow;
 use super::problems::{permission_message, Problem, ProblemKey};
+use super::raw::RawObject;
 use super::store::{ObjectRef, ObjectStore};
 use super::{Engine, Key};
 use crate::metrics::SyncDirection;
@@ -87,7 +88,7 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    fn api(&self) -> Api<DynamicObject> {
+    fn api(&self) -> Api<RawObject> {
         let client = self.engine.side(self.side).client.clone();
         match &self.object.namespace {
             Some(ns) if self.flow.target.id.namespaced => {
@@ -187,14 +188,13 @@ impl Writer<'_> {
         }
     }
 
-    async fn create(&self, obj: &Value) -> Result<Value, SyncError> {
-        let body = decode(obj).map_err(|e| self.fail("create", "create", None, e))?;
+    async fn create(&self, obj: &Value) -> Result<RawObject, SyncError> {
+        let body = encode(obj).map_err(|e| self.fail("create", "create", None, e))?;
         let pp = post_params();
         let api = self.api();
-        let created = encode(
-            self.send("create", "create", None, api.create(&pp, &body))
-                .await?,
-        );
+        let created = self
+            .send("create", "create", None, api.create(&pp, &body))
+            .await?;
         self.store().written(&created);
         Ok(created)
     }
@@ -202,22 +202,20 @@ impl Writer<'_> {
     async fn get(&self) -> Result<Value, SyncError> {
         let api = self.api();
         let got = self.send("get", "get", None, api.get(&self.object.name)).await?;
-        Ok(encode(got))
+        Ok(got.to_value())
     }
 
-    async fn replace(&self, obj: &Value) -> Result<Value, SyncError> {
-        let body = decode(obj).map_err(|e| self.fail("update", "update", None, e))?;
+    async fn replace(&self, obj: &Value) -> Result<RawObject, SyncError> {
+        let body = encode(obj).map_err(|e| self.fail("update", "update", None, e))?;
         let pp = post_params();
         let api = self.api();
         let name = &self.object.name;
-        let replaced = self
-            .send("update", "update", None, api.replace(name, &pp, &body))
-            .await?;
-        Ok(encode(replaced))
+        self.send("update", "update", None, api.replace(name, &pp, &body))
+            .await
     }
 
-    async fn replace_status(&self, obj: &Value) -> Result<Value, SyncError> {
-        let body = decode(obj).map_err(|e| self.fail("update status of", "update", Some("status"), e))?;
+    async fn replace_status(&self, obj: &Value) -> Result<RawObject, SyncError> {
+        let body = encode(obj).map_err(|e| self.fail("update status of", "update", Some("status"), e))?;
         let pp = post_params();
         let api = self.api();
         let name = &self.object.name;
@@ -229,7 +227,6 @@ impl Writer<'_> {
                 api.replace_status(name, &pp, &body),
             )
             .await?;
-        let replaced = encode(replaced);
         self.store().written(&replaced);
         Ok(replaced)
     }
@@ -311,15 +308,25 @@ fn post_params() -> PostParams {
     }
 }
 
-fn decode(obj: &Value) -> Result<DynamicObject, kube::Error> {
-    use serde::Deserialize;
-    DynamicObject::deserialize(obj).map_err(kube::Error::SerdeError)
+/// The body of a write.
+fn encode(obj: &Value) -> Result<RawObject, kube::Error> {
+    RawObject::from_value(obj).map_err(kube::Error::SerdeError)
 }
 
-/// The object a write returned, as the stores keep it (without `managedFields`).
-fn encode(mut obj: DynamicObject) -> Value {
-    obj.metadata.managed_fields = None;
-    serde_json::to_value(obj).expect("a DynamicObject serializes")
+/// The destination's object after reconciling: unchanged, or as a write returned it
+/// (parsed only if needed).
+enum Written {
+    Unchanged(Value),
+    Raw(Box<RawObject>),
+}
+
+impl Written {
+    fn into_value(self) -> Value {
+        match self {
+            Written::Unchanged(value) => value,
+            Written::Raw(raw) => raw.to_value(),
+        }
+    }
 }
 
 fn is_deleting(obj: &Value) -> bool {
@@ -419,6 +426,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
             if let (true, Some(written), Some(status)) =
                 (flow.status_subresource, written, desired.get("status"))
             {
+                let written = written.into_value();
                 if status_differs(&written, status) {
                     dest.replace_status(&with_status(&written, status.clone()))
                         .await?;
@@ -438,15 +446,15 @@ async fn update(
     source: &Value,
     desired: &Value,
     actual: &Value,
-) -> Result<Option<Value>, SyncError> {
+) -> Result<Option<Written>, SyncError> {
     let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(source);
     if create_only || !needs_update(desired, actual) {
-        return Ok(Some(actual.clone()));
+        return Ok(Some(Written::Unchanged(actual.clone())));
     }
     let written = dest.replace(&merge_for_update(desired, actual)).await?;
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
-    Ok(Some(written))
+    Ok(Some(Written::Raw(Box::new(written))))
 }
 
 fn direction_of(flow: &Flow) -> SyncDirection {
@@ -465,7 +473,7 @@ async fn create_or_adopt(
     dest: &Writer<'_>,
     source: &Value,
     desired: &Value,
-) -> Result<Option<Value>, SyncError> {
+) -> Result<Option<Written>, SyncError> {
     let mut created = dest.create(desired).await;
     if let Err(e) = &created {
         if e.code() == Some(404) && dest.object.namespace.is_some() {
@@ -477,7 +485,7 @@ async fn create_or_adopt(
         Ok(written) => {
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
             tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
-            Ok(Some(written))
+            Ok(Some(Written::Raw(Box::new(written))))
         }
         Err(e) if e.code() == Some(409) => {
             let existing = dest.get().await?;
@@ -487,7 +495,7 @@ async fn create_or_adopt(
                 return Ok(None);
             }
             if ours && !needs_update(desired, &existing) {
-                return Ok(Some(existing));
+                return Ok(Some(Written::Unchanged(existing)));
             }
             let written = dest.replace(&merge_for_update(desired, &existing)).await?;
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
@@ -507,7 +515,7 @@ async fn create_or_adopt(
                 tracing::info!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "adopted an existing object");
                 events::post(
                     engine.side(dest.side).client.clone(),
-                    &written,
+                    &written.to_value(),
                     &flow.ty,
                     EventType::Normal,
                     "Adopted",
@@ -515,7 +523,7 @@ async fn create_or_adopt(
                     &engine.name,
                 );
             }
-            Ok(Some(written))
+            Ok(Some(Written::Raw(Box::new(written))))
         }
         Err(e) => Err(e),
     }

@@ -1,7 +1,7 @@
 //! The in-memory copy of one side's objects of one resource type, fed by a watch.
 //!
-//! Objects are kept as compact JSON bytes without `managedFields` (a parsed
-//! `serde_json::Value` tree costs several times more), and parsed when reconciled.
+//! Objects are kept as the JSON text the server sent (a parsed `serde_json::Value` tree
+//! costs several times more), and parsed when reconciled (see [`super::raw`]).
 //!
 //! Relists are explicit (linkerd's `reset`): a list replaces the contents atomically when
 //! it completes, and the caller then reconciles every key of both sides, so an object
@@ -10,8 +10,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use kube::api::ObjectMeta;
 use parking_lot::RwLock;
 use serde_json::Value;
+
+use super::raw::{parse_without_managed_fields, RawObject};
 
 /// An object's identity within one resource type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,6 +34,14 @@ impl ObjectRef {
             name: meta.get("name")?.as_str()?.to_owned(),
         })
     }
+
+    /// The identity in `meta`, if it has a name.
+    pub fn of_meta(meta: &ObjectMeta) -> Option<ObjectRef> {
+        Some(ObjectRef {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone()?,
+        })
+    }
 }
 
 impl std::fmt::Display for ObjectRef {
@@ -45,29 +56,16 @@ impl std::fmt::Display for ObjectRef {
 /// One stored object: its resourceVersion and its JSON.
 struct Stored {
     resource_version: Option<Box<str>>,
-    json: Box<[u8]>,
+    json: Box<str>,
 }
 
 impl Stored {
-    fn of(obj: &Value) -> Stored {
-        let json = if obj.pointer("/metadata/managedFields").is_some() {
-            let mut obj = obj.clone();
-            if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("managedFields");
-            }
-            serde_json::to_vec(&obj)
-        } else {
-            serde_json::to_vec(obj)
-        };
+    fn of(obj: &RawObject) -> Stored {
         Stored {
-            resource_version: resource_version(obj).map(Into::into),
-            json: json.expect("JSON value serializes").into_boxed_slice(),
+            resource_version: obj.metadata.resource_version.as_deref().map(Into::into),
+            json: obj.json().into(),
         }
     }
-}
-
-fn resource_version(obj: &Value) -> Option<&str> {
-    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str)
 }
 
 #[derive(Default)]
@@ -96,7 +94,7 @@ impl ObjectStore {
     pub fn get(&self, key: &ObjectRef) -> Option<Arc<Value>> {
         let inner = self.inner.read();
         let stored = inner.objects.get(key)?;
-        serde_json::from_slice(&stored.json).ok().map(Arc::new)
+        Some(Arc::new(parse_without_managed_fields(&stored.json)))
     }
 
     /// Every identity held.
@@ -144,7 +142,7 @@ impl ObjectStore {
     /// Whether the object held as `key` is at resourceVersion `rv` (so a watch event
     /// carrying that version, typically the echo of this syncer's own write, changes
     /// nothing and need not even be decoded).
-    pub fn holds_version(&self, key: &ObjectRef, rv: &str) -> bool {
+    fn holds_version(&self, key: &ObjectRef, rv: &str) -> bool {
         self.inner
             .read()
             .objects
@@ -155,9 +153,9 @@ impl ObjectStore {
     /// An object was added or changed. Returns its key, and whether it differs from
     /// what was held (a watch event echoing a write already recorded with
     /// [`ObjectStore::written`] does not).
-    pub fn apply(&self, obj: &Value) -> Option<(ObjectRef, bool)> {
-        let key = ObjectRef::of(obj)?;
-        if let Some(rv) = resource_version(obj) {
+    pub fn apply(&self, obj: &RawObject) -> Option<(ObjectRef, bool)> {
+        let key = ObjectRef::of_meta(&obj.metadata)?;
+        if let Some(rv) = obj.metadata.resource_version.as_deref() {
             if self.holds_version(&key, rv) {
                 return Some((key, false));
             }
@@ -168,15 +166,15 @@ impl ObjectStore {
     }
 
     /// Records an object this syncer just wrote, before its watch event arrives.
-    pub fn written(&self, obj: &Value) {
+    pub fn written(&self, obj: &RawObject) {
         if self.is_synced() {
             self.apply(obj);
         }
     }
 
     /// An object was deleted.
-    pub fn delete(&self, obj: &Value) -> Option<ObjectRef> {
-        let key = ObjectRef::of(obj)?;
+    pub fn delete(&self, obj: &RawObject) -> Option<ObjectRef> {
+        let key = ObjectRef::of_meta(&obj.metadata)?;
         self.inner.write().objects.remove(&key);
         Some(key)
     }
@@ -193,8 +191,8 @@ impl ObjectStore {
 
     /// An object of the list in progress. Returns its key if it is visible at once (a
     /// streaming list).
-    pub fn list_item(&self, obj: &Value) -> Option<ObjectRef> {
-        let key = ObjectRef::of(obj)?;
+    pub fn list_item(&self, obj: &RawObject) -> Option<ObjectRef> {
+        let key = ObjectRef::of_meta(&obj.metadata)?;
         let stored = Stored::of(obj);
         let mut inner = self.inner.write();
         match inner.listing.as_mut() {
@@ -228,26 +226,30 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn raw(value: Value) -> RawObject {
+        RawObject::from_value(&value).unwrap()
+    }
+
     #[test]
     fn an_echo_of_a_recorded_write_is_not_a_change() {
         let store = ObjectStore::default();
         store.begin_list();
         store.finish_list();
-        let obj = json!({ "metadata": { "name": "a", "resourceVersion": "5", "managedFields": [{}] } });
+        let obj = raw(json!({ "metadata": { "name": "a", "resourceVersion": "5", "managedFields": [{}] } }));
         store.written(&obj);
         assert!(!store.apply(&obj).unwrap().1);
-        let newer = json!({ "metadata": { "name": "a", "resourceVersion": "6" } });
+        let newer = raw(json!({ "metadata": { "name": "a", "resourceVersion": "6" } }));
         assert!(store.apply(&newer).unwrap().1);
-        let got = store.get(&ObjectRef::of(&newer).unwrap()).unwrap();
-        assert_eq!(got["metadata"]["resourceVersion"], "6");
+        let key = ObjectRef::of_meta(&newer.metadata).unwrap();
+        assert_eq!(store.get(&key).unwrap()["metadata"]["resourceVersion"], "6");
         store.apply(&obj);
-        assert!(store.get(&ObjectRef::of(&obj).unwrap()).unwrap()["metadata"]
+        assert!(store.get(&key).unwrap()["metadata"]
             .get("managedFields")
             .is_none());
     }
 
-    fn cm(name: &str) -> Value {
-        json!({ "metadata": { "name": name, "namespace": "ns" } })
+    fn cm(name: &str) -> RawObject {
+        raw(json!({ "metadata": { "name": name, "namespace": "ns" } }))
     }
 
     #[test]

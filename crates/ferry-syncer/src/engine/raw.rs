@@ -1,0 +1,247 @@
+//! Objects as the server sent them: the JSON text plus the few metadata fields the
+//! engine routes by.
+//!
+//! Every list item and watch event of every flow passes through here, and most of them
+//! are never looked at again (the echo of the syncer's own write, a source already
+//! copied). Decoding each into a `DynamicObject` and re-encoding it for the store cost a
+//! third of the syncer's CPU in the initial sync; a [`RawObject`] is one scan for name,
+//! namespace and resourceVersion plus one copy of the text. The JSON is parsed into a
+//! `serde_json::Value` only when an object is reconciled.
+//!
+//! A [`RawObject`] serializes back to its text verbatim, so it is also the body of the
+//! syncer's writes through `kube::Api<RawObject>`.
+
+use std::borrow::Cow;
+
+use kube::api::ObjectMeta;
+use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use serde::de::{Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// One object of any resource type, kept as JSON text.
+#[derive(Clone, Debug)]
+pub struct RawObject {
+    /// Name, namespace and resourceVersion only; everything else is in [`RawObject::json`].
+    pub metadata: ObjectMeta,
+    json: Box<RawValue>,
+}
+
+impl RawObject {
+    /// The object as JSON text, exactly as received (`managedFields` included).
+    pub fn json(&self) -> &str {
+        self.json.get()
+    }
+
+    /// The object as a `Value`, without `managedFields` (never compared or copied).
+    pub fn to_value(&self) -> Value {
+        parse_without_managed_fields(self.json.get())
+    }
+
+    /// The body for a write of `obj`.
+    pub fn from_value(obj: &Value) -> Result<RawObject, serde_json::Error> {
+        let json = RawValue::from_string(serde_json::to_string(obj)?)?;
+        Ok(RawObject {
+            metadata: scan_metadata(json.get())?.into(),
+            json,
+        })
+    }
+}
+
+/// Parses an object, dropping `metadata.managedFields`.
+pub fn parse_without_managed_fields(json: &str) -> Value {
+    let mut value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.shift_remove("managedFields");
+    }
+    value
+}
+
+/// The metadata fields the engine routes by; serde skips the rest without allocating.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeadMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+}
+
+impl From<HeadMeta> for ObjectMeta {
+    fn from(meta: HeadMeta) -> ObjectMeta {
+        ObjectMeta {
+            name: meta.name,
+            namespace: meta.namespace,
+            resource_version: meta.resource_version,
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// Reads `metadata` from an object's JSON text, which has already been checked to be
+/// well-formed, and stops there: the fields after it (`data`, `spec`, `status`: most of
+/// the bytes) are not scanned a second time.
+fn scan_metadata(json: &str) -> Result<HeadMeta, serde_json::Error> {
+    struct UntilMetadata<'a>(&'a mut Option<HeadMeta>);
+
+    #[derive(Deserialize)]
+    #[serde(field_identifier, rename_all = "lowercase")]
+    enum Field {
+        Metadata,
+        #[serde(other)]
+        Other,
+    }
+
+    impl<'de> Visitor<'de> for UntilMetadata<'_> {
+        type Value = ();
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a Kubernetes object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<Field>()? {
+                if let Field::Metadata = key {
+                    *self.0 = Some(map.next_value()?);
+                    return Ok(());
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+
+    let mut metadata = None;
+    let mut scan = serde_json::Deserializer::from_str(json);
+    let scanned = scan.deserialize_map(UntilMetadata(&mut metadata));
+    match (scanned, metadata) {
+        (_, Some(metadata)) => Ok(metadata),
+        // Leaving the map unread makes serde_json report an error; it means nothing here.
+        (Ok(()), None) => Ok(HeadMeta::default()),
+        (Err(e), None) => Err(e),
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let json = Box::<RawValue>::deserialize(deserializer)?;
+        let metadata = scan_metadata(json.get()).map_err(D::Error::custom)?;
+        Ok(RawObject {
+            metadata: metadata.into(),
+            json,
+        })
+    }
+}
+
+impl Serialize for RawObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.json.serialize(serializer)
+    }
+}
+
+impl Resource for RawObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::{ObjectList, WatchEvent};
+    use serde_json::json;
+
+    const CM: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","resourceVersion":"7","managedFields":[{"manager":"x","fieldsV1":{"f:data":{}}}],"labels":{"k":"v"}},"data":{"x":"1"}}"#;
+
+    #[test]
+    fn reads_identity_and_keeps_the_text() {
+        let obj: RawObject = serde_json::from_str(CM).unwrap();
+        assert_eq!(obj.metadata.name.as_deref(), Some("a"));
+        assert_eq!(obj.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(obj.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(obj.json(), CM);
+        assert_eq!(serde_json::to_string(&obj).unwrap(), CM, "written back verbatim");
+    }
+
+    #[test]
+    fn values_leave_out_managed_fields() {
+        let obj: RawObject = serde_json::from_str(CM).unwrap();
+        let value = obj.to_value();
+        assert!(value["metadata"].get("managedFields").is_none());
+        assert_eq!(value["metadata"]["labels"]["k"], "v");
+        assert_eq!(value["data"]["x"], "1");
+    }
+
+    #[test]
+    fn decodes_inside_lists_and_watch_events() {
+        let list = format!(
+            r#"{{"kind":"List","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{CM}]}}"#
+        );
+        let list: ObjectList<RawObject> = serde_json::from_str(&list).unwrap();
+        assert_eq!(list.items[0].metadata.name.as_deref(), Some("a"));
+        let event = format!(r#"{{"type":"MODIFIED","object":{CM}}}"#);
+        match serde_json::from_slice::<WatchEvent<RawObject>>(event.as_bytes()).unwrap() {
+            WatchEvent::Modified(obj) => assert_eq!(obj.json(), CM),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn metadata_is_found_wherever_it_is() {
+        for json in [
+            r#"{"data":{"x":"{\"metadata\":1}"},"metadata":{"name":"late","resourceVersion":"3"}}"#,
+            r#"{"metadata":{"name":"early","namespace":"n"},"spec":{"metadata":{"name":"inner"}}}"#,
+            r#"{"kind":"Thing"}"#,
+        ] {
+            let obj: RawObject = serde_json::from_str(json).unwrap();
+            assert_eq!(obj.json(), json);
+            let value: Value = serde_json::from_str(json).unwrap();
+            assert_eq!(
+                obj.metadata.name.as_deref(),
+                value["metadata"]["name"].as_str(),
+                "{json}"
+            );
+            assert_eq!(
+                obj.metadata.namespace.as_deref(),
+                value["metadata"]["namespace"].as_str()
+            );
+        }
+        assert!(serde_json::from_str::<RawObject>(r#"{"metadata":{"name":5}}"#).is_err());
+        assert!(serde_json::from_str::<RawObject>(r#"{"metadata":"#).is_err());
+    }
+
+    #[test]
+    fn from_value_round_trips() {
+        let value = json!({ "metadata": { "name": "b" }, "data": { "y": "2" } });
+        let obj = RawObject::from_value(&value).unwrap();
+        assert_eq!(obj.metadata.name.as_deref(), Some("b"));
+        assert_eq!(obj.to_value(), value);
+    }
+}
