@@ -15,7 +15,7 @@ fn bench_sync_reports_all_figures_as_json() {
             "--latency-objects",
             "20",
         ])
-        .args(["--rate", "100", "--rss-levels", "100"])
+        .args(["--rate", "100", "--rss-levels", "100", "--rounds", "2"])
         .output()
         .expect("ferry runs");
     assert!(
@@ -30,6 +30,19 @@ fn bench_sync_reports_all_figures_as_json() {
             .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
     };
     assert!(number("/initial_sync/ratio") > 0.0);
+    let rounds: Vec<f64> = v
+        .pointer("/initial_sync/ratio_of_each_round")
+        .and_then(serde_json::Value::as_array)
+        .expect("every round's ratio")
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .collect();
+    assert_eq!(rounds.len(), 2, "{v}");
+    let mean = (rounds[0] + rounds[1]) / 2.0;
+    assert!(
+        (number("/initial_sync/ratio") - mean).abs() < 0.002,
+        "the median of two rounds is their mean: {v}"
+    );
     assert!(number("/initial_sync/baseline_raw_create_objects_per_sec") > 0.0);
     let text = v.to_string();
     for key in ["p50", "p99", "rss"] {
