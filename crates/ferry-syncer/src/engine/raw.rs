@@ -49,6 +49,106 @@ impl RawObject {
     }
 }
 
+/// `json` (an object's text) without `metadata.managedFields`: a large share of a small
+/// object's bytes, never compared or copied, so not worth keeping in memory. Text the
+/// walk does not understand is returned whole ([`parse_without_managed_fields`] drops
+/// the field again when parsing).
+pub fn strip_managed_fields(json: &str) -> Cow<'_, str> {
+    match managed_fields_span(json) {
+        Some(span) => {
+            let mut out = String::with_capacity(json.len() - span.len());
+            out.push_str(&json[..span.start]);
+            out.push_str(&json[span.end..]);
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(json),
+    }
+}
+
+/// The bytes of the member `"managedFields": [...]` of the top-level `metadata`,
+/// including one separating comma, if there is such a member.
+fn managed_fields_span(json: &str) -> Option<std::ops::Range<usize>> {
+    let metadata = member_value(json, 0, "metadata")?;
+    let mut pos = skip_ws(json, metadata);
+    if json.as_bytes().get(pos) != Some(&b'{') {
+        return None;
+    }
+    pos += 1;
+    // Where the previous member ended (just before its comma), if any.
+    let mut previous_end = None;
+    loop {
+        pos = skip_ws(json, pos);
+        let key_start = pos;
+        if json.as_bytes().get(pos) != Some(&b'"') {
+            return None;
+        }
+        let is_target = json[pos..].starts_with("\"managedFields\"");
+        pos = skip_ws(json, skip_value(json, pos)?);
+        if json.as_bytes().get(pos) != Some(&b':') {
+            return None;
+        }
+        let value_end = skip_value(json, skip_ws(json, pos + 1))?;
+        let next = skip_ws(json, value_end);
+        let comma = json.as_bytes().get(next) == Some(&b',');
+        if is_target {
+            return match (comma, previous_end) {
+                (true, _) => Some(key_start..skip_ws(json, next + 1)),
+                (false, Some(end)) => Some(end..value_end),
+                (false, None) => Some(key_start..value_end),
+            };
+        }
+        if !comma {
+            return None;
+        }
+        previous_end = Some(value_end);
+        pos = next + 1;
+    }
+}
+
+/// Where the value of the top-level member `name` of the object at `pos` starts.
+fn member_value(json: &str, pos: usize, name: &str) -> Option<usize> {
+    let mut pos = skip_ws(json, pos);
+    if json.as_bytes().get(pos) != Some(&b'{') {
+        return None;
+    }
+    pos += 1;
+    loop {
+        pos = skip_ws(json, pos);
+        let key = json.get(pos..)?;
+        let is_target = key.len() > name.len() + 1
+            && key.as_bytes()[0] == b'"'
+            && key[1..].starts_with(name)
+            && key.as_bytes()[name.len() + 1] == b'"';
+        pos = skip_ws(json, skip_value(json, pos)?);
+        if json.as_bytes().get(pos) != Some(&b':') {
+            return None;
+        }
+        pos = skip_ws(json, pos + 1);
+        if is_target {
+            return Some(pos);
+        }
+        pos = skip_ws(json, skip_value(json, pos)?);
+        if json.as_bytes().get(pos) != Some(&b',') {
+            return None;
+        }
+        pos += 1;
+    }
+}
+
+fn skip_ws(json: &str, mut pos: usize) -> usize {
+    while json.as_bytes().get(pos).is_some_and(u8::is_ascii_whitespace) {
+        pos += 1;
+    }
+    pos
+}
+
+/// The end of the JSON value starting at `pos`.
+fn skip_value(json: &str, pos: usize) -> Option<usize> {
+    let mut values = serde_json::Deserializer::from_str(json.get(pos..)?).into_iter::<IgnoredAny>();
+    values.next()?.ok()?;
+    Some(pos + values.byte_offset())
+}
+
 /// Parses an object, dropping `metadata.managedFields`.
 pub fn parse_without_managed_fields(json: &str) -> Value {
     let mut value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
@@ -235,6 +335,50 @@ mod tests {
         }
         assert!(serde_json::from_str::<RawObject>(r#"{"metadata":{"name":5}}"#).is_err());
         assert!(serde_json::from_str::<RawObject>(r#"{"metadata":"#).is_err());
+    }
+
+    #[test]
+    fn managed_fields_are_cut_out_of_the_text() {
+        let mf = r#""managedFields":[{"manager":"x","fieldsV1":{"f:data":{}}}]"#;
+        let cases = [
+            (
+                format!(r#"{{"metadata":{{"name":"a",{mf},"labels":{{}}}},"data":{{}}}}"#),
+                r#"{"metadata":{"name":"a","labels":{}},"data":{}}"#,
+            ),
+            (
+                format!(r#"{{"metadata":{{"name":"a",{mf}}}}}"#),
+                r#"{"metadata":{"name":"a"}}"#,
+            ),
+            (format!(r#"{{"metadata":{{{mf}}}}}"#), r#"{"metadata":{}}"#),
+            (
+                format!(r#"{{"metadata":{{{mf},"name":"a"}}}}"#),
+                r#"{"metadata":{"name":"a"}}"#,
+            ),
+            (
+                format!(r#"{{ "kind" : "X", "metadata" : {{ "name" : "a" , {mf} , "uid" : "u" }} }}"#),
+                r#"{ "kind" : "X", "metadata" : { "name" : "a" , "uid" : "u" } }"#,
+            ),
+        ];
+        for (json, want) in &cases {
+            let got = strip_managed_fields(json);
+            assert_eq!(got, *want);
+            let mut value: Value = serde_json::from_str(json).unwrap();
+            value["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .shift_remove("managedFields");
+            assert_eq!(serde_json::from_str::<Value>(&got).unwrap(), value, "{json}");
+        }
+        // Only the top-level metadata's member is cut.
+        for json in [
+            r#"{"data":{"managedFields":"keep"},"metadata":{"name":"a"}}"#,
+            r#"{"spec":{"metadata":{"managedFields":[]}},"metadata":{"name":"a"}}"#,
+            r#"{"metadata":{"name":"a","labels":{"managedFields":"keep"}}}"#,
+            r#"{"kind":"X"}"#,
+            r#"not json"#,
+        ] {
+            assert!(matches!(strip_managed_fields(json), Cow::Borrowed(_)), "{json}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use kube::api::ObjectMeta;
 use parking_lot::RwLock;
 use serde_json::Value;
 
-use super::raw::{parse_without_managed_fields, RawObject};
+use super::raw::{parse_without_managed_fields, strip_managed_fields, RawObject};
 
 /// An object's identity within one resource type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,7 +63,7 @@ impl Stored {
     fn of(obj: &RawObject) -> Stored {
         Stored {
             resource_version: obj.metadata.resource_version.as_deref().map(Into::into),
-            json: obj.json().into(),
+            json: strip_managed_fields(obj.json()).into(),
         }
     }
 }
