@@ -9,11 +9,13 @@ use serde_json::json;
 
 #[tokio::test]
 async fn invalid_config_and_missing_resources_get_conditions_while_the_rest_syncs() {
-    let up = TestHub::start().await;
-    let wec = TestHub::start().await;
-    let ws = mailbox(&up, "mb").await;
-    let mb = Cluster::of(&up, Some(&ws)).await;
-    let down = Cluster::of(&wec, None).await;
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "c1", json!({ "k": "v" })))
         .await;
@@ -134,10 +136,7 @@ async fn invalid_config_and_missing_resources_get_conditions_while_the_rest_sync
 
 #[tokio::test]
 async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() {
-    let up = TestHub::start().await;
-    let wec = TestHub::start().await;
-    let ws = mailbox(&up, "mb").await;
-    let mb = Cluster::of(&up, Some(&ws)).await;
+    let Stage { up, wec, ws, mb, .. } = Stage::start().await;
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "before", json!({})))
         .await;
@@ -282,11 +281,13 @@ fn syncing_message(config: &serde_json::Value) -> String {
 
 #[tokio::test]
 async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_without_restart() {
-    let up = TestHub::start().await;
-    let wec = TestHub::start().await;
-    let ws = mailbox(&up, "mb").await;
-    let mb = Cluster::of(&up, Some(&ws)).await;
-    let down = Cluster::of(&wec, None).await;
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
     for ns in ["app", "ferry-system"] {
         mb.create(&namespaces(), namespace(ns)).await;
     }

@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
 
 const DOWNSYNCED: &str = "edge.kubestellar.io/downsynced";
@@ -41,11 +40,13 @@ fn upsync_entry(resources: &[&str]) -> Value {
 
 #[tokio::test]
 async fn copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted_on_restart() {
-    let up = TestHub::start().await;
-    let wec = TestHub::start().await;
-    let ws = mailbox(&up, "mb").await;
-    let mb = Cluster::of(&up, Some(&ws)).await;
-    let down = Cluster::of(&wec, None).await;
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "keep", json!({ "a": "1" })))
         .await;
@@ -127,11 +128,13 @@ async fn copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted_on_resta
 
 #[tokio::test]
 async fn upsynced_copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted_on_restart() {
-    let up = TestHub::start().await;
-    let wec = TestHub::start().await;
-    let ws = mailbox(&up, "mb").await;
-    let mb = Cluster::of(&up, Some(&ws)).await;
-    let down = Cluster::of(&wec, None).await;
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
     for side in [&mb, &down] {
         side.create(&crds(), crd("Report", "reports")).await;
         side.create(&crds(), crd("Gadget", "gadgets")).await;

@@ -189,11 +189,13 @@ async fn florin_and_guilder_each_get_their_mailbox_workloads() {
 
 /// One mailbox, one cluster, one syncer, the workload config over `namespaces`.
 async fn single(names: &[&str]) -> (TestHub, TestHub, String, Cluster, Cluster) {
-    let up = TestHub::start().await;
-    let wec = TestHub::start().await;
-    let ws = mailbox(&up, "mb").await;
-    let mb = Cluster::of(&up, Some(&ws)).await;
-    let down = Cluster::of(&wec, None).await;
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
     for ns in names {
         mb.create(&namespaces(), namespace(ns)).await;
     }
@@ -416,11 +418,13 @@ async fn downstream_status_is_returned_upstream_and_never_wiped() {
 
 #[tokio::test]
 async fn custom_resources_created_downstream_are_upsynced_and_their_deletion_follows() {
-    let up = TestHub::start().await;
-    let wec = TestHub::start().await;
-    let ws = mailbox(&up, "mb").await;
-    let mb = Cluster::of(&up, Some(&ws)).await;
-    let down = Cluster::of(&wec, None).await;
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
     mb.create(&crds(), crd("Report", "reports")).await;
     down.create(&crds(), crd("Report", "reports")).await;
     mb.create(

@@ -191,6 +191,36 @@ pub async fn mailbox(hub: &TestHub, name: &str) -> String {
     path
 }
 
+/// The usual stage: an upstream hub with mailbox workspace `root:mb`, and a hub
+/// standing in for the workload cluster.
+pub struct Stage {
+    pub up: TestHub,
+    pub wec: TestHub,
+    /// The mailbox's path (`root:mb`).
+    pub ws: String,
+    /// The mailbox workspace.
+    pub mb: Cluster,
+    /// The workload cluster.
+    pub down: Cluster,
+}
+
+impl Stage {
+    pub async fn start() -> Stage {
+        let up = TestHub::start().await;
+        let wec = TestHub::start().await;
+        let ws = mailbox(&up, "mb").await;
+        let mb = Cluster::of(&up, Some(&ws)).await;
+        let down = Cluster::of(&wec, None).await;
+        Stage {
+            up,
+            wec,
+            ws,
+            mb,
+            down,
+        }
+    }
+}
+
 pub fn namespace(name: &str) -> Value {
     json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } })
 }
