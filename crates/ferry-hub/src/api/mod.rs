@@ -221,6 +221,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                     special::check_csr_approval(&hub, lc, &user, name)?;
                 }
             }
+            let verb = authz::resource_verb(&parts.method, rp.name.is_some(), query.watch);
             let scope = objects::Scope {
                 hub: hub.clone(),
                 cluster,
@@ -232,6 +233,8 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                 format: negotiate::object_format(&parts.headers),
                 default_manager: default_manager(&parts.headers),
                 headers: parts.headers,
+                user,
+                verb,
             };
             objects::serve(scope, &parts.method, body).await
         }
@@ -293,6 +296,8 @@ pub(crate) async fn create_internal(
         format: negotiate::Format::Object,
         default_manager: "ferry-hub".into(),
         headers,
+        user: UserInfo::loopback(),
+        verb: "create".into(),
     };
     let body = bytes::Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
     let resp = objects::create(&scope, body).await?;

@@ -12,6 +12,8 @@ use super::body::{check_type, content_type, json_value, parse_object};
 use super::negotiate::Format;
 use super::query::Query;
 use super::write::{self, WriteKind};
+use crate::auth::rbac::Request;
+use crate::auth::{Attributes, UserInfo};
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -34,6 +36,10 @@ pub struct Scope {
     pub headers: HeaderMap,
     /// Field manager for writes that do not name one.
     pub default_manager: String,
+    /// Who asked ([`UserInfo::loopback`] for the hub's own writes).
+    pub user: UserInfo,
+    /// The RBAC verb the request was authorized for (`create`, `patch`, ...).
+    pub verb: String,
 }
 
 impl Scope {
@@ -59,6 +65,22 @@ impl Scope {
             namespace: self.namespace.clone().unwrap_or_default(),
             name: name.to_string(),
         })
+    }
+
+    /// The request as RBAC sees it: verb, resource, namespace and name as
+    /// in the URL, in this scope's workspace.
+    pub fn attributes(&self) -> Attributes {
+        Attributes {
+            request: Request::Resource {
+                verb: self.verb.clone(),
+                group: self.info.group.clone(),
+                resource: self.info.resource.clone(),
+                subresource: self.subresource.clone().unwrap_or_default(),
+                namespace: self.namespace.clone().unwrap_or_default(),
+                name: self.name.clone().unwrap_or_default(),
+            },
+            workspace: self.cluster.clone(),
+        }
     }
 
     pub fn manager(&self) -> String {

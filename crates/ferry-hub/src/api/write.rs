@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 
 use super::body::parse_object;
 use super::objects::{Change, Scope};
+use crate::auth::escalation;
+use crate::auth::rbac::{self, RBAC_GROUP};
 use crate::hub::{Hub, CRDS};
 use crate::patch;
 use crate::registry::ResourceInfo;
@@ -170,6 +172,10 @@ fn prepare_with(
     }
     super::kinds::mutate(s, kind, old, &mut new)?;
     validate(s, &mut new)?;
+    if info.group == RBAC_GROUP {
+        // After validation, so a malformed object is told which field is wrong.
+        escalation::check_rbac_write(&s.hub, &s.user, &s.attributes(), old, &new)?;
+    }
     if track_update {
         let op_sub = sub.filter(|x| *x == "status");
         patch::record_update(old, &mut new, &s.manager(), "Update", op_sub, &now);
@@ -191,13 +197,13 @@ fn validate(s: &Scope, new: &mut Value) -> Result<(), ApiError> {
     if info.group == "apiextensions.k8s.io" && info.resource == "customresourcedefinitions" {
         causes.extend(validation::validate_crd(new));
     }
-    if info.group == crate::auth::rbac::RBAC_GROUP {
+    if info.group == RBAC_GROUP {
         let old = s
             .name
             .as_deref()
             .and_then(|n| s.key(n).ok())
             .and_then(|k| s.hub.store.get(&k));
-        causes.extend(crate::auth::rbac::validate(
+        causes.extend(rbac::validate(
             &info.resource,
             new,
             old.map(|o| o.value()).as_ref(),
@@ -592,7 +598,7 @@ pub fn after_write<'a>(
             crate::controllers::apiservices::sync(hub, &key.cluster).await;
         } else if storage_key == WORKSPACES {
             crate::controllers::workspace_written(hub, &key.cluster, new).await;
-        } else if crate::auth::rbac::is_rbac_resource(&storage_key) {
+        } else if rbac::is_rbac_resource(&storage_key) {
             hub.security.rbac.invalidate(&key.cluster);
         } else if crate::controllers::security::watches(&storage_key) {
             crate::controllers::security::object_written(hub, &storage_key, key, new).await;

@@ -132,7 +132,7 @@ pub fn authorize(hub: &Hub, user: &UserInfo, attrs: &Attributes) -> Decision {
 }
 
 /// `group/resource` as kube-apiserver prints it (`deployments.apps`).
-fn qualified(group: &str, resource: &str) -> String {
+pub(crate) fn qualified(group: &str, resource: &str) -> String {
     if group.is_empty() {
         resource.to_string()
     } else {

@@ -4,13 +4,16 @@
 //! the admin token, a static token file ([`token_file`]), ServiceAccount
 //! tokens the hub signed ([`service_account`]) and client certificates signed
 //! by the hub's CA. Authorization ([`authorize`]) evaluates Kubernetes RBAC
-//! ([`rbac`]) per workspace, with `system:masters` as the superuser group.
+//! ([`rbac`]) per workspace, with `system:masters` as the superuser group;
+//! writes of Roles and bindings are also refused when they would grant
+//! permissions the writer does not hold ([`escalation`]).
 //!
 //! Credentials never reach a log line: error messages say *why* a token was
 //! refused, never what it was.
 
 pub mod authorize;
 pub mod defaults;
+pub mod escalation;
 pub mod rbac;
 pub mod service_account;
 pub mod token_file;
@@ -38,6 +41,8 @@ pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 pub const SERVICE_ACCOUNTS: &str = "system:serviceaccounts";
 /// User name of the admin token in `admin.kubeconfig`.
 pub const ADMIN_USER: &str = "admin";
+/// User name of the hub's own writes (kube-apiserver's loopback user).
+pub const LOOPBACK_USER: &str = "system:apiserver";
 /// `extra` key naming the logical cluster a ServiceAccount credential belongs to
 /// (the key kcp uses).
 pub const EXTRA_CLUSTER_NAME: &str = "authentication.kcp.io/cluster-name";
@@ -72,6 +77,13 @@ impl UserInfo {
 
     pub fn admin() -> Self {
         UserInfo::new(ADMIN_USER, "", vec![SYSTEM_MASTERS.to_string()])
+    }
+
+    /// Who the hub's own writes (controllers, default objects) are made as:
+    /// like kube-apiserver's loopback client, a member of `system:masters`,
+    /// so they are never refused.
+    pub fn loopback() -> Self {
+        UserInfo::new(LOOPBACK_USER, "", vec![SYSTEM_MASTERS.to_string()])
     }
 
     /// `system:serviceaccount:<namespace>:<name>` of logical cluster `cluster`.

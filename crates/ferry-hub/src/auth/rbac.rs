@@ -196,18 +196,32 @@ impl Binding {
 pub struct WorkspaceRbac {
     pub cluster_bindings: Vec<Binding>,
     pub namespace_bindings: HashMap<String, Vec<Binding>>,
+    /// Rules of each Role, by `(namespace, name)`.
+    pub roles: HashMap<(String, String), Arc<Vec<PolicyRule>>>,
+    /// Rules of each ClusterRole, aggregation applied.
+    pub cluster_roles: HashMap<String, Arc<Vec<PolicyRule>>>,
 }
 
-#[derive(Deserialize)]
+/// A binding's `roleRef` (the parts evaluation needs).
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RoleRef {
+pub struct RoleRef {
     #[serde(default)]
-    kind: String,
+    pub kind: String,
     #[serde(default)]
-    name: String,
+    pub name: String,
 }
 
-fn rules_of(v: &Value) -> Vec<PolicyRule> {
+impl RoleRef {
+    /// The `roleRef` of a RoleBinding or ClusterRoleBinding, if it has one.
+    pub fn of(binding: &Value) -> Option<RoleRef> {
+        serde_json::from_value(binding.get("roleRef")?.clone()).ok()
+    }
+}
+
+/// The rules of a Role or ClusterRole as written (none when malformed:
+/// validation reports those).
+pub fn rules_of(v: &Value) -> Vec<PolicyRule> {
     v.get("rules")
         .and_then(|r| serde_json::from_value(r.clone()).ok())
         .unwrap_or_default()
@@ -294,12 +308,10 @@ impl WorkspaceRbac {
                 })
                 .unwrap_or_default()
         };
-        let role_ref =
-            |v: &Value| -> Option<RoleRef> { serde_json::from_value(v.get("roleRef")?.clone()).ok() };
         let mut index = WorkspaceRbac::default();
         for v in cluster_role_bindings {
             let (_, name) = name_of(v);
-            let Some(r) = role_ref(v).filter(|r| r.kind == "ClusterRole") else {
+            let Some(r) = RoleRef::of(v).filter(|r| r.kind == "ClusterRole") else {
                 continue;
             };
             let Some(rules) = cluster_role_rules.get(&r.name) else {
@@ -315,7 +327,7 @@ impl WorkspaceRbac {
         }
         for v in role_bindings {
             let (ns, name) = name_of(v);
-            let Some(r) = role_ref(v) else { continue };
+            let Some(r) = RoleRef::of(v) else { continue };
             let rules = match r.kind.as_str() {
                 "ClusterRole" => cluster_role_rules.get(&r.name),
                 "Role" => role_rules.get(&(ns.clone(), r.name.clone())),
@@ -334,7 +346,20 @@ impl WorkspaceRbac {
                     rules: rules.clone(),
                 });
         }
+        index.roles = role_rules;
+        index.cluster_roles = cluster_role_rules;
         index
+    }
+
+    /// The rules a binding's `roleRef` grants: the Role named in the
+    /// binding's `namespace`, or the ClusterRole. `None` when it does not exist.
+    pub fn role_rules(&self, role_ref: &RoleRef, namespace: &str) -> Option<&[PolicyRule]> {
+        let rules = match role_ref.kind.as_str() {
+            "ClusterRole" => self.cluster_roles.get(&role_ref.name),
+            "Role" => self.roles.get(&(namespace.to_string(), role_ref.name.clone())),
+            _ => None,
+        };
+        rules.map(|r| r.as_slice())
     }
 
     /// The bindings that can apply to a request in `namespace`.
@@ -766,6 +791,29 @@ mod tests {
         let (resource, non_resource) = rbac.rules_for(&sa, "dev");
         assert_eq!(resource.len(), 1);
         assert!(non_resource.is_empty());
+    }
+
+    #[test]
+    fn role_refs_resolve_to_their_rules() {
+        let rbac = objects();
+        let role_ref = |kind: &str, name: &str| RoleRef {
+            kind: kind.into(),
+            name: name.into(),
+        };
+        assert_eq!(
+            rbac.role_rules(&role_ref("Role", "cm-reader"), "dev")
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(rbac.role_rules(&role_ref("Role", "cm-reader"), "prod").is_none());
+        // A ClusterRole's rules are the aggregated ones, in any namespace.
+        let aggregate = rbac
+            .role_rules(&role_ref("ClusterRole", "aggregate"), "prod")
+            .unwrap();
+        assert_eq!(aggregate[0].api_groups, vec!["apps".to_string()]);
+        assert!(rbac.role_rules(&role_ref("ClusterRole", "missing"), "").is_none());
+        assert!(rbac.role_rules(&role_ref("Robot", "cm-reader"), "dev").is_none());
     }
 
     #[test]

@@ -1,0 +1,623 @@
+//! RBAC privilege escalation prevention end to end, as kube-apiserver does
+//! it: writing a Role or ClusterRole needs every permission it grants (or
+//! `escalate`), writing a binding needs every permission of its role (or
+//! `bind` on that role), on every write path; system:masters is exempt.
+
+mod common;
+
+use common::{call, client_as};
+use ferry_hub::kubeconfig::AuthInfo;
+use ferry_hub::testing::TestHub;
+use serde_json::{json, Value};
+
+const RBAC: &str = "rbac.authorization.k8s.io";
+const WS: &str = "root:a";
+
+/// alice may only create Roles and RoleBindings in dev; erin may also
+/// `escalate` roles there; bob may also `bind` the ClusterRole `view`;
+/// pat may create, read and change Roles and read ConfigMaps in dev; carl
+/// may create ClusterRoles, and read ConfigMaps in dev only.
+const TOKENS: &str = "\
+alice-token,alice,u-alice
+erin-token,erin,u-erin
+bob-token,bob,u-bob
+pat-token,pat,u-pat
+carl-token,carl,u-carl
+";
+
+/// A hub with the users of [`TOKENS`].
+async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, TOKENS).unwrap();
+    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    (hub, dir)
+}
+
+async fn as_user(hub: &TestHub, token: &str) -> kube::Client {
+    client_as(hub, WS, AuthInfo::Token(token.to_string())).await
+}
+
+async fn admin(hub: &TestHub, ws: &str) -> kube::Client {
+    client_as(hub, ws, AuthInfo::Token(hub.running.admin_token.clone())).await
+}
+
+fn rbac_path(namespace: Option<&str>, resource: &str) -> String {
+    match namespace {
+        Some(ns) => format!("/apis/{RBAC}/v1/namespaces/{ns}/{resource}"),
+        None => format!("/apis/{RBAC}/v1/{resource}"),
+    }
+}
+
+fn role(name: &str, rules: Value) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "Role", "metadata": {"name": name}, "rules": rules})
+}
+
+fn cluster_role(name: &str, rules: Value) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})
+}
+
+fn role_binding(name: &str, role_kind: &str, role: &str, user: &str) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "RoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+        "subjects": [{"kind": "User", "apiGroup": RBAC, "name": user}]})
+}
+
+fn cluster_role_binding(name: &str, role: &str, user: &str) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "User", "apiGroup": RBAC, "name": user}]})
+}
+
+fn rule(verbs: &[&str], group: &str, resources: &[&str]) -> Value {
+    json!({"verbs": verbs, "apiGroups": [group], "resources": resources})
+}
+
+/// POST as admin; it must be created.
+async fn admin_create(hub: &TestHub, ws: &str, path: &str, obj: Value) {
+    let (code, body) = call(&admin(hub, ws).await, "POST", path, Some(&obj)).await;
+    assert_eq!(code, 201, "creating {path} in {ws}: {body}");
+}
+
+/// Give `user` the Role `rules` in dev (a Role and a RoleBinding, both named after the user).
+async fn grant_in_dev(hub: &TestHub, user: &str, rules: Value) {
+    let name = format!("{user}-grant");
+    admin_create(hub, WS, &rbac_path(Some("dev"), "roles"), role(&name, rules)).await;
+    admin_create(
+        hub,
+        WS,
+        &rbac_path(Some("dev"), "rolebindings"),
+        role_binding(&name, "Role", &name, user),
+    )
+    .await;
+}
+
+/// Workspace root:a with namespace dev, the users' grants, and a Role
+/// `secret-reader` (get secrets) made by the admin.
+async fn setup(hub: &TestHub) {
+    admin_create(
+        hub,
+        "root",
+        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "a"}}),
+    )
+    .await;
+    admin_create(
+        hub,
+        WS,
+        "/api/v1/namespaces",
+        json!({"metadata": {"name": "dev"}}),
+    )
+    .await;
+    let writer = rule(&["create"], RBAC, &["roles", "rolebindings"]);
+    grant_in_dev(hub, "alice", json!([writer])).await;
+    grant_in_dev(
+        hub,
+        "erin",
+        json!([writer, rule(&["escalate"], RBAC, &["roles"])]),
+    )
+    .await;
+    grant_in_dev(
+        hub,
+        "bob",
+        json!([writer, {"verbs": ["bind"], "apiGroups": [RBAC], "resources": ["clusterroles"], "resourceNames": ["view"]}]),
+    )
+    .await;
+    grant_in_dev(
+        hub,
+        "pat",
+        json!([
+            rule(&["create", "get", "update", "patch"], RBAC, &["roles"]),
+            rule(&["get", "list"], "", &["configmaps"]),
+        ]),
+    )
+    .await;
+    grant_in_dev(hub, "carl", json!([rule(&["get"], "", &["configmaps"])])).await;
+    admin_create(
+        hub,
+        WS,
+        &rbac_path(None, "clusterroles"),
+        cluster_role(
+            "clusterrole-writer",
+            json!([rule(&["create"], RBAC, &["clusterroles"])]),
+        ),
+    )
+    .await;
+    admin_create(
+        hub,
+        WS,
+        &rbac_path(None, "clusterrolebindings"),
+        cluster_role_binding("carl-clusterroles", "clusterrole-writer", "carl"),
+    )
+    .await;
+    admin_create(
+        hub,
+        WS,
+        &rbac_path(Some("dev"), "roles"),
+        role("secret-reader", json!([rule(&["get"], "", &["secrets"])])),
+    )
+    .await;
+}
+
+fn message(body: &Value) -> &str {
+    body["message"].as_str().unwrap_or_default()
+}
+
+/// Send `body` with `content_type` (for patches); returns code and JSON body.
+async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(kube::client::Body::from(body.as_bytes().to_vec()))
+        .unwrap();
+    let resp = client.send(req).await.expect("response");
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_role_writer_cannot_grant_what_it_does_not_hold() {
+    let (hub, _dir) = hub_with_users().await;
+    setup(&hub).await;
+    let alice = as_user(&hub, "alice-token").await;
+    let roles = rbac_path(Some("dev"), "roles");
+    let bindings = rbac_path(Some("dev"), "rolebindings");
+
+    let wide = role("reads-secrets", json!([rule(&["get"], "", &["secrets"])]));
+    let (code, body) = call(&alice, "POST", &roles, Some(&wide)).await;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(body["reason"], "Forbidden");
+    assert_eq!(
+        message(&body),
+        "roles.rbac.authorization.k8s.io \"reads-secrets\" is forbidden: User \"alice\" cannot create resource \"roles\" \
+         in API group \"rbac.authorization.k8s.io\" in the namespace \"dev\" in workspace \"root:a\": it grants permissions \
+         alice does not hold (verbs [get] on secrets); ask an admin, or get the \"escalate\" verb on roles"
+    );
+    // A dry run answers the same.
+    let (code, _) = call(&alice, "POST", &format!("{roles}?dryRun=All"), Some(&wide)).await;
+    assert_eq!(code, 403);
+
+    let admin_binding = role_binding("alice-admin", "ClusterRole", "cluster-admin", "alice");
+    let (code, body) = call(&alice, "POST", &bindings, Some(&admin_binding)).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        message(&body).ends_with(
+            ": ClusterRole \"cluster-admin\" grants permissions alice does not hold (verbs [*] on *.*; \
+             verbs [*] on non-resource URL \"*\"); ask an admin, or get the \"bind\" verb on clusterroles \"cluster-admin\""
+        ),
+        "{body}"
+    );
+    let existing = role_binding("alice-secrets", "Role", "secret-reader", "alice");
+    let (code, body) = call(&alice, "POST", &bindings, Some(&existing)).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        message(&body).contains(
+            "Role \"secret-reader\" grants permissions alice does not hold (verbs [get] on secrets)"
+        ),
+        "{body}"
+    );
+    let ghost = role_binding("alice-ghost", "Role", "ghost", "alice");
+    let (code, body) = call(&alice, "POST", &bindings, Some(&ghost)).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(message(&body).contains("Role \"ghost\" does not exist"), "{body}");
+
+    // What alice holds, she may hand on.
+    let same = role(
+        "role-writer",
+        json!([rule(&["create"], RBAC, &["roles", "rolebindings"])]),
+    );
+    let (code, body) = call(&alice, "POST", &roles, Some(&same)).await;
+    assert_eq!(code, 201, "{body}");
+    let narrower = role("role-creator", json!([rule(&["create"], RBAC, &["roles"])]));
+    let (code, body) = call(&alice, "POST", &roles, Some(&narrower)).await;
+    assert_eq!(code, 201, "{body}");
+    let hand_on = role_binding("bob-role-writer", "Role", "role-writer", "bob");
+    let (code, body) = call(&alice, "POST", &bindings, Some(&hand_on)).await;
+    assert_eq!(code, 201, "{body}");
+    // Nothing was written by the refused requests.
+    let (code, _) = call(&alice, "GET", &format!("{bindings}/alice-admin"), None).await;
+    assert_eq!(code, 403, "alice may not even read bindings");
+    let (code, _) = call(
+        &admin(&hub, WS).await,
+        "GET",
+        &format!("{bindings}/alice-admin"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn escalate_allows_broader_roles_and_bind_allows_binding_the_named_role_only() {
+    let (hub, _dir) = hub_with_users().await;
+    setup(&hub).await;
+    let roles = rbac_path(Some("dev"), "roles");
+    let bindings = rbac_path(Some("dev"), "rolebindings");
+
+    let erin = as_user(&hub, "erin-token").await;
+    let wide = role("reads-secrets", json!([rule(&["get", "list"], "", &["secrets"])]));
+    let (code, body) = call(&erin, "POST", &roles, Some(&wide)).await;
+    assert_eq!(code, 201, "{body}");
+    // escalate is not bind: erin still cannot bind what she does not hold.
+    let (code, body) = call(
+        &erin,
+        "POST",
+        &bindings,
+        Some(&role_binding("erin-secrets", "Role", "reads-secrets", "erin")),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+
+    let bob = as_user(&hub, "bob-token").await;
+    let (code, body) = call(
+        &bob,
+        "POST",
+        &bindings,
+        Some(&role_binding("bob-view", "ClusterRole", "view", "bob")),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = call(
+        &bob,
+        "POST",
+        &bindings,
+        Some(&role_binding("bob-admin", "ClusterRole", "cluster-admin", "bob")),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        message(&body).ends_with("get the \"bind\" verb on clusterroles \"cluster-admin\""),
+        "{body}"
+    );
+    // bob now holds `view` in dev, so he may write Roles within it; not beyond.
+    let (code, body) = call(
+        &bob,
+        "POST",
+        &roles,
+        Some(&role("bob-pods", json!([rule(&["get", "list"], "", &["pods"])]))),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, _) = call(
+        &bob,
+        "POST",
+        &roles,
+        Some(&role("bob-secrets", json!([rule(&["get"], "", &["secrets"])]))),
+    )
+    .await;
+    assert_eq!(code, 403);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_roles_need_the_permissions_cluster_wide() {
+    let (hub, _dir) = hub_with_users().await;
+    setup(&hub).await;
+    let carl = as_user(&hub, "carl-token").await;
+    let cluster_roles = rbac_path(None, "clusterroles");
+    // carl reads ConfigMaps in dev only: not enough for a ClusterRole.
+    let cm = cluster_role("cm-reader", json!([rule(&["get"], "", &["configmaps"])]));
+    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&cm)).await;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(
+        message(&body),
+        "clusterroles.rbac.authorization.k8s.io \"cm-reader\" is forbidden: User \"carl\" cannot create resource \
+         \"clusterroles\" in API group \"rbac.authorization.k8s.io\" at the cluster scope in workspace \"root:a\": \
+         it grants permissions carl does not hold (verbs [get] on configmaps); ask an admin, or get the \"escalate\" \
+         verb on clusterroles"
+    );
+    // An aggregated ClusterRole is judged by the rules it lists.
+    let aggregated = json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole",
+        "metadata": {"name": "aggregated"},
+        "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]},
+        "rules": [rule(&["create"], RBAC, &["clusterroles"])]});
+    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&aggregated)).await;
+    assert_eq!(code, 201, "{body}");
+    // Discovery is held by every authenticated user, cluster-wide.
+    let discovery = cluster_role(
+        "discovery-copy",
+        json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/version"]}]),
+    );
+    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&discovery)).await;
+    assert_eq!(code, 201, "{body}");
+    let metrics = cluster_role(
+        "metrics",
+        json!([{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]),
+    );
+    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&metrics)).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        message(&body).contains("(verbs [get] on non-resource URL \"/metrics\")"),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn updates_patches_and_server_side_apply_cannot_widen_a_role() {
+    let (hub, _dir) = hub_with_users().await;
+    setup(&hub).await;
+    let pat = as_user(&hub, "pat-token").await;
+    let roles = rbac_path(Some("dev"), "roles");
+    let cm = format!("{roles}/cm");
+    let (code, body) = call(
+        &pat,
+        "POST",
+        &roles,
+        Some(&role("cm", json!([rule(&["get"], "", &["configmaps"])]))),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+
+    let widened = json!([rule(&["get"], "", &["configmaps", "secrets"])]);
+    let merge = json!({"rules": widened}).to_string();
+    let json_patch =
+        json!([{"op": "add", "path": "/rules/-", "value": rule(&["get"], "", &["secrets"])}]).to_string();
+    let apply = format!(
+        "apiVersion: {RBAC}/v1\nkind: Role\nmetadata:\n  name: cm\n  namespace: dev\nrules:\n\
+         - apiGroups: [\"\"]\n  resources: [configmaps, secrets]\n  verbs: [get]\n"
+    );
+    for (content_type, patch) in [
+        ("application/merge-patch+json", merge.as_str()),
+        ("application/strategic-merge-patch+json", merge.as_str()),
+        ("application/json-patch+json", json_patch.as_str()),
+    ] {
+        let (code, body) = send(&pat, "PATCH", &cm, content_type, patch).await;
+        assert_eq!(code, 403, "{content_type}: {body}");
+        assert!(
+            message(&body).contains(
+                "User \"pat\" cannot patch resource \"roles\" in API group \"rbac.authorization.k8s.io\" in the namespace \"dev\""
+            ),
+            "{body}"
+        );
+        assert!(message(&body).contains("(verbs [get] on secrets)"), "{body}");
+    }
+    let (code, body) = send(
+        &pat,
+        "PATCH",
+        &format!("{cm}?fieldManager=pat&force=true"),
+        "application/apply-patch+yaml",
+        &apply,
+    )
+    .await;
+    assert_eq!(code, 403, "apply: {body}");
+    // Server-side apply that would create a role is checked too.
+    let (code, body) = send(
+        &pat,
+        "PATCH",
+        &format!("{roles}/new-one?fieldManager=pat"),
+        "application/apply-patch+yaml",
+        &apply.replace("name: cm", "name: new-one"),
+    )
+    .await;
+    assert_eq!(code, 403, "apply-create: {body}");
+    // A full update, dry run or not.
+    let (_, mut current) = call(&pat, "GET", &cm, None).await;
+    current["rules"] = widened.clone();
+    for path in [cm.clone(), format!("{cm}?dryRun=All")] {
+        let (code, body) = call(&pat, "PUT", &path, Some(&current)).await;
+        assert_eq!(code, 403, "{path}: {body}");
+    }
+    let (_, stored) = call(&pat, "GET", &cm, None).await;
+    assert_eq!(stored["rules"], json!([rule(&["get"], "", &["configmaps"])]));
+
+    // Changes within what pat holds go through.
+    let list = json!({"rules": [rule(&["get", "list"], "", &["configmaps"])]}).to_string();
+    let (code, body) = send(&pat, "PATCH", &cm, "application/merge-patch+json", &list).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = send(
+        &pat,
+        "PATCH",
+        &format!("{roles}/applied?fieldManager=pat"),
+        "application/apply-patch+yaml",
+        &format!(
+            "apiVersion: {RBAC}/v1\nkind: Role\nmetadata:\n  name: applied\nrules:\n\
+             - apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [list]\n"
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+
+    // A role pat does not cover: any change but garbage-collection fields is refused.
+    let secret_reader = format!("{roles}/secret-reader");
+    let label = json!({"metadata": {"labels": {"team": "pat"}}}).to_string();
+    let (code, body) = send(
+        &pat,
+        "PATCH",
+        &secret_reader,
+        "application/merge-patch+json",
+        &label,
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    let finalizer = json!({"metadata": {"finalizers": ["example.com/keep"]}}).to_string();
+    let (code, body) = send(
+        &pat,
+        "PATCH",
+        &secret_reader,
+        "application/merge-patch+json",
+        &finalizer,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn namespace_admins_delegate_what_they_hold_and_admins_are_unrestricted() {
+    let (hub, _dir) = hub_with_users().await;
+    setup(&hub).await;
+    let bindings = rbac_path(Some("dev"), "rolebindings");
+    // A ServiceAccount with the aggregated `admin` ClusterRole in dev.
+    let a = admin(&hub, WS).await;
+    admin_create(
+        &hub,
+        WS,
+        "/api/v1/namespaces/dev/serviceaccounts",
+        json!({"metadata": {"name": "lead"}}),
+    )
+    .await;
+    let mut lead_admin = role_binding("lead-admin", "ClusterRole", "admin", "x");
+    lead_admin["subjects"] = json!([{"kind": "ServiceAccount", "name": "lead", "namespace": "dev"}]);
+    admin_create(&hub, WS, &bindings, lead_admin).await;
+    let (code, body) = call(
+        &a,
+        "POST",
+        "/api/v1/namespaces/dev/serviceaccounts/lead/token",
+        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let lead = as_user(&hub, body["status"]["token"].as_str().unwrap()).await;
+    for (name, role) in [
+        ("alice-edit", "edit"),
+        ("alice-view", "view"),
+        ("alice-admin", "admin"),
+    ] {
+        let (code, body) = call(
+            &lead,
+            "POST",
+            &bindings,
+            Some(&role_binding(name, "ClusterRole", role, "alice")),
+        )
+        .await;
+        assert_eq!(code, 201, "binding {role}: {body}");
+    }
+    let (code, body) = call(
+        &lead,
+        "POST",
+        &bindings,
+        Some(&role_binding(
+            "alice-root",
+            "ClusterRole",
+            "cluster-admin",
+            "alice",
+        )),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        message(&body).contains("User \"system:serviceaccount:dev:lead\""),
+        "{body}"
+    );
+
+    // system:masters may grant anything, itself included.
+    let (code, body) = call(
+        &a,
+        "POST",
+        &rbac_path(None, "clusterrolebindings"),
+        Some(&cluster_role_binding("alice-root", "cluster-admin", "alice")),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = call(
+        &a,
+        "POST",
+        &bindings,
+        Some(&role_binding("missing-role", "Role", "not-yet", "alice")),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    // ... and now alice, a cluster admin through RBAC, holds everything.
+    let alice = as_user(&hub, "alice-token").await;
+    let (code, body) = call(
+        &alice,
+        "POST",
+        &rbac_path(Some("dev"), "roles"),
+        Some(&role("anything", json!([rule(&["*"], "*", &["*"])]))),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_create_rolebinding_to_cluster_admin_explains_the_refusal() {
+    let (hub, _dir) = hub_with_users().await;
+    setup(&hub).await;
+    let server = format!("{}/clusters/{WS}", hub.url());
+    let as_alice = |args: &[&str]| {
+        let mut all = vec!["--server", server.as_str(), "--token", "alice-token"];
+        all.extend_from_slice(args);
+        hub.kubectl(&all)
+    };
+    let out = as_alice(&[
+        "create",
+        "rolebinding",
+        "alice-root",
+        "--clusterrole=cluster-admin",
+        "--user=alice",
+        "-n",
+        "dev",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "rolebindings.rbac.authorization.k8s.io \"alice-root\" is forbidden: User \"alice\" cannot create resource \"rolebindings\""
+        ) && stderr.contains(
+            "ClusterRole \"cluster-admin\" grants permissions alice does not hold (verbs [*] on *.*; verbs [*] on non-resource URL \"*\"); ask an admin, or get the \"bind\" verb on clusterroles \"cluster-admin\""
+        ),
+        "{stderr}"
+    );
+    let out = as_alice(&[
+        "create",
+        "role",
+        "secrets",
+        "--verb=get,list",
+        "--resource=secrets",
+        "-n",
+        "dev",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("it grants permissions alice does not hold (verbs [get list] on secrets)"),
+        "{stderr}"
+    );
+    // What alice holds she can hand on with kubectl too.
+    let out = as_alice(&[
+        "create",
+        "role",
+        "binder",
+        "--verb=create",
+        "--resource=rolebindings.rbac.authorization.k8s.io",
+        "-n",
+        "dev",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = as_alice(&[
+        "create",
+        "rolebinding",
+        "binder",
+        "--role=binder",
+        "--user=bob",
+        "-n",
+        "dev",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
