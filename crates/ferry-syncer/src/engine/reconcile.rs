@@ -195,7 +195,7 @@ impl Writer<'_> {
         let created = self
             .send("create", "create", None, api.create(&pp, &body))
             .await?;
-        self.store().written(&created);
+        self.store().written(&created, based_on(obj));
         Ok(created)
     }
 
@@ -210,8 +210,11 @@ impl Writer<'_> {
         let pp = post_params();
         let api = self.api();
         let name = &self.object.name;
-        self.send("update", "update", None, api.replace(name, &pp, &body))
-            .await
+        let replaced = self
+            .send("update", "update", None, api.replace(name, &pp, &body))
+            .await?;
+        self.store().written(&replaced, based_on(obj));
+        Ok(replaced)
     }
 
     async fn replace_status(&self, obj: &Value) -> Result<RawObject, SyncError> {
@@ -227,7 +230,7 @@ impl Writer<'_> {
                 api.replace_status(name, &pp, &body),
             )
             .await?;
-        self.store().written(&replaced);
+        self.store().written(&replaced, based_on(obj));
         Ok(replaced)
     }
 
@@ -306,6 +309,11 @@ fn post_params() -> PostParams {
         dry_run: false,
         field_manager: Some(FIELD_MANAGER.into()),
     }
+}
+
+/// The resourceVersion a write of `obj` is based on (`None` for a create).
+fn based_on(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/resourceVersion").and_then(Value::as_str)
 }
 
 /// The body of a write.

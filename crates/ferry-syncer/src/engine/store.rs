@@ -166,9 +166,23 @@ impl ObjectStore {
     }
 
     /// Records an object this syncer just wrote, before its watch event arrives.
-    pub fn written(&self, obj: &RawObject) {
-        if self.is_synced() {
-            self.apply(obj);
+    /// `replaced` is the resourceVersion the write was based on (`None` for a create):
+    /// if the store has moved on since (a newer change, or the write's own event, came
+    /// first), it already holds what the server has, and a write response handled late
+    /// must not put an older version back.
+    pub fn written(&self, obj: &RawObject, replaced: Option<&str>) {
+        let Some(key) = ObjectRef::of_meta(&obj.metadata) else {
+            return;
+        };
+        let mut inner = self.inner.write();
+        let current = inner.objects.get(&key).map(|s| s.resource_version.as_deref());
+        let based_on_current = match (current, replaced) {
+            (None, None) => true,
+            (Some(current), Some(replaced)) => current == Some(replaced),
+            _ => false,
+        };
+        if inner.synced && based_on_current {
+            inner.objects.insert(key, Stored::of(obj));
         }
     }
 
@@ -236,7 +250,7 @@ mod tests {
         store.begin_list();
         store.finish_list();
         let obj = raw(json!({ "metadata": { "name": "a", "resourceVersion": "5", "managedFields": [{}] } }));
-        store.written(&obj);
+        store.written(&obj, None);
         assert!(!store.apply(&obj).unwrap().1);
         let newer = raw(json!({ "metadata": { "name": "a", "resourceVersion": "6" } }));
         assert!(store.apply(&newer).unwrap().1);
@@ -246,6 +260,49 @@ mod tests {
         assert!(store.get(&key).unwrap()["metadata"]
             .get("managedFields")
             .is_none());
+    }
+
+    #[test]
+    fn a_late_write_response_does_not_put_an_older_version_back() {
+        let store = ObjectStore::default();
+        store.begin_list();
+        store.finish_list();
+        let key = ObjectRef {
+            namespace: None,
+            name: "a".into(),
+        };
+        let rv = |store: &ObjectStore| store.get(&key).unwrap()["metadata"]["resourceVersion"].clone();
+        store.apply(&raw(
+            json!({ "metadata": { "name": "a", "resourceVersion": "5" } }),
+        ));
+        // Our update of version 5 returned version 6, but the watch already delivered 7.
+        store.apply(&raw(
+            json!({ "metadata": { "name": "a", "resourceVersion": "7" } }),
+        ));
+        store.written(
+            &raw(json!({ "metadata": { "name": "a", "resourceVersion": "6" } })),
+            Some("5"),
+        );
+        assert_eq!(rv(&store), "7");
+        // Handled in time, it is recorded.
+        store.written(
+            &raw(json!({ "metadata": { "name": "a", "resourceVersion": "8" } })),
+            Some("7"),
+        );
+        assert_eq!(rv(&store), "8");
+        // A create whose object someone else re-created meanwhile is not recorded over it.
+        store.apply(&raw(
+            json!({ "metadata": { "name": "b", "resourceVersion": "9" } }),
+        ));
+        store.written(
+            &raw(json!({ "metadata": { "name": "b", "resourceVersion": "3" } })),
+            None,
+        );
+        let b = ObjectRef {
+            namespace: None,
+            name: "b".into(),
+        };
+        assert_eq!(store.get(&b).unwrap()["metadata"]["resourceVersion"], "9");
     }
 
     fn cm(name: &str) -> RawObject {
