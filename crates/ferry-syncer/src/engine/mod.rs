@@ -379,6 +379,23 @@ impl Engine {
         }
     }
 
+    /// Whether this syncer keeps copies in `namespace` downstream that are still
+    /// wanted: its Namespace copy is then released rather than deleted when no longer
+    /// wanted itself, since deleting it would delete those copies too, only for them to
+    /// be made again (kcp#2041).
+    pub fn keeps_copies_in(&self, namespace: &str) -> bool {
+        let selection = self.selection();
+        self.flows().iter().any(|flow| {
+            let id = &flow.target.id;
+            flow.target.direction == Direction::Downsync
+                && id.namespaced
+                && !flow.is_retiring()
+                && flow.copies.any_in_namespace(namespace, |name| {
+                    selection.wants_downsync(id, Some(namespace), name)
+                })
+        })
+    }
+
     /// Latches "initial sync done" once configs are read, every flow has listed both
     /// sides, and the queue has drained.
     pub async fn watch_initial_sync(self: Arc<Self>) {

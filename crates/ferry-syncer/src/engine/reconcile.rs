@@ -2,7 +2,7 @@
 //! against actual (this syncer's copy) → create, adopt, update, delete, or write status.
 //! Nothing is written when nothing changed.
 
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::Value;
 
 use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
@@ -17,8 +17,8 @@ use crate::metrics::SyncDirection;
 use crate::selection::{is_cluster_local, Direction};
 use crate::side::Side;
 use crate::transform::{
-    allows_overwrite, downstream_copy, is_owned_by, merge_for_update, needs_update, status_differs,
-    status_for_upstream, upstream_copy, with_status,
+    allows_overwrite, downstream_copy, is_owned_by, merge_for_update, needs_update, release_patch,
+    status_differs, status_for_upstream, upstream_copy, with_status,
 };
 
 /// Field manager of every write.
@@ -257,6 +257,24 @@ impl Writer<'_> {
         }
     }
 
+    /// Removes this syncer's marks from its copy, which stays as a plain object.
+    async fn release(&self) -> Result<(), SyncError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let api = self.api();
+        let patch = Patch::Merge(release_patch());
+        self.send(
+            "update",
+            "patch",
+            None,
+            api.patch(&self.object.name, &params, &patch),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Creates the namespace the object goes into, unless selection downsyncs that
     /// Namespace object itself (then its own flow creates it, as a marked copy).
     async fn ensure_namespace(&self) -> Result<(), SyncError> {
@@ -350,6 +368,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
         return Ok(());
     }
     let source = flow.sources.get(object);
+    let source_alive = source.as_deref().is_some_and(|s| !is_deleting(s));
     if source.is_none() && !flow.sources.is_synced() {
         // Nor does absence of a source while the sources are still being listed. A source
         // already seen can be copied, though (the first list streams).
@@ -386,7 +405,17 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
         // Not wanted (any more): delete this syncer's copy, unless create-only.
         if let Some(copy) = copy {
             let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(&copy);
-            if !create_only && !is_deleting(&copy) {
+            if create_only || is_deleting(&copy) {
+                return Ok(());
+            }
+            let holds_wanted_copies = flow.target.direction == Direction::Downsync
+                && id.is_namespaces()
+                && source_alive
+                && engine.keeps_copies_in(&object.name);
+            if holds_wanted_copies {
+                dest.release().await?;
+                tracing::info!(namespace = %object, "released the namespace copy (no longer wanted, but it holds other copies)");
+            } else {
                 dest.delete(&copy).await?;
                 engine.metrics.synced(direction, &resource);
                 tracing::debug!(%resource, %object, side = %dest.side, "deleted copy");

@@ -102,6 +102,15 @@ impl ObjectStore {
         self.inner.read().objects.keys().cloned().collect()
     }
 
+    /// Whether an object held in `namespace` has a name for which `matches` holds.
+    pub fn any_in_namespace(&self, namespace: &str, matches: impl Fn(&str) -> bool) -> bool {
+        self.inner
+            .read()
+            .objects
+            .keys()
+            .any(|key| key.namespace.as_deref() == Some(namespace) && matches(&key.name))
+    }
+
     /// Number of objects held.
     pub fn len(&self) -> usize {
         self.inner.read().objects.len()

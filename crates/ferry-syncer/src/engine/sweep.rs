@@ -13,7 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, Preconditions};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, Preconditions,
+};
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 
@@ -26,7 +28,7 @@ use super::Engine;
 use crate::metrics::SyncDirection;
 use crate::selection::{Direction, DiscoveredResource, ResourceId, WatchTarget};
 use crate::side::Side;
-use crate::transform::{allows_overwrite, is_owned_by};
+use crate::transform::{allows_overwrite, is_owned_by, release_patch};
 
 /// Sweeps attempted in all while a server cannot be reached.
 const ATTEMPTS: u32 = 5;
@@ -61,12 +63,25 @@ pub enum SweepError {
         #[source]
         source: kube::Error,
     },
+    /// Removing this syncer's marks from a Namespace copy failed.
+    #[error("release namespace {object} on the {side} side (remove this syncer's marks): {source}")]
+    Release {
+        /// Where.
+        side: Side,
+        /// The namespace.
+        object: String,
+        /// The error from the server or the connection.
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl SweepError {
     fn source_error(&self) -> &kube::Error {
         match self {
-            SweepError::List { source, .. } | SweepError::Delete { source, .. } => source,
+            SweepError::List { source, .. }
+            | SweepError::Delete { source, .. }
+            | SweepError::Release { source, .. } => source,
         }
     }
 
@@ -334,6 +349,32 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
             Some(ns) => Api::namespaced_with(client.client.clone(), ns, &ar),
             None => Api::all_with(client.client.clone(), &ar),
         };
+        let is_namespace = resource.group.is_empty() && resource.resource == "namespaces";
+        if side == Side::Downstream && is_namespace && engine.keeps_copies_in(&orphan.name) {
+            // Deleting it would delete the copies it still holds (see Engine::keeps_copies_in).
+            client.limiter.acquire().await;
+            let release = api
+                .patch(
+                    &orphan.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(release_patch()),
+                )
+                .await;
+            match release {
+                Ok(_) => {
+                    tracing::info!(namespace = %orphan, "released a namespace copy that still holds wanted copies")
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(source) => {
+                    return Err(SweepError::Release {
+                        side,
+                        object: orphan.to_string(),
+                        source,
+                    })
+                }
+            }
+            continue;
+        }
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(orphan.uid.clone()),

@@ -28,7 +28,7 @@ use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
 use crate::selection::WatchTarget;
 
 pub use compare::{is_semantic_subset, merge_for_update, needs_update};
-pub use ownership::{allows_overwrite, is_owned_by};
+pub use ownership::{allows_overwrite, is_owned_by, release_patch};
 pub use strip::{
     strip_server_fields, NEVER_COPIED_ANNOTATIONS, NEVER_COPIED_LABEL_PREFIXES, SERVER_SET_METADATA,
 };

@@ -6,11 +6,11 @@
 //! value names the object itself, so an object that merely inherited both (a ReplicaSet
 //! copying its Deployment's annotations, kubestellar#900) is not taken for a copy.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use ferry_api::well_known::{
-    owned_value, syncer_label_value, DOWNSYNCED_ANNOTATION, DOWNSYNC_OVERWRITE_ANNOTATION, SYNCER_LABEL,
-    UPSYNCED_ANNOTATION,
+    owned_value, syncer_label_value, DESIRED_HASH_ANNOTATION, DOWNSYNCED_ANNOTATION,
+    DOWNSYNC_OVERWRITE_ANNOTATION, MANAGED_METADATA_ANNOTATION, SYNCER_LABEL, UPSYNCED_ANNOTATION,
 };
 
 fn meta_map<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
@@ -70,6 +70,22 @@ pub fn is_owned_by(obj: &Value, syncer_name: &str) -> bool {
         };
         marked_ns == namespace && marked_name == name && kind.is_none_or(|k| k == marked_kind)
     })
+}
+
+/// The merge patch that turns a copy into a plain object nobody owns: the Ferry label
+/// and every ownership and bookkeeping annotation removed. For a Namespace copy that
+/// is no longer wanted but still holds other copies (deleting it would delete them).
+pub fn release_patch() -> Value {
+    let mut annotations = Map::new();
+    for key in [
+        DOWNSYNCED_ANNOTATION,
+        UPSYNCED_ANNOTATION,
+        DESIRED_HASH_ANNOTATION,
+        MANAGED_METADATA_ANNOTATION,
+    ] {
+        annotations.insert(key.into(), Value::Null);
+    }
+    json!({ "metadata": { "labels": { SYNCER_LABEL: null }, "annotations": annotations } })
 }
 
 /// Whether the syncer may update and delete the copy of `source`: false when the source

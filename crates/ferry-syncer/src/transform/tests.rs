@@ -284,3 +284,27 @@ fn semantic_subset_ignores_extra_fields_but_not_list_changes() {
     assert!(is_semantic_subset(&json!({ "a": null }), &json!({})));
     assert!(!is_semantic_subset(&json!({ "a": "x" }), &json!({})));
 }
+
+#[test]
+fn a_released_copy_is_no_longer_owned_and_keeps_everything_else() {
+    let mut copy = downstream_copy(&upstream_deployment(), &deployment_type(), "florin");
+    copy["metadata"]["labels"]["team"] = json!("blue");
+    copy["metadata"]["annotations"]["note"] = json!("kept");
+    assert!(is_owned_by(&copy, "florin"));
+    json_patch::merge(&mut copy, &release_patch());
+    assert!(!is_owned_by(&copy, "florin"));
+    let meta = &copy["metadata"];
+    assert!(meta["labels"].get(SYNCER_LABEL).is_none());
+    assert!(meta["annotations"].get(DESIRED_HASH_ANNOTATION).is_none());
+    assert!(meta["annotations"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .all(|k| !k.starts_with("edge.kubestellar.io/") && !k.starts_with("ferry.dev/")));
+    assert_eq!(meta["labels"]["team"], "blue");
+    assert_eq!(meta["annotations"]["note"], "kept");
+    assert_eq!(
+        copy["spec"],
+        downstream_copy(&upstream_deployment(), &deployment_type(), "florin")["spec"]
+    );
+}
