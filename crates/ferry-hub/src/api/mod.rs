@@ -1,5 +1,5 @@
 //! The REST front door: parse the path, authenticate, resolve the workspace,
-//! then serve discovery, OpenAPI or a resource.
+//! apply impersonation, authorize, then serve discovery, OpenAPI or a resource.
 
 mod body;
 mod kinds;
@@ -23,6 +23,7 @@ use http::StatusCode;
 use serde_json::Value;
 
 use crate::auth::authorize as authz;
+use crate::auth::impersonation;
 use crate::auth::{PeerCertificate, UserInfo};
 use crate::discovery;
 use crate::hub::Hub;
@@ -56,6 +57,20 @@ fn authenticate(hub: &Hub, parts: &http::request::Parts) -> Result<UserInfo, Api
     Ok(hub.security.authenticate(hub, &parts.headers, peer)?)
 }
 
+/// Who the request runs as: the caller, or whom its `Impersonate-*` headers
+/// name once the caller may impersonate them in `cluster` (see
+/// `auth::impersonation`). The headers are dropped afterwards.
+fn act_as(
+    hub: &Hub,
+    caller: UserInfo,
+    parts: &mut http::request::Parts,
+    cluster: Option<&LogicalCluster>,
+) -> Result<UserInfo, ApiError> {
+    let user = impersonation::impersonate(hub, caller, &parts.headers, cluster)?;
+    impersonation::remove_headers(&mut parts.headers);
+    Ok(user)
+}
+
 /// RBAC (and workspace binding) for the request; 403 naming user, verb,
 /// resource, namespace and workspace when denied.
 fn authorize(
@@ -85,16 +100,19 @@ fn default_manager(headers: &http::HeaderMap) -> String {
 }
 
 async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let parsed = match path::parse(parts.uri.path()) {
         Ok(p) => p,
         Err(not_found) => {
-            // As in kube-apiserver, authentication and authorization come
-            // before routing: an unknown path is a non-resource URL.
-            let user = authenticate(&hub, &parts)?;
+            // As in kube-apiserver, authentication, impersonation and
+            // authorization come before routing: an unknown path is a
+            // non-resource URL.
+            let caller = authenticate(&hub, &parts)?;
             let (raw, _) = authz::split_workspace(parts.uri.path());
-            if let Some(lc) = hub.resolve_cluster(raw).filter(|_| raw != Some("*")) {
-                authorize(&hub, &user, &parts, None, Some(&lc))?;
+            let cluster = hub.resolve_cluster(raw).filter(|_| raw != Some("*"));
+            let user = act_as(&hub, caller, &mut parts, cluster.as_ref())?;
+            if let Some(lc) = &cluster {
+                authorize(&hub, &user, &parts, None, Some(lc))?;
             } else if !user.is_superuser() {
                 authorize(&hub, &user, &parts, None, None)?;
             }
@@ -104,7 +122,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     if let Target::Health(_) = parsed.target {
         return Ok((StatusCode::OK, "ok").into_response());
     }
-    let user = authenticate(&hub, &parts)?;
+    let caller = authenticate(&hub, &parts)?;
     let cluster = match parsed.cluster.as_deref() {
         Some("*") => None,
         raw => Some(hub.resolve_cluster(raw).ok_or_else(|| {
@@ -114,6 +132,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             ))
         })?),
     };
+    let user = act_as(&hub, caller, &mut parts, cluster.as_ref())?;
     let resource = match &parsed.target {
         Target::Resource(rp) => Some(rp),
         _ => None,

@@ -6,7 +6,8 @@
 //! by the hub's CA. Authorization ([`authorize`]) evaluates Kubernetes RBAC
 //! ([`rbac`]) per workspace, with `system:masters` as the superuser group;
 //! writes of Roles and bindings are also refused when they would grant
-//! permissions the writer does not hold ([`escalation`]).
+//! permissions the writer does not hold ([`escalation`]). A caller allowed
+//! the `impersonate` verb may act as someone else ([`impersonation`]).
 //!
 //! Credentials never reach a log line: error messages say *why* a token was
 //! refused, never what it was.
@@ -14,6 +15,7 @@
 pub mod authorize;
 pub mod defaults;
 pub mod escalation;
+pub mod impersonation;
 pub mod rbac;
 pub mod service_account;
 pub mod token_file;
@@ -35,6 +37,9 @@ pub use token_file::{StaticToken, StaticTokens};
 pub const SYSTEM_MASTERS: &str = "system:masters";
 /// Every authenticated user is in this group.
 pub const AUTHENTICATED: &str = "system:authenticated";
+/// Kubernetes' user name for anonymous requests; the hub refuses those, so
+/// only impersonation acts as it.
+pub const ANONYMOUS: &str = "system:anonymous";
 /// Anonymous requests are in this group (only health endpoints serve them).
 pub const UNAUTHENTICATED: &str = "system:unauthenticated";
 /// Every ServiceAccount is in this group (and `system:serviceaccounts:<namespace>`).
