@@ -280,6 +280,48 @@ async fn read_body(body: Body) -> Result<bytes::Bytes, ApiError> {
     })
 }
 
+/// A request scope for the hub's own writes (controllers): the loopback
+/// user, `manager` as field manager, JSON bodies (JSON merge patches for
+/// `patch`).
+fn internal_scope(
+    hub: &Arc<Hub>,
+    cluster: &str,
+    info: crate::registry::ResourceInfo,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    verb: &str,
+    manager: &str,
+) -> Result<objects::Scope, ApiError> {
+    let content_type = if verb == "patch" {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    };
+    let lc = hub
+        .workspaces
+        .by_name(cluster)
+        .ok_or_else(|| ApiError::not_found_message(format!("workspace {cluster} not found")))?;
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    Ok(objects::Scope {
+        hub: hub.clone(),
+        cluster: Some(lc),
+        info,
+        namespace: namespace.map(String::from),
+        name: name.map(String::from),
+        subresource: None,
+        query: query::Query::default(),
+        format: negotiate::Format::Object,
+        default_manager: manager.into(),
+        headers,
+        user: UserInfo::loopback(),
+        verb: verb.into(),
+    })
+}
+
 /// Create an object from inside the hub (controllers), with the same defaults
 /// and validation as a client's create. AlreadyExists is returned as an error.
 pub(crate) async fn create_internal(
@@ -291,37 +333,63 @@ pub(crate) async fn create_internal(
     namespace: Option<&str>,
     value: Value,
 ) -> Result<Value, ApiError> {
-    let lc = hub
-        .workspaces
-        .by_name(cluster)
-        .ok_or_else(|| ApiError::not_found_message(format!("workspace {cluster} not found")))?;
     let info = hub
         .registry
         .lookup(Some(cluster), group, version, resource)
         .ok_or_else(|| ApiError::not_found_message(format!("{resource} is not served")))?;
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    let scope = objects::Scope {
-        hub: hub.clone(),
-        cluster: Some(lc),
-        info,
-        namespace: namespace.map(String::from),
-        name: None,
-        subresource: None,
-        query: query::Query::default(),
-        format: negotiate::Format::Object,
-        default_manager: "ferry-hub".into(),
-        headers,
-        user: UserInfo::loopback(),
-        verb: "create".into(),
-    };
+    let scope = internal_scope(hub, cluster, info, namespace, None, "create", "ferry-hub")?;
     let body = bytes::Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
     let resp = objects::create(&scope, body).await?;
     let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Delete the object at `key` (served as `info`) from inside the hub, as a
+/// client's DELETE with the DeleteOptions `options` would: preconditions,
+/// finalizers, propagation, namespace termination and after-write hooks alike.
+pub(crate) async fn delete_internal(
+    hub: &Arc<Hub>,
+    info: crate::registry::ResourceInfo,
+    key: &crate::storage::ObjectKey,
+    options: &Value,
+    manager: &str,
+) -> Result<(), ApiError> {
+    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
+    let scope = internal_scope(
+        hub,
+        &key.cluster,
+        info,
+        namespace,
+        Some(&key.name),
+        "delete",
+        manager,
+    )?;
+    let body = bytes::Bytes::from(serde_json::to_vec(options).unwrap_or_default());
+    objects::delete(&scope, body).await.map(|_| ())
+}
+
+/// Apply a JSON merge patch to the object at `key` from inside the hub, as a
+/// client's PATCH would (removing the last finalizer of an object being
+/// deleted deletes it).
+pub(crate) async fn merge_patch_internal(
+    hub: &Arc<Hub>,
+    info: crate::registry::ResourceInfo,
+    key: &crate::storage::ObjectKey,
+    patch: &Value,
+    manager: &str,
+) -> Result<(), ApiError> {
+    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
+    let scope = internal_scope(
+        hub,
+        &key.cluster,
+        info,
+        namespace,
+        Some(&key.name),
+        "patch",
+        manager,
+    )?;
+    let body = bytes::Bytes::from(serde_json::to_vec(patch).unwrap_or_default());
+    objects::patch(&scope, body).await.map(|_| ())
 }

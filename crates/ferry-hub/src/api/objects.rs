@@ -14,6 +14,7 @@ use super::query::Query;
 use super::write::{self, WriteKind};
 use crate::auth::rbac::Request;
 use crate::auth::{Attributes, UserInfo};
+use crate::controllers::garbage_collector::policy::{self, PropagationPolicy};
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -529,6 +530,9 @@ async fn modify(s: &Scope, name: &str, change: Change, code: StatusCode) -> Resu
             .map_err(|e| store_error(s, name, e))?
             .expect("object");
         let v = served_value(&stored, &s.info);
+        if finalized {
+            write::remove_contents(&s.hub, &s.info, &key, &v).await;
+        }
         write::after_write(&s.hub, &s.info, &key, if finalized { None } else { Some(&v) }).await;
         return Ok(respond_sub(s, code, v));
     }
@@ -554,6 +558,8 @@ struct DeleteOptions {
     uid: Option<String>,
     resource_version: Option<String>,
     dry_run: bool,
+    /// What happens to the object's dependents; `None` when the request does not say.
+    propagation: Option<PropagationPolicy>,
 }
 
 fn delete_options(s: &Scope, body: &Bytes) -> Result<DeleteOptions, ApiError> {
@@ -561,10 +567,18 @@ fn delete_options(s: &Scope, body: &Bytes) -> Result<DeleteOptions, ApiError> {
         dry_run: s.query.dry_run,
         ..Default::default()
     };
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(o);
-    }
-    let v = parse_object(body, &content_type(&s.headers))?;
+    let v = if body.iter().all(|b| b.is_ascii_whitespace()) {
+        None
+    } else {
+        Some(parse_object(body, &content_type(&s.headers))?)
+    };
+    o.propagation = policy::requested(
+        s.query.propagation_policy.as_deref(),
+        s.query.orphan_dependents,
+        v.as_ref(),
+    )
+    .map_err(|causes| ApiError::invalid("meta.k8s.io", "DeleteOptions", "", causes))?;
+    let Some(v) = v else { return Ok(o) };
     o.uid = v
         .pointer("/preconditions/uid")
         .and_then(Value::as_str)
@@ -613,7 +627,9 @@ pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
                 ));
             }
         }
-        match write::delete_object(&s.hub, &s.info, &key, &current, v, opts.dry_run).await {
+        let deleted =
+            write::delete_object(&s.hub, &s.info, &key, &current, v, opts.dry_run, opts.propagation).await;
+        match deleted {
             Err(write::DeleteError::Conflict) => continue,
             Err(write::DeleteError::Store(e)) => return Err(store_error(s, &name, e)),
             Ok(v) => return Ok(respond_object(s, StatusCode::OK, v)),
@@ -638,7 +654,7 @@ pub async fn delete_collection(s: &Scope, body: Bytes) -> Result<Response, ApiEr
     let mut deleted = Vec::new();
     for (key, obj) in objects.iter().filter(|(k, o)| sel.matches(k, o)) {
         let v = served_value(obj, &s.info);
-        match write::delete_object(&s.hub, &s.info, key, obj, v, opts.dry_run).await {
+        match write::delete_object(&s.hub, &s.info, key, obj, v, opts.dry_run, opts.propagation).await {
             Ok(v) => deleted.push(v),
             Err(write::DeleteError::Conflict) | Err(write::DeleteError::Store(StoreError::NotFound)) => {}
             Err(write::DeleteError::Store(e)) => return Err(store_error(s, &key.name, e)),

@@ -23,6 +23,8 @@ pub struct Query {
     pub field_validation: Option<String>,
     pub include_object: Option<String>,
     pub propagation_policy: Option<String>,
+    /// The deprecated `orphanDependents` of DeleteOptions.
+    pub orphan_dependents: Option<bool>,
     pub pretty: bool,
 }
 
@@ -72,6 +74,7 @@ impl Query {
                 "fieldValidation" => q.field_validation = Some(v),
                 "includeObject" => q.include_object = Some(v),
                 "propagationPolicy" => q.propagation_policy = Some(v),
+                "orphanDependents" => q.orphan_dependents = Some(boolean(&v)),
                 "pretty" => q.pretty = boolean(&v),
                 _ => {}
             }

@@ -11,6 +11,7 @@ use super::body::parse_object;
 use super::objects::{Change, Scope};
 use crate::auth::escalation;
 use crate::auth::rbac::{self, RBAC_GROUP};
+use crate::controllers::garbage_collector::policy::{self, PropagationPolicy};
 use crate::hub::{Hub, CRDS};
 use crate::patch;
 use crate::registry::ResourceInfo;
@@ -513,8 +514,19 @@ fn is(info: &ResourceInfo, group: &str, resource: &str) -> bool {
     info.group == group && info.resource == resource
 }
 
+/// The string entries of `metadata.finalizers`.
+fn finalizers_of(v: &Value) -> Vec<String> {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
 /// Delete one object: mark it if finalizers (or namespace contents) must go
-/// first, remove it otherwise. Returns the object as it was left.
+/// first, remove it otherwise. `propagation` is what the request asked for
+/// the object's dependents (`None`: not said); it adds or drops the
+/// garbage collector's `orphan` and `foregroundDeletion` finalizers.
+/// Returns the object as it was left.
 pub async fn delete_object(
     hub: &Arc<Hub>,
     info: &ResourceInfo,
@@ -522,18 +534,29 @@ pub async fn delete_object(
     stored: &StoredObject,
     mut v: Value,
     dry_run: bool,
+    propagation: Option<PropagationPolicy>,
 ) -> Result<Value, DeleteError> {
-    let has_finalizers = v
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|f| !f.is_empty());
     let namespace = is(info, "", "namespaces");
-    if has_finalizers || namespace {
-        if v.pointer("/metadata/deletionTimestamp").is_none() {
-            v["metadata"]["deletionTimestamp"] = Value::String(ferry_api::timestamp::now());
-            v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            if namespace {
-                v["status"]["phase"] = json!("Terminating");
+    let current = finalizers_of(&v);
+    // Namespaces go through namespace termination; their dependents elsewhere
+    // are collected once they are gone.
+    let finalizers = if namespace {
+        current.clone()
+    } else {
+        policy::finalizers_on_delete(&current, propagation, policy::default_policy(info))
+    };
+    let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
+    if !finalizers.is_empty() || namespace {
+        if !deleting || finalizers != current {
+            if !deleting {
+                v["metadata"]["deletionTimestamp"] = Value::String(ferry_api::timestamp::now());
+                v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                if namespace {
+                    v["status"]["phase"] = json!("Terminating");
+                }
+            }
+            if finalizers != current {
+                v["metadata"]["finalizers"] = json!(finalizers);
             }
             if dry_run {
                 return Ok(v);
@@ -548,7 +571,7 @@ pub async fn delete_object(
                 .map_err(DeleteError::Store)?
                 .expect("object");
             v = stored.value();
-            if namespace {
+            if namespace && !deleting {
                 crate::controllers::namespaces::start_termination(
                     hub.clone(),
                     key.cluster.clone(),
@@ -561,14 +584,7 @@ pub async fn delete_object(
     if dry_run {
         return Ok(v);
     }
-    if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
-        crate::controllers::remove_custom_resources(hub, &key.cluster, &v).await;
-    }
-    if is(info, "tenancy.kcp.io", "workspaces") {
-        if let Some(cluster) = v.pointer("/spec/cluster").and_then(Value::as_str) {
-            crate::controllers::remove_cluster(hub, cluster).await;
-        }
-    }
+    remove_contents(hub, info, key, &v).await;
     let committed = match hub.store.delete(key.clone(), Expect::Version(stored.rv)) {
         Err(StoreError::Conflict) => return Err(DeleteError::Conflict),
         other => other.map_err(DeleteError::Store)?,
@@ -580,6 +596,20 @@ pub async fn delete_object(
         .expect("tombstone");
     after_write(hub, info, key, None).await;
     Ok(tombstone.value())
+}
+
+/// What goes with an object that is removed from storage: a CRD's custom
+/// resources, a Workspace's logical cluster. Runs whether the object is
+/// deleted outright or its last finalizer is removed.
+pub async fn remove_contents(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey, v: &Value) {
+    if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
+        crate::controllers::remove_custom_resources(hub, &key.cluster, v).await;
+    }
+    if is(info, "tenancy.kcp.io", "workspaces") {
+        if let Some(cluster) = v.pointer("/spec/cluster").and_then(Value::as_str) {
+            crate::controllers::remove_cluster(hub, cluster).await;
+        }
+    }
 }
 
 /// Hooks that make a write take effect beyond storage: serving a CRD's

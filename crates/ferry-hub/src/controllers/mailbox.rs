@@ -172,7 +172,7 @@ async fn delete_workspace(hub: &Arc<Hub>, parent: &str, name: &str) {
         return;
     };
     let value = stored.value();
-    if crate::api::write::delete_object(hub, &info, &key, &stored, value, false)
+    if crate::api::write::delete_object(hub, &info, &key, &stored, value, false, None)
         .await
         .is_err()
     {

@@ -1,7 +1,8 @@
 //! Built-in controllers: what a fresh cluster has, workspaces, namespace
-//! termination, CRD clean-up.
+//! termination, CRD clean-up, garbage collection of `ownerReferences` dependents.
 
 pub mod apiservices;
+pub mod garbage_collector;
 pub mod mailbox;
 pub mod namespaces;
 pub mod security;
@@ -120,10 +121,15 @@ pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value)
     }
 }
 
-/// The resource (any served version) stored under `storage_key` in `cluster`.
+/// The resource stored under `storage_key` in `cluster`, at its storage
+/// version when it has several.
 pub fn info_for_storage_key(hub: &Hub, cluster: &str, storage_key: &str) -> Option<ResourceInfo> {
-    hub.registry
+    let served: Vec<ResourceInfo> = hub
+        .registry
         .resources(Some(cluster))
         .into_iter()
-        .find(|r| r.storage_key() == storage_key)
+        .filter(|r| r.storage_key() == storage_key)
+        .collect();
+    let storage = served.iter().position(|r| r.storage_version).unwrap_or(0);
+    served.into_iter().nth(storage)
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::garbage_collector::policy::PropagationPolicy;
 use crate::api::write::{delete_object, is_finalized};
 use crate::hub::Hub;
 use crate::storage::{ClusterScope, Expect, ObjectKey};
@@ -73,7 +74,9 @@ async fn step(hub: &Arc<Hub>, cluster: &str, namespace: &str) -> Result<bool, St
         };
         for (key, obj) in objects {
             let v = obj.value();
-            let _ = delete_object(hub, &info, &key, &obj, v, false).await;
+            // As Kubernetes' namespace controller: dependents go in the background.
+            let background = Some(PropagationPolicy::Background);
+            let _ = delete_object(hub, &info, &key, &obj, v, false, background).await;
             if hub.store.get(&key).is_some() {
                 remaining += 1;
             }

@@ -173,6 +173,24 @@ impl Registry {
         found
     }
 
+    /// The resource whose kind is `kind` in `group`, as served in `cluster`:
+    /// at `version` when that version is served, else at another served
+    /// version of the group (every version reads the same stored objects).
+    pub fn lookup_kind(&self, cluster: &str, group: &str, version: &str, kind: &str) -> Option<ResourceInfo> {
+        let crds = self.crds.read();
+        let candidates = || {
+            self.builtins
+                .iter()
+                .chain(crds.get(cluster).into_iter().flatten())
+                .filter(|r| r.group == group && r.kind == kind)
+        };
+        candidates()
+            .find(|r| r.version == version)
+            .or_else(|| candidates().find(|r| r.storage_version))
+            .or_else(|| candidates().next())
+            .cloned()
+    }
+
     /// Whether `group` is built in (CRDs may not redefine built-in groups' resources).
     pub fn is_builtin(&self, group: &str, resource: &str) -> bool {
         self.builtins

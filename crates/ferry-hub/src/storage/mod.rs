@@ -278,6 +278,19 @@ impl Store {
         (out, state.rv)
     }
 
+    /// Every resource key that has objects in some cluster.
+    pub fn resource_keys(&self) -> Vec<String> {
+        let state = self.state.lock();
+        let mut all: Vec<String> = state
+            .resources
+            .iter()
+            .filter(|(_, c)| c.values().any(|o| !o.is_empty()))
+            .map(|(r, _)| r.clone())
+            .collect();
+        all.sort();
+        all
+    }
+
     /// Names of every cluster that holds at least one object.
     pub fn clusters(&self) -> Vec<String> {
         let state = self.state.lock();
