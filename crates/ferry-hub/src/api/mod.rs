@@ -346,6 +346,18 @@ pub(crate) async fn create_internal(
     serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
 }
 
+/// The internal scope addressing the object at `key`, for `verb`.
+fn key_scope(
+    hub: &Arc<Hub>,
+    info: crate::registry::ResourceInfo,
+    key: &crate::storage::ObjectKey,
+    verb: &str,
+    manager: &str,
+) -> Result<objects::Scope, ApiError> {
+    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
+    internal_scope(hub, &key.cluster, info, namespace, Some(&key.name), verb, manager)
+}
+
 /// Delete the object at `key` (served as `info`) from inside the hub, as a
 /// client's DELETE with the DeleteOptions `options` would: preconditions,
 /// finalizers, propagation, namespace termination and after-write hooks alike.
@@ -356,16 +368,7 @@ pub(crate) async fn delete_internal(
     options: &Value,
     manager: &str,
 ) -> Result<(), ApiError> {
-    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
-    let scope = internal_scope(
-        hub,
-        &key.cluster,
-        info,
-        namespace,
-        Some(&key.name),
-        "delete",
-        manager,
-    )?;
+    let scope = key_scope(hub, info, key, "delete", manager)?;
     let body = bytes::Bytes::from(serde_json::to_vec(options).unwrap_or_default());
     objects::delete(&scope, body).await.map(|_| ())
 }
@@ -380,16 +383,7 @@ pub(crate) async fn merge_patch_internal(
     patch: &Value,
     manager: &str,
 ) -> Result<(), ApiError> {
-    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
-    let scope = internal_scope(
-        hub,
-        &key.cluster,
-        info,
-        namespace,
-        Some(&key.name),
-        "patch",
-        manager,
-    )?;
+    let scope = key_scope(hub, info, key, "patch", manager)?;
     let body = bytes::Bytes::from(serde_json::to_vec(patch).unwrap_or_default());
     objects::patch(&scope, body).await.map(|_| ())
 }
