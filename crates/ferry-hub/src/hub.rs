@@ -127,10 +127,8 @@ impl Hub {
             .list(&ClusterScope::One(cluster.into()), CRDS, None, None);
         let mut served = Vec::new();
         for (key, obj) in crds {
+            // A CRD being deleted keeps serving until it is gone.
             let crd = obj.value();
-            if crd.pointer("/metadata/deletionTimestamp").is_some() {
-                continue;
-            }
             match resources_from_crd(&crd) {
                 Ok(rs) => served.extend(rs),
                 Err(e) => tracing::warn!(crd = %key.name, cluster, "not serving CRD: {e}"),

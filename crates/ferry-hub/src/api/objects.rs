@@ -398,6 +398,7 @@ pub async fn create(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     };
     obj["metadata"]["name"] = Value::String(name.clone());
     write::ensure_namespace_accepts(s)?;
+    write::ensure_crd_accepts(s)?;
     let obj = write::prepare(s, WriteKind::Create, None, obj)?;
     let key = s.key(&name)?;
     if s.query.dry_run {
@@ -487,6 +488,7 @@ async fn modify(s: &Scope, name: &str, change: Change, code: StatusCode) -> Resu
             write::Outcome::Unchanged(v) => return Ok(respond_sub(s, StatusCode::OK, v)),
             write::Outcome::Create(v) => {
                 write::ensure_namespace_accepts(s)?;
+                write::ensure_crd_accepts(s)?;
                 if s.query.dry_run {
                     return Ok(respond_sub(s, StatusCode::CREATED, v));
                 }

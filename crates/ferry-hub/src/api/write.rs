@@ -482,6 +482,20 @@ pub fn is_finalized(v: &Value) -> bool {
             .is_none_or(|f| f.is_empty())
 }
 
+/// Reject creates of custom resources whose CRD is being deleted, as
+/// kube-apiserver does.
+pub fn ensure_crd_accepts(s: &Scope) -> Result<(), ApiError> {
+    let Some(cluster) = &s.cluster else {
+        return Ok(());
+    };
+    if crate::controllers::crds::is_terminating(&s.hub, &cluster.name, &s.info) {
+        return Err(ApiError::method_not_allowed(
+            "create not allowed while custom resource definition is terminating",
+        ));
+    }
+    Ok(())
+}
+
 /// Reject creates in namespaces that do not exist or are being deleted.
 pub fn ensure_namespace_accepts(s: &Scope) -> Result<(), ApiError> {
     let (Some(ns), true, Some(cluster)) = (&s.namespace, s.info.namespaced, &s.cluster) else {
@@ -537,15 +551,22 @@ pub async fn delete_object(
     propagation: Option<PropagationPolicy>,
 ) -> Result<Value, DeleteError> {
     let namespace = is(info, "", "namespaces");
+    let crd = is(info, "apiextensions.k8s.io", "customresourcedefinitions");
     let current = finalizers_of(&v);
+    let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
     // Namespaces go through namespace termination; their dependents elsewhere
     // are collected once they are gone.
-    let finalizers = if namespace {
+    let mut finalizers = if namespace {
         current.clone()
     } else {
         policy::finalizers_on_delete(&current, propagation, policy::default_policy(info))
     };
-    let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
+    // A CRD is held until its custom resources are gone (kube-apiserver adds
+    // this finalizer when a CRD is deleted).
+    let cleanup = crate::controllers::crds::CLEANUP_FINALIZER;
+    if crd && !deleting && !finalizers.iter().any(|f| f == cleanup) {
+        finalizers.push(cleanup.to_string());
+    }
     if !finalizers.is_empty() || namespace {
         if !deleting || finalizers != current {
             if !deleting {
@@ -553,6 +574,14 @@ pub async fn delete_object(
                 v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
                 if namespace {
                     v["status"]["phase"] = json!("Terminating");
+                }
+                if crd {
+                    let conditions = v["status"]["conditions"].as_array_mut();
+                    let mut kept: Vec<Value> = conditions
+                        .map(|c| c.drain(..).filter(|c| c["type"] != "Terminating").collect())
+                        .unwrap_or_default();
+                    kept.push(crate::controllers::crds::terminating_condition());
+                    v["status"]["conditions"] = json!(kept);
                 }
             }
             if finalizers != current {
@@ -577,6 +606,14 @@ pub async fn delete_object(
                     key.cluster.clone(),
                     key.name.clone(),
                 );
+            }
+            if crd && !deleting {
+                crate::controllers::crds::start_termination(
+                    hub.clone(),
+                    key.cluster.clone(),
+                    key.name.clone(),
+                )
+                .await;
             }
         }
         return Ok(v);

@@ -2,6 +2,7 @@
 //! termination, CRD clean-up, garbage collection of `ownerReferences` dependents.
 
 pub mod apiservices;
+pub mod crds;
 pub mod garbage_collector;
 pub mod mailbox;
 pub mod namespaces;
@@ -29,6 +30,7 @@ pub async fn bootstrap(hub: &Arc<Hub>) {
             security::ensure_default_rbac(hub, &cluster).await;
         }
     }
+    crds::resume_terminations(hub).await;
 }
 
 async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
@@ -102,7 +104,8 @@ pub fn remove_cluster<'a>(hub: &'a Arc<Hub>, cluster: &'a str) -> futures::futur
     })
 }
 
-/// A CRD is going away: its custom resources go with it.
+/// A CRD is removed from storage: custom resources still left (its clean-up
+/// finalizer was removed by hand) go with it at once.
 pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value) {
     let (Some(group), Some(plural)) = (
         crd.pointer("/spec/group").and_then(Value::as_str),
