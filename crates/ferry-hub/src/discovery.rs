@@ -450,6 +450,7 @@ pub(crate) mod tests {
             schema: None,
             storage_version: false,
             from_crd: false,
+            terminating: false,
         }
     }
 

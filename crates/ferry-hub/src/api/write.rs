@@ -485,10 +485,7 @@ pub fn is_finalized(v: &Value) -> bool {
 /// Reject creates of custom resources whose CRD is being deleted, as
 /// kube-apiserver does.
 pub fn ensure_crd_accepts(s: &Scope) -> Result<(), ApiError> {
-    let Some(cluster) = &s.cluster else {
-        return Ok(());
-    };
-    if crate::controllers::crds::is_terminating(&s.hub, &cluster.name, &s.info) {
+    if s.info.terminating {
         return Err(ApiError::method_not_allowed(
             "create not allowed while custom resource definition is terminating",
         ));
@@ -608,6 +605,8 @@ pub async fn delete_object(
                 );
             }
             if crd && !deleting {
+                // Serve its resources as terminating (creates refused).
+                hub.refresh_crds(&key.cluster);
                 crate::controllers::crds::start_termination(
                     hub.clone(),
                     key.cluster.clone(),

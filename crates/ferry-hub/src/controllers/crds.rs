@@ -10,11 +10,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
-use super::garbage_collector::owners::mentions_deletion;
 use super::garbage_collector::policy::PropagationPolicy;
 use crate::api::write::{after_write, delete_object, is_finalized};
 use crate::hub::{Hub, CRDS};
-use crate::registry::ResourceInfo;
 use crate::storage::{ClusterScope, Expect, ObjectKey};
 
 /// The finalizer that holds a CRD until its custom resources are gone.
@@ -44,20 +42,6 @@ fn crd_key(cluster: &str, name: &str) -> ObjectKey {
         namespace: String::new(),
         name: name.into(),
     }
-}
-
-/// Whether new custom resources stored under `storage_key` in `cluster` must
-/// be refused: their CRD is being deleted.
-pub fn is_terminating(hub: &Hub, cluster: &str, info: &ResourceInfo) -> bool {
-    if !info.from_crd {
-        return false;
-    }
-    let name = format!("{}.{}", info.resource, info.group);
-    // On every create of a custom resource: look at the (possibly large) CRD's
-    // text before parsing it.
-    hub.store.get(&crd_key(cluster, &name)).is_some_and(|crd| {
-        mentions_deletion(&crd.json) && crd.value().pointer("/metadata/deletionTimestamp").is_some()
-    })
 }
 
 /// Clean up a CRD being deleted: one pass now (so a CRD whose custom

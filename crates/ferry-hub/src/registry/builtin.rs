@@ -404,6 +404,7 @@ fn info(def: &Def) -> ResourceInfo {
         schema: None,
         storage_version: true,
         from_crd: false,
+        terminating: false,
     }
 }
 

@@ -36,6 +36,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
         .map(String::from)
         .unwrap_or_else(|| format!("{kind}List"));
     let namespaced = str_at(crd, "/spec/scope") != Some("Cluster");
+    let terminating = crd.pointer("/metadata/deletionTimestamp").is_some();
     let short_names = strings(crd.pointer("/spec/names/shortNames"));
     let categories = strings(crd.pointer("/spec/names/categories"));
     let versions = crd
@@ -82,6 +83,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
             storage_version: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
             from_crd: true,
+            terminating,
         });
     }
     Ok(out)

@@ -58,6 +58,9 @@ pub struct ResourceInfo {
     pub storage_version: bool,
     /// Set for resources defined by a CRD in the workspace.
     pub from_crd: bool,
+    /// Set while that CRD is being deleted: its custom resources are still
+    /// served, but new ones are refused.
+    pub terminating: bool,
 }
 
 /// JSON paths of the scale subresource.
