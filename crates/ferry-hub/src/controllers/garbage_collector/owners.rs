@@ -48,9 +48,9 @@ pub fn mentions_deletion(json: &[u8]) -> bool {
     contains(json, "\"deletionTimestamp\"")
 }
 
-/// Stored JSON is UTF-8; `str` search is vectorised for short needles.
+/// On every write the collector sees: a byte search, no UTF-8 check or parse.
 fn contains(json: &[u8], needle: &str) -> bool {
-    std::str::from_utf8(json).is_ok_and(|s| s.contains(needle))
+    memchr::memmem::find(json, needle.as_bytes()).is_some()
 }
 
 /// The metadata the garbage collector works from.
