@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -102,13 +101,7 @@ pub async fn watch_configs(engine: Arc<Engine>) {
                     };
                     tracing::warn!("watching SyncerConfigs failed{hint}: {e}");
                 }
-                let delay = crate::engine::queue::backoff(
-                    Duration::from_millis(100),
-                    engine.timing.max_watch_backoff,
-                    failures,
-                );
-                failures = failures.saturating_add(1);
-                tokio::time::sleep(delay).await;
+                engine.pause_after_watch_failure(&mut failures).await;
                 continue;
             }
             Ok(watcher::Event::Init) => {

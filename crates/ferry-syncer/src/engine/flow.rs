@@ -7,7 +7,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
@@ -18,7 +17,6 @@ use parking_lot::Mutex;
 use ferry_api::well_known::{syncer_label_value, SYNCER_LABEL};
 
 use super::problems::{permission_message, Problem, ProblemKey};
-use super::queue::backoff;
 use super::raw::RawObject;
 use super::store::{ObjectRef, ObjectStore};
 use super::{Engine, Key};
@@ -178,13 +176,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
             Ok(event) => event,
             Err(e) => {
                 watch_failed(&engine, &flow, side, store, &e);
-                let delay = backoff(
-                    Duration::from_millis(100),
-                    engine.timing.max_watch_backoff,
-                    failures,
-                );
-                failures = failures.saturating_add(1);
-                tokio::time::sleep(delay).await;
+                engine.pause_after_watch_failure(&mut failures).await;
                 continue;
             }
         };

@@ -379,6 +379,18 @@ impl Engine {
         }
     }
 
+    /// Waits before a failed watch is retried: from 100 ms, doubling up to the
+    /// longest watch backoff. `failures` counts the failures in a row.
+    pub async fn pause_after_watch_failure(&self, failures: &mut u32) {
+        let delay = queue::backoff(
+            Duration::from_millis(100),
+            self.timing.max_watch_backoff,
+            *failures,
+        );
+        *failures = failures.saturating_add(1);
+        tokio::time::sleep(delay).await;
+    }
+
     /// Whether this syncer keeps copies in `namespace` downstream that are still
     /// wanted: its Namespace copy is then released rather than deleted when no longer
     /// wanted itself, since deleting it would delete those copies too, only for them to

@@ -41,11 +41,15 @@ impl RawObject {
 
     /// The body for a write of `obj`.
     pub fn from_value(obj: &Value) -> Result<RawObject, serde_json::Error> {
+        let meta = |field: &str| obj.get("metadata")?.get(field)?.as_str().map(str::to_owned);
+        let metadata = ObjectMeta {
+            name: meta("name"),
+            namespace: meta("namespace"),
+            resource_version: meta("resourceVersion"),
+            ..ObjectMeta::default()
+        };
         let json = RawValue::from_string(serde_json::to_string(obj)?)?;
-        Ok(RawObject {
-            metadata: scan_metadata(json.get())?.into(),
-            json,
-        })
+        Ok(RawObject { metadata, json })
     }
 }
 
