@@ -144,7 +144,10 @@ pub async fn sweep(engine: &Engine) -> SweepOutcome {
             let copied = copied_types(engine, side, sources);
             !orphan_types(std::slice::from_ref(resource), &copied).is_empty()
         };
-        let candidates: Vec<DiscoveredResource> = here.iter().filter(|r| orphaned(r)).cloned().collect();
+        let candidates: Vec<DiscoveredResource> = orphan_types(here, &copied_types(engine, side, sources))
+            .into_iter()
+            .cloned()
+            .collect();
         for resource in candidates {
             // The configs may have changed while sweeping: a type copied again is its flow's.
             if !orphaned(&resource) {
