@@ -59,8 +59,9 @@ pub struct UserInfo {
     pub uid: String,
     pub groups: Vec<String>,
     pub extra: BTreeMap<String, Vec<String>>,
-    /// For ServiceAccount credentials: the logical cluster (name) the account
-    /// lives in. Such a credential is honoured in that workspace only.
+    /// For ServiceAccount credentials and certificates issued through a
+    /// workspace's CertificateSigningRequest: the logical cluster (name) the
+    /// credential belongs to. It is honoured in that workspace only.
     pub cluster: Option<String>,
 }
 
@@ -232,12 +233,18 @@ impl Security {
         peer: Option<&PeerCertificate>,
     ) -> Result<UserInfo, AuthError> {
         if let Some(cert) = peer {
-            let (user, groups) = crate::server::tls::client_cert_identity(&cert.0)
+            let id = crate::server::tls::client_cert_identity(&cert.0)
                 .map_err(|e| AuthError::BadCertificate(e.to_string()))?;
-            if user.is_empty() {
+            if id.user.is_empty() {
                 return Err(AuthError::BadCertificate("the common name is empty".into()));
             }
-            return Ok(UserInfo::new(user, "", groups));
+            let mut user = UserInfo::new(id.user, "", id.groups);
+            if let Some(ws) = id.workspace {
+                // Issued through a workspace's CSR: good in that workspace only.
+                user.extra.insert(EXTRA_CLUSTER_NAME.into(), vec![ws.clone()]);
+                user.cluster = Some(ws);
+            }
+            return Ok(user);
         }
         let Some(header) = headers.get(http::header::AUTHORIZATION) else {
             return Err(AuthError::Anonymous);

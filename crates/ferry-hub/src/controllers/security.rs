@@ -1,7 +1,8 @@
 //! Security controllers: the default RBAC objects of every workspace, legacy
 //! ServiceAccount token Secrets (filled with a token the hub signs), the
 //! clean-up of those Secrets when their ServiceAccount goes, and signing of
-//! approved CertificateSigningRequests with the hub CA.
+//! approved CertificateSigningRequests with the hub CA (bound to the CSR's
+//! workspace, never for `system:` users or groups).
 //!
 //! They run from the write pipeline's `after_write` hook, so the effect is
 //! visible to the client's next request. Tokens are never logged.
@@ -205,6 +206,28 @@ fn has_condition(csr: &Value, kind: &str) -> bool {
         })
 }
 
+/// Why the hub will not sign a request for this subject, if it will not.
+///
+/// A CSR is approved inside one workspace, by whoever administers it, so
+/// nothing it yields may reach past that workspace: the certificate is bound
+/// to it (see `server::tls::CertIdentity`), and the reserved `system:` users
+/// and groups — `system:masters` above all — are never signed.
+pub fn subject_refusal(user: &str, groups: &[String]) -> Option<String> {
+    if user.starts_with("system:") {
+        return Some(format!(
+            "the hub does not sign certificates for reserved \"system:\" users (CN={user:?}); \
+             request a certificate for an ordinary user name and bind it to roles in this workspace"
+        ));
+    }
+    if let Some(g) = groups.iter().find(|g| g.starts_with("system:")) {
+        return Some(format!(
+            "the hub does not sign certificates for reserved \"system:\" groups (O={g:?}); \
+             hub-wide administrators use the hub's admin credentials, and a workspace grants rights through RBAC bindings there"
+        ));
+    }
+    None
+}
+
 /// Why the hub will not sign this CSR for [`CLIENT_SIGNER`], if it will not.
 fn client_signer_refusal(csr: &Value) -> Option<String> {
     let usages: Vec<&str> = csr
@@ -252,7 +275,14 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
                 .unwrap_or(DEFAULT_CERT_DAYS);
             match pem {
                 None => Err("spec.request is not base64-encoded PEM".to_string()),
-                Some(pem) => crate::server::tls::sign_csr(&ca, &pem, days).map_err(|e| format!("{e:#}")),
+                Some(pem) => match crate::server::tls::csr_identity(&pem) {
+                    Err(e) => Err(format!("spec.request: {e:#}")),
+                    Ok((user, groups)) => match subject_refusal(&user, &groups) {
+                        Some(why) => Err(why),
+                        None => crate::server::tls::sign_csr(&ca, &pem, days, Some(&key.cluster))
+                            .map_err(|e| format!("{e:#}")),
+                    },
+                },
             }
         }
     };

@@ -22,8 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, ensure, Context};
 use rcgen::{
-    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName, DnType,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber, SigningKey,
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, CustomExtension, DistinguishedName,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    SigningKey,
 };
 use rustls::client::danger::ServerCertVerifier;
 use rustls::crypto::CryptoProvider;
@@ -228,12 +229,57 @@ pub fn sign_client_cert(
     Ok((pem_encode("CERTIFICATE", &der), key.serialize_pem()))
 }
 
+/// Arcs of the certificate extension that binds a client certificate to one
+/// logical cluster: under the UUID arc `2.25` (X.667), with random numbers
+/// each below 2^31 (Go's x509, so kubectl, refuses larger arcs). Its value
+/// is the logical cluster's name as a DER UTF8String. The hub puts
+/// it into every certificate it signs for a CertificateSigningRequest; a
+/// requester cannot, since signing copies nothing but SANs and extended key
+/// usages from the request.
+const WORKSPACE_EXTENSION_ARCS: &[u64] = &[2, 25, 1_596_815_407, 1_120_953_211, 1];
+
+/// The identity a verified client certificate carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertIdentity {
+    /// The user: the subject's first `CN`.
+    pub user: String,
+    /// The groups: every `O`.
+    pub groups: Vec<String>,
+    /// The logical cluster the certificate is good in, when it was issued
+    /// through a workspace's CertificateSigningRequest; `None` for the hub's
+    /// own certificates, good in every workspace.
+    pub workspace: Option<String>,
+}
+
+/// The user and groups a PKCS#10 request (PEM) asks for, read as
+/// [`client_cert_identity`] would read the certificate.
+pub fn csr_identity(csr_pem: &str) -> anyhow::Result<(String, Vec<String>)> {
+    let csr_der = pem_decode("CERTIFICATE REQUEST", csr_pem)?;
+    let (subject, _) = read_tlv(csr_subject(&csr_der)?)?;
+    let mut user = String::new();
+    let mut groups = Vec::new();
+    for_each_name_attribute(subject.content, |oid, value| {
+        if oid == OID_COMMON_NAME && user.is_empty() {
+            user = value;
+        } else if oid == OID_ORGANIZATION {
+            groups.push(value);
+        }
+    })?;
+    Ok((user, groups))
+}
+
 /// Signs a PKCS#10 certificate signing request (PEM) with the hub CA, for the
 /// CertificateSigningRequest API. The subject is copied from the CSR verbatim
 /// (every `O` kept); requested SANs and extended key usages are kept (client
-/// auth when none is requested); the result is never a CA. Returns the
-/// certificate PEM.
-pub fn sign_csr(ca: &TlsMaterial, csr_pem: &str, days: u32) -> anyhow::Result<String> {
+/// auth when none is requested); the result is never a CA. `workspace`: the
+/// logical cluster the certificate is bound to (see [`CertIdentity`]).
+/// Returns the certificate PEM.
+pub fn sign_csr(
+    ca: &TlsMaterial,
+    csr_pem: &str,
+    days: u32,
+    workspace: Option<&str>,
+) -> anyhow::Result<String> {
     let (issuer, ca_key) = load_issuer(&ca.ca_cert_pem, &ca.ca_key_pem)?;
     let csr_der = pem_decode("CERTIFICATE REQUEST", csr_pem)?;
     let csr = CertificateSigningRequestParams::from_der(&csr_der.clone().into())
@@ -245,6 +291,12 @@ pub fn sign_csr(ca: &TlsMaterial, csr_pem: &str, days: u32) -> anyhow::Result<St
     } else {
         csr.params.extended_key_usages.clone()
     };
+    if let Some(ws) = workspace {
+        params.custom_extensions.push(CustomExtension::from_oid_content(
+            WORKSPACE_EXTENSION_ARCS,
+            der(TAG_UTF8_STRING, ws.as_bytes()),
+        ));
+    }
     let signed = CertificateSigningRequestParams {
         params,
         public_key: csr.public_key,
@@ -260,7 +312,7 @@ pub fn sign_csr(ca: &TlsMaterial, csr_pem: &str, days: u32) -> anyhow::Result<St
 /// as Kubernetes' client-certificate authenticator reads them. The caller must
 /// have verified the certificate (rustls does, with [`server_config`]'s
 /// client verifier).
-pub fn client_cert_identity(cert_der: &[u8]) -> anyhow::Result<(String, Vec<String>)> {
+pub fn client_cert_identity(cert_der: &[u8]) -> anyhow::Result<CertIdentity> {
     let tbs = tbs_fields(cert_der)?;
     let subject = tbs.fields[tbs.subject_index].content;
     let mut user = None;
@@ -273,7 +325,58 @@ pub fn client_cert_identity(cert_der: &[u8]) -> anyhow::Result<(String, Vec<Stri
         }
     })?;
     let user = user.ok_or_else(|| anyhow!("client certificate has no common name"))?;
-    Ok((user, groups))
+    Ok(CertIdentity {
+        user,
+        groups,
+        workspace: workspace_extension(&tbs)?,
+    })
+}
+
+/// The value of the workspace extension in a certificate's extensions
+/// (`[3]`, after the subject), if present.
+fn workspace_extension(tbs: &ParsedCert<'_>) -> anyhow::Result<Option<String>> {
+    let wanted = oid_content(WORKSPACE_EXTENSION_ARCS);
+    let Some(field) = tbs.fields[tbs.subject_index..]
+        .iter()
+        .find(|f| f.tag == TAG_EXTENSIONS)
+    else {
+        return Ok(None);
+    };
+    let (list, _) = read_tlv(field.content)?;
+    for extension in read_all(list.content)? {
+        let items = read_all(extension.content)?;
+        let (Some(oid), Some(value)) = (items.first(), items.last()) else {
+            bail!("malformed certificate extension");
+        };
+        if oid.tag == TAG_OID && oid.content == wanted.as_slice() {
+            ensure!(value.tag == TAG_OCTET_STRING, "malformed workspace extension");
+            let (text, _) = read_tlv(value.content)?;
+            ensure!(text.tag == TAG_UTF8_STRING, "malformed workspace extension");
+            let ws = std::str::from_utf8(text.content).context("workspace extension is not UTF-8")?;
+            ensure!(!ws.is_empty(), "empty workspace extension");
+            return Ok(Some(ws.to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// The DER content of an OBJECT IDENTIFIER with these arcs.
+fn oid_content(arcs: &[u64]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut push = |mut n: u64| {
+        let mut bytes = vec![(n & 0x7f) as u8];
+        n >>= 7;
+        while n > 0 {
+            bytes.push(0x80 | (n & 0x7f) as u8);
+            n >>= 7;
+        }
+        out.extend(bytes.iter().rev());
+    };
+    push(arcs[0] * 40 + arcs[1]);
+    for arc in &arcs[2..] {
+        push(*arc);
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------
@@ -545,6 +648,8 @@ const TAG_OID: u8 = 0x06;
 const TAG_UTF8_STRING: u8 = 0x0c;
 const TAG_BIT_STRING: u8 = 0x03;
 const TAG_VERSION: u8 = 0xa0;
+const TAG_EXTENSIONS: u8 = 0xa3;
+const TAG_OCTET_STRING: u8 = 0x04;
 
 /// One DER element: its tag, its full encoding and its content.
 #[derive(Clone, Copy)]
@@ -909,7 +1014,11 @@ mod tests {
         let presented = authenticated.peer_certificates().unwrap();
         assert_eq!(
             client_cert_identity(&presented[0]).unwrap(),
-            ("alice".into(), hosts(&["dev"]))
+            CertIdentity {
+                user: "alice".into(),
+                groups: hosts(&["dev"]),
+                workspace: None
+            }
         );
 
         // A certificate from another CA is rejected rather than ignored.
@@ -945,15 +1054,19 @@ mod tests {
         let (cert, key) = sign_client_cert(&tls, "alice", &groups, 30).unwrap();
         assert!(verifies_as_client(&tls.ca_cert_pem, &cert));
         certified_key(&cert, &key).unwrap();
-        let (user, got) = client_cert_identity(&cert_der(&cert)).unwrap();
-        assert_eq!(user, "alice");
-        assert_eq!(got, groups);
+        let id = client_cert_identity(&cert_der(&cert)).unwrap();
+        assert_eq!(id.user, "alice");
+        assert_eq!(id.groups, groups);
 
         let (cert, _) = sign_client_cert(&tls, "bob", &[], 1).unwrap();
         assert!(verifies_as_client(&tls.ca_cert_pem, &cert));
         assert_eq!(
             client_cert_identity(&cert_der(&cert)).unwrap(),
-            ("bob".to_string(), vec![])
+            CertIdentity {
+                user: "bob".into(),
+                groups: vec![],
+                workspace: None
+            }
         );
     }
 
@@ -972,12 +1085,53 @@ mod tests {
             .push(DnType::CommonName, "system:node:worker-1");
         let csr = params.serialize_request(&key).unwrap().pem().unwrap();
 
-        let cert = sign_csr(&tls, &csr, 7).unwrap();
+        assert_eq!(
+            csr_identity(&csr).unwrap(),
+            (
+                "system:node:worker-1".to_string(),
+                vec!["system:nodes".to_string()]
+            )
+        );
+        let cert = sign_csr(&tls, &csr, 7, None).unwrap();
         assert!(verifies_as_client(&tls.ca_cert_pem, &cert));
-        let (user, groups) = client_cert_identity(&cert_der(&cert)).unwrap();
-        assert_eq!(user, "system:node:worker-1");
-        assert_eq!(groups, vec!["system:nodes".to_string()]);
-        assert!(sign_csr(&tls, "not a csr", 7).is_err());
+        let id = client_cert_identity(&cert_der(&cert)).unwrap();
+        assert_eq!(id.user, "system:node:worker-1");
+        assert_eq!(id.groups, vec!["system:nodes".to_string()]);
+        assert_eq!(id.workspace, None);
+        assert!(sign_csr(&tls, "not a csr", 7, None).is_err());
+    }
+
+    #[test]
+    fn csr_signed_for_a_workspace_is_bound_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = ensure_certs(dir.path(), &[]).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name = DistinguishedName::new();
+        params.distinguished_name.push(DnType::CommonName, "mallory");
+        let csr = params.serialize_request(&key).unwrap().pem().unwrap();
+        // A requester asking for the extension itself is refused.
+        params.custom_extensions.push(CustomExtension::from_oid_content(
+            WORKSPACE_EXTENSION_ARCS,
+            der(TAG_UTF8_STRING, b"root"),
+        ));
+        let forged = params.serialize_request(&key).unwrap().pem().unwrap();
+        assert!(sign_csr(&tls, &forged, 7, None).is_err());
+
+        let cert = sign_csr(&tls, &csr, 7, Some("2x8w2ihb6bt8p3f6")).unwrap();
+        assert!(verifies_as_client(&tls.ca_cert_pem, &cert));
+        let id = client_cert_identity(&cert_der(&cert)).unwrap();
+        assert_eq!(id.user, "mallory");
+        assert_eq!(id.workspace.as_deref(), Some("2x8w2ihb6bt8p3f6"));
+    }
+
+    #[test]
+    fn oids_encode_as_der() {
+        // 1.2.840.113549 (RSA), a textbook example.
+        assert_eq!(
+            oid_content(&[1, 2, 840, 113_549]),
+            vec![0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d]
+        );
     }
 
     #[test]
