@@ -333,13 +333,18 @@ async fn cluster_roles_need_the_permissions_cluster_wide() {
          it grants permissions carl does not hold (verbs [get] on configmaps); ask an admin, or get the \"escalate\" \
          verb on clusterroles"
     );
-    // An aggregated ClusterRole is judged by the rules it lists.
+    // An aggregationRule grants whatever its selectors match, later too:
+    // it takes full authority, whatever rules the role lists.
     let aggregated = json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole",
         "metadata": {"name": "aggregated"},
         "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]},
         "rules": [rule(&["create"], RBAC, &["clusterroles"])]});
     let (code, body) = call(&carl, "POST", &cluster_roles, Some(&aggregated)).await;
-    assert_eq!(code, 201, "{body}");
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        message(&body).contains("must have cluster-admin privileges to use the aggregationRule"),
+        "{body}"
+    );
     // Discovery is held by every authenticated user, cluster-wide.
     let discovery = cluster_role(
         "discovery-copy",

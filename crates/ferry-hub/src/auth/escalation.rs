@@ -155,6 +155,25 @@ pub fn describe(missing: &[PolicyRule]) -> String {
     text
 }
 
+/// `*` on every resource of every group, and on every non-resource URL:
+/// what kube calls full authority.
+fn full_authority() -> Vec<PolicyRule> {
+    let all = || vec!["*".to_string()];
+    vec![
+        PolicyRule {
+            verbs: all(),
+            api_groups: all(),
+            resources: all(),
+            ..PolicyRule::default()
+        },
+        PolicyRule {
+            verbs: all(),
+            non_resource_urls: all(),
+            ..PolicyRule::default()
+        },
+    ]
+}
+
 /// Whether an update changes nothing but what garbage collection needs
 /// (ownerReferences, finalizers): kube lets those through unchecked, so
 /// that a role can always be cleaned up.
@@ -240,7 +259,21 @@ pub fn check_rbac_write(
             if may("escalate", resource, name) {
                 return Ok(());
             }
-            // Aggregated ClusterRoles are judged by the rules they list.
+            // An aggregationRule grants whatever roles match its selectors,
+            // now or later, so setting or changing one takes full authority
+            // (kube's rule), whatever rules the role lists.
+            let aggregation = |v: &Value| v.get("aggregationRule").filter(|a| !a.is_null()).cloned();
+            let new_rule = aggregation(new);
+            if resource == "clusterroles" && new_rule.is_some() && new_rule != old.and_then(aggregation) {
+                let missing = uncovered(&held(), &full_authority());
+                if !missing.is_empty() {
+                    return Err(refuse(format!(
+                        "must have cluster-admin privileges to use the aggregationRule (all verbs on all resources \
+                         and non-resource URLs in this workspace); ask an admin, or get the \"escalate\" verb on {resource}"
+                    )));
+                }
+            }
+            // Otherwise aggregated ClusterRoles are judged by the rules they list.
             let missing = uncovered(&held(), &rules_of(new));
             if missing.is_empty() {
                 return Ok(());
