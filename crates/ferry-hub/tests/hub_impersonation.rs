@@ -26,7 +26,8 @@ carol-token,carol,u-carol
 
 /// A hub with the users of [`TOKENS`], workspaces root:a (namespace dev,
 /// ConfigMap dev/cfg, ServiceAccount dev/builder with `edit` in dev) and
-/// root:b.
+/// root:b. Every user is a member of both workspaces (kcp's `access` verb on
+/// `/`) and holds nothing else there.
 async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.csv");
@@ -40,6 +41,24 @@ async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
             json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
         )
         .await;
+        let ws = format!("root:{ws}");
+        admin_create(
+            &hub,
+            &ws,
+            &rbac_path(None, "clusterroles"),
+            json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": "members"},
+                "rules": [{"verbs": ["access"], "nonResourceURLs": ["/"]}]}),
+        )
+        .await;
+        let mut members = binding(
+            "ClusterRoleBinding",
+            "members",
+            "ClusterRole",
+            "members",
+            user("alice"),
+        );
+        members["subjects"] = json!([user("alice"), user("bob"), user("carol")]);
+        admin_create(&hub, &ws, &rbac_path(None, "clusterrolebindings"), members).await;
     }
     admin_create(
         &hub,

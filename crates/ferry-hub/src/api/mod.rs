@@ -79,9 +79,10 @@ fn authorize(
     parts: &http::request::Parts,
     resource: Option<&path::ResourcePath>,
     cluster: Option<&LogicalCluster>,
+    watch: bool,
 ) -> Result<(), ApiError> {
     let attrs = authz::Attributes {
-        request: authz::request_of(&parts.method, parts.uri.path(), parts.uri.query(), resource),
+        request: authz::request_of(&parts.method, parts.uri.path(), watch, resource),
         workspace: cluster.cloned(),
     };
     match authz::authorize(hub, user, &attrs) {
@@ -108,13 +109,16 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             // authorization come before routing: an unknown path is a
             // non-resource URL.
             let caller = authenticate(&hub, &parts)?;
-            let (raw, _) = authz::split_workspace(parts.uri.path());
+            let raw = authz::split_workspace(parts.uri.path()).0.map(str::to_string);
+            let raw = raw.as_deref();
             let cluster = hub.resolve_cluster(raw).filter(|_| raw != Some("*"));
+            authz::enter_workspace(&hub, &caller, raw, cluster.as_ref())?;
             let user = act_as(&hub, caller, &mut parts, cluster.as_ref())?;
+            authz::enter_workspace(&hub, &user, raw, cluster.as_ref())?;
             if let Some(lc) = &cluster {
-                authorize(&hub, &user, &parts, None, Some(lc))?;
+                authorize(&hub, &user, &parts, None, Some(lc), false)?;
             } else if !user.is_superuser() {
-                authorize(&hub, &user, &parts, None, None)?;
+                authorize(&hub, &user, &parts, None, None, false)?;
             }
             return Err(not_found);
         }
@@ -123,9 +127,18 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
         return Ok((StatusCode::OK, "ok").into_response());
     }
     let caller = authenticate(&hub, &parts)?;
-    let cluster = match parsed.cluster.as_deref() {
+    if let Target::Version = parsed.target {
+        // What any authenticated caller may read (kube's system:public-info-viewer);
+        // it is the same in every workspace, so it tells nothing about one.
+        return Ok(json_value(StatusCode::OK, &discovery::version()));
+    }
+    let raw = parsed.cluster.as_deref();
+    let resolved = hub.resolve_cluster(raw).filter(|_| raw != Some("*"));
+    // Members only, and the same 403 whether the workspace exists or not.
+    authz::enter_workspace(&hub, &caller, raw, resolved.as_ref())?;
+    let cluster = match raw {
         Some("*") => None,
-        raw => Some(hub.resolve_cluster(raw).ok_or_else(|| {
+        _ => Some(resolved.ok_or_else(|| {
             ApiError::not_found_message(format!(
                 "workspace {:?} not found: create it with a tenancy.kcp.io/v1alpha1 Workspace in its parent",
                 raw.unwrap_or("root")
@@ -133,11 +146,18 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
         })?),
     };
     let user = act_as(&hub, caller, &mut parts, cluster.as_ref())?;
+    authz::enter_workspace(&hub, &user, raw, cluster.as_ref())?;
     let resource = match &parsed.target {
         Target::Resource(rp) => Some(rp),
         _ => None,
     };
-    authorize(&hub, &user, &parts, resource, cluster.as_ref())?;
+    // The query is parsed once, and what is authorized (a watch or a list)
+    // is what is served; a malformed query is answered after authorization.
+    let query = query::Query::parse(parts.uri.query());
+    let watch = query
+        .as_ref()
+        .map_or_else(|_| query::Query::watch_of(parts.uri.query()), |q| q.watch);
+    authorize(&hub, &user, &parts, resource, cluster.as_ref(), watch)?;
     let resources = hub.registry.resources(cluster.as_ref().map(|c| c.name.as_str()));
     let accept = parts
         .headers
@@ -148,7 +168,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     let ok = |v: Value| Ok(json_value(StatusCode::OK, &v));
     match parsed.target {
         Target::Health(_) => unreachable!("answered above"),
-        Target::Version => ok(discovery::version()),
+        Target::Version => unreachable!("answered above"),
         Target::CoreVersions => match aggregated {
             Some(v) => Ok(aggregated_response(
                 discovery::aggregated_discovery_as(&resources, true, v),
@@ -218,7 +238,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                     info.resource, info.resource
                 )));
             }
-            let query = query::Query::parse(parts.uri.query())?;
+            let query = query?;
             let body = read_body(body).await?;
             if special::is_review(&info) {
                 return special::review(

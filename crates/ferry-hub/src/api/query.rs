@@ -1,6 +1,6 @@
 //! Query parameters of resource requests.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 
 use crate::status::ApiError;
 
@@ -28,18 +28,26 @@ pub struct Query {
     pub pretty: bool,
 }
 
+/// Each parameter's first value, in first-seen order.
+fn first_values(raw: Option<&str>) -> Vec<(String, String)> {
+    let mut seen = HashSet::new();
+    form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .into_owned()
+        .filter(|(k, _)| !k.is_empty() && seen.insert(k.clone()))
+        .collect()
+}
+
 fn boolean(v: &str) -> bool {
     matches!(v, "true" | "1" | "True")
 }
 
 impl Query {
+    /// Parse a query string. A parameter given more than once counts with
+    /// its first value, as kube-apiserver reads it (Go's `url.Values.Get`);
+    /// authorization and serving both read this one parse.
     pub fn parse(raw: Option<&str>) -> Result<Query, ApiError> {
         let mut q = Query::default();
-        let pairs: HashMap<String, String> = form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-            .into_owned()
-            .filter(|(k, _)| !k.is_empty())
-            .collect();
-        for (k, v) in pairs {
+        for (k, v) in first_values(raw) {
             match k.as_str() {
                 "labelSelector" => q.label_selector = v,
                 "fieldSelector" => q.field_selector = v,
@@ -81,6 +89,14 @@ impl Query {
         }
         Ok(q)
     }
+
+    /// The `watch` parameter alone, for authorizing a request whose query
+    /// [`Query::parse`] refused (the error is answered after authorization).
+    pub fn watch_of(raw: Option<&str>) -> bool {
+        first_values(raw)
+            .into_iter()
+            .any(|(k, v)| k == "watch" && boolean(&v))
+    }
 }
 
 #[cfg(test)]
@@ -96,6 +112,16 @@ mod tests {
         assert_eq!(q.limit, Some(500));
         assert!(q.watch && q.allow_watch_bookmarks);
         assert_eq!(q.resource_version.as_deref(), Some("12"));
+    }
+
+    #[test]
+    fn repeated_parameters_take_the_first_value() {
+        let q = Query::parse(Some("watch=true&watch=false&limit=5&limit=7")).unwrap();
+        assert!(q.watch);
+        assert_eq!(q.limit, Some(5));
+        assert!(!Query::parse(Some("watch=0&watch=1")).unwrap().watch);
+        assert!(Query::watch_of(Some("watch=1&limit=x&watch=0")));
+        assert!(!Query::watch_of(Some("watch=false&watch=true")));
     }
 
     #[test]

@@ -49,18 +49,14 @@ pub fn resource_verb(method: &http::Method, has_name: bool, watch: bool) -> Stri
     .to_string()
 }
 
-fn is_watch(query: Option<&str>) -> bool {
-    form_urlencoded::parse(query.unwrap_or("").as_bytes())
-        .any(|(k, v)| k == "watch" && matches!(v.as_ref(), "true" | "1" | "True"))
-}
-
-/// The RBAC request a method and path amount to. `resource` is the parsed
+/// The RBAC request a method and path amount to (`watch`: the request's
+/// `watch` parameter, as the query is parsed once). `resource` is the parsed
 /// resource path, if it is one; anything else is a non-resource URL, judged
 /// by its path inside the workspace (without `/clusters/<ws>`).
 pub fn request_of(
     method: &http::Method,
     uri_path: &str,
-    query: Option<&str>,
+    watch: bool,
     resource: Option<&ResourcePath>,
 ) -> Request {
     match resource {
@@ -74,7 +70,7 @@ pub fn request_of(
                 }
             }
             Request::Resource {
-                verb: resource_verb(method, rp.name.is_some(), is_watch(query)),
+                verb: resource_verb(method, rp.name.is_some(), watch),
                 group: rp.group.clone(),
                 resource: rp.resource.clone(),
                 subresource: rp.subresource.clone().unwrap_or_default(),
@@ -114,21 +110,79 @@ pub fn authorize(hub: &Hub, user: &UserInfo, attrs: &Attributes) -> Decision {
     };
     if let Some(home) = &user.cluster {
         if *home != ws.name {
-            let home_path = hub
-                .workspaces
-                .by_name(home)
-                .map(|lc| lc.path)
-                .unwrap_or_else(|| home.clone());
-            return Decision::Deny(format!(
-                "a ServiceAccount credential is valid only in its own workspace ({home_path})"
-            ));
+            return Decision::Deny(home_only(hub, user, home));
         }
     }
     let rbac = hub.security.rbac.get(&hub.store, &ws.name);
+    if user.cluster.is_none() && !rbac.is_member(user) {
+        return Decision::Deny(format!(
+            "{:?} is not a member of workspace {:?}",
+            user.name, ws.path
+        ));
+    }
     match rbac.allows(user, &attrs.request) {
         Some(reason) => Decision::Allow(reason),
         None => Decision::Deny(String::new()),
     }
+}
+
+/// Why a credential bound to workspace `home` is refused elsewhere.
+fn home_only(hub: &Hub, user: &UserInfo, home: &str) -> String {
+    let home_path = hub
+        .workspaces
+        .by_name(home)
+        .map(|lc| lc.path)
+        .unwrap_or_else(|| home.to_string());
+    format!(
+        "the credential of {:?} is valid only in its own workspace ({home_path})",
+        user.name
+    )
+}
+
+/// Let `user` into the workspace the client addressed as `raw` (`None`:
+/// root), which resolved to `cluster` (`None`: it does not exist).
+///
+/// As in kcp, a workspace is closed to everyone but its members: a caller
+/// that is neither in `system:masters` nor a member (see
+/// [`super::rbac::WorkspaceRbac::is_member`]; a ServiceAccount or
+/// certificate bound to the workspace is one) gets the same 403 for
+/// everything in it, discovery included — and the same 403 for a workspace
+/// that does not exist, so that existence does not leak.
+pub fn enter_workspace(
+    hub: &Hub,
+    user: &UserInfo,
+    raw: Option<&str>,
+    cluster: Option<&LogicalCluster>,
+) -> Result<(), ApiError> {
+    if user.is_superuser() {
+        return Ok(());
+    }
+    let path = raw.unwrap_or(crate::workspace::ROOT);
+    if path == "*" {
+        return Ok(()); // authorize() refuses the wildcard to non-superusers
+    }
+    if let Some(home) = &user.cluster {
+        if cluster.is_none_or(|lc| lc.name != *home) {
+            return Err(ApiError::forbidden(format!(
+                "forbidden: User {:?} has no access in workspace {path:?}: {}",
+                user.name,
+                home_only(hub, user, home)
+            )));
+        }
+        return Ok(());
+    }
+    let member = cluster.is_some_and(|lc| hub.security.rbac.get(&hub.store, &lc.name).is_member(user));
+    if member {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(format!(
+        "forbidden: User {:?} has no access in workspace {path:?}: it does not exist, or {:?} is not a member of it; \
+         a member is named by a RoleBinding or ClusterRoleBinding there (as a user or through a group) \
+         or holds the {:?} verb on the non-resource URL \"/\" there — ask the workspace's admin",
+        user.name,
+        user.name,
+        super::rbac::WORKSPACE_ACCESS_VERB
+    )))
 }
 
 /// `group/resource` as kube-apiserver prints it (`deployments.apps`).
@@ -202,7 +256,8 @@ mod tests {
             path::Target::Resource(rp) => Some(rp),
             _ => None,
         };
-        request_of(&method.parse().unwrap(), p, q, rp)
+        let watch = crate::api::query::Query::parse(q).unwrap().watch;
+        request_of(&method.parse().unwrap(), p, watch, rp)
     }
 
     #[test]
@@ -214,6 +269,10 @@ mod tests {
         );
         assert_eq!(r.verb(), "watch");
         assert_eq!(r.namespace(), "dev");
+        // A repeated parameter is read once, first value wins (as Go's url.Values.Get).
+        let path = "/api/v1/namespaces/dev/configmaps";
+        assert_eq!(req("GET", path, Some("watch=true&watch=false")).verb(), "watch");
+        assert_eq!(req("GET", path, Some("watch=false&watch=true")).verb(), "list");
         assert_eq!(req("GET", "/api/v1/configmaps", None).verb(), "list");
         assert_eq!(
             req("DELETE", "/api/v1/namespaces/d/configmaps", None).verb(),

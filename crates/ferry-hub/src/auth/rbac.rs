@@ -171,6 +171,9 @@ pub fn subject_matches(subject: &Subject, user: &UserInfo, binding_namespace: &s
     }
 }
 
+/// kcp's verb for entering a workspace, on the non-resource URL `/`.
+pub const WORKSPACE_ACCESS_VERB: &str = "access";
+
 /// A binding with its role's rules resolved.
 #[derive(Debug, Clone)]
 pub struct Binding {
@@ -389,6 +392,35 @@ impl WorkspaceRbac {
             }
         }
         None
+    }
+
+    /// Whether `user` is a member of the workspace: named by a binding in it
+    /// (as a user, a ServiceAccount, or a group other than the ones every
+    /// caller is in), or allowed kcp's `access` verb on `/` there (which is
+    /// how a workspace is opened to everyone: bind it to `system:authenticated`).
+    pub fn is_member(&self, user: &UserInfo) -> bool {
+        let everyone = |s: &Subject| {
+            s.kind == "Group" && matches!(s.name.as_str(), super::AUTHENTICATED | super::UNAUTHENTICATED)
+        };
+        let named = self
+            .cluster_bindings
+            .iter()
+            .chain(self.namespace_bindings.values().flatten())
+            .any(|b| {
+                b.subjects
+                    .iter()
+                    .any(|s| !everyone(s) && subject_matches(s, user, &b.namespace))
+            });
+        named
+            || self
+                .allows(
+                    user,
+                    &Request::NonResource {
+                        verb: WORKSPACE_ACCESS_VERB.into(),
+                        path: "/".into(),
+                    },
+                )
+                .is_some()
     }
 
     /// Every rule that applies to `user` in `namespace` (empty: cluster scope),
