@@ -76,3 +76,132 @@ async fn acknowledged_writes_survive_sigkill() {
     let rv: u64 = after.metadata.resource_version.unwrap().parse().unwrap();
     assert!(rv > max_rv, "resourceVersion went backwards: {rv} <= {max_rv}");
 }
+
+/// Read committed: nothing a reader saw before a `kill -9` is missing or
+/// older afterwards, and no resourceVersion a reader saw is handed out again.
+/// Writers create and update ConfigMaps while readers list them; each of
+/// four kill rounds on one data directory kills the hub right after a list
+/// was answered, when what it showed is most likely still in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_a_reader_saw_is_taken_back_by_sigkill() {
+    use std::collections::BTreeMap;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_ferry"));
+    for round in 0..4 {
+        let mut hub = HubProcess::spawn(bin, dir.path(), &[]).unwrap();
+        let listed = Arc::new(tokio::sync::Notify::new());
+        let api: Api<ConfigMap> = Api::namespaced(client_from(&hub.kubeconfig, None).await, "default");
+        // name -> newest resourceVersion any reader saw; and the newest list RV.
+        let seen = Arc::new(Mutex::new(BTreeMap::<String, u64>::new()));
+        let max_seen = Arc::new(Mutex::new(0u64));
+        let reads = Arc::new(Mutex::new(0usize));
+        let mut tasks = Vec::new();
+        for w in 0..12 {
+            let api = api.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0.. {
+                    // Create a few, then keep updating them: updates of an
+                    // existing object are what a lost write would roll back.
+                    let name = format!("r{round}-w{w}-{}", i % 8);
+                    let result = if i < 8 {
+                        api.create(&PostParams::default(), &cm(&name)).await.map(|_| ())
+                    } else {
+                        let mut obj = cm(&name);
+                        obj.data = Some([("i".to_string(), i.to_string())].into());
+                        api.replace(&name, &PostParams::default(), &{
+                            let mut o = obj;
+                            o.metadata.resource_version = None;
+                            o
+                        })
+                        .await
+                        .map(|_| ())
+                    };
+                    if let Err(kube::Error::Api(e)) = &result {
+                        if e.code == 409 {
+                            continue;
+                        }
+                    }
+                    if result.is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        for _ in 0..2 {
+            let (api, seen, max_seen, reads, listed) = (
+                api.clone(),
+                seen.clone(),
+                max_seen.clone(),
+                reads.clone(),
+                listed.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let Ok(list) = api.list(&ListParams::default()).await else {
+                        return;
+                    };
+                    let list_rv: u64 = list.metadata.resource_version.unwrap().parse().unwrap();
+                    let mut seen = seen.lock().unwrap();
+                    for c in list.items {
+                        let rv: u64 = c.metadata.resource_version.unwrap().parse().unwrap();
+                        let e = seen.entry(c.metadata.name.unwrap()).or_default();
+                        *e = (*e).max(rv);
+                    }
+                    let mut m = max_seen.lock().unwrap();
+                    *m = (*m).max(list_rv);
+                    *reads.lock().unwrap() += 1;
+                    listed.notify_one();
+                }
+            }));
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        while *reads.lock().unwrap() < 40 + 20 * round {
+            assert!(tokio::time::Instant::now() < deadline, "reads too slow");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        listed.notified().await;
+        hub.kill();
+        for t in tasks {
+            let _ = t.await;
+        }
+        let seen = seen.lock().unwrap().clone();
+        let max_seen = (*max_seen.lock().unwrap()).max(seen.values().copied().max().unwrap_or(0));
+
+        let mut hub = HubProcess::spawn(bin, dir.path(), &[]).unwrap();
+        let api: Api<ConfigMap> = Api::namespaced(client_from(&hub.kubeconfig, None).await, "default");
+        let after: BTreeMap<String, u64> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|c| {
+                (
+                    c.metadata.name.unwrap(),
+                    c.metadata.resource_version.unwrap().parse().unwrap(),
+                )
+            })
+            .collect();
+        let taken_back: Vec<String> = seen
+            .iter()
+            .filter(|(name, rv)| after.get(*name).is_none_or(|now| now < *rv))
+            .map(|(name, rv)| format!("{name}@{rv} -> {:?}", after.get(name)))
+            .collect();
+        assert!(
+            taken_back.is_empty(),
+            "round {round}: {} states read before kill -9 are gone or older after it, e.g. {:?}",
+            taken_back.len(),
+            &taken_back[..taken_back.len().min(5)]
+        );
+        let next = api
+            .create(&PostParams::default(), &cm(&format!("after-{round}")))
+            .await
+            .unwrap();
+        let rv: u64 = next.metadata.resource_version.unwrap().parse().unwrap();
+        assert!(
+            rv > max_seen,
+            "round {round}: resourceVersion {rv} handed out again (readers saw up to {max_seen})"
+        );
+        hub.kill();
+    }
+}

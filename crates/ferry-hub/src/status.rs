@@ -218,6 +218,21 @@ impl ApiError {
         e.details = Some(Box::new(json!({ "retryAfterSeconds": retry_after })));
         e
     }
+    /// 504 for a read at a resourceVersion the hub has not reached after a
+    /// short wait (kube-apiserver's `NewTooLargeResourceVersionError`).
+    pub fn resource_version_too_large(asked: u64, current: u64) -> Self {
+        let mut e = Self::new(
+            504,
+            "Timeout",
+            format!("Too large resource version: {asked}, current: {current}"),
+        );
+        e.retry_after = Some(1);
+        e.details = Some(Box::new(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        })));
+        e
+    }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }

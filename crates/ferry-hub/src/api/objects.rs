@@ -160,7 +160,7 @@ pub async fn get(s: &Scope) -> Result<Response, ApiError> {
     let stored = s
         .hub
         .store
-        .get(&s.key(name)?)
+        .get_committed(&s.key(name)?)
         .ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, name))?;
     let v = served_value(&stored, &s.info);
     match s.subresource.as_deref() {
@@ -251,6 +251,78 @@ fn decode_continue(token: &str, resource: &str) -> Result<(ObjectKey, u64), ApiE
     ))
 }
 
+/// What a list's `resourceVersion` and `resourceVersionMatch` ask for, as
+/// kube-apiserver reads them: unset means the newest; `0` means any;
+/// `N` (or `NotOlderThan`) means at least `N`, which the hub waits briefly for
+/// when it has not reached it (then 504, never an older list); `Exact` means
+/// exactly `N`, which the hub can serve only while `N` is the newest (410
+/// for an older one: no snapshots are kept).
+async fn consistent_list_at(s: &Scope) -> Result<(), ApiError> {
+    let rv = s.query.resource_version.as_deref();
+    let rv_match = s.query.resource_version_match.as_deref();
+    let invalid = |message: String| {
+        ApiError::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            vec![crate::status::Cause::forbidden("resourceVersionMatch", message)],
+        )
+    };
+    let Some(rv) = rv else {
+        return match rv_match {
+            Some(_) => Err(invalid(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
+            )),
+            None => Ok(()),
+        };
+    };
+    if rv_match.is_some() && s.query.continue_token.is_some() {
+        return Err(invalid(
+            "resourceVersionMatch is forbidden when continue is provided".into(),
+        ));
+    }
+    let asked: u64 = rv
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("resourceVersion: invalid value {rv:?}")))?;
+    match rv_match {
+        None | Some("NotOlderThan") => {}
+        Some("Exact") if asked == 0 => {
+            return Err(invalid(
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"".into(),
+            ))
+        }
+        Some("Exact") => {}
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                vec![crate::status::Cause::unsupported(
+                    "resourceVersionMatch",
+                    format!("Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""),
+                )],
+            ))
+        }
+    }
+    let current = s.hub.store.resource_version();
+    if asked > current {
+        s.hub
+            .store
+            .wait_for(asked, super::watch::FUTURE_RV_WAIT)
+            .await
+            .map_err(|current| ApiError::resource_version_too_large(asked, current))?;
+    }
+    if rv_match == Some("Exact") {
+        let current = s.hub.store.resource_version();
+        if asked < current {
+            return Err(ApiError::gone(format!(
+                "too old resource version: {asked} ({current}); the hub serves lists at its newest resourceVersion only"
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub async fn list(s: &Scope) -> Result<Response, ApiError> {
     let sel = Selectors::parse(&s.query)?;
     let resource = s.info.storage_key();
@@ -261,6 +333,9 @@ pub async fn list(s: &Scope) -> Result<Response, ApiError> {
         }
         None => (None, None),
     };
+    if pinned_rv.is_none() {
+        consistent_list_at(s).await?;
+    }
     let (objects, rv) = s
         .hub
         .store

@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::negotiate::Format;
 use super::objects::{columns, served_value, Scope, Selectors};
 use crate::status::ApiError;
-use crate::storage::{EventType, ObjectKey, StoredObject};
+use crate::storage::{EventType, ObjectKey, StoredObject, WatchError};
 use crate::table::{render_table, IncludeObject};
 
 /// How often a watch that asked for bookmarks gets one.
@@ -27,6 +27,9 @@ const BOOKMARK_PERIOD: Duration = Duration::from_secs(5);
 /// Longest watch when the client gives no timeoutSeconds (kube-apiserver's
 /// --min-request-timeout default).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// How long a read at a resourceVersion the hub has not reached waits for it
+/// (kube-apiserver's watch cache waits 3 s).
+pub(crate) const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
 
 struct Encoder {
     format: Format,
@@ -134,6 +137,16 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
                 .map_err(|_| ApiError::bad_request(format!("resourceVersion: invalid value {r:?}")))?,
             None => s.hub.store.resource_version(),
         };
+        // A revision the hub has not reached yet: wait briefly, as
+        // kube-apiserver's watch cache does, then refuse; never start a watch
+        // that would skip events silently.
+        if rv > s.hub.store.resource_version() {
+            s.hub
+                .store
+                .wait_for(rv, FUTURE_RV_WAIT)
+                .await
+                .map_err(|current| ApiError::resource_version_too_large(rv, current))?;
+        }
         (Vec::new(), rv)
     };
     let timeout = s
@@ -158,8 +171,15 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
     tokio::spawn(async move {
         let mut sub = match subscription {
             Ok(sub) => sub,
-            Err(floor) => {
+            Err(WatchError::Expired { floor }) => {
                 let _ = tx.send(Ok(expired(start_rv, floor))).await;
+                return;
+            }
+            Err(WatchError::TooLarge { current }) => {
+                let status = ApiError::resource_version_too_large(start_rv, current).to_status();
+                let _ = tx
+                    .send(Ok(line(&json!({"type": "ERROR", "object": status}))))
+                    .await;
                 return;
             }
         };

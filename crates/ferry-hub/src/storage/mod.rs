@@ -3,16 +3,21 @@
 //! by a [`Backend`] in batches (group commit), and a bounded event history
 //! that watches replay from.
 //!
-//! A write is applied to memory under one lock, handed to the commit thread in
-//! revision order, and acknowledged to its caller only after the batch holding
-//! it is durable. Watch events are published after the commit, so a watcher
-//! never sees a write that a crash could take back.
+//! Read committed, as kube-apiserver on etcd: a write is checked and given its
+//! resourceVersion under one lock, kept as *pending* while the commit thread
+//! makes it durable (in revision order, batched), and only then published —
+//! to gets, lists, watches and the store's resourceVersion — and acknowledged
+//! to its caller. So no client can observe an object state or a
+//! resourceVersion that a crash could take back, and a restart, which resumes
+//! the counter at the last committed revision, never reissues one a client
+//! has seen. Writers check their expectations against the newest state,
+//! pending included ([`Store::get`]), so concurrent writes stay serialized.
 
 mod backend;
 mod watch;
 
 pub use backend::{Backend, Loaded, MemoryBackend, Mutation, SqliteBackend};
-pub use watch::{EventType, WatchEvent, WatchSubscription};
+pub use watch::{EventType, WatchError, WatchEvent, WatchSubscription};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -97,22 +102,70 @@ impl ClusterScope {
 type Objects = BTreeMap<(String, String), Arc<StoredObject>>;
 
 struct State {
-    /// resource -> cluster -> (namespace, name) -> object.
+    /// Committed objects: resource -> cluster -> (namespace, name) -> object.
     resources: HashMap<String, BTreeMap<String, Objects>>,
-    /// The last resourceVersion handed out.
+    /// The highest committed (and published) resourceVersion.
+    committed_rv: u64,
+    /// The newest uncommitted state of each key written since the last
+    /// commit (`None`: deleted), with the revision that wrote it.
+    pending: HashMap<ObjectKey, (u64, Option<Arc<StoredObject>>)>,
+    /// The last resourceVersion handed out to a write, committed or not.
     rv: u64,
     /// The commit thread's queue; `None` once it has failed.
     commits: Option<std::sync::mpsc::Sender<PendingWrite>>,
 }
 
 impl State {
-    /// The object at `key`, if any.
-    fn current(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
+    /// The committed object at `key`, if any.
+    fn committed(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
         self.resources
             .get(&key.resource)?
             .get(&key.cluster)?
             .get(&(key.namespace.clone(), key.name.clone()))
             .cloned()
+    }
+
+    /// The newest state of `key`, pending writes included.
+    fn latest(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
+        match self.pending.get(key) {
+            Some((_, state)) => state.clone(),
+            None => self.committed(key),
+        }
+    }
+
+    /// Make a durable write visible: apply it to the committed objects, and
+    /// forget it as pending unless a later write to the key is pending.
+    fn apply_committed(&mut self, event: &WatchEvent) {
+        let key = &event.key;
+        let rv = event.object.rv;
+        if self
+            .pending
+            .get(key)
+            .is_some_and(|(pending_rv, _)| *pending_rv == rv)
+        {
+            self.pending.remove(key);
+        }
+        match event.kind {
+            EventType::Deleted => {
+                if let Some(clusters) = self.resources.get_mut(&key.resource) {
+                    if let Some(objects) = clusters.get_mut(&key.cluster) {
+                        objects.remove(&(key.namespace.clone(), key.name.clone()));
+                        if objects.is_empty() {
+                            clusters.remove(&key.cluster);
+                        }
+                    }
+                }
+            }
+            EventType::Added | EventType::Modified => {
+                self.resources
+                    .entry(key.resource.clone())
+                    .or_default()
+                    .entry(key.cluster.clone())
+                    .or_default()
+                    .insert((key.namespace.clone(), key.name.clone()), event.object.clone());
+            }
+        }
+        self.committed_rv = self.committed_rv.max(rv);
     }
 }
 
@@ -124,12 +177,15 @@ struct PendingWrite {
 
 /// The hub's object store. Cheap to share (`Arc<Store>`).
 pub struct Store {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     history: Arc<History>,
     failure: Arc<Mutex<Option<String>>>,
+    /// The committed resourceVersion, for waiters on a future one.
+    reached: tokio::sync::watch::Receiver<u64>,
 }
 
-/// A write applied in memory; await [`Committed::durable`] before acknowledging it.
+/// A write accepted and queued for commit; await [`Committed::durable`]
+/// before acknowledging it (it is visible to readers from then on).
 pub struct Committed {
     pub object: Option<Arc<StoredObject>>,
     pub rv: u64,
@@ -137,7 +193,7 @@ pub struct Committed {
 }
 
 impl Committed {
-    /// Wait until the write is on disk.
+    /// Wait until the write is on disk and visible to readers.
     pub async fn durable(self) -> Result<Option<Arc<StoredObject>>, StoreError> {
         match self.done.await {
             Ok(Ok(())) => Ok(self.object),
@@ -197,21 +253,30 @@ impl Store {
         let history = Arc::new(History::new(history_size, loaded.resource_version));
         let failure = Arc::new(Mutex::new(None));
         let (tx, rx) = std::sync::mpsc::channel::<PendingWrite>();
+        let (reached_tx, reached) = tokio::sync::watch::channel(loaded.resource_version);
+        let state = Arc::new(Mutex::new(State {
+            resources,
+            committed_rv: loaded.resource_version,
+            pending: HashMap::new(),
+            rv: loaded.resource_version,
+            commits: Some(tx),
+        }));
         {
-            let history = history.clone();
+            let published = Published {
+                state: state.clone(),
+                history: history.clone(),
+                reached: reached_tx,
+            };
             let failure = failure.clone();
             std::thread::Builder::new()
                 .name("ferry-commit".into())
-                .spawn(move || commit_loop(backend, rx, history, failure))?;
+                .spawn(move || commit_loop(backend, rx, published, failure))?;
         }
         Ok(Arc::new(Store {
-            state: Mutex::new(State {
-                resources,
-                rv: loaded.resource_version,
-                commits: Some(tx),
-            }),
+            state,
             history,
             failure,
+            reached,
         }))
     }
 
@@ -220,13 +285,35 @@ impl Store {
         Store::open(Box::new(MemoryBackend), DEFAULT_HISTORY).expect("memory backend cannot fail")
     }
 
-    /// The last resourceVersion handed out.
+    /// The committed resourceVersion: the newest one any reader can see.
     pub fn resource_version(&self) -> u64 {
-        self.state.lock().rv
+        self.state.lock().committed_rv
     }
 
+    /// The committed object at `key`: what a client's GET sees.
+    pub fn get_committed(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
+        self.state.lock().committed(key)
+    }
+
+    /// The newest state of `key`, including a write not yet durable: what
+    /// writes are checked against. For read-modify-write inside the hub
+    /// (updates, patches, deletes, controllers): a write based on it is
+    /// committed after the one it read, so it is never acknowledged without
+    /// it. What a client reads comes from [`Store::get_committed`], lists and
+    /// watches.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<StoredObject>> {
-        self.state.lock().current(key)
+        self.state.lock().latest(key)
+    }
+
+    /// Wait until the committed resourceVersion reaches `rv`, for at most
+    /// `timeout`. `Err(current)` if it did not (or the commit thread is gone).
+    pub async fn wait_for(&self, rv: u64, timeout: std::time::Duration) -> Result<(), u64> {
+        let mut reached = self.reached.clone();
+        let outcome = tokio::time::timeout(timeout, reached.wait_for(|current| *current >= rv)).await;
+        match outcome {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(*self.reached.borrow()),
+        }
     }
 
     /// Every object of `resource` in `scope` (and `namespace`, if given), in
@@ -275,7 +362,7 @@ impl Store {
                 }
             }
         }
-        (out, state.rv)
+        (out, state.committed_rv)
     }
 
     /// Every resource key that has objects in some cluster.
@@ -311,11 +398,12 @@ impl Store {
             .collect()
     }
 
-    /// Write `value` at `key` if the current state matches `expect`. The
-    /// value's `metadata.resourceVersion` is set to the new revision.
+    /// Write `value` at `key` if the newest state (pending writes included)
+    /// matches `expect`. The value's `metadata.resourceVersion` is set to the
+    /// new revision. Readers see the write once it is durable.
     pub fn put(&self, key: ObjectKey, expect: Expect, mut value: Value) -> Result<Committed, StoreError> {
         let mut state = self.state.lock();
-        let current = state.current(&key);
+        let current = state.latest(&key);
         check(&current, expect)?;
         let rv = state.rv + 1;
         let obj = Arc::new(encode(&mut value, rv));
@@ -336,13 +424,7 @@ impl Store {
         };
         let done = self.enqueue(&mut state, mutation, event)?;
         state.rv = rv;
-        state
-            .resources
-            .entry(key.resource)
-            .or_default()
-            .entry(key.cluster)
-            .or_default()
-            .insert((key.namespace, key.name), obj.clone());
+        state.pending.insert(key, (rv, Some(obj.clone())));
         Ok(Committed {
             object: Some(obj),
             rv,
@@ -350,11 +432,11 @@ impl Store {
         })
     }
 
-    /// Remove the object at `key` if the current state matches `expect`. The
+    /// Remove the object at `key` if the newest state matches `expect`. The
     /// DELETED event carries the object at the new revision.
     pub fn delete(&self, key: ObjectKey, expect: Expect) -> Result<Committed, StoreError> {
         let mut state = self.state.lock();
-        let current = state.current(&key);
+        let current = state.latest(&key);
         check(&current, expect)?;
         let Some(current) = current else {
             return Err(StoreError::NotFound);
@@ -370,14 +452,7 @@ impl Store {
         });
         let done = self.enqueue(&mut state, Mutation::Delete { key: key.clone() }, event)?;
         state.rv = rv;
-        if let Some(clusters) = state.resources.get_mut(&key.resource) {
-            if let Some(objects) = clusters.get_mut(&key.cluster) {
-                objects.remove(&(key.namespace, key.name));
-                if objects.is_empty() {
-                    clusters.remove(&key.cluster);
-                }
-            }
-        }
+        state.pending.insert(key, (rv, None));
         Ok(Committed {
             object: Some(tombstone),
             rv,
@@ -410,9 +485,10 @@ impl Store {
         Ok(done_rx)
     }
 
-    /// Subscribe to every event after `from_rv`. Fails with the oldest
-    /// resourceVersion still replayable when `from_rv` is older than that.
-    pub fn watch(&self, from_rv: u64) -> Result<WatchSubscription, u64> {
+    /// Subscribe to every event after `from_rv`. Fails when `from_rv` is older
+    /// than the history holds, or newer than the committed resourceVersion
+    /// (wait for it with [`Store::wait_for`] first).
+    pub fn watch(&self, from_rv: u64) -> Result<WatchSubscription, WatchError> {
         self.history.subscribe(from_rv)
     }
 }
@@ -426,12 +502,34 @@ fn check(current: &Option<Arc<StoredObject>>, expect: Expect) -> Result<(), Stor
     }
 }
 
+/// Where the commit thread makes durable writes visible.
+struct Published {
+    state: Arc<Mutex<State>>,
+    history: Arc<History>,
+    reached: tokio::sync::watch::Sender<u64>,
+}
+
+impl Published {
+    /// A durable batch becomes visible: to gets and lists (committed state),
+    /// then to watches (history), then to waiters on its resourceVersion.
+    fn publish(&self, batch: &[PendingWrite], rv: u64) {
+        {
+            let mut state = self.state.lock();
+            for w in batch {
+                state.apply_committed(&w.event);
+            }
+        }
+        self.history.publish(batch.iter().map(|w| w.event.clone()));
+        self.reached.send_replace(rv);
+    }
+}
+
 /// Commit queued writes in batches: block for the first, take whatever else is
 /// queued (up to a cap), commit once, then publish and acknowledge all.
 fn commit_loop(
     mut backend: Box<dyn Backend>,
     rx: std::sync::mpsc::Receiver<PendingWrite>,
-    history: Arc<History>,
+    published: Published,
     failure: Arc<Mutex<Option<String>>>,
 ) {
     const MAX_BATCH: usize = 2048;
@@ -447,7 +545,7 @@ fn commit_loop(
         let rv = batch.iter().map(|w| w.event.object.rv).max().unwrap_or(0);
         match backend.commit(&mutations, rv) {
             Ok(()) => {
-                history.publish(batch.iter().map(|w| w.event.clone()));
+                published.publish(&batch, rv);
                 for w in batch {
                     let _ = w.done.send(Ok(()));
                 }
@@ -555,6 +653,115 @@ mod tests {
         assert_eq!(store.resource_version(), 3);
     }
 
+    /// A backend whose commits wait for the test to let them through.
+    struct GatedBackend {
+        inner: MemoryBackend,
+        gate: std::sync::mpsc::Receiver<()>,
+    }
+
+    impl Backend for GatedBackend {
+        fn load(&mut self) -> anyhow::Result<Loaded> {
+            self.inner.load()
+        }
+        fn commit(&mut self, batch: &[Mutation], rv: u64) -> anyhow::Result<()> {
+            self.gate.recv().map_err(|_| anyhow::anyhow!("disk gone"))?;
+            self.inner.commit(batch, rv)
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_are_invisible_to_readers_until_durable() {
+        let (open_gate, gate) = std::sync::mpsc::channel();
+        let store = Store::open(
+            Box::new(GatedBackend {
+                inner: MemoryBackend,
+                gate,
+            }),
+            100,
+        )
+        .unwrap();
+        let write = store.put(key("a"), Expect::Absent, cm("a")).unwrap();
+        assert_eq!(write.rv, 1);
+        // Pending: readers see nothing, writers see it.
+        assert!(store.get_committed(&key("a")).is_none());
+        assert_eq!(store.resource_version(), 0);
+        let (listed, list_rv) = store.list(&ClusterScope::All, "/configmaps", None, None);
+        assert!(listed.is_empty());
+        assert_eq!(list_rv, 0);
+        assert_eq!(store.watch(1).err(), Some(WatchError::TooLarge { current: 0 }));
+        let mut sub = store.watch(0).unwrap();
+        assert!(
+            store.get(&key("a")).is_some(),
+            "writers check against pending state"
+        );
+        assert!(matches!(
+            store.put(key("a"), Expect::Absent, cm("a")),
+            Err(StoreError::AlreadyExists)
+        ));
+        let waiter = {
+            let store = store.clone();
+            tokio::spawn(async move { store.wait_for(1, std::time::Duration::from_secs(10)).await })
+        };
+        assert_eq!(
+            store.wait_for(1, std::time::Duration::from_millis(20)).await,
+            Err(0),
+            "not reached while the commit waits"
+        );
+        open_gate.send(()).unwrap();
+        write.durable().await.unwrap();
+        assert_eq!(waiter.await.unwrap(), Ok(()));
+        assert_eq!(store.get_committed(&key("a")).unwrap().rv, 1);
+        assert_eq!(store.resource_version(), 1);
+        assert_eq!(sub.next().await.unwrap().object.rv, 1);
+        // A delete is pending the same way.
+        let gone = store.delete(key("a"), Expect::Exists).unwrap();
+        assert!(store.get_committed(&key("a")).is_some());
+        assert!(store.get(&key("a")).is_none());
+        open_gate.send(()).unwrap();
+        gone.durable().await.unwrap();
+        assert!(store.get_committed(&key("a")).is_none());
+        assert_eq!(store.resource_version(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_is_never_shown_and_its_version_never_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.db");
+        let (open_gate, gate) = std::sync::mpsc::channel::<()>();
+        {
+            let backend = SqliteBackend::open(&path).unwrap();
+            struct Gated(SqliteBackend, std::sync::mpsc::Receiver<()>);
+            impl Backend for Gated {
+                fn load(&mut self) -> anyhow::Result<Loaded> {
+                    self.0.load()
+                }
+                fn commit(&mut self, batch: &[Mutation], rv: u64) -> anyhow::Result<()> {
+                    self.1
+                        .recv()
+                        .map_err(|_| anyhow::anyhow!("crashed before the commit"))?;
+                    self.0.commit(batch, rv)
+                }
+            }
+            let store = Store::open(Box::new(Gated(backend, gate)), 100).unwrap();
+            let first = store.put(key("a"), Expect::Absent, cm("a")).unwrap();
+            open_gate.send(()).unwrap();
+            first.durable().await.unwrap();
+            let lost = store.put(key("b"), Expect::Absent, cm("b")).unwrap();
+            assert_eq!(lost.rv, 2);
+            // What any reader could see before the "crash".
+            assert_eq!(store.resource_version(), 1);
+            assert!(store.get_committed(&key("b")).is_none());
+            drop(open_gate); // the disk is gone: the pending commit fails
+            assert!(lost.durable().await.is_err());
+        }
+        let store = Store::open(Box::new(SqliteBackend::open(&path).unwrap()), 100).unwrap();
+        assert_eq!(store.resource_version(), 1);
+        assert!(store.get_committed(&key("b")).is_none());
+        // rv 2 is handed out again, but no reader ever saw it.
+        let again = store.put(key("c"), Expect::Absent, cm("c")).unwrap();
+        assert_eq!(again.rv, 2);
+    }
+
     #[tokio::test]
     async fn watch_replays_history_then_streams_and_expires_old_versions() {
         let store = Store::open(Box::new(MemoryBackend), 2).unwrap();
@@ -568,9 +775,10 @@ mod tests {
         }
         assert_eq!(
             store.watch(0).err(),
-            Some(1),
+            Some(WatchError::Expired { floor: 1 }),
             "rv 0 is older than the 2 retained events"
         );
+        assert_eq!(store.watch(4).err(), Some(WatchError::TooLarge { current: 3 }));
         let mut sub = store.watch(2).unwrap();
         let replayed = sub.next().await.unwrap();
         assert_eq!(replayed.key.name, "c");

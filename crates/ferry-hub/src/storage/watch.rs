@@ -39,6 +39,17 @@ struct Inner {
     events: VecDeque<Arc<WatchEvent>>,
     /// Every event after this revision is in `events`.
     floor: u64,
+    /// The newest revision published.
+    latest: u64,
+}
+
+/// Why a watch cannot start at the revision asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchError {
+    /// Older than the history holds: the client relists (410).
+    Expired { floor: u64 },
+    /// Newer than anything published: the hub has not reached it.
+    TooLarge { current: u64 },
 }
 
 pub(crate) struct History {
@@ -54,6 +65,7 @@ impl History {
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
                 floor: current_rv,
+                latest: current_rv,
             }),
             capacity,
             live,
@@ -63,6 +75,7 @@ impl History {
     pub(crate) fn publish(&self, events: impl Iterator<Item = Arc<WatchEvent>>) {
         let mut inner = self.inner.lock();
         for e in events {
+            inner.latest = inner.latest.max(e.object.rv);
             inner.events.push_back(e.clone());
             while inner.events.len() > self.capacity {
                 if let Some(old) = inner.events.pop_front() {
@@ -74,10 +87,16 @@ impl History {
         }
     }
 
-    pub(crate) fn subscribe(&self, from_rv: u64) -> Result<WatchSubscription, u64> {
+    pub(crate) fn subscribe(&self, from_rv: u64) -> Result<WatchSubscription, WatchError> {
         let inner = self.inner.lock();
         if from_rv < inner.floor {
-            return Err(inner.floor);
+            return Err(WatchError::Expired { floor: inner.floor });
+        }
+        if from_rv > inner.latest {
+            // Accepting it would drop every event up to `from_rv` unseen.
+            return Err(WatchError::TooLarge {
+                current: inner.latest,
+            });
         }
         let replay: VecDeque<_> = inner
             .events
