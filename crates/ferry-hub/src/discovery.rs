@@ -448,6 +448,7 @@ pub(crate) mod tests {
             extra_subresources: Vec::new(),
             printer_columns: Vec::new(),
             schema: None,
+            selectable_fields: Vec::new(),
             storage_version: false,
             from_crd: false,
             terminating: false,

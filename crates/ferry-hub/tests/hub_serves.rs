@@ -45,3 +45,112 @@ async fn kubectl_explain_describes_any_field_of_a_built_in_kind() {
     );
     assert!(labels.contains("map[string]string"), "{labels}");
 }
+
+const POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: NAME, namespace: default}
+spec:
+  containers: [{name: main, image: nginx}]
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn field_selectors_compare_unset_fields_as_kube_defaults() {
+    let hub = TestHub::start().await;
+    ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&POD.replace("NAME", "fresh"))),
+        "create pod",
+    );
+    let running = POD.replace("NAME", "running") + "  nodeName: n1\n";
+    ok(
+        hub.kubectl_stdin(&["apply", "-f", "-"], Some(&running)),
+        "create pod",
+    );
+    ok(
+        hub.kubectl(&[
+            "patch",
+            "pod",
+            "running",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Running"}}"#,
+        ]),
+        "set phase",
+    );
+    let names = |selector: &str| {
+        ok(
+            hub.kubectl(&["get", "pods", "--field-selector", selector, "-o", "name"]),
+            selector,
+        )
+    };
+    assert_eq!(names("status.phase=Pending"), "pod/fresh\n");
+    assert_eq!(names("status.phase=Running"), "pod/running\n");
+    assert_eq!(names("spec.nodeName=n1"), "pod/running\n");
+    assert_eq!(names("spec.nodeName="), "pod/fresh\n");
+    assert_eq!(
+        names("spec.restartPolicy=Always,spec.schedulerName=default-scheduler"),
+        "pod/fresh\npod/running\n"
+    );
+
+    for (name, spec) in [("plain", "{}"), ("cordoned", r#"{"unschedulable": true}"#)] {
+        let node =
+            format!(r#"{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"{name}"}},"spec":{spec}}}"#);
+        ok(
+            hub.kubectl_stdin(&["create", "-f", "-"], Some(&node)),
+            "create node",
+        );
+    }
+    let nodes = |selector: &str| {
+        ok(
+            hub.kubectl(&["get", "nodes", "--field-selector", selector, "-o", "name"]),
+            selector,
+        )
+    };
+    assert_eq!(nodes("spec.unschedulable=false"), "node/plain\n");
+    assert_eq!(nodes("spec.unschedulable!=false"), "node/cordoned\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unsupported_field_labels_are_a_400_on_list_and_watch() {
+    let hub = TestHub::start().await;
+    let client = common::client(&hub, "root").await;
+    for path in [
+        "/api/v1/namespaces/default/configmaps?fieldSelector=data.x%3Dy",
+        "/api/v1/namespaces/default/configmaps?watch=true&fieldSelector=data.x%3Dy",
+    ] {
+        let (code, body) = common::call(&client, "GET", path, None).await;
+        assert_eq!(code, 400, "{path}: {body}");
+        assert_eq!(body["reason"], "BadRequest", "{body}");
+        assert_eq!(body["message"], "field label not supported: data.x", "{body}");
+    }
+    // Nodes only know metadata.name among the metadata labels.
+    let (code, body) = common::call(
+        &client,
+        "GET",
+        "/api/v1/nodes?fieldSelector=metadata.namespace%3Dx",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str()),
+        (400, Some("field label not supported: metadata.namespace"))
+    );
+    let out = hub.kubectl(&["get", "secrets", "--field-selector", "data.password=x"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("field label not supported: data.password"),
+        "{stderr}"
+    );
+    // Supported ones pass, and secrets default to type Opaque.
+    ok(
+        hub.kubectl(&["create", "secret", "generic", "s", "--from-literal=a=b"]),
+        "create secret",
+    );
+    let secrets = ok(
+        hub.kubectl(&["get", "secrets", "--field-selector", "type=Opaque", "-o", "name"]),
+        "secrets by type",
+    );
+    assert!(secrets.contains("secret/s"), "{secrets}");
+}

@@ -402,6 +402,7 @@ fn info(def: &Def) -> ResourceInfo {
         // Built-in columns are computed by `table::builtin_columns` at render time.
         printer_columns: Vec::new(),
         schema: None,
+        selectable_fields: Vec::new(),
         storage_version: true,
         from_crd: false,
         terminating: false,
