@@ -154,3 +154,115 @@ async fn unsupported_field_labels_are_a_400_on_list_and_watch() {
     );
     assert!(secrets.contains("secret/s"), "{secrets}");
 }
+
+const WORKSPACE: &str =
+    r#"{"apiVersion":"tenancy.kcp.io/v1alpha1","kind":"Workspace","metadata":{"name":"team"}}"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_workspace_has_the_kubernetes_service_and_it_comes_back() {
+    use k8s_openapi::api::core::v1::{Endpoints, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use kube::api::Api;
+
+    let hub = TestHub::start().await;
+    let port = hub.running.addr.port();
+    ok(
+        hub.kubectl_stdin(&["create", "-f", "-"], Some(WORKSPACE)),
+        "create workspace",
+    );
+    for workspace in ["root", "root:team"] {
+        let client = common::client(&hub, workspace).await;
+        let services: Api<Service> = Api::namespaced(client.clone(), "default");
+        let svc = services.get("kubernetes").await.expect("kubernetes service");
+        let labels = svc.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("component").map(String::as_str), Some("apiserver"));
+        assert_eq!(labels.get("provider").map(String::as_str), Some("kubernetes"));
+        let spec = svc.spec.expect("spec");
+        assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+        assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.1"));
+        let svc_port = &spec.ports.expect("ports")[0];
+        assert_eq!((svc_port.name.as_deref(), svc_port.port), (Some("https"), 443));
+        assert_eq!(
+            svc_port.target_port,
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(
+                port as i32
+            ))
+        );
+        let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "default");
+        let ep = endpoints.get("kubernetes").await.expect("endpoints");
+        let subset = &ep.subsets.expect("subsets")[0];
+        assert_eq!(subset.addresses.as_ref().unwrap()[0].ip, "127.0.0.1");
+        assert_eq!(subset.ports.as_ref().unwrap()[0].port, port as i32);
+        let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+        let slice = slices.get("kubernetes").await.expect("endpointslice");
+        assert_eq!(
+            slice
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .get("kubernetes.io/service-name")
+                .map(String::as_str),
+            Some("kubernetes")
+        );
+        assert_eq!(slice.endpoints[0].addresses, vec!["127.0.0.1".to_string()]);
+    }
+    let table = ok(
+        hub.kubectl(&[
+            "--server",
+            &format!("{}/clusters/root:team", hub.url()),
+            "get",
+            "svc",
+            "kubernetes",
+            "-n",
+            "default",
+        ]),
+        "kubectl get svc kubernetes",
+    );
+    assert!(
+        table.contains("kubernetes") && table.contains("10.96.0.1") && table.contains("443/TCP"),
+        "{table}"
+    );
+
+    // Deleted: recreated, as kube-apiserver's controller does.
+    ok(
+        hub.kubectl(&["delete", "svc", "kubernetes", "-n", "default"]),
+        "delete service",
+    );
+    ok(
+        hub.kubectl(&["delete", "endpoints", "kubernetes", "-n", "default"]),
+        "delete endpoints",
+    );
+    let client = common::client(&hub, "root").await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "default");
+    common::eventually(
+        10,
+        "the kubernetes Service and Endpoints to come back",
+        || async {
+            (services.get_opt("kubernetes").await.ok()?.is_some()
+                && endpoints.get_opt("kubernetes").await.ok()?.is_some())
+            .then_some(())
+        },
+    )
+    .await;
+    // Changed: repaired.
+    ok(
+        hub.kubectl(&[
+            "patch",
+            "endpoints",
+            "kubernetes",
+            "-n",
+            "default",
+            "--type=merge",
+            "-p",
+            r#"{"subsets":[{"addresses":[{"ip":"10.1.1.1"}],"ports":[{"name":"https","port":1}]}]}"#,
+        ]),
+        "break endpoints",
+    );
+    common::eventually(10, "the kubernetes Endpoints to be repaired", || async {
+        let ep = endpoints.get("kubernetes").await.ok()?;
+        let ip = ep.subsets?.first()?.addresses.as_ref()?.first()?.ip.clone();
+        (ip == "127.0.0.1").then_some(())
+    })
+    .await;
+}
