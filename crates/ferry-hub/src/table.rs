@@ -194,6 +194,13 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
         ("", "secrets") => vec![string("Type", "str:/type"), integer("Data", "len:/data"), age()],
         ("", "serviceaccounts") => vec![integer("Secrets", "len:/secrets"), age()],
         ("", "namespaces") => vec![string("Status", "namespace.status"), age()],
+        ("", "componentstatuses") => {
+            return vec![
+                string("Status", "componentstatus.status"),
+                string("Message", "str:/conditions/0/message"),
+                string("Error", "str:/conditions/0/error"),
+            ];
+        }
         ("", "nodes") => vec![
             string("Status", "node.status"),
             string("Roles", "node.roles"),
@@ -663,6 +670,21 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
             Value::from(count("/data") + count("/binaryData"))
         }
         "namespace.status" => or_placeholder(str_at(obj, "/status/phase"), "Active"),
+        "componentstatus.status" => {
+            let healthy = obj
+                .pointer("/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c.get("type").and_then(Value::as_str) == Some("Healthy"))
+                })
+                .and_then(|c| c.get("status").and_then(Value::as_str));
+            Value::from(match healthy {
+                Some("True") => "Healthy",
+                Some("False") => "Unhealthy",
+                _ => "Unknown",
+            })
+        }
         "node.status" => Value::from(node_status(obj)),
         "node.roles" => Value::from(node_roles(obj)),
         "pvc.status" => {

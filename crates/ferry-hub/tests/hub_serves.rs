@@ -266,3 +266,122 @@ async fn every_workspace_has_the_kubernetes_service_and_it_comes_back() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn componentstatuses_are_listed_with_the_deprecation_warning() {
+    let hub = TestHub::start().await;
+    let out = hub.kubectl(&["get", "componentstatuses"]);
+    let table = ok(out.clone(), "get componentstatuses");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Warning: v1 ComponentStatus is deprecated in v1.19+"),
+        "{stderr}"
+    );
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("NAME")
+            && header.contains("STATUS")
+            && header.contains("MESSAGE")
+            && header.contains("ERROR"),
+        "{table}"
+    );
+    for name in ["scheduler", "controller-manager", "etcd-0"] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name}: {table}"));
+        assert!(row.contains("Healthy") && row.contains("ok"), "{row}");
+    }
+    let resources = ok(hub.kubectl(&["api-resources", "--api-group="]), "api-resources");
+    let row = resources
+        .lines()
+        .find(|l| l.starts_with("componentstatuses"))
+        .expect("listed");
+    assert!(row.contains(" cs ") && row.contains("ComponentStatus"), "{row}");
+
+    let client = common::client(&hub, "root").await;
+    let (code, cs) = common::call(&client, "GET", "/api/v1/componentstatuses/etcd-0", None).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        cs["conditions"],
+        serde_json::json!([{"type": "Healthy", "status": "True", "message": "ok"}])
+    );
+    let (code, missing) = common::call(&client, "GET", "/api/v1/componentstatuses/nope", None).await;
+    assert_eq!(
+        (code, missing["message"].as_str()),
+        (404, Some("componentstatuses \"nope\" not found"))
+    );
+    let (code, _) = common::call(&client, "DELETE", "/api/v1/componentstatuses/etcd-0", None).await;
+    assert_eq!(code, 405);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listed_subresources_answer_get_as_kube_does() {
+    let hub = TestHub::start().await;
+    let client = common::client(&hub, "root").await;
+    let csr = serde_json::json!({
+        "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": "c1"},
+        "spec": {"request": "", "signerName": "example.com/x", "usages": ["digital signature"]},
+    });
+    let (code, body) = common::call(
+        &client,
+        "POST",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+        Some(&csr),
+    )
+    .await;
+    assert!(code == 201, "{body}");
+    let (code, approval) = common::call(
+        &client,
+        "GET",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests/c1/approval",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{approval}");
+    assert_eq!(approval["kind"], "CertificateSigningRequest");
+    assert_eq!(approval["metadata"]["name"], "c1");
+    // serviceaccounts/token is create-only: the verb is not allowed.
+    let (code, token) = common::call(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, token["reason"].as_str()),
+        (405, Some("MethodNotAllowed")),
+        "{token}"
+    );
+    assert_eq!(
+        token["message"],
+        "the server does not allow this method on the requested resource"
+    );
+    // Not listed at all (configmaps have no status): not found.
+    let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    common::call(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&cm),
+    )
+    .await;
+    let (code, _) = common::call(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/c/status",
+        None,
+    )
+    .await;
+    assert_eq!(code, 404);
+    let (code, scale) = common::call(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/pods/p/ephemeralcontainers",
+        None,
+    )
+    .await;
+    assert_eq!((code, scale["reason"].as_str()), (404, Some("NotFound")));
+}

@@ -158,6 +158,14 @@ pub fn respond_object(s: &Scope, code: StatusCode, v: Value) -> Response {
 
 pub async fn get(s: &Scope) -> Result<Response, ApiError> {
     let name = s.name.as_deref().expect("get has a name");
+    // Subresources as discovery lists them: GET where it lists `get`.
+    if let Some(sub) = s.subresource.as_deref() {
+        match crate::discovery::subresource_verbs(&s.info, sub) {
+            None => return Err(unknown_subresource(s, sub)),
+            Some(verbs) if !verbs.contains(&"get") => return Err(ApiError::verb_not_served()),
+            Some(_) => {}
+        }
+    }
     let stored = s
         .hub
         .store
@@ -165,9 +173,9 @@ pub async fn get(s: &Scope) -> Result<Response, ApiError> {
         .ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, name))?;
     let v = served_value(&stored, &s.info);
     match s.subresource.as_deref() {
-        None | Some("status") | Some("ephemeralcontainers") => Ok(respond_object(s, StatusCode::OK, v)),
         Some("scale") => Ok(json_value(StatusCode::OK, &write::scale_of(&s.info, &v))),
-        Some(other) => Err(unknown_subresource(s, other)),
+        // status, approval, ephemeralcontainers: views of the whole object.
+        _ => Ok(respond_object(s, StatusCode::OK, v)),
     }
 }
 
