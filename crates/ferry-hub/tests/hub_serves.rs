@@ -385,3 +385,47 @@ async fn listed_subresources_answer_get_as_kube_does() {
     .await;
     assert_eq!((code, scale["reason"].as_str()), (404, Some("NotFound")));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn built_in_objects_are_served_with_kube_apiservers_key_order() {
+    let hub = TestHub::start().await;
+    let client = common::client(&hub, "root").await;
+    let body = serde_json::json!({
+        "spec": {
+            "selector": {"matchLabels": {"app": "k"}},
+            "template": {"metadata": {"labels": {"app": "k"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        },
+        "metadata": {"name": "k"},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+    });
+    let (code, created) = common::call(
+        &client,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        Some(&body),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&created)[..4], ["kind", "apiVersion", "metadata", "spec"]);
+    // The raw bytes of a GET, not just a parsed map.
+    let req = http::Request::get("/apis/apps/v1/namespaces/default/deployments/k")
+        .body(Vec::new())
+        .unwrap();
+    let text = client.request_text(req).await.expect("get");
+    let at = |k: &str| text.find(&format!("\"{k}\":")).unwrap_or(usize::MAX);
+    assert!(
+        at("kind") < at("apiVersion") && at("apiVersion") < at("metadata") && at("metadata") < at("spec"),
+        "{text}"
+    );
+    let cm = serde_json::json!({"data": {"a": "b"}, "metadata": {"name": "c"}, "apiVersion": "v1", "kind": "ConfigMap"});
+    let (_, cm) = common::call(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&cm),
+    )
+    .await;
+    assert_eq!(keys(&cm), ["kind", "apiVersion", "metadata", "data"]);
+}

@@ -4,6 +4,7 @@
 mod builtin;
 mod crd;
 pub mod field_labels;
+pub mod key_order;
 
 pub use builtin::builtin_resources;
 pub use crd::{resources_from_crd, CrdError};
