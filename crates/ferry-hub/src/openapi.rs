@@ -102,11 +102,16 @@ pub const PATCH_CONTENT_TYPES: &[&str] = &[
 pub fn v3_root(resources: &[ResourceInfo]) -> Value {
     let mut paths = Map::new();
     for (group, version) in group_versions(resources) {
-        let Some(doc) = v3_group_version(resources, group, version) else {
-            continue;
+        let hash = match builtin_document(resources, group, version) {
+            Some(cached) => cached.1.clone(),
+            None => {
+                let Some(doc) = v3_group_version(resources, group, version) else {
+                    continue;
+                };
+                hex_upper(&Sha256::digest(doc.to_string()))
+            }
         };
         let key = gv_path(group, version);
-        let hash = hex_upper(&Sha256::digest(doc.to_string()));
         paths.insert(
             key.clone(),
             json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
@@ -122,6 +127,50 @@ pub fn v3_root(resources: &[ResourceInfo]) -> Value {
 /// with everything it references for built-ins). `None` if the group version
 /// is not served.
 pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
+    if let Some(cached) = builtin_document(resources, group, version) {
+        return Some(cached.0.clone());
+    }
+    build_group_version(resources, group, version)
+}
+
+/// Documents of group versions served only by built-ins, with their hash:
+/// the same in every workspace, so built once per process.
+type CachedDocument = std::sync::Arc<(Value, String)>;
+static BUILTIN_DOCUMENTS: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::HashMap<String, CachedDocument>>,
+> = std::sync::LazyLock::new(Default::default);
+
+fn builtin_document(resources: &[ResourceInfo], group: &str, version: &str) -> Option<CachedDocument> {
+    let served = crate::registry::served_at(resources, group, version)?;
+    if served.iter().any(|r| r.from_crd) {
+        return None;
+    }
+    // Keyed by what shapes the document, not just the group version.
+    let mut key = format!("{group}/{version}");
+    for r in &served {
+        use std::fmt::Write;
+        let _ = write!(
+            key,
+            "|{}:{}:{}:{}:{}:{}",
+            r.resource,
+            r.kind,
+            r.namespaced,
+            r.verbs.join(","),
+            r.status_subresource,
+            r.scale_subresource.is_some()
+        );
+    }
+    if let Some(doc) = BUILTIN_DOCUMENTS.lock().get(&key) {
+        return Some(doc.clone());
+    }
+    let doc = build_group_version(resources, group, version)?;
+    let hash = hex_upper(&Sha256::digest(doc.to_string()));
+    let cached = std::sync::Arc::new((doc, hash));
+    BUILTIN_DOCUMENTS.lock().insert(key, cached.clone());
+    Some(cached)
+}
+
+fn build_group_version(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
     let served = crate::registry::served_at(resources, group, version)?;
     let mut paths = Map::new();
     let mut schemas = Map::new();
