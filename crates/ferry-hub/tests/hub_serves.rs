@@ -429,3 +429,104 @@ async fn built_in_objects_are_served_with_kube_apiservers_key_order() {
     .await;
     assert_eq!(keys(&cm), ["kind", "apiVersion", "metadata", "data"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_hub_moves_the_kubernetes_endpoints_to_its_new_port() {
+    use k8s_openapi::api::core::v1::Endpoints;
+    use kube::api::Api;
+
+    let first = TestHub::start().await;
+    ok(
+        first.kubectl_stdin(&["create", "-f", "-"], Some(WORKSPACE)),
+        "create workspace",
+    );
+    let (running, dir) = first.into_parts();
+    running.stop().await;
+    let dir = dir.expect("the first hub's data directory");
+    let second = TestHub::start_in(dir.path()).await;
+    let port = second.running.addr.port() as i32;
+    for workspace in ["root", "root:team"] {
+        let endpoints: Api<Endpoints> = Api::namespaced(second.client(workspace).await, "default");
+        common::eventually(10, "the Endpoints to follow the hub", || async {
+            let ep = endpoints.get("kubernetes").await.ok()?;
+            let found = ep.subsets?.first()?.ports.as_ref()?.first()?.port;
+            (found == port).then_some(())
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn custom_resources_select_by_their_crds_selectable_fields() {
+    let hub = TestHub::start().await;
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: paints.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: paints, singular: paint, kind: Paint}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    selectableFields: [{jsonPath: .spec.color}]
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {color: {type: string}, size: {type: integer}}}
+"#;
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(crd)), "apply crd");
+    let client = common::client(&hub, "root").await;
+    common::eventually(10, "paints to be served", || async {
+        let (code, _) = common::call(
+            &client,
+            "GET",
+            "/apis/example.com/v1/namespaces/default/paints",
+            None,
+        )
+        .await;
+        (code == 200).then_some(())
+    })
+    .await;
+    for (name, color) in [("a", "red"), ("b", "blue")] {
+        let paint = serde_json::json!({"apiVersion": "example.com/v1", "kind": "Paint",
+            "metadata": {"name": name}, "spec": {"color": color, "size": 1}});
+        let (code, body) = common::call(
+            &client,
+            "POST",
+            "/apis/example.com/v1/namespaces/default/paints",
+            Some(&paint),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+    }
+    let (code, list) = common::call(
+        &client,
+        "GET",
+        "/apis/example.com/v1/namespaces/default/paints?fieldSelector=spec.color%3Dred",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["a"]);
+    let (code, body) = common::call(
+        &client,
+        "GET",
+        "/apis/example.com/v1/namespaces/default/paints?fieldSelector=spec.size%3D1",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str()),
+        (400, Some("field label not supported: spec.size"))
+    );
+}
