@@ -162,36 +162,40 @@ pub async fn ensure(hub: &Arc<Hub>, cluster: &str) {
     let Some((ip, port)) = hub_address(hub) else {
         return;
     };
-    for owned in desired(&ip, port) {
-        let key = ObjectKey {
-            cluster: cluster.into(),
-            resource: crate::registry::storage_key(owned.group, owned.resource),
-            namespace: NAMESPACE.into(),
-            name: NAME.into(),
-        };
-        let result = match hub.store.get(&key) {
-            Some(stored) if covers(&stored.value(), &owned.owned) => Ok(()),
-            Some(_) => match hub
-                .registry
-                .lookup(Some(cluster), owned.group, owned.version, owned.resource)
-            {
-                Some(info) => merge_patch_internal(hub, info, &key, &owned.owned, "kube-apiserver").await,
-                None => Ok(()),
-            },
-            None => create(hub, cluster, &owned).await,
-        };
+    // Concurrently: the store commits them together.
+    let results = futures::future::join_all(desired(&ip, port).map(|owned| async move {
+        let result = ensure_one(hub, cluster, &owned).await;
+        (owned.resource, result)
+    }))
+    .await;
+    for (resource, result) in results {
         match result {
             Ok(()) => {}
-            // Someone else wrote it meanwhile; the watch brings us back.
-            Err(e) if e.code == 409 => {}
-            // The namespace is gone or terminating.
-            Err(e) if e.code == 404 || e.code == 403 => return,
-            Err(e) => tracing::warn!(
-                cluster,
-                resource = owned.resource,
-                "keeping default/kubernetes failed: {e}"
-            ),
+            // Someone else wrote it meanwhile (the watch brings us back), or
+            // the namespace is gone or terminating.
+            Err(e) if matches!(e.code, 409 | 404 | 403) => {}
+            Err(e) => tracing::warn!(cluster, resource, "keeping default/kubernetes failed: {e}"),
         }
+    }
+}
+
+async fn ensure_one(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), crate::status::ApiError> {
+    let key = ObjectKey {
+        cluster: cluster.into(),
+        resource: crate::registry::storage_key(owned.group, owned.resource),
+        namespace: NAMESPACE.into(),
+        name: NAME.into(),
+    };
+    match hub.store.get(&key) {
+        Some(stored) if covers(&stored.value(), &owned.owned) => Ok(()),
+        Some(_) => match hub
+            .registry
+            .lookup(Some(cluster), owned.group, owned.version, owned.resource)
+        {
+            Some(info) => merge_patch_internal(hub, info, &key, &owned.owned, "kube-apiserver").await,
+            None => Ok(()),
+        },
+        None => create(hub, cluster, owned).await,
     }
 }
 
