@@ -359,6 +359,9 @@ async fn listed_subresources_answer_get_as_kube_does() {
         token["message"],
         "the server does not allow this method on the requested resource"
     );
+    // namespaces/finalize is update-only, as in kube.
+    let (code, _) = common::call(&client, "GET", "/api/v1/namespaces/default/finalize", None).await;
+    assert_eq!(code, 405);
     // Not listed at all (configmaps have no status): not found.
     let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
     common::call(

@@ -394,6 +394,7 @@ fn info(def: &Def) -> ResourceInfo {
     });
     let mut extra = Vec::new();
     match (def.group, def.resource) {
+        ("", "namespaces") => extra.push("finalize".to_string()),
         ("", "pods") => extra.push("ephemeralcontainers".to_string()),
         ("", "serviceaccounts") => extra.push("token".to_string()),
         ("certificates.k8s.io", "certificatesigningrequests") => extra.push("approval".to_string()),
