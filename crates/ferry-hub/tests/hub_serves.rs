@@ -223,6 +223,18 @@ async fn every_workspace_has_the_kubernetes_service_and_it_comes_back() {
         "{table}"
     );
 
+    let ep = ok(
+        hub.kubectl(&["get", "endpoints,endpointslices", "-n", "default"]),
+        "get endpoints",
+    );
+    assert!(ep.contains(&format!("127.0.0.1:{port}")), "{ep}");
+    let slice_row: Vec<&str> = ep
+        .lines()
+        .find(|l| l.starts_with("endpointslice"))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_eq!(slice_row[1..4], ["IPv4", &port.to_string(), "127.0.0.1"], "{ep}");
+
     // Deleted: recreated, as kube-apiserver's controller does.
     ok(
         hub.kubectl(&["delete", "svc", "kubernetes", "-n", "default"]),

@@ -69,6 +69,9 @@ fn desired(ip: &str, port: u16) -> [Owned; 3] {
                 "spec": {
                     "clusterIP": CLUSTER_IP,
                     "clusterIPs": [CLUSTER_IP],
+                    "internalTrafficPolicy": "Cluster",
+                    "ipFamilies": ["IPv4"],
+                    "ipFamilyPolicy": "SingleStack",
                     "ports": service_ports,
                     "sessionAffinity": "None",
                     "type": "ClusterIP",
