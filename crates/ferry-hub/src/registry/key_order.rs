@@ -1,6 +1,7 @@
 //! The order of a built-in object's top-level keys as kube-apiserver writes
 //! them (its Go structs' field order): `kind`, `apiVersion`, `metadata`,
-//! then the kind's own fields (`spec` for most), `status` last. Clients that
+//! then the kind's own fields (`spec` for most), `status` last; inside
+//! `metadata`, ObjectMeta's field order. Clients that
 //! compare bytes or print objects as served see what a real cluster returns.
 //!
 //! Custom resources are left alone (kube-apiserver serves them from
@@ -86,6 +87,37 @@ pub fn canonicalize(group: &str, kind: &str, obj: &mut Value) {
         ordered.insert("status".into(), status);
     }
     *map = ordered;
+    if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+        order_metadata(meta);
+    }
+}
+
+/// ObjectMeta's fields in kube's order; unknown ones keep theirs, at the end.
+fn order_metadata(meta: &mut Map<String, Value>) {
+    const ORDER: &[&str] = &[
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    ];
+    let mut rest = std::mem::take(meta);
+    for key in ORDER {
+        if let Some(v) = rest.shift_remove(*key) {
+            meta.insert((*key).to_string(), v);
+        }
+    }
+    meta.extend(rest);
 }
 
 #[cfg(test)]
@@ -122,6 +154,18 @@ mod tests {
         assert_eq!(
             keys(&rb),
             ["kind", "apiVersion", "metadata", "subjects", "roleRef"]
+        );
+    }
+
+    #[test]
+    fn metadata_follows_object_metas_order() {
+        let mut v = json!({"kind": "ConfigMap", "metadata": {
+            "managedFields": [], "labels": {}, "uid": "u", "namespace": "n", "name": "x", "extra": 1
+        }});
+        canonicalize("", "ConfigMap", &mut v);
+        assert_eq!(
+            keys(&v["metadata"]),
+            ["name", "namespace", "uid", "labels", "managedFields", "extra"]
         );
     }
 
