@@ -385,6 +385,15 @@ fn subresources(r: &ResourceInfo) -> Vec<Subresource> {
     names.into_iter().map(|name| subresource_shape(r, name)).collect()
 }
 
+/// The verbs discovery lists for subresource `name` of `r`, or `None` when
+/// `r` has no such subresource.
+pub fn subresource_verbs(r: &ResourceInfo, name: &str) -> Option<&'static [&'static str]> {
+    subresources(r)
+        .into_iter()
+        .find(|s| s.name == name)
+        .map(|s| s.verbs)
+}
+
 /// Kind and verbs of a subresource as kube-apiserver reports them; unknown
 /// subresources are treated as views of the parent object (get/patch/update).
 fn subresource_shape(r: &ResourceInfo, name: &str) -> Subresource {
@@ -448,6 +457,7 @@ pub(crate) mod tests {
             extra_subresources: Vec::new(),
             printer_columns: Vec::new(),
             schema: None,
+            selectable_fields: Vec::new(),
             storage_version: false,
             from_crd: false,
             terminating: false,

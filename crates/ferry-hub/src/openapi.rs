@@ -1,6 +1,7 @@
 //! OpenAPI documents: `/openapi/v3`, `/openapi/v3/{api/v1|apis/g/v}` and a
 //! minimal `/openapi/v2` (JSON, or gnostic protobuf for kubectl) — enough
-//! for `kubectl apply` of objects and `List`s, and basic `kubectl explain`.
+//! for `kubectl apply` of objects and `List`s, and `kubectl explain` of any
+//! field (from v3, kubectl's default since 1.27).
 //!
 //! # What kubectl reads, and why the documents look like this
 //!
@@ -39,8 +40,9 @@
 //!   `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"new"}]}}}}`
 //!   with `$setElementOrder`, merged by `name`. Custom resources are not
 //!   registered in kubectl, so they get a JSON merge patch without any schema
-//!   being consulted. Built-in component schemas can therefore stay
-//!   permissive (`x-kubernetes-preserve-unknown-fields`) without being wrong.
+//!   being consulted. Built-in component schemas (full upstream schemas
+//!   generated from k8s-openapi, see `builtin`, for `kubectl explain`) may
+//!   therefore lack the patch metadata without apply going wrong.
 //!
 //! * **Lists, and OpenAPI v2.** For `v1/List` kubectl never asks the server
 //!   (its `fieldValidation` check answers "unsupported" for that kind), so
@@ -81,6 +83,7 @@ use sha2::{Digest, Sha256};
 use crate::discovery::{compare_versions, GIT_VERSION};
 use crate::registry::ResourceInfo;
 
+mod builtin;
 mod v2_proto;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
@@ -99,11 +102,16 @@ pub const PATCH_CONTENT_TYPES: &[&str] = &[
 pub fn v3_root(resources: &[ResourceInfo]) -> Value {
     let mut paths = Map::new();
     for (group, version) in group_versions(resources) {
-        let Some(doc) = v3_group_version(resources, group, version) else {
-            continue;
+        let hash = match builtin_document(resources, group, version) {
+            Some(cached) => cached.1.clone(),
+            None => {
+                let Some(doc) = v3_group_version(resources, group, version) else {
+                    continue;
+                };
+                hex_upper(&Sha256::digest(doc.to_string()))
+            }
         };
         let key = gv_path(group, version);
-        let hash = hex_upper(&Sha256::digest(doc.to_string()));
         paths.insert(
             key.clone(),
             json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
@@ -115,19 +123,75 @@ pub fn v3_root(resources: &[ResourceInfo]) -> Value {
 /// `/openapi/v3/api/v1` (group `""`) or `/openapi/v3/apis/{group}/{version}`:
 /// an OpenAPI 3.0 document with the collection, item, `status` and `scale`
 /// paths of every resource in the group version, and a component schema per
-/// kind (the CRD's `openAPIV3Schema` for custom resources, a permissive one
-/// for built-ins). `None` if the group version is not served.
+/// kind (the CRD's `openAPIV3Schema` for custom resources, the upstream one
+/// with everything it references for built-ins). `None` if the group version
+/// is not served.
 pub fn v3_group_version(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
+    if let Some(cached) = builtin_document(resources, group, version) {
+        return Some(cached.0.clone());
+    }
+    build_group_version(resources, group, version)
+}
+
+/// Documents of group versions served only by built-ins, with their hash:
+/// the same in every workspace, so built once per process.
+type CachedDocument = std::sync::Arc<(Value, String)>;
+static BUILTIN_DOCUMENTS: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::HashMap<String, CachedDocument>>,
+> = std::sync::LazyLock::new(Default::default);
+
+fn builtin_document(resources: &[ResourceInfo], group: &str, version: &str) -> Option<CachedDocument> {
+    let served = crate::registry::served_at(resources, group, version)?;
+    if served.iter().any(|r| r.from_crd) {
+        return None;
+    }
+    // Keyed by what shapes the document, not just the group version.
+    let mut key = format!("{group}/{version}");
+    for r in &served {
+        use std::fmt::Write;
+        let _ = write!(
+            key,
+            "|{}:{}:{}:{}:{}:{}",
+            r.resource,
+            r.kind,
+            r.namespaced,
+            r.verbs.join(","),
+            r.status_subresource,
+            r.scale_subresource.is_some()
+        );
+    }
+    if let Some(doc) = BUILTIN_DOCUMENTS.lock().get(&key) {
+        return Some(doc.clone());
+    }
+    let doc = build_group_version(resources, group, version)?;
+    let hash = hex_upper(&Sha256::digest(doc.to_string()));
+    let cached = std::sync::Arc::new((doc, hash));
+    BUILTIN_DOCUMENTS.lock().insert(key, cached.clone());
+    Some(cached)
+}
+
+fn build_group_version(resources: &[ResourceInfo], group: &str, version: &str) -> Option<Value> {
     let served = crate::registry::served_at(resources, group, version)?;
     let mut paths = Map::new();
     let mut schemas = Map::new();
     add_meta_schemas(&mut schemas);
+    schemas.extend(builtin::schemas_with_references(
+        ["ObjectMeta", "ListMeta", "Status", "DeleteOptions"]
+            .map(|k| format!("{META}.{k}"))
+            .iter()
+            .map(String::as_str),
+    ));
     for r in &served {
         add_resource_paths(&mut paths, r);
-        schemas.insert(schema_name(r, &r.kind), v3_kind_schema(r));
+        match builtin_schema_name(r) {
+            Some(name) => schemas.extend(builtin::schemas_with_references([name.as_str()])),
+            None => {
+                schemas.insert(schema_name(r, &r.kind), v3_kind_schema(r));
+            }
+        }
         schemas.insert(schema_name(r, &r.list_kind), list_schema(r));
         if r.scale_subresource.is_some() {
-            schemas.insert(SCALE_SCHEMA.into(), scale_schema());
+            schemas.extend(builtin::schemas_with_references([SCALE_SCHEMA]));
         }
     }
     Some(json!({
@@ -623,28 +687,6 @@ fn list_schema(r: &ResourceInfo) -> Value {
     })
 }
 
-fn scale_schema() -> Value {
-    json!({
-        "description": "Scale represents a scaling request for a resource.",
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"allOf": [schema_ref(&format!("{META}.ObjectMeta"))], "default": {}},
-            "spec": {"type": "object", "properties": {"replicas": {"type": "integer", "format": "int32"}}},
-            "status": {
-                "type": "object",
-                "required": ["replicas"],
-                "properties": {
-                    "replicas": {"type": "integer", "format": "int32"},
-                    "selector": {"type": "string"},
-                },
-            },
-        },
-        "x-kubernetes-group-version-kind": gvk_extension("autoscaling", "v1", "Scale"),
-    })
-}
-
 /// The shared `meta.k8s.io/v1` schemas every document references. ObjectMeta
 /// carries the upstream patch metadata for its lists, so it is right even
 /// for a client that computes patches from it.
@@ -846,6 +888,11 @@ fn gv_path(group: &str, version: &str) -> String {
 /// Component schema names in kube-apiserver's style: `io.k8s.api.apps.v1.Deployment`
 /// for built-ins, the reversed group for custom resources (`com.example.v1.Widget`).
 fn schema_name(r: &ResourceInfo, kind: &str) -> String {
+    if let Some(name) = builtin_schema_name(r) {
+        // The list kind lives in the same package as the kind.
+        let package = name.rsplit_once('.').map_or(name.as_str(), |(p, _)| p);
+        return format!("{package}.{kind}");
+    }
     if r.from_crd {
         let reversed: Vec<&str> = r.group.split('.').rev().collect();
         format!("{}.{}.{kind}", reversed.join("."), r.version)
@@ -857,6 +904,13 @@ fn schema_name(r: &ResourceInfo, kind: &str) -> String {
         };
         format!("io.k8s.api.{package}.{}.{kind}", r.version)
     }
+}
+
+/// The generated component schema of a built-in resource's kind, if any.
+fn builtin_schema_name(r: &ResourceInfo) -> Option<String> {
+    (!r.from_crd)
+        .then(|| builtin::schema_name(&r.group, &r.version, &r.kind))
+        .flatten()
 }
 
 /// Operation tag, e.g. `apps_v1`, `core_v1`, `networking.k8s.io_v1`.
@@ -1095,7 +1149,18 @@ mod tests {
 
         let apps = v3_group_version(&all, "apps", "v1").unwrap();
         let deployment = &apps["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"];
-        assert_eq!(deployment["x-kubernetes-preserve-unknown-fields"], true);
+        // Built-ins have their full upstream schema, with every reference.
+        assert!(deployment.get("x-kubernetes-preserve-unknown-fields").is_none());
+        assert_eq!(
+            deployment["properties"]["spec"]["allOf"][0]["$ref"],
+            "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"
+        );
+        assert!(
+            apps["components"]["schemas"]["io.k8s.api.core.v1.Container"]["properties"]["image"].is_object()
+        );
+        assert!(apps["components"]["schemas"]
+            .get("io.k8s.api.apps.v1.DeploymentList")
+            .is_some());
         assert_eq!(
             deployment["x-kubernetes-group-version-kind"][0]["kind"],
             "Deployment"

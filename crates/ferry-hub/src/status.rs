@@ -133,6 +133,11 @@ impl ApiError {
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)
     }
+    /// 405 as kube-apiserver words it for a verb a resource or subresource
+    /// does not serve (e.g. GET of `serviceaccounts/token`).
+    pub fn verb_not_served() -> Self {
+        Self::method_not_allowed("the server does not allow this method on the requested resource")
+    }
     pub fn not_acceptable(message: impl Into<String>) -> Self {
         Self::new(406, "NotAcceptable", message)
     }

@@ -191,9 +191,23 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
             string("Selector", "labels:/spec/selector").wide(),
         ],
         ("", "configmaps") => vec![integer("Data", "configmap.data"), age()],
+        ("", "endpoints") => vec![string("Endpoints", "endpoints.endpoints"), age()],
+        ("discovery.k8s.io", "endpointslices") => vec![
+            string("AddressType", "str:/addressType"),
+            string("Ports", "endpointslice.ports"),
+            string("Endpoints", "endpointslice.endpoints"),
+            age(),
+        ],
         ("", "secrets") => vec![string("Type", "str:/type"), integer("Data", "len:/data"), age()],
         ("", "serviceaccounts") => vec![integer("Secrets", "len:/secrets"), age()],
         ("", "namespaces") => vec![string("Status", "namespace.status"), age()],
+        ("", "componentstatuses") => {
+            return vec![
+                string("Status", "componentstatus.status"),
+                string("Message", "str:/conditions/0/message"),
+                string("Error", "str:/conditions/0/error"),
+            ];
+        }
         ("", "nodes") => vec![
             string("Status", "node.status"),
             string("Roles", "node.roles"),
@@ -547,6 +561,50 @@ fn has_condition(obj: &Value, type_: &str) -> bool {
         .any(|c| str_at(c, "/type") == type_ && str_at(c, "/status") == "True")
 }
 
+/// The first three entries joined by commas, then `+ N more...` (kubectl's
+/// endpoint lists).
+fn first_three(entries: impl Iterator<Item = String>, count: usize) -> String {
+    let shown: Vec<String> = entries.take(3).collect();
+    let joined = shown.join(",");
+    if count > shown.len() {
+        format!("{joined} + {} more...", count - shown.len())
+    } else {
+        joined
+    }
+}
+
+/// `ip:port` for every address and port of an Endpoints (addresses alone
+/// for subsets without ports), as kubectl prints them.
+fn endpoints_cell(obj: &Value) -> String {
+    let subsets = array_at(obj, "/subsets");
+    if subsets.is_empty() {
+        return "<none>".into();
+    }
+    let mut all = Vec::new();
+    for ss in subsets {
+        let ips: Vec<&str> = array_at(ss, "/addresses")
+            .iter()
+            .filter_map(|a| a.get("ip").and_then(Value::as_str))
+            .collect();
+        let ports = array_at(ss, "/ports");
+        if ports.is_empty() {
+            all.extend(ips.iter().map(|ip| ip.to_string()));
+        }
+        for port in ports {
+            let port = int_at(port, "/port");
+            for ip in &ips {
+                all.push(if ip.contains(':') {
+                    format!("[{ip}]:{port}")
+                } else {
+                    format!("{ip}:{port}")
+                });
+            }
+        }
+    }
+    let count = all.len();
+    first_three(all.into_iter(), count)
+}
+
 fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
     if let Some((kind, arg)) = name.split_once(':') {
         return match kind {
@@ -637,6 +695,31 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
                 .unwrap_or(false);
             Value::from(if suspended { "True" } else { "False" })
         }
+        "endpoints.endpoints" => Value::from(endpoints_cell(obj)),
+        "endpointslice.ports" => {
+            let ports: Vec<String> = array_at(obj, "/ports")
+                .iter()
+                .filter_map(|p| p.get("port").and_then(Value::as_i64))
+                .map(|p| p.to_string())
+                .collect();
+            Value::from(if ports.is_empty() {
+                "<unset>".to_string()
+            } else {
+                ports.join(",")
+            })
+        }
+        "endpointslice.endpoints" => {
+            let addresses: Vec<&str> = array_at(obj, "/endpoints")
+                .iter()
+                .flat_map(|e| array_at(e, "/addresses"))
+                .filter_map(Value::as_str)
+                .collect();
+            Value::from(if addresses.is_empty() {
+                "<unset>".to_string()
+            } else {
+                first_three(addresses.iter().map(|a| a.to_string()), addresses.len())
+            })
+        }
         "service.type" => or_placeholder(str_at(obj, "/spec/type"), "ClusterIP"),
         "service.cluster_ip" => {
             let first = array_at(obj, "/spec/clusterIPs").first().and_then(Value::as_str);
@@ -663,6 +746,21 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
             Value::from(count("/data") + count("/binaryData"))
         }
         "namespace.status" => or_placeholder(str_at(obj, "/status/phase"), "Active"),
+        "componentstatus.status" => {
+            let healthy = obj
+                .pointer("/conditions")
+                .and_then(Value::as_array)
+                .and_then(|cs| {
+                    cs.iter()
+                        .find(|c| c.get("type").and_then(Value::as_str) == Some("Healthy"))
+                })
+                .and_then(|c| c.get("status").and_then(Value::as_str));
+            Value::from(match healthy {
+                Some("True") => "Healthy",
+                Some("False") => "Unhealthy",
+                _ => "Unknown",
+            })
+        }
         "node.status" => Value::from(node_status(obj)),
         "node.roles" => Value::from(node_roles(obj)),
         "pvc.status" => {
@@ -1212,6 +1310,29 @@ pub fn eval_json_path<'a>(path: &str, obj: &'a Value) -> Vec<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoints_list_three_addresses_then_how_many_more() {
+        let ep = json!({"subsets": [
+            {"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"port": 80}, {"port": 443}]},
+            {"addresses": [{"ip": "10.0.0.3"}]},
+        ]});
+        assert_eq!(
+            endpoints_cell(&ep),
+            "10.0.0.1:80,10.0.0.2:80,10.0.0.1:443 + 2 more..."
+        );
+        assert_eq!(endpoints_cell(&json!({})), "<none>");
+        let slice = json!({"endpoints": [{"addresses": ["fd00::1"]}], "ports": [{"port": 6443}]});
+        assert_eq!(
+            builtin_cell("endpointslice.endpoints", &slice, Utc::now()),
+            "fd00::1"
+        );
+        assert_eq!(builtin_cell("endpointslice.ports", &slice, Utc::now()), "6443");
+        assert_eq!(
+            builtin_cell("endpointslice.ports", &json!({}), Utc::now()),
+            "<unset>"
+        );
+    }
 
     fn now() -> DateTime<Utc> {
         parse_time("2024-05-01T12:00:00Z").unwrap()

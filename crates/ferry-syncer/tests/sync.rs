@@ -634,3 +634,56 @@ async fn pre_existing_objects_are_adopted_and_unowned_ones_left_alone() {
     assert_eq!(resource_version(&now), resource_version(&bystander));
     syncer.stop().await;
 }
+
+#[tokio::test]
+async fn the_api_servers_own_kubernetes_service_is_never_synced() {
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
+    let services = ar("", "v1", "Service", "services");
+    let endpoints = ar("", "v1", "Endpoints", "endpoints");
+    mb.create(
+        &services,
+        json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web", "namespace": "default" },
+                "spec": { "ports": [{ "port": 80 }] } }),
+    )
+    .await;
+    mb.create(
+        &syncer_configs(),
+        syncer_config(
+            "the-one",
+            json!({ "namespaceScope": { "namespaces": ["default"], "resources": [
+                { "group": "", "apiVersion": "v1", "resource": "services" },
+                { "group": "", "apiVersion": "v1", "resource": "endpoints" }
+            ] } }),
+        ),
+    )
+    .await;
+    let before = down
+        .get(&endpoints, Some("default"), "kubernetes")
+        .await
+        .expect("downstream's own");
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    wait_for(
+        &down,
+        &services,
+        Some("default"),
+        "web",
+        "the selected Service",
+        |_| true,
+    )
+    .await;
+    wait_ready(&syncer).await;
+    // The downstream cluster keeps its own: neither adopted nor overwritten.
+    let own = down.get(&services, Some("default"), "kubernetes").await.unwrap();
+    assert_eq!(label(&own, SYNCER_LABEL), None);
+    assert_eq!(annotation(&own, DOWNSYNCED), None);
+    let after = down.get(&endpoints, Some("default"), "kubernetes").await.unwrap();
+    assert_eq!(after["subsets"], before["subsets"]);
+    assert_eq!(resource_version(&after), resource_version(&before));
+    syncer.stop().await;
+}

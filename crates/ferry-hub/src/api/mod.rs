@@ -2,6 +2,7 @@
 //! apply impersonation, authorize, then serve discovery, OpenAPI or a resource.
 
 mod body;
+mod component_status;
 mod kinds;
 pub(crate) mod negotiate;
 pub(crate) mod objects;
@@ -275,6 +276,9 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                 user,
                 verb,
             };
+            if component_status::serves(&scope.info) {
+                return component_status::serve(&scope, &parts.method);
+            }
             objects::serve(scope, &parts.method, body).await
         }
     }

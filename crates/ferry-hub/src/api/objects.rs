@@ -16,6 +16,7 @@ use crate::auth::rbac::Request;
 use crate::auth::{Attributes, UserInfo};
 use crate::controllers::garbage_collector::policy::{self, PropagationPolicy};
 use crate::hub::Hub;
+use crate::registry::field_labels::FieldLabels;
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
@@ -157,6 +158,14 @@ pub fn respond_object(s: &Scope, code: StatusCode, v: Value) -> Response {
 
 pub async fn get(s: &Scope) -> Result<Response, ApiError> {
     let name = s.name.as_deref().expect("get has a name");
+    // Subresources as discovery lists them: GET where it lists `get`.
+    if let Some(sub) = s.subresource.as_deref() {
+        match crate::discovery::subresource_verbs(&s.info, sub) {
+            None => return Err(unknown_subresource(s, sub)),
+            Some(verbs) if !verbs.contains(&"get") => return Err(ApiError::verb_not_served()),
+            Some(_) => {}
+        }
+    }
     let stored = s
         .hub
         .store
@@ -164,9 +173,9 @@ pub async fn get(s: &Scope) -> Result<Response, ApiError> {
         .ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, name))?;
     let v = served_value(&stored, &s.info);
     match s.subresource.as_deref() {
-        None | Some("status") | Some("ephemeralcontainers") => Ok(respond_object(s, StatusCode::OK, v)),
         Some("scale") => Ok(json_value(StatusCode::OK, &write::scale_of(&s.info, &v))),
-        Some(other) => Err(unknown_subresource(s, other)),
+        // status, approval, ephemeralcontainers: views of the whole object.
+        _ => Ok(respond_object(s, StatusCode::OK, v)),
     }
 }
 
@@ -177,33 +186,32 @@ pub fn unknown_subresource(s: &Scope, sub: &str) -> ApiError {
     ))
 }
 
-/// Field values a field selector may name: any dotted path into the object.
-pub fn field_value(v: &Value, path: &str) -> Option<String> {
-    let mut cur = v;
-    for part in path.split('.') {
-        cur = cur.get(part)?;
-    }
-    match cur {
-        Value::String(s) => Some(s.clone()),
-        Value::Null => None,
-        other => Some(other.to_string()),
-    }
-}
-
 pub struct Selectors {
     pub labels: LabelSelector,
     pub fields: FieldSelector,
+    /// What the field selector may name, and the values objects have.
+    field_labels: FieldLabels,
 }
 
 impl Selectors {
-    pub fn parse(q: &Query) -> Result<Selectors, ApiError> {
+    /// Parse the request's selectors for `info`; a field selector naming a
+    /// field label the resource does not support is a 400, as in kube-apiserver.
+    pub fn parse(q: &Query, info: &ResourceInfo) -> Result<Selectors, ApiError> {
         let labels = LabelSelector::parse(&q.label_selector).map_err(|e| {
             ApiError::bad_request(format!("invalid labelSelector {:?}: {e}", q.label_selector))
         })?;
         let fields = FieldSelector::parse(&q.field_selector).map_err(|e| {
             ApiError::bad_request(format!("invalid fieldSelector {:?}: {e}", q.field_selector))
         })?;
-        Ok(Selectors { labels, fields })
+        let field_labels = FieldLabels::of(info);
+        for field in fields.fields() {
+            field_labels.check(field).map_err(ApiError::bad_request)?;
+        }
+        Ok(Selectors {
+            labels,
+            fields,
+            field_labels,
+        })
     }
 
     /// Whether the stored object matches; parses the JSON only when a field
@@ -219,7 +227,7 @@ impl Selectors {
         self.fields.matches(|f| match f {
             "metadata.name" => Some(key.name.clone()),
             "metadata.namespace" => Some(key.namespace.clone()),
-            path => field_value(parsed.get_or_init(|| obj.value()), path),
+            label => self.field_labels.value(parsed.get_or_init(|| obj.value()), label),
         })
     }
 }
@@ -324,7 +332,7 @@ async fn consistent_list_at(s: &Scope) -> Result<(), ApiError> {
 }
 
 pub async fn list(s: &Scope) -> Result<Response, ApiError> {
-    let sel = Selectors::parse(&s.query)?;
+    let sel = Selectors::parse(&s.query, &s.info)?;
     let resource = s.info.storage_key();
     let (after, pinned_rv) = match &s.query.continue_token {
         Some(t) => {
@@ -722,7 +730,7 @@ pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
 
 pub async fn delete_collection(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     let opts = delete_options(s, &body)?;
-    let sel = Selectors::parse(&s.query)?;
+    let sel = Selectors::parse(&s.query, &s.info)?;
     s.cluster()?;
     let (objects, rv) = s
         .hub

@@ -107,7 +107,7 @@ fn expired(rv: u64, floor: u64) -> Bytes {
 }
 
 pub async fn watch(s: Scope) -> Result<Response, ApiError> {
-    let sel = Selectors::parse(&s.query)?;
+    let sel = Selectors::parse(&s.query, &s.info)?;
     let rv_param = s.query.resource_version.clone();
     let initial = match s.query.send_initial_events {
         Some(v) => v,

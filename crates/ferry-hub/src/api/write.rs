@@ -181,6 +181,9 @@ fn prepare_with(
         let op_sub = sub.filter(|x| *x == "status");
         patch::record_update(old, &mut new, &s.manager(), "Update", op_sub, &now);
     }
+    if !info.from_crd {
+        crate::registry::key_order::canonicalize(&info.group, &info.kind, &mut new);
+    }
     Ok(new)
 }
 

@@ -4,6 +4,7 @@
 pub mod apiservices;
 pub mod crds;
 pub mod garbage_collector;
+pub mod kubernetes_service;
 pub mod mailbox;
 pub mod namespaces;
 pub mod security;
@@ -28,6 +29,7 @@ pub async fn bootstrap(hub: &Arc<Hub>) {
     for cluster in hub.store.clusters() {
         if cluster != ROOT && hub.workspaces.by_name(&cluster).is_some() {
             security::ensure_default_rbac(hub, &cluster).await;
+            kubernetes_service::repair(hub, &cluster).await;
         }
     }
     crds::resume_terminations(hub).await;
@@ -47,6 +49,7 @@ async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
             ),
         }
     }
+    kubernetes_service::ensure(hub, cluster).await;
     // Last: clients may use the workspace as soon as its namespaces exist.
     apiservices::sync(hub, cluster).await;
 }

@@ -21,6 +21,8 @@ struct Def {
     categories: &'static [&'static str],
     /// Reviews (TokenReview, SubjectAccessReview, ...): not stored, `create` only.
     create_only: bool,
+    /// Computed on read (ComponentStatus): `get` and `list` only.
+    read_only: bool,
 }
 
 const fn d(
@@ -42,11 +44,17 @@ const fn d(
         sub,
         categories: &[],
         create_only: false,
+        read_only: false,
     }
 }
 
 const fn create_only(mut def: Def) -> Def {
     def.create_only = true;
+    def
+}
+
+const fn read_only(mut def: Def) -> Def {
+    def.read_only = true;
     def
 }
 
@@ -115,6 +123,16 @@ const DEFS: &[Def] = &[
         &["quota"],
         Sub::Status,
     ),
+    // Deprecated since 1.19 but still served; answered by `api::component_status`.
+    read_only(d(
+        "",
+        "v1",
+        "componentstatuses",
+        "ComponentStatus",
+        CL,
+        &["cs"],
+        Sub::None,
+    )),
     // apps/v1
     all(d(
         "apps",
@@ -376,6 +394,7 @@ fn info(def: &Def) -> ResourceInfo {
     });
     let mut extra = Vec::new();
     match (def.group, def.resource) {
+        ("", "namespaces") => extra.push("finalize".to_string()),
         ("", "pods") => extra.push("ephemeralcontainers".to_string()),
         ("", "serviceaccounts") => extra.push("token".to_string()),
         ("certificates.k8s.io", "certificatesigningrequests") => extra.push("approval".to_string()),
@@ -393,6 +412,8 @@ fn info(def: &Def) -> ResourceInfo {
         categories: def.categories.iter().map(|s| s.to_string()).collect(),
         verbs: if def.create_only {
             vec!["create".to_string()]
+        } else if def.read_only {
+            vec!["get".to_string(), "list".to_string()]
         } else {
             ALL_VERBS.iter().map(|s| s.to_string()).collect()
         },
@@ -402,6 +423,7 @@ fn info(def: &Def) -> ResourceInfo {
         // Built-in columns are computed by `table::builtin_columns` at render time.
         printer_columns: Vec::new(),
         schema: None,
+        selectable_fields: Vec::new(),
         storage_version: true,
         from_crd: false,
         terminating: false,

@@ -81,6 +81,14 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             extra_subresources: Vec::new(),
             printer_columns,
             schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+            selectable_fields: v
+                .get("selectableFields")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.get("jsonPath")?.as_str())
+                .map(|p| p.trim_start_matches('.').to_string())
+                .collect(),
             storage_version: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
             from_crd: true,
             terminating,

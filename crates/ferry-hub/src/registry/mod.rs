@@ -3,6 +3,8 @@
 
 mod builtin;
 mod crd;
+pub mod field_labels;
+pub mod key_order;
 
 pub use builtin::builtin_resources;
 pub use crd::{resources_from_crd, CrdError};
@@ -54,6 +56,9 @@ pub struct ResourceInfo {
     pub printer_columns: Vec<PrinterColumn>,
     /// For custom resources: the version's `openAPIV3Schema` (validation and pruning).
     pub schema: Option<Arc<Value>>,
+    /// For custom resources: the version's `selectableFields`, as field
+    /// labels (`spec.color`); see [`field_labels`].
+    pub selectable_fields: Vec<String>,
     /// Whether this version is the storage version (CRDs) — informational.
     pub storage_version: bool,
     /// Set for resources defined by a CRD in the workspace.

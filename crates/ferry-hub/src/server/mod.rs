@@ -204,6 +204,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
     crate::controllers::bootstrap(&hub).await;
+    crate::controllers::kubernetes_service::spawn(hub.clone());
     if opts.mailbox_controller {
         crate::controllers::mailbox::spawn(hub.clone());
     }

@@ -330,3 +330,28 @@ fn cluster_local_objects_are_never_synced() {
         &none
     ));
 }
+
+#[test]
+fn the_api_servers_own_kubernetes_service_is_never_synced() {
+    let in_default = json!({ "metadata": { "namespace": "default", "name": "kubernetes" } });
+    let elsewhere = json!({ "metadata": { "namespace": "apps", "name": "kubernetes" } });
+    let services = id("", "v1", "services", true);
+    assert!(is_cluster_local(&services, "kubernetes", &in_default));
+    assert!(is_cluster_local(
+        &id("", "v1", "endpoints", true),
+        "kubernetes",
+        &in_default
+    ));
+    assert!(is_cluster_local(
+        &id("discovery.k8s.io", "v1", "endpointslices", true),
+        "kubernetes",
+        &in_default
+    ));
+    assert!(!is_cluster_local(&services, "kubernetes", &elsewhere));
+    assert!(!is_cluster_local(&services, "web", &in_default));
+    assert!(!is_cluster_local(
+        &id("example.com", "v1", "services", true),
+        "kubernetes",
+        &in_default
+    ));
+}

@@ -1,0 +1,322 @@
+//! Component schemas of the built-in kinds, as kube-apiserver publishes them
+//! in `/openapi/v3`: generated once per process from k8s-openapi's
+//! `schemars` schemas (which carry the upstream field descriptions), named
+//! as upstream names them (`io.k8s.api.apps.v1.Deployment`), references in
+//! kube's shape (`{"allOf": [{"$ref": ...}], "description": ...}`) and
+//! `x-kubernetes-group-version-kind` on the top-level kinds.
+//!
+//! What the generated schemas lack is the strategic-merge patch metadata
+//! (`x-kubernetes-patch-merge-key`/`-strategy`); see the `openapi` module
+//! docs for why kubectl never computes patches from them.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use k8s_openapi::api::{
+    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core, discovery,
+    events, networking, policy, rbac, storage,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::JsonSchema;
+use serde_json::{json, Map, Value};
+
+/// `#/components/schemas/` references.
+const REF_PREFIX: &str = "#/components/schemas/";
+
+/// A built-in kind: `(group, version, kind)` and how to generate its schema.
+struct Kind {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    name: fn() -> std::borrow::Cow<'static, str>,
+    generate: fn(&mut SchemaGenerator) -> schemars::Schema,
+}
+
+macro_rules! kinds {
+    ($(($group:literal, $version:literal, $kind:literal, $ty:ty)),* $(,)?) => {
+        &[$(Kind {
+            group: $group,
+            version: $version,
+            kind: $kind,
+            name: <$ty as JsonSchema>::schema_name,
+            generate: |g| g.subschema_for::<$ty>(),
+        }),*]
+    };
+}
+
+/// Every built-in kind the hub serves (and the subresource kinds its
+/// documents reference), by group, version and kind.
+const KINDS: &[Kind] = kinds![
+    ("", "v1", "Namespace", core::v1::Namespace),
+    ("", "v1", "ConfigMap", core::v1::ConfigMap),
+    ("", "v1", "Secret", core::v1::Secret),
+    ("", "v1", "ServiceAccount", core::v1::ServiceAccount),
+    ("", "v1", "Service", core::v1::Service),
+    ("", "v1", "Endpoints", core::v1::Endpoints),
+    ("", "v1", "Pod", core::v1::Pod),
+    ("", "v1", "PodTemplate", core::v1::PodTemplate),
+    ("", "v1", "ReplicationController", core::v1::ReplicationController),
+    ("", "v1", "Node", core::v1::Node),
+    ("", "v1", "PersistentVolume", core::v1::PersistentVolume),
+    ("", "v1", "PersistentVolumeClaim", core::v1::PersistentVolumeClaim),
+    ("", "v1", "Event", core::v1::Event),
+    ("", "v1", "LimitRange", core::v1::LimitRange),
+    ("", "v1", "ResourceQuota", core::v1::ResourceQuota),
+    ("", "v1", "ComponentStatus", core::v1::ComponentStatus),
+    ("apps", "v1", "Deployment", apps::v1::Deployment),
+    ("apps", "v1", "ReplicaSet", apps::v1::ReplicaSet),
+    ("apps", "v1", "StatefulSet", apps::v1::StatefulSet),
+    ("apps", "v1", "DaemonSet", apps::v1::DaemonSet),
+    ("apps", "v1", "ControllerRevision", apps::v1::ControllerRevision),
+    ("batch", "v1", "Job", batch::v1::Job),
+    ("batch", "v1", "CronJob", batch::v1::CronJob),
+    ("autoscaling", "v1", "Scale", autoscaling::v1::Scale),
+    (
+        "autoscaling",
+        "v2",
+        "HorizontalPodAutoscaler",
+        autoscaling::v2::HorizontalPodAutoscaler
+    ),
+    ("networking.k8s.io", "v1", "Ingress", networking::v1::Ingress),
+    (
+        "networking.k8s.io",
+        "v1",
+        "IngressClass",
+        networking::v1::IngressClass
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        networking::v1::NetworkPolicy
+    ),
+    (
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        policy::v1::PodDisruptionBudget
+    ),
+    (
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        discovery::v1::EndpointSlice
+    ),
+    ("coordination.k8s.io", "v1", "Lease", coordination::v1::Lease),
+    ("events.k8s.io", "v1", "Event", events::v1::Event),
+    ("storage.k8s.io", "v1", "StorageClass", storage::v1::StorageClass),
+    ("rbac.authorization.k8s.io", "v1", "Role", rbac::v1::Role),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        rbac::v1::RoleBinding
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        rbac::v1::ClusterRole
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        rbac::v1::ClusterRoleBinding
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        apiextensions::v1::CustomResourceDefinition
+    ),
+    (
+        "apiregistration.k8s.io",
+        "v1",
+        "APIService",
+        apiregistration::v1::APIService
+    ),
+    (
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequest",
+        certificates::v1::CertificateSigningRequest
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "TokenReview",
+        authentication::v1::TokenReview
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "TokenRequest",
+        authentication::v1::TokenRequest
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        authentication::v1::SelfSubjectReview
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        authorization::v1::SelfSubjectAccessReview
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        authorization::v1::SelfSubjectRulesReview
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        authorization::v1::SubjectAccessReview
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "LocalSubjectAccessReview",
+        authorization::v1::LocalSubjectAccessReview
+    ),
+];
+
+/// The generated component schemas of every kind above and everything they
+/// reference, keyed by schema name.
+static SCHEMAS: LazyLock<Map<String, Value>> = LazyLock::new(generate);
+
+fn generate() -> Map<String, Value> {
+    let mut generator = SchemaSettings::openapi3()
+        .with(|s| s.meta_schema = None)
+        .into_generator();
+    for k in KINDS {
+        (k.generate)(&mut generator);
+    }
+    // Shared meta.k8s.io schemas every document references.
+    generator.subschema_for::<meta::ObjectMeta>();
+    generator.subschema_for::<meta::ListMeta>();
+    generator.subschema_for::<meta::Status>();
+    generator.subschema_for::<meta::DeleteOptions>();
+    let mut schemas = generator.take_definitions(true);
+    for k in KINDS {
+        if let Some(schema) = schemas.get_mut((k.name)().as_ref()) {
+            schema["x-kubernetes-group-version-kind"] =
+                json!([{"group": k.group, "version": k.version, "kind": k.kind}]);
+        }
+    }
+    // ObjectMeta's lists carry their upstream patch metadata, so the
+    // schema is right even for a client that computes patches from it.
+    if let Some(Value::Object(props)) = schemas
+        .get_mut("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+        .and_then(|m| m.get_mut("properties"))
+    {
+        if let Some(Value::Object(f)) = props.get_mut("finalizers") {
+            f.insert("x-kubernetes-list-type".into(), json!("set"));
+            f.insert("x-kubernetes-patch-strategy".into(), json!("merge"));
+        }
+        if let Some(Value::Object(o)) = props.get_mut("ownerReferences") {
+            o.insert("x-kubernetes-list-map-keys".into(), json!(["uid"]));
+            o.insert("x-kubernetes-list-type".into(), json!("map"));
+            o.insert("x-kubernetes-patch-merge-key".into(), json!("uid"));
+            o.insert("x-kubernetes-patch-strategy".into(), json!("merge"));
+        }
+    }
+    schemas
+}
+
+/// The component schema name of a built-in kind (`io.k8s.api.apps.v1.Deployment`),
+/// or `None` when the hub has no generated schema for it.
+pub fn schema_name(group: &str, version: &str, kind: &str) -> Option<String> {
+    KINDS
+        .iter()
+        .find(|k| k.group == group && k.version == version && k.kind == kind)
+        .map(|k| (k.name)().into_owned())
+}
+
+/// The schemas named in `roots` and every schema they reference, directly
+/// or not, ready to go into a document's `components.schemas`.
+pub fn schemas_with_references<'a>(roots: impl IntoIterator<Item = &'a str>) -> Map<String, Value> {
+    let schemas = &*SCHEMAS;
+    let mut out = Map::new();
+    let mut pending: Vec<String> = roots.into_iter().map(String::from).collect();
+    let mut seen = BTreeSet::new();
+    while let Some(name) = pending.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let Some(schema) = schemas.get(&name) else {
+            continue;
+        };
+        collect_refs(schema, &mut pending);
+        out.insert(name, schema.clone());
+    }
+    out
+}
+
+fn collect_refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get("$ref") {
+                if let Some(name) = r.strip_prefix(REF_PREFIX) {
+                    out.push(name.to_string());
+                }
+            }
+            m.values().for_each(|x| collect_refs(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_schema_describes_every_field_through_references() {
+        let name = schema_name("apps", "v1", "Deployment").unwrap();
+        assert_eq!(name, "io.k8s.api.apps.v1.Deployment");
+        let all = schemas_with_references([name.as_str()]);
+        let deployment = &all[&name];
+        assert_eq!(
+            deployment["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
+        );
+        // References with a description are wrapped in allOf, as kube does.
+        assert_eq!(
+            deployment["properties"]["spec"]["allOf"][0]["$ref"],
+            "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"
+        );
+        let spec = &all["io.k8s.api.apps.v1.DeploymentSpec"];
+        assert!(spec["properties"]["replicas"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Number of desired pods"));
+        assert!(all.contains_key("io.k8s.api.core.v1.Container"));
+        assert!(all.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        // Only top-level kinds carry a GVK.
+        assert!(spec.get("x-kubernetes-group-version-kind").is_none());
+    }
+
+    #[test]
+    fn kinds_resolve_to_upstream_names() {
+        assert_eq!(
+            schema_name("apiextensions.k8s.io", "v1", "CustomResourceDefinition").unwrap(),
+            "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
+        );
+        assert_eq!(schema_name("", "v1", "Pod").unwrap(), "io.k8s.api.core.v1.Pod");
+        assert!(schema_name("tenancy.kcp.io", "v1alpha1", "Workspace").is_none());
+        let meta = schemas_with_references(["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]);
+        let owners =
+            &meta["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["ownerReferences"];
+        assert_eq!(owners["x-kubernetes-patch-merge-key"], "uid");
+    }
+}
