@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::negotiate::Format;
 use super::objects::{columns, served_value, Scope, Selectors};
 use crate::status::ApiError;
-use crate::storage::{EventType, ObjectKey, StoredObject, WatchError};
+use crate::storage::{ClusterScope, EventFilter, EventType, ObjectKey, StoredObject, WatchError};
 use crate::table::{render_table, IncludeObject};
 
 /// How often a watch that asked for bookmarks gets one.
@@ -166,7 +166,14 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
         },
         sent_columns: false,
     };
-    let subscription = s.hub.store.watch(start_rv);
+    let filter = EventFilter {
+        resource: Some(resource.clone()),
+        cluster: match &scope {
+            ClusterScope::One(c) => Some(c.clone()),
+            ClusterScope::All => None,
+        },
+    };
+    let subscription = s.hub.store.watch_filtered(start_rv, filter);
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     tokio::spawn(async move {
         let mut sub = match subscription {
@@ -200,6 +207,7 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = ticker.tick(), if bookmarks => {
+                    last_rv = last_rv.max(sub.caught_up_to());
                     if tx.send(Ok(encoder.bookmark(last_rv, false))).await.is_err() { return; }
                 }
                 _ = tx.closed() => return,

@@ -17,7 +17,7 @@ mod backend;
 mod watch;
 
 pub use backend::{Backend, Loaded, MemoryBackend, Mutation, SqliteBackend};
-pub use watch::{EventType, WatchError, WatchEvent, WatchSubscription};
+pub use watch::{EventFilter, EventType, HistoryLimits, WatchError, WatchEvent, WatchSubscription};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -99,11 +99,14 @@ impl ClusterScope {
     }
 }
 
-type Objects = BTreeMap<(String, String), Arc<StoredObject>>;
+/// One cluster's objects of one resource. Persistent maps: a list takes a
+/// snapshot in O(1) under the store lock and walks it outside.
+type Objects = imbl::OrdMap<(String, String), Arc<StoredObject>>;
+type Clusters = imbl::OrdMap<String, Objects>;
 
 struct State {
     /// Committed objects: resource -> cluster -> (namespace, name) -> object.
-    resources: HashMap<String, BTreeMap<String, Objects>>,
+    resources: HashMap<String, Clusters>,
     /// The highest committed (and published) resourceVersion.
     committed_rv: u64,
     /// The newest uncommitted state of each key written since the last
@@ -157,12 +160,13 @@ impl State {
                 }
             }
             EventType::Added | EventType::Modified => {
-                self.resources
-                    .entry(key.resource.clone())
-                    .or_default()
-                    .entry(key.cluster.clone())
-                    .or_default()
-                    .insert((key.namespace.clone(), key.name.clone()), event.object.clone());
+                let clusters = self.resources.entry(key.resource.clone()).or_default();
+                if !clusters.contains_key(&key.cluster) {
+                    clusters.insert(key.cluster.clone(), Objects::new());
+                }
+                if let Some(objects) = clusters.get_mut(&key.cluster) {
+                    objects.insert((key.namespace.clone(), key.name.clone()), event.object.clone());
+                }
             }
         }
         self.committed_rv = self.committed_rv.max(rv);
@@ -205,6 +209,9 @@ impl Committed {
 
 /// How many events watches can replay from (older resourceVersions get 410).
 pub const DEFAULT_HISTORY: usize = 50_000;
+/// At most this much object JSON is kept in the watch history, whatever the
+/// event count: a few large objects cannot make the history huge.
+pub const DEFAULT_HISTORY_BYTES: usize = 256 << 20;
 
 fn labels_of(value: &Value) -> BTreeMap<String, String> {
     value
@@ -218,24 +225,97 @@ fn labels_of(value: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// A serialised object whose `metadata.resourceVersion` is left open, so
+/// that the store lock is held for a copy, not a serialisation.
+struct Encoded {
+    /// The JSON up to the resourceVersion's digits (or all of it, when the
+    /// object has no `metadata` object to carry one).
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    labels: BTreeMap<String, String>,
+}
+
+/// A per-process placeholder for the resourceVersion: random, so no client
+/// content can contain it.
+fn rv_placeholder() -> &'static str {
+    static PLACEHOLDER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PLACEHOLDER.get_or_init(|| format!("ferry-rv-{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// Serialise `value` with its resourceVersion left open (outside the lock).
+fn encode_open(value: &mut Value) -> Encoded {
+    let placeholder = rv_placeholder();
+    let has_meta = match value.get_mut("metadata").and_then(Value::as_object_mut) {
+        Some(meta) => {
+            meta.insert("resourceVersion".into(), Value::String(placeholder.to_string()));
+            true
+        }
+        None => false,
+    };
+    let json = serde_json::to_vec(value).unwrap_or_default();
+    let labels = labels_of(value);
+    let at = has_meta
+        .then(|| memchr::memmem::find(&json, placeholder.as_bytes()))
+        .flatten();
+    match at {
+        Some(at) => Encoded {
+            head: json[..at].to_vec(),
+            tail: json[at + placeholder.len()..].to_vec(),
+            labels,
+        },
+        None => Encoded {
+            head: json,
+            tail: Vec::new(),
+            labels,
+        },
+    }
+}
+
+impl Encoded {
+    /// The stored object at revision `rv` (under the lock: copies only).
+    fn close(self, rv: u64, has_rv: bool) -> StoredObject {
+        let mut json = self.head;
+        if has_rv {
+            json.extend_from_slice(rv.to_string().as_bytes());
+        }
+        json.extend_from_slice(&self.tail);
+        StoredObject {
+            rv,
+            json: Bytes::from(json),
+            labels: self.labels,
+        }
+    }
+
+    fn has_rv(&self) -> bool {
+        !self.tail.is_empty()
+    }
+}
+
 /// Set `metadata.resourceVersion` and serialise.
+#[cfg(test)]
 fn encode(value: &mut Value, rv: u64) -> StoredObject {
-    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
-    }
-    let json = Bytes::from(serde_json::to_vec(value).unwrap_or_default());
-    StoredObject {
-        rv,
-        json,
-        labels: labels_of(value),
-    }
+    let open = encode_open(value);
+    let has_rv = open.has_rv();
+    open.close(rv, has_rv)
 }
 
 impl Store {
     /// Load everything from `backend` and start the commit thread.
-    pub fn open(mut backend: Box<dyn Backend>, history_size: usize) -> anyhow::Result<Arc<Store>> {
+    pub fn open(backend: Box<dyn Backend>, history_size: usize) -> anyhow::Result<Arc<Store>> {
+        Store::open_with(
+            backend,
+            HistoryLimits {
+                events: history_size,
+                bytes: DEFAULT_HISTORY_BYTES,
+            },
+        )
+    }
+
+    /// [`Store::open`] with both history limits given.
+    pub fn open_with(mut backend: Box<dyn Backend>, history: HistoryLimits) -> anyhow::Result<Arc<Store>> {
+        let history_limits = history;
         let loaded = backend.load()?;
-        let mut resources: HashMap<String, BTreeMap<String, Objects>> = HashMap::new();
+        let mut resources: HashMap<String, Clusters> = HashMap::new();
         for (key, rv, json) in loaded.objects {
             let value: Value = serde_json::from_slice(&json)?;
             let obj = StoredObject {
@@ -243,14 +323,12 @@ impl Store {
                 json: Bytes::from(json),
                 labels: labels_of(&value),
             };
-            resources
-                .entry(key.resource)
-                .or_default()
-                .entry(key.cluster)
-                .or_default()
-                .insert((key.namespace, key.name), Arc::new(obj));
+            let clusters = resources.entry(key.resource).or_default();
+            let mut objects = clusters.remove(&key.cluster).unwrap_or_default();
+            objects.insert((key.namespace, key.name), Arc::new(obj));
+            clusters.insert(key.cluster, objects);
         }
-        let history = Arc::new(History::new(history_size, loaded.resource_version));
+        let history = Arc::new(History::new(history_limits, loaded.resource_version));
         let failure = Arc::new(Mutex::new(None));
         let (tx, rx) = std::sync::mpsc::channel::<PendingWrite>();
         let (reached_tx, reached) = tokio::sync::watch::channel(loaded.resource_version);
@@ -326,9 +404,14 @@ impl Store {
         namespace: Option<&str>,
         after: Option<&ObjectKey>,
     ) -> (Vec<(ObjectKey, Arc<StoredObject>)>, u64) {
-        let state = self.state.lock();
+        // A snapshot in O(1) under the lock; the walk happens outside it, so
+        // a large list never stalls writers.
+        let (snapshot, rv) = {
+            let state = self.state.lock();
+            (state.resources.get(resource).cloned(), state.committed_rv)
+        };
         let mut out = Vec::new();
-        if let Some(clusters) = state.resources.get(resource) {
+        if let Some(clusters) = &snapshot {
             for (cluster, objects) in clusters {
                 if !scope.contains(cluster) {
                     continue;
@@ -362,7 +445,7 @@ impl Store {
                 }
             }
         }
-        (out, state.committed_rv)
+        (out, rv)
     }
 
     /// Every resource key that has objects in some cluster.
@@ -402,11 +485,13 @@ impl Store {
     /// matches `expect`. The value's `metadata.resourceVersion` is set to the
     /// new revision. Readers see the write once it is durable.
     pub fn put(&self, key: ObjectKey, expect: Expect, mut value: Value) -> Result<Committed, StoreError> {
+        let open = encode_open(&mut value);
+        let has_rv = open.has_rv();
         let mut state = self.state.lock();
         let current = state.latest(&key);
         check(&current, expect)?;
         let rv = state.rv + 1;
-        let obj = Arc::new(encode(&mut value, rv));
+        let obj = Arc::new(open.close(rv, has_rv));
         let event = Arc::new(WatchEvent {
             kind: if current.is_some() {
                 EventType::Modified
@@ -435,15 +520,23 @@ impl Store {
     /// Remove the object at `key` if the newest state matches `expect`. The
     /// DELETED event carries the object at the new revision.
     pub fn delete(&self, key: ObjectKey, expect: Expect) -> Result<Committed, StoreError> {
-        let mut state = self.state.lock();
-        let current = state.latest(&key);
-        check(&current, expect)?;
-        let Some(current) = current else {
-            return Err(StoreError::NotFound);
+        // The tombstone is serialised outside the lock from the state read
+        // first; if the key changes meanwhile, read it again.
+        let (mut state, current, tombstone) = loop {
+            let current = self.state.lock().latest(&key);
+            check(&current, expect)?;
+            let Some(current) = current else {
+                return Err(StoreError::NotFound);
+            };
+            let open = encode_open(&mut current.value());
+            let state = self.state.lock();
+            if state.latest(&key).is_some_and(|now| Arc::ptr_eq(&now, &current)) {
+                break (state, current, open);
+            }
         };
         let rv = state.rv + 1;
-        let mut last = current.value();
-        let tombstone = Arc::new(encode(&mut last, rv));
+        let has_rv = tombstone.has_rv();
+        let tombstone = Arc::new(tombstone.close(rv, has_rv));
         let event = Arc::new(WatchEvent {
             kind: EventType::Deleted,
             key: key.clone(),
@@ -489,7 +582,13 @@ impl Store {
     /// than the history holds, or newer than the committed resourceVersion
     /// (wait for it with [`Store::wait_for`] first).
     pub fn watch(&self, from_rv: u64) -> Result<WatchSubscription, WatchError> {
-        self.history.subscribe(from_rv)
+        History::subscribe(&self.history, from_rv, EventFilter::all())
+    }
+
+    /// [`Store::watch`] for the events `filter` wants only: a write wakes the
+    /// watchers of its own resource and workspace, not every watcher.
+    pub fn watch_filtered(&self, from_rv: u64, filter: EventFilter) -> Result<WatchSubscription, WatchError> {
+        History::subscribe(&self.history, from_rv, filter)
     }
 }
 
@@ -583,6 +682,21 @@ mod tests {
 
     fn cm(name: &str) -> Value {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}})
+    }
+
+    #[test]
+    fn the_resource_version_is_spliced_in_where_metadata_holds_it() {
+        let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "99", "annotations": {"x": "ferry-rv-"}},
+            "data": {"resourceVersion": "\"ferry-rv-\""}});
+        let stored = encode(&mut v, 1234);
+        let back: Value = serde_json::from_slice(&stored.json).unwrap();
+        assert_eq!(back["metadata"]["resourceVersion"], "1234");
+        assert_eq!(back["metadata"]["annotations"]["x"], "ferry-rv-");
+        assert_eq!(back["data"]["resourceVersion"], "\"ferry-rv-\"");
+        // No metadata object: stored as is.
+        let stored = encode(&mut json!({"metadata": 5}), 7);
+        assert_eq!(&stored.json[..], br#"{"metadata":5}"#);
     }
 
     #[tokio::test]

@@ -1,10 +1,10 @@
 //! The event history watches replay from, and the live fan-out.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 
 use super::{ObjectKey, StoredObject};
 
@@ -35,12 +35,59 @@ pub struct WatchEvent {
     pub previous: Option<Arc<StoredObject>>,
 }
 
+/// Which events a subscriber wants: one resource or all, in one logical
+/// cluster or all. Events are routed by it, so a write wakes only the
+/// watchers of its resource and workspace (and the catch-all ones).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct EventFilter {
+    /// Storage key of the resource (`group/plural`); `None`: every resource.
+    pub resource: Option<String>,
+    /// Logical cluster name; `None`: every cluster.
+    pub cluster: Option<String>,
+}
+
+impl EventFilter {
+    /// Every event (controllers).
+    pub fn all() -> Self {
+        EventFilter::default()
+    }
+
+    /// The routing keys an event for `resource` in `cluster` is sent to.
+    fn keys_for(resource: &str, cluster: &str) -> [EventFilter; 4] {
+        let r = || Some(resource.to_string());
+        let c = || Some(cluster.to_string());
+        [
+            EventFilter {
+                resource: r(),
+                cluster: c(),
+            },
+            EventFilter {
+                resource: r(),
+                cluster: None,
+            },
+            EventFilter {
+                resource: None,
+                cluster: c(),
+            },
+            EventFilter::all(),
+        ]
+    }
+}
+
+/// How many events a subscriber may fall behind before it is dropped (the
+/// client re-watches from its last resourceVersion).
+const SUBSCRIBER_BUFFER: usize = 16_384;
+
 struct Inner {
     events: VecDeque<Arc<WatchEvent>>,
+    /// Bytes of object JSON held by `events`.
+    bytes: usize,
     /// Every event after this revision is in `events`.
     floor: u64,
     /// The newest revision published.
     latest: u64,
+    /// Live subscribers by what they want.
+    subscribers: HashMap<EventFilter, Vec<mpsc::Sender<Arc<WatchEvent>>>>,
 }
 
 /// Why a watch cannot start at the revision asked for.
@@ -52,23 +99,30 @@ pub enum WatchError {
     TooLarge { current: u64 },
 }
 
+/// How much history is kept, in events and in bytes of object JSON; the
+/// oldest events go first when either is exceeded.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryLimits {
+    pub events: usize,
+    pub bytes: usize,
+}
+
 pub(crate) struct History {
     inner: Mutex<Inner>,
-    capacity: usize,
-    live: broadcast::Sender<Arc<WatchEvent>>,
+    limits: HistoryLimits,
 }
 
 impl History {
-    pub(crate) fn new(capacity: usize, current_rv: u64) -> Self {
-        let (live, _) = broadcast::channel(16_384);
+    pub(crate) fn new(limits: HistoryLimits, current_rv: u64) -> Self {
         History {
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
+                bytes: 0,
                 floor: current_rv,
                 latest: current_rv,
+                subscribers: HashMap::new(),
             }),
-            capacity,
-            live,
+            limits,
         }
     }
 
@@ -76,19 +130,36 @@ impl History {
         let mut inner = self.inner.lock();
         for e in events {
             inner.latest = inner.latest.max(e.object.rv);
+            inner.bytes += e.object.json.len();
             inner.events.push_back(e.clone());
-            while inner.events.len() > self.capacity {
+            while inner.events.len() > self.limits.events
+                || (inner.bytes > self.limits.bytes && inner.events.len() > 1)
+            {
                 if let Some(old) = inner.events.pop_front() {
+                    inner.bytes -= old.object.json.len();
                     inner.floor = old.object.rv;
                 }
             }
-            // No receivers is fine: nobody is watching.
-            let _ = self.live.send(e);
+            for key in EventFilter::keys_for(&e.key.resource, &e.key.cluster) {
+                let Some(subscribers) = inner.subscribers.get_mut(&key) else {
+                    continue;
+                };
+                // A full buffer means the watcher fell too far behind: drop it,
+                // its stream ends and the client re-watches.
+                subscribers.retain(|tx| tx.try_send(e.clone()).is_ok());
+                if subscribers.is_empty() {
+                    inner.subscribers.remove(&key);
+                }
+            }
         }
     }
 
-    pub(crate) fn subscribe(&self, from_rv: u64) -> Result<WatchSubscription, WatchError> {
-        let inner = self.inner.lock();
+    pub(crate) fn subscribe(
+        this: &Arc<History>,
+        from_rv: u64,
+        filter: EventFilter,
+    ) -> Result<WatchSubscription, WatchError> {
+        let mut inner = this.inner.lock();
         if from_rv < inner.floor {
             return Err(WatchError::Expired { floor: inner.floor });
         }
@@ -98,45 +169,191 @@ impl History {
                 current: inner.latest,
             });
         }
+        let wanted = |e: &WatchEvent| {
+            filter.resource.as_ref().is_none_or(|r| *r == e.key.resource)
+                && filter.cluster.as_ref().is_none_or(|c| *c == e.key.cluster)
+        };
         let replay: VecDeque<_> = inner
             .events
             .iter()
-            .filter(|e| e.object.rv > from_rv)
+            .filter(|e| e.object.rv > from_rv && wanted(e))
             .cloned()
             .collect();
-        let live = self.live.subscribe();
+        let (tx, live) = mpsc::channel(SUBSCRIBER_BUFFER);
+        let subscribers = inner.subscribers.entry(filter).or_default();
+        subscribers.retain(|tx| !tx.is_closed());
+        subscribers.push(tx);
         Ok(WatchSubscription {
             replay,
             live,
             last_rv: from_rv,
+            history: this.clone(),
         })
+    }
+
+    fn latest(&self) -> u64 {
+        self.inner.lock().latest
+    }
+
+    /// How many subscribers are registered (for tests).
+    #[cfg(test)]
+    pub(crate) fn subscriber_count(&self) -> usize {
+        self.inner.lock().subscribers.values().map(Vec::len).sum()
     }
 }
 
 /// Events after a resourceVersion: first the replayed history, then live ones.
 pub struct WatchSubscription {
     replay: VecDeque<Arc<WatchEvent>>,
-    live: broadcast::Receiver<Arc<WatchEvent>>,
+    live: mpsc::Receiver<Arc<WatchEvent>>,
     last_rv: u64,
+    history: Arc<History>,
 }
 
 impl WatchSubscription {
+    /// A resourceVersion this subscriber has seen everything it wants up to,
+    /// for bookmarks: with routed events, a quiet watcher's own last event
+    /// can be far behind the hub, and its bookmark should not be.
+    pub fn caught_up_to(&self) -> u64 {
+        // Read the newest revision first: every event up to it was already
+        // handed to this subscriber's buffer, so an empty buffer after the
+        // read means all of them were taken.
+        let latest = self.history.latest();
+        if self.replay.is_empty() && self.live.is_empty() {
+            self.last_rv.max(latest)
+        } else {
+            self.last_rv
+        }
+    }
+
     /// The next event, or `None` when this watcher fell too far behind the
     /// live stream (the client re-watches from its last resourceVersion).
     pub async fn next(&mut self) -> Option<Arc<WatchEvent>> {
         loop {
             let event = match self.replay.pop_front() {
                 Some(e) => e,
-                None => match self.live.recv().await {
-                    Ok(e) => e,
-                    Err(broadcast::error::RecvError::Lagged(_)) => return None,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
+                // `None`: dropped for falling behind.
+                None => self.live.recv().await?,
             };
             if event.object.rv > self.last_rv {
                 self.last_rv = event.object.rv;
                 return Some(event);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn event(rv: u64, cluster: &str, resource: &str, size: usize) -> Arc<WatchEvent> {
+        Arc::new(WatchEvent {
+            kind: EventType::Added,
+            key: ObjectKey {
+                cluster: cluster.into(),
+                resource: resource.into(),
+                namespace: "default".into(),
+                name: format!("o{rv}"),
+            },
+            object: Arc::new(StoredObject {
+                rv,
+                json: Bytes::from(vec![b' '; size]),
+                labels: Default::default(),
+            }),
+            previous: None,
+        })
+    }
+
+    fn history(events: usize, bytes: usize) -> Arc<History> {
+        Arc::new(History::new(HistoryLimits { events, bytes }, 0))
+    }
+
+    fn filter(resource: Option<&str>, cluster: Option<&str>) -> EventFilter {
+        EventFilter {
+            resource: resource.map(String::from),
+            cluster: cluster.map(String::from),
+        }
+    }
+
+    #[tokio::test]
+    async fn events_reach_only_the_watchers_of_their_resource_and_workspace() {
+        let h = history(100, 1 << 20);
+        let mut cms_a = History::subscribe(&h, 0, filter(Some("/configmaps"), Some("a"))).unwrap();
+        let mut cms_all = History::subscribe(&h, 0, filter(Some("/configmaps"), None)).unwrap();
+        let mut in_b = History::subscribe(&h, 0, filter(None, Some("b"))).unwrap();
+        let mut everything = History::subscribe(&h, 0, EventFilter::all()).unwrap();
+        h.publish(
+            [
+                event(1, "a", "/configmaps", 10),
+                event(2, "b", "/configmaps", 10),
+                event(3, "a", "/secrets", 10),
+                event(4, "b", "/secrets", 10),
+            ]
+            .into_iter(),
+        );
+        let take = |sub: &mut WatchSubscription| {
+            let mut rvs = Vec::new();
+            while let Ok(e) = sub.live.try_recv() {
+                rvs.push(e.object.rv);
+            }
+            rvs
+        };
+        assert_eq!(take(&mut cms_a), vec![1]);
+        assert_eq!(take(&mut cms_all), vec![1, 2]);
+        assert_eq!(take(&mut in_b), vec![2, 4]);
+        assert_eq!(take(&mut everything), vec![1, 2, 3, 4]);
+        // Replay honours the filter too.
+        let mut late = History::subscribe(&h, 1, filter(Some("/secrets"), None)).unwrap();
+        assert_eq!(late.next().await.unwrap().object.rv, 3);
+        assert_eq!(late.next().await.unwrap().object.rv, 4);
+    }
+
+    #[tokio::test]
+    async fn a_watcher_that_falls_behind_is_dropped_and_others_go_on() {
+        let h = history(SUBSCRIBER_BUFFER * 2, usize::MAX);
+        let mut slow = History::subscribe(&h, 0, EventFilter::all()).unwrap();
+        let mut quick = History::subscribe(&h, 0, EventFilter::all()).unwrap();
+        let n = SUBSCRIBER_BUFFER as u64 + 1;
+        for rv in 1..=n {
+            h.publish(std::iter::once(event(rv, "a", "/configmaps", 1)));
+            assert_eq!(quick.next().await.unwrap().object.rv, rv);
+        }
+        // The slow one gets what fit in its buffer, then the end of its stream.
+        let mut got = 0;
+        while slow.next().await.is_some() {
+            got += 1;
+        }
+        assert_eq!(got, SUBSCRIBER_BUFFER);
+        assert_eq!(h.subscriber_count(), 1);
+    }
+
+    #[test]
+    fn history_is_bounded_in_bytes_as_well_as_events() {
+        let h = history(1000, 100);
+        h.publish((1..=5).map(|rv| event(rv, "a", "/configmaps", 30)));
+        // 5 x 30 bytes > 100: the two oldest went; 3 and later remain.
+        assert_eq!(
+            History::subscribe(&h, 1, EventFilter::all()).err(),
+            Some(WatchError::Expired { floor: 2 })
+        );
+        assert!(History::subscribe(&h, 2, EventFilter::all()).is_ok());
+        // One object larger than the bound still stays (the newest is kept).
+        h.publish(std::iter::once(event(6, "a", "/configmaps", 500)));
+        assert!(History::subscribe(&h, 5, EventFilter::all()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_quiet_watcher_is_caught_up_to_the_newest_revision() {
+        let h = history(100, 1 << 20);
+        let mut quiet = History::subscribe(&h, 0, filter(Some("/secrets"), None)).unwrap();
+        h.publish((1..=3).map(|rv| event(rv, "a", "/configmaps", 1)));
+        assert_eq!(quiet.caught_up_to(), 3);
+        h.publish(std::iter::once(event(4, "a", "/secrets", 1)));
+        // Its own event is still buffered: not caught up past what it has taken.
+        assert_eq!(quiet.caught_up_to(), 0);
+        assert_eq!(quiet.next().await.unwrap().object.rv, 4);
+        assert_eq!(quiet.caught_up_to(), 4);
     }
 }
