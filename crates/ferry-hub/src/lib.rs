@@ -4,8 +4,10 @@
 pub mod api;
 pub mod auth;
 pub mod controllers;
+pub mod decode;
 pub mod discovery;
 pub mod hub;
+pub mod json;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod patch;

@@ -41,11 +41,34 @@ pub fn router(hub: Arc<Hub>) -> Router {
 async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    match serve(hub, req).await {
+    match catch_panic(&method, &path, serve(hub, req)).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, "{}", e.message);
             e.into_response()
+        }
+    }
+}
+
+/// Run a request's handler; a panic becomes a 500 `Status` and an error log
+/// naming the request, instead of a dropped connection.
+async fn catch_panic<F>(method: &http::Method, path: &str, handler: F) -> Result<Response, ApiError>
+where
+    F: std::future::Future<Output = Result<Response, ApiError>>,
+{
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(handler).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(%method, %path, "request handler panicked: {what}");
+            Err(ApiError::internal(format!(
+                "an internal error occurred while serving {method} {path}; the hub's log has the details"
+            )))
         }
     }
 }
@@ -386,4 +409,27 @@ pub(crate) async fn merge_patch_internal(
     let scope = key_scope(hub, info, key, "patch", manager)?;
     let body = bytes::Bytes::from(serde_json::to_vec(patch).unwrap_or_default());
     objects::patch(&scope, body).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_with_a_status() {
+        let method = http::Method::PATCH;
+        let handler = async {
+            let v = serde_json::json!("oops");
+            let mut v = v;
+            v["metadata"] = serde_json::json!({}); // panics: index assignment on a string
+            Ok(StatusCode::OK.into_response())
+        };
+        let e = catch_panic(&method, "/api/v1/namespaces/default/configmaps/x", handler)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 500);
+        assert!(e
+            .message
+            .contains("PATCH /api/v1/namespaces/default/configmaps/x"));
+    }
 }

@@ -16,6 +16,7 @@ use crate::auth::rbac::Request;
 use crate::auth::{Attributes, UserInfo};
 use crate::controllers::garbage_collector::policy::{self, PropagationPolicy};
 use crate::hub::Hub;
+use crate::json;
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
@@ -106,7 +107,9 @@ pub fn store_error(s: &Scope, name: &str, e: StoreError) -> ApiError {
 pub fn served_value(stored: &StoredObject, info: &ResourceInfo) -> Value {
     let mut v = stored.value();
     if info.from_crd {
-        v["apiVersion"] = Value::String(info.api_version());
+        if let Some(m) = v.as_object_mut() {
+            m.insert("apiVersion".into(), Value::String(info.api_version()));
+        }
     }
     v
 }
@@ -346,6 +349,7 @@ fn generate_name(prefix: &str) -> String {
 /// Read and check the body of a create or update.
 fn body_object(s: &Scope, body: &Bytes) -> Result<Value, ApiError> {
     let mut obj = parse_object(body, &content_type(&s.headers))?;
+    crate::decode::check_metadata(&obj, &s.info.kind, &s.info.version)?;
     let (kind, api_version) = match s.subresource.as_deref() {
         Some("scale") => ("Scale".to_string(), "autoscaling/v1".to_string()),
         _ => (s.info.kind.clone(), s.info.api_version()),
@@ -362,7 +366,7 @@ fn body_object(s: &Scope, body: &Bytes) -> Result<Value, ApiError> {
                     "the namespace of the provided object ({b}) does not match the namespace sent on the request ({p})"
                 )))
             }
-            (_, Some(p)) => obj["metadata"]["namespace"] = Value::String(p.clone()),
+            (_, Some(p)) => json::set(&mut obj, &["metadata", "namespace"], Value::String(p.clone()))?,
             (_, None) => {
                 return Err(ApiError::bad_request(format!(
                     "{} is namespaced: send the request to .../namespaces/<namespace>/{}",
@@ -370,8 +374,8 @@ fn body_object(s: &Scope, body: &Bytes) -> Result<Value, ApiError> {
                 )))
             }
         }
-    } else if let Some(m) = obj["metadata"].as_object_mut() {
-        m.remove("namespace");
+    } else {
+        json::remove(&mut obj, &["metadata", "namespace"]);
     }
     Ok(obj)
 }
@@ -396,7 +400,7 @@ pub async fn create(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
             }
         },
     };
-    obj["metadata"]["name"] = Value::String(name.clone());
+    json::set(&mut obj, &["metadata", "name"], Value::String(name.clone()))?;
     write::ensure_namespace_accepts(s)?;
     write::ensure_crd_accepts(s)?;
     let obj = write::prepare(s, WriteKind::Create, None, obj)?;
@@ -453,7 +457,7 @@ pub async fn update(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
                 )))
             }
             Some(_) => {}
-            None => obj["metadata"]["name"] = Value::String(name.clone()),
+            None => json::set(&mut obj, &["metadata", "name"], Value::String(name.clone()))?,
         }
     }
     modify(s, &name, Change::Replace(obj), StatusCode::OK).await
@@ -634,6 +638,9 @@ pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
         match deleted {
             Err(write::DeleteError::Conflict) => continue,
             Err(write::DeleteError::Store(e)) => return Err(store_error(s, &name, e)),
+            Err(write::DeleteError::Invalid(e)) => {
+                return Err(ApiError::internal(format!("the stored object is malformed: {e}")))
+            }
             Ok(v) => return Ok(respond_object(s, StatusCode::OK, v)),
         }
     }
@@ -660,6 +667,9 @@ pub async fn delete_collection(s: &Scope, body: Bytes) -> Result<Response, ApiEr
             Ok(v) => deleted.push(v),
             Err(write::DeleteError::Conflict) | Err(write::DeleteError::Store(StoreError::NotFound)) => {}
             Err(write::DeleteError::Store(e)) => return Err(store_error(s, &key.name, e)),
+            Err(write::DeleteError::Invalid(e)) => {
+                return Err(ApiError::internal(format!("the stored object is malformed: {e}")))
+            }
         }
     }
     Ok(json_value(

@@ -21,6 +21,7 @@ use crate::auth::service_account::{
 };
 use crate::auth::UserInfo;
 use crate::hub::Hub;
+use crate::json;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, Cause};
 use crate::storage::ObjectKey;
@@ -162,11 +163,12 @@ fn token_request(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
         pod,
     };
     let (token, exp) = s.hub.security.service_accounts.mint(&spec, now);
-    let mut spec_out =
-        json!({"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": null});
-    if let Some(bound) = req.pointer("/spec/boundObjectRef").filter(|v| v.is_object()) {
-        spec_out["boundObjectRef"] = bound.clone();
-    }
+    let bound = req
+        .pointer("/spec/boundObjectRef")
+        .filter(|v| v.is_object())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let spec_out = json!({"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": bound});
     Ok(json_value(
         StatusCode::CREATED,
         &json!({
@@ -219,11 +221,10 @@ pub fn review(
         ))
     })?;
     let mut obj = body_or_empty(body, headers)?;
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        obj["metadata"] = json!({});
-    }
-    obj["apiVersion"] = json!(info.api_version());
-    obj["kind"] = json!(info.kind);
+    crate::decode::check_metadata(&obj, &info.kind, &info.version)?;
+    json::object_mut(&mut obj, &["metadata"])?;
+    json::set(&mut obj, &["apiVersion"], json!(info.api_version()))?;
+    json::set(&mut obj, &["kind"], json!(info.kind))?;
     let status = match info.resource.as_str() {
         "tokenreviews" => token_review(hub, cluster, &obj),
         "selfsubjectreviews" => json!({"userInfo": user.to_json()}),
@@ -244,7 +245,7 @@ pub fn review(
             )))
         }
     };
-    obj["status"] = status;
+    json::set(&mut obj, &["status"], status)?;
     Ok(json_value(StatusCode::CREATED, &obj))
 }
 
@@ -322,7 +323,7 @@ fn access_review(
             .and_then(Value::as_str)
         {
             None | Some("") if obj.pointer("/spec/resourceAttributes").is_some() => {
-                obj["spec"]["resourceAttributes"]["namespace"] = json!(ns);
+                json::set(obj, &["spec", "resourceAttributes", "namespace"], json!(ns))?;
             }
             Some(other) if other != ns => {
                 return Err(invalid(
@@ -332,7 +333,7 @@ fn access_review(
             }
             _ => {}
         }
-        obj["metadata"]["namespace"] = json!(ns);
+        json::set(obj, &["metadata", "namespace"], json!(ns))?;
     }
     let resource = obj.pointer("/spec/resourceAttributes").filter(|v| v.is_object());
     let non_resource = obj
@@ -389,12 +390,14 @@ fn rules_json(rules: &[PolicyRule], non_resource: bool) -> Value {
                 if non_resource {
                     json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})
                 } else {
-                    let mut v =
-                        json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
+                    let mut v = serde_json::Map::new();
+                    v.insert("verbs".into(), json!(r.verbs));
+                    v.insert("apiGroups".into(), json!(r.api_groups));
+                    v.insert("resources".into(), json!(r.resources));
                     if !r.resource_names.is_empty() {
-                        v["resourceNames"] = json!(r.resource_names);
+                        v.insert("resourceNames".into(), json!(r.resource_names));
                     }
-                    v
+                    Value::Object(v)
                 }
             })
             .collect(),

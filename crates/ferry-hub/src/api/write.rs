@@ -13,6 +13,7 @@ use crate::auth::escalation;
 use crate::auth::rbac::{self, RBAC_GROUP};
 use crate::controllers::garbage_collector::policy::{self, PropagationPolicy};
 use crate::hub::{Hub, CRDS};
+use crate::json;
 use crate::patch;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, Cause};
@@ -39,11 +40,8 @@ fn spec_part(v: &Value) -> Value {
     v
 }
 
-fn meta_mut(v: &mut Value) -> &mut serde_json::Map<String, Value> {
-    if !v.get("metadata").is_some_and(Value::is_object) {
-        v["metadata"] = json!({});
-    }
-    v["metadata"].as_object_mut().expect("metadata is an object")
+fn meta_mut(v: &mut Value) -> Result<&mut serde_json::Map<String, Value>, ApiError> {
+    Ok(json::object_mut(v, &["metadata"])?)
 }
 
 /// Turn what the client sent into what will be stored.
@@ -67,9 +65,9 @@ fn prepare_with(
                 Some("status") => {
                     let mut merged = old.clone();
                     match new.get("status") {
-                        Some(st) => merged["status"] = st.clone(),
+                        Some(st) => json::set(&mut merged, &["status"], st.clone())?,
                         None => {
-                            merged.as_object_mut().map(|m| m.remove("status"));
+                            json::remove(&mut merged, &["status"]);
                         }
                     }
                     new = merged;
@@ -77,29 +75,30 @@ fn prepare_with(
                 // CSR approval: only the conditions change (kube's approval strategy).
                 Some("approval") => {
                     let mut merged = old.clone();
-                    merged["status"]["conditions"] =
-                        new.pointer("/status/conditions").cloned().unwrap_or(json!([]));
+                    let conditions = new.pointer("/status/conditions").cloned().unwrap_or(json!([]));
+                    json::set(&mut merged, &["status", "conditions"], conditions)?;
                     new = merged;
                 }
                 Some("ephemeralcontainers") => {
                     let mut merged = old.clone();
-                    merged["spec"]["ephemeralContainers"] = new
+                    let containers = new
                         .pointer("/spec/ephemeralContainers")
                         .cloned()
                         .unwrap_or(json!([]));
+                    json::set(&mut merged, &["spec", "ephemeralContainers"], containers)?;
                     new = merged;
                 }
                 _ if info.status_subresource => match old.get("status") {
-                    Some(st) => new["status"] = st.clone(),
+                    Some(st) => json::set(&mut new, &["status"], st.clone())?,
                     None => {
-                        new.as_object_mut().map(|m| m.remove("status"));
+                        json::remove(&mut new, &["status"]);
                     }
                 },
                 _ => {}
             }
             let old_meta = old.get("metadata").cloned().unwrap_or_default();
             let deleting = old_meta.get("deletionTimestamp").is_some();
-            let m = meta_mut(&mut new);
+            let m = meta_mut(&mut new)?;
             for f in [
                 "name",
                 "namespace",
@@ -138,7 +137,7 @@ fn prepare_with(
             }
             if spec_part(old) != spec_part(&new) {
                 if let Some(g) = old.pointer("/metadata/generation").and_then(Value::as_i64) {
-                    meta_mut(&mut new).insert("generation".into(), json!(g + 1));
+                    meta_mut(&mut new)?.insert("generation".into(), json!(g + 1));
                 }
             }
         }
@@ -147,7 +146,7 @@ fn prepare_with(
                 new.as_object_mut().map(|m| m.remove("status"));
             }
             let has_spec = new.get("spec").is_some() || info.from_crd;
-            let m = meta_mut(&mut new);
+            let m = meta_mut(&mut new)?;
             m.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
             m.insert("creationTimestamp".into(), Value::String(now.clone()));
             for f in [
@@ -165,7 +164,7 @@ fn prepare_with(
         }
     }
     if let Some(cluster) = &s.cluster {
-        let m = meta_mut(&mut new);
+        let m = meta_mut(&mut new)?;
         let ann = m.entry("annotations").or_insert_with(|| json!({}));
         if let Some(a) = ann.as_object_mut() {
             a.insert(CLUSTER_ANNOTATION.into(), Value::String(cluster.name.clone()));
@@ -266,10 +265,10 @@ pub fn scale_of(info: &ResourceInfo, v: &Value) -> Value {
             label_selector: None,
         });
     let at = |p: &str| v.pointer(&p.replace('.', "/")).cloned();
-    let mut meta = json!({});
+    let mut meta = serde_json::Map::new();
     for f in ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"] {
-        if let Some(x) = v["metadata"].get(f) {
-            meta[f] = x.clone();
+        if let Some(x) = v.get("metadata").and_then(|m| m.get(f)) {
+            meta.insert(f.into(), x.clone());
         }
     }
     let selector = v
@@ -281,14 +280,15 @@ pub fn scale_of(info: &ResourceInfo, v: &Value) -> Value {
                 .collect::<Vec<_>>()
                 .join(",")
         });
-    let mut status = json!({ "replicas": at(&paths.status_replicas).unwrap_or(json!(0)) });
+    let mut status = serde_json::Map::new();
+    status.insert("replicas".into(), at(&paths.status_replicas).unwrap_or(json!(0)));
     if let Some(sel) = paths
         .label_selector
         .as_deref()
         .and_then(at)
         .or(selector.map(Value::String))
     {
-        status["selector"] = sel;
+        status.insert("selector".into(), sel);
     }
     json!({
         "kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": meta,
@@ -297,7 +297,7 @@ pub fn scale_of(info: &ResourceInfo, v: &Value) -> Value {
     })
 }
 
-fn with_scale(info: &ResourceInfo, cur: &Value, scale: &Value) -> Value {
+fn with_scale(info: &ResourceInfo, cur: &Value, scale: &Value) -> Result<Value, ApiError> {
     let path = info
         .scale_subresource
         .as_ref()
@@ -305,15 +305,9 @@ fn with_scale(info: &ResourceInfo, cur: &Value, scale: &Value) -> Value {
         .unwrap_or(".spec.replicas".into());
     let mut new = cur.clone();
     let parts: Vec<&str> = path.trim_start_matches('.').split('.').collect();
-    let mut target = &mut new;
-    for p in &parts[..parts.len() - 1] {
-        if !target.get(*p).is_some_and(Value::is_object) {
-            target[*p] = json!({});
-        }
-        target = &mut target[*p];
-    }
-    target[parts[parts.len() - 1]] = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
-    new
+    let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
+    json::set(&mut new, &parts, replicas).map_err(|e| ApiError::unprocessable_patch(e.to_string()))?;
+    Ok(new)
 }
 
 fn patch_error(e: patch::PatchError) -> ApiError {
@@ -336,7 +330,7 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
             let cur = current.ok_or_else(not_found)?;
             let client_rv = parse_rv(obj)?;
             let obj = if scale {
-                with_scale(info, cur, obj)
+                with_scale(info, cur, obj)?
             } else {
                 obj.clone()
             };
@@ -349,6 +343,7 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
                 ));
             }
             let mut applied = parse_object(body, "application/yaml")?;
+            crate::decode::check_metadata(&applied, &info.kind, &info.version)?;
             if s.subresource.as_deref() == Some("status") {
                 // Status applies merge the applied status into the live one;
                 // ownership is recorded as an update by this manager.
@@ -368,16 +363,22 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
                     )));
                 }
             }
-            if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("managedFields");
-            }
+            json::remove(&mut applied, &["metadata", "managedFields"]);
             if s.info.namespaced {
                 if let Some(ns) = &s.namespace {
-                    applied["metadata"]["namespace"] = Value::String(ns.clone());
+                    json::set(
+                        &mut applied,
+                        &["metadata", "namespace"],
+                        Value::String(ns.clone()),
+                    )?;
                 }
             }
-            applied["metadata"]["name"] = Value::String(name.to_string());
-            applied["apiVersion"] = Value::String(info.api_version());
+            json::set(
+                &mut applied,
+                &["metadata", "name"],
+                Value::String(name.to_string()),
+            )?;
+            json::set(&mut applied, &["apiVersion"], Value::String(info.api_version()))?;
             let client_rv = parse_rv(&applied)?;
             let result = patch::server_side_apply(
                 current,
@@ -430,8 +431,9 @@ pub fn compute_update(s: &Scope, current: Option<&Value>, change: &Change) -> Re
                 ));
             }
             let obj = if scale {
-                with_scale(info, cur, &patched)
+                with_scale(info, cur, &patched)?
             } else {
+                crate::decode::check_metadata(&patched, &info.kind, &info.version)?;
                 patched
             };
             (obj, None, true)
@@ -519,6 +521,36 @@ pub enum DeleteError {
     /// The object changed under us; read it again.
     Conflict,
     Store(StoreError),
+    /// The stored object cannot be marked as being deleted (a field that
+    /// must be an object is not).
+    Invalid(json::PathError),
+}
+
+/// Set `deletionTimestamp` (and a namespace's `Terminating` phase, a CRD's
+/// `Terminating` condition) on an object about to wait for its finalizers.
+fn mark_deleting(v: &mut Value, namespace: bool, crd: bool) -> Result<(), json::PathError> {
+    let meta = json::object_mut(v, &["metadata"])?;
+    meta.insert(
+        "deletionTimestamp".into(),
+        Value::String(ferry_api::timestamp::now()),
+    );
+    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+    if namespace {
+        json::set(v, &["status", "phase"], json!("Terminating"))?;
+    }
+    if crd {
+        let status = json::object_mut(v, &["status"])?;
+        let mut kept: Vec<Value> = match status.remove("conditions") {
+            Some(Value::Array(c)) => c
+                .into_iter()
+                .filter(|c| c.get("type") != Some(&json!("Terminating")))
+                .collect(),
+            _ => Vec::new(),
+        };
+        kept.push(crate::controllers::crds::terminating_condition());
+        status.insert("conditions".into(), json!(kept));
+    }
+    Ok(())
 }
 
 fn is(info: &ResourceInfo, group: &str, resource: &str) -> bool {
@@ -567,22 +599,11 @@ pub async fn delete_object(
     if !finalizers.is_empty() || namespace {
         if !deleting || finalizers != current {
             if !deleting {
-                v["metadata"]["deletionTimestamp"] = Value::String(ferry_api::timestamp::now());
-                v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                if namespace {
-                    v["status"]["phase"] = json!("Terminating");
-                }
-                if crd {
-                    let conditions = v["status"]["conditions"].as_array_mut();
-                    let mut kept: Vec<Value> = conditions
-                        .map(|c| c.drain(..).filter(|c| c["type"] != "Terminating").collect())
-                        .unwrap_or_default();
-                    kept.push(crate::controllers::crds::terminating_condition());
-                    v["status"]["conditions"] = json!(kept);
-                }
+                mark_deleting(&mut v, namespace, crd).map_err(DeleteError::Invalid)?;
             }
             if finalizers != current {
-                v["metadata"]["finalizers"] = json!(finalizers);
+                json::set(&mut v, &["metadata", "finalizers"], json!(finalizers))
+                    .map_err(DeleteError::Invalid)?;
             }
             if dry_run {
                 return Ok(v);

@@ -23,10 +23,11 @@ fn name(group: &str, version: &str) -> String {
 }
 
 fn apiservice(group: &str, version: &str, automanaged: bool) -> Value {
-    let mut labels = json!({});
-    if automanaged {
-        labels[AUTOREGISTER_LABEL] = json!("true");
-    }
+    let labels = if automanaged {
+        json!({ AUTOREGISTER_LABEL: "true" })
+    } else {
+        json!({})
+    };
     json!({
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": name(group, version), "labels": labels},
@@ -95,11 +96,14 @@ async fn mark_available(hub: &Arc<Hub>, cluster: &str, name: &str) {
     };
     let Some(stored) = hub.store.get(&key) else { return };
     let mut v = stored.value();
-    v["status"] = json!({"conditions": [{
+    let status = json!({"conditions": [{
         "type": "Available", "status": "True", "reason": "Local",
         "message": "Local APIServices are always available",
         "lastTransitionTime": ferry_api::timestamp::now(),
     }]});
+    if crate::json::set(&mut v, &["status"], status).is_err() {
+        return;
+    }
     if let Ok(c) = hub.store.put(key, Expect::Version(stored.rv), v) {
         let _ = c.durable().await;
     }

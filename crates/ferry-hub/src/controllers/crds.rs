@@ -145,7 +145,7 @@ async fn step(hub: &Arc<Hub>, cluster: &str, name: &str) -> Result<bool, String>
     }
     finalizers.retain(|f| f != CLEANUP_FINALIZER);
     let mut v = v;
-    v["metadata"]["finalizers"] = json!(finalizers);
+    crate::json::set(&mut v, &["metadata", "finalizers"], json!(finalizers)).map_err(|e| e.to_string())?;
     let finalized = is_finalized(&v);
     let result = if finalized {
         hub.store.delete(key.clone(), Expect::Version(crd.rv))

@@ -86,7 +86,7 @@ async fn step(hub: &Arc<Hub>, cluster: &str, namespace: &str) -> Result<bool, St
         return Ok(false);
     }
     let mut v: Value = ns.value();
-    v["spec"]["finalizers"] = json!([]);
+    crate::json::set(&mut v, &["spec", "finalizers"], json!([])).map_err(|e| e.to_string())?;
     let result = if is_finalized(&v) {
         hub.store.delete(ns_key, Expect::Version(ns.rv))
     } else {

@@ -16,6 +16,7 @@ use crate::auth::defaults::default_rbac_objects;
 use crate::auth::rbac::RBAC_GROUP;
 use crate::auth::service_account::{ObjectRef, TokenSpec};
 use crate::hub::Hub;
+use crate::json;
 use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError};
 
 /// Storage key of CertificateSigningRequests.
@@ -158,15 +159,18 @@ async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
             .security
             .service_accounts
             .mint(&spec, chrono::Utc::now().timestamp());
-        if !current.get("data").is_some_and(Value::is_object) {
-            current["data"] = json!({});
-        }
-        current["data"]["token"] = json!(b64(token.as_bytes()));
-        current["data"]["namespace"] = json!(b64(key.namespace.as_bytes()));
+        let data = json::object_mut(&mut current, &["data"]).ok()?;
+        data.insert("token".into(), json!(b64(token.as_bytes())));
+        data.insert("namespace".into(), json!(b64(key.namespace.as_bytes())));
         if !ca.is_empty() {
-            current["data"]["ca.crt"] = json!(b64(ca.as_bytes()));
+            data.insert("ca.crt".into(), json!(b64(ca.as_bytes())));
         }
-        current["metadata"]["annotations"][SERVICE_ACCOUNT_UID_ANNOTATION] = json!(sa_uid);
+        json::set(
+            &mut current,
+            &["metadata", "annotations", SERVICE_ACCOUNT_UID_ANNOTATION],
+            json!(sa_uid),
+        )
+        .ok()?;
         Some(current)
     })
     .await;
@@ -261,13 +265,17 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
         if !str_at(&current, "/status/certificate").is_empty() || has_condition(&current, "Failed") {
             return None;
         }
+        let status = json::object_mut(&mut current, &["status"]).ok()?;
         match &outcome {
-            Ok(cert) => current["status"]["certificate"] = json!(b64(cert.as_bytes())),
+            Ok(cert) => {
+                status.insert("certificate".into(), json!(b64(cert.as_bytes())));
+            }
             Err(why) => {
-                if !current["status"]["conditions"].is_array() {
-                    current["status"]["conditions"] = json!([]);
+                let conditions = status.entry("conditions").or_insert_with(|| json!([]));
+                if !conditions.is_array() {
+                    *conditions = json!([]);
                 }
-                if let Some(cs) = current["status"]["conditions"].as_array_mut() {
+                if let Some(cs) = conditions.as_array_mut() {
                     cs.push(json!({
                         "type": "Failed", "status": "True", "reason": "SignerValidationFailure",
                         "message": why, "lastUpdateTime": now, "lastTransitionTime": now,

@@ -303,10 +303,10 @@ async fn patch_metadata(
         if meta.get("uid").and_then(Value::as_str) != Some(uid) {
             return Ok(());
         }
-        let Some(mut patch) = change(&meta) else {
+        let Some(Value::Object(mut patch)) = change(&meta) else {
             return Ok(());
         };
-        patch["resourceVersion"] = json!(stored.rv.to_string());
+        patch.insert("resourceVersion".into(), json!(stored.rv.to_string()));
         let Some(info) = info_for_storage_key(hub, &key.cluster, &key.resource) else {
             return Ok(());
         };
@@ -356,8 +356,10 @@ fn unblocked(meta: &Value) -> Option<Value> {
         .iter()
         .map(|r| {
             let mut r = r.clone();
-            if r.get("blockOwnerDeletion") == Some(&Value::Bool(true)) {
-                r["blockOwnerDeletion"] = json!(false);
+            if let Some(m) = r.as_object_mut() {
+                if m.get("blockOwnerDeletion") == Some(&Value::Bool(true)) {
+                    m.insert("blockOwnerDeletion".into(), json!(false));
+                }
             }
             r
         })
