@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::json::type_name;
+use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 
 /// Check that `obj.metadata` (when present) decodes as `ObjectMeta`.
@@ -43,6 +44,81 @@ pub fn check_metadata(obj: &Value, kind: &str, version: &str) -> Result<(), ApiE
             Err(ApiError::bad_request(format!("{prefix}: {message}")))
         }
     }
+}
+
+/// Parse a JSON (or, when `yaml`, YAML) body into an object.
+pub fn object_from_bytes(body: &[u8], yaml: bool) -> Result<Value, ApiError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(ApiError::bad_request(
+            "the request body is empty; send the object as JSON or YAML",
+        ));
+    }
+    let value: Value = if yaml {
+        let text = std::str::from_utf8(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not UTF-8: {e}")))?;
+        serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON or YAML object",
+        ));
+    }
+    Ok(value)
+}
+
+/// Check (and fill in, when absent) `apiVersion` and `kind` against the URL.
+pub fn check_type(
+    obj: &mut Value,
+    info: &ResourceInfo,
+    kind: &str,
+    api_version: &str,
+) -> Result<(), ApiError> {
+    let map = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body must be a JSON or YAML object"))?;
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None => {
+            map.insert("apiVersion".into(), Value::String(api_version.into()));
+        }
+        Some(v) if v == api_version => {}
+        Some(v) => {
+            // Any served version of the same group is accepted; stored as requested.
+            let group_of = |av: &str| {
+                av.rsplit_once('/')
+                    .map(|(g, _)| g.to_string())
+                    .unwrap_or_default()
+            };
+            if group_of(v) != info.group {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({api_version})"
+                )));
+            }
+            map.insert("apiVersion".into(), Value::String(api_version.into()));
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None => {
+            map.insert("kind".into(), Value::String(kind.into()));
+        }
+        Some(k) if k == kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({kind}) for {}",
+                info.resource
+            )))
+        }
+    }
+    if !map.get("metadata").is_none_or(Value::is_object) {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    if map.get("metadata").is_none() {
+        map.insert("metadata".into(), Value::Object(Default::default()));
+    }
+    Ok(())
 }
 
 /// The value at a `serde_path_to_error` path (`labels.a`, `finalizers[0]`).

@@ -15,6 +15,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod selector;
 pub mod server;
+pub mod service;
 pub mod status;
 pub mod storage;
 pub mod table;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::api::create_internal;
 use crate::hub::Hub;
+use crate::service::create_internal;
 use crate::storage::{ClusterScope, Expect, ObjectKey};
 
 /// Storage key of APIServices.
@@ -61,9 +61,7 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
         match create_internal(
             hub,
             cluster,
-            "apiregistration.k8s.io",
-            "v1",
-            "apiservices",
+            ("apiregistration.k8s.io", "v1", "apiservices"),
             None,
             obj,
         )

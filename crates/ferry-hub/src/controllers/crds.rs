@@ -11,8 +11,10 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::garbage_collector::policy::PropagationPolicy;
-use crate::api::write::{after_write, delete_object, is_finalized};
 use crate::hub::{Hub, CRDS};
+use crate::service::change::is_finalized;
+use crate::service::delete::delete_object;
+use crate::service::hooks::after_write;
 use crate::storage::{ClusterScope, Expect, ObjectKey};
 
 /// The finalizer that holds a CRD until its custom resources are gone.

@@ -11,8 +11,8 @@ use std::time::Duration;
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use serde_json::{json, Value};
 
-use crate::api::create_internal;
 use crate::hub::Hub;
+use crate::service::create_internal;
 use crate::storage::{ClusterScope, EventType, ObjectKey};
 use crate::workspace::{ROOT, WORKSPACES};
 
@@ -85,7 +85,15 @@ async fn resync(hub: &Arc<Hub>) {
 async fn ensure_workspace(hub: &Arc<Hub>, parent: &str, name: &str, annotations: Value) -> Option<String> {
     let ws = json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace",
                     "metadata": {"name": name, "annotations": annotations}});
-    match create_internal(hub, parent, "tenancy.kcp.io", "v1alpha1", "workspaces", None, ws).await {
+    match create_internal(
+        hub,
+        parent,
+        ("tenancy.kcp.io", "v1alpha1", "workspaces"),
+        None,
+        ws,
+    )
+    .await
+    {
         Ok(_) => {}
         Err(e) if e.code == 409 => {}
         Err(e) => {
@@ -138,9 +146,7 @@ async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
         match create_internal(
             hub,
             cluster,
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
+            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
             None,
             value,
         )
@@ -172,7 +178,7 @@ async fn delete_workspace(hub: &Arc<Hub>, parent: &str, name: &str) {
         return;
     };
     let value = stored.value();
-    if crate::api::write::delete_object(hub, &info, &key, &stored, value, false, None)
+    if crate::service::delete::delete_object(hub, &info, &key, &stored, value, false, None)
         .await
         .is_err()
     {

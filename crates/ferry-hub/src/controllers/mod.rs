@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::api::create_internal;
 use crate::hub::{logical_cluster_of, Hub};
 use crate::registry::ResourceInfo;
+use crate::service::create_internal;
 use crate::storage::{ClusterScope, Expect};
 use crate::workspace::ROOT;
 
@@ -37,7 +37,7 @@ async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
     security::ensure_default_rbac(hub, cluster).await;
     for ns in DEFAULT_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        match create_internal(hub, cluster, "", "v1", "namespaces", None, obj).await {
+        match create_internal(hub, cluster, ("", "v1", "namespaces"), None, obj).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => ensure_default_service_account(hub, cluster, ns).await,
             Err(e) => tracing::warn!(
@@ -54,7 +54,7 @@ async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
 /// Every namespace has a `default` ServiceAccount.
 pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, namespace: &str) {
     let obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});
-    match create_internal(hub, cluster, "", "v1", "serviceaccounts", Some(namespace), obj).await {
+    match create_internal(hub, cluster, ("", "v1", "serviceaccounts"), Some(namespace), obj).await {
         Ok(_) => {}
         Err(e) if e.code == 409 || e.code == 403 => {}
         Err(e) => tracing::warn!(

@@ -7,8 +7,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::garbage_collector::policy::PropagationPolicy;
-use crate::api::write::{delete_object, is_finalized};
 use crate::hub::Hub;
+use crate::service::change::is_finalized;
+use crate::service::delete::delete_object;
 use crate::storage::{ClusterScope, Expect, ObjectKey};
 
 /// Start (idempotently enough) the clean-up of a namespace being deleted.

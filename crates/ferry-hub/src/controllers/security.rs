@@ -11,12 +11,12 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use crate::api::create_internal;
 use crate::auth::defaults::default_rbac_objects;
 use crate::auth::rbac::RBAC_GROUP;
 use crate::auth::service_account::{ObjectRef, TokenSpec};
 use crate::hub::Hub;
 use crate::json;
+use crate::service::create_internal;
 use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError};
 
 /// Storage key of CertificateSigningRequests.
@@ -51,7 +51,7 @@ pub async fn object_written(hub: &Arc<Hub>, storage_key: &str, key: &ObjectKey, 
 /// existing ones (possibly edited by an admin) are left alone.
 pub async fn ensure_default_rbac(hub: &Arc<Hub>, cluster: &str) {
     for (resource, obj) in default_rbac_objects() {
-        match create_internal(hub, cluster, RBAC_GROUP, "v1", resource, None, obj).await {
+        match create_internal(hub, cluster, (RBAC_GROUP, "v1", resource), None, obj).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
             Err(e) => tracing::warn!(cluster, resource, "creating a default RBAC object failed: {e}"),

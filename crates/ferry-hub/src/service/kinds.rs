@@ -4,13 +4,13 @@
 use base64::Engine;
 use serde_json::{json, Value};
 
-use super::objects::Scope;
-use super::write::WriteKind;
+use super::prepare::WriteKind;
+use super::Request;
 use crate::json::{self, PathError};
 use crate::status::ApiError;
 use crate::workspace::cluster_name_for;
 
-pub fn mutate(s: &Scope, kind: WriteKind, old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
+pub fn mutate(s: &Request, kind: WriteKind, old: Option<&Value>, new: &mut Value) -> Result<(), ApiError> {
     match (s.info.group.as_str(), s.info.resource.as_str()) {
         ("", "namespaces") => namespace(kind, new)?,
         ("", "secrets") => secret(new)?,
@@ -105,7 +105,7 @@ fn crd(new: &mut Value) -> Result<(), PathError> {
 }
 
 /// kcp's Workspace: the hub assigns the logical cluster and marks it Ready.
-fn workspace(s: &Scope, old: Option<&Value>, new: &mut Value) -> Result<(), PathError> {
+fn workspace(s: &Request, old: Option<&Value>, new: &mut Value) -> Result<(), PathError> {
     let Some(parent) = &s.cluster else { return Ok(()) };
     let name = new
         .pointer("/metadata/name")
