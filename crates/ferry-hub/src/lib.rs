@@ -18,6 +18,7 @@ pub mod server;
 pub mod service;
 pub mod status;
 pub mod storage;
+pub mod strategy;
 pub mod table;
 pub mod testing;
 pub mod validation;

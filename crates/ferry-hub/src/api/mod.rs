@@ -254,14 +254,6 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                     &body,
                 );
             }
-            if info.group == "certificates.k8s.io"
-                && rp.subresource.as_deref() == Some("approval")
-                && matches!(parts.method.as_str(), "PUT" | "PATCH")
-            {
-                if let (Some(lc), Some(name)) = (&cluster, &rp.name) {
-                    special::check_csr_approval(&hub, lc, &user, name)?;
-                }
-            }
             let verb = authz::resource_verb(&parts.method, rp.name.is_some(), query.watch);
             let options = service::WriteOptions {
                 dry_run: query.dry_run,

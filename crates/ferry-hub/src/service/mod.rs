@@ -13,7 +13,6 @@
 pub mod change;
 pub mod delete;
 pub mod hooks;
-mod kinds;
 pub mod prepare;
 
 use std::sync::Arc;

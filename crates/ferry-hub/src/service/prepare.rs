@@ -7,11 +7,10 @@
 use serde_json::{json, Value};
 
 use super::Request;
-use crate::auth::escalation;
-use crate::auth::rbac::{self, RBAC_GROUP};
 use crate::json;
 use crate::patch;
 use crate::status::{ApiError, Cause};
+use crate::strategy::{self, Strategy};
 use crate::validation::{self, NameRule};
 
 /// Annotation kcp puts on every object: the logical cluster's name.
@@ -50,11 +49,18 @@ pub(super) fn prepare_with(
     track_update: bool,
 ) -> Result<Value, ApiError> {
     let info = &s.info;
+    let strategy = strategy::for_resource(info);
     let sub = s.subresource.as_deref();
     let now = ferry_api::timestamp::now();
     match (kind, old) {
         (WriteKind::Update, Some(old)) => {
+            let by_strategy = sub.and_then(|sub| strategy.merge_subresource(sub, old, &new));
             match sub {
+                _ if by_strategy.is_some() => {
+                    if let Some(merged) = by_strategy {
+                        new = merged?;
+                    }
+                }
                 Some("status") => {
                     let mut merged = old.clone();
                     match new.get("status") {
@@ -63,22 +69,6 @@ pub(super) fn prepare_with(
                             json::remove(&mut merged, &["status"]);
                         }
                     }
-                    new = merged;
-                }
-                // CSR approval: only the conditions change (kube's approval strategy).
-                Some("approval") => {
-                    let mut merged = old.clone();
-                    let conditions = new.pointer("/status/conditions").cloned().unwrap_or(json!([]));
-                    json::set(&mut merged, &["status", "conditions"], conditions)?;
-                    new = merged;
-                }
-                Some("ephemeralcontainers") => {
-                    let mut merged = old.clone();
-                    let containers = new
-                        .pointer("/spec/ephemeralContainers")
-                        .cloned()
-                        .unwrap_or(json!([]));
-                    json::set(&mut merged, &["spec", "ephemeralContainers"], containers)?;
                     new = merged;
                 }
                 _ if info.status_subresource => match old.get("status") {
@@ -163,12 +153,14 @@ pub(super) fn prepare_with(
             a.insert(CLUSTER_ANNOTATION.into(), Value::String(cluster.name.clone()));
         }
     }
-    super::kinds::mutate(s, kind, old, &mut new)?;
-    validate(s, &mut new)?;
-    if info.group == RBAC_GROUP {
-        // After validation, so a malformed object is told which field is wrong.
-        escalation::check_rbac_write(&s.hub, &s.user, &s.attributes(), old, &new)?;
+    match (kind, old) {
+        (WriteKind::Update, Some(old)) => strategy.prepare_for_update(s, old, &mut new)?,
+        _ => strategy.prepare_for_create(s, &mut new)?,
     }
+    validate(s, strategy, old, &mut new)?;
+    // After validation, so a malformed object is told which field is wrong.
+    strategy.admit(s, old, &new)?;
+    strategy.canonicalize(&mut new);
     if track_update {
         let op_sub = sub.filter(|x| *x == "status");
         patch::record_update(old, &mut new, &s.manager(), "Update", op_sub, &now);
@@ -176,7 +168,14 @@ pub(super) fn prepare_with(
     Ok(new)
 }
 
-fn validate(s: &Request, new: &mut Value) -> Result<(), ApiError> {
+/// Metadata, the schema (custom resources, which prunes unknown fields)
+/// and the strategy's own rules; all failures answered at once.
+fn validate(
+    s: &Request,
+    strategy: &dyn Strategy,
+    old: Option<&Value>,
+    new: &mut Value,
+) -> Result<(), ApiError> {
     let info = &s.info;
     let mut causes = validation::validate_metadata(
         new,
@@ -187,21 +186,10 @@ fn validate(s: &Request, new: &mut Value) -> Result<(), ApiError> {
         // Validate and prune a copy without metadata, so metadata is judged only once.
         causes.extend(validation::validate_and_prune(schema, new));
     }
-    if info.group == "apiextensions.k8s.io" && info.resource == "customresourcedefinitions" {
-        causes.extend(validation::validate_crd(new));
-    }
-    if info.group == RBAC_GROUP {
-        let old = s
-            .name
-            .as_deref()
-            .and_then(|n| s.key(n).ok())
-            .and_then(|k| s.hub.store.get(&k));
-        causes.extend(rbac::validate(
-            &info.resource,
-            new,
-            old.map(|o| o.value()).as_ref(),
-        ));
-    }
+    causes.extend(match old {
+        Some(old) => strategy.validate_update(s, old, new),
+        None => strategy.validate(s, new),
+    });
     if causes.is_empty() {
         Ok(())
     } else {

@@ -1,0 +1,68 @@
+//! CustomResourceDefinitions: validated as kube-apiserver does
+//! ([`crate::validation::validate_crd`]) and established as soon as they
+//! are stored — the hub serves a CRD's resources at once, so its status
+//! (accepted names, stored versions, `NamesAccepted` and `Established`) is
+//! set on every write.
+
+use serde_json::{json, Value};
+
+use crate::json;
+use crate::service::Request;
+use crate::status::{ApiError, Cause};
+use crate::strategy::Strategy;
+
+pub struct CrdStrategy;
+
+fn established(obj: &mut Value) -> Result<(), ApiError> {
+    let mut accepted = match obj.pointer("/spec/names") {
+        Some(Value::Object(names)) => names.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if let Some(k) = accepted.get("kind").and_then(Value::as_str).map(String::from) {
+        accepted
+            .entry("singular")
+            .or_insert_with(|| json!(k.to_ascii_lowercase()));
+        accepted
+            .entry("listKind")
+            .or_insert_with(|| json!(format!("{k}List")));
+    }
+    let storage: Vec<Value> = obj
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage") == Some(&json!(true)))
+                .map(|v| v.get("name").cloned().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    let now = ferry_api::timestamp::now();
+    let condition = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
+    json::set(
+        obj,
+        &["status"],
+        json!({
+            "acceptedNames": accepted,
+            "storedVersions": storage,
+            "conditions": [
+                condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+                condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+            ],
+        }),
+    )?;
+    Ok(())
+}
+
+impl Strategy for CrdStrategy {
+    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
+        established(obj)
+    }
+
+    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
+        established(obj)
+    }
+
+    fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+        crate::validation::validate_crd(obj)
+    }
+}

@@ -1,0 +1,40 @@
+//! Namespaces: the `kubernetes.io/metadata.name` label, the `kubernetes`
+//! finalizer (held until namespace termination has emptied the namespace)
+//! and the `Active` phase.
+
+use serde_json::{json, Value};
+
+use crate::json;
+use crate::service::Request;
+use crate::status::ApiError;
+use crate::strategy::Strategy;
+
+/// The finalizer that holds a namespace until its contents are gone.
+pub const KUBERNETES_FINALIZER: &str = "kubernetes";
+
+pub struct NamespaceStrategy;
+
+fn name_label(obj: &mut Value) -> Result<(), ApiError> {
+    let name = json::str_at(obj, "/metadata/name").to_string();
+    json::set(
+        obj,
+        &["metadata", "labels", "kubernetes.io/metadata.name"],
+        Value::String(name),
+    )?;
+    Ok(())
+}
+
+impl Strategy for NamespaceStrategy {
+    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
+        name_label(obj)?;
+        if obj.pointer("/spec/finalizers").is_none() {
+            json::set(obj, &["spec", "finalizers"], json!([KUBERNETES_FINALIZER]))?;
+        }
+        json::set(obj, &["status"], json!({"phase": "Active"}))?;
+        Ok(())
+    }
+
+    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
+        name_label(obj)
+    }
+}

@@ -1,0 +1,21 @@
+//! ReplicationControllers: defaults (kube-apiserver's `SetDefaults_ReplicationController`) and validation.
+//! Today: `spec.replicas` defaults to 1.
+
+use serde_json::Value;
+
+use crate::service::Request;
+use crate::status::ApiError;
+use crate::strategy::apps::default_replicas;
+use crate::strategy::Strategy;
+
+pub struct ReplicationControllerStrategy;
+
+impl Strategy for ReplicationControllerStrategy {
+    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
+        default_replicas(obj)
+    }
+
+    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
+        default_replicas(obj)
+    }
+}
