@@ -100,3 +100,93 @@ async fn spec_of_the_wrong_type_in_a_namespace_is_refused_not_a_panic() {
     let (code, status) = call(&c, "POST", "/api/v1/namespaces/default/secrets", Some(&bad)).await;
     assert_eq!(code, 400, "{status}");
 }
+
+#[tokio::test]
+async fn a_namespace_left_terminating_by_a_restart_finishes() {
+    let first = TestHub::start().await;
+    let c = client(&first, "root").await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}});
+    assert_eq!(call(&c, "POST", "/api/v1/namespaces", Some(&ns)).await.0, 201);
+    let held = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+    let held_path = "/api/v1/namespaces/doomed/configmaps/held";
+    assert_eq!(
+        call(&c, "POST", "/api/v1/namespaces/doomed/configmaps", Some(&held))
+            .await
+            .0,
+        201
+    );
+    let (code, ns) = call(&c, "DELETE", "/api/v1/namespaces/doomed", None).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        ns["status"]["phase"], "Terminating",
+        "the DELETE answers with the namespace terminating"
+    );
+    // Termination deletes what is inside; the finalizer holds the ConfigMap.
+    ferry_hub::testing::eventually(10, "the ConfigMap to be marked for deletion", || async {
+        let (_, cm) = call(&c, "GET", held_path, None).await;
+        cm["metadata"].get("deletionTimestamp").map(|_| ())
+    })
+    .await;
+
+    let (running, dir) = first.into_parts();
+    running.stop().await;
+    let dir = dir.expect("the first hub's data directory");
+    let second = TestHub::start_in(dir.path()).await;
+    let c = client(&second, "root").await;
+    let (code, ns) = call(&c, "GET", "/api/v1/namespaces/doomed", None).await;
+    assert_eq!(code, 200);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+
+    let release = r#"{"metadata":{"finalizers":null}}"#;
+    let (code, _) = send(&c, "PATCH", held_path, "application/merge-patch+json", release).await;
+    assert_eq!(code, 200);
+    ferry_hub::testing::eventually(10, "the namespace to finish terminating", || async {
+        (call(&c, "GET", "/api/v1/namespaces/doomed", None).await.0 == 404).then_some(())
+    })
+    .await;
+    second.running.stop().await;
+}
+
+#[tokio::test]
+async fn controllers_write_through_the_object_service() {
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "legacy"}});
+    assert_eq!(
+        call(
+            &c,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            Some(&sa)
+        )
+        .await
+        .0,
+        201
+    );
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                        "metadata": {"name": "legacy-token",
+                                     "annotations": {"kubernetes.io/service-account.name": "legacy"}}});
+    let (code, _) = call(&c, "POST", "/api/v1/namespaces/default/secrets", Some(&secret)).await;
+    assert_eq!(code, 201);
+    let (_, secret) = call(&c, "GET", "/api/v1/namespaces/default/secrets/legacy-token", None).await;
+    assert!(secret["data"]["token"].is_string(), "{secret}");
+    // The token controller's update is recorded like any client's.
+    let managers: Vec<&str> = secret["metadata"]["managedFields"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|e| e["manager"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(managers.contains(&"tokens-controller"), "{managers:?}");
+
+    // Namespace termination finalizes through `namespaces/<name>/finalize`.
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "short-lived"}});
+    assert_eq!(call(&c, "POST", "/api/v1/namespaces", Some(&ns)).await.0, 201);
+    assert_eq!(
+        call(&c, "DELETE", "/api/v1/namespaces/short-lived", None).await.0,
+        200
+    );
+    ferry_hub::testing::eventually(10, "the namespace to go", || async {
+        (call(&c, "GET", "/api/v1/namespaces/short-lived", None).await.0 == 404).then_some(())
+    })
+    .await;
+}

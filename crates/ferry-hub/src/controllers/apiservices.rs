@@ -10,11 +10,15 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::hub::Hub;
-use crate::service::create_internal;
-use crate::storage::{ClusterScope, Expect, ObjectKey};
+use crate::service::{self, create_internal, DeleteOptions, PatchType, Request};
+use crate::storage::ClusterScope;
 
 /// Storage key of APIServices.
 const APISERVICES: &str = "apiregistration.k8s.io/apiservices";
+/// Group, version and resource of APIServices.
+const APISERVICES_GVR: (&str, &str, &str) = ("apiregistration.k8s.io", "v1", "apiservices");
+/// Field manager of the controller's writes.
+const MANAGER: &str = "apiservice-autoregistration";
 /// Marks APIServices this controller made for CRDs (and may remove).
 const AUTOREGISTER_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
 
@@ -77,8 +81,17 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
     for (key, obj) in existing {
         let automanaged = obj.labels.get(AUTOREGISTER_LABEL).is_some_and(|v| v == "true");
         if automanaged && !wanted.contains(&key.name) {
-            if let Ok(c) = hub.store.delete(key, Expect::Exists) {
-                let _ = c.durable().await;
+            let request = Request::internal(
+                hub,
+                cluster,
+                APISERVICES_GVR,
+                None,
+                Some(&key.name),
+                "delete",
+                MANAGER,
+            );
+            if let Ok(r) = request {
+                let _ = service::delete(&r, &DeleteOptions::default()).await;
             }
         }
     }
@@ -86,23 +99,22 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
 
 /// Local APIServices are available as soon as they exist.
 async fn mark_available(hub: &Arc<Hub>, cluster: &str, name: &str) {
-    let key = ObjectKey {
-        cluster: cluster.into(),
-        resource: APISERVICES.into(),
-        namespace: String::new(),
-        name: name.into(),
-    };
-    let Some(stored) = hub.store.get(&key) else { return };
-    let mut v = stored.value();
-    let status = json!({"conditions": [{
+    let status = json!({"status": {"conditions": [{
         "type": "Available", "status": "True", "reason": "Local",
         "message": "Local APIServices are always available",
         "lastTransitionTime": ferry_api::timestamp::now(),
-    }]});
-    if crate::json::set(&mut v, &["status"], status).is_err() {
+    }]}});
+    let Ok(request) = Request::internal(hub, cluster, APISERVICES_GVR, None, Some(name), "patch", MANAGER)
+    else {
         return;
-    }
-    if let Ok(c) = hub.store.put(key, Expect::Version(stored.rv), v) {
-        let _ = c.durable().await;
+    };
+    let body = serde_json::to_vec(&status).unwrap_or_default();
+    if let Err(e) = service::patch(&request.on_subresource("status"), PatchType::Merge, body.into()).await {
+        tracing::warn!(
+            cluster,
+            apiservice = name,
+            "marking an APIService available failed: {}",
+            e.message
+        );
     }
 }

@@ -12,7 +12,7 @@ use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use serde_json::{json, Value};
 
 use crate::hub::Hub;
-use crate::service::create_internal;
+use crate::service::{self, create_internal, DeleteOptions, Request};
 use crate::storage::{ClusterScope, EventType, ObjectKey};
 use crate::workspace::{ROOT, WORKSPACES};
 
@@ -167,26 +167,37 @@ async fn remove_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value)
 }
 
 async fn delete_workspace(hub: &Arc<Hub>, parent: &str, name: &str) {
-    let key = ObjectKey {
-        cluster: parent.into(),
-        resource: WORKSPACES.into(),
-        namespace: String::new(),
-        name: name.into(),
+    let request = match Request::internal(
+        hub,
+        parent,
+        ("tenancy.kcp.io", "v1alpha1", "workspaces"),
+        None,
+        Some(name),
+        "delete",
+        "mailbox-controller",
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(
+                parent,
+                workspace = name,
+                "deleting mailbox workspace failed: {}",
+                e.message
+            );
+            return;
+        }
     };
-    let Some(stored) = hub.store.get(&key) else { return };
-    let Some(info) = super::info_for_storage_key(hub, parent, WORKSPACES) else {
-        return;
-    };
-    let value = stored.value();
-    if crate::service::delete::delete_object(hub, &info, &key, &stored, value, false, None)
-        .await
-        .is_err()
-    {
-        tracing::warn!(parent, workspace = name, "deleting mailbox workspace failed");
-    } else {
-        tracing::info!(
+    match service::delete(&request, &DeleteOptions::default()).await {
+        Ok(_) => tracing::info!(
             workspace = name,
             "removed mailbox workspace of a deleted SyncTarget"
-        );
+        ),
+        Err(e) if e.code == 404 => {}
+        Err(e) => tracing::warn!(
+            parent,
+            workspace = name,
+            "deleting mailbox workspace failed: {}",
+            e.message
+        ),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod apiservices;
 pub mod crds;
+pub mod finalizing;
 pub mod garbage_collector;
 pub mod mailbox;
 pub mod namespaces;
@@ -10,19 +11,114 @@ pub mod security;
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use crate::hub::{logical_cluster_of, Hub};
+use crate::hub::{logical_cluster_of, Hub, WriteObserver, CRDS};
 use crate::registry::ResourceInfo;
 use crate::service::create_internal;
-use crate::storage::{ClusterScope, Expect};
-use crate::workspace::ROOT;
+use crate::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
+use crate::workspace::{ROOT, WORKSPACES};
+
+/// The built-in controllers' part of a write: the first pass that makes a
+/// write's effect visible to the client's next request. Their watch loops
+/// ([`spawn`], the garbage collector, the mailbox controller) do the rest.
+pub struct BuiltIn;
+
+impl WriteObserver for BuiltIn {
+    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == WORKSPACES {
+                // The new logical cluster gets what a fresh cluster has before its
+                // Workspace is visible as Ready, so clients can use it at once.
+                workspace_written(hub, &key.cluster, Some(obj)).await;
+            }
+        })
+    }
+
+    fn written<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        new: Option<&'a Value>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let storage_key = key.resource.as_str();
+            if storage_key == CRDS {
+                apiservices::sync(hub, &key.cluster).await;
+            } else if storage_key == WORKSPACES {
+                workspace_written(hub, &key.cluster, new).await;
+            } else if security::watches(storage_key) {
+                security::object_written(hub, storage_key, key, new).await;
+            } else if storage_key == "/namespaces" {
+                if let Some(ns) = new {
+                    if ns.pointer("/metadata/deletionTimestamp").is_none() {
+                        ensure_default_service_account(hub, &key.cluster, &key.name).await;
+                    }
+                }
+            }
+        })
+    }
+
+    fn deleting<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == CRDS {
+                crds::first_pass(hub, key).await;
+            }
+        })
+    }
+
+    fn removed<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        old: &'a Value,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == CRDS {
+                remove_custom_resources(hub, &key.cluster, old).await;
+            } else if key.resource == WORKSPACES {
+                if let Some(cluster) = old.pointer("/spec/cluster").and_then(Value::as_str) {
+                    remove_cluster(hub, cluster).await;
+                }
+            }
+        })
+    }
+}
+
+/// Start the controllers that follow the store's watch (namespace
+/// termination, CRD clean-up, the garbage collector); they stop when `stop`
+/// turns true. Await the handles to know they have stopped writing.
+pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+    vec![
+        namespaces::spawn(hub.clone(), stop.clone()),
+        crds::spawn(hub.clone(), stop.clone()),
+        garbage_collector::spawn(hub.clone(), stop),
+    ]
+}
+
+/// Whether the stored object is being deleted (parses only when it may be).
+pub fn is_deleting(obj: &StoredObject) -> bool {
+    memchr::memmem::find(&obj.json, b"deletionTimestamp").is_some()
+        && obj.value().pointer("/metadata/deletionTimestamp").is_some()
+}
 
 /// Namespaces every logical cluster starts with.
 pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
-/// Make sure the root cluster has what a fresh cluster has.
+/// Install the built-in controllers' part of writes, and make sure the root
+/// cluster has what a fresh cluster has.
 pub async fn bootstrap(hub: &Arc<Hub>) {
+    hub.set_write_observer(Arc::new(BuiltIn));
     bootstrap_cluster(hub, ROOT).await;
     // Workspaces from before the hub had default RBAC objects get them too.
     for cluster in hub.store.clusters() {
@@ -30,7 +126,6 @@ pub async fn bootstrap(hub: &Arc<Hub>) {
             security::ensure_default_rbac(hub, &cluster).await;
         }
     }
-    crds::resume_terminations(hub).await;
 }
 
 async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {

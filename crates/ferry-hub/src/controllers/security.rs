@@ -3,8 +3,9 @@
 //! clean-up of those Secrets when their ServiceAccount goes, and signing of
 //! approved CertificateSigningRequests with the hub CA.
 //!
-//! They run from the write pipeline's `after_write` hook, so the effect is
-//! visible to the client's next request. Tokens are never logged.
+//! They run within the write that concerns them (`controllers::BuiltIn`), so
+//! the effect is visible to the client's next request, and write through
+//! the object service like any client. Tokens are never logged.
 
 use std::sync::Arc;
 
@@ -17,7 +18,8 @@ use crate::auth::service_account::{ObjectRef, TokenSpec};
 use crate::hub::Hub;
 use crate::json;
 use crate::service::create_internal;
-use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError};
+use crate::service::{self, DeleteOptions, Request};
+use crate::storage::{ClusterScope, ObjectKey};
 
 /// Storage key of CertificateSigningRequests.
 pub const CSRS: &str = "certificates.k8s.io/certificatesigningrequests";
@@ -67,24 +69,62 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-/// Replace the stored object at `key` with `change(current)`, retrying on
-/// conflicts. `change` returns `None` when nothing needs writing.
-async fn update_stored(hub: &Arc<Hub>, key: &ObjectKey, change: impl Fn(Value) -> Option<Value>) {
+/// Field manager of the token Secret controller's writes.
+const TOKENS_MANAGER: &str = "tokens-controller";
+/// Field manager of the CSR signer's writes.
+const SIGNER_MANAGER: &str = "certificate-signer";
+
+/// Update the object at `key` (of `resource`, on `subresource` when given)
+/// through the object service to `change(current)`, guarded by the current
+/// resourceVersion and retried on conflicts. `change` returns `None` when
+/// nothing needs writing.
+async fn update_through_service(
+    hub: &Arc<Hub>,
+    key: &ObjectKey,
+    resource: (&str, &str, &str),
+    subresource: Option<&str>,
+    manager: &str,
+    change: impl Fn(Value) -> Option<Value>,
+) {
+    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
     for _ in 0..8 {
         let Some(current) = hub.store.get(key) else { return };
-        let Some(new) = change(current.value()) else {
+        let Some(mut new) = change(current.value()) else {
             return;
         };
-        match hub.store.put(key.clone(), Expect::Version(current.rv), new) {
-            Ok(committed) => {
-                if let Err(e) = committed.durable().await {
-                    tracing::warn!(name = %key.name, "security controller write failed: {e}");
-                }
+        if json::set(
+            &mut new,
+            &["metadata", "resourceVersion"],
+            json!(current.rv.to_string()),
+        )
+        .is_err()
+        {
+            return;
+        }
+        let request = match Request::internal(
+            hub,
+            &key.cluster,
+            resource,
+            namespace,
+            Some(&key.name),
+            "update",
+            manager,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(name = %key.name, "security controller write failed: {}", e.message);
                 return;
             }
-            Err(StoreError::Conflict) => continue,
+        };
+        let request = match subresource {
+            Some(sub) => request.on_subresource(sub),
+            None => request,
+        };
+        match service::update(&request, new).await {
+            Ok(_) => return,
+            Err(e) if e.code == 409 => continue,
             Err(e) => {
-                tracing::warn!(name = %key.name, "security controller write failed: {e}");
+                tracing::warn!(name = %key.name, "security controller write failed: {}", e.message);
                 return;
             }
         }
@@ -130,49 +170,56 @@ async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
         .ca()
         .map(|m| m.ca_cert_pem.clone())
         .unwrap_or_default();
-    update_stored(hub, key, |mut current| {
-        if !str_at(&current, "/data/token").is_empty() {
-            return None;
-        }
-        let recorded = current
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(SERVICE_ACCOUNT_UID_ANNOTATION))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !recorded.is_empty() && recorded != sa_uid {
-            return None; // meant for an earlier ServiceAccount of that name
-        }
-        let spec = TokenSpec {
-            cluster: &key.cluster,
-            namespace: &key.namespace,
-            name: &sa_name,
-            uid: &sa_uid,
-            audiences: Vec::new(),
-            expiration_seconds: None,
-            secret: Some(ObjectRef {
-                name: key.name.clone(),
-                uid: str_at(&current, "/metadata/uid").to_string(),
-            }),
-            pod: None,
-        };
-        let (token, _) = hub
-            .security
-            .service_accounts
-            .mint(&spec, chrono::Utc::now().timestamp());
-        let data = json::object_mut(&mut current, &["data"]).ok()?;
-        data.insert("token".into(), json!(b64(token.as_bytes())));
-        data.insert("namespace".into(), json!(b64(key.namespace.as_bytes())));
-        if !ca.is_empty() {
-            data.insert("ca.crt".into(), json!(b64(ca.as_bytes())));
-        }
-        json::set(
-            &mut current,
-            &["metadata", "annotations", SERVICE_ACCOUNT_UID_ANNOTATION],
-            json!(sa_uid),
-        )
-        .ok()?;
-        Some(current)
-    })
+    update_through_service(
+        hub,
+        key,
+        ("", "v1", "secrets"),
+        None,
+        TOKENS_MANAGER,
+        |mut current| {
+            if !str_at(&current, "/data/token").is_empty() {
+                return None;
+            }
+            let recorded = current
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(SERVICE_ACCOUNT_UID_ANNOTATION))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !recorded.is_empty() && recorded != sa_uid {
+                return None; // meant for an earlier ServiceAccount of that name
+            }
+            let spec = TokenSpec {
+                cluster: &key.cluster,
+                namespace: &key.namespace,
+                name: &sa_name,
+                uid: &sa_uid,
+                audiences: Vec::new(),
+                expiration_seconds: None,
+                secret: Some(ObjectRef {
+                    name: key.name.clone(),
+                    uid: str_at(&current, "/metadata/uid").to_string(),
+                }),
+                pod: None,
+            };
+            let (token, _) = hub
+                .security
+                .service_accounts
+                .mint(&spec, chrono::Utc::now().timestamp());
+            let data = json::object_mut(&mut current, &["data"]).ok()?;
+            data.insert("token".into(), json!(b64(token.as_bytes())));
+            data.insert("namespace".into(), json!(b64(key.namespace.as_bytes())));
+            if !ca.is_empty() {
+                data.insert("ca.crt".into(), json!(b64(ca.as_bytes())));
+            }
+            json::set(
+                &mut current,
+                &["metadata", "annotations", SERVICE_ACCOUNT_UID_ANNOTATION],
+                json!(sa_uid),
+            )
+            .ok()?;
+            Some(current)
+        },
+    )
     .await;
 }
 
@@ -192,8 +239,27 @@ async fn remove_token_secrets(hub: &Arc<Hub>, sa_key: &ObjectKey) {
             .and_then(|a| a.get(SERVICE_ACCOUNT_NAME_ANNOTATION))
             .and_then(Value::as_str);
         if str_at(&v, "/type") == SERVICE_ACCOUNT_TOKEN_TYPE && owner == Some(sa_key.name.as_str()) {
-            if let Ok(c) = hub.store.delete(key, Expect::Version(obj.rv)) {
-                let _ = c.durable().await;
+            let options = DeleteOptions {
+                uid: Some(str_at(&v, "/metadata/uid").to_string()),
+                ..Default::default()
+            };
+            let request = Request::internal(
+                hub,
+                &key.cluster,
+                ("", "v1", "secrets"),
+                Some(&key.namespace),
+                Some(&key.name),
+                "delete",
+                TOKENS_MANAGER,
+            );
+            let deleted = match request {
+                Ok(r) => service::delete(&r, &options).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = deleted {
+                if e.code != 404 {
+                    tracing::warn!(secret = %key.name, "removing a token Secret failed: {}", e.message);
+                }
             }
         }
     }
@@ -261,7 +327,8 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
         }
     };
     let now = ferry_api::timestamp::now();
-    update_stored(hub, key, |mut current| {
+    let csrs = ("certificates.k8s.io", "v1", "certificatesigningrequests");
+    update_through_service(hub, key, csrs, Some("status"), SIGNER_MANAGER, |mut current| {
         if !str_at(&current, "/status/certificate").is_empty() || has_condition(&current, "Failed") {
             return None;
         }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::hooks::{after_write, remove_contents};
-use crate::controllers::garbage_collector::policy::{self, PropagationPolicy};
+use super::hooks::{after_write, marked_deleting, remove_contents};
+use super::propagation::{self as policy, PropagationPolicy};
 use crate::hub::Hub;
 use crate::json;
 use crate::registry::ResourceInfo;
@@ -43,7 +43,7 @@ fn mark_deleting(v: &mut Value, namespace: bool, crd: bool) -> Result<(), json::
                 .collect(),
             _ => Vec::new(),
         };
-        kept.push(crate::controllers::crds::terminating_condition());
+        kept.push(crate::strategy::apiextensions::crd::terminating_condition());
         status.insert("conditions".into(), json!(kept));
     }
     Ok(())
@@ -88,7 +88,7 @@ pub async fn delete_object(
     };
     // A CRD is held until its custom resources are gone (kube-apiserver adds
     // this finalizer when a CRD is deleted).
-    let cleanup = crate::controllers::crds::CLEANUP_FINALIZER;
+    let cleanup = crate::strategy::apiextensions::crd::CLEANUP_FINALIZER;
     if crd && !deleting && !finalizers.iter().any(|f| f == cleanup) {
         finalizers.push(cleanup.to_string());
     }
@@ -114,22 +114,9 @@ pub async fn delete_object(
                 .map_err(DeleteError::Store)?
                 .expect("object");
             v = stored.value();
-            if namespace && !deleting {
-                crate::controllers::namespaces::start_termination(
-                    hub.clone(),
-                    key.cluster.clone(),
-                    key.name.clone(),
-                );
-            }
-            if crd && !deleting {
-                // Serve its resources as terminating (creates refused).
-                hub.refresh_crds(&key.cluster);
-                crate::controllers::crds::start_termination(
-                    hub.clone(),
-                    key.cluster.clone(),
-                    key.name.clone(),
-                )
-                .await;
+            if !deleting {
+                // Namespace termination and CRD clean-up start here.
+                marked_deleting(hub, info, key).await;
             }
         }
         return Ok(v);

@@ -8,14 +8,12 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::delete::is;
 use super::Request;
 use crate::auth::rbac;
 use crate::hub::{Hub, CRDS};
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 use crate::storage::ObjectKey;
-use crate::workspace::WORKSPACES;
 
 /// Reject creates of custom resources whose CRD is being deleted, as
 /// kube-apiserver does.
@@ -50,23 +48,18 @@ pub fn ensure_namespace_accepts(s: &Request) -> Result<(), ApiError> {
     }
 }
 
-/// What goes with an object that is removed from storage: a CRD's custom
-/// resources, a Workspace's logical cluster. Runs whether the object is
+/// What goes with an object that is removed from storage (a CRD's custom
+/// resources, a Workspace's logical cluster). Runs whether the object is
 /// deleted outright or its last finalizer is removed.
 pub async fn remove_contents(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey, v: &Value) {
-    if is(info, "apiextensions.k8s.io", "customresourcedefinitions") {
-        crate::controllers::remove_custom_resources(hub, &key.cluster, v).await;
-    }
-    if is(info, "tenancy.kcp.io", "workspaces") {
-        if let Some(cluster) = v.pointer("/spec/cluster").and_then(Value::as_str) {
-            crate::controllers::remove_cluster(hub, cluster).await;
-        }
+    if let Some(observer) = hub.write_observer() {
+        observer.removed(hub, info, key, v).await;
     }
 }
 
-/// Hooks that make a write take effect beyond storage: serving a CRD's
-/// resources, making a workspace usable, giving a namespace its default
-/// ServiceAccount.
+/// What makes a write take effect beyond storage: the hub's own indexes
+/// (the resources CRDs serve, RBAC), then the built-in controllers' first
+/// pass ([`crate::hub::WriteObserver`]).
 pub fn after_write<'a>(
     hub: &'a Arc<Hub>,
     info: &'a ResourceInfo,
@@ -77,19 +70,22 @@ pub fn after_write<'a>(
         let storage_key = info.storage_key();
         if storage_key == CRDS {
             hub.refresh_crds(&key.cluster);
-            crate::controllers::apiservices::sync(hub, &key.cluster).await;
-        } else if storage_key == WORKSPACES {
-            crate::controllers::workspace_written(hub, &key.cluster, new).await;
         } else if rbac::is_rbac_resource(&storage_key) {
             hub.security.rbac.invalidate(&key.cluster);
-        } else if crate::controllers::security::watches(&storage_key) {
-            crate::controllers::security::object_written(hub, &storage_key, key, new).await;
-        } else if storage_key == "/namespaces" {
-            if let Some(ns) = new {
-                if ns.pointer("/metadata/deletionTimestamp").is_none() {
-                    crate::controllers::ensure_default_service_account(hub, &key.cluster, &key.name).await;
-                }
-            }
+        }
+        if let Some(observer) = hub.write_observer() {
+            observer.written(hub, info, key, new).await;
         }
     })
+}
+
+/// An object was marked as being deleted and waits for its finalizers.
+pub async fn marked_deleting(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey) {
+    if info.storage_key() == CRDS {
+        // Serve its resources as terminating (creates refused).
+        hub.refresh_crds(&key.cluster);
+    }
+    if let Some(observer) = hub.write_observer() {
+        observer.deleting(hub, info, key).await;
+    }
 }

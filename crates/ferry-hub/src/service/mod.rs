@@ -14,6 +14,7 @@ pub mod change;
 pub mod delete;
 pub mod hooks;
 pub mod prepare;
+pub mod propagation;
 
 use std::sync::Arc;
 
@@ -22,7 +23,6 @@ use serde_json::Value;
 
 use crate::auth::rbac::Request as RbacRequest;
 use crate::auth::{Attributes, UserInfo};
-use crate::controllers::garbage_collector::policy::PropagationPolicy;
 use crate::hub::Hub;
 use crate::json;
 use crate::registry::ResourceInfo;
@@ -31,6 +31,7 @@ use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError, StoredObject};
 use crate::workspace::LogicalCluster;
 pub use change::{Change, PatchType};
 pub use prepare::{WriteKind, CLUSTER_ANNOTATION};
+use propagation::PropagationPolicy;
 
 /// Options of a write that are not the object itself.
 #[derive(Debug, Clone, Default)]
@@ -298,12 +299,9 @@ pub async fn create(r: &Request, obj: Value) -> Result<Value, ApiError> {
         }
         // The new logical cluster gets what a fresh cluster has before its
         // Workspace is visible as Ready, so clients can use it at once.
-        Box::pin(crate::controllers::workspace_written(
-            &r.hub,
-            &key.cluster,
-            Some(&obj),
-        ))
-        .await;
+        if let Some(observer) = r.hub.write_observer() {
+            observer.creating(&r.hub, &key, &obj).await;
+        }
     }
     let committed = r
         .hub
@@ -386,7 +384,7 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         if r.options.dry_run {
             return done(new, false);
         }
-        let finalized = change::is_finalized(&new);
+        let finalized = change::is_finalized(&r.info, &new);
         let result = if finalized {
             r.hub.store.delete(key.clone(), Expect::Version(current.rv))
         } else {

@@ -13,6 +13,20 @@ use crate::strategy::Strategy;
 
 pub struct CrdStrategy;
 
+/// The finalizer that holds a CRD being deleted until its custom resources
+/// are gone (kube-apiserver adds it on delete; `controllers::crds` removes it).
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+/// The condition a CRD being deleted carries while its custom resources go.
+pub fn terminating_condition() -> Value {
+    json!({
+        "type": "Terminating", "status": "True",
+        "lastTransitionTime": ferry_api::timestamp::now(),
+        "reason": "InstanceDeletionInProgress",
+        "message": "CustomResource deletion is in progress",
+    })
+}
+
 fn established(obj: &mut Value) -> Result<(), ApiError> {
     let mut accepted = match obj.pointer("/spec/names") {
         Some(Value::Object(names)) => names.clone(),

@@ -25,6 +25,25 @@ fn name_label(obj: &mut Value) -> Result<(), ApiError> {
 }
 
 impl Strategy for NamespaceStrategy {
+    /// `namespaces/<name>/finalize` changes only `spec.finalizers`.
+    fn merge_subresource(
+        &self,
+        subresource: &str,
+        old: &Value,
+        sent: &Value,
+    ) -> Option<Result<Value, ApiError>> {
+        if subresource != "finalize" {
+            return None;
+        }
+        let mut merged = old.clone();
+        let finalizers = sent.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+        Some(
+            json::set(&mut merged, &["spec", "finalizers"], finalizers)
+                .map(|_| merged)
+                .map_err(ApiError::from),
+        )
+    }
+
     fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
         name_label(obj)?;
         if obj.pointer("/spec/finalizers").is_none() {
@@ -37,4 +56,11 @@ impl Strategy for NamespaceStrategy {
     fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
         name_label(obj)
     }
+}
+
+/// Whether a namespace being deleted is still held by `spec.finalizers`.
+pub fn held_by_spec(ns: &Value) -> bool {
+    ns.pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
 }
