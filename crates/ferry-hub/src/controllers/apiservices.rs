@@ -9,9 +9,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::hub::Hub;
+use futures::future::BoxFuture;
+
+use super::follow::Follower;
+use crate::hub::{Hub, CRDS};
 use crate::service::{self, create_internal, DeleteOptions, PatchType, Request};
-use crate::storage::ClusterScope;
+use crate::storage::{ClusterScope, WatchEvent};
 
 /// Storage key of APIServices.
 const APISERVICES: &str = "apiregistration.k8s.io/apiservices";
@@ -41,6 +44,30 @@ fn apiservice(group: &str, version: &str, automanaged: bool) -> Value {
             "versionPriority": 15,
         },
     })
+}
+
+/// The controller as a watch follower: every workspace at start, then the
+/// workspace of each CRD change.
+pub struct ApiServices;
+
+impl Follower for ApiServices {
+    fn follows(&self, storage_key: &str) -> bool {
+        storage_key == CRDS
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for cluster in hub.store.clusters() {
+                if hub.workspaces.by_name(&cluster).is_some() {
+                    sync(hub, &cluster).await;
+                }
+            }
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(sync(hub, &event.key.cluster))
+    }
 }
 
 /// Create the APIService of every group/version served in `cluster` that

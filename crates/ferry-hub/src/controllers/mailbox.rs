@@ -6,14 +6,16 @@
 //! Deleting the SyncTarget deletes its mailbox workspace.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use serde_json::{json, Value};
 
+use futures::future::BoxFuture;
+
+use super::follow::Follower;
 use crate::hub::Hub;
 use crate::service::{self, create_internal, DeleteOptions, Request};
-use crate::storage::{ClusterScope, EventType, ObjectKey};
+use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 use crate::workspace::{ROOT, WORKSPACES};
 
 /// Storage key of `edge.kubestellar.io` SyncTargets.
@@ -29,29 +31,27 @@ pub fn mailbox_name(inventory_cluster: &str, sync_target_uid: &str) -> String {
     format!("{inventory_cluster}-mb-{sync_target_uid}")
 }
 
-/// Run the controller until the process ends.
-pub fn spawn(hub: Arc<Hub>) {
-    tokio::spawn(async move {
-        loop {
-            let rv = hub.store.resource_version();
-            resync(&hub).await;
-            let Ok(mut sub) = hub.store.watch(rv) else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            while let Some(event) = sub.next().await {
-                if event.key.resource != SYNC_TARGETS {
-                    continue;
-                }
-                let target = event.object.value();
-                match event.kind {
-                    EventType::Deleted => remove_mailbox(&hub, &event.key.cluster, &target).await,
-                    _ => ensure_mailbox(&hub, &event.key.cluster, &target).await,
-                }
+/// The controller as a watch follower (started by `controllers::spawn`).
+pub struct Mailboxes;
+
+impl Follower for Mailboxes {
+    fn follows(&self, storage_key: &str) -> bool {
+        storage_key == SYNC_TARGETS
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(resync(hub))
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let target = event.object.value();
+            match event.kind {
+                EventType::Deleted => remove_mailbox(hub, &event.key.cluster, &target).await,
+                _ => ensure_mailbox(hub, &event.key.cluster, &target).await,
             }
-            // Fell behind the event stream: resynchronise everything.
-        }
-    });
+        })
+    }
 }
 
 /// Make every SyncTarget's mailbox exist, and remove mailboxes whose SyncTarget is gone.

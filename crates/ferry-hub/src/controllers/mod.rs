@@ -4,6 +4,7 @@
 pub mod apiservices;
 pub mod crds;
 pub mod finalizing;
+pub mod follow;
 pub mod garbage_collector;
 pub mod mailbox;
 pub mod namespaces;
@@ -96,14 +97,22 @@ impl WriteObserver for BuiltIn {
 }
 
 /// Start the controllers that follow the store's watch (namespace
-/// termination, CRD clean-up, the garbage collector); they stop when `stop`
-/// turns true. Await the handles to know they have stopped writing.
-pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-    vec![
+/// termination, CRD clean-up, APIServices, token Secrets and CSR signing,
+/// the garbage collector, and the mailbox controller when `mailboxes`);
+/// they stop when `stop` turns true. Await the handles to know they have
+/// stopped writing.
+pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Vec<JoinHandle<()>> {
+    let mut running = vec![
         namespaces::spawn(hub.clone(), stop.clone()),
         crds::spawn(hub.clone(), stop.clone()),
-        garbage_collector::spawn(hub.clone(), stop),
-    ]
+        follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
+        follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
+    ];
+    if mailboxes {
+        running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
+    }
+    running.push(garbage_collector::spawn(hub.clone(), stop));
+    running
 }
 
 /// Whether the stored object is being deleted (parses only when it may be).

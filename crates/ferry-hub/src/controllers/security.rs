@@ -10,8 +10,10 @@
 use std::sync::Arc;
 
 use base64::Engine;
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use super::follow::Follower;
 use crate::auth::defaults::default_rbac_objects;
 use crate::auth::rbac::RBAC_GROUP;
 use crate::auth::service_account::{ObjectRef, TokenSpec};
@@ -19,7 +21,7 @@ use crate::hub::Hub;
 use crate::json;
 use crate::service::create_internal;
 use crate::service::{self, DeleteOptions, Request};
-use crate::storage::{ClusterScope, ObjectKey};
+use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 
 /// Storage key of CertificateSigningRequests.
 pub const CSRS: &str = "certificates.k8s.io/certificatesigningrequests";
@@ -37,6 +39,75 @@ const DEFAULT_CERT_DAYS: u32 = 365;
 /// Whether [`object_written`] wants writes to `storage_key`.
 pub fn watches(storage_key: &str) -> bool {
     matches!(storage_key, "/secrets" | "/serviceaccounts" | CSRS)
+}
+
+/// The security controllers as a watch follower: at start, every token
+/// Secret still without its token is filled, every approved CSR still
+/// unsigned is signed, and token Secrets whose ServiceAccount is gone are
+/// removed; then each change is handled as [`object_written`] does.
+pub struct SecurityControllers;
+
+impl Follower for SecurityControllers {
+    fn follows(&self, storage_key: &str) -> bool {
+        watches(storage_key)
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let (secrets, _) = hub.store.list(&ClusterScope::All, "/secrets", None, None);
+            for (key, obj) in secrets {
+                if memchr::memmem::find(&obj.json, SERVICE_ACCOUNT_TOKEN_TYPE.as_bytes()).is_none() {
+                    continue;
+                }
+                let secret = obj.value();
+                if token_owner_gone(hub, &key, &secret) {
+                    delete_token_secret(hub, &key, &secret).await;
+                } else {
+                    fill_token_secret(hub, &key, &secret).await;
+                }
+            }
+            let (csrs, _) = hub.store.list(&ClusterScope::All, CSRS, None, None);
+            for (key, obj) in csrs {
+                sign_if_approved(hub, &key, &obj.value()).await;
+            }
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let value = (event.kind != EventType::Deleted).then(|| event.object.value());
+            object_written(hub, &event.key.resource, &event.key, value.as_ref()).await;
+        })
+    }
+}
+
+/// Whether `secret` is a filled token Secret whose ServiceAccount (the one
+/// whose uid it recorded) no longer exists.
+fn token_owner_gone(hub: &Hub, key: &ObjectKey, secret: &Value) -> bool {
+    let annotation = |name: &str| {
+        secret
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(name))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (sa_name, sa_uid) = (
+        annotation(SERVICE_ACCOUNT_NAME_ANNOTATION),
+        annotation(SERVICE_ACCOUNT_UID_ANNOTATION),
+    );
+    if str_at(secret, "/type") != SERVICE_ACCOUNT_TOKEN_TYPE || sa_name.is_empty() || sa_uid.is_empty() {
+        return false;
+    }
+    let sa_key = ObjectKey {
+        cluster: key.cluster.clone(),
+        resource: "/serviceaccounts".into(),
+        namespace: key.namespace.clone(),
+        name: sa_name,
+    };
+    hub.store
+        .get(&sa_key)
+        .is_none_or(|sa| str_at(&sa.value(), "/metadata/uid") != sa_uid)
 }
 
 /// An object under a watched storage key was written (`new`) or deleted (`None`).
@@ -239,28 +310,33 @@ async fn remove_token_secrets(hub: &Arc<Hub>, sa_key: &ObjectKey) {
             .and_then(|a| a.get(SERVICE_ACCOUNT_NAME_ANNOTATION))
             .and_then(Value::as_str);
         if str_at(&v, "/type") == SERVICE_ACCOUNT_TOKEN_TYPE && owner == Some(sa_key.name.as_str()) {
-            let options = DeleteOptions {
-                uid: Some(str_at(&v, "/metadata/uid").to_string()),
-                ..Default::default()
-            };
-            let request = Request::internal(
-                hub,
-                &key.cluster,
-                ("", "v1", "secrets"),
-                Some(&key.namespace),
-                Some(&key.name),
-                "delete",
-                TOKENS_MANAGER,
-            );
-            let deleted = match request {
-                Ok(r) => service::delete(&r, &options).await.map(|_| ()),
-                Err(e) => Err(e),
-            };
-            if let Err(e) = deleted {
-                if e.code != 404 {
-                    tracing::warn!(secret = %key.name, "removing a token Secret failed: {}", e.message);
-                }
-            }
+            delete_token_secret(hub, &key, &v).await;
+        }
+    }
+}
+
+/// Delete the token Secret at `key` (if it is still `v`).
+async fn delete_token_secret(hub: &Arc<Hub>, key: &ObjectKey, v: &Value) {
+    let options = DeleteOptions {
+        uid: Some(str_at(v, "/metadata/uid").to_string()),
+        ..Default::default()
+    };
+    let request = Request::internal(
+        hub,
+        &key.cluster,
+        ("", "v1", "secrets"),
+        Some(&key.namespace),
+        Some(&key.name),
+        "delete",
+        TOKENS_MANAGER,
+    );
+    let deleted = match request {
+        Ok(r) => service::delete(&r, &options).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = deleted {
+        if e.code != 404 && e.code != 409 {
+            tracing::warn!(secret = %key.name, "removing a token Secret failed: {}", e.message);
         }
     }
 }

@@ -206,9 +206,6 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
     crate::controllers::bootstrap(&hub).await;
-    if opts.mailbox_controller {
-        crate::controllers::mailbox::spawn(hub.clone());
-    }
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
     let kubeconfig =
@@ -220,7 +217,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
-    let controllers = crate::controllers::spawn(&hub, stop.clone());
+    let controllers = crate::controllers::spawn(&hub, stop.clone(), opts.mailbox_controller);
     let insecure_url = match opts.insecure_port {
         Some(port) => {
             let plain = TcpListener::bind(("127.0.0.1", port))
