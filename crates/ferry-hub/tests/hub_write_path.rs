@@ -190,3 +190,177 @@ async fn controllers_write_through_the_object_service() {
     })
     .await;
 }
+
+/// Every path of `v` (objects' keys and arrays' elements), as JSON pointers.
+fn paths(v: &Value, at: String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m {
+                let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                out.push(p.clone());
+                paths(child, p, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, child) in a.iter().enumerate() {
+                let p = format!("{at}/{i}");
+                out.push(p.clone());
+                paths(child, p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `v` with the value at `pointer` replaced by `with`.
+fn replaced(v: &Value, pointer: &str, with: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(slot) = v.pointer_mut(pointer) {
+        *slot = with.clone();
+    }
+    v
+}
+
+/// Wrong types in every field of every kind with special write semantics,
+/// through every write verb and patch type: the hub answers each with a
+/// 4xx (or a success), never a 5xx or a dropped connection, and keeps
+/// answering. Bounded: one object per kind, four wrong values per field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wrong_types_in_any_field_never_answer_5xx() {
+    use futures::StreamExt;
+
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let kinds: Vec<(&str, Value)> = vec![
+        (
+            "/api/v1/namespaces/default/configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "f", "labels": {"a": "b"}, "annotations": {"x": "y"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]},
+            "data": {"k": "v"}}),
+        ),
+        (
+            "/api/v1/namespaces",
+            json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "f"}, "spec": {"finalizers": ["kubernetes"]}}),
+        ),
+        (
+            "/api/v1/namespaces/default/secrets",
+            json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "f"}, "type": "Opaque", "data": {"a": "YQ=="}, "stringData": {"b": "c"}}),
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "f"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}},
+                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole", "metadata": {"name": "f"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "f"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "User", "name": "u", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        ),
+        (
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            json!({
+            "apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": "f"},
+            "spec": {"request": "eA==", "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]},
+            "status": {"conditions": [{"type": "Approved", "status": "True"}]}}),
+        ),
+        (
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "fuzzes.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "fuzzes", "singular": "fuzz", "kind": "Fuzz"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                       "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}}),
+        ),
+    ];
+    let wrong = [json!("x"), json!(7), json!([]), json!({"z": 1})];
+    let mut requests: Vec<(String, String, &str, String)> = Vec::new();
+    for (collection, base) in &kinds {
+        // One live object per kind, the target of updates and patches.
+        let (code, live) = call(&c, "POST", collection, Some(base)).await;
+        assert!(code == 201, "creating the base {collection}: {code} {live}");
+        let item = format!("{collection}/{}", base["metadata"]["name"].as_str().unwrap());
+        let mut all = Vec::new();
+        paths(base, String::new(), &mut all);
+        for (i, pointer) in all.iter().enumerate() {
+            for (j, value) in wrong.iter().enumerate() {
+                let mut variant = replaced(base, pointer, value);
+                if pointer != "/metadata/name" && pointer != "/metadata" {
+                    if let Some(m) = variant.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.insert("name".into(), json!(format!("v{i}-{j}")));
+                    }
+                }
+                let body = variant.to_string();
+                requests.push((
+                    "POST".into(),
+                    collection.to_string(),
+                    "application/json",
+                    body.clone(),
+                ));
+                requests.push((
+                    "PUT".into(),
+                    item.clone(),
+                    "application/json",
+                    replaced(base, pointer, value).to_string(),
+                ));
+                requests.push((
+                    "PATCH".into(),
+                    item.clone(),
+                    "application/merge-patch+json",
+                    replaced(base, pointer, value).to_string(),
+                ));
+                requests.push((
+                    "PATCH".into(),
+                    item.clone(),
+                    "application/strategic-merge-patch+json",
+                    replaced(base, pointer, value).to_string(),
+                ));
+                requests.push((
+                    "PATCH".into(),
+                    format!("{item}?fieldManager=fuzz&force=true"),
+                    "application/apply-patch+yaml",
+                    replaced(base, pointer, value).to_string(),
+                ));
+                let op = json!([{"op": "add", "path": pointer, "value": value}]).to_string();
+                requests.push(("PATCH".into(), item.clone(), "application/json-patch+json", op));
+            }
+        }
+    }
+    let total = requests.len();
+    let failures: Vec<String> = futures::stream::iter(requests)
+        .map(|(method, path, ct, body)| {
+            let c = c.clone();
+            async move {
+                let (code, status) = send(&c, &method, &path, ct, &body).await;
+                (code >= 500).then(|| format!("{method} {path} ({ct}) {body} -> {code} {status}"))
+            }
+        })
+        .buffer_unordered(8)
+        .filter_map(|f| async move { f })
+        .collect()
+        .await;
+    assert!(
+        failures.is_empty(),
+        "{} of {total} requests answered 5xx:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // Still answering.
+    assert_eq!(call(&c, "GET", "/api/v1/namespaces/default", None).await.0, 200);
+}
