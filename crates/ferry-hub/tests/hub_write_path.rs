@@ -364,3 +364,36 @@ async fn wrong_types_in_any_field_never_answer_5xx() {
     // Still answering.
     assert_eq!(call(&c, "GET", "/api/v1/namespaces/default", None).await.0, 200);
 }
+
+#[tokio::test]
+async fn a_strategys_warnings_reach_the_client_as_warning_headers() {
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "old-labels"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"nodeSelector": {"beta.kubernetes.io/os": "linux"},
+                                       "containers": [{"name": "c", "image": "i"}]}}}});
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/apis/apps/v1/namespaces/default/deployments")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(deployment.to_string().into_bytes()))
+        .expect("request");
+    let resp = c.send(req).await.expect("the hub answers");
+    assert_eq!(resp.status().as_u16(), 201);
+    let warnings: Vec<String> = resp
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(String::from))
+        .collect();
+    assert_eq!(
+        warnings,
+        vec![
+            "299 - \"spec.template.spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; \
+             use \\\"kubernetes.io/os\\\" instead\""
+                .to_string()
+        ]
+    );
+}

@@ -263,8 +263,8 @@ pub async fn create(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
         return super::special::create_subresource(s, sub, body).await;
     }
     let obj = body_object(s, &body)?;
-    let v = service::create(s, obj).await?;
-    Ok(respond_object(s, StatusCode::CREATED, v))
+    let written = service::create(s, obj).await?;
+    Ok(respond_written(s, written))
 }
 
 pub async fn update(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
@@ -298,11 +298,19 @@ fn respond_written(s: &Scope, written: service::Written) -> Response {
     } else {
         StatusCode::OK
     };
-    if s.subresource.as_deref() == Some("scale") {
+    let mut response = if s.subresource.as_deref() == Some("scale") {
         json_value(code, &scale_of(&s.info, &written.object))
     } else {
         respond_object(s, code, written.object)
+    };
+    for warning in &written.warnings {
+        // RFC 7234's warn-code 299 ("miscellaneous persistent warning"), as kube-apiserver sends.
+        let quoted = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = http::HeaderValue::from_str(&format!("299 - \"{quoted}\"")) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
     }
+    response
 }
 
 /// The `DeleteOptions` of a DELETE: its query and (optional) body.

@@ -179,11 +179,24 @@ impl Request {
     }
 }
 
-/// The object a write left, and whether it was created.
+/// The object a write left, whether it was created, and the strategy's
+/// warnings about it (for the client's `Warning` header).
 #[derive(Debug)]
 pub struct Written {
     pub object: Value,
     pub created: bool,
+    pub warnings: Vec<String>,
+}
+
+impl Written {
+    fn new(r: &Request, object: Value, created: bool) -> Written {
+        let warnings = crate::strategy::for_resource(&r.info).warnings(r, &object);
+        Written {
+            object,
+            created,
+            warnings,
+        }
+    }
 }
 
 pub fn store_error(r: &Request, name: &str, e: StoreError) -> ApiError {
@@ -264,7 +277,7 @@ pub fn get(r: &Request) -> Result<Value, ApiError> {
 }
 
 /// Create `obj` (as a client sent it); returns the stored object.
-pub async fn create(r: &Request, obj: Value) -> Result<Value, ApiError> {
+pub async fn create(r: &Request, obj: Value) -> Result<Written, ApiError> {
     r.cluster()?;
     let mut obj = decode_object(r, obj)?;
     let name = match obj.pointer("/metadata/name").and_then(Value::as_str) {
@@ -291,7 +304,7 @@ pub async fn create(r: &Request, obj: Value) -> Result<Value, ApiError> {
         if r.hub.store.get(&key).is_some() {
             return Err(store_error(r, &name, StoreError::AlreadyExists));
         }
-        return Ok(obj);
+        return Ok(Written::new(r, obj, true));
     }
     if key.resource == crate::workspace::WORKSPACES {
         if r.hub.store.get(&key).is_some() {
@@ -315,7 +328,7 @@ pub async fn create(r: &Request, obj: Value) -> Result<Value, ApiError> {
         .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
     let v = served_value(&stored, &r.info);
     hooks::after_write(&r.hub, &r.info, &key, Some(&v)).await;
-    Ok(v)
+    Ok(Written::new(r, v, true))
 }
 
 /// Replace the object with `obj` (as a client sent it).
@@ -345,7 +358,7 @@ pub async fn patch(r: &Request, patch_type: PatchType, body: Bytes) -> Result<Wr
 /// Read-modify-write with retries on internal conflicts (GuaranteedUpdate).
 async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiError> {
     let key = r.key(name)?;
-    let done = |object: Value, created: bool| Ok(Written { object, created });
+    let done = |object: Value, created: bool| Ok(Written::new(r, object, created));
     for _attempt in 0..16 {
         let current = r.hub.store.get(&key);
         let current_value = current.as_ref().map(|c| served_value(c, &r.info));
@@ -529,5 +542,5 @@ pub async fn create_internal(
     obj: Value,
 ) -> Result<Value, ApiError> {
     let r = Request::internal(hub, cluster, resource, namespace, None, "create", HUB_MANAGER)?;
-    create(&r, obj).await
+    create(&r, obj).await.map(|w| w.object)
 }
