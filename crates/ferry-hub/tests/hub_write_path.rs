@@ -339,6 +339,77 @@ async fn wrong_types_in_any_field_never_answer_5xx() {
                 ));
                 let op = json!([{"op": "add", "path": pointer, "value": value}]).to_string();
                 requests.push(("PATCH".into(), item.clone(), "application/json-patch+json", op));
+                // The status subresource, and the kinds' own subresources.
+                let status = format!("{item}/status");
+                requests.push((
+                    "PUT".into(),
+                    status.clone(),
+                    "application/json",
+                    replaced(base, pointer, value).to_string(),
+                ));
+                requests.push((
+                    "PATCH".into(),
+                    status,
+                    "application/merge-patch+json",
+                    replaced(base, pointer, value).to_string(),
+                ));
+                if collection.ends_with("certificatesigningrequests") {
+                    requests.push((
+                        "PUT".into(),
+                        format!("{item}/approval"),
+                        "application/json",
+                        replaced(base, pointer, value).to_string(),
+                    ));
+                }
+                if collection.ends_with("namespaces") {
+                    requests.push((
+                        "PUT".into(),
+                        format!("{item}/finalize"),
+                        "application/json",
+                        replaced(base, pointer, value).to_string(),
+                    ));
+                }
+            }
+        }
+        if collection.ends_with("deployments") {
+            let scale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "f"}, "spec": {"replicas": 2}});
+            let mut all = Vec::new();
+            paths(&scale, String::new(), &mut all);
+            for pointer in &all {
+                for value in &wrong {
+                    let body = replaced(&scale, pointer, value).to_string();
+                    requests.push((
+                        "PUT".into(),
+                        format!("{item}/scale"),
+                        "application/json",
+                        body.clone(),
+                    ));
+                    requests.push((
+                        "PATCH".into(),
+                        format!("{item}/scale"),
+                        "application/merge-patch+json",
+                        body,
+                    ));
+                }
+            }
+        }
+        // DeleteOptions of the wrong shape (dry runs, so the object stays).
+        for field in [
+            "propagationPolicy",
+            "preconditions",
+            "dryRun",
+            "gracePeriodSeconds",
+            "orphanDependents",
+        ] {
+            for value in &wrong {
+                let body =
+                    json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"], field: value});
+                requests.push((
+                    "DELETE".into(),
+                    format!("{item}?dryRun=All"),
+                    "application/json",
+                    body.to_string(),
+                ));
             }
         }
     }
