@@ -15,6 +15,7 @@ pub mod delete;
 pub mod hooks;
 pub mod prepare;
 pub mod propagation;
+pub mod token;
 
 use std::sync::Arc;
 
