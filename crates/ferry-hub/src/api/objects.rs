@@ -1,7 +1,6 @@
 //! get, list, create, update, patch, delete and deletecollection.
 
 use axum::response::Response;
-use base64::Engine;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Map, Value};
@@ -144,60 +143,12 @@ impl Selectors {
     }
 }
 
-fn encode_continue(key: &ObjectKey, rv: u64) -> String {
-    let raw = json!([key.cluster, key.namespace, key.name, rv]).to_string();
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
-}
-
-fn decode_continue(token: &str, resource: &str) -> Result<(ObjectKey, u64), ApiError> {
-    let bad = || {
-        ApiError::bad_request(format!(
-            "continue token {token:?} is not valid; start the list again"
-        ))
-    };
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    let s = |i: usize| v.get(i).and_then(Value::as_str).map(String::from).ok_or_else(bad);
-    Ok((
-        ObjectKey {
-            cluster: s(0)?,
-            resource: resource.to_string(),
-            namespace: s(1)?,
-            name: s(2)?,
-        },
-        v.get(3).and_then(Value::as_u64).ok_or_else(bad)?,
-    ))
-}
-
 pub async fn list(s: &Scope) -> Result<Response, ApiError> {
     let sel = Selectors::parse(&s.query)?;
-    let resource = s.info.storage_key();
-    let (after, pinned_rv) = match &s.query.continue_token {
-        Some(t) => {
-            let (k, rv) = decode_continue(t, &resource)?;
-            (Some(k), Some(rv))
-        }
-        None => (None, None),
-    };
-    let (objects, rv) = s
-        .hub
-        .store
-        .list(&s.scope(), &resource, s.namespace.as_deref(), after.as_ref());
-    let rv = pinned_rv.unwrap_or(rv);
-    let mut items = Vec::new();
-    let mut next = None;
-    let mut iter = objects.iter().filter(|(k, o)| sel.matches(k, o));
-    for (k, o) in iter.by_ref() {
-        items.push((k, o));
-        if s.query.limit.is_some_and(|l| items.len() >= l) {
-            break;
-        }
-    }
-    if s.query.limit.is_some() && iter.next().is_some() {
-        next = items.last().map(|(k, _)| encode_continue(k, rv));
-    }
+    let page = service::list(s, s.query.limit, s.query.continue_token.as_deref(), |k, o| {
+        sel.matches(k, o)
+    })?;
+    let (items, rv, next) = (page.items, page.resource_version, page.continue_token);
     let mut meta = Map::new();
     meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     if let Some(c) = &next {

@@ -19,6 +19,7 @@ pub mod token;
 
 use std::sync::Arc;
 
+use base64::Engine;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -275,6 +276,83 @@ pub fn get(r: &Request) -> Result<Value, ApiError> {
         .get(&r.key(&name)?)
         .ok_or_else(|| ApiError::not_found(&r.info.group, &r.info.resource, &name))?;
     Ok(served_value(&stored, &r.info))
+}
+
+/// One page of a list: the objects, the list's resourceVersion, and the
+/// token for the next page when there is one.
+pub struct ListPage {
+    pub items: Vec<(ObjectKey, Arc<StoredObject>)>,
+    pub resource_version: u64,
+    pub continue_token: Option<String>,
+}
+
+fn encode_continue(key: &ObjectKey, rv: u64) -> String {
+    let raw = serde_json::json!([key.cluster, key.namespace, key.name, rv]).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str, resource: &str) -> Result<(ObjectKey, u64), ApiError> {
+    let bad = || {
+        ApiError::bad_request(format!(
+            "continue token {token:?} is not valid; start the list again"
+        ))
+    };
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    let s = |i: usize| v.get(i).and_then(Value::as_str).map(String::from).ok_or_else(bad);
+    Ok((
+        ObjectKey {
+            cluster: s(0)?,
+            resource: resource.to_string(),
+            namespace: s(1)?,
+            name: s(2)?,
+        },
+        v.get(3).and_then(Value::as_u64).ok_or_else(bad)?,
+    ))
+}
+
+/// The objects of the request's resource (in its namespace, workspace or
+/// all workspaces) that `matches` accepts, at most `limit` of them, from
+/// where `continue_token` left off.
+pub fn list(
+    r: &Request,
+    limit: Option<usize>,
+    continue_token: Option<&str>,
+    matches: impl Fn(&ObjectKey, &StoredObject) -> bool,
+) -> Result<ListPage, ApiError> {
+    let resource = r.info.storage_key();
+    let (after, pinned_rv) = match continue_token {
+        Some(t) => {
+            let (k, rv) = decode_continue(t, &resource)?;
+            (Some(k), Some(rv))
+        }
+        None => (None, None),
+    };
+    let (objects, rv) = r
+        .hub
+        .store
+        .list(&r.scope(), &resource, r.namespace.as_deref(), after.as_ref());
+    let rv = pinned_rv.unwrap_or(rv);
+    let mut items = Vec::new();
+    let mut iter = objects.into_iter().filter(|(k, o)| matches(k, o));
+    for item in iter.by_ref() {
+        items.push(item);
+        if limit.is_some_and(|l| items.len() >= l) {
+            break;
+        }
+    }
+    let continue_token = if limit.is_some() && iter.next().is_some() {
+        items.last().map(|(k, _)| encode_continue(k, rv))
+    } else {
+        None
+    };
+    Ok(ListPage {
+        items,
+        resource_version: rv,
+        continue_token,
+    })
 }
 
 /// Create `obj` (as a client sent it); returns the stored object.
