@@ -298,13 +298,12 @@ fn apply_error(s: &Request, name: &str, e: patch::ApplyError) -> ApiError {
 }
 
 /// Whether an update leaves an object being deleted with no finalizers: it is
-/// then removed from storage instead of written. A namespace is also held
-/// by `spec.finalizers` (namespace termination).
+/// then removed from storage instead of written. Its strategy may still
+/// hold it (a namespace's `spec.finalizers`).
 pub fn is_finalized(info: &ResourceInfo, v: &Value) -> bool {
-    let namespace = info.group.is_empty() && info.resource == "namespaces";
     v.pointer("/metadata/deletionTimestamp").is_some()
         && v.pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_none_or(|f| f.is_empty())
-        && !(namespace && crate::strategy::core::namespace::held_by_spec(v))
+        && !crate::strategy::for_resource(info).held_after_finalizers(v)
 }

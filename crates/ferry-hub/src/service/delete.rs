@@ -7,11 +7,13 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::hooks::{after_write, marked_deleting, remove_contents};
-use super::propagation::{self as policy, PropagationPolicy};
+use super::propagation::PropagationPolicy;
 use crate::hub::Hub;
 use crate::json;
 use crate::registry::ResourceInfo;
+use crate::status::ApiError;
 use crate::storage::{Expect, ObjectKey, StoreError, StoredObject};
+use crate::strategy::Strategy;
 
 pub enum DeleteError {
     /// The object changed under us; read it again.
@@ -19,38 +21,19 @@ pub enum DeleteError {
     Store(StoreError),
     /// The stored object cannot be marked as being deleted (a field that
     /// must be an object is not).
-    Invalid(json::PathError),
+    Invalid(ApiError),
 }
 
-/// Set `deletionTimestamp` (and a namespace's `Terminating` phase, a CRD's
-/// `Terminating` condition) on an object about to wait for its finalizers.
-fn mark_deleting(v: &mut Value, namespace: bool, crd: bool) -> Result<(), json::PathError> {
+/// Set `deletionTimestamp` on an object about to wait for its finalizers,
+/// and what its strategy adds (a namespace's phase, a CRD's condition).
+fn mark_deleting(strategy: &dyn Strategy, v: &mut Value) -> Result<(), ApiError> {
     let meta = json::object_mut(v, &["metadata"])?;
     meta.insert(
         "deletionTimestamp".into(),
         Value::String(ferry_api::timestamp::now()),
     );
     meta.insert("deletionGracePeriodSeconds".into(), json!(0));
-    if namespace {
-        json::set(v, &["status", "phase"], json!("Terminating"))?;
-    }
-    if crd {
-        let status = json::object_mut(v, &["status"])?;
-        let mut kept: Vec<Value> = match status.remove("conditions") {
-            Some(Value::Array(c)) => c
-                .into_iter()
-                .filter(|c| c.get("type") != Some(&json!("Terminating")))
-                .collect(),
-            _ => Vec::new(),
-        };
-        kept.push(crate::strategy::apiextensions::crd::terminating_condition());
-        status.insert("conditions".into(), json!(kept));
-    }
-    Ok(())
-}
-
-pub(super) fn is(info: &ResourceInfo, group: &str, resource: &str) -> bool {
-    info.group == group && info.resource == resource
+    strategy.prepare_for_delete(v)
 }
 
 /// The string entries of `metadata.finalizers`.
@@ -75,31 +58,18 @@ pub async fn delete_object(
     dry_run: bool,
     propagation: Option<PropagationPolicy>,
 ) -> Result<Value, DeleteError> {
-    let namespace = is(info, "", "namespaces");
-    let crd = is(info, "apiextensions.k8s.io", "customresourcedefinitions");
+    let strategy = crate::strategy::for_resource(info);
     let current = finalizers_of(&v);
     let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
-    // Namespaces go through namespace termination; their dependents elsewhere
-    // are collected once they are gone.
-    let mut finalizers = if namespace {
-        current.clone()
-    } else {
-        policy::finalizers_on_delete(&current, propagation, policy::default_policy(info))
-    };
-    // A CRD is held until its custom resources are gone (kube-apiserver adds
-    // this finalizer when a CRD is deleted).
-    let cleanup = crate::strategy::apiextensions::crd::CLEANUP_FINALIZER;
-    if crd && !deleting && !finalizers.iter().any(|f| f == cleanup) {
-        finalizers.push(cleanup.to_string());
-    }
-    if !finalizers.is_empty() || namespace {
+    let finalizers = strategy.finalizers_on_delete(info, &current, deleting, propagation);
+    if !finalizers.is_empty() || strategy.always_graceful() {
         if !deleting || finalizers != current {
             if !deleting {
-                mark_deleting(&mut v, namespace, crd).map_err(DeleteError::Invalid)?;
+                mark_deleting(strategy, &mut v).map_err(DeleteError::Invalid)?;
             }
             if finalizers != current {
                 json::set(&mut v, &["metadata", "finalizers"], json!(finalizers))
-                    .map_err(DeleteError::Invalid)?;
+                    .map_err(|e| DeleteError::Invalid(e.into()))?;
             }
             if dry_run {
                 return Ok(v);

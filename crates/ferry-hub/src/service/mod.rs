@@ -522,9 +522,10 @@ fn delete_error(r: &Request, name: &str, e: delete::DeleteError) -> Option<ApiEr
     match e {
         delete::DeleteError::Conflict => None,
         delete::DeleteError::Store(e) => Some(store_error(r, name, e)),
-        delete::DeleteError::Invalid(e) => {
-            Some(ApiError::internal(format!("the stored object is malformed: {e}")))
-        }
+        delete::DeleteError::Invalid(e) => Some(ApiError::internal(format!(
+            "the stored object is malformed: {}",
+            e.message
+        ))),
     }
 }
 

@@ -27,6 +27,7 @@ pub mod tenancy;
 use serde_json::Value;
 
 use crate::registry::ResourceInfo;
+use crate::service::propagation::{self, PropagationPolicy};
 use crate::service::Request;
 use crate::status::{ApiError, Cause};
 
@@ -78,6 +79,37 @@ pub trait Strategy: Sync {
     /// is stored anyway.
     fn warnings(&self, _r: &Request, _obj: &Value) -> Vec<String> {
         Vec::new()
+    }
+
+    /// The finalizers an object gets when a DELETE reaches it, from its
+    /// current ones and the request's propagation policy (`None`: not said).
+    /// By default, the garbage collector's (`orphan`, `foregroundDeletion`).
+    fn finalizers_on_delete(
+        &self,
+        info: &ResourceInfo,
+        current: &[String],
+        _deleting: bool,
+        propagation: Option<PropagationPolicy>,
+    ) -> Vec<String> {
+        propagation::finalizers_on_delete(current, propagation, propagation::default_policy(info))
+    }
+
+    /// Whether a DELETE always leaves the object marked for the kind's own
+    /// controller, even with no finalizer (namespaces).
+    fn always_graceful(&self) -> bool {
+        false
+    }
+
+    /// What else marks an object as being deleted, besides its
+    /// `deletionTimestamp` (a namespace's phase, a CRD's condition).
+    fn prepare_for_delete(&self, _obj: &mut Value) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Whether an object being deleted, with no `metadata.finalizers` left,
+    /// is still held (a namespace's `spec.finalizers`).
+    fn held_after_finalizers(&self, _obj: &Value) -> bool {
+        false
     }
 }
 

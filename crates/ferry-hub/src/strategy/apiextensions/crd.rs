@@ -7,6 +7,8 @@
 use serde_json::{json, Value};
 
 use crate::json;
+use crate::registry::ResourceInfo;
+use crate::service::propagation::{self, PropagationPolicy};
 use crate::service::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::Strategy;
@@ -78,5 +80,36 @@ impl Strategy for CrdStrategy {
 
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
         crate::validation::validate_crd(obj)
+    }
+
+    /// A CRD is held until its custom resources are gone (kube-apiserver
+    /// adds the clean-up finalizer when a CRD is deleted).
+    fn finalizers_on_delete(
+        &self,
+        info: &ResourceInfo,
+        current: &[String],
+        deleting: bool,
+        propagation: Option<PropagationPolicy>,
+    ) -> Vec<String> {
+        let mut finalizers =
+            propagation::finalizers_on_delete(current, propagation, propagation::default_policy(info));
+        if !deleting && !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {
+            finalizers.push(CLEANUP_FINALIZER.to_string());
+        }
+        finalizers
+    }
+
+    fn prepare_for_delete(&self, obj: &mut Value) -> Result<(), ApiError> {
+        let status = json::object_mut(obj, &["status"])?;
+        let mut kept: Vec<Value> = match status.remove("conditions") {
+            Some(Value::Array(c)) => c
+                .into_iter()
+                .filter(|c| c.get("type") != Some(&json!("Terminating")))
+                .collect(),
+            _ => Vec::new(),
+        };
+        kept.push(terminating_condition());
+        status.insert("conditions".into(), json!(kept));
+        Ok(())
     }
 }

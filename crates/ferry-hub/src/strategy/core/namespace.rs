@@ -5,6 +5,8 @@
 use serde_json::{json, Value};
 
 use crate::json;
+use crate::registry::ResourceInfo;
+use crate::service::propagation::PropagationPolicy;
 use crate::service::Request;
 use crate::status::ApiError;
 use crate::strategy::Strategy;
@@ -25,6 +27,31 @@ fn name_label(obj: &mut Value) -> Result<(), ApiError> {
 }
 
 impl Strategy for NamespaceStrategy {
+    /// Namespaces go through namespace termination whatever the propagation
+    /// policy; their dependents elsewhere are collected once they are gone.
+    fn finalizers_on_delete(
+        &self,
+        _info: &ResourceInfo,
+        current: &[String],
+        _deleting: bool,
+        _propagation: Option<PropagationPolicy>,
+    ) -> Vec<String> {
+        current.to_vec()
+    }
+
+    fn always_graceful(&self) -> bool {
+        true
+    }
+
+    fn prepare_for_delete(&self, obj: &mut Value) -> Result<(), ApiError> {
+        json::set(obj, &["status", "phase"], json!("Terminating"))?;
+        Ok(())
+    }
+
+    fn held_after_finalizers(&self, obj: &Value) -> bool {
+        held_by_spec(obj)
+    }
+
     /// `namespaces/<name>/finalize` changes only `spec.finalizers`.
     fn merge_subresource(
         &self,
