@@ -9,8 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::Request;
-use crate::auth::rbac;
-use crate::hub::{Hub, CRDS};
+use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 use crate::storage::ObjectKey;
@@ -67,12 +66,7 @@ pub fn after_write<'a>(
     new: Option<&'a Value>,
 ) -> BoxFuture<'a, ()> {
     Box::pin(async move {
-        let storage_key = info.storage_key();
-        if storage_key == CRDS {
-            hub.refresh_crds(&key.cluster);
-        } else if rbac::is_rbac_resource(&storage_key) {
-            hub.security.rbac.invalidate(&key.cluster);
-        }
+        crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
         if let Some(observer) = hub.write_observer() {
             observer.written(hub, info, key, new).await;
         }
@@ -81,10 +75,8 @@ pub fn after_write<'a>(
 
 /// An object was marked as being deleted and waits for its finalizers.
 pub async fn marked_deleting(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey) {
-    if info.storage_key() == CRDS {
-        // Serve its resources as terminating (creates refused).
-        hub.refresh_crds(&key.cluster);
-    }
+    // A CRD's resources are served as terminating from now on (creates refused).
+    crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
     if let Some(observer) = hub.write_observer() {
         observer.deleting(hub, info, key).await;
     }

@@ -26,6 +26,7 @@ pub mod tenancy;
 
 use serde_json::Value;
 
+use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::service::propagation::{self, PropagationPolicy};
 use crate::service::Request;
@@ -111,6 +112,11 @@ pub trait Strategy: Sync {
     fn held_after_finalizers(&self, _obj: &Value) -> bool {
         false
     }
+
+    /// Bring the hub's own indexes up to date after a write of this kind in
+    /// `cluster` is stored (what CRDs serve, the RBAC cache), before the
+    /// write answers.
+    fn after_commit(&self, _hub: &Hub, _cluster: &str) {}
 }
 
 /// Kinds with nothing special: the service's generic sequence only.

@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use crate::auth::{escalation, rbac};
+use crate::hub::Hub;
 use crate::service::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::Strategy;
@@ -23,5 +24,10 @@ impl Strategy for RbacStrategy {
 
     fn admit(&self, r: &Request, old: Option<&Value>, obj: &Value) -> Result<(), ApiError> {
         escalation::check_rbac_write(&r.hub, &r.user, &r.attributes(), old, obj)
+    }
+
+    /// Authorization answers from the new RBAC objects at once.
+    fn after_commit(&self, hub: &Hub, cluster: &str) {
+        hub.security.rbac.invalidate(cluster);
     }
 }

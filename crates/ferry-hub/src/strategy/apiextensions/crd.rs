@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 
+use crate::hub::Hub;
 use crate::json;
 use crate::registry::ResourceInfo;
 use crate::service::propagation::{self, PropagationPolicy};
@@ -97,6 +98,10 @@ impl Strategy for CrdStrategy {
             finalizers.push(CLEANUP_FINALIZER.to_string());
         }
         finalizers
+    }
+
+    fn after_commit(&self, hub: &Hub, cluster: &str) {
+        hub.refresh_crds(cluster);
     }
 
     fn prepare_for_delete(&self, obj: &mut Value) -> Result<(), ApiError> {
