@@ -1,4 +1,7 @@
-//! get, list, create, update, patch, delete and deletecollection.
+//! get, list, create, update, patch, delete and deletecollection over HTTP:
+//! bodies, media types, query options and the representations of answers
+//! (Table, PartialObjectMetadata, Scale, `Warning` headers). The work is the
+//! object service's ([`crate::service`]).
 
 use axum::response::Response;
 use bytes::Bytes;

@@ -1,5 +1,12 @@
 //! Built-in controllers: what a fresh cluster has, workspaces, namespace
-//! termination, CRD clean-up, garbage collection of `ownerReferences` dependents.
+//! termination, CRD clean-up, APIServices, token Secrets and CSR signing,
+//! mailboxes, garbage collection of `ownerReferences` dependents.
+//!
+//! They are clients of the object service ([`crate::service`]), writing as
+//! the loopback user with their own field managers. Each follows the
+//! store's watch and resyncs when it starts ([`follow`], [`finalizing`],
+//! [`garbage_collector`]); [`BuiltIn`] is their first pass within a write,
+//! for effects the client sees on its next request.
 
 pub mod apiservices;
 pub mod crds;
