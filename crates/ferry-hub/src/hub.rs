@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use parking_lot::RwLock;
 use serde_json::Value;
 
-use crate::registry::{resources_from_crd, Registry};
-use crate::storage::{ClusterScope, Store};
+use crate::registry::{resources_from_crd, Registry, ResourceInfo};
+use crate::storage::{ClusterScope, ObjectKey, Store};
 use crate::workspace::{LogicalCluster, WorkspaceIndex, ROOT, WORKSPACES};
 
 /// Settings that shape what clients see.
@@ -47,6 +48,43 @@ impl Default for HubConfig {
 /// Storage key of CRDs.
 pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
+/// What the hub's built-in controllers do within a write, before it
+/// answers: their first pass over the object, for effects a client sees on
+/// its next request (a new workspace is usable, a CRD deleted with no
+/// custom resources left is gone, a token Secret has its token). Each
+/// controller also follows the store's watch and resyncs when it starts,
+/// so what a restart interrupted is finished.
+///
+/// The object service calls this; the controllers implement it
+/// (`controllers::BuiltIn`), so neither imports the other's internals.
+pub trait WriteObserver: Send + Sync {
+    /// A create of `obj` at `key` is about to be stored.
+    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()>;
+    /// The object at `key` (served as `info`) was written (`new`) or removed (`None`).
+    fn written<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        new: Option<&'a Value>,
+    ) -> BoxFuture<'a, ()>;
+    /// The object at `key` was just marked as being deleted, held by finalizers.
+    fn deleting<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()>;
+    /// `old` was removed from storage: what goes with it goes now.
+    fn removed<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        old: &'a Value,
+    ) -> BoxFuture<'a, ()>;
+}
+
 pub struct Hub {
     pub store: Arc<Store>,
     pub registry: Registry,
@@ -56,6 +94,8 @@ pub struct Hub {
     pub security: crate::auth::Security,
     /// `https://host:port`, known once the listener is bound.
     external_url: RwLock<String>,
+    /// The built-in controllers' part of a write (none until they are installed).
+    observer: RwLock<Option<Arc<dyn WriteObserver>>>,
 }
 
 impl Hub {
@@ -75,6 +115,7 @@ impl Hub {
             config,
             security,
             external_url: RwLock::new(String::new()),
+            observer: RwLock::new(None),
         };
         hub.rebuild_indexes();
         Arc::new(hub)
@@ -86,6 +127,15 @@ impl Hub {
 
     pub fn set_external_url(&self, url: String) {
         *self.external_url.write() = url;
+    }
+
+    /// Install what the built-in controllers do within a write.
+    pub fn set_write_observer(&self, observer: Arc<dyn WriteObserver>) {
+        *self.observer.write() = Some(observer);
+    }
+
+    pub fn write_observer(&self) -> Option<Arc<dyn WriteObserver>> {
+        self.observer.read().clone()
     }
 
     fn rebuild_indexes(&self) {

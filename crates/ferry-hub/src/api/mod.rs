@@ -3,16 +3,14 @@
 
 mod body;
 mod component_status;
-mod kinds;
 pub(crate) mod negotiate;
 pub(crate) mod objects;
 pub mod path;
 pub(crate) mod query;
 mod special;
 mod watch;
-pub(crate) mod write;
 
-pub use write::CLUSTER_ANNOTATION;
+pub use crate::service::CLUSTER_ANNOTATION;
 
 use std::sync::Arc;
 
@@ -29,6 +27,7 @@ use crate::auth::{PeerCertificate, UserInfo};
 use crate::discovery;
 use crate::hub::Hub;
 use crate::openapi;
+use crate::service;
 use crate::status::ApiError;
 use crate::workspace::LogicalCluster;
 use body::{json_value, MAX_BODY};
@@ -42,11 +41,34 @@ pub fn router(hub: Arc<Hub>) -> Router {
 async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    match serve(hub, req).await {
+    match catch_panic(&method, &path, serve(hub, req)).await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(%method, %path, code = e.code, "{}", e.message);
             e.into_response()
+        }
+    }
+}
+
+/// Run a request's handler; a panic becomes a 500 `Status` and an error log
+/// naming the request, instead of a dropped connection.
+async fn catch_panic<F>(method: &http::Method, path: &str, handler: F) -> Result<Response, ApiError>
+where
+    F: std::future::Future<Output = Result<Response, ApiError>>,
+{
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(handler).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            tracing::error!(%method, %path, "request handler panicked: {what}");
+            Err(ApiError::internal(format!(
+                "an internal error occurred while serving {method} {path}; the hub's log has the details"
+            )))
         }
     }
 }
@@ -253,28 +275,30 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                     &body,
                 );
             }
-            if info.group == "certificates.k8s.io"
-                && rp.subresource.as_deref() == Some("approval")
-                && matches!(parts.method.as_str(), "PUT" | "PATCH")
-            {
-                if let (Some(lc), Some(name)) = (&cluster, &rp.name) {
-                    special::check_csr_approval(&hub, lc, &user, name)?;
-                }
-            }
             let verb = authz::resource_verb(&parts.method, rp.name.is_some(), query.watch);
+            let options = service::WriteOptions {
+                dry_run: query.dry_run,
+                force: query.force,
+                field_manager: query
+                    .field_manager
+                    .clone()
+                    .unwrap_or_else(|| default_manager(&parts.headers)),
+            };
             let scope = objects::Scope {
-                hub: hub.clone(),
-                cluster,
-                info,
-                namespace: rp.namespace,
-                name: rp.name,
-                subresource: rp.subresource,
+                request: service::Request {
+                    hub: hub.clone(),
+                    cluster,
+                    info,
+                    namespace: rp.namespace,
+                    name: rp.name,
+                    subresource: rp.subresource,
+                    user,
+                    verb,
+                    options,
+                },
                 query,
                 format: negotiate::object_format(&parts.headers),
-                default_manager: default_manager(&parts.headers),
                 headers: parts.headers,
-                user,
-                verb,
             };
             if component_status::serves(&scope.info) {
                 return component_status::serve(&scope, &parts.method);
@@ -304,110 +328,25 @@ async fn read_body(body: Body) -> Result<bytes::Bytes, ApiError> {
     })
 }
 
-/// A request scope for the hub's own writes (controllers): the loopback
-/// user, `manager` as field manager, JSON bodies (JSON merge patches for
-/// `patch`).
-fn internal_scope(
-    hub: &Arc<Hub>,
-    cluster: &str,
-    info: crate::registry::ResourceInfo,
-    namespace: Option<&str>,
-    name: Option<&str>,
-    verb: &str,
-    manager: &str,
-) -> Result<objects::Scope, ApiError> {
-    let content_type = if verb == "patch" {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let lc = hub
-        .workspaces
-        .by_name(cluster)
-        .ok_or_else(|| ApiError::not_found_message(format!("workspace {cluster} not found")))?;
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(content_type),
-    );
-    Ok(objects::Scope {
-        hub: hub.clone(),
-        cluster: Some(lc),
-        info,
-        namespace: namespace.map(String::from),
-        name: name.map(String::from),
-        subresource: None,
-        query: query::Query::default(),
-        format: negotiate::Format::Object,
-        default_manager: manager.into(),
-        headers,
-        user: UserInfo::loopback(),
-        verb: verb.into(),
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Create an object from inside the hub (controllers), with the same defaults
-/// and validation as a client's create. AlreadyExists is returned as an error.
-pub(crate) async fn create_internal(
-    hub: &Arc<Hub>,
-    cluster: &str,
-    group: &str,
-    version: &str,
-    resource: &str,
-    namespace: Option<&str>,
-    value: Value,
-) -> Result<Value, ApiError> {
-    let info = hub
-        .registry
-        .lookup(Some(cluster), group, version, resource)
-        .ok_or_else(|| ApiError::not_found_message(format!("{resource} is not served")))?;
-    let scope = internal_scope(hub, cluster, info, namespace, None, "create", "ferry-hub")?;
-    let body = bytes::Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-    let resp = objects::create(&scope, body).await?;
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::internal(e.to_string()))
-}
-
-/// The internal scope addressing the object at `key`, for `verb`.
-fn key_scope(
-    hub: &Arc<Hub>,
-    info: crate::registry::ResourceInfo,
-    key: &crate::storage::ObjectKey,
-    verb: &str,
-    manager: &str,
-) -> Result<objects::Scope, ApiError> {
-    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
-    internal_scope(hub, &key.cluster, info, namespace, Some(&key.name), verb, manager)
-}
-
-/// Delete the object at `key` (served as `info`) from inside the hub, as a
-/// client's DELETE with the DeleteOptions `options` would: preconditions,
-/// finalizers, propagation, namespace termination and after-write hooks alike.
-pub(crate) async fn delete_internal(
-    hub: &Arc<Hub>,
-    info: crate::registry::ResourceInfo,
-    key: &crate::storage::ObjectKey,
-    options: &Value,
-    manager: &str,
-) -> Result<(), ApiError> {
-    let scope = key_scope(hub, info, key, "delete", manager)?;
-    let body = bytes::Bytes::from(serde_json::to_vec(options).unwrap_or_default());
-    objects::delete(&scope, body).await.map(|_| ())
-}
-
-/// Apply a JSON merge patch to the object at `key` from inside the hub, as a
-/// client's PATCH would (removing the last finalizer of an object being
-/// deleted deletes it).
-pub(crate) async fn merge_patch_internal(
-    hub: &Arc<Hub>,
-    info: crate::registry::ResourceInfo,
-    key: &crate::storage::ObjectKey,
-    patch: &Value,
-    manager: &str,
-) -> Result<(), ApiError> {
-    let scope = key_scope(hub, info, key, "patch", manager)?;
-    let body = bytes::Bytes::from(serde_json::to_vec(patch).unwrap_or_default());
-    objects::patch(&scope, body).await.map(|_| ())
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_with_a_status() {
+        let method = http::Method::PATCH;
+        let handler = async {
+            let v = serde_json::json!("oops");
+            let mut v = v;
+            v["metadata"] = serde_json::json!({}); // panics: index assignment on a string
+            Ok(StatusCode::OK.into_response())
+        };
+        let e = catch_panic(&method, "/api/v1/namespaces/default/configmaps/x", handler)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 500);
+        assert!(e
+            .message
+            .contains("PATCH /api/v1/namespaces/default/configmaps/x"));
+    }
 }

@@ -1,115 +1,43 @@
-//! get, list, create, update, patch, delete and deletecollection.
-
-use std::sync::Arc;
+//! get, list, create, update, patch, delete and deletecollection over HTTP:
+//! bodies, media types, query options and the representations of answers
+//! (Table, PartialObjectMetadata, Scale, `Warning` headers). The work is the
+//! object service's ([`crate::service`]).
 
 use axum::response::Response;
-use base64::Engine;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::body::{check_type, content_type, json_value, parse_object};
+use super::body::{content_type, json_value, parse_object};
 use super::negotiate::Format;
 use super::query::Query;
-use super::write::{self, WriteKind};
-use crate::auth::rbac::Request;
-use crate::auth::{Attributes, UserInfo};
-use crate::controllers::garbage_collector::policy::{self, PropagationPolicy};
-use crate::hub::Hub;
 use crate::registry::field_labels::FieldLabels;
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::service::change::{scale_of, unsupported_patch};
+use crate::service::propagation as policy;
+pub use crate::service::served_value;
+use crate::service::{self, DeleteOptions, PatchType};
 use crate::status::ApiError;
-use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError, StoredObject};
+use crate::storage::{ObjectKey, StoredObject};
 use crate::table::{builtin_columns, render_table, IncludeObject};
-use crate::workspace::LogicalCluster;
 
-/// Everything a resource request is about.
+/// Everything a resource request is about: the object service's request
+/// plus how the client wants the answer.
 pub struct Scope {
-    pub hub: Arc<Hub>,
-    /// `None`: the `/clusters/*` wildcard.
-    pub cluster: Option<LogicalCluster>,
-    pub info: ResourceInfo,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub subresource: Option<String>,
+    pub request: service::Request,
     pub query: Query,
     pub format: Format,
     pub headers: HeaderMap,
-    /// Field manager for writes that do not name one.
-    pub default_manager: String,
-    /// Who asked ([`UserInfo::loopback`] for the hub's own writes).
-    pub user: UserInfo,
-    /// The RBAC verb the request was authorized for (`create`, `patch`, ...).
-    pub verb: String,
 }
 
-impl Scope {
-    pub fn scope(&self) -> ClusterScope {
-        match &self.cluster {
-            Some(lc) => ClusterScope::One(lc.name.clone()),
-            None => ClusterScope::All,
-        }
+/// A scope is read as the service request it carries (`s.hub`, `s.info`,
+/// `s.key(..)`, ...); the HTTP parts are its own fields.
+impl std::ops::Deref for Scope {
+    type Target = service::Request;
+    fn deref(&self) -> &service::Request {
+        &self.request
     }
-
-    pub fn cluster(&self) -> Result<&LogicalCluster, ApiError> {
-        self.cluster.as_ref().ok_or_else(|| {
-            ApiError::method_not_allowed(
-                "the /clusters/* wildcard only supports list and watch; name one workspace",
-            )
-        })
-    }
-
-    pub fn key(&self, name: &str) -> Result<ObjectKey, ApiError> {
-        Ok(ObjectKey {
-            cluster: self.cluster()?.name.clone(),
-            resource: self.info.storage_key(),
-            namespace: self.namespace.clone().unwrap_or_default(),
-            name: name.to_string(),
-        })
-    }
-
-    /// The request as RBAC sees it: verb, resource, namespace and name as
-    /// in the URL, in this scope's workspace.
-    pub fn attributes(&self) -> Attributes {
-        Attributes {
-            request: Request::Resource {
-                verb: self.verb.clone(),
-                group: self.info.group.clone(),
-                resource: self.info.resource.clone(),
-                subresource: self.subresource.clone().unwrap_or_default(),
-                namespace: self.namespace.clone().unwrap_or_default(),
-                name: self.name.clone().unwrap_or_default(),
-            },
-            workspace: self.cluster.clone(),
-        }
-    }
-
-    pub fn manager(&self) -> String {
-        self.query
-            .field_manager
-            .clone()
-            .unwrap_or_else(|| self.default_manager.clone())
-    }
-}
-
-pub fn store_error(s: &Scope, name: &str, e: StoreError) -> ApiError {
-    let (g, r) = (&s.info.group, &s.info.resource);
-    match e {
-        StoreError::AlreadyExists => ApiError::already_exists(g, r, name),
-        StoreError::NotFound => ApiError::not_found(g, r, name),
-        StoreError::Conflict => ApiError::conflict(g, r, name, &e.to_string()),
-        StoreError::Unavailable(m) => ApiError::service_unavailable(m),
-    }
-}
-
-/// An object as served at the requested version.
-pub fn served_value(stored: &StoredObject, info: &ResourceInfo) -> Value {
-    let mut v = stored.value();
-    if info.from_crd {
-        v["apiVersion"] = Value::String(info.api_version());
-    }
-    v
 }
 
 fn partial_metadata(v: &Value) -> Value {
@@ -157,7 +85,6 @@ pub fn respond_object(s: &Scope, code: StatusCode, v: Value) -> Response {
 }
 
 pub async fn get(s: &Scope) -> Result<Response, ApiError> {
-    let name = s.name.as_deref().expect("get has a name");
     // Subresources as discovery lists them: GET where it lists `get`.
     if let Some(sub) = s.subresource.as_deref() {
         match crate::discovery::subresource_verbs(&s.info, sub) {
@@ -166,14 +93,9 @@ pub async fn get(s: &Scope) -> Result<Response, ApiError> {
             Some(_) => {}
         }
     }
-    let stored = s
-        .hub
-        .store
-        .get_committed(&s.key(name)?)
-        .ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, name))?;
-    let v = served_value(&stored, &s.info);
+    let v = service::get(s)?;
     match s.subresource.as_deref() {
-        Some("scale") => Ok(json_value(StatusCode::OK, &write::scale_of(&s.info, &v))),
+        Some("scale") => Ok(json_value(StatusCode::OK, &scale_of(&s.info, &v))),
         // status, approval, ephemeralcontainers: views of the whole object.
         _ => Ok(respond_object(s, StatusCode::OK, v)),
     }
@@ -230,33 +152,6 @@ impl Selectors {
             label => self.field_labels.value(parsed.get_or_init(|| obj.value()), label),
         })
     }
-}
-
-fn encode_continue(key: &ObjectKey, rv: u64) -> String {
-    let raw = json!([key.cluster, key.namespace, key.name, rv]).to_string();
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
-}
-
-fn decode_continue(token: &str, resource: &str) -> Result<(ObjectKey, u64), ApiError> {
-    let bad = || {
-        ApiError::bad_request(format!(
-            "continue token {token:?} is not valid; start the list again"
-        ))
-    };
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad())?;
-    let s = |i: usize| v.get(i).and_then(Value::as_str).map(String::from).ok_or_else(bad);
-    Ok((
-        ObjectKey {
-            cluster: s(0)?,
-            resource: resource.to_string(),
-            namespace: s(1)?,
-            name: s(2)?,
-        },
-        v.get(3).and_then(Value::as_u64).ok_or_else(bad)?,
-    ))
 }
 
 /// What a list's `resourceVersion` and `resourceVersionMatch` ask for, as
@@ -333,34 +228,13 @@ async fn consistent_list_at(s: &Scope) -> Result<(), ApiError> {
 
 pub async fn list(s: &Scope) -> Result<Response, ApiError> {
     let sel = Selectors::parse(&s.query, &s.info)?;
-    let resource = s.info.storage_key();
-    let (after, pinned_rv) = match &s.query.continue_token {
-        Some(t) => {
-            let (k, rv) = decode_continue(t, &resource)?;
-            (Some(k), Some(rv))
-        }
-        None => (None, None),
-    };
-    if pinned_rv.is_none() {
+    if s.query.continue_token.is_none() {
         consistent_list_at(s).await?;
     }
-    let (objects, rv) = s
-        .hub
-        .store
-        .list(&s.scope(), &resource, s.namespace.as_deref(), after.as_ref());
-    let rv = pinned_rv.unwrap_or(rv);
-    let mut items = Vec::new();
-    let mut next = None;
-    let mut iter = objects.iter().filter(|(k, o)| sel.matches(k, o));
-    for (k, o) in iter.by_ref() {
-        items.push((k, o));
-        if s.query.limit.is_some_and(|l| items.len() >= l) {
-            break;
-        }
-    }
-    if s.query.limit.is_some() && iter.next().is_some() {
-        next = items.last().map(|(k, _)| encode_continue(k, rv));
-    }
+    let page = service::list(s, s.query.limit, s.query.continue_token.as_deref(), |k, o| {
+        sel.matches(k, o)
+    })?;
+    let (items, rv, next) = (page.items, page.resource_version, page.continue_token);
     let mut meta = Map::new();
     meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
     if let Some(c) = &next {
@@ -416,237 +290,67 @@ pub async fn list(s: &Scope) -> Result<Response, ApiError> {
     Ok(response)
 }
 
-fn generate_name(prefix: &str) -> String {
-    use rand::Rng;
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    let suffix: String = (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect();
-    format!("{prefix}{suffix}")
-}
-
-/// Read and check the body of a create or update.
+/// Parse the body of a create or update as the media type it says it is.
 fn body_object(s: &Scope, body: &Bytes) -> Result<Value, ApiError> {
-    let mut obj = parse_object(body, &content_type(&s.headers))?;
-    let (kind, api_version) = match s.subresource.as_deref() {
-        Some("scale") => ("Scale".to_string(), "autoscaling/v1".to_string()),
-        _ => (s.info.kind.clone(), s.info.api_version()),
-    };
-    check_type(&mut obj, &s.info, &kind, &api_version)?;
-    if s.info.namespaced {
-        let ns = obj
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .map(String::from);
-        match (&ns, &s.namespace) {
-            (Some(b), Some(p)) if b != p => {
-                return Err(ApiError::bad_request(format!(
-                    "the namespace of the provided object ({b}) does not match the namespace sent on the request ({p})"
-                )))
-            }
-            (_, Some(p)) => obj["metadata"]["namespace"] = Value::String(p.clone()),
-            (_, None) => {
-                return Err(ApiError::bad_request(format!(
-                    "{} is namespaced: send the request to .../namespaces/<namespace>/{}",
-                    s.info.resource, s.info.resource
-                )))
-            }
-        }
-    } else if let Some(m) = obj["metadata"].as_object_mut() {
-        m.remove("namespace");
-    }
-    Ok(obj)
+    parse_object(body, &content_type(&s.headers))
 }
 
 pub async fn create(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     if let Some(sub) = s.subresource.as_deref() {
         return super::special::create_subresource(s, sub, body).await;
     }
-    s.cluster()?;
-    let mut obj = body_object(s, &body)?;
-    let name = match obj.pointer("/metadata/name").and_then(Value::as_str) {
-        Some(n) if !n.is_empty() => n.to_string(),
-        _ => match obj.pointer("/metadata/generateName").and_then(Value::as_str) {
-            Some(prefix) if !prefix.is_empty() => generate_name(prefix),
-            _ => {
-                return Err(ApiError::invalid(
-                    &s.info.group,
-                    &s.info.kind,
-                    "",
-                    vec![crate::status::Cause::required("metadata.name")],
-                ))
-            }
-        },
-    };
-    obj["metadata"]["name"] = Value::String(name.clone());
-    write::ensure_namespace_accepts(s)?;
-    write::ensure_crd_accepts(s)?;
-    let obj = write::prepare(s, WriteKind::Create, None, obj)?;
-    let key = s.key(&name)?;
-    if s.query.dry_run {
-        // A dry run answers what the real request would, AlreadyExists included.
-        if s.hub.store.get(&key).is_some() {
-            return Err(store_error(s, &name, StoreError::AlreadyExists));
-        }
-        return Ok(respond_object(s, StatusCode::CREATED, obj));
-    }
-    if key.resource == crate::workspace::WORKSPACES {
-        if s.hub.store.get(&key).is_some() {
-            return Err(store_error(s, &name, StoreError::AlreadyExists));
-        }
-        // The new logical cluster gets what a fresh cluster has before its
-        // Workspace is visible as Ready, so clients can use it at once.
-        Box::pin(crate::controllers::workspace_written(
-            &s.hub,
-            &key.cluster,
-            Some(&obj),
-        ))
-        .await;
-    }
-    let committed = s
-        .hub
-        .store
-        .put(key.clone(), Expect::Absent, obj)
-        .map_err(|e| store_error(s, &name, e))?;
-    let stored = committed
-        .durable()
-        .await
-        .map_err(|e| store_error(s, &name, e))?
-        .expect("put returns the object");
-    let v = served_value(&stored, &s.info);
-    write::after_write(&s.hub, &s.info, &key, Some(&v)).await;
-    Ok(respond_object(s, StatusCode::CREATED, v))
-}
-
-/// How an update or patch turns the current object into the new one.
-pub enum Change {
-    Replace(Value),
-    Patch { content_type: String, body: Bytes },
+    let obj = body_object(s, &body)?;
+    let written = service::create(s, obj).await?;
+    Ok(respond_written(s, written))
 }
 
 pub async fn update(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
-    let name = s.name.clone().expect("update has a name");
-    let mut obj = body_object(s, &body)?;
-    if s.subresource.as_deref() != Some("scale") {
-        match obj.pointer("/metadata/name").and_then(Value::as_str) {
-            Some(n) if n != name => {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({n}) does not match the name on the URL ({name})"
-                )))
-            }
-            Some(_) => {}
-            None => obj["metadata"]["name"] = Value::String(name.clone()),
-        }
-    }
-    modify(s, &name, Change::Replace(obj), StatusCode::OK).await
+    let obj = body_object(s, &body)?;
+    let written = service::update(s, obj).await?;
+    Ok(respond_written(s, written))
+}
+
+/// The patch format a PATCH's media type names.
+fn patch_type(s: &Scope) -> Result<PatchType, ApiError> {
+    Ok(match content_type(&s.headers).as_str() {
+        "application/json-patch+json" => PatchType::Json,
+        "application/merge-patch+json" => PatchType::Merge,
+        "application/strategic-merge-patch+json" => PatchType::StrategicMerge,
+        "application/apply-patch+yaml" => PatchType::Apply,
+        other => return Err(unsupported_patch(&s.info, other)),
+    })
 }
 
 pub async fn patch(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
-    let name = s.name.clone().expect("patch has a name");
-    let ct = content_type(&s.headers);
     if body.len() > super::body::MAX_BODY {
         return Err(ApiError::too_large("the request body is larger than 3 MiB"));
     }
-    modify(
-        s,
-        &name,
-        Change::Patch {
-            content_type: ct,
-            body,
-        },
-        StatusCode::OK,
-    )
-    .await
+    let written = service::patch(s, patch_type(s)?, body).await?;
+    Ok(respond_written(s, written))
 }
 
-/// Read-modify-write with retries on internal conflicts (GuaranteedUpdate).
-async fn modify(s: &Scope, name: &str, change: Change, code: StatusCode) -> Result<Response, ApiError> {
-    let key = s.key(name)?;
-    for _attempt in 0..16 {
-        let current = s.hub.store.get(&key);
-        let current_value = current.as_ref().map(|c| served_value(c, &s.info));
-        let outcome = write::compute_update(s, current_value.as_ref(), &change)?;
-        let (new, expect_rv) = match outcome {
-            write::Outcome::Unchanged(v) => return Ok(respond_sub(s, StatusCode::OK, v)),
-            write::Outcome::Create(v) => {
-                write::ensure_namespace_accepts(s)?;
-                write::ensure_crd_accepts(s)?;
-                if s.query.dry_run {
-                    return Ok(respond_sub(s, StatusCode::CREATED, v));
-                }
-                let committed = match s.hub.store.put(key.clone(), Expect::Absent, v) {
-                    Err(StoreError::AlreadyExists) => continue,
-                    other => other.map_err(|e| store_error(s, name, e))?,
-                };
-                let stored = committed
-                    .durable()
-                    .await
-                    .map_err(|e| store_error(s, name, e))?
-                    .expect("object");
-                let v = served_value(&stored, &s.info);
-                write::after_write(&s.hub, &s.info, &key, Some(&v)).await;
-                return Ok(respond_sub(s, StatusCode::CREATED, v));
-            }
-            write::Outcome::Update { new, client_rv } => (new, client_rv),
-        };
-        let current = current.expect("update outcome implies a current object");
-        if let Some(rv) = expect_rv {
-            if rv != current.rv {
-                return Err(store_error(s, name, StoreError::Conflict));
-            }
-        }
-        if s.query.dry_run {
-            return Ok(respond_sub(s, code, new));
-        }
-        let finalized = write::is_finalized(&new);
-        let result = if finalized {
-            s.hub.store.delete(key.clone(), Expect::Version(current.rv))
-        } else {
-            s.hub.store.put(key.clone(), Expect::Version(current.rv), new)
-        };
-        let committed = match result {
-            Err(StoreError::Conflict) if expect_rv.is_none() => continue,
-            other => other.map_err(|e| store_error(s, name, e))?,
-        };
-        let stored = committed
-            .durable()
-            .await
-            .map_err(|e| store_error(s, name, e))?
-            .expect("object");
-        let v = served_value(&stored, &s.info);
-        if finalized {
-            write::remove_contents(&s.hub, &s.info, &key, &v).await;
-        }
-        write::after_write(&s.hub, &s.info, &key, if finalized { None } else { Some(&v) }).await;
-        return Ok(respond_sub(s, code, v));
-    }
-    Err(ApiError::conflict(
-        &s.info.group,
-        &s.info.resource,
-        name,
-        "too many concurrent writers; try again",
-    ))
-}
-
-fn respond_sub(s: &Scope, code: StatusCode, v: Value) -> Response {
-    if s.subresource.as_deref() == Some("scale") {
-        json_value(code, &write::scale_of(&s.info, &v))
+fn respond_written(s: &Scope, written: service::Written) -> Response {
+    let code = if written.created {
+        StatusCode::CREATED
     } else {
-        respond_object(s, code, v)
+        StatusCode::OK
+    };
+    let mut response = if s.subresource.as_deref() == Some("scale") {
+        json_value(code, &scale_of(&s.info, &written.object))
+    } else {
+        respond_object(s, code, written.object)
+    };
+    for warning in &written.warnings {
+        // RFC 7234's warn-code 299 ("miscellaneous persistent warning"), as kube-apiserver sends.
+        let quoted = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = http::HeaderValue::from_str(&format!("299 - \"{quoted}\"")) {
+            response.headers_mut().append(http::header::WARNING, value);
+        }
     }
+    response
 }
 
-/// `DeleteOptions` fields the hub honours.
-#[derive(Default)]
-struct DeleteOptions {
-    uid: Option<String>,
-    resource_version: Option<String>,
-    dry_run: bool,
-    /// What happens to the object's dependents; `None` when the request does not say.
-    propagation: Option<PropagationPolicy>,
-}
-
+/// The `DeleteOptions` of a DELETE: its query and (optional) body.
 fn delete_options(s: &Scope, body: &Bytes) -> Result<DeleteOptions, ApiError> {
     let mut o = DeleteOptions {
         dry_run: s.query.dry_run,
@@ -679,72 +383,15 @@ fn delete_options(s: &Scope, body: &Bytes) -> Result<DeleteOptions, ApiError> {
 }
 
 pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
-    let name = s.name.clone().expect("delete has a name");
     let opts = delete_options(s, &body)?;
-    let key = s.key(&name)?;
-    for _ in 0..16 {
-        let current = s
-            .hub
-            .store
-            .get(&key)
-            .ok_or_else(|| ApiError::not_found(&s.info.group, &s.info.resource, &name))?;
-        let v = served_value(&current, &s.info);
-        if let Some(uid) = &opts.uid {
-            if v.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid) {
-                return Err(ApiError::conflict(
-                    &s.info.group,
-                    &s.info.resource,
-                    &name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        v["metadata"]["uid"]
-                    ),
-                ));
-            }
-        }
-        if let Some(rv) = &opts.resource_version {
-            if *rv != current.rv.to_string() {
-                return Err(ApiError::conflict(
-                    &s.info.group,
-                    &s.info.resource,
-                    &name,
-                    &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", current.rv),
-                ));
-            }
-        }
-        let deleted =
-            write::delete_object(&s.hub, &s.info, &key, &current, v, opts.dry_run, opts.propagation).await;
-        match deleted {
-            Err(write::DeleteError::Conflict) => continue,
-            Err(write::DeleteError::Store(e)) => return Err(store_error(s, &name, e)),
-            Ok(v) => return Ok(respond_object(s, StatusCode::OK, v)),
-        }
-    }
-    Err(ApiError::conflict(
-        &s.info.group,
-        &s.info.resource,
-        &name,
-        "too many concurrent writers; try again",
-    ))
+    let v = service::delete(s, &opts).await?;
+    Ok(respond_object(s, StatusCode::OK, v))
 }
 
 pub async fn delete_collection(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     let opts = delete_options(s, &body)?;
     let sel = Selectors::parse(&s.query, &s.info)?;
-    s.cluster()?;
-    let (objects, rv) = s
-        .hub
-        .store
-        .list(&s.scope(), &s.info.storage_key(), s.namespace.as_deref(), None);
-    let mut deleted = Vec::new();
-    for (key, obj) in objects.iter().filter(|(k, o)| sel.matches(k, o)) {
-        let v = served_value(obj, &s.info);
-        match write::delete_object(&s.hub, &s.info, key, obj, v, opts.dry_run, opts.propagation).await {
-            Ok(v) => deleted.push(v),
-            Err(write::DeleteError::Conflict) | Err(write::DeleteError::Store(StoreError::NotFound)) => {}
-            Err(write::DeleteError::Store(e)) => return Err(store_error(s, &key.name, e)),
-        }
-    }
+    let (deleted, rv) = service::delete_collection(s, &opts, |k, o| sel.matches(k, o)).await?;
     Ok(json_value(
         StatusCode::OK,
         &json!({"kind": s.info.list_kind, "apiVersion": s.info.api_version(),

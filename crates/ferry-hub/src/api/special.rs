@@ -1,4 +1,5 @@
-//! Create-like subresources (`POST .../<name>/<subresource>`) and the
+//! Create-like subresources (`POST .../<name>/<subresource>`; the service
+//! does the work) and the
 //! create-only review resources: TokenRequest (`serviceaccounts/<name>/token`),
 //! TokenReview, SelfSubjectReview, SelfSubjectAccessReview,
 //! SelfSubjectRulesReview, SubjectAccessReview and LocalSubjectAccessReview.
@@ -15,33 +16,23 @@ use super::body::{content_type, json_value, parse_object};
 use super::objects::{unknown_subresource, Scope};
 use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::{PolicyRule, Request};
-use crate::auth::service_account::{
-    ObjectRef, TokenSpec, API_AUDIENCE, DEFAULT_EXPIRATION_SECONDS, MAX_EXPIRATION_SECONDS,
-    MIN_EXPIRATION_SECONDS,
-};
+use crate::auth::service_account::API_AUDIENCE;
 use crate::auth::UserInfo;
 use crate::hub::Hub;
+use crate::json;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, Cause};
-use crate::storage::ObjectKey;
 use crate::workspace::LogicalCluster;
 
 pub async fn create_subresource(s: &Scope, sub: &str, body: Bytes) -> Result<Response, ApiError> {
     match (s.info.group.as_str(), s.info.resource.as_str(), sub) {
-        ("", "serviceaccounts", "token") => token_request(s, body),
+        ("", "serviceaccounts", "token") => {
+            let request = body_or_empty(&body, &s.headers)?;
+            let issued = crate::service::token::token_request(s, &request)?;
+            Ok(json_value(StatusCode::CREATED, &issued))
+        }
         _ => Err(unknown_subresource(s, sub)),
     }
-}
-
-fn stored(hub: &Hub, cluster: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
-    hub.store
-        .get(&ObjectKey {
-            cluster: cluster.into(),
-            resource: resource.into(),
-            namespace: namespace.into(),
-            name: name.into(),
-        })
-        .map(|o| o.value())
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
@@ -55,128 +46,11 @@ fn string_list(v: &Value, pointer: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn rfc3339(secs: i64) -> String {
-    ferry_api::timestamp::from_unix_seconds(secs).unwrap_or_default()
-}
-
 fn body_or_empty(body: &Bytes, headers: &http::HeaderMap) -> Result<Value, ApiError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(json!({}));
     }
     parse_object(body, &content_type(headers))
-}
-
-/// `POST .../serviceaccounts/<name>/token` (what `kubectl create token` sends).
-fn token_request(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
-    let cluster = s.cluster()?;
-    let namespace = s.namespace.clone().unwrap_or_default();
-    let name = s.name.clone().unwrap_or_default();
-    let req = body_or_empty(&body, &s.headers)?;
-    let invalid = |field: &str, message: String| {
-        ApiError::invalid(
-            "authentication.k8s.io",
-            "TokenRequest",
-            &name,
-            vec![Cause::invalid(field, message)],
-        )
-    };
-    let sa = stored(&s.hub, &cluster.name, "/serviceaccounts", &namespace, &name)
-        .filter(|v| v.pointer("/metadata/deletionTimestamp").is_none())
-        .ok_or_else(|| ApiError::not_found("", "serviceaccounts", &name))?;
-    let mut audiences = string_list(&req, "/spec/audiences");
-    if audiences.is_empty() {
-        audiences = vec![API_AUDIENCE.to_string()];
-    }
-    let expiration = match req.pointer("/spec/expirationSeconds") {
-        None | Some(Value::Null) => DEFAULT_EXPIRATION_SECONDS,
-        Some(v) => v.as_i64().ok_or_else(|| {
-            invalid(
-                "spec.expirationSeconds",
-                format!("Invalid value: {v}: must be an integer"),
-            )
-        })?,
-    };
-    if expiration < MIN_EXPIRATION_SECONDS {
-        return Err(invalid(
-            "spec.expirationSeconds",
-            format!("Invalid value: {expiration}: may not specify a duration less than 10 minutes"),
-        ));
-    }
-    if expiration > MAX_EXPIRATION_SECONDS {
-        return Err(invalid(
-            "spec.expirationSeconds",
-            format!("Invalid value: {expiration}: may not specify a duration larger than 2^32 seconds"),
-        ));
-    }
-    let (mut secret, mut pod) = (None, None);
-    if let Some(bound) = req.pointer("/spec/boundObjectRef").filter(|v| v.is_object()) {
-        let kind = str_at(bound, "/kind");
-        let bound_name = str_at(bound, "/name");
-        let resource = match kind {
-            "Secret" => "secrets",
-            "Pod" => "pods",
-            other => {
-                return Err(invalid(
-                    "spec.boundObjectRef.kind",
-                    format!("Unsupported value: {other:?}: supported values: \"Pod\", \"Secret\""),
-                ))
-            }
-        };
-        let obj = stored(
-            &s.hub,
-            &cluster.name,
-            &format!("/{resource}"),
-            &namespace,
-            bound_name,
-        )
-        .ok_or_else(|| ApiError::not_found("", resource, bound_name))?;
-        let uid = str_at(&obj, "/metadata/uid").to_string();
-        let wanted = str_at(bound, "/uid");
-        if !wanted.is_empty() && wanted != uid {
-            return Err(ApiError::conflict(
-                "",
-                resource,
-                bound_name,
-                &format!("the UID in the bound object reference ({wanted}) does not match the UID in record ({uid}); the object might have been deleted and then recreated"),
-            ));
-        }
-        let r = Some(ObjectRef {
-            name: bound_name.to_string(),
-            uid,
-        });
-        if kind == "Secret" {
-            secret = r;
-        } else {
-            pod = r;
-        }
-    }
-    let now = chrono::Utc::now().timestamp();
-    let spec = TokenSpec {
-        cluster: &cluster.name,
-        namespace: &namespace,
-        name: &name,
-        uid: str_at(&sa, "/metadata/uid"),
-        audiences: audiences.clone(),
-        expiration_seconds: Some(expiration),
-        secret,
-        pod,
-    };
-    let (token, exp) = s.hub.security.service_accounts.mint(&spec, now);
-    let mut spec_out =
-        json!({"audiences": audiences, "expirationSeconds": expiration, "boundObjectRef": null});
-    if let Some(bound) = req.pointer("/spec/boundObjectRef").filter(|v| v.is_object()) {
-        spec_out["boundObjectRef"] = bound.clone();
-    }
-    Ok(json_value(
-        StatusCode::CREATED,
-        &json!({
-            "kind": "TokenRequest",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": rfc3339(now)},
-            "spec": spec_out,
-            "status": {"token": token, "expirationTimestamp": rfc3339(exp.unwrap_or(now))},
-        }),
-    ))
 }
 
 /// Whether `info` is one of the create-only review resources.
@@ -219,11 +93,10 @@ pub fn review(
         ))
     })?;
     let mut obj = body_or_empty(body, headers)?;
-    if !obj.get("metadata").is_some_and(Value::is_object) {
-        obj["metadata"] = json!({});
-    }
-    obj["apiVersion"] = json!(info.api_version());
-    obj["kind"] = json!(info.kind);
+    crate::decode::check_metadata(&obj, &info.kind, &info.version)?;
+    json::object_mut(&mut obj, &["metadata"])?;
+    json::set(&mut obj, &["apiVersion"], json!(info.api_version()))?;
+    json::set(&mut obj, &["kind"], json!(info.kind))?;
     let status = match info.resource.as_str() {
         "tokenreviews" => token_review(hub, cluster, &obj),
         "selfsubjectreviews" => json!({"userInfo": user.to_json()}),
@@ -244,7 +117,7 @@ pub fn review(
             )))
         }
     };
-    obj["status"] = status;
+    json::set(&mut obj, &["status"], status)?;
     Ok(json_value(StatusCode::CREATED, &obj))
 }
 
@@ -322,7 +195,7 @@ fn access_review(
             .and_then(Value::as_str)
         {
             None | Some("") if obj.pointer("/spec/resourceAttributes").is_some() => {
-                obj["spec"]["resourceAttributes"]["namespace"] = json!(ns);
+                json::set(obj, &["spec", "resourceAttributes", "namespace"], json!(ns))?;
             }
             Some(other) if other != ns => {
                 return Err(invalid(
@@ -332,7 +205,7 @@ fn access_review(
             }
             _ => {}
         }
-        obj["metadata"]["namespace"] = json!(ns);
+        json::set(obj, &["metadata", "namespace"], json!(ns))?;
     }
     let resource = obj.pointer("/spec/resourceAttributes").filter(|v| v.is_object());
     let non_resource = obj
@@ -389,12 +262,14 @@ fn rules_json(rules: &[PolicyRule], non_resource: bool) -> Value {
                 if non_resource {
                     json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})
                 } else {
-                    let mut v =
-                        json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
+                    let mut v = serde_json::Map::new();
+                    v.insert("verbs".into(), json!(r.verbs));
+                    v.insert("apiGroups".into(), json!(r.api_groups));
+                    v.insert("resources".into(), json!(r.resources));
                     if !r.resource_names.is_empty() {
-                        v["resourceNames"] = json!(r.resource_names);
+                        v.insert("resourceNames".into(), json!(r.resource_names));
                     }
-                    v
+                    Value::Object(v)
                 }
             })
             .collect(),
@@ -418,53 +293,4 @@ fn rules_review(hub: &Arc<Hub>, cluster: &LogicalCluster, user: &UserInfo, obj: 
         "nonResourceRules": rules_json(&non_resource, true),
         "incomplete": false,
     })
-}
-
-/// Approving or denying a CSR also needs `approve` on its signer
-/// (`certificates.k8s.io/signers`, named `<signerName>` or `<domain>/*`),
-/// as kube-apiserver's CertificateApproval admission requires.
-pub fn check_csr_approval(
-    hub: &Arc<Hub>,
-    cluster: &LogicalCluster,
-    user: &UserInfo,
-    csr_name: &str,
-) -> Result<(), ApiError> {
-    if user.is_superuser() {
-        return Ok(());
-    }
-    let Some(csr) = stored(
-        hub,
-        &cluster.name,
-        "certificates.k8s.io/certificatesigningrequests",
-        "",
-        csr_name,
-    ) else {
-        return Ok(()); // the update answers 404
-    };
-    let signer = str_at(&csr, "/spec/signerName");
-    let domain_wildcard = signer.split_once('/').map(|(d, _)| format!("{d}/*"));
-    let allowed = std::iter::once(signer.to_string())
-        .chain(domain_wildcard)
-        .any(|name| {
-            let attrs = Attributes {
-                request: Request::Resource {
-                    verb: "approve".into(),
-                    group: "certificates.k8s.io".into(),
-                    resource: "signers".into(),
-                    subresource: String::new(),
-                    namespace: String::new(),
-                    name,
-                },
-                workspace: Some(cluster.clone()),
-            };
-            authorize::authorize(hub, user, &attrs).allowed()
-        });
-    if allowed {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden(format!(
-            "certificatesigningrequests.certificates.k8s.io {csr_name:?} is forbidden: user not permitted to approve requests with signerName {signer:?}: User {:?} needs \"approve\" on signers {signer:?} in workspace {:?}",
-            user.name, cluster.path
-        )))
-    }
 }

@@ -85,10 +85,11 @@ impl Encoder {
             Format::Metadata => ("meta.k8s.io/v1".to_string(), "PartialObjectMetadata".to_string()),
             Format::Table => ("meta.k8s.io/v1".to_string(), "Table".to_string()),
         };
-        let mut meta = json!({"resourceVersion": rv.to_string()});
-        if initial_events_end {
-            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
+        let meta = if initial_events_end {
+            json!({"resourceVersion": rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}})
+        } else {
+            json!({"resourceVersion": rv.to_string()})
+        };
         line(
             &json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": meta}}),
         )

@@ -9,12 +9,19 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::api::create_internal;
-use crate::hub::Hub;
-use crate::storage::{ClusterScope, Expect, ObjectKey};
+use futures::future::BoxFuture;
+
+use super::follow::Follower;
+use crate::hub::{Hub, CRDS};
+use crate::service::{self, create_internal, DeleteOptions, PatchType, Request};
+use crate::storage::{ClusterScope, WatchEvent};
 
 /// Storage key of APIServices.
 const APISERVICES: &str = "apiregistration.k8s.io/apiservices";
+/// Group, version and resource of APIServices.
+const APISERVICES_GVR: (&str, &str, &str) = ("apiregistration.k8s.io", "v1", "apiservices");
+/// Field manager of the controller's writes.
+const MANAGER: &str = "apiservice-autoregistration";
 /// Marks APIServices this controller made for CRDs (and may remove).
 const AUTOREGISTER_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
 
@@ -23,10 +30,11 @@ fn name(group: &str, version: &str) -> String {
 }
 
 fn apiservice(group: &str, version: &str, automanaged: bool) -> Value {
-    let mut labels = json!({});
-    if automanaged {
-        labels[AUTOREGISTER_LABEL] = json!("true");
-    }
+    let labels = if automanaged {
+        json!({ AUTOREGISTER_LABEL: "true" })
+    } else {
+        json!({})
+    };
     json!({
         "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
         "metadata": {"name": name(group, version), "labels": labels},
@@ -36,6 +44,30 @@ fn apiservice(group: &str, version: &str, automanaged: bool) -> Value {
             "versionPriority": 15,
         },
     })
+}
+
+/// The controller as a watch follower: every workspace at start, then the
+/// workspace of each CRD change.
+pub struct ApiServices;
+
+impl Follower for ApiServices {
+    fn follows(&self, storage_key: &str) -> bool {
+        storage_key == CRDS
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for cluster in hub.store.clusters() {
+                if hub.workspaces.by_name(&cluster).is_some() {
+                    sync(hub, &cluster).await;
+                }
+            }
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(sync(hub, &event.key.cluster))
+    }
 }
 
 /// Create the APIService of every group/version served in `cluster` that
@@ -60,9 +92,7 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
         match create_internal(
             hub,
             cluster,
-            "apiregistration.k8s.io",
-            "v1",
-            "apiservices",
+            ("apiregistration.k8s.io", "v1", "apiservices"),
             None,
             obj,
         )
@@ -78,8 +108,17 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
     for (key, obj) in existing {
         let automanaged = obj.labels.get(AUTOREGISTER_LABEL).is_some_and(|v| v == "true");
         if automanaged && !wanted.contains(&key.name) {
-            if let Ok(c) = hub.store.delete(key, Expect::Exists) {
-                let _ = c.durable().await;
+            let request = Request::internal(
+                hub,
+                cluster,
+                APISERVICES_GVR,
+                None,
+                Some(&key.name),
+                "delete",
+                MANAGER,
+            );
+            if let Ok(r) = request {
+                let _ = service::delete(&r, &DeleteOptions::default()).await;
             }
         }
     }
@@ -87,20 +126,22 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
 
 /// Local APIServices are available as soon as they exist.
 async fn mark_available(hub: &Arc<Hub>, cluster: &str, name: &str) {
-    let key = ObjectKey {
-        cluster: cluster.into(),
-        resource: APISERVICES.into(),
-        namespace: String::new(),
-        name: name.into(),
-    };
-    let Some(stored) = hub.store.get(&key) else { return };
-    let mut v = stored.value();
-    v["status"] = json!({"conditions": [{
+    let status = json!({"status": {"conditions": [{
         "type": "Available", "status": "True", "reason": "Local",
         "message": "Local APIServices are always available",
         "lastTransitionTime": ferry_api::timestamp::now(),
-    }]});
-    if let Ok(c) = hub.store.put(key, Expect::Version(stored.rv), v) {
-        let _ = c.durable().await;
+    }]}});
+    let Ok(request) = Request::internal(hub, cluster, APISERVICES_GVR, None, Some(name), "patch", MANAGER)
+    else {
+        return;
+    };
+    let body = serde_json::to_vec(&status).unwrap_or_default();
+    if let Err(e) = service::patch(&request.on_subresource("status"), PatchType::Merge, body.into()).await {
+        tracing::warn!(
+            cluster,
+            apiservice = name,
+            "marking an APIService available failed: {}",
+            e.message
+        );
     }
 }

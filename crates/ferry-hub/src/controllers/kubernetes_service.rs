@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::api::{create_internal, merge_patch_internal};
 use crate::hub::Hub;
+use crate::service::{self, create_internal, PatchType};
 use crate::storage::ObjectKey;
 use crate::workspace::{ROOT, WORKSPACES};
 
@@ -195,7 +195,11 @@ async fn ensure_one(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), 
             .registry
             .lookup(Some(cluster), owned.group, owned.version, owned.resource)
         {
-            Some(info) => merge_patch_internal(hub, info, &key, &owned.owned, "kube-apiserver").await,
+            Some(info) => {
+                let r = service::Request::internal_at(hub, info, &key, "patch", "kube-apiserver")?;
+                let body = bytes::Bytes::from(serde_json::to_vec(&owned.owned).unwrap_or_default());
+                service::patch(&r, PatchType::Merge, body).await.map(|_| ())
+            }
             None => Ok(()),
         },
         None => create(hub, cluster, owned).await,
@@ -207,9 +211,7 @@ async fn create(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), crat
         create_internal(
             hub,
             cluster,
-            owned.group,
-            owned.version,
-            owned.resource,
+            (owned.group, owned.version, owned.resource),
             Some(NAMESPACE),
             object,
         )

@@ -6,14 +6,16 @@
 //! Deleting the SyncTarget deletes its mailbox workspace.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use serde_json::{json, Value};
 
-use crate::api::create_internal;
+use futures::future::BoxFuture;
+
+use super::follow::Follower;
 use crate::hub::Hub;
-use crate::storage::{ClusterScope, EventType, ObjectKey};
+use crate::service::{self, create_internal, DeleteOptions, Request};
+use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 use crate::workspace::{ROOT, WORKSPACES};
 
 /// Storage key of `edge.kubestellar.io` SyncTargets.
@@ -29,29 +31,27 @@ pub fn mailbox_name(inventory_cluster: &str, sync_target_uid: &str) -> String {
     format!("{inventory_cluster}-mb-{sync_target_uid}")
 }
 
-/// Run the controller until the process ends.
-pub fn spawn(hub: Arc<Hub>) {
-    tokio::spawn(async move {
-        loop {
-            let rv = hub.store.resource_version();
-            resync(&hub).await;
-            let Ok(mut sub) = hub.store.watch(rv) else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            while let Some(event) = sub.next().await {
-                if event.key.resource != SYNC_TARGETS {
-                    continue;
-                }
-                let target = event.object.value();
-                match event.kind {
-                    EventType::Deleted => remove_mailbox(&hub, &event.key.cluster, &target).await,
-                    _ => ensure_mailbox(&hub, &event.key.cluster, &target).await,
-                }
+/// The controller as a watch follower (started by `controllers::spawn`).
+pub struct Mailboxes;
+
+impl Follower for Mailboxes {
+    fn follows(&self, storage_key: &str) -> bool {
+        storage_key == SYNC_TARGETS
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(resync(hub))
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let target = event.object.value();
+            match event.kind {
+                EventType::Deleted => remove_mailbox(hub, &event.key.cluster, &target).await,
+                _ => ensure_mailbox(hub, &event.key.cluster, &target).await,
             }
-            // Fell behind the event stream: resynchronise everything.
-        }
-    });
+        })
+    }
 }
 
 /// Make every SyncTarget's mailbox exist, and remove mailboxes whose SyncTarget is gone.
@@ -85,7 +85,15 @@ async fn resync(hub: &Arc<Hub>) {
 async fn ensure_workspace(hub: &Arc<Hub>, parent: &str, name: &str, annotations: Value) -> Option<String> {
     let ws = json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace",
                     "metadata": {"name": name, "annotations": annotations}});
-    match create_internal(hub, parent, "tenancy.kcp.io", "v1alpha1", "workspaces", None, ws).await {
+    match create_internal(
+        hub,
+        parent,
+        ("tenancy.kcp.io", "v1alpha1", "workspaces"),
+        None,
+        ws,
+    )
+    .await
+    {
         Ok(_) => {}
         Err(e) if e.code == 409 => {}
         Err(e) => {
@@ -138,9 +146,7 @@ async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
         match create_internal(
             hub,
             cluster,
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
+            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
             None,
             value,
         )
@@ -161,26 +167,37 @@ async fn remove_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value)
 }
 
 async fn delete_workspace(hub: &Arc<Hub>, parent: &str, name: &str) {
-    let key = ObjectKey {
-        cluster: parent.into(),
-        resource: WORKSPACES.into(),
-        namespace: String::new(),
-        name: name.into(),
+    let request = match Request::internal(
+        hub,
+        parent,
+        ("tenancy.kcp.io", "v1alpha1", "workspaces"),
+        None,
+        Some(name),
+        "delete",
+        "mailbox-controller",
+    ) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(
+                parent,
+                workspace = name,
+                "deleting mailbox workspace failed: {}",
+                e.message
+            );
+            return;
+        }
     };
-    let Some(stored) = hub.store.get(&key) else { return };
-    let Some(info) = super::info_for_storage_key(hub, parent, WORKSPACES) else {
-        return;
-    };
-    let value = stored.value();
-    if crate::api::write::delete_object(hub, &info, &key, &stored, value, false, None)
-        .await
-        .is_err()
-    {
-        tracing::warn!(parent, workspace = name, "deleting mailbox workspace failed");
-    } else {
-        tracing::info!(
+    match service::delete(&request, &DeleteOptions::default()).await {
+        Ok(_) => tracing::info!(
             workspace = name,
             "removed mailbox workspace of a deleted SyncTarget"
-        );
+        ),
+        Err(e) if e.code == 404 => {}
+        Err(e) => tracing::warn!(
+            parent,
+            workspace = name,
+            "deleting mailbox workspace failed: {}",
+            e.message
+        ),
     }
 }

@@ -1,8 +1,17 @@
 //! Built-in controllers: what a fresh cluster has, workspaces, namespace
-//! termination, CRD clean-up, garbage collection of `ownerReferences` dependents.
+//! termination, CRD clean-up, APIServices, token Secrets and CSR signing,
+//! mailboxes, garbage collection of `ownerReferences` dependents.
+//!
+//! They are clients of the object service ([`crate::service`]), writing as
+//! the loopback user with their own field managers. Each follows the
+//! store's watch and resyncs when it starts ([`follow`], [`finalizing`],
+//! [`garbage_collector`]); [`BuiltIn`] is their first pass within a write,
+//! for effects the client sees on its next request.
 
 pub mod apiservices;
 pub mod crds;
+pub mod finalizing;
+pub mod follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;
 pub mod mailbox;
@@ -11,19 +20,122 @@ pub mod security;
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-use crate::api::create_internal;
-use crate::hub::{logical_cluster_of, Hub};
+use crate::hub::{logical_cluster_of, Hub, WriteObserver, CRDS};
 use crate::registry::ResourceInfo;
-use crate::storage::{ClusterScope, Expect};
-use crate::workspace::ROOT;
+use crate::service::create_internal;
+use crate::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
+use crate::workspace::{ROOT, WORKSPACES};
+
+/// The built-in controllers' part of a write: the first pass that makes a
+/// write's effect visible to the client's next request. Their watch loops
+/// ([`spawn`], the garbage collector, the mailbox controller) do the rest.
+pub struct BuiltIn;
+
+impl WriteObserver for BuiltIn {
+    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == WORKSPACES {
+                // The new logical cluster gets what a fresh cluster has before its
+                // Workspace is visible as Ready, so clients can use it at once.
+                workspace_written(hub, &key.cluster, Some(obj)).await;
+            }
+        })
+    }
+
+    fn written<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        new: Option<&'a Value>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let storage_key = key.resource.as_str();
+            if storage_key == CRDS {
+                apiservices::sync(hub, &key.cluster).await;
+            } else if storage_key == WORKSPACES {
+                workspace_written(hub, &key.cluster, new).await;
+            } else if security::watches(storage_key) {
+                security::object_written(hub, storage_key, key, new).await;
+            } else if storage_key == "/namespaces" {
+                if let Some(ns) = new {
+                    if ns.pointer("/metadata/deletionTimestamp").is_none() {
+                        ensure_default_service_account(hub, &key.cluster, &key.name).await;
+                    }
+                }
+            }
+        })
+    }
+
+    fn deleting<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == CRDS {
+                crds::first_pass(hub, key).await;
+            }
+        })
+    }
+
+    fn removed<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        old: &'a Value,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == CRDS {
+                remove_custom_resources(hub, &key.cluster, old).await;
+            } else if key.resource == WORKSPACES {
+                if let Some(cluster) = old.pointer("/spec/cluster").and_then(Value::as_str) {
+                    remove_cluster(hub, cluster).await;
+                }
+            }
+        })
+    }
+}
+
+/// Start the controllers that follow the store's watch (namespace
+/// termination, CRD clean-up, APIServices, token Secrets and CSR signing,
+/// the garbage collector, and the mailbox controller when `mailboxes`);
+/// they stop when `stop` turns true. Await the handles to know they have
+/// stopped writing.
+pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Vec<JoinHandle<()>> {
+    let mut running = vec![
+        namespaces::spawn(hub.clone(), stop.clone()),
+        crds::spawn(hub.clone(), stop.clone()),
+        follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
+        follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
+    ];
+    if mailboxes {
+        running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
+    }
+    running.push(garbage_collector::spawn(hub.clone(), stop));
+    running
+}
+
+/// Whether the stored object is being deleted (parses only when it may be).
+pub fn is_deleting(obj: &StoredObject) -> bool {
+    memchr::memmem::find(&obj.json, b"deletionTimestamp").is_some()
+        && obj.value().pointer("/metadata/deletionTimestamp").is_some()
+}
 
 /// Namespaces every logical cluster starts with.
 pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
-/// Make sure the root cluster has what a fresh cluster has.
+/// Install the built-in controllers' part of writes, and make sure the root
+/// cluster has what a fresh cluster has.
 pub async fn bootstrap(hub: &Arc<Hub>) {
+    hub.set_write_observer(Arc::new(BuiltIn));
     bootstrap_cluster(hub, ROOT).await;
     // Workspaces from before the hub had default RBAC objects get them too.
     for cluster in hub.store.clusters() {
@@ -32,14 +144,13 @@ pub async fn bootstrap(hub: &Arc<Hub>) {
             kubernetes_service::repair(hub, &cluster).await;
         }
     }
-    crds::resume_terminations(hub).await;
 }
 
 async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
     security::ensure_default_rbac(hub, cluster).await;
     for ns in DEFAULT_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        match create_internal(hub, cluster, "", "v1", "namespaces", None, obj).await {
+        match create_internal(hub, cluster, ("", "v1", "namespaces"), None, obj).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => ensure_default_service_account(hub, cluster, ns).await,
             Err(e) => tracing::warn!(
@@ -57,7 +168,7 @@ async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
 /// Every namespace has a `default` ServiceAccount.
 pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, namespace: &str) {
     let obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});
-    match create_internal(hub, cluster, "", "v1", "serviceaccounts", Some(namespace), obj).await {
+    match create_internal(hub, cluster, ("", "v1", "serviceaccounts"), Some(namespace), obj).await {
         Ok(_) => {}
         Err(e) if e.code == 409 || e.code == 403 => {}
         Err(e) => tracing::warn!(

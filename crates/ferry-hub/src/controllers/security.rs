@@ -4,20 +4,25 @@
 //! approved CertificateSigningRequests with the hub CA (bound to the CSR's
 //! workspace, never for `system:` users or groups).
 //!
-//! They run from the write pipeline's `after_write` hook, so the effect is
-//! visible to the client's next request. Tokens are never logged.
+//! They run within the write that concerns them (`controllers::BuiltIn`), so
+//! the effect is visible to the client's next request, and write through
+//! the object service like any client. Tokens are never logged.
 
 use std::sync::Arc;
 
 use base64::Engine;
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
-use crate::api::create_internal;
+use super::follow::Follower;
 use crate::auth::defaults::default_rbac_objects;
 use crate::auth::rbac::RBAC_GROUP;
 use crate::auth::service_account::{ObjectRef, TokenSpec};
 use crate::hub::Hub;
-use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError};
+use crate::json;
+use crate::service::create_internal;
+use crate::service::{self, DeleteOptions, Request};
+use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 
 /// Storage key of CertificateSigningRequests.
 pub const CSRS: &str = "certificates.k8s.io/certificatesigningrequests";
@@ -37,6 +42,75 @@ pub fn watches(storage_key: &str) -> bool {
     matches!(storage_key, "/secrets" | "/serviceaccounts" | CSRS)
 }
 
+/// The security controllers as a watch follower: at start, every token
+/// Secret still without its token is filled, every approved CSR still
+/// unsigned is signed, and token Secrets whose ServiceAccount is gone are
+/// removed; then each change is handled as [`object_written`] does.
+pub struct SecurityControllers;
+
+impl Follower for SecurityControllers {
+    fn follows(&self, storage_key: &str) -> bool {
+        watches(storage_key)
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let (secrets, _) = hub.store.list(&ClusterScope::All, "/secrets", None, None);
+            for (key, obj) in secrets {
+                if memchr::memmem::find(&obj.json, SERVICE_ACCOUNT_TOKEN_TYPE.as_bytes()).is_none() {
+                    continue;
+                }
+                let secret = obj.value();
+                if token_owner_gone(hub, &key, &secret) {
+                    delete_token_secret(hub, &key, &secret).await;
+                } else {
+                    fill_token_secret(hub, &key, &secret).await;
+                }
+            }
+            let (csrs, _) = hub.store.list(&ClusterScope::All, CSRS, None, None);
+            for (key, obj) in csrs {
+                sign_if_approved(hub, &key, &obj.value()).await;
+            }
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let value = (event.kind != EventType::Deleted).then(|| event.object.value());
+            object_written(hub, &event.key.resource, &event.key, value.as_ref()).await;
+        })
+    }
+}
+
+/// Whether `secret` is a filled token Secret whose ServiceAccount (the one
+/// whose uid it recorded) no longer exists.
+fn token_owner_gone(hub: &Hub, key: &ObjectKey, secret: &Value) -> bool {
+    let annotation = |name: &str| {
+        secret
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(name))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (sa_name, sa_uid) = (
+        annotation(SERVICE_ACCOUNT_NAME_ANNOTATION),
+        annotation(SERVICE_ACCOUNT_UID_ANNOTATION),
+    );
+    if str_at(secret, "/type") != SERVICE_ACCOUNT_TOKEN_TYPE || sa_name.is_empty() || sa_uid.is_empty() {
+        return false;
+    }
+    let sa_key = ObjectKey {
+        cluster: key.cluster.clone(),
+        resource: "/serviceaccounts".into(),
+        namespace: key.namespace.clone(),
+        name: sa_name,
+    };
+    hub.store
+        .get(&sa_key)
+        .is_none_or(|sa| str_at(&sa.value(), "/metadata/uid") != sa_uid)
+}
+
 /// An object under a watched storage key was written (`new`) or deleted (`None`).
 pub async fn object_written(hub: &Arc<Hub>, storage_key: &str, key: &ObjectKey, new: Option<&Value>) {
     match (storage_key, new) {
@@ -51,7 +125,7 @@ pub async fn object_written(hub: &Arc<Hub>, storage_key: &str, key: &ObjectKey, 
 /// existing ones (possibly edited by an admin) are left alone.
 pub async fn ensure_default_rbac(hub: &Arc<Hub>, cluster: &str) {
     for (resource, obj) in default_rbac_objects() {
-        match create_internal(hub, cluster, RBAC_GROUP, "v1", resource, None, obj).await {
+        match create_internal(hub, cluster, (RBAC_GROUP, "v1", resource), None, obj).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
             Err(e) => tracing::warn!(cluster, resource, "creating a default RBAC object failed: {e}"),
@@ -67,24 +141,62 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-/// Replace the stored object at `key` with `change(current)`, retrying on
-/// conflicts. `change` returns `None` when nothing needs writing.
-async fn update_stored(hub: &Arc<Hub>, key: &ObjectKey, change: impl Fn(Value) -> Option<Value>) {
+/// Field manager of the token Secret controller's writes.
+const TOKENS_MANAGER: &str = "tokens-controller";
+/// Field manager of the CSR signer's writes.
+const SIGNER_MANAGER: &str = "certificate-signer";
+
+/// Update the object at `key` (of `resource`, on `subresource` when given)
+/// through the object service to `change(current)`, guarded by the current
+/// resourceVersion and retried on conflicts. `change` returns `None` when
+/// nothing needs writing.
+async fn update_through_service(
+    hub: &Arc<Hub>,
+    key: &ObjectKey,
+    resource: (&str, &str, &str),
+    subresource: Option<&str>,
+    manager: &str,
+    change: impl Fn(Value) -> Option<Value>,
+) {
+    let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
     for _ in 0..8 {
         let Some(current) = hub.store.get(key) else { return };
-        let Some(new) = change(current.value()) else {
+        let Some(mut new) = change(current.value()) else {
             return;
         };
-        match hub.store.put(key.clone(), Expect::Version(current.rv), new) {
-            Ok(committed) => {
-                if let Err(e) = committed.durable().await {
-                    tracing::warn!(name = %key.name, "security controller write failed: {e}");
-                }
+        if json::set(
+            &mut new,
+            &["metadata", "resourceVersion"],
+            json!(current.rv.to_string()),
+        )
+        .is_err()
+        {
+            return;
+        }
+        let request = match Request::internal(
+            hub,
+            &key.cluster,
+            resource,
+            namespace,
+            Some(&key.name),
+            "update",
+            manager,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(name = %key.name, "security controller write failed: {}", e.message);
                 return;
             }
-            Err(StoreError::Conflict) => continue,
+        };
+        let request = match subresource {
+            Some(sub) => request.on_subresource(sub),
+            None => request,
+        };
+        match service::update(&request, new).await {
+            Ok(_) => return,
+            Err(e) if e.code == 409 => continue,
             Err(e) => {
-                tracing::warn!(name = %key.name, "security controller write failed: {e}");
+                tracing::warn!(name = %key.name, "security controller write failed: {}", e.message);
                 return;
             }
         }
@@ -130,46 +242,56 @@ async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
         .ca()
         .map(|m| m.ca_cert_pem.clone())
         .unwrap_or_default();
-    update_stored(hub, key, |mut current| {
-        if !str_at(&current, "/data/token").is_empty() {
-            return None;
-        }
-        let recorded = current
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(SERVICE_ACCOUNT_UID_ANNOTATION))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !recorded.is_empty() && recorded != sa_uid {
-            return None; // meant for an earlier ServiceAccount of that name
-        }
-        let spec = TokenSpec {
-            cluster: &key.cluster,
-            namespace: &key.namespace,
-            name: &sa_name,
-            uid: &sa_uid,
-            audiences: Vec::new(),
-            expiration_seconds: None,
-            secret: Some(ObjectRef {
-                name: key.name.clone(),
-                uid: str_at(&current, "/metadata/uid").to_string(),
-            }),
-            pod: None,
-        };
-        let (token, _) = hub
-            .security
-            .service_accounts
-            .mint(&spec, chrono::Utc::now().timestamp());
-        if !current.get("data").is_some_and(Value::is_object) {
-            current["data"] = json!({});
-        }
-        current["data"]["token"] = json!(b64(token.as_bytes()));
-        current["data"]["namespace"] = json!(b64(key.namespace.as_bytes()));
-        if !ca.is_empty() {
-            current["data"]["ca.crt"] = json!(b64(ca.as_bytes()));
-        }
-        current["metadata"]["annotations"][SERVICE_ACCOUNT_UID_ANNOTATION] = json!(sa_uid);
-        Some(current)
-    })
+    update_through_service(
+        hub,
+        key,
+        ("", "v1", "secrets"),
+        None,
+        TOKENS_MANAGER,
+        |mut current| {
+            if !str_at(&current, "/data/token").is_empty() {
+                return None;
+            }
+            let recorded = current
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(SERVICE_ACCOUNT_UID_ANNOTATION))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !recorded.is_empty() && recorded != sa_uid {
+                return None; // meant for an earlier ServiceAccount of that name
+            }
+            let spec = TokenSpec {
+                cluster: &key.cluster,
+                namespace: &key.namespace,
+                name: &sa_name,
+                uid: &sa_uid,
+                audiences: Vec::new(),
+                expiration_seconds: None,
+                secret: Some(ObjectRef {
+                    name: key.name.clone(),
+                    uid: str_at(&current, "/metadata/uid").to_string(),
+                }),
+                pod: None,
+            };
+            let (token, _) = hub
+                .security
+                .service_accounts
+                .mint(&spec, chrono::Utc::now().timestamp());
+            let data = json::object_mut(&mut current, &["data"]).ok()?;
+            data.insert("token".into(), json!(b64(token.as_bytes())));
+            data.insert("namespace".into(), json!(b64(key.namespace.as_bytes())));
+            if !ca.is_empty() {
+                data.insert("ca.crt".into(), json!(b64(ca.as_bytes())));
+            }
+            json::set(
+                &mut current,
+                &["metadata", "annotations", SERVICE_ACCOUNT_UID_ANNOTATION],
+                json!(sa_uid),
+            )
+            .ok()?;
+            Some(current)
+        },
+    )
     .await;
 }
 
@@ -189,9 +311,33 @@ async fn remove_token_secrets(hub: &Arc<Hub>, sa_key: &ObjectKey) {
             .and_then(|a| a.get(SERVICE_ACCOUNT_NAME_ANNOTATION))
             .and_then(Value::as_str);
         if str_at(&v, "/type") == SERVICE_ACCOUNT_TOKEN_TYPE && owner == Some(sa_key.name.as_str()) {
-            if let Ok(c) = hub.store.delete(key, Expect::Version(obj.rv)) {
-                let _ = c.durable().await;
-            }
+            delete_token_secret(hub, &key, &v).await;
+        }
+    }
+}
+
+/// Delete the token Secret at `key` (if it is still `v`).
+async fn delete_token_secret(hub: &Arc<Hub>, key: &ObjectKey, v: &Value) {
+    let options = DeleteOptions {
+        uid: Some(str_at(v, "/metadata/uid").to_string()),
+        ..Default::default()
+    };
+    let request = Request::internal(
+        hub,
+        &key.cluster,
+        ("", "v1", "secrets"),
+        Some(&key.namespace),
+        Some(&key.name),
+        "delete",
+        TOKENS_MANAGER,
+    );
+    let deleted = match request {
+        Ok(r) => service::delete(&r, &options).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = deleted {
+        if e.code != 404 && e.code != 409 {
+            tracing::warn!(secret = %key.name, "removing a token Secret failed: {}", e.message);
         }
     }
 }
@@ -287,17 +433,22 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
         }
     };
     let now = ferry_api::timestamp::now();
-    update_stored(hub, key, |mut current| {
+    let csrs = ("certificates.k8s.io", "v1", "certificatesigningrequests");
+    update_through_service(hub, key, csrs, Some("status"), SIGNER_MANAGER, |mut current| {
         if !str_at(&current, "/status/certificate").is_empty() || has_condition(&current, "Failed") {
             return None;
         }
+        let status = json::object_mut(&mut current, &["status"]).ok()?;
         match &outcome {
-            Ok(cert) => current["status"]["certificate"] = json!(b64(cert.as_bytes())),
+            Ok(cert) => {
+                status.insert("certificate".into(), json!(b64(cert.as_bytes())));
+            }
             Err(why) => {
-                if !current["status"]["conditions"].is_array() {
-                    current["status"]["conditions"] = json!([]);
+                let conditions = status.entry("conditions").or_insert_with(|| json!([]));
+                if !conditions.is_array() {
+                    *conditions = json!([]);
                 }
-                if let Some(cs) = current["status"]["conditions"].as_array_mut() {
+                if let Some(cs) = conditions.as_array_mut() {
                     cs.push(json!({
                         "type": "Failed", "status": "True", "reason": "SignerValidationFailure",
                         "message": why, "lastUpdateTime": now, "lastTransitionTime": now,

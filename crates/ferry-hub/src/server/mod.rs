@@ -76,17 +76,19 @@ pub struct RunningHub {
     pub insecure_url: Option<String>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
-    /// The garbage collector, stopped with the hub.
-    collector: tokio::task::JoinHandle<()>,
+    /// The controllers that follow the store's watch, stopped with the hub.
+    controllers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningHub {
     /// Stop accepting connections and wait for the listener to close and the
-    /// garbage collector to stop writing.
+    /// controllers to stop writing.
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         let _ = self.task.await;
-        let _ = self.collector.await;
+        for c in self.controllers {
+            let _ = c.await;
+        }
     }
 }
 
@@ -205,9 +207,6 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     hub.set_external_url(url.clone());
     crate::controllers::bootstrap(&hub).await;
     crate::controllers::kubernetes_service::spawn(hub.clone());
-    if opts.mailbox_controller {
-        crate::controllers::mailbox::spawn(hub.clone());
-    }
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
     let kubeconfig =
@@ -219,7 +218,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
-    let collector = crate::controllers::garbage_collector::spawn(hub.clone(), stop.clone());
+    let controllers = crate::controllers::spawn(&hub, stop.clone(), opts.mailbox_controller);
     let insecure_url = match opts.insecure_port {
         Some(port) => {
             let plain = TcpListener::bind(("127.0.0.1", port))
@@ -290,7 +289,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         insecure_url,
         shutdown,
         task,
-        collector,
+        controllers,
     })
 }
 

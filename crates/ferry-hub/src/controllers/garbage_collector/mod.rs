@@ -21,7 +21,8 @@
 pub mod decide;
 pub mod index;
 pub mod owners;
-pub mod policy;
+/// Propagation policies belong to the delete path; the collector honours them.
+pub use crate::service::propagation as policy;
 pub mod queue;
 mod reconcile;
 

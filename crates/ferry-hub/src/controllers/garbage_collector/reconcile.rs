@@ -11,9 +11,9 @@ use super::index::DependentsIndex;
 use super::owners::{OwnerRef, Ownership};
 use super::policy::{PropagationPolicy, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use super::Work;
-use crate::api::{delete_internal, merge_patch_internal};
 use crate::controllers::info_for_storage_key;
 use crate::hub::Hub;
+use crate::service::{self, DeleteOptions, PatchType, Request};
 use crate::status::ApiError;
 use crate::storage::ObjectKey;
 
@@ -265,13 +265,14 @@ async fn delete(
         // Not served any more: its CRD's clean-up removes it.
         return Ok(());
     };
-    let options = json!({
-        "kind": "DeleteOptions", "apiVersion": "v1",
-        "propagationPolicy": policy.as_str(),
-        "preconditions": {"uid": uid},
-    });
-    match delete_internal(hub, info, key, &options, MANAGER).await {
-        Ok(()) => Ok(()),
+    let options = DeleteOptions {
+        uid: Some(uid.to_string()),
+        propagation: Some(policy),
+        ..Default::default()
+    };
+    let request = Request::internal_at(hub, info, key, "delete", MANAGER)?;
+    match service::delete(&request, &options).await {
+        Ok(_) => Ok(()),
         Err(e) if e.code == 404 => Ok(()),
         // A uid precondition failure: a new object took the name; it is not ours to delete.
         Err(e) if e.code == 409 && !has_uid(hub, key, uid) => Ok(()),
@@ -303,15 +304,17 @@ async fn patch_metadata(
         if meta.get("uid").and_then(Value::as_str) != Some(uid) {
             return Ok(());
         }
-        let Some(mut patch) = change(&meta) else {
+        let Some(Value::Object(mut patch)) = change(&meta) else {
             return Ok(());
         };
-        patch["resourceVersion"] = json!(stored.rv.to_string());
+        patch.insert("resourceVersion".into(), json!(stored.rv.to_string()));
         let Some(info) = info_for_storage_key(hub, &key.cluster, &key.resource) else {
             return Ok(());
         };
-        match merge_patch_internal(hub, info, key, &json!({ "metadata": patch }), MANAGER).await {
-            Ok(()) => return Ok(()),
+        let request = Request::internal_at(hub, info, key, "patch", MANAGER)?;
+        let body = serde_json::to_vec(&json!({ "metadata": patch })).unwrap_or_default();
+        match service::patch(&request, PatchType::Merge, body.into()).await {
+            Ok(_) => return Ok(()),
             Err(e) if e.code == 409 => continue,
             Err(e) if e.code == 404 => return Ok(()),
             Err(e) => return Err(e),
@@ -356,8 +359,10 @@ fn unblocked(meta: &Value) -> Option<Value> {
         .iter()
         .map(|r| {
             let mut r = r.clone();
-            if r.get("blockOwnerDeletion") == Some(&Value::Bool(true)) {
-                r["blockOwnerDeletion"] = json!(false);
+            if let Some(m) = r.as_object_mut() {
+                if m.get("blockOwnerDeletion") == Some(&Value::Bool(true)) {
+                    m.insert("blockOwnerDeletion".into(), json!(false));
+                }
             }
             r
         })

@@ -1,0 +1,204 @@
+//! Typed decoding at the boundary: what a client sends must decode as the
+//! Kubernetes type it claims to be before anything else touches it. Today
+//! that is `metadata` (as k8s-openapi's `ObjectMeta`) for every kind; a wrong
+//! type is kube-apiserver's 400 BadRequest naming the Go field path, and
+//! nothing is stored.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+use crate::json::type_name;
+use crate::registry::ResourceInfo;
+use crate::status::ApiError;
+
+/// Check that `obj.metadata` (when present) decodes as `ObjectMeta`.
+/// `kind`/`version` name the object in the message, as kube-apiserver does:
+/// `ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot
+/// unmarshal string into Go struct field ObjectMeta.metadata.finalizers of
+/// type []string`.
+pub fn check_metadata(obj: &Value, kind: &str, version: &str) -> Result<(), ApiError> {
+    let Some(meta) = obj.get("metadata") else {
+        return Ok(());
+    };
+    let prefix = format!("{kind} in version {version:?} cannot be handled as a {kind}");
+    if !meta.is_object() && !meta.is_null() {
+        return Err(ApiError::bad_request(format!(
+            "{prefix}: json: cannot unmarshal {} into Go struct field {kind}.metadata of type v1.ObjectMeta",
+            go_name(meta)
+        )));
+    }
+    match serde_path_to_error::deserialize::<_, ObjectMeta>(meta) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            let field = path.split(['.', '[']).next().unwrap_or_default();
+            let found = value_at(meta, &path).map(go_name).unwrap_or("value");
+            let message = match go_type(field, path.len() > field.len()) {
+                Some(ty) => format!(
+                    "json: cannot unmarshal {found} into Go struct field ObjectMeta.metadata.{field} of type {ty}"
+                ),
+                // Not a type mismatch of a known field (a bad timestamp, ...).
+                None => format!("metadata.{path}: {inner}"),
+            };
+            Err(ApiError::bad_request(format!("{prefix}: {message}")))
+        }
+    }
+}
+
+/// Parse a JSON (or, when `yaml`, YAML) body into an object.
+pub fn object_from_bytes(body: &[u8], yaml: bool) -> Result<Value, ApiError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(ApiError::bad_request(
+            "the request body is empty; send the object as JSON or YAML",
+        ));
+    }
+    let value: Value = if yaml {
+        let text = std::str::from_utf8(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not UTF-8: {e}")))?;
+        serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON or YAML object",
+        ));
+    }
+    Ok(value)
+}
+
+/// Check (and fill in, when absent) `apiVersion` and `kind` against the URL.
+pub fn check_type(
+    obj: &mut Value,
+    info: &ResourceInfo,
+    kind: &str,
+    api_version: &str,
+) -> Result<(), ApiError> {
+    let map = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body must be a JSON or YAML object"))?;
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None => {
+            map.insert("apiVersion".into(), Value::String(api_version.into()));
+        }
+        Some(v) if v == api_version => {}
+        Some(v) => {
+            // Any served version of the same group is accepted; stored as requested.
+            let group_of = |av: &str| {
+                av.rsplit_once('/')
+                    .map(|(g, _)| g.to_string())
+                    .unwrap_or_default()
+            };
+            if group_of(v) != info.group {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({api_version})"
+                )));
+            }
+            map.insert("apiVersion".into(), Value::String(api_version.into()));
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None => {
+            map.insert("kind".into(), Value::String(kind.into()));
+        }
+        Some(k) if k == kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({kind}) for {}",
+                info.resource
+            )))
+        }
+    }
+    if !map.get("metadata").is_none_or(Value::is_object) {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    if map.get("metadata").is_none() {
+        map.insert("metadata".into(), Value::Object(Default::default()));
+    }
+    Ok(())
+}
+
+/// The value at a `serde_path_to_error` path (`labels.a`, `finalizers[0]`).
+fn value_at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = v;
+    for part in path.split('.') {
+        let (name, indexes) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !name.is_empty() {
+            cur = cur.get(name)?;
+        }
+        for index in indexes.split('[').filter(|s| !s.is_empty()) {
+            cur = cur.get(index.trim_end_matches(']').parse::<usize>().ok()?)?;
+        }
+    }
+    Some(cur)
+}
+
+/// How Go's encoding/json names the JSON type it found.
+fn go_name(v: &Value) -> &'static str {
+    match v {
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Bool(_) => "bool",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::Null => type_name(v),
+    }
+}
+
+/// The Go type of `ObjectMeta.<field>` (or of its elements when `nested`),
+/// for the fields whose type a client can get wrong.
+fn go_type(field: &str, nested: bool) -> Option<&'static str> {
+    Some(match (field, nested) {
+        ("labels" | "annotations", false) => "map[string]string",
+        ("labels" | "annotations" | "finalizers", true) => "string",
+        ("finalizers", false) => "[]string",
+        ("ownerReferences", false) => "[]v1.OwnerReference",
+        ("managedFields", false) => "[]v1.ManagedFieldsEntry",
+        ("generation" | "deletionGracePeriodSeconds", false) => "int64",
+        ("name" | "generateName" | "namespace" | "selfLink" | "uid" | "resourceVersion", false) => "string",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn message(obj: Value) -> String {
+        check_metadata(&obj, "ConfigMap", "v1").unwrap_err().message
+    }
+
+    #[test]
+    fn wrong_types_name_the_go_field() {
+        assert_eq!(
+            message(json!({"metadata": {"name": "e", "finalizers": "x"}})),
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal string \
+             into Go struct field ObjectMeta.metadata.finalizers of type []string"
+        );
+        assert!(message(json!({"metadata": "oops"})).ends_with(
+            "cannot unmarshal string into Go struct field ConfigMap.metadata of type v1.ObjectMeta"
+        ));
+        assert!(message(json!({"metadata": {"labels": {"a": 1}}})).ends_with(
+            "cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string"
+        ));
+        assert!(
+            message(json!({"metadata": {"creationTimestamp": "yesterday"}})).contains("creationTimestamp")
+        );
+    }
+
+    #[test]
+    fn well_typed_metadata_passes() {
+        let ok = json!({"metadata": {"name": "a", "labels": {"x": "y"}, "finalizers": ["f"],
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}],
+                        "unknownField": 1}});
+        assert!(check_metadata(&ok, "ConfigMap", "v1").is_ok());
+        assert!(check_metadata(&json!({}), "ConfigMap", "v1").is_ok());
+    }
+}

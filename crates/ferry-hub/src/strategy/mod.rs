@@ -1,0 +1,146 @@
+//! One strategy per resource, as kube-apiserver's registry has: what is
+//! special about writing a kind. The object service ([`crate::service`])
+//! runs the same sequence for every kind and asks the resource's strategy
+//! (looked up once per write by [`for_resource`]) at each step:
+//!
+//! 1. [`Strategy::merge_subresource`] — what an update of a subresource
+//!    (`approval`, `ephemeralcontainers`) changes in the stored object;
+//! 2. [`Strategy::prepare_for_create`] / [`Strategy::prepare_for_update`] —
+//!    defaults and server-set fields, after the generic metadata;
+//! 3. [`Strategy::validate`] / [`Strategy::validate_update`] — the kind's
+//!    own rules (immutable fields on update), after metadata and schema;
+//! 4. [`Strategy::admit`] — checks that need the caller (RBAC escalation,
+//!    CSR approval permission);
+//! 5. [`Strategy::canonicalize`] and [`Strategy::warnings`].
+//!
+//! Where is a Deployment defaulted and validated? `apps/deployment.rs`.
+//! Kinds without a file here get [`Generic`]: metadata and (for custom
+//! resources) schema validation only.
+
+pub mod apiextensions;
+pub mod apps;
+pub mod certificates;
+pub mod core;
+pub mod rbac;
+pub mod tenancy;
+
+use serde_json::Value;
+
+use crate::hub::Hub;
+use crate::registry::ResourceInfo;
+use crate::service::propagation::{self, PropagationPolicy};
+use crate::service::Request;
+use crate::status::{ApiError, Cause};
+
+/// What is special about writing one resource. Every method has a default
+/// that does nothing, so a strategy says only what differs.
+pub trait Strategy: Sync {
+    /// The stored object an update of `subresource` produces from `old`
+    /// and what the client sent; `None` for subresources this kind does not
+    /// define (the service handles `status` and `scale` for every kind).
+    fn merge_subresource(
+        &self,
+        _subresource: &str,
+        _old: &Value,
+        _sent: &Value,
+    ) -> Option<Result<Value, ApiError>> {
+        None
+    }
+
+    /// Defaults and server-set fields of an object about to be created.
+    fn prepare_for_create(&self, _r: &Request, _obj: &mut Value) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Defaults and server-set fields of an update of `old`.
+    fn prepare_for_update(&self, _r: &Request, _old: &Value, _obj: &mut Value) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// The kind's own rules for a new object.
+    fn validate(&self, _r: &Request, _obj: &Value) -> Vec<Cause> {
+        Vec::new()
+    }
+
+    /// The kind's own rules for an update of `old` (immutable fields).
+    fn validate_update(&self, r: &Request, _old: &Value, obj: &Value) -> Vec<Cause> {
+        self.validate(r, obj)
+    }
+
+    /// Checks that depend on who writes (run after validation, so a
+    /// malformed object is told which field is wrong first).
+    fn admit(&self, _r: &Request, _old: Option<&Value>, _obj: &Value) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Normalise the object about to be stored.
+    fn canonicalize(&self, _obj: &mut Value) {}
+
+    /// Warnings for the client (the `Warning` header) about an object that
+    /// is stored anyway.
+    fn warnings(&self, _r: &Request, _obj: &Value) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The finalizers an object gets when a DELETE reaches it, from its
+    /// current ones and the request's propagation policy (`None`: not said).
+    /// By default, the garbage collector's (`orphan`, `foregroundDeletion`).
+    fn finalizers_on_delete(
+        &self,
+        info: &ResourceInfo,
+        current: &[String],
+        _deleting: bool,
+        propagation: Option<PropagationPolicy>,
+    ) -> Vec<String> {
+        propagation::finalizers_on_delete(current, propagation, propagation::default_policy(info))
+    }
+
+    /// Whether a DELETE always leaves the object marked for the kind's own
+    /// controller, even with no finalizer (namespaces).
+    fn always_graceful(&self) -> bool {
+        false
+    }
+
+    /// What else marks an object as being deleted, besides its
+    /// `deletionTimestamp` (a namespace's phase, a CRD's condition).
+    fn prepare_for_delete(&self, _obj: &mut Value) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// Whether an object being deleted, with no `metadata.finalizers` left,
+    /// is still held (a namespace's `spec.finalizers`).
+    fn held_after_finalizers(&self, _obj: &Value) -> bool {
+        false
+    }
+
+    /// Bring the hub's own indexes up to date after a write of this kind in
+    /// `cluster` is stored (what CRDs serve, the RBAC cache), before the
+    /// write answers.
+    fn after_commit(&self, _hub: &Hub, _cluster: &str) {}
+}
+
+/// Kinds with nothing special: the service's generic sequence only.
+pub struct Generic;
+
+impl Strategy for Generic {}
+
+/// The strategy of the resource `info` describes.
+pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
+    if info.from_crd {
+        return &Generic;
+    }
+    match (info.group.as_str(), info.resource.as_str()) {
+        ("", "namespaces") => &core::namespace::NamespaceStrategy,
+        ("", "secrets") => &core::secret::SecretStrategy,
+        ("", "pods") => &core::pod::PodStrategy,
+        ("", "replicationcontrollers") => &core::replication_controller::ReplicationControllerStrategy,
+        ("apps", "deployments") => &apps::deployment::DeploymentStrategy,
+        ("apps", "replicasets") => &apps::replicaset::ReplicaSetStrategy,
+        ("apps", "statefulsets") => &apps::statefulset::StatefulSetStrategy,
+        ("apiextensions.k8s.io", "customresourcedefinitions") => &apiextensions::crd::CrdStrategy,
+        (crate::auth::rbac::RBAC_GROUP, _) => &rbac::RbacStrategy,
+        ("certificates.k8s.io", "certificatesigningrequests") => &certificates::csr::CsrStrategy,
+        ("tenancy.kcp.io", "workspaces") => &tenancy::workspace::WorkspaceStrategy,
+        _ => &Generic,
+    }
+}

@@ -1,0 +1,3 @@
+//! kcp's `tenancy.kcp.io` group.
+
+pub mod workspace;
