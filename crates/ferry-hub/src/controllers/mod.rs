@@ -170,7 +170,23 @@ pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, names
     let obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});
     match create_internal(hub, cluster, ("", "v1", "serviceaccounts"), Some(namespace), obj).await {
         Ok(_) => {}
-        Err(e) if e.code == 409 || e.code == 403 => {}
+        Err(e) if e.code == 409 => {
+            // Made by a racing write that may still be committing: wait for
+            // it, so the client's next read sees the account.
+            let key = ObjectKey {
+                cluster: cluster.into(),
+                resource: "/serviceaccounts".into(),
+                namespace: namespace.into(),
+                name: "default".into(),
+            };
+            if let Some(existing) = hub.store.get(&key) {
+                let _ = hub
+                    .store
+                    .wait_for(existing.rv, std::time::Duration::from_secs(5))
+                    .await;
+            }
+        }
+        Err(e) if e.code == 403 => {}
         Err(e) => tracing::warn!(
             cluster,
             namespace,

@@ -162,6 +162,13 @@ async fn update_through_service(
     for _ in 0..8 {
         let Some(current) = hub.store.get(key) else { return };
         let Some(mut new) = change(current.value()) else {
+            // Done already, maybe by a write still being committed (the
+            // controller's watch loop racing this first pass): wait for it,
+            // so the client's next read sees it.
+            let _ = hub
+                .store
+                .wait_for(current.rv, std::time::Duration::from_secs(5))
+                .await;
             return;
         };
         if json::set(
