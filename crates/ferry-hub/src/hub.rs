@@ -56,6 +56,8 @@ pub struct Hub {
     pub security: crate::auth::Security,
     /// `https://host:port`, known once the listener is bound.
     external_url: RwLock<String>,
+    /// OpenAPI documents per workspace generation.
+    pub openapi: crate::openapi::cache::OpenApiCache,
 }
 
 impl Hub {
@@ -75,6 +77,7 @@ impl Hub {
             config,
             security,
             external_url: RwLock::new(String::new()),
+            openapi: Default::default(),
         };
         hub.rebuild_indexes();
         Arc::new(hub)

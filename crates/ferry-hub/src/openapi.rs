@@ -81,6 +81,7 @@ use sha2::{Digest, Sha256};
 use crate::discovery::{compare_versions, GIT_VERSION};
 use crate::registry::ResourceInfo;
 
+pub mod cache;
 mod v2_proto;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";

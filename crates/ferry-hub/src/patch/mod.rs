@@ -53,6 +53,10 @@ pub enum PatchError {
     /// `$setElementOrder` or `$deleteFromPrimitiveList` directive.
     #[error("{0}")]
     InvalidStrategicPatch(String),
+    /// A patch over the bounds on the work one patch may cause (answered
+    /// 413 Request Entity Too Large).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// The JSON type name of a value, for error messages.

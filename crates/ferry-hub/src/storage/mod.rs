@@ -75,7 +75,15 @@ pub enum StoreError {
     /// The commit thread has stopped: the disk failed.
     #[error("storage is unavailable: {0}")]
     Unavailable(String),
+    /// The object's JSON is larger than [`MAX_OBJECT_BYTES`].
+    #[error("the object is {size} bytes when stored, over the limit of {limit} bytes")]
+    TooLarge { size: usize, limit: usize },
 }
+
+/// Largest object the store keeps: etcd's default request limit
+/// (`--max-request-bytes`, 1.5 MiB), which bounds every object
+/// kube-apiserver stores, so what fits here fits there.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 /// Which clusters a list or watch covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -319,6 +327,12 @@ impl Store {
         check(&current, expect)?;
         let rv = state.rv + 1;
         let obj = Arc::new(encode(&mut value, rv));
+        if obj.json.len() > MAX_OBJECT_BYTES {
+            return Err(StoreError::TooLarge {
+                size: obj.json.len(),
+                limit: MAX_OBJECT_BYTES,
+            });
+        }
         let event = Arc::new(WatchEvent {
             kind: if current.is_some() {
                 EventType::Modified
