@@ -281,7 +281,9 @@ async fn openapi_document(
     match hub.openapi.get(&hub.registry, cluster, document).await {
         Ok(Some(body)) => Ok(([(http::header::CONTENT_TYPE, content_type)], body).into_response()),
         Ok(None) => Err(ApiError::not_found_message("no such OpenAPI document")),
-        Err(e) => Err(ApiError::internal(format!("building the OpenAPI document failed: {e}"))),
+        Err(e) => Err(ApiError::internal(format!(
+            "building the OpenAPI document failed: {e}"
+        ))),
     }
 }
 

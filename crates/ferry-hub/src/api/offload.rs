@@ -11,6 +11,7 @@
 
 use std::future::Future;
 
+use axum::response::{IntoResponse, Response};
 use http::Method;
 use tokio::sync::Semaphore;
 
@@ -29,21 +30,26 @@ pub(crate) fn computes(method: &Method, named: bool, watch: bool) -> bool {
     !(method == Method::GET && (named || watch))
 }
 
-/// Run `request` to completion on the blocking pool.
-pub(crate) async fn run<F, T>(request: F) -> Result<T, ApiError>
+/// Run `request` to completion on the blocking pool, errors encoded there
+/// too (a refusal can list thousands of causes).
+pub(crate) async fn run<F>(request: F) -> Result<Response, ApiError>
 where
-    F: Future<Output = Result<T, ApiError>> + Send + 'static,
-    T: Send + 'static,
+    F: Future<Output = Result<Response, ApiError>> + Send + 'static,
 {
     let _lane = LANE
         .acquire()
         .await
         .map_err(|_| ApiError::service_unavailable("the hub is shutting down"))?;
     let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || runtime.block_on(request))
-        .await
-        .map_err(|e| {
-            tracing::error!("a request failed on the blocking pool: {e}");
-            ApiError::internal(format!("the request failed on the server: {e}"))
-        })?
+    tokio::task::spawn_blocking(move || {
+        runtime.block_on(request).unwrap_or_else(|e| {
+            tracing::debug!(code = e.code, "{}", e.message);
+            e.into_response()
+        })
+    })
+    .await
+    .map_err(|e| {
+        tracing::error!("a request failed on the blocking pool: {e}");
+        ApiError::internal(format!("the request failed on the server: {e}"))
+    })
 }

@@ -44,6 +44,9 @@ pub struct OpenApiCache {
     uses: AtomicU64,
 }
 
+/// `(group, version)` -> its `/openapi/v3` document, once built.
+type GroupVersionDocuments = HashMap<(String, String), Arc<OnceCell<Bytes>>>;
+
 /// What one generation serves, and the documents built from it so far.
 struct Generation {
     resources: Arc<Vec<ResourceInfo>>,
@@ -51,7 +54,7 @@ struct Generation {
     v2_json: OnceCell<Bytes>,
     v2_protobuf: OnceCell<Bytes>,
     v3_root: OnceCell<Bytes>,
-    v3: Mutex<HashMap<(String, String), Arc<OnceCell<Bytes>>>>,
+    v3: Mutex<GroupVersionDocuments>,
 }
 
 impl OpenApiCache {
@@ -187,18 +190,30 @@ mod tests {
 
         registry.set_crd_resources("a", vec![crd_resource("example.com")]);
         let changed = root(Some("a")).await.unwrap().unwrap();
-        assert!(std::str::from_utf8(&changed).unwrap().contains("apis/example.com/v1"));
+        assert!(std::str::from_utf8(&changed)
+            .unwrap()
+            .contains("apis/example.com/v1"));
         let b_after = root(Some("b")).await.unwrap().unwrap();
         assert_eq!(a.as_ptr(), b_after.as_ptr(), "other workspaces keep theirs");
         let wildcard = root(None).await.unwrap().unwrap();
-        assert!(std::str::from_utf8(&wildcard).unwrap().contains("apis/example.com/v1"));
+        assert!(std::str::from_utf8(&wildcard)
+            .unwrap()
+            .contains("apis/example.com/v1"));
 
         let gv = |g: &str| Document::V3 {
             group: g.into(),
             version: "v1".into(),
         };
-        assert!(cache.get(&registry, Some("a"), gv("example.com")).await.unwrap().is_some());
-        assert!(cache.get(&registry, Some("b"), gv("example.com")).await.unwrap().is_none());
+        assert!(cache
+            .get(&registry, Some("a"), gv("example.com"))
+            .await
+            .unwrap()
+            .is_some());
+        assert!(cache
+            .get(&registry, Some("b"), gv("example.com"))
+            .await
+            .unwrap()
+            .is_none());
     }
 
     #[tokio::test]

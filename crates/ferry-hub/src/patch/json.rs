@@ -118,7 +118,9 @@ mod tests {
             .collect();
         let err = json_patch(&pod(), &serde_json::to_vec(&ops).unwrap()).unwrap_err();
         assert!(matches!(err, PatchError::TooLarge(_)), "{err}");
-        assert!(err.to_string().contains("maximum operations in a JSON patch is 10000, got 10001"));
+        assert!(err
+            .to_string()
+            .contains("maximum operations in a JSON patch is 10000, got 10001"));
 
         // Each copy doubles /a: 30 of them would make 2^30 copies of it.
         let doc = json!({"a": ["x".repeat(1000)]});

@@ -224,7 +224,11 @@ impl Registry {
         }
         // Under the `crds` lock, so a reader that sees the new generation
         // also sees the new resources.
-        let generation = self.generations.last.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let generation = self
+            .generations
+            .last
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
         self.generations
             .per_cluster
             .write()

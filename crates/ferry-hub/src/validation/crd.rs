@@ -192,7 +192,13 @@ fn validate_patterns(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
         }
     }
     for key in ["allOf", "anyOf", "oneOf"] {
-        for (i, child) in map.get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+        for (i, child) in map
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             validate_patterns(child, &format!("{at}.{key}[{i}]"), causes);
         }
     }

@@ -132,7 +132,9 @@ pub fn translate(src: &str) -> Result<String, PatternError> {
         i += 1;
         if c == '\\' {
             let Some(&e) = chars.get(i) else {
-                return Err(PatternError::Syntax("trailing backslash at end of expression".into()));
+                return Err(PatternError::Syntax(
+                    "trailing backslash at end of expression".into(),
+                ));
             };
             i += 1;
             class_start = false;
@@ -329,8 +331,14 @@ mod tests {
         let err = |p: &str| Pattern::compile(p).unwrap_err();
         assert_eq!(err("(a"), PatternError::Syntax("unclosed group".into()));
         assert!(matches!(err("[z-a]"), PatternError::Syntax(_)));
-        assert!(matches!(err("(?=a)"), PatternError::Syntax(_)), "no lookaround in RE2");
-        assert!(matches!(err(r"(a)\1"), PatternError::Syntax(_)), "no backreferences in RE2");
+        assert!(
+            matches!(err("(?=a)"), PatternError::Syntax(_)),
+            "no lookaround in RE2"
+        );
+        assert!(
+            matches!(err(r"(a)\1"), PatternError::Syntax(_)),
+            "no backreferences in RE2"
+        );
         assert!(matches!(err("a\\"), PatternError::Syntax(_)));
         assert_eq!(
             err("a{1001}"),
