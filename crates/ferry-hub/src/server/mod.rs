@@ -1,6 +1,7 @@
 //! Starting a hub: storage, certificates, the admin kubeconfig, and the HTTPS
 //! listener (HTTP/2 and HTTP/1.1 through ALPN).
 
+pub mod data_dir;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -148,12 +149,11 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 
 /// Start a hub with `opts`; returns once it is accepting connections.
 pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
-    std::fs::create_dir_all(&opts.data_dir)
-        .with_context(|| format!("creating the data directory {}", opts.data_dir.display()))?;
+    let db = opts.data_dir.join("hub.db");
+    data_dir::prepare(&opts.data_dir, (!opts.ephemeral).then_some(db.as_path()))?;
     let backend: Box<dyn Backend> = if opts.ephemeral {
         Box::new(MemoryBackend)
     } else {
-        let db = opts.data_dir.join("hub.db");
         Box::new(SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?)
     };
     let store = Store::open(backend, opts.watch_history)?;
