@@ -319,7 +319,7 @@ async fn oversize_objects_are_refused_with_the_limit() {
         Some(&cm),
     )
     .await;
-    assert_eq!(code, 413, "{body}");
+    assert_eq!(code, 413, "{}", body["message"]);
     let message = body["message"].as_str().unwrap();
     assert!(
         message.contains(r#"configmaps "big-cm" is too large to store"#) && message.contains("1572864 bytes"),
@@ -359,7 +359,7 @@ async fn oversize_objects_are_refused_with_the_limit() {
         &grow,
     )
     .await;
-    assert_eq!(code, 413, "{body}");
+    assert_eq!(code, 413, "{}", body["message"]);
     assert!(
         body["message"]
             .as_str()
