@@ -497,6 +497,7 @@ async fn idle_handshakes_and_half_sent_headers_are_cut_off() {
     let hub = TestHub::start_with(|o| {
         o.tls_handshake_timeout = timeout;
         o.request_header_timeout = timeout;
+        o.idle_timeout = timeout * 2;
     })
     .await;
     let addr = hub.running.addr;

@@ -48,15 +48,21 @@ pub struct HubOptions {
     /// A connection that has not completed its TLS handshake this long after
     /// it was accepted is closed.
     pub tls_handshake_timeout: Duration,
-    /// A connection that has not sent a request's headers in full this long
-    /// after it was accepted (or, over HTTP/1.1, after it began the next
-    /// request) is closed.
+    /// A connection that has not sent its first request's headers in full
+    /// this long after it was accepted (after its TLS handshake) is closed.
     pub request_header_timeout: Duration,
+    /// An HTTP/1.1 connection is closed when its next request's headers have
+    /// not arrived in full this long after the previous response.
+    pub idle_timeout: Duration,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout`; Go's `http.Server` bounds the TLS
 /// handshake by it too.
 pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(32);
+/// kube-apiserver's `IdleTimeout`: the keep-alive timeout of Go's (and
+/// hyper's) HTTP clients, so a client drops an idle connection no later
+/// than the hub does.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 impl HubOptions {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -74,6 +80,7 @@ impl HubOptions {
             insecure_port: None,
             tls_handshake_timeout: DEFAULT_CONNECTION_TIMEOUT,
             request_header_timeout: DEFAULT_CONNECTION_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -232,7 +239,13 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
-    let (handshake_timeout, header_timeout) = (opts.tls_handshake_timeout, opts.request_header_timeout);
+    let (handshake_timeout, timeouts) = (
+        opts.tls_handshake_timeout,
+        HttpTimeouts {
+            first_request: opts.request_header_timeout,
+            idle: opts.idle_timeout,
+        },
+    );
     let collector = crate::controllers::garbage_collector::spawn(hub.clone(), stop.clone());
     let insecure_url = match opts.insecure_port {
         Some(port) => {
@@ -240,7 +253,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
                 .await
                 .with_context(|| format!("listening for plain HTTP on 127.0.0.1:{port}"))?;
             let url = format!("http://{}", plain.local_addr()?);
-            tokio::spawn(serve_plain(plain, app.clone(), header_timeout, stop.clone()));
+            tokio::spawn(serve_plain(plain, app.clone(), timeouts, stop.clone()));
             Some(url)
         }
         None => None,
@@ -281,7 +294,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
                         }
                         req
                     });
-                serve_connection(tls, app, header_timeout, stop).await;
+                serve_connection(tls, app, timeouts, stop).await;
             });
         }
     });
@@ -303,13 +316,23 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
 async fn serve_plain(
     listener: TcpListener,
     app: axum::Router,
-    header_timeout: Duration,
+    timeouts: HttpTimeouts,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = AcceptBackoff::default();
     while let Some(tcp) = accept(&listener, &mut backoff, &mut stop).await {
-        tokio::spawn(serve_connection(tcp, app.clone(), header_timeout, stop.clone()));
+        tokio::spawn(serve_connection(tcp, app.clone(), timeouts, stop.clone()));
     }
+}
+
+/// How long a connection may take to send request headers.
+#[derive(Debug, Clone, Copy)]
+struct HttpTimeouts {
+    /// From the start of HTTP on the connection to its first request's
+    /// headers (any protocol: this also bounds choosing one).
+    first_request: Duration,
+    /// HTTP/1.1: from one response to the next request's headers.
+    idle: Duration,
 }
 
 /// How long the accept loop pauses after `accept` fails (typically out of
@@ -364,11 +387,10 @@ async fn accept(
 }
 
 /// Serve HTTP/1.1 or HTTP/2 on one connection until it ends or the hub
-/// stops. The first request's headers must arrive within `header_timeout`
-/// of the connection being handed here, which also bounds a client that
-/// never says which protocol it speaks; later HTTP/1.1 requests get the same
-/// bound from hyper.
-async fn serve_connection<I, S>(io: I, app: S, header_timeout: Duration, mut stop: watch::Receiver<bool>)
+/// stops, within `timeouts`: the first request's deadline is kept here, since
+/// hyper's protocol detection has none; hyper keeps the HTTP/1.1 idle one
+/// (its header timer also runs while a keep-alive connection waits).
+async fn serve_connection<I, S>(io: I, app: S, timeouts: HttpTimeouts, mut stop: watch::Receiver<bool>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: tower::Service<Request<hyper::body::Incoming>, Response = Response, Error = std::convert::Infallible>
@@ -390,10 +412,11 @@ where
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(timeouts.idle.max(timeouts.first_request));
     builder.http2().timer(TokioTimer::new());
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
+    let header_timeout = timeouts.first_request;
     let first_deadline = tokio::time::sleep(header_timeout);
     tokio::pin!(first_deadline);
     let mut first_seen = Some(first_seen);
