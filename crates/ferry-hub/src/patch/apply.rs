@@ -292,7 +292,7 @@ fn validate_lists(
             let ListType::Map(keys) = walker.list_type(path) else {
                 return Ok(());
             };
-            let mut seen = Vec::with_capacity(items.len());
+            let mut seen = std::collections::HashSet::with_capacity(items.len());
             for (index, item) in items.iter().enumerate() {
                 let Some(key) = PathElement::key(item, keys) else {
                     return Err(ApplyError::Invalid(format!(
@@ -309,7 +309,7 @@ fn validate_lists(
                 path.push(key.clone());
                 validate_lists(walker, item, path)?;
                 path.pop();
-                seen.push(key);
+                seen.insert(key);
             }
         }
         _ => {}
