@@ -96,6 +96,8 @@ pub struct Hub {
     external_url: RwLock<String>,
     /// The built-in controllers' part of a write (none until they are installed).
     observer: RwLock<Option<Arc<dyn WriteObserver>>>,
+    /// OpenAPI documents per workspace generation.
+    pub openapi: crate::openapi::cache::OpenApiCache,
 }
 
 impl Hub {
@@ -116,6 +118,7 @@ impl Hub {
             security,
             external_url: RwLock::new(String::new()),
             observer: RwLock::new(None),
+            openapi: Default::default(),
         };
         hub.rebuild_indexes();
         Arc::new(hub)

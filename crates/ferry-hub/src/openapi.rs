@@ -84,6 +84,7 @@ use crate::discovery::{compare_versions, GIT_VERSION};
 use crate::registry::ResourceInfo;
 
 mod builtin;
+pub mod cache;
 mod v2_proto;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";

@@ -5,6 +5,7 @@ mod body;
 mod component_status;
 pub(crate) mod negotiate;
 pub(crate) mod objects;
+mod offload;
 pub mod path;
 pub(crate) mod query;
 mod special;
@@ -27,6 +28,7 @@ use crate::auth::{PeerCertificate, UserInfo};
 use crate::discovery;
 use crate::hub::Hub;
 use crate::openapi;
+use crate::openapi::cache::Document;
 use crate::service;
 use crate::status::ApiError;
 use crate::workspace::LogicalCluster;
@@ -221,22 +223,23 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                 ))
             }),
         // kubectl asks for v2 as protobuf (see `openapi`'s module docs).
-        Target::OpenApiV2 if openapi::accepts_v2_protobuf(accept) => Ok((
-            [(http::header::CONTENT_TYPE, openapi::V2_PROTOBUF)],
-            openapi::v2_protobuf(&resources),
-        )
-            .into_response()),
+        Target::OpenApiV2 if openapi::accepts_v2_protobuf(accept) => {
+            openapi_document(&hub, cluster.as_ref(), Document::V2Protobuf, openapi::V2_PROTOBUF).await
+        }
         Target::OpenApiV2 if !accept.is_empty() && !accept.contains("json") && !accept.contains("*/*") => {
             Err(ApiError::not_acceptable(format!(
                 "/openapi/v2 is served as application/json or {}",
                 openapi::V2_PROTOBUF
             )))
         }
-        Target::OpenApiV2 => ok(openapi::v2(&resources)),
-        Target::OpenApiV3Root => ok(openapi::v3_root(&resources)),
-        Target::OpenApiV3 { group, version } => openapi::v3_group_version(&resources, &group, &version)
-            .map(|v| json_value(StatusCode::OK, &v))
-            .ok_or_else(|| ApiError::not_found_message(format!("no OpenAPI document for {group}/{version}"))),
+        Target::OpenApiV2 => openapi_document(&hub, cluster.as_ref(), Document::V2Json, JSON).await,
+        Target::OpenApiV3Root => openapi_document(&hub, cluster.as_ref(), Document::V3Root, JSON).await,
+        Target::OpenApiV3 { group, version } => {
+            let not_found = ApiError::not_found_message(format!("no OpenAPI document for {group}/{version}"));
+            openapi_document(&hub, cluster.as_ref(), Document::V3 { group, version }, JSON)
+                .await
+                .map_err(|e| if e.code == 404 { not_found } else { e })
+        }
         Target::Resource(rp) => {
             let info = hub
                 .registry
@@ -303,8 +306,32 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             if component_status::serves(&scope.info) {
                 return component_status::serve(&scope, &parts.method);
             }
-            objects::serve(scope, &parts.method, body).await
+            let method = parts.method;
+            if offload::computes(&method, scope.name.is_some(), scope.query.watch) {
+                offload::run(async move { objects::serve(scope, &method, body).await }).await
+            } else {
+                objects::serve(scope, &method, body).await
+            }
         }
+    }
+}
+
+const JSON: &str = "application/json";
+
+/// An OpenAPI document from the hub's cache (built there when missing).
+async fn openapi_document(
+    hub: &Hub,
+    cluster: Option<&LogicalCluster>,
+    document: Document,
+    content_type: &'static str,
+) -> Result<Response, ApiError> {
+    let cluster = cluster.map(|c| c.name.as_str());
+    match hub.openapi.get(&hub.registry, cluster, document).await {
+        Ok(Some(body)) => Ok(([(http::header::CONTENT_TYPE, content_type)], body).into_response()),
+        Ok(None) => Err(ApiError::not_found_message("no such OpenAPI document")),
+        Err(e) => Err(ApiError::internal(format!(
+            "building the OpenAPI document failed: {e}"
+        ))),
     }
 }
 

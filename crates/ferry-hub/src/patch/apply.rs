@@ -292,7 +292,7 @@ fn validate_lists(
             let ListType::Map(keys) = walker.list_type(path) else {
                 return Ok(());
             };
-            let mut seen = Vec::with_capacity(items.len());
+            let mut seen = std::collections::HashSet::with_capacity(items.len());
             for (index, item) in items.iter().enumerate() {
                 let Some(key) = PathElement::key(item, keys) else {
                     return Err(ApplyError::Invalid(format!(
@@ -309,7 +309,7 @@ fn validate_lists(
                 path.push(key.clone());
                 validate_lists(walker, item, path)?;
                 path.pop();
-                seen.push(key);
+                seen.insert(key);
             }
         }
         _ => {}
@@ -359,8 +359,9 @@ fn merge_applied(walker: &FieldWalker<'_>, target: &mut Value, applied: &Value, 
                     FieldWalker::item_keys(applied_items, keys),
                 ) {
                     (Some(_), Some(applied_keys)) => {
+                        // Applied keys are unique (`item_keys`): hashed lookups.
                         let identify = |item: &Value| PathElement::key(item, keys);
-                        merge_list_items(
+                        merge_unique_list_items(
                             items,
                             applied_items,
                             &applied_keys,
@@ -376,14 +377,28 @@ fn merge_applied(walker: &FieldWalker<'_>, target: &mut Value, applied: &Value, 
                 }
             }
             ListType::Set => {
-                let applied_values: Vec<Value> = applied_items.clone();
-                merge_list_items(
-                    items,
-                    applied_items,
-                    &applied_values,
-                    |item| Some(item.clone()),
-                    |_, _, _| {},
-                );
+                let scalar_text =
+                    |item: &Value| (!item.is_object() && !item.is_array()).then(|| item.to_string());
+                let texts: Option<Vec<String>> = applied_items.iter().map(scalar_text).collect();
+                let unique = texts
+                    .as_ref()
+                    .is_some_and(|t| t.iter().collect::<std::collections::HashSet<_>>().len() == t.len());
+                match texts {
+                    // The common set, of distinct scalars: hashed lookups.
+                    Some(texts) if unique => {
+                        merge_unique_list_items(items, applied_items, &texts, scalar_text, |_, _, _| {})
+                    }
+                    _ => {
+                        let applied_values: Vec<Value> = applied_items.clone();
+                        merge_list_items(
+                            items,
+                            applied_items,
+                            &applied_values,
+                            |item| Some(item.clone()),
+                            |_, _, _| {},
+                        );
+                    }
+                }
             }
             ListType::Atomic => *target = applied.clone(),
         },
@@ -426,6 +441,59 @@ fn merge_list_items<I: PartialEq>(
             }
         }
     }
+}
+
+/// [`merge_list_items`] for `identities` that are distinct, in time linear
+/// in the lists rather than their product: each new item is placed in the
+/// gap before a live item (or at the end) it would have been inserted into.
+fn merge_unique_list_items<I: Eq + std::hash::Hash>(
+    items: &mut Vec<Value>,
+    applied: &[Value],
+    identities: &[I],
+    identify: impl Fn(&Value) -> Option<I>,
+    mut merge: impl FnMut(&mut Value, &Value, &I),
+) {
+    let live = items.len();
+    let mut first = std::collections::HashMap::with_capacity(live);
+    for (i, item) in items.iter().enumerate() {
+        if let Some(id) = identify(item) {
+            first.entry(id).or_insert(i);
+        }
+    }
+    // gaps[g]: new items placed just before live item g (g == live: the end).
+    let mut gaps: Vec<Vec<Value>> = std::iter::repeat_with(Vec::new).take(live + 1).collect();
+    // Where the next new item goes: (gap, offset in it).
+    let mut cursor: Option<(usize, usize)> = None;
+    for (index, (id, applied_item)) in identities.iter().zip(applied).enumerate() {
+        match first.get(id) {
+            Some(&found) => {
+                merge(&mut items[found], applied_item, id);
+                cursor = Some((found + 1, 0));
+            }
+            None => {
+                let (gap, offset) = cursor.unwrap_or_else(|| {
+                    let next_live = identities[index + 1..]
+                        .iter()
+                        .filter_map(|later| first.get(later).copied())
+                        .min()
+                        .unwrap_or(live);
+                    (next_live, gaps[next_live].len())
+                });
+                gaps[gap].insert(offset, applied_item.clone());
+                cursor = Some((gap, offset + 1));
+            }
+        }
+    }
+    if gaps.iter().all(Vec::is_empty) {
+        return;
+    }
+    let mut merged = Vec::with_capacity(live + gaps.iter().map(Vec::len).sum::<usize>());
+    for (item, gap) in std::mem::take(items).into_iter().zip(gaps.iter_mut()) {
+        merged.append(gap);
+        merged.push(item);
+    }
+    merged.append(&mut gaps[live]);
+    *items = merged;
 }
 
 /// Removes from `object` what the applier owned before (`previous`) but
@@ -532,6 +600,67 @@ mod tests {
 
     use super::super::record_update;
     use super::*;
+
+    #[test]
+    fn unique_list_merge_places_items_as_the_scanning_merge_does() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let keys = ["name"];
+        let identify = |item: &Value| PathElement::key(item, &keys);
+        for _ in 0..2000 {
+            let live: Vec<Value> = (0..rng.random_range(0..8))
+                .map(|i| match rng.random_range(0..6) {
+                    0 => json!({"other": i}),
+                    k => json!({"name": format!("k{k}"), "v": i}),
+                })
+                .collect();
+            let mut names: Vec<usize> = (1..9).collect();
+            for i in (1..names.len()).rev() {
+                names.swap(i, rng.random_range(0..=i));
+            }
+            let applied: Vec<Value> = names[..rng.random_range(0..8)]
+                .iter()
+                .map(|k| json!({"name": format!("k{k}"), "applied": true}))
+                .collect();
+            let ids: Vec<PathElement> = applied.iter().map(|a| identify(a).unwrap()).collect();
+            let merge = |item: &mut Value, applied: &Value, _: &PathElement| {
+                item["applied"] = applied["applied"].clone()
+            };
+            let mut scanned = live.clone();
+            merge_list_items(&mut scanned, &applied, &ids, identify, merge);
+            let mut hashed = live.clone();
+            merge_unique_list_items(&mut hashed, &applied, &ids, identify, merge);
+            assert_eq!(hashed, scanned, "live {live:?} applied {applied:?}");
+        }
+    }
+
+    #[test]
+    fn long_applied_lists_merge_in_linear_time() {
+        let n = 20_000;
+        let live = json!((0..n).map(|i| format!("f{i}")).collect::<Vec<_>>());
+        let applied = json!((n / 2..n + n / 2).map(|i| format!("f{i}")).collect::<Vec<_>>());
+        let texts: Vec<String> = applied
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        let mut items = live.as_array().unwrap().clone();
+        let start = std::time::Instant::now();
+        merge_unique_list_items(
+            &mut items,
+            applied.as_array().unwrap(),
+            &texts,
+            |v| Some(v.to_string()),
+            |_, _, _| {},
+        );
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "took {:?}",
+            start.elapsed()
+        );
+        assert_eq!(items.len(), n + n / 2);
+    }
 
     const T1: &str = "2024-01-01T00:00:00Z";
     const T2: &str = "2024-01-02T00:00:00Z";

@@ -354,12 +354,15 @@ impl<'a> FieldWalker<'a> {
             {
                 match self.list_type(path) {
                     ListType::Set => {
-                        for item in old_items.iter().filter(|item| !new_items.contains(item)) {
+                        // Hashed, so a set of n items costs O(n), not O(n²).
+                        let old_set = super::ValueSet::new(old_items);
+                        let new_set = super::ValueSet::new(new_items);
+                        for item in old_items.iter().filter(|item| !new_set.contains(item)) {
                             path.push(PathElement::value(item));
                             out.removed.insert(path.clone());
                             path.pop();
                         }
-                        for item in new_items.iter().filter(|item| !old_items.contains(item)) {
+                        for item in new_items.iter().filter(|item| !old_set.contains(item)) {
                             path.push(PathElement::value(item));
                             out.added.insert(path.clone());
                             path.pop();
@@ -368,17 +371,20 @@ impl<'a> FieldWalker<'a> {
                     ListType::Map(keys) => {
                         match (Self::item_keys(old_items, keys), Self::item_keys(new_items, keys)) {
                             (Some(old_keys), Some(new_keys)) => {
+                                // Keys are unique (`item_keys`): index them once.
+                                let new_index: std::collections::HashMap<&PathElement, usize> =
+                                    new_keys.iter().enumerate().map(|(i, k)| (k, i)).collect();
+                                let old_index: std::collections::HashSet<PathElement> =
+                                    old_keys.iter().cloned().collect();
                                 for (key, old_item) in old_keys.iter().zip(old_items) {
-                                    let new_item = new_keys
-                                        .iter()
-                                        .position(|new_key| new_key == key)
-                                        .map(|index| &new_items[index]);
+                                    let new_item = new_index.get(key).map(|&index| &new_items[index]);
                                     path.push(key.clone());
                                     self.compare_at(Some(old_item), new_item, path, out);
                                     path.pop();
                                 }
+                                drop(new_index);
                                 for (key, new_item) in new_keys.into_iter().zip(new_items) {
-                                    if !old_keys.contains(&key) {
+                                    if !old_index.contains(&key) {
                                         path.push(key);
                                         self.collect(new_item, path, &mut out.added);
                                         path.pop();

@@ -9,12 +9,49 @@ use super::PatchError;
 ///
 /// All operations are supported, including `test`; the patch is applied
 /// atomically, so a failing operation leaves nothing half-applied.
+///
+/// The work is bounded as in kube-apiserver: at most
+/// [`MAX_JSON_PATCH_OPERATIONS`] operations, and `copy` operations may
+/// duplicate at most [`MAX_JSON_PATCH_COPY_BYTES`] in all (each copy could
+/// otherwise double the document).
 pub fn json_patch(doc: &Value, patch_body: &[u8]) -> Result<Value, PatchError> {
     let patch: json_patch::Patch = serde_json::from_slice(patch_body).map_err(PatchError::Decode)?;
+    if patch.0.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::TooLarge(format!(
+            "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+            patch.0.len()
+        )));
+    }
+    // Applied to a copy one operation at a time (nothing half-applied is
+    // ever returned), measuring what each copy duplicates first.
     let mut patched = doc.clone();
-    json_patch::patch(&mut patched, &patch)?;
+    let mut copied = 0usize;
+    for (i, op) in patch.0.iter().enumerate() {
+        if let json_patch::PatchOperation::Copy(copy) = op {
+            if let Some(from) = patched.pointer(copy.from.as_str()) {
+                copied += serde_json::to_vec(from).map(|b| b.len()).unwrap_or(0);
+                if copied > MAX_JSON_PATCH_COPY_BYTES {
+                    return Err(PatchError::TooLarge(format!(
+                        "operation '/{i}' (copy from {:?}) would make the patch copy more than \
+                         {MAX_JSON_PATCH_COPY_BYTES} bytes in all; send the values instead of copying them",
+                        copy.from.as_str()
+                    )));
+                }
+            }
+        }
+        json_patch::patch_unsafe(&mut patched, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            e
+        })?;
+    }
     Ok(patched)
 }
+
+/// kube-apiserver's cap on the operations of one JSON patch.
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+/// kube-apiserver's cap on what the `copy` operations of one JSON patch may
+/// duplicate (`--json-patch-max-copy-bytes`, the request body limit).
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -72,6 +109,42 @@ mod tests {
         let body = br#"[{"op": "remove", "path": "/spec/nothing"}]"#;
         let err = json_patch(&pod(), body).unwrap_err();
         assert!(matches!(err, PatchError::JsonPatch(_)));
+    }
+
+    #[test]
+    fn json_patch_work_is_bounded() {
+        let ops: Vec<Value> = (0..=MAX_JSON_PATCH_OPERATIONS)
+            .map(|_| json!({"op": "test", "path": "/kind", "value": "Pod"}))
+            .collect();
+        let err = json_patch(&pod(), &serde_json::to_vec(&ops).unwrap()).unwrap_err();
+        assert!(matches!(err, PatchError::TooLarge(_)), "{err}");
+        assert!(err
+            .to_string()
+            .contains("maximum operations in a JSON patch is 10000, got 10001"));
+
+        // Each copy doubles /a: 30 of them would make 2^30 copies of it.
+        let doc = json!({"a": ["x".repeat(1000)]});
+        let ops: Vec<Value> = (0..30)
+            .flat_map(|_| {
+                [
+                    json!({"op": "copy", "from": "/a", "path": "/b"}),
+                    json!({"op": "add", "path": "/a/-", "value": null}),
+                    json!({"op": "copy", "from": "/a", "path": "/a/-"}),
+                ]
+            })
+            .collect();
+        let err = json_patch(&doc, &serde_json::to_vec(&ops).unwrap()).unwrap_err();
+        assert!(matches!(err, PatchError::TooLarge(_)), "{err}");
+    }
+
+    #[test]
+    fn failing_operation_is_named_by_its_index_in_the_patch() {
+        let body = br#"[
+            {"op": "add", "path": "/metadata/labels/tier", "value": "front"},
+            {"op": "remove", "path": "/spec/nothing"}
+        ]"#;
+        let err = json_patch(&pod(), body).unwrap_err();
+        assert!(err.to_string().starts_with("operation '/1' failed"), "{err}");
     }
 
     #[test]

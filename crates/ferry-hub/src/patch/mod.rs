@@ -53,6 +53,57 @@ pub enum PatchError {
     /// `$setElementOrder` or `$deleteFromPrimitiveList` directive.
     #[error("{0}")]
     InvalidStrategicPatch(String),
+    /// A patch over the bounds on the work one patch may cause (answered
+    /// 413 Request Entity Too Large).
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+/// Membership in a list of JSON values in O(1): scalars are hashed by their
+/// JSON text (equal scalars have equal text); objects and arrays, whose text
+/// depends on key order, are compared one by one (sets of them are rare and
+/// short).
+pub(crate) struct ValueSet<'v> {
+    scalars: std::collections::HashSet<String>,
+    others: Vec<&'v serde_json::Value>,
+}
+
+impl<'v> ValueSet<'v> {
+    pub(crate) fn new(items: impl IntoIterator<Item = &'v serde_json::Value>) -> Self {
+        let mut set = ValueSet {
+            scalars: Default::default(),
+            others: Vec::new(),
+        };
+        for item in items {
+            if item.is_object() || item.is_array() {
+                set.others.push(item);
+            } else {
+                set.scalars.insert(item.to_string());
+            }
+        }
+        set
+    }
+
+    pub(crate) fn contains(&self, item: &serde_json::Value) -> bool {
+        if item.is_object() || item.is_array() {
+            self.others.contains(&item)
+        } else {
+            self.scalars.contains(&item.to_string())
+        }
+    }
+
+    /// Add `item`; false if it was there already.
+    pub(crate) fn insert(&mut self, item: &'v serde_json::Value) -> bool {
+        if self.contains(item) {
+            return false;
+        }
+        if item.is_object() || item.is_array() {
+            self.others.push(item);
+        } else {
+            self.scalars.insert(item.to_string());
+        }
+        true
+    }
 }
 
 /// The JSON type name of a value, for error messages.

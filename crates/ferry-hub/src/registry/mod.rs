@@ -117,6 +117,7 @@ pub fn storage_key(group: &str, resource: &str) -> String {
 pub struct Registry {
     builtins: Vec<ResourceInfo>,
     crds: parking_lot::RwLock<std::collections::HashMap<String, Vec<ResourceInfo>>>,
+    generations: Generations,
 }
 
 impl Default for Registry {
@@ -124,8 +125,20 @@ impl Default for Registry {
         Registry {
             builtins: builtin_resources(),
             crds: Default::default(),
+            generations: Default::default(),
         }
     }
+}
+
+/// Which version of what it serves each cluster is at, for caches of
+/// documents derived from it (OpenAPI). Every change takes the next value
+/// of one hub-wide counter, so a generation names one cluster's state:
+/// clusters that never had CRDs share generation 0 (the built-ins alone),
+/// and the counter itself is the generation of the `/clusters/*` wildcard.
+#[derive(Default)]
+struct Generations {
+    last: std::sync::atomic::AtomicU64,
+    per_cluster: parking_lot::RwLock<std::collections::HashMap<String, u64>>,
 }
 
 impl Registry {
@@ -213,6 +226,36 @@ impl Registry {
             crds.remove(cluster);
         } else {
             crds.insert(cluster.to_string(), resources);
+        }
+        // Under the `crds` lock, so a reader that sees the new generation
+        // also sees the new resources.
+        let generation = self
+            .generations
+            .last
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        self.generations
+            .per_cluster
+            .write()
+            .insert(cluster.to_string(), generation);
+    }
+
+    /// What `cluster` serves, with the generation it is at (see
+    /// [`Registry::generation`]), read together.
+    pub fn resources_at_generation(&self, cluster: Option<&str>) -> (Vec<ResourceInfo>, u64) {
+        // Generation first: resources newer than their generation are
+        // harmless (a cache misses once more), older ones would be stale.
+        let generation = self.generation(cluster);
+        (self.resources(cluster), generation)
+    }
+
+    /// A number that changes whenever what `cluster` serves changes (`None`:
+    /// the `/clusters/*` wildcard). Two clusters at the same generation serve
+    /// the same resources, so documents derived from them can be shared.
+    pub fn generation(&self, cluster: Option<&str>) -> u64 {
+        match cluster {
+            Some(c) => self.generations.per_cluster.read().get(c).copied().unwrap_or(0),
+            None => self.generations.last.load(std::sync::atomic::Ordering::SeqCst),
         }
     }
 }

@@ -1,17 +1,19 @@
 //! Starting a hub: storage, certificates, the admin kubeconfig, and the HTTPS
 //! listener (HTTP/2 and HTTP/1.1 through ALPN).
 
+pub mod data_dir;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
@@ -43,7 +45,24 @@ pub struct HubOptions {
     /// Requests there are authenticated like HTTPS ones, minus client
     /// certificates; the listener is never bound beyond loopback.
     pub insecure_port: Option<u16>,
+    /// A connection that has not completed its TLS handshake this long after
+    /// it was accepted is closed.
+    pub tls_handshake_timeout: Duration,
+    /// A connection that has not sent its first request's headers in full
+    /// this long after it was accepted (after its TLS handshake) is closed.
+    pub request_header_timeout: Duration,
+    /// An HTTP/1.1 connection is closed when its next request's headers have
+    /// not arrived in full this long after the previous response.
+    pub idle_timeout: Duration,
 }
+
+/// kube-apiserver's `ReadHeaderTimeout`; Go's `http.Server` bounds the TLS
+/// handshake by it too.
+pub const DEFAULT_CONNECTION_TIMEOUT: Duration = Duration::from_secs(32);
+/// kube-apiserver's `IdleTimeout`: the keep-alive timeout of Go's (and
+/// hyper's) HTTP clients, so a client drops an idle connection no later
+/// than the hub does.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 impl HubOptions {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
@@ -59,6 +78,9 @@ impl HubOptions {
             mailbox_controller: true,
             token_auth_file: None,
             insecure_port: None,
+            tls_handshake_timeout: DEFAULT_CONNECTION_TIMEOUT,
+            request_header_timeout: DEFAULT_CONNECTION_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -150,12 +172,11 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 
 /// Start a hub with `opts`; returns once it is accepting connections.
 pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
-    std::fs::create_dir_all(&opts.data_dir)
-        .with_context(|| format!("creating the data directory {}", opts.data_dir.display()))?;
+    let db = opts.data_dir.join("hub.db");
+    data_dir::prepare(&opts.data_dir, (!opts.ephemeral).then_some(db.as_path()))?;
     let backend: Box<dyn Backend> = if opts.ephemeral {
         Box::new(MemoryBackend)
     } else {
-        let db = opts.data_dir.join("hub.db");
         Box::new(SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?)
     };
     let store = Store::open(backend, opts.watch_history)?;
@@ -219,38 +240,42 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     }));
     let (shutdown, mut stop) = watch::channel(false);
     let controllers = crate::controllers::spawn(&hub, stop.clone(), opts.mailbox_controller);
+    let (handshake_timeout, timeouts) = (
+        opts.tls_handshake_timeout,
+        HttpTimeouts {
+            first_request: opts.request_header_timeout,
+            idle: opts.idle_timeout,
+        },
+    );
     let insecure_url = match opts.insecure_port {
         Some(port) => {
             let plain = TcpListener::bind(("127.0.0.1", port))
                 .await
                 .with_context(|| format!("listening for plain HTTP on 127.0.0.1:{port}"))?;
             let url = format!("http://{}", plain.local_addr()?);
-            tokio::spawn(serve_plain(plain, app.clone(), stop.clone()));
+            tokio::spawn(serve_plain(plain, app.clone(), timeouts, stop.clone()));
             Some(url)
         }
         None => None,
     };
     let task = tokio::spawn(async move {
+        let mut backoff = AcceptBackoff::default();
         loop {
-            let (tcp, _peer) = tokio::select! {
-                _ = stop.changed() => return,
-                accepted = listener.accept() => match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        continue;
-                    }
-                },
+            let Some(tcp) = accept(&listener, &mut backoff, &mut stop).await else {
+                return;
             };
-            let _ = tcp.set_nodelay(true);
             let acceptor = acceptor.clone();
             let app = app.clone();
-            let mut stop = stop.clone();
+            let stop = stop.clone();
             tokio::spawn(async move {
-                let tls = match acceptor.accept(tcp).await {
-                    Ok(t) => t,
-                    Err(e) => {
+                let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
+                    Ok(Ok(t)) => t,
+                    Ok(Err(e)) => {
                         tracing::debug!("TLS handshake failed: {e}");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!("TLS handshake not completed within {handshake_timeout:?}; closing");
                         return;
                     }
                 };
@@ -269,13 +294,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
                         }
                         req
                     });
-                let service = TowerToHyperService::new(app);
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
-                tokio::select! {
-                    r = conn => if let Err(e) = r { tracing::debug!("connection ended: {e}") },
-                    _ = stop.changed() => {}
-                }
+                serve_connection(tls, app, timeouts, stop).await;
             });
         }
     });
@@ -294,29 +313,132 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
 }
 
 /// The plain-HTTP loopback listener: the same API, no TLS, no client certificates.
-async fn serve_plain(listener: TcpListener, app: axum::Router, mut stop: watch::Receiver<bool>) {
+async fn serve_plain(
+    listener: TcpListener,
+    app: axum::Router,
+    timeouts: HttpTimeouts,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut backoff = AcceptBackoff::default();
+    while let Some(tcp) = accept(&listener, &mut backoff, &mut stop).await {
+        tokio::spawn(serve_connection(tcp, app.clone(), timeouts, stop.clone()));
+    }
+}
+
+/// How long a connection may take to send request headers.
+#[derive(Debug, Clone, Copy)]
+struct HttpTimeouts {
+    /// From the start of HTTP on the connection to its first request's
+    /// headers (any protocol: this also bounds choosing one).
+    first_request: Duration,
+    /// HTTP/1.1: from one response to the next request's headers.
+    idle: Duration,
+}
+
+/// How long the accept loop pauses after `accept` fails (typically out of
+/// file descriptors, EMFILE): 5 ms, doubling up to 1 s, reset by a success
+/// — as Go's `http.Server` does. Retrying at once would spin a CPU while
+/// nothing can be accepted; exiting would stop the hub for good.
+#[derive(Default)]
+struct AcceptBackoff {
+    delay: Option<Duration>,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn failed(&mut self) -> Duration {
+        let next = self.delay.map_or(Self::FIRST, |d| (d * 2).min(Self::MAX));
+        self.delay = Some(next);
+        next
+    }
+}
+
+/// The next connection, pausing after failures (see [`AcceptBackoff`]);
+/// `None` once the hub stops.
+async fn accept(
+    listener: &TcpListener,
+    backoff: &mut AcceptBackoff,
+    stop: &mut watch::Receiver<bool>,
+) -> Option<tokio::net::TcpStream> {
     loop {
-        let tcp = tokio::select! {
-            _ = stop.changed() => return,
+        let failed = tokio::select! {
+            _ = stop.changed() => return None,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    continue;
+                Ok((tcp, _)) => {
+                    backoff.delay = None;
+                    let _ = tcp.set_nodelay(true);
+                    return Some(tcp);
                 }
+                Err(e) => e,
             },
         };
-        let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), service);
-            tokio::select! {
-                r = conn => if let Err(e) = r { tracing::debug!("connection ended: {e}") },
-                _ = stop.changed() => {}
+        let pause = backoff.failed();
+        // One line per failure at most every second while failing, not a flood.
+        if pause == AcceptBackoff::FIRST || pause == AcceptBackoff::MAX {
+            tracing::warn!("accepting a connection failed: {failed}; retrying in {pause:?}");
+        }
+        tokio::select! {
+            _ = stop.changed() => return None,
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// Serve HTTP/1.1 or HTTP/2 on one connection until it ends or the hub
+/// stops, within `timeouts`: the first request's deadline is kept here, since
+/// hyper's protocol detection has none; hyper keeps the HTTP/1.1 idle one
+/// (its header timer also runs while a keep-alive connection waits).
+async fn serve_connection<I, S>(io: I, app: S, timeouts: HttpTimeouts, mut stop: watch::Receiver<bool>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tower::Service<Request<hyper::body::Incoming>, Response = Response, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let (first_request, first_seen) = tokio::sync::oneshot::channel::<()>();
+    let first_request = Arc::new(parking_lot::Mutex::new(Some(first_request)));
+    let app = tower::ServiceExt::map_request(app, move |req: Request<hyper::body::Incoming>| {
+        if let Some(tx) = first_request.lock().take() {
+            let _ = tx.send(());
+        }
+        req
+    });
+    let service = TowerToHyperService::new(app);
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(timeouts.idle.max(timeouts.first_request));
+    builder.http2().timer(TokioTimer::new());
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let header_timeout = timeouts.first_request;
+    let first_deadline = tokio::time::sleep(header_timeout);
+    tokio::pin!(first_deadline);
+    let mut first_seen = Some(first_seen);
+    loop {
+        tokio::select! {
+            r = &mut conn => {
+                if let Err(e) = r {
+                    tracing::debug!("connection ended: {e}");
+                }
+                return;
             }
-        });
+            _ = stop.changed() => return,
+            seen = async { first_seen.as_mut().expect("polled only while waiting").await }, if first_seen.is_some() => {
+                first_seen = None;
+                // A dropped sender means the connection closed; `conn` says so next.
+                let _ = seen;
+            }
+            _ = &mut first_deadline, if first_seen.is_some() => {
+                tracing::debug!("no request headers within {header_timeout:?}; closing the connection");
+                return;
+            }
+        }
     }
 }
 
@@ -335,5 +457,19 @@ async fn in_flight(limit: Arc<Semaphore>, req: Request, next: Next) -> Response 
         Err(_) => {
             ApiError::too_many_requests("too many requests in flight; retry shortly", 1).into_response()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_failures_back_off_from_5ms_to_1s() {
+        let mut backoff = AcceptBackoff::default();
+        let pauses: Vec<u128> = (0..10).map(|_| backoff.failed().as_millis()).collect();
+        assert_eq!(pauses, vec![5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        backoff.delay = None; // a success
+        assert_eq!(backoff.failed(), AcceptBackoff::FIRST);
     }
 }

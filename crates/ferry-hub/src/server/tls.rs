@@ -95,7 +95,7 @@ impl PkiPaths {
 /// `localhost`, `127.0.0.1`, `::1` and `hosts` (IP addresses as IP SANs,
 /// anything else as DNS SANs); it is regenerated when missing, not signed by
 /// the CA, not valid for a requested host, or within 30 days of expiry.
-/// Private keys are written with mode 0600.
+/// Every file is written with mode 0600 (see [`super::data_dir`]).
 pub fn ensure_certs(data_dir: &Path, hosts: &[String]) -> anyhow::Result<TlsMaterial> {
     let paths = PkiPaths::new(data_dir);
     let pki_dir = data_dir.join("pki");
@@ -112,7 +112,7 @@ pub fn ensure_certs(data_dir: &Path, hosts: &[String]) -> anyhow::Result<TlsMate
         (false, false) => {
             let (cert, key) = generate_ca()?;
             write_file(&paths.ca_key, &key, 0o600)?;
-            write_file(&paths.ca_cert, &cert, 0o644)?;
+            write_file(&paths.ca_cert, &cert, 0o600)?;
             tracing::info!(path = %paths.ca_cert.display(), "generated hub CA");
             (cert, key)
         }
@@ -140,7 +140,7 @@ pub fn ensure_certs(data_dir: &Path, hosts: &[String]) -> anyhow::Result<TlsMate
         None => {
             let (cert, key) = generate_serving(&ca_cert_pem, &ca_key_pem, &hosts)?;
             write_file(&paths.serving_key, &key, 0o600)?;
-            write_file(&paths.serving_cert, &cert, 0o644)?;
+            write_file(&paths.serving_cert, &cert, 0o600)?;
             tracing::info!(hosts = ?hosts, "generated hub serving certificate");
             (cert, key)
         }

@@ -125,6 +125,7 @@ fn patch_error(e: patch::PatchError) -> ApiError {
         patch::PatchError::Decode(_) | patch::PatchError::NotAnObject(_) => {
             ApiError::bad_request(e.to_string())
         }
+        patch::PatchError::TooLarge(m) => ApiError::too_large(m),
         other => ApiError::unprocessable_patch(other.to_string()),
     }
 }

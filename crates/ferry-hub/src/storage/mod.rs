@@ -80,7 +80,15 @@ pub enum StoreError {
     /// The commit thread has stopped: the disk failed.
     #[error("storage is unavailable: {0}")]
     Unavailable(String),
+    /// The object's JSON is larger than [`MAX_OBJECT_BYTES`].
+    #[error("the object is {size} bytes when stored, over the limit of {limit} bytes")]
+    TooLarge { size: usize, limit: usize },
 }
+
+/// Largest object the store keeps: etcd's default request limit
+/// (`--max-request-bytes`, 1.5 MiB), which bounds every object
+/// kube-apiserver stores, so what fits here fits there.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 /// Which clusters a list or watch covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -487,6 +495,14 @@ impl Store {
     pub fn put(&self, key: ObjectKey, expect: Expect, mut value: Value) -> Result<Committed, StoreError> {
         let open = encode_open(&mut value);
         let has_rv = open.has_rv();
+        // The resourceVersion's digits add at most 20 bytes.
+        let size = open.head.len() + open.tail.len() + 20;
+        if size > MAX_OBJECT_BYTES {
+            return Err(StoreError::TooLarge {
+                size,
+                limit: MAX_OBJECT_BYTES,
+            });
+        }
         let mut state = self.state.lock();
         let current = state.latest(&key);
         check(&current, expect)?;

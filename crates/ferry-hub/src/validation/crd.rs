@@ -140,6 +140,9 @@ fn validate_versions(crd: &Value, causes: &mut Vec<Cause>) {
                 )),
             }
         }
+        if let Some(schema) = version.pointer("/schema/openAPIV3Schema") {
+            validate_patterns(schema, &format!("{at}.schema.openAPIV3Schema"), causes);
+        }
         validate_printer_columns(version, &at, causes);
     }
 
@@ -162,6 +165,53 @@ fn validate_versions(crd: &Value, causes: &mut Vec<Cause>) {
                 "must have exactly one version marked as storage version",
             ),
         ));
+    }
+}
+
+/// Every `pattern` in `schema` must compile, as kube-apiserver requires;
+/// `at` is the schema's field path, extended as kube-apiserver names nested
+/// schemas (`properties[spec].items.pattern`).
+fn validate_patterns(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
+    let Some(map) = schema.as_object() else {
+        return;
+    };
+    if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
+        if let Err(e) = super::pattern::compiled(pattern) {
+            causes.push(Cause::invalid(
+                format!("{at}.pattern"),
+                invalid_value(
+                    &Value::from(pattern),
+                    &format!("must be a valid regular expression, but isn't: {e}"),
+                ),
+            ));
+        }
+    }
+    for key in ["properties", "patternProperties", "definitions"] {
+        for (name, child) in map.get(key).and_then(Value::as_object).into_iter().flatten() {
+            validate_patterns(child, &format!("{at}.{key}[{name}]"), causes);
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf"] {
+        for (i, child) in map
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            validate_patterns(child, &format!("{at}.{key}[{i}]"), causes);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        match map.get(key) {
+            Some(Value::Array(items)) => {
+                for (i, child) in items.iter().enumerate() {
+                    validate_patterns(child, &format!("{at}.{key}[{i}]"), causes);
+                }
+            }
+            Some(child) => validate_patterns(child, &format!("{at}.{key}"), causes),
+            None => {}
+        }
     }
 }
 
@@ -216,6 +266,31 @@ mod tests {
 
     fn described(crd: &Value) -> Vec<String> {
         validate_crd(crd).iter().map(Cause::describe).collect()
+    }
+
+    #[test]
+    fn invalid_and_oversized_patterns_are_refused_naming_the_field() {
+        let mut c = crd();
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "ok": {"type": "string", "pattern": "^(a|a)*$"},
+                "x": {"type": "string", "pattern": "^(ab"},
+                "list": {"type": "array", "items": {"type": "string", "pattern": "[a-z]{1000}{1000}"}},
+            }}},
+        });
+        assert_eq!(
+            described(&c),
+            vec![
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[x].pattern: \
+                 Invalid value: \"^(ab\": must be a valid regular expression, but isn't: \
+                 error parsing regexp: unclosed group",
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[list].items.pattern: \
+                 Invalid value: \"[a-z]{1000}{1000}\": must be a valid regular expression, but isn't: \
+                 the compiled regular expression is larger than the limit of 131072 bytes; \
+                 simplify it (fewer or smaller repetitions)",
+            ]
+        );
     }
 
     #[test]

@@ -1,382 +1,245 @@
-//! A small backtracking matcher for the ECMA-262 regular expressions CRD
-//! schemas use in `pattern` (no regex crate is available).
+//! CRD `pattern`s as regular expressions, matched in time linear in the
+//! input.
 //!
-//! Supported: literals, `.`, `^`, `$`, classes `[a-z_]`/`[^...]`, escapes
-//! `\d \D \w \W \s \S` and escaped punctuation, groups `(...)`/`(?:...)`,
-//! alternation `|`, quantifiers `* + ? {n} {n,} {n,m}` (lazy forms accepted).
-//! Not supported (the pattern [`Pattern::parse`] returns `None` and the caller
-//! skips the check): lookaround, backreferences, named groups, `\b`, unicode
-//! classes. Matching is a search (unanchored unless the pattern uses `^`/`$`),
-//! as in OpenAPI.
+//! kube-apiserver compiles `pattern` with Go's `regexp` (RE2 syntax, no
+//! backtracking). The `regex` crate reads the same syntax with the same
+//! guarantees; [`translate`] bridges where the two differ:
+//! - Perl classes `\d \w \s` and `\b \B` are ASCII in Go, Unicode here;
+//! - inside brackets Go takes `[` (except `[:alpha:]`), `&&`, `~~` and `--`
+//!   literally, where the `regex` crate reads nested classes and set
+//!   operations;
+//! - a `{` or `}` that is not part of a repetition is a literal in Go;
+//! - Go quotes literal text with `\Q...\E` and refuses repeat counts over 1000.
+//!
+//! A compiled program may not exceed [`SIZE_LIMIT`], so a pattern too large
+//! is refused when its CRD is written ([`super::crd`]), not when a custom
+//! resource is. [`compiled`] keeps compiled patterns in a bounded cache,
+//! keyed by the pattern's text, so each is compiled once however many
+//! objects it checks.
 
-/// A compiled pattern.
-#[derive(Debug, Clone)]
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
+use regex::{Regex, RegexBuilder};
+
+/// Largest compiled program one pattern may have (the `regex` crate's
+/// default is 10 MiB). Common CRD patterns (DNS names, quantities, URLs,
+/// semantic versions) compile to a few KiB; the cap also bounds the cost of
+/// matching, which grows with the program's size.
+pub const SIZE_LIMIT: usize = 128 * 1024;
+/// Memory one thread may use for a pattern's lazy DFA before it falls back
+/// to the (still linear) NFA simulation.
+const DFA_SIZE_LIMIT: usize = 512 * 1024;
+/// Go's `regexp` refuses `{n}` and `{n,m}` above this count.
+const MAX_REPEAT: u32 = 1000;
+/// Cache bounds: entries, and the bytes of pattern text they are keyed by.
+const CACHE_ENTRIES: usize = 4096;
+const CACHE_TEXT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Why a pattern cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    /// Not a regular expression in RE2 syntax.
+    #[error("error parsing regexp: {0}")]
+    Syntax(String),
+    /// Compiles to a program larger than [`SIZE_LIMIT`].
+    #[error(
+        "the compiled regular expression is larger than the limit of {limit} bytes; \
+         simplify it (fewer or smaller repetitions)"
+    )]
+    TooLarge { limit: usize },
+}
+
+/// A compiled `pattern`.
+#[derive(Debug)]
 pub struct Pattern {
-    alternatives: Vec<Vec<Node>>,
+    regex: Regex,
 }
-
-#[derive(Debug, Clone)]
-enum ClassItem {
-    Range(char, char),
-    Digit(bool),
-    Word(bool),
-    Space(bool),
-}
-
-#[derive(Debug, Clone)]
-enum Node {
-    Char(char),
-    Any,
-    Class {
-        items: Vec<ClassItem>,
-        negated: bool,
-    },
-    Start,
-    End,
-    Group(Vec<Vec<Node>>),
-    Repeat {
-        node: Box<Node>,
-        min: u32,
-        max: Option<u32>,
-    },
-}
-
-/// Work bound for one match; patterns that need more are treated as matching
-/// rather than stalling a request.
-const STEP_LIMIT: usize = 200_000;
-/// Inputs longer than this are not checked (recursion depth grows with input).
-const MAX_INPUT_CHARS: usize = 4096;
 
 impl Pattern {
-    /// Compile `src`, or `None` if it uses syntax this matcher does not support.
-    pub fn parse(src: &str) -> Option<Pattern> {
-        let chars: Vec<char> = src.chars().collect();
-        let mut p = Parser {
-            chars: &chars,
-            pos: 0,
-        };
-        let alternatives = p.alternation()?;
-        (p.pos == chars.len()).then_some(Pattern { alternatives })
-    }
-
-    /// Whether `input` contains a match. Inputs too long or too costly to
-    /// check are reported as matching.
-    pub fn is_match(&self, input: &str) -> bool {
-        let s: Vec<char> = input.chars().collect();
-        if s.len() > MAX_INPUT_CHARS {
-            return true;
-        }
-        let mut m = Matcher { s: &s, steps: 0 };
-        for start in 0..=s.len() {
-            if self
-                .alternatives
-                .iter()
-                .any(|seq| m.seq_k(seq, start, &mut |_, _| true))
-            {
-                return true;
-            }
-            if m.steps > STEP_LIMIT {
-                return true;
-            }
-        }
-        false
-    }
-}
-
-struct Parser<'a> {
-    chars: &'a [char],
-    pos: usize,
-}
-
-impl Parser<'_> {
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-
-    fn next(&mut self) -> Option<char> {
-        let c = self.peek()?;
-        self.pos += 1;
-        Some(c)
-    }
-
-    fn alternation(&mut self) -> Option<Vec<Vec<Node>>> {
-        let mut alts = vec![self.sequence()?];
-        while self.peek() == Some('|') {
-            self.pos += 1;
-            alts.push(self.sequence()?);
-        }
-        Some(alts)
-    }
-
-    fn sequence(&mut self) -> Option<Vec<Node>> {
-        let mut seq = Vec::new();
-        while let Some(c) = self.peek() {
-            if c == '|' || c == ')' {
-                break;
-            }
-            let atom = self.atom()?;
-            let node = self.quantified(atom)?;
-            seq.push(node);
-        }
-        Some(seq)
-    }
-
-    fn atom(&mut self) -> Option<Node> {
-        match self.next()? {
-            '.' => Some(Node::Any),
-            '^' => Some(Node::Start),
-            '$' => Some(Node::End),
-            '(' => {
-                if self.peek() == Some('?') {
-                    self.pos += 1;
-                    if self.next()? != ':' {
-                        return None; // lookaround or named group
-                    }
-                }
-                let alts = self.alternation()?;
-                (self.next()? == ')').then_some(Node::Group(alts))
-            }
-            '[' => self.class(),
-            '\\' => self.escape(),
-            '*' | '+' | '?' | ')' => None,
-            '{' if self.quantifier_bounds_ahead() => None,
-            c => Some(Node::Char(c)),
-        }
-    }
-
-    fn escape(&mut self) -> Option<Node> {
-        let c = self.next()?;
-        let class = |item| {
-            Some(Node::Class {
-                items: vec![item],
-                negated: false,
+    /// Compile `src` with Go's reading of it.
+    pub fn compile(src: &str) -> Result<Pattern, PatternError> {
+        let translated = translate(src)?;
+        RegexBuilder::new(&translated)
+            .size_limit(SIZE_LIMIT)
+            .dfa_size_limit(DFA_SIZE_LIMIT)
+            .build()
+            .map(|regex| Pattern { regex })
+            .map_err(|e| match e {
+                regex::Error::CompiledTooBig(limit) => PatternError::TooLarge { limit },
+                other => PatternError::Syntax(syntax_summary(&other.to_string())),
             })
-        };
-        match c {
-            'd' => class(ClassItem::Digit(false)),
-            'D' => class(ClassItem::Digit(true)),
-            'w' => class(ClassItem::Word(false)),
-            'W' => class(ClassItem::Word(true)),
-            's' => class(ClassItem::Space(false)),
-            'S' => class(ClassItem::Space(true)),
-            _ => Some(Node::Char(self.escaped_literal(c)?)),
-        }
     }
 
-    fn escaped_literal(&mut self, c: char) -> Option<char> {
-        match c {
-            'n' => Some('\n'),
-            't' => Some('\t'),
-            'r' => Some('\r'),
-            'f' => Some('\u{c}'),
-            'v' => Some('\u{b}'),
-            '0' => Some('\0'),
-            'u' => {
-                let hex: String = (0..4).map(|_| self.next()).collect::<Option<String>>()?;
-                char::from_u32(u32::from_str_radix(&hex, 16).ok()?)
-            }
-            'x' => {
-                let hex: String = (0..2).map(|_| self.next()).collect::<Option<String>>()?;
-                char::from_u32(u32::from_str_radix(&hex, 16).ok()?)
-            }
-            c if c.is_ascii_alphanumeric() => None, // \b, \1, \p{..}: unsupported
-            c => Some(c),
-        }
+    /// Whether `input` contains a match (unanchored unless the pattern uses
+    /// `^`/`$`, as in OpenAPI).
+    pub fn is_match(&self, input: &str) -> bool {
+        self.regex.is_match(input)
     }
+}
 
-    fn class(&mut self) -> Option<Node> {
-        let negated = self.peek() == Some('^');
-        if negated {
-            self.pos += 1;
-        }
-        let mut items = Vec::new();
-        let mut first = true;
-        loop {
-            let c = self.next()?;
-            if c == ']' && !first {
-                break;
-            }
-            first = false;
-            let lo = match c {
-                '\\' => {
-                    let e = self.next()?;
-                    match e {
-                        'd' => {
-                            items.push(ClassItem::Digit(false));
-                            continue;
-                        }
-                        'D' => {
-                            items.push(ClassItem::Digit(true));
-                            continue;
-                        }
-                        'w' => {
-                            items.push(ClassItem::Word(false));
-                            continue;
-                        }
-                        'W' => {
-                            items.push(ClassItem::Word(true));
-                            continue;
-                        }
-                        's' => {
-                            items.push(ClassItem::Space(false));
-                            continue;
-                        }
-                        'S' => {
-                            items.push(ClassItem::Space(true));
-                            continue;
-                        }
-                        'b' => '\u{8}',
-                        e => self.escaped_literal(e)?,
-                    }
-                }
-                c => c,
+/// The one-line reason of a `regex` syntax error (its caret diagram points
+/// into the translated pattern, not the one the user wrote).
+fn syntax_summary(message: &str) -> String {
+    message
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .unwrap_or_else(|| message.lines().last().unwrap_or(message).trim())
+        .to_string()
+}
+
+#[derive(Default)]
+struct Cache {
+    entries: HashMap<String, Result<Arc<Pattern>, PatternError>>,
+    text_bytes: usize,
+}
+
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Default::default);
+
+/// `src` compiled, from the cache when it was compiled before. Failures are
+/// cached too, so a bad pattern costs one compilation. When the cache is
+/// full it starts over (patterns in use are recompiled once).
+pub fn compiled(src: &str) -> Result<Arc<Pattern>, PatternError> {
+    if let Some(hit) = CACHE.lock().entries.get(src) {
+        return hit.clone();
+    }
+    // Compile outside the lock: another thread may race us to the same
+    // pattern, which costs a second compilation, not a wait.
+    let result = Pattern::compile(src).map(Arc::new);
+    let mut cache = CACHE.lock();
+    if cache.entries.len() >= CACHE_ENTRIES || cache.text_bytes + src.len() > CACHE_TEXT_BYTES {
+        cache.entries.clear();
+        cache.text_bytes = 0;
+    }
+    if src.len() <= CACHE_TEXT_BYTES && cache.entries.insert(src.to_string(), result.clone()).is_none() {
+        cache.text_bytes += src.len();
+    }
+    result
+}
+
+/// Rewrite an RE2 pattern as Go reads it into the `regex` crate's syntax
+/// (see the module docs). Errors are those Go reports before compiling.
+pub fn translate(src: &str) -> Result<String, PatternError> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len() + 16);
+    let mut i = 0;
+    // Inside `[...]`; `class_start`: right after `[` or `[^`, where `]` is literal.
+    let mut in_class = false;
+    let mut class_start = false;
+    while i < chars.len() {
+        let c = chars[i];
+        i += 1;
+        if c == '\\' {
+            let Some(&e) = chars.get(i) else {
+                return Err(PatternError::Syntax(
+                    "trailing backslash at end of expression".into(),
+                ));
             };
-            let is_range =
-                self.peek() == Some('-') && self.chars.get(self.pos + 1).is_some_and(|&n| n != ']');
-            if is_range {
-                self.pos += 1;
-                let hi = match self.next()? {
-                    '\\' => {
-                        let e = self.next()?;
-                        self.escaped_literal(e)?
-                    }
-                    h => h,
-                };
-                if hi < lo {
-                    return None;
+            i += 1;
+            class_start = false;
+            match (e, in_class) {
+                ('d', true) => out.push_str("0-9"),
+                ('d', false) => out.push_str("[0-9]"),
+                ('w', true) => out.push_str("0-9A-Za-z_"),
+                ('w', false) => out.push_str("[0-9A-Za-z_]"),
+                ('s', true) => out.push_str(r"\t\n\f\r "),
+                ('s', false) => out.push_str(r"[\t\n\f\r ]"),
+                // Nested classes are allowed inside brackets too.
+                ('D', _) => out.push_str("[^0-9]"),
+                ('W', _) => out.push_str("[^0-9A-Za-z_]"),
+                ('S', _) => out.push_str(r"[^\t\n\f\r ]"),
+                ('b', false) => out.push_str(r"(?-u:\b)"),
+                ('B', false) => out.push_str(r"(?-u:\B)"),
+                ('Q', false) => {
+                    let rest: String = chars[i..].iter().collect();
+                    let (literal, skip) = match rest.find(r"\E") {
+                        Some(end) => (&rest[..end], rest[..end].chars().count() + 2),
+                        None => (rest.as_str(), rest.chars().count()),
+                    };
+                    out.push_str(&regex::escape(literal));
+                    i += skip;
                 }
-                items.push(ClassItem::Range(lo, hi));
-            } else {
-                items.push(ClassItem::Range(lo, lo));
+                (e, _) => {
+                    out.push('\\');
+                    out.push(e);
+                }
             }
+            continue;
         }
-        Some(Node::Class { items, negated })
-    }
-
-    /// Whether a `{n}`, `{n,}` or `{n,m}` starts at the cursor (after `{`).
-    fn quantifier_bounds_ahead(&self) -> bool {
-        let rest: String = self.chars[self.pos..].iter().take_while(|&&c| c != '}').collect();
-        self.chars.len() > self.pos + rest.chars().count()
-            && !rest.is_empty()
-            && rest.chars().all(|c| c.is_ascii_digit() || c == ',')
-            && rest.chars().next().is_some_and(|c| c.is_ascii_digit())
-            && rest.matches(',').count() <= 1
-    }
-
-    fn quantified(&mut self, atom: Node) -> Option<Node> {
-        let (min, max) = match self.peek() {
-            Some('*') => (0, None),
-            Some('+') => (1, None),
-            Some('?') => (0, Some(1)),
-            Some('{') => {
-                self.pos += 1;
-                if !self.quantifier_bounds_ahead() {
-                    self.pos -= 1;
-                    return Some(atom);
+        if in_class {
+            match c {
+                ']' if !class_start => {
+                    in_class = false;
+                    out.push(']');
                 }
-                let mut body = String::new();
-                while let Some(c) = self.next() {
-                    if c == '}' {
-                        break;
+                '[' if chars.get(i) == Some(&':') => {
+                    // A POSIX class such as `[:alpha:]`: copy it through `:]`.
+                    out.push('[');
+                    while i < chars.len() {
+                        out.push(chars[i]);
+                        i += 1;
+                        if out.ends_with(":]") {
+                            break;
+                        }
                     }
-                    body.push(c);
                 }
-                self.pos -= 1; // leave the '}' for the common advance below
-                let (min, max) = match body.split_once(',') {
-                    None => {
-                        let n = body.parse().ok()?;
-                        (n, Some(n))
-                    }
-                    Some((lo, "")) => (lo.parse().ok()?, None),
-                    Some((lo, hi)) => (lo.parse().ok()?, Some(hi.parse().ok()?)),
-                };
-                if max.is_some_and(|m| m < min) {
-                    return None;
+                '[' | '&' | '~' => {
+                    out.push('\\');
+                    out.push(c);
                 }
-                (min, max)
+                '-' if out.ends_with('-') && !out.ends_with("\\-") => out.push_str(r"\-"),
+                c => out.push(c),
             }
-            _ => return Some(atom),
-        };
-        self.pos += 1;
-        if self.peek() == Some('?') {
-            self.pos += 1; // lazy: irrelevant for match / no match
+            class_start = false;
+            continue;
         }
-        if matches!(atom, Node::Start | Node::End) {
-            return Some(atom);
+        match c {
+            '[' => {
+                in_class = true;
+                class_start = true;
+                out.push('[');
+                if chars.get(i) == Some(&'^') {
+                    out.push('^');
+                    i += 1;
+                }
+            }
+            '{' => match repetition(&chars[i..]) {
+                Some((len, counts)) => {
+                    if counts.iter().flatten().any(|&n| n > MAX_REPEAT) {
+                        let text: String = chars[i - 1..i + len].iter().collect();
+                        return Err(PatternError::Syntax(format!("invalid repeat count: `{text}`")));
+                    }
+                    out.extend(&chars[i - 1..i + len]);
+                    i += len;
+                }
+                None => out.push_str(r"\{"),
+            },
+            '}' => out.push_str(r"\}"),
+            c => out.push(c),
         }
-        Some(Node::Repeat {
-            node: Box::new(atom),
-            min,
-            max,
-        })
     }
+    Ok(out)
 }
 
-struct Matcher<'a> {
-    s: &'a [char],
-    steps: usize,
-}
-
-fn class_matches(items: &[ClassItem], negated: bool, c: char) -> bool {
-    let hit = items.iter().any(|item| match *item {
-        ClassItem::Range(lo, hi) => (lo..=hi).contains(&c),
-        ClassItem::Digit(neg) => c.is_ascii_digit() != neg,
-        ClassItem::Word(neg) => (c.is_ascii_alphanumeric() || c == '_') != neg,
-        ClassItem::Space(neg) => c.is_whitespace() != neg,
-    });
-    hit != negated
-}
-
-impl Matcher<'_> {
-    fn node(&mut self, node: &Node, i: usize, k: &mut dyn FnMut(&mut Self, usize) -> bool) -> bool {
-        self.steps += 1;
-        if self.steps > STEP_LIMIT {
-            return true;
+/// If `rest` (what follows a `{`) is a repetition `n}`, `n,}` or `n,m}`: its
+/// length through `}` and its counts.
+fn repetition(rest: &[char]) -> Option<(usize, [Option<u32>; 2])> {
+    let end = rest.iter().position(|&c| c == '}')?;
+    let body: String = rest[..end].iter().collect();
+    let number = |s: &str| -> Option<u32> {
+        if s.is_empty() || !s.chars().all(|c| c.is_ascii_digit()) {
+            return None;
         }
-        let s = self.s;
-        match node {
-            Node::Char(c) => i < s.len() && s[i] == *c && k(self, i + 1),
-            Node::Any => i < s.len() && s[i] != '\n' && s[i] != '\r' && k(self, i + 1),
-            Node::Class { items, negated } => {
-                i < s.len() && class_matches(items, *negated, s[i]) && k(self, i + 1)
-            }
-            Node::Start => i == 0 && k(self, i),
-            Node::End => i == s.len() && k(self, i),
-            Node::Group(alts) => alts.iter().any(|seq| self.seq_k(seq, i, k)),
-            Node::Repeat { node, min, max } => self.repeat(node, *min, *max, 0, i, k),
-        }
-    }
-
-    fn seq_k(&mut self, seq: &[Node], i: usize, k: &mut dyn FnMut(&mut Self, usize) -> bool) -> bool {
-        match seq.split_first() {
-            None => k(self, i),
-            Some((node, rest)) => self.node(node, i, &mut |m: &mut Self, j| m.seq_k(rest, j, k)),
-        }
-    }
-
-    fn repeat(
-        &mut self,
-        node: &Node,
-        min: u32,
-        max: Option<u32>,
-        count: u32,
-        i: usize,
-        k: &mut dyn FnMut(&mut Self, usize) -> bool,
-    ) -> bool {
-        if max.is_none_or(|m| count < m) {
-            let more = self.node(node, i, &mut |m: &mut Self, j| {
-                // A repetition that consumed nothing cannot make progress.
-                if j == i && count >= min {
-                    return false;
-                }
-                m.repeat(node, min, max, count + 1, j, k)
-            });
-            if more {
-                return true;
-            }
-        }
-        count >= min && k(self, i)
-    }
+        // Counts too large for u32 are over the limit anyway.
+        Some(s.parse().unwrap_or(u32::MAX))
+    };
+    let counts = match body.split_once(',') {
+        None => [Some(number(&body)?), None],
+        Some((lo, "")) => [Some(number(lo)?), None],
+        Some((lo, hi)) => [Some(number(lo)?), Some(number(hi)?)],
+    };
+    Some((end + 1, counts))
 }
 
 #[cfg(test)]
@@ -384,8 +247,8 @@ mod tests {
     use super::*;
 
     fn m(p: &str, s: &str) -> bool {
-        Pattern::parse(p)
-            .unwrap_or_else(|| panic!("pattern {p} should parse"))
+        Pattern::compile(p)
+            .unwrap_or_else(|e| panic!("pattern {p} should compile: {e}"))
             .is_match(s)
     }
 
@@ -416,19 +279,87 @@ mod tests {
         assert!(m("^(ab)*$", ""));
         assert!(m("^(a*)*b$", "aaab"));
         assert!(m("^[-+]?[0-9]*\\.?[0-9]+$", "-1.5"));
+        assert!(m(r"^https?:\/\/[^\/]+$", "https://example.org"));
+        assert!(m("^[[:alpha:]]+$", "abc"));
     }
 
     #[test]
-    fn unsupported_syntax_is_not_compiled() {
-        assert!(Pattern::parse("(?=a)").is_none());
-        assert!(Pattern::parse(r"\bword").is_none());
-        assert!(Pattern::parse("(a").is_none());
-        assert!(Pattern::parse("[z-a]").is_none());
+    fn backtracking_patterns_are_decided_in_linear_time() {
+        // A backtracking matcher takes exponential time here; the answer is
+        // still exact (the trailing `!` is not an `a`).
+        let start = std::time::Instant::now();
+        let input = format!("{}!", "a".repeat(100_000));
+        assert!(!m("^(a|a)*$", &input));
+        assert!(!m("^(a+)+$", &input));
+        assert!(m("^(a|a)*$", &"a".repeat(100_000)));
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]
-    fn catastrophic_patterns_give_up_as_matching() {
-        let input = format!("{}!", "a".repeat(40));
-        assert!(m("^(a|a)*$", &input));
+    fn perl_classes_and_word_boundaries_are_ascii_as_in_go() {
+        assert!(!m(r"^\d+$", "١٢٣"), "Arabic-Indic digits are not \\d in Go");
+        assert!(!m(r"^\w+$", "é"));
+        assert!(m(r"^\W$", "é"));
+        assert!(!m(r"^\s$", "\u{a0}"));
+        assert!(m(r"^[\d.]+$", "1.5"));
+        assert!(m(r"^[^\D]+$", "42"));
+        assert!(m(r"\bis\b", "this is"));
+    }
+
+    #[test]
+    fn go_literals_in_brackets_braces_and_quotes() {
+        assert!(m("^[[]$", "["));
+        assert!(m("^[a&&b]+$", "a&b"));
+        assert!(m("^[a~~]+$", "~a"));
+        assert!(m("^a{$", "a{"));
+        assert!(m("^a{,2}$", "a{,2}"));
+        assert!(m("^}$", "}"));
+        assert!(m(r"^\Q.*\E$", ".*"));
+        assert!(!m(r"^\Q.*\E$", "ab"));
+        assert!(m("^[]a]+$", "]a"));
+    }
+
+    #[test]
+    fn translation_leaves_re2_syntax_alone() {
+        assert_eq!(translate("^[a-z]{1,3}(x|y)?$").unwrap(), "^[a-z]{1,3}(x|y)?$");
+        assert_eq!(translate(r"\d[\w-]").unwrap(), r"[0-9][0-9A-Za-z_-]");
+        assert_eq!(translate(r"\b").unwrap(), r"(?-u:\b)");
+    }
+
+    #[test]
+    fn invalid_patterns_are_errors_naming_the_problem() {
+        let err = |p: &str| Pattern::compile(p).unwrap_err();
+        assert_eq!(err("(a"), PatternError::Syntax("unclosed group".into()));
+        assert!(matches!(err("[z-a]"), PatternError::Syntax(_)));
+        assert!(
+            matches!(err("(?=a)"), PatternError::Syntax(_)),
+            "no lookaround in RE2"
+        );
+        assert!(
+            matches!(err(r"(a)\1"), PatternError::Syntax(_)),
+            "no backreferences in RE2"
+        );
+        assert!(matches!(err("a\\"), PatternError::Syntax(_)));
+        assert_eq!(
+            err("a{1001}"),
+            PatternError::Syntax("invalid repeat count: `{1001}`".into())
+        );
+    }
+
+    #[test]
+    fn huge_programs_are_refused() {
+        let e = Pattern::compile("((a{1000}){1000}){1000}").unwrap_err();
+        assert_eq!(e, PatternError::TooLarge { limit: SIZE_LIMIT });
+        let e = Pattern::compile(&"[a-z]{1000}".repeat(50)).unwrap_err();
+        assert_eq!(e, PatternError::TooLarge { limit: SIZE_LIMIT });
+    }
+
+    #[test]
+    fn the_cache_returns_one_compilation_and_remembers_failures() {
+        let a = compiled("^cache-test-[0-9]+$").unwrap();
+        let b = compiled("^cache-test-[0-9]+$").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(compiled("(cache-test").is_err());
+        assert!(CACHE.lock().entries.contains_key("(cache-test"));
     }
 }

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::invalid_value;
-use super::pattern::Pattern;
+use super::pattern;
 use crate::status::Cause;
 
 /// Fields every object keeps at its root (and embedded resources at theirs).
@@ -310,10 +310,22 @@ fn validate_string(s: &str, value: &Value, schema: &Value, path: &str, causes: &
         }
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
-        // Patterns outside the supported subset are not enforced.
-        if Pattern::parse(pattern).is_some_and(|p| !p.is_match(s)) {
-            let detail = format!("{} should match '{pattern}'", subject(path));
-            causes.push(Cause::invalid(path, invalid_value(value, &detail)));
+        match pattern::compiled(pattern) {
+            Ok(p) if p.is_match(s) => {}
+            Ok(_) => {
+                let detail = format!("{} should match '{pattern}'", subject(path));
+                causes.push(Cause::invalid(path, invalid_value(value, &detail)));
+            }
+            // Refused when the CRD is written; one stored before that is
+            // still never passed silently.
+            Err(e) => causes.push(Cause::invalid(
+                path,
+                format!(
+                    "the CustomResourceDefinition's pattern {} for this field is not usable ({e}); \
+                     fix the pattern in the CustomResourceDefinition",
+                    Value::from(pattern)
+                ),
+            )),
         }
     }
     if let Some(format) = schema.get("format").and_then(Value::as_str) {
