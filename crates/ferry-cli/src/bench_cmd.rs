@@ -184,6 +184,43 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
         args.list_objects
     ));
 
+    // 2b. LIST while 32 writers create: the writers' throughput against the
+    //     same writers alone (a LIST must not stall writes), and the LIST's
+    //     latency under that load against the quiet LIST above.
+    ensure_namespace(&dc, "list-writes").await?;
+    let lw_api: Api<ConfigMap> = Api::namespaced(dc.clone(), "list-writes");
+    let writes_alone = create_many(&lw_api, "a", args.writes, 32).await?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lister = {
+        let (url, dir, stop) = (
+            durable.url.clone(),
+            durable_dir.path().to_path_buf(),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            let mut raw = RawClient::connect(&url, &dir).await?;
+            let mut ms = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                raw.get("/clusters/root/api/v1/namespaces/list/configmaps")
+                    .await?;
+                ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            anyhow::Ok(ms)
+        })
+    };
+    let writes_during = create_many(&lw_api, "b", args.writes, 32).await?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let busy_list_ms = sorted(lister.await??);
+    anyhow::ensure!(!busy_list_ms.is_empty(), "no LIST finished while the writers ran");
+    log(&format!(
+        "32 writers: {writes_alone:.0} creates/s alone, {writes_during:.0} while LISTing {} objects \
+         ({} LISTs, p50 {:.1} ms)",
+        args.list_objects,
+        busy_list_ms.len(),
+        percentile(&busy_list_ms, 0.5)
+    ));
+
     // 3. Watch fan-out: every event to every watcher; latency from just before
     //    the create is sent, against the create's own round trip.
     let (watch, create_rtt) = watch_fanout(&dc, args.watchers, args.watch_events).await?;
@@ -197,7 +234,7 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
 
     // 4. Memory with N 1-KiB ConfigMaps, against the empty hub.
     ensure_namespace(&dc, "rss").await?;
-    let held = args.list_objects + args.writes + args.writes / 4 + args.watch_events;
+    let held = args.list_objects + 3 * args.writes + args.writes / 4 + args.watch_events;
     let more = args.rss_objects.saturating_sub(held);
     create_many(&Api::namespaced(dc.clone(), "rss"), "r", more, 32).await?;
     let rss_full = durable.rss_bytes().unwrap_or(0);
@@ -214,6 +251,12 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
         "list": {"objects": args.list_objects, "p50_ms": list_p50, "p99_ms": percentile(&list_ms, 0.99),
                  "get_p50_ms": get_p50, "ratio_list_to_get": list_p50 / get_p50,
                  "typed_kube_rs_list_ms": typed_ms},
+        "list_during_writes": {"writers": 32, "creates": args.writes, "objects_listed": args.list_objects,
+                 "creates_per_sec_alone": writes_alone, "creates_per_sec_while_listing": writes_during,
+                 "ratio_creates_while_listing_to_alone": writes_during / writes_alone,
+                 "lists": busy_list_ms.len(), "list_p50_ms": percentile(&busy_list_ms, 0.5),
+                 "list_p99_ms": percentile(&busy_list_ms, 0.99),
+                 "ratio_list_p50_busy_to_quiet": percentile(&busy_list_ms, 0.5) / list_p50},
         "watch": {"watchers": args.watchers, "events": args.watch_events, "p50_ms": w50, "p99_ms": w99,
                   "create_rtt_p50_ms": percentile(&create_rtt, 0.5)},
         "rss": {"objects": args.rss_objects, "mib": mib(rss_full), "empty_mib": mib(rss_empty),

@@ -21,6 +21,8 @@ fn bench_hub_reports_all_figures_as_json() {
         "/list/p50_ms",
         "/watch/p99_ms",
         "/rss/mib",
+        "/list_during_writes/creates_per_sec_while_listing",
+        "/list_during_writes/list_p50_ms",
     ] {
         let n = v
             .pointer(ptr)
@@ -28,4 +30,13 @@ fn bench_hub_reports_all_figures_as_json() {
             .unwrap_or_else(|| panic!("{ptr} missing in {v}"));
         assert!(n > 0.0, "{ptr} = {n}");
     }
+    let during = &v["list_during_writes"];
+    assert!(during["lists"].as_u64().unwrap() >= 1, "{during}");
+    let ratio = during["ratio_creates_while_listing_to_alone"].as_f64().unwrap();
+    assert!(ratio.is_finite() && ratio > 0.0, "{during}");
+    let (p50, p99) = (
+        during["list_p50_ms"].as_f64().unwrap(),
+        during["list_p99_ms"].as_f64().unwrap(),
+    );
+    assert!(p50 <= p99, "{during}");
 }
