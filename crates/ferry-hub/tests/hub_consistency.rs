@@ -7,9 +7,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::call;
+use common::{call, get_raw as get};
 use ferry_hub::testing::TestHub;
-use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
@@ -41,22 +40,6 @@ async fn create(client: &kube::Client, name: &str) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-/// The status and body of a GET; the body read until the server ends it.
-async fn get(client: &kube::Client, uri: &str) -> (u16, String) {
-    let req = http::Request::builder()
-        .uri(uri)
-        .body(kube::client::Body::empty())
-        .unwrap();
-    let resp = client.send(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let body = tokio::time::timeout(Duration::from_secs(30), resp.into_body().collect())
-        .await
-        .expect("the response ends")
-        .unwrap()
-        .to_bytes();
-    (code, String::from_utf8_lossy(&body).into_owned())
 }
 
 fn assert_too_large(code: u16, body: &str, asked: u64) {

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
-use common::{call, client_as, user_kubeconfig};
+use common::{admin, call, client_as, create, rbac_path, token, user_kubeconfig};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
@@ -20,10 +20,6 @@ bob-token,bob,u-bob,\"ops,dev-team\"
 carol-token,carol,u-carol,system:masters
 ";
 
-fn token(t: &str) -> AuthInfo {
-    AuthInfo::Token(t.to_string())
-}
-
 /// A hub with the users of [`TOKENS`].
 async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -31,17 +27,6 @@ async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
     std::fs::write(&file, TOKENS).unwrap();
     let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
     (hub, dir)
-}
-
-async fn admin(hub: &TestHub, ws: &str) -> kube::Client {
-    client_as(hub, ws, token(&hub.running.admin_token)).await
-}
-
-/// POST `obj` to `path` as admin in `ws`; it must be created.
-async fn create(hub: &TestHub, ws: &str, path: &str, obj: Value) -> Value {
-    let (code, body) = call(&admin(hub, ws).await, "POST", path, Some(&obj)).await;
-    assert_eq!(code, 201, "creating {path} in {ws}: {body}");
-    body
 }
 
 async fn workspace(hub: &TestHub, name: &str) {
@@ -52,13 +37,6 @@ async fn workspace(hub: &TestHub, name: &str) {
         json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
     )
     .await;
-}
-
-fn rbac_path(namespace: Option<&str>, resource: &str) -> String {
-    match namespace {
-        Some(ns) => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{resource}"),
-        None => format!("/apis/rbac.authorization.k8s.io/v1/{resource}"),
-    }
 }
 
 fn binding(kind: &str, name: &str, role_kind: &str, role: &str, subject: Value) -> Value {

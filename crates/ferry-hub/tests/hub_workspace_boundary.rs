@@ -5,11 +5,8 @@
 //! others through every path trick, and Secrets through every representation.
 
 mod common;
-
-use std::time::Duration;
-
 use base64::Engine;
-use common::{call, client_as, eventually};
+use common::{admin, call, client_as, create, eventually, get_raw, rbac_path, token};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_hub::testing::TestHub;
 use http_body_util::BodyExt;
@@ -25,28 +22,6 @@ alice-token,alice,u-alice
 bob-token,bob,u-bob
 eve-token,eve,u-eve
 ";
-
-fn token(t: &str) -> AuthInfo {
-    AuthInfo::Token(t.to_string())
-}
-
-async fn admin(hub: &TestHub, ws: &str) -> kube::Client {
-    client_as(hub, ws, token(&hub.running.admin_token)).await
-}
-
-/// POST `obj` to `path` as admin in `ws`; it must be created.
-async fn create(hub: &TestHub, ws: &str, path: &str, obj: Value) -> Value {
-    let (code, body) = call(&admin(hub, ws).await, "POST", path, Some(&obj)).await;
-    assert_eq!(code, 201, "creating {path} in {ws}: {body}");
-    body
-}
-
-fn rbac_path(namespace: Option<&str>, resource: &str) -> String {
-    match namespace {
-        Some(ns) => format!("/apis/{RBAC}/v1/namespaces/{ns}/{resource}"),
-        None => format!("/apis/{RBAC}/v1/{resource}"),
-    }
-}
 
 fn user(name: &str) -> Value {
     json!({"kind": "User", "apiGroup": RBAC, "name": name})
@@ -305,22 +280,6 @@ async fn an_aggregation_rule_takes_full_authority() {
     let mallory = client_as(&hub, ws, token("mallory-token")).await;
     let (code, body) = call(&mallory, "POST", &rbac_path(None, "clusterroles"), Some(&sneaky)).await;
     assert_eq!(code, 201, "{body}");
-}
-
-/// Send a GET with a raw query and return the status and body text.
-async fn get_raw(client: &kube::Client, uri: &str) -> (u16, String) {
-    let req = http::Request::builder()
-        .uri(uri)
-        .body(kube::client::Body::empty())
-        .unwrap();
-    let resp = client.send(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let body = tokio::time::timeout(Duration::from_secs(20), resp.into_body().collect())
-        .await
-        .expect("the response ends")
-        .unwrap()
-        .to_bytes();
-    (code, String::from_utf8_lossy(&body).into_owned())
 }
 
 #[tokio::test(flavor = "multi_thread")]

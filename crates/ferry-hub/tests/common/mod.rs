@@ -64,3 +64,46 @@ pub async fn call(
         serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
     )
 }
+
+/// A bearer-token credential.
+pub fn token(t: &str) -> ferry_hub::kubeconfig::AuthInfo {
+    ferry_hub::kubeconfig::AuthInfo::Token(t.to_string())
+}
+
+/// A kube-rs client for `hub` at `workspace` with the admin token.
+pub async fn admin(hub: &TestHub, workspace: &str) -> kube::Client {
+    client_as(hub, workspace, token(&hub.running.admin_token)).await
+}
+
+/// POST `obj` to `path` as admin in `workspace`; it must be created.
+pub async fn create(hub: &TestHub, workspace: &str, path: &str, obj: serde_json::Value) -> serde_json::Value {
+    let (code, body) = call(&admin(hub, workspace).await, "POST", path, Some(&obj)).await;
+    assert_eq!(code, 201, "creating {path} in {workspace}: {body}");
+    body
+}
+
+/// The path of an RBAC resource, namespaced when `namespace` is given.
+pub fn rbac_path(namespace: Option<&str>, resource: &str) -> String {
+    match namespace {
+        Some(ns) => format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{resource}"),
+        None => format!("/apis/rbac.authorization.k8s.io/v1/{resource}"),
+    }
+}
+
+/// GET `uri` as written (query included) and return the status and the body
+/// as text, read until the server ends it (watches: give `timeoutSeconds`).
+pub async fn get_raw(client: &kube::Client, uri: &str) -> (u16, String) {
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .uri(uri)
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let resp = client.send(req).await.expect("response");
+    let code = resp.status().as_u16();
+    let body = tokio::time::timeout(std::time::Duration::from_secs(30), resp.into_body().collect())
+        .await
+        .expect("the response ends")
+        .expect("body")
+        .to_bytes();
+    (code, String::from_utf8_lossy(&body).into_owned())
+}
