@@ -9,6 +9,7 @@ pub mod problems;
 pub mod queue;
 pub mod raw;
 pub mod reconcile;
+pub mod retry;
 pub mod store;
 pub mod sweep;
 
