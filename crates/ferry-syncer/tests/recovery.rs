@@ -21,13 +21,16 @@ use serde_json::json;
 
 const OBJECTS: usize = 1000;
 /// How long a side stays down: long enough for the retry delays of the syncer before
-/// this fix to grow to several seconds.
+/// this fix to grow to five seconds.
 const OUTAGE: Duration = Duration::from_secs(5);
-/// What recovery may add to the time the same work takes without an outage. Noticing
-/// the return takes at most a quarter of a second, relisting 1,000 objects a fraction of
-/// one; the syncer before this fix added up to five seconds or more (its watch and
-/// per-object retry delays, its 5-second probe).
-const RECOVERY_SLACK: Duration = Duration::from_secs(2);
+/// What recovery may add to the time the same work takes without an outage: 2 s plus a
+/// quarter (the machine's load drifts between the two measures). Noticing the return
+/// takes at most a quarter of a second, relisting 1,000 objects a fraction of one; the
+/// syncer before this fix added five seconds or more after an upstream restart (a 410
+/// waited out the full watch backoff).
+fn recovery_bound(baseline: Duration) -> Duration {
+    baseline + baseline / 4 + Duration::from_secs(2)
+}
 /// WARN/ERROR lines one outage may cost (one, when the side goes down, is expected).
 const WARNINGS_BOUND: usize = 3;
 /// What `ferry syncer` logs by default (`crates/ferry-cli/src/logging.rs`), less the
@@ -106,18 +109,10 @@ async fn options(stage: &Stage) -> SyncerOptions {
     opts
 }
 
-/// How long the same work takes without an outage, measured moments before it.
-struct Baseline {
-    /// 1,000 ConfigMaps waiting to be copied, from the syncer's start: the shape of the
-    /// work after a downstream outage.
-    pending: Duration,
-    /// 1,000 changes upstream copied as they are made: the shape of the work after an
-    /// upstream restart.
-    live: Duration,
-}
-
-/// A mailbox with 1,000 ConfigMaps, all synced, and the baseline timings.
-async fn synced_stage() -> (Stage, RunningSyncer, Baseline) {
+/// A mailbox with 1,000 ConfigMaps, all synced, and how long copying them took from
+/// the syncer's start: the same work, 1,000 objects waiting to be copied, as after a
+/// downstream outage.
+async fn synced_stage() -> (Stage, RunningSyncer, Duration) {
     let stage = Stage::start().await;
     let mb = &stage.mb;
     mb.create(&namespaces(), namespace("app")).await;
@@ -144,12 +139,16 @@ async fn synced_stage() -> (Stage, RunningSyncer, Baseline) {
     converged(&stage.down, "0", 60).await;
     let pending = started.elapsed();
     wait_ready(&syncer).await;
+    (stage, syncer, pending)
+}
 
+/// How long 1,000 changes upstream take to be copied as they are made, with both sides
+/// up: the same work as after an upstream restart.
+async fn live_changes(stage: &Stage) -> Duration {
     let started = Instant::now();
-    set_all(mb, "1").await;
+    set_all(&stage.mb, "1").await;
     converged(&stage.down, "1", 60).await;
-    let live = started.elapsed();
-    (stage, syncer, Baseline { pending, live })
+    started.elapsed()
 }
 
 /// A hub that was stopped, and its data, kept for a restart on the same address.
@@ -181,7 +180,7 @@ impl Stopped {
     }
 }
 
-/// Recovery took at most [`RECOVERY_SLACK`] more than `baseline`, and the log said one
+/// Recovery took at most [`recovery_bound`] of `baseline`, and the log said one
 /// line when the side went down, one when it returned, and hardly anything else.
 fn check_outage(side: &str, took: Duration, baseline: Duration, log: &LogCapture, skip: usize) {
     let lines: Vec<String> = log.lines().into_iter().skip(skip).collect();
@@ -192,9 +191,10 @@ fn check_outage(side: &str, took: Duration, baseline: Duration, log: &LogCapture
         warnings.len()
     );
     assert!(
-        took < baseline + RECOVERY_SLACK,
+        took < recovery_bound(baseline),
         "after the {side} restart, {OBJECTS} changes took {took:?} to be copied, \
-         {baseline:?} without an outage (at most {RECOVERY_SLACK:?} more expected)"
+         {baseline:?} without an outage (at most {:?} expected)",
+        recovery_bound(baseline)
     );
     assert!(
         warnings.len() <= WARNINGS_BOUND,
@@ -216,7 +216,8 @@ fn upstream_restart_is_caught_up_at_once() {
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let log = LogCapture::new(LOG_FILTER);
     log.runtime().block_on(async {
-        let (stage, syncer, baseline) = synced_stage().await;
+        let (stage, syncer, _) = synced_stage().await;
+        let baseline = live_changes(&stage).await;
         let Stage { up, wec, ws, .. } = stage;
         // Other work on the hub moves its resourceVersion past the last one the syncer's
         // watches saw, as on any busy server: after the restart, resuming them gets a 410.
@@ -233,7 +234,7 @@ fn upstream_restart_is_caught_up_at_once() {
         set_all(&mb, "2").await;
         let down = Cluster::of(&wec, None).await;
         converged(&down, "2", 30).await;
-        check_outage("upstream", returned.elapsed(), baseline.live, &log, before);
+        check_outage("upstream", returned.elapsed(), baseline, &log, before);
         syncer.stop().await;
     });
 }
@@ -255,7 +256,7 @@ fn downstream_restart_is_caught_up_at_once() {
         let returned = Instant::now();
         let down = Cluster::of(&wec, None).await;
         converged(&down, "2", 30).await;
-        check_outage("downstream", returned.elapsed(), baseline.pending, &log, before);
+        check_outage("downstream", returned.elapsed(), baseline, &log, before);
         syncer.stop().await;
     });
 }
