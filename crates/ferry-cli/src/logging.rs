@@ -15,9 +15,12 @@ pub fn init(verbosity: u8, format: LogFormat, quiet: bool) {
         1 => "debug",
         _ => "trace",
     };
+    // kube-rs logs every failed request and every watch stream cut short
+    // (`kube_client::client`), then returns the error, which Ferry reports in its own
+    // words, once: during an outage those lines would repeat for every request.
     let filter = EnvFilter::try_from_env("FERRY_LOG").unwrap_or_else(|_| {
         EnvFilter::new(format!(
-            "{level},hyper=warn,h2=warn,rustls=warn,tower=warn,kube_client=warn,kube_runtime=warn"
+            "{level},hyper=warn,h2=warn,rustls=warn,tower=warn,kube_client=warn,kube_client::client=off,kube_runtime=warn"
         ))
     });
     let builder = tracing_subscriber::fmt()

@@ -15,9 +15,10 @@ use serde_json::{json, Value};
 use ferry_api::edge::SyncerConfig;
 use ferry_api::well_known::conditions::{CONFIG_VALID, SYNCING};
 
-use crate::engine::{DiscoverySnapshot, Engine};
+use crate::engine::retry::needs_new_stream;
+use crate::engine::{DiscoverySnapshot, Engine, WatchFailure, WatchRetry};
 use crate::selection::{Direction, SyncSelection};
-use crate::side::serves;
+use crate::side::{serves, Side};
 
 /// Condition type: the syncer is connected to both sides and has completed its initial
 /// sync (kcp's SyncTarget condition of the same name; KubeStellar users asked for a
@@ -87,21 +88,34 @@ pub fn syncer_config_resource() -> ApiResource {
 /// Watches the SyncerConfigs upstream; every change re-merges the selection.
 pub async fn watch_configs(engine: Arc<Engine>) {
     let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
-    let mut stream = watcher(api, watcher::Config::default()).boxed();
-    let mut failures = 0u32;
+    let config = watcher::Config::default();
+    let mut stream = watcher(api.clone(), config.clone()).boxed();
+    let mut retry = WatchRetry::new(engine.timing.max_watch_backoff);
     let state = &engine.configs;
     while let Some(event) = stream.next().await {
         match event {
             Err(e) => {
-                if failures == 0 {
-                    let hint = if e.to_string().contains("404") {
-                        "; is the SyncerConfig CRD installed upstream? (`ferry crds | kubectl apply -f -`)"
-                    } else {
-                        ""
-                    };
-                    tracing::warn!("watching SyncerConfigs failed{hint}: {e}");
+                let failure = WatchFailure::of(&e);
+                match failure {
+                    // Said once for the side, whatever stops answering.
+                    WatchFailure::Unreachable => engine.lost_contact(Side::Upstream, &e),
+                    // A restarted server lost the watch's history: relisting is routine.
+                    WatchFailure::Gone => {}
+                    _ if retry.failures() == 0 => {
+                        let hint = if failure == WatchFailure::Refused(404) {
+                            "; is the SyncerConfig CRD installed upstream? (`ferry crds | kubectl apply -f -`)"
+                        } else {
+                            ""
+                        };
+                        tracing::warn!("watching SyncerConfigs failed{hint}: {e}");
+                    }
+                    _ => {}
                 }
-                engine.pause_after_watch_failure(&mut failures).await;
+                if needs_new_stream(&e) {
+                    stream = watcher(api.clone(), config.clone()).boxed();
+                }
+                let next = retry.failed(failure);
+                engine.pause_before_retry(Side::Upstream, next).await;
                 continue;
             }
             Ok(watcher::Event::Init) => {
@@ -119,22 +133,24 @@ pub async fn watch_configs(engine: Arc<Engine>) {
                     *state.entries.lock() = listing;
                 }
                 state.loaded.store(true, Ordering::Relaxed);
+                retry.listed();
                 // Resolve at least once after every list, even when the selection did
                 // not change (no configs at all still means "ready, syncing nothing").
                 engine.resolve_now.notify_one();
             }
             Ok(watcher::Event::Apply(obj)) => {
+                retry.delivered();
                 if let Some((name, e)) = entry(obj) {
                     state.entries.lock().insert(name, e);
                 }
             }
             Ok(watcher::Event::Delete(obj)) => {
+                retry.delivered();
                 if let Some(name) = obj.metadata.name {
                     state.entries.lock().remove(&name);
                 }
             }
         }
-        failures = 0;
         configs_changed(&engine);
     }
 }

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use crate::config::{build_conditions, inputs_for, same_conditions, syncer_config_resource};
 use crate::engine::reconcile::FIELD_MANAGER;
 use crate::engine::Engine;
+use crate::side::Reachability;
 
 /// Writes heartbeats and conditions until aborted.
 pub async fn status_loop(engine: Arc<Engine>, period: Duration) {
@@ -22,7 +23,9 @@ pub async fn status_loop(engine: Arc<Engine>, period: Duration) {
             _ = ticks.tick() => true,
             _ = engine.status_now.notified() => false,
         };
-        if !engine.configs.is_loaded() {
+        // While upstream does not answer there is nowhere to write; its return wakes this.
+        let unreachable = matches!(engine.up.reachability(), Reachability::Unreachable { .. });
+        if !engine.configs.is_loaded() || unreachable {
             continue;
         }
         write_statuses(&engine, heartbeat).await;

@@ -34,7 +34,9 @@ pub struct SyncerOptions {
     /// How often discovery is re-read while some resource the configs name is not
     /// served (on either side) or a removed resource type still has copies to clean.
     pub discovery_refresh: Duration,
-    /// How often each side's reachability is checked (`GET /version`).
+    /// How often each side's reachability is checked (`GET /version`) while it answers;
+    /// a side that does not is checked every 250 ms (at most this period), so its return
+    /// is noticed at once.
     pub probe_period: Duration,
     /// First retry delay of a failing object; doubles on every failure.
     pub min_backoff: Duration,

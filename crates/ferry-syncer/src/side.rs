@@ -1,8 +1,7 @@
 //! The two servers a syncer talks to: a client, a rate limiter and reachability for each,
 //! and reading discovery into [`DiscoveredResource`]s.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::discovery::{Discovery, Scope};
 
@@ -34,6 +33,20 @@ impl std::fmt::Display for Side {
     }
 }
 
+/// Whether a side answers, as far as the syncer knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reachability {
+    /// Not asked yet.
+    Unknown,
+    /// The last probe or request got an answer.
+    Reachable,
+    /// A request got no answer, and no probe has since.
+    Unreachable {
+        /// When contact was lost.
+        since: Instant,
+    },
+}
+
 /// A connection to one side.
 pub struct SideClient {
     /// Which side.
@@ -42,7 +55,7 @@ pub struct SideClient {
     pub client: kube::Client,
     /// Applied before every request the reconcilers make.
     pub limiter: RateLimiter,
-    connected: AtomicBool,
+    reachability: tokio::sync::watch::Sender<Reachability>,
 }
 
 impl SideClient {
@@ -54,26 +67,68 @@ impl SideClient {
             side,
             client,
             limiter: RateLimiter::new(qps, burst),
-            connected: AtomicBool::new(false),
+            reachability: tokio::sync::watch::Sender::new(Reachability::Unknown),
         })
     }
 
     /// Whether the last contact succeeded.
     pub fn is_connected(&self) -> bool {
-        self.connected.load(Ordering::Relaxed)
+        *self.reachability.borrow() == Reachability::Reachable
     }
 
-    /// Records reachability; returns the previous value.
-    pub fn set_connected(&self, connected: bool) -> bool {
-        self.connected.swap(connected, Ordering::Relaxed)
+    /// What is known about reaching this side.
+    pub fn reachability(&self) -> Reachability {
+        *self.reachability.borrow()
     }
 
-    /// `GET /version` with a deadline: whether the server answers.
-    pub async fn probe(&self, timeout: Duration) -> bool {
-        matches!(
-            tokio::time::timeout(timeout, self.client.apiserver_version()).await,
-            Ok(Ok(_))
-        )
+    /// Records that a request got no answer. Returns the state before, if this changed it.
+    pub fn mark_unreachable(&self) -> Option<Reachability> {
+        let mut before = None;
+        self.reachability.send_if_modified(|state| match *state {
+            Reachability::Unreachable { .. } => false,
+            previous => {
+                before = Some(previous);
+                *state = Reachability::Unreachable {
+                    since: Instant::now(),
+                };
+                true
+            }
+        });
+        before
+    }
+
+    /// Records that the server answered. Returns the state before, if this changed it.
+    pub fn mark_reachable(&self) -> Option<Reachability> {
+        let mut before = None;
+        self.reachability.send_if_modified(|state| {
+            if *state == Reachability::Reachable {
+                return false;
+            }
+            before = Some(std::mem::replace(state, Reachability::Reachable));
+            true
+        });
+        before
+    }
+
+    /// Waits until the side is known to answer (at once if it is).
+    pub async fn reachable(&self) {
+        let mut changes = self.reachability.subscribe();
+        // The sender lives as long as `self`, so this cannot fail while awaited.
+        let _ = changes.wait_for(|r| *r == Reachability::Reachable).await;
+    }
+
+    /// A receiver that sees every change of reachability.
+    pub fn reachability_changes(&self) -> tokio::sync::watch::Receiver<Reachability> {
+        self.reachability.subscribe()
+    }
+
+    /// `GET /version` with a deadline: `Err` says why the server did not answer.
+    pub async fn probe(&self, timeout: Duration) -> Result<(), String> {
+        match tokio::time::timeout(timeout, self.client.apiserver_version()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(format!("GET /version failed: {e}")),
+            Err(_) => Err(format!("no answer to GET /version within {timeout:?}")),
+        }
     }
 
     /// Every resource (and subresource, as `resource/sub`) the server serves.
@@ -124,4 +179,49 @@ pub fn serves(discovered: &[DiscoveredResource], group: &str, version: &str, res
     discovered
         .iter()
         .any(|d| d.group == group && d.version == version && d.resource == resource)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn client() -> SideClient {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        SideClient::new(Side::Downstream, config, 0.0, 1).unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_change_of_reachability_is_reported_once() {
+        let side = client();
+        assert_eq!(side.reachability(), Reachability::Unknown);
+        assert_eq!(side.mark_unreachable(), Some(Reachability::Unknown));
+        assert_eq!(side.mark_unreachable(), None, "already known");
+        assert!(!side.is_connected());
+        assert!(matches!(
+            side.mark_reachable(),
+            Some(Reachability::Unreachable { .. })
+        ));
+        assert_eq!(side.mark_reachable(), None);
+        assert_eq!(side.mark_unreachable(), Some(Reachability::Reachable));
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_side_ends_when_it_answers() {
+        let side = Arc::new(client());
+        side.mark_unreachable();
+        let waiter = tokio::spawn({
+            let side = side.clone();
+            async move { side.reachable().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        side.mark_reachable();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken")
+            .unwrap();
+        // Reachable already: no wait.
+        side.reachable().await;
+    }
 }

@@ -18,6 +18,7 @@ use ferry_api::well_known::{syncer_label_value, SYNCER_LABEL};
 
 use super::problems::{permission_message, Problem, ProblemKey};
 use super::raw::RawObject;
+use super::retry::{needs_new_stream, WatchFailure, WatchRetry};
 use super::store::{ObjectRef, ObjectStore};
 use super::{Engine, Key};
 use crate::selection::{Direction, WatchTarget};
@@ -169,19 +170,29 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         config = config.labels(&format!("{SYNCER_LABEL}={}", syncer_label_value(&engine.name)));
     }
     let id = &flow.target.id;
-    let mut stream = watcher(api, config).boxed();
-    let mut failures = 0u32;
+    let mut stream = watcher(api.clone(), config.clone()).boxed();
+    let mut retry = WatchRetry::new(engine.timing.max_watch_backoff);
+    let mut failed = false;
     while let Some(event) = stream.next().await {
         let event = match event {
             Ok(event) => event,
             Err(e) => {
                 watch_failed(&engine, &flow, side, store, &e);
-                engine.pause_after_watch_failure(&mut failures).await;
+                if needs_new_stream(&e) {
+                    stream = watcher(api.clone(), config.clone()).boxed();
+                }
+                failed = true;
+                let next = retry.failed(WatchFailure::of(&e));
+                engine.pause_before_retry(side, next).await;
                 continue;
             }
         };
-        if failures > 0 {
-            failures = 0;
+        match event {
+            watcher::Event::InitDone => retry.listed(),
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => retry.delivered(),
+            watcher::Event::Init | watcher::Event::InitApply(_) => {}
+        }
+        if std::mem::take(&mut failed) {
             store.set_denied(false);
             if engine.problems.clear(side, &id.group, &id.resource, "list") {
                 engine.status_now.notify_one();
@@ -288,12 +299,8 @@ fn watch_failed(engine: &Engine, flow: &Flow, side: Side, store: &ObjectStore, e
             );
         }
         Some(_) => {}
-        None => {
-            if engine.side(side).set_connected(false) {
-                tracing::warn!(%side, "lost contact with the {side} server: {error}");
-            }
-            engine.metrics.connection(side, false);
-        }
+        None if WatchFailure::of(error) == WatchFailure::Unreachable => engine.lost_contact(side, error),
+        None => {}
     }
     tracing::debug!(resource = %id, %side, ?code, "watch failed: {error}");
 }

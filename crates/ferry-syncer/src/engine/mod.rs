@@ -9,10 +9,11 @@ pub mod problems;
 pub mod queue;
 pub mod raw;
 pub mod reconcile;
+pub mod retry;
 pub mod store;
 pub mod sweep;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,12 +23,20 @@ use parking_lot::{Mutex, RwLock};
 use crate::config::ConfigState;
 use crate::metrics::{Metrics, SyncDirection};
 use crate::selection::{Direction, DiscoveredResource, Resolution, SyncSelection, WatchTarget};
-use crate::side::{serves, Side, SideClient};
+use crate::side::{serves, Reachability, Side, SideClient};
 
 pub use flow::{Flow, FlowId};
 pub use problems::Problems;
 pub use queue::WorkQueue;
+pub use retry::{NextAttempt, WatchFailure, WatchRetry};
 pub use store::ObjectRef;
+
+/// How often a side that stopped answering is probed, so its return is noticed at once.
+pub const RECONNECT_PROBE_PERIOD: Duration = Duration::from_millis(250);
+/// How long a probe waits for `GET /version` while the side answers...
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// ... and while it does not (a quicker verdict, as it is asked more often).
+const RECONNECT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A queued object: which flow, which object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -43,7 +52,7 @@ pub struct Key {
 pub struct Timing {
     /// Discovery re-read period while something is missing.
     pub discovery_refresh: Duration,
-    /// Reachability check period.
+    /// Reachability check period while a side answers (see [`RECONNECT_PROBE_PERIOD`]).
     pub probe_period: Duration,
     /// Longest delay between watch retries.
     pub max_watch_backoff: Duration,
@@ -91,6 +100,8 @@ pub struct Engine {
     initial_sync: AtomicBool,
     /// Last failure message per key, so each distinct failure posts one Event.
     pub last_errors: Mutex<HashMap<Key, String>>,
+    /// Keys whose work waits for an unreachable side, queued again when it answers.
+    waiting: Mutex<HashMap<Side, HashSet<Key>>>,
 }
 
 impl Engine {
@@ -122,6 +133,7 @@ impl Engine {
             status_now: tokio::sync::Notify::new(),
             initial_sync: AtomicBool::new(false),
             last_errors: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::new()),
         })
     }
 
@@ -190,45 +202,121 @@ impl Engine {
         }
     }
 
+    /// A request to `side` got no answer (`error` says how). The first one after contact
+    /// is logged; work for the side then waits for it ([`Engine::wait_for_side`]) until
+    /// a probe gets an answer ([`Engine::regained_contact`]).
+    pub fn lost_contact(&self, side: Side, error: &dyn std::fmt::Display) {
+        let Some(before) = self.side(side).mark_unreachable() else {
+            return;
+        };
+        match before {
+            Reachability::Reachable => tracing::warn!(
+                %side,
+                "lost contact with the {side} server: {error}; its work waits until it answers again"
+            ),
+            _ => tracing::warn!(
+                %side,
+                "cannot reach the {side} server: {error}; its work waits until it answers"
+            ),
+        }
+        self.metrics.connection(side, false);
+        self.status_now.notify_one();
+    }
+
+    /// `side` answered a probe: if it had not been answering, the work that waited for it
+    /// is queued again, and watches waiting for it retry.
+    pub fn regained_contact(&self, side: Side) {
+        let Some(before) = self.side(side).mark_reachable() else {
+            return;
+        };
+        self.metrics.connection(side, true);
+        // Marked reachable first: a key is either parked before this takes them, or sees
+        // the side reachable and is not parked (see `wait_for_side`).
+        let keys = self.waiting.lock().remove(&side).unwrap_or_default();
+        if let Reachability::Unreachable { since } = before {
+            tracing::info!(
+                %side,
+                waiting = keys.len(),
+                "the {side} server answers again after {:.1?}; resuming its work",
+                since.elapsed()
+            );
+            self.resolve_now.notify_one();
+        }
+        self.queue.add_all(keys);
+        self.status_now.notify_one();
+    }
+
+    /// Parks `key` until `side` answers again, if it does not answer now; returns whether
+    /// it was parked (otherwise the caller retries it as usual).
+    pub fn wait_for_side(&self, side: Side, key: &Key) -> bool {
+        let mut waiting = self.waiting.lock();
+        if !matches!(self.side(side).reachability(), Reachability::Unreachable { .. }) {
+            return false;
+        }
+        waiting.entry(side).or_default().insert(key.clone());
+        true
+    }
+
+    /// Keys waiting for `side` to answer.
+    pub fn waiting_for(&self, side: Side) -> usize {
+        self.waiting.lock().get(&side).map_or(0, HashSet::len)
+    }
+
     /// One reconciler: takes keys until the queue shuts down.
     pub async fn work(self: Arc<Self>) {
         while let Some(key) = self.queue.next().await {
             if let Some(flow) = self.flow(key.flow) {
-                let started = Instant::now();
-                let result = reconcile::reconcile(&self, &flow, &key.object).await;
-                let direction = match flow.target.direction {
-                    Direction::Downsync => SyncDirection::downsync,
-                    Direction::Upsync => SyncDirection::upsync,
-                };
-                self.metrics.observe(direction, started.elapsed().as_secs_f64());
-                match result {
-                    Ok(()) => {
-                        self.queue.forget(&key);
-                        if !self.last_errors.lock().is_empty() {
-                            self.last_errors.lock().remove(&key);
-                        }
-                    }
-                    Err(error) => {
-                        self.metrics.error(direction, &flow.resource_name());
-                        let failures = self.queue.failures(&key);
-                        if failures < 3 {
-                            tracing::debug!(resource = %flow.target.id, object = %key.object, "{error}");
-                        } else {
-                            tracing::warn!(resource = %flow.target.id, object = %key.object, "{error}");
-                        }
-                        // A copy waiting a moment for its namespace's own copy (flows run
-                        // concurrently) is not worth an Event; one that keeps waiting is.
-                        let waiting = matches!(error, reconcile::SyncError::NamespaceMissing { .. });
-                        if !waiting || failures >= 3 {
-                            reconcile::report_failure(&self, &flow, &key, &error);
-                        }
-                        self.queue.retry(key.clone());
-                    }
+                // Work for a side that does not answer waits for it without trying.
+                if !self.wait_for_side(flow.dest_side(), &key) {
+                    self.reconcile_key(&flow, &key).await;
                 }
             }
             self.queue.done(&key);
             self.metrics.queue_depth(self.queue.len());
         }
+    }
+
+    async fn reconcile_key(&self, flow: &Flow, key: &Key) {
+        let started = Instant::now();
+        let result = reconcile::reconcile(self, flow, &key.object).await;
+        let direction = match flow.target.direction {
+            Direction::Downsync => SyncDirection::downsync,
+            Direction::Upsync => SyncDirection::upsync,
+        };
+        self.metrics.observe(direction, started.elapsed().as_secs_f64());
+        let error = match result {
+            Ok(()) => {
+                self.queue.forget(key);
+                if !self.last_errors.lock().is_empty() {
+                    self.last_errors.lock().remove(key);
+                }
+                return;
+            }
+            Err(error) => error,
+        };
+        self.metrics.error(direction, &flow.resource_name());
+        if let Some(side) = error.unreachable_side() {
+            // Said once for the side, not per object; the key resumes when the side does.
+            self.lost_contact(side, &error);
+            if self.wait_for_side(side, key) {
+                self.queue.forget(key);
+                tracing::debug!(resource = %flow.target.id, object = %key.object, "waits for the {side} server: {error}");
+                return;
+            }
+        }
+        let failures = self.queue.failures(key);
+        if failures < 3 {
+            tracing::debug!(resource = %flow.target.id, object = %key.object, "{error}");
+        } else {
+            tracing::warn!(resource = %flow.target.id, object = %key.object, "{error}");
+        }
+        // A copy waiting a moment for its namespace's own copy (flows run
+        // concurrently) is not worth an Event; one that keeps waiting is.
+        let waiting = matches!(error, reconcile::SyncError::NamespaceMissing { .. });
+        if !waiting || failures >= 3 {
+            reconcile::report_failure(self, flow, key, &error);
+        }
+        self.queue.retry(key.clone());
     }
 
     /// Re-resolves whenever woken, and every `discovery_refresh` while something is missing.
@@ -247,11 +335,22 @@ impl Engine {
             if !self.configs.is_loaded() {
                 continue;
             }
+            let unreachable =
+                |side: Side| matches!(self.side(side).reachability(), Reachability::Unreachable { .. });
+            if unreachable(Side::Upstream) || unreachable(Side::Downstream) {
+                // The side's return wakes this loop.
+                refresh = true;
+                continue;
+            }
             match self.resolve_once(&mut last).await {
                 Ok(again) => refresh = again,
-                Err(e) => {
+                Err((side, e)) if !matches!(e, kube::Error::Api(_) | kube::Error::SerdeError(_)) => {
+                    self.lost_contact(side, &e);
+                    refresh = true;
+                }
+                Err((side, e)) => {
                     tracing::warn!(
-                        "reading discovery failed; retrying in {:?}: {e}",
+                        "reading discovery of the {side} side failed; retrying in {:?}: {e}",
                         self.timing.discovery_refresh
                     );
                     refresh = true;
@@ -265,9 +364,10 @@ impl Engine {
     async fn resolve_once(
         self: &Arc<Self>,
         last: &mut Option<Arc<SyncSelection>>,
-    ) -> Result<bool, kube::Error> {
+    ) -> Result<bool, (Side, kube::Error)> {
         let (upstream, downstream) = tokio::join!(self.up.discover(), self.down.discover());
-        let (upstream, downstream) = (upstream?, downstream?);
+        let upstream = upstream.map_err(|e| (Side::Upstream, e))?;
+        let downstream = downstream.map_err(|e| (Side::Downstream, e))?;
         let selection = self.selection();
         let downsync = selection.resolve_downsync(&upstream);
         let upsync = selection.resolve_upsync(&downstream);
@@ -356,39 +456,47 @@ impl Engine {
         Ok(missing || retiring)
     }
 
-    /// Checks each side's reachability every `probe_period`.
+    /// Checks `side`'s reachability every `probe_period`, and every
+    /// [`RECONNECT_PROBE_PERIOD`] while it does not answer, so its return is noticed
+    /// within a fraction of a second (a failed request elsewhere starts that at once).
     pub async fn probe_loop(self: Arc<Self>, side: Side) {
-        let mut ever = false;
+        let client = self.side(side);
+        let mut changes = client.reachability_changes();
         loop {
-            let client = self.side(side);
-            let ok = client.probe(Duration::from_secs(2)).await;
-            let was = client.set_connected(ok);
-            self.metrics.connection(side, ok);
-            if ok && !was {
-                if ever {
-                    tracing::info!(%side, "the {side} server is reachable again");
-                    self.resolve_now.notify_one();
-                    self.reconcile_everything();
-                }
-                self.status_now.notify_one();
-            } else if !ok && was {
-                tracing::warn!(%side, "the {side} server is unreachable; retrying");
+            let reconnecting = !client.is_connected();
+            let timeout = if reconnecting {
+                RECONNECT_PROBE_TIMEOUT
+            } else {
+                PROBE_TIMEOUT
+            };
+            match client.probe(timeout).await {
+                Ok(()) => self.regained_contact(side),
+                Err(why) => self.lost_contact(side, &why),
             }
-            ever |= ok;
-            tokio::time::sleep(self.timing.probe_period).await;
+            changes.borrow_and_update();
+            let period = if client.is_connected() {
+                self.timing.probe_period
+            } else {
+                self.timing.probe_period.min(RECONNECT_PROBE_PERIOD)
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                // Contact lost through a request: probe at the short period from now.
+                _ = changes.changed() => {}
+            }
         }
     }
 
-    /// Waits before a failed watch is retried: from 100 ms, doubling up to the
-    /// longest watch backoff. `failures` counts the failures in a row.
-    pub async fn pause_after_watch_failure(&self, failures: &mut u32) {
-        let delay = queue::backoff(
-            Duration::from_millis(100),
-            self.timing.max_watch_backoff,
-            *failures,
-        );
-        *failures = failures.saturating_add(1);
-        tokio::time::sleep(delay).await;
+    /// Waits as `next` says before a failed watch of `side` is retried.
+    pub async fn pause_before_retry(&self, side: Side, next: NextAttempt) {
+        match next {
+            NextAttempt::Now => {}
+            NextAttempt::After(delay) => tokio::time::sleep(delay).await,
+            NextAttempt::WhenReachable(delay) => {
+                tokio::time::sleep(delay).await;
+                self.side(side).reachable().await;
+            }
+        }
     }
 
     /// Whether this syncer keeps copies in `namespace` downstream that are still
@@ -433,5 +541,66 @@ impl Engine {
         for flow in self.flows.write().drain() {
             flow.1.stop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine() -> Arc<Engine> {
+        let side = |side| {
+            let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+            SideClient::new(side, config, 0.0, 1).unwrap()
+        };
+        let timing = Timing {
+            discovery_refresh: Duration::from_secs(10),
+            probe_period: Duration::from_secs(5),
+            max_watch_backoff: Duration::from_secs(5),
+        };
+        let (min, max) = (Duration::from_millis(1), Duration::from_millis(10));
+        Engine::new(
+            "florin".into(),
+            true,
+            timing,
+            side(Side::Upstream),
+            side(Side::Downstream),
+            min,
+            max,
+        )
+    }
+
+    fn key(name: &str) -> Key {
+        Key {
+            flow: 1,
+            object: ObjectRef {
+                namespace: Some("app".into()),
+                name: name.into(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn work_for_an_unreachable_side_waits_for_it_and_resumes_when_it_answers() {
+        let engine = engine();
+        assert!(
+            !engine.wait_for_side(Side::Downstream, &key("a")),
+            "not known to be down: tried as usual"
+        );
+        engine.lost_contact(Side::Downstream, &"connection refused");
+        for name in ["a", "a", "b"] {
+            assert!(engine.wait_for_side(Side::Downstream, &key(name)));
+        }
+        assert!(
+            !engine.wait_for_side(Side::Upstream, &key("c")),
+            "the other side answers"
+        );
+        assert_eq!(engine.waiting_for(Side::Downstream), 2);
+        assert!(engine.queue.is_empty(), "nothing retried meanwhile");
+
+        engine.regained_contact(Side::Downstream);
+        assert_eq!(engine.waiting_for(Side::Downstream), 0);
+        assert_eq!(engine.queue.len(), 2, "both queued again at once");
+        assert!(!engine.wait_for_side(Side::Downstream, &key("d")));
     }
 }

@@ -70,6 +70,14 @@ impl SyncError {
     pub fn is_transport(&self) -> bool {
         matches!(self, SyncError::Request { source, .. } if !matches!(source, kube::Error::Api(_) | kube::Error::SerdeError(_)))
     }
+
+    /// The side that did not answer, if that is why reconciling failed.
+    pub fn unreachable_side(&self) -> Option<Side> {
+        match self {
+            SyncError::Request { side, .. } if self.is_transport() => Some(*side),
+            _ => None,
+        }
+    }
 }
 
 fn code_of(e: &kube::Error) -> Option<u16> {
@@ -138,10 +146,7 @@ impl Writer<'_> {
                 }
             }
             None if !matches!(source, kube::Error::SerdeError(_)) => {
-                if self.engine.side(self.side).set_connected(false) {
-                    tracing::warn!(side = %self.side, "lost contact with the {} server: {source}", self.side);
-                }
-                self.engine.metrics.connection(self.side, false);
+                self.engine.lost_contact(self.side, &source);
             }
             _ => {}
         }

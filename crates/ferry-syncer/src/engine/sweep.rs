@@ -122,6 +122,9 @@ pub async fn sweep_after_initial_sync(engine: Arc<Engine>) {
             return;
         }
         tokio::time::sleep(backoff(Duration::from_secs(1), Duration::from_secs(30), attempt)).await;
+        // An outage does not use up the attempts: the next one waits for both sides.
+        engine.up.reachable().await;
+        engine.down.reachable().await;
     }
     tracing::warn!(
         "gave up sweeping copies of resource types no SyncerConfig names: a server kept failing to answer"
@@ -155,8 +158,14 @@ pub async fn sweep(engine: &Engine) -> SweepOutcome {
             }
             match sweep_type(engine, side, &resource).await {
                 Ok(deleted) => outcome.deleted += deleted,
+                Err(e) if e.is_transport() => {
+                    // Said once for the side; the rest of it waits for the next sweep.
+                    outcome.unreachable = true;
+                    engine.lost_contact(side, &e);
+                    tracing::debug!(%side, "sweep stopped on this side: {e}");
+                    break;
+                }
                 Err(e) => {
-                    outcome.unreachable |= e.is_transport();
                     // Many types are not listable by a restricted syncer, and some vanish.
                     if matches!(e.code(), Some(403 | 404)) {
                         tracing::debug!(%side, "sweep skipped a resource type: {e}");
