@@ -16,8 +16,9 @@
 //!   the bounded cache).
 //! - Work is bounded before evaluation: cel-rust has no cost tracker, so each
 //!   evaluation's cost is estimated from the size of `self`/`oldSelf` raised
-//!   to the rule's comprehension nesting depth, and refused over kube's
-//!   per-call limit; one object's rules share kube's per-object budget.
+//!   to the rule's comprehension nesting depth (times the size of what a
+//!   loop body reads from `self`), and refused over kube's per-call limit;
+//!   one object's rules share kube's per-object budget.
 //!
 //! Kubernetes libraries available: the CEL standard library (`size`, `has`,
 //! `all`, `exists`, `exists_one`, `map`, `filter`, `startsWith`, `endsWith`,
@@ -81,6 +82,10 @@ pub struct Rule {
     nodes: u64,
     /// Whether the expression names `oldSelf` (a transition rule).
     uses_old_self: bool,
+    /// Fields of `self`/`oldSelf` read inside a comprehension's body
+    /// (`self.items.map(x, self.items)`): each pass of the loop may copy
+    /// them, so their size multiplies the cost.
+    read_in_loops: Vec<(bool, Vec<String>)>,
 }
 
 /// Compiled rules by their text, and the bytes of text held.
@@ -101,6 +106,7 @@ pub fn compiled(src: &str) -> Result<Arc<Rule>, String> {
         depth: shape.depth,
         nodes: shape.nodes.max(1),
         uses_old_self: shape.old_self,
+        read_in_loops: shape.read_in_loops,
     });
     let mut cache = CACHE.lock();
     if cache.0.len() >= CACHE_ENTRIES || cache.1 + src.len() > CACHE_TEXT_BYTES {
@@ -117,12 +123,34 @@ struct Shape {
     depth: u32,
     nodes: u64,
     old_self: bool,
+    read_in_loops: Vec<(bool, Vec<String>)>,
+}
+
+/// `self.a.b` as (`false`, [a, b]); `oldSelf.a` as (`true`, [a]).
+fn root_path(e: &IdedExpr) -> Option<(bool, Vec<String>)> {
+    match &e.expr {
+        Expr::Ident(name) if name == "self" || name == "oldSelf" => Some((name == "oldSelf", Vec::new())),
+        Expr::Select(s) if !s.test => {
+            let (old, mut path) = root_path(&s.operand)?;
+            path.push(s.field.clone());
+            Some((old, path))
+        }
+        _ => None,
+    }
 }
 
 impl Shape {
     fn walk(&mut self, e: &IdedExpr, depth: u32) {
         self.nodes += 1;
         self.depth = self.depth.max(depth);
+        if depth > 0 {
+            if let Some(read) = root_path(e) {
+                self.old_self |= read.0;
+                self.nodes += read.1.len() as u64;
+                self.read_in_loops.push(read);
+                return;
+            }
+        }
         match &e.expr {
             Expr::Ident(name) => self.old_self |= name == "oldSelf",
             Expr::Call(c) => {
@@ -382,13 +410,27 @@ fn weight(value: &Value) -> u64 {
     }
 }
 
-/// Cost estimate of one evaluation of `rule` over an input of `weight`.
-fn estimated_cost(rule: &Rule, weight: u64) -> u64 {
+/// Cost estimate of one evaluation of `rule` over `value` (and `old`):
+/// the expression's size, times the input's weight per level of
+/// comprehension nesting, times the weight of what loops read from
+/// `self`/`oldSelf`.
+fn estimated_cost(rule: &Rule, value: &Value, old: Option<&Value>) -> u64 {
+    let total = weight(value) + old.map(weight).unwrap_or(0);
     let mut cost = rule.nodes;
     for _ in 0..rule.depth.max(1) {
-        cost = cost.saturating_mul(weight.max(1));
+        cost = cost.saturating_mul(total.max(1));
     }
-    cost
+    let in_loops = rule
+        .read_in_loops
+        .iter()
+        .map(|(is_old, path)| {
+            let root = if *is_old { old } else { Some(value) };
+            path.iter().try_fold(root?, |v, key| v.get(key)).map(weight)
+        })
+        .map(|w| w.unwrap_or(1))
+        .max()
+        .unwrap_or(1);
+    cost.saturating_mul(in_loops)
 }
 
 /// The type name kube-apiserver prints as the invalid value of a rule's node.
@@ -514,8 +556,7 @@ impl Run {
         if compiled.uses_old_self && old.is_none() && !optional_old {
             return;
         }
-        let weight = weight(value) + old.map(weight).unwrap_or(0);
-        let cost = estimated_cost(&compiled, weight);
+        let cost = estimated_cost(&compiled, value, old);
         if cost > PER_CALL_LIMIT {
             self.causes.push(invalid(&format!(
                 "call cost exceeds limit for rule: {text} (estimated {cost}, limit {PER_CALL_LIMIT}); \
@@ -544,7 +585,7 @@ impl Run {
             Ok(CelValue::Bool(true)) => {}
             Ok(CelValue::Bool(false)) => {
                 let message = self
-                    .message_expression(rule, self_value, old_value, optional_old, weight)
+                    .message_expression(rule, self_value, old_value, optional_old, (value, old))
                     .or_else(|| {
                         rule.get("message")
                             .and_then(Value::as_str)
@@ -584,11 +625,11 @@ impl Run {
         self_value: CelValue,
         old_value: Option<CelValue>,
         optional_old: bool,
-        weight: u64,
+        (value, old): (&Value, Option<&Value>),
     ) -> Option<String> {
         let src = rule.get("messageExpression").and_then(Value::as_str)?;
         let compiled = compiled(src).ok()?;
-        let cost = estimated_cost(&compiled, weight);
+        let cost = estimated_cost(&compiled, value, old);
         if cost > PER_CALL_LIMIT || cost > self.budget {
             return None;
         }
@@ -822,8 +863,16 @@ mod tests {
         );
         assert_eq!(causes.len(), 1);
         assert!(causes[0].contains("call cost exceeds limit"), "{causes:?}");
-        // Linear rules over the same list are fine.
-        assert!(check("self.items.all(x, x >= 0)", json!({"items": items})).is_empty());
+        // A loop that copies the list it walks is quadratic too.
+        let causes = check(
+            "self.items.map(x, self.items).size() > 0",
+            json!({"items": items}),
+        );
+        assert!(causes[0].contains("call cost exceeds limit"), "{causes:?}");
+        // Linear rules over the same list are fine, scalars read in loops too.
+        let linear = json!({"items": items, "replicas": 10});
+        assert!(check("self.items.all(x, x >= 0)", linear.clone()).is_empty());
+        assert!(check("self.items.all(x, x < 5000 || self.replicas > 0)", linear).is_empty());
     }
 
     #[test]
@@ -872,5 +921,176 @@ mod tests {
             "{}",
             causes[0].message
         );
+    }
+}
+
+/// Random rules from a small grammar over the functions the environment
+/// offers, against one object: compiling and evaluating them must give a
+/// result or an error, never a panic (a panic in a write would be a 500).
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use serde_json::json;
+
+    const ATOMS: &[&str] = &[
+        "self",
+        "self.items",
+        "self.name",
+        "self.n",
+        "self.m",
+        "self.f",
+        "oldSelf",
+        "1",
+        "-1",
+        "0",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "18446744073709551615u",
+        "1.5",
+        "-0.0",
+        "1e308",
+        "'abc'",
+        "''",
+        "'\\u00e9'",
+        "b'x'",
+        "true",
+        "null",
+        "[]",
+        "[1, 2]",
+        "['b', 'a']",
+        "{}",
+        "{'a': 1}",
+        "[1, 'a']",
+        "[[1]]",
+        "optional.none()",
+        "optional.of(1)",
+        "x",
+    ];
+    const UNARY: &[&str] = &[
+        "size({})",
+        "has({}.a)",
+        "!{}",
+        "-{}",
+        "int({})",
+        "uint({})",
+        "double({})",
+        "string({})",
+        "bytes({})",
+        "type({})",
+        "dyn({})",
+        "{}.lowerAscii()",
+        "{}.upperAscii()",
+        "{}.isSorted()",
+        "{}.sum()",
+        "{}.min()",
+        "{}.max()",
+        "{}.size()",
+        "{}.trim()",
+        "{}.reverse()",
+        "{}.all(x, {})",
+        "{}.exists(x, x)",
+        "{}.exists_one(x, x > 0)",
+        "{}.map(x, x + x)",
+        "{}.filter(x, x)",
+        "{}.hasValue()",
+        "{}.value()",
+        "{}.orValue(1)",
+        "{}[0]",
+        "{}[-1]",
+        "{}['a']",
+        "{}.a",
+        "{}.?a",
+        "math.greatest({})",
+        "math.least({})",
+        "{}.charAt(-1)",
+        "{}.charAt(99)",
+        "{}.substring(2, 1)",
+        "{}.substring(-1)",
+        "{}.split('')",
+        "{}.join(',')",
+        "{}.indexOf('')",
+        "{}.indexOf(1)",
+        "{}.lastIndexOf(1)",
+        "{}.replace('', 'x')",
+        "{}.matches('[')",
+        "{}.matches('(a+)+$')",
+        "{}.quote()",
+        "{}.format([{}])",
+        "strings.quote({})",
+        "math.abs({})",
+        "math.ceil({})",
+        "math.sign({})",
+        "math.bitShiftLeft({}, 64)",
+        "math.bitShiftRight({}, -1)",
+        "math.round({})",
+        "math.sqrt({})",
+        "math.isNaN({})",
+        "{}.startsWith('a')",
+        "{}.endsWith({})",
+        "{}.contains({})",
+        "({})",
+    ];
+    const BINARY: &[&str] = &[
+        "+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "in",
+    ];
+
+    fn expr(rng: &mut StdRng, depth: u32) -> String {
+        if depth == 0 || rng.random_ratio(1, 4) {
+            return ATOMS[rng.random_range(0..ATOMS.len())].to_string();
+        }
+        match rng.random_range(0..3) {
+            0 => {
+                let a = expr(rng, depth - 1);
+                let b = expr(rng, depth - 1);
+                format!("{a} {} {b}", BINARY[rng.random_range(0..BINARY.len())])
+            }
+            1 => {
+                let c = expr(rng, depth - 1);
+                let a = expr(rng, depth - 1);
+                let b = expr(rng, depth - 1);
+                format!("{c} ? {a} : {b}")
+            }
+            _ => {
+                let template = UNARY[rng.random_range(0..UNARY.len())];
+                let mut out = template.to_string();
+                while out.contains("{}") {
+                    out = out.replacen("{}", &expr(rng, depth - 1), 1);
+                }
+                out
+            }
+        }
+    }
+
+    #[test]
+    fn random_rules_never_panic() {
+        let cases: usize = std::env::var("FERRY_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
+        let mut rng = StdRng::seed_from_u64(7);
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "items": {"type": "array", "items": {"type": "integer"}},
+            "name": {"type": "string"}, "n": {"type": "integer"},
+            "m": {"type": "object", "additionalProperties": {"type": "string"}},
+            "f": {"type": "number"},
+        }}}});
+        let obj =
+            json!({"spec": {"items": [3, 1, 2], "name": "Ab", "n": i64::MAX, "m": {"a": "b"}, "f": 0.5}});
+        let old = json!({"spec": {"items": [], "name": "", "n": 0, "m": {}, "f": 1}});
+        for _ in 0..cases {
+            let rule = expr(&mut rng, 4);
+            let mut s = schema.clone();
+            s["properties"]["spec"]["x-kubernetes-validations"] = json!([
+                {"rule": rule, "messageExpression": rule, "optionalOldSelf": rng.random_bool(0.3)}
+            ]);
+            let outcome = std::panic::catch_unwind(|| {
+                let _ = compiled(&rule);
+                let _ = validate(&s, &obj, Some(&old));
+                let _ = validate(&s, &obj, None);
+            });
+            assert!(outcome.is_ok(), "rule panicked: {rule}");
+        }
     }
 }
