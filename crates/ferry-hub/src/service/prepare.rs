@@ -189,6 +189,11 @@ fn validate(
     if let Some(schema) = &info.schema {
         // Validate and prune a copy without metadata, so metadata is judged only once.
         causes.extend(validation::validate_and_prune(schema, new));
+        // CEL rules see the pruned, defaulted object, as in kube-apiserver;
+        // only a structurally valid one, so rules need not guard types.
+        if causes.is_empty() {
+            causes.extend(validation::cel::validate(schema, new, old));
+        }
     }
     causes.extend(match old {
         Some(old) => strategy.validate_update(s, old, new),

@@ -175,6 +175,7 @@ fn validate_patterns(schema: &Value, at: &str, causes: &mut Vec<Cause>) {
     let Some(map) = schema.as_object() else {
         return;
     };
+    super::cel::rule_errors(map, at, causes);
     if let Some(pattern) = map.get("pattern").and_then(Value::as_str) {
         if let Err(e) = super::pattern::compiled(pattern) {
             causes.push(Cause::invalid(

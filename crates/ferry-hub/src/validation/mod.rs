@@ -3,11 +3,13 @@
 //! - [`names`]: object names, label keys/values, annotation keys, `metadata`.
 //! - [`schema`]: structural-schema validation, pruning and defaulting of custom resources.
 //! - [`crd`]: basic checks of a `CustomResourceDefinition` itself.
-//! - [`pattern`]: the small regular-expression matcher behind `pattern`.
+//! - [`pattern`]: CRD `pattern`s as Go-compatible regular expressions.
+//! - [`cel`]: `x-kubernetes-validations` (CEL) rules.
 //!
 //! Everything here is pure and reports problems as [`crate::status::Cause`]s
 //! worded as kube-apiserver words them.
 
+pub mod cel;
 pub mod crd;
 pub mod names;
 pub mod pattern;
