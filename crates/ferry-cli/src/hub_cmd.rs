@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use ferry_hub::server::{start, HubOptions};
+use ferry_hub::strategy::core::service::ServiceRanges;
 
 #[derive(clap::Args)]
 pub struct HubArgs {
@@ -38,6 +39,13 @@ pub struct HubArgs {
     /// Do not run the mailbox controller (one mailbox workspace per SyncTarget).
     #[arg(long)]
     pub disable_mailbox_controller: bool,
+    /// The range Services' cluster IPs are allocated from (IPv4 CIDR), as
+    /// kube-apiserver's flag. Its first address is `default/kubernetes`'s.
+    #[arg(long, default_value = "10.96.0.0/12")]
+    pub service_cluster_ip_range: String,
+    /// The range NodePort and LoadBalancer Services' node ports come from.
+    #[arg(long, default_value = "30000-32767")]
+    pub service_node_port_range: String,
 }
 
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
@@ -51,6 +59,12 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     opts.insecure_port = args.insecure_port;
     opts.ephemeral = args.ephemeral;
     opts.mailbox_controller = !args.disable_mailbox_controller;
+    opts.service_ranges = ServiceRanges {
+        cluster_ip: ServiceRanges::parse_cidr(&args.service_cluster_ip_range)
+            .map_err(|e| anyhow::anyhow!("--service-cluster-ip-range: {e}"))?,
+        node_ports: ServiceRanges::parse_ports(&args.service_node_port_range)
+            .map_err(|e| anyhow::anyhow!("--service-node-port-range: {e}"))?,
+    };
     let running = start(opts).await?;
     if let Some(plain) = &running.insecure_url {
         println!("plain HTTP (loopback only) at {plain}");

@@ -22,6 +22,8 @@ pub struct HubConfig {
     pub static_tokens: Vec<crate::auth::StaticToken>,
     /// Key that signs ServiceAccount tokens (random per process when empty).
     pub service_account_key: Vec<u8>,
+    /// Where Services' cluster IPs and node ports are allocated from.
+    pub service_ranges: crate::strategy::core::service::ServiceRanges,
 }
 
 impl std::fmt::Debug for HubConfig {
@@ -41,6 +43,7 @@ impl Default for HubConfig {
             max_in_flight: 400,
             static_tokens: Vec::new(),
             service_account_key: Vec::new(),
+            service_ranges: Default::default(),
         }
     }
 }

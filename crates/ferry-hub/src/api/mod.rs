@@ -286,6 +286,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                     .field_manager
                     .clone()
                     .unwrap_or_else(|| default_manager(&parts.headers)),
+                field_validation: query.field_validation,
             };
             let scope = objects::Scope {
                 request: service::Request {
@@ -298,6 +299,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                     user,
                     verb,
                     options,
+                    warnings: Default::default(),
                 },
                 query,
                 format: negotiate::object_format(&parts.headers),

@@ -20,7 +20,7 @@ pub struct Query {
     pub dry_run: bool,
     pub field_manager: Option<String>,
     pub force: bool,
-    pub field_validation: Option<String>,
+    pub field_validation: crate::decode::FieldValidation,
     pub include_object: Option<String>,
     pub propagation_policy: Option<String>,
     /// The deprecated `orphanDependents` of DeleteOptions.
@@ -79,7 +79,7 @@ impl Query {
                 }
                 "fieldManager" => q.field_manager = Some(v),
                 "force" => q.force = boolean(&v),
-                "fieldValidation" => q.field_validation = Some(v),
+                "fieldValidation" => q.field_validation = crate::decode::FieldValidation::parse(&v)?,
                 "includeObject" => q.include_object = Some(v),
                 "propagationPolicy" => q.propagation_policy = Some(v),
                 "orphanDependents" => q.orphan_dependents = Some(boolean(&v)),

@@ -54,6 +54,8 @@ pub struct HubOptions {
     /// An HTTP/1.1 connection is closed when its next request's headers have
     /// not arrived in full this long after the previous response.
     pub idle_timeout: Duration,
+    /// `--service-cluster-ip-range` and `--service-node-port-range`.
+    pub service_ranges: crate::strategy::core::service::ServiceRanges,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout`; Go's `http.Server` bounds the TLS
@@ -81,6 +83,7 @@ impl HubOptions {
             tls_handshake_timeout: DEFAULT_CONNECTION_TIMEOUT,
             request_header_timeout: DEFAULT_CONNECTION_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            service_ranges: Default::default(),
         }
     }
 }
@@ -192,6 +195,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
             max_in_flight: opts.max_in_flight,
             static_tokens,
             service_account_key: service_account_key(&opts.data_dir)?,
+            service_ranges: opts.service_ranges.clone(),
         },
     );
 

@@ -44,6 +44,8 @@ pub struct WriteOptions {
     pub force: bool,
     /// Who managedFields records as having made the change.
     pub field_manager: String,
+    /// What to do with fields a built-in kind does not know (`fieldValidation`).
+    pub field_validation: crate::decode::FieldValidation,
 }
 
 /// What a call on the service is about, and on whose behalf.
@@ -60,6 +62,9 @@ pub struct Request {
     /// The RBAC verb the request was authorized for (`create`, `patch`, ...).
     pub verb: String,
     pub options: WriteOptions,
+    /// Warnings the write collected on its way (unknown fields under
+    /// `fieldValidation=Warn`), sent with the strategy's.
+    pub warnings: parking_lot::Mutex<Vec<String>>,
 }
 
 impl Request {
@@ -121,6 +126,7 @@ impl Request {
                 field_manager: manager.into(),
                 ..Default::default()
             },
+            warnings: Default::default(),
         })
     }
 
@@ -192,7 +198,8 @@ pub struct Written {
 
 impl Written {
     fn new(r: &Request, object: Value, created: bool) -> Written {
-        let warnings = crate::strategy::for_resource(&r.info).warnings(r, &object);
+        let mut warnings = std::mem::take(&mut *r.warnings.lock());
+        warnings.extend(crate::strategy::for_resource(&r.info).warnings(r, &object));
         Written {
             object,
             created,

@@ -51,6 +51,17 @@ pub(super) fn prepare_with(
     let info = &s.info;
     let strategy = strategy::for_resource(info);
     let sub = s.subresource.as_deref();
+    if !info.from_crd {
+        // Typed before anything else reads it; unknown fields are dropped (or refused).
+        let warnings = crate::decode::decode_typed(
+            &mut new,
+            &info.group,
+            &info.kind,
+            &info.version,
+            s.options.field_validation,
+        )?;
+        s.warnings.lock().extend(warnings);
+    }
     let now = ferry_api::timestamp::now();
     match (kind, old) {
         (WriteKind::Update, Some(old)) => {

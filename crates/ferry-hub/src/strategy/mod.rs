@@ -13,16 +13,20 @@
 //!    CSR approval permission);
 //! 5. [`Strategy::canonicalize`] and [`Strategy::warnings`].
 //!
-//! Where is a Deployment defaulted and validated? `apps/deployment.rs`.
+//! Where is a Deployment defaulted and validated? `apps/deployment.rs`, with
+//! what every workload shares (pod template, selector) in `workload.rs` and
+//! the pod spec's defaults and rules in `core/pod_spec.rs`.
 //! Kinds without a file here get [`Generic`]: metadata and (for custom
 //! resources) schema validation only.
 
 pub mod apiextensions;
 pub mod apps;
+pub mod batch;
 pub mod certificates;
 pub mod core;
 pub mod rbac;
 pub mod tenancy;
+pub mod workload;
 
 use serde_json::Value;
 
@@ -133,10 +137,14 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         ("", "namespaces") => &core::namespace::NamespaceStrategy,
         ("", "secrets") => &core::secret::SecretStrategy,
         ("", "pods") => &core::pod::PodStrategy,
-        ("", "replicationcontrollers") => &core::replication_controller::ReplicationControllerStrategy,
-        ("apps", "deployments") => &apps::deployment::DeploymentStrategy,
-        ("apps", "replicasets") => &apps::replicaset::ReplicaSetStrategy,
-        ("apps", "statefulsets") => &apps::statefulset::StatefulSetStrategy,
+        ("", "services") => &core::service::ServiceStrategy,
+        ("", "replicationcontrollers") => &core::replication_controller::STRATEGY,
+        ("apps", "deployments") => &apps::deployment::STRATEGY,
+        ("apps", "replicasets") => &apps::replicaset::STRATEGY,
+        ("apps", "statefulsets") => &apps::statefulset::STRATEGY,
+        ("apps", "daemonsets") => &apps::daemonset::STRATEGY,
+        ("batch", "jobs") => &batch::job::STRATEGY,
+        ("batch", "cronjobs") => &batch::cronjob::STRATEGY,
         ("apiextensions.k8s.io", "customresourcedefinitions") => &apiextensions::crd::CrdStrategy,
         (crate::auth::rbac::RBAC_GROUP, _) => &rbac::RbacStrategy,
         ("certificates.k8s.io", "certificatesigningrequests") => &certificates::csr::CsrStrategy,

@@ -1,19 +1,7 @@
-//! The `apps` group: workload controllers.
+//! The `apps` group: workload controllers. Each kind is a
+//! [`crate::strategy::workload::Workload`] with its own defaults.
 
+pub mod daemonset;
 pub mod deployment;
 pub mod replicaset;
 pub mod statefulset;
-
-use serde_json::{json, Value};
-
-use crate::json;
-use crate::status::ApiError;
-
-/// `spec.replicas` defaults to 1 (Deployments, ReplicaSets, StatefulSets,
-/// ReplicationControllers).
-pub(crate) fn default_replicas(obj: &mut Value) -> Result<(), ApiError> {
-    if obj.get("spec").is_some_and(Value::is_object) && obj.pointer("/spec/replicas").is_none() {
-        json::set(obj, &["spec", "replicas"], json!(1))?;
-    }
-    Ok(())
-}

@@ -2,5 +2,7 @@
 
 pub mod namespace;
 pub mod pod;
+pub mod pod_spec;
 pub mod replication_controller;
 pub mod secret;
+pub mod service;

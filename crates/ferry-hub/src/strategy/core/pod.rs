@@ -6,7 +6,11 @@ use serde_json::{json, Value};
 
 use crate::json;
 use crate::service::Request;
-use crate::status::ApiError;
+use crate::status::{ApiError, Cause};
+use crate::strategy::core::pod_spec::{
+    default_field, default_pod_requests, default_pod_spec, object_at, pod_spec_update_forbidden, qos_class,
+    validate_pod_spec,
+};
 use crate::strategy::Strategy;
 
 pub struct PodStrategy;
@@ -47,7 +51,43 @@ pub fn pod_spec_warnings(obj: &Value, path: &str) -> Vec<String> {
         .collect()
 }
 
+/// A Pod's spec defaults: the pod spec's, requests from limits, service links.
+fn default_pod(obj: &mut Value) {
+    if let Some(spec) = object_at(obj, &["spec"]) {
+        default_pod_spec(spec);
+        default_pod_requests(spec);
+        default_field(spec, "enableServiceLinks", json!(true));
+    }
+}
+
 impl Strategy for PodStrategy {
+    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
+        default_pod(obj);
+        // A new pod is Pending until a kubelet says otherwise (the hub has none).
+        let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
+        let status = json!({"phase": "Pending", "qosClass": qos});
+        json::set(obj, &["status"], status)?;
+        Ok(())
+    }
+
+    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
+        default_pod(obj);
+        Ok(())
+    }
+
+    fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+        validate_pod_spec(obj.get("spec"), "spec")
+    }
+
+    fn validate_update(&self, r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
+        if r.subresource.as_deref() == Some("status") {
+            return Vec::new();
+        }
+        let mut causes = self.validate(r, obj);
+        causes.extend(pod_spec_update_forbidden(old, obj));
+        causes
+    }
+
     fn warnings(&self, _r: &Request, obj: &Value) -> Vec<String> {
         pod_spec_warnings(obj, "spec")
     }

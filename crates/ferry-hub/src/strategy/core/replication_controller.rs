@@ -1,27 +1,53 @@
-//! ReplicationControllers: defaults (kube-apiserver's `SetDefaults_ReplicationController`) and validation.
-//! Today: `spec.replicas` defaults to 1; the pod template gets the pod
-//! spec's warnings.
+//! ReplicationControllers: kube-apiserver's `SetDefaults_ReplicationController`
+//! (`replicas: 1`; the selector and labels default to the template's labels)
+//! and validation.
 
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
-use crate::service::Request;
-use crate::status::ApiError;
-use crate::strategy::apps::default_replicas;
-use crate::strategy::core::pod::pod_spec_warnings;
-use crate::strategy::Strategy;
+use crate::status::Cause;
+use crate::strategy::core::pod_spec::default_field;
+use crate::strategy::workload::{non_negative, Workload};
 
-pub struct ReplicationControllerStrategy;
+pub static STRATEGY: Workload = Workload {
+    template: &["spec", "template"],
+    // A plain label map, checked in `validate`.
+    selector_required: false,
+    selector_immutable: false,
+    template_immutable: false,
+    defaults,
+    validate,
+};
 
-impl Strategy for ReplicationControllerStrategy {
-    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
-        default_replicas(obj)
+fn defaults(spec: &mut Map<String, Value>, _meta: &Value) {
+    default_field(spec, "replicas", json!(1));
+    let labels = spec
+        .get("template")
+        .and_then(|t| t.pointer("/metadata/labels"))
+        .cloned();
+    if let Some(labels) = labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty())) {
+        // An RC's selector is a plain label map.
+        default_field(spec, "selector", labels);
     }
+}
 
-    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
-        default_replicas(obj)
+fn validate(obj: &Value) -> Vec<Cause> {
+    let mut causes = non_negative(obj, &["replicas", "minReadySeconds"]);
+    let selector = obj.pointer("/spec/selector").and_then(Value::as_object);
+    let labels = obj
+        .pointer("/spec/template/metadata/labels")
+        .and_then(Value::as_object);
+    match selector.filter(|s| !s.is_empty()) {
+        None => causes.push(Cause::required("spec.selector")),
+        Some(s) if !s.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)) => {
+            causes.push(Cause::invalid(
+                "spec.template.metadata.labels",
+                crate::validation::invalid_value(
+                    &labels.cloned().map(Value::Object).unwrap_or_default(),
+                    "`selector` does not match template `labels`",
+                ),
+            ))
+        }
+        Some(_) => {}
     }
-
-    fn warnings(&self, _r: &Request, obj: &Value) -> Vec<String> {
-        pod_spec_warnings(obj, "spec.template.spec")
-    }
+    causes
 }

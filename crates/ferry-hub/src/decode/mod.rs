@@ -1,8 +1,11 @@
 //! Typed decoding at the boundary: what a client sends must decode as the
-//! Kubernetes type it claims to be before anything else touches it. Today
-//! that is `metadata` (as k8s-openapi's `ObjectMeta`) for every kind; a wrong
-//! type is kube-apiserver's 400 BadRequest naming the Go field path, and
-//! nothing is stored.
+//! Kubernetes type it claims to be before anything else touches it:
+//! `metadata` (as k8s-openapi's `ObjectMeta`) for every kind, and the whole
+//! object of built-in kinds ([`typed`], [`decode_typed`], with
+//! `fieldValidation`). A wrong type is kube-apiserver's 400 BadRequest
+//! naming the Go field path, and nothing is stored.
+
+pub mod typed;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
@@ -44,6 +47,70 @@ pub fn check_metadata(obj: &Value, kind: &str, version: &str) -> Result<(), ApiE
             Err(ApiError::bad_request(format!("{prefix}: {message}")))
         }
     }
+}
+
+/// What a write does with fields a built-in kind does not know: the
+/// `fieldValidation` query parameter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them silently.
+    Ignore,
+    /// Drop them and warn (`Warning` header) for each; kube-apiserver's default.
+    #[default]
+    Warn,
+    /// Refuse the write (400).
+    Strict,
+}
+
+impl FieldValidation {
+    pub fn parse(v: &str) -> Result<FieldValidation, ApiError> {
+        match v {
+            "Ignore" => Ok(FieldValidation::Ignore),
+            "Warn" | "" => Ok(FieldValidation::Warn),
+            "Strict" => Ok(FieldValidation::Strict),
+            other => Err(ApiError::bad_request(format!(
+                "fieldValidation: invalid value {other:?}; valid values are Ignore, Warn and Strict"
+            ))),
+        }
+    }
+}
+
+/// Decode a built-in object as its typed form (a wrong type is kube-apiserver's
+/// 400 naming the Go field) and handle the fields the type does not know as
+/// `validation` says: refused (Strict, 400 `strict decoding error: unknown
+/// field "spec.x"`), or dropped from `obj` with (Warn) or without (Ignore)
+/// a warning each. Returns the warnings.
+pub fn decode_typed(
+    obj: &mut Value,
+    group: &str,
+    kind: &str,
+    version: &str,
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    let unknown = typed::decode(obj, group, kind, version).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {}",
+            e.message
+        ))
+    })?;
+    let described: Vec<String> = unknown
+        .iter()
+        .map(|p| format!("unknown field {:?}", typed::field_path(p)))
+        .collect();
+    if validation == FieldValidation::Strict && !described.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            described.join(", ")
+        )));
+    }
+    // Only map keys are removed, so no removal moves another unknown field.
+    for path in unknown.iter().rev() {
+        typed::remove_at(obj, path);
+    }
+    Ok(match validation {
+        FieldValidation::Warn => described,
+        _ => Vec::new(),
+    })
 }
 
 /// Parse a JSON (or, when `yaml`, YAML) body into an object.

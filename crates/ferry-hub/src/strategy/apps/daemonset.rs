@@ -1,0 +1,36 @@
+//! DaemonSets: kube-apiserver's `SetDefaults_DaemonSet` and validation
+//! (selector matching the template, immutable selector).
+
+use serde_json::{json, Map, Value};
+
+use crate::status::Cause;
+use crate::strategy::core::pod_spec::default_field;
+use crate::strategy::workload::{non_negative, Workload};
+
+pub static STRATEGY: Workload = Workload {
+    template: &["spec", "template"],
+    selector_required: true,
+    selector_immutable: true,
+    template_immutable: false,
+    defaults,
+    validate,
+};
+
+fn defaults(spec: &mut Map<String, Value>, _meta: &Value) {
+    default_field(spec, "updateStrategy", json!({}));
+    if let Some(u) = spec.get_mut("updateStrategy").and_then(Value::as_object_mut) {
+        default_field(u, "type", json!("RollingUpdate"));
+        if u.get("type") == Some(&json!("RollingUpdate")) {
+            default_field(u, "rollingUpdate", json!({}));
+            if let Some(ru) = u.get_mut("rollingUpdate").and_then(Value::as_object_mut) {
+                default_field(ru, "maxUnavailable", json!(1));
+                default_field(ru, "maxSurge", json!(0));
+            }
+        }
+    }
+    default_field(spec, "revisionHistoryLimit", json!(10));
+}
+
+fn validate(obj: &Value) -> Vec<Cause> {
+    non_negative(obj, &["revisionHistoryLimit", "minReadySeconds"])
+}

@@ -1,0 +1,4 @@
+//! The `batch` group: Jobs and CronJobs.
+
+pub mod cronjob;
+pub mod job;

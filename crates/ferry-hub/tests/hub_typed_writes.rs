@@ -1,0 +1,339 @@
+//! Built-in kinds are typed at the boundary: wrong types are 400s naming the
+//! field, unknown fields follow `fieldValidation`, and what is stored carries
+//! kube-apiserver's defaults and passed its validation.
+
+mod common;
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+use common::call;
+use ferry_hub::testing::TestHub;
+use serde_json::{json, Value};
+
+fn ok(out: std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what} failed:\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn deployment(name: &str, selector: Value, labels: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": labels},
+                         "spec": {"containers": [{"name": "main", "image": "nginx:1.27"}]}}
+        }
+    })
+}
+
+const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_create_deployment_comes_back_with_kube_apiserver_defaults() {
+    let hub = TestHub::start().await;
+    ok(
+        hub.kubectl(&["create", "deployment", "web", "--image", "nginx"]),
+        "create deployment",
+    );
+    let out = ok(hub.kubectl(&["get", "deploy", "web", "-o", "json"]), "get deploy");
+    let d: Value = serde_json::from_str(&out).expect("json");
+    let spec = &d["spec"];
+    assert_eq!(
+        spec["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+    );
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    assert_eq!(spec["progressDeadlineSeconds"], 600);
+    assert_eq!(spec["replicas"], 1);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Always");
+    assert_eq!(pod["dnsPolicy"], "ClusterFirst");
+    assert_eq!(pod["schedulerName"], "default-scheduler");
+    assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+    assert_eq!(pod["securityContext"], json!({}));
+    let c = &pod["containers"][0];
+    assert_eq!(c["imagePullPolicy"], "Always", "untagged image: {c}");
+    assert_eq!(c["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(c["terminationMessagePolicy"], "File");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_pod_is_pending_with_its_qos_class() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": [{"name": "c", "image": "busybox:1.36",
+                               "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
+                               "ports": [{"containerPort": 8080}]}]}});
+    let (code, created) = call(&client, "POST", "/api/v1/namespaces/default/pods", Some(&pod)).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["status"]["phase"], "Pending");
+    assert_eq!(created["status"]["qosClass"], "Guaranteed");
+    let c = &created["spec"]["containers"][0];
+    assert_eq!(c["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(c["ports"][0]["protocol"], "TCP");
+    assert_eq!(c["resources"]["requests"], json!({"cpu": "1", "memory": "1Gi"}));
+    let out = ok(
+        hub.kubectl(&[
+            "get",
+            "pods",
+            "--field-selector",
+            "status.phase=Pending",
+            "-o",
+            "name",
+        ]),
+        "get pods",
+    );
+    assert_eq!(out.trim(), "pod/p");
+
+    // Only images (and a few fields) change on a pod.
+    let mut changed = created.clone();
+    changed["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": "b"}]);
+    let (code, body) = call(
+        &client,
+        "PUT",
+        "/api/v1/namespaces/default/pods/p",
+        Some(&changed),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec", "{body}");
+    let mut image = created.clone();
+    image["spec"]["containers"][0]["image"] = json!("busybox:1.37");
+    let (code, body) = call(&client, "PUT", "/api/v1/namespaces/default/pods/p", Some(&image)).await;
+    assert_eq!(code, 200, "{body}");
+}
+
+fn service(name: &str, ty: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+           "spec": {"type": ty, "selector": {"app": name}, "ports": [{"port": 80}]}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn services_get_unique_cluster_ips_and_node_ports_from_their_ranges() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let path = "/api/v1/namespaces/default/services";
+    let mut ips = HashSet::new();
+    for i in 0..5 {
+        let (code, s) = call(
+            &client,
+            "POST",
+            path,
+            Some(&service(&format!("s{i}"), "ClusterIP")),
+        )
+        .await;
+        assert_eq!(code, 201, "{s}");
+        let ip: Ipv4Addr = s["spec"]["clusterIP"]
+            .as_str()
+            .expect("clusterIP")
+            .parse()
+            .expect("an IP");
+        assert_eq!(
+            u32::from(ip) & 0xfff0_0000,
+            u32::from(Ipv4Addr::new(10, 96, 0, 0)),
+            "{ip} in 10.96.0.0/12"
+        );
+        assert_ne!(ip, Ipv4Addr::new(10, 96, 0, 1), "default/kubernetes's address");
+        assert!(ips.insert(ip), "{ip} given twice");
+        assert_eq!(s["spec"]["clusterIPs"], json!([ip.to_string()]));
+        assert_eq!(s["spec"]["sessionAffinity"], "None");
+        assert_eq!(s["spec"]["ipFamilies"], json!(["IPv4"]));
+        assert_eq!(s["spec"]["ipFamilyPolicy"], "SingleStack");
+        assert_eq!(s["spec"]["internalTrafficPolicy"], "Cluster");
+        assert_eq!(
+            s["spec"]["ports"][0],
+            json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+        );
+    }
+    let (code, s) = call(&client, "POST", path, Some(&service("np", "NodePort"))).await;
+    assert_eq!(code, 201, "{s}");
+    let node_port = s["spec"]["ports"][0]["nodePort"].as_u64().expect("nodePort");
+    assert!((30000..=32767).contains(&node_port), "{node_port}");
+
+    // An address another Service holds is refused; so is one outside the range.
+    let taken = ips.iter().next().expect("an IP").to_string();
+    let mut dup = service("dup", "ClusterIP");
+    dup["spec"]["clusterIP"] = json!(taken);
+    let (code, body) = call(&client, "POST", path, Some(&dup)).await;
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already allocated"),
+        "{body}"
+    );
+    dup["spec"]["clusterIP"] = json!("192.168.0.10");
+    let (code, body) = call(&client, "POST", path, Some(&dup)).await;
+    assert_eq!(code, 422, "{body}");
+
+    // A PUT without clusterIP keeps the address; changing it is refused.
+    let (_, current) = call(&client, "GET", &format!("{path}/s0"), None).await;
+    let mut replaced = service("s0", "ClusterIP");
+    replaced["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+    let (code, kept) = call(&client, "PUT", &format!("{path}/s0"), Some(&replaced)).await;
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(kept["spec"]["clusterIP"], current["spec"]["clusterIP"]);
+    let mut moved = kept.clone();
+    moved["spec"]["clusterIP"] = json!("10.96.100.100");
+    moved["spec"]["clusterIPs"] = json!(["10.96.100.100"]);
+    let (code, body) = call(&client, "PUT", &format!("{path}/s0"), Some(&moved)).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["details"]["causes"][0]["field"], "spec.clusterIPs[0]",
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_types_in_a_deployment_are_a_bad_request_naming_the_field() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    for (field, value, message) in [
+        (
+            "replicas",
+            json!("lots"),
+            "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal string \
+             into Go struct field DeploymentSpec.spec.replicas of type int32",
+        ),
+        (
+            "template",
+            json!(5),
+            "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot unmarshal number \
+             into Go struct field DeploymentSpec.spec.template of type v1.PodTemplateSpec",
+        ),
+    ] {
+        let mut d = deployment("bad", json!({"app": "a"}), json!({"app": "a"}));
+        d["spec"][field] = value;
+        let (code, body) = call(&client, "POST", DEPLOYMENTS, Some(&d)).await;
+        assert_eq!(code, 400, "{body}");
+        assert_eq!(body["reason"], "BadRequest");
+        assert_eq!(body["message"], message);
+        let (code, _) = call(&client, "GET", &format!("{DEPLOYMENTS}/bad"), None).await;
+        assert_eq!(code, 404, "nothing stored");
+    }
+}
+
+const TYPO: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: typo
+  namespace: default
+spec:
+  replicaz: 3
+  selector:
+    matchLabels: {app: typo}
+  template:
+    metadata:
+      labels: {app: typo}
+    spec:
+      containers:
+      - name: main
+        image: nginx:1.27
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_apply_of_an_unknown_field_follows_validate() {
+    let hub = TestHub::start().await;
+    let strict = hub.kubectl_stdin(&["apply", "-f", "-"], Some(TYPO));
+    assert!(!strict.status.success(), "kubectl's default is Strict");
+    let stderr = String::from_utf8_lossy(&strict.stderr);
+    assert!(stderr.contains(r#"unknown field "spec.replicaz""#), "{stderr}");
+    assert!(
+        !hub.kubectl(&["get", "deploy", "typo"]).status.success(),
+        "nothing stored"
+    );
+
+    let warn = hub.kubectl_stdin(&["apply", "--validate=warn", "-f", "-"], Some(TYPO));
+    ok(warn.clone(), "apply --validate=warn");
+    let stderr = String::from_utf8_lossy(&warn.stderr);
+    assert!(stderr.contains(r#"unknown field "spec.replicaz""#), "{stderr}");
+    ok(hub.kubectl(&["delete", "deploy", "typo"]), "delete");
+
+    ok(
+        hub.kubectl_stdin(&["apply", "--validate=false", "-f", "-"], Some(TYPO)),
+        "apply --validate=false",
+    );
+    let out = ok(hub.kubectl(&["get", "deploy", "typo", "-o", "json"]), "get");
+    let d: Value = serde_json::from_str(&out).expect("json");
+    assert!(
+        d["spec"].get("replicaz").is_none(),
+        "unknown fields are dropped: {d}"
+    );
+    assert_eq!(d["spec"]["replicas"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn strict_field_validation_lists_every_unknown_field() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let mut d = deployment("s", json!({"app": "s"}), json!({"app": "s"}));
+    d["spec"]["replicaz"] = json!(1);
+    d["spec"]["template"]["spec"]["containers"][0]["imagez"] = json!("x");
+    let (code, body) = call(
+        &client,
+        "POST",
+        &format!("{DEPLOYMENTS}?fieldValidation=Strict"),
+        Some(&d),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        // In the order the body has them.
+        "strict decoding error: unknown field \"spec.template.spec.containers[0].imagez\", \
+         unknown field \"spec.replicaz\""
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_selector_must_match_the_template_and_may_not_change() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let d = deployment("m", json!({"app": "a"}), json!({"app": "b"}));
+    let (code, body) = call(&client, "POST", DEPLOYMENTS, Some(&d)).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["reason"], "Invalid");
+    assert_eq!(
+        body["details"]["causes"][0]["field"], "spec.template.metadata.labels",
+        "{body}"
+    );
+    assert!(body["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("`selector` does not match template `labels`"));
+
+    let d = deployment("m", json!({"app": "a"}), json!({"app": "a", "tier": "web"}));
+    let (code, created) = call(&client, "POST", DEPLOYMENTS, Some(&d)).await;
+    assert_eq!(code, 201, "{created}");
+    let patch = json!({"spec": {"selector": {"matchLabels": {"app": "a", "tier": "web"}}}});
+    let req = http::Request::builder()
+        .method("PATCH")
+        .uri(format!("{DEPLOYMENTS}/m"))
+        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&patch).expect("json"),
+        ))
+        .expect("request");
+    let resp = client.send(req).await.expect("response");
+    assert_eq!(resp.status().as_u16(), 422);
+    let body: Value =
+        serde_json::from_slice(&resp.into_body().collect_bytes().await.expect("body")).expect("json");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.selector", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("field is immutable"),
+        "{body}"
+    );
+}
