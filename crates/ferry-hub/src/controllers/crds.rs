@@ -39,6 +39,9 @@ pub async fn first_pass(hub: &Arc<Hub>, key: &ObjectKey) {
     if let Err(e) = step(hub, key).await {
         tracing::warn!(cluster = %key.cluster, crd = %key.name, "CRD clean-up: {e}");
     }
+    // The watch-driven pass may have done the work a moment earlier, still
+    // being committed: the DELETE answers once that is visible too.
+    hub.store.settle(std::time::Duration::from_secs(5)).await;
 }
 
 fn holds(crd: &Value) -> bool {

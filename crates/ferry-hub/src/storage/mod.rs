@@ -391,6 +391,14 @@ impl Store {
         self.state.lock().latest(key)
     }
 
+    /// Wait (at most `timeout`) until every write accepted so far is
+    /// committed and visible to readers: for a request whose answer depends
+    /// on writes other tasks may have made a moment before.
+    pub async fn settle(&self, timeout: std::time::Duration) {
+        let assigned = self.state.lock().rv;
+        let _ = self.wait_for(assigned, timeout).await;
+    }
+
     /// Wait until the committed resourceVersion reaches `rv`, for at most
     /// `timeout`. `Err(current)` if it did not (or the commit thread is gone).
     pub async fn wait_for(&self, rv: u64, timeout: std::time::Duration) -> Result<(), u64> {
