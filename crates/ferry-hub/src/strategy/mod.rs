@@ -129,6 +129,20 @@ pub struct Generic;
 impl Strategy for Generic {}
 
 /// The strategy of the resource `info` describes.
+/// `old` with the field at `path` replaced by `sent`'s (an empty list when
+/// `sent` has none): what a subresource that owns one field of its object
+/// writes (`approval`, `finalize`, `ephemeralcontainers`).
+pub fn with_field_from(old: &Value, sent: &Value, path: &[&str]) -> Result<Value, ApiError> {
+    let pointer: String = path.iter().map(|p| format!("/{p}")).collect();
+    let field = sent
+        .pointer(&pointer)
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    let mut merged = old.clone();
+    crate::json::set(&mut merged, path, field)?;
+    Ok(merged)
+}
+
 pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
     if info.from_crd {
         return &Generic;

@@ -5,7 +5,7 @@
 //! Signing approved requests is a controller's job
 //! (`controllers::security`).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
@@ -26,13 +26,11 @@ impl Strategy for CsrStrategy {
         if subresource != "approval" {
             return None;
         }
-        let mut merged = old.clone();
-        let conditions = sent.pointer("/status/conditions").cloned().unwrap_or(json!([]));
-        Some(
-            json::set(&mut merged, &["status", "conditions"], conditions)
-                .map(|_| merged)
-                .map_err(ApiError::from),
-        )
+        Some(crate::strategy::with_field_from(
+            old,
+            sent,
+            &["status", "conditions"],
+        ))
     }
 
     fn admit(&self, r: &Request, old: Option<&Value>, _obj: &Value) -> Result<(), ApiError> {

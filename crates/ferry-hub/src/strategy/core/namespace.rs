@@ -62,13 +62,11 @@ impl Strategy for NamespaceStrategy {
         if subresource != "finalize" {
             return None;
         }
-        let mut merged = old.clone();
-        let finalizers = sent.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
-        Some(
-            json::set(&mut merged, &["spec", "finalizers"], finalizers)
-                .map(|_| merged)
-                .map_err(ApiError::from),
-        )
+        Some(crate::strategy::with_field_from(
+            old,
+            sent,
+            &["spec", "finalizers"],
+        ))
     }
 
     fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {

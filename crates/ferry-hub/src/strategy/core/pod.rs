@@ -101,15 +101,10 @@ impl Strategy for PodStrategy {
         if subresource != "ephemeralcontainers" {
             return None;
         }
-        let mut merged = old.clone();
-        let containers = sent
-            .pointer("/spec/ephemeralContainers")
-            .cloned()
-            .unwrap_or(json!([]));
-        Some(
-            json::set(&mut merged, &["spec", "ephemeralContainers"], containers)
-                .map(|_| merged)
-                .map_err(ApiError::from),
-        )
+        Some(crate::strategy::with_field_from(
+            old,
+            sent,
+            &["spec", "ephemeralContainers"],
+        ))
     }
 }
