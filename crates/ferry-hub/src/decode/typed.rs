@@ -165,25 +165,28 @@ pub fn decode(obj: &Value, group: &str, kind: &str, version: &str) -> Result<Vec
     let Some(decode) = decoder(group, kind) else {
         return Ok(Vec::new());
     };
-    let mut scratch = obj.clone();
-    // Each round fills in one missing or null field; a type has few required fields.
+    // A well-formed object decodes at once; only a failing one is copied,
+    // and each round fills in one missing or null field of the copy (a type
+    // has few required fields).
+    let mut filled: Option<Value> = None;
     for _ in 0..64 {
-        let failure = match decode(&scratch) {
+        let failure = match decode(filled.as_ref().unwrap_or(obj)) {
             Ok(unknown) => return Ok(unknown),
             Err(f) => f,
         };
+        let scratch = filled.get_or_insert_with(|| obj.clone());
         if let Some(field) = missing_field(&failure.inner) {
             let mut path = failure.path.clone();
             path.push(Step::Key(field.to_string()));
-            if fill_zero(decode, &mut scratch, &path) {
+            if fill_zero(decode, scratch, &path) {
                 continue;
             }
-        } else if at(&scratch, &failure.path).is_some_and(Value::is_null)
-            && fill_zero(decode, &mut scratch, &failure.path)
+        } else if at(scratch, &failure.path).is_some_and(Value::is_null)
+            && fill_zero(decode, scratch, &failure.path)
         {
             continue;
         }
-        return Err(describe(decode, &scratch, &failure, kind, version));
+        return Err(describe(decode, scratch, &failure, kind, version));
     }
     Err(TypeError {
         message: "the object has too many missing required fields".into(),
