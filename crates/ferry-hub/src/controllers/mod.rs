@@ -8,6 +8,7 @@
 //! [`garbage_collector`]); [`BuiltIn`] is their first pass within a write,
 //! for effects the client sees on its next request.
 
+pub mod apis;
 pub mod apiservices;
 pub mod crds;
 pub mod finalizing;
@@ -115,6 +116,7 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Ve
         crds::spawn(hub.clone(), stop.clone()),
         follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
         follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
+        follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
     ];
     if mailboxes {
         running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));

@@ -58,6 +58,12 @@ const fn read_only(mut def: Def) -> Def {
     def
 }
 
+/// kcp's own kinds are in its `kcp` category (`kubectl get kcp`).
+const fn kcp(mut def: Def) -> Def {
+    def.categories = &["kcp"];
+    def
+}
+
 const fn all(mut def: Def) -> Def {
     def.categories = &["all"];
     def
@@ -379,6 +385,43 @@ const DEFS: &[Def] = &[
         &["ws"],
         Sub::Status,
     ),
+    // kcp's API exports (see `crate::apis`)
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apiresourceschemas",
+        "APIResourceSchema",
+        CL,
+        &[],
+        Sub::None,
+    )),
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apiexports",
+        "APIExport",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apiexportendpointslices",
+        "APIExportEndpointSlice",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apibindings",
+        "APIBinding",
+        CL,
+        &[],
+        Sub::Status,
+    )),
 ];
 
 /// Built-in resources served in every workspace.
@@ -426,6 +469,7 @@ fn info(def: &Def) -> ResourceInfo {
         selectable_fields: Vec::new(),
         storage_version: true,
         from_crd: false,
+        binding: None,
         terminating: false,
     }
 }
