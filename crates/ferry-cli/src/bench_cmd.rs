@@ -41,6 +41,12 @@ pub struct HubBenchArgs {
     /// Objects held when memory is measured.
     #[arg(long, default_value_t = 100_000)]
     pub rss_objects: usize,
+    /// Consumer workspaces bound to one APIExport (0: skip the block).
+    #[arg(long, default_value_t = 1000)]
+    pub bound_workspaces: usize,
+    /// Creates watched through the APIExport virtual workspace (and in the baseline).
+    #[arg(long, default_value_t = 500)]
+    pub apiexport_events: usize,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -246,7 +252,42 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
         mib(rss_empty)
     ));
 
+    // 5. An APIExport bound into many workspaces: watch delivery through its
+    //    virtual workspace against a plain watch on one workspace, and
+    //    memory per bound workspace.
+    let apiexport = if args.bound_workspaces > 0 {
+        let config = crate::kubeconfig::load(Some(&durable.kubeconfig), None).await?;
+        let f = crate::bench_apiexport::measure(
+            &config,
+            &durable.url,
+            args.bound_workspaces,
+            args.apiexport_events,
+            || durable.rss_bytes().unwrap_or(0),
+        )
+        .await?;
+        let (vw, base) = (sorted(f.virtual_workspace_ms), sorted(f.baseline_ms));
+        let per_ws = f.rss_after.saturating_sub(f.rss_before) as f64 / f.workspaces.max(1) as f64;
+        log(&format!(
+            "APIExport bound in {} workspaces (set up in {:.1} s): watch through the virtual workspace p99 {:.2} ms, \
+             one workspace's watch p99 {:.2} ms; {:.0} KiB per bound workspace",
+            f.workspaces,
+            f.setup_secs,
+            percentile(&vw, 0.99),
+            percentile(&base, 0.99),
+            per_ws / 1024.0
+        ));
+        json!({"bound_workspaces": f.workspaces, "events": f.events, "setup_secs": f.setup_secs,
+               "virtual_workspace_p50_ms": percentile(&vw, 0.5), "virtual_workspace_p99_ms": percentile(&vw, 0.99),
+               "baseline_one_workspace_p50_ms": percentile(&base, 0.5), "baseline_one_workspace_p99_ms": percentile(&base, 0.99),
+               "ratio_p99_virtual_workspace_to_baseline": percentile(&vw, 0.99) / percentile(&base, 0.99),
+               "rss_bytes_per_bound_workspace": per_ws,
+               "rss_mib_before": f.rss_before as f64 / 1048576.0, "rss_mib_after": f.rss_after as f64 / 1048576.0})
+    } else {
+        serde_json::Value::Null
+    };
+
     let figures = json!({
+        "apiexport": apiexport,
         "creates": creates,
         "list": {"objects": args.list_objects, "p50_ms": list_p50, "p99_ms": percentile(&list_ms, 0.99),
                  "get_p50_ms": get_p50, "ratio_list_to_get": list_p50 / get_p50,

@@ -2,8 +2,10 @@
 //! benchmarks. The binaries `ferry` and `kubectl-ferry` (a kubectl plugin) are
 //! thin wrappers around [`main`].
 
+pub mod bench_apiexport;
 pub mod bench_cmd;
 pub mod bench_sync;
+pub mod bind_cmd;
 pub mod crds_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
@@ -50,6 +52,9 @@ enum Command {
     /// Measure the hub or the syncer.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// Bind an API into the current workspace (`bind apiexport root:provider:widgets.example.io`).
+    #[command(subcommand)]
+    Bind(bind_cmd::BindCommand),
 }
 
 /// Parse the command line (as `name`) and run the command.
@@ -74,6 +79,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Crds => crds_cmd::run(),
             Command::SyncerGen(args) => syncer_gen::run(args).await,
             Command::Quickstart(args) => quickstart::run(args).await,
+            Command::Bind(cmd) => bind_cmd::run(cmd).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
         }

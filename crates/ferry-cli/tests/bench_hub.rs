@@ -7,6 +7,7 @@ fn bench_hub_reports_all_figures_as_json() {
     let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["bench", "hub", "--json", "--writes", "40", "--list-objects", "50"])
         .args(["--watchers", "3", "--watch-events", "5", "--rss-objects", "200"])
+        .args(["--bound-workspaces", "4", "--apiexport-events", "12"])
         .output()
         .expect("ferry runs");
     assert!(
@@ -39,4 +40,21 @@ fn bench_hub_reports_all_figures_as_json() {
         during["list_p99_ms"].as_f64().unwrap(),
     );
     assert!(p50 <= p99, "{during}");
+    // The APIExport block: every event seen through the virtual workspace.
+    let ae = &v["apiexport"];
+    assert_eq!(ae["bound_workspaces"], 4, "{ae}");
+    assert_eq!(ae["events"], 12, "{ae}");
+    for key in [
+        "virtual_workspace_p50_ms",
+        "virtual_workspace_p99_ms",
+        "baseline_one_workspace_p99_ms",
+        "rss_mib_after",
+    ] {
+        let n = ae[key].as_f64().unwrap_or(f64::NAN);
+        assert!(n.is_finite() && n > 0.0, "{key}: {ae}");
+    }
+    assert!(
+        ae["virtual_workspace_p50_ms"].as_f64() <= ae["virtual_workspace_p99_ms"].as_f64(),
+        "{ae}"
+    );
 }

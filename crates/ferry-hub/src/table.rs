@@ -269,6 +269,13 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![PrinterColumn::builtin("Created At", "date", "created_at").described(AGE_DESCRIPTION)]
         }
+        // kcp's columns for its API-export kinds.
+        ("apis.kcp.io", "apibindings") => vec![age(), string("Ready", "condition:Ready")],
+        ("apis.kcp.io", "apiexportendpointslices") => vec![
+            string("Export", "str:/spec/export/name"),
+            string("Partition", "str:/spec/partition"),
+            age(),
+        ],
         _ => vec![age()],
     };
     match (group, resource) {
@@ -609,6 +616,13 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
     if let Some((kind, arg)) = name.split_once(':') {
         return match kind {
             "int" => Value::from(int_at(obj, arg)),
+            "condition" => Value::from(
+                array_at(obj, "/status/conditions")
+                    .iter()
+                    .find(|c| str_at(c, "/type") == arg)
+                    .map(|c| str_at(c, "/status"))
+                    .unwrap_or_default(),
+            ),
             "str" => Value::from(str_at(obj, arg)),
             "len" => Value::from(match obj.pointer(arg) {
                 Some(Value::Array(a)) => a.len(),

@@ -351,6 +351,14 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
     assert_eq!(clusters, want);
     assert!(!clusters.contains(&other));
 
+    // kubectl pointed at the virtual workspace, as the README shows.
+    let out = hub.kubectl(&["--server", &format!("{url}/clusters/*"), "get", "widgets", "-A"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for i in 0..3 {
+        assert!(stdout.contains(&format!("w{i} ")), "{stdout}");
+    }
+
     // Claimed ConfigMaps: only where the claim was accepted.
     let (code, cms) = call(&everywhere, "GET", "/api/v1/configmaps", None).await;
     assert_eq!(code, 200, "{cms}");
@@ -1012,4 +1020,103 @@ async fn exports_and_bindings_survive_a_restart() {
     assert_eq!(code, 200, "{list}");
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
     assert_eq!(cluster_of(&list["items"][0]), consumer);
+}
+
+/// kcp's `kubernetes` export in `root:compute`: a built-in resource binds as
+/// a no-op (every workspace serves Deployments already) and reports Bound;
+/// the virtual workspace shows the Deployments of bound workspaces only.
+#[tokio::test]
+async fn an_exported_built_in_resource_binds_as_a_no_op_and_is_visible_where_bound() {
+    let hub = TestHub::start().await;
+    let compute = workspace(&hub, "compute").await;
+    workspace(&hub, "app").await;
+    workspace(&hub, "elsewhere").await;
+    create(
+        &hub,
+        "root:compute",
+        &format!("{APIS}/apiresourceschemas"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+               "metadata": {"name": "today.deployments.apps"},
+               "spec": {"group": "apps", "scope": "Namespaced",
+                        "names": {"plural": "deployments", "singular": "deployment", "kind": "Deployment", "listKind": "DeploymentList"},
+                        "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                                      "schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}]}}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:compute",
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "kubernetes"},
+               "spec": {"latestResourceSchemas": ["today.deployments.apps"]}}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "kubernetes"},
+               "spec": {"reference": {"export": {"path": "root:compute", "name": "kubernetes"}}}}),
+    )
+    .await;
+    let b = bound(&hub, "root:app", "kubernetes").await;
+    assert_eq!(b["status"]["boundResources"][0]["resource"], "deployments", "{b}");
+    let deployment = |name: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+               "spec": {"selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    };
+    // Still the built-in Deployment: defaulted and validated as one.
+    let made = create(
+        &hub,
+        "root:app",
+        "/apis/apps/v1/namespaces/default/deployments",
+        deployment("web"),
+    )
+    .await;
+    assert_eq!(made["spec"]["revisionHistoryLimit"], 10, "{made}");
+    create(
+        &hub,
+        "root:elsewhere",
+        "/apis/apps/v1/namespaces/default/deployments",
+        deployment("hidden"),
+    )
+    .await;
+    let url = format!("{}/services/apiexport/{compute}/kubernetes/clusters/*", hub.url());
+    let c = client_at(&hub, &url, &hub.running.admin_token).await;
+    let (code, list) = call(&c, "GET", "/apis/apps/v1/deployments", None).await;
+    assert_eq!(code, 200, "{list}");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["web"], "{list}");
+    // kubectl in the consumer lists the binding as Ready.
+    let out = tokio::task::spawn_blocking({
+        let kc = hub.kubeconfig().to_path_buf();
+        let server = format!("{}/clusters/root:app", hub.url());
+        move || {
+            std::process::Command::new("kubectl")
+                .args([
+                    "--kubeconfig",
+                    kc.to_str().unwrap(),
+                    "--server",
+                    &server,
+                    "get",
+                    "apibindings",
+                ])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("READY") && stdout.contains("True"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
