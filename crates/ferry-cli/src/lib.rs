@@ -8,10 +8,12 @@ pub mod crds_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
+pub mod kubeconfig_file;
 pub mod logging;
 pub mod quickstart;
 pub mod syncer_cmd;
 pub mod syncer_gen;
+pub mod ws_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -50,6 +52,9 @@ enum Command {
     /// Measure the hub or the syncer.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// Move between workspaces, create them, show them (like kcp's `kubectl ws`).
+    #[command(name = "ws", visible_alias = "workspace", alias = "workspaces")]
+    Ws(ws_cmd::WsArgs),
 }
 
 /// Parse the command line (as `name`) and run the command.
@@ -76,6 +81,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Quickstart(args) => quickstart::run(args).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
+            Command::Ws(args) => ws_cmd::run(args).await,
         }
     })
 }
