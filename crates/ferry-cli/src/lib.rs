@@ -10,10 +10,12 @@ pub mod crds_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
+pub mod kubeconfig_file;
 pub mod logging;
 pub mod quickstart;
 pub mod syncer_cmd;
 pub mod syncer_gen;
+pub mod ws_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -55,6 +57,9 @@ enum Command {
     /// Bind an API into the current workspace (`bind apiexport root:provider:widgets.example.io`).
     #[command(subcommand)]
     Bind(bind_cmd::BindCommand),
+    /// Move between workspaces, create them, show them (like kcp's `kubectl ws`).
+    #[command(name = "ws", visible_alias = "workspace", alias = "workspaces")]
+    Ws(ws_cmd::WsArgs),
 }
 
 /// Parse the command line (as `name`) and run the command.
@@ -82,6 +87,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Bind(cmd) => bind_cmd::run(cmd).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
+            Command::Ws(args) => ws_cmd::run(args).await,
         }
     })
 }

@@ -278,6 +278,11 @@ pub(crate) async fn serve_resource(
         );
     }
     let verb = authz::resource_verb(&parts.method, rp.name.is_some(), query.watch);
+    // A resource that does not serve a verb answers 405, as
+    // kube-apiserver does (LogicalClusters are read-only).
+    if crate::registry::ALL_VERBS.contains(&verb.as_str()) && !info.verbs.contains(&verb) {
+        return Err(ApiError::verb_not_served());
+    }
     let options = service::WriteOptions {
         dry_run: query.dry_run,
         force: query.force,

@@ -15,6 +15,7 @@ pub mod finalizing;
 pub mod follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;
+pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
 pub mod security;
@@ -138,17 +139,22 @@ pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public
 /// cluster has what a fresh cluster has.
 pub async fn bootstrap(hub: &Arc<Hub>) {
     hub.set_write_observer(Arc::new(BuiltIn));
-    bootstrap_cluster(hub, ROOT).await;
-    // Workspaces from before the hub had default RBAC objects get them too.
+    bootstrap_cluster(hub, ROOT, None).await;
+    // Workspaces from before the hub had default RBAC objects (or their
+    // LogicalCluster) get them too.
     for cluster in hub.store.clusters() {
         if cluster != ROOT && hub.workspaces.by_name(&cluster).is_some() {
             security::ensure_default_rbac(hub, &cluster).await;
             kubernetes_service::repair(hub, &cluster).await;
+            logical_cluster::ensure(hub, &cluster, None).await;
         }
     }
 }
 
-async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
+/// What a fresh logical cluster has; `workspace` is the Workspace object
+/// being created for it (`None` for root).
+async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Value>) {
+    logical_cluster::ensure(hub, cluster, workspace).await;
     security::ensure_default_rbac(hub, cluster).await;
     for ns in DEFAULT_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -210,7 +216,7 @@ pub async fn workspace_written(hub: &Arc<Hub>, parent: &str, new: Option<&Value>
     let name = lc.name.clone();
     hub.workspaces.insert(lc);
     if fresh {
-        bootstrap_cluster(hub, &name).await;
+        bootstrap_cluster(hub, &name, Some(ws)).await;
     }
 }
 
