@@ -314,7 +314,7 @@ pub(crate) async fn serve_resource(
         return component_status::serve(&scope, &parts.method);
     }
     let method = parts.method;
-    if offload::computes(&method, scope.name.is_some(), scope.query.watch) {
+    if offload::computes(&method, scope.name.is_some(), scope.query.watch, body.len()) {
         offload::run(async move { objects::serve(scope, &method, body).await }).await
     } else {
         objects::serve(scope, &method, body).await
