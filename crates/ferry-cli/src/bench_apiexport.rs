@@ -25,6 +25,8 @@ pub struct Figures {
     pub virtual_workspace_ms: Vec<f64>,
     pub baseline_ms: Vec<f64>,
     pub rss_before: u64,
+    /// After the consumer workspaces exist, before they bind.
+    pub rss_workspaces: u64,
     pub rss_after: u64,
 }
 
@@ -107,18 +109,27 @@ pub async fn measure(
     .await?;
     let rss_before = rss();
 
-    // Consumers: a workspace and a binding each, 16 at a time.
+    // Consumers: the workspaces first, then a binding in each, 16 at a time.
     let setup = Instant::now();
     let names: Vec<String> = (0..workspaces).map(|i| format!("bench-c{i}")).collect();
     futures::stream::iter(names.clone())
         .map(|name| {
             let (root, ws) = (root.clone(), ws.clone());
+            async move {
+                create(&root, &ws, None, json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}})).await
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await
+        .context("creating consumer workspaces")?;
+    let rss_workspaces = rss();
+    futures::stream::iter(names.clone())
+        .map(|name| {
             let consumer = client_at(base, &format!("{url}/clusters/root:{name}"));
             async move {
-                create(&root, &ws, None, json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}})).await?;
-                let consumer = consumer?;
                 create(
-                    &consumer,
+                    &consumer?,
                     &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
                     None,
                     json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "widgets"},
@@ -130,7 +141,7 @@ pub async fn measure(
         .buffer_unordered(16)
         .try_collect::<Vec<()>>()
         .await
-        .context("creating consumer workspaces and bindings")?;
+        .context("binding the export in every consumer")?;
     // Bound everywhere: the last consumer serves widgets.
     for name in [&names[0], &names[names.len() - 1]] {
         let c = client_at(base, &format!("{url}/clusters/root:{name}"))?;
@@ -146,12 +157,16 @@ pub async fn measure(
     let setup_secs = setup.elapsed().as_secs_f64();
     let rss_after = rss();
 
+    // Every create goes through one client (one connection pool), the
+    // workspace in its path, so both phases pay the same per request.
+    let writer = client_at(base, url)?;
     // Baseline: a watch on one consumer; `events` creates there.
     let first = client_at(base, &format!("{url}/clusters/root:{}", names[0]))?;
     let baseline_ms = watch_latencies(
-        Api::all_with(first.clone(), &widgets()),
+        Api::all_with(first, &widgets()),
+        &writer,
         (0..events)
-            .map(|i| (first.clone(), format!("base-{i}")))
+            .map(|i| (names[0].clone(), format!("base-{i}")))
             .collect(),
     )
     .await?;
@@ -160,15 +175,10 @@ pub async fn measure(
         base,
         &format!("{url}/services/apiexport/root:bench-provider/widgets.bench.ferry.dev/clusters/*"),
     )?;
-    let mut writes = Vec::new();
-    for i in 0..events {
-        let name = &names[i % names.len()];
-        writes.push((
-            client_at(base, &format!("{url}/clusters/root:{name}"))?,
-            format!("vw-{i}"),
-        ));
-    }
-    let virtual_workspace_ms = watch_latencies(Api::all_with(vw, &widgets()), writes).await?;
+    let writes = (0..events)
+        .map(|i| (names[i % names.len()].clone(), format!("vw-{i}")))
+        .collect();
+    let virtual_workspace_ms = watch_latencies(Api::all_with(vw, &widgets()), &writer, writes).await?;
     Ok(Figures {
         workspaces,
         events,
@@ -176,15 +186,18 @@ pub async fn measure(
         virtual_workspace_ms,
         baseline_ms,
         rss_before,
+        rss_workspaces,
         rss_after,
     })
 }
 
-/// Watch `watched`, create each `(client, name)` in turn (namespace
-/// `default`), and return each create's delivery latency in ms.
+/// Watch `watched`, create each `(workspace, name)` in turn through
+/// `writer` (namespace `default`), and return each create's delivery
+/// latency in ms.
 async fn watch_latencies(
     watched: Api<DynamicObject>,
-    writes: Vec<(kube::Client, String)>,
+    writer: &kube::Client,
+    writes: Vec<(String, String)>,
 ) -> anyhow::Result<Vec<f64>> {
     let rv = watched
         .list_metadata(&Default::default())
@@ -217,15 +230,20 @@ async fn watch_latencies(
             anyhow::Ok(out)
         })
     };
-    for (client, name) in writes {
+    for (workspace, name) in writes {
+        let body = serde_json::to_vec(
+            &json!({"apiVersion": "bench.ferry.dev/v1", "kind": "Widget", "metadata": {"name": name}}),
+        )?;
+        let request = http::Request::post(format!(
+            "/clusters/root:{workspace}/apis/bench.ferry.dev/v1/namespaces/default/widgets"
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body)?;
         sent.lock().insert(name.clone(), Instant::now());
-        create(
-            &client,
-            &widgets(),
-            Some("default"),
-            json!({"apiVersion": "bench.ferry.dev/v1", "kind": "Widget", "metadata": {"name": name}}),
-        )
-        .await?;
+        writer
+            .request_text(request)
+            .await
+            .with_context(|| format!("creating widget {name} in root:{workspace}"))?;
         // A steady pace, as the hub bench's own watch block.
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

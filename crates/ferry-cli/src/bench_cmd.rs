@@ -267,6 +267,7 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
         .await?;
         let (vw, base) = (sorted(f.virtual_workspace_ms), sorted(f.baseline_ms));
         let per_ws = f.rss_after.saturating_sub(f.rss_before) as f64 / f.workspaces.max(1) as f64;
+        let per_binding = f.rss_after.saturating_sub(f.rss_workspaces) as f64 / f.workspaces.max(1) as f64;
         log(&format!(
             "APIExport bound in {} workspaces (set up in {:.1} s): watch through the virtual workspace p99 {:.2} ms, \
              one workspace's watch p99 {:.2} ms; {:.0} KiB per bound workspace",
@@ -281,7 +282,10 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
                "baseline_one_workspace_p50_ms": percentile(&base, 0.5), "baseline_one_workspace_p99_ms": percentile(&base, 0.99),
                "ratio_p99_virtual_workspace_to_baseline": percentile(&vw, 0.99) / percentile(&base, 0.99),
                "rss_bytes_per_bound_workspace": per_ws,
-               "rss_mib_before": f.rss_before as f64 / 1048576.0, "rss_mib_after": f.rss_after as f64 / 1048576.0})
+               "rss_bytes_per_binding_alone": per_binding,
+               "rss_mib_before": f.rss_before as f64 / 1048576.0,
+               "rss_mib_with_workspaces": f.rss_workspaces as f64 / 1048576.0,
+               "rss_mib_after": f.rss_after as f64 / 1048576.0})
     } else {
         serde_json::Value::Null
     };

@@ -189,8 +189,15 @@ async fn the_walk_through_with_ws_and_bind() {
         async move {
             tokio::task::spawn_blocking(move || {
                 use std::io::Write;
-                let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry")).parent().unwrap().to_path_buf();
-                let path = format!("{}:{}", plugin_dir.display(), std::env::var("PATH").unwrap_or_default());
+                let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry"))
+                    .parent()
+                    .unwrap()
+                    .to_path_buf();
+                let path = format!(
+                    "{}:{}",
+                    plugin_dir.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                );
                 let mut child = Command::new("kubectl")
                     .args(args)
                     .env("PATH", path)
@@ -201,7 +208,12 @@ async fn the_walk_through_with_ws_and_bind() {
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .expect("kubectl runs");
-                child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+                child
+                    .stdin
+                    .take()
+                    .unwrap()
+                    .write_all(stdin.unwrap_or("").as_bytes())
+                    .unwrap();
                 let out = child.wait_with_output().unwrap();
                 assert!(
                     out.status.success(),
@@ -217,21 +229,37 @@ async fn the_walk_through_with_ws_and_bind() {
     };
     run(&["ferry", "ws", "create", "provider", "--enter"], None).await;
     let out = run(&["apply", "-f", "-"], Some(SCHEMA_AND_EXPORT)).await;
-    assert!(out.contains("apiexport.apis.kcp.io/widgets.example.io created"), "{out}");
+    assert!(
+        out.contains("apiexport.apis.kcp.io/widgets.example.io created"),
+        "{out}"
+    );
     run(&["ferry", "ws", "use", "root"], None).await;
     run(&["ferry", "ws", "create", "consumer", "--enter"], None).await;
-    let out = run(&["ferry", "bind", "apiexport", "root:provider:widgets.example.io"], None).await;
+    let out = run(
+        &["ferry", "bind", "apiexport", "root:provider:widgets.example.io"],
+        None,
+    )
+    .await;
     assert!(out.contains("widgets.example.io created and bound."), "{out}");
     run(&["apply", "-f", "-"], Some("apiVersion: example.io/v1\nkind: Widget\nmetadata: {name: first, namespace: default}\nspec: {size: 3}\n")).await;
     let out = run(&["get", "widgets", "-A"], None).await;
     assert!(out.contains("first") && out.contains("SIZE"), "{out}");
     run(&["ferry", "ws", "use", "root:provider"], None).await;
     let url = run(
-        &["get", "apiexportendpointslice", "widgets.example.io", "-o", "jsonpath={.status.endpoints[0].url}"],
+        &[
+            "get",
+            "apiexportendpointslice",
+            "widgets.example.io",
+            "-o",
+            "jsonpath={.status.endpoints[0].url}",
+        ],
         None,
     )
     .await;
-    assert!(url.starts_with(hub.url()) && url.contains("/services/apiexport/"), "{url}");
+    assert!(
+        url.starts_with(hub.url()) && url.contains("/services/apiexport/"),
+        "{url}"
+    );
     // The provider's admin reads every consumer's widgets there with kubectl.
     let server = format!("{url}/clusters/*");
     let out = tokio::task::spawn_blocking({
@@ -247,7 +275,11 @@ async fn the_walk_through_with_ws_and_bind() {
     .await
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("first"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("first"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 const SCHEMA_AND_EXPORT: &str = "\
