@@ -171,7 +171,13 @@ impl HubBench {
     }
 
     /// [`create_many`] on the durable hub, counted.
-    async fn create_durable(&self, ns: &str, prefix: &str, count: usize, concurrency: usize) -> anyhow::Result<f64> {
+    async fn create_durable(
+        &self,
+        ns: &str,
+        prefix: &str,
+        count: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<f64> {
         let api = Api::namespaced(self.durable.client.clone(), ns);
         let rate = create_many(&api, prefix, count, concurrency).await?;
         self.durable_objects.fetch_add(count, Ordering::Relaxed);
@@ -205,7 +211,9 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
     let mut report = serde_json::Map::new();
     report.insert("method".into(), hub_method(&bench.args));
     for (name, block) in HUB_BLOCKS {
-        let figures = block(&bench).await.with_context(|| format!("bench hub, {name}"))?;
+        let figures = block(&bench)
+            .await
+            .with_context(|| format!("bench hub, {name}"))?;
         report.insert((*name).into(), figures);
     }
     report.insert(
@@ -314,7 +322,10 @@ async fn list_block(b: &HubBench) -> anyhow::Result<Value> {
     let t = Instant::now();
     let typed = list_api.list(&ListParams::default()).await?.items.len();
     let typed_ms = t.elapsed().as_secs_f64() * 1000.0;
-    anyhow::ensure!(typed == b.args.list_objects, "typed list returned {typed} objects");
+    anyhow::ensure!(
+        typed == b.args.list_objects,
+        "typed list returned {typed} objects"
+    );
     let list = Summary::of("LIST latency", list_ms)?;
     let get = Summary::of("GET latency", get_ms)?;
     b.log(&format!(
@@ -330,7 +341,9 @@ async fn list_block(b: &HubBench) -> anyhow::Result<Value> {
 /// How many items named `<prefix>...` a LIST body holds.
 fn count_items(body: &[u8], prefix: &str) -> usize {
     let needle = format!("\"name\":\"{prefix}");
-    body.windows(needle.len()).filter(|w| *w == needle.as_bytes()).count()
+    body.windows(needle.len())
+        .filter(|w| *w == needle.as_bytes())
+        .count()
 }
 
 /// LIST while 32 writers create: the writers' throughput against the same writers
@@ -380,7 +393,8 @@ async fn watch_block(b: &HubBench) -> anyhow::Result<Value> {
     let api: Api<ConfigMap> = Api::namespaced(b.durable.client.clone(), "watch");
     ensure_namespace(&b.durable.client, "watch").await?;
     let (delivery, create_rtt) = watch_fanout(&api, b.args.watchers, b.args.watch_events).await?;
-    b.durable_objects.fetch_add(b.args.watch_events, Ordering::Relaxed);
+    b.durable_objects
+        .fetch_add(b.args.watch_events, Ordering::Relaxed);
     let delivery = Summary::of("watch delivery latency", delivery)?;
     let create_rtt = Summary::of("create round trip", create_rtt)?;
     b.log(&format!(

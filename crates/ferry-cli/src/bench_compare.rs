@@ -191,8 +191,12 @@ fn print_table(report: &Value) {
         println!(
             "{:<40} {:>12.0} {:>12.0} {:>14.2} {:>12.2} {:>16.2}",
             t["server"].as_str().unwrap_or("?"),
-            t["creates_per_sec"]["clients_1"]["median"].as_f64().unwrap_or(f64::NAN),
-            t["creates_per_sec"]["clients_32"]["median"].as_f64().unwrap_or(f64::NAN),
+            t["creates_per_sec"]["clients_1"]["median"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+            t["creates_per_sec"]["clients_32"]["median"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
             t["list"]["latency_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
             t["get_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
             t["watch"]["delivery_ms"]["p99"].as_f64().unwrap_or(f64::NAN),

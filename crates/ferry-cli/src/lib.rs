@@ -66,9 +66,11 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
     // wake-ups and leaves the other cores to the servers beside it. The sync bench's
     // baseline client runs the same way, so the two are measured alike.
     let runtime = match cli.command {
-        Command::Syncer(_) | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
+        Command::Syncer(_) | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+        }
         _ => tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
     };
     runtime.block_on(async move {

@@ -14,7 +14,10 @@ fn bench_compare_measures_every_server_alike_and_cleans_up() {
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = HubProcess::spawn(exe, a_dir.path(), &[]).expect("hub a");
     let b = HubProcess::spawn(exe, b_dir.path(), &["--ephemeral"]).expect("hub b");
-    let (a_kc, b_kc) = (a.kubeconfig.display().to_string(), b.kubeconfig.display().to_string());
+    let (a_kc, b_kc) = (
+        a.kubeconfig.display().to_string(),
+        b.kubeconfig.display().to_string(),
+    );
     let v = run_bench(&[
         "compare",
         "--kubeconfig",
@@ -37,7 +40,10 @@ fn bench_compare_measures_every_server_alike_and_cleans_up() {
     assert_eq!(targets.len(), 2, "{v:#}");
     for (i, kubeconfig) in [&a_kc, &b_kc].into_iter().enumerate() {
         let t = format!("/targets/{i}");
-        assert_eq!(v.pointer(&format!("{t}/kubeconfig")).unwrap(), kubeconfig.as_str());
+        assert_eq!(
+            v.pointer(&format!("{t}/kubeconfig")).unwrap(),
+            kubeconfig.as_str()
+        );
         rounds(&v, &format!("{t}/creates_per_sec/clients_1"), 2);
         rounds(&v, &format!("{t}/creates_per_sec/clients_32"), 2);
         // Two rounds of 10 + 40 creates, all listed.

@@ -43,8 +43,14 @@ fn bench_hub_figures_are_typed_and_sane() {
     summary(&v, "/list/get_ms", lists);
     positive(&v, "/list/ratio_list_to_get_p50");
 
-    let busy = v.pointer("/list_during_writes/list_ms/n").and_then(|n| n.as_u64());
-    summary(&v, "/list_during_writes/list_ms", busy.expect("a LIST ran during the writes"));
+    let busy = v
+        .pointer("/list_during_writes/list_ms/n")
+        .and_then(|n| n.as_u64());
+    summary(
+        &v,
+        "/list_during_writes/list_ms",
+        busy.expect("a LIST ran during the writes"),
+    );
     let during = positive(&v, "/list_during_writes/ratio_creates_while_listing_to_alone");
     assert!(during < 10.0, "{during}");
 
@@ -55,5 +61,8 @@ fn bench_hub_figures_are_typed_and_sane() {
     // Memory: the hub held what it was asked to, and more than when empty.
     assert_eq!(count(&v, "/rss/objects"), 1000);
     let (full, empty) = (positive(&v, "/rss/mib"), positive(&v, "/rss/empty_mib"));
-    assert!(full >= empty && full < 4096.0, "rss {full} MiB, empty {empty} MiB");
+    assert!(
+        full >= empty && full < 4096.0,
+        "rss {full} MiB, empty {empty} MiB"
+    );
 }

@@ -69,7 +69,10 @@ fn bench_sync_figures_are_typed_and_sane() {
     summary(&v, "/status_return/latency_ms", statuses);
 
     // Memory at the one level asked for.
-    let rss = v.pointer("/syncer_rss").and_then(|r| r.as_array()).expect("syncer_rss");
+    let rss = v
+        .pointer("/syncer_rss")
+        .and_then(|r| r.as_array())
+        .expect("syncer_rss");
     assert_eq!(rss.len(), 1, "{v:#}");
     assert_eq!(count(&v, "/syncer_rss/0/synced_objects"), 150);
     let mib = positive(&v, "/syncer_rss/0/mib");

@@ -56,8 +56,15 @@ pub fn summary(v: &Value, ptr: &str, n: u64) -> (f64, f64) {
     assert_eq!(keys.len(), 5, "{ptr} has exactly p50, p90, p99, max, n: {s}");
     let [p50, p90, p99, max] = ["p50", "p90", "p99", "max"].map(|k| positive(v, &format!("{ptr}/{k}")));
     assert!(p50 <= p90 && p90 <= p99 && p99 <= max, "{ptr} not ordered: {s}");
-    assert!(max < 60_000.0, "{ptr}: a latency over a minute is a broken bench: {s}");
-    assert_eq!(count(v, &format!("{ptr}/n")), n, "{ptr} is over every sample: {s}");
+    assert!(
+        max < 60_000.0,
+        "{ptr}: a latency over a minute is a broken bench: {s}"
+    );
+    assert_eq!(
+        count(v, &format!("{ptr}/n")),
+        n,
+        "{ptr} is over every sample: {s}"
+    );
     (p50, p99)
 }
 
@@ -69,7 +76,9 @@ pub fn rounds(v: &Value, ptr: &str, rounds: usize) -> f64 {
         .map(|i| positive(v, &format!("{ptr}/rounds/{i}")))
         .collect();
     assert_eq!(
-        v.pointer(&format!("{ptr}/rounds")).and_then(Value::as_array).map(Vec::len),
+        v.pointer(&format!("{ptr}/rounds"))
+            .and_then(Value::as_array)
+            .map(Vec::len),
         Some(rounds),
         "{ptr}: every round is reported"
     );

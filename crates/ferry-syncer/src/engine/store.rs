@@ -169,9 +169,7 @@ impl<'a> VerifiedCopy<'a> {
             Ok(Value::Object(obj)) => obj,
             _ => Map::new(),
         };
-        let metadata = obj
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Map::new()));
+        let metadata = obj.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
         if let Some(metadata) = metadata.as_object_mut() {
             metadata.insert("name".into(), key.name.clone().into());
             if let Some(ns) = &key.namespace {
@@ -264,7 +262,14 @@ fn reduce(copy: &Value) -> Option<String> {
     } else {
         serde_json::to_string(&Value::Object(extras)).ok()?
     };
-    Some(VerifiedCopy { uid, hash, extras: &extras }.encode())
+    Some(
+        VerifiedCopy {
+            uid,
+            hash,
+            extras: &extras,
+        }
+        .encode(),
+    )
 }
 
 #[derive(Default)]
@@ -318,8 +323,12 @@ impl ObjectStore {
             return;
         };
         let key = encode(&key);
-        let holds_whole =
-            |inner: &Inner| inner.objects.get(key.as_str()).is_some_and(|held| !held.verified && held.resource_version() == Some(rv));
+        let holds_whole = |inner: &Inner| {
+            inner
+                .objects
+                .get(key.as_str())
+                .is_some_and(|held| !held.verified && held.resource_version() == Some(rv))
+        };
         if !holds_whole(&self.inner.read()) {
             return;
         }
@@ -622,7 +631,10 @@ mod tests {
         meta["labels"]["owner-team"] = json!("blue");
         copy["spec"]["revisionHistoryLimit"] = json!(10);
         copy["status"] = json!({ "readyReplicas": 2 });
-        let key = ObjectRef { namespace: Some("ns".into()), name: "web".into() };
+        let key = ObjectRef {
+            namespace: Some("ns".into()),
+            name: "web".into(),
+        };
         (source, copy, key)
     }
 
@@ -647,7 +659,11 @@ mod tests {
         assert_eq!(kept["metadata"]["uid"], "down-uid");
         assert_eq!(kept["metadata"]["resourceVersion"], "7");
         assert_eq!(kept["metadata"]["finalizers"], json!(["example.com/keep"]));
-        assert_eq!(kept["metadata"]["labels"], json!({ "owner-team": "blue" }), "only others' labels");
+        assert_eq!(
+            kept["metadata"]["labels"],
+            json!({ "owner-team": "blue" }),
+            "only others' labels"
+        );
         assert_eq!(
             kept["metadata"]["annotations"][DESIRED_HASH_ANNOTATION],
             copy["metadata"]["annotations"][DESIRED_HASH_ANNOTATION]
@@ -657,7 +673,10 @@ mod tests {
         // verified copy is the one the whole copy gives.
         let ty = ObjectType::new("apps/v1", "Deployment");
         let mut changed = source.clone();
-        changed["metadata"]["labels"].as_object_mut().unwrap().remove("tier");
+        changed["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("tier");
         changed["spec"]["replicas"] = json!(3);
         let desired = downstream_copy(&changed, &ty, "syncer-a");
         assert!(needs_update(&desired, &copy));
@@ -717,8 +736,14 @@ mod tests {
     #[test]
     fn keys_of_namespaced_and_cluster_scoped_objects_round_trip() {
         for key in [
-            ObjectRef { namespace: Some("ns".into()), name: "a".into() },
-            ObjectRef { namespace: None, name: "system:node".into() },
+            ObjectRef {
+                namespace: Some("ns".into()),
+                name: "a".into(),
+            },
+            ObjectRef {
+                namespace: None,
+                name: "system:node".into(),
+            },
         ] {
             assert_eq!(decode(&encode(&key)), key);
         }
