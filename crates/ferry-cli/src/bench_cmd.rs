@@ -67,6 +67,12 @@ pub struct HubBenchArgs {
     /// Objects held when memory is measured.
     #[arg(long, default_value_t = 100_000)]
     pub rss_objects: usize,
+    /// Consumer workspaces bound to one APIExport (0: skip the block).
+    #[arg(long, default_value_t = 1000)]
+    pub bound_workspaces: usize,
+    /// Creates watched through the APIExport virtual workspace (and in the baseline).
+    #[arg(long, default_value_t = 500)]
+    pub apiexport_events: usize,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -195,6 +201,7 @@ const HUB_BLOCKS: &[(&str, Block)] = &[
     ("list_during_writes", |b| Box::pin(list_during_writes_block(b))),
     ("watch", |b| Box::pin(watch_block(b))),
     ("rss", |b| Box::pin(rss_block(b))),
+    ("apiexport", |b| Box::pin(apiexport_block(b))),
 ];
 
 async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
@@ -242,6 +249,7 @@ fn hub_method(args: &HubBenchArgs) -> Value {
             "kind": "ConfigMap with a 1 KiB value",
             "creates_per_round": { "clients_1": (args.writes / 4).max(1), "clients_32": args.writes },
             "listed": args.list_objects, "watch_events": args.watch_events, "held_for_rss": args.rss_objects,
+            "apiexport": { "bound_workspaces": args.bound_workspaces, "events": args.apiexport_events },
         },
         "rounds": args.rounds.max(1),
         "statistics": "latencies in ms as {p50, p90, p99, max, n}, nearest-rank percentiles over every \
@@ -424,6 +432,44 @@ async fn rss_block(b: &HubBench) -> anyhow::Result<Value> {
     Ok(json!({
         "objects": objects, "mib": rss_full, "empty_mib": rss_empty,
         "bytes_per_object": (rss_full - rss_empty).max(0.0) * 1024.0 * 1024.0 / objects.max(1) as f64,
+    }))
+}
+
+/// An APIExport bound into many workspaces: watch delivery through its virtual
+/// workspace against a plain watch on one workspace (see [`crate::bench_apiexport`]),
+/// and memory per bound workspace. `null` with `--bound-workspaces 0`.
+async fn apiexport_block(b: &HubBench) -> anyhow::Result<Value> {
+    if b.args.bound_workspaces == 0 {
+        return Ok(Value::Null);
+    }
+    let hub = &b.durable.process;
+    let config = crate::kubeconfig::load(Some(&hub.kubeconfig), None).await?;
+    let f = crate::bench_apiexport::measure(
+        &config,
+        &hub.url,
+        b.args.bound_workspaces,
+        b.args.apiexport_events,
+        || hub.rss_bytes().unwrap_or(0),
+    )
+    .await?;
+    let vw = Summary::of("watch through the virtual workspace", f.virtual_workspace_ms)?;
+    let base = Summary::of("watch on one workspace", f.baseline_ms)?;
+    let per_ws = f.rss_after.saturating_sub(f.rss_before) as f64 / f.workspaces.max(1) as f64;
+    b.log(&format!(
+        "APIExport bound in {} workspaces (set up in {:.1} s): watch through the virtual workspace p99 {:.2} ms, \
+         one workspace's watch p99 {:.2} ms; {:.0} KiB per bound workspace",
+        f.workspaces,
+        f.setup_secs,
+        vw.p99,
+        base.p99,
+        per_ws / 1024.0
+    ));
+    Ok(json!({
+        "bound_workspaces": f.workspaces, "events": f.events, "setup_secs": f.setup_secs,
+        "virtual_workspace_ms": vw, "baseline_one_workspace_ms": base,
+        "ratio_p99_virtual_workspace_to_baseline": vw.p99 / base.p99,
+        "rss_bytes_per_bound_workspace": per_ws,
+        "rss_mib_before": f.rss_before as f64 / 1048576.0, "rss_mib_after": f.rss_after as f64 / 1048576.0,
     }))
 }
 

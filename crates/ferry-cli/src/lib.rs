@@ -2,19 +2,23 @@
 //! benchmarks. The binaries `ferry` and `kubectl-ferry` (a kubectl plugin) are
 //! thin wrappers around [`main`].
 
+pub mod bench_apiexport;
 pub mod bench_cmd;
 pub mod bench_compare;
 pub mod bench_load;
 pub mod bench_stats;
 pub mod bench_sync;
+pub mod bind_cmd;
 pub mod crds_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
+pub mod kubeconfig_file;
 pub mod logging;
 pub mod quickstart;
 pub mod syncer_cmd;
 pub mod syncer_gen;
+pub mod ws_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -53,6 +57,12 @@ enum Command {
     /// Measure the hub or the syncer.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// Bind an API into the current workspace (`bind apiexport root:provider:widgets.example.io`).
+    #[command(subcommand)]
+    Bind(bind_cmd::BindCommand),
+    /// Move between workspaces, create them, show them (like kcp's `kubectl ws`).
+    #[command(name = "ws", visible_alias = "workspace", alias = "workspaces")]
+    Ws(ws_cmd::WsArgs),
 }
 
 /// Parse the command line (as `name`) and run the command.
@@ -80,8 +90,10 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Crds => crds_cmd::run(),
             Command::SyncerGen(args) => syncer_gen::run(args).await,
             Command::Quickstart(args) => quickstart::run(args).await,
+            Command::Bind(cmd) => bind_cmd::run(cmd).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
+            Command::Ws(args) => ws_cmd::run(args).await,
         }
     })
 }

@@ -24,6 +24,10 @@ fn bench_hub_figures_are_typed_and_sane() {
         &events.to_string(),
         "--rss-objects",
         "1000",
+        "--bound-workspaces",
+        "4",
+        "--apiexport-events",
+        "12",
     ]);
     method(&v, 2);
     assert!(v.pointer("/method/processes/durable_hub").is_some(), "{v:#}");
@@ -65,4 +69,12 @@ fn bench_hub_figures_are_typed_and_sane() {
         full >= empty && full < 4096.0,
         "rss {full} MiB, empty {empty} MiB"
     );
+
+    // The APIExport block: every event seen through the virtual workspace.
+    assert_eq!(count(&v, "/apiexport/bound_workspaces"), 4);
+    assert_eq!(count(&v, "/apiexport/events"), 12);
+    summary(&v, "/apiexport/virtual_workspace_ms", 12);
+    summary(&v, "/apiexport/baseline_one_workspace_ms", 12);
+    positive(&v, "/apiexport/ratio_p99_virtual_workspace_to_baseline");
+    positive(&v, "/apiexport/rss_mib_after");
 }

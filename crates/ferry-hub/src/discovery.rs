@@ -460,6 +460,7 @@ pub(crate) mod tests {
             selectable_fields: Vec::new(),
             storage_version: false,
             from_crd: false,
+            binding: None,
             terminating: false,
         }
     }

@@ -101,6 +101,8 @@ pub struct Hub {
     observer: RwLock<Option<Arc<dyn WriteObserver>>>,
     /// OpenAPI documents per workspace generation.
     pub openapi: crate::openapi::cache::OpenApiCache,
+    /// Which workspaces are bound to which APIExport.
+    pub bindings: crate::apis::BindingIndex,
 }
 
 impl Hub {
@@ -122,6 +124,7 @@ impl Hub {
             external_url: RwLock::new(String::new()),
             observer: RwLock::new(None),
             openapi: Default::default(),
+            bindings: Default::default(),
         };
         hub.rebuild_indexes();
         Arc::new(hub)
@@ -169,18 +172,27 @@ impl Hub {
             }
         }
         let (crds, _) = self.store.list(&ClusterScope::All, CRDS, None, None);
-        let mut clusters: Vec<String> = crds.iter().map(|(k, _)| k.cluster.clone()).collect();
+        let (bindings, _) = self
+            .store
+            .list(&ClusterScope::All, crate::apis::BINDINGS, None, None);
+        let mut clusters: Vec<String> = crds
+            .iter()
+            .chain(bindings.iter())
+            .map(|(k, _)| k.cluster.clone())
+            .collect();
+        clusters.sort();
         clusters.dedup();
         for c in clusters {
             self.refresh_crds(&c);
         }
     }
 
-    /// Recompute what the CRDs stored in `cluster` serve.
+    /// Recompute what `cluster` serves beyond the built-ins: its CRDs'
+    /// resources and those of its Bound APIBindings (and, for the virtual
+    /// workspaces, which exports it is bound to).
     pub fn refresh_crds(&self, cluster: &str) {
-        let (crds, _) = self
-            .store
-            .list(&ClusterScope::One(cluster.into()), CRDS, None, None);
+        let scope = ClusterScope::One(cluster.into());
+        let (crds, _) = self.store.list(&scope, CRDS, None, None);
         let mut served = Vec::new();
         for (key, obj) in crds {
             // A CRD being deleted keeps serving until it is gone.
@@ -190,7 +202,78 @@ impl Hub {
                 Err(e) => tracing::warn!(crd = %key.name, cluster, "not serving CRD: {e}"),
             }
         }
+        let (bindings, _) = self.store.list(&scope, crate::apis::BINDINGS, None, None);
+        let mut bound = Vec::new();
+        for (key, obj) in bindings {
+            let binding = obj.value();
+            if let Some((export, b)) = self.bound_by(&key.name, &binding, &mut served) {
+                bound.push((export, b));
+            }
+        }
         self.registry.set_crd_resources(cluster, served);
+        self.bindings.set_cluster(cluster, bound);
+    }
+
+    /// What a Bound APIBinding named `name` serves (added to `served`) and
+    /// gives its export.
+    fn bound_by(
+        &self,
+        name: &str,
+        binding: &Value,
+        served: &mut Vec<ResourceInfo>,
+    ) -> Option<(crate::apis::ExportKey, crate::apis::Bound)> {
+        let str_at = |p: &str| binding.pointer(p).and_then(Value::as_str);
+        if str_at("/status/phase") != Some("Bound") {
+            return None;
+        }
+        let export = crate::apis::ExportKey {
+            cluster: str_at("/status/apiExportClusterName")?.to_string(),
+            name: str_at("/spec/reference/export/name")?.to_string(),
+        };
+        let mut b = crate::apis::Bound::default();
+        for r in binding
+            .pointer("/status/boundResources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let group = r.get("group").and_then(Value::as_str).unwrap_or_default();
+            let resource = r.get("resource").and_then(Value::as_str).unwrap_or_default();
+            b.resources.insert((group.to_string(), resource.to_string()));
+            // A built-in resource (kcp's `kubernetes` export) is served already.
+            if self.registry.is_builtin(group, resource) {
+                continue;
+            }
+            let Some(schema_name) = r.pointer("/schema/name").and_then(Value::as_str) else {
+                continue;
+            };
+            let key = ObjectKey {
+                cluster: export.cluster.clone(),
+                resource: crate::apis::SCHEMAS.into(),
+                namespace: String::new(),
+                name: schema_name.into(),
+            };
+            let Some(schema) = self.store.get(&key) else {
+                tracing::warn!(
+                    binding = name,
+                    schema = schema_name,
+                    "bound APIResourceSchema is gone; not serving {resource}"
+                );
+                continue;
+            };
+            match crate::apis::resources_from_schema(&schema.value(), name) {
+                Ok(rs) => served.extend(rs),
+                Err(e) => tracing::warn!(binding = name, schema = schema_name, "not serving: {e}"),
+            }
+        }
+        b.claims = binding
+            .pointer("/status/appliedPermissionClaims")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(crate::apis::Claim::from_value)
+            .collect();
+        Some((export, b))
     }
 
     /// The logical cluster a client addressed (`None` in the URL means root).

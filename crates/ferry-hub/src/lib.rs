@@ -2,6 +2,7 @@
 //! workspaces (logical clusters), durable storage and watch.
 
 pub mod api;
+pub mod apis;
 pub mod auth;
 pub mod controllers;
 pub mod decode;
@@ -22,6 +23,7 @@ pub mod strategy;
 pub mod table;
 pub mod testing;
 pub mod validation;
+pub mod virtual_workspace;
 pub mod workspace;
 
 pub use hub::{Hub, HubConfig};

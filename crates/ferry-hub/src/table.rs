@@ -114,6 +114,20 @@ fn string(name: &str, cell: &str) -> PrinterColumn {
     PrinterColumn::builtin(name, "string", cell)
 }
 
+/// A column evaluated as a CRD's `additionalPrinterColumns` entry is.
+fn json_path(name: &str, type_: &str, path: &str, description: &str) -> PrinterColumn {
+    PrinterColumn {
+        name: name.into(),
+        type_: type_.into(),
+        format: String::new(),
+        description: description.into(),
+        priority: 0,
+        json_path: path.into(),
+    }
+}
+
+const KCP_PHASE_DESCRIPTION: &str = "The current phase (e.g. Scheduling, Initializing, Ready, Deleting)";
+
 fn integer(name: &str, cell: &str) -> PrinterColumn {
     PrinterColumn::builtin(name, "integer", cell)
 }
@@ -266,9 +280,39 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
             age(),
         ],
         ("coordination.k8s.io", "leases") => vec![string("Holder", "str:/spec/holderIdentity"), age()],
+        // kcp's kinds are CRDs there: their `additionalPrinterColumns`, as written.
+        ("tenancy.kcp.io", "workspaces") => vec![
+            json_path("Type", "string", ".spec.type.name", "Type of the workspace"),
+            json_path(
+                "Region",
+                "string",
+                ".metadata.labels['region']",
+                "The region this workspace is in",
+            ),
+            json_path("Phase", "string", ".status.phase", KCP_PHASE_DESCRIPTION),
+            json_path("URL", "string", ".spec.URL", "URL to access the workspace"),
+            json_path("Age", "date", ".metadata.creationTimestamp", ""),
+        ],
+        ("core.kcp.io", "logicalclusters") => vec![
+            json_path("Phase", "string", ".status.phase", KCP_PHASE_DESCRIPTION),
+            json_path(
+                "URL",
+                "string",
+                ".status.URL",
+                "URL to access the logical cluster",
+            ),
+            json_path("Age", "date", ".metadata.creationTimestamp", ""),
+        ],
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![PrinterColumn::builtin("Created At", "date", "created_at").described(AGE_DESCRIPTION)]
         }
+        // kcp's columns for its API-export kinds.
+        ("apis.kcp.io", "apibindings") => vec![age(), string("Ready", "condition:Ready")],
+        ("apis.kcp.io", "apiexportendpointslices") => vec![
+            string("Export", "str:/spec/export/name"),
+            string("Partition", "str:/spec/partition"),
+            age(),
+        ],
         _ => vec![age()],
     };
     match (group, resource) {
@@ -609,6 +653,13 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
     if let Some((kind, arg)) = name.split_once(':') {
         return match kind {
             "int" => Value::from(int_at(obj, arg)),
+            "condition" => Value::from(
+                array_at(obj, "/status/conditions")
+                    .iter()
+                    .find(|c| str_at(c, "/type") == arg)
+                    .map(|c| str_at(c, "/status"))
+                    .unwrap_or_default(),
+            ),
             "str" => Value::from(str_at(obj, arg)),
             "len" => Value::from(match obj.pointer(arg) {
                 Some(Value::Array(a)) => a.len(),
@@ -1336,6 +1387,36 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         parse_time("2024-05-01T12:00:00Z").unwrap()
+    }
+
+    #[test]
+    fn workspaces_print_kcp_columns() {
+        let ws = json!({"metadata": {"name": "imw1", "creationTimestamp": "2024-05-01T11:58:56Z"},
+            "spec": {"type": {"name": "organization", "path": "root"}, "URL": "https://h:6443/clusters/root:imw1"},
+            "status": {"phase": "Ready"}});
+        let table = render(&builtin_columns("tenancy.kcp.io", "workspaces"), &[ws]);
+        assert_eq!(
+            column_names(&table),
+            vec!["Name", "Type", "Region", "Phase", "URL", "Age"]
+        );
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!([
+                "imw1",
+                "organization",
+                null,
+                "Ready",
+                "https://h:6443/clusters/root:imw1",
+                "64s"
+            ])
+        );
+        let lc = json!({"metadata": {"name": "cluster", "creationTimestamp": "2024-05-01T11:00:00Z"},
+            "status": {"phase": "Ready", "URL": "https://h:6443/clusters/abc"}});
+        let table = render(&builtin_columns("core.kcp.io", "logicalclusters"), &[lc]);
+        assert_eq!(
+            table["rows"][0]["cells"],
+            json!(["cluster", "Ready", "https://h:6443/clusters/abc", "60m"])
+        );
     }
 
     fn render(columns: &[PrinterColumn], objects: &[Value]) -> Value {

@@ -9,6 +9,7 @@ mod offload;
 pub mod path;
 pub(crate) mod query;
 mod special;
+mod virtual_workspace;
 mod watch;
 
 pub use crate::service::CLUSTER_ANNOTATION;
@@ -126,6 +127,9 @@ fn default_manager(headers: &http::HeaderMap) -> String {
 }
 
 async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
+    if virtual_workspace::addresses(req.uri().path()) {
+        return virtual_workspace::serve(hub, req).await;
+    }
     let (mut parts, body) = req.into_parts();
     let parsed = match path::parse(parts.uri.path()) {
         Ok(p) => p,
@@ -189,39 +193,14 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let aggregated = discovery::negotiate_aggregated(accept);
-    let ok = |v: Value| Ok(json_value(StatusCode::OK, &v));
+    if let Some(answer) = discovery_answer(&parsed.target, &resources, accept) {
+        return answer;
+    }
     match parsed.target {
-        Target::Health(_) => unreachable!("answered above"),
-        Target::Version => unreachable!("answered above"),
-        Target::CoreVersions => match aggregated {
-            Some(v) => Ok(aggregated_response(
-                discovery::aggregated_discovery_as(&resources, true, v),
-                v,
-            )),
-            None => ok(discovery::core_versions()),
-        },
-        Target::Groups => match aggregated {
-            Some(v) => Ok(aggregated_response(
-                discovery::aggregated_discovery_as(&resources, false, v),
-                v,
-            )),
-            None => ok(discovery::api_group_list(&resources)),
-        },
-        Target::Group(g) => discovery::api_group(&resources, &g)
-            .map(|v| json_value(StatusCode::OK, &v))
-            .ok_or_else(|| {
-                ApiError::not_found_message(format!(
-                    "the server could not find the requested resource: API group {g:?} is not served"
-                ))
-            }),
-        Target::GroupVersion { group, version } => discovery::api_resource_list(&resources, &group, &version)
-            .map(|v| json_value(StatusCode::OK, &v))
-            .ok_or_else(|| {
-                ApiError::not_found_message(format!(
-                    "the server could not find the requested resource: {group}/{version} is not served"
-                ))
-            }),
+        Target::Health(_) | Target::Version => unreachable!("answered above"),
+        Target::CoreVersions | Target::Groups | Target::Group(_) | Target::GroupVersion { .. } => {
+            Err(ApiError::internal("discovery was not answered"))
+        }
         // kubectl asks for v2 as protobuf (see `openapi`'s module docs).
         Target::OpenApiV2 if openapi::accepts_v2_protobuf(accept) => {
             openapi_document(&hub, cluster.as_ref(), Document::V2Protobuf, openapi::V2_PROTOBUF).await
@@ -252,69 +231,139 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
                         cluster.as_ref().map(|c| c.path.as_str()).unwrap_or("*")
                     ))
                 })?;
-            if rp.namespace.is_some() && !info.namespaced {
-                return Err(ApiError::not_found_message(format!(
-                    "{} is cluster-scoped: drop /namespaces/<namespace> from the path",
-                    info.resource
-                )));
-            }
-            if rp.name.is_some() && rp.namespace.is_none() && info.namespaced {
-                return Err(ApiError::not_found_message(format!(
-                    "{} is namespaced: address it as .../namespaces/<namespace>/{}/<name>",
-                    info.resource, info.resource
-                )));
-            }
-            let query = query?;
-            let body = read_body(body).await?;
-            if special::is_review(&info) {
-                return special::review(
-                    &hub,
-                    cluster.as_ref(),
-                    &info,
-                    rp.namespace.as_deref(),
-                    &parts.method,
-                    &parts.headers,
-                    &user,
-                    &body,
-                );
-            }
-            let verb = authz::resource_verb(&parts.method, rp.name.is_some(), query.watch);
-            let options = service::WriteOptions {
-                dry_run: query.dry_run,
-                force: query.force,
-                field_manager: query
-                    .field_manager
-                    .clone()
-                    .unwrap_or_else(|| default_manager(&parts.headers)),
-                field_validation: query.field_validation,
-            };
-            let scope = objects::Scope {
-                request: service::Request {
-                    hub: hub.clone(),
-                    cluster,
-                    info,
-                    namespace: rp.namespace,
-                    name: rp.name,
-                    subresource: rp.subresource,
-                    user,
-                    verb,
-                    options,
-                    warnings: Default::default(),
-                },
-                query,
-                format: negotiate::object_format(&parts.headers),
-                headers: parts.headers,
-            };
-            if component_status::serves(&scope.info) {
-                return component_status::serve(&scope, &parts.method);
-            }
-            let method = parts.method;
-            if offload::computes(&method, scope.name.is_some(), scope.query.watch) {
-                offload::run(async move { objects::serve(scope, &method, body).await }).await
-            } else {
-                objects::serve(scope, &method, body).await
-            }
+            serve_resource(hub, parts, body, rp, info, cluster, None, user, query).await
         }
+    }
+}
+
+/// A request on a resource (`info`, addressed as `rp`) in `cluster`
+/// (`None`: every workspace `visibility` admits, or the wildcard), once
+/// the caller is authorized.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn serve_resource(
+    hub: Arc<Hub>,
+    parts: http::request::Parts,
+    body: Body,
+    rp: path::ResourcePath,
+    info: crate::registry::ResourceInfo,
+    cluster: Option<LogicalCluster>,
+    visibility: Option<Arc<dyn crate::storage::ScopeFilter>>,
+    user: UserInfo,
+    query: Result<query::Query, ApiError>,
+) -> Result<Response, ApiError> {
+    if rp.namespace.is_some() && !info.namespaced {
+        return Err(ApiError::not_found_message(format!(
+            "{} is cluster-scoped: drop /namespaces/<namespace> from the path",
+            info.resource
+        )));
+    }
+    if rp.name.is_some() && rp.namespace.is_none() && info.namespaced {
+        return Err(ApiError::not_found_message(format!(
+            "{} is namespaced: address it as .../namespaces/<namespace>/{}/<name>",
+            info.resource, info.resource
+        )));
+    }
+    let query = query?;
+    let body = read_body(body).await?;
+    if special::is_review(&info) {
+        return special::review(
+            &hub,
+            cluster.as_ref(),
+            &info,
+            rp.namespace.as_deref(),
+            &parts.method,
+            &parts.headers,
+            &user,
+            &body,
+        );
+    }
+    let verb = authz::resource_verb(&parts.method, rp.name.is_some(), query.watch);
+    // A resource that does not serve a verb answers 405, as
+    // kube-apiserver does (LogicalClusters are read-only).
+    if crate::registry::ALL_VERBS.contains(&verb.as_str()) && !info.verbs.contains(&verb) {
+        return Err(ApiError::verb_not_served());
+    }
+    let options = service::WriteOptions {
+        dry_run: query.dry_run,
+        force: query.force,
+        field_manager: query
+            .field_manager
+            .clone()
+            .unwrap_or_else(|| default_manager(&parts.headers)),
+        field_validation: query.field_validation,
+    };
+    let scope = objects::Scope {
+        request: service::Request {
+            hub: hub.clone(),
+            cluster,
+            visibility,
+            info,
+            namespace: rp.namespace,
+            name: rp.name,
+            subresource: rp.subresource,
+            user,
+            verb,
+            options,
+            warnings: Default::default(),
+        },
+        query,
+        format: negotiate::object_format(&parts.headers),
+        headers: parts.headers,
+    };
+    if component_status::serves(&scope.info) {
+        return component_status::serve(&scope, &parts.method);
+    }
+    let method = parts.method;
+    if offload::computes(&method, scope.name.is_some(), scope.query.watch, body.len()) {
+        offload::run(async move { objects::serve(scope, &method, body).await }).await
+    } else {
+        objects::serve(scope, &method, body).await
+    }
+}
+
+/// The discovery document `target` asks for, from `resources` (`None`: not
+/// a discovery request).
+pub(crate) fn discovery_answer(
+    target: &Target,
+    resources: &[crate::registry::ResourceInfo],
+    accept: &str,
+) -> Option<Result<Response, ApiError>> {
+    let aggregated = discovery::negotiate_aggregated(accept);
+    let ok = |v: Value| Some(Ok(json_value(StatusCode::OK, &v)));
+    match target {
+        Target::CoreVersions => match aggregated {
+            Some(v) => Some(Ok(aggregated_response(
+                discovery::aggregated_discovery_as(resources, true, v),
+                v,
+            ))),
+            None => ok(discovery::core_versions()),
+        },
+        Target::Groups => match aggregated {
+            Some(v) => Some(Ok(aggregated_response(
+                discovery::aggregated_discovery_as(resources, false, v),
+                v,
+            ))),
+            None => ok(discovery::api_group_list(resources)),
+        },
+        Target::Group(g) => Some(
+            discovery::api_group(resources, g)
+                .map(|v| json_value(StatusCode::OK, &v))
+                .ok_or_else(|| {
+                    ApiError::not_found_message(format!(
+                        "the server could not find the requested resource: API group {g:?} is not served"
+                    ))
+                }),
+        ),
+        Target::GroupVersion { group, version } => Some(
+            discovery::api_resource_list(resources, group, version)
+                .map(|v| json_value(StatusCode::OK, &v))
+                .ok_or_else(|| {
+                    ApiError::not_found_message(format!(
+                        "the server could not find the requested resource: {group}/{version} is not served"
+                    ))
+                }),
+        ),
+        _ => None,
     }
 }
 

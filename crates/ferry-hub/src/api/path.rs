@@ -61,7 +61,11 @@ pub fn parse(path: &str) -> Result<ParsedPath, ApiError> {
         if parts.len() < 2 {
             return Err(not_found());
         }
-        cluster = Some(parts[1].to_string());
+        // kubectl escapes the wildcard (`/clusters/%2A`).
+        cluster = Some(match parts[1] {
+            "%2A" | "%2a" => "*".to_string(),
+            c => c.to_string(),
+        });
         parts.drain(..2);
     }
     let target = match parts.as_slice() {
@@ -127,6 +131,21 @@ mod tests {
             Target::Resource(r) => r,
             other => panic!("{p}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_escaped_wildcard_is_the_wildcard() {
+        assert_eq!(
+            parse("/clusters/%2A/api/v1/configmaps")
+                .unwrap()
+                .cluster
+                .as_deref(),
+            Some("*")
+        );
+        assert_eq!(
+            parse("/clusters/*/api/v1/configmaps").unwrap().cluster.as_deref(),
+            Some("*")
+        );
     }
 
     #[test]

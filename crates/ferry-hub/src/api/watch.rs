@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::negotiate::Format;
 use super::objects::{columns, served_value, Scope, Selectors};
 use crate::status::ApiError;
-use crate::storage::{ClusterScope, EventFilter, EventType, ObjectKey, StoredObject, WatchError};
+use crate::storage::{EventFilter, EventType, ObjectKey, StoredObject, WatchError};
 use crate::table::{render_table, IncludeObject};
 
 /// How often a watch that asked for bookmarks gets one.
@@ -169,10 +169,7 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
     };
     let filter = EventFilter {
         resource: Some(resource.clone()),
-        cluster: match &scope {
-            ClusterScope::One(c) => Some(c.clone()),
-            ClusterScope::All => None,
-        },
+        cluster: scope.single().map(String::from),
     };
     let subscription = s.hub.store.watch_filtered(start_rv, filter);
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
@@ -215,7 +212,7 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
                 event = sub.next() => {
                     let Some(event) = event else { return };
                     last_rv = event.object.rv;
-                    if !scope.contains(&event.key.cluster) || event.key.resource != resource {
+                    if !scope.admits(&event.key) || event.key.resource != resource {
                         continue;
                     }
                     if namespace.as_ref().is_some_and(|ns| *ns != event.key.namespace) {

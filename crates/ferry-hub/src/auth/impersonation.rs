@@ -249,6 +249,17 @@ pub fn impersonate(
     Ok(user)
 }
 
+/// Whether the request carries any `Impersonate-*` header.
+pub fn requested(headers: &HeaderMap) -> bool {
+    headers.keys().any(|k| {
+        let k = k.as_str();
+        k == IMPERSONATE_USER
+            || k == IMPERSONATE_GROUP
+            || k == IMPERSONATE_UID
+            || k.starts_with(IMPERSONATE_EXTRA_PREFIX)
+    })
+}
+
 /// Drop the `Impersonate-*` headers once honoured, as kube-apiserver does,
 /// so nothing further down mistakes them for the caller's.
 pub fn remove_headers(headers: &mut HeaderMap) {

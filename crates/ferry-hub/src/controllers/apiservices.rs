@@ -52,7 +52,7 @@ pub struct ApiServices;
 
 impl Follower for ApiServices {
     fn follows(&self, storage_key: &str) -> bool {
-        storage_key == CRDS
+        storage_key == CRDS || storage_key == crate::apis::BINDINGS
     }
 
     fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {

@@ -8,12 +8,14 @@
 //! [`garbage_collector`]); [`BuiltIn`] is their first pass within a write,
 //! for effects the client sees on its next request.
 
+pub mod apis;
 pub mod apiservices;
 pub mod crds;
 pub mod finalizing;
 pub mod follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;
+pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
 pub mod security;
@@ -115,6 +117,7 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Ve
         crds::spawn(hub.clone(), stop.clone()),
         follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
         follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
+        follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
     ];
     if mailboxes {
         running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
@@ -136,17 +139,22 @@ pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public
 /// cluster has what a fresh cluster has.
 pub async fn bootstrap(hub: &Arc<Hub>) {
     hub.set_write_observer(Arc::new(BuiltIn));
-    bootstrap_cluster(hub, ROOT).await;
-    // Workspaces from before the hub had default RBAC objects get them too.
+    bootstrap_cluster(hub, ROOT, None).await;
+    // Workspaces from before the hub had default RBAC objects (or their
+    // LogicalCluster) get them too.
     for cluster in hub.store.clusters() {
         if cluster != ROOT && hub.workspaces.by_name(&cluster).is_some() {
             security::ensure_default_rbac(hub, &cluster).await;
             kubernetes_service::repair(hub, &cluster).await;
+            logical_cluster::ensure(hub, &cluster, None).await;
         }
     }
 }
 
-async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str) {
+/// What a fresh logical cluster has; `workspace` is the Workspace object
+/// being created for it (`None` for root).
+async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Value>) {
+    logical_cluster::ensure(hub, cluster, workspace).await;
     security::ensure_default_rbac(hub, cluster).await;
     for ns in DEFAULT_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -208,7 +216,7 @@ pub async fn workspace_written(hub: &Arc<Hub>, parent: &str, new: Option<&Value>
     let name = lc.name.clone();
     hub.workspaces.insert(lc);
     if fresh {
-        bootstrap_cluster(hub, &name).await;
+        bootstrap_cluster(hub, &name, Some(ws)).await;
     }
 }
 

@@ -23,6 +23,8 @@ struct Def {
     create_only: bool,
     /// Computed on read (ComponentStatus): `get` and `list` only.
     read_only: bool,
+    /// Kept by the hub itself (LogicalCluster): `get`, `list` and `watch`.
+    maintained: bool,
 }
 
 const fn d(
@@ -45,6 +47,7 @@ const fn d(
         categories: &[],
         create_only: false,
         read_only: false,
+        maintained: false,
     }
 }
 
@@ -55,6 +58,17 @@ const fn create_only(mut def: Def) -> Def {
 
 const fn read_only(mut def: Def) -> Def {
     def.read_only = true;
+    def
+}
+
+const fn maintained(mut def: Def) -> Def {
+    def.maintained = true;
+    def
+}
+
+/// kcp's own kinds are in its `kcp` category (`kubectl get kcp`).
+const fn kcp(mut def: Def) -> Def {
+    def.categories = &["kcp"];
     def
 }
 
@@ -370,7 +384,7 @@ const DEFS: &[Def] = &[
         Sub::None,
     )),
     // kcp tenancy
-    d(
+    kcp(d(
         "tenancy.kcp.io",
         "v1alpha1",
         "workspaces",
@@ -378,7 +392,55 @@ const DEFS: &[Def] = &[
         CL,
         &["ws"],
         Sub::Status,
-    ),
+    )),
+    // kcp's API exports (see `crate::apis`)
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apiresourceschemas",
+        "APIResourceSchema",
+        CL,
+        &[],
+        Sub::None,
+    )),
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apiexports",
+        "APIExport",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apiexportendpointslices",
+        "APIExportEndpointSlice",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    kcp(d(
+        "apis.kcp.io",
+        "v1alpha1",
+        "apibindings",
+        "APIBinding",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    // kcp core: the `cluster` object describing each workspace, kept by
+    // `controllers::logical_cluster`; clients read it, never write it.
+    maintained(kcp(d(
+        "core.kcp.io",
+        "v1alpha1",
+        "logicalclusters",
+        "LogicalCluster",
+        CL,
+        &[],
+        Sub::None,
+    ))),
 ];
 
 /// Built-in resources served in every workspace.
@@ -414,6 +476,8 @@ fn info(def: &Def) -> ResourceInfo {
             vec!["create".to_string()]
         } else if def.read_only {
             vec!["get".to_string(), "list".to_string()]
+        } else if def.maintained {
+            vec!["get".to_string(), "list".to_string(), "watch".to_string()]
         } else {
             ALL_VERBS.iter().map(|s| s.to_string()).collect()
         },
@@ -426,6 +490,7 @@ fn info(def: &Def) -> ResourceInfo {
         selectable_fields: Vec::new(),
         storage_version: true,
         from_crd: false,
+        binding: None,
         terminating: false,
     }
 }

@@ -91,6 +91,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
                 .collect(),
             storage_version: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
             from_crd: true,
+            binding: None,
             terminating,
         });
     }

@@ -61,8 +61,11 @@ pub struct ResourceInfo {
     pub selectable_fields: Vec<String>,
     /// Whether this version is the storage version (CRDs) — informational.
     pub storage_version: bool,
-    /// Set for resources defined by a CRD in the workspace.
+    /// Set for resources defined by a CRD in the workspace, and for those an
+    /// APIBinding serves there (they behave as a CRD's).
     pub from_crd: bool,
+    /// For resources an APIBinding serves: that binding's name.
+    pub binding: Option<String>,
     /// Set while that CRD is being deleted: its custom resources are still
     /// served, but new ones are refused.
     pub terminating: bool,

@@ -29,7 +29,7 @@ use crate::hub::Hub;
 use crate::json;
 use crate::registry::ResourceInfo;
 use crate::status::{ApiError, Cause};
-use crate::storage::{ClusterScope, Expect, ObjectKey, StoreError, StoredObject};
+use crate::storage::{ClusterScope, Expect, ObjectKey, ScopeFilter, StoreError, StoredObject};
 use crate::workspace::LogicalCluster;
 pub use change::{Change, PatchType};
 pub use prepare::{WriteKind, CLUSTER_ANNOTATION};
@@ -53,6 +53,8 @@ pub struct Request {
     pub hub: Arc<Hub>,
     /// `None`: the `/clusters/*` wildcard (reads only).
     pub cluster: Option<LogicalCluster>,
+    /// A virtual workspace's view: what of the wildcard is visible.
+    pub visibility: Option<Arc<dyn ScopeFilter>>,
     pub info: ResourceInfo,
     pub namespace: Option<String>,
     pub name: Option<String>,
@@ -116,6 +118,7 @@ impl Request {
         Ok(Request {
             hub: hub.clone(),
             cluster: Some(lc),
+            visibility: None,
             info,
             namespace: namespace.map(String::from),
             name: name.map(String::from),
@@ -137,9 +140,14 @@ impl Request {
     }
 
     pub fn scope(&self) -> ClusterScope {
-        match &self.cluster {
-            Some(lc) => ClusterScope::One(lc.name.clone()),
-            None => ClusterScope::All,
+        match (&self.cluster, &self.visibility) {
+            (Some(lc), Some(v)) => ClusterScope::Filtered(Arc::new(InCluster {
+                cluster: lc.name.clone(),
+                visible: v.clone(),
+            })),
+            (Some(lc), None) => ClusterScope::One(lc.name.clone()),
+            (None, Some(v)) => ClusterScope::Filtered(v.clone()),
+            (None, None) => ClusterScope::All,
         }
     }
 
@@ -184,6 +192,22 @@ impl Request {
         self.name
             .clone()
             .ok_or_else(|| ApiError::method_not_allowed(format!("{} needs a name", self.verb)))
+    }
+}
+
+/// A view narrowed to one of its workspaces.
+struct InCluster {
+    cluster: String,
+    visible: Arc<dyn ScopeFilter>,
+}
+
+impl ScopeFilter for InCluster {
+    fn cluster(&self, cluster: &str) -> bool {
+        cluster == self.cluster && self.visible.cluster(cluster)
+    }
+
+    fn object(&self, key: &ObjectKey) -> bool {
+        self.visible.object(key)
     }
 }
 

@@ -91,18 +91,74 @@ pub enum StoreError {
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 /// Which clusters a list or watch covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum ClusterScope {
     One(String),
     /// kcp's `/clusters/*` wildcard.
     All,
+    /// Every cluster, narrowed to what a filter admits: a virtual
+    /// workspace's view (the clusters bound to an export, the objects a
+    /// permission claim selects). Asked at each object and each event, so
+    /// a view that widens later shows the new clusters' events at once.
+    Filtered(Arc<dyn ScopeFilter>),
+}
+
+/// What a [`ClusterScope::Filtered`] admits.
+pub trait ScopeFilter: Send + Sync {
+    /// Whether anything in `cluster` may be visible.
+    fn cluster(&self, cluster: &str) -> bool;
+
+    /// Whether the object at `key` (in a cluster [`ScopeFilter::cluster`]
+    /// admits) is visible.
+    fn object(&self, _key: &ObjectKey) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ClusterScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClusterScope::One(c) => f.debug_tuple("One").field(c).finish(),
+            ClusterScope::All => f.write_str("All"),
+            ClusterScope::Filtered(_) => f.write_str("Filtered"),
+        }
+    }
+}
+
+impl PartialEq for ClusterScope {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ClusterScope::One(a), ClusterScope::One(b)) => a == b,
+            (ClusterScope::All, ClusterScope::All) => true,
+            (ClusterScope::Filtered(a), ClusterScope::Filtered(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
 }
 
 impl ClusterScope {
+    /// Whether anything in `cluster` may be in scope.
     pub fn contains(&self, cluster: &str) -> bool {
         match self {
             ClusterScope::One(c) => c == cluster,
             ClusterScope::All => true,
+            ClusterScope::Filtered(f) => f.cluster(cluster),
+        }
+    }
+
+    /// Whether the object at `key` is in scope.
+    pub fn admits(&self, key: &ObjectKey) -> bool {
+        match self {
+            ClusterScope::Filtered(f) => f.cluster(&key.cluster) && f.object(key),
+            other => other.contains(&key.cluster),
+        }
+    }
+
+    /// The one cluster a scope covers, if it covers one.
+    pub fn single(&self) -> Option<&str> {
+        match self {
+            ClusterScope::One(c) => Some(c),
+            _ => None,
         }
     }
 }
@@ -427,6 +483,7 @@ impl Store {
             (state.resources.get(resource).cloned(), state.committed_rv)
         };
         let mut out = Vec::new();
+        let filtered = matches!(scope, ClusterScope::Filtered(_));
         if let Some(clusters) = &snapshot {
             for (cluster, objects) in clusters {
                 if !scope.contains(cluster) {
@@ -449,15 +506,16 @@ impl Store {
                             continue;
                         }
                     }
-                    out.push((
-                        ObjectKey {
-                            cluster: cluster.clone(),
-                            resource: resource.to_string(),
-                            namespace: ns.clone(),
-                            name: name.clone(),
-                        },
-                        obj.clone(),
-                    ));
+                    let key = ObjectKey {
+                        cluster: cluster.clone(),
+                        resource: resource.to_string(),
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                    };
+                    if filtered && !scope.admits(&key) {
+                        continue;
+                    }
+                    out.push((key, obj.clone()));
                 }
             }
         }

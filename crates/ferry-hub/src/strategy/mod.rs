@@ -20,6 +20,7 @@
 //! resources) schema validation only.
 
 pub mod apiextensions;
+pub mod apis;
 pub mod apps;
 pub mod batch;
 pub mod certificates;
@@ -163,6 +164,10 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         (crate::auth::rbac::RBAC_GROUP, _) => &rbac::RbacStrategy,
         ("certificates.k8s.io", "certificatesigningrequests") => &certificates::csr::CsrStrategy,
         ("tenancy.kcp.io", "workspaces") => &tenancy::workspace::WorkspaceStrategy,
+        ("apis.kcp.io", "apiresourceschemas") => &apis::SchemaStrategy,
+        ("apis.kcp.io", "apiexports") => &apis::ExportStrategy,
+        ("apis.kcp.io", "apiexportendpointslices") => &apis::SliceStrategy,
+        ("apis.kcp.io", "apibindings") => &apis::BindingStrategy,
         _ => &Generic,
     }
 }

@@ -83,6 +83,25 @@ impl Strategy for CrdStrategy {
         crate::validation::validate_crd(obj)
     }
 
+    /// A resource an APIBinding serves here keeps its name: the CRD would
+    /// silently take over the binding's objects.
+    fn admit(&self, r: &Request, old: Option<&Value>, obj: &Value) -> Result<(), ApiError> {
+        if old.is_some() {
+            return Ok(());
+        }
+        let group = json::str_at(obj, "/spec/group");
+        let plural = json::str_at(obj, "/spec/names/plural");
+        match crate::strategy::apis::bound_in(&r.hub, &r.cluster()?.name, group, plural) {
+            Some(binding) => Err(ApiError::conflict(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                json::str_at(obj, "/metadata/name"),
+                &format!("{plural}.{group} is already served in this workspace by APIBinding {binding:?}; delete the binding first or pick another group"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// A CRD is held until its custom resources are gone (kube-apiserver
     /// adds the clean-up finalizer when a CRD is deleted).
     fn finalizers_on_delete(

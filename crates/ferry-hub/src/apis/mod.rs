@@ -1,0 +1,365 @@
+//! kcp's API-export machinery (`apis.kcp.io/v1alpha1`): a provider
+//! publishes `APIResourceSchema`s through an `APIExport`; a consumer
+//! workspace binds the export with an `APIBinding`, and from then on serves
+//! the exported resources (stored in the consumer workspace) as if a CRD
+//! defined them. The provider sees every bound workspace at once through the
+//! APIExport virtual workspace ([`crate::virtual_workspace`]).
+//!
+//! What lives where:
+//! - validation and admission of the four kinds: `strategy::apis`;
+//! - their status (identity, endpoints, Bound phase and conditions):
+//!   `controllers::apis`;
+//! - what a Bound binding serves in its workspace, and which workspaces are
+//!   bound to which export (this module's [`BindingIndex`]), both rebuilt
+//!   from the stored bindings after every binding or CRD write
+//!   ([`crate::hub::Hub::refresh_crds`]).
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::registry::{resources_from_crd, CrdError, ResourceInfo};
+use crate::storage::ObjectKey;
+
+pub const GROUP: &str = "apis.kcp.io";
+pub const VERSION: &str = "v1alpha1";
+/// Storage keys of the four kinds.
+pub const SCHEMAS: &str = "apis.kcp.io/apiresourceschemas";
+pub const EXPORTS: &str = "apis.kcp.io/apiexports";
+pub const SLICES: &str = "apis.kcp.io/apiexportendpointslices";
+pub const BINDINGS: &str = "apis.kcp.io/apibindings";
+
+/// An export, named by the logical cluster (name, not path) that holds it
+/// and its name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExportKey {
+    pub cluster: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for ExportKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.cluster, self.name)
+    }
+}
+
+/// An export's identity hash: what kcp derives from the export's identity
+/// secret. Ferry derives it from the export's cluster, name and uid, so it
+/// is stable for the export's life and differs for a re-created export.
+pub fn identity_hash(cluster: &str, name: &str, uid: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("{cluster}/{name}/{uid}"));
+    hex(&h.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The APIExport virtual workspace's URL for an export.
+pub fn virtual_workspace_url(external_url: &str, export: &ExportKey) -> String {
+    format!(
+        "{external_url}/services/apiexport/{}/{}",
+        export.cluster, export.name
+    )
+}
+
+/// The CustomResourceDefinition an APIResourceSchema stands for: the same
+/// spec, with each version's `schema` as `schema.openAPIV3Schema`.
+pub fn schema_as_crd(schema: &Value) -> Value {
+    let mut spec = schema.get("spec").cloned().unwrap_or_else(|| json!({}));
+    if let Some(versions) = spec.get_mut("versions").and_then(Value::as_array_mut) {
+        for v in versions {
+            if let Some(m) = v.as_object_mut() {
+                if let Some(s) = m.remove("schema") {
+                    m.insert("schema".into(), json!({"openAPIV3Schema": s}));
+                }
+            }
+        }
+    }
+    json!({
+        "metadata": {"name": schema.pointer("/metadata/name").cloned().unwrap_or(Value::Null)},
+        "spec": spec,
+    })
+}
+
+/// Every served version of an APIResourceSchema, as served through
+/// `binding` (the APIBinding's name).
+pub fn resources_from_schema(schema: &Value, binding: &str) -> Result<Vec<ResourceInfo>, CrdError> {
+    let mut rs = resources_from_crd(&schema_as_crd(schema))
+        .map_err(|e| CrdError(e.0.replace("CustomResourceDefinition", "APIResourceSchema")))?;
+    for r in &mut rs {
+        r.binding = Some(binding.to_string());
+        r.terminating = false;
+    }
+    Ok(rs)
+}
+
+/// `group` and `resource` of a schema's spec.
+pub fn schema_group_resource(schema: &Value) -> (String, String) {
+    let s = |p: &str| {
+        schema
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    (s("/spec/group"), s("/spec/names/plural"))
+}
+
+/// A permission claim as an export asks for it and a binding accepts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub group: String,
+    pub resource: String,
+    pub identity_hash: String,
+    /// `all: true`: every object of the resource.
+    pub all: bool,
+    /// Otherwise, the objects named here (`name` and/or `namespace`).
+    pub selectors: Vec<(String, String)>,
+}
+
+impl Claim {
+    pub fn from_value(v: &Value) -> Option<Claim> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let resource = s("resource");
+        if resource.is_empty() {
+            return None;
+        }
+        Some(Claim {
+            group: s("group"),
+            resource,
+            identity_hash: s("identityHash"),
+            all: v.get("all").and_then(Value::as_bool).unwrap_or(false),
+            selectors: v
+                .get("resourceSelector")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|sel| {
+                    let f = |k: &str| sel.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                    (f("name"), f("namespace"))
+                })
+                .collect(),
+        })
+    }
+
+    /// Same group, resource and identity (what a binding's decision refers to).
+    pub fn same_resource(&self, other: &Claim) -> bool {
+        self.group == other.group
+            && self.resource == other.resource
+            && self.identity_hash == other.identity_hash
+    }
+
+    /// Whether the claim covers the object at `key`.
+    pub fn covers(&self, key: &ObjectKey) -> bool {
+        self.all
+            || self.selectors.iter().any(|(name, namespace)| {
+                (name.is_empty() || *name == key.name)
+                    && (namespace.is_empty() || *namespace == key.namespace)
+            })
+    }
+}
+
+/// What one Bound APIBinding gives its export in the binding's workspace.
+#[derive(Debug, Clone, Default)]
+pub struct Bound {
+    /// `(group, resource)` of every bound resource.
+    pub resources: HashSet<(String, String)>,
+    /// The permission claims the binding accepted (and the export asks for).
+    pub claims: Vec<Claim>,
+}
+
+/// Which workspaces are bound to which export, for the virtual workspace:
+/// rebuilt per workspace from its stored bindings, read on every object a
+/// virtual-workspace list or watch passes.
+#[derive(Default)]
+pub struct BindingIndex {
+    inner: parking_lot::RwLock<Index>,
+}
+
+#[derive(Default)]
+struct Index {
+    by_export: HashMap<ExportKey, HashMap<String, Bound>>,
+    by_cluster: HashMap<String, Vec<ExportKey>>,
+}
+
+impl BindingIndex {
+    /// Replace what `cluster`'s bindings give their exports.
+    pub fn set_cluster(&self, cluster: &str, bound: Vec<(ExportKey, Bound)>) {
+        let mut idx = self.inner.write();
+        if let Some(old) = idx.by_cluster.remove(cluster) {
+            for export in old {
+                if let Some(m) = idx.by_export.get_mut(&export) {
+                    m.remove(cluster);
+                    if m.is_empty() {
+                        idx.by_export.remove(&export);
+                    }
+                }
+            }
+        }
+        if bound.is_empty() {
+            return;
+        }
+        let exports: Vec<ExportKey> = bound.iter().map(|(e, _)| e.clone()).collect();
+        for (export, b) in bound {
+            let entry = idx.by_export.entry(export).or_default();
+            // Two bindings of one export in one workspace: their union.
+            let slot = entry.entry(cluster.to_string()).or_default();
+            slot.resources.extend(b.resources);
+            slot.claims.extend(b.claims);
+        }
+        idx.by_cluster.insert(cluster.to_string(), exports);
+    }
+
+    /// Whether `cluster` binds `export`'s `(group, resource)`.
+    pub fn binds(&self, export: &ExportKey, cluster: &str, group: &str, resource: &str) -> bool {
+        self.inner
+            .read()
+            .by_export
+            .get(export)
+            .and_then(|m| m.get(cluster))
+            .is_some_and(|b| b.resources.contains(&(group.to_string(), resource.to_string())))
+    }
+
+    /// The claims `cluster` accepted for `export` on `(group, resource)`.
+    pub fn claims(&self, export: &ExportKey, cluster: &str, group: &str, resource: &str) -> Vec<Claim> {
+        self.inner
+            .read()
+            .by_export
+            .get(export)
+            .and_then(|m| m.get(cluster))
+            .map(|b| {
+                b.claims
+                    .iter()
+                    .filter(|c| c.group == group && c.resource == resource)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether `cluster` has a Bound binding to `export`.
+    pub fn is_bound(&self, export: &ExportKey, cluster: &str) -> bool {
+        self.inner
+            .read()
+            .by_export
+            .get(export)
+            .is_some_and(|m| m.contains_key(cluster))
+    }
+
+    /// How many workspaces are bound to `export`.
+    pub fn bound_count(&self, export: &ExportKey) -> usize {
+        self.inner.read().by_export.get(export).map_or(0, HashMap::len)
+    }
+}
+
+/// A condition as kcp writes them (`conditionsv1alpha1.Condition`).
+pub fn condition(type_: &str, ok: bool, reason: &str, message: &str) -> Value {
+    let mut c = json!({
+        "type": type_,
+        "status": if ok { "True" } else { "False" },
+        "lastTransitionTime": ferry_api::timestamp::now(),
+    });
+    if !ok {
+        c["severity"] = json!("Error");
+    }
+    if !reason.is_empty() {
+        c["reason"] = json!(reason);
+    }
+    if !message.is_empty() {
+        c["message"] = json!(message);
+    }
+    c
+}
+
+/// `conditions` with each of `new` in place of the one of its type, keeping
+/// `lastTransitionTime` where the status did not change.
+pub fn merge_conditions(old: Option<&Value>, new: Vec<Value>) -> Vec<Value> {
+    let old: Vec<Value> = old.and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut out: Vec<Value> = Vec::new();
+    for mut c in new {
+        if let Some(prev) = old.iter().find(|o| o.get("type") == c.get("type")) {
+            if prev.get("status") == c.get("status") {
+                if let Some(t) = prev.get("lastTransitionTime") {
+                    c["lastTransitionTime"] = t.clone();
+                }
+            }
+        }
+        out.push(c);
+    }
+    out.sort_by(|a, b| {
+        let t = |c: &Value| {
+            c.get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        t(a).cmp(&t(b))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn widgets_schema() -> Value {
+        json!({
+            "metadata": {"name": "v1.widgets.example.io"},
+            "spec": {
+                "group": "example.io", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                              "subresources": {"status": {}},
+                              "schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}]
+            }
+        })
+    }
+
+    #[test]
+    fn a_schema_serves_as_a_crd_would_marked_with_its_binding() {
+        let rs = resources_from_schema(&widgets_schema(), "widgets").unwrap();
+        assert_eq!(rs.len(), 1);
+        assert_eq!(rs[0].resource, "widgets");
+        assert!(rs[0].from_crd && rs[0].status_subresource && rs[0].namespaced);
+        assert_eq!(rs[0].binding.as_deref(), Some("widgets"));
+        assert_eq!(rs[0].schema.as_deref().unwrap()["type"], "object");
+    }
+
+    #[test]
+    fn the_index_answers_per_export_cluster_and_resource_and_forgets_on_reset() {
+        let idx = BindingIndex::default();
+        let e = ExportKey {
+            cluster: "p".into(),
+            name: "w".into(),
+        };
+        let mut b = Bound::default();
+        b.resources.insert(("example.io".into(), "widgets".into()));
+        b.claims
+            .push(Claim::from_value(&json!({"resource": "secrets", "all": true})).unwrap());
+        idx.set_cluster("c1", vec![(e.clone(), b)]);
+        assert!(idx.binds(&e, "c1", "example.io", "widgets"));
+        assert!(!idx.binds(&e, "c2", "example.io", "widgets"));
+        assert_eq!(idx.claims(&e, "c1", "", "secrets").len(), 1);
+        assert!(idx.claims(&e, "c1", "", "configmaps").is_empty());
+        idx.set_cluster("c1", Vec::new());
+        assert!(!idx.is_bound(&e, "c1"));
+        assert_eq!(idx.bound_count(&e), 0);
+    }
+
+    #[test]
+    fn a_claim_with_selectors_covers_only_what_they_name() {
+        let c = Claim::from_value(&json!({"resource": "configmaps", "resourceSelector": [{"namespace": "a"}, {"name": "x", "namespace": "b"}]})).unwrap();
+        let key = |ns: &str, name: &str| ObjectKey {
+            cluster: "c".into(),
+            resource: "/configmaps".into(),
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        assert!(c.covers(&key("a", "anything")));
+        assert!(c.covers(&key("b", "x")));
+        assert!(!c.covers(&key("b", "y")));
+    }
+}

@@ -1,0 +1,1122 @@
+//! kcp's API-export machinery end to end: a provider exports an API from its
+//! workspace, consumers bind it, the resource is served (and validated) in
+//! each consumer, and the provider sees every consumer at once through the
+//! APIExport virtual workspace — lists, a kube-rs watcher on `clusters/*`,
+//! writes in one workspace, and permission claims. Plus what goes wrong:
+//! no `bind` permission, a missing export or schema, name clashes, schema
+//! immutability, and the virtual workspace tried from an attacker's side.
+
+mod common;
+use common::{admin, call, client_as, create, eventually, rbac_path, token};
+use ferry_hub::testing::TestHub;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{json, Value};
+
+const APIS: &str = "/apis/apis.kcp.io/v1alpha1";
+const RBAC: &str = "rbac.authorization.k8s.io";
+const TOKENS: &str = "\
+agent-token,agent,u-agent
+alice-token,alice,u-alice
+mallory-token,mallory,u-mallory
+";
+
+fn widgets_schema(prefix: &str) -> Value {
+    json!({
+        "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+        "metadata": {"name": format!("{prefix}.widgets.example.io")},
+        "spec": {
+            "group": "example.io", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+                "schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer", "default": 1}}},
+                    "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+                }}
+            }]
+        }
+    })
+}
+
+fn gadgets_schema() -> Value {
+    let mut s = widgets_schema("v1");
+    s["metadata"]["name"] = json!("v1.gadgets.example.io");
+    s["spec"]["names"] =
+        json!({"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"});
+    s["spec"]["scope"] = json!("Cluster");
+    s
+}
+
+fn export(schemas: &[&str]) -> Value {
+    json!({
+        "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
+        "metadata": {"name": "widgets.example.io"},
+        "spec": {"latestResourceSchemas": schemas,
+                 "permissionClaims": [{"group": "", "resource": "configmaps", "all": true}]}
+    })
+}
+
+fn binding(name: &str, path: &str, accept_configmaps: bool) -> Value {
+    let mut b = json!({
+        "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding",
+        "metadata": {"name": name},
+        "spec": {"reference": {"export": {"path": path, "name": "widgets.example.io"}}}
+    });
+    if accept_configmaps {
+        b["spec"]["permissionClaims"] =
+            json!([{"group": "", "resource": "configmaps", "all": true, "state": "Accepted"}]);
+    }
+    b
+}
+
+async fn workspace(hub: &TestHub, name: &str) -> String {
+    create(
+        hub,
+        "root",
+        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
+    )
+    .await;
+    let path = format!("root:{name}");
+    eventually(10, "workspace ready", || async {
+        let (code, _) = call(
+            &admin(hub, &path).await,
+            "GET",
+            "/api/v1/namespaces/default",
+            None,
+        )
+        .await;
+        (code == 200).then_some(())
+    })
+    .await;
+    let (_, ws) = call(
+        &admin(hub, "root").await,
+        "GET",
+        &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}"),
+        None,
+    )
+    .await;
+    ws["spec"]["cluster"]
+        .as_str()
+        .expect("logical cluster")
+        .to_string()
+}
+
+async fn wait_condition(hub: &TestHub, ws: &str, path: &str, type_: &str, status: &str) -> Value {
+    eventually(15, &format!("{path} {type_}={status}"), || async {
+        let (code, obj) = call(&admin(hub, ws).await, "GET", path, None).await;
+        let conditions = obj["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let found = conditions
+            .iter()
+            .any(|c| c["type"] == type_ && c["status"] == status);
+        (code == 200 && found).then_some(obj)
+    })
+    .await
+}
+
+async fn bound(hub: &TestHub, ws: &str, name: &str) -> Value {
+    let b = wait_condition(hub, ws, &format!("{APIS}/apibindings/{name}"), "Ready", "True").await;
+    assert_eq!(b["status"]["phase"], "Bound", "{b}");
+    b
+}
+
+/// A provider (`root:provider`, the export and its schema) and `consumers`
+/// workspaces bound to it; the first two accept the ConfigMap claim.
+struct World {
+    hub: TestHub,
+    _dir: tempfile::TempDir,
+    provider: String,
+    consumers: Vec<(String, String)>, // (path, logical cluster)
+}
+
+async fn world(consumers: usize) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, TOKENS).unwrap();
+    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let provider = workspace(&hub, "provider").await;
+    create(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiresourceschemas"),
+        widgets_schema("v1"),
+    )
+    .await;
+    create(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiexports"),
+        export(&["v1.widgets.example.io"]),
+    )
+    .await;
+    let mut cs = Vec::new();
+    for i in 0..consumers {
+        let name = format!("c{i}");
+        let cluster = workspace(&hub, &name).await;
+        let path = format!("root:{name}");
+        create(
+            &hub,
+            &path,
+            &format!("{APIS}/apibindings"),
+            binding("widgets", "root:provider", i < 2),
+        )
+        .await;
+        bound(&hub, &path, "widgets").await;
+        cs.push((path, cluster));
+    }
+    World {
+        hub,
+        _dir: dir,
+        provider,
+        consumers: cs,
+    }
+}
+
+fn widget_resource() -> ApiResource {
+    ApiResource {
+        group: "example.io".into(),
+        version: "v1".into(),
+        api_version: "example.io/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    }
+}
+
+/// A kube-rs client whose base URL is `url` (a virtual-workspace URL plus
+/// `/clusters/<c>`), authenticating with `bearer`.
+async fn client_at(hub: &TestHub, url: &str, bearer: &str) -> kube::Client {
+    let mut config = hub.config("root").await;
+    config.cluster_url = url.parse().expect("url");
+    config.auth_info.token = Some(bearer.to_string().into());
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("client")
+}
+
+async fn slice_url(hub: &TestHub) -> String {
+    let slice = eventually(15, "the export's endpoint slice has a URL", || async {
+        let (code, s) = call(
+            &admin(hub, "root:provider").await,
+            "GET",
+            &format!("{APIS}/apiexportendpointslices/widgets.example.io"),
+            None,
+        )
+        .await;
+        (code == 200 && s["status"]["endpoints"][0]["url"].is_string()).then_some(s)
+    })
+    .await;
+    slice["status"]["endpoints"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn cluster_of(o: &Value) -> String {
+    o["metadata"]["annotations"]["kcp.io/cluster"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_virtual_workspace() {
+    let w = world(3).await;
+    let hub = &w.hub;
+
+    // The export has an identity and a virtual-workspace URL; its slice too.
+    let exp = wait_condition(
+        hub,
+        "root:provider",
+        &format!("{APIS}/apiexports/widgets.example.io"),
+        "VirtualWorkspaceURLsReady",
+        "True",
+    )
+    .await;
+    assert_eq!(exp["status"]["identityHash"].as_str().unwrap().len(), 64, "{exp}");
+    let url = slice_url(hub).await;
+    assert_eq!(
+        url,
+        format!(
+            "{}/services/apiexport/{}/widgets.example.io",
+            hub.url(),
+            w.provider
+        )
+    );
+
+    // The binding records what it bound.
+    let b = bound(hub, "root:c0", "widgets").await;
+    assert_eq!(b["status"]["apiExportClusterName"], json!(w.provider));
+    let br = &b["status"]["boundResources"][0];
+    assert_eq!(
+        (br["group"].as_str(), br["resource"].as_str()),
+        (Some("example.io"), Some("widgets"))
+    );
+    assert_eq!(br["schema"]["name"], "v1.widgets.example.io");
+    assert_eq!(br["schema"]["identityHash"], exp["status"]["identityHash"]);
+    for c in [
+        "APIExportValid",
+        "InitialBindingCompleted",
+        "PermissionClaimsApplied",
+        "BindingUpToDate",
+    ] {
+        assert!(
+            b["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["type"] == c && x["status"] == "True"),
+            "{c}: {b}"
+        );
+    }
+    assert_eq!(
+        b["status"]["appliedPermissionClaims"][0]["resource"],
+        "configmaps"
+    );
+
+    // Served in each consumer: discovery, CRUD, defaulting and validation from the schema.
+    for (i, (path, _)) in w.consumers.iter().enumerate() {
+        let client = admin(hub, path).await;
+        let (code, list) = call(&client, "GET", "/apis/example.io/v1", None).await;
+        assert_eq!(code, 200, "{list}");
+        assert_eq!(list["resources"][0]["name"], "widgets");
+        let (code, made) = call(
+            &client,
+            "POST",
+            "/apis/example.io/v1/namespaces/default/widgets",
+            Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}})),
+        )
+        .await;
+        assert_eq!(code, 201, "{made}");
+        assert_eq!(made["spec"]["size"], 1, "defaulted from the schema: {made}");
+        let (code, bad) = call(
+            &client,
+            "POST",
+            "/apis/example.io/v1/namespaces/default/widgets",
+            Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "bad"}, "spec": {"size": "big"}})),
+        )
+        .await;
+        assert_eq!(code, 422, "schema-validated: {bad}");
+        // A ConfigMap in every consumer; only c0 and c1 accepted the claim.
+        create(
+            hub,
+            path,
+            "/api/v1/namespaces/default/configmaps",
+            json!({"metadata": {"name": format!("cm{i}")}}),
+        )
+        .await;
+    }
+    // kubectl in a consumer: printer columns from the schema.
+    let out = hub.kubectl(&[
+        "--server",
+        &format!("{}/clusters/root:c0", hub.url()),
+        "get",
+        "widgets",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("SIZE") && stdout.contains("w0"), "{stdout}");
+    // Not served in a workspace that did not bind it.
+    let other = workspace(hub, "other").await;
+    let (code, _) = call(
+        &admin(hub, "root:other").await,
+        "GET",
+        "/apis/example.io/v1/namespaces/default/widgets",
+        None,
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    // The provider lists every consumer's widgets through the virtual workspace.
+    let admin_token = hub.running.admin_token.clone();
+    let everywhere = client_at(hub, &format!("{url}/clusters/*"), &admin_token).await;
+    let widgets: Api<DynamicObject> = Api::all_with(everywhere.clone(), &widget_resource());
+    let listed = widgets
+        .list(&ListParams::default())
+        .await
+        .expect("list through the virtual workspace");
+    let mut clusters: Vec<String> = listed
+        .items
+        .iter()
+        .map(|o| cluster_of(&serde_json::to_value(o).unwrap()))
+        .collect();
+    clusters.sort();
+    let mut want: Vec<String> = w.consumers.iter().map(|(_, c)| c.clone()).collect();
+    want.sort();
+    assert_eq!(clusters, want);
+    assert!(!clusters.contains(&other));
+
+    // kubectl pointed at the virtual workspace, as the README shows.
+    let out = hub.kubectl(&["--server", &format!("{url}/clusters/*"), "get", "widgets", "-A"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for i in 0..3 {
+        assert!(stdout.contains(&format!("w{i} ")), "{stdout}");
+    }
+
+    // Claimed ConfigMaps: only where the claim was accepted.
+    let (code, cms) = call(&everywhere, "GET", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 200, "{cms}");
+    let mut cm_clusters: Vec<String> = cms["items"].as_array().unwrap().iter().map(cluster_of).collect();
+    cm_clusters.sort();
+    cm_clusters.dedup();
+    let mut accepted = vec![w.consumers[0].1.clone(), w.consumers[1].1.clone()];
+    accepted.sort();
+    assert_eq!(cm_clusters, accepted, "{cms}");
+    assert!(cms["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["metadata"]["name"] != "cm2"));
+
+    // Discovery is served there.
+    let (code, disc) = call(&everywhere, "GET", "/apis/example.io/v1", None).await;
+    assert_eq!(code, 200, "{disc}");
+    assert_eq!(disc["resources"][0]["name"], "widgets");
+
+    // A kube-rs watcher on clusters/* sees creates, updates and deletes in every consumer.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let watch_api = widgets.clone();
+    let task = tokio::spawn(async move {
+        let mut stream = kube::runtime::watcher(watch_api, kube::runtime::watcher::Config::default()).boxed();
+        while let Some(ev) = stream.next().await {
+            if let Ok(ev) = ev {
+                let _ = tx.send(ev);
+            }
+        }
+    });
+    let mut seen_init = false;
+    while !seen_init {
+        if let kube::runtime::watcher::Event::InitDone = rx.recv().await.unwrap() {
+            seen_init = true;
+        }
+    }
+    for (i, (path, _)) in w.consumers.iter().enumerate() {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(admin(hub, path).await, "default", &widget_resource());
+        let obj: DynamicObject = serde_json::from_value(
+            json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": format!("live{i}")}, "spec": {"size": 5}}),
+        )
+        .unwrap();
+        api.create(&PostParams::default(), &obj).await.expect("create");
+        api.patch(
+            &format!("live{i}"),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"size": 6}})),
+        )
+        .await
+        .expect("update");
+        api.delete(&format!("live{i}"), &Default::default())
+            .await
+            .expect("delete");
+    }
+    let mut applied: Vec<(String, i64)> = Vec::new();
+    let mut deleted: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while deleted.len() < w.consumers.len() {
+        let ev = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("the watcher sees every change in time")
+            .unwrap();
+        match ev {
+            kube::runtime::watcher::Event::Apply(o)
+                if o.metadata.name.as_deref().unwrap_or("").starts_with("live") =>
+            {
+                let v = serde_json::to_value(&o).unwrap();
+                applied.push((cluster_of(&v), v["spec"]["size"].as_i64().unwrap_or(0)));
+            }
+            kube::runtime::watcher::Event::Delete(o)
+                if o.metadata.name.as_deref().unwrap_or("").starts_with("live") =>
+            {
+                deleted.push(cluster_of(&serde_json::to_value(&o).unwrap()));
+            }
+            _ => {}
+        }
+    }
+    task.abort();
+    deleted.sort();
+    assert_eq!(deleted, want, "deletes from every consumer");
+    for (_, c) in &w.consumers {
+        assert!(
+            applied.iter().any(|(cl, s)| cl == c && *s == 5),
+            "create in {c}: {applied:?}"
+        );
+        assert!(
+            applied.iter().any(|(cl, s)| cl == c && *s == 6),
+            "update in {c}: {applied:?}"
+        );
+    }
+
+    // Writes in one workspace through the virtual workspace land there.
+    let c1 = &w.consumers[1].1;
+    let in_c1 = client_at(hub, &format!("{url}/clusters/{c1}"), &admin_token).await;
+    let (code, made) = call(
+        &in_c1,
+        "POST",
+        "/apis/example.io/v1/namespaces/default/widgets",
+        Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "from-provider"}, "spec": {"size": 3}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{made}");
+    let (code, _) = call(
+        &admin(hub, "root:c1").await,
+        "GET",
+        "/apis/example.io/v1/namespaces/default/widgets/from-provider",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    // Status through the virtual workspace (the provider's controller reports back).
+    let in_c1_api: Api<DynamicObject> = Api::namespaced_with(in_c1, "default", &widget_resource());
+    in_c1_api
+        .patch_status(
+            "from-provider",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .expect("status through the virtual workspace");
+    let (_, seen) = call(
+        &admin(hub, "root:c1").await,
+        "GET",
+        "/apis/example.io/v1/namespaces/default/widgets/from-provider",
+        None,
+    )
+    .await;
+    assert_eq!(seen["status"]["ready"], true, "{seen}");
+}
+
+/// The virtual workspace tried from every side: who may enter, which
+/// workspaces and objects are reachable, path tricks.
+#[tokio::test]
+async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound_workspaces() {
+    let w = world(3).await;
+    let hub = &w.hub;
+    let url = slice_url(hub).await;
+    let c2 = w.consumers[2].1.clone();
+    let other = workspace(hub, "other").await;
+    create(
+        hub,
+        "root:other",
+        "/api/v1/namespaces/default/configmaps",
+        json!({"metadata": {"name": "secret-plans"}}),
+    )
+    .await;
+
+    // agent: list/watch on apiexports/content of this export only, in the provider.
+    create(
+        hub,
+        "root:provider",
+        &rbac_path(None, "clusterroles"),
+        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": "widgets-content"},
+               "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apiexports/content"],
+                          "resourceNames": ["widgets.example.io"], "verbs": ["get", "list", "watch"]}]}),
+    )
+    .await;
+    create(
+        hub,
+        "root:provider",
+        &rbac_path(None, "clusterrolebindings"),
+        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "agent-content"},
+               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "widgets-content"},
+               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "agent"}]}),
+    )
+    .await;
+    // alice administers consumer c0 (not the provider); mallory nothing.
+    create(
+        hub,
+        "root:c0",
+        &rbac_path(None, "clusterrolebindings"),
+        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "alice-admin"},
+               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
+               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]}),
+    )
+    .await;
+
+    let widgets = "/apis/example.io/v1/widgets";
+    let agent = client_at(hub, &format!("{url}/clusters/*"), "agent-token").await;
+    let (code, list) = call(&agent, "GET", widgets, None).await;
+    assert_eq!(code, 200, "the agent lists: {list}");
+    // ... but may not write (only get/list/watch granted).
+    let in_c0 = client_at(
+        hub,
+        &format!("{url}/clusters/{}", w.consumers[0].1),
+        "agent-token",
+    )
+    .await;
+    let (code, _) = call(
+        &in_c0,
+        "POST",
+        "/apis/example.io/v1/namespaces/default/widgets",
+        Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "x"}})),
+    )
+    .await;
+    assert_eq!(code, 403, "create needs create on apiexports/content");
+
+    // A consumer's admin and a stranger get 403, with the same message whether the export exists or not.
+    for who in ["alice-token", "mallory-token"] {
+        let c = client_at(hub, &format!("{url}/clusters/*"), who).await;
+        let (code, body) = call(&c, "GET", widgets, None).await;
+        assert_eq!(code, 403, "{who}: {body}");
+        assert!(
+            !body.to_string().contains(&c2),
+            "leaks nothing about consumers: {body}"
+        );
+        let missing = url.replace("widgets.example.io", "nothing.example.io");
+        let c = client_at(hub, &format!("{missing}/clusters/*"), who).await;
+        let (code2, body2) = call(&c, "GET", widgets, None).await;
+        assert_eq!(code2, 403, "{body2}");
+        let c = client_at(
+            hub,
+            &format!(
+                "{}/services/apiexport/nowhere/widgets.example.io/clusters/*",
+                hub.url()
+            ),
+            who,
+        )
+        .await;
+        let (code3, _) = call(&c, "GET", widgets, None).await;
+        assert_eq!(code3, 403);
+    }
+    // Another workspace's credentials: a ServiceAccount token of a consumer.
+    let (code, sa) = call(
+        &admin(hub, "root:c0").await,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{sa}");
+    let sa_token = sa["status"]["token"].as_str().unwrap();
+    let c = client_at(hub, &format!("{url}/clusters/*"), sa_token).await;
+    let (code, _) = call(&c, "GET", widgets, None).await;
+    assert_eq!(
+        code, 403,
+        "a consumer's ServiceAccount cannot read the export's content"
+    );
+
+    // Unbound workspaces and unaccepted claims are not reachable, by path or by cluster name.
+    for ws in [other.as_str(), "root:other", c2.as_str(), "root:c2", "nowhere"] {
+        let c = client_at(hub, &format!("{url}/clusters/{ws}"), &hub.running.admin_token).await;
+        let (code, body) = call(&c, "GET", "/api/v1/configmaps", None).await;
+        assert_eq!(code, 404, "{ws}: {body}");
+        let (code, _) = call(
+            &c,
+            "GET",
+            "/api/v1/namespaces/default/configmaps/secret-plans",
+            None,
+        )
+        .await;
+        assert_eq!(code, 404, "{ws}");
+    }
+    let c = client_at(
+        hub,
+        &format!("{url}/clusters/root:other"),
+        &hub.running.admin_token,
+    )
+    .await;
+    let (code, _) = call(&c, "GET", widgets, None).await;
+    assert_eq!(code, 404, "widgets of an unbound workspace");
+    // Resources neither exported nor claimed are not served at all.
+    let all = client_at(hub, &format!("{url}/clusters/*"), &hub.running.admin_token).await;
+    for path in [
+        "/api/v1/secrets",
+        "/apis/apps/v1/deployments",
+        "/apis/apis.kcp.io/v1alpha1/apibindings",
+    ] {
+        let (code, _) = call(&all, "GET", path, None).await;
+        assert_eq!(code, 404, "{path}");
+    }
+    // Path tricks.
+    let admin_root = admin(hub, "root").await;
+    for trick in [
+        "/services/apiexport/../../api/v1/secrets".to_string(),
+        format!(
+            "/services/apiexport/{}/widgets.example.io/../../../api/v1/secrets",
+            w.provider
+        ),
+        format!(
+            "/services/apiexport/{}/widgets.example.io/api/v1/configmaps",
+            w.provider
+        ),
+        format!("/services/apiexport/{}/widgets.example.io/clusters/", w.provider),
+        "/services/apiexport".to_string(),
+        "/services/nosuchkind/a/b/clusters/*/api/v1/configmaps".to_string(),
+        format!(
+            "/services/apiexport/{}/%2e%2e/clusters/*/api/v1/configmaps",
+            w.provider
+        ),
+    ] {
+        let uri = format!("{}{trick}", hub.url());
+        let req = http::Request::builder()
+            .uri(&trick)
+            .body(kube::client::Body::empty())
+            .unwrap();
+        let resp = admin_root.send(req).await.expect("response");
+        let code = resp.status().as_u16();
+        assert!(code == 404 || code == 403 || code == 400, "{uri}: {code}");
+    }
+}
+
+#[tokio::test]
+async fn binding_needs_bind_on_the_export_and_says_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, TOKENS).unwrap();
+    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    workspace(&hub, "provider").await;
+    workspace(&hub, "consumer").await;
+    create(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiresourceschemas"),
+        widgets_schema("v1"),
+    )
+    .await;
+    create(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiexports"),
+        export(&["v1.widgets.example.io", "v1.missing.example.io"]),
+    )
+    .await;
+    // The export names the schema it lacks.
+    let exp = wait_condition(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiexports/widgets.example.io"),
+        "APIResourceSchemasValid",
+        "False",
+    )
+    .await;
+    assert!(exp.to_string().contains("v1.missing.example.io"), "{exp}");
+
+    // alice administers the consumer but may not bind the provider's export.
+    create(
+        &hub,
+        "root:consumer",
+        &rbac_path(None, "clusterrolebindings"),
+        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "alice-admin"},
+               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
+               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]}),
+    )
+    .await;
+    let alice = client_as(&hub, "root:consumer", token("alice-token")).await;
+    let (code, body) = call(
+        &alice,
+        "POST",
+        &format!("{APIS}/apibindings"),
+        Some(&binding("widgets", "root:provider", false)),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("bind"), "{body}");
+    // An export in a workspace that does not exist: the same 403.
+    let (code, _) = call(
+        &alice,
+        "POST",
+        &format!("{APIS}/apibindings"),
+        Some(&binding("w2", "root:nowhere", false)),
+    )
+    .await;
+    assert_eq!(code, 403);
+    // Granted `bind` in the provider (and membership there), the binding is created.
+    create(
+        &hub,
+        "root:provider",
+        &rbac_path(None, "clusterroles"),
+        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": "bind-widgets"},
+               "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apiexports"], "resourceNames": ["widgets.example.io"], "verbs": ["bind"]}]}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:provider",
+        &rbac_path(None, "clusterrolebindings"),
+        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "alice-binds"},
+               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "bind-widgets"},
+               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]}),
+    )
+    .await;
+    let (code, body) = call(
+        &alice,
+        "POST",
+        &format!("{APIS}/apibindings"),
+        Some(&binding("widgets", "root:provider", false)),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    // It waits for the missing schema, saying so.
+    let b = wait_condition(
+        &hub,
+        "root:consumer",
+        &format!("{APIS}/apibindings/widgets"),
+        "BindingUpToDate",
+        "False",
+    )
+    .await;
+    assert_eq!(b["status"]["phase"], "Binding", "{b}");
+    assert!(b.to_string().contains("v1.missing.example.io"), "{b}");
+    // Fixing the export binds it.
+    let (code, body) = call(
+        &admin(&hub, "root:provider").await,
+        "PUT",
+        &format!("{APIS}/apiexports/widgets.example.io"),
+        Some(&{
+            let (_, mut e) = call(
+                &admin(&hub, "root:provider").await,
+                "GET",
+                &format!("{APIS}/apiexports/widgets.example.io"),
+                None,
+            )
+            .await;
+            e["spec"]["latestResourceSchemas"] = json!(["v1.widgets.example.io"]);
+            e
+        }),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    bound(&hub, "root:consumer", "widgets").await;
+    // The reference cannot change.
+    let (_, mut b) = call(&alice, "GET", &format!("{APIS}/apibindings/widgets"), None).await;
+    b["spec"]["reference"]["export"]["name"] = json!("other");
+    let (code, _) = call(&alice, "PUT", &format!("{APIS}/apibindings/widgets"), Some(&b)).await;
+    assert_eq!(code, 422);
+
+    // A binding to an export that does not exist in its own workspace: unbound, with the reason.
+    let (code, _) = call(
+        &admin(&hub, "root:consumer").await,
+        "POST",
+        &format!("{APIS}/apibindings"),
+        Some(
+            &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "ghost"},
+                     "spec": {"reference": {"export": {"name": "ghost.example.io"}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let g = wait_condition(
+        &hub,
+        "root:consumer",
+        &format!("{APIS}/apibindings/ghost"),
+        "APIExportValid",
+        "False",
+    )
+    .await;
+    assert!(g.to_string().contains("APIExportNotFound"), "{g}");
+
+    // A schema never changes.
+    let (_, mut s) = call(
+        &admin(&hub, "root:provider").await,
+        "GET",
+        &format!("{APIS}/apiresourceschemas/v1.widgets.example.io"),
+        None,
+    )
+    .await;
+    s["spec"]["scope"] = json!("Cluster");
+    let (code, body) = call(
+        &admin(&hub, "root:provider").await,
+        "PUT",
+        &format!("{APIS}/apiresourceschemas/v1.widgets.example.io"),
+        Some(&s),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("immutable"), "{body}");
+    // A badly named schema is refused with the expected form.
+    let mut bad = widgets_schema("v1");
+    bad["metadata"]["name"] = json!("widgets");
+    let (code, body) = call(
+        &admin(&hub, "root:provider").await,
+        "POST",
+        &format!("{APIS}/apiresourceschemas"),
+        Some(&bad),
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+
+    // A CRD may not take the bound resource's name; a binding may not take a CRD's.
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.io"},
+        "spec": {"group": "example.io", "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let (code, body) = call(
+        &admin(&hub, "root:consumer").await,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(&crd),
+    )
+    .await;
+    assert_eq!(code, 409, "{body}");
+    workspace(&hub, "crdland").await;
+    create(
+        &hub,
+        "root:crdland",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        crd,
+    )
+    .await;
+    create(
+        &hub,
+        "root:crdland",
+        &format!("{APIS}/apibindings"),
+        binding("widgets", "root:provider", false),
+    )
+    .await;
+    let c = wait_condition(
+        &hub,
+        "root:crdland",
+        &format!("{APIS}/apibindings/widgets"),
+        "BindingUpToDate",
+        "False",
+    )
+    .await;
+    assert!(c.to_string().contains("NamingConflicts"), "{c}");
+    assert_eq!(c["status"]["phase"], "Binding");
+}
+
+#[tokio::test]
+async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
+    let w = world(1).await;
+    let hub = &w.hub;
+    let (path, _) = w.consumers[0].clone();
+    create(
+        hub,
+        &path,
+        "/apis/example.io/v1/namespaces/default/widgets",
+        json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "keep-me"}}),
+    )
+    .await;
+    // A second schema added to the export is served by the existing binding.
+    create(
+        hub,
+        "root:provider",
+        &format!("{APIS}/apiresourceschemas"),
+        gadgets_schema(),
+    )
+    .await;
+    let provider = admin(hub, "root:provider").await;
+    let (_, mut e) = call(
+        &provider,
+        "GET",
+        &format!("{APIS}/apiexports/widgets.example.io"),
+        None,
+    )
+    .await;
+    e["spec"]["latestResourceSchemas"] = json!(["v1.widgets.example.io", "v1.gadgets.example.io"]);
+    let (code, body) = call(
+        &provider,
+        "PUT",
+        &format!("{APIS}/apiexports/widgets.example.io"),
+        Some(&e),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    eventually(15, "gadgets served in the consumer", || async {
+        let (code, _) = call(
+            &admin(hub, &path).await,
+            "GET",
+            "/apis/example.io/v1/gadgets",
+            None,
+        )
+        .await;
+        (code == 200).then_some(())
+    })
+    .await;
+
+    // Deleting the binding stops serving; the objects stay, and come back with a new binding.
+    let consumer = admin(hub, &path).await;
+    let (code, _) = call(&consumer, "DELETE", &format!("{APIS}/apibindings/widgets"), None).await;
+    assert_eq!(code, 200);
+    eventually(15, "widgets no longer served", || async {
+        let (code, _) = call(
+            &admin(hub, &path).await,
+            "GET",
+            "/apis/example.io/v1/namespaces/default/widgets",
+            None,
+        )
+        .await;
+        (code == 404).then_some(())
+    })
+    .await;
+    create(
+        hub,
+        &path,
+        &format!("{APIS}/apibindings"),
+        binding("widgets-again", "root:provider", false),
+    )
+    .await;
+    bound(hub, &path, "widgets-again").await;
+    let (code, obj) = call(
+        &consumer,
+        "GET",
+        "/apis/example.io/v1/namespaces/default/widgets/keep-me",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{obj}");
+}
+
+#[tokio::test]
+async fn exports_and_bindings_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let provider;
+    let consumer;
+    {
+        let hub = TestHub::start_in(dir.path()).await;
+        provider = workspace(&hub, "provider").await;
+        consumer = workspace(&hub, "consumer").await;
+        create(
+            &hub,
+            "root:provider",
+            &format!("{APIS}/apiresourceschemas"),
+            widgets_schema("v1"),
+        )
+        .await;
+        create(
+            &hub,
+            "root:provider",
+            &format!("{APIS}/apiexports"),
+            export(&["v1.widgets.example.io"]),
+        )
+        .await;
+        create(
+            &hub,
+            "root:consumer",
+            &format!("{APIS}/apibindings"),
+            binding("widgets", "root:provider", true),
+        )
+        .await;
+        bound(&hub, "root:consumer", "widgets").await;
+        create(
+            &hub,
+            "root:consumer",
+            "/apis/example.io/v1/namespaces/default/widgets",
+            json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "durable"}}),
+        )
+        .await;
+    }
+    let hub = TestHub::start_in(dir.path()).await;
+    let (code, w) = call(
+        &admin(&hub, "root:consumer").await,
+        "GET",
+        "/apis/example.io/v1/namespaces/default/widgets/durable",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "served again at once after a restart: {w}");
+    let url = format!(
+        "{}/services/apiexport/{provider}/widgets.example.io/clusters/*",
+        hub.url()
+    );
+    let c = client_at(&hub, &url, &hub.running.admin_token).await;
+    let (code, list) = call(&c, "GET", "/apis/example.io/v1/widgets", None).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(cluster_of(&list["items"][0]), consumer);
+}
+
+/// kcp's `kubernetes` export in `root:compute`: a built-in resource binds as
+/// a no-op (every workspace serves Deployments already) and reports Bound;
+/// the virtual workspace shows the Deployments of bound workspaces only.
+#[tokio::test]
+async fn an_exported_built_in_resource_binds_as_a_no_op_and_is_visible_where_bound() {
+    let hub = TestHub::start().await;
+    let compute = workspace(&hub, "compute").await;
+    workspace(&hub, "app").await;
+    workspace(&hub, "elsewhere").await;
+    create(
+        &hub,
+        "root:compute",
+        &format!("{APIS}/apiresourceschemas"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+               "metadata": {"name": "today.deployments.apps"},
+               "spec": {"group": "apps", "scope": "Namespaced",
+                        "names": {"plural": "deployments", "singular": "deployment", "kind": "Deployment", "listKind": "DeploymentList"},
+                        "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                                      "schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}]}}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:compute",
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "kubernetes"},
+               "spec": {"latestResourceSchemas": ["today.deployments.apps"]}}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "kubernetes"},
+               "spec": {"reference": {"export": {"path": "root:compute", "name": "kubernetes"}}}}),
+    )
+    .await;
+    let b = bound(&hub, "root:app", "kubernetes").await;
+    assert_eq!(b["status"]["boundResources"][0]["resource"], "deployments", "{b}");
+    let deployment = |name: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+               "spec": {"selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    };
+    // Still the built-in Deployment: defaulted and validated as one.
+    let made = create(
+        &hub,
+        "root:app",
+        "/apis/apps/v1/namespaces/default/deployments",
+        deployment("web"),
+    )
+    .await;
+    assert_eq!(made["spec"]["revisionHistoryLimit"], 10, "{made}");
+    create(
+        &hub,
+        "root:elsewhere",
+        "/apis/apps/v1/namespaces/default/deployments",
+        deployment("hidden"),
+    )
+    .await;
+    let url = format!("{}/services/apiexport/{compute}/kubernetes/clusters/*", hub.url());
+    let c = client_at(&hub, &url, &hub.running.admin_token).await;
+    let (code, list) = call(&c, "GET", "/apis/apps/v1/deployments", None).await;
+    assert_eq!(code, 200, "{list}");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["web"], "{list}");
+    // kubectl in the consumer lists the binding as Ready.
+    let out = tokio::task::spawn_blocking({
+        let kc = hub.kubeconfig().to_path_buf();
+        let server = format!("{}/clusters/root:app", hub.url());
+        move || {
+            std::process::Command::new("kubectl")
+                .args([
+                    "--kubeconfig",
+                    kc.to_str().unwrap(),
+                    "--server",
+                    &server,
+                    "get",
+                    "apibindings",
+                ])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("READY") && stdout.contains("True"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
