@@ -1,8 +1,20 @@
 //! `ferry bench`: benchmarks that report figures next to a baseline measured
 //! in the same run, because the machines here are shared and noisy.
+//!
+//! `ferry bench hub` starts two hubs, each as its own `ferry hub` child process: the
+//! durable hub measured and the same binary keeping nothing on disk (`--ephemeral`) as
+//! the baseline. The measuring clients run in this process and treat both hubs alike:
+//! the same client code, the same concurrency, alternating which hub goes first from
+//! round to round. Every latency is a [`Summary`] (`p50`, `p90`, `p99`, `max`, `n`),
+//! every noisy rate a [`Rounds`] (the median and each round's value), and the JSON
+//! opens with a `method` block saying how the figures were obtained.
+//!
+//! The report is a list of blocks, each one `async fn(&HubBench) -> Result<Value>`
+//! (see [`bench_hub`]); a new measurement is a new block.
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,7 +23,9 @@ use ferry_hub::testing::HubProcess;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
-use serde_json::json;
+use serde_json::{json, Value};
+
+use crate::bench_stats::{Rounds, Summary};
 
 #[derive(clap::Subcommand)]
 pub enum BenchCommand {
@@ -19,6 +33,12 @@ pub enum BenchCommand {
     Hub(HubBenchArgs),
     /// Syncer throughput, latency and memory against hubs.
     Sync(crate::bench_sync::SyncBenchArgs),
+    /// Create, LIST, GET and watch figures against any API servers (a real cluster,
+    /// kcp, a hub), side by side in one run.
+    Compare(crate::bench_compare::CompareArgs),
+    /// The baseline client of `ferry bench sync`, run as a process of its own.
+    #[command(hide = true)]
+    CreateLoad(crate::bench_load::CreateLoadArgs),
 }
 
 #[derive(clap::Args)]
@@ -26,12 +46,18 @@ pub struct HubBenchArgs {
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Creates measured per concurrency level.
+    /// Creates measured per concurrency level and round (a quarter of them with one client).
     #[arg(long, default_value_t = 3000)]
     pub writes: usize,
+    /// Rounds of the create measurement; the median ratio is the headline figure.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// Objects in the LIST measured.
     #[arg(long, default_value_t = 10_000)]
     pub list_objects: usize,
+    /// LISTs (and GETs) timed.
+    #[arg(long, default_value_t = 20)]
+    pub lists: usize,
     /// Concurrent watchers for the fan-out measurement.
     #[arg(long, default_value_t = 100)]
     pub watchers: usize,
@@ -53,6 +79,8 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Hub(args) => bench_hub(args).await,
         BenchCommand::Sync(args) => crate::bench_sync::run(args).await,
+        BenchCommand::Compare(args) => crate::bench_compare::run(args).await,
+        BenchCommand::CreateLoad(args) => crate::bench_load::run(args).await,
     }
 }
 
@@ -66,7 +94,8 @@ pub fn kib_configmap(name: &str) -> ConfigMap {
         .expect("valid ConfigMap")
 }
 
-async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+/// Creates namespace `name` unless it exists.
+pub async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
     match Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
@@ -74,18 +103,19 @@ async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<(
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
     }
 }
 
 /// Create `count` ConfigMaps named `<prefix>-<i>` with `concurrency` requests
 /// in flight; returns creates per second.
-async fn create_many(
+pub async fn create_many(
     api: &Api<ConfigMap>,
     prefix: &str,
     count: usize,
     concurrency: usize,
 ) -> anyhow::Result<f64> {
+    anyhow::ensure!(count > 0, "nothing to create for {prefix}-*");
     let start = Instant::now();
     futures::stream::iter(0..count)
         .map(|i| {
@@ -104,75 +134,194 @@ async fn create_many(
     Ok(count as f64 / start.elapsed().as_secs_f64())
 }
 
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
+/// One hub of `ferry bench hub`: its process, data directory and admin client.
+pub struct BenchHub {
+    pub process: HubProcess,
+    pub data_dir: tempfile::TempDir,
+    pub client: kube::Client,
+}
+
+impl BenchHub {
+    pub async fn start(extra_args: &[&str]) -> anyhow::Result<BenchHub> {
+        let exe = std::env::current_exe()?;
+        let data_dir = tempfile::tempdir()?;
+        let process = HubProcess::spawn(&exe, data_dir.path(), extra_args).context("starting `ferry hub`")?;
+        let client = client_for(&process.kubeconfig).await?;
+        Ok(BenchHub {
+            process,
+            data_dir,
+            client,
+        })
     }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
 }
 
-fn sorted(mut v: Vec<f64>) -> Vec<f64> {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v
+/// What every block of `ferry bench hub` measures with: both hubs and the arguments.
+pub struct HubBench {
+    pub args: HubBenchArgs,
+    /// The hub measured (SQLite, an fsync per batch).
+    pub durable: BenchHub,
+    /// The same binary keeping nothing on disk.
+    pub baseline: BenchHub,
+    /// Objects created on the durable hub so far (the memory block reports how many it
+    /// held when measured).
+    pub durable_objects: AtomicUsize,
+    /// The durable hub's RSS (MiB) before anything was created.
+    pub empty_rss_mib: f64,
 }
 
-async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
-    let exe = std::env::current_exe()?;
-    let durable_dir = tempfile::tempdir()?;
-    let baseline_dir = tempfile::tempdir()?;
-    let durable = HubProcess::spawn(&exe, durable_dir.path(), &[])?;
-    let baseline = HubProcess::spawn(&exe, baseline_dir.path(), &["--ephemeral"])?;
-    let dc = client_for(&durable.kubeconfig).await?;
-    let bc = client_for(&baseline.kubeconfig).await?;
-    let rss_empty = durable.rss_bytes().unwrap_or(0);
-    let log = |msg: &str| {
-        if !args.json {
+impl HubBench {
+    fn log(&self, msg: &str) {
+        if !self.args.json {
             eprintln!("{msg}");
         }
-    };
-
-    // 1. Creates per second, durable (SQLite, fsync per batch) against the
-    //    same hub binary keeping nothing on disk.
-    let mut creates = serde_json::Map::new();
-    for concurrency in [1usize, 32] {
-        let count = if concurrency == 1 {
-            (args.writes / 4).max(1)
-        } else {
-            args.writes
-        };
-        let ns = format!("create-{concurrency}");
-        ensure_namespace(&dc, &ns).await?;
-        ensure_namespace(&bc, &ns).await?;
-        let d = create_many(&Api::namespaced(dc.clone(), &ns), "c", count, concurrency).await?;
-        let b = create_many(&Api::namespaced(bc.clone(), &ns), "c", count, concurrency).await?;
-        log(&format!(
-            "creates/s with {concurrency} clients: durable {d:.0}, in-memory baseline {b:.0}"
-        ));
-        creates.insert(
-            format!("clients_{concurrency}"),
-            json!({"durable_per_sec": d, "in_memory_per_sec": b, "ratio_durable_to_in_memory": d / b}),
-        );
     }
 
-    // 2. LIST of N ConfigMaps, against a single GET on the same hub.
-    ensure_namespace(&dc, "list").await?;
-    let list_api: Api<ConfigMap> = Api::namespaced(dc.clone(), "list");
-    create_many(&list_api, "l", args.list_objects, 32).await?;
-    let mut raw = RawClient::connect(&durable.url, durable_dir.path()).await?;
-    let mut list_ms = Vec::new();
-    let mut get_ms = Vec::new();
-    for _ in 0..20 {
+    /// [`create_many`] on the durable hub, counted.
+    async fn create_durable(
+        &self,
+        ns: &str,
+        prefix: &str,
+        count: usize,
+        concurrency: usize,
+    ) -> anyhow::Result<f64> {
+        let api = Api::namespaced(self.durable.client.clone(), ns);
+        let rate = create_many(&api, prefix, count, concurrency).await?;
+        self.durable_objects.fetch_add(count, Ordering::Relaxed);
+        Ok(rate)
+    }
+}
+
+/// A block of the hub bench: a name in the JSON and the measurement filling it.
+type Block = for<'a> fn(&'a HubBench) -> futures::future::BoxFuture<'a, anyhow::Result<Value>>;
+
+/// The blocks, in the order they run (memory last: it counts what the others created).
+const HUB_BLOCKS: &[(&str, Block)] = &[
+    ("creates", |b| Box::pin(creates_block(b))),
+    ("list", |b| Box::pin(list_block(b))),
+    ("list_during_writes", |b| Box::pin(list_during_writes_block(b))),
+    ("watch", |b| Box::pin(watch_block(b))),
+    ("rss", |b| Box::pin(rss_block(b))),
+    ("apiexport", |b| Box::pin(apiexport_block(b))),
+];
+
+async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
+    let durable = BenchHub::start(&[]).await?;
+    let baseline = BenchHub::start(&["--ephemeral"]).await?;
+    let empty_rss_mib = crate::bench_stats::rss_mib(durable.process.child.id())?;
+    let bench = HubBench {
+        args,
+        durable,
+        baseline,
+        durable_objects: AtomicUsize::new(0),
+        empty_rss_mib,
+    };
+    let mut report = serde_json::Map::new();
+    report.insert("method".into(), hub_method(&bench.args));
+    for (name, block) in HUB_BLOCKS {
+        let figures = block(&bench)
+            .await
+            .with_context(|| format!("bench hub, {name}"))?;
+        report.insert((*name).into(), figures);
+    }
+    report.insert(
+        "targets".into(),
+        json!({
+            "creates_32_clients_per_sec_at_least": 3000, "list_10k_p50_ms_under": 100,
+            "watch_p99_ms_under": 20, "rss_100k_mib_under": 300
+        }),
+    );
+    if bench.args.json {
+        println!("{}", serde_json::to_string_pretty(&Value::Object(report))?);
+    }
+    Ok(())
+}
+
+fn hub_method(args: &HubBenchArgs) -> Value {
+    json!({
+        "processes": {
+            "durable_hub": "`ferry hub` child process, SQLite in a temporary directory",
+            "baseline_hub": "`ferry hub --ephemeral` child process (the same binary, nothing on disk)",
+            "clients": "this process (multi-threaded runtime): the same kube-rs client code and \
+                        concurrency against both hubs; which hub goes first alternates by round",
+        },
+        "concurrency": { "creates": [1, 32], "writers_during_list": 32, "watchers": args.watchers },
+        "objects": {
+            "kind": "ConfigMap with a 1 KiB value",
+            "creates_per_round": { "clients_1": (args.writes / 4).max(1), "clients_32": args.writes },
+            "listed": args.list_objects, "watch_events": args.watch_events, "held_for_rss": args.rss_objects,
+            "apiexport": { "bound_workspaces": args.bound_workspaces, "events": args.apiexport_events },
+        },
+        "rounds": args.rounds.max(1),
+        "statistics": "latencies in ms as {p50, p90, p99, max, n}, nearest-rank percentiles over every \
+                       sample; noisy rates as {median, rounds}; ratios are measured / baseline",
+    })
+}
+
+/// Creates per second, durable against in-memory, at 1 and 32 clients, over rounds.
+async fn creates_block(b: &HubBench) -> anyhow::Result<Value> {
+    let rounds = b.args.rounds.max(1);
+    let mut block = serde_json::Map::new();
+    for concurrency in [1usize, 32] {
+        let count = if concurrency == 1 {
+            (b.args.writes / 4).max(1)
+        } else {
+            b.args.writes.max(1)
+        };
+        let (mut durable, mut in_memory) = (vec![], vec![]);
+        for round in 0..rounds {
+            let ns = format!("create-{concurrency}-{round}");
+            ensure_namespace(&b.durable.client, &ns).await?;
+            ensure_namespace(&b.baseline.client, &ns).await?;
+            let baseline_api = Api::namespaced(b.baseline.client.clone(), &ns);
+            let (d, m) = if round % 2 == 0 {
+                let d = b.create_durable(&ns, "c", count, concurrency).await?;
+                (d, create_many(&baseline_api, "c", count, concurrency).await?)
+            } else {
+                let m = create_many(&baseline_api, "c", count, concurrency).await?;
+                (b.create_durable(&ns, "c", count, concurrency).await?, m)
+            };
+            durable.push(d);
+            in_memory.push(m);
+        }
+        let ratios = durable.iter().zip(&in_memory).map(|(d, m)| d / m).collect();
+        let ratio = Rounds::of("durable/in-memory create ratio", ratios)?;
+        let (durable, in_memory) = (
+            Rounds::of("durable creates/s", durable)?,
+            Rounds::of("in-memory creates/s", in_memory)?,
+        );
+        b.log(&format!(
+            "creates/s with {concurrency} clients: durable {:.0}, in-memory baseline {:.0}, ratio {:.2} \
+             (median of {rounds} rounds: {:?})",
+            durable.median, in_memory.median, ratio.median, ratio.rounds
+        ));
+        block.insert(
+            format!("clients_{concurrency}"),
+            json!({"objects": count, "durable_per_sec": durable, "in_memory_per_sec": in_memory,
+                   "ratio_durable_to_in_memory": ratio}),
+        );
+    }
+    Ok(Value::Object(block))
+}
+
+/// The path of the LIST every LIST figure times.
+const LIST_PATH: &str = "/clusters/root/api/v1/namespaces/list/configmaps";
+
+/// LIST of N ConfigMaps, against a single GET on the same hub.
+async fn list_block(b: &HubBench) -> anyhow::Result<Value> {
+    ensure_namespace(&b.durable.client, "list").await?;
+    b.create_durable("list", "l", b.args.list_objects, 32).await?;
+    let list_api: Api<ConfigMap> = Api::namespaced(b.durable.client.clone(), "list");
+    let mut raw = RawClient::connect(&b.durable.process.url, b.durable.data_dir.path()).await?;
+    let (mut list_ms, mut get_ms) = (vec![], vec![]);
+    for _ in 0..b.args.lists.max(1) {
         let t = Instant::now();
-        let body = raw
-            .get("/clusters/root/api/v1/namespaces/list/configmaps")
-            .await?;
+        let body = raw.get(LIST_PATH).await?;
         list_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        let items = body.windows(10).filter(|w| w == b"\"name\":\"l-").count();
+        let items = count_items(&body, "l-");
         anyhow::ensure!(
-            items == args.list_objects,
+            items == b.args.list_objects,
             "listed {items} of {} objects",
-            args.list_objects
+            b.args.list_objects
         );
         let t = Instant::now();
         list_api.get("l-0").await?;
@@ -181,151 +330,161 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
     let t = Instant::now();
     let typed = list_api.list(&ListParams::default()).await?.items.len();
     let typed_ms = t.elapsed().as_secs_f64() * 1000.0;
-    anyhow::ensure!(typed == args.list_objects, "typed list returned {typed} objects");
-    let (list_ms, get_ms) = (sorted(list_ms), sorted(get_ms));
-    let list_p50 = percentile(&list_ms, 0.5);
-    let get_p50 = percentile(&get_ms, 0.5);
-    log(&format!(
-        "LIST {} objects: p50 {list_p50:.1} ms (GET p50 {get_p50:.2} ms)",
-        args.list_objects
+    anyhow::ensure!(
+        typed == b.args.list_objects,
+        "typed list returned {typed} objects"
+    );
+    let list = Summary::of("LIST latency", list_ms)?;
+    let get = Summary::of("GET latency", get_ms)?;
+    b.log(&format!(
+        "LIST {} objects: p50 {:.1} ms, p99 {:.1} ms (GET p50 {:.2} ms)",
+        b.args.list_objects, list.p50, list.p99, get.p50
     ));
+    Ok(json!({
+        "objects": b.args.list_objects, "list_ms": list, "get_ms": get,
+        "ratio_list_to_get_p50": list.p50 / get.p50, "typed_kube_rs_list_ms": typed_ms,
+    }))
+}
 
-    // 2b. LIST while 32 writers create: the writers' throughput against the
-    //     same writers alone (a LIST must not stall writes), and the LIST's
-    //     latency under that load against the quiet LIST above.
-    ensure_namespace(&dc, "list-writes").await?;
-    let lw_api: Api<ConfigMap> = Api::namespaced(dc.clone(), "list-writes");
-    let writes_alone = create_many(&lw_api, "a", args.writes, 32).await?;
+/// How many items named `<prefix>...` a LIST body holds.
+fn count_items(body: &[u8], prefix: &str) -> usize {
+    let needle = format!("\"name\":\"{prefix}");
+    body.windows(needle.len())
+        .filter(|w| *w == needle.as_bytes())
+        .count()
+}
+
+/// LIST while 32 writers create: the writers' throughput against the same writers
+/// alone (a LIST must not stall writes), and the LIST's latency under that load.
+async fn list_during_writes_block(b: &HubBench) -> anyhow::Result<Value> {
+    ensure_namespace(&b.durable.client, "list-writes").await?;
+    let writes = b.args.writes.max(1);
+    let writes_alone = b.create_durable("list-writes", "a", writes, 32).await?;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let lister = {
         let (url, dir, stop) = (
-            durable.url.clone(),
-            durable_dir.path().to_path_buf(),
+            b.durable.process.url.clone(),
+            b.durable.data_dir.path().to_path_buf(),
             stop.clone(),
         );
         tokio::spawn(async move {
             let mut raw = RawClient::connect(&url, &dir).await?;
             let mut ms = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // At least one LIST, however quick the writers are.
+            while ms.is_empty() || !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                raw.get("/clusters/root/api/v1/namespaces/list/configmaps")
-                    .await?;
+                raw.get(LIST_PATH).await?;
                 ms.push(t.elapsed().as_secs_f64() * 1000.0);
             }
             anyhow::Ok(ms)
         })
     };
-    let writes_during = create_many(&lw_api, "b", args.writes, 32).await?;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let busy_list_ms = sorted(lister.await??);
-    anyhow::ensure!(!busy_list_ms.is_empty(), "no LIST finished while the writers ran");
-    log(&format!(
+    let writes_during = b.create_durable("list-writes", "b", writes, 32).await?;
+    stop.store(true, Ordering::Relaxed);
+    let busy = Summary::of("LIST latency during writes", lister.await??)?;
+    b.log(&format!(
         "32 writers: {writes_alone:.0} creates/s alone, {writes_during:.0} while LISTing {} objects \
          ({} LISTs, p50 {:.1} ms)",
-        args.list_objects,
-        busy_list_ms.len(),
-        percentile(&busy_list_ms, 0.5)
+        b.args.list_objects, busy.n, busy.p50
     ));
-
-    // 3. Watch fan-out: every event to every watcher; latency from just before
-    //    the create is sent, against the create's own round trip.
-    let (watch, create_rtt) = watch_fanout(&dc, args.watchers, args.watch_events).await?;
-    let (watch, create_rtt) = (sorted(watch), sorted(create_rtt));
-    let (w50, w99) = (percentile(&watch, 0.5), percentile(&watch, 0.99));
-    log(&format!(
-        "watch delivery to {} watchers: p50 {w50:.2} ms, p99 {w99:.2} ms (create round trip p50 {:.2} ms)",
-        args.watchers,
-        percentile(&create_rtt, 0.5)
-    ));
-
-    // 4. Memory with N 1-KiB ConfigMaps, against the empty hub.
-    ensure_namespace(&dc, "rss").await?;
-    let held = args.list_objects + 3 * args.writes + args.writes / 4 + args.watch_events;
-    let more = args.rss_objects.saturating_sub(held);
-    create_many(&Api::namespaced(dc.clone(), "rss"), "r", more, 32).await?;
-    let rss_full = durable.rss_bytes().unwrap_or(0);
-    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    log(&format!(
-        "RSS with {} objects: {:.0} MiB (empty hub {:.0} MiB)",
-        args.rss_objects,
-        mib(rss_full),
-        mib(rss_empty)
-    ));
-
-    // 5. An APIExport bound into many workspaces: watch delivery through its
-    //    virtual workspace against a plain watch on one workspace, and
-    //    memory per bound workspace.
-    let apiexport = if args.bound_workspaces > 0 {
-        let config = crate::kubeconfig::load(Some(&durable.kubeconfig), None).await?;
-        let f = crate::bench_apiexport::measure(
-            &config,
-            &durable.url,
-            args.bound_workspaces,
-            args.apiexport_events,
-            || durable.rss_bytes().unwrap_or(0),
-        )
-        .await?;
-        let (vw, base) = (sorted(f.virtual_workspace_ms), sorted(f.baseline_ms));
-        let per_ws = f.rss_after.saturating_sub(f.rss_before) as f64 / f.workspaces.max(1) as f64;
-        let per_binding = f.rss_after.saturating_sub(f.rss_workspaces) as f64 / f.workspaces.max(1) as f64;
-        log(&format!(
-            "APIExport bound in {} workspaces (set up in {:.1} s): watch through the virtual workspace p99 {:.2} ms, \
-             one workspace's watch p99 {:.2} ms; {:.0} KiB per bound workspace",
-            f.workspaces,
-            f.setup_secs,
-            percentile(&vw, 0.99),
-            percentile(&base, 0.99),
-            per_ws / 1024.0
-        ));
-        json!({"bound_workspaces": f.workspaces, "events": f.events, "setup_secs": f.setup_secs,
-               "virtual_workspace_p50_ms": percentile(&vw, 0.5), "virtual_workspace_p99_ms": percentile(&vw, 0.99),
-               "baseline_one_workspace_p50_ms": percentile(&base, 0.5), "baseline_one_workspace_p99_ms": percentile(&base, 0.99),
-               "ratio_p99_virtual_workspace_to_baseline": percentile(&vw, 0.99) / percentile(&base, 0.99),
-               "rss_bytes_per_bound_workspace": per_ws,
-               "rss_bytes_per_binding_alone": per_binding,
-               "rss_mib_before": f.rss_before as f64 / 1048576.0,
-               "rss_mib_with_workspaces": f.rss_workspaces as f64 / 1048576.0,
-               "rss_mib_after": f.rss_after as f64 / 1048576.0})
-    } else {
-        serde_json::Value::Null
-    };
-
-    let figures = json!({
-        "apiexport": apiexport,
-        "creates": creates,
-        "list": {"objects": args.list_objects, "p50_ms": list_p50, "p99_ms": percentile(&list_ms, 0.99),
-                 "get_p50_ms": get_p50, "ratio_list_to_get": list_p50 / get_p50,
-                 "typed_kube_rs_list_ms": typed_ms},
-        "list_during_writes": {"writers": 32, "creates": args.writes, "objects_listed": args.list_objects,
-                 "creates_per_sec_alone": writes_alone, "creates_per_sec_while_listing": writes_during,
-                 "ratio_creates_while_listing_to_alone": writes_during / writes_alone,
-                 "lists": busy_list_ms.len(), "list_p50_ms": percentile(&busy_list_ms, 0.5),
-                 "list_p99_ms": percentile(&busy_list_ms, 0.99),
-                 "ratio_list_p50_busy_to_quiet": percentile(&busy_list_ms, 0.5) / list_p50},
-        "watch": {"watchers": args.watchers, "events": args.watch_events, "p50_ms": w50, "p99_ms": w99,
-                  "create_rtt_p50_ms": percentile(&create_rtt, 0.5)},
-        "rss": {"objects": args.rss_objects, "mib": mib(rss_full), "empty_mib": mib(rss_empty),
-                "bytes_per_object": (rss_full.saturating_sub(rss_empty)) as f64 / args.rss_objects.max(1) as f64},
-        "targets": {
-            "creates_32_clients_per_sec_at_least": 3000, "list_10k_p50_ms_under": 100,
-            "watch_p99_ms_under": 20, "rss_100k_mib_under": 300
-        }
-    });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&figures)?);
-    }
-    Ok(())
+    Ok(json!({
+        "writers": 32, "creates": writes, "objects_listed": b.args.list_objects,
+        "creates_per_sec_alone": writes_alone, "creates_per_sec_while_listing": writes_during,
+        "ratio_creates_while_listing_to_alone": writes_during / writes_alone,
+        "list_ms": busy,
+    }))
 }
 
-/// Start `watchers` watches, create `events` objects at a steady pace, and
-/// return every delivery latency (ms) and every create round trip (ms).
-async fn watch_fanout(
-    client: &kube::Client,
+/// Watch fan-out: every event to every watcher; latency from just before the create
+/// is sent, against the create's own round trip.
+async fn watch_block(b: &HubBench) -> anyhow::Result<Value> {
+    let api: Api<ConfigMap> = Api::namespaced(b.durable.client.clone(), "watch");
+    ensure_namespace(&b.durable.client, "watch").await?;
+    let (delivery, create_rtt) = watch_fanout(&api, b.args.watchers, b.args.watch_events).await?;
+    b.durable_objects
+        .fetch_add(b.args.watch_events, Ordering::Relaxed);
+    let delivery = Summary::of("watch delivery latency", delivery)?;
+    let create_rtt = Summary::of("create round trip", create_rtt)?;
+    b.log(&format!(
+        "watch delivery to {} watchers: p50 {:.2} ms, p99 {:.2} ms (create round trip p50 {:.2} ms)",
+        b.args.watchers, delivery.p50, delivery.p99, create_rtt.p50
+    ));
+    Ok(json!({
+        "watchers": b.args.watchers, "events": b.args.watch_events,
+        "delivery_ms": delivery, "create_rtt_ms": create_rtt,
+    }))
+}
+
+/// Memory with N 1-KiB ConfigMaps, against the same hub when it was empty.
+async fn rss_block(b: &HubBench) -> anyhow::Result<Value> {
+    let rss_empty = b.empty_rss_mib;
+    ensure_namespace(&b.durable.client, "rss").await?;
+    let held = b.durable_objects.load(Ordering::Relaxed);
+    let more = b.args.rss_objects.saturating_sub(held);
+    if more > 0 {
+        b.create_durable("rss", "r", more, 32).await?;
+    }
+    let objects = b.durable_objects.load(Ordering::Relaxed);
+    let rss_full = crate::bench_stats::rss_mib(b.durable.process.child.id())?;
+    b.log(&format!(
+        "RSS with {objects} objects: {rss_full:.0} MiB (empty hub {rss_empty:.0} MiB)"
+    ));
+    Ok(json!({
+        "objects": objects, "mib": rss_full, "empty_mib": rss_empty,
+        "bytes_per_object": (rss_full - rss_empty).max(0.0) * 1024.0 * 1024.0 / objects.max(1) as f64,
+    }))
+}
+
+/// An APIExport bound into many workspaces: watch delivery through its virtual
+/// workspace against a plain watch on one workspace (see [`crate::bench_apiexport`]),
+/// and memory per bound workspace. `null` with `--bound-workspaces 0`.
+async fn apiexport_block(b: &HubBench) -> anyhow::Result<Value> {
+    if b.args.bound_workspaces == 0 {
+        return Ok(Value::Null);
+    }
+    let hub = &b.durable.process;
+    let config = crate::kubeconfig::load(Some(&hub.kubeconfig), None).await?;
+    let f = crate::bench_apiexport::measure(
+        &config,
+        &hub.url,
+        b.args.bound_workspaces,
+        b.args.apiexport_events,
+        || hub.rss_bytes().unwrap_or(0),
+    )
+    .await?;
+    let vw = Summary::of("watch through the virtual workspace", f.virtual_workspace_ms)?;
+    let base = Summary::of("watch on one workspace", f.baseline_ms)?;
+    let per_ws = f.rss_after.saturating_sub(f.rss_before) as f64 / f.workspaces.max(1) as f64;
+    let per_binding = f.rss_after.saturating_sub(f.rss_workspaces) as f64 / f.workspaces.max(1) as f64;
+    b.log(&format!(
+        "APIExport bound in {} workspaces (set up in {:.1} s): watch through the virtual workspace p99 {:.2} ms, \
+         one workspace's watch p99 {:.2} ms; {:.0} KiB per bound workspace",
+        f.workspaces,
+        f.setup_secs,
+        vw.p99,
+        base.p99,
+        per_ws / 1024.0
+    ));
+    Ok(json!({
+        "bound_workspaces": f.workspaces, "events": f.events, "setup_secs": f.setup_secs,
+        "virtual_workspace_ms": vw, "baseline_one_workspace_ms": base,
+        "ratio_p99_virtual_workspace_to_baseline": vw.p99 / base.p99,
+        "rss_bytes_per_bound_workspace": per_ws,
+        "rss_bytes_per_binding_alone": per_binding,
+        "rss_mib_before": f.rss_before as f64 / 1048576.0,
+        "rss_mib_with_workspaces": f.rss_workspaces as f64 / 1048576.0,
+        "rss_mib_after": f.rss_after as f64 / 1048576.0,
+    }))
+}
+
+/// Start `watchers` watches on `api`, create `events` objects at a steady pace, and
+/// return every delivery latency (ms) and every create round trip (ms). Fails unless
+/// every watcher saw every event.
+pub async fn watch_fanout(
+    api: &Api<ConfigMap>,
     watchers: usize,
     events: usize,
 ) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
-    ensure_namespace(client, "watch").await?;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "watch");
     let rv = api
         .list(&ListParams::default().limit(1))
         .await?
@@ -335,8 +494,6 @@ async fn watch_fanout(
     let sent: Arc<SendTimes> = Arc::new(SendTimes::default());
     let mut tasks = Vec::new();
     for _ in 0..watchers {
-        let api = api.clone();
-        let rv = rv.clone();
         let sent = sent.clone();
         let stream = api.watch(&WatchParams::default().timeout(290), &rv).await?;
         tasks.push(tokio::spawn(async move {

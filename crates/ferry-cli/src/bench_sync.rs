@@ -1,15 +1,18 @@
 //! `ferry bench sync`: the syncer against two hubs, with every figure compared to a
 //! baseline measured in the same run.
 //!
-//! The syncer runs as a child process (`ferry syncer`), as in production, so its RSS is
-//! its own. The hubs and the measuring clients run in this process.
+//! Arrangement (reported in the JSON's `method` block): each hub is a `ferry hub` child
+//! process; the syncer is a `ferry syncer` child process; the baseline client is a
+//! `ferry bench create-load` child process. The syncer and the baseline client both run
+//! on a current-thread runtime with the same number of requests in flight, and both are
+//! timed the same way: from the bench's start signal (the SyncerConfig's creation, or a
+//! line on the client's stdin) until a watch in this process has seen every object
+//! downstream.
 //!
-//! 1. Raw create throughput: a kube-rs client creating ConfigMaps downstream with
-//!    `--workers` concurrent requests (the baseline).
-//! 2. Initial sync: `--objects` ConfigMaps exist upstream before the syncer starts; the
-//!    time from the SyncerConfig's creation until every copy is visible downstream, and
-//!    the syncer's CPU time per object meanwhile. Steps 1 and 2 run `--rounds` times on
-//!    fresh hubs; the median ratio is reported with every round's.
+//! 1. Raw create throughput (the baseline): `--objects` ConfigMaps created downstream.
+//! 2. Initial sync: `--objects` ConfigMaps exist upstream before the SyncerConfig that
+//!    selects them; the syncer's rate and CPU time per object. Steps 1 and 2 run
+//!    `--rounds` times on fresh hubs; medians are reported with every round's value.
 //! 3. Steady-state latency: ConfigMaps created upstream at `--rate` per second; upstream
 //!    create issued → copy visible through a downstream watch.
 //! 4. Status-return latency: Deployments' status written downstream at `--rate` per
@@ -17,21 +20,24 @@
 //! 5. Syncer RSS once `--rss-levels` objects (default 10k and 100k) are synced.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::watcher;
 use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
 
-use ferry_hub::testing::TestHub;
+use crate::bench_cmd::{client_for, ensure_namespace, BenchHub};
+use crate::bench_stats::{cpu_seconds, round3, rss_mib, Rounds, Summary};
 
 #[derive(clap::Args)]
 pub struct SyncBenchArgs {
@@ -45,9 +51,16 @@ pub struct SyncBenchArgs {
     /// is the headline figure (one round is at the mercy of a noisy neighbour).
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
-    /// Syncer workers, and the concurrency of the baseline client.
+    /// Syncer workers, and the requests in flight of the baseline client.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
+    /// The syncer's --qps. 0 (unthrottled) by default, as the baseline client is; the
+    /// syncer's own default is 30, which caps it at 30 writes per second.
+    #[arg(long, default_value_t = 0.0)]
+    pub qps: f32,
+    /// The syncer's --burst.
+    #[arg(long, default_value_t = 20)]
+    pub burst: u32,
     /// Fixed rate (objects per second) of the latency measurements.
     #[arg(long, default_value_t = 200)]
     pub rate: u32,
@@ -57,6 +70,24 @@ pub struct SyncBenchArgs {
     /// Synced-object counts at which to read the syncer's RSS (comma-separated; empty: skip).
     #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
     pub rss_levels: Vec<usize>,
+}
+
+impl SyncBenchArgs {
+    /// The syncer's flags besides kubeconfigs and addresses: what the JSON reports.
+    fn syncer_flags(&self) -> Vec<String> {
+        [
+            "--sync-target-name",
+            "bench",
+            "--workers",
+            &self.workers.to_string(),
+            "--qps",
+            &self.qps.to_string(),
+            "--burst",
+            &self.burst.to_string(),
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
 }
 
 const NS: &str = "bench";
@@ -80,6 +111,10 @@ impl Seen {
             .await
             .with_context(|| format!("timed out waiting for {what} ({} of {n})", *self.count.borrow()))??;
         Ok(())
+    }
+
+    fn count(&self) -> usize {
+        *self.count.borrow()
     }
 }
 
@@ -110,13 +145,10 @@ where
     })
 }
 
-async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    crate::kubeconfig::client(Some(kubeconfig), None).await
-}
-
-fn configmap(name: String) -> ConfigMap {
+/// The ConfigMap every part of this bench creates (the baseline client too).
+pub fn configmap(name: String, namespace: &str) -> ConfigMap {
     serde_json::from_value(json!({
-        "metadata": { "name": name, "namespace": NS, "labels": { "app": "bench" } },
+        "metadata": { "name": name, "namespace": namespace, "labels": { "app": "bench" } },
         "data": { "payload": "x".repeat(256) }
     }))
     .expect("configmap")
@@ -134,54 +166,32 @@ fn deployment(name: &str) -> Deployment {
     .expect("deployment")
 }
 
-/// Creates `names` with `concurrency` requests in flight; returns objects per second.
-async fn create_all(api: &Api<ConfigMap>, names: Vec<String>, concurrency: usize) -> anyhow::Result<f64> {
-    let start = Instant::now();
-    let n = names.len();
+/// Creates `names` with `concurrency` requests in flight.
+async fn create_all(api: &Api<ConfigMap>, names: Vec<String>, concurrency: usize) -> anyhow::Result<()> {
     futures::stream::iter(names)
         .map(|name| {
             let api = api.clone();
-            async move { api.create(&PostParams::default(), &configmap(name)).await }
+            async move { api.create(&PostParams::default(), &configmap(name, NS)).await }
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect::<Vec<_>>()
         .await?;
-    Ok(n as f64 / start.elapsed().as_secs_f64())
+    Ok(())
 }
 
-async fn ensure_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": name } }))?;
-    match api.create(&PostParams::default(), &ns).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, Instant>) -> (f64, f64, usize) {
-    let mut ms: Vec<f64> = sent
-        .iter()
+/// Every latency (ms) from `sent` to `seen`, for the objects in both.
+fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, Instant>) -> Vec<f64> {
+    sent.iter()
         .filter_map(|(name, t0)| {
             seen.get(name)
                 .map(|t1| t1.saturating_duration_since(*t0).as_secs_f64() * 1000.0)
         })
-        .collect();
-    ms.sort_by(|a, b| a.total_cmp(b));
-    (percentile(&ms, 50.0), percentile(&ms, 99.0), ms.len())
+        .collect()
 }
 
 /// Whether the syncer's `/readyz` answers 200.
 async fn readyz(addr: std::net::SocketAddr) -> bool {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
         return false;
     };
@@ -192,29 +202,6 @@ async fn readyz(addr: std::net::SocketAddr) -> bool {
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response).await;
     response.starts_with("HTTP/1.1 200")
-}
-
-/// CPU time (user + system) the process has used so far, from `/proc/<pid>/stat`
-/// (in USER_HZ ticks, 100 per second on Linux).
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')').context("malformed stat")?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks =
-        |i: usize| -> anyhow::Result<f64> { Ok(fields.get(i - 3).context("short stat")?.parse::<f64>()?) };
-    Ok((ticks(14)? + ticks(15)?) / 100.0)
-}
-
-fn rss_mb(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kb: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .context("VmRSS not found")?;
-    Ok(kb / 1024.0)
 }
 
 /// Runs `--rate` operations per second, each spawned so a slow one does not slow the rate.
@@ -239,23 +226,20 @@ where
     Ok(sent)
 }
 
-/// Two fresh hubs (the upstream one with workspace `root:bench` and Ferry's CRDs) and
-/// admin clients for both.
+/// Two fresh hubs, each a `ferry hub` process (the upstream one with workspace
+/// `root:bench` and Ferry's CRDs), and admin clients for both.
 struct Hubs {
-    work: tempfile::TempDir,
-    up: TestHub,
-    down: TestHub,
-    up_kubeconfig: std::path::PathBuf,
+    /// Kept for its process (stopped when dropped).
+    _up: BenchHub,
+    down: BenchHub,
+    up_kubeconfig: PathBuf,
     upc: kube::Client,
-    downc: kube::Client,
 }
 
 impl Hubs {
     async fn start() -> anyhow::Result<Hubs> {
-        let work = tempfile::tempdir()?;
-        let up = TestHub::start().await;
-        let down = TestHub::start().await;
-        let up_root = client_for(up.kubeconfig()).await?;
+        let up = BenchHub::start(&[]).await?;
+        let down = BenchHub::start(&[]).await?;
         let workspaces = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
             "workspaces",
@@ -263,21 +247,19 @@ impl Hubs {
         let ws: DynamicObject = serde_json::from_value(
             json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": "bench" } }),
         )?;
-        Api::<DynamicObject>::all_with(up_root, &workspaces)
+        Api::<DynamicObject>::all_with(up.client.clone(), &workspaces)
             .create(&PostParams::default(), &ws)
-            .await?;
-        let up_kubeconfig = work.path().join("upstream.kubeconfig");
+            .await
+            .context("creating workspace root:bench")?;
+        let dir = up.data_dir.path();
+        let up_kubeconfig = dir.join("bench.kubeconfig");
+        let ca = std::fs::read_to_string(dir.join("pki/ca.crt"))?;
+        let token = std::fs::read_to_string(dir.join("admin.token"))?;
         std::fs::write(
             &up_kubeconfig,
-            ferry_hub::kubeconfig::admin_kubeconfig(
-                &up.running.url,
-                &up.running.ca_pem,
-                &up.running.admin_token,
-                "root:bench",
-            ),
+            ferry_hub::kubeconfig::admin_kubeconfig(&up.process.url, &ca, token.trim(), "root:bench"),
         )?;
         let upc = client_for(&up_kubeconfig).await?;
-        let downc = client_for(down.kubeconfig()).await?;
         let crds: Api<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
         > = Api::all(upc.clone());
@@ -285,24 +267,22 @@ impl Hubs {
             crds.create(&PostParams::default(), &crd).await?;
         }
         Ok(Hubs {
-            work,
-            up,
+            _up: up,
             down,
             up_kubeconfig,
             upc,
-            downc,
         })
     }
 
-    async fn stop(self) {
-        self.up.running.stop().await;
-        self.down.running.stop().await;
+    fn downc(&self) -> &kube::Client {
+        &self.down.client
     }
 }
 
 /// One round of the initial-sync measurement, and the syncer it left running.
 struct InitialSync {
     raw_rate: f64,
+    raw_cpu_us_per_object: f64,
     sync_rate: f64,
     cpu_us_per_object: f64,
     startup: Duration,
@@ -312,10 +292,53 @@ struct InitialSync {
     tracker: tokio::task::JoinHandle<()>,
 }
 
-impl InitialSync {
-    fn ratio(&self) -> f64 {
-        self.sync_rate / self.raw_rate
-    }
+/// The baseline: `ferry bench create-load` creating as many objects downstream as the
+/// initial sync copies, with as many requests in flight as the syncer has workers.
+/// Returns objects per second and the client's CPU µs per object.
+async fn baseline(hubs: &Hubs, args: &SyncBenchArgs) -> anyhow::Result<(f64, f64)> {
+    ensure_namespace(hubs.downc(), "baseline").await?;
+    let seen = Seen::new();
+    let tracker = track(
+        Api::<ConfigMap>::namespaced(hubs.downc().clone(), "baseline"),
+        seen.clone(),
+        |_| true,
+    );
+    let mut client = tokio::process::Command::new(std::env::current_exe()?)
+        .args(["bench", "create-load", "--kubeconfig"])
+        .arg(&hubs.down.process.kubeconfig)
+        .args(["--namespace", "baseline", "--prefix", "raw"])
+        .args(["--objects", &args.objects.to_string()])
+        .args(["--concurrency", &args.workers.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting `ferry bench create-load`")?;
+    let pid = client.id().context("create-load pid")?;
+    let mut stdin = client.stdin.take().context("create-load stdin")?;
+    let mut lines = tokio::io::BufReader::new(client.stdout.take().context("create-load stdout")?).lines();
+    let expect = |line: Option<String>, want: &str| {
+        anyhow::ensure!(
+            line.as_deref() == Some(want),
+            "the baseline client said {line:?} where {want:?} was expected"
+        );
+        Ok(())
+    };
+    expect(lines.next_line().await?, "ready")?;
+    let cpu_before = cpu_seconds(pid)?;
+    let start = Instant::now();
+    stdin.write_all(b"go\n").await?;
+    stdin.flush().await?;
+    seen.wait_for(args.objects, Duration::from_secs(600), "the baseline's objects")
+        .await?;
+    let rate = args.objects as f64 / start.elapsed().as_secs_f64();
+    expect(lines.next_line().await?, "done")?;
+    let cpu_us = (cpu_seconds(pid)? - cpu_before) * 1e6 / args.objects as f64;
+    drop(stdin);
+    let status = client.wait().await?;
+    anyhow::ensure!(status.success(), "the baseline client failed: {status}");
+    tracker.abort();
+    Ok((rate, cpu_us))
 }
 
 /// The baseline (raw creates downstream) and then the initial sync of as many objects,
@@ -325,39 +348,10 @@ async fn initial_sync(
     args: &SyncBenchArgs,
     progress: &impl Fn(&str),
 ) -> anyhow::Result<InitialSync> {
-    let (upc, downc) = (&hubs.upc, &hubs.downc);
-    // 1. Baseline.
+    let (upc, downc) = (&hubs.upc, hubs.downc());
     progress("baseline: raw creates against the downstream hub");
-    ensure_namespace(downc, "baseline").await?;
-    let baseline_api: Api<ConfigMap> = Api::namespaced(downc.clone(), "baseline");
-    let names: Vec<String> = (0..args.objects).map(|i| format!("raw-{i}")).collect();
-    // Measured like the initial sync below: from the first request until a
-    // watch on the downstream hub has seen every object, with that watch
-    // running throughout — the same observer and end point for both.
-    let baseline_seen = Seen::new();
-    let baseline_tracker = track(baseline_api.clone(), baseline_seen.clone(), |_| true);
-    let raw_rate = {
-        let start = Instant::now();
-        futures::stream::iter(names)
-            .map(|name| {
-                let api = baseline_api.clone();
-                async move {
-                    let mut cm = configmap(name);
-                    cm.metadata.namespace = Some("baseline".into());
-                    api.create(&PostParams::default(), &cm).await
-                }
-            })
-            .buffer_unordered(args.workers.max(1))
-            .try_collect::<Vec<_>>()
-            .await?;
-        baseline_seen
-            .wait_for(args.objects, Duration::from_secs(600), "the baseline's objects")
-            .await?;
-        args.objects as f64 / start.elapsed().as_secs_f64()
-    };
-    baseline_tracker.abort();
+    let (raw_rate, raw_cpu_us_per_object) = baseline(hubs, args).await?;
 
-    // 2. Initial sync.
     progress("initial sync");
     ensure_namespace(upc, NS).await?;
     let up_cms: Api<ConfigMap> = Api::namespaced(upc.clone(), NS);
@@ -375,8 +369,8 @@ async fn initial_sync(
     );
     // FERRY_BENCH_SYNCER_LOG=path keeps the syncer's log.
     let log_path = std::env::var_os("FERRY_BENCH_SYNCER_LOG")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| hubs.work.path().join("syncer.log"));
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hubs.down.data_dir.path().join("syncer.log"));
     let log = std::fs::File::create(&log_path)?;
     let metrics_address = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let launched = Instant::now();
@@ -385,11 +379,10 @@ async fn initial_sync(
         .arg("--from-kubeconfig")
         .arg(&hubs.up_kubeconfig)
         .arg("--to-kubeconfig")
-        .arg(hubs.down.kubeconfig())
-        .args(["--sync-target-name", "bench", "--qps", "0"])
+        .arg(&hubs.down.process.kubeconfig)
+        .args(args.syncer_flags())
         .args(["--metrics-address", &metrics_address.to_string()])
-        .args(["--workers", &args.workers.to_string()])
-        .stdout(std::process::Stdio::null())
+        .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(true)
         .spawn()
@@ -430,6 +423,7 @@ async fn initial_sync(
     let cpu_us_per_object = (cpu_seconds(pid)? - cpu_before) * 1e6 / args.objects as f64;
     Ok(InitialSync {
         raw_rate,
+        raw_cpu_us_per_object,
         sync_rate,
         cpu_us_per_object,
         startup,
@@ -440,7 +434,40 @@ async fn initial_sync(
     })
 }
 
+fn sync_method(args: &SyncBenchArgs) -> Value {
+    json!({
+        "processes": {
+            "upstream_hub": "`ferry hub` child process (SQLite in a temporary directory)",
+            "downstream_hub": "`ferry hub` child process (SQLite in a temporary directory)",
+            "syncer": "`ferry syncer` child process, current-thread runtime",
+            "baseline_client": "`ferry bench create-load` child process, current-thread runtime",
+            "measuring_watches": "this process: one kube-rs watcher per measured resource",
+        },
+        "timing": "the syncer from the SyncerConfig's creation, the baseline client from its start \
+                   signal, each until a downstream watch in this process has seen every object; both \
+                   processes are connected and idle when the clock starts",
+        "concurrency": { "syncer_workers": args.workers, "baseline_requests_in_flight": args.workers },
+        "syncer_flags": args.syncer_flags(),
+        "objects": {
+            "kind": "ConfigMap with a 256-byte value (Deployments for status return)",
+            "initial_sync": args.objects, "baseline": args.objects,
+            "steady_state": args.latency_objects, "status_return": status_objects(args),
+            "rss_levels": args.rss_levels,
+        },
+        "rounds": args.rounds.max(1),
+        "rate_per_sec": args.rate,
+        "statistics": "latencies in ms as {p50, p90, p99, max, n}, nearest-rank percentiles over every \
+                       sample; per-round figures as {median, rounds}; ratios are syncer / baseline",
+    })
+}
+
+fn status_objects(args: &SyncBenchArgs) -> usize {
+    args.latency_objects.min(500)
+}
+
 pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.objects > 0, "--objects must be at least 1");
+    anyhow::ensure!(args.latency_objects > 0, "--latency-objects must be at least 1");
     let progress = |msg: &str| {
         if !args.json {
             eprintln!("… {msg}");
@@ -449,7 +476,8 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     // Rounds 1..n-1 measure only the initial sync, each on fresh hubs; the last one
     // goes on to the latency and RSS measurements.
     let rounds = args.rounds.max(1);
-    let mut ratios = vec![];
+    let (mut ratios, mut sync_rates, mut raw_rates) = (vec![], vec![], vec![]);
+    let (mut sync_cpu, mut raw_cpu, mut startups) = (vec![], vec![], vec![]);
     let mut last = None;
     for round in 1..=rounds {
         if rounds > 1 {
@@ -457,30 +485,32 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         }
         let hubs = Hubs::start().await?;
         let sync = initial_sync(&hubs, &args, &progress).await?;
-        ratios.push(sync.ratio());
+        ratios.push(sync.sync_rate / sync.raw_rate);
+        sync_rates.push(sync.sync_rate);
+        raw_rates.push(sync.raw_rate);
+        sync_cpu.push(sync.cpu_us_per_object);
+        raw_cpu.push(sync.raw_cpu_us_per_object);
+        startups.push(sync.startup.as_secs_f64() * 1000.0);
         if round < rounds {
             let InitialSync {
                 mut syncer, tracker, ..
             } = sync;
             tracker.abort();
             let _ = syncer.kill().await;
-            hubs.stop().await;
         } else {
             last = Some((hubs, sync));
         }
     }
     let (hubs, sync) = last.expect("at least one round");
     let InitialSync {
-        raw_rate,
-        sync_rate,
-        cpu_us_per_object: sync_cpu_us,
-        startup,
         syncer: mut child,
         pid,
         down_seen,
-        tracker: _tracker,
+        tracker,
+        ..
     } = sync;
-    let (upc, downc) = (hubs.upc.clone(), hubs.downc.clone());
+    let initial_seen = down_seen.count();
+    let (upc, downc) = (hubs.upc.clone(), hubs.downc().clone());
     let up_cms: Api<ConfigMap> = Api::namespaced(upc.clone(), NS);
 
     // 3. Steady-state latency.
@@ -488,7 +518,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     let sent = at_rate(args.rate, args.latency_objects, |name| {
         let api = up_cms.clone();
         async move {
-            api.create(&PostParams::default(), &configmap(name)).await?;
+            api.create(&PostParams::default(), &configmap(name, NS)).await?;
             Ok(())
         }
     })
@@ -500,15 +530,18 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
             "steady-state copies",
         )
         .await?;
-    let (lat_p50, lat_p99, lat_n) = latencies(&sent, &*down_seen.at.lock().await);
+    let steady = Summary::of(
+        "steady-state latency",
+        latencies(&sent, &*down_seen.at.lock().await),
+    )?;
 
     // 4. Status return.
     progress("status-return latency");
-    let status_n = args.latency_objects.min(500);
+    let status_n = status_objects(&args);
     let up_deploys: Api<Deployment> = Api::namespaced(upc.clone(), NS);
     let down_deploys: Api<Deployment> = Api::namespaced(downc.clone(), NS);
     let deploy_seen = Seen::new();
-    let _deploy_tracker = track(down_deploys.clone(), deploy_seen.clone(), |_| true);
+    let deploy_tracker = track(down_deploys.clone(), deploy_seen.clone(), |_| true);
     futures::stream::iter(0..status_n)
         .map(|i| {
             let api = up_deploys.clone();
@@ -524,7 +557,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         .wait_for(status_n, Duration::from_secs(120), "deployments downstream")
         .await?;
     let status_seen = Seen::new();
-    let _status_tracker = track(up_deploys.clone(), status_seen.clone(), |d: &Deployment| {
+    let status_tracker = track(up_deploys.clone(), status_seen.clone(), |d: &Deployment| {
         d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1)
     });
     let status_sent = at_rate(args.rate, status_n, |name| {
@@ -543,17 +576,20 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     status_seen
         .wait_for(status_n, Duration::from_secs(120), "status upstream")
         .await?;
-    let (st_p50, st_p99, st_n) = latencies(&status_sent, &*status_seen.at.lock().await);
+    let status = Summary::of(
+        "status-return latency",
+        latencies(&status_sent, &*status_seen.at.lock().await),
+    )?;
 
     // 5. RSS.
     let mut rss = vec![];
-    let mut synced = *down_seen.count.borrow() + status_n;
+    let mut synced = down_seen.count() + status_n;
     let mut next = 0usize;
     for level in args.rss_levels.iter().copied().filter(|l| *l > 0) {
         if level > synced {
             progress(&format!("filling up to {level} synced objects"));
             let more = level - synced;
-            let want = *down_seen.count.borrow() + more;
+            let want = down_seen.count() + more;
             create_all(
                 &up_cms,
                 (next..next + more).map(|i| format!("fill-{i}")).collect(),
@@ -562,133 +598,74 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
             .await?;
             next += more;
             progress(&format!("created {more} more; waiting for their copies"));
-            if let Err(e) = down_seen
+            down_seen
                 .wait_for(want, Duration::from_secs(1800), "fill copies")
-                .await
-            {
-                let listed = up_cms.list(&Default::default()).await?.items.len();
-                let down_listed = Api::<ConfigMap>::namespaced(downc.clone(), NS)
-                    .list(&Default::default())
-                    .await?
-                    .items
-                    .len();
-                anyhow::bail!("{e}: upstream {listed} downstream {down_listed} want {want}");
-            }
+                .await?;
             synced = level;
         }
+        // Let the syncer finish the reconciles the last copies' events queued.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        rss.push((level, rss_mb(pid)?));
+        rss.push((synced, rss_mib(pid)?));
     }
-    let idle_rss = rss_mb(pid)?;
+    let idle_rss = rss_mib(pid)?;
     let _ = child.kill().await;
-    for tracker in [_tracker, _deploy_tracker, _status_tracker] {
+    for tracker in [tracker, deploy_tracker, status_tracker] {
         tracker.abort();
     }
 
-    let ratio = median(&ratios);
+    let ratio = Rounds::of("initial-sync ratio", ratios)?;
     let report = json!({
-        "workers": args.workers,
-        "syncer_startup_to_ready_ms": round(startup.as_secs_f64() * 1000.0),
+        "method": sync_method(&args),
+        "syncer_startup_to_ready_ms": Rounds::of("syncer start-up", startups)?,
         "initial_sync": {
             "objects": args.objects,
-            "syncer_objects_per_sec": round(sync_rate),
-            "baseline_raw_create_objects_per_sec": round(raw_rate),
-            "ratio": round3(ratio),
-            "ratio_of_each_round": ratios.iter().map(|r| round3(*r)).collect::<Vec<f64>>(),
-            "target_ratio": 0.8,
-            "concurrency": args.workers,
-            "syncer_cpu_us_per_object": round(sync_cpu_us),
+            "objects_seen_downstream": initial_seen,
+            "ratio": ratio,
+            "syncer_objects_per_sec": Rounds::of("syncer objects/s", sync_rates)?,
+            "baseline_objects_per_sec": Rounds::of("baseline objects/s", raw_rates)?,
+            "syncer_cpu_us_per_object": Rounds::of("syncer CPU per object", sync_cpu)?,
+            "baseline_cpu_us_per_object": Rounds::of("baseline CPU per object", raw_cpu)?,
         },
-        "steady_state_latency_ms": {
-            "rate_per_sec": args.rate, "objects": lat_n, "p50": round3(lat_p50), "p99": round3(lat_p99), "target_p99": 50.0,
+        "steady_state": { "rate_per_sec": args.rate, "objects_created": args.latency_objects, "latency_ms": steady },
+        "status_return": { "rate_per_sec": args.rate, "statuses_written": status_n, "latency_ms": status },
+        "syncer_rss": rss.iter().map(|(n, mib)| json!({ "synced_objects": n, "mib": round3(*mib) })).collect::<Vec<Value>>(),
+        "syncer_rss_at_end_mib": round3(idle_rss),
+        "targets": {
+            "initial_sync_ratio_at_least": 0.8, "steady_state_p99_ms_under": 50.0,
+            "rss_mib_at_10k_under": 100.0, "rss_mib_at_100k_under": 120.0,
         },
-        "status_return_latency_ms": {
-            "rate_per_sec": args.rate, "objects": st_n, "p50": round3(st_p50), "p99": round3(st_p99),
-        },
-        "syncer_rss_mb": rss.iter().map(|(n, mb)| json!({ "synced_objects": n, "rss_mb": round(*mb) })).collect::<Vec<Value>>(),
-        "syncer_rss_mb_at_end": round(idle_rss),
-        "rss_target_mb_at_10k": 100.0,
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
+        return Ok(());
+    }
+    println!(
+        "ferry bench sync (syncer {}; baseline measured in this run; every process separate)",
+        args.syncer_flags().join(" ")
+    );
+    println!(
+        "  initial sync      ratio {:.2} (median of {} rounds: {:?}; target >= 0.80)",
+        ratio.median, rounds, ratio.rounds
+    );
+    println!(
+        "                    median {:.0} objects/s, baseline create-load {:.0} objects/s, {} in flight each",
+        report["initial_sync"]["syncer_objects_per_sec"]["median"],
+        report["initial_sync"]["baseline_objects_per_sec"]["median"],
+        args.workers
+    );
+    println!(
+        "                    CPU per object: syncer {} µs, baseline client {} µs (medians)",
+        report["initial_sync"]["syncer_cpu_us_per_object"]["median"],
+        report["initial_sync"]["baseline_cpu_us_per_object"]["median"]
+    );
+    for (name, s) in [("steady state", steady), ("status return", status)] {
         println!(
-            "ferry bench sync (workers {}, baseline measured in this run)",
-            args.workers
+            "  {name:<17} p50 {:>7.2} ms  p90 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  n {} at {}/s",
+            s.p50, s.p90, s.p99, s.max, s.n, args.rate
         );
-        println!(
-            "  syncer start-up   {:>7.0} ms to ready (no SyncerConfig yet)",
-            startup.as_secs_f64() * 1000.0
-        );
-        println!(
-            "  initial sync      ratio {:.2} (median of {} rounds: {}; target >= 0.80)",
-            ratio,
-            ratios.len(),
-            ratios
-                .iter()
-                .map(|r| format!("{r:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        println!(
-            "                    last round: {:.0} objects/s, baseline raw create {:.0} objects/s",
-            sync_rate, raw_rate
-        );
-        println!(
-            "                    same concurrency: syncer --workers {0}, baseline {0} creates in flight; syncer CPU {1:.0} µs/object",
-            args.workers, sync_cpu_us
-        );
-        println!(
-            "  steady state      p50 {:>7.2} ms   p99 {:>7.2} ms   at {}/s, {} objects (target p99 <= 50 ms)",
-            lat_p50, lat_p99, args.rate, lat_n
-        );
-        println!(
-            "  status return     p50 {:>7.2} ms   p99 {:>7.2} ms   at {}/s, {} objects",
-            st_p50, st_p99, args.rate, st_n
-        );
-        for (n, mb) in &rss {
-            println!("  syncer RSS        {mb:>7.1} MB with {n} synced objects (target <= 100 MB at 10k)");
-        }
+    }
+    for (n, mib) in &rss {
+        println!("  syncer RSS        {mib:>7.1} MiB with {n} synced objects");
     }
     Ok(())
-}
-
-/// The middle value (the mean of the two middle ones for an even count).
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
-    }
-}
-
-fn round(v: f64) -> f64 {
-    (v * 10.0).round() / 10.0
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_use_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), 50.0);
-        assert_eq!(percentile(&v, 99.0), 99.0);
-        assert_eq!(percentile(&[3.0], 99.0), 3.0);
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[0.9, 0.7, 0.8]), 0.8);
-        assert_eq!(median(&[0.9, 0.7]), 0.8);
-        assert_eq!(median(&[0.5]), 0.5);
-    }
 }

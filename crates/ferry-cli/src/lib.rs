@@ -4,6 +4,9 @@
 
 pub mod bench_apiexport;
 pub mod bench_cmd;
+pub mod bench_compare;
+pub mod bench_load;
+pub mod bench_stats;
 pub mod bench_sync;
 pub mod bind_cmd;
 pub mod crds_cmd;
@@ -70,11 +73,14 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
     let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity == 0;
     logging::init(cli.verbosity, cli.log_format, quiet);
     // A syncer is mostly waiting on its two servers; one thread avoids cross-thread
-    // wake-ups and leaves the other cores to the servers beside it.
+    // wake-ups and leaves the other cores to the servers beside it. The sync bench's
+    // baseline client runs the same way, so the two are measured alike.
     let runtime = match cli.command {
-        Command::Syncer(_) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
+        Command::Syncer(_) | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+        }
         _ => tokio::runtime::Builder::new_multi_thread().enable_all().build()?,
     };
     runtime.block_on(async move {

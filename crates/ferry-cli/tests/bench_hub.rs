@@ -1,60 +1,80 @@
-//! `ferry bench hub` runs end to end and reports every figure the issue asks for.
+//! `ferry bench hub` at a tiny size: every figure has its type and is sane, so a bench
+//! that breaks (measures nothing, counts wrong, loses a round) fails here.
 
-use std::process::Command;
+mod common;
+
+use common::{count, method, positive, ratio, rounds, run_bench, summary};
 
 #[test]
-fn bench_hub_reports_all_figures_as_json() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["bench", "hub", "--json", "--writes", "40", "--list-objects", "50"])
-        .args(["--watchers", "3", "--watch-events", "5", "--rss-objects", "200"])
-        .args(["--bound-workspaces", "4", "--apiexport-events", "12"])
-        .output()
-        .expect("ferry runs");
-    assert!(
-        out.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON figures");
-    for ptr in [
-        "/creates/clients_1/durable_per_sec",
-        "/creates/clients_32/ratio_durable_to_in_memory",
-        "/list/p50_ms",
-        "/watch/p99_ms",
-        "/rss/mib",
-        "/list_during_writes/creates_per_sec_while_listing",
-        "/list_during_writes/list_p50_ms",
-    ] {
-        let n = v
-            .pointer(ptr)
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or_else(|| panic!("{ptr} missing in {v}"));
-        assert!(n > 0.0, "{ptr} = {n}");
+fn bench_hub_figures_are_typed_and_sane() {
+    let (writes, lists, watchers, events) = (80usize, 5u64, 3u64, 6u64);
+    let v = run_bench(&[
+        "hub",
+        "--writes",
+        &writes.to_string(),
+        "--rounds",
+        "2",
+        "--list-objects",
+        "50",
+        "--lists",
+        &lists.to_string(),
+        "--watchers",
+        &watchers.to_string(),
+        "--watch-events",
+        &events.to_string(),
+        "--rss-objects",
+        "1000",
+        "--bound-workspaces",
+        "4",
+        "--apiexport-events",
+        "12",
+    ]);
+    method(&v, 2);
+    assert!(v.pointer("/method/processes/durable_hub").is_some(), "{v:#}");
+    assert!(v.pointer("/method/processes/baseline_hub").is_some(), "{v:#}");
+
+    for clients in [1, 32] {
+        let block = format!("/creates/clients_{clients}");
+        rounds(&v, &format!("{block}/durable_per_sec"), 2);
+        rounds(&v, &format!("{block}/in_memory_per_sec"), 2);
+        ratio(&v, &format!("{block}/ratio_durable_to_in_memory"), 2);
     }
-    let during = &v["list_during_writes"];
-    assert!(during["lists"].as_u64().unwrap() >= 1, "{during}");
-    let ratio = during["ratio_creates_while_listing_to_alone"].as_f64().unwrap();
-    assert!(ratio.is_finite() && ratio > 0.0, "{during}");
-    let (p50, p99) = (
-        during["list_p50_ms"].as_f64().unwrap(),
-        during["list_p99_ms"].as_f64().unwrap(),
+    assert_eq!(count(&v, "/creates/clients_1/objects"), (writes / 4) as u64);
+    assert_eq!(count(&v, "/creates/clients_32/objects"), writes as u64);
+
+    assert_eq!(count(&v, "/list/objects"), 50);
+    summary(&v, "/list/list_ms", lists);
+    summary(&v, "/list/get_ms", lists);
+    positive(&v, "/list/ratio_list_to_get_p50");
+
+    let busy = v
+        .pointer("/list_during_writes/list_ms/n")
+        .and_then(|n| n.as_u64());
+    summary(
+        &v,
+        "/list_during_writes/list_ms",
+        busy.expect("a LIST ran during the writes"),
     );
-    assert!(p50 <= p99, "{during}");
+    let during = positive(&v, "/list_during_writes/ratio_creates_while_listing_to_alone");
+    assert!(during < 10.0, "{during}");
+
+    // Every watcher saw every event: one latency per (watcher, event).
+    summary(&v, "/watch/delivery_ms", watchers * events);
+    summary(&v, "/watch/create_rtt_ms", events);
+
+    // Memory: the hub held what it was asked to, and more than when empty.
+    assert_eq!(count(&v, "/rss/objects"), 1000);
+    let (full, empty) = (positive(&v, "/rss/mib"), positive(&v, "/rss/empty_mib"));
+    assert!(
+        full >= empty && full < 4096.0,
+        "rss {full} MiB, empty {empty} MiB"
+    );
+
     // The APIExport block: every event seen through the virtual workspace.
-    let ae = &v["apiexport"];
-    assert_eq!(ae["bound_workspaces"], 4, "{ae}");
-    assert_eq!(ae["events"], 12, "{ae}");
-    for key in [
-        "virtual_workspace_p50_ms",
-        "virtual_workspace_p99_ms",
-        "baseline_one_workspace_p99_ms",
-        "rss_mib_after",
-    ] {
-        let n = ae[key].as_f64().unwrap_or(f64::NAN);
-        assert!(n.is_finite() && n > 0.0, "{key}: {ae}");
-    }
-    assert!(
-        ae["virtual_workspace_p50_ms"].as_f64() <= ae["virtual_workspace_p99_ms"].as_f64(),
-        "{ae}"
-    );
+    assert_eq!(count(&v, "/apiexport/bound_workspaces"), 4);
+    assert_eq!(count(&v, "/apiexport/events"), 12);
+    summary(&v, "/apiexport/virtual_workspace_ms", 12);
+    summary(&v, "/apiexport/baseline_one_workspace_ms", 12);
+    positive(&v, "/apiexport/ratio_p99_virtual_workspace_to_baseline");
+    positive(&v, "/apiexport/rss_mib_after");
 }

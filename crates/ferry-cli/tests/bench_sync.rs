@@ -1,51 +1,80 @@
-//! `ferry bench sync` runs end to end — a real `ferry syncer` child process
-//! between two hubs — and reports every figure the issue asks for.
+//! `ferry bench sync` at a tiny size — hubs, the syncer and the baseline client each a
+//! child process — with every figure typed and sane.
 
-use std::process::Command;
+mod common;
+
+use common::{count, method, positive, ratio, rounds, run_bench, summary};
 
 #[test]
-fn bench_sync_reports_all_figures_as_json() {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args([
-            "bench",
-            "sync",
-            "--json",
-            "--objects",
-            "60",
-            "--latency-objects",
-            "20",
-        ])
-        .args(["--rate", "100", "--rss-levels", "100", "--rounds", "2"])
-        .output()
-        .expect("ferry runs");
-    assert!(
-        out.status.success(),
-        "bench failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON figures");
-    let number = |ptr: &str| {
-        v.pointer(ptr)
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
-    };
-    assert!(number("/initial_sync/ratio") > 0.0);
-    let rounds: Vec<f64> = v
-        .pointer("/initial_sync/ratio_of_each_round")
-        .and_then(serde_json::Value::as_array)
-        .expect("every round's ratio")
-        .iter()
-        .filter_map(serde_json::Value::as_f64)
-        .collect();
-    assert_eq!(rounds.len(), 2, "{v}");
-    let mean = (rounds[0] + rounds[1]) / 2.0;
-    assert!(
-        (number("/initial_sync/ratio") - mean).abs() < 0.002,
-        "the median of two rounds is their mean: {v}"
-    );
-    assert!(number("/initial_sync/baseline_raw_create_objects_per_sec") > 0.0);
-    let text = v.to_string();
-    for key in ["p50", "p99", "rss"] {
-        assert!(text.contains(key), "{key} missing in {text}");
+fn bench_sync_figures_are_typed_and_sane() {
+    let (objects, latency_objects) = (60u64, 20u64);
+    let v = run_bench(&[
+        "sync",
+        "--objects",
+        &objects.to_string(),
+        "--latency-objects",
+        &latency_objects.to_string(),
+        "--rate",
+        "100",
+        "--rss-levels",
+        "150",
+        "--rounds",
+        "2",
+    ]);
+    method(&v, 2);
+    for process in ["upstream_hub", "downstream_hub", "syncer", "baseline_client"] {
+        assert!(
+            v.pointer(&format!("/method/processes/{process}")).is_some(),
+            "{process} missing in {v:#}"
+        );
     }
+    // The syncer's flags are reported as run, --qps included.
+    let flags: Vec<&str> = v
+        .pointer("/method/syncer_flags")
+        .and_then(|f| f.as_array())
+        .expect("syncer_flags")
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    let qps = flags.iter().position(|f| *f == "--qps").expect("--qps reported");
+    assert_eq!(flags[qps + 1], "0", "{flags:?}");
+    assert!(flags.contains(&"--workers"), "{flags:?}");
+
+    // Initial sync: every object copied, the ratio a median of both rounds.
+    assert_eq!(count(&v, "/initial_sync/objects"), objects);
+    assert_eq!(count(&v, "/initial_sync/objects_seen_downstream"), objects);
+    let r = ratio(&v, "/initial_sync/ratio", 2);
+    let each: Vec<f64> = (0..2)
+        .map(|i| positive(&v, &format!("/initial_sync/ratio/rounds/{i}")))
+        .collect();
+    assert!(
+        (r - (each[0] + each[1]) / 2.0).abs() < 0.002,
+        "the median of two rounds is their mean: {v:#}"
+    );
+    for figure in [
+        "syncer_objects_per_sec",
+        "baseline_objects_per_sec",
+        "syncer_cpu_us_per_object",
+        "baseline_cpu_us_per_object",
+    ] {
+        rounds(&v, &format!("/initial_sync/{figure}"), 2);
+    }
+    rounds(&v, "/syncer_startup_to_ready_ms", 2);
+
+    // Latencies: one sample per object created or status written.
+    assert_eq!(count(&v, "/steady_state/objects_created"), latency_objects);
+    summary(&v, "/steady_state/latency_ms", latency_objects);
+    let statuses = count(&v, "/status_return/statuses_written");
+    assert_eq!(statuses, latency_objects);
+    summary(&v, "/status_return/latency_ms", statuses);
+
+    // Memory at the one level asked for.
+    let rss = v
+        .pointer("/syncer_rss")
+        .and_then(|r| r.as_array())
+        .expect("syncer_rss");
+    assert_eq!(rss.len(), 1, "{v:#}");
+    assert_eq!(count(&v, "/syncer_rss/0/synced_objects"), 150);
+    let mib = positive(&v, "/syncer_rss/0/mib");
+    assert!(mib < 1024.0, "{mib}");
 }

@@ -5,7 +5,7 @@
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::Value;
 
-use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
+use ferry_api::well_known::{DESIRED_HASH_ANNOTATION, DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
 
 use super::events::{self, EventType};
 use super::flow::Flow;
@@ -393,7 +393,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
                 Direction::Upsync => selection.wants_upsync(id, ns, &object.name),
             }
     });
-    let copy = flow.copies.get(object);
+    let copy = flow.copies.get_checked(object);
     let dest = Writer {
         engine,
         flow,
@@ -408,7 +408,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
 
     let Some(source) = source else {
         // Not wanted (any more): delete this syncer's copy, unless create-only.
-        if let Some(copy) = copy {
+        if let Some((copy, _)) = copy {
             let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(&copy);
             if create_only || is_deleting(&copy) {
                 return Ok(());
@@ -433,8 +433,8 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
         Direction::Downsync => downstream_copy(&source, &flow.ty, &engine.name),
         Direction::Upsync => upstream_copy(&source, &flow.ty, &engine.name),
     };
-    let written = match copy.as_deref() {
-        Some(actual) => update(engine, flow, &dest, &source, &desired, actual).await?,
+    let written = match &copy {
+        Some((actual, verified)) => update(engine, flow, &dest, &source, &desired, actual, *verified).await?,
         None => create_or_adopt(engine, flow, &dest, &source, &desired).await?,
     };
 
@@ -443,7 +443,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
             // Reported state: the copy's status goes back to the source. The copy in the
             // store is what the destination last reported. CRDs keep their own status.
             let returnable = engine.return_status && id.group != "apiextensions.k8s.io";
-            if let (true, Some(actual)) = (returnable, copy.as_deref()) {
+            if let (true, Some((actual, _))) = (returnable, &copy) {
                 if let Some(status) = status_for_upstream(actual) {
                     if status_differs(&source, &status) {
                         let up = Writer {
@@ -481,6 +481,8 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Resu
 }
 
 /// Updates this syncer's copy if it differs. Returns the object as written, if written.
+/// `verified`: the store holds `actual` without its content, because it was found to
+/// match the desired object whose hash it carries (see [`ObjectStore::keep_verified`]).
 async fn update(
     engine: &Engine,
     flow: &Flow,
@@ -488,15 +490,44 @@ async fn update(
     source: &Value,
     desired: &Value,
     actual: &Value,
+    verified: bool,
 ) -> Result<Option<Written>, SyncError> {
     let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(source);
-    if create_only || !needs_update(desired, actual) {
+    // The hash covers everything `needs_update` compares, so a verified copy still
+    // matches a desired object with the same hash.
+    let matches = if verified {
+        desired_hash(desired).is_some() && desired_hash(desired) == desired_hash(actual)
+    } else {
+        !needs_update(desired, actual)
+    };
+    if matches && !verified {
+        keep_if_verified(flow, desired, actual);
+    }
+    if create_only || matches {
         return Ok(Some(Written::Unchanged(actual.clone())));
     }
     let written = dest.replace(&merge_for_update(desired, actual)).await?;
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
+    keep_if_verified(flow, desired, &written.to_value());
     Ok(Some(Written::Raw(Box::new(written))))
+}
+
+/// The `ferry.dev/desired-hash` annotation of `obj`.
+fn desired_hash(obj: &Value) -> Option<&str> {
+    obj.get("metadata")?
+        .get("annotations")?
+        .get(DESIRED_HASH_ANNOTATION)?
+        .as_str()
+}
+
+/// Lets the copies' store keep `copy` without its content if it matches `desired`.
+/// Downsync only: an upsynced copy with a status subresource is the body of the
+/// status write that follows, so it stays whole.
+fn keep_if_verified(flow: &Flow, desired: &Value, copy: &Value) {
+    if flow.target.direction == Direction::Downsync && !needs_update(desired, copy) {
+        flow.copies.keep_verified(copy);
+    }
 }
 
 fn direction_of(flow: &Flow) -> SyncDirection {
@@ -527,6 +558,7 @@ async fn create_or_adopt(
         Ok(written) => {
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
             tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
+            keep_if_verified(flow, desired, &written.to_value());
             Ok(Some(Written::Raw(Box::new(written))))
         }
         Err(e) if e.code() == Some(409) => {

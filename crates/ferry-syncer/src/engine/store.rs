@@ -3,6 +3,12 @@
 //! Objects are kept as the JSON text the server sent (a parsed `serde_json::Value` tree
 //! costs several times more), and parsed when reconciled (see [`super::raw`]).
 //!
+//! A syncer holds every source and every copy, so what one entry costs decides its
+//! memory at scale. Each entry is one allocation of text (resourceVersion and JSON
+//! together) under a key that is one more (`namespace/name`). A copy found to match its
+//! desired object is reduced further to a [`VerifiedCopy`]: its content is never read
+//! again unless the copy changes, and then a watch event brings it whole.
+//!
 //! Relists are explicit (linkerd's `reset`): a list replaces the contents atomically when
 //! it completes, and the caller then reconciles every key of both sides, so an object
 //! deleted while the watch was down cannot leak.
@@ -12,7 +18,11 @@ use std::sync::Arc;
 
 use kube::api::ObjectMeta;
 use parking_lot::RwLock;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use ferry_api::well_known::{
+    DESIRED_HASH_ANNOTATION, DOWNSYNC_OVERWRITE_ANNOTATION, MANAGED_METADATA_ANNOTATION,
+};
 
 use super::raw::{parse_without_managed_fields, strip_managed_fields, RawObject};
 
@@ -53,26 +63,220 @@ impl std::fmt::Display for ObjectRef {
     }
 }
 
-/// One stored object: its resourceVersion and its JSON.
+/// The key of `key` in a store's map: `namespace/name`, or `name` for a cluster-scoped
+/// object (neither part can contain a `/`), in one allocation instead of two.
+fn encode(key: &ObjectRef) -> String {
+    match &key.namespace {
+        Some(ns) => format!("{ns}/{}", key.name),
+        None => key.name.clone(),
+    }
+}
+
+fn decode(key: &str) -> ObjectRef {
+    match key.split_once('/') {
+        Some((ns, name)) => ObjectRef {
+            namespace: Some(ns.to_owned()),
+            name: name.to_owned(),
+        },
+        None => ObjectRef {
+            namespace: None,
+            name: key.to_owned(),
+        },
+    }
+}
+
+/// One stored object: `text` is its resourceVersion (the first `rv_len` bytes)
+/// followed by its JSON without `managedFields`, or by a [`VerifiedCopy`].
 struct Stored {
-    resource_version: Option<Box<str>>,
-    json: Box<str>,
+    text: Box<str>,
+    rv_len: u32,
+    verified: bool,
 }
 
 impl Stored {
     fn of(obj: &RawObject) -> Stored {
+        let rv = obj.metadata.resource_version.as_deref().unwrap_or("");
+        let json = strip_managed_fields(obj.json());
+        Stored::new(rv, &json, false)
+    }
+
+    fn new(rv: &str, rest: &str, verified: bool) -> Stored {
+        let mut text = String::with_capacity(rv.len() + rest.len());
+        text.push_str(rv);
+        text.push_str(rest);
         Stored {
-            resource_version: obj.metadata.resource_version.as_deref().map(Into::into),
-            json: strip_managed_fields(obj.json()).into(),
+            text: text.into(),
+            rv_len: rv.len() as u32,
+            verified,
+        }
+    }
+
+    /// The resourceVersion, if the object had one.
+    fn resource_version(&self) -> Option<&str> {
+        Some(&self.text[..self.rv_len as usize]).filter(|rv| !rv.is_empty())
+    }
+
+    fn rest(&self) -> &str {
+        &self.text[self.rv_len as usize..]
+    }
+
+    /// The object as a `Value` (a verified copy rebuilt as [`VerifiedCopy::rebuild`] says).
+    fn to_value(&self, key: &ObjectRef) -> Value {
+        if self.verified {
+            VerifiedCopy::decode(self.rest()).rebuild(key, self.resource_version())
+        } else {
+            parse_without_managed_fields(self.rest())
         }
     }
 }
 
+/// What is kept of a copy known to match the desired object whose hash it carries: its
+/// uid, that hash, and whatever else an update must send back or a decision reads —
+/// status, and the metadata others set (finalizers, owner references, labels and
+/// annotations the syncer does not manage). Its content and the labels and annotations
+/// the syncer manages are dropped: an update takes them from the desired object (as
+/// [`crate::transform::merge_for_update`] does with a whole copy), and the hash decides
+/// whether an update is needed.
+#[derive(Debug, PartialEq)]
+struct VerifiedCopy<'a> {
+    uid: &'a str,
+    hash: &'a str,
+    /// `{"metadata": {...}, "status": ...}` with what is described above, or empty.
+    extras: &'a str,
+}
+
+impl<'a> VerifiedCopy<'a> {
+    /// Fields separated by newlines, which none of them contains (compact JSON escapes
+    /// them; a uid or hash holding one is never reduced).
+    fn encode(&self) -> String {
+        format!("{}\n{}\n{}", self.uid, self.hash, self.extras)
+    }
+
+    fn decode(text: &'a str) -> VerifiedCopy<'a> {
+        let mut parts = text.splitn(3, '\n');
+        let mut next = || parts.next().unwrap_or("");
+        VerifiedCopy {
+            uid: next(),
+            hash: next(),
+            extras: next(),
+        }
+    }
+
+    /// The copy as reconciling sees it: identity, uid, resourceVersion, the hash
+    /// annotation and the extras.
+    fn rebuild(&self, key: &ObjectRef, rv: Option<&str>) -> Value {
+        let mut obj = match serde_json::from_str::<Value>(self.extras) {
+            Ok(Value::Object(obj)) => obj,
+            _ => Map::new(),
+        };
+        let metadata = obj.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("name".into(), key.name.clone().into());
+            if let Some(ns) = &key.namespace {
+                metadata.insert("namespace".into(), ns.clone().into());
+            }
+            metadata.insert("uid".into(), self.uid.into());
+            if let Some(rv) = rv {
+                metadata.insert("resourceVersion".into(), rv.into());
+            }
+            if let Some(annotations) = metadata
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Map::new()))
+                .as_object_mut()
+            {
+                annotations.insert(DESIRED_HASH_ANNOTATION.into(), self.hash.into());
+            }
+        }
+        Value::Object(obj)
+    }
+}
+
+/// Metadata a verified copy does not keep: held apart (identity, uid, resourceVersion),
+/// or set by the server and never sent back.
+const UNKEPT_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+];
+
+/// The reduced form of `copy` (see [`VerifiedCopy`]), or `None` if it must stay whole:
+/// it is being deleted, it is create-only (decided from its own annotation once its
+/// source is gone), or its bookkeeping is missing.
+fn reduce(copy: &Value) -> Option<String> {
+    let metadata = copy.get("metadata")?.as_object()?;
+    let annotations = metadata.get("annotations").and_then(Value::as_object);
+    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
+    let hash = annotation(DESIRED_HASH_ANNOTATION)?;
+    let record: Value = serde_json::from_str(annotation(MANAGED_METADATA_ANNOTATION)?).ok()?;
+    let uid = metadata.get("uid")?.as_str()?;
+    if metadata.get("deletionTimestamp").is_some_and(|v| !v.is_null())
+        || annotation(DOWNSYNC_OVERWRITE_ANNOTATION).is_some()
+        || uid.contains('\n')
+        || hash.contains('\n')
+    {
+        return None;
+    }
+    let mut kept = Map::new();
+    for (field, value) in metadata {
+        if UNKEPT_METADATA.contains(&field.as_str()) {
+            continue;
+        }
+        let value = match (field.as_str(), value) {
+            (key @ ("labels" | "annotations"), Value::Object(map)) => {
+                let managed: Vec<&str> = record
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .map(|keys| keys.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let others: Map<String, Value> = map
+                    .iter()
+                    .filter(|(k, _)| {
+                        !managed.contains(&k.as_str())
+                            && *k != DESIRED_HASH_ANNOTATION
+                            && *k != MANAGED_METADATA_ANNOTATION
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if others.is_empty() {
+                    continue;
+                }
+                Value::Object(others)
+            }
+            _ => value.clone(),
+        };
+        kept.insert(field.clone(), value);
+    }
+    let mut extras = Map::new();
+    if !kept.is_empty() {
+        extras.insert("metadata".into(), Value::Object(kept));
+    }
+    if let Some(status) = copy.get("status").filter(|s| !s.is_null()) {
+        extras.insert("status".into(), status.clone());
+    }
+    let extras = if extras.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(&Value::Object(extras)).ok()?
+    };
+    Some(
+        VerifiedCopy {
+            uid,
+            hash,
+            extras: &extras,
+        }
+        .encode(),
+    )
+}
+
 #[derive(Default)]
 struct Inner {
-    objects: HashMap<ObjectRef, Stored>,
+    objects: HashMap<Box<str>, Stored>,
     /// Objects of a list in progress; replaces `objects` when the list completes.
-    listing: Option<HashMap<ObjectRef, Stored>>,
+    listing: Option<HashMap<Box<str>, Stored>>,
     /// Whether the list in progress fills `objects` directly (see [`ObjectStore::begin_list`]).
     streaming: bool,
     /// Whether a list has completed at least once.
@@ -92,23 +296,62 @@ pub struct ObjectStore {
 impl ObjectStore {
     /// The object with identity `key`.
     pub fn get(&self, key: &ObjectRef) -> Option<Arc<Value>> {
+        self.get_checked(key).map(|(obj, _)| obj)
+    }
+
+    /// The object with identity `key`, and whether it is a verified copy: one found to
+    /// match the desired object whose hash its `ferry.dev/desired-hash` annotation
+    /// holds, kept without its content (see [`ObjectStore::keep_verified`]). Such a copy
+    /// still matches any desired object with that hash, and an update built from it
+    /// with [`crate::transform::merge_for_update`] is the one the whole copy would give.
+    pub fn get_checked(&self, key: &ObjectRef) -> Option<(Arc<Value>, bool)> {
         let inner = self.inner.read();
-        let stored = inner.objects.get(key)?;
-        Some(Arc::new(parse_without_managed_fields(&stored.json)))
+        let stored = inner.objects.get(encode(key).as_str())?;
+        Some((Arc::new(stored.to_value(key)), stored.verified))
+    }
+
+    /// Records that `copy` (as [`ObjectStore::get`] returned it, or a write's response)
+    /// matches the desired object whose hash it carries, so that only a
+    /// [`VerifiedCopy`] of it is kept. Nothing happens if the store has moved on to
+    /// another version meanwhile; a later watch event or write puts the whole object
+    /// back, to be checked again.
+    pub fn keep_verified(&self, copy: &Value) {
+        let Some(key) = ObjectRef::of(copy) else {
+            return;
+        };
+        let Some(rv) = copy.pointer("/metadata/resourceVersion").and_then(Value::as_str) else {
+            return;
+        };
+        let key = encode(&key);
+        let holds_whole = |inner: &Inner| {
+            inner
+                .objects
+                .get(key.as_str())
+                .is_some_and(|held| !held.verified && held.resource_version() == Some(rv))
+        };
+        if !holds_whole(&self.inner.read()) {
+            return;
+        }
+        let Some(reduced) = reduce(copy) else {
+            return;
+        };
+        let mut inner = self.inner.write();
+        if holds_whole(&inner) {
+            inner.objects.insert(key.into(), Stored::new(rv, &reduced, true));
+        }
     }
 
     /// Every identity held.
     pub fn keys(&self) -> Vec<ObjectRef> {
-        self.inner.read().objects.keys().cloned().collect()
+        self.inner.read().objects.keys().map(|k| decode(k)).collect()
     }
 
     /// Whether an object held in `namespace` has a name for which `matches` holds.
     pub fn any_in_namespace(&self, namespace: &str, matches: impl Fn(&str) -> bool) -> bool {
-        self.inner
-            .read()
-            .objects
-            .keys()
-            .any(|key| key.namespace.as_deref() == Some(namespace) && matches(&key.name))
+        self.inner.read().objects.keys().any(|key| {
+            key.split_once('/')
+                .is_some_and(|(ns, name)| ns == namespace && matches(name))
+        })
     }
 
     /// Number of objects held.
@@ -151,12 +394,12 @@ impl ObjectStore {
     /// Whether the object held as `key` is at resourceVersion `rv` (so a watch event
     /// carrying that version, typically the echo of this syncer's own write, changes
     /// nothing and need not even be decoded).
-    fn holds_version(&self, key: &ObjectRef, rv: &str) -> bool {
+    fn holds_version(&self, key: &str, rv: &str) -> bool {
         self.inner
             .read()
             .objects
             .get(key)
-            .is_some_and(|old| old.resource_version.as_deref() == Some(rv))
+            .is_some_and(|old| old.resource_version() == Some(rv))
     }
 
     /// An object was added or changed. Returns its key, and whether it differs from
@@ -164,13 +407,14 @@ impl ObjectStore {
     /// [`ObjectStore::written`] does not).
     pub fn apply(&self, obj: &RawObject) -> Option<(ObjectRef, bool)> {
         let key = ObjectRef::of_meta(&obj.metadata)?;
+        let encoded = encode(&key);
         if let Some(rv) = obj.metadata.resource_version.as_deref() {
-            if self.holds_version(&key, rv) {
+            if self.holds_version(&encoded, rv) {
                 return Some((key, false));
             }
         }
         let stored = Stored::of(obj);
-        self.inner.write().objects.insert(key.clone(), stored);
+        self.inner.write().objects.insert(encoded.into(), stored);
         Some((key, true))
     }
 
@@ -183,22 +427,23 @@ impl ObjectStore {
         let Some(key) = ObjectRef::of_meta(&obj.metadata) else {
             return;
         };
+        let key = encode(&key);
         let mut inner = self.inner.write();
-        let current = inner.objects.get(&key).map(|s| s.resource_version.as_deref());
+        let current = inner.objects.get(key.as_str()).map(Stored::resource_version);
         let based_on_current = match (current, replaced) {
             (None, None) => true,
             (Some(current), Some(replaced)) => current == Some(replaced),
             _ => false,
         };
         if inner.synced && based_on_current {
-            inner.objects.insert(key, Stored::of(obj));
+            inner.objects.insert(key.into(), Stored::of(obj));
         }
     }
 
     /// An object was deleted.
     pub fn delete(&self, obj: &RawObject) -> Option<ObjectRef> {
         let key = ObjectRef::of_meta(&obj.metadata)?;
-        self.inner.write().objects.remove(&key);
+        self.inner.write().objects.remove(encode(&key).as_str());
         Some(key)
     }
 
@@ -216,15 +461,16 @@ impl ObjectStore {
     /// streaming list).
     pub fn list_item(&self, obj: &RawObject) -> Option<ObjectRef> {
         let key = ObjectRef::of_meta(&obj.metadata)?;
+        let encoded: Box<str> = encode(&key).into();
         let stored = Stored::of(obj);
         let mut inner = self.inner.write();
         match inner.listing.as_mut() {
             Some(listing) => {
-                listing.insert(key, stored);
+                listing.insert(encoded, stored);
                 None
             }
             None => {
-                inner.objects.insert(key.clone(), stored);
+                inner.objects.insert(encoded, stored);
                 Some(key)
             }
         }
@@ -362,5 +608,148 @@ mod tests {
         assert!(store.get(&key).is_some());
         store.delete(&cm("a"));
         assert!(store.get(&key).is_none());
+    }
+
+    /// A source, its copy as the destination holds it after the syncer wrote it (server
+    /// fields, a status, and a label and a finalizer someone else added), and the key.
+    fn source_and_copy() -> (Value, Value, ObjectRef) {
+        use crate::transform::{downstream_copy, ObjectType};
+        let ty = ObjectType::new("apps/v1", "Deployment");
+        let source = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": { "name": "web", "namespace": "ns", "labels": { "app": "web", "tier": "front" },
+                          "annotations": { "note": "kept" }, "uid": "up-uid", "resourceVersion": "3" },
+            "spec": { "replicas": 2, "template": { "spec": { "containers": [{ "name": "c", "image": "nginx" }] } } }
+        });
+        let mut copy = downstream_copy(&source, &ty, "syncer-a");
+        let meta = copy["metadata"].as_object_mut().unwrap();
+        meta.insert("uid".into(), json!("down-uid"));
+        meta.insert("resourceVersion".into(), json!("7"));
+        meta.insert("creationTimestamp".into(), json!("2026-01-01T00:00:00Z"));
+        meta.insert("generation".into(), json!(1));
+        meta.insert("finalizers".into(), json!(["example.com/keep"]));
+        meta["labels"]["owner-team"] = json!("blue");
+        copy["spec"]["revisionHistoryLimit"] = json!(10);
+        copy["status"] = json!({ "readyReplicas": 2 });
+        let key = ObjectRef {
+            namespace: Some("ns".into()),
+            name: "web".into(),
+        };
+        (source, copy, key)
+    }
+
+    fn held_whole(store: &ObjectStore, copy: &Value) {
+        store.begin_list();
+        store.list_item(&raw(copy.clone()));
+        store.finish_list();
+    }
+
+    #[test]
+    fn a_verified_copy_gives_the_same_decisions_and_updates_as_the_whole_one() {
+        use crate::transform::{downstream_copy, merge_for_update, needs_update, ObjectType};
+        let (source, copy, key) = source_and_copy();
+        let store = ObjectStore::default();
+        held_whole(&store, &copy);
+        assert!(!store.get_checked(&key).unwrap().1);
+        store.keep_verified(&copy);
+        let (kept, verified) = store.get_checked(&key).unwrap();
+        assert!(verified, "reduced");
+        assert!(kept.get("spec").is_none(), "content dropped: {kept}");
+        assert_eq!(kept["status"], json!({ "readyReplicas": 2 }));
+        assert_eq!(kept["metadata"]["uid"], "down-uid");
+        assert_eq!(kept["metadata"]["resourceVersion"], "7");
+        assert_eq!(kept["metadata"]["finalizers"], json!(["example.com/keep"]));
+        assert_eq!(
+            kept["metadata"]["labels"],
+            json!({ "owner-team": "blue" }),
+            "only others' labels"
+        );
+        assert_eq!(
+            kept["metadata"]["annotations"][DESIRED_HASH_ANNOTATION],
+            copy["metadata"]["annotations"][DESIRED_HASH_ANNOTATION]
+        );
+
+        // The source changes: a label goes, the spec changes. The update built from the
+        // verified copy is the one the whole copy gives.
+        let ty = ObjectType::new("apps/v1", "Deployment");
+        let mut changed = source.clone();
+        changed["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("tier");
+        changed["spec"]["replicas"] = json!(3);
+        let desired = downstream_copy(&changed, &ty, "syncer-a");
+        assert!(needs_update(&desired, &copy));
+        assert_eq!(merge_for_update(&desired, &kept), {
+            let mut whole = merge_for_update(&desired, &copy);
+            // Server-set fields the server ignores on update are not sent back.
+            let meta = whole["metadata"].as_object_mut().unwrap();
+            meta.remove("creationTimestamp");
+            meta.remove("generation");
+            whole
+        });
+        // Unchanged source: the same hash.
+        let same = downstream_copy(&source, &ty, "syncer-a");
+        assert_eq!(
+            same["metadata"]["annotations"][DESIRED_HASH_ANNOTATION],
+            kept["metadata"]["annotations"][DESIRED_HASH_ANNOTATION]
+        );
+    }
+
+    #[test]
+    fn a_changed_copy_comes_back_whole() {
+        let (_, copy, key) = source_and_copy();
+        let store = ObjectStore::default();
+        held_whole(&store, &copy);
+        store.keep_verified(&copy);
+        // Its own echo changes nothing.
+        assert!(!store.apply(&raw(copy.clone())).unwrap().1);
+        assert!(store.get_checked(&key).unwrap().1);
+        // Someone edits it: the new version is held whole, to be compared again.
+        let mut edited = copy.clone();
+        edited["metadata"]["resourceVersion"] = json!("8");
+        edited["spec"]["replicas"] = json!(9);
+        assert!(store.apply(&raw(edited)).unwrap().1);
+        let (held, verified) = store.get_checked(&key).unwrap();
+        assert!(!verified);
+        assert_eq!(held["spec"]["replicas"], 9);
+        // A verification of the older version does not reduce the newer one.
+        store.keep_verified(&copy);
+        assert!(!store.get_checked(&key).unwrap().1);
+    }
+
+    #[test]
+    fn deleting_and_create_only_copies_stay_whole() {
+        let (_, copy, key) = source_and_copy();
+        let mut deleting = copy.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let mut create_only = copy.clone();
+        create_only["metadata"]["annotations"][DOWNSYNC_OVERWRITE_ANNOTATION] = json!("false");
+        for obj in [deleting, create_only] {
+            let store = ObjectStore::default();
+            held_whole(&store, &obj);
+            store.keep_verified(&obj);
+            assert!(!store.get_checked(&key).unwrap().1, "{obj}");
+        }
+    }
+
+    #[test]
+    fn keys_of_namespaced_and_cluster_scoped_objects_round_trip() {
+        for key in [
+            ObjectRef {
+                namespace: Some("ns".into()),
+                name: "a".into(),
+            },
+            ObjectRef {
+                namespace: None,
+                name: "system:node".into(),
+            },
+        ] {
+            assert_eq!(decode(&encode(&key)), key);
+        }
+        let store = ObjectStore::default();
+        store.apply(&cm("a"));
+        assert!(store.any_in_namespace("ns", |n| n == "a"));
+        assert!(!store.any_in_namespace("other", |_| true));
     }
 }
