@@ -337,3 +337,62 @@ async fn a_selector_must_match_the_template_and_may_not_change() {
         "{body}"
     );
 }
+
+/// A JSON body that names a field twice keeps the last one, as Go's decoder
+/// does, and `fieldValidation` decides: Strict refuses it naming the field,
+/// Warn (the default) says so in a `Warning` header, Ignore says nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn duplicate_fields_follow_field_validation() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let send = |query: &'static str, body: &'static str| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::builder()
+                .method("POST")
+                .uri(format!("/api/v1/namespaces/default/configmaps{query}"))
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(kube::client::Body::from(body.as_bytes().to_vec()))
+                .expect("request");
+            let resp = client.send(req).await.expect("response");
+            let code = resp.status().as_u16();
+            let warnings: Vec<String> = resp
+                .headers()
+                .get_all("warning")
+                .iter()
+                .map(|v| v.to_str().unwrap_or_default().to_string())
+                .collect();
+            let body: Value = serde_json::from_slice(&resp.into_body().collect_bytes().await.expect("body"))
+                .unwrap_or(Value::Null);
+            (code, warnings, body)
+        }
+    };
+    let (code, _, body) = send(
+        "?fieldValidation=Strict",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d1","name":"d1"},"data":{"a":"1","a":"2"}}"#,
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "strict decoding error: duplicate field \"metadata.name\", duplicate field \"data.a\""
+    );
+    let (code, warnings, body) = send(
+        "",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d2"},"data":{"a":"1","a":"2"}}"#,
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["data"]["a"], "2", "the last one wins");
+    assert!(
+        warnings.iter().any(|w| w.contains("duplicate field") && w.contains("data.a")),
+        "{warnings:?}"
+    );
+    let (code, warnings, _) = send(
+        "?fieldValidation=Ignore",
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d3"},"data":{"a":"1","a":"2"}}"#,
+    )
+    .await;
+    assert_eq!(code, 201);
+    assert!(warnings.iter().all(|w| !w.contains("duplicate")), "{warnings:?}");
+}

@@ -291,6 +291,15 @@ pub(crate) async fn serve_resource(
             .clone()
             .unwrap_or_else(|| default_manager(&parts.headers)),
         field_validation: query.field_validation,
+        // Creates and updates: a JSON body's repeated fields (patches merge
+        // onto the stored object, where repeating is the client's business).
+        duplicate_fields: if matches!(parts.method, http::Method::POST | http::Method::PUT)
+            && !body_is_yaml(&parts.headers)
+        {
+            crate::decode::duplicate_fields(&body)
+        } else {
+            Vec::new()
+        },
     };
     let scope = objects::Scope {
         request: service::Request {
@@ -368,6 +377,14 @@ pub(crate) fn discovery_answer(
 }
 
 const JSON: &str = "application/json";
+
+/// Whether the request body is YAML (its duplicates are the YAML parser's).
+fn body_is_yaml(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.contains("yaml"))
+}
 
 /// An OpenAPI document from the hub's cache (built there when missing).
 async fn openapi_document(

@@ -76,9 +76,10 @@ impl FieldValidation {
 }
 
 /// Decode a built-in object as its typed form (a wrong type is kube-apiserver's
-/// 400 naming the Go field) and handle the fields the type does not know as
-/// `validation` says: refused (Strict, 400 `strict decoding error: unknown
-/// field "spec.x"`), or dropped from `obj` with (Warn) or without (Ignore)
+/// 400 naming the Go field) and handle the fields the type does not know,
+/// and the `duplicates` the body repeated, as `validation` says: refused
+/// (Strict, 400 `strict decoding error: unknown field "spec.x", duplicate
+/// field "spec.y"`), or dropped from `obj` with (Warn) or without (Ignore)
 /// a warning each. Returns the warnings.
 pub fn decode_typed(
     obj: &mut Value,
@@ -86,6 +87,7 @@ pub fn decode_typed(
     kind: &str,
     version: &str,
     validation: FieldValidation,
+    duplicates: &[String],
 ) -> Result<Vec<String>, ApiError> {
     let unknown = typed::decode(obj, group, kind, version).map_err(|e| {
         ApiError::bad_request(format!(
@@ -97,20 +99,117 @@ pub fn decode_typed(
         .iter()
         .map(|p| format!("unknown field {:?}", typed::field_path(p)))
         .collect();
-    if validation == FieldValidation::Strict && !described.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "strict decoding error: {}",
-            described.join(", ")
-        )));
-    }
+    let warnings = field_report(described, duplicates, validation).map_err(ApiError::bad_request)?;
     // Only map keys are removed, so no removal moves another unknown field.
     for path in unknown.iter().rev() {
         typed::remove_at(obj, path);
     }
-    Ok(match validation {
-        FieldValidation::Warn => described,
-        _ => Vec::new(),
-    })
+    Ok(warnings)
+}
+
+/// What `validation` makes of unknown fields (`described`) and fields the
+/// body repeated: the strict decoding error, or the warnings to send.
+pub fn field_report(
+    mut described: Vec<String>,
+    duplicates: &[String],
+    validation: FieldValidation,
+) -> Result<Vec<String>, String> {
+    described.extend(duplicates.iter().map(|d| format!("duplicate field {d:?}")));
+    match validation {
+        FieldValidation::Strict if !described.is_empty() => {
+            Err(format!("strict decoding error: {}", described.join(", ")))
+        }
+        FieldValidation::Warn => Ok(described),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The fields a JSON body names twice in one object, as paths
+/// (`metadata.name`, `spec.containers[0].image`): a parsed `Value` keeps
+/// only the last, so this reads the bytes. Not JSON: none.
+pub fn duplicate_fields(body: &[u8]) -> Vec<String> {
+    use serde::de::DeserializeSeed;
+    let found = std::cell::RefCell::new(Vec::new());
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let _ = Walk {
+        path: String::new(),
+        found: &found,
+    }
+    .deserialize(&mut de);
+    found.into_inner()
+}
+
+/// A walk over a JSON document that records repeated keys.
+struct Walk<'a> {
+    path: String,
+    found: &'a std::cell::RefCell<Vec<String>>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Walk<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(Walk {
+                path: format!("{}[{i}]", self.path),
+                found: self.found,
+            })?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = if self.path.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.path)
+            };
+            if !seen.insert(key) {
+                self.found.borrow_mut().push(path.clone());
+            }
+            map.next_value_seed(Walk {
+                path,
+                found: self.found,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// Parse a JSON (or, when `yaml`, YAML) body into an object.
@@ -267,5 +366,39 @@ mod tests {
                         "unknownField": 1}});
         assert!(check_metadata(&ok, "ConfigMap", "v1").is_ok());
         assert!(check_metadata(&json!({}), "ConfigMap", "v1").is_ok());
+    }
+}
+
+#[cfg(test)]
+mod duplicate_tests {
+    use super::*;
+
+    #[test]
+    fn repeated_keys_are_found_at_every_depth_and_reported_as_validation_says() {
+        let body = br#"{"metadata":{"name":"a","name":"b"},"spec":{"containers":[{"image":"x","image":"y"}],"replicas":1},"spec2":{},"kind":"K","kind":"K"}"#;
+        assert_eq!(
+            duplicate_fields(body),
+            vec!["metadata.name", "spec.containers[0].image", "kind"]
+        );
+        assert!(duplicate_fields(br#"{"a":{"b":1},"c":{"b":2}}"#).is_empty());
+        assert!(duplicate_fields(b"not json").is_empty());
+        let dups = vec!["spec.replicas".to_string()];
+        let strict = field_report(
+            vec!["unknown field \"spec.x\"".into()],
+            &dups,
+            FieldValidation::Strict,
+        )
+        .unwrap_err();
+        assert_eq!(
+            strict,
+            r#"strict decoding error: unknown field "spec.x", duplicate field "spec.replicas""#
+        );
+        assert_eq!(
+            field_report(Vec::new(), &dups, FieldValidation::Warn).unwrap(),
+            vec![r#"duplicate field "spec.replicas""#]
+        );
+        assert!(field_report(Vec::new(), &dups, FieldValidation::Ignore)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -46,6 +46,9 @@ pub struct WriteOptions {
     pub field_manager: String,
     /// What to do with fields a built-in kind does not know (`fieldValidation`).
     pub field_validation: crate::decode::FieldValidation,
+    /// Fields the request's JSON body named twice in one object (the last
+    /// one was kept), reported as `field_validation` says.
+    pub duplicate_fields: Vec<String>,
 }
 
 /// What a call on the service is about, and on whose behalf.

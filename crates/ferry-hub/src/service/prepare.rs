@@ -59,7 +59,16 @@ pub(super) fn prepare_with(
             &info.kind,
             &info.version,
             s.options.field_validation,
+            &s.options.duplicate_fields,
         )?;
+        s.warnings.lock().extend(warnings);
+    } else {
+        let warnings = crate::decode::field_report(
+            Vec::new(),
+            &s.options.duplicate_fields,
+            s.options.field_validation,
+        )
+        .map_err(ApiError::bad_request)?;
         s.warnings.lock().extend(warnings);
     }
     let now = ferry_api::timestamp::now();
