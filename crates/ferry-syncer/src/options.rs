@@ -42,6 +42,9 @@ pub struct SyncerOptions {
     pub min_backoff: Duration,
     /// Longest retry delay of a failing object (and of a failing watch).
     pub max_backoff: Duration,
+    /// What kind of syncer this is (see [`crate::profile`]); `None` means the
+    /// KubeStellar profile for `sync_target_name`.
+    pub profile: Option<crate::profile::Profile>,
 }
 
 impl SyncerOptions {
@@ -64,6 +67,7 @@ impl SyncerOptions {
             probe_period: Duration::from_secs(5),
             min_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(10),
+            profile: None,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The core loop, shared by every profile: watches on both sides per resource type
 //! ([`flow`]), a keyed work queue with per-key backoff ([`queue`]), `--workers` concurrent
-//! level-based reconcilers ([`reconcile`]), and the resolver that turns the merged
-//! SyncerConfigs plus discovery into the set of flows.
+//! level-based reconcilers ([`reconcile`]), and the resolver that turns the profile's
+//! selection plus discovery into the set of flows. What differs between profiles is
+//! behind [`crate::profile::Profile`].
 
 pub mod events;
 pub mod flow;
@@ -20,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::config::ConfigState;
 use crate::metrics::{Metrics, SyncDirection};
-use crate::selection::{Direction, DiscoveredResource, Resolution, SyncSelection, WatchTarget};
+use crate::profile::{Plan, Profile};
+use crate::selection::{Direction, DiscoveredResource, Resolution, WatchTarget};
 use crate::side::{serves, Reachability, Side, SideClient};
 
 pub use flow::{Flow, FlowId};
@@ -38,13 +39,27 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// ... and while it does not (a quicker verdict, as it is asked more often).
 const RECONNECT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A queued object: which flow, which object.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A queued object: which flow, and the object's key on each side.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
-    /// The flow (resource type and direction).
+    /// The flow (resource types and direction).
     pub flow: FlowId,
-    /// The object.
-    pub object: ObjectRef,
+    /// The source object; `None` for a copy that maps back to no source (see
+    /// [`crate::profile::Mapping::source_ref`]).
+    pub source: Option<ObjectRef>,
+    /// The copy on the destination side (which may not exist yet).
+    pub dest: ObjectRef,
+}
+
+impl std::fmt::Display for Key {
+    /// The source (`ns/name`), followed by where its copy lands if that differs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            Some(source) if *source == self.dest => write!(f, "{source}"),
+            Some(source) => write!(f, "{source} (copy {})", self.dest),
+            None => write!(f, "copy {} (no source)", self.dest),
+        }
+    }
 }
 
 /// Timers and retry limits.
@@ -71,6 +86,8 @@ pub struct DiscoverySnapshot {
 pub struct Engine {
     /// The syncer's name (the SyncTarget name); its copies carry it.
     pub name: String,
+    /// What this kind of syncer selects, how it maps and marks copies.
+    pub profile: Profile,
     /// Whether downstream status is written back upstream.
     pub return_status: bool,
     /// Timers.
@@ -79,8 +96,6 @@ pub struct Engine {
     pub up: SideClient,
     /// The workload cluster.
     pub down: SideClient,
-    /// The merge of all SyncerConfigs.
-    selection: RwLock<Arc<SyncSelection>>,
     /// Objects to reconcile.
     pub queue: Arc<WorkQueue<Key>>,
     flows: RwLock<HashMap<FlowId, Arc<Flow>>>,
@@ -89,8 +104,6 @@ pub struct Engine {
     pub problems: Problems,
     /// Metrics.
     pub metrics: Metrics,
-    /// The SyncerConfigs as last seen.
-    pub configs: ConfigState,
     /// Discovery as last read.
     pub discovery: RwLock<Option<DiscoverySnapshot>>,
     /// Wakes the resolver (config changed, a side came back).
@@ -106,8 +119,10 @@ pub struct Engine {
 
 impl Engine {
     /// A new engine over both sides' clients.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         name: String,
+        profile: Profile,
         return_status: bool,
         timing: Timing,
         up: SideClient,
@@ -117,17 +132,16 @@ impl Engine {
     ) -> Arc<Engine> {
         Arc::new(Engine {
             name,
+            profile,
             return_status,
             timing,
             up,
             down,
-            selection: RwLock::new(Arc::new(SyncSelection::default())),
             queue: WorkQueue::new(min_backoff, max_backoff),
             flows: RwLock::new(HashMap::new()),
             next_flow: AtomicU64::new(1),
             problems: Problems::default(),
             metrics: Metrics::new(),
-            configs: ConfigState::default(),
             discovery: RwLock::new(None),
             resolve_now: tokio::sync::Notify::new(),
             status_now: tokio::sync::Notify::new(),
@@ -145,19 +159,12 @@ impl Engine {
         }
     }
 
-    /// The current merged selection.
-    pub fn selection(&self) -> Arc<SyncSelection> {
-        self.selection.read().clone()
-    }
-
-    /// Replaces the selection; returns whether it changed.
-    pub fn set_selection(&self, selection: SyncSelection) -> bool {
-        let mut current = self.selection.write();
-        if **current == selection {
-            return false;
-        }
-        *current = Arc::new(selection);
-        true
+    /// The profile's configuration source changed the selection: every object is
+    /// judged again, and the flows are re-resolved.
+    pub fn selection_changed(&self) {
+        self.reconcile_everything();
+        self.resolve_now.notify_one();
+        self.status_now.notify_one();
     }
 
     /// The flow with `id`.
@@ -174,7 +181,7 @@ impl Engine {
     pub fn reconcile_everything(&self) {
         for flow in self.flows() {
             if flow.is_synced() {
-                self.queue.add_all(flow.all_keys());
+                self.queue.add_all(flow.all_keys(&*self.profile.mapping));
             }
         }
     }
@@ -278,7 +285,7 @@ impl Engine {
 
     async fn reconcile_key(&self, flow: &Flow, key: &Key) {
         let started = Instant::now();
-        let result = reconcile::reconcile(self, flow, &key.object).await;
+        let result = reconcile::reconcile(self, flow, key).await;
         let direction = match flow.target.direction {
             Direction::Downsync => SyncDirection::downsync,
             Direction::Upsync => SyncDirection::upsync,
@@ -300,15 +307,15 @@ impl Engine {
             self.lost_contact(side, &error);
             if self.wait_for_side(side, key) {
                 self.queue.forget(key);
-                tracing::debug!(resource = %flow.target.id, object = %key.object, "waits for the {side} server: {error}");
+                tracing::debug!(resource = %flow.target.id, object = %key, "waits for the {side} server: {error}");
                 return;
             }
         }
         let failures = self.queue.failures(key);
         if failures < 3 {
-            tracing::debug!(resource = %flow.target.id, object = %key.object, "{error}");
+            tracing::debug!(resource = %flow.target.id, object = %key, "{error}");
         } else {
-            tracing::warn!(resource = %flow.target.id, object = %key.object, "{error}");
+            tracing::warn!(resource = %flow.target.id, object = %key, "{error}");
         }
         // A copy waiting a moment for its namespace's own copy (flows run
         // concurrently) is not worth an Event; one that keeps waiting is.
@@ -321,7 +328,7 @@ impl Engine {
 
     /// Re-resolves whenever woken, and every `discovery_refresh` while something is missing.
     pub async fn resolve_loop(self: Arc<Self>) {
-        let mut last: Option<Arc<SyncSelection>> = None;
+        let mut last: Option<u64> = None;
         let mut refresh = true;
         loop {
             tokio::select! {
@@ -332,7 +339,7 @@ impl Engine {
                     }
                 }
             }
-            if !self.configs.is_loaded() {
+            if !self.profile.selection.is_loaded() {
                 continue;
             }
             let unreachable =
@@ -361,29 +368,30 @@ impl Engine {
     }
 
     /// Reads discovery, starts and retires flows. Returns whether to refresh again soon.
-    async fn resolve_once(
-        self: &Arc<Self>,
-        last: &mut Option<Arc<SyncSelection>>,
-    ) -> Result<bool, (Side, kube::Error)> {
+    async fn resolve_once(self: &Arc<Self>, last: &mut Option<u64>) -> Result<bool, (Side, kube::Error)> {
         let (upstream, downstream) = tokio::join!(self.up.discover(), self.down.discover());
         let upstream = upstream.map_err(|e| (Side::Upstream, e))?;
         let downstream = downstream.map_err(|e| (Side::Downstream, e))?;
-        let selection = self.selection();
-        let downsync = selection.resolve_downsync(&upstream);
-        let upsync = selection.resolve_upsync(&downstream);
+        let revision = self.profile.selection.revision();
+        let Plan { downsync, upsync } = self.profile.selection.resolve(&upstream, &downstream);
         let mut missing = !downsync.unresolved.is_empty() || !upsync.unresolved.is_empty();
 
         let mut wanted: Vec<(WatchTarget, bool)> = vec![];
         for (resolution, other) in [(&downsync, &downstream), (&upsync, &upstream)] {
             let Resolution { targets, .. } = resolution;
             for target in targets {
-                let id = &target.id;
-                missing |= !serves(other, &id.group, &id.version, &id.resource);
+                let dest = self.profile.mapping.dest_type(target).id;
+                missing |= !serves(other, &dest.group, &dest.version, &dest.resource);
+                // Status lives upstream: the source of a downsync, the copy of an upsync.
+                let up = match target.direction {
+                    Direction::Downsync => &target.id,
+                    Direction::Upsync => &dest,
+                };
                 let status = serves(
                     &upstream,
-                    &id.group,
-                    &id.version,
-                    &format!("{}/status", id.resource),
+                    &up.group,
+                    &up.version,
+                    &format!("{}/status", up.resource),
                 );
                 wanted.push((target.clone(), status));
             }
@@ -408,7 +416,7 @@ impl Engine {
                     Some(flow) if flow.target == *target && flow.status_subresource == *status => {
                         if flow.is_retiring() {
                             flow.set_retiring(false);
-                            self.queue.add_all(flow.all_keys());
+                            self.queue.add_all(flow.all_keys(&*self.profile.mapping));
                         }
                     }
                     other => {
@@ -417,7 +425,8 @@ impl Engine {
                             flows.remove(&old.id);
                         }
                         let id = self.next_flow.fetch_add(1, Ordering::Relaxed);
-                        let flow = Flow::new(id, target.clone(), *status);
+                        let dest = self.profile.mapping.dest_type(target);
+                        let flow = Flow::new(id, target.clone(), dest, *status);
                         flows.insert(id, flow.clone());
                         started.push(flow);
                     }
@@ -431,7 +440,7 @@ impl Engine {
                 if !flow.is_retiring() {
                     tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "no SyncerConfig names this resource any more; deleting its copies");
                     flow.set_retiring(true);
-                    self.queue.add_all(flow.all_keys());
+                    self.queue.add_all(flow.all_keys(&*self.profile.mapping));
                 }
                 if flow.copies.is_synced() && flow.copies.is_empty() || flow.copies.is_not_served() {
                     finished.push(flow.id);
@@ -449,8 +458,8 @@ impl Engine {
             tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "watching");
             flow.start(self);
         }
-        if last.as_ref() != Some(&selection) {
-            *last = Some(selection);
+        if *last != Some(revision) {
+            *last = Some(revision);
             self.reconcile_everything();
         }
         Ok(missing || retiring)
@@ -504,14 +513,24 @@ impl Engine {
     /// wanted itself, since deleting it would delete those copies too, only for them to
     /// be made again (kcp#2041).
     pub fn keeps_copies_in(&self, namespace: &str) -> bool {
-        let selection = self.selection();
+        let Profile {
+            selection, mapping, ..
+        } = &self.profile;
         self.flows().iter().any(|flow| {
-            let id = &flow.target.id;
             flow.target.direction == Direction::Downsync
-                && id.namespaced
+                && flow.dest.id.namespaced
                 && !flow.is_retiring()
                 && flow.copies.any_in_namespace(namespace, |name| {
-                    selection.wants_downsync(id, Some(namespace), name)
+                    let dest = ObjectRef {
+                        namespace: Some(namespace.to_string()),
+                        name: name.to_string(),
+                    };
+                    let Some(source) = mapping.source_ref(&flow.target, &dest) else {
+                        return false;
+                    };
+                    flow.sources
+                        .get(&source)
+                        .is_some_and(|obj| selection.wants(&flow.target, &source, &obj))
                 })
         })
     }
@@ -522,7 +541,7 @@ impl Engine {
         loop {
             tokio::time::sleep(Duration::from_millis(25)).await;
             let flows = self.flows();
-            let done = self.configs.is_loaded()
+            let done = self.profile.selection.is_loaded()
                 && self.discovery.read().is_some()
                 && flows.iter().all(|f| f.is_retiring() || f.is_settled())
                 && self.queue.is_empty();
@@ -561,6 +580,7 @@ mod tests {
         let (min, max) = (Duration::from_millis(1), Duration::from_millis(10));
         Engine::new(
             "florin".into(),
+            crate::profiles::kubestellar::KubeStellar::profile("florin", Duration::from_secs(20)),
             true,
             timing,
             side(Side::Upstream),
@@ -571,12 +591,14 @@ mod tests {
     }
 
     fn key(name: &str) -> Key {
+        let object = ObjectRef {
+            namespace: Some("app".into()),
+            name: name.into(),
+        };
         Key {
             flow: 1,
-            object: ObjectRef {
-                namespace: Some("app".into()),
-                name: name.into(),
-            },
+            source: Some(object.clone()),
+            dest: object,
         }
     }
 

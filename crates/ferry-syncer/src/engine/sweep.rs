@@ -7,7 +7,8 @@
 //! objects (`ferry.dev/syncer=<name>`, metadata only) of every *other* type on each side
 //! and deletes those that are its copies, as the retiring flow would have.
 //!
-//! What to delete is decided by pure functions ([`orphan_types`], [`is_orphaned_copy`]);
+//! What to delete is decided by pure functions ([`orphan_types`], the profile's
+//! [`crate::profile::Marks::is_orphaned_copy`]);
 //! the rest is listing and deleting.
 
 use std::sync::Arc;
@@ -19,16 +20,12 @@ use kube::api::{
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 
-use ferry_api::well_known::{
-    owned_value, syncer_label_value, DOWNSYNCED_ANNOTATION, SYNCER_LABEL, UPSYNCED_ANNOTATION,
-};
-
 use super::queue::backoff;
 use super::Engine;
 use crate::metrics::SyncDirection;
-use crate::selection::{Direction, DiscoveredResource, ResourceId, WatchTarget};
+use crate::profile::{Plan, ResourceType};
+use crate::selection::{Direction, DiscoveredResource, ResourceId};
 use crate::side::Side;
-use crate::transform::{allows_overwrite, is_owned_by, release_patch};
 
 /// Sweeps attempted in all while a server cannot be reached.
 const ATTEMPTS: u32 = 5;
@@ -139,18 +136,16 @@ pub async fn sweep(engine: &Engine) -> SweepOutcome {
         return outcome;
     };
     for side in [Side::Downstream, Side::Upstream] {
-        let (here, sources) = match side {
-            Side::Downstream => (&discovery.downstream, &discovery.upstream),
-            Side::Upstream => (&discovery.upstream, &discovery.downstream),
+        let here = match side {
+            Side::Downstream => &discovery.downstream,
+            Side::Upstream => &discovery.upstream,
         };
+        let copied = || copied_types(engine, side, &discovery.upstream, &discovery.downstream);
         let orphaned = |resource: &DiscoveredResource| {
-            let copied = copied_types(engine, side, sources);
-            !orphan_types(std::slice::from_ref(resource), &copied).is_empty()
+            !orphan_types(std::slice::from_ref(resource), &copied()).is_empty()
         };
-        let candidates: Vec<DiscoveredResource> = orphan_types(here, &copied_types(engine, side, sources))
-            .into_iter()
-            .cloned()
-            .collect();
+        let candidates: Vec<DiscoveredResource> =
+            orphan_types(here, &copied()).into_iter().cloned().collect();
         for resource in candidates {
             // The configs may have changed while sweeping: a type copied again is its flow's.
             if !orphaned(&resource) {
@@ -198,20 +193,26 @@ fn copies_on(side: Side) -> Direction {
 /// The resource types whose copies live on `side` and are still wanted: those of the live,
 /// non-retiring flows, and those the current selection resolves to against `sources` (the
 /// other side's discovery), whose flows may be about to start.
-fn copied_types(engine: &Engine, side: Side, sources: &[DiscoveredResource]) -> Vec<WatchTarget> {
+fn copied_types(
+    engine: &Engine,
+    side: Side,
+    upstream: &[DiscoveredResource],
+    downstream: &[DiscoveredResource],
+) -> Vec<ResourceType> {
     let direction = copies_on(side);
-    let mut types: Vec<WatchTarget> = engine
+    let mut types: Vec<ResourceType> = engine
         .flows()
         .iter()
         .filter(|flow| flow.target.direction == direction && !flow.is_retiring())
-        .map(|flow| flow.target.clone())
+        .map(|flow| flow.dest.clone())
         .collect();
-    let selection = engine.selection();
+    let Plan { downsync, upsync } = engine.profile.selection.resolve(upstream, downstream);
     let resolved = match direction {
-        Direction::Downsync => selection.resolve_downsync(sources),
-        Direction::Upsync => selection.resolve_upsync(sources),
+        Direction::Downsync => downsync,
+        Direction::Upsync => upsync,
     };
-    types.extend(resolved.targets);
+    let mapping = &engine.profile.mapping;
+    types.extend(resolved.targets.iter().map(|t| mapping.dest_type(t)));
     types
 }
 
@@ -225,7 +226,7 @@ fn copied_types(engine: &Engine, side: Side, sources: &[DiscoveredResource]) -> 
 /// `events`), and sweeping the alias would delete live copies.
 pub fn orphan_types<'a>(
     discovered: &'a [DiscoveredResource],
-    copied: &[WatchTarget],
+    copied: &[ResourceType],
 ) -> Vec<&'a DiscoveredResource> {
     let allows = |d: &DiscoveredResource, verb: &str| d.verbs.iter().any(|v| v == verb);
     discovered
@@ -237,31 +238,6 @@ pub fn orphan_types<'a>(
                 .any(|t| t.id.resource == d.resource && (t.id.group == d.group || t.kind == d.kind))
         })
         .collect()
-}
-
-/// The annotation that marks a copy living on `side`.
-fn copy_annotation(side: Side) -> &'static str {
-    match side {
-        Side::Downstream => DOWNSYNCED_ANNOTATION,
-        Side::Upstream => UPSYNCED_ANNOTATION,
-    }
-}
-
-/// Whether `obj` (listed on `side`, with its `kind`) is a copy that `syncer_name` made for
-/// that side and that a retiring flow would delete: owned by the syncer ([`is_owned_by`]),
-/// marked as a copy *for this side* (`downsynced` downstream, `upsynced` upstream) so that
-/// a source which merely carries the other mark is never taken for a copy, not already
-/// being deleted, and not a create-only downstream copy (`downsync-overwrite: "false"`).
-pub fn is_orphaned_copy(obj: &Value, side: Side, syncer_name: &str) -> bool {
-    let meta = &obj["metadata"];
-    let (Some(kind), Some(name)) = (obj["kind"].as_str(), meta["name"].as_str()) else {
-        return false;
-    };
-    let marked_here = meta["annotations"][copy_annotation(side)].as_str()
-        == Some(owned_value(kind, meta["namespace"].as_str(), name).as_str());
-    let deleting = !meta["deletionTimestamp"].is_null();
-    let create_only = side == Side::Downstream && !allows_overwrite(obj);
-    marked_here && is_owned_by(obj, syncer_name) && !deleting && !create_only
 }
 
 /// A listed object's metadata as an object of `resource` (metadata-only list items say
@@ -316,7 +292,8 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
     let client = engine.side(side);
     let ar = api_resource(resource);
     let all: Api<DynamicObject> = Api::all_with(client.client.clone(), &ar);
-    let selector = format!("{SYNCER_LABEL}={}", syncer_label_value(&engine.name));
+    let marks = &engine.profile.marks;
+    let selector = marks.copy_selector();
     let mut params = ListParams::default().labels(&selector).limit(PAGE);
     // Every page first, then the deletes: deleting between pages could shift what a
     // continue token points at.
@@ -333,7 +310,7 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
             })?;
         for item in &page.items {
             let meta = &item.metadata;
-            if !is_orphaned_copy(&listed_object(resource, meta), side, &engine.name) {
+            if !marks.is_orphaned_copy(&listed_object(resource, meta), side) {
                 continue;
             }
             // Deleting needs a uid precondition: without one, never.
@@ -369,7 +346,7 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
                 .patch(
                     &orphan.name,
                     &PatchParams::default(),
-                    &Patch::Merge(release_patch()),
+                    &Patch::Merge(marks.release_patch()),
                 )
                 .await;
             match release {
@@ -440,11 +417,10 @@ mod tests {
 
     const ALL: &[&str] = &["get", "list", "watch", "create", "update", "patch", "delete"];
 
-    fn target(group: &str, version: &str, resource: &str, kind: &str) -> WatchTarget {
-        WatchTarget {
+    fn target(group: &str, version: &str, resource: &str, kind: &str) -> ResourceType {
+        ResourceType {
             id: ResourceId::new(group, version, resource, true),
             kind: kind.into(),
-            direction: Direction::Downsync,
         }
     }
 
@@ -491,83 +467,6 @@ mod tests {
             names(orphan_types(&found, &copied)),
             ["other.example.com/v1/events"]
         );
-    }
-
-    fn object(kind: &str, namespace: Option<&str>, name: &str, labels: Value, annotations: Value) -> Value {
-        json!({
-            "apiVersion": "v1",
-            "kind": kind,
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "uid": "u1",
-                "labels": labels,
-                "annotations": annotations,
-            }
-        })
-    }
-
-    /// Secret `app/drop` labelled for syncer `florin`.
-    fn labelled_secret(annotations: Value) -> Value {
-        object(
-            "Secret",
-            Some("app"),
-            "drop",
-            json!({ SYNCER_LABEL: "florin" }),
-            annotations,
-        )
-    }
-
-    #[test]
-    fn a_copy_for_the_side_is_an_orphan_of_its_syncer_only() {
-        let down = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "Secret/app/drop" }));
-        assert!(is_orphaned_copy(&down, Side::Downstream, "florin"));
-        assert!(!is_orphaned_copy(&down, Side::Downstream, "guilder"));
-        let up = labelled_secret(json!({ UPSYNCED_ANNOTATION: "Secret/app/drop" }));
-        assert!(is_orphaned_copy(&up, Side::Upstream, "florin"));
-    }
-
-    #[test]
-    fn the_mark_of_the_other_side_is_not_enough() {
-        let downsynced = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "Secret/app/drop" }));
-        assert!(!is_orphaned_copy(&downsynced, Side::Upstream, "florin"));
-        let upsynced = labelled_secret(json!({ UPSYNCED_ANNOTATION: "Secret/app/drop" }));
-        assert!(!is_orphaned_copy(&upsynced, Side::Downstream, "florin"));
-    }
-
-    #[test]
-    fn a_label_without_a_mark_naming_the_object_is_not_a_copy() {
-        let unmarked = labelled_secret(json!({}));
-        assert!(!is_orphaned_copy(&unmarked, Side::Downstream, "florin"));
-        // Inherited from another object (kubestellar#900).
-        let inherited = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "Secret/app/other" }));
-        assert!(!is_orphaned_copy(&inherited, Side::Downstream, "florin"));
-        let other_kind = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "ConfigMap/app/drop" }));
-        assert!(!is_orphaned_copy(&other_kind, Side::Downstream, "florin"));
-    }
-
-    #[test]
-    fn a_cluster_scoped_copy_is_marked_with_an_empty_namespace() {
-        let ns = object(
-            "Namespace",
-            None,
-            "app",
-            json!({ SYNCER_LABEL: "florin" }),
-            json!({ DOWNSYNCED_ANNOTATION: "Namespace//app" }),
-        );
-        assert!(is_orphaned_copy(&ns, Side::Downstream, "florin"));
-    }
-
-    #[test]
-    fn create_only_and_deleting_copies_are_left_as_a_retiring_flow_leaves_them() {
-        let create_only = labelled_secret(json!({
-            DOWNSYNCED_ANNOTATION: "Secret/app/drop",
-            "edge.kubestellar.io/downsync-overwrite": "false",
-        }));
-        assert!(!is_orphaned_copy(&create_only, Side::Downstream, "florin"));
-        let mut deleting = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "Secret/app/drop" }));
-        deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
-        assert!(!is_orphaned_copy(&deleting, Side::Downstream, "florin"));
     }
 
     #[test]
