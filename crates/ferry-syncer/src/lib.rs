@@ -146,9 +146,7 @@ pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
     tasks.extend(engine.profile.config.clone().start(&engine));
     tasks.push(tokio::spawn(engine.clone().resolve_loop()));
     tasks.push(tokio::spawn(engine.clone().watch_initial_sync()));
-    tasks.push(tokio::spawn(engine::sweep::sweep_after_initial_sync(
-        engine.clone(),
-    )));
+    tasks.push(tokio::spawn(engine::orphans::run(engine.clone())));
     for _ in 0..opts.workers.max(1) {
         tasks.push(tokio::spawn(engine.clone().work()));
     }

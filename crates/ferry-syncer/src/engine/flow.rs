@@ -9,7 +9,6 @@
 //! either side queues the object's key; every completed (re)list on either side queues
 //! every key of both sides.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -59,7 +58,6 @@ pub struct Flow {
     pub sources: ObjectStore,
     /// This syncer's copies on the destination side.
     pub copies: ObjectStore,
-    retiring: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -79,7 +77,6 @@ impl Flow {
             status_subresource,
             sources: ObjectStore::default(),
             copies: ObjectStore::default(),
-            retiring: AtomicBool::new(false),
             tasks: Mutex::new(vec![]),
         })
     }
@@ -149,17 +146,6 @@ impl Flow {
             source: mapping.source_ref(&self.target, &dest),
             dest,
         }
-    }
-
-    /// Whether the configs no longer name this resource type: every copy is deleted,
-    /// then the flow stops.
-    pub fn is_retiring(&self) -> bool {
-        self.retiring.load(Ordering::Relaxed)
-    }
-
-    /// Marks the flow retiring (or not).
-    pub fn set_retiring(&self, retiring: bool) {
-        self.retiring.store(retiring, Ordering::Relaxed);
     }
 
     /// Whether both stores are listed, so reconciling can trust absence.

@@ -6,13 +6,13 @@
 
 pub mod events;
 pub mod flow;
+pub mod orphans;
 pub mod problems;
 pub mod queue;
 pub mod raw;
 pub mod reconcile;
 pub mod retry;
 pub mod store;
-pub mod sweep;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,6 +27,7 @@ use crate::selection::{Direction, DiscoveredResource, Resolution, WatchTarget};
 use crate::side::{serves, Reachability, Side, SideClient};
 
 pub use flow::{Flow, FlowId};
+pub use orphans::OrphanCleaner;
 pub use problems::Problems;
 pub use queue::WorkQueue;
 pub use retry::{NextAttempt, WatchFailure, WatchRetry};
@@ -102,6 +103,8 @@ pub struct Engine {
     next_flow: AtomicU64,
     /// Standing problems for the conditions.
     pub problems: Problems,
+    /// Deletes copies of resource types no longer synced.
+    pub orphans: OrphanCleaner,
     /// Metrics.
     pub metrics: Metrics,
     /// Discovery as last read.
@@ -141,6 +144,7 @@ impl Engine {
             flows: RwLock::new(HashMap::new()),
             next_flow: AtomicU64::new(1),
             problems: Problems::default(),
+            orphans: OrphanCleaner::default(),
             metrics: Metrics::new(),
             discovery: RwLock::new(None),
             resolve_now: tokio::sync::Notify::new(),
@@ -402,7 +406,6 @@ impl Engine {
         });
 
         let mut started = vec![];
-        let mut retiring = false;
         {
             let mut flows = self.flows.write();
             let same_type = |f: &Flow, t: &WatchTarget| {
@@ -413,12 +416,7 @@ impl Engine {
             for (target, status) in &wanted {
                 let existing = flows.values().find(|f| same_type(f, target)).cloned();
                 match existing {
-                    Some(flow) if flow.target == *target && flow.status_subresource == *status => {
-                        if flow.is_retiring() {
-                            flow.set_retiring(false);
-                            self.queue.add_all(flow.all_keys(&*self.profile.mapping));
-                        }
-                    }
+                    Some(flow) if flow.target == *target && flow.status_subresource == *status => {}
                     other => {
                         if let Some(old) = other {
                             old.stop();
@@ -432,25 +430,18 @@ impl Engine {
                     }
                 }
             }
-            let mut finished = vec![];
-            for flow in flows.values() {
-                if wanted.iter().any(|(t, _)| same_type(flow, t)) {
-                    continue;
-                }
-                if !flow.is_retiring() {
-                    tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "no SyncerConfig names this resource any more; deleting its copies");
-                    flow.set_retiring(true);
-                    self.queue.add_all(flow.all_keys(&*self.profile.mapping));
-                }
-                if flow.copies.is_synced() && flow.copies.is_empty() || flow.copies.is_not_served() {
-                    finished.push(flow.id);
-                } else {
-                    retiring = true;
-                }
-            }
-            for id in finished {
+            // A type no longer selected: its flow stops, and the orphan cleaner deletes
+            // its copies (as it does for types dropped while the syncer was down).
+            let retired: Vec<_> = flows
+                .values()
+                .filter(|flow| !wanted.iter().any(|(t, _)| same_type(flow, t)))
+                .map(|flow| flow.id)
+                .collect();
+            for id in retired {
                 if let Some(flow) = flows.remove(&id) {
                     flow.stop();
+                    tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "this resource is no longer selected; deleting its copies");
+                    self.orphans.clean(flow.dest_side(), flow.dest.clone());
                 }
             }
         }
@@ -462,7 +453,7 @@ impl Engine {
             *last = Some(revision);
             self.reconcile_everything();
         }
-        Ok(missing || retiring)
+        Ok(missing)
     }
 
     /// Checks `side`'s reachability every `probe_period`, and every
@@ -519,7 +510,6 @@ impl Engine {
         self.flows().iter().any(|flow| {
             flow.target.direction == Direction::Downsync
                 && flow.dest.id.namespaced
-                && !flow.is_retiring()
                 && flow.copies.any_in_namespace(namespace, |name| {
                     let dest = ObjectRef {
                         namespace: Some(namespace.to_string()),
@@ -543,7 +533,7 @@ impl Engine {
             let flows = self.flows();
             let done = self.profile.selection.is_loaded()
                 && self.discovery.read().is_some()
-                && flows.iter().all(|f| f.is_retiring() || f.is_settled())
+                && flows.iter().all(|f| f.is_settled())
                 && self.queue.is_empty();
             if done {
                 self.initial_sync.store(true, Ordering::Relaxed);

@@ -379,8 +379,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
     let direction = flow.target.direction;
     let source = match (&key.source, source) {
         (Some(source_key), Some(s))
-            if !flow.is_retiring()
-                && !is_deleting(&s)
+            if !is_deleting(&s)
                 // Never send a copy back where it came from.
                 && !marks.is_own_copy(&s)
                 && !is_cluster_local(id, &source_key.name, &s)

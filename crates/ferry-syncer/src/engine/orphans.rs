@@ -1,23 +1,31 @@
-//! The sweep after a start: copies of resource types that no SyncerConfig names any more.
+//! The orphan cleaner: deletes this syncer's copies of resource types it no longer copies.
 //!
-//! While the syncer runs, dropping a resource type from every SyncerConfig retires its
-//! flow, and the retiring flow deletes the copies it watches. A type dropped while the
-//! syncer was down gets no flow after the restart, so nothing would ever look at its
-//! copies again. Once the initial sync is done, [`sweep`] lists this syncer's labelled
-//! objects (`ferry.dev/syncer=<name>`, metadata only) of every *other* type on each side
-//! and deletes those that are its copies, as the retiring flow would have.
+//! Two things leave such copies behind, and both end here:
+//! - a resource type dropped from the selection while the syncer runs: the resolver stops
+//!   its flow at once and hands the type over ([`OrphanCleaner::clean`]);
+//! - a type dropped while the syncer was down: no flow is ever started for it, so once
+//!   the initial sync is done every type each side serves is looked at, and those no
+//!   flow copies are cleaned the same way.
 //!
-//! What to delete is decided by pure functions ([`orphan_types`], the profile's
-//! [`crate::profile::Marks::is_orphaned_copy`]);
-//! the rest is listing and deleting.
+//! Cleaning a type lists this syncer's copies of it on that side (the profile's copy
+//! selector, metadata only), keeps those the profile's marks call orphaned
+//! ([`crate::profile::Marks::is_orphaned_copy`]: never a create-only copy, never a
+//! source), and deletes each with a uid precondition. A Namespace copy that still holds
+//! wanted copies is released instead (see [`Engine::keeps_copies_in`]). A type that is
+//! copied again by the time its turn comes is left to its flow; a side that does not
+//! answer is waited for, and the work resumes when it does.
+//!
+//! What to clean is decided by pure functions ([`orphan_types`], [`is_copied`] and the
+//! profile's marks); the rest is listing and deleting.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{
     Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, Preconditions,
 };
-use kube::core::ApiResource;
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::queue::backoff;
@@ -27,15 +35,12 @@ use crate::profile::{Plan, ResourceType};
 use crate::selection::{Direction, DiscoveredResource, ResourceId};
 use crate::side::Side;
 
-/// Sweeps attempted in all while a server cannot be reached.
-const ATTEMPTS: u32 = 5;
-
 /// Objects per list request.
 const PAGE: u32 = 500;
 
-/// Why sweeping one resource type on one side stopped short.
+/// Why cleaning one resource type on one side stopped short.
 #[derive(Debug, thiserror::Error)]
-pub enum SweepError {
+pub enum CleanError {
     /// Listing this syncer's labelled objects failed.
     #[error("list the syncer's {resource} on the {side} side: {source}")]
     List {
@@ -73,12 +78,12 @@ pub enum SweepError {
     },
 }
 
-impl SweepError {
+impl CleanError {
     fn source_error(&self) -> &kube::Error {
         match self {
-            SweepError::List { source, .. }
-            | SweepError::Delete { source, .. }
-            | SweepError::Release { source, .. } => source,
+            CleanError::List { source, .. }
+            | CleanError::Delete { source, .. }
+            | CleanError::Release { source, .. } => source,
         }
     }
 
@@ -90,7 +95,7 @@ impl SweepError {
         }
     }
 
-    /// Whether the server was not reached, so a later sweep may do better.
+    /// Whether the server was not reached, so a later attempt may do better.
     pub fn is_transport(&self) -> bool {
         !matches!(
             self.source_error(),
@@ -99,87 +104,119 @@ impl SweepError {
     }
 }
 
-/// What one sweep did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SweepOutcome {
-    /// Copies deleted.
-    pub deleted: usize,
-    /// Whether some resource type was skipped because a server could not be reached.
-    pub unreachable: bool,
+/// Resource types whose copies are to be cleaned, by side.
+#[derive(Default)]
+pub struct OrphanCleaner {
+    pending: Mutex<BTreeSet<(Side, ResourceType)>>,
+    wake: tokio::sync::Notify,
 }
 
-/// Waits for the initial sync, then sweeps once; again (with backoff, a few times) while
-/// a server could not be reached. Never fails: what it cannot delete stays, and is logged.
-pub async fn sweep_after_initial_sync(engine: Arc<Engine>) {
-    while !engine.initial_sync_done() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    for attempt in 0..ATTEMPTS {
-        if !sweep(&engine).await.unreachable {
-            return;
+impl OrphanCleaner {
+    /// Asks for this syncer's copies of `ty` on `side` to be deleted (once; asking again
+    /// before that happens changes nothing).
+    pub fn clean(&self, side: Side, ty: ResourceType) {
+        if self.pending.lock().insert((side, ty)) {
+            self.wake.notify_one();
         }
-        tokio::time::sleep(backoff(Duration::from_secs(1), Duration::from_secs(30), attempt)).await;
-        // An outage does not use up the attempts: the next one waits for both sides.
-        engine.up.reachable().await;
-        engine.down.reachable().await;
     }
-    tracing::warn!(
-        "gave up sweeping copies of resource types no SyncerConfig names: a server kept failing to answer"
-    );
+
+    /// Types waiting to be cleaned.
+    pub fn pending(&self) -> usize {
+        self.pending.lock().len()
+    }
+
+    fn take(&self) -> Vec<(Side, ResourceType)> {
+        std::mem::take(&mut *self.pending.lock()).into_iter().collect()
+    }
 }
 
-/// Deletes this syncer's copies of every resource type it no longer copies, on both
-/// sides, using the discovery the engine last read.
-pub async fn sweep(engine: &Engine) -> SweepOutcome {
-    let mut outcome = SweepOutcome::default();
+/// Cleans what is handed over, and once the initial sync is done, every type no flow
+/// copies. Never fails: what it cannot delete is logged; a side that does not answer is
+/// waited for and the work retried.
+pub async fn run(engine: Arc<Engine>) {
+    let mut swept_all = false;
+    let mut attempt = 0;
+    loop {
+        if !swept_all && engine.initial_sync_done() {
+            swept_all = true;
+            queue_orphan_types(&engine);
+        }
+        let mut unreachable = false;
+        let mut deleted = 0;
+        for (side, ty) in engine.orphans.take() {
+            if unreachable {
+                engine.orphans.clean(side, ty);
+                continue;
+            }
+            // The selection may have changed meanwhile: a type copied again is its flow's.
+            if still_copied(&engine, side, &ty) {
+                continue;
+            }
+            match clean_type(&engine, side, &ty).await {
+                Ok(n) => deleted += n,
+                Err(e) if e.is_transport() => {
+                    // Said once for the side; this type and the rest wait for it.
+                    engine.lost_contact(side, &e);
+                    tracing::debug!(%side, "cleaning orphaned copies stopped: {e}");
+                    unreachable = true;
+                    engine.orphans.clean(side, ty);
+                }
+                // Many types are not listable by a restricted syncer, and some vanish.
+                Err(e) if matches!(e.code(), Some(403 | 404)) => {
+                    tracing::debug!(%side, "skipped cleaning a resource type: {e}");
+                }
+                Err(e) => tracing::warn!(%side, "skipped cleaning a resource type: {e}"),
+            }
+        }
+        if deleted > 0 {
+            tracing::info!(
+                deleted,
+                "deleted copies of resource types that are no longer synced"
+            );
+        }
+        if unreachable {
+            tokio::time::sleep(backoff(Duration::from_secs(1), Duration::from_secs(30), attempt)).await;
+            attempt = attempt.saturating_add(1);
+            engine.up.reachable().await;
+            engine.down.reachable().await;
+            continue;
+        }
+        attempt = 0;
+        if swept_all {
+            engine.orphans.wake.notified().await;
+        } else {
+            tokio::select! {
+                _ = engine.orphans.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+}
+
+/// Hands every type of both sides' discovery that no flow copies to the cleaner.
+fn queue_orphan_types(engine: &Engine) {
     let Some(discovery) = engine.discovery.read().clone() else {
-        return outcome;
+        return;
     };
     for side in [Side::Downstream, Side::Upstream] {
         let here = match side {
             Side::Downstream => &discovery.downstream,
             Side::Upstream => &discovery.upstream,
         };
-        let copied = || copied_types(engine, side, &discovery.upstream, &discovery.downstream);
-        let orphaned = |resource: &DiscoveredResource| {
-            !orphan_types(std::slice::from_ref(resource), &copied()).is_empty()
-        };
-        let candidates: Vec<DiscoveredResource> =
-            orphan_types(here, &copied()).into_iter().cloned().collect();
-        for resource in candidates {
-            // The configs may have changed while sweeping: a type copied again is its flow's.
-            if !orphaned(&resource) {
-                continue;
-            }
-            match sweep_type(engine, side, &resource).await {
-                Ok(deleted) => outcome.deleted += deleted,
-                Err(e) if e.is_transport() => {
-                    // Said once for the side; the rest of it waits for the next sweep.
-                    outcome.unreachable = true;
-                    engine.lost_contact(side, &e);
-                    tracing::debug!(%side, "sweep stopped on this side: {e}");
-                    break;
-                }
-                Err(e) => {
-                    // Many types are not listable by a restricted syncer, and some vanish.
-                    if matches!(e.code(), Some(403 | 404)) {
-                        tracing::debug!(%side, "sweep skipped a resource type: {e}");
-                    } else {
-                        tracing::warn!(%side, "sweep skipped a resource type: {e}");
-                    }
-                }
-            }
+        let copied = copied_types(engine, side, &discovery.upstream, &discovery.downstream);
+        for found in orphan_types(here, &copied) {
+            engine.orphans.clean(side, resource_type(found));
         }
     }
-    if outcome.deleted > 0 {
-        tracing::info!(
-            deleted = outcome.deleted,
-            "deleted copies of resource types no SyncerConfig names any more"
-        );
-    } else {
-        tracing::debug!("no copies of resource types no SyncerConfig names any more");
-    }
-    outcome
+}
+
+/// Whether `ty` on `side` is (again) a type whose copies are wanted.
+fn still_copied(engine: &Engine, side: Side, ty: &ResourceType) -> bool {
+    let Some(discovery) = engine.discovery.read().clone() else {
+        return false;
+    };
+    let copied = copied_types(engine, side, &discovery.upstream, &discovery.downstream);
+    is_copied(ty, &copied)
 }
 
 /// The direction whose copies live on `side`.
@@ -190,9 +227,9 @@ fn copies_on(side: Side) -> Direction {
     }
 }
 
-/// The resource types whose copies live on `side` and are still wanted: those of the live,
-/// non-retiring flows, and those the current selection resolves to against `sources` (the
-/// other side's discovery), whose flows may be about to start.
+/// The resource types whose copies live on `side` and are still wanted: the destination
+/// types of the live flows, and of those the current selection resolves to (whose flows
+/// may be about to start).
 fn copied_types(
     engine: &Engine,
     side: Side,
@@ -203,7 +240,7 @@ fn copied_types(
     let mut types: Vec<ResourceType> = engine
         .flows()
         .iter()
-        .filter(|flow| flow.target.direction == direction && !flow.is_retiring())
+        .filter(|flow| flow.target.direction == direction)
         .map(|flow| flow.dest.clone())
         .collect();
     let Plan { downsync, upsync } = engine.profile.selection.resolve(upstream, downstream);
@@ -216,14 +253,20 @@ fn copied_types(
     types
 }
 
-/// The resource types of `discovered` (one side's discovery) to sweep for orphaned copies:
-/// the group's preferred version, not a subresource, `list` and `delete` allowed, and not
-/// one of `copied` (the types whose copies live on that side, matched by group and
-/// resource whatever the version).
+/// Whether `ty` is one of `copied`, matched by group and resource whatever the version.
 ///
-/// A type with the plural and kind of a copied type in another group is skipped too: the
+/// A type with the plural and kind of a copied type in another group counts too: the
 /// same objects can be served under two groups (core `events` and `events.k8s.io`
-/// `events`), and sweeping the alias would delete live copies.
+/// `events`), and cleaning the alias would delete live copies.
+pub fn is_copied(ty: &ResourceType, copied: &[ResourceType]) -> bool {
+    copied
+        .iter()
+        .any(|t| t.id.resource == ty.id.resource && (t.id.group == ty.id.group || t.kind == ty.kind))
+}
+
+/// The resource types of `discovered` (one side's discovery) to look at for orphaned
+/// copies: the group's preferred version, not a subresource, `list` and `delete`
+/// allowed, and not [copied](is_copied).
 pub fn orphan_types<'a>(
     discovered: &'a [DiscoveredResource],
     copied: &[ResourceType],
@@ -232,44 +275,33 @@ pub fn orphan_types<'a>(
     discovered
         .iter()
         .filter(|d| d.preferred && !d.resource.contains('/') && allows(d, "list") && allows(d, "delete"))
-        .filter(|d| {
-            !copied
-                .iter()
-                .any(|t| t.id.resource == d.resource && (t.id.group == d.group || t.kind == d.kind))
-        })
+        .filter(|d| !is_copied(&resource_type(d), copied))
         .collect()
 }
 
-/// A listed object's metadata as an object of `resource` (metadata-only list items say
+fn resource_type(resource: &DiscoveredResource) -> ResourceType {
+    ResourceType {
+        id: ResourceId::new(
+            &resource.group,
+            &resource.version,
+            &resource.resource,
+            resource.namespaced,
+        ),
+        kind: resource.kind.clone(),
+    }
+}
+
+/// A listed object's metadata as an object of `ty` (metadata-only list items say
 /// `kind: PartialObjectMetadata`).
-fn listed_object(resource: &DiscoveredResource, meta: &ObjectMeta) -> Value {
+fn listed_object(ty: &ResourceType, meta: &ObjectMeta) -> Value {
     json!({
-        "apiVersion": resource_id(resource).api_version(),
-        "kind": resource.kind,
+        "apiVersion": ty.id.api_version(),
+        "kind": ty.kind,
         "metadata": meta,
     })
 }
 
-fn resource_id(resource: &DiscoveredResource) -> ResourceId {
-    ResourceId::new(
-        &resource.group,
-        &resource.version,
-        &resource.resource,
-        resource.namespaced,
-    )
-}
-
-fn api_resource(resource: &DiscoveredResource) -> ApiResource {
-    ApiResource {
-        group: resource.group.clone(),
-        version: resource.version.clone(),
-        api_version: resource_id(resource).api_version(),
-        kind: resource.kind.clone(),
-        plural: resource.resource.clone(),
-    }
-}
-
-/// A copy found by the sweep.
+/// A copy found by the cleaner.
 struct Orphan {
     namespace: Option<String>,
     name: String,
@@ -285,12 +317,12 @@ impl std::fmt::Display for Orphan {
     }
 }
 
-/// Lists this syncer's labelled objects of `resource` on `side` and deletes its copies.
-/// Returns how many it deleted.
-async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) -> Result<usize, SweepError> {
-    let id = resource_id(resource).to_string();
+/// Lists this syncer's copies of `ty` on `side` and deletes the orphaned ones. Returns
+/// how many it deleted.
+async fn clean_type(engine: &Engine, side: Side, ty: &ResourceType) -> Result<usize, CleanError> {
+    let id = ty.id.to_string();
     let client = engine.side(side);
-    let ar = api_resource(resource);
+    let ar = ty.api_resource();
     let all: Api<DynamicObject> = Api::all_with(client.client.clone(), &ar);
     let marks = &engine.profile.marks;
     let selector = marks.copy_selector();
@@ -303,20 +335,20 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
         let page = all
             .list_metadata(&params)
             .await
-            .map_err(|source| SweepError::List {
+            .map_err(|source| CleanError::List {
                 side,
                 resource: id.clone(),
                 source,
             })?;
         for item in &page.items {
             let meta = &item.metadata;
-            if !marks.is_orphaned_copy(&listed_object(resource, meta), side) {
+            if !marks.is_orphaned_copy(&listed_object(ty, meta), side) {
                 continue;
             }
             // Deleting needs a uid precondition: without one, never.
             if let (Some(name), Some(uid)) = (&meta.name, &meta.uid) {
                 orphans.push(Orphan {
-                    namespace: meta.namespace.clone().filter(|_| resource.namespaced),
+                    namespace: meta.namespace.clone().filter(|_| ty.id.namespaced),
                     name: name.clone(),
                     uid: uid.clone(),
                 });
@@ -338,8 +370,7 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
             Some(ns) => Api::namespaced_with(client.client.clone(), ns, &ar),
             None => Api::all_with(client.client.clone(), &ar),
         };
-        let is_namespace = resource.group.is_empty() && resource.resource == "namespaces";
-        if side == Side::Downstream && is_namespace && engine.keeps_copies_in(&orphan.name) {
+        if side == Side::Downstream && ty.id.is_namespaces() && engine.keeps_copies_in(&orphan.name) {
             // Deleting it would delete the copies it still holds (see Engine::keeps_copies_in).
             client.limiter.acquire().await;
             let release = api
@@ -355,7 +386,7 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(source) => {
-                    return Err(SweepError::Release {
+                    return Err(CleanError::Release {
                         side,
                         object: orphan.to_string(),
                         source,
@@ -376,12 +407,12 @@ async fn sweep_type(engine: &Engine, side: Side, resource: &DiscoveredResource) 
             Ok(_) => {
                 deleted += 1;
                 engine.metrics.synced(direction, &id);
-                tracing::info!(%side, resource = %id, object = %orphan, "deleted a copy whose resource type no SyncerConfig names any more");
+                tracing::info!(%side, resource = %id, object = %orphan, "deleted a copy whose resource type is no longer synced");
             }
             // Gone already, or replaced by another object since it was listed.
             Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {}
             Err(source) => {
-                return Err(SweepError::Delete {
+                return Err(CleanError::Delete {
                     side,
                     resource: id,
                     object: orphan.to_string(),
@@ -425,7 +456,7 @@ mod tests {
     }
 
     fn names(types: Vec<&DiscoveredResource>) -> Vec<String> {
-        types.iter().map(|d| resource_id(d).to_string()).collect()
+        types.iter().map(|d| resource_type(d).id.to_string()).collect()
     }
 
     #[test]
@@ -477,9 +508,31 @@ mod tests {
             namespace: Some("app".into()),
             ..Default::default()
         };
-        let obj = listed_object(&resource, &meta);
+        let obj = listed_object(&resource_type(&resource), &meta);
         assert_eq!(obj["apiVersion"], "apps/v1");
         assert_eq!(obj["kind"], "Deployment");
         assert_eq!(obj["metadata"]["name"], "web");
+    }
+
+    #[test]
+    fn a_type_is_cleaned_once_however_often_it_is_handed_over() {
+        let cleaner = OrphanCleaner::default();
+        let secrets = target("", "v1", "secrets", "Secret");
+        cleaner.clean(Side::Downstream, secrets.clone());
+        cleaner.clean(Side::Downstream, secrets.clone());
+        cleaner.clean(Side::Upstream, secrets.clone());
+        assert_eq!(cleaner.pending(), 2, "once per side");
+        assert_eq!(cleaner.take().len(), 2);
+        assert_eq!(cleaner.pending(), 0);
+    }
+
+    #[test]
+    fn a_retired_type_that_is_copied_again_is_left_to_its_flow() {
+        let copied = [target("apps", "v1", "deployments", "Deployment")];
+        assert!(is_copied(
+            &target("apps", "v1beta1", "deployments", "Deployment"),
+            &copied
+        ));
+        assert!(!is_copied(&target("", "v1", "secrets", "Secret"), &copied));
     }
 }
