@@ -131,21 +131,14 @@ impl Flow {
 
     /// The key of the source object `source`: its copy's key mapped by `mapping`.
     pub fn source_key(&self, mapping: &dyn Mapping, source: ObjectRef) -> Key {
-        Key {
-            flow: self.id,
-            dest: mapping.dest_ref(&self.target, &source),
-            source: Some(source),
-        }
+        let dest = mapping.dest_ref(&self.target, &source);
+        Key::new(self.id, Some(source), dest)
     }
 
     /// The key of the copy `dest`: its source's key mapped back by `mapping` (none if
     /// it maps to no source).
     pub fn copy_key(&self, mapping: &dyn Mapping, dest: ObjectRef) -> Key {
-        Key {
-            flow: self.id,
-            source: mapping.source_ref(&self.target, &dest),
-            dest,
-        }
+        Key::new(self.id, mapping.source_ref(&self.target, &dest), dest)
     }
 
     /// Whether both stores are listed, so reconciling can trust absence.

@@ -45,20 +45,55 @@ const RECONNECT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 pub struct Key {
     /// The flow (resource types and direction).
     pub flow: FlowId,
+    refs: KeyRefs,
+}
+
+/// Both references, held once when they are the same (every key of a profile that
+/// keeps names): keys fill the queue by the ten thousand during an initial sync, and
+/// the queue keeps its capacity afterwards.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum KeyRefs {
+    Same(ObjectRef),
+    Mapped(Box<(Option<ObjectRef>, ObjectRef)>),
+}
+
+impl Key {
+    /// The key of the source `source` (`None` for a copy that maps back to no source)
+    /// whose copy is `dest`.
+    pub fn new(flow: FlowId, source: Option<ObjectRef>, dest: ObjectRef) -> Key {
+        let refs = if source.as_ref() == Some(&dest) {
+            KeyRefs::Same(dest)
+        } else {
+            KeyRefs::Mapped(Box::new((source, dest)))
+        };
+        Key { flow, refs }
+    }
+
     /// The source object; `None` for a copy that maps back to no source (see
     /// [`crate::profile::Mapping::source_ref`]).
-    pub source: Option<ObjectRef>,
+    pub fn source(&self) -> Option<&ObjectRef> {
+        match &self.refs {
+            KeyRefs::Same(object) => Some(object),
+            KeyRefs::Mapped(refs) => refs.0.as_ref(),
+        }
+    }
+
     /// The copy on the destination side (which may not exist yet).
-    pub dest: ObjectRef,
+    pub fn dest(&self) -> &ObjectRef {
+        match &self.refs {
+            KeyRefs::Same(object) => object,
+            KeyRefs::Mapped(refs) => &refs.1,
+        }
+    }
 }
 
 impl std::fmt::Display for Key {
     /// The source (`ns/name`), followed by where its copy lands if that differs.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.source {
-            Some(source) if *source == self.dest => write!(f, "{source}"),
-            Some(source) => write!(f, "{source} (copy {})", self.dest),
-            None => write!(f, "copy {} (no source)", self.dest),
+        match self.source() {
+            Some(source) if source == self.dest() => write!(f, "{source}"),
+            Some(source) => write!(f, "{source} (copy {})", self.dest()),
+            None => write!(f, "copy {} (no source)", self.dest()),
         }
     }
 }
@@ -585,11 +620,23 @@ mod tests {
             namespace: Some("app".into()),
             name: name.into(),
         };
-        Key {
-            flow: 1,
-            source: Some(object.clone()),
-            dest: object,
-        }
+        Key::new(1, Some(object.clone()), object)
+    }
+
+    #[test]
+    fn a_key_holds_one_reference_when_source_and_copy_share_it() {
+        let same = key("a");
+        assert_eq!(same.source(), Some(same.dest()));
+        assert!(matches!(same.refs, KeyRefs::Same(_)));
+        // Keys fill the queue by the ten thousand, which keeps its capacity.
+        assert!(std::mem::size_of::<Key>() <= std::mem::size_of::<ObjectRef>() + 16);
+        let moved = ObjectRef {
+            namespace: Some("p-app".into()),
+            name: "a".into(),
+        };
+        let mapped = Key::new(1, same.source().cloned(), moved.clone());
+        assert_eq!((mapped.source(), mapped.dest()), (same.source(), &moved));
+        assert_ne!(mapped, same);
     }
 
     #[tokio::test]

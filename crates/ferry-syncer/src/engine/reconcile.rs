@@ -366,7 +366,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
         // completing queues the keys again.
         return Ok(());
     }
-    let source = key.source.as_ref().and_then(|s| flow.sources.get(s));
+    let source = key.source().and_then(|s| flow.sources.get(s));
     let source_alive = source.as_deref().is_some_and(|s| !is_deleting(s));
     if source.is_none() && !flow.sources.is_synced() {
         // Nor does absence of a source while the sources are still being listed. A source
@@ -377,7 +377,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
     let marks = &*profile.marks;
     let id = &flow.target.id;
     let direction = flow.target.direction;
-    let source = match (&key.source, source) {
+    let source = match (key.source(), source) {
         (Some(source_key), Some(s))
             if !is_deleting(&s)
                 // Never send a copy back where it came from.
@@ -389,12 +389,12 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
         }
         _ => None,
     };
-    let copy = flow.copies.get(&key.dest);
+    let copy = flow.copies.get(key.dest());
     let dest = Writer {
         engine,
         flow,
         side: flow.dest_side(),
-        object: &key.dest,
+        object: key.dest(),
     };
     let metric = direction_of(flow);
     let resource = flow.resource_name();
@@ -408,10 +408,10 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             let holds_wanted_copies = direction == Direction::Downsync
                 && flow.dest.id.is_namespaces()
                 && source_alive
-                && engine.keeps_copies_in(&key.dest.name);
+                && engine.keeps_copies_in(&key.dest().name);
             if holds_wanted_copies {
                 dest.release().await?;
-                tracing::info!(namespace = %key.dest, "released the namespace copy (no longer wanted, but it holds other copies)");
+                tracing::info!(namespace = %key.dest(), "released the namespace copy (no longer wanted, but it holds other copies)");
             } else {
                 dest.delete(&copy).await?;
                 engine.metrics.synced(metric, &resource);
@@ -424,7 +424,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
     let desired = desired_copy(
         &source,
         direction,
-        &key.dest,
+        key.dest(),
         flow.object_type(flow.dest_side()),
         marks,
     );
@@ -438,7 +438,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             // Reported state: the copy's status goes back to the source. The copy in the
             // store is what the destination last reported. CRDs keep their own status.
             let returnable = engine.return_status && id.group != "apiextensions.k8s.io";
-            if let (true, Some(actual), Some(source_key)) = (returnable, copy.as_deref(), &key.source) {
+            if let (true, Some(actual), Some(source_key)) = (returnable, copy.as_deref(), key.source()) {
                 if let Some(status) = status_for_upstream(actual) {
                     if status_differs(&source, &status) {
                         let up = Writer {
@@ -517,7 +517,7 @@ async fn create_or_adopt(
     let mut created = dest.create(desired).await;
     if let Err(e) = &created {
         if e.code() == Some(404) && dest.object.namespace.is_some() {
-            let source_namespace = key.source.as_ref().and_then(|s| s.namespace.as_deref());
+            let source_namespace = key.source().and_then(|s| s.namespace.as_deref());
             dest.ensure_namespace(source_namespace).await?;
             created = dest.create(desired).await;
         }
@@ -549,7 +549,7 @@ async fn create_or_adopt(
                     dest_ty.kind,
                     flow.dest_side(),
                     flow.source_side(),
-                    key.source.as_ref().unwrap_or(&key.dest),
+                    key.source().unwrap_or(key.dest()),
                 );
                 tracing::info!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "adopted an existing object");
                 events::post(
@@ -583,8 +583,8 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
         last.insert(key.clone(), message.clone());
     }
     let upstream_obj = match flow.target.direction {
-        Direction::Downsync => key.source.as_ref().and_then(|s| flow.sources.get(s)),
-        Direction::Upsync => flow.copies.get(&key.dest),
+        Direction::Downsync => key.source().and_then(|s| flow.sources.get(s)),
+        Direction::Upsync => flow.copies.get(key.dest()),
     };
     if let Some(obj) = upstream_obj {
         events::post(

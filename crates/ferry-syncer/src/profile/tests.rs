@@ -112,16 +112,20 @@ fn a_source_and_its_copy_share_one_key_carrying_both_references() {
     let from_source = flow.source_key(&Prefix, object_ref("app", "a"));
     let from_copy = flow.copy_key(&Prefix, object_ref("p-app", "a"));
     assert_eq!(from_source, from_copy);
-    assert_eq!(from_source.source, Some(object_ref("app", "a")));
-    assert_eq!(from_source.dest, object_ref("p-app", "a"));
+    assert_eq!(from_source.source(), Some(&object_ref("app", "a")));
+    assert_eq!(from_source.dest(), &object_ref("p-app", "a"));
     assert_eq!(from_source.to_string(), "app/a (copy p-app/a)");
 }
 
 #[test]
 fn a_copy_that_maps_to_no_source_is_keyed_without_one() {
     let key = toy_flow().copy_key(&Prefix, object_ref("elsewhere", "a"));
-    assert_eq!(key.source, None, "reconciled as a copy without a source: deleted");
-    assert_eq!(key.dest, object_ref("elsewhere", "a"));
+    assert_eq!(
+        key.source(),
+        None,
+        "reconciled as a copy without a source: deleted"
+    );
+    assert_eq!(key.dest(), &object_ref("elsewhere", "a"));
 }
 
 #[test]
@@ -174,7 +178,7 @@ fn the_desired_copy_lands_where_the_mapping_says_marked_by_the_profile() {
     let copy = desired_copy(
         &source,
         Direction::Downsync,
-        &key.dest,
+        key.dest(),
         flow.object_type(flow.dest_side()),
         &ToyMarks,
     );
