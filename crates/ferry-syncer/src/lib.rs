@@ -75,6 +75,17 @@ impl RunningSyncer {
         self.engine.queue.len()
     }
 
+    /// The client-side limit on requests to `side` now: `(qps, burst)`; qps `0` means
+    /// none (see [`ratelimit`]).
+    pub fn request_limit(&self, side: Side) -> (f32, u32) {
+        self.engine.side(side).limiter.limit()
+    }
+
+    /// How `side`'s server paces clients, once it has answered a probe.
+    pub fn server_pacing(&self, side: Side) -> Option<ratelimit::ServerPacing> {
+        self.engine.side(side).server_pacing()
+    }
+
     /// Stops every task and watch.
     pub async fn stop(self) {
         self.engine.shut_down();
@@ -95,8 +106,9 @@ pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
         !opts.sync_target_name.is_empty(),
         "--sync-target-name must not be empty"
     );
-    let up = SideClient::new(Side::Upstream, opts.upstream.clone(), opts.qps, opts.burst)?;
-    let down = SideClient::new(Side::Downstream, opts.downstream.clone(), opts.qps, opts.burst)?;
+    let pacing = ratelimit::Pacing::from_flags(opts.qps, opts.burst);
+    let up = SideClient::new(Side::Upstream, opts.upstream.clone(), pacing)?;
+    let down = SideClient::new(Side::Downstream, opts.downstream.clone(), pacing)?;
     let timing = Timing {
         discovery_refresh: opts.discovery_refresh,
         probe_period: opts.probe_period,

@@ -595,7 +595,7 @@ mod tests {
     fn engine() -> Arc<Engine> {
         let side = |side| {
             let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-            SideClient::new(side, config, 0.0, 1).unwrap()
+            SideClient::new(side, config, crate::ratelimit::Pacing::from_flags(Some(0.0), 1)).unwrap()
         };
         let timing = Timing {
             discovery_refresh: Duration::from_secs(10),

@@ -312,7 +312,7 @@ mod tests {
             selection: RwLock::new(Arc::default()),
             revision: AtomicU64::new(0),
         };
-        assert!(state.set_selection(SyncSelection::from_configs(&[config.clone()]).0));
+        assert!(state.set_selection(SyncSelection::from_configs(std::slice::from_ref(&config)).0));
         assert!(
             !state.set_selection(SyncSelection::from_configs(&[config]).0),
             "unchanged"
