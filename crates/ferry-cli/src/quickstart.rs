@@ -435,8 +435,8 @@ async fn register(
         namespace: None,
         lifetime: Duration::from_secs(8760 * 3600),
         replicas: 1,
-        qps: 30.0,
-        burst: 20,
+        qps: None,
+        burst: None,
         kubeconfig: None,
         context: None,
     };

@@ -43,11 +43,14 @@ pub struct SyncerGenArgs {
     /// Syncer replicas (0 or 1: the syncer does not elect a leader).
     #[arg(long, default_value_t = 1)]
     pub replicas: i32,
-    /// Upstream QPS and burst for the syncer.
-    #[arg(long, default_value_t = 30.0)]
-    pub qps: f32,
-    #[arg(long, default_value_t = 20)]
-    pub burst: u32,
+    /// The syncer's --qps (a cap on requests per second to each side). Unset, the
+    /// syncer goes at each server's pace where the server paces clients itself (see
+    /// `ferry syncer --help`).
+    #[arg(long)]
+    pub qps: Option<f32>,
+    /// The syncer's --burst.
+    #[arg(long)]
+    pub burst: Option<u32>,
     /// Kubeconfig pointing at the mailbox workspace (default: $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -252,6 +255,16 @@ fn manifest(
     args: &SyncerGenArgs,
 ) -> anyhow::Result<String> {
     let labels = json!({"app.kubernetes.io/name": "ferry-syncer", "ferry.dev/sync-target": name});
+    let mut syncer_args = vec![
+        "syncer".to_string(),
+        format!("--from-kubeconfig={UPSTREAM_MOUNT}/kubeconfig"),
+        format!("--sync-target-name={name}"),
+        format!("--sync-target-uid={uid}"),
+    ];
+    // Unset, the syncer goes at each server's pace (see `ferry syncer --help`).
+    syncer_args.extend(args.qps.map(|qps| format!("--qps={qps}")));
+    syncer_args.extend(args.burst.map(|burst| format!("--burst={burst}")));
+    syncer_args.push("--health-address=0.0.0.0:8080".to_string());
     let objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": ns}}),
@@ -273,15 +286,7 @@ fn manifest(
                     "containers": [{
                         "name": "ferry-syncer",
                         "image": args.syncer_image,
-                        "args": [
-                            "syncer",
-                            format!("--from-kubeconfig={UPSTREAM_MOUNT}/kubeconfig"),
-                            format!("--sync-target-name={name}"),
-                            format!("--sync-target-uid={uid}"),
-                            format!("--qps={}", args.qps),
-                            format!("--burst={}", args.burst),
-                            "--health-address=0.0.0.0:8080".to_string(),
-                        ],
+                        "args": syncer_args,
                         "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
                         "ports": [{"name": "health", "containerPort": 8080}],
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}},

@@ -385,7 +385,9 @@ async fn duplicate_fields_follow_field_validation() {
     assert_eq!(code, 201, "{body}");
     assert_eq!(body["data"]["a"], "2", "the last one wins");
     assert!(
-        warnings.iter().any(|w| w.contains("duplicate field") && w.contains("data.a")),
+        warnings
+            .iter()
+            .any(|w| w.contains("duplicate field") && w.contains("data.a")),
         "{warnings:?}"
     );
     let (code, warnings, _) = send(

@@ -1,27 +1,32 @@
 //! Ferry syncer engine.
 //!
+//! One engine, several profiles: [`profile`] describes the seam (selection, mapping,
+//! marks, configuration source) between the core loop and what makes a KubeStellar, kcp
+//! TMC or api-syncagent syncer different; [`profiles`] holds the implementations.
+//!
 //! The pure parts, unit-tested without any server:
-//! - [`selection`]: which objects go down and up (the merge of all SyncerConfigs), and
-//!   which resource types to watch on each side once discovery is known.
-//! - [`transform`]: how a copy is made (server fields stripped, ownership marked), when it
+//! - [`selection`]: which objects go down and up (the KubeStellar profile's merge of all
+//!   SyncerConfigs), and which resource types to watch on each side once discovery is
+//!   known.
+//! - [`transform`]: how a copy is made (server fields stripped, mapped, marked), when it
 //!   needs an update, and how status returns upstream.
 //!
 //! The running parts:
 //! - [`engine`]: the core loop: a flow (two watches) per resource type and direction, a
 //!   keyed work queue with per-key backoff, `--workers` reconcilers.
-//! - [`config`]: SyncerConfigs watched and merged live; the conditions judged from them.
-//! - [`heartbeat`]: `status.lastSyncerHeartbeatTime` and conditions on every SyncerConfig.
+//! - [`profiles::kubestellar`]: SyncerConfigs watched and merged live; conditions and
+//!   heartbeats written back onto them.
 //! - [`metrics`] and [`health`]: `/metrics`, `/healthz`, `/readyz`.
 //!
 //! [`start`] runs a syncer in-process (tests, `ferry quickstart`); [`run`] runs one until
 //! a shutdown signal (`ferry syncer`).
 
-pub mod config;
 pub mod engine;
 pub mod health;
-pub mod heartbeat;
 pub mod metrics;
 pub mod options;
+pub mod profile;
+pub mod profiles;
 pub mod ratelimit;
 pub mod selection;
 pub mod side;
@@ -70,6 +75,17 @@ impl RunningSyncer {
         self.engine.queue.len()
     }
 
+    /// The client-side limit on requests to `side` now: `(qps, burst)`; qps `0` means
+    /// none (see [`ratelimit`]).
+    pub fn request_limit(&self, side: Side) -> (f32, u32) {
+        self.engine.side(side).limiter.limit()
+    }
+
+    /// How `side`'s server paces clients, once it has answered a probe.
+    pub fn server_pacing(&self, side: Side) -> Option<ratelimit::ServerPacing> {
+        self.engine.side(side).server_pacing()
+    }
+
     /// Stops every task and watch.
     pub async fn stop(self) {
         self.engine.shut_down();
@@ -90,15 +106,20 @@ pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
         !opts.sync_target_name.is_empty(),
         "--sync-target-name must not be empty"
     );
-    let up = SideClient::new(Side::Upstream, opts.upstream.clone(), opts.qps, opts.burst)?;
-    let down = SideClient::new(Side::Downstream, opts.downstream.clone(), opts.qps, opts.burst)?;
+    let pacing = ratelimit::Pacing::from_flags(opts.qps, opts.burst);
+    let up = SideClient::new(Side::Upstream, opts.upstream.clone(), pacing)?;
+    let down = SideClient::new(Side::Downstream, opts.downstream.clone(), pacing)?;
     let timing = Timing {
         discovery_refresh: opts.discovery_refresh,
         probe_period: opts.probe_period,
         max_watch_backoff: opts.max_backoff.min(std::time::Duration::from_secs(5)),
     };
+    let profile = opts.profile.clone().unwrap_or_else(|| {
+        profiles::kubestellar::KubeStellar::profile(&opts.sync_target_name, opts.heartbeat_period)
+    });
     let engine = Engine::new(
         opts.sync_target_name.clone(),
+        profile,
         opts.return_status,
         timing,
         up,
@@ -108,6 +129,7 @@ pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
     );
     tracing::info!(
         sync_target = %opts.sync_target_name,
+        profile = engine.profile.name,
         uid = opts.sync_target_uid.as_deref().unwrap_or(""),
         upstream = %opts.upstream.cluster_url,
         downstream = %opts.downstream.cluster_url,
@@ -133,16 +155,10 @@ pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
 
     tasks.push(tokio::spawn(engine.clone().probe_loop(Side::Upstream)));
     tasks.push(tokio::spawn(engine.clone().probe_loop(Side::Downstream)));
-    tasks.push(tokio::spawn(config::watch_configs(engine.clone())));
+    tasks.extend(engine.profile.config.clone().start(&engine));
     tasks.push(tokio::spawn(engine.clone().resolve_loop()));
-    tasks.push(tokio::spawn(heartbeat::status_loop(
-        engine.clone(),
-        opts.heartbeat_period,
-    )));
     tasks.push(tokio::spawn(engine.clone().watch_initial_sync()));
-    tasks.push(tokio::spawn(engine::sweep::sweep_after_initial_sync(
-        engine.clone(),
-    )));
+    tasks.push(tokio::spawn(engine::orphans::run(engine.clone())));
     for _ in 0..opts.workers.max(1) {
         tasks.push(tokio::spawn(engine.clone().work()));
     }

@@ -18,9 +18,12 @@ pub struct SyncerOptions {
     pub sync_target_uid: Option<String>,
     /// Concurrent reconcilers.
     pub workers: usize,
-    /// Requests per second to each side (token bucket); `0` or less means unlimited.
-    pub qps: f32,
-    /// Bucket size: requests that may go at once before `qps` applies.
+    /// Requests per second to each side (token bucket), a cap whatever the server; `0`
+    /// or less means unlimited. `None` (the default) goes at the server's pace where the
+    /// server paces clients itself (API priority and fairness, or a Ferry hub), and at
+    /// [`crate::ratelimit::FALLBACK_QPS`] elsewhere (see [`crate::ratelimit`]).
+    pub qps: Option<f32>,
+    /// Bucket size: requests that may go at once before the per-second limit applies.
     pub burst: u32,
     /// How often `status.lastSyncerHeartbeatTime` and conditions are written.
     pub heartbeat_period: Duration,
@@ -42,11 +45,15 @@ pub struct SyncerOptions {
     pub min_backoff: Duration,
     /// Longest retry delay of a failing object (and of a failing watch).
     pub max_backoff: Duration,
+    /// What kind of syncer this is (see [`crate::profile`]); `None` means the
+    /// KubeStellar profile for `sync_target_name`.
+    pub profile: Option<crate::profile::Profile>,
 }
 
 impl SyncerOptions {
-    /// Options with the reference defaults: 4 workers, 30 qps, burst 20, heartbeat every
-    /// 20 s, discovery re-read every 10 s while something is missing.
+    /// Options with the reference defaults: 4 workers, requests at the server's pace
+    /// (30 qps, burst 20 to a server that does not pace clients), heartbeat every 20 s,
+    /// discovery re-read every 10 s while something is missing.
     pub fn new(upstream: kube::Config, downstream: kube::Config, sync_target_name: &str) -> Self {
         SyncerOptions {
             upstream,
@@ -54,8 +61,8 @@ impl SyncerOptions {
             sync_target_name: sync_target_name.to_string(),
             sync_target_uid: None,
             workers: 4,
-            qps: 30.0,
-            burst: 20,
+            qps: None,
+            burst: crate::ratelimit::FALLBACK_BURST,
             heartbeat_period: Duration::from_secs(20),
             metrics_address: None,
             health_address: None,
@@ -64,6 +71,7 @@ impl SyncerOptions {
             probe_period: Duration::from_secs(5),
             min_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(10),
+            profile: None,
         }
     }
 }

@@ -1,11 +1,15 @@
 //! The two servers a syncer talks to: a client, a rate limiter and reachability for each,
-//! and reading discovery into [`DiscoveredResource`]s.
+//! and reading discovery into [`DiscoveredResource`]s. The probe that checks
+//! reachability also reads whether the server paces clients itself, which decides the
+//! limiter's default (see [`crate::ratelimit`]).
 
 use std::time::{Duration, Instant};
 
 use kube::discovery::{Discovery, Scope};
 
-use crate::ratelimit::RateLimiter;
+use parking_lot::Mutex;
+
+use crate::ratelimit::{Pacing, RateLimiter, ServerPacing};
 use crate::selection::DiscoveredResource;
 
 /// Upstream (the workspace) or downstream (the workload cluster).
@@ -55,20 +59,66 @@ pub struct SideClient {
     pub client: kube::Client,
     /// Applied before every request the reconcilers make.
     pub limiter: RateLimiter,
+    pacing: Pacing,
+    /// How the server paces clients, once it has answered a probe.
+    server_pacing: Mutex<Option<ServerPacing>>,
     reachability: tokio::sync::watch::Sender<Reachability>,
 }
 
 impl SideClient {
-    /// A client for `config`, limited to `qps`/`burst`.
-    pub fn new(side: Side, config: kube::Config, qps: f32, burst: u32) -> anyhow::Result<Self> {
+    /// A client for `config`, its requests paced as `pacing` says (until the server has
+    /// answered a probe, as for a server that does not pace clients).
+    pub fn new(side: Side, config: kube::Config, pacing: Pacing) -> anyhow::Result<Self> {
         let client =
             kube::Client::try_from(config).map_err(|e| anyhow::anyhow!("building the {side} client: {e}"))?;
+        let (qps, burst) = pacing.limit_for(ServerPacing::Unknown);
         Ok(SideClient {
             side,
             client,
             limiter: RateLimiter::new(qps, burst),
+            pacing,
+            server_pacing: Mutex::new(None),
             reachability: tokio::sync::watch::Sender::new(Reachability::Unknown),
         })
+    }
+
+    /// How the server paces clients, as its last answer to a probe showed.
+    pub fn server_pacing(&self) -> Option<ServerPacing> {
+        *self.server_pacing.lock()
+    }
+
+    /// Records how the server paces clients and sets the limiter to match (a change is
+    /// logged once).
+    fn judged(&self, server: ServerPacing) {
+        let before = self.server_pacing.lock().replace(server);
+        if before == Some(server) {
+            return;
+        }
+        let (qps, burst) = self.pacing.limit_for(server);
+        self.limiter.set_limit(qps, burst);
+        let side = self.side;
+        let limit = if qps > 0.0 {
+            format!("at most {qps} requests per second (burst {burst})")
+        } else {
+            "no client-side limit".to_string()
+        };
+        match (self.pacing, server) {
+            (Pacing::Capped { .. }, _) => {
+                tracing::debug!(%side, ?server, "requests to the {side} server: {limit} (--qps)")
+            }
+            (_, ServerPacing::PriorityAndFairness) => tracing::info!(
+                %side,
+                "the {side} server does API priority and fairness: requests go at its pace ({limit}; --qps sets a cap)"
+            ),
+            (_, ServerPacing::FerryHub) => tracing::info!(
+                %side,
+                "the {side} server is a Ferry hub, which paces clients with 429 and Retry-After: requests go at its pace ({limit}; --qps sets a cap)"
+            ),
+            (_, ServerPacing::Unknown) => tracing::info!(
+                %side,
+                "the {side} server shows no API priority and fairness: requests are limited to {limit} (--qps changes it)"
+            ),
+        }
     }
 
     /// Whether the last contact succeeded.
@@ -122,13 +172,36 @@ impl SideClient {
         self.reachability.subscribe()
     }
 
-    /// `GET /version` with a deadline: `Err` says why the server did not answer.
+    /// `GET /version` with a deadline: `Err` says why the server did not answer. The
+    /// answer also shows whether the server paces clients itself; the limiter follows.
     pub async fn probe(&self, timeout: Duration) -> Result<(), String> {
-        match tokio::time::timeout(timeout, self.client.apiserver_version()).await {
-            Ok(Ok(_)) => Ok(()),
+        match tokio::time::timeout(timeout, self.version()).await {
+            Ok(Ok(server)) => {
+                self.judged(server);
+                Ok(())
+            }
             Ok(Err(e)) => Err(format!("GET /version failed: {e}")),
             Err(_) => Err(format!("no answer to GET /version within {timeout:?}")),
         }
+    }
+
+    /// `GET /version`, judged by its headers and body.
+    async fn version(&self) -> Result<ServerPacing, String> {
+        let request = http::Request::get("/version")
+            .body(kube::client::Body::empty())
+            .map_err(|e| e.to_string())?;
+        let response = self.client.send(request).await.map_err(|e| e.to_string())?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect_bytes().await.map_err(|e| e.to_string())?;
+        if !parts.status.is_success() {
+            return Err(format!(
+                "HTTP {}: {}",
+                parts.status,
+                String::from_utf8_lossy(&body).trim()
+            ));
+        }
+        let version: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        Ok(ServerPacing::of(&parts.headers, &version))
     }
 
     /// Every resource (and subresource, as `resource/sub`) the server serves.
@@ -188,7 +261,7 @@ mod tests {
 
     fn client() -> SideClient {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        SideClient::new(Side::Downstream, config, 0.0, 1).unwrap()
+        SideClient::new(Side::Downstream, config, Pacing::from_flags(Some(0.0), 1)).unwrap()
     }
 
     #[tokio::test]
@@ -204,6 +277,86 @@ mod tests {
         ));
         assert_eq!(side.mark_reachable(), None);
         assert_eq!(side.mark_unreachable(), Some(Reachability::Reachable));
+    }
+
+    /// A server answering `GET /version` with `headers` and `git_version`.
+    async fn fake_server(
+        headers: &'static [(&'static str, &'static str)],
+        git_version: &'static str,
+    ) -> kube::Config {
+        let app = axum::Router::new().route(
+            "/version",
+            axum::routing::get(move || async move {
+                let mut response = axum::response::IntoResponse::into_response(axum::Json(
+                    serde_json::json!({ "major": "1", "minor": "33", "gitVersion": git_version }),
+                ));
+                for (name, value) in headers {
+                    response
+                        .headers_mut()
+                        .insert(*name, http::HeaderValue::from_static(value));
+                }
+                response
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        kube::Config::new(format!("http://{addr}").parse().unwrap())
+    }
+
+    const APF: &[(&str, &str)] = &[
+        (
+            "x-kubernetes-pf-flowschema-uid",
+            "0e0e2a4e-7d0f-4b7e-9b0e-2f1f1c7a0001",
+        ),
+        (
+            "x-kubernetes-pf-prioritylevel-uid",
+            "0e0e2a4e-7d0f-4b7e-9b0e-2f1f1c7a0002",
+        ),
+    ];
+
+    #[tokio::test]
+    async fn the_default_limit_is_lifted_for_a_server_that_does_priority_and_fairness() {
+        let side = SideClient::new(
+            Side::Upstream,
+            fake_server(APF, "v1.33.1").await,
+            Pacing::from_flags(None, 20),
+        )
+        .unwrap();
+        assert_eq!(
+            side.limiter.limit(),
+            (crate::ratelimit::FALLBACK_QPS, 20),
+            "until it answers"
+        );
+        side.probe(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(side.server_pacing(), Some(ServerPacing::PriorityAndFairness));
+        assert_eq!(side.limiter.limit(), (0.0, 1), "no client-side limit");
+    }
+
+    #[tokio::test]
+    async fn the_default_limit_stays_for_a_server_that_shows_no_pacing() {
+        let side = SideClient::new(
+            Side::Upstream,
+            fake_server(&[], "v1.33.1").await,
+            Pacing::from_flags(None, 20),
+        )
+        .unwrap();
+        side.probe(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(side.server_pacing(), Some(ServerPacing::Unknown));
+        assert_eq!(side.limiter.limit(), (crate::ratelimit::FALLBACK_QPS, 20));
+    }
+
+    #[tokio::test]
+    async fn an_explicit_qps_is_a_cap_even_for_a_server_that_paces_clients() {
+        let side = SideClient::new(
+            Side::Upstream,
+            fake_server(APF, "v1.33.1").await,
+            Pacing::from_flags(Some(50.0), 80),
+        )
+        .unwrap();
+        side.probe(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(side.server_pacing(), Some(ServerPacing::PriorityAndFairness));
+        assert_eq!(side.limiter.limit(), (50.0, 80));
     }
 
     #[tokio::test]

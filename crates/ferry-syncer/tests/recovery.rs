@@ -105,7 +105,7 @@ async fn options(stage: &Stage) -> SyncerOptions {
         kube_config(&stage.wec, None).await,
         "florin",
     );
-    opts.qps = 0.0;
+    opts.qps = Some(0.0);
     opts
 }
 

@@ -687,3 +687,37 @@ async fn the_api_servers_own_kubernetes_service_is_never_synced() {
     assert_eq!(resource_version(&after), resource_version(&before));
     syncer.stop().await;
 }
+
+/// A default syncer (no `--qps`) recognises both hubs as pacing clients themselves and
+/// lifts its own limit, and still copies; an explicit `--qps` stays a cap.
+#[tokio::test]
+async fn a_default_syncer_goes_at_the_hubs_pace_and_an_explicit_qps_caps_it() {
+    use ferry_syncer::ratelimit::ServerPacing;
+    use ferry_syncer::side::Side;
+
+    let (up, wec, ws, mb, down) = single(&["app"]).await;
+    mb.create(&configmaps(), configmap("app", "paced", json!({ "a": "1" })))
+        .await;
+    let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
+    opts.qps = None;
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    wait_for(&down, &configmaps(), Some("app"), "paced", "copy", |_| true).await;
+    for side in [Side::Upstream, Side::Downstream] {
+        eventually(10, "the server judged", || async {
+            (syncer.server_pacing(side) == Some(ServerPacing::FerryHub)).then_some(())
+        })
+        .await;
+        assert_eq!(syncer.request_limit(side).0, 0.0, "{side}: no client-side limit");
+    }
+    syncer.stop().await;
+
+    let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
+    opts.qps = Some(25.0);
+    opts.burst = 7;
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    wait_ready(&syncer).await;
+    assert_eq!(syncer.server_pacing(Side::Upstream), Some(ServerPacing::FerryHub));
+    assert_eq!(syncer.request_limit(Side::Upstream), (25.0, 7), "--qps is a cap");
+    assert_eq!(syncer.request_limit(Side::Downstream), (25.0, 7));
+    syncer.stop().await;
+}

@@ -1,11 +1,14 @@
 //! A flow: one resource type travelling one way, with a watch on each side.
 //!
 //! A downsync flow watches every upstream object of its type (the sources) and, downstream,
-//! only this syncer's copies (label `ferry.dev/syncer=<name>`). An upsync flow is the
-//! mirror image. Every change on either side queues the object's key; every completed
-//! (re)list on either side queues every key of both sides.
+//! only this syncer's copies (selected by the profile's
+//! [`crate::profile::Marks::copy_selector`]). An
+//! upsync flow is the mirror image. Each side has its own resource type (the profile's
+//! [`Mapping`] may rename it) and its own keys: a source's key maps to its copy's, a
+//! copy's key back to its source's, and the queue [`Key`] carries both. Every change on
+//! either side queues the object's key; every completed (re)list on either side queues
+//! every key of both sides.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -14,14 +17,13 @@ use kube::core::ApiResource;
 use kube::runtime::watcher;
 use parking_lot::Mutex;
 
-use ferry_api::well_known::{syncer_label_value, SYNCER_LABEL};
-
 use super::problems::{permission_message, Problem, ProblemKey};
 use super::raw::RawObject;
 use super::retry::{needs_new_stream, WatchFailure, WatchRetry};
 use super::store::{ObjectRef, ObjectStore};
 use super::{Engine, Key};
-use crate::selection::{Direction, WatchTarget};
+use crate::profile::{Mapping, ResourceType};
+use crate::selection::{Direction, ResourceId, WatchTarget};
 use crate::side::Side;
 use crate::transform::ObjectType;
 
@@ -41,12 +43,14 @@ pub enum Role {
 pub struct Flow {
     /// Its id in queue keys.
     pub id: FlowId,
-    /// The resource type and direction.
+    /// The source side's resource type, and the direction.
     pub target: WatchTarget,
-    /// For `kube::Api<DynamicObject>`.
-    pub api_resource: ApiResource,
-    /// `apiVersion` and `kind` of its objects.
-    pub ty: ObjectType,
+    /// The destination side's resource type (the profile's [`Mapping::dest_type`]).
+    pub dest: ResourceType,
+    source_resource: ApiResource,
+    dest_resource: ApiResource,
+    source_ty: ObjectType,
+    dest_ty: ObjectType,
     /// Whether the upstream resource has a `/status` subresource (where reported state
     /// and upsynced status are written).
     pub status_subresource: bool,
@@ -54,30 +58,25 @@ pub struct Flow {
     pub sources: ObjectStore,
     /// This syncer's copies on the destination side.
     pub copies: ObjectStore,
-    retiring: AtomicBool,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Flow {
-    /// A flow for `target`; start its watches with [`Flow::start`].
-    pub fn new(id: FlowId, target: WatchTarget, status_subresource: bool) -> Arc<Flow> {
-        let id_ = &target.id;
-        let api_resource = ApiResource {
-            group: id_.group.clone(),
-            version: id_.version.clone(),
-            api_version: id_.api_version(),
-            kind: target.kind.clone(),
-            plural: id_.resource.clone(),
-        };
+    /// A flow from `target` (the source type) to `dest`; start its watches with
+    /// [`Flow::start`].
+    pub fn new(id: FlowId, target: WatchTarget, dest: ResourceType, status_subresource: bool) -> Arc<Flow> {
+        let source = ResourceType::from(&target);
         Arc::new(Flow {
             id,
-            ty: ObjectType::from(&target),
+            source_resource: source.api_resource(),
+            source_ty: source.object_type(),
+            dest_resource: dest.api_resource(),
+            dest_ty: dest.object_type(),
             target,
-            api_resource,
+            dest,
             status_subresource,
             sources: ObjectStore::default(),
             copies: ObjectStore::default(),
-            retiring: AtomicBool::new(false),
             tasks: Mutex::new(vec![]),
         })
     }
@@ -98,20 +97,48 @@ impl Flow {
         }
     }
 
-    /// The resource as metric labels and messages show it (`apps/v1/deployments`).
+    /// The source resource as metric labels and messages show it (`apps/v1/deployments`).
     pub fn resource_name(&self) -> String {
         self.target.id.to_string()
     }
 
-    /// Whether the configs no longer name this resource type: every copy is deleted,
-    /// then the flow stops.
-    pub fn is_retiring(&self) -> bool {
-        self.retiring.load(Ordering::Relaxed)
+    /// The resource type on `side`.
+    pub fn resource_id(&self, side: Side) -> &ResourceId {
+        if side == self.source_side() {
+            &self.target.id
+        } else {
+            &self.dest.id
+        }
     }
 
-    /// Marks the flow retiring (or not).
-    pub fn set_retiring(&self, retiring: bool) {
-        self.retiring.store(retiring, Ordering::Relaxed);
+    /// For `kube::Api<..>` on `side`.
+    pub fn api_resource(&self, side: Side) -> &ApiResource {
+        if side == self.source_side() {
+            &self.source_resource
+        } else {
+            &self.dest_resource
+        }
+    }
+
+    /// `apiVersion` and `kind` of the objects on `side`.
+    pub fn object_type(&self, side: Side) -> &ObjectType {
+        if side == self.source_side() {
+            &self.source_ty
+        } else {
+            &self.dest_ty
+        }
+    }
+
+    /// The key of the source object `source`: its copy's key mapped by `mapping`.
+    pub fn source_key(&self, mapping: &dyn Mapping, source: ObjectRef) -> Key {
+        let dest = mapping.dest_ref(&self.target, &source);
+        Key::new(self.id, Some(source), dest)
+    }
+
+    /// The key of the copy `dest`: its source's key mapped back by `mapping` (none if
+    /// it maps to no source).
+    pub fn copy_key(&self, mapping: &dyn Mapping, dest: ObjectRef) -> Key {
+        Key::new(self.id, mapping.source_ref(&self.target, &dest), dest)
     }
 
     /// Whether both stores are listed, so reconciling can trust absence.
@@ -127,18 +154,34 @@ impl Flow {
     }
 
     /// Every key of both sides.
-    pub fn all_keys(&self) -> Vec<Key> {
-        let mut objects = self.sources.keys();
-        objects.extend(self.copies.keys());
-        objects.sort();
-        objects.dedup();
-        objects
+    pub fn all_keys(&self, mapping: &dyn Mapping) -> Vec<Key> {
+        let mut keys: Vec<Key> = self
+            .sources
+            .keys()
             .into_iter()
-            .map(|object| Key {
-                flow: self.id,
-                object,
-            })
-            .collect()
+            .map(|source| self.source_key(mapping, source))
+            .collect();
+        keys.extend(
+            self.copies
+                .keys()
+                .into_iter()
+                .map(|dest| self.copy_key(mapping, dest)),
+        );
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The keys of every source.
+    fn source_keys(&self, mapping: &dyn Mapping) -> Vec<Key> {
+        let sources = self.sources.keys().into_iter();
+        sources.map(|source| self.source_key(mapping, source)).collect()
+    }
+
+    /// The keys of every copy.
+    fn copy_keys(&self, mapping: &dyn Mapping) -> Vec<Key> {
+        let copies = self.copies.keys().into_iter();
+        copies.map(|dest| self.copy_key(mapping, dest)).collect()
     }
 
     /// Starts both watches.
@@ -164,12 +207,17 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         Role::Copies => (flow.dest_side(), &flow.copies),
     };
     let client = engine.side(side).client.clone();
-    let api: Api<RawObject> = Api::all_with(client, &flow.api_resource);
+    let api: Api<RawObject> = Api::all_with(client, flow.api_resource(side));
     let mut config = watcher::Config::default();
     if role == Role::Copies {
-        config = config.labels(&format!("{SYNCER_LABEL}={}", syncer_label_value(&engine.name)));
+        config = config.labels(&engine.profile.marks.copy_selector());
     }
-    let id = &flow.target.id;
+    let mapping = &*engine.profile.mapping;
+    let key = |object: ObjectRef| match role {
+        Role::Sources => flow.source_key(mapping, object),
+        Role::Copies => flow.copy_key(mapping, object),
+    };
+    let id = flow.resource_id(side);
     let mut stream = watcher(api.clone(), config.clone()).boxed();
     let mut retry = WatchRetry::new(engine.timing.max_watch_backoff);
     let mut failed = false;
@@ -201,18 +249,12 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         match event {
             watcher::Event::Apply(obj) => {
                 if let Some((object, true)) = store.apply(&obj) {
-                    engine.queue.add(Key {
-                        flow: flow.id,
-                        object,
-                    });
+                    engine.queue.add(key(object));
                 }
             }
             watcher::Event::Delete(obj) => {
                 if let Some(object) = store.delete(&obj) {
-                    engine.queue.add(Key {
-                        flow: flow.id,
-                        object,
-                    });
+                    engine.queue.add(key(object));
                 }
             }
             watcher::Event::Init => store.begin_list(),
@@ -222,7 +264,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
                     // A streaming first list: copy each source as it arrives, once the
                     // copies are known (absence of a copy means "create").
                     if flow.copies.is_synced() {
-                        engine.queue.add(key(&flow, object));
+                        engine.queue.add(key(object));
                     }
                 }
             }
@@ -236,18 +278,14 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
                     // listed); what is left is the copies whose sources may be gone. (Not
                     // yet listed copies queue everything when they are.)
                     Role::Sources if streamed && flow.copies.is_synced() => {
-                        engine
-                            .queue
-                            .add_all(flow.copies.keys().into_iter().map(|o| key(&flow, o)));
+                        engine.queue.add_all(flow.copy_keys(mapping));
                     }
                     // The sources are still streaming in: queue those seen so far.
                     Role::Copies if !flow.sources.is_synced() => {
-                        engine
-                            .queue
-                            .add_all(flow.sources.keys().into_iter().map(|o| key(&flow, o)));
+                        engine.queue.add_all(flow.source_keys(mapping));
                     }
                     // Full-set reconcile: catches whatever changed while not watching.
-                    _ if flow.is_synced() => engine.queue.add_all(flow.all_keys()),
+                    _ if flow.is_synced() => engine.queue.add_all(flow.all_keys(mapping)),
                     _ => {}
                 }
             }
@@ -256,7 +294,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
 }
 
 fn watch_failed(engine: &Engine, flow: &Flow, side: Side, store: &ObjectStore, error: &watcher::Error) {
-    let id = &flow.target.id;
+    let id = flow.resource_id(side);
     let source = match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
@@ -303,12 +341,4 @@ fn watch_failed(engine: &Engine, flow: &Flow, side: Side, store: &ObjectStore, e
         None => {}
     }
     tracing::debug!(resource = %id, %side, ?code, "watch failed: {error}");
-}
-
-/// The key of an object of `flow`.
-pub fn key(flow: &Flow, object: ObjectRef) -> Key {
-    Key {
-        flow: flow.id,
-        object,
-    }
 }

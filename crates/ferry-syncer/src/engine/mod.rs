@@ -1,17 +1,18 @@
 //! The core loop, shared by every profile: watches on both sides per resource type
 //! ([`flow`]), a keyed work queue with per-key backoff ([`queue`]), `--workers` concurrent
-//! level-based reconcilers ([`reconcile`]), and the resolver that turns the merged
-//! SyncerConfigs plus discovery into the set of flows.
+//! level-based reconcilers ([`reconcile`]), and the resolver that turns the profile's
+//! selection plus discovery into the set of flows. What differs between profiles is
+//! behind [`crate::profile::Profile`].
 
 pub mod events;
 pub mod flow;
+pub mod orphans;
 pub mod problems;
 pub mod queue;
 pub mod raw;
 pub mod reconcile;
 pub mod retry;
 pub mod store;
-pub mod sweep;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,12 +21,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::config::ConfigState;
 use crate::metrics::{Metrics, SyncDirection};
-use crate::selection::{Direction, DiscoveredResource, Resolution, SyncSelection, WatchTarget};
+use crate::profile::{Plan, Profile};
+use crate::selection::{Direction, DiscoveredResource, Resolution, WatchTarget};
 use crate::side::{serves, Reachability, Side, SideClient};
 
 pub use flow::{Flow, FlowId};
+pub use orphans::OrphanCleaner;
 pub use problems::Problems;
 pub use queue::WorkQueue;
 pub use retry::{NextAttempt, WatchFailure, WatchRetry};
@@ -38,13 +40,62 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// ... and while it does not (a quicker verdict, as it is asked more often).
 const RECONNECT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A queued object: which flow, which object.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A queued object: which flow, and the object's key on each side.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
-    /// The flow (resource type and direction).
+    /// The flow (resource types and direction).
     pub flow: FlowId,
-    /// The object.
-    pub object: ObjectRef,
+    refs: KeyRefs,
+}
+
+/// Both references, held once when they are the same (every key of a profile that
+/// keeps names): keys fill the queue by the ten thousand during an initial sync, and
+/// the queue keeps its capacity afterwards.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum KeyRefs {
+    Same(ObjectRef),
+    Mapped(Box<(Option<ObjectRef>, ObjectRef)>),
+}
+
+impl Key {
+    /// The key of the source `source` (`None` for a copy that maps back to no source)
+    /// whose copy is `dest`.
+    pub fn new(flow: FlowId, source: Option<ObjectRef>, dest: ObjectRef) -> Key {
+        let refs = if source.as_ref() == Some(&dest) {
+            KeyRefs::Same(dest)
+        } else {
+            KeyRefs::Mapped(Box::new((source, dest)))
+        };
+        Key { flow, refs }
+    }
+
+    /// The source object; `None` for a copy that maps back to no source (see
+    /// [`crate::profile::Mapping::source_ref`]).
+    pub fn source(&self) -> Option<&ObjectRef> {
+        match &self.refs {
+            KeyRefs::Same(object) => Some(object),
+            KeyRefs::Mapped(refs) => refs.0.as_ref(),
+        }
+    }
+
+    /// The copy on the destination side (which may not exist yet).
+    pub fn dest(&self) -> &ObjectRef {
+        match &self.refs {
+            KeyRefs::Same(object) => object,
+            KeyRefs::Mapped(refs) => &refs.1,
+        }
+    }
+}
+
+impl std::fmt::Display for Key {
+    /// The source (`ns/name`), followed by where its copy lands if that differs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.source() {
+            Some(source) if source == self.dest() => write!(f, "{source}"),
+            Some(source) => write!(f, "{source} (copy {})", self.dest()),
+            None => write!(f, "copy {} (no source)", self.dest()),
+        }
+    }
 }
 
 /// Timers and retry limits.
@@ -71,6 +122,8 @@ pub struct DiscoverySnapshot {
 pub struct Engine {
     /// The syncer's name (the SyncTarget name); its copies carry it.
     pub name: String,
+    /// What this kind of syncer selects, how it maps and marks copies.
+    pub profile: Profile,
     /// Whether downstream status is written back upstream.
     pub return_status: bool,
     /// Timers.
@@ -79,18 +132,16 @@ pub struct Engine {
     pub up: SideClient,
     /// The workload cluster.
     pub down: SideClient,
-    /// The merge of all SyncerConfigs.
-    selection: RwLock<Arc<SyncSelection>>,
     /// Objects to reconcile.
     pub queue: Arc<WorkQueue<Key>>,
     flows: RwLock<HashMap<FlowId, Arc<Flow>>>,
     next_flow: AtomicU64,
     /// Standing problems for the conditions.
     pub problems: Problems,
+    /// Deletes copies of resource types no longer synced.
+    pub orphans: OrphanCleaner,
     /// Metrics.
     pub metrics: Metrics,
-    /// The SyncerConfigs as last seen.
-    pub configs: ConfigState,
     /// Discovery as last read.
     pub discovery: RwLock<Option<DiscoverySnapshot>>,
     /// Wakes the resolver (config changed, a side came back).
@@ -106,8 +157,10 @@ pub struct Engine {
 
 impl Engine {
     /// A new engine over both sides' clients.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         name: String,
+        profile: Profile,
         return_status: bool,
         timing: Timing,
         up: SideClient,
@@ -117,17 +170,17 @@ impl Engine {
     ) -> Arc<Engine> {
         Arc::new(Engine {
             name,
+            profile,
             return_status,
             timing,
             up,
             down,
-            selection: RwLock::new(Arc::new(SyncSelection::default())),
             queue: WorkQueue::new(min_backoff, max_backoff),
             flows: RwLock::new(HashMap::new()),
             next_flow: AtomicU64::new(1),
             problems: Problems::default(),
+            orphans: OrphanCleaner::default(),
             metrics: Metrics::new(),
-            configs: ConfigState::default(),
             discovery: RwLock::new(None),
             resolve_now: tokio::sync::Notify::new(),
             status_now: tokio::sync::Notify::new(),
@@ -145,19 +198,12 @@ impl Engine {
         }
     }
 
-    /// The current merged selection.
-    pub fn selection(&self) -> Arc<SyncSelection> {
-        self.selection.read().clone()
-    }
-
-    /// Replaces the selection; returns whether it changed.
-    pub fn set_selection(&self, selection: SyncSelection) -> bool {
-        let mut current = self.selection.write();
-        if **current == selection {
-            return false;
-        }
-        *current = Arc::new(selection);
-        true
+    /// The profile's configuration source changed the selection: every object is
+    /// judged again, and the flows are re-resolved.
+    pub fn selection_changed(&self) {
+        self.reconcile_everything();
+        self.resolve_now.notify_one();
+        self.status_now.notify_one();
     }
 
     /// The flow with `id`.
@@ -174,7 +220,7 @@ impl Engine {
     pub fn reconcile_everything(&self) {
         for flow in self.flows() {
             if flow.is_synced() {
-                self.queue.add_all(flow.all_keys());
+                self.queue.add_all(flow.all_keys(&*self.profile.mapping));
             }
         }
     }
@@ -278,7 +324,7 @@ impl Engine {
 
     async fn reconcile_key(&self, flow: &Flow, key: &Key) {
         let started = Instant::now();
-        let result = reconcile::reconcile(self, flow, &key.object).await;
+        let result = reconcile::reconcile(self, flow, key).await;
         let direction = match flow.target.direction {
             Direction::Downsync => SyncDirection::downsync,
             Direction::Upsync => SyncDirection::upsync,
@@ -300,15 +346,15 @@ impl Engine {
             self.lost_contact(side, &error);
             if self.wait_for_side(side, key) {
                 self.queue.forget(key);
-                tracing::debug!(resource = %flow.target.id, object = %key.object, "waits for the {side} server: {error}");
+                tracing::debug!(resource = %flow.target.id, object = %key, "waits for the {side} server: {error}");
                 return;
             }
         }
         let failures = self.queue.failures(key);
         if failures < 3 {
-            tracing::debug!(resource = %flow.target.id, object = %key.object, "{error}");
+            tracing::debug!(resource = %flow.target.id, object = %key, "{error}");
         } else {
-            tracing::warn!(resource = %flow.target.id, object = %key.object, "{error}");
+            tracing::warn!(resource = %flow.target.id, object = %key, "{error}");
         }
         // A copy waiting a moment for its namespace's own copy (flows run
         // concurrently) is not worth an Event; one that keeps waiting is.
@@ -321,7 +367,7 @@ impl Engine {
 
     /// Re-resolves whenever woken, and every `discovery_refresh` while something is missing.
     pub async fn resolve_loop(self: Arc<Self>) {
-        let mut last: Option<Arc<SyncSelection>> = None;
+        let mut last: Option<u64> = None;
         let mut refresh = true;
         loop {
             tokio::select! {
@@ -332,7 +378,7 @@ impl Engine {
                     }
                 }
             }
-            if !self.configs.is_loaded() {
+            if !self.profile.selection.is_loaded() {
                 continue;
             }
             let unreachable =
@@ -361,29 +407,30 @@ impl Engine {
     }
 
     /// Reads discovery, starts and retires flows. Returns whether to refresh again soon.
-    async fn resolve_once(
-        self: &Arc<Self>,
-        last: &mut Option<Arc<SyncSelection>>,
-    ) -> Result<bool, (Side, kube::Error)> {
+    async fn resolve_once(self: &Arc<Self>, last: &mut Option<u64>) -> Result<bool, (Side, kube::Error)> {
         let (upstream, downstream) = tokio::join!(self.up.discover(), self.down.discover());
         let upstream = upstream.map_err(|e| (Side::Upstream, e))?;
         let downstream = downstream.map_err(|e| (Side::Downstream, e))?;
-        let selection = self.selection();
-        let downsync = selection.resolve_downsync(&upstream);
-        let upsync = selection.resolve_upsync(&downstream);
+        let revision = self.profile.selection.revision();
+        let Plan { downsync, upsync } = self.profile.selection.resolve(&upstream, &downstream);
         let mut missing = !downsync.unresolved.is_empty() || !upsync.unresolved.is_empty();
 
         let mut wanted: Vec<(WatchTarget, bool)> = vec![];
         for (resolution, other) in [(&downsync, &downstream), (&upsync, &upstream)] {
             let Resolution { targets, .. } = resolution;
             for target in targets {
-                let id = &target.id;
-                missing |= !serves(other, &id.group, &id.version, &id.resource);
+                let dest = self.profile.mapping.dest_type(target).id;
+                missing |= !serves(other, &dest.group, &dest.version, &dest.resource);
+                // Status lives upstream: the source of a downsync, the copy of an upsync.
+                let up = match target.direction {
+                    Direction::Downsync => &target.id,
+                    Direction::Upsync => &dest,
+                };
                 let status = serves(
                     &upstream,
-                    &id.group,
-                    &id.version,
-                    &format!("{}/status", id.resource),
+                    &up.group,
+                    &up.version,
+                    &format!("{}/status", up.resource),
                 );
                 wanted.push((target.clone(), status));
             }
@@ -394,7 +441,6 @@ impl Engine {
         });
 
         let mut started = vec![];
-        let mut retiring = false;
         {
             let mut flows = self.flows.write();
             let same_type = |f: &Flow, t: &WatchTarget| {
@@ -405,43 +451,32 @@ impl Engine {
             for (target, status) in &wanted {
                 let existing = flows.values().find(|f| same_type(f, target)).cloned();
                 match existing {
-                    Some(flow) if flow.target == *target && flow.status_subresource == *status => {
-                        if flow.is_retiring() {
-                            flow.set_retiring(false);
-                            self.queue.add_all(flow.all_keys());
-                        }
-                    }
+                    Some(flow) if flow.target == *target && flow.status_subresource == *status => {}
                     other => {
                         if let Some(old) = other {
                             old.stop();
                             flows.remove(&old.id);
                         }
                         let id = self.next_flow.fetch_add(1, Ordering::Relaxed);
-                        let flow = Flow::new(id, target.clone(), *status);
+                        let dest = self.profile.mapping.dest_type(target);
+                        let flow = Flow::new(id, target.clone(), dest, *status);
                         flows.insert(id, flow.clone());
                         started.push(flow);
                     }
                 }
             }
-            let mut finished = vec![];
-            for flow in flows.values() {
-                if wanted.iter().any(|(t, _)| same_type(flow, t)) {
-                    continue;
-                }
-                if !flow.is_retiring() {
-                    tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "no SyncerConfig names this resource any more; deleting its copies");
-                    flow.set_retiring(true);
-                    self.queue.add_all(flow.all_keys());
-                }
-                if flow.copies.is_synced() && flow.copies.is_empty() || flow.copies.is_not_served() {
-                    finished.push(flow.id);
-                } else {
-                    retiring = true;
-                }
-            }
-            for id in finished {
+            // A type no longer selected: its flow stops, and the orphan cleaner deletes
+            // its copies (as it does for types dropped while the syncer was down).
+            let retired: Vec<_> = flows
+                .values()
+                .filter(|flow| !wanted.iter().any(|(t, _)| same_type(flow, t)))
+                .map(|flow| flow.id)
+                .collect();
+            for id in retired {
                 if let Some(flow) = flows.remove(&id) {
                     flow.stop();
+                    tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "this resource is no longer selected; deleting its copies");
+                    self.orphans.clean(flow.dest_side(), flow.dest.clone());
                 }
             }
         }
@@ -449,11 +484,11 @@ impl Engine {
             tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "watching");
             flow.start(self);
         }
-        if last.as_ref() != Some(&selection) {
-            *last = Some(selection);
+        if *last != Some(revision) {
+            *last = Some(revision);
             self.reconcile_everything();
         }
-        Ok(missing || retiring)
+        Ok(missing)
     }
 
     /// Checks `side`'s reachability every `probe_period`, and every
@@ -504,14 +539,23 @@ impl Engine {
     /// wanted itself, since deleting it would delete those copies too, only for them to
     /// be made again (kcp#2041).
     pub fn keeps_copies_in(&self, namespace: &str) -> bool {
-        let selection = self.selection();
+        let Profile {
+            selection, mapping, ..
+        } = &self.profile;
         self.flows().iter().any(|flow| {
-            let id = &flow.target.id;
             flow.target.direction == Direction::Downsync
-                && id.namespaced
-                && !flow.is_retiring()
+                && flow.dest.id.namespaced
                 && flow.copies.any_in_namespace(namespace, |name| {
-                    selection.wants_downsync(id, Some(namespace), name)
+                    let dest = ObjectRef {
+                        namespace: Some(namespace.to_string()),
+                        name: name.to_string(),
+                    };
+                    let Some(source) = mapping.source_ref(&flow.target, &dest) else {
+                        return false;
+                    };
+                    flow.sources
+                        .get(&source)
+                        .is_some_and(|obj| selection.wants(&flow.target, &source, &obj))
                 })
         })
     }
@@ -522,9 +566,9 @@ impl Engine {
         loop {
             tokio::time::sleep(Duration::from_millis(25)).await;
             let flows = self.flows();
-            let done = self.configs.is_loaded()
+            let done = self.profile.selection.is_loaded()
                 && self.discovery.read().is_some()
-                && flows.iter().all(|f| f.is_retiring() || f.is_settled())
+                && flows.iter().all(|f| f.is_settled())
                 && self.queue.is_empty();
             if done {
                 self.initial_sync.store(true, Ordering::Relaxed);
@@ -551,7 +595,7 @@ mod tests {
     fn engine() -> Arc<Engine> {
         let side = |side| {
             let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-            SideClient::new(side, config, 0.0, 1).unwrap()
+            SideClient::new(side, config, crate::ratelimit::Pacing::from_flags(Some(0.0), 1)).unwrap()
         };
         let timing = Timing {
             discovery_refresh: Duration::from_secs(10),
@@ -561,6 +605,7 @@ mod tests {
         let (min, max) = (Duration::from_millis(1), Duration::from_millis(10));
         Engine::new(
             "florin".into(),
+            crate::profiles::kubestellar::KubeStellar::profile("florin", Duration::from_secs(20)),
             true,
             timing,
             side(Side::Upstream),
@@ -571,13 +616,27 @@ mod tests {
     }
 
     fn key(name: &str) -> Key {
-        Key {
-            flow: 1,
-            object: ObjectRef {
-                namespace: Some("app".into()),
-                name: name.into(),
-            },
-        }
+        let object = ObjectRef {
+            namespace: Some("app".into()),
+            name: name.into(),
+        };
+        Key::new(1, Some(object.clone()), object)
+    }
+
+    #[test]
+    fn a_key_holds_one_reference_when_source_and_copy_share_it() {
+        let same = key("a");
+        assert_eq!(same.source(), Some(same.dest()));
+        assert!(matches!(same.refs, KeyRefs::Same(_)));
+        // Keys fill the queue by the ten thousand, which keeps its capacity.
+        assert!(std::mem::size_of::<Key>() <= std::mem::size_of::<ObjectRef>() + 16);
+        let moved = ObjectRef {
+            namespace: Some("p-app".into()),
+            name: "a".into(),
+        };
+        let mapped = Key::new(1, same.source().cloned(), moved.clone());
+        assert_eq!((mapped.source(), mapped.dest()), (same.source(), &moved));
+        assert_ne!(mapped, same);
     }
 
     #[tokio::test]

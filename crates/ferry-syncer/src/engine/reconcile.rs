@@ -5,7 +5,7 @@
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::Value;
 
-use ferry_api::well_known::{DESIRED_HASH_ANNOTATION, DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
+use ferry_api::well_known::DESIRED_HASH_ANNOTATION;
 
 use super::events::{self, EventType};
 use super::flow::Flow;
@@ -17,8 +17,7 @@ use crate::metrics::SyncDirection;
 use crate::selection::{is_cluster_local, Direction};
 use crate::side::Side;
 use crate::transform::{
-    allows_overwrite, downstream_copy, is_owned_by, merge_for_update, needs_update, release_patch,
-    status_differs, status_for_upstream, upstream_copy, with_status,
+    desired_copy, merge_for_update, needs_update, status_differs, status_for_upstream, with_status,
 };
 
 /// Field manager of every write.
@@ -98,17 +97,18 @@ struct Writer<'a> {
 impl Writer<'_> {
     fn api(&self) -> Api<RawObject> {
         let client = self.engine.side(self.side).client.clone();
+        let resource = self.flow.api_resource(self.side);
         match &self.object.namespace {
-            Some(ns) if self.flow.target.id.namespaced => {
-                Api::namespaced_with(client, ns, &self.flow.api_resource)
+            Some(ns) if self.flow.resource_id(self.side).namespaced => {
+                Api::namespaced_with(client, ns, resource)
             }
-            _ => Api::all_with(client, &self.flow.api_resource),
+            _ => Api::all_with(client, resource),
         }
     }
 
     /// The resource a request addresses: the flow's, or its subresource (`.../status`).
     fn resource(&self, subresource: Option<&str>) -> String {
-        let resource = &self.flow.target.id.resource;
+        let resource = &self.flow.resource_id(self.side).resource;
         match subresource {
             Some(sub) => format!("{resource}/{sub}"),
             None => resource.clone(),
@@ -122,7 +122,7 @@ impl Writer<'_> {
         subresource: Option<&str>,
         source: kube::Error,
     ) -> SyncError {
-        let id = &self.flow.target.id;
+        let id = self.flow.resource_id(self.side);
         match code_of(&source) {
             Some(403) => {
                 let shown = match subresource {
@@ -153,7 +153,7 @@ impl Writer<'_> {
         SyncError::Request {
             action,
             side: self.side,
-            resource: self.flow.resource_name(),
+            resource: id.to_string(),
             object: self.object.to_string(),
             source,
         }
@@ -169,7 +169,7 @@ impl Writer<'_> {
     }
 
     fn succeeded(&self, verb: &str, subresource: Option<&str>) {
-        let id = &self.flow.target.id;
+        let id = self.flow.resource_id(self.side);
         let resource = self.resource(subresource);
         if self.engine.problems.clear(self.side, &id.group, &resource, verb) {
             self.engine.status_now.notify_one();
@@ -269,7 +269,7 @@ impl Writer<'_> {
             ..Default::default()
         };
         let api = self.api();
-        let patch = Patch::Merge(release_patch());
+        let patch = Patch::Merge(self.engine.profile.marks.release_patch());
         self.send(
             "update",
             "patch",
@@ -282,7 +282,8 @@ impl Writer<'_> {
 
     /// Creates the namespace the object goes into, unless selection downsyncs that
     /// Namespace object itself (then its own flow creates it, as a marked copy).
-    async fn ensure_namespace(&self) -> Result<(), SyncError> {
+    /// `source_namespace` is the namespace of the object's source.
+    async fn ensure_namespace(&self, source_namespace: Option<&str>) -> Result<(), SyncError> {
         let Some(namespace) = self.object.namespace.clone() else {
             return Ok(());
         };
@@ -291,13 +292,8 @@ impl Writer<'_> {
             namespace: namespace.clone(),
             object: self.object.to_string(),
         };
-        let namespaces = crate::selection::ResourceId::new("", "v1", "namespaces", false);
-        if self.side == Side::Downstream
-            && self
-                .engine
-                .selection()
-                .wants_downsync(&namespaces, None, &namespace)
-        {
+        let copied = |ns: &str| self.engine.profile.selection.copies_namespace(ns);
+        if self.side == Side::Downstream && source_namespace.is_some_and(copied) {
             return Err(waits);
         }
         let api: Api<k8s_openapi::api::core::v1::Namespace> =
@@ -365,92 +361,93 @@ fn is_deleting(obj: &Value) -> bool {
         .is_some_and(|v| !v.is_null())
 }
 
-/// Brings the copy of `object` in line with its source.
-pub async fn reconcile(engine: &Engine, flow: &Flow, object: &ObjectRef) -> Result<(), SyncError> {
+/// Brings the copy of `key`'s source in line with it.
+pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), SyncError> {
     if !flow.copies.is_synced() {
         // Absence of a copy means nothing until the copies are listed; the list
         // completing queues the keys again.
         return Ok(());
     }
-    let source = flow.sources.get(object);
+    let source = key.source().and_then(|s| flow.sources.get(s));
     let source_alive = source.as_deref().is_some_and(|s| !is_deleting(s));
     if source.is_none() && !flow.sources.is_synced() {
         // Nor does absence of a source while the sources are still being listed. A source
         // already seen can be copied, though (the first list streams).
         return Ok(());
     }
-    let selection = engine.selection();
+    let profile = &engine.profile;
+    let marks = &*profile.marks;
     let id = &flow.target.id;
-    let ns = object.namespace.as_deref();
-    let source = source.filter(|s| {
-        !flow.is_retiring()
-            && !is_deleting(s)
-            // Never send a copy back where it came from.
-            && !is_owned_by(s, &engine.name)
-            && !is_cluster_local(id, &object.name, s)
-            && match flow.target.direction {
-                Direction::Downsync => selection.wants_downsync(id, ns, &object.name),
-                Direction::Upsync => selection.wants_upsync(id, ns, &object.name),
-            }
-    });
-    let copy = flow.copies.get_checked(object);
+    let direction = flow.target.direction;
+    let source = match (key.source(), source) {
+        (Some(source_key), Some(s))
+            if !is_deleting(&s)
+                // Never send a copy back where it came from.
+                && !marks.is_own_copy(&s)
+                && !is_cluster_local(id, &source_key.name, &s)
+                && profile.selection.wants(&flow.target, source_key, &s) =>
+        {
+            Some(s)
+        }
+        _ => None,
+    };
+    let copy = flow.copies.get_checked(key.dest());
     let dest = Writer {
         engine,
         flow,
         side: flow.dest_side(),
-        object,
+        object: key.dest(),
     };
-    let direction = match flow.target.direction {
-        Direction::Downsync => SyncDirection::downsync,
-        Direction::Upsync => SyncDirection::upsync,
-    };
+    let metric = direction_of(flow);
     let resource = flow.resource_name();
 
     let Some(source) = source else {
         // Not wanted (any more): delete this syncer's copy, unless create-only.
-        if let Some((copy, _)) = copy {
-            let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(&copy);
-            if create_only || is_deleting(&copy) {
+        if let Some((copy, _)) = &copy {
+            if marks.is_create_only(copy, direction) || is_deleting(copy) {
                 return Ok(());
             }
-            let holds_wanted_copies = flow.target.direction == Direction::Downsync
-                && id.is_namespaces()
+            let holds_wanted_copies = direction == Direction::Downsync
+                && flow.dest.id.is_namespaces()
                 && source_alive
-                && engine.keeps_copies_in(&object.name);
+                && engine.keeps_copies_in(&key.dest().name);
             if holds_wanted_copies {
                 dest.release().await?;
-                tracing::info!(namespace = %object, "released the namespace copy (no longer wanted, but it holds other copies)");
+                tracing::info!(namespace = %key.dest(), "released the namespace copy (no longer wanted, but it holds other copies)");
             } else {
-                dest.delete(&copy).await?;
-                engine.metrics.synced(direction, &resource);
-                tracing::debug!(%resource, %object, side = %dest.side, "deleted copy");
+                dest.delete(copy).await?;
+                engine.metrics.synced(metric, &resource);
+                tracing::debug!(%resource, object = %key, side = %dest.side, "deleted copy");
             }
         }
         return Ok(());
     };
 
-    let desired = match flow.target.direction {
-        Direction::Downsync => downstream_copy(&source, &flow.ty, &engine.name),
-        Direction::Upsync => upstream_copy(&source, &flow.ty, &engine.name),
-    };
+    let desired = desired_copy(
+        &source,
+        direction,
+        key.dest(),
+        flow.object_type(flow.dest_side()),
+        marks,
+    );
     let written = match &copy {
         Some((actual, verified)) => update(engine, flow, &dest, &source, &desired, actual, *verified).await?,
-        None => create_or_adopt(engine, flow, &dest, &source, &desired).await?,
+        None => create_or_adopt(engine, flow, key, &dest, &source, &desired).await?,
     };
 
-    match flow.target.direction {
+    match direction {
         Direction::Downsync => {
             // Reported state: the copy's status goes back to the source. The copy in the
             // store is what the destination last reported. CRDs keep their own status.
             let returnable = engine.return_status && id.group != "apiextensions.k8s.io";
-            if let (true, Some((actual, _))) = (returnable, &copy) {
+            if let (true, Some((actual, _)), Some(source_key)) = (returnable, &copy, key.source()) {
                 if let Some(status) = status_for_upstream(actual) {
                     if status_differs(&source, &status) {
                         let up = Writer {
                             engine,
                             flow,
                             side: Side::Upstream,
-                            object,
+                            object: source_key,
                         };
                         let body = with_status(&source, status);
                         if flow.status_subresource {
@@ -492,7 +489,7 @@ async fn update(
     actual: &Value,
     verified: bool,
 ) -> Result<Option<Written>, SyncError> {
-    let create_only = flow.target.direction == Direction::Downsync && !allows_overwrite(source);
+    let create_only = engine.profile.marks.is_create_only(source, flow.target.direction);
     // The hash covers everything `needs_update` compares, so a verified copy still
     // matches a desired object with the same hash.
     let matches = if verified {
@@ -543,14 +540,18 @@ fn direction_of(flow: &Flow) -> SyncDirection {
 async fn create_or_adopt(
     engine: &Engine,
     flow: &Flow,
+    key: &Key,
     dest: &Writer<'_>,
     source: &Value,
     desired: &Value,
 ) -> Result<Option<Written>, SyncError> {
+    let marks = &*engine.profile.marks;
+    let direction = flow.target.direction;
     let mut created = dest.create(desired).await;
     if let Err(e) = &created {
         if e.code() == Some(404) && dest.object.namespace.is_some() {
-            dest.ensure_namespace().await?;
+            let source_namespace = key.source().and_then(|s| s.namespace.as_deref());
+            dest.ensure_namespace(source_namespace).await?;
             created = dest.create(desired).await;
         }
     }
@@ -563,8 +564,8 @@ async fn create_or_adopt(
         }
         Err(e) if e.code() == Some(409) => {
             let existing = dest.get().await?;
-            let ours = is_owned_by(&existing, &engine.name);
-            if !ours && flow.target.direction == Direction::Downsync && !allows_overwrite(source) {
+            let ours = marks.is_own_copy(&existing);
+            if !ours && marks.is_create_only(source, direction) {
                 tracing::debug!(object = %dest.object, "create-only object already exists downstream; leaving it alone");
                 return Ok(None);
             }
@@ -574,23 +575,21 @@ async fn create_or_adopt(
             let written = dest.replace(&merge_for_update(desired, &existing)).await?;
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
             if !ours {
-                let mark = match flow.target.direction {
-                    Direction::Downsync => DOWNSYNCED_ANNOTATION,
-                    Direction::Upsync => UPSYNCED_ANNOTATION,
-                };
+                let mark = marks.describe(direction);
+                let dest_ty = flow.object_type(flow.dest_side());
                 let message = format!(
                     "syncer {} adopted this pre-existing {} as the {} copy of {} {} and now keeps it in sync (marked {mark})",
                     engine.name,
-                    flow.ty.kind,
+                    dest_ty.kind,
                     flow.dest_side(),
                     flow.source_side(),
-                    dest.object,
+                    key.source().unwrap_or(key.dest()),
                 );
                 tracing::info!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "adopted an existing object");
                 events::post(
                     engine.side(dest.side).client.clone(),
                     &written.to_value(),
-                    &flow.ty,
+                    dest_ty,
                     EventType::Normal,
                     "Adopted",
                     message,
@@ -618,14 +617,14 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
         last.insert(key.clone(), message.clone());
     }
     let upstream_obj = match flow.target.direction {
-        Direction::Downsync => flow.sources.get(&key.object),
-        Direction::Upsync => flow.copies.get(&key.object),
+        Direction::Downsync => key.source().and_then(|s| flow.sources.get(s)),
+        Direction::Upsync => flow.copies.get(key.dest()),
     };
     if let Some(obj) = upstream_obj {
         events::post(
             engine.up.client.clone(),
             &obj,
-            &flow.ty,
+            flow.object_type(Side::Upstream),
             EventType::Warning,
             "SyncFailed",
             message,

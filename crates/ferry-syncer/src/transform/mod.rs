@@ -8,7 +8,8 @@
 //! the [`ObjectType`] they are watching.
 //!
 //! The life of a downsynced object:
-//! 1. `desired = downstream_copy(upstream, ty, syncer)`
+//! 1. `desired = desired_copy(upstream, Downsync, key, ty, marks)` (for the KubeStellar
+//!    profile, [`downstream_copy`])
 //! 2. no downstream object → create `desired`; one that [`is_owned_by`] the syncer (or a
 //!    pre-existing one, which KubeStellar also overwrites) and [`needs_update`] → PUT
 //!    [`merge_for_update`]`(desired, actual)`; otherwise do nothing.
@@ -23,12 +24,13 @@ mod strip;
 
 use serde_json::Value;
 
-use ferry_api::well_known::{DOWNSYNCED_ANNOTATION, UPSYNCED_ANNOTATION};
-
-use crate::selection::WatchTarget;
+use crate::engine::ObjectRef;
+use crate::profile::Marks;
+use crate::profiles::kubestellar::KubeStellarMarks;
+use crate::selection::{Direction, WatchTarget};
 
 pub use compare::{is_semantic_subset, merge_for_update, needs_update};
-pub use ownership::{allows_overwrite, is_owned_by, release_patch};
+pub use ownership::{allows_overwrite, is_owned_by, mark, release_patch};
 pub use strip::{
     strip_server_fields, NEVER_COPIED_ANNOTATIONS, NEVER_COPIED_LABEL_PREFIXES, SERVER_SET_METADATA,
 };
@@ -61,38 +63,64 @@ impl From<&WatchTarget> for ObjectType {
     }
 }
 
-/// The object to write downstream for `upstream`: server-set fields and `status`
-/// stripped (see [`strip_server_fields`]), `apiVersion`/`kind` set, and marked as this
-/// syncer's copy: annotation `edge.kubestellar.io/downsynced: <Kind>/<namespace>/<name>`,
-/// label `ferry.dev/syncer`, plus the bookkeeping annotations [`needs_update`] and
-/// [`merge_for_update`] rely on. Name and namespace are kept.
-pub fn downstream_copy(upstream: &Value, ty: &ObjectType, syncer_name: &str) -> Value {
-    let mut copy = upstream.clone();
+/// The object to write on the destination side for `source`, travelling in `direction`:
+/// server-set fields stripped (see [`strip_server_fields`]), `status` too when going
+/// down (it is the destination's to report), `apiVersion`/`kind` of `ty`, name and
+/// namespace of `dest`, marked by `marks` as this syncer's copy, plus the bookkeeping
+/// annotations [`needs_update`] and [`merge_for_update`] rely on.
+pub fn desired_copy(
+    source: &Value,
+    direction: Direction,
+    dest: &ObjectRef,
+    ty: &ObjectType,
+    marks: &dyn Marks,
+) -> Value {
+    let mut copy = source.clone();
     strip_server_fields(&mut copy);
     if let Some(obj) = copy.as_object_mut() {
-        obj.remove("status");
+        if direction == Direction::Downsync {
+            obj.remove("status");
+        }
+        obj.insert("apiVersion".into(), Value::String(ty.api_version.clone()));
+        obj.insert("kind".into(), Value::String(ty.kind.clone()));
+        if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("name".into(), Value::String(dest.name.clone()));
+            match &dest.namespace {
+                Some(ns) => {
+                    meta.insert("namespace".into(), Value::String(ns.clone()));
+                }
+                None => {
+                    meta.remove("namespace");
+                }
+            }
+        }
     }
-    finish_copy(copy, ty, DOWNSYNCED_ANNOTATION, syncer_name)
+    marks.mark(&mut copy, direction);
+    compare::record_desired(&mut copy);
+    copy
 }
 
-/// The object to write upstream for the downstream object `downstream`: like
+/// The KubeStellar profile's downstream copy of `upstream` (same name and namespace):
+/// [`desired_copy`] marked `edge.kubestellar.io/downsynced: <Kind>/<namespace>/<name>`
+/// and labelled `ferry.dev/syncer`.
+pub fn downstream_copy(upstream: &Value, ty: &ObjectType, syncer_name: &str) -> Value {
+    kubestellar_copy(upstream, Direction::Downsync, ty, syncer_name)
+}
+
+/// The KubeStellar profile's upstream copy of the downstream object `downstream`: like
 /// [`downstream_copy`] but marked `edge.kubestellar.io/upsynced`, and `status` is kept
 /// (it is the reported state that upsync exists to carry). When the upstream resource
 /// has a status subresource, write it with a second request to `/status`.
 pub fn upstream_copy(downstream: &Value, ty: &ObjectType, syncer_name: &str) -> Value {
-    let mut copy = downstream.clone();
-    strip_server_fields(&mut copy);
-    finish_copy(copy, ty, UPSYNCED_ANNOTATION, syncer_name)
+    kubestellar_copy(downstream, Direction::Upsync, ty, syncer_name)
 }
 
-fn finish_copy(mut copy: Value, ty: &ObjectType, mark: &str, syncer_name: &str) -> Value {
-    if let Some(obj) = copy.as_object_mut() {
-        obj.insert("apiVersion".into(), Value::String(ty.api_version.clone()));
-        obj.insert("kind".into(), Value::String(ty.kind.clone()));
-    }
-    ownership::mark(&mut copy, mark, &ty.kind, syncer_name);
-    compare::record_desired(&mut copy);
-    copy
+fn kubestellar_copy(source: &Value, direction: Direction, ty: &ObjectType, syncer_name: &str) -> Value {
+    let key = ObjectRef::of(source).unwrap_or(ObjectRef {
+        namespace: None,
+        name: String::new(),
+    });
+    desired_copy(source, direction, &key, ty, &KubeStellarMarks::new(syncer_name))
 }
 
 /// The reported state to return upstream: the downstream object's `status`, if it has a

@@ -32,8 +32,9 @@ pub(super) fn str_at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter().try_fold(obj, |v, key| v.get(key))?.as_str()
 }
 
-/// Adds the ownership annotation `annotation_key` and the Ferry owner label.
-pub(super) fn mark(obj: &mut Value, annotation_key: &str, kind: &str, syncer_name: &str) {
+/// Adds the ownership annotation `annotation_key` (valued `<kind>/<namespace>/<name>`)
+/// and the Ferry owner label.
+pub fn mark(obj: &mut Value, annotation_key: &str, kind: &str, syncer_name: &str) {
     let namespace = str_at(obj, &["metadata", "namespace"]).map(str::to_owned);
     let name = str_at(obj, &["metadata", "name"]).unwrap_or_default().to_owned();
     if let Some(annotations) = meta_map(obj, "annotations") {

@@ -240,7 +240,7 @@ pub async fn syncer_options(up: &TestHub, ws: &str, down: &TestHub, name: &str) 
         kube_config(down, None).await,
         name,
     );
-    opts.qps = 0.0;
+    opts.qps = Some(0.0);
     opts.workers = 4;
     opts.heartbeat_period = Duration::from_millis(500);
     opts.metrics_address = Some("127.0.0.1:0".parse().unwrap());

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use ferry_api::edge::SyncerConfig;
 use ferry_api::well_known::conditions::{CONFIG_VALID, SYNCING};
 
+use super::KubeStellar;
 use crate::engine::retry::needs_new_stream;
 use crate::engine::{DiscoverySnapshot, Engine, WatchFailure, WatchRetry};
 use crate::selection::{Direction, SyncSelection};
@@ -86,12 +87,12 @@ pub fn syncer_config_resource() -> ApiResource {
 }
 
 /// Watches the SyncerConfigs upstream; every change re-merges the selection.
-pub async fn watch_configs(engine: Arc<Engine>) {
+pub async fn watch_configs(engine: Arc<Engine>, profile: Arc<KubeStellar>) {
     let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
     let config = watcher::Config::default();
     let mut stream = watcher(api.clone(), config.clone()).boxed();
     let mut retry = WatchRetry::new(engine.timing.max_watch_backoff);
-    let state = &engine.configs;
+    let state = &profile.configs;
     while let Some(event) = stream.next().await {
         match event {
             Err(e) => {
@@ -151,19 +152,18 @@ pub async fn watch_configs(engine: Arc<Engine>) {
                 }
             }
         }
-        configs_changed(&engine);
+        configs_changed(&engine, &profile);
     }
 }
 
-fn configs_changed(engine: &Engine) {
-    let (selection, errors) = SyncSelection::from_configs(&engine.configs.parsed());
-    if engine.set_selection(selection) {
+fn configs_changed(engine: &Engine, profile: &KubeStellar) {
+    let (selection, errors) = SyncSelection::from_configs(&profile.configs.parsed());
+    if profile.set_selection(selection) {
         for e in &errors {
             tracing::warn!("{e}");
         }
         tracing::info!("SyncerConfigs changed; re-resolving");
-        engine.reconcile_everything();
-        engine.resolve_now.notify_one();
+        engine.selection_changed();
     }
     engine.status_now.notify_one();
 }

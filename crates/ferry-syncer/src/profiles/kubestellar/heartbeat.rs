@@ -9,13 +9,14 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
-use crate::config::{build_conditions, inputs_for, same_conditions, syncer_config_resource};
+use super::config::{build_conditions, inputs_for, same_conditions, syncer_config_resource};
+use super::KubeStellar;
 use crate::engine::reconcile::FIELD_MANAGER;
 use crate::engine::Engine;
 use crate::side::Reachability;
 
 /// Writes heartbeats and conditions until aborted.
-pub async fn status_loop(engine: Arc<Engine>, period: Duration) {
+pub async fn status_loop(engine: Arc<Engine>, profile: Arc<KubeStellar>, period: Duration) {
     let mut ticks = tokio::time::interval(period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -25,19 +26,19 @@ pub async fn status_loop(engine: Arc<Engine>, period: Duration) {
         };
         // While upstream does not answer there is nowhere to write; its return wakes this.
         let unreachable = matches!(engine.up.reachability(), Reachability::Unreachable { .. });
-        if !engine.configs.is_loaded() || unreachable {
+        if !profile.configs.is_loaded() || unreachable {
             continue;
         }
-        write_statuses(&engine, heartbeat).await;
+        write_statuses(&engine, &profile, heartbeat).await;
     }
 }
 
-async fn write_statuses(engine: &Engine, heartbeat: bool) {
+async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool) {
     let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
     let discovery = engine.discovery.read().clone();
     let now = ferry_api::timestamp::now();
     let mut all_written = true;
-    for (name, entry) in engine.configs.snapshot() {
+    for (name, entry) in profile.configs.snapshot() {
         let inputs = inputs_for(engine, &entry, discovery.as_ref());
         let existing: Vec<Value> = entry
             .object

@@ -1,0 +1,206 @@
+//! The seam between the core loop and a profile.
+//!
+//! The reference syncers (KubeStellar's, kcp's TMC workload syncer, kcp's api-syncagent)
+//! run the same loop: watch both sides per resource type, queue keys, reconcile each key
+//! level-based, clean up copies nobody wants. They differ in four things, and a
+//! [`Profile`] is exactly those four, each a trait object:
+//!
+//! - [`Selection`]: which resource types flow each way (given both sides' discovery)
+//!   and which objects of them are wanted on the other side. KubeStellar: the merge of
+//!   the SyncerConfigs. TMC: objects labelled `state.workload.kcp.io/<key>=Sync`
+//!   (`Upsync` for the way up). api-syncagent: PublishedResources.
+//! - [`Mapping`]: where a copy lands. Each flow has a resource type on each side
+//!   ([`Mapping::dest_type`]: a profile may rename kinds, as TMC's denaturing does) and
+//!   each object a key on each side ([`Mapping::dest_ref`] and its inverse
+//!   [`Mapping::source_ref`]: TMC maps namespace `ns` to `kcp-<hash>`; api-syncagent
+//!   applies naming templates). The queue key ([`crate::engine::Key`]) carries both
+//!   references, so the reconciler never has to work one out from the other.
+//! - [`Marks`]: how a copy records its owner: labels (the engine watches and lists
+//!   copies with [`Marks::copy_selector`], so the server filters them), annotations for
+//!   humans and compatibility, and what counts as this syncer's copy when cleaning up.
+//! - [`ConfigSource`]: where the selection comes from and where the syncer reports
+//!   back (KubeStellar: SyncerConfigs watched upstream, conditions and heartbeats
+//!   written onto them). It runs as tasks next to the core loop and tells the engine
+//!   when the selection changed ([`crate::engine::Engine::selection_changed`]).
+//!
+//! What stays in the core, whatever the profile: stripping server-set fields, the
+//! content hash that avoids needless writes, objects a cluster makes for itself
+//! ([`crate::selection::is_cluster_local`]), returning status, adoption, per-key
+//! backoff, waiting for an unreachable side, and the orphan cleaner.
+//!
+//! To add a profile: implement the four traits (one struct may implement several, as
+//! [`crate::profiles::kubestellar`] does, when they share state), build a [`Profile`] and
+//! pass it in [`crate::SyncerOptions::profile`]. Keep the mapping a pure function of keys
+//! (both ways) so it is unit-tested without a server; the tests at the bottom of this
+//! file prove the seam with a namespace-prefixing mapping.
+
+use std::sync::Arc;
+
+use kube::core::ApiResource;
+use serde_json::Value;
+
+use crate::engine::{Engine, ObjectRef};
+use crate::selection::{Direction, DiscoveredResource, Resolution, ResourceId, WatchTarget};
+use crate::side::Side;
+use crate::transform::ObjectType;
+
+/// A resource type on one side: what the engine lists, watches and writes there.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceType {
+    /// Group, version, plural and scope.
+    pub id: ResourceId,
+    /// The kind of its objects.
+    pub kind: String,
+}
+
+impl ResourceType {
+    /// For `kube::Api<..>` over any type.
+    pub fn api_resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.id.group.clone(),
+            version: self.id.version.clone(),
+            api_version: self.id.api_version(),
+            kind: self.kind.clone(),
+            plural: self.id.resource.clone(),
+        }
+    }
+
+    /// `apiVersion` and `kind` of its objects.
+    pub fn object_type(&self) -> ObjectType {
+        ObjectType::new(&self.id.api_version(), &self.kind)
+    }
+}
+
+impl From<&WatchTarget> for ResourceType {
+    fn from(target: &WatchTarget) -> Self {
+        ResourceType {
+            id: target.id.clone(),
+            kind: target.kind.clone(),
+        }
+    }
+}
+
+/// The source-side resource types of each direction, resolved against discovery.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Upstream types whose objects go down.
+    pub downsync: Resolution,
+    /// Downstream types whose objects go up.
+    pub upsync: Resolution,
+}
+
+/// Which objects go where.
+pub trait Selection: Send + Sync {
+    /// Whether the configuration has been read at least once. Until then nothing is
+    /// resolved and the initial sync is not done.
+    fn is_loaded(&self) -> bool;
+
+    /// A number that changes whenever the selection does (the resolver then reconciles
+    /// every key again).
+    fn revision(&self) -> u64;
+
+    /// The resource types to watch, each on its source side: downsync types among
+    /// `upstream`'s discovery, upsync types among `downstream`'s.
+    fn resolve(&self, upstream: &[DiscoveredResource], downstream: &[DiscoveredResource]) -> Plan;
+
+    /// Whether the source object `obj` (key `source`, of `target`, which names the
+    /// direction) is wanted on the other side.
+    fn wants(&self, target: &WatchTarget, source: &ObjectRef, obj: &Value) -> bool;
+
+    /// Whether the upstream Namespace object `namespace` is itself downsynced: its own
+    /// flow then makes the destination namespace (marked), and a copy waiting for it
+    /// does not create a plain one.
+    fn copies_namespace(&self, namespace: &str) -> bool;
+}
+
+/// Where copies land: types and keys on the destination side.
+pub trait Mapping: Send + Sync {
+    /// The destination resource type of the flow whose source type is `target`.
+    fn dest_type(&self, target: &WatchTarget) -> ResourceType;
+
+    /// The destination key of the source object `source`. Total: every source has one.
+    fn dest_ref(&self, target: &WatchTarget, source: &ObjectRef) -> ObjectRef;
+
+    /// The source key of the destination object `dest`, the inverse of
+    /// [`Mapping::dest_ref`]; `None` if `dest` cannot be any source's copy (it is then
+    /// reconciled as a copy without a source: deleted if this syncer owns it).
+    fn source_ref(&self, target: &WatchTarget, dest: &ObjectRef) -> Option<ObjectRef>;
+}
+
+/// How a copy records that this syncer made it.
+pub trait Marks: Send + Sync {
+    /// A label selector matching every copy this syncer made, on either side. Copies
+    /// are watched and listed with it, so the server does the filtering.
+    fn copy_selector(&self) -> String;
+
+    /// Marks `copy` (server fields stripped, type and key mapped) as this syncer's copy
+    /// travelling in `direction`.
+    fn mark(&self, copy: &mut Value, direction: Direction);
+
+    /// Whether `obj` is a copy this syncer made, either way (a copy is never copied
+    /// back, and only a copy is updated or deleted without adopting it first).
+    fn is_own_copy(&self, obj: &Value) -> bool;
+
+    /// Whether `obj`, listed on `side` with [`Marks::copy_selector`] (metadata only,
+    /// `kind` set), is a copy this syncer made *for that side* which may be deleted
+    /// once its resource type is no longer synced.
+    fn is_orphaned_copy(&self, obj: &Value, side: Side) -> bool;
+
+    /// Whether the copy of `obj` (a source, or a copy that inherited its metadata) may
+    /// be created but never updated or deleted.
+    fn is_create_only(&self, obj: &Value, direction: Direction) -> bool;
+
+    /// The merge patch that removes every mark, leaving a plain object nobody owns.
+    fn release_patch(&self) -> Value;
+
+    /// How a copy in `direction` is marked, for messages (`edge.kubestellar.io/downsynced`).
+    fn describe(&self, direction: Direction) -> String;
+}
+
+/// Where the selection comes from, and where the syncer reports back.
+pub trait ConfigSource: Send + Sync {
+    /// Starts the tasks that read the configuration (and write status back); they run
+    /// until aborted.
+    fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>>;
+}
+
+/// Everything that makes one kind of syncer different from another.
+#[derive(Clone)]
+pub struct Profile {
+    /// The profile's name, for logs (`kubestellar`).
+    pub name: &'static str,
+    /// Which objects go where.
+    pub selection: Arc<dyn Selection>,
+    /// Where copies land.
+    pub mapping: Arc<dyn Mapping>,
+    /// How copies are marked.
+    pub marks: Arc<dyn Marks>,
+    /// Where the selection comes from.
+    pub config: Arc<dyn ConfigSource>,
+}
+
+impl std::fmt::Debug for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profile").field("name", &self.name).finish()
+    }
+}
+
+/// The mapping that keeps every type and key as it is (KubeStellar's).
+pub struct Identity;
+
+impl Mapping for Identity {
+    fn dest_type(&self, target: &WatchTarget) -> ResourceType {
+        ResourceType::from(target)
+    }
+
+    fn dest_ref(&self, _: &WatchTarget, source: &ObjectRef) -> ObjectRef {
+        source.clone()
+    }
+
+    fn source_ref(&self, _: &WatchTarget, dest: &ObjectRef) -> Option<ObjectRef> {
+        Some(dest.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests;

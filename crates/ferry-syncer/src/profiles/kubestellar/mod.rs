@@ -1,0 +1,335 @@
+//! The KubeStellar profile: the edge syncer of KubeStellar's mailbox workspaces.
+//!
+//! - Selection: the merge of every SyncerConfig in the upstream workspace
+//!   ([`crate::selection::SyncSelection`]), re-merged whenever one changes.
+//! - Mapping: none; a copy has its source's type, namespace and name ([`Identity`]).
+//! - Marks: the annotation `edge.kubestellar.io/downsynced` (or `.../upsynced`) valued
+//!   `<Kind>/<namespace>/<name>`, and the label `ferry.dev/syncer: <name>` for
+//!   server-side filtering (see [`crate::transform::is_owned_by`]);
+//!   `edge.kubestellar.io/downsync-overwrite: "false"` makes a copy create-only.
+//! - Configuration source: the SyncerConfigs ([`config`]), with conditions and
+//!   heartbeats written back onto each of them ([`heartbeat`]).
+
+pub mod config;
+pub mod heartbeat;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use ferry_api::well_known::{
+    owned_value, syncer_label_value, DOWNSYNCED_ANNOTATION, SYNCER_LABEL, UPSYNCED_ANNOTATION,
+};
+
+use crate::engine::{Engine, ObjectRef};
+use crate::profile::{ConfigSource, Identity, Marks, Plan, Profile, Selection};
+use crate::selection::{Direction, DiscoveredResource, ResourceId, SyncSelection, WatchTarget};
+use crate::side::Side;
+use crate::transform::{allows_overwrite, is_owned_by, mark, release_patch};
+
+use config::ConfigState;
+
+/// The SyncerConfigs as last seen and their merge: the KubeStellar profile's selection
+/// and configuration source.
+pub struct KubeStellar {
+    syncer_name: String,
+    heartbeat_period: Duration,
+    /// The SyncerConfigs as last seen.
+    pub configs: ConfigState,
+    selection: RwLock<Arc<SyncSelection>>,
+    revision: AtomicU64,
+}
+
+impl KubeStellar {
+    /// The profile for syncer `syncer_name`, writing heartbeats every `heartbeat_period`.
+    pub fn profile(syncer_name: &str, heartbeat_period: Duration) -> Profile {
+        let state = Arc::new(KubeStellar {
+            syncer_name: syncer_name.to_string(),
+            heartbeat_period,
+            configs: ConfigState::default(),
+            selection: RwLock::new(Arc::new(SyncSelection::default())),
+            revision: AtomicU64::new(0),
+        });
+        Profile {
+            name: "kubestellar",
+            selection: state.clone(),
+            mapping: Arc::new(Identity),
+            marks: Arc::new(KubeStellarMarks::new(syncer_name)),
+            config: state,
+        }
+    }
+
+    /// The current merged selection.
+    pub fn current(&self) -> Arc<SyncSelection> {
+        self.selection.read().clone()
+    }
+
+    /// Replaces the selection; returns whether it changed.
+    pub fn set_selection(&self, selection: SyncSelection) -> bool {
+        let mut current = self.selection.write();
+        if **current == selection {
+            return false;
+        }
+        *current = Arc::new(selection);
+        self.revision.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// The syncer's name.
+    pub fn syncer_name(&self) -> &str {
+        &self.syncer_name
+    }
+}
+
+impl Selection for KubeStellar {
+    fn is_loaded(&self) -> bool {
+        self.configs.is_loaded()
+    }
+
+    fn revision(&self) -> u64 {
+        self.revision.load(Ordering::Relaxed)
+    }
+
+    fn resolve(&self, upstream: &[DiscoveredResource], downstream: &[DiscoveredResource]) -> Plan {
+        let selection = self.current();
+        Plan {
+            downsync: selection.resolve_downsync(upstream),
+            upsync: selection.resolve_upsync(downstream),
+        }
+    }
+
+    fn wants(&self, target: &WatchTarget, source: &ObjectRef, _: &Value) -> bool {
+        let selection = self.selection.read();
+        let ns = source.namespace.as_deref();
+        match target.direction {
+            Direction::Downsync => selection.wants_downsync(&target.id, ns, &source.name),
+            Direction::Upsync => selection.wants_upsync(&target.id, ns, &source.name),
+        }
+    }
+
+    fn copies_namespace(&self, namespace: &str) -> bool {
+        let namespaces = ResourceId::new("", "v1", "namespaces", false);
+        self.selection.read().wants_downsync(&namespaces, None, namespace)
+    }
+}
+
+impl ConfigSource for KubeStellar {
+    fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
+        vec![
+            tokio::spawn(config::watch_configs(engine.clone(), self.clone())),
+            tokio::spawn(heartbeat::status_loop(
+                engine.clone(),
+                self.clone(),
+                self.heartbeat_period,
+            )),
+        ]
+    }
+}
+
+/// KubeStellar's ownership marks (annotation plus the Ferry owner label).
+pub struct KubeStellarMarks {
+    syncer_name: String,
+}
+
+impl KubeStellarMarks {
+    /// The marks of syncer `syncer_name`.
+    pub fn new(syncer_name: &str) -> Self {
+        KubeStellarMarks {
+            syncer_name: syncer_name.to_string(),
+        }
+    }
+}
+
+/// The annotation that marks a copy travelling in `direction`.
+fn copy_annotation(direction: Direction) -> &'static str {
+    match direction {
+        Direction::Downsync => DOWNSYNCED_ANNOTATION,
+        Direction::Upsync => UPSYNCED_ANNOTATION,
+    }
+}
+
+/// The direction whose copies live on `side`.
+fn copies_on(side: Side) -> Direction {
+    match side {
+        Side::Downstream => Direction::Downsync,
+        Side::Upstream => Direction::Upsync,
+    }
+}
+
+impl Marks for KubeStellarMarks {
+    fn copy_selector(&self) -> String {
+        format!("{SYNCER_LABEL}={}", syncer_label_value(&self.syncer_name))
+    }
+
+    fn mark(&self, copy: &mut Value, direction: Direction) {
+        let kind = copy
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        mark(copy, copy_annotation(direction), &kind, &self.syncer_name);
+    }
+
+    fn is_own_copy(&self, obj: &Value) -> bool {
+        is_owned_by(obj, &self.syncer_name)
+    }
+
+    /// Owned by the syncer ([`is_owned_by`]), marked as a copy *for this side*
+    /// (`downsynced` downstream, `upsynced` upstream) so that a source which merely
+    /// carries the other mark is never taken for a copy, not already being deleted, and
+    /// not a create-only downstream copy (`downsync-overwrite: "false"`).
+    fn is_orphaned_copy(&self, obj: &Value, side: Side) -> bool {
+        let meta = &obj["metadata"];
+        let (Some(kind), Some(name)) = (obj["kind"].as_str(), meta["name"].as_str()) else {
+            return false;
+        };
+        let direction = copies_on(side);
+        let marked_here = meta["annotations"][copy_annotation(direction)].as_str()
+            == Some(owned_value(kind, meta["namespace"].as_str(), name).as_str());
+        let deleting = !meta["deletionTimestamp"].is_null();
+        marked_here && self.is_own_copy(obj) && !deleting && !self.is_create_only(obj, direction)
+    }
+
+    fn is_create_only(&self, obj: &Value, direction: Direction) -> bool {
+        direction == Direction::Downsync && !allows_overwrite(obj)
+    }
+
+    fn release_patch(&self) -> Value {
+        release_patch()
+    }
+
+    fn describe(&self, direction: Direction) -> String {
+        copy_annotation(direction).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_api::well_known::DOWNSYNC_OVERWRITE_ANNOTATION;
+    use serde_json::json;
+
+    fn object(kind: &str, namespace: Option<&str>, name: &str, labels: Value, annotations: Value) -> Value {
+        let mut meta = json!({ "name": name, "labels": labels, "annotations": annotations });
+        if let Some(ns) = namespace {
+            meta["namespace"] = json!(ns);
+        }
+        json!({ "apiVersion": "v1", "kind": kind, "metadata": meta })
+    }
+
+    fn labelled_secret(annotations: Value) -> Value {
+        object(
+            "Secret",
+            Some("app"),
+            "drop",
+            json!({ SYNCER_LABEL: "florin" }),
+            annotations,
+        )
+    }
+
+    fn marks() -> KubeStellarMarks {
+        KubeStellarMarks::new("florin")
+    }
+
+    #[test]
+    fn an_orphaned_copy_is_owned_and_marked_for_the_side_it_is_on() {
+        let down = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "Secret/app/drop" }));
+        assert!(marks().is_orphaned_copy(&down, Side::Downstream));
+        assert!(
+            !marks().is_orphaned_copy(&down, Side::Upstream),
+            "a downsynced mark upstream is a source's, not a copy's"
+        );
+        let up = labelled_secret(json!({ UPSYNCED_ANNOTATION: "Secret/app/drop" }));
+        assert!(marks().is_orphaned_copy(&up, Side::Upstream));
+        assert!(!marks().is_orphaned_copy(&up, Side::Downstream));
+    }
+
+    #[test]
+    fn another_syncers_or_an_inherited_mark_is_not_an_orphan() {
+        let other = object(
+            "Secret",
+            Some("app"),
+            "drop",
+            json!({ SYNCER_LABEL: "guilder" }),
+            json!({ DOWNSYNCED_ANNOTATION: "Secret/app/drop" }),
+        );
+        assert!(!marks().is_orphaned_copy(&other, Side::Downstream));
+        let inherited = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "Secret/app/other" }));
+        assert!(!marks().is_orphaned_copy(&inherited, Side::Downstream));
+        let other_kind = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "ConfigMap/app/drop" }));
+        assert!(!marks().is_orphaned_copy(&other_kind, Side::Downstream));
+    }
+
+    #[test]
+    fn a_cluster_scoped_copy_is_marked_with_an_empty_namespace() {
+        let ns = object(
+            "Namespace",
+            None,
+            "app",
+            json!({ SYNCER_LABEL: "florin" }),
+            json!({ DOWNSYNCED_ANNOTATION: "Namespace//app" }),
+        );
+        assert!(marks().is_orphaned_copy(&ns, Side::Downstream));
+    }
+
+    #[test]
+    fn create_only_and_deleting_copies_are_not_orphans_to_delete() {
+        let create_only = labelled_secret(json!({
+            DOWNSYNCED_ANNOTATION: "Secret/app/drop",
+            DOWNSYNC_OVERWRITE_ANNOTATION: "false",
+        }));
+        assert!(!marks().is_orphaned_copy(&create_only, Side::Downstream));
+        assert!(marks().is_create_only(&create_only, Direction::Downsync));
+        assert!(!marks().is_create_only(&create_only, Direction::Upsync));
+        let mut deleting = labelled_secret(json!({ DOWNSYNCED_ANNOTATION: "Secret/app/drop" }));
+        deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+        assert!(!marks().is_orphaned_copy(&deleting, Side::Downstream));
+    }
+
+    #[test]
+    fn copies_are_selected_by_the_owner_label() {
+        assert_eq!(marks().copy_selector(), "ferry.dev/syncer=florin");
+        assert_eq!(marks().describe(Direction::Upsync), UPSYNCED_ANNOTATION);
+    }
+
+    #[test]
+    fn the_selection_is_the_merge_of_the_syncer_configs() {
+        let profile = KubeStellar::profile("florin", Duration::from_secs(20));
+        let config: ferry_api::edge::SyncerConfig = serde_json::from_value(json!({
+            "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig",
+            "metadata": { "name": "the-one" },
+            "spec": { "namespaceScope": { "namespaces": ["app"], "resources": [
+                { "group": "", "apiVersion": "v1", "resource": "configmaps" }] } }
+        }))
+        .unwrap();
+        let state = KubeStellar {
+            syncer_name: "florin".into(),
+            heartbeat_period: Duration::from_secs(20),
+            configs: ConfigState::default(),
+            selection: RwLock::new(Arc::default()),
+            revision: AtomicU64::new(0),
+        };
+        assert!(state.set_selection(SyncSelection::from_configs(std::slice::from_ref(&config)).0));
+        assert!(
+            !state.set_selection(SyncSelection::from_configs(&[config]).0),
+            "unchanged"
+        );
+        assert_eq!(state.revision(), 1);
+        let target = WatchTarget {
+            id: ResourceId::new("", "v1", "configmaps", true),
+            kind: "ConfigMap".into(),
+            direction: Direction::Downsync,
+        };
+        let key = |ns: &str| ObjectRef {
+            namespace: Some(ns.into()),
+            name: "a".into(),
+        };
+        assert!(state.wants(&target, &key("app"), &Value::Null));
+        assert!(!state.wants(&target, &key("other"), &Value::Null));
+        assert!(state.copies_namespace("app"));
+        assert!(!profile.selection.is_loaded(), "no configs listed yet");
+    }
+}
