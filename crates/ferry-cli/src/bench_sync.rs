@@ -54,8 +54,9 @@ pub struct SyncBenchArgs {
     /// Syncer workers, and the requests in flight of the baseline client.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
-    /// The syncer's --qps. 0 (unthrottled) by default, as the baseline client is; the
-    /// syncer's own default is 30, which caps it at 30 writes per second.
+    /// The syncer's --qps. 0 (unthrottled) by default, as the baseline client is. The
+    /// syncer's own default (no --qps) is the server's pace against a hub or a server
+    /// doing API priority and fairness, and 30/s against any other.
     #[arg(long, default_value_t = 0.0)]
     pub qps: f32,
     /// The syncer's --burst.
