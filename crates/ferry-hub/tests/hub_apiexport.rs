@@ -321,6 +321,19 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("SIZE") && stdout.contains("w0"), "{stdout}");
+    // OpenAPI from the schema: kubectl explain knows the bound resource's fields.
+    let out = hub.kubectl(&[
+        "--server",
+        &format!("{}/clusters/root:c0", hub.url()),
+        "explain",
+        "widgets.spec",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("size") && stdout.contains("<integer>"),
+        "{stdout}"
+    );
     // Not served in a workspace that did not bind it.
     let other = workspace(hub, "other").await;
     let (code, _) = call(
