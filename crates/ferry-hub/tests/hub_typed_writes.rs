@@ -398,3 +398,74 @@ async fn duplicate_fields_follow_field_validation() {
     assert_eq!(code, 201);
     assert!(warnings.iter().all(|w| !w.contains("duplicate")), "{warnings:?}");
 }
+
+/// A custom resource's fields that its schema prunes are its unknown fields:
+/// Strict refuses them by path, Warn (the default) warns and drops them.
+#[tokio::test(flavor = "multi_thread")]
+async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}});
+    let (code, body) = call(
+        &client,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(&crd),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let gizmos = "/apis/example.com/v1/namespaces/default/gizmos";
+    let gizmo = |name: &str| {
+        json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": name},
+               "spec": {"size": 1, "colour": "red"}})
+    };
+    let served = ferry_hub::testing::eventually(10, "gizmos served", || {
+        let client = client.clone();
+        async move {
+            let (code, _) = call(&client, "GET", gizmos, None).await;
+            (code == 200).then_some(())
+        }
+    });
+    served.await;
+    let (code, body) = call(
+        &client,
+        "POST",
+        &format!("{gizmos}?fieldValidation=Strict"),
+        Some(&gizmo("g1")),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        body["message"],
+        "strict decoding error: unknown field \"spec.colour\""
+    );
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(gizmos)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&gizmo("g2")).unwrap(),
+        ))
+        .unwrap();
+    let resp = client.send(req).await.expect("response");
+    assert_eq!(resp.status().as_u16(), 201);
+    let warnings: Vec<String> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("unknown field") && w.contains("spec.colour")),
+        "{warnings:?}"
+    );
+    let stored: Value = serde_json::from_slice(&resp.into_body().collect_bytes().await.unwrap()).unwrap();
+    assert!(stored["spec"].get("colour").is_none(), "pruned: {stored}");
+}

@@ -208,7 +208,15 @@ fn validate(
     );
     if let Some(schema) = &info.schema {
         // Validate and prune a copy without metadata, so metadata is judged only once.
-        causes.extend(validation::validate_and_prune(schema, new));
+        let (schema_causes, pruned) = validation::validate_and_prune_reporting(schema, new);
+        causes.extend(schema_causes);
+        // Pruned fields are the unknown fields of a custom resource.
+        if !pruned.is_empty() {
+            let unknown = pruned.iter().map(|p| format!("unknown field {p:?}")).collect();
+            let warnings = crate::decode::field_report(unknown, &[], s.options.field_validation)
+                .map_err(ApiError::bad_request)?;
+            s.warnings.lock().extend(warnings);
+        }
         // CEL rules see the pruned, defaulted object, as in kube-apiserver;
         // only a structurally valid one, so rules need not guard types.
         if causes.is_empty() {

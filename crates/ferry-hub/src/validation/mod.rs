@@ -19,7 +19,7 @@ use serde_json::Value;
 
 pub use crd::validate_crd;
 pub use names::{validate_metadata, validate_object_name, NameRule};
-pub use schema::validate_and_prune;
+pub use schema::{validate_and_prune, validate_and_prune_reporting};
 
 /// Kubernetes' `field.Invalid` body: `Invalid value: "x": detail`. Strings are
 /// quoted, numbers and booleans bare, `null` as `"null"`, the rest as JSON.

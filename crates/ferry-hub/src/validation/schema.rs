@@ -18,12 +18,20 @@ const OBJECT_ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 /// `apiVersion`, `kind` and `metadata` at the root are never pruned; metadata
 /// is validated separately by [`super::validate_metadata`].
 pub fn validate_and_prune(schema: &Value, obj: &mut Value) -> Vec<Cause> {
-    prune(obj, schema, true);
+    validate_and_prune_reporting(schema, obj).0
+}
+
+/// As [`validate_and_prune`], also returning the paths of the fields pruned
+/// (`spec.extra`, `spec.items[0].x`), which `fieldValidation` reports as
+/// unknown fields.
+pub fn validate_and_prune_reporting(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
+    let mut pruned = Vec::new();
+    prune(obj, schema, true, "", &mut pruned);
     drop_non_nullable_nulls(obj, schema);
     apply_defaults(obj, schema);
     let mut causes = Vec::new();
     validate(obj, schema, "", &mut causes);
-    causes
+    (causes, pruned)
 }
 
 fn flag(schema: &Value, key: &str) -> bool {
@@ -39,9 +47,17 @@ fn additional_schema(schema: &Value) -> Option<&Value> {
     schema.get("additionalProperties").filter(|v| v.is_object())
 }
 
-/// Remove fields not described by `schema`, recursively.
-fn prune(value: &mut Value, schema: &Value, keep_object_root: bool) {
+/// Remove fields not described by `schema`, recursively, recording each
+/// removed field's path (below `at`) in `pruned`.
+fn prune(value: &mut Value, schema: &Value, keep_object_root: bool, at: &str, pruned: &mut Vec<String>) {
     let keep_root = keep_object_root || flag(schema, "x-kubernetes-embedded-resource");
+    let child_path = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
     match value {
         Value::Object(map) => {
             let props = properties(schema);
@@ -53,20 +69,23 @@ fn prune(value: &mut Value, schema: &Value, keep_object_root: bool) {
                 if keep_root && OBJECT_ROOT_FIELDS.contains(&key.as_str()) {
                     true
                 } else if let Some(prop) = props.and_then(|p| p.get(key)) {
-                    prune(child, prop, false);
+                    prune(child, prop, false, &child_path(key), pruned);
                     true
                 } else if let Some(additional) = additional {
-                    prune(child, additional, false);
+                    prune(child, additional, false, &child_path(key), pruned);
                     true
                 } else {
+                    if !keep_unknown {
+                        pruned.push(child_path(key));
+                    }
                     keep_unknown
                 }
             });
         }
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
-                for item in items {
-                    prune(item, item_schema, false);
+                for (i, item) in items.iter_mut().enumerate() {
+                    prune(item, item_schema, false, &format!("{at}[{i}]"), pruned);
                 }
             }
         }
@@ -824,5 +843,29 @@ mod tests {
         let mut obj = json!({"l": ["a", "b", "a"]});
         let causes = validate_and_prune(&s, &mut obj);
         assert_eq!(causes[0].describe(), "l[2]: Duplicate value: \"a\"");
+    }
+}
+
+#[cfg(test)]
+mod pruned_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pruned_fields_are_reported_with_their_paths() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "items": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+            }}
+        }});
+        let mut obj = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "n"},
+            "spec": {"extra": 1, "items": [{"a": "ok", "b": 2}], "free": {"anything": true}}, "top": 3});
+        let (causes, mut pruned) = validate_and_prune_reporting(&schema, &mut obj);
+        assert!(causes.is_empty(), "{causes:?}");
+        pruned.sort();
+        assert_eq!(pruned, vec!["spec.extra", "spec.items[0].b", "top"]);
+        assert_eq!(obj["spec"]["free"]["anything"], true);
+        assert!(obj["spec"].get("extra").is_none());
     }
 }
