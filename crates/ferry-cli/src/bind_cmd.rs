@@ -108,6 +108,7 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
     let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let here = config.cluster_url.to_string();
     let client = kube::Client::try_from(config)?;
+    let client_for_discovery = client.clone();
     let mut claims: Vec<Value> = Vec::new();
     if args.accept_all_permission_claims
         || args.reject_all_permission_claims
@@ -208,6 +209,34 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
             );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The workspace serves what the binding bound a moment after it reports
+    // Bound; wait for that too, so the next command finds the resources.
+    let bound = bindings.get(&name).await?;
+    let groups: Vec<String> = bound
+        .data
+        .pointer("/status/boundResources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("group").and_then(Value::as_str))
+        .filter(|g| !g.is_empty())
+        .map(String::from)
+        .collect();
+    for group in groups {
+        loop {
+            let request = http::Request::get(format!("/apis/{group}")).body(Vec::new())?;
+            if client_for_discovery.request_text(request).await.is_ok() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                bail!(
+                    "{name} is Bound but {group} is not served after {:?}",
+                    args.timeout
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     println!("{name} created and bound.");
     Ok(())

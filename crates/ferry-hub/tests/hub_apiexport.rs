@@ -121,9 +121,27 @@ async fn wait_condition(hub: &TestHub, ws: &str, path: &str, type_: &str, status
     .await
 }
 
+/// Wait until the binding is Ready and what it binds is served: the
+/// registry catches up with a Bound status just after the status is
+/// committed, so a reader can see Bound a moment before the resource.
 async fn bound(hub: &TestHub, ws: &str, name: &str) -> Value {
     let b = wait_condition(hub, ws, &format!("{APIS}/apibindings/{name}"), "Ready", "True").await;
     assert_eq!(b["status"]["phase"], "Bound", "{b}");
+    for r in b["status"]["boundResources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        let group = r["group"].as_str().unwrap_or_default().to_string();
+        if group.is_empty() {
+            continue;
+        }
+        eventually(10, &format!("{group} served in {ws}"), || async {
+            let (code, _) = call(&admin(hub, ws).await, "GET", &format!("/apis/{group}"), None).await;
+            (code == 200).then_some(())
+        })
+        .await;
+    }
     b
 }
 
