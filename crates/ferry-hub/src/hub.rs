@@ -103,6 +103,9 @@ pub struct Hub {
     pub openapi: crate::openapi::cache::OpenApiCache,
     /// Which workspaces are bound to which APIExport.
     pub bindings: crate::apis::BindingIndex,
+    /// Held across one [`Hub::refresh_crds`]: two writers refreshing at once
+    /// must not let the one that read older state install it last.
+    refreshing: parking_lot::Mutex<()>,
 }
 
 impl Hub {
@@ -125,6 +128,7 @@ impl Hub {
             observer: RwLock::new(None),
             openapi: Default::default(),
             bindings: Default::default(),
+            refreshing: Default::default(),
         };
         hub.rebuild_indexes();
         Arc::new(hub)
@@ -191,6 +195,11 @@ impl Hub {
     /// resources and those of its Bound APIBindings (and, for the virtual
     /// workspaces, which exports it is bound to).
     pub fn refresh_crds(&self, cluster: &str) {
+        // Read and install under one lock: a refresh that read the store
+        // later always installs later (the store's committed state only
+        // moves forward), so a Bound binding or a new CRD is never undone
+        // by a slower refresh that read before it.
+        let _serial = self.refreshing.lock();
         let scope = ClusterScope::One(cluster.into());
         let (crds, _) = self.store.list(&scope, CRDS, None, None);
         let mut served = Vec::new();
