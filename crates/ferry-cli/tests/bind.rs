@@ -40,8 +40,8 @@ fn workspace_kubeconfig(hub: &TestHub, path: &str) -> PathBuf {
     file
 }
 
-/// `kubectl ferry ARGS`, with the built plugin on PATH.
-fn kubectl_ferry(kubeconfig: &Path, args: &[&str]) -> Output {
+/// kubectl with the built `kubectl-ferry` on PATH and `kubeconfig` as KUBECONFIG.
+fn kubectl(kubeconfig: &Path) -> Command {
     let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry"))
         .parent()
         .unwrap()
@@ -51,11 +51,18 @@ fn kubectl_ferry(kubeconfig: &Path, args: &[&str]) -> Output {
         plugin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    Command::new("kubectl")
+    let mut cmd = Command::new("kubectl");
+    cmd.env("PATH", path)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_BACKTRACE", "0");
+    cmd
+}
+
+/// `kubectl ferry ARGS`.
+fn kubectl_ferry(kubeconfig: &Path, args: &[&str]) -> Output {
+    kubectl(kubeconfig)
         .arg("ferry")
         .args(args)
-        .env("PATH", path)
-        .env("KUBECONFIG", kubeconfig)
         .output()
         .expect("kubectl runs")
 }
@@ -189,20 +196,8 @@ async fn the_walk_through_with_ws_and_bind() {
         async move {
             tokio::task::spawn_blocking(move || {
                 use std::io::Write;
-                let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry"))
-                    .parent()
-                    .unwrap()
-                    .to_path_buf();
-                let path = format!(
-                    "{}:{}",
-                    plugin_dir.display(),
-                    std::env::var("PATH").unwrap_or_default()
-                );
-                let mut child = Command::new("kubectl")
+                let mut child = kubectl(&kc)
                     .args(args)
-                    .env("PATH", path)
-                    .env("KUBECONFIG", &kc)
-                    .env("RUST_BACKTRACE", "0")
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())

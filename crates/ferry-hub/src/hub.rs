@@ -256,12 +256,7 @@ impl Hub {
             let Some(schema_name) = r.pointer("/schema/name").and_then(Value::as_str) else {
                 continue;
             };
-            let key = ObjectKey {
-                cluster: export.cluster.clone(),
-                resource: crate::apis::SCHEMAS.into(),
-                namespace: String::new(),
-                name: schema_name.into(),
-            };
+            let key = crate::apis::key(&export.cluster, crate::apis::SCHEMAS, schema_name);
             let Some(schema) = self.store.get(&key) else {
                 tracing::warn!(
                     binding = name,

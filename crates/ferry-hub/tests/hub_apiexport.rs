@@ -154,26 +154,37 @@ struct World {
     consumers: Vec<(String, String)>, // (path, logical cluster)
 }
 
-async fn world(consumers: usize) -> World {
+/// A hub that knows the users of [`TOKENS`] (the directory holds the file).
+async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.csv");
     std::fs::write(&file, TOKENS).unwrap();
     let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
-    let provider = workspace(&hub, "provider").await;
+    (hub, dir)
+}
+
+/// The widgets schema and an export of `schemas` in root:provider.
+async fn publish(hub: &TestHub, schemas: &[&str]) {
     create(
-        &hub,
+        hub,
         "root:provider",
         &format!("{APIS}/apiresourceschemas"),
         widgets_schema("v1"),
     )
     .await;
     create(
-        &hub,
+        hub,
         "root:provider",
         &format!("{APIS}/apiexports"),
-        export(&["v1.widgets.example.io"]),
+        export(schemas),
     )
     .await;
+}
+
+async fn world(consumers: usize) -> World {
+    let (hub, dir) = hub_with_users().await;
+    let provider = workspace(&hub, "provider").await;
+    publish(&hub, &["v1.widgets.example.io"]).await;
     let mut cs = Vec::new();
     for i in 0..consumers {
         let name = format!("c{i}");
@@ -696,26 +707,10 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
 
 #[tokio::test]
 async fn binding_needs_bind_on_the_export_and_says_what_is_wrong() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let (hub, _dir) = hub_with_users().await;
     workspace(&hub, "provider").await;
     workspace(&hub, "consumer").await;
-    create(
-        &hub,
-        "root:provider",
-        &format!("{APIS}/apiresourceschemas"),
-        widgets_schema("v1"),
-    )
-    .await;
-    create(
-        &hub,
-        "root:provider",
-        &format!("{APIS}/apiexports"),
-        export(&["v1.widgets.example.io", "v1.missing.example.io"]),
-    )
-    .await;
+    publish(&hub, &["v1.widgets.example.io", "v1.missing.example.io"]).await;
     // The export names the schema it lacks.
     let exp = wait_condition(
         &hub,
@@ -1003,20 +998,7 @@ async fn exports_and_bindings_survive_a_restart() {
         let hub = TestHub::start_in(dir.path()).await;
         provider = workspace(&hub, "provider").await;
         consumer = workspace(&hub, "consumer").await;
-        create(
-            &hub,
-            "root:provider",
-            &format!("{APIS}/apiresourceschemas"),
-            widgets_schema("v1"),
-        )
-        .await;
-        create(
-            &hub,
-            "root:provider",
-            &format!("{APIS}/apiexports"),
-            export(&["v1.widgets.example.io"]),
-        )
-        .await;
+        publish(&hub, &["v1.widgets.example.io"]).await;
         create(
             &hub,
             "root:consumer",

@@ -30,6 +30,17 @@ pub const EXPORTS: &str = "apis.kcp.io/apiexports";
 pub const SLICES: &str = "apis.kcp.io/apiexportendpointslices";
 pub const BINDINGS: &str = "apis.kcp.io/apibindings";
 
+/// The storage key of the cluster-scoped `apis.kcp.io` object `name` of
+/// `resource` (one of the storage keys above) in `cluster`.
+pub fn key(cluster: &str, resource: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        cluster: cluster.into(),
+        resource: resource.into(),
+        namespace: String::new(),
+        name: name.into(),
+    }
+}
+
 /// An export, named by the logical cluster (name, not path) that holds it
 /// and its name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -223,21 +234,36 @@ impl BindingIndex {
             .is_some_and(|b| b.resources.contains(&(group.to_string(), resource.to_string())))
     }
 
-    /// The claims `cluster` accepted for `export` on `(group, resource)`.
-    pub fn claims(&self, export: &ExportKey, cluster: &str, group: &str, resource: &str) -> Vec<Claim> {
+    /// Whether `cluster` accepted a claim of `export` on `(group, resource)`.
+    pub fn claimed(&self, export: &ExportKey, cluster: &str, group: &str, resource: &str) -> bool {
+        self.with_claims(export, cluster, group, resource, |_| true)
+    }
+
+    /// Whether a claim `cluster` accepted for `export` covers the object at `key`.
+    pub fn claim_covers(&self, export: &ExportKey, key: &ObjectKey, group: &str, resource: &str) -> bool {
+        self.with_claims(export, &key.cluster, group, resource, |c| c.covers(key))
+    }
+
+    /// Whether any accepted claim on `(group, resource)` satisfies `f`,
+    /// read under the lock without copying (asked for every watch event).
+    fn with_claims(
+        &self,
+        export: &ExportKey,
+        cluster: &str,
+        group: &str,
+        resource: &str,
+        f: impl Fn(&Claim) -> bool,
+    ) -> bool {
         self.inner
             .read()
             .by_export
             .get(export)
             .and_then(|m| m.get(cluster))
-            .map(|b| {
+            .is_some_and(|b| {
                 b.claims
                     .iter()
-                    .filter(|c| c.group == group && c.resource == resource)
-                    .cloned()
-                    .collect()
+                    .any(|c| c.group == group && c.resource == resource && f(c))
             })
-            .unwrap_or_default()
     }
 
     /// Whether `cluster` has a Bound binding to `export`.
@@ -342,8 +368,8 @@ mod tests {
         idx.set_cluster("c1", vec![(e.clone(), b)]);
         assert!(idx.binds(&e, "c1", "example.io", "widgets"));
         assert!(!idx.binds(&e, "c2", "example.io", "widgets"));
-        assert_eq!(idx.claims(&e, "c1", "", "secrets").len(), 1);
-        assert!(idx.claims(&e, "c1", "", "configmaps").is_empty());
+        assert!(idx.claimed(&e, "c1", "", "secrets"));
+        assert!(!idx.claimed(&e, "c1", "", "configmaps"));
         idx.set_cluster("c1", Vec::new());
         assert!(!idx.is_bound(&e, "c1"));
         assert_eq!(idx.bound_count(&e), 0);

@@ -121,15 +121,6 @@ fn refers_to(hub: &Hub, from: &str, obj: &Value, pointer: &str, cluster: &str, n
             .is_some_and(|lc| lc.name == cluster)
 }
 
-fn key_of(cluster: &str, resource: &str, name: &str) -> ObjectKey {
-    ObjectKey {
-        cluster: cluster.into(),
-        resource: resource.into(),
-        namespace: String::new(),
-        name: name.into(),
-    }
-}
-
 /// Replace `obj`'s status with `status` when it differs, through the status
 /// subresource as the hub's controller.
 async fn write_status(hub: &Arc<Hub>, key: &ObjectKey, resource: &str, mut obj: Value, status: Value) {
@@ -177,7 +168,11 @@ async fn reconcile_export(hub: &Arc<Hub>, key: &ObjectKey) {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter(|s| hub.store.get(&key_of(&key.cluster, apis::SCHEMAS, s)).is_none())
+        .filter(|s| {
+            hub.store
+                .get(&apis::key(&key.cluster, apis::SCHEMAS, s))
+                .is_none()
+        })
         .map(String::from)
         .collect();
     let path = hub
@@ -220,7 +215,7 @@ async fn reconcile_export(hub: &Arc<Hub>, key: &ObjectKey) {
 async fn ensure_own_slice(hub: &Arc<Hub>, key: &ObjectKey, uid: &str) {
     if hub
         .store
-        .get(&key_of(&key.cluster, apis::SLICES, &key.name))
+        .get(&apis::key(&key.cluster, apis::SLICES, &key.name))
         .is_some()
     {
         return;
@@ -352,7 +347,7 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
     {
         match hub
             .store
-            .get(&key_of(&export_lc.name, apis::SCHEMAS, schema_name))
+            .get(&apis::key(&export_lc.name, apis::SCHEMAS, schema_name))
         {
             Some(s) => schemas.push(s.value()),
             None => missing.push(schema_name.to_string()),

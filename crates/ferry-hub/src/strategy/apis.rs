@@ -312,12 +312,7 @@ pub fn export_cluster(hub: &Hub, binding_cluster: &LogicalCluster, path: &str) -
 }
 
 pub fn export_key(cluster: &str, name: &str) -> crate::storage::ObjectKey {
-    crate::storage::ObjectKey {
-        cluster: cluster.into(),
-        resource: apis::EXPORTS.into(),
-        namespace: String::new(),
-        name: name.into(),
-    }
+    apis::key(cluster, apis::EXPORTS, name)
 }
 
 /// The APIBinding in `cluster` that serves `group`/`resource`, if any: a

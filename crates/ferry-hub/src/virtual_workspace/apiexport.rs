@@ -156,11 +156,9 @@ impl ScopeFilter for Visible {
                 .bindings
                 .binds(&self.export, cluster, &self.group, &self.resource)
         } else {
-            !self
-                .hub
+            self.hub
                 .bindings
-                .claims(&self.export, cluster, &self.group, &self.resource)
-                .is_empty()
+                .claimed(&self.export, cluster, &self.group, &self.resource)
         }
     }
 
@@ -169,8 +167,6 @@ impl ScopeFilter for Visible {
             || self
                 .hub
                 .bindings
-                .claims(&self.export, &key.cluster, &self.group, &self.resource)
-                .iter()
-                .any(|c| c.covers(key))
+                .claim_covers(&self.export, key, &self.group, &self.resource)
     }
 }
