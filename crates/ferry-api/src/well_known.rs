@@ -51,7 +51,7 @@ pub const WORKLOAD_STATE_SYNC: &str = "Sync";
 pub const WORKLOAD_STATE_UPSYNC: &str = "Upsync";
 
 /// The kcp TMC state label for one sync target: `state.workload.kcp.io/<key>`, where the
-/// key is base62(sha224(`<clusterPath>:<syncTargetName>`)). Values: `""` (pending),
+/// key is [`crate::workload::sync_target_key`]. Values: `""` (pending),
 /// [`WORKLOAD_STATE_SYNC`] or [`WORKLOAD_STATE_UPSYNC`].
 pub fn workload_state_label(sync_target_key: &str) -> String {
     format!("{WORKLOAD_STATE_LABEL_PREFIX}{sync_target_key}")

@@ -8,11 +8,38 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha224};
 
 /// The API group.
 pub const GROUP: &str = "workload.kcp.io";
 /// The API version.
 pub const VERSION: &str = "v1alpha1";
+
+/// A SyncTarget's key, the `<key>` in `state.workload.kcp.io/<key>` and the other
+/// per-target labels, annotations and finalizers (see [`crate::well_known`]):
+/// base62 of sha224(`<logical cluster>:<name>`), where the logical cluster is the
+/// workspace's `kcp.io/cluster` name. Same input, same key as kcp.
+pub fn sync_target_key(logical_cluster: &str, name: &str) -> String {
+    let hash = Sha224::digest(format!("{logical_cluster}:{name}").as_bytes());
+    crate::naming::radix_text(&hash, 62)
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_stable_and_differs_per_target_and_workspace() {
+        let key = sync_target_key("root:org", "east");
+        assert_eq!(key, sync_target_key("root:org", "east"));
+        assert_ne!(key, sync_target_key("root:org", "west"));
+        assert_ne!(key, sync_target_key("root:other", "east"));
+        assert!(key.len() > 30 && key.len() <= 38, "{key}");
+        assert!(key.chars().all(|c| c.is_ascii_alphanumeric()), "{key}");
+        // A label name segment allows 63 characters: the label fits.
+        assert!(crate::well_known::workload_state_label(&key).len() < 63 + 22);
+    }
+}
 
 cluster_resource! {
     /// A cluster capable of running workloads, as kcp TMC describes it.
