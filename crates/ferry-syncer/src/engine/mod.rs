@@ -459,7 +459,8 @@ impl Engine {
                         }
                         let id = self.next_flow.fetch_add(1, Ordering::Relaxed);
                         let dest = self.profile.mapping.dest_type(target);
-                        let flow = Flow::new(id, target.clone(), dest, *status);
+                        let flow =
+                            Flow::new(id, target.clone(), dest, *status, self.profile.upstream_clusters);
                         flows.insert(id, flow.clone());
                         started.push(flow);
                     }
@@ -547,6 +548,7 @@ impl Engine {
                 && flow.dest.id.namespaced
                 && flow.copies.any_in_namespace(namespace, |name| {
                     let dest = ObjectRef {
+                        cluster: None,
                         namespace: Some(namespace.to_string()),
                         name: name.to_string(),
                     };
@@ -617,6 +619,7 @@ mod tests {
 
     fn key(name: &str) -> Key {
         let object = ObjectRef {
+            cluster: None,
             namespace: Some("app".into()),
             name: name.into(),
         };
@@ -631,6 +634,7 @@ mod tests {
         // Keys fill the queue by the ten thousand, which keeps its capacity.
         assert!(std::mem::size_of::<Key>() <= std::mem::size_of::<ObjectRef>() + 16);
         let moved = ObjectRef {
+            cluster: None,
             namespace: Some("p-app".into()),
             name: "a".into(),
         };

@@ -95,8 +95,15 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
+    /// The client for the object's logical cluster (see [`ObjectRef::cluster`]).
+    fn client(&self) -> kube::Client {
+        self.engine
+            .side(self.side)
+            .client_in(self.object.cluster.as_deref())
+    }
+
     fn api(&self) -> Api<RawObject> {
-        let client = self.engine.side(self.side).client.clone();
+        let client = self.client();
         let resource = self.flow.api_resource(self.side);
         match &self.object.namespace {
             Some(ns) if self.flow.resource_id(self.side).namespaced => {
@@ -296,8 +303,7 @@ impl Writer<'_> {
         if self.side == Side::Downstream && source_namespace.is_some_and(copied) {
             return Err(waits);
         }
-        let api: Api<k8s_openapi::api::core::v1::Namespace> =
-            Api::all(self.engine.side(self.side).client.clone());
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client());
         let ns = k8s_openapi::api::core::v1::Namespace {
             metadata: kube::api::ObjectMeta {
                 name: Some(namespace.clone()),
@@ -587,7 +593,7 @@ async fn create_or_adopt(
                 );
                 tracing::info!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "adopted an existing object");
                 events::post(
-                    engine.side(dest.side).client.clone(),
+                    dest.client(),
                     &written.to_value(),
                     dest_ty,
                     EventType::Normal,
@@ -620,9 +626,14 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
         Direction::Downsync => key.source().and_then(|s| flow.sources.get(s)),
         Direction::Upsync => flow.copies.get(key.dest()),
     };
+    let upstream_key = match flow.target.direction {
+        Direction::Downsync => key.source(),
+        Direction::Upsync => Some(key.dest()),
+    };
+    let cluster = upstream_key.and_then(|k| k.cluster.as_deref());
     if let Some(obj) = upstream_obj {
         events::post(
-            engine.up.client.clone(),
+            engine.up.client_in(cluster),
             &obj,
             flow.object_type(Side::Upstream),
             EventType::Warning,

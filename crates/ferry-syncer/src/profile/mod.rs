@@ -129,9 +129,9 @@ pub trait Mapping: Send + Sync {
 
 /// How a copy records that this syncer made it.
 pub trait Marks: Send + Sync {
-    /// A label selector matching every copy this syncer made, on either side. Copies
-    /// are watched and listed with it, so the server does the filtering.
-    fn copy_selector(&self) -> String;
+    /// A label selector matching every copy this syncer made on `side`. Copies are
+    /// watched and listed with it, so the server does the filtering.
+    fn copy_selector(&self, side: Side) -> String;
 
     /// Marks `copy` (server fields stripped, type and key mapped) as this syncer's copy
     /// travelling in `direction`.
@@ -177,6 +177,10 @@ pub struct Profile {
     pub marks: Arc<dyn Marks>,
     /// Where the selection comes from.
     pub config: Arc<dyn ConfigSource>,
+    /// Whether the upstream spans logical clusters (kcp TMC's syncer virtual workspace):
+    /// upstream objects are then watched under `/clusters/*`, keyed with their
+    /// `kcp.io/cluster` (see [`ObjectRef::cluster`]) and written under `/clusters/<c>`.
+    pub upstream_clusters: bool,
 }
 
 impl std::fmt::Debug for Profile {

@@ -117,6 +117,7 @@ pub fn upstream_copy(downstream: &Value, ty: &ObjectType, syncer_name: &str) -> 
 
 fn kubestellar_copy(source: &Value, direction: Direction, ty: &ObjectType, syncer_name: &str) -> Value {
     let key = ObjectRef::of(source).unwrap_or(ObjectRef {
+        cluster: None,
         namespace: None,
         name: String::new(),
     });
