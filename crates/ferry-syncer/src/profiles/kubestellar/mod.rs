@@ -60,6 +60,7 @@ impl KubeStellar {
             marks: Arc::new(KubeStellarMarks::new(syncer_name)),
             config: state,
             upstream_clusters: false,
+            namespace_clean_delay: None,
         }
     }
 
