@@ -48,6 +48,10 @@ pub struct SyncerOptions {
     /// What kind of syncer this is (see [`crate::profile`]); `None` means the
     /// KubeStellar profile for `sync_target_name`.
     pub profile: Option<crate::profile::Profile>,
+    /// Run as a kcp TMC workload syncer: `upstream` is then the SyncTarget's workspace,
+    /// and the syncer reads and writes its virtual workspaces (see
+    /// [`crate::profiles::tmc`]). Takes precedence over `profile`.
+    pub tmc: Option<crate::profiles::tmc::TmcOptions>,
 }
 
 impl SyncerOptions {
@@ -72,6 +76,7 @@ impl SyncerOptions {
             min_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(10),
             profile: None,
+            tmc: None,
         }
     }
 }

@@ -66,6 +66,12 @@ pub struct SideClient {
     /// Clients addressing one logical cluster (`/clusters/<c>` under this side's URL),
     /// made on first use; they share this client's connections.
     in_clusters: Mutex<std::collections::HashMap<String, kube::Client>>,
+    /// Where objects going up are read and written, if not through `client` (kcp TMC's
+    /// upsyncer virtual workspace), with its per-cluster clients.
+    upsync: Option<(
+        kube::Client,
+        Mutex<std::collections::HashMap<String, kube::Client>>,
+    )>,
 }
 
 impl SideClient {
@@ -83,7 +89,34 @@ impl SideClient {
             server_pacing: Mutex::new(None),
             reachability: tokio::sync::watch::Sender::new(Reachability::Unknown),
             in_clusters: Mutex::new(std::collections::HashMap::new()),
+            upsync: None,
         })
+    }
+
+    /// Objects going up are read and written through `config` (kcp TMC's upsyncer
+    /// virtual workspace) rather than this side's own URL.
+    pub fn with_upsync(mut self, config: kube::Config) -> anyhow::Result<Self> {
+        let side = self.side;
+        let client = kube::Client::try_from(config)
+            .map_err(|e| anyhow::anyhow!("building the {side} client for upsync: {e}"))?;
+        self.upsync = Some((client, Mutex::new(std::collections::HashMap::new())));
+        Ok(self)
+    }
+
+    /// The client for objects travelling in `direction` in logical cluster `cluster`
+    /// (see [`SideClient::client_in`]).
+    pub fn client_for(&self, direction: crate::selection::Direction, cluster: Option<&str>) -> kube::Client {
+        match (&self.upsync, direction) {
+            (Some((base, clients)), crate::selection::Direction::Upsync) => match cluster {
+                None => base.clone(),
+                Some(cluster) => clients
+                    .lock()
+                    .entry(cluster.to_string())
+                    .or_insert_with(|| in_cluster(base.clone(), cluster))
+                    .clone(),
+            },
+            _ => self.client_in(cluster),
+        }
     }
 
     /// The client for logical cluster `cluster` of a side that spans several (`*` for

@@ -225,7 +225,9 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         Role::Copies => (flow.dest_side(), &flow.copies),
     };
     // A side that spans clusters is watched across all of them.
-    let client = engine.side(side).client_in(store.is_clustered().then_some("*"));
+    let client = engine
+        .side(side)
+        .client_for(flow.target.direction, store.is_clustered().then_some("*"));
     let api: Api<RawObject> = Api::all_with(client, flow.api_resource(side));
     let mut config = watcher::Config::default();
     if role == Role::Copies {

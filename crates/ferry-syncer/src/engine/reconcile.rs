@@ -114,7 +114,7 @@ impl Writer<'_> {
     fn client(&self) -> kube::Client {
         self.engine
             .side(self.side)
-            .client_in(self.object.cluster.as_deref())
+            .client_for(self.flow.target.direction, self.object.cluster.as_deref())
     }
 
     fn api(&self) -> Api<RawObject> {
