@@ -170,6 +170,15 @@ pub async fn start(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
     tasks.push(tokio::spawn(engine.clone().resolve_loop()));
     tasks.push(tokio::spawn(engine.clone().watch_initial_sync()));
     tasks.push(tokio::spawn(engine::orphans::run(engine.clone())));
+    if let Some(period) = opts.resync_period {
+        let engine = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                engine.reconcile_everything();
+            }
+        }));
+    }
     for _ in 0..opts.workers.max(1) {
         tasks.push(tokio::spawn(engine.clone().work()));
     }

@@ -52,6 +52,9 @@ pub struct SyncerOptions {
     /// and the syncer reads and writes its virtual workspaces (see
     /// [`crate::profiles::tmc`]). Takes precedence over `profile`.
     pub tmc: Option<crate::profiles::tmc::TmcOptions>,
+    /// Reconcile every object again this often (`--resync-period`); `None`: never
+    /// (watches and relists already bring every change).
+    pub resync_period: Option<Duration>,
 }
 
 impl SyncerOptions {
@@ -77,6 +80,7 @@ impl SyncerOptions {
             max_backoff: Duration::from_secs(10),
             profile: None,
             tmc: None,
+            resync_period: None,
         }
     }
 }
