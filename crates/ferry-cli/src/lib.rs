@@ -18,6 +18,7 @@ pub mod logging;
 pub mod quickstart;
 pub mod syncer_cmd;
 pub mod syncer_gen;
+pub mod workload_cmd;
 pub mod ws_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -65,6 +66,9 @@ enum Command {
     /// Move between workspaces, create them, show them (like kcp's `kubectl ws`).
     #[command(name = "ws", visible_alias = "workspace", alias = "workspaces")]
     Ws(ws_cmd::WsArgs),
+    /// kcp workload sync: register a SyncTarget and its syncer; cordon, uncordon or drain it.
+    #[command(subcommand)]
+    Workload(workload_cmd::WorkloadCommand),
 }
 
 /// Parse the command line (as `name`) and run the command.
@@ -102,6 +106,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
             Command::Ws(args) => ws_cmd::run(args).await,
+            Command::Workload(cmd) => workload_cmd::run(cmd).await,
         }
     })
 }
