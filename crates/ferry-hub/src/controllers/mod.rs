@@ -19,6 +19,7 @@ pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
 pub mod security;
+pub mod synctarget;
 
 use std::sync::Arc;
 
