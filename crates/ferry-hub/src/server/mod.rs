@@ -56,6 +56,9 @@ pub struct HubOptions {
     pub idle_timeout: Duration,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
     pub service_ranges: crate::strategy::core::service::ServiceRanges,
+    /// `--sync-target-heartbeat-threshold`: a SyncTarget whose syncer has
+    /// not sent a heartbeat for this long is `HeartbeatHealthy=False`.
+    pub sync_target_heartbeat_threshold: Duration,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout`; Go's `http.Server` bounds the TLS
@@ -84,6 +87,7 @@ impl HubOptions {
             request_header_timeout: DEFAULT_CONNECTION_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             service_ranges: Default::default(),
+            sync_target_heartbeat_threshold: crate::synctarget::DEFAULT_HEARTBEAT_THRESHOLD,
         }
     }
 }
@@ -243,7 +247,12 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
-    let controllers = crate::controllers::spawn(&hub, stop.clone(), opts.mailbox_controller);
+    let mut controllers = crate::controllers::spawn(&hub, stop.clone(), opts.mailbox_controller);
+    controllers.extend(crate::controllers::synctarget::spawn(
+        &hub,
+        stop.clone(),
+        opts.sync_target_heartbeat_threshold,
+    ));
     let (handshake_timeout, timeouts) = (
         opts.tls_handshake_timeout,
         HttpTimeouts {
