@@ -254,6 +254,9 @@ pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value)
     ) else {
         return;
     };
+    if hub.registry.is_builtin(group, plural) {
+        return; // served built in: the objects are not the CRD's
+    }
     let key = crate::registry::storage_key(group, plural);
     let (objects, _) = hub
         .store
