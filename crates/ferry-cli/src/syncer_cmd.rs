@@ -61,6 +61,13 @@ pub struct SyncerArgs {
     /// is kept; it is then deleted only if it is empty.
     #[arg(long, default_value = "30s", value_parser = crate::kubeconfig::parse_duration)]
     pub downstream_namespace_clean_delay: Duration,
+    /// tmc: kcp feature gates (accepted for compatibility; none changes Ferry's syncer).
+    #[arg(long, value_delimiter = ',')]
+    pub feature_gates: Vec<String>,
+    /// tmc: kcp's DNS server image (accepted for compatibility; Ferry runs no DNS
+    /// server, so workloads resolve names in the physical cluster).
+    #[arg(long)]
+    pub dns_image: Option<String>,
     /// Reconcile every object again this often (0: never; watches and relists already
     /// catch every change).
     #[arg(long, default_value = "0s", value_parser = crate::kubeconfig::parse_duration)]
@@ -135,6 +142,9 @@ pub async fn options(args: SyncerArgs) -> anyhow::Result<ferry_syncer::SyncerOpt
         tmc.heartbeat_period = args.heartbeat_period;
         tmc.namespace_clean_delay = args.downstream_namespace_clean_delay;
         tmc.resources = args.resources;
+        if !args.feature_gates.is_empty() || args.dns_image.is_some() {
+            tracing::info!(feature_gates = ?args.feature_gates, dns_image = ?args.dns_image, "--feature-gates and --dns-image are accepted for kcp compatibility and change nothing");
+        }
         if let Ok(namespace) = std::env::var("NAMESPACE") {
             tracing::info!(%namespace, "the syncer runs in namespace {namespace}");
         }
@@ -170,6 +180,8 @@ mod tests {
             "--downstream-namespace-clean-delay=1m",
             "--resync-period=30s",
             "--heartbeat-period=15s",
+            "--feature-gates=SyncerTunnel=true",
+            "--dns-image=kcp/dns",
         ])
         .unwrap();
         let args = cli.args;
