@@ -942,6 +942,20 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
         Direction::Upsync => Some(key.dest()),
     };
     let cluster = upstream_key.and_then(|k| k.cluster.as_deref());
+    // A namespace collision is the physical cluster's admin's to resolve: it is
+    // reported there too, on the namespace (an upstream virtual workspace may not
+    // take Events at all).
+    if let SyncError::NamespaceCollision { namespace, .. } = error {
+        events::post(
+            engine.down.client.clone(),
+            &serde_json::json!({ "metadata": { "name": namespace } }),
+            &crate::transform::ObjectType::new("v1", "Namespace"),
+            EventType::Warning,
+            "NamespaceCollision",
+            message.clone(),
+            &engine.name,
+        );
+    }
     if let Some(obj) = upstream_obj {
         events::post(
             engine.up.client_in(cluster),
