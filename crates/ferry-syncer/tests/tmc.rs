@@ -259,6 +259,13 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
     t.app
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
+    // kcp's root CA in the namespace: renamed on the way down, beside the cluster's own.
+    t.app
+        .create(
+            &configmaps(),
+            configmap("demo", "kube-root-ca.crt", json!({ "ca.crt": "kcp" })),
+        )
+        .await;
     // Not selected by the Placement: stays upstream.
     t.app.create(&namespaces(), namespace("other")).await;
     t.app
@@ -304,6 +311,21 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         managers.contains(&"syncer"),
         "written by server-side apply as syncer: {managers:?}"
     );
+    let ca = wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "kcp-root-ca.crt",
+        "kcp's root CA",
+        |_| true,
+    )
+    .await;
+    assert_eq!(ca["data"]["ca.crt"], "kcp");
+    assert!(t
+        .down
+        .get(&configmaps(), Some(&kcp_ns), "kube-root-ca.crt")
+        .await
+        .is_none());
     let dep = wait_for(
         &t.down,
         &deployments(),

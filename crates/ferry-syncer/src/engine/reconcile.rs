@@ -956,7 +956,9 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
             &engine.name,
         );
     }
-    if let Some(obj) = upstream_obj {
+    // An upstream spanning clusters is a virtual workspace serving only what is
+    // synced (kcp TMC's): Events cannot be posted there.
+    if let (Some(obj), false) = (upstream_obj, engine.profile.upstream_clusters) {
         events::post(
             engine.up.client_in(cluster),
             &obj,
