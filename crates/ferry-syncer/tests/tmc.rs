@@ -761,3 +761,126 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
     .await;
     syncer.stop().await;
 }
+
+/// A token for ServiceAccount `ns/sa` of `cluster` (TokenRequest).
+async fn service_account_token(cluster: &Cluster, ns: &str, sa: &str) -> String {
+    let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });
+    let request = http::Request::post(format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let answer: Value = cluster.client.request(request).await.expect("TokenRequest");
+    answer["status"]["token"].as_str().expect("a token").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target_says_so() {
+    let t = Tmc::start().await;
+    // The syncer's downstream identity may do everything with the core types, nothing
+    // with deployments.
+    let rbac = |kind: &str, plural: &str| ar("rbac.authorization.k8s.io", "v1", kind, plural);
+    t.down.create(&namespaces(), namespace("kcp-syncer")).await;
+    t.down
+        .create(
+            &ar("", "v1", "ServiceAccount", "serviceaccounts"),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "syncer", "namespace": "kcp-syncer" } }),
+        )
+        .await;
+    let role = |rules: Value| {
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": { "name": "kcp-syncer" }, "rules": rules })
+    };
+    t.down
+        .create(
+            &rbac("ClusterRole", "clusterroles"),
+            role(json!([{ "apiGroups": [""], "resources": ["namespaces", "configmaps", "secrets", "pods", "events"], "verbs": ["*"] }])),
+        )
+        .await;
+    t.down
+        .create(
+            &rbac("ClusterRoleBinding", "clusterrolebindings"),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": { "name": "kcp-syncer" },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kcp-syncer" },
+                    "subjects": [{ "kind": "ServiceAccount", "name": "syncer", "namespace": "kcp-syncer" }] }),
+        )
+        .await;
+    let token = service_account_token(&t.down, "kcp-syncer", "syncer").await;
+    let kubeconfig = ferry_hub::kubeconfig::admin_kubeconfig(
+        &t.pcluster.running.url,
+        &t.pcluster.running.ca_pem,
+        &token,
+        "root",
+    );
+    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    opts.downstream = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    opts.tmc = Some(t.options(&t.uid));
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+
+    let st = wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "SyncerAuthorized False",
+        |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "False"),
+    )
+    .await;
+    let authorized = condition(&st, "SyncerAuthorized").unwrap();
+    assert_eq!(authorized["reason"], "SyncerUnauthorized", "{authorized}");
+    assert_eq!(
+        authorized["message"], "SSAR check failed for gvrs: deployments.apps",
+        "{authorized}"
+    );
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "settings").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "settings",
+        "what it may sync",
+        |_| true,
+    )
+    .await;
+    let web = t.app.get(&deployments(), Some("demo"), "web").await.unwrap();
+    assert!(!has_finalizer(&web, &t.finalizer()), "not taken on: {web}");
+
+    // Granted: noticed without a restart.
+    t.down
+        .merge(
+            &rbac("ClusterRole", "clusterroles"),
+            None,
+            "kcp-syncer",
+            json!({ "rules": [{ "apiGroups": ["", "apps"], "resources": ["*"], "verbs": ["*"] }] }),
+        )
+        .await;
+    wait_for(
+        &t.down,
+        &deployments(),
+        Some(&kcp_ns),
+        "web",
+        "the deployment once allowed",
+        |_| true,
+    )
+    .await;
+    wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "SyncerAuthorized True",
+        |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
+    syncer.stop().await;
+}
