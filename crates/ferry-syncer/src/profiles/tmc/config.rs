@@ -188,7 +188,7 @@ async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let mut reads = 0u32;
     loop {
         reads = reads.wrapping_add(1);
-        if reads % RECHECK_EVERY == 0 {
+        if reads.is_multiple_of(RECHECK_EVERY) {
             checked = None;
         }
         match api.get(&name).await {
