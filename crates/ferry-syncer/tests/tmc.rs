@@ -804,7 +804,15 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
     t.down
         .create(
             &rbac("ClusterRole", "clusterroles"),
-            role(json!([{ "apiGroups": [""], "resources": ["namespaces", "configmaps", "secrets", "pods", "events"], "verbs": ["*"] }])),
+            // What kcp's plugin grants (kubectl ferry workload sync writes the same),
+            // without deployments.
+            role(json!([
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
+                { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "pods", "pods/status"], "verbs": ["*"] },
+                { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
+                { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
+            ])),
         )
         .await;
     t.down
@@ -872,7 +880,12 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             &rbac("ClusterRole", "clusterroles"),
             None,
             "kcp-syncer",
-            json!({ "rules": [{ "apiGroups": ["", "apps"], "resources": ["*"], "verbs": ["*"] }] }),
+            json!({ "rules": [
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
+                { "apiGroups": [""], "resources": ["configmaps", "secrets", "pods"], "verbs": ["*"] },
+                { "apiGroups": ["apps"], "resources": ["deployments", "deployments/status"], "verbs": ["*"] },
+                { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
+            ] }),
         )
         .await;
     wait_for(
@@ -893,6 +906,9 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
         |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True"),
     )
     .await;
+    // The namespace goes too, with no more than create and delete on namespaces.
+    t.unschedule("demo").await;
+    wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the namespace cleaned up").await;
     syncer.stop().await;
 }
 

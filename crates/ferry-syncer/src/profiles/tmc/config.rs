@@ -230,10 +230,15 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
     let api: Api<SelfSubjectAccessReview> = Api::all(engine.down.client.clone());
     let mut denied = BTreeSet::new();
     let mut mentioned = vec![];
-    for synced in types
+    // Namespaces are only created and deleted (never written otherwise), which is all
+    // kcp's plugin grants on them: they are not asked for `*`.
+    let pods = SyncedType::core("pods");
+    let checked = types
         .iter()
+        .filter(|t| !(t.group.is_empty() && t.resource == "namespaces"));
+    for synced in checked
+        .chain(std::iter::once(&pods))
         .map(|t| (t, t.group_resource()))
-        .chain(std::iter::once((&SyncedType::core("pods"), "pods".to_string())))
     {
         let (t, group_resource) = synced;
         let review = SelfSubjectAccessReview {
