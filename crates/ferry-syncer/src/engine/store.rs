@@ -914,6 +914,12 @@ mod tests {
         assert!(store.any_in_namespace("ns", |n| n == "a"));
         // An object without a cluster cannot be keyed on such a side.
         assert!(store.apply(&cm("b")).is_none());
+        // What a key costs a one-cluster side: one pointer-sized option more than the
+        // namespace and name (no allocation; cluster names are shared per store).
+        assert_eq!(
+            std::mem::size_of::<ObjectRef>(),
+            2 * std::mem::size_of::<String>() + std::mem::size_of::<Option<Arc<str>>>()
+        );
         // A plain store ignores the annotation.
         assert_eq!(
             ObjectStore::default().apply(&in_cluster("c1")).unwrap().0.cluster,
