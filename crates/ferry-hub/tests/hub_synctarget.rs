@@ -720,3 +720,175 @@ async fn a_user_without_rights_cannot_read_or_write_sync_targets() {
     .await;
     assert!(st["status"]["lastSyncerHeartbeatTime"].is_null(), "{st}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_ins_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, TOKENS).unwrap();
+    let hub = TestHub::start_with(|o| {
+        o.token_auth_file = Some(file.clone());
+        o.compute_workspace = true;
+    })
+    .await;
+    // The workspace, its export and kcp's three schemas, from the hub's OpenAPI.
+    let export = wait_for(
+        &hub,
+        "root:compute",
+        &format!("{APIS}/apiexports/kubernetes"),
+        "export identity",
+        |o| o["status"]["identityHash"].is_string(),
+    )
+    .await;
+    let names: Vec<String> = export["spec"]["latestResourceSchemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 3, "{export}");
+    let compute = admin(&hub, "root:compute").await;
+    let mut deployment_schema = Value::Null;
+    for (name, resource) in names.iter().zip(["deployments", "services", "ingresses"]) {
+        assert!(
+            name.ends_with(&format!(
+                ".{resource}.{}",
+                if resource == "services" {
+                    "core"
+                } else if resource == "deployments" {
+                    "apps"
+                } else {
+                    "networking.k8s.io"
+                }
+            )),
+            "{name}"
+        );
+        let (code, s) = call(
+            &compute,
+            "GET",
+            &format!("{APIS}/apiresourceschemas/{name}"),
+            None,
+        )
+        .await;
+        assert_eq!(code, 200, "{s}");
+        if resource == "deployments" {
+            let v = &s["spec"]["versions"][0];
+            assert_eq!(
+                v["schema"]["properties"]["spec"]["properties"]["replicas"]["type"], "integer",
+                "{s}"
+            );
+            assert!(v["subresources"]["scale"].is_object(), "{s}");
+            deployment_schema = v["schema"].clone();
+        }
+    }
+
+    // alice, allowed to create bindings in root:app only, binds it: every
+    // authenticated user has `bind` on it.
+    workspace(&hub, "app").await;
+    create(
+        &hub,
+        "root:app",
+        &rbac_path(None, "clusterroles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "binder"},
+               "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apibindings"], "verbs": ["create", "get"]}]}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:app",
+        &rbac_path(None, "clusterrolebindings"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "alice-binds"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "binder"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}),
+    )
+    .await;
+    let alice = client_as(&hub, "root:app", token("alice-token")).await;
+    let binding = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "kubernetes"},
+        "spec": {"reference": {"export": {"path": "root:compute", "name": "kubernetes"}}}});
+    let (code, body) = call(&alice, "POST", &format!("{APIS}/apibindings"), Some(&binding)).await;
+    assert_eq!(code, 201, "{body}");
+    let b = wait_for(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings/kubernetes"),
+        "Bound",
+        |o| o["status"]["phase"] == "Bound",
+    )
+    .await;
+    let mut bound: Vec<&str> = b["status"]["boundResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["resource"].as_str().unwrap())
+        .collect();
+    bound.sort();
+    assert_eq!(bound, ["deployments", "ingresses", "services"], "{b}");
+    assert_eq!(condition_status(&b, "Ready"), "True", "{b}");
+    // The built-in Deployment still serves: defaulted and validated as one.
+    let made = create(
+        &hub,
+        "root:app",
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kuard"},
+               "spec": {"selector": {"matchLabels": {"app": "kuard"}},
+                        "template": {"metadata": {"labels": {"app": "kuard"}},
+                                     "spec": {"containers": [{"name": "kuard", "image": "gcr.io/kuar-demo/kuard-amd64:blue"}]}}}}),
+    )
+    .await;
+    assert_eq!(made["spec"]["revisionHistoryLimit"], 10, "{made}");
+    let (code, _) = call(
+        &admin(&hub, "root:app").await,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/kuard/scale",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+
+    // A SyncTarget supporting root:compute:kubernetes lists the three, and a
+    // syncer importing the same Deployment schema (what a Ferry hub standing
+    // in for a cluster serves) gets deployments Accepted.
+    workspace(&hub, "org").await;
+    create(
+        &hub,
+        "root:org",
+        TARGETS,
+        sync_target("east", json!([{"export": "kubernetes", "path": "root:compute"}])),
+    )
+    .await;
+    let path = format!("{TARGETS}/east");
+    wait_for(&hub, "root:org", &path, "three Pending", |o| {
+        synced_states(o)
+            == [
+                ("services".into(), "Pending".into()),
+                ("deployments".into(), "Pending".into()),
+                ("ingresses".into(), "Pending".into()),
+            ]
+    })
+    .await;
+    let mut deployments = import(
+        "deployments.east.v1.apps",
+        "east",
+        "deployments",
+        "Deployment",
+        deployment_schema,
+    );
+    deployments["spec"]["groupVersion"] = json!({"group": "apps", "version": "v1"});
+    create(&hub, "root:org", IMPORTS, deployments).await;
+    let st = wait_for(&hub, "root:org", &path, "deployments Accepted", |o| {
+        synced_states(o).contains(&("deployments".into(), "Accepted".into()))
+    })
+    .await;
+    assert_eq!(
+        st["status"]["syncedResources"][0]["identityHash"], export["status"]["identityHash"],
+        "{st}"
+    );
+    // A target with no exports named gets the local `kubernetes` export, which
+    // root:org does not have: nothing to sync yet.
+    create(&hub, "root:org", TARGETS, sync_target("west", json!([]))).await;
+    let west = wait_for(&hub, "root:org", &format!("{TARGETS}/west"), "west URLs", |o| {
+        o["status"]["virtualWorkspaces"].is_array()
+    })
+    .await;
+    assert!(west["status"]["syncedResources"].is_null(), "{west}");
+}
