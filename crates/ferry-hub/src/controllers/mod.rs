@@ -10,6 +10,7 @@
 
 pub mod apis;
 pub mod apiservices;
+pub mod compute;
 pub mod crds;
 pub mod finalizing;
 pub mod follow;
@@ -19,6 +20,7 @@ pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
 pub mod security;
+pub mod synctarget;
 
 use std::sync::Arc;
 
@@ -251,6 +253,9 @@ pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value)
     ) else {
         return;
     };
+    if hub.registry.is_builtin(group, plural) {
+        return; // served built in: the objects are not the CRD's
+    }
     let key = crate::registry::storage_key(group, plural);
     let (objects, _) = hub
         .store
