@@ -942,7 +942,23 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
         Direction::Upsync => Some(key.dest()),
     };
     let cluster = upstream_key.and_then(|k| k.cluster.as_deref());
-    if let Some(obj) = upstream_obj {
+    // A namespace collision is the physical cluster's admin's to resolve: it is
+    // reported there too, on the namespace (an upstream virtual workspace may not
+    // take Events at all).
+    if let SyncError::NamespaceCollision { namespace, .. } = error {
+        events::post(
+            engine.down.client.clone(),
+            &serde_json::json!({ "metadata": { "name": namespace } }),
+            &crate::transform::ObjectType::new("v1", "Namespace"),
+            EventType::Warning,
+            "NamespaceCollision",
+            message.clone(),
+            &engine.name,
+        );
+    }
+    // An upstream spanning clusters is a virtual workspace serving only what is
+    // synced (kcp TMC's): Events cannot be posted there.
+    if let (Some(obj), false) = (upstream_obj, engine.profile.upstream_clusters) {
         events::post(
             engine.up.client_in(cluster),
             &obj,

@@ -177,12 +177,20 @@ impl ConfigSource for Tmc {
 }
 
 /// Re-reads the SyncTarget every poll period: new synced types are checked against the
-/// downstream cluster's permissions and handed to the engine.
+/// downstream cluster's permissions (and all of them again every 12 reads, so a
+/// permission granted later is noticed) and handed to the engine.
 async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &sync_targets());
     let name = tmc.target.name.clone();
     let mut checked: Option<Vec<SyncedType>> = None;
+    // Permissions granted later are noticed: every this many reads they are asked again.
+    const RECHECK_EVERY: u32 = 12;
+    let mut reads = 0u32;
     loop {
+        reads = reads.wrapping_add(1);
+        if reads % RECHECK_EVERY == 0 {
+            checked = None;
+        }
         match api.get(&name).await {
             Ok(obj) => {
                 let obj = serde_json::to_value(obj).unwrap_or_default();
