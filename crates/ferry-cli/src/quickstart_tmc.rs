@@ -28,8 +28,8 @@ use serde_json::{json, Value};
 
 use crate::bind_cmd::{bind_compute, ComputeArgs};
 use crate::quickstart::{
-    admin_config, apply_manifest, apply_object, in_cluster_kubeconfig as in_cluster_kubeconfig_text, progress,
-    simulate_kubelet, QuickstartArgs,
+    admin_config, apply_manifest, apply_object, in_cluster_kubeconfig as in_cluster_kubeconfig_text,
+    progress, simulate_kubelet, QuickstartArgs,
 };
 use crate::workload_cmd::{self, SyncArgs};
 
@@ -146,7 +146,9 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     let dir = args.dir.display();
     println!("\nLook around:");
     println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig");
-    println!("  kubectl ferry ws use {ORG}; kubectl get synctargets,locations   # the targets, Ready by heartbeat");
+    println!(
+        "  kubectl ferry ws use {ORG}; kubectl get synctargets,locations   # the targets, Ready by heartbeat"
+    );
     println!("  kubectl ferry ws use {APP}; kubectl get deployments,services,placements   # the user's side");
     println!("  kubectl rollout status deployment/kuard");
     for c in &clusters {
@@ -206,14 +208,20 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
     pb.set_message("kubectl wait --for=condition=Ready synctarget --all");
     loop {
         let list = targets.list(&Default::default()).await?;
-        let ready = list.items.iter().filter(|t| condition(t, "Ready") == Some(true)).count();
+        let ready = list
+            .items
+            .iter()
+            .filter(|t| condition(t, "Ready") == Some(true))
+            .count();
         if ready == CLUSTERS.len() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    pb.set_message(format!("kubectl ferry ws use {APP}; kubectl ferry bind compute {ORG}"));
+    pb.set_message(format!(
+        "kubectl ferry ws use {APP}; kubectl ferry bind compute {ORG}"
+    ));
     let app = kube::Client::try_from(admin_config(&hub, APP).await?)?;
     bind_compute(
         &app,
@@ -309,7 +317,9 @@ async fn register(
         simulate_load_balancer(admin.clone(), addresses[index % addresses.len()]),
     ];
 
-    pb.set_message(format!("kubectl ferry workload sync {name} --labels {labels} in {ORG}"));
+    pb.set_message(format!(
+        "kubectl ferry workload sync {name} --labels {labels} in {ORG}"
+    ));
     let sync_args = SyncArgs {
         name: name.to_string(),
         syncer_image: args.syncer_image.clone(),
@@ -332,7 +342,10 @@ async fn register(
     };
     let reg = workload_cmd::sync(&admin_config(hub, ORG).await?, &sync_args).await?;
     std::fs::write(&sync_args.output_file, &reg.manifest)?;
-    pb.set_message(format!("{name}: kubectl apply -f {}", sync_args.output_file.display()));
+    pb.set_message(format!(
+        "{name}: kubectl apply -f {}",
+        sync_args.output_file.display()
+    ));
     apply_manifest(&admin, &reg.manifest).await?;
 
     // What the pod gets: the Secret mounted at /kcp, its Deployment's
@@ -352,9 +365,13 @@ async fn register(
         &in_cluster_kubeconfig,
         in_cluster_kubeconfig_text(&cluster_hub, &admin, id).await?,
     )?;
-    let deployment = Api::<DynamicObject>::namespaced_with(admin.clone(), id, &ar("apps", "v1", "Deployment", "deployments"))
-        .get(id)
-        .await?;
+    let deployment = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        id,
+        &ar("apps", "v1", "Deployment", "deployments"),
+    )
+    .get(id)
+    .await?;
     let container_args: Vec<String> = deployment
         .data
         .pointer("/spec/template/spec/containers/0/args")
@@ -365,7 +382,10 @@ async fn register(
         .map(String::from)
         .collect();
     let syncer_args = pod_arguments(&container_args, &kcp_kubeconfig, &in_cluster_kubeconfig);
-    pb.set_message(format!("{name}: starting its syncer (ferry {})", container_args.join(" ")));
+    pb.set_message(format!(
+        "{name}: starting its syncer (ferry {})",
+        container_args.join(" ")
+    ));
     let parsed = PodCommand::try_parse_from(std::iter::once("ferry".to_string()).chain(syncer_args))
         .context("the generated syncer arguments do not parse")?;
     let mut syncer_opts = crate::syncer_cmd::options(parsed.args).await?;
@@ -427,7 +447,9 @@ async fn wait_landed(
         pb.set_message(format!(
             "syncing: {landed}/{} objects landed with their reported state{}",
             rows.len(),
-            away_from.map(|t| format!(" (moving off {t})")).unwrap_or_default()
+            away_from
+                .map(|t| format!(" (moving off {t})"))
+                .unwrap_or_default()
         ));
         if landed == rows.len() {
             return Ok(rows);
@@ -459,7 +481,9 @@ async fn table(hub: &RunningHub, clusters: &[Cluster]) -> anyhow::Result<Vec<Row
         let mut downstream = "-".to_string();
         for c in clusters {
             let key = ferry_api::workload::sync_target_key(&org_cluster, &c.name);
-            if labels.get(&ferry_api::well_known::workload_state_label(&key)).map(String::as_str)
+            if labels
+                .get(&ferry_api::well_known::workload_state_label(&key))
+                .map(String::as_str)
                 != Some(ferry_api::well_known::WORKLOAD_STATE_SYNC)
             {
                 continue;
@@ -472,9 +496,11 @@ async fn table(hub: &RunningHub, clusters: &[Cluster]) -> anyhow::Result<Vec<Row
             let copy = Api::<DynamicObject>::namespaced_with(admin, &ns, &resource)
                 .get_opt(name)
                 .await?;
-            let marked = copy.as_ref().and_then(|c| c.metadata.labels.as_ref()).and_then(|l| {
-                l.get(ferry_api::well_known::WORKLOAD_CLUSTER_LABEL)
-            }) == Some(&key);
+            let marked = copy
+                .as_ref()
+                .and_then(|c| c.metadata.labels.as_ref())
+                .and_then(|l| l.get(ferry_api::well_known::WORKLOAD_CLUSTER_LABEL))
+                == Some(&key);
             if marked {
                 downstream = format!("{ns}/{name}");
             }
@@ -505,10 +531,13 @@ async fn table(hub: &RunningHub, clusters: &[Cluster]) -> anyhow::Result<Vec<Row
 
 /// The logical cluster of the workspace `root:<name>` (its Workspace's `spec.cluster`).
 async fn logical_cluster(root: &kube::Client, name: &str) -> anyhow::Result<String> {
-    let ws = Api::<DynamicObject>::all_with(root.clone(), &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"))
-        .get(name)
-        .await
-        .with_context(|| format!("reading Workspace {name}"))?;
+    let ws = Api::<DynamicObject>::all_with(
+        root.clone(),
+        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
+    )
+    .get(name)
+    .await
+    .with_context(|| format!("reading Workspace {name}"))?;
     ws.data
         .pointer("/spec/cluster")
         .and_then(Value::as_str)
@@ -518,7 +547,11 @@ async fn logical_cluster(root: &kube::Client, name: &str) -> anyhow::Result<Stri
 
 /// The downstream namespace whose `kcp.io/namespace-locator` names `namespace` of
 /// logical cluster `cluster`.
-async fn downstream_namespace(admin: &kube::Client, cluster: &str, namespace: &str) -> anyhow::Result<Option<String>> {
+async fn downstream_namespace(
+    admin: &kube::Client,
+    cluster: &str,
+    namespace: &str,
+) -> anyhow::Result<Option<String>> {
     let namespaces = Api::<DynamicObject>::all_with(admin.clone(), &ar("", "v1", "Namespace", "namespaces"))
         .list(&Default::default())
         .await?;
@@ -529,7 +562,8 @@ async fn downstream_namespace(admin: &kube::Client, cluster: &str, namespace: &s
             .as_ref()?
             .get(ferry_api::well_known::NAMESPACE_LOCATOR_ANNOTATION)?;
         let locator: Value = serde_json::from_str(locator).ok()?;
-        (locator["cluster"] == cluster && locator["namespace"] == namespace).then(|| ns.metadata.name.clone())?
+        (locator["cluster"] == cluster && locator["namespace"] == namespace)
+            .then(|| ns.metadata.name.clone())?
     }))
 }
 
@@ -545,9 +579,20 @@ fn resource_of(kind: &str) -> ApiResource {
 fn print_table(rows: &[Row]) {
     let w = rows.iter().map(|r| r.object.len()).max().unwrap_or(6).max(6);
     let t = rows.iter().map(|r| r.target.len()).max().unwrap_or(11).max(11);
-    let d = rows.iter().map(|r| r.downstream.len()).max().unwrap_or(10).max(10);
-    println!("{:<w$}  {:<t$}  {:<d$}  REPORTED STATUS", "OBJECT", "SYNC TARGET", "DOWNSTREAM");
+    let d = rows
+        .iter()
+        .map(|r| r.downstream.len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
+    println!(
+        "{:<w$}  {:<t$}  {:<d$}  REPORTED STATUS",
+        "OBJECT", "SYNC TARGET", "DOWNSTREAM"
+    );
     for r in rows {
-        println!("{:<w$}  {:<t$}  {:<d$}  {}", r.object, r.target, r.downstream, r.reported);
+        println!(
+            "{:<w$}  {:<t$}  {:<d$}  {}",
+            r.object, r.target, r.downstream, r.reported
+        );
     }
 }

@@ -43,6 +43,9 @@ pub struct TmcOptions {
     /// `--resources`: types the syncer asks to sync (kcp imports their schemas; the hub
     /// then lists them in `syncedResources`). Recorded, not synced by themselves.
     pub resources: Vec<String>,
+    /// `--api-import-poll-interval`: how often the cluster's schemas are imported
+    /// ([`super::importer`]).
+    pub api_import_poll: Duration,
 }
 
 impl TmcOptions {
@@ -54,6 +57,7 @@ impl TmcOptions {
             namespace_clean_delay: Duration::from_secs(30),
             sync_target_poll: Duration::from_secs(5),
             resources: vec![],
+            api_import_poll: Duration::from_secs(60),
         }
     }
 }
@@ -172,6 +176,7 @@ impl ConfigSource for Tmc {
         vec![
             tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
             tokio::spawn(heartbeat(self.clone())),
+            tokio::spawn(super::importer::run(self.clone(), engine.clone())),
         ]
     }
 }

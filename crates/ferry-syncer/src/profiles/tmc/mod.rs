@@ -19,6 +19,7 @@
 //!   workspace URLs and synced resources followed) and the heartbeat.
 
 pub mod config;
+pub mod importer;
 pub mod locator;
 pub mod mutate;
 
