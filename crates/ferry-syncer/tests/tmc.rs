@@ -69,7 +69,14 @@ struct Tmc {
 }
 
 impl Tmc {
+    /// The stage, with the target's deployments schema already imported.
     async fn start() -> Tmc {
+        Tmc::start_with(true).await
+    }
+
+    /// The stage; `imported`: the test imports the deployments schema (otherwise the
+    /// syncer's importer has to).
+    async fn start_with(imported: bool) -> Tmc {
         init_logs();
         let kcp = TestHub::start().await;
         let pcluster = TestHub::start().await;
@@ -104,7 +111,8 @@ impl Tmc {
         let st_cluster = annotation(&st, "kcp.io/cluster")
             .expect("kcp.io/cluster")
             .to_string();
-        org.create(
+        if imported {
+            org.create(
             &ar("apiresource.kcp.io", "v1alpha1", "APIResourceImport", "apiresourceimports"),
             json!({
                 "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
@@ -114,6 +122,7 @@ impl Tmc {
             }),
         )
         .await;
+        }
         wait_for(
             &org,
             &sync_targets(),
@@ -121,10 +130,11 @@ impl Tmc {
             "east",
             "deployments Accepted",
             |st| {
-                st["status"]["syncedResources"].as_array().is_some_and(|r| {
+                let accepted = st["status"]["syncedResources"].as_array().is_some_and(|r| {
                     r.iter()
                         .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
-                }) && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string()
+                });
+                (accepted || !imported) && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string()
             },
         )
         .await;
@@ -164,6 +174,7 @@ impl Tmc {
         options.heartbeat_period = Duration::from_millis(300);
         options.sync_target_poll = Duration::from_millis(200);
         options.namespace_clean_delay = Duration::from_secs(1);
+        options.api_import_poll_interval = Duration::from_millis(300);
         options
     }
 
@@ -880,6 +891,66 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
         "east",
         "SyncerAuthorized True",
         |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold() {
+    let t = Tmc::start_with(false).await;
+    let syncer = t.syncer().await;
+    let import = wait_for(
+        &t.org,
+        &ar(
+            "apiresource.kcp.io",
+            "v1alpha1",
+            "APIResourceImport",
+            "apiresourceimports",
+        ),
+        None,
+        "deployments.east.v1.apps",
+        "the deployments schema imported",
+        |_| true,
+    )
+    .await;
+    assert_eq!(import["spec"]["location"], "east");
+    assert_eq!(
+        import["spec"]["groupVersion"],
+        json!({ "group": "apps", "version": "v1" })
+    );
+    assert_eq!(import["spec"]["scope"], "Namespaced");
+    assert_eq!(
+        import["spec"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"]["type"], "integer",
+        "the cluster's own schema"
+    );
+    assert_eq!(import["metadata"]["ownerReferences"][0]["uid"], t.uid.as_str());
+    let st = wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "deployments Accepted",
+        |st| {
+            st["status"]["syncedResources"].as_array().is_some_and(|r| {
+                r.iter()
+                    .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
+            }) && condition(st, "APIImporterReady").is_some()
+        },
+    )
+    .await;
+    assert_eq!(condition(&st, "APIImporterReady").unwrap()["status"], "True");
+    t.scheduled_namespace("demo").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    wait_for(
+        &t.down,
+        &deployments(),
+        Some(&t.downstream("demo")),
+        "web",
+        "the deployment copy",
+        |_| true,
     )
     .await;
     syncer.stop().await;

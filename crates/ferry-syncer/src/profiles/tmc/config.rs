@@ -5,7 +5,8 @@
 //! `--sync-target-uid`, and returns the virtual workspace URLs the engine reads and
 //! writes. While the syncer runs, [`Tmc`] follows `status.syncedResources` (state
 //! `Accepted`), checks each type with a downstream SelfSubjectAccessReview (condition
-//! `SyncerAuthorized`), and sends the heartbeat.
+//! `SyncerAuthorized`), sends the heartbeat, and imports the cluster's schemas
+//! ([`super::importer`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,12 +41,11 @@ pub struct TmcOptions {
     /// How often the SyncTarget is read until its virtual workspaces are set, and
     /// re-read while the syncer runs (kcp: 5 s).
     pub sync_target_poll: Duration,
-    /// `--resources`: types the syncer asks to sync (kcp imports their schemas; the hub
-    /// then lists them in `syncedResources`). Recorded, not synced by themselves.
+    /// `--resources`: types whose schemas the syncer imports besides those the
+    /// SyncTarget lists (`<plural>.<group>`); the hub then judges them.
     pub resources: Vec<String>,
-    /// `--api-import-poll-interval`: how often the cluster's schemas are imported
-    /// ([`super::importer`]).
-    pub api_import_poll: Duration,
+    /// `--api-import-poll-interval`: how often the cluster's schemas are imported.
+    pub api_import_poll_interval: Duration,
 }
 
 impl TmcOptions {
@@ -57,12 +57,12 @@ impl TmcOptions {
             namespace_clean_delay: Duration::from_secs(30),
             sync_target_poll: Duration::from_secs(5),
             resources: vec![],
-            api_import_poll: Duration::from_secs(60),
+            api_import_poll_interval: Duration::from_secs(60),
         }
     }
 }
 
-fn sync_targets() -> ApiResource {
+pub(super) fn sync_targets() -> ApiResource {
     ApiResource::erase::<SyncTarget>(&())
 }
 
@@ -176,7 +176,11 @@ impl ConfigSource for Tmc {
         vec![
             tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
             tokio::spawn(heartbeat(self.clone())),
-            tokio::spawn(super::importer::run(self.clone(), engine.clone())),
+            tokio::spawn(super::importer::run(
+                engine.clone(),
+                self.clone(),
+                self.options.api_import_poll_interval,
+            )),
         ]
     }
 }
@@ -193,7 +197,7 @@ async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let mut reads = 0u32;
     loop {
         reads = reads.wrapping_add(1);
-        if reads % RECHECK_EVERY == 0 {
+        if reads.is_multiple_of(RECHECK_EVERY) {
             checked = None;
         }
         match api.get(&name).await {
@@ -276,7 +280,7 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
 
 /// Sets one condition on the SyncTarget's status (read, change, write; retried on a
 /// conflict), leaving the others as the hub's controllers wrote them.
-async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(), kube::Error> {
+pub(super) async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(), kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &sync_targets());
     for _ in 0..5 {
         let obj = serde_json::to_value(api.get(&tmc.target.name).await?).unwrap_or_default();

@@ -1,357 +1,279 @@
-//! The API importer: what the downstream cluster's schemas are, told upstream.
+//! kcp TMC's API importer: the physical cluster's schemas, published upstream as
+//! `apiresource.kcp.io/v1alpha1` APIResourceImports of the SyncTarget, so the hub can
+//! judge which exported resources the cluster can hold (`syncedResources` states).
 //!
-//! For every resource the SyncTarget lists in `status.syncedResources` and every
-//! `--resources` entry, each version the cluster serves is written upstream (in the
-//! SyncTarget's workspace) as an `apiresource.kcp.io/v1alpha1` APIResourceImport with
-//! `spec.location` = the SyncTarget, owned by it. The hub compares each import with the
-//! export's schema and sets the resource's state (`Accepted` or `Incompatible`); until
-//! an import exists it stays `Pending` and the syncer does not sync it.
-//!
-//! The schema comes from the cluster's CustomResourceDefinition when there is one,
-//! else from its OpenAPI v3 document for the group-version (`/openapi/v3/apis/<g>/<v>`,
-//! `/openapi/v3/api/v1`), with every `$ref` inlined so the hub can compare it field by
-//! field. Runs every `--api-import-poll-interval` (kcp: 1m), and every few seconds
-//! while some listed resource has no import yet.
+//! Every `--api-import-poll-interval`, for each resource of `--resources` and of the
+//! SyncTarget's `status.syncedResources` (but the namespaces, configmaps and secrets
+//! every syncer syncs), and each version the cluster serves: the schema from the
+//! cluster's CustomResourceDefinition, or for a built-in type from its OpenAPI v3
+//! document (references resolved, descriptions dropped; what nests too deeply is
+//! written as an object that keeps unknown fields). An import is created, or updated
+//! when the schema changed; it is owned by the SyncTarget.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use serde_json::{json, Map, Value};
 
 use super::Tmc;
 use crate::engine::Engine;
 
-/// Deeper than any real schema; recursive types (JSONSchemaProps) stop here.
-const MAX_DEPTH: usize = 32;
-
-/// How soon to look again while a listed resource has no import.
-const RETRY: Duration = Duration::from_secs(5);
+/// How deep references are followed before a schema is cut short.
+const MAX_DEPTH: usize = 24;
 
 fn imports() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apiresource.kcp.io", "v1alpha1", "APIResourceImport"),
-        "apiresourceimports",
-    )
+    ApiResource {
+        group: "apiresource.kcp.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "apiresource.kcp.io/v1alpha1".into(),
+        kind: "APIResourceImport".into(),
+        plural: "apiresourceimports".into(),
+    }
 }
 
-fn sync_targets() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("workload.kcp.io", "v1alpha1", "SyncTarget"),
-        "synctargets",
-    )
-}
-
-/// `routes.route.openshift.io` → (`route.openshift.io`, `routes`); `configmaps` → (``, `configmaps`).
-pub fn split_resource(text: &str) -> (String, String) {
+/// `routes.route.openshift.io` → (`route.openshift.io`, `routes`); `services` → (``, `services`).
+pub fn parse_resource(text: &str) -> (String, String) {
     match text.split_once('.') {
         Some((resource, group)) => (group.to_string(), resource.to_string()),
         None => (String::new(), text.to_string()),
     }
 }
 
-/// kcp's import name: `<plural>.<location>.<version>.<group, or core>`.
-pub fn import_name(resource: &str, location: &str, version: &str, group: &str) -> String {
-    let group = if group.is_empty() { "core" } else { group };
-    format!("{resource}.{location}.{version}.{group}")
-}
-
-/// Runs the importer until aborted.
-pub async fn run(tmc: Arc<Tmc>, engine: Arc<Engine>) {
+/// Imports the cluster's schemas every `period`, until aborted.
+pub async fn run(engine: Arc<Engine>, tmc: Arc<Tmc>, period: std::time::Duration) {
     loop {
-        let next = match import_once(&tmc, &engine.down.client).await {
-            Ok(true) => tmc.options.api_import_poll,
-            Ok(false) => RETRY.min(tmc.options.api_import_poll),
+        match import_once(&engine, &tmc).await {
+            Ok(()) => set_ready(&tmc, None).await,
             Err(e) => {
-                tracing::warn!(sync_target = %tmc.target.name, "importing the cluster's schemas failed: {e:#}");
-                RETRY.min(tmc.options.api_import_poll)
+                tracing::warn!("importing the cluster's schemas failed: {e}");
+                set_ready(&tmc, Some(e.to_string())).await;
             }
-        };
-        tokio::time::sleep(next).await;
+        }
+        tokio::time::sleep(period).await;
     }
 }
 
-/// One pass; `true` when every wanted resource has its imports.
-async fn import_once(tmc: &Tmc, downstream: &kube::Client) -> anyhow::Result<bool> {
-    let target = Api::<DynamicObject>::all_with(tmc.workspace.clone(), &sync_targets())
-        .get(&tmc.target.name)
-        .await?;
-    let mut wanted: BTreeSet<(String, String, Vec<String>)> = BTreeSet::new();
-    for entry in target
-        .data
-        .pointer("/status/syncedResources")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let s = |k: &str| {
-            entry
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let versions = entry
-            .get("versions")
-            .and_then(Value::as_array)
-            .map(|v| v.iter().filter_map(Value::as_str).map(String::from).collect())
-            .unwrap_or_default();
-        wanted.insert((s("group"), s("resource"), versions));
+async fn set_ready(tmc: &Tmc, error: Option<String>) {
+    let condition = match error {
+        None => json!({ "type": "APIImporterReady", "status": "True" }),
+        Some(message) => json!({ "type": "APIImporterReady", "status": "False", "severity": "Error",
+                                 "reason": "ErrorImporting", "message": message }),
+    };
+    if let Err(e) = super::config::set_condition(tmc, condition).await {
+        tracing::debug!("writing the APIImporterReady condition failed: {e}");
     }
-    for text in &tmc.options.resources {
-        let (group, resource) = split_resource(text);
-        wanted.insert((group, resource, Vec::new()));
-    }
-    let api = Api::<DynamicObject>::all_with(tmc.workspace.clone(), &imports());
-    let mut complete = true;
-    for (group, resource, versions) in wanted {
-        let found = downstream_versions(downstream, &group, &resource, &versions).await?;
-        if found.is_empty() {
-            tracing::debug!(
-                group,
-                resource,
-                "the cluster does not serve it; nothing to import"
-            );
-            complete = false;
-            continue;
+}
+
+/// The resources to import: `--resources` and the SyncTarget's synced resources.
+async fn wanted(tmc: &Tmc) -> Result<BTreeSet<(String, String)>, kube::Error> {
+    let mut wanted: BTreeSet<(String, String)> =
+        tmc.options.resources.iter().map(|r| parse_resource(r)).collect();
+    let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &super::config::sync_targets());
+    let st = serde_json::to_value(api.get(&tmc.target.name).await?).unwrap_or_default();
+    for entry in st["status"]["syncedResources"].as_array().into_iter().flatten() {
+        if let Some(resource) = entry["resource"].as_str() {
+            let group = entry["group"].as_str().unwrap_or_default();
+            wanted.insert((group.to_string(), resource.to_string()));
         }
-        for import in found {
-            let name = import_name(&resource, &tmc.target.name, &import.version, &group);
+    }
+    for always in super::always_synced() {
+        wanted.remove(&(always.group, always.resource));
+    }
+    Ok(wanted)
+}
+
+async fn import_once(engine: &Engine, tmc: &Tmc) -> anyhow::Result<()> {
+    let wanted = wanted(tmc).await?;
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let discovered = engine.down.discover().await?;
+    let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &imports());
+    for (group, resource) in wanted {
+        let served: Vec<_> = discovered
+            .iter()
+            .filter(|d| d.group == group && d.resource == resource)
+            .collect();
+        if served.is_empty() {
+            tracing::debug!(%group, %resource, "not served by the cluster; nothing to import");
+        }
+        for d in served {
+            let schema = match schema_of(engine, &group, &d.version, &resource, &d.kind).await {
+                Ok(schema) => schema,
+                Err(e) => {
+                    tracing::warn!(%group, version = %d.version, %resource, "reading the cluster's schema failed: {e}");
+                    continue;
+                }
+            };
+            let group_name = if group.is_empty() { "core" } else { group.as_str() };
+            let name = format!("{resource}.{}.{}.{group_name}", tmc.target.name, d.version);
             let spec = json!({
                 "location": tmc.target.name,
                 "schemaUpdateStrategy": "UpdateUnpublished",
-                "groupVersion": {"group": group, "version": import.version},
-                "scope": if import.namespaced { "Namespaced" } else { "Cluster" },
+                "groupVersion": { "group": group, "version": d.version },
+                "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
                 "plural": resource,
-                "singular": import.singular,
-                "shortNames": import.short_names,
-                "kind": import.kind,
-                "listKind": format!("{}List", import.kind),
-                "openAPIV3Schema": import.schema,
-                "subResources": import.subresources,
+                "singular": d.kind.to_lowercase(),
+                "kind": d.kind,
+                "listKind": format!("{}List", d.kind),
+                "openAPIV3Schema": schema,
             });
-            upsert(&api, &name, spec, &target).await?;
+            upsert(&api, tmc, &name, spec).await?;
         }
     }
-    Ok(complete)
+    Ok(())
 }
 
-async fn upsert(
-    api: &Api<DynamicObject>,
-    name: &str,
-    spec: Value,
-    target: &DynamicObject,
-) -> anyhow::Result<()> {
-    match api.get_opt(name).await? {
-        Some(existing) if existing.data.get("spec") == Some(&spec) => Ok(()),
-        Some(mut existing) => {
-            existing.data["spec"] = spec;
-            api.replace(name, &PostParams::default(), &existing).await?;
-            tracing::info!(import = name, "updated the APIResourceImport");
-            Ok(())
+async fn upsert(api: &Api<DynamicObject>, tmc: &Tmc, name: &str, spec: Value) -> Result<(), kube::Error> {
+    match api.get(name).await {
+        Ok(existing) => {
+            let mut existing = serde_json::to_value(existing).unwrap_or_default();
+            if existing["spec"] == spec {
+                return Ok(());
+            }
+            existing["spec"] = spec;
+            let body: DynamicObject = serde_json::from_value(existing).map_err(kube::Error::SerdeError)?;
+            api.replace(name, &PostParams::default(), &body).await?;
+            tracing::info!(import = name, "updated the schema import");
         }
-        None => {
-            let owner = json!([{
-                "apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
-                "name": target.metadata.name, "uid": target.metadata.uid,
-            }]);
-            let obj: DynamicObject = serde_json::from_value(json!({
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            let body = json!({
                 "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
-                "metadata": {"name": name, "ownerReferences": owner},
+                "metadata": { "name": name, "ownerReferences": [{
+                    "apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                    "name": tmc.target.name, "uid": tmc.target.uid,
+                }] },
                 "spec": spec,
-            }))?;
-            api.create(&PostParams::default(), &obj).await?;
-            tracing::info!(import = name, "created the APIResourceImport");
-            Ok(())
+            });
+            let body: DynamicObject = serde_json::from_value(body).map_err(kube::Error::SerdeError)?;
+            api.create(&PostParams::default(), &body).await?;
+            tracing::info!(import = name, "imported the cluster's schema");
         }
+        Err(e) => return Err(e),
     }
+    Ok(())
 }
 
-/// One version of a resource as the cluster serves it.
-struct Served {
-    version: String,
-    kind: String,
-    singular: String,
-    short_names: Vec<String>,
-    namespaced: bool,
-    schema: Value,
-    subresources: Vec<Value>,
-}
-
-/// The versions of `group/resource` the cluster serves (those in `versions`, or all
-/// when empty), with their schemas.
-async fn downstream_versions(
-    client: &kube::Client,
-    group: &str,
-    resource: &str,
-    versions: &[String],
-) -> anyhow::Result<Vec<Served>> {
-    let served: Vec<String> = if group.is_empty() {
-        vec!["v1".to_string()]
-    } else {
-        match get_json(client, &format!("/apis/{group}")).await? {
-            Some(g) => g["versions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v["version"].as_str().map(String::from))
-                .collect(),
-            None => return Ok(Vec::new()),
-        }
-    };
-    let crd = if group.is_empty() {
-        None
-    } else {
-        get_json(
-            client,
-            &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{resource}.{group}"),
-        )
-        .await
-        .ok()
-        .flatten()
-    };
-    let mut out = Vec::new();
-    for version in served
-        .iter()
-        .filter(|v| versions.is_empty() || versions.contains(v))
-    {
-        let gv_path = if group.is_empty() {
-            "/api/v1".to_string()
-        } else {
-            format!("/apis/{group}/{version}")
-        };
-        let Some(list) = get_json(client, &gv_path).await? else {
-            continue;
-        };
-        let resources = list["resources"].as_array().cloned().unwrap_or_default();
-        let Some(entry) = resources.iter().find(|r| r["name"] == resource) else {
-            continue;
-        };
-        let kind = entry["kind"].as_str().unwrap_or_default().to_string();
-        let subresources: Vec<Value> = resources
-            .iter()
-            .filter_map(|r| {
-                r["name"]
-                    .as_str()?
-                    .strip_prefix(&format!("{resource}/"))
-                    .map(String::from)
-            })
-            .filter(|s| s == "status" || s == "scale")
-            .map(|s| json!({"name": s}))
-            .collect();
-        let schema = match crd.as_ref().and_then(|c| crd_schema(c, version)) {
-            Some(schema) => schema,
-            None => match openapi_schema(client, &gv_path, group, version, &kind).await? {
-                Some(schema) => schema,
-                None => {
-                    tracing::debug!(group, version, kind, "no schema downstream");
-                    continue;
-                }
-            },
-        };
-        out.push(Served {
-            version: version.clone(),
-            singular: entry["singularName"]
-                .as_str()
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .unwrap_or_else(|| kind.to_lowercase()),
-            short_names: entry["shortNames"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect(),
-            namespaced: entry["namespaced"].as_bool().unwrap_or(true),
-            kind,
-            schema,
-            subresources,
-        });
-    }
-    Ok(out)
-}
-
-async fn get_json(client: &kube::Client, path: &str) -> anyhow::Result<Option<Value>> {
-    let request = http::Request::get(path).body(Vec::new())?;
-    match client.request::<Value>(request).await {
-        Ok(v) => Ok(Some(v)),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn crd_schema(crd: &Value, version: &str) -> Option<Value> {
-    crd.pointer("/spec/versions")?
-        .as_array()?
-        .iter()
-        .find(|v| v["name"] == version)?
-        .pointer("/schema/openAPIV3Schema")
-        .cloned()
-}
-
-/// The OpenAPI v3 schema of `kind`, every `$ref` inlined.
-async fn openapi_schema(
-    client: &kube::Client,
-    gv_path: &str,
+/// The cluster's schema of `group/version/resource` (kind `kind`).
+async fn schema_of(
+    engine: &Engine,
     group: &str,
     version: &str,
+    resource: &str,
     kind: &str,
-) -> anyhow::Result<Option<Value>> {
-    let Some(doc) = get_json(client, &format!("/openapi/v3{gv_path}")).await? else {
-        return Ok(None);
+) -> anyhow::Result<Value> {
+    let client = engine.down.client.clone();
+    if !group.is_empty() {
+        let crds: Api<DynamicObject> = Api::all_with(
+            client.clone(),
+            &ApiResource {
+                group: "apiextensions.k8s.io".into(),
+                version: "v1".into(),
+                api_version: "apiextensions.k8s.io/v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                plural: "customresourcedefinitions".into(),
+            },
+        );
+        match crds.get(&format!("{resource}.{group}")).await {
+            Ok(crd) => {
+                let crd = serde_json::to_value(crd).unwrap_or_default();
+                let schema = crd["spec"]["versions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|v| v["name"] == version)
+                    .map(|v| v["schema"]["openAPIV3Schema"].clone())
+                    .filter(|s| !s.is_null());
+                if let Some(schema) = schema {
+                    return Ok(schema);
+                }
+            }
+            Err(kube::Error::Api(status)) if matches!(status.code, 404 | 403) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let path = if group.is_empty() {
+        format!("/openapi/v3/api/{version}")
+    } else {
+        format!("/openapi/v3/apis/{group}/{version}")
     };
-    let Some(components) = doc.pointer("/components/schemas").and_then(Value::as_object) else {
-        return Ok(None);
-    };
-    let root = components.values().find(|s| {
-        s["x-kubernetes-group-version-kind"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|gvk| gvk["group"] == group && gvk["version"] == version && gvk["kind"] == kind)
-    });
-    Ok(root.map(|s| inline(s, components, 0)))
+    let request = http::Request::get(path.as_str()).body(Vec::new())?;
+    let document: Value = client.request(request).await?;
+    let schemas = document["components"]["schemas"]
+        .as_object()
+        .ok_or_else(|| anyhow::anyhow!("{path} has no components.schemas"))?;
+    let (_, schema) = schemas
+        .iter()
+        .find(|(_, s)| declares_kind(s, group, version, kind))
+        .ok_or_else(|| anyhow::anyhow!("{path} describes no {kind}"))?;
+    Ok(inline(schema, schemas, 0))
 }
 
-/// `schema` with every `#/components/schemas/X` reference replaced by X (itself
-/// inlined), and the `allOf: [{$ref}]` wrappers Kubernetes writes flattened.
-pub fn inline(schema: &Value, components: &Map<String, Value>, depth: usize) -> Value {
+fn declares_kind(schema: &Value, group: &str, version: &str, kind: &str) -> bool {
+    let matches = |gvk: &Value| gvk["group"] == group && gvk["version"] == version && gvk["kind"] == kind;
+    match &schema["x-kubernetes-group-version-kind"] {
+        Value::Array(list) => list.iter().any(matches),
+        gvk @ Value::Object(_) => matches(gvk),
+        _ => false,
+    }
+}
+
+/// `schema` with references to `schemas` resolved and only what a structural schema
+/// needs kept (types, properties, items, additional properties, the
+/// `x-kubernetes-*` markers).
+pub fn inline(schema: &Value, schemas: &Map<String, Value>, depth: usize) -> Value {
+    let open = || json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
     if depth > MAX_DEPTH {
-        return json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        return open();
     }
-    match schema {
-        Value::Object(map) => {
-            if let Some(target) = map.get("$ref").and_then(Value::as_str) {
-                let name = target.rsplit('/').next().unwrap_or_default();
-                let mut resolved = components
-                    .get(name)
-                    .map(|s| inline(s, components, depth + 1))
-                    .unwrap_or_else(|| json!({}));
-                for (k, v) in map.iter().filter(|(k, _)| *k != "$ref") {
-                    resolved[k] = inline(v, components, depth + 1);
-                }
-                return resolved;
+    let Some(obj) = schema.as_object() else {
+        return open();
+    };
+    let reference = obj.get("$ref").or_else(|| {
+        obj.get("allOf")
+            .and_then(Value::as_array)
+            .filter(|all| all.len() == 1)
+            .and_then(|all| all[0].get("$ref"))
+    });
+    if let Some(name) = reference
+        .and_then(Value::as_str)
+        .and_then(|r| r.rsplit('/').next())
+    {
+        return match schemas.get(name) {
+            Some(target) => inline(target, schemas, depth + 1),
+            None => open(),
+        };
+    }
+    let mut out = Map::new();
+    for (key, value) in obj {
+        match key.as_str() {
+            "type" | "format" | "enum" | "nullable" => {
+                out.insert(key.clone(), value.clone());
             }
-            if let Some(Value::Array(all)) = map.get("allOf") {
-                if all.len() == 1 {
-                    let mut resolved = inline(&all[0], components, depth + 1);
-                    for (k, v) in map.iter().filter(|(k, _)| *k != "allOf") {
-                        resolved[k] = inline(v, components, depth + 1);
-                    }
-                    return resolved;
-                }
+            k if k.starts_with("x-kubernetes-") && k != "x-kubernetes-group-version-kind" => {
+                out.insert(key.clone(), value.clone());
             }
-            Value::Object(
-                map.iter()
-                    .map(|(k, v)| (k.clone(), inline(v, components, depth + 1)))
-                    .collect(),
-            )
+            "properties" => {
+                let props: Map<String, Value> = value
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(name, prop)| (name.clone(), inline(prop, schemas, depth + 1)))
+                    .collect();
+                out.insert(key.clone(), Value::Object(props));
+            }
+            "items" | "additionalProperties" if value.is_object() => {
+                out.insert(key.clone(), inline(value, schemas, depth + 1));
+            }
+            "additionalProperties" => {
+                out.insert(key.clone(), value.clone());
+            }
+            _ => {}
         }
-        Value::Array(items) => Value::Array(items.iter().map(|v| inline(v, components, depth + 1)).collect()),
-        other => other.clone(),
     }
+    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -359,36 +281,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_follow_kcp() {
+    fn resources_name_their_group_after_the_first_dot() {
         assert_eq!(
-            import_name("deployments", "east", "v1", "apps"),
-            "deployments.east.v1.apps"
-        );
-        assert_eq!(import_name("services", "east", "v1", ""), "services.east.v1.core");
-        assert_eq!(
-            split_resource("routes.route.openshift.io"),
+            parse_resource("routes.route.openshift.io"),
             ("route.openshift.io".into(), "routes".into())
         );
-        assert_eq!(split_resource("configmaps"), ("".into(), "configmaps".into()));
+        assert_eq!(parse_resource("services"), (String::new(), "services".into()));
     }
 
     #[test]
-    fn references_are_inlined_and_recursion_stops() {
-        let components: Map<String, Value> = serde_json::from_value(json!({
-            "Spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}},
-            "Loop": {"type": "object", "properties": {"next": {"$ref": "#/components/schemas/Loop"}}},
+    fn references_are_inlined_and_descriptions_dropped() {
+        let schemas: Map<String, Value> = serde_json::from_value(json!({
+            "io.k8s.api.apps.v1.DeploymentSpec": { "type": "object", "description": "spec",
+                "properties": { "replicas": { "type": "integer", "format": "int32", "description": "n" } } },
+            "io.k8s.api.apps.v1.Deployment": { "type": "object",
+                "x-kubernetes-group-version-kind": [{ "group": "apps", "version": "v1", "kind": "Deployment" }],
+                "properties": { "spec": { "allOf": [{ "$ref": "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec" }], "default": {} },
+                                "loop": { "$ref": "#/components/schemas/io.k8s.api.apps.v1.Deployment" },
+                                "missing": { "$ref": "#/components/schemas/nowhere" } } }
         }))
         .unwrap();
-        let root = json!({"type": "object", "properties": {
-            "spec": {"allOf": [{"$ref": "#/components/schemas/Spec"}], "description": "the spec"},
-            "loop": {"$ref": "#/components/schemas/Loop"},
-        }});
-        let out = inline(&root, &components, 0);
+        let deployment = &schemas["io.k8s.api.apps.v1.Deployment"];
+        assert!(declares_kind(deployment, "apps", "v1", "Deployment"));
+        assert!(!declares_kind(deployment, "apps", "v1", "StatefulSet"));
+        let inlined = inline(deployment, &schemas, 0);
         assert_eq!(
-            out["properties"]["spec"]["properties"]["replicas"]["type"],
-            "integer"
+            inlined["properties"]["spec"],
+            json!({ "type": "object", "properties": { "replicas": { "type": "integer", "format": "int32" } } })
         );
-        assert_eq!(out["properties"]["spec"]["description"], "the spec");
-        assert!(!out.to_string().contains("$ref"));
+        assert!(inlined.get("x-kubernetes-group-version-kind").is_none());
+        assert_eq!(
+            inlined["properties"]["missing"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+        // A cycle ends in an open object.
+        let mut node = &inlined;
+        for _ in 0..100 {
+            match node["properties"].get("loop") {
+                Some(next) => node = next,
+                None => break,
+            }
+        }
+        assert_eq!(node["x-kubernetes-preserve-unknown-fields"], true);
     }
 }
