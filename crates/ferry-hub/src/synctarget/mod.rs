@@ -246,6 +246,9 @@ fn ready(conditions: &[Value]) -> Value {
     }
 }
 
+/// One imported version of a resource: version, the import, its schema.
+type ImportedVersion = (String, ObjectKey, Value);
+
 /// The supported exports' resources, with each one's state; the messages of
 /// the incompatible ones; the `Compatible` condition of each import compared.
 fn synced_resources(
@@ -258,7 +261,7 @@ fn synced_resources(
     let (imports, _) = hub
         .store
         .list(&ClusterScope::One(key.cluster.clone()), IMPORTS, None, None);
-    let mut by_resource: BTreeMap<(String, String), Vec<(String, ObjectKey, Value)>> = BTreeMap::new();
+    let mut by_resource: BTreeMap<(String, String), Vec<ImportedVersion>> = BTreeMap::new();
     for (ikey, obj) in imports {
         let import = obj.value();
         if json::str_at(&import, "/spec/location") != key.name {
