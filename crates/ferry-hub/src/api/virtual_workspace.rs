@@ -121,7 +121,12 @@ pub async fn serve(hub: Arc<Hub>, req: axum::extract::Request) -> Result<Respons
                 namespace: rp.namespace.clone().unwrap_or_default(),
                 name: name.clone(),
             };
-            if !visibility.object(&key) {
+            let hidden = !visibility.object(&key)
+                || hub
+                    .store
+                    .get_committed(&key)
+                    .is_some_and(|obj| !visibility.stored(&key, &obj));
+            if hidden {
                 return Err(ApiError::not_found(&info.group, &info.resource, name));
             }
         }

@@ -1,6 +1,7 @@
 //! Built-in controllers: what a fresh cluster has, workspaces, namespace
 //! termination, CRD clean-up, APIServices, token Secrets and CSR signing,
-//! mailboxes, garbage collection of `ownerReferences` dependents.
+//! mailboxes, garbage collection of `ownerReferences` dependents, kcp TMC
+//! placement and scheduling.
 //!
 //! They are clients of the object service ([`crate::service`]), writing as
 //! the loopback user with their own field managers. Each follows the
@@ -19,6 +20,7 @@ pub mod kubernetes_service;
 pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
+pub mod scheduling;
 pub mod security;
 pub mod synctarget;
 
@@ -120,6 +122,7 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Ve
         follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
         follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
         follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
+        scheduling::spawn(hub.clone(), stop.clone()),
     ];
     if mailboxes {
         running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
