@@ -139,14 +139,31 @@ async fn resync(hub: &Arc<Hub>) {
     for ws in &workspaces {
         reconcile_workspace(hub, ws).await;
     }
-    // Objects anywhere that still carry scheduling metadata (a namespace
-    // whose Placement went away, a target deleted while the hub was down).
+    // Namespaces and objects anywhere that still carry scheduling metadata
+    // (a Placement that went away, a target deleted while the hub was
+    // down): one pass over every namespaced object.
     let (namespaces, _) = hub.store.list(&ClusterScope::All, NAMESPACES, None, None);
-    for (key, ns) in namespaces {
-        if !workspaces.contains(&key.cluster) && mentions_workloads(&ns) {
-            schedule_namespace(hub, &key.cluster, &key.name, None).await;
+    let mut scheduled_namespaces = BTreeSet::new();
+    for (key, ns) in &namespaces {
+        if mentions_workloads(ns) {
+            if !workspaces.contains(&key.cluster) {
+                schedule_namespace(hub, &key.cluster, &key.name, None).await;
+            }
+            scheduled_namespaces.insert((key.cluster.clone(), key.name.clone()));
         }
-        label_contents(hub, &key.cluster, &key.name).await;
+    }
+    let live = live_keys(hub);
+    for resource in hub.store.resource_keys() {
+        if NOT_LABELLED.contains(&resource.as_str()) || resource == NAMESPACES {
+            continue;
+        }
+        let (objects, _) = hub.store.list(&ClusterScope::All, &resource, None, None);
+        for (key, obj) in objects {
+            let in_scheduled = scheduled_namespaces.contains(&(key.cluster.clone(), key.namespace.clone()));
+            if !key.namespace.is_empty() && (in_scheduled || mentions_workloads(&obj)) {
+                label_object(hub, &key, &live).await;
+            }
+        }
     }
 }
 
@@ -162,11 +179,17 @@ async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
         }
         PLACEMENTS => reconcile_workspace(hub, &key.cluster).await,
         NAMESPACES => {
-            if hub.store.get(key).is_some() {
-                schedule_namespace(hub, &key.cluster, &key.name, None).await;
-                label_contents(hub, &key.cluster, &key.name).await;
-                update_placements(hub, &key.cluster).await;
+            if hub.store.get(key).is_none() {
+                return;
             }
+            schedule_namespace(hub, &key.cluster, &key.name, None).await;
+            // Its objects follow what it has, or had: a namespace that
+            // leaves its last target leaves no trace to look for.
+            if mentions_workloads(&event.object) || event.previous.as_deref().is_some_and(mentions_workloads)
+            {
+                label_contents(hub, &key.cluster, &key.name).await;
+            }
+            update_placements(hub, &key.cluster).await;
         }
         r if !key.namespace.is_empty() && !NOT_LABELLED.contains(&r) => {
             label_object(hub, key, &BTreeSet::new()).await;
@@ -212,7 +235,9 @@ fn list_values(hub: &Hub, cluster: &str, resource: &str) -> Vec<Value> {
 }
 
 fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// Merge-patch the object at `key` (served as `info`), pinned to `rv`; a
@@ -318,7 +343,15 @@ async fn create_default_location(hub: &Arc<Hub>, cluster: &str) -> Option<Value>
             "instanceSelector": {},
         },
     });
-    match service::create_internal(hub, cluster, ("scheduling.kcp.io", "v1alpha1", "locations"), None, obj).await {
+    match service::create_internal(
+        hub,
+        cluster,
+        ("scheduling.kcp.io", "v1alpha1", "locations"),
+        None,
+        obj,
+    )
+    .await
+    {
         Ok(v) => Some(v),
         Err(e) if e.code == 409 => None,
         Err(e) => {
@@ -355,7 +388,9 @@ fn workspaces_placing_in(hub: &Hub, location_cluster: &str) -> BTreeSet<String> 
     let (placements, _) = hub.store.list(&ClusterScope::All, PLACEMENTS, None, None);
     placements
         .iter()
-        .filter(|(k, p)| location_workspace(hub, &k.cluster, &p.value()).0.as_deref() == Some(location_cluster))
+        .filter(|(k, p)| {
+            location_workspace(hub, &k.cluster, &p.value()).0.as_deref() == Some(location_cluster)
+        })
         .map(|(k, _)| k.cluster.clone())
         .collect()
 }
@@ -385,7 +420,8 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
         let locations = location_cluster.map(|c| list_values(hub, &c, LOCATIONS));
         let used = namespaces.iter().any(|ns| {
             let meta = Meta::of(ns);
-            meta.annotations.contains_key(PLACEMENT_ANNOTATION) && placement::selects_namespace(&p, &meta.labels)
+            meta.annotations.contains_key(PLACEMENT_ANNOTATION)
+                && placement::selects_namespace(&p, &meta.labels)
         });
         let status = placement::status(&p, &path, locations.as_deref(), used);
         if p.get("status") == Some(&status) {
@@ -466,7 +502,10 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
             continue;
         };
         let path = selected.get("path").and_then(Value::as_str).unwrap_or_default();
-        let loc_name = selected.get("locationName").and_then(Value::as_str).unwrap_or_default();
+        let loc_name = selected
+            .get("locationName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let Some(lc) = hub.workspaces.resolve(path) else {
             continue;
         };
@@ -486,7 +525,9 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     let mut patch_ = assignment::schedule_namespace(&meta, &desired, &live_keys(hub), &now());
     let annotated = meta.annotations.contains_key(PLACEMENT_ANNOTATION);
     if !placements.is_empty() && !annotated {
-        patch_.annotations.insert(PLACEMENT_ANNOTATION.into(), Some(String::new()));
+        patch_
+            .annotations
+            .insert(PLACEMENT_ANNOTATION.into(), Some(String::new()));
     } else if placements.is_empty() && annotated {
         patch_.annotations.insert(PLACEMENT_ANNOTATION.into(), None);
     }
@@ -552,7 +593,8 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
         live
     };
     let value = obj.value();
-    let patch_: MetaPatch = assignment::schedule_object(&Meta::of(&value), &Meta::of(&ns.value()), live, &now());
+    let patch_: MetaPatch =
+        assignment::schedule_object(&Meta::of(&value), &Meta::of(&ns.value()), live, &now());
     if patch_.is_empty() {
         return;
     }
