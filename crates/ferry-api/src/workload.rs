@@ -59,6 +59,18 @@ mod key_tests {
     }
 
     #[test]
+    fn the_spec_uses_kcp_field_names() {
+        let st: SyncTarget = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "east"},
+            "spec": {"supportedAPIExports": [{"export": "kubernetes", "path": "root:compute"}], "evictAfter": "2026-01-01T00:00:00Z"}
+        }))
+        .unwrap();
+        assert_eq!(st.spec.supported_api_exports[0].path, "root:compute");
+        let back = serde_json::to_value(&st).unwrap();
+        assert!(back["spec"].get("supportedAPIExports").is_some(), "{back}");
+    }
+
+    #[test]
     fn virtual_workspace_urls_name_cluster_target_and_uid() {
         let vw = virtual_workspace("https://hub:6443/", "abc123", "east", "u-1");
         assert_eq!(vw.syncer_url, "https://hub:6443/services/syncer/abc123/east/u-1");
@@ -104,7 +116,11 @@ pub struct SyncTargetSpec {
 
     /// APIExports whose resources this target should support. When empty, kcp uses the
     /// `kubernetes` export of the same workspace.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "supportedAPIExports",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub supported_api_exports: Vec<ApiExportReference>,
 
     /// Labels identifying the cells the target belongs to.

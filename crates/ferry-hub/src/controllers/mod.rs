@@ -11,6 +11,7 @@
 
 pub mod apis;
 pub mod apiservices;
+pub mod compute;
 pub mod crds;
 pub mod finalizing;
 pub mod follow;
@@ -21,6 +22,7 @@ pub mod mailbox;
 pub mod namespaces;
 pub mod scheduling;
 pub mod security;
+pub mod synctarget;
 
 use std::sync::Arc;
 
