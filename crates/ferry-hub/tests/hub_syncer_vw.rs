@@ -66,37 +66,31 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.csv");
     std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let hub = TestHub::start_with(|o| {
+        o.token_auth_file = Some(file.clone());
+        o.compute_workspace = true;
+    })
+    .await;
     let loc = workspace(&hub, "loc").await;
-    location(
-        &hub,
-        "root:loc",
-        "east",
-        json!({"region": "east"}),
-        json!({"matchLabels": {"region": "east"}}),
-    )
-    .await;
-    location(
-        &hub,
-        "root:loc",
-        "west",
-        json!({"region": "west"}),
-        json!({"matchLabels": {"region": "west"}}),
-    )
-    .await;
-    let east_uid = sync_target(&hub, "root:loc", "east", json!({"region": "east"})).await;
-    let west_uid = sync_target(&hub, "root:loc", "west", json!({"region": "west"})).await;
-    // Deployments are accepted on east (as the SyncTarget controller would find).
-    admin_patch(
-        &hub,
-        "root:loc",
-        &format!("{WORKLOAD}/synctargets/east/status"),
-        json!({"status": {"syncedResources": [
-            {"group": "apps", "resource": "deployments", "versions": ["v1"], "state": "Accepted"},
-            {"group": "", "resource": "services", "versions": ["v1"], "state": "Incompatible"}
-        ]}}),
-    )
-    .await;
+    location(&hub, "root:loc", "east", json!({"region": "east"}), json!({"matchLabels": {"region": "east"}})).await;
+    location(&hub, "root:loc", "west", json!({"region": "west"}), json!({"matchLabels": {"region": "west"}})).await;
+    let mut uids = Vec::new();
+    for name in ["east", "west"] {
+        let st = create(
+            &hub,
+            "root:loc",
+            &format!("{WORKLOAD}/synctargets"),
+            json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                   "metadata": {"name": name, "labels": {"region": name}},
+                   "spec": {"supportedAPIExports": [{"export": "kubernetes", "path": "root:compute"}]}}),
+        )
+        .await;
+        uids.push(st["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    let (east_uid, west_uid) = (uids[0].clone(), uids[1].clone());
+    // East's syncer imports the Deployment schema its cluster serves (the
+    // export's own): deployments become Accepted on east.
+    accept_deployments(&hub, "east").await;
     create(
         &hub,
         "root:loc",
@@ -163,6 +157,59 @@ async fn world() -> World {
         east_uid,
         west_uid,
     }
+}
+
+/// What east's syncer would do: import the cluster's Deployment schema
+/// (here: root:compute's, the same one), so the SyncTarget controller
+/// accepts deployments for `target`.
+async fn accept_deployments(hub: &TestHub, target: &str) {
+    let export = wait_for(
+        hub,
+        "root:compute",
+        "/apis/apis.kcp.io/v1alpha1/apiexports/kubernetes",
+        "root:compute exports kubernetes",
+        |o| o["spec"]["latestResourceSchemas"].is_array(),
+    )
+    .await;
+    let schema_name = export["spec"]["latestResourceSchemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.ends_with(".deployments.apps"))
+        .expect("a deployments schema")
+        .to_string();
+    let schema = get(
+        hub,
+        "root:compute",
+        &format!("/apis/apis.kcp.io/v1alpha1/apiresourceschemas/{schema_name}"),
+    )
+    .await;
+    create(
+        hub,
+        "root:loc",
+        "/apis/apiresource.kcp.io/v1alpha1/apiresourceimports",
+        json!({"apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+               "metadata": {"name": format!("deployments.{target}.v1.apps")},
+               "spec": {"location": target, "groupVersion": {"group": "apps", "version": "v1"},
+                        "scope": "Namespaced", "plural": "deployments", "kind": "Deployment",
+                        "openAPIV3Schema": schema["spec"]["versions"][0]["schema"]}}),
+    )
+    .await;
+    wait_for(
+        hub,
+        "root:loc",
+        &format!("{WORKLOAD}/synctargets/{target}"),
+        "deployments Accepted",
+        |o| {
+            o["status"]["syncedResources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["resource"] == "deployments" && r["state"] == "Accepted")
+        },
+    )
+    .await;
 }
 
 fn names(list: &Value) -> Vec<String> {
