@@ -72,8 +72,22 @@ async fn world() -> World {
     })
     .await;
     let loc = workspace(&hub, "loc").await;
-    location(&hub, "root:loc", "east", json!({"region": "east"}), json!({"matchLabels": {"region": "east"}})).await;
-    location(&hub, "root:loc", "west", json!({"region": "west"}), json!({"matchLabels": {"region": "west"}})).await;
+    location(
+        &hub,
+        "root:loc",
+        "east",
+        json!({"region": "east"}),
+        json!({"matchLabels": {"region": "east"}}),
+    )
+    .await;
+    location(
+        &hub,
+        "root:loc",
+        "west",
+        json!({"region": "west"}),
+        json!({"matchLabels": {"region": "west"}}),
+    )
+    .await;
     let mut uids = Vec::new();
     for name in ["east", "west"] {
         let st = create(

@@ -50,7 +50,7 @@ use targets::Target;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::service::{self, PatchType, Request};
-use crate::storage::{ClusterScope, ObjectKey, StoredObject, WatchEvent};
+use crate::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 
 /// Storage keys the controller reads.
 pub const SYNC_TARGETS: &str = crate::virtual_workspace::syncer::SYNC_TARGETS;
@@ -172,6 +172,9 @@ async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
     let key = &event.key;
     match key.resource.as_str() {
         SYNC_TARGETS | LOCATIONS => {
+            if !placement_relevant(event) {
+                return;
+            }
             reconcile_locations(hub, &key.cluster).await;
             for ws in workspaces_placing_in(hub, &key.cluster) {
                 reconcile_workspace(hub, &ws).await;
@@ -195,6 +198,20 @@ async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
             label_object(hub, key, &BTreeSet::new()).await;
         }
         _ => {}
+    }
+}
+
+/// Whether a SyncTarget or Location change can matter to scheduling: not
+/// a heartbeat, nor a Location's status (the controller's own write).
+fn placement_relevant(event: &WatchEvent) -> bool {
+    let (Some(previous), EventType::Modified) = (event.previous.as_deref(), event.kind) else {
+        return true;
+    };
+    let (before, after) = (previous.value(), event.object.value());
+    if event.key.resource == SYNC_TARGETS {
+        Target::from_object(&event.key.cluster, &before) != Target::from_object(&event.key.cluster, &after)
+    } else {
+        before.get("spec") != after.get("spec") || previous.labels != event.object.labels
     }
 }
 
