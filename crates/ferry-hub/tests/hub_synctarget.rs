@@ -132,12 +132,8 @@ async fn tmc_kinds_are_served_built_in_with_kcp_columns_and_field_errors() {
     workspace(&hub, "org").await;
     // kcp's YAML, as its docs write it, through kubectl.
     let yaml = r#"
-apiVersion: workload.kcp.io/v1alpha1
-kind: SyncTarget
-metadata:
-  name: east
-  labels: {region: east}
----
+# The Location first: a workspace that has SyncTargets and no Location
+# gets a `default` one from the scheduler, as in kcp.
 apiVersion: scheduling.kcp.io/v1alpha1
 kind: Location
 metadata:
@@ -147,6 +143,12 @@ spec:
   instanceSelector: {matchLabels: {region: east}}
   availableSelectorLabels:
   - {key: region, values: [east, west]}
+---
+apiVersion: workload.kcp.io/v1alpha1
+kind: SyncTarget
+metadata:
+  name: east
+  labels: {region: east}
 ---
 apiVersion: scheduling.kcp.io/v1alpha1
 kind: Placement
