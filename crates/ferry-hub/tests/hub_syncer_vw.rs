@@ -441,6 +441,25 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     assert_eq!(code, 405, "{body}");
     let (code, _) = call(&one, "DELETE", "/api/v1/namespaces/work/configmaps/cm-app1", None).await;
     assert_eq!(code, 405);
+    // Not even by a server-side apply of an object that does not exist.
+    let req = http::Request::builder()
+        .method("PATCH")
+        .uri("/api/v1/namespaces/work/configmaps/applied?fieldManager=syncer&force=true")
+        .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}}),
+            )
+            .unwrap(),
+        ))
+        .unwrap();
+    let resp = one.send(req).await.expect("response");
+    assert_eq!(resp.status().as_u16(), 405);
+    assert!(
+        try_get(hub, "root:app1", "/api/v1/namespaces/work/configmaps/applied")
+            .await
+            .is_none()
+    );
     let west_label = format!("{STATE_PREFIX}{}", sync_target_key(&w.loc, "west"));
     let (code, body) = merge_patch(
         &one,

@@ -315,6 +315,12 @@ fn check_write(
     }
     match direction {
         Direction::Sync => {
+            if old.is_none() {
+                // A server-side apply to a missing object would create it.
+                return Err(ApiError::method_not_allowed(format!(
+                    "{what}: the syncer virtual workspace does not create objects; they are created in their workspace and scheduled to the SyncTarget"
+                )));
+            }
             let own = after.get(label);
             if own.is_some() && own != before.get(label) {
                 return Err(ApiError::forbidden(format!(
@@ -393,6 +399,9 @@ mod tests {
         assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &grabbed).is_err());
         let relabelled = obj(json!({OWN: "Upsync", OTHER: "Sync"}));
         assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &relabelled).is_err());
+        // Nothing is created through the syncer's view, not even by an apply patch.
+        let e = check_write(OWN, Direction::Sync, &info(), &key(), None, &dropped).unwrap_err();
+        assert_eq!(e.code, 405);
     }
 
     #[test]
