@@ -306,6 +306,12 @@ fn check_write(
     } else {
         format!("{} {}/{}", info.resource, key.namespace, key.name)
     };
+    if direction == Direction::Sync && old.is_none() {
+        // A server-side apply to a missing object would create it.
+        return Err(ApiError::method_not_allowed(format!(
+            "{what}: the syncer virtual workspace does not create objects; they are created in their workspace and scheduled to the SyncTarget"
+        )));
+    }
     for k in before.keys().chain(after.keys()) {
         if k != label && before.get(k) != after.get(k) {
             return Err(ApiError::forbidden(format!(
@@ -315,12 +321,6 @@ fn check_write(
     }
     match direction {
         Direction::Sync => {
-            if old.is_none() {
-                // A server-side apply to a missing object would create it.
-                return Err(ApiError::method_not_allowed(format!(
-                    "{what}: the syncer virtual workspace does not create objects; they are created in their workspace and scheduled to the SyncTarget"
-                )));
-            }
             let own = after.get(label);
             if own.is_some() && own != before.get(label) {
                 return Err(ApiError::forbidden(format!(
