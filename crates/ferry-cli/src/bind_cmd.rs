@@ -6,14 +6,47 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha224};
 
 #[derive(clap::Subcommand)]
 pub enum BindCommand {
     /// Bind an APIExport (`root:provider:widgets.example.io`) into the current workspace.
     Apiexport(ApiExportArgs),
+    /// Bind the current workspace to compute: APIBindings for the exports the
+    /// SyncTargets support, and a Placement choosing a Location in `<location workspace>`.
+    Compute(ComputeArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ComputeArgs {
+    /// The workspace that holds the Locations and SyncTargets, e.g. `root:my-org`.
+    pub location_workspace: String,
+    /// APIExports to bind, as `<path>:<export>`.
+    #[arg(long, value_delimiter = ',', default_value = crate::workload_cmd::DEFAULT_EXPORT)]
+    pub apiexports: Vec<String>,
+    /// Label selectors of the Locations to choose from (`env=test`); each flag is one
+    /// selector and a Location matching any of them may be chosen. Default: every Location.
+    #[arg(long = "location-selectors")]
+    pub location_selectors: Vec<String>,
+    /// Label selector of the namespaces the Placement schedules (`purpose=workload`).
+    /// Default: every namespace.
+    #[arg(long = "namespace-selector", default_value = "")]
+    pub namespace_selector: String,
+    /// Name of the Placement (default: `placement-` and a hash of what it selects).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// How long to wait for the bindings to be Bound.
+    #[arg(long, default_value = "30s", value_parser = crate::kubeconfig::parse_duration)]
+    pub timeout: Duration,
+    /// Kubeconfig (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Context in the kubeconfig.
+    #[arg(long)]
+    pub context: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -86,7 +119,10 @@ fn claim_key(c: &Value) -> (String, String) {
 }
 
 pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
-    let BindCommand::Apiexport(args) = cmd;
+    let args = match cmd {
+        BindCommand::Apiexport(args) => args,
+        BindCommand::Compute(args) => return compute(args).await,
+    };
     let (path, export) = split_reference(&args.export)?;
     let accept: Vec<(String, String)> = args
         .accept
@@ -108,7 +144,6 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
     let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let here = config.cluster_url.to_string();
     let client = kube::Client::try_from(config)?;
-    let client_for_discovery = client.clone();
     let mut claims: Vec<Value> = Vec::new();
     if args.accept_all_permission_claims
         || args.reject_all_permission_claims
@@ -175,14 +210,25 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
     if !claims.is_empty() {
         binding["spec"]["permissionClaims"] = json!(claims);
     }
-    let bindings: Api<DynamicObject> = Api::all_with(client, &kcp_resource("APIBinding", "apibindings"));
+    create_and_wait(&client, binding, args.timeout).await
+}
+
+/// Creates the APIBinding `binding` and waits until it is Bound and what it
+/// binds is served.
+async fn create_and_wait(client: &kube::Client, binding: Value, timeout: Duration) -> anyhow::Result<()> {
+    let name = binding["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let bindings: Api<DynamicObject> =
+        Api::all_with(client.clone(), &kcp_resource("APIBinding", "apibindings"));
     let obj: DynamicObject = serde_json::from_value(binding)?;
     bindings
         .create(&PostParams::default(), &obj)
         .await
         .with_context(|| format!("failed to create APIBinding {name:?}"))?;
     println!("apibinding {name} created. Waiting to successfully bind ...");
-    let deadline = tokio::time::Instant::now() + args.timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let current = bindings.get(&name).await?;
         if current.data.pointer("/status/phase").and_then(Value::as_str) == Some("Bound") {
@@ -200,7 +246,7 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
                 .collect();
             bail!(
                 "could not bind {name}: not Bound after {:?}{}",
-                args.timeout,
+                timeout,
                 if why.is_empty() {
                     String::new()
                 } else {
@@ -226,14 +272,11 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
     for group in groups {
         loop {
             let request = http::Request::get(format!("/apis/{group}")).body(Vec::new())?;
-            if client_for_discovery.request_text(request).await.is_ok() {
+            if client.request_text(request).await.is_ok() {
                 break;
             }
             if tokio::time::Instant::now() >= deadline {
-                bail!(
-                    "{name} is Bound but {group} is not served after {:?}",
-                    args.timeout
-                );
+                bail!("{name} is Bound but {group} is not served after {:?}", timeout);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -242,8 +285,164 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A label selector written as kubectl takes it (`env=test,tier in (a,b)`) as
+/// `metav1.LabelSelector` JSON; the empty string selects everything (`{}`).
+pub fn selector_json(text: &str) -> anyhow::Result<Value> {
+    use ferry_hub::selector::{LabelSelector, Operator};
+    let parsed = LabelSelector::parse(text).map_err(|e| anyhow::anyhow!("selector {text:?}: {e}"))?;
+    let mut labels = serde_json::Map::new();
+    let mut expressions = Vec::new();
+    for r in parsed.requirements() {
+        let op = match r.operator() {
+            Operator::Equals | Operator::DoubleEquals => {
+                labels.insert(r.key().to_string(), json!(r.values()[0]));
+                continue;
+            }
+            Operator::NotEquals | Operator::NotIn => "NotIn",
+            Operator::In => "In",
+            Operator::Exists => "Exists",
+            Operator::DoesNotExist => "DoesNotExist",
+            Operator::GreaterThan | Operator::LessThan => {
+                bail!("selector {text:?}: a label selector object has no > or <; use in, notin, =, != or exists")
+            }
+        };
+        let mut e = json!({"key": r.key(), "operator": op});
+        if !r.values().is_empty() {
+            e["values"] = json!(r.values());
+        }
+        expressions.push(e);
+    }
+    let mut out = json!({});
+    if !labels.is_empty() {
+        out["matchLabels"] = Value::Object(labels);
+    }
+    if !expressions.is_empty() {
+        out["matchExpressions"] = Value::Array(expressions);
+    }
+    Ok(out)
+}
+
+/// `kubectl ferry bind compute <location workspace>`.
+async fn compute(args: ComputeArgs) -> anyhow::Result<()> {
+    let location_workspace = args.location_workspace.trim().to_string();
+    if location_workspace.is_empty()
+        || !location_workspace.split(':').all(|s| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+    {
+        bail!("{location_workspace:?}: give the workspace of the SyncTargets as a path, e.g. root:my-org");
+    }
+    let location_selectors: Vec<Value> = if args.location_selectors.is_empty() {
+        vec![json!({})]
+    } else {
+        args.location_selectors
+            .iter()
+            .map(|s| selector_json(s))
+            .collect::<Result<_, _>>()?
+    };
+    let namespace_selector = selector_json(&args.namespace_selector)?;
+    let exports: Vec<(String, String)> = args
+        .apiexports
+        .iter()
+        .filter(|e| !e.is_empty())
+        .map(|e| split_reference(e))
+        .collect::<Result<_, _>>()?;
+    let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let client = kube::Client::try_from(config)?;
+    let bindings: Api<DynamicObject> =
+        Api::all_with(client.clone(), &kcp_resource("APIBinding", "apibindings"));
+    for (path, export) in exports {
+        let reference = json!({"path": path, "name": export});
+        // Running bind compute again reuses a binding to the same export.
+        let existing = bindings.list(&Default::default()).await?;
+        if let Some(b) = existing
+            .items
+            .iter()
+            .find(|b| b.data.pointer("/spec/reference/export") == Some(&reference))
+        {
+            println!(
+                "apibinding {} already binds {path}:{export}.",
+                b.metadata.name.clone().unwrap_or_default()
+            );
+            continue;
+        }
+        let taken = existing
+            .items
+            .iter()
+            .any(|b| b.metadata.name.as_deref() == Some(export.as_str()));
+        let name = if taken {
+            let digest = Sha224::digest(format!("{path}:{export}").as_bytes());
+            let mut suffix = ferry_api::naming::radix_text(&digest, 36);
+            suffix.truncate(8);
+            format!("{export}-{suffix}")
+        } else {
+            export.clone()
+        };
+        let binding = json!({
+            "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding",
+            "metadata": {"name": name},
+            "spec": {"reference": {"export": reference}},
+        });
+        create_and_wait(&client, binding, args.timeout).await?;
+    }
+    let spec = json!({
+        "locationWorkspace": location_workspace,
+        "locationResource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
+        "locationSelectors": location_selectors,
+        "namespaceSelector": namespace_selector,
+    });
+    let name = args.name.clone().unwrap_or_else(|| {
+        let digest = Sha224::digest(spec.to_string().as_bytes());
+        let mut suffix = ferry_api::naming::radix_text(&digest, 36);
+        suffix.truncate(8);
+        format!("placement-{suffix}")
+    });
+    let placement = json!({
+        "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
+        "metadata": {"name": name},
+        "spec": spec,
+    });
+    let placements: Api<DynamicObject> = Api::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("scheduling.kcp.io", "v1alpha1", "Placement"),
+            "placements",
+        ),
+    );
+    placements
+        .patch(
+            &name,
+            &PatchParams::apply("kubectl-ferry-bind").force(),
+            &Patch::Apply(&placement),
+        )
+        .await
+        .with_context(|| format!("creating Placement {name}"))?;
+    println!("placement {name} created.");
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn selectors_become_label_selector_objects() {
+        assert_eq!(selector_json("").unwrap(), json!({}));
+        assert_eq!(
+            selector_json("env=test").unwrap(),
+            json!({"matchLabels": {"env": "test"}})
+        );
+        assert_eq!(
+            selector_json("env=test,tier in (a,b),!gone").unwrap(),
+            json!({"matchLabels": {"env": "test"}, "matchExpressions": [
+                {"key": "gone", "operator": "DoesNotExist"},
+                {"key": "tier", "operator": "In", "values": ["a", "b"]},
+            ]})
+        );
+        assert!(selector_json("x>3").is_err());
+        assert!(selector_json("bad key").is_err());
+    }
+
     use super::*;
 
     #[test]

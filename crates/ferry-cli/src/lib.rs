@@ -18,6 +18,7 @@ pub mod logging;
 pub mod quickstart;
 pub mod syncer_cmd;
 pub mod syncer_gen;
+pub mod workload_cmd;
 pub mod ws_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -45,6 +46,8 @@ enum Command {
     Hub(hub_cmd::HubArgs),
     /// Run a syncer beside a workload cluster.
     Syncer(syncer_cmd::SyncerArgs),
+    /// Run kcp's TMC workload syncer (`ferry syncer --profile tmc`).
+    WorkloadSyncer(syncer_cmd::SyncerArgs),
     /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
     Crds,
     /// Run the whole system on this machine: a hub, two stand-in clusters, their syncers, a workload.
@@ -63,6 +66,9 @@ enum Command {
     /// Move between workspaces, create them, show them (like kcp's `kubectl ws`).
     #[command(name = "ws", visible_alias = "workspace", alias = "workspaces")]
     Ws(ws_cmd::WsArgs),
+    /// kcp workload sync: register a SyncTarget and its syncer; cordon, uncordon or drain it.
+    #[command(subcommand)]
+    Workload(workload_cmd::WorkloadCommand),
 }
 
 /// Parse the command line (as `name`) and run the command.
@@ -76,7 +82,9 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
     // wake-ups and leaves the other cores to the servers beside it. The sync bench's
     // baseline client runs the same way, so the two are measured alike.
     let runtime = match cli.command {
-        Command::Syncer(_) | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => {
+        Command::Syncer(_)
+        | Command::WorkloadSyncer(_)
+        | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?
@@ -87,6 +95,10 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
         match cli.command {
             Command::Hub(args) => hub_cmd::run(args).await,
             Command::Syncer(args) => syncer_cmd::run(args).await,
+            Command::WorkloadSyncer(mut args) => {
+                args.profile = syncer_cmd::ProfileName::Tmc;
+                syncer_cmd::run(args).await
+            }
             Command::Crds => crds_cmd::run(),
             Command::SyncerGen(args) => syncer_gen::run(args).await,
             Command::Quickstart(args) => quickstart::run(args).await,
@@ -94,6 +106,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
             Command::Ws(args) => ws_cmd::run(args).await,
+            Command::Workload(cmd) => workload_cmd::run(cmd).await,
         }
     })
 }

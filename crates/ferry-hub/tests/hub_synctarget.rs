@@ -203,7 +203,17 @@ spec:
     .await;
     assert_eq!(i["spec"]["schemaUpdateStrategy"], "UpdateUnpublished", "{i}");
 
-    // Bad input is refused naming the field.
+    // Bad input is refused naming the field, through kubectl too.
+    let err = kubectl_err(
+        &hub,
+        "root:org",
+        &["apply", "-f", "-"],
+        Some("apiVersion: scheduling.kcp.io/v1alpha1\nkind: Location\nmetadata: {name: pods}\nspec:\n  resource: {version: v1, resource: pods}\n"),
+    );
+    assert!(
+        err.contains("spec.resource") && err.contains("synctargets"),
+        "{err}"
+    );
     let bad_location = json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Location",
         "metadata": {"name": "nodes"},
         "spec": {"resource": {"group": "", "version": "v1", "resource": "nodes"},
@@ -893,4 +903,121 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
     })
     .await;
     assert!(west["status"]["syncedResources"].is_null(), "{west}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imports_no_export_serves_are_published_as_imported_apis_and_can_be_bound() {
+    let (hub, _dir) = hub_with(Duration::from_secs(60)).await;
+    workspace(&hub, "org").await;
+    create(
+        &hub,
+        "root:org",
+        TARGETS,
+        sync_target("east", json!([{"export": "imported-apis"}])),
+    )
+    .await;
+    let route_schema = |host_type: &str| {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"host": {"type": host_type}}},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    let mut routes = import(
+        "routes.east.v1.route.openshift.io",
+        "east",
+        "routes",
+        "Route",
+        route_schema("string"),
+    );
+    routes["spec"]["groupVersion"] = json!({"group": "route.openshift.io", "version": "v1"});
+    routes["spec"]["subResources"] = json!([{"name": "status"}]);
+    create(&hub, "root:org", IMPORTS, routes).await;
+    // The export appears with a schema made from the import, and the target
+    // that supports it accepts routes.
+    let export = wait_for(
+        &hub,
+        "root:org",
+        &format!("{APIS}/apiexports/imported-apis"),
+        "imported-apis lists routes",
+        |o| {
+            o["spec"]["latestResourceSchemas"].as_array().is_some_and(|l| {
+                l.len() == 1 && l[0].as_str().unwrap().ends_with(".routes.route.openshift.io")
+            })
+        },
+    )
+    .await;
+    let first_schema = export["spec"]["latestResourceSchemas"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for(
+        &hub,
+        "root:org",
+        &format!("{TARGETS}/east"),
+        "routes Accepted",
+        |o| synced_states(o) == [("routes".into(), "Accepted".into())],
+    )
+    .await;
+    // A workspace binds it and serves routes.
+    workspace(&hub, "app").await;
+    create(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "imported"},
+               "spec": {"reference": {"export": {"path": "root:org", "name": "imported-apis"}}}}),
+    )
+    .await;
+    wait_for(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings/imported"),
+        "Bound",
+        |o| o["status"]["phase"] == "Bound",
+    )
+    .await;
+    let app = admin(&hub, "root:app").await;
+    let route = json!({"apiVersion": "route.openshift.io/v1", "kind": "Route", "metadata": {"name": "web"},
+                       "spec": {"host": "web.example.com"}});
+    eventually(20, "routes served in root:app", || async {
+        let (code, _) = call(
+            &app,
+            "POST",
+            "/apis/route.openshift.io/v1/namespaces/default/routes",
+            Some(&route),
+        )
+        .await;
+        (code == 201).then_some(())
+    })
+    .await;
+    // The syncer re-imports a changed schema: a new schema replaces the old.
+    let (code, body) = call_merge(
+        &admin(&hub, "root:org").await,
+        &format!("{IMPORTS}/routes.east.v1.route.openshift.io"),
+        &json!({"spec": {"openAPIV3Schema": route_schema("integer")}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    wait_for(
+        &hub,
+        "root:org",
+        &format!("{APIS}/apiexports/imported-apis"),
+        "a new schema listed",
+        |o| {
+            o["spec"]["latestResourceSchemas"]
+                .as_array()
+                .is_some_and(|l| l.len() == 1 && l[0] != first_schema.as_str())
+        },
+    )
+    .await;
+    eventually(20, "the old schema deleted", || async {
+        let (code, _) = call(
+            &admin(&hub, "root:org").await,
+            "GET",
+            &format!("{APIS}/apiresourceschemas/{first_schema}"),
+            None,
+        )
+        .await;
+        (code == 404).then_some(())
+    })
+    .await;
 }

@@ -15,8 +15,9 @@
 //!   or `Incompatible` by [`compat::differences`].
 
 pub mod compat;
+pub mod imported;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -245,6 +246,9 @@ fn ready(conditions: &[Value]) -> Value {
     }
 }
 
+/// One imported version of a resource: version, the import, its schema.
+type ImportedVersion = (String, ObjectKey, Value);
+
 /// The supported exports' resources, with each one's state; the messages of
 /// the incompatible ones; the `Compatible` condition of each import compared.
 fn synced_resources(
@@ -257,7 +261,7 @@ fn synced_resources(
     let (imports, _) = hub
         .store
         .list(&ClusterScope::One(key.cluster.clone()), IMPORTS, None, None);
-    let mut by_resource: BTreeMap<(String, String), Vec<(String, ObjectKey, Value)>> = BTreeMap::new();
+    let mut by_resource: BTreeMap<(String, String), Vec<ImportedVersion>> = BTreeMap::new();
     for (ikey, obj) in imports {
         let import = obj.value();
         if json::str_at(&import, "/spec/location") != key.name {
@@ -336,9 +340,32 @@ fn compatible_condition(ok: bool, message: &str) -> Value {
     condition("Compatible", ok, "Warning", "IncompatibleSchema", message)
 }
 
+/// Whether a syncer syncs `(group, resource)` without any export listing it.
+pub fn always_synced(group: &str, resource: &str) -> bool {
+    ALWAYS_SYNCED.contains(&(group, resource))
+}
+
+/// The `(group, resource)`s the exports the SyncTarget supports serve,
+/// other than `imported-apis` (which serves what they do not).
+pub fn supported_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> HashSet<(String, String)> {
+    upstream_resources_except(hub, key, target, Some(imported::EXPORT))
+        .into_iter()
+        .map(|u| (u.group, u.resource))
+        .collect()
+}
+
 /// Every resource of every export `spec.supportedAPIExports` names (the
 /// local `kubernetes` export when it names none), first export first.
 fn upstream_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<Upstream> {
+    upstream_resources_except(hub, key, target, None)
+}
+
+fn upstream_resources_except(
+    hub: &Hub,
+    key: &ObjectKey,
+    target: &Value,
+    local_except: Option<&str>,
+) -> Vec<Upstream> {
     let refs = match target
         .pointer("/spec/supportedAPIExports")
         .and_then(Value::as_array)
@@ -361,6 +388,9 @@ fn upstream_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<Upstrea
         let Some(export_cluster) = export_cluster else {
             continue;
         };
+        if local_except == Some(name) && export_cluster == key.cluster {
+            continue;
+        }
         let Some(export) = hub.store.get(&apis::key(&export_cluster, apis::EXPORTS, name)) else {
             continue;
         };

@@ -20,10 +20,13 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use ferry_api::well_known::KCP_CLUSTER_ANNOTATION;
+
 /// One object of any resource type, kept as JSON text.
 #[derive(Clone, Debug)]
 pub struct RawObject {
-    /// Name, namespace and resourceVersion only; everything else is in [`RawObject::json`].
+    /// Name, namespace, resourceVersion and the `kcp.io/cluster` annotation only;
+    /// everything else is in [`RawObject::json`].
     pub metadata: ObjectMeta,
     json: Box<RawValue>,
 }
@@ -46,6 +49,12 @@ impl RawObject {
             name: meta("name"),
             namespace: meta("namespace"),
             resource_version: meta("resourceVersion"),
+            annotations: cluster_annotation(
+                obj.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(KCP_CLUSTER_ANNOTATION))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            ),
             ..ObjectMeta::default()
         };
         let json = RawValue::from_string(serde_json::to_string(obj)?)?;
@@ -169,6 +178,20 @@ struct HeadMeta {
     name: Option<String>,
     namespace: Option<String>,
     resource_version: Option<String>,
+    annotations: Option<HeadAnnotations>,
+}
+
+/// The one annotation the engine routes by: an object's logical cluster, on an upstream
+/// that spans several (see [`super::ObjectRef::cluster`]).
+#[derive(Default, Deserialize)]
+struct HeadAnnotations {
+    #[serde(rename = "kcp.io/cluster")]
+    cluster: Option<String>,
+}
+
+/// `kcp.io/cluster` alone, as [`RawObject::metadata`] holds it.
+fn cluster_annotation(cluster: Option<String>) -> Option<std::collections::BTreeMap<String, String>> {
+    cluster.map(|c| [(KCP_CLUSTER_ANNOTATION.to_string(), c)].into())
 }
 
 impl From<HeadMeta> for ObjectMeta {
@@ -177,6 +200,7 @@ impl From<HeadMeta> for ObjectMeta {
             name: meta.name,
             namespace: meta.namespace,
             resource_version: meta.resource_version,
+            annotations: cluster_annotation(meta.annotations.and_then(|a| a.cluster)),
             ..ObjectMeta::default()
         }
     }
