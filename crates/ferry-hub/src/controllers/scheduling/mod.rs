@@ -472,6 +472,15 @@ fn load_of(namespaces: &[Value]) -> HashMap<String, usize> {
     load
 }
 
+/// Whether the scheduler owns a namespace's (and its objects') labels: in a
+/// workspace with Placements, or while it carries the placement
+/// annotation (it was placed, and what it had is being handed over). In a
+/// workspace that never used a Placement, labels are set by hand (as kcp's
+/// syncer tests do) and left alone.
+fn managed(workspace_has_placements: bool, namespace: &Meta) -> bool {
+    workspace_has_placements || namespace.annotations.contains_key(PLACEMENT_ANNOTATION)
+}
+
 /// The namespace's placement annotation and target labels.
 async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&mut HashMap<String, usize>>) {
     if BLOCKED_NAMESPACES.contains(&name) {
@@ -483,13 +492,14 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     };
     let obj = stored.value();
     let meta = Meta::of(&obj);
-    let placements: Vec<Value> = list_values(hub, ws, PLACEMENTS)
+    let all_placements = list_values(hub, ws, PLACEMENTS);
+    if !managed(!all_placements.is_empty(), &meta) {
+        return;
+    }
+    let placements: Vec<Value> = all_placements
         .into_iter()
         .filter(|p| placement::usable(p) && placement::selects_namespace(p, &meta.labels))
         .collect();
-    if placements.is_empty() && !meta.scheduled() && !meta.annotations.contains_key(PLACEMENT_ANNOTATION) {
-        return;
-    }
     let mut own_load;
     let load = match load {
         Some(l) => l,
@@ -545,7 +555,9 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
         patch_
             .annotations
             .insert(PLACEMENT_ANNOTATION.into(), Some(String::new()));
-    } else if placements.is_empty() && annotated {
+    } else if placements.is_empty() && annotated && meta.keys().is_empty() && meta.deleting().is_empty() {
+        // Last, once nothing is left to hand over: until then the
+        // annotation keeps the namespace (and its objects) managed.
         patch_.annotations.insert(PLACEMENT_ANNOTATION.into(), None);
     }
     // What this namespace will have counts for the next one.
@@ -602,6 +614,14 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
     if BLOCKED_NAMESPACES.contains(&key.namespace.as_str()) {
         return;
     }
+    let ns_value = ns.value();
+    let ns_meta = Meta::of(&ns_value);
+    let (placements, _) = hub
+        .store
+        .list(&ClusterScope::One(key.cluster.clone()), PLACEMENTS, None, None);
+    if !managed(!placements.is_empty(), &ns_meta) {
+        return;
+    }
     let looked_up;
     let live = if live.is_empty() {
         looked_up = live_keys(hub);
@@ -610,8 +630,7 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
         live
     };
     let value = obj.value();
-    let patch_: MetaPatch =
-        assignment::schedule_object(&Meta::of(&value), &Meta::of(&ns.value()), live, &now());
+    let patch_: MetaPatch = assignment::schedule_object(&Meta::of(&value), &ns_meta, live, &now());
     if patch_.is_empty() {
         return;
     }
