@@ -804,7 +804,15 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
     t.down
         .create(
             &rbac("ClusterRole", "clusterroles"),
-            role(json!([{ "apiGroups": [""], "resources": ["namespaces", "configmaps", "secrets", "pods", "events"], "verbs": ["*"] }])),
+            // What kcp's plugin grants (kubectl ferry workload sync writes the same),
+            // without deployments.
+            role(json!([
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
+                { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "pods", "pods/status"], "verbs": ["*"] },
+                { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
+                { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
+            ])),
         )
         .await;
     t.down
@@ -872,7 +880,12 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             &rbac("ClusterRole", "clusterroles"),
             None,
             "kcp-syncer",
-            json!({ "rules": [{ "apiGroups": ["", "apps"], "resources": ["*"], "verbs": ["*"] }] }),
+            json!({ "rules": [
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
+                { "apiGroups": [""], "resources": ["configmaps", "secrets", "pods"], "verbs": ["*"] },
+                { "apiGroups": ["apps"], "resources": ["deployments", "deployments/status"], "verbs": ["*"] },
+                { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
+            ] }),
         )
         .await;
     wait_for(
@@ -893,6 +906,9 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
         |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True"),
     )
     .await;
+    // The namespace goes too, with no more than create and delete on namespaces.
+    t.unschedule("demo").await;
+    wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the namespace cleaned up").await;
     syncer.stop().await;
 }
 
@@ -951,6 +967,135 @@ async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold()
         "web",
         "the deployment copy",
         |_| true,
+    )
+    .await;
+    syncer.stop().await;
+}
+
+/// A kube-rs config for `hub`'s workspace `ws`, authenticated by `token`.
+async fn token_config(hub: &TestHub, ws: &str, token: &str) -> kube::Config {
+    let kubeconfig =
+        ferry_hub::kubeconfig::admin_kubeconfig(&hub.running.url, &hub.running.ca_pem, token, ws);
+    kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_workspaces() {
+    let t = Tmc::start_with(false).await;
+    let rbac = |kind: &str, plural: &str| ar("rbac.authorization.k8s.io", "v1", kind, plural);
+    // The identity kcp's plugin (and kubectl ferry workload sync) gives a syncer in
+    // the SyncTarget's workspace: nothing in the workload workspaces.
+    t.org
+        .create(
+            &ar("", "v1", "ServiceAccount", "serviceaccounts"),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "kcp-syncer-east", "namespace": "default" } }),
+        )
+        .await;
+    t.org
+        .create(
+            &rbac("ClusterRole", "clusterroles"),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": { "name": "kcp-syncer-east" },
+                "rules": [
+                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "resourceNames": ["east"], "verbs": ["sync"] },
+                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "verbs": ["get", "list", "watch"] },
+                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets/status"], "resourceNames": ["east"], "verbs": ["get", "update", "patch"] },
+                    { "apiGroups": ["apiresource.kcp.io"], "resources": ["apiresourceimports"], "verbs": ["get", "create", "update", "delete", "list", "watch"] },
+                ] }),
+        )
+        .await;
+    t.org
+        .create(
+            &rbac("ClusterRoleBinding", "clusterrolebindings"),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": { "name": "kcp-syncer-east" },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kcp-syncer-east" },
+                "subjects": [{ "kind": "ServiceAccount", "name": "kcp-syncer-east", "namespace": "default" }] }),
+        )
+        .await;
+    let token = service_account_token(&t.org, "default", "kcp-syncer-east").await;
+    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    opts.upstream = token_config(&t.kcp, "root:org", &token).await;
+    opts.tmc = Some(t.options(&t.uid));
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    wait_ready(&syncer).await;
+
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "settings").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "settings",
+        "the configmap copy",
+        |_| true,
+    )
+    .await;
+    // Its schema import made deployments Accepted.
+    wait_for(
+        &t.down,
+        &deployments(),
+        Some(&kcp_ns),
+        "web",
+        "the deployment copy",
+        |_| true,
+    )
+    .await;
+    t.down
+        .set_status(
+            &deployments(),
+            Some(&kcp_ns),
+            "web",
+            json!({ "readyReplicas": 1 }),
+        )
+        .await;
+    wait_for(
+        &t.app,
+        &deployments(),
+        Some("demo"),
+        "web",
+        "status upstream",
+        |d| d["status"]["readyReplicas"] == 1,
+    )
+    .await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "runner", "namespace": kcp_ns, "labels": { t.state_label(): "Upsync" } },
+        "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+    });
+    t.down.create(&pods(), pod).await;
+    wait_for(
+        &t.app,
+        &pods(),
+        Some("demo"),
+        "runner",
+        "the pod upstream",
+        |_| true,
+    )
+    .await;
+    let st = wait_for(&t.org, &sync_targets(), None, "east", "Ready", |st| {
+        condition(st, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert!(st["status"]["lastSyncerHeartbeatTime"].is_string());
+    // Removing the upstream object waits for the copy, which the syncer deletes.
+    t.app.delete(&configmaps(), Some("demo"), "settings").await;
+    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "settings", "the copy").await;
+    wait_gone(
+        &t.app,
+        &configmaps(),
+        Some("demo"),
+        "settings",
+        "the upstream object",
     )
     .await;
     syncer.stop().await;

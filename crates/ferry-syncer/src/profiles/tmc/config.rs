@@ -175,7 +175,7 @@ impl ConfigSource for Tmc {
         let _ = self.engine.set(Arc::downgrade(engine));
         vec![
             tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
-            tokio::spawn(heartbeat(self.clone())),
+            tokio::spawn(heartbeat(engine.clone(), self.clone())),
             tokio::spawn(super::importer::run(
                 engine.clone(),
                 self.clone(),
@@ -230,10 +230,15 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
     let api: Api<SelfSubjectAccessReview> = Api::all(engine.down.client.clone());
     let mut denied = BTreeSet::new();
     let mut mentioned = vec![];
-    for synced in types
+    // Namespaces are only created and deleted (never written otherwise), which is all
+    // kcp's plugin grants on them: they are not asked for `*`.
+    let pods = SyncedType::core("pods");
+    let checked = types
         .iter()
+        .filter(|t| !(t.group.is_empty() && t.resource == "namespaces"));
+    for synced in checked
+        .chain(std::iter::once(&pods))
         .map(|t| (t, t.group_resource()))
-        .chain(std::iter::once((&SyncedType::core("pods"), "pods".to_string())))
     {
         let (t, group_resource) = synced;
         let review = SelfSubjectAccessReview {
@@ -323,13 +328,16 @@ pub(super) async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(),
 
 /// Every heartbeat period: `status.lastSyncerHeartbeatTime`, by a JSON patch that first
 /// tests the uid, so a re-created SyncTarget is never taken for this one.
-async fn heartbeat(tmc: Arc<Tmc>) {
+async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let name = tmc.target.name.clone();
     loop {
         let now = ferry_api::timestamp::now();
         let result = send_heartbeat(&tmc.workspace, &name, &tmc.target.uid, &now).await;
         let next = match result {
-            Ok(()) => tmc.options.heartbeat_period,
+            Ok(()) => {
+                engine.metrics.heartbeat();
+                tmc.options.heartbeat_period
+            }
             Err(e) => {
                 tracing::warn!(sync_target = %name, "heartbeat failed: {e}");
                 Duration::from_secs(1).min(tmc.options.heartbeat_period)
