@@ -70,7 +70,13 @@ impl VirtualWorkspace for SyncerVirtualWorkspace {
         3
     }
 
-    fn authorize(&self, hub: &Hub, user: &UserInfo, instance: &[String], _verb: &str) -> Result<(), ApiError> {
+    fn authorize(
+        &self,
+        hub: &Hub,
+        user: &UserInfo,
+        instance: &[String],
+        _verb: &str,
+    ) -> Result<(), ApiError> {
         authorize_sync(hub, user, instance)
     }
 
@@ -88,7 +94,13 @@ impl VirtualWorkspace for UpsyncerVirtualWorkspace {
         3
     }
 
-    fn authorize(&self, hub: &Hub, user: &UserInfo, instance: &[String], _verb: &str) -> Result<(), ApiError> {
+    fn authorize(
+        &self,
+        hub: &Hub,
+        user: &UserInfo,
+        instance: &[String],
+        _verb: &str,
+    ) -> Result<(), ApiError> {
         authorize_sync(hub, user, instance)
     }
 
@@ -247,7 +259,12 @@ impl ScopeFilter for Labelled {
             || self
                 .hub
                 .registry
-                .lookup(Some(cluster), &self.info.group, &self.info.version, &self.info.resource)
+                .lookup(
+                    Some(cluster),
+                    &self.info.group,
+                    &self.info.version,
+                    &self.info.resource,
+                )
                 .is_some()
     }
 
@@ -350,7 +367,11 @@ mod tests {
         let missing = obj(json!({"app": "x"}));
         let e = check_write(OWN, Direction::Upsync, &info(), &key(), None, &missing).unwrap_err();
         assert_eq!(e.code, 400);
-        assert!(e.message.contains("pods ns/p") && e.message.contains(OWN), "{}", e.message);
+        assert!(
+            e.message.contains("pods ns/p") && e.message.contains(OWN),
+            "{}",
+            e.message
+        );
         let sync = obj(json!({OWN: "Sync"}));
         assert!(check_write(OWN, Direction::Upsync, &info(), &key(), Some(&ok), &sync).is_err());
     }
@@ -383,7 +404,11 @@ mod tests {
         ]}});
         assert_eq!(
             accepted_resources(&target),
-            vec![("apps".to_string(), "deployments".to_string(), vec!["v1".to_string()])]
+            vec![(
+                "apps".to_string(),
+                "deployments".to_string(),
+                vec!["v1".to_string()]
+            )]
         );
         assert!(accepted_resources(&json!({})).is_empty());
     }

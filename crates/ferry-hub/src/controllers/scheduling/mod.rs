@@ -212,7 +212,9 @@ fn list_values(hub: &Hub, cluster: &str, resource: &str) -> Vec<Value> {
 }
 
 fn name_of(obj: &Value) -> &str {
-    obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// Merge-patch the object at `key` (served as `info`), pinned to `rv`; a
@@ -318,7 +320,15 @@ async fn create_default_location(hub: &Arc<Hub>, cluster: &str) -> Option<Value>
             "instanceSelector": {},
         },
     });
-    match service::create_internal(hub, cluster, ("scheduling.kcp.io", "v1alpha1", "locations"), None, obj).await {
+    match service::create_internal(
+        hub,
+        cluster,
+        ("scheduling.kcp.io", "v1alpha1", "locations"),
+        None,
+        obj,
+    )
+    .await
+    {
         Ok(v) => Some(v),
         Err(e) if e.code == 409 => None,
         Err(e) => {
@@ -355,7 +365,9 @@ fn workspaces_placing_in(hub: &Hub, location_cluster: &str) -> BTreeSet<String> 
     let (placements, _) = hub.store.list(&ClusterScope::All, PLACEMENTS, None, None);
     placements
         .iter()
-        .filter(|(k, p)| location_workspace(hub, &k.cluster, &p.value()).0.as_deref() == Some(location_cluster))
+        .filter(|(k, p)| {
+            location_workspace(hub, &k.cluster, &p.value()).0.as_deref() == Some(location_cluster)
+        })
         .map(|(k, _)| k.cluster.clone())
         .collect()
 }
@@ -385,7 +397,8 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
         let locations = location_cluster.map(|c| list_values(hub, &c, LOCATIONS));
         let used = namespaces.iter().any(|ns| {
             let meta = Meta::of(ns);
-            meta.annotations.contains_key(PLACEMENT_ANNOTATION) && placement::selects_namespace(&p, &meta.labels)
+            meta.annotations.contains_key(PLACEMENT_ANNOTATION)
+                && placement::selects_namespace(&p, &meta.labels)
         });
         let status = placement::status(&p, &path, locations.as_deref(), used);
         if p.get("status") == Some(&status) {
@@ -466,7 +479,10 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
             continue;
         };
         let path = selected.get("path").and_then(Value::as_str).unwrap_or_default();
-        let loc_name = selected.get("locationName").and_then(Value::as_str).unwrap_or_default();
+        let loc_name = selected
+            .get("locationName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let Some(lc) = hub.workspaces.resolve(path) else {
             continue;
         };
@@ -486,7 +502,9 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     let mut patch_ = assignment::schedule_namespace(&meta, &desired, &live_keys(hub), &now());
     let annotated = meta.annotations.contains_key(PLACEMENT_ANNOTATION);
     if !placements.is_empty() && !annotated {
-        patch_.annotations.insert(PLACEMENT_ANNOTATION.into(), Some(String::new()));
+        patch_
+            .annotations
+            .insert(PLACEMENT_ANNOTATION.into(), Some(String::new()));
     } else if placements.is_empty() && annotated {
         patch_.annotations.insert(PLACEMENT_ANNOTATION.into(), None);
     }
@@ -552,7 +570,8 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
         live
     };
     let value = obj.value();
-    let patch_: MetaPatch = assignment::schedule_object(&Meta::of(&value), &Meta::of(&ns.value()), live, &now());
+    let patch_: MetaPatch =
+        assignment::schedule_object(&Meta::of(&value), &Meta::of(&ns.value()), live, &now());
     if patch_.is_empty() {
         return;
     }
