@@ -73,16 +73,23 @@ impl Follower for SyncTargets {
             let key = &event.key;
             match key.resource.as_str() {
                 SYNC_TARGETS => {
-                    let spec = |o: &crate::storage::StoredObject| o.value().get("spec").cloned();
+                    let now = event.object.value();
+                    let before = event.previous.as_deref().map(|p| p.value());
+                    let at = |o: Option<&Value>, p: &str| o.and_then(|o| o.pointer(p)).cloned();
                     let spec_changed = event.kind != EventType::Modified
-                        || event.previous.as_deref().map(spec) != Some(spec(&event.object));
+                        || at(before.as_ref(), "/spec") != at(Some(&now), "/spec");
                     if spec_changed {
                         ensure_imported_apis(hub, &key.cluster).await;
                     }
                     if event.kind == EventType::Deleted {
                         self.0.deadlines.lock().remove(key);
                     } else {
-                        reconcile(hub, &self.0, key).await;
+                        // A heartbeat changes neither spec nor syncedResources:
+                        // the schemas need not be compared again.
+                        let resources = spec_changed
+                            || at(before.as_ref(), "/status/syncedResources")
+                                != at(Some(&now), "/status/syncedResources");
+                        reconcile(hub, &self.0, key, resources).await;
                     }
                 }
                 // The targets of the import's workspace.
@@ -255,7 +262,7 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
 
 async fn reconcile_all(hub: &Arc<Hub>, shared: &Shared, scope: ClusterScope) {
     for (key, _) in hub.store.list(&scope, SYNC_TARGETS, None, None).0 {
-        reconcile(hub, shared, &key).await;
+        reconcile(hub, shared, &key, true).await;
     }
 }
 
@@ -287,7 +294,7 @@ async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Re
                     due
                 };
                 for key in due {
-                    reconcile(&hub, &shared, &key).await;
+                    reconcile(&hub, &shared, &key, false).await;
                 }
             }
         }
@@ -297,7 +304,7 @@ async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Re
 /// Bring one SyncTarget's label and status (and its imports' conditions)
 /// up to date. Conflicts are left to the write that caused them, whose
 /// event brings the target back here.
-async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
+async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: bool) {
     let Some(stored) = hub.store.get(key) else {
         shared.deadlines.lock().remove(key);
         return;
@@ -334,7 +341,7 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
             None => return,
         }
     }
-    let desired = synctarget::desired(hub, key, &target, shared.threshold, chrono::Utc::now());
+    let desired = synctarget::desired(hub, key, &target, shared.threshold, chrono::Utc::now(), resources);
     match desired.recheck_in {
         Some(d) => {
             // A little past the deadline, so the check sees it passed.
