@@ -194,12 +194,13 @@ pub fn upstream_rules(name: &str) -> Value {
 }
 
 /// Downstream rules for the syncer on the workload cluster, as kcp's plugin writes
-/// them: CRDs it reads for imports, and full control of the synced resources and of
-/// namespaces, configmaps, secrets and pods (with their subresources) always. kcp
-/// grants namespaces fewer verbs; Ferry's syncer applies its namespaces, and it
-/// checks each resource with a SelfSubjectAccessReview for `*` before syncing it.
+/// them: the namespaces it creates and deletes (never rewrites), CRDs it reads for
+/// imports, and full control of the synced resources and of configmaps, secrets and
+/// pods (with their subresources; pods for upsync) always. The syncer checks each
+/// synced resource with a SelfSubjectAccessReview for `*` before syncing it.
 pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     let mut rules = vec![
+        json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"]}),
         json!({"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get"]}),
         json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]}),
         json!({"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["create", "list", "watch"]}),
@@ -208,29 +209,24 @@ pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     ];
     let mut by_group: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
         Default::default();
-    // The syncer applies its kcp-<hash> namespaces (patch) and upsyncs pods
-    // whatever the SyncTarget lists, so these are always in the set.
-    by_group
-        .entry("")
-        .or_default()
-        .extend(["namespaces", "configmaps", "secrets", "pods", "pods/status"].map(String::from));
+    // The syncer upsyncs pods whatever the SyncTarget lists, so they are always in the set.
+    let core = by_group.entry("").or_default();
+    core.extend(["configmaps", "secrets", "pods", "pods/status"].map(String::from));
+    for sub in [
+        "log",
+        "exec",
+        "attach",
+        "binding",
+        "portforward",
+        "proxy",
+        "ephemeralcontainers",
+    ] {
+        core.insert(format!("pods/{sub}"));
+    }
     for (group, resource) in synced {
         let set = by_group.entry(group.as_str()).or_default();
         set.insert(resource.clone());
         set.insert(format!("{resource}/status"));
-        if group.is_empty() && resource == "pods" {
-            for sub in [
-                "log",
-                "exec",
-                "attach",
-                "binding",
-                "portforward",
-                "proxy",
-                "ephemeralcontainers",
-            ] {
-                set.insert(format!("pods/{sub}"));
-            }
-        }
     }
     for (group, resources) in by_group {
         rules.push(json!({"apiGroups": [group], "resources": resources, "verbs": ["*"]}));
