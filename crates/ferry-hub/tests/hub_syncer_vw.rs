@@ -49,7 +49,10 @@ impl World {
 
     /// East's syncer at `clusters/<c>` of its syncer (or upsyncer) view.
     async fn east(&self, kind: &str, cluster: &str) -> kube::Client {
-        let url = format!("{}/clusters/{cluster}", self.syncer_url(kind, "east", &self.east_uid));
+        let url = format!(
+            "{}/clusters/{cluster}",
+            self.syncer_url(kind, "east", &self.east_uid)
+        );
         self.client(&url, "syncer-token").await
     }
 }
@@ -63,23 +66,45 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.csv");
     std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let hub = TestHub::start_with(|o| {
+        o.token_auth_file = Some(file.clone());
+        o.compute_workspace = true;
+    })
+    .await;
     let loc = workspace(&hub, "loc").await;
-    location(&hub, "root:loc", "east", json!({"region": "east"}), json!({"matchLabels": {"region": "east"}})).await;
-    location(&hub, "root:loc", "west", json!({"region": "west"}), json!({"matchLabels": {"region": "west"}})).await;
-    let east_uid = sync_target(&hub, "root:loc", "east", json!({"region": "east"})).await;
-    let west_uid = sync_target(&hub, "root:loc", "west", json!({"region": "west"})).await;
-    // Deployments are accepted on east (as the SyncTarget controller would find).
-    admin_patch(
+    location(
         &hub,
         "root:loc",
-        &format!("{WORKLOAD}/synctargets/east/status"),
-        json!({"status": {"syncedResources": [
-            {"group": "apps", "resource": "deployments", "versions": ["v1"], "state": "Accepted"},
-            {"group": "", "resource": "services", "versions": ["v1"], "state": "Incompatible"}
-        ]}}),
+        "east",
+        json!({"region": "east"}),
+        json!({"matchLabels": {"region": "east"}}),
     )
     .await;
+    location(
+        &hub,
+        "root:loc",
+        "west",
+        json!({"region": "west"}),
+        json!({"matchLabels": {"region": "west"}}),
+    )
+    .await;
+    let mut uids = Vec::new();
+    for name in ["east", "west"] {
+        let st = create(
+            &hub,
+            "root:loc",
+            &format!("{WORKLOAD}/synctargets"),
+            json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                   "metadata": {"name": name, "labels": {"region": name}},
+                   "spec": {"supportedAPIExports": [{"export": "kubernetes", "path": "root:compute"}]}}),
+        )
+        .await;
+        uids.push(st["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    let (east_uid, west_uid) = (uids[0].clone(), uids[1].clone());
+    // East's syncer imports the Deployment schema its cluster serves (the
+    // export's own): deployments become Accepted on east.
+    accept_deployments(&hub, "east").await;
     create(
         &hub,
         "root:loc",
@@ -127,9 +152,13 @@ async fn world() -> World {
                    "stringData": {"password": "hunter2"}}),
         )
         .await;
-        wait_for(&hub, &path, &format!("/api/v1/namespaces/work/configmaps/cm-{ws}"), "cm scheduled", |o| {
-            !states(o).is_empty()
-        })
+        wait_for(
+            &hub,
+            &path,
+            &format!("/api/v1/namespaces/work/configmaps/cm-{ws}"),
+            "cm scheduled",
+            |o| !states(o).is_empty(),
+        )
         .await;
     }
     World {
@@ -142,6 +171,59 @@ async fn world() -> World {
         east_uid,
         west_uid,
     }
+}
+
+/// What east's syncer would do: import the cluster's Deployment schema
+/// (here: root:compute's, the same one), so the SyncTarget controller
+/// accepts deployments for `target`.
+async fn accept_deployments(hub: &TestHub, target: &str) {
+    let export = wait_for(
+        hub,
+        "root:compute",
+        "/apis/apis.kcp.io/v1alpha1/apiexports/kubernetes",
+        "root:compute exports kubernetes",
+        |o| o["spec"]["latestResourceSchemas"].is_array(),
+    )
+    .await;
+    let schema_name = export["spec"]["latestResourceSchemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.ends_with(".deployments.apps"))
+        .expect("a deployments schema")
+        .to_string();
+    let schema = get(
+        hub,
+        "root:compute",
+        &format!("/apis/apis.kcp.io/v1alpha1/apiresourceschemas/{schema_name}"),
+    )
+    .await;
+    create(
+        hub,
+        "root:loc",
+        "/apis/apiresource.kcp.io/v1alpha1/apiresourceimports",
+        json!({"apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+               "metadata": {"name": format!("deployments.{target}.v1.apps")},
+               "spec": {"location": target, "groupVersion": {"group": "apps", "version": "v1"},
+                        "scope": "Namespaced", "plural": "deployments", "kind": "Deployment",
+                        "openAPIV3Schema": schema["spec"]["versions"][0]["schema"]}}),
+    )
+    .await;
+    wait_for(
+        hub,
+        "root:loc",
+        &format!("{WORKLOAD}/synctargets/{target}"),
+        "deployments Accepted",
+        |o| {
+            o["status"]["syncedResources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["resource"] == "deployments" && r["state"] == "Accepted")
+        },
+    )
+    .await;
 }
 
 fn names(list: &Value) -> Vec<String> {
@@ -173,7 +255,10 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     for r in ["namespaces", "configmaps", "secrets"] {
         assert!(served.contains(&r), "{r} in {served:?}");
     }
-    assert!(!served.contains(&"pods") && !served.contains(&"services"), "{served:?}");
+    assert!(
+        !served.contains(&"pods") && !served.contains(&"services"),
+        "{served:?}"
+    );
     let cms = core["resources"]
         .as_array()
         .unwrap()
@@ -186,16 +271,27 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let (code, list) = call(&all, "GET", "/api/v1/configmaps", None).await;
     assert_eq!(code, 200, "{list}");
     let listed = names(&list);
-    assert!(listed.contains(&"cm-app1".to_string()) && listed.contains(&"cm-app2".to_string()), "{listed:?}");
-    assert!(!listed.contains(&"cm-app3".to_string()), "west's object: {listed:?}");
+    assert!(
+        listed.contains(&"cm-app1".to_string()) && listed.contains(&"cm-app2".to_string()),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.contains(&"cm-app3".to_string()),
+        "west's object: {listed:?}"
+    );
     assert!(!listed.contains(&"hidden".to_string()), "unscheduled: {listed:?}");
     let (_, secrets) = call(&all, "GET", "/api/v1/secrets", None).await;
     assert!(!names(&secrets).contains(&"hidden".to_string()), "{secrets}");
     let (_, nss) = call(&all, "GET", "/api/v1/namespaces", None).await;
     let ns_names = names(&nss);
-    assert!(ns_names.contains(&"work".to_string()) && !ns_names.contains(&"private".to_string()), "{ns_names:?}");
+    assert!(
+        ns_names.contains(&"work".to_string()) && !ns_names.contains(&"private".to_string()),
+        "{ns_names:?}"
+    );
     for item in list["items"].as_array().unwrap() {
-        let cluster = item["metadata"]["annotations"]["kcp.io/cluster"].as_str().unwrap();
+        let cluster = item["metadata"]["annotations"]["kcp.io/cluster"]
+            .as_str()
+            .unwrap();
         assert!(cluster == w.app1 || cluster == w.app2, "{item}");
         assert_eq!(states(item).get(&w.east).map(String::as_str), Some("Sync"));
     }
@@ -228,7 +324,10 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("configmap/cm-app1") && !text.contains("cm-app3"), "{text}");
+    assert!(
+        text.contains("configmap/cm-app1") && !text.contains("cm-app3"),
+        "{text}"
+    );
 
     // A watch on clusters/*: objects arrive as they are scheduled, and
     // leave (DELETED) when their label goes.
@@ -245,9 +344,15 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let added = tokio::time::timeout(within, async {
         loop {
             match stream.next().await {
-                Some(Ok(WatchEvent::Added(cm))) if cm.metadata.name.as_deref() == Some("arrives") => return cm,
+                Some(Ok(WatchEvent::Added(cm))) if cm.metadata.name.as_deref() == Some("arrives") => {
+                    return cm
+                }
                 Some(Ok(WatchEvent::Added(cm))) => {
-                    assert_ne!(cm.metadata.name.as_deref(), Some("never"), "an unscheduled object")
+                    assert_ne!(
+                        cm.metadata.name.as_deref(),
+                        Some("never"),
+                        "an unscheduled object"
+                    )
                 }
                 None => panic!("the watch ended"),
                 _ => {}
@@ -276,7 +381,11 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
                     gone.insert(cm.metadata.name.unwrap_or_default());
                 }
                 Some(Ok(WatchEvent::Added(cm))) => {
-                    assert_ne!(cm.metadata.name.as_deref(), Some("never"), "an unscheduled object")
+                    assert_ne!(
+                        cm.metadata.name.as_deref(),
+                        Some("never"),
+                        "an unscheduled object"
+                    )
                 }
                 None => panic!("the watch ended"),
                 _ => {}
@@ -294,7 +403,13 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
                  "template": {"metadata": {"labels": {"app": "web"}},
                               "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}});
-    create(hub, "root:app1", "/apis/apps/v1/namespaces/work/deployments", deploy).await;
+    create(
+        hub,
+        "root:app1",
+        "/apis/apps/v1/namespaces/work/deployments",
+        deploy,
+    )
+    .await;
     let path = "/apis/apps/v1/namespaces/work/deployments/web";
     eventually(20, "the deployment is visible to the syncer", || async {
         let (code, _) = call(&one, "GET", path, None).await;
@@ -326,6 +441,25 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     assert_eq!(code, 405, "{body}");
     let (code, _) = call(&one, "DELETE", "/api/v1/namespaces/work/configmaps/cm-app1", None).await;
     assert_eq!(code, 405);
+    // Not even by a server-side apply of an object that does not exist.
+    let req = http::Request::builder()
+        .method("PATCH")
+        .uri("/api/v1/namespaces/work/configmaps/applied?fieldManager=syncer&force=true")
+        .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}}),
+            )
+            .unwrap(),
+        ))
+        .unwrap();
+    let resp = one.send(req).await.expect("response");
+    assert_eq!(resp.status().as_u16(), 405);
+    assert!(
+        try_get(hub, "root:app1", "/api/v1/namespaces/work/configmaps/applied")
+            .await
+            .is_none()
+    );
     let west_label = format!("{STATE_PREFIX}{}", sync_target_key(&w.loc, "west"));
     let (code, body) = merge_patch(
         &one,
@@ -357,7 +491,13 @@ async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
                "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
     };
-    let (code, body) = call(&up, "POST", "/api/v1/namespaces/work/pods", Some(&pod("bare", json!({})))).await;
+    let (code, body) = call(
+        &up,
+        "POST",
+        "/api/v1/namespaces/work/pods",
+        Some(&pod("bare", json!({}))),
+    )
+    .await;
     assert_eq!(code, 400, "{body}");
     let msg = body["message"].as_str().unwrap_or_default();
     assert!(msg.contains(&label) && msg.contains("Upsync"), "{msg}");
@@ -429,14 +569,24 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
     let east = w.syncer_url("syncer", "east", &w.east_uid);
     let ghost = w.syncer_url("syncer", "ghost", &w.east_uid);
     let mut refusals = Vec::new();
-    for (who, token) in [("a workspace's ServiceAccount", sa_token.as_str()), ("a user without sync", "nobody-token")] {
+    for (who, token) in [
+        ("a workspace's ServiceAccount", sa_token.as_str()),
+        ("a user without sync", "nobody-token"),
+    ] {
         for kind in ["syncer", "upsyncer"] {
-            for (url, what) in [(east.replace("/syncer/", &format!("/{kind}/")), "east"), (ghost.replace("/syncer/", &format!("/{kind}/")), "ghost")] {
+            for (url, what) in [
+                (east.replace("/syncer/", &format!("/{kind}/")), "east"),
+                (ghost.replace("/syncer/", &format!("/{kind}/")), "ghost"),
+            ] {
                 let c = w.client(&format!("{url}/clusters/*"), token).await;
                 let (code, body) = call(&c, "GET", configmaps, None).await;
                 assert_eq!(code, 403, "{who} on {kind} {what}: {body}");
                 assert!(!body.to_string().contains("cm-app1"));
-                refusals.push((who, kind, body["message"].as_str().unwrap_or_default().replace(what, "X")));
+                refusals.push((
+                    who,
+                    kind,
+                    body["message"].as_str().unwrap_or_default().replace(what, "X"),
+                ));
             }
         }
     }
@@ -447,16 +597,25 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
 
     // East's syncer: not west's view, not east's with the wrong uid.
     let c = w
-        .client(&format!("{}/clusters/*", w.syncer_url("syncer", "west", &w.west_uid)), "syncer-token")
+        .client(
+            &format!("{}/clusters/*", w.syncer_url("syncer", "west", &w.west_uid)),
+            "syncer-token",
+        )
         .await;
     let (code, _) = call(&c, "GET", configmaps, None).await;
     assert_eq!(code, 403, "another target's view");
     let c = w
-        .client(&format!("{}/clusters/*", w.syncer_url("syncer", "east", &w.west_uid)), "syncer-token")
+        .client(
+            &format!("{}/clusters/*", w.syncer_url("syncer", "east", &w.west_uid)),
+            "syncer-token",
+        )
         .await;
     let (code, body) = call(&c, "GET", configmaps, None).await;
     assert_eq!(code, 404, "{body}");
-    assert!(!body.to_string().contains(&w.east_uid), "the real uid is not told: {body}");
+    assert!(
+        !body.to_string().contains(&w.east_uid),
+        "the real uid is not told: {body}"
+    );
     // Unauthenticated.
     let c = w.client(&format!("{east}/clusters/*"), "no-such-token").await;
     let (code, _) = call(&c, "GET", configmaps, None).await;
@@ -467,9 +626,18 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
     let tricks = [
         format!("{base}/clusters/*/../../../../api/v1/secrets"),
         format!("{base}/../west/{}/clusters/*/api/v1/configmaps", w.west_uid),
-        format!("/services/syncer/{}/east/%2e%2e/clusters/*/api/v1/configmaps", w.loc),
-        format!("/services/syncer/{}%2Feast/{}/clusters/*/api/v1/configmaps", w.loc, w.east_uid),
-        format!("/services/syncer/{}/east%2F..%2Fwest/{}/clusters/*/api/v1/configmaps", w.loc, w.west_uid),
+        format!(
+            "/services/syncer/{}/east/%2e%2e/clusters/*/api/v1/configmaps",
+            w.loc
+        ),
+        format!(
+            "/services/syncer/{}%2Feast/{}/clusters/*/api/v1/configmaps",
+            w.loc, w.east_uid
+        ),
+        format!(
+            "/services/syncer/{}/east%2F..%2Fwest/{}/clusters/*/api/v1/configmaps",
+            w.loc, w.west_uid
+        ),
         format!("{base}/clusters/{}%2F..%2F{}/api/v1/configmaps", w.app1, w.app2),
         format!("{base}/api/v1/secrets"),
         format!("{base}/clusters/*/api/v1/namespaces/private/secrets/hidden"),
@@ -484,7 +652,10 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
                 code == 400 || code == 403 || code == 404 || code == 405,
                 "{trick} as {token}: {code} {body}"
             );
-            assert!(!body.contains("hunter2") && !body.contains("cm-app3"), "{trick}: {body}");
+            assert!(
+                !body.contains("hunter2") && !body.contains("cm-app3"),
+                "{trick}: {body}"
+            );
         }
     }
 }

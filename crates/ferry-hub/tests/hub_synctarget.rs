@@ -132,12 +132,8 @@ async fn tmc_kinds_are_served_built_in_with_kcp_columns_and_field_errors() {
     workspace(&hub, "org").await;
     // kcp's YAML, as its docs write it, through kubectl.
     let yaml = r#"
-apiVersion: workload.kcp.io/v1alpha1
-kind: SyncTarget
-metadata:
-  name: east
-  labels: {region: east}
----
+# The Location first: a workspace that has SyncTargets and no Location
+# gets a `default` one from the scheduler, as in kcp.
 apiVersion: scheduling.kcp.io/v1alpha1
 kind: Location
 metadata:
@@ -147,6 +143,12 @@ spec:
   instanceSelector: {matchLabels: {region: east}}
   availableSelectorLabels:
   - {key: region, values: [east, west]}
+---
+apiVersion: workload.kcp.io/v1alpha1
+kind: SyncTarget
+metadata:
+  name: east
+  labels: {region: east}
 ---
 apiVersion: scheduling.kcp.io/v1alpha1
 kind: Placement
@@ -201,7 +203,17 @@ spec:
     .await;
     assert_eq!(i["spec"]["schemaUpdateStrategy"], "UpdateUnpublished", "{i}");
 
-    // Bad input is refused naming the field.
+    // Bad input is refused naming the field, through kubectl too.
+    let err = kubectl_err(
+        &hub,
+        "root:org",
+        &["apply", "-f", "-"],
+        Some("apiVersion: scheduling.kcp.io/v1alpha1\nkind: Location\nmetadata: {name: pods}\nspec:\n  resource: {version: v1, resource: pods}\n"),
+    );
+    assert!(
+        err.contains("spec.resource") && err.contains("synctargets"),
+        "{err}"
+    );
     let bad_location = json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Location",
         "metadata": {"name": "nodes"},
         "spec": {"resource": {"group": "", "version": "v1", "resource": "nodes"},
@@ -719,4 +731,293 @@ async fn a_user_without_rights_cannot_read_or_write_sync_targets() {
     )
     .await;
     assert!(st["status"]["lastSyncerHeartbeatTime"].is_null(), "{st}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_ins_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, TOKENS).unwrap();
+    let hub = TestHub::start_with(|o| {
+        o.token_auth_file = Some(file.clone());
+        o.compute_workspace = true;
+    })
+    .await;
+    // The workspace, its export and kcp's three schemas, from the hub's OpenAPI.
+    let export = wait_for(
+        &hub,
+        "root:compute",
+        &format!("{APIS}/apiexports/kubernetes"),
+        "export identity",
+        |o| o["status"]["identityHash"].is_string(),
+    )
+    .await;
+    let names: Vec<String> = export["spec"]["latestResourceSchemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 3, "{export}");
+    let compute = admin(&hub, "root:compute").await;
+    let mut deployment_schema = Value::Null;
+    for (name, resource) in names.iter().zip(["deployments", "services", "ingresses"]) {
+        assert!(
+            name.ends_with(&format!(
+                ".{resource}.{}",
+                if resource == "services" {
+                    "core"
+                } else if resource == "deployments" {
+                    "apps"
+                } else {
+                    "networking.k8s.io"
+                }
+            )),
+            "{name}"
+        );
+        let (code, s) = call(
+            &compute,
+            "GET",
+            &format!("{APIS}/apiresourceschemas/{name}"),
+            None,
+        )
+        .await;
+        assert_eq!(code, 200, "{s}");
+        if resource == "deployments" {
+            let v = &s["spec"]["versions"][0];
+            assert_eq!(
+                v["schema"]["properties"]["spec"]["properties"]["replicas"]["type"], "integer",
+                "{s}"
+            );
+            assert!(v["subresources"]["scale"].is_object(), "{s}");
+            deployment_schema = v["schema"].clone();
+        }
+    }
+
+    // alice, allowed to create bindings in root:app only, binds it: every
+    // authenticated user has `bind` on it.
+    workspace(&hub, "app").await;
+    create(
+        &hub,
+        "root:app",
+        &rbac_path(None, "clusterroles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "binder"},
+               "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apibindings"], "verbs": ["create", "get"]}]}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:app",
+        &rbac_path(None, "clusterrolebindings"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "alice-binds"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "binder"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}),
+    )
+    .await;
+    let alice = client_as(&hub, "root:app", token("alice-token")).await;
+    let binding = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "kubernetes"},
+        "spec": {"reference": {"export": {"path": "root:compute", "name": "kubernetes"}}}});
+    let (code, body) = call(&alice, "POST", &format!("{APIS}/apibindings"), Some(&binding)).await;
+    assert_eq!(code, 201, "{body}");
+    let b = wait_for(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings/kubernetes"),
+        "Bound",
+        |o| o["status"]["phase"] == "Bound",
+    )
+    .await;
+    let mut bound: Vec<&str> = b["status"]["boundResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["resource"].as_str().unwrap())
+        .collect();
+    bound.sort();
+    assert_eq!(bound, ["deployments", "ingresses", "services"], "{b}");
+    assert_eq!(condition_status(&b, "Ready"), "True", "{b}");
+    // The built-in Deployment still serves: defaulted and validated as one.
+    let made = create(
+        &hub,
+        "root:app",
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kuard"},
+               "spec": {"selector": {"matchLabels": {"app": "kuard"}},
+                        "template": {"metadata": {"labels": {"app": "kuard"}},
+                                     "spec": {"containers": [{"name": "kuard", "image": "gcr.io/kuar-demo/kuard-amd64:blue"}]}}}}),
+    )
+    .await;
+    assert_eq!(made["spec"]["revisionHistoryLimit"], 10, "{made}");
+    let (code, _) = call(
+        &admin(&hub, "root:app").await,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments/kuard/scale",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+
+    // A SyncTarget supporting root:compute:kubernetes lists the three, and a
+    // syncer importing the same Deployment schema (what a Ferry hub standing
+    // in for a cluster serves) gets deployments Accepted.
+    workspace(&hub, "org").await;
+    create(
+        &hub,
+        "root:org",
+        TARGETS,
+        sync_target("east", json!([{"export": "kubernetes", "path": "root:compute"}])),
+    )
+    .await;
+    let path = format!("{TARGETS}/east");
+    wait_for(&hub, "root:org", &path, "three Pending", |o| {
+        synced_states(o)
+            == [
+                ("services".into(), "Pending".into()),
+                ("deployments".into(), "Pending".into()),
+                ("ingresses".into(), "Pending".into()),
+            ]
+    })
+    .await;
+    let mut deployments = import(
+        "deployments.east.v1.apps",
+        "east",
+        "deployments",
+        "Deployment",
+        deployment_schema,
+    );
+    deployments["spec"]["groupVersion"] = json!({"group": "apps", "version": "v1"});
+    create(&hub, "root:org", IMPORTS, deployments).await;
+    let st = wait_for(&hub, "root:org", &path, "deployments Accepted", |o| {
+        synced_states(o).contains(&("deployments".into(), "Accepted".into()))
+    })
+    .await;
+    assert_eq!(
+        st["status"]["syncedResources"][0]["identityHash"], export["status"]["identityHash"],
+        "{st}"
+    );
+    // A target with no exports named gets the local `kubernetes` export, which
+    // root:org does not have: nothing to sync yet.
+    create(&hub, "root:org", TARGETS, sync_target("west", json!([]))).await;
+    let west = wait_for(&hub, "root:org", &format!("{TARGETS}/west"), "west URLs", |o| {
+        o["status"]["virtualWorkspaces"].is_array()
+    })
+    .await;
+    assert!(west["status"]["syncedResources"].is_null(), "{west}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imports_no_export_serves_are_published_as_imported_apis_and_can_be_bound() {
+    let (hub, _dir) = hub_with(Duration::from_secs(60)).await;
+    workspace(&hub, "org").await;
+    create(
+        &hub,
+        "root:org",
+        TARGETS,
+        sync_target("east", json!([{"export": "imported-apis"}])),
+    )
+    .await;
+    let route_schema = |host_type: &str| {
+        json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {"host": {"type": host_type}}},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    let mut routes = import(
+        "routes.east.v1.route.openshift.io",
+        "east",
+        "routes",
+        "Route",
+        route_schema("string"),
+    );
+    routes["spec"]["groupVersion"] = json!({"group": "route.openshift.io", "version": "v1"});
+    routes["spec"]["subResources"] = json!([{"name": "status"}]);
+    create(&hub, "root:org", IMPORTS, routes).await;
+    // The export appears with a schema made from the import, and the target
+    // that supports it accepts routes.
+    let export = wait_for(
+        &hub,
+        "root:org",
+        &format!("{APIS}/apiexports/imported-apis"),
+        "imported-apis lists routes",
+        |o| {
+            o["spec"]["latestResourceSchemas"].as_array().is_some_and(|l| {
+                l.len() == 1 && l[0].as_str().unwrap().ends_with(".routes.route.openshift.io")
+            })
+        },
+    )
+    .await;
+    let first_schema = export["spec"]["latestResourceSchemas"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_for(
+        &hub,
+        "root:org",
+        &format!("{TARGETS}/east"),
+        "routes Accepted",
+        |o| synced_states(o) == [("routes".into(), "Accepted".into())],
+    )
+    .await;
+    // A workspace binds it and serves routes.
+    workspace(&hub, "app").await;
+    create(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "imported"},
+               "spec": {"reference": {"export": {"path": "root:org", "name": "imported-apis"}}}}),
+    )
+    .await;
+    wait_for(
+        &hub,
+        "root:app",
+        &format!("{APIS}/apibindings/imported"),
+        "Bound",
+        |o| o["status"]["phase"] == "Bound",
+    )
+    .await;
+    let app = admin(&hub, "root:app").await;
+    let route = json!({"apiVersion": "route.openshift.io/v1", "kind": "Route", "metadata": {"name": "web"},
+                       "spec": {"host": "web.example.com"}});
+    eventually(20, "routes served in root:app", || async {
+        let (code, _) = call(
+            &app,
+            "POST",
+            "/apis/route.openshift.io/v1/namespaces/default/routes",
+            Some(&route),
+        )
+        .await;
+        (code == 201).then_some(())
+    })
+    .await;
+    // The syncer re-imports a changed schema: a new schema replaces the old.
+    let (code, body) = call_merge(
+        &admin(&hub, "root:org").await,
+        &format!("{IMPORTS}/routes.east.v1.route.openshift.io"),
+        &json!({"spec": {"openAPIV3Schema": route_schema("integer")}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    wait_for(
+        &hub,
+        "root:org",
+        &format!("{APIS}/apiexports/imported-apis"),
+        "a new schema listed",
+        |o| {
+            o["spec"]["latestResourceSchemas"]
+                .as_array()
+                .is_some_and(|l| l.len() == 1 && l[0] != first_schema.as_str())
+        },
+    )
+    .await;
+    eventually(20, "the old schema deleted", || async {
+        let (code, _) = call(
+            &admin(&hub, "root:org").await,
+            "GET",
+            &format!("{APIS}/apiresourceschemas/{first_schema}"),
+            None,
+        )
+        .await;
+        (code == 404).then_some(())
+    })
+    .await;
 }

@@ -58,10 +58,16 @@ fn cm_path(ns: &str, name: &str) -> String {
 
 /// Wait until the namespace is on exactly one target, with `Sync`; returns its key.
 async fn scheduled(hub: &TestHub, ns: &str) -> String {
-    let obj = wait_for(hub, "root:app", &ns_path(ns), &format!("namespace {ns} scheduled"), |o| {
-        let s = states(o);
-        s.len() == 1 && s.values().all(|v| v == "Sync")
-    })
+    let obj = wait_for(
+        hub,
+        "root:app",
+        &ns_path(ns),
+        &format!("namespace {ns} scheduled"),
+        |o| {
+            let s = states(o);
+            s.len() == 1 && s.values().all(|v| v == "Sync")
+        },
+    )
     .await;
     states(&obj).into_keys().next().expect("one key")
 }
@@ -88,7 +94,13 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     namespace(hub, "root:app", "ns-0", json!({"purpose": "workload"})).await;
     configmap(hub, "root:app", "ns-0", "early").await;
     for i in 1..6 {
-        namespace(hub, "root:app", &format!("ns-{i}"), json!({"purpose": "workload"})).await;
+        namespace(
+            hub,
+            "root:app",
+            &format!("ns-{i}"),
+            json!({"purpose": "workload"}),
+        )
+        .await;
     }
     namespace(hub, "root:app", "elsewhere", json!({"purpose": "other"})).await;
 
@@ -122,17 +134,23 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
 
     // Objects carry their namespace's label: earlier ones and later ones.
     let key0 = states(&ns0).into_keys().next().unwrap();
-    let early = wait_for(hub, "root:app", &cm_path("ns-0", "early"), "early labelled", |o| {
-        !states(o).is_empty()
-    })
+    let early = wait_for(
+        hub,
+        "root:app",
+        &cm_path("ns-0", "early"),
+        "early labelled",
+        |o| !states(o).is_empty(),
+    )
     .await;
     assert_eq!(states(&early), [(key0.clone(), "Sync".to_string())].into());
     let (code, body) = call(
         &admin(hub, "root:app").await,
         "POST",
         "/api/v1/namespaces/ns-0/pods",
-        Some(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                     "spec": {"containers": [{"name": "c", "image": "busybox"}]}})),
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                     "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+        ),
     )
     .await;
     assert_eq!(code, 201, "{body}");
@@ -159,9 +177,13 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     // Nothing in an unselected namespace.
     configmap(hub, "root:app", "elsewhere", "cm").await;
     configmap(hub, "root:app", "ns-1", "barrier").await;
-    wait_for(hub, "root:app", &cm_path("ns-1", "barrier"), "barrier labelled", |o| {
-        !states(o).is_empty()
-    })
+    wait_for(
+        hub,
+        "root:app",
+        &cm_path("ns-1", "barrier"),
+        "barrier labelled",
+        |o| !states(o).is_empty(),
+    )
     .await;
     let cm = get(hub, "root:app", &cm_path("elsewhere", "cm")).await;
     assert!(states(&cm).is_empty(), "{cm}");
@@ -192,10 +214,44 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
         states(o).is_empty() && annotation(o, "scheduling.kcp.io/placement").is_none()
     })
     .await;
-    wait_for(hub, "root:app", &cm_path("ns-0", "early"), "early unlabelled", |o| {
-        states(o).is_empty() && annotation(o, &format!("deletion.internal.workload.kcp.io/{key0}")).is_none()
-    })
+    wait_for(
+        hub,
+        "root:app",
+        &cm_path("ns-0", "early"),
+        "early unlabelled",
+        |o| {
+            states(o).is_empty()
+                && annotation(o, &format!("deletion.internal.workload.kcp.io/{key0}")).is_none()
+        },
+    )
     .await;
+
+    // A workspace without Placements: labels set by hand are the user's.
+    workspace(hub, "manual").await;
+    let by_hand = format!("{STATE_PREFIX}{}", w.east);
+    namespace(hub, "root:manual", "work", json!({by_hand.clone(): "Sync"})).await;
+    create(
+        hub,
+        "root:manual",
+        "/api/v1/namespaces/work/configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "alone"}}),
+    )
+    .await;
+    // Barrier: a later change elsewhere has been handled.
+    configmap(hub, "root:app", "ns-2", "after-manual").await;
+    wait_for(
+        hub,
+        "root:app",
+        &cm_path("ns-2", "after-manual"),
+        "barrier labelled",
+        |o| !states(o).is_empty(),
+    )
+    .await;
+    let ns = get(hub, "root:manual", &ns_path("work")).await;
+    assert_eq!(states(&ns), [(w.east.clone(), "Sync".to_string())].into(), "{ns}");
+    assert!(annotation(&ns, &format!("deletion.internal.workload.kcp.io/{}", w.east)).is_none());
+    let alone = get(hub, "root:manual", &cm_path("work", "alone")).await;
+    assert!(states(&alone).is_empty(), "{alone}");
     let _ = w.loc;
 }
 
@@ -206,21 +262,49 @@ async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_ove
     let st = |name: &str| format!("{WORKLOAD}/synctargets/{name}");
 
     // East cordoned: everything new goes west.
-    admin_patch(hub, "root:loc", &st("east"), json!({"spec": {"unschedulable": true}})).await;
+    admin_patch(
+        hub,
+        "root:loc",
+        &st("east"),
+        json!({"spec": {"unschedulable": true}}),
+    )
+    .await;
     for ns in ["a1", "a2", "a3"] {
         namespace(hub, "root:app", ns, json!({"purpose": "workload"})).await;
     }
     for ns in ["a1", "a2", "a3"] {
-        assert_eq!(scheduled(hub, ns).await, w.west, "{ns} avoids the cordoned target");
+        assert_eq!(
+            scheduled(hub, ns).await,
+            w.west,
+            "{ns} avoids the cordoned target"
+        );
     }
 
     // West cordoned instead: a new namespace goes east; the others stay west.
-    admin_patch(hub, "root:loc", &st("east"), json!({"spec": {"unschedulable": false}})).await;
-    admin_patch(hub, "root:loc", &st("west"), json!({"spec": {"unschedulable": true}})).await;
+    admin_patch(
+        hub,
+        "root:loc",
+        &st("east"),
+        json!({"spec": {"unschedulable": false}}),
+    )
+    .await;
+    admin_patch(
+        hub,
+        "root:loc",
+        &st("west"),
+        json!({"spec": {"unschedulable": true}}),
+    )
+    .await;
     namespace(hub, "root:app", "mover", json!({"purpose": "workload"})).await;
     assert_eq!(scheduled(hub, "mover").await, w.east);
     assert_eq!(scheduled(hub, "a1").await, w.west, "cordoning evicts nothing");
-    admin_patch(hub, "root:loc", &st("west"), json!({"spec": {"unschedulable": false}})).await;
+    admin_patch(
+        hub,
+        "root:loc",
+        &st("west"),
+        json!({"spec": {"unschedulable": false}}),
+    )
+    .await;
 
     // East's syncer holds the namespace and an object in it.
     let east_finalizer = format!("workload.kcp.io/syncer-{}", w.east);
@@ -253,7 +337,10 @@ async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_ove
     })
     .await;
     assert!(annotation(&ns, &deletion_east).is_some(), "{ns}");
-    assert!(states(&ns).contains_key(&w.east), "held by east's finalizer: {ns}");
+    assert!(
+        states(&ns).contains_key(&w.east),
+        "held by east's finalizer: {ns}"
+    );
     let cm = wait_for(hub, "root:app", &cm_path("mover", "cm"), "cm follows west", |o| {
         states(o).contains_key(&w.west) && annotation(o, &deletion_east).is_some()
     })
@@ -262,9 +349,13 @@ async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_ove
     // A barrier: a later object is labelled, so the controller has been
     // through the namespace again, and the old label is still there.
     configmap(hub, "root:app", "mover", "barrier").await;
-    wait_for(hub, "root:app", &cm_path("mover", "barrier"), "barrier labelled", |o| {
-        states(o).contains_key(&w.west)
-    })
+    wait_for(
+        hub,
+        "root:app",
+        &cm_path("mover", "barrier"),
+        "barrier labelled",
+        |o| states(o).contains_key(&w.west),
+    )
     .await;
     let ns = get(hub, "root:app", &ns_path("mover")).await;
     assert!(states(&ns).contains_key(&w.east), "{ns}");
@@ -283,11 +374,26 @@ async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_ove
     }
 
     // A later eviction time: the timer moves west's namespaces east when it comes.
-    admin_patch(hub, "root:loc", &st("east"), json!({"spec": {"evictAfter": null}})).await;
-    let soon = (chrono::Utc::now() + chrono::Duration::seconds(3)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    admin_patch(hub, "root:loc", &st("west"), json!({"spec": {"evictAfter": soon}})).await;
+    admin_patch(
+        hub,
+        "root:loc",
+        &st("east"),
+        json!({"spec": {"evictAfter": null}}),
+    )
+    .await;
+    let soon = (chrono::Utc::now() + chrono::Duration::seconds(3))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    admin_patch(
+        hub,
+        "root:loc",
+        &st("west"),
+        json!({"spec": {"evictAfter": soon}}),
+    )
+    .await;
     assert_eq!(
-        states(&get(hub, "root:app", &ns_path("a1")).await).get(&w.west).map(String::as_str),
+        states(&get(hub, "root:app", &ns_path("a1")).await)
+            .get(&w.west)
+            .map(String::as_str),
         Some("Sync"),
         "nothing moves before the time"
     );
@@ -318,20 +424,39 @@ async fn an_object_deleted_upstream_stays_until_its_syncer_lets_go() {
         json!({"metadata": {"finalizers": [finalizer]}}),
     )
     .await;
-    let (code, body) = call(&admin(hub, "root:app").await, "DELETE", &cm_path("work", "cm"), None).await;
+    let (code, body) = call(
+        &admin(hub, "root:app").await,
+        "DELETE",
+        &cm_path("work", "cm"),
+        None,
+    )
+    .await;
     assert_eq!(code, 200, "{body}");
-    let cm = wait_for(hub, "root:app", &cm_path("work", "cm"), "the syncer is told", |o| {
-        annotation(o, &format!("deletion.internal.workload.kcp.io/{key}")).is_some()
-    })
+    let cm = wait_for(
+        hub,
+        "root:app",
+        &cm_path("work", "cm"),
+        "the syncer is told",
+        |o| annotation(o, &format!("deletion.internal.workload.kcp.io/{key}")).is_some(),
+    )
     .await;
     assert!(cm["metadata"]["deletionTimestamp"].is_string(), "{cm}");
     assert_eq!(
         annotation(&cm, &format!("deletion.internal.workload.kcp.io/{key}")),
         cm["metadata"]["deletionTimestamp"].as_str()
     );
-    admin_patch(hub, "root:app", &cm_path("work", "cm"), json!({"metadata": {"finalizers": null}})).await;
+    admin_patch(
+        hub,
+        "root:app",
+        &cm_path("work", "cm"),
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
     eventually(10, "the configmap is gone", || async {
-        try_get(hub, "root:app", &cm_path("work", "cm")).await.is_none().then_some(())
+        try_get(hub, "root:app", &cm_path("work", "cm"))
+            .await
+            .is_none()
+            .then_some(())
     })
     .await;
     let _: Value = json!(w.loc);

@@ -11,6 +11,7 @@
 
 pub mod apis;
 pub mod apiservices;
+pub mod compute;
 pub mod crds;
 pub mod finalizing;
 pub mod follow;

@@ -24,7 +24,7 @@ use crate::hub::Hub;
 use crate::json;
 use crate::service::{self, Request};
 use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
-use crate::synctarget::{self, IMPORTS, SYNC_TARGETS};
+use crate::synctarget::{self, imported, IMPORTS, SYNC_TARGETS};
 use ferry_api::well_known::WORKLOAD_KEY_LABEL;
 
 const MANAGER: &str = "synctarget-controller";
@@ -62,29 +62,207 @@ impl Follower for SyncTargets {
     }
 
     fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
-        Box::pin(reconcile_all(hub, &self.0, ClusterScope::All))
+        Box::pin(async move {
+            ensure_imported_apis_everywhere(hub).await;
+            reconcile_all(hub, &self.0, ClusterScope::All).await;
+        })
     }
 
     fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             match key.resource.as_str() {
-                SYNC_TARGETS if event.kind == EventType::Deleted => {
-                    self.0.deadlines.lock().remove(key);
+                SYNC_TARGETS => {
+                    let now = event.object.value();
+                    let before = event.previous.as_deref().map(|p| p.value());
+                    let at = |o: Option<&Value>, p: &str| o.and_then(|o| o.pointer(p)).cloned();
+                    let spec_changed = event.kind != EventType::Modified
+                        || at(before.as_ref(), "/spec") != at(Some(&now), "/spec");
+                    if spec_changed {
+                        ensure_imported_apis(hub, &key.cluster).await;
+                    }
+                    if event.kind == EventType::Deleted {
+                        self.0.deadlines.lock().remove(key);
+                    } else {
+                        // A heartbeat changes neither spec nor syncedResources:
+                        // the schemas need not be compared again.
+                        let resources = spec_changed
+                            || at(before.as_ref(), "/status/syncedResources")
+                                != at(Some(&now), "/status/syncedResources");
+                        reconcile(hub, &self.0, key, resources).await;
+                    }
                 }
-                SYNC_TARGETS => reconcile(hub, &self.0, key).await,
                 // The targets of the import's workspace.
-                IMPORTS => reconcile_all(hub, &self.0, ClusterScope::One(key.cluster.clone())).await,
+                IMPORTS => {
+                    ensure_imported_apis(hub, &key.cluster).await;
+                    reconcile_all(hub, &self.0, ClusterScope::One(key.cluster.clone())).await;
+                }
                 // An export or schema may be supported by targets anywhere.
-                _ => reconcile_all(hub, &self.0, ClusterScope::All).await,
+                _ => {
+                    ensure_imported_apis_everywhere(hub).await;
+                    reconcile_all(hub, &self.0, ClusterScope::All).await;
+                }
             }
         })
     }
 }
 
+/// [`ensure_imported_apis`] in every workspace that has SyncTargets.
+async fn ensure_imported_apis_everywhere(hub: &Arc<Hub>) {
+    let mut clusters: Vec<String> = hub
+        .store
+        .list(&ClusterScope::All, SYNC_TARGETS, None, None)
+        .0
+        .into_iter()
+        .map(|(k, _)| k.cluster)
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    for cluster in clusters {
+        ensure_imported_apis(hub, &cluster).await;
+    }
+}
+
+/// kcp's `imported-apis` export in `cluster`: schemas made from the
+/// imports of its SyncTargets that none of their exports serve
+/// (`synctarget::imported`). Created when first needed; stale schemas it
+/// owns are deleted.
+async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
+    let scope = ClusterScope::One(cluster.to_string());
+    let mut supported: HashMap<String, std::collections::HashSet<(String, String)>> = HashMap::new();
+    for (key, obj) in hub.store.list(&scope, SYNC_TARGETS, None, None).0 {
+        let target = obj.value();
+        supported.insert(
+            key.name.clone(),
+            synctarget::supported_resources(hub, &key, &target),
+        );
+    }
+    let imports: Vec<imported::Import> = hub
+        .store
+        .list(&scope, IMPORTS, None, None)
+        .0
+        .into_iter()
+        .filter_map(|(_, obj)| {
+            let v = obj.value();
+            let location = json::str_at(&v, "/spec/location").to_string();
+            supported.contains_key(&location).then(|| imported::Import {
+                location,
+                spec: v.get("spec").cloned().unwrap_or_default(),
+            })
+        })
+        .collect();
+    let desired = imported::desired_schemas(&imports, |location, group, resource| {
+        synctarget::always_synced(group, resource)
+            || supported
+                .get(location)
+                .is_some_and(|s| s.contains(&(group.to_string(), resource.to_string())))
+    });
+    let export_key = apis::key(cluster, apis::EXPORTS, imported::EXPORT);
+    let export = match hub.store.get(&export_key) {
+        Some(e) => e.value(),
+        None if desired.is_empty() => return,
+        None => {
+            let export = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
+                                "metadata": {"name": imported::EXPORT}, "spec": {}});
+            match service::create_internal(
+                hub,
+                cluster,
+                (apis::GROUP, apis::VERSION, "apiexports"),
+                None,
+                export,
+            )
+            .await
+            {
+                Ok(created) => created,
+                Err(e) => {
+                    if e.code != 409 {
+                        tracing::warn!(cluster, "creating the imported-apis APIExport failed: {e}");
+                    }
+                    return;
+                }
+            }
+        }
+    };
+    let export_uid = json::str_at(&export, "/metadata/uid").to_string();
+    for (name, mut schema) in desired.clone() {
+        if hub.store.get(&apis::key(cluster, apis::SCHEMAS, &name)).is_some() {
+            continue;
+        }
+        schema["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
+            "name": imported::EXPORT, "uid": export_uid, "controller": true,
+        }]);
+        if let Err(e) = service::create_internal(
+            hub,
+            cluster,
+            (apis::GROUP, apis::VERSION, "apiresourceschemas"),
+            None,
+            schema,
+        )
+        .await
+        {
+            if e.code != 409 {
+                tracing::warn!(cluster, schema = %name, "creating an imported-apis schema failed: {e}");
+            }
+        }
+    }
+    let names: Vec<&String> = desired.keys().collect();
+    if export.pointer("/spec/latestResourceSchemas") != Some(&json!(names)) {
+        let mut updated = export.clone();
+        if json::set(&mut updated, &["spec", "latestResourceSchemas"], json!(names)).is_ok() {
+            let request = Request::internal(
+                hub,
+                cluster,
+                (apis::GROUP, apis::VERSION, "apiexports"),
+                None,
+                Some(imported::EXPORT),
+                "update",
+                MANAGER,
+            );
+            if let Ok(request) = request {
+                match service::update(&request, updated).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 409 || e.code == 404 => {}
+                    Err(e) => tracing::warn!(cluster, "updating the imported-apis APIExport failed: {e}"),
+                }
+            }
+        }
+    }
+    // Schemas the export owned and no longer lists.
+    for (key, obj) in hub.store.list(&scope, apis::SCHEMAS, None, None).0 {
+        if desired.contains_key(&key.name) {
+            continue;
+        }
+        let owned = obj
+            .value()
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| json::str_at(r, "/uid") == export_uid));
+        if !owned {
+            continue;
+        }
+        let request = Request::internal(
+            hub,
+            cluster,
+            (apis::GROUP, apis::VERSION, "apiresourceschemas"),
+            None,
+            Some(&key.name),
+            "delete",
+            MANAGER,
+        );
+        if let Ok(request) = request {
+            if let Err(e) = service::delete(&request, &Default::default()).await {
+                if e.code != 404 {
+                    tracing::warn!(cluster, schema = %key.name, "deleting a stale imported-apis schema failed: {e}");
+                }
+            }
+        }
+    }
+}
+
 async fn reconcile_all(hub: &Arc<Hub>, shared: &Shared, scope: ClusterScope) {
     for (key, _) in hub.store.list(&scope, SYNC_TARGETS, None, None).0 {
-        reconcile(hub, shared, &key).await;
+        reconcile(hub, shared, &key, true).await;
     }
 }
 
@@ -116,7 +294,7 @@ async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Re
                     due
                 };
                 for key in due {
-                    reconcile(&hub, &shared, &key).await;
+                    reconcile(&hub, &shared, &key, false).await;
                 }
             }
         }
@@ -126,7 +304,7 @@ async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Re
 /// Bring one SyncTarget's label and status (and its imports' conditions)
 /// up to date. Conflicts are left to the write that caused them, whose
 /// event brings the target back here.
-async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
+async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: bool) {
     let Some(stored) = hub.store.get(key) else {
         shared.deadlines.lock().remove(key);
         return;
@@ -163,7 +341,7 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
             None => return,
         }
     }
-    let desired = synctarget::desired(hub, key, &target, shared.threshold, chrono::Utc::now());
+    let desired = synctarget::desired(hub, key, &target, shared.threshold, chrono::Utc::now(), resources);
     match desired.recheck_in {
         Some(d) => {
             // A little past the deadline, so the check sees it passed.

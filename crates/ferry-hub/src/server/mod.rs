@@ -59,6 +59,10 @@ pub struct HubOptions {
     /// `--sync-target-heartbeat-threshold`: a SyncTarget whose syncer has
     /// not sent a heartbeat for this long is `HeartbeatHealthy=False`.
     pub sync_target_heartbeat_threshold: Duration,
+    /// Create kcp's `root:compute` (the `kubernetes` APIExport of
+    /// Deployments, Services and Ingresses) at start unless it exists.
+    /// Off by default for embedders; `ferry hub` turns it on.
+    pub compute_workspace: bool,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout`; Go's `http.Server` bounds the TLS
@@ -88,6 +92,7 @@ impl HubOptions {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             service_ranges: Default::default(),
             sync_target_heartbeat_threshold: crate::synctarget::DEFAULT_HEARTBEAT_THRESHOLD,
+            compute_workspace: false,
         }
     }
 }
@@ -235,6 +240,9 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
     crate::controllers::bootstrap(&hub).await;
+    if opts.compute_workspace {
+        crate::controllers::compute::ensure(&hub).await;
+    }
     crate::controllers::kubernetes_service::spawn(hub.clone());
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");

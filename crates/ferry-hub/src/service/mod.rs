@@ -603,7 +603,10 @@ pub async fn delete(r: &Request, opts: &DeleteOptions) -> Result<Value, ApiError
             .store
             .get(&key)
             .ok_or_else(|| ApiError::not_found(&r.info.group, &r.info.resource, &name))?;
-        if r.visibility.as_ref().is_some_and(|view| !view.stored(&key, &current)) {
+        if r.visibility
+            .as_ref()
+            .is_some_and(|view| !view.stored(&key, &current))
+        {
             return Err(ApiError::not_found(&r.info.group, &r.info.resource, &name));
         }
         let v = served_value(&current, &r.info);

@@ -20,7 +20,10 @@ pub fn differences(upstream: &Value, downstream: &Value) -> Vec<String> {
 }
 
 fn type_of(s: &Value) -> Option<&str> {
-    if s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+    // kube's OpenAPI writes IntOrString either way.
+    if s.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+        || s.get("format").and_then(Value::as_str) == Some("int-or-string")
+    {
         return Some("int-or-string");
     }
     s.get("type").and_then(Value::as_str)
@@ -179,6 +182,8 @@ mod tests {
 
     #[test]
     fn int_or_string_and_numbers_fit_where_they_can() {
+        let written_as_format = json!({"type": "string", "format": "int-or-string"});
+        assert!(differences(&written_as_format, &json!({"x-kubernetes-int-or-string": true})).is_empty());
         let up = json!({"type": "object", "properties": {"port": {"type": "integer"}, "ratio": {"type": "integer"}}});
         let down = json!({"type": "object", "properties": {
             "port": {"x-kubernetes-int-or-string": true}, "ratio": {"type": "number"}}});

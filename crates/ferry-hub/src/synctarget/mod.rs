@@ -15,8 +15,9 @@
 //!   or `Incompatible` by [`compat::differences`].
 
 pub mod compat;
+pub mod imported;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -99,12 +100,17 @@ impl Upstream {
 }
 
 /// The status the SyncTarget `target` (stored at `key`) should have at `now`.
+///
+/// With `resources` false, `syncedResources` and `ResourcesCompatible` are
+/// kept as they are (when present) instead of recomputed from the exports'
+/// and imports' schemas: what a heartbeat needs, cheaply.
 pub fn desired(
     hub: &Hub,
     key: &ObjectKey,
     target: &Value,
     threshold: Duration,
     now: DateTime<Utc>,
+    resources: bool,
 ) -> Desired {
     let old = target.get("status").cloned().unwrap_or_else(|| json!({}));
     let mut status = match &old {
@@ -116,29 +122,30 @@ pub fn desired(
     status["virtualWorkspaces"] = json!([vw]);
 
     let (heartbeat, recheck_in) = heartbeat_conditions(&old, threshold, now);
-    let (synced, incompatible, import_conditions) = synced_resources(hub, key, target);
-    if synced.is_empty() {
-        if let Some(m) = status.as_object_mut() {
-            m.remove("syncedResources");
-        }
-    } else {
-        status["syncedResources"] = json!(synced);
-    }
     let mut conditions = heartbeat;
-    conditions.push(if incompatible.is_empty() {
-        condition("ResourcesCompatible", true, "", "", "")
+    let kept = old
+        .get("conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| json::str_at(c, "/type") == "ResourcesCompatible")
+        })
+        .filter(|_| !resources);
+    let mut import_conditions = Vec::new();
+    if let Some(compatible) = kept {
+        conditions.push(compatible.clone());
     } else {
-        condition(
-            "ResourcesCompatible",
-            false,
-            "Warning",
-            "IncompatibleSchema",
-            &format!(
-                "the cluster's schema cannot hold what the export describes: {}",
-                incompatible.join("; ")
-            ),
-        )
-    });
+        let (synced, incompatible, imports) = synced_resources(hub, key, target);
+        import_conditions = imports;
+        if synced.is_empty() {
+            if let Some(m) = status.as_object_mut() {
+                m.remove("syncedResources");
+            }
+        } else {
+            status["syncedResources"] = json!(synced);
+        }
+        conditions.push(resources_compatible(&incompatible));
+    }
     // The syncer's conditions stay as it wrote them.
     let theirs: Vec<Value> = old
         .get("conditions")
@@ -155,6 +162,25 @@ pub fn desired(
         status,
         recheck_in,
         import_conditions,
+    }
+}
+
+/// `ResourcesCompatible`: False naming the differences when any resource
+/// is incompatible.
+fn resources_compatible(incompatible: &[String]) -> Value {
+    if incompatible.is_empty() {
+        condition("ResourcesCompatible", true, "", "", "")
+    } else {
+        condition(
+            "ResourcesCompatible",
+            false,
+            "Warning",
+            "IncompatibleSchema",
+            &format!(
+                "the cluster's schema cannot hold what the export describes: {}",
+                incompatible.join("; ")
+            ),
+        )
     }
 }
 
@@ -245,6 +271,9 @@ fn ready(conditions: &[Value]) -> Value {
     }
 }
 
+/// One imported version of a resource: version, the import, its schema.
+type ImportedVersion = (String, ObjectKey, Value);
+
 /// The supported exports' resources, with each one's state; the messages of
 /// the incompatible ones; the `Compatible` condition of each import compared.
 fn synced_resources(
@@ -257,7 +286,7 @@ fn synced_resources(
     let (imports, _) = hub
         .store
         .list(&ClusterScope::One(key.cluster.clone()), IMPORTS, None, None);
-    let mut by_resource: BTreeMap<(String, String), Vec<(String, ObjectKey, Value)>> = BTreeMap::new();
+    let mut by_resource: BTreeMap<(String, String), Vec<ImportedVersion>> = BTreeMap::new();
     for (ikey, obj) in imports {
         let import = obj.value();
         if json::str_at(&import, "/spec/location") != key.name {
@@ -304,10 +333,10 @@ fn synced_resources(
                             let diffs = compat::differences(up_schema, schema);
                             let ok = diffs.is_empty();
                             if !ok {
-                                problems.push(format!("{} {version}: {}", up.shown(), diffs.join(", ")));
+                                problems.push(format!("{} {version}: {}", up.shown(), summary(&diffs)));
                             }
                             import_conditions
-                                .push((ikey.clone(), compatible_condition(ok, &diffs.join(", "))));
+                                .push((ikey.clone(), compatible_condition(ok, &summary(&diffs))));
                             ok
                         }
                     };
@@ -332,13 +361,54 @@ fn synced_resources(
     (synced, incompatible, import_conditions)
 }
 
+/// How many differences a message names before it counts the rest.
+const DIFFERENCES_SHOWN: usize = 5;
+
+/// The first differences, and how many more there are: a cluster whose
+/// schema is entirely different must not make a huge condition.
+fn summary(diffs: &[String]) -> String {
+    let mut text = diffs
+        .iter()
+        .take(DIFFERENCES_SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if diffs.len() > DIFFERENCES_SHOWN {
+        text.push_str(&format!(" (and {} more)", diffs.len() - DIFFERENCES_SHOWN));
+    }
+    text
+}
+
 fn compatible_condition(ok: bool, message: &str) -> Value {
     condition("Compatible", ok, "Warning", "IncompatibleSchema", message)
+}
+
+/// Whether a syncer syncs `(group, resource)` without any export listing it.
+pub fn always_synced(group: &str, resource: &str) -> bool {
+    ALWAYS_SYNCED.contains(&(group, resource))
+}
+
+/// The `(group, resource)`s the exports the SyncTarget supports serve,
+/// other than `imported-apis` (which serves what they do not).
+pub fn supported_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> HashSet<(String, String)> {
+    upstream_resources_except(hub, key, target, Some(imported::EXPORT))
+        .into_iter()
+        .map(|u| (u.group, u.resource))
+        .collect()
 }
 
 /// Every resource of every export `spec.supportedAPIExports` names (the
 /// local `kubernetes` export when it names none), first export first.
 fn upstream_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<Upstream> {
+    upstream_resources_except(hub, key, target, None)
+}
+
+fn upstream_resources_except(
+    hub: &Hub,
+    key: &ObjectKey,
+    target: &Value,
+    local_except: Option<&str>,
+) -> Vec<Upstream> {
     let refs = match target
         .pointer("/spec/supportedAPIExports")
         .and_then(Value::as_array)
@@ -361,6 +431,9 @@ fn upstream_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<Upstrea
         let Some(export_cluster) = export_cluster else {
             continue;
         };
+        if local_except == Some(name) && export_cluster == key.cluster {
+            continue;
+        }
         let Some(export) = hub.store.get(&apis::key(&export_cluster, apis::EXPORTS, name)) else {
             continue;
         };
@@ -466,6 +539,17 @@ mod tests {
         assert_eq!(json::str_at(&c[0], "/reason"), "ErrorHeartbeat");
         assert!(json::str_at(&c[0], "/message").contains(&at));
         assert!(recheck.is_none());
+    }
+
+    #[test]
+    fn a_long_list_of_differences_is_cut_short_and_counted() {
+        let diffs: Vec<String> = (0..12)
+            .map(|i| format!("spec.f{i}: missing downstream"))
+            .collect();
+        let s = summary(&diffs);
+        assert!(s.starts_with("spec.f0: missing downstream, spec.f1"), "{s}");
+        assert!(s.ends_with("(and 7 more)") && !s.contains("spec.f5"), "{s}");
+        assert_eq!(summary(&diffs[..1]), "spec.f0: missing downstream");
     }
 
     #[test]

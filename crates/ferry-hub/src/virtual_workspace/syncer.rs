@@ -70,7 +70,13 @@ impl VirtualWorkspace for SyncerVirtualWorkspace {
         3
     }
 
-    fn authorize(&self, hub: &Hub, user: &UserInfo, instance: &[String], _verb: &str) -> Result<(), ApiError> {
+    fn authorize(
+        &self,
+        hub: &Hub,
+        user: &UserInfo,
+        instance: &[String],
+        _verb: &str,
+    ) -> Result<(), ApiError> {
         authorize_sync(hub, user, instance)
     }
 
@@ -88,7 +94,13 @@ impl VirtualWorkspace for UpsyncerVirtualWorkspace {
         3
     }
 
-    fn authorize(&self, hub: &Hub, user: &UserInfo, instance: &[String], _verb: &str) -> Result<(), ApiError> {
+    fn authorize(
+        &self,
+        hub: &Hub,
+        user: &UserInfo,
+        instance: &[String],
+        _verb: &str,
+    ) -> Result<(), ApiError> {
         authorize_sync(hub, user, instance)
     }
 
@@ -247,7 +259,12 @@ impl ScopeFilter for Labelled {
             || self
                 .hub
                 .registry
-                .lookup(Some(cluster), &self.info.group, &self.info.version, &self.info.resource)
+                .lookup(
+                    Some(cluster),
+                    &self.info.group,
+                    &self.info.version,
+                    &self.info.resource,
+                )
                 .is_some()
     }
 
@@ -289,6 +306,12 @@ fn check_write(
     } else {
         format!("{} {}/{}", info.resource, key.namespace, key.name)
     };
+    if direction == Direction::Sync && old.is_none() {
+        // A server-side apply to a missing object would create it.
+        return Err(ApiError::method_not_allowed(format!(
+            "{what}: the syncer virtual workspace does not create objects; they are created in their workspace and scheduled to the SyncTarget"
+        )));
+    }
     for k in before.keys().chain(after.keys()) {
         if k != label && before.get(k) != after.get(k) {
             return Err(ApiError::forbidden(format!(
@@ -350,7 +373,11 @@ mod tests {
         let missing = obj(json!({"app": "x"}));
         let e = check_write(OWN, Direction::Upsync, &info(), &key(), None, &missing).unwrap_err();
         assert_eq!(e.code, 400);
-        assert!(e.message.contains("pods ns/p") && e.message.contains(OWN), "{}", e.message);
+        assert!(
+            e.message.contains("pods ns/p") && e.message.contains(OWN),
+            "{}",
+            e.message
+        );
         let sync = obj(json!({OWN: "Sync"}));
         assert!(check_write(OWN, Direction::Upsync, &info(), &key(), Some(&ok), &sync).is_err());
     }
@@ -372,6 +399,9 @@ mod tests {
         assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &grabbed).is_err());
         let relabelled = obj(json!({OWN: "Upsync", OTHER: "Sync"}));
         assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &relabelled).is_err());
+        // Nothing is created through the syncer's view, not even by an apply patch.
+        let e = check_write(OWN, Direction::Sync, &info(), &key(), None, &dropped).unwrap_err();
+        assert_eq!(e.code, 405);
     }
 
     #[test]
@@ -383,7 +413,11 @@ mod tests {
         ]}});
         assert_eq!(
             accepted_resources(&target),
-            vec![("apps".to_string(), "deployments".to_string(), vec!["v1".to_string()])]
+            vec![(
+                "apps".to_string(),
+                "deployments".to_string(),
+                vec!["v1".to_string()]
+            )]
         );
         assert!(accepted_resources(&json!({})).is_empty());
     }

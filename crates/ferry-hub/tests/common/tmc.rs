@@ -23,12 +23,26 @@ pub async fn workspace(hub: &TestHub, name: &str) -> String {
     .await;
     let path = format!("root:{name}");
     eventually(10, "workspace ready", || async {
-        let (code, _) = call(&admin(hub, &path).await, "GET", "/api/v1/namespaces/default", None).await;
+        let (code, _) = call(
+            &admin(hub, &path).await,
+            "GET",
+            "/api/v1/namespaces/default",
+            None,
+        )
+        .await;
         (code == 200).then_some(())
     })
     .await;
-    let ws = get(hub, "root", &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}")).await;
-    ws["spec"]["cluster"].as_str().expect("logical cluster").to_string()
+    let ws = get(
+        hub,
+        "root",
+        &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}"),
+    )
+    .await;
+    ws["spec"]["cluster"]
+        .as_str()
+        .expect("logical cluster")
+        .to_string()
 }
 
 /// GET as admin; the object must exist.
@@ -149,7 +163,13 @@ pub fn annotation<'a>(obj: &'a Value, k: &str) -> Option<&'a str> {
 }
 
 /// Wait until the object at `path` in `ws` satisfies `check`; returns it.
-pub async fn wait_for(hub: &TestHub, ws: &str, path: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+pub async fn wait_for(
+    hub: &TestHub,
+    ws: &str,
+    path: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
     eventually(20, what, || async {
         let obj = try_get(hub, ws, path).await?;
         check(&obj).then_some(obj)

@@ -99,7 +99,10 @@ impl Meta {
     pub fn scheduled(&self) -> bool {
         !self.keys().is_empty()
             || !self.deleting().is_empty()
-            || self.finalizers.iter().any(|f| f.starts_with(SYNCER_FINALIZER_PREFIX))
+            || self
+                .finalizers
+                .iter()
+                .any(|f| f.starts_with(SYNCER_FINALIZER_PREFIX))
     }
 }
 
@@ -140,8 +143,10 @@ impl MetaPatch {
     }
 
     fn label(&mut self, key: &str, value: Option<&str>) {
-        self.labels
-            .insert(format!("{WORKLOAD_STATE_LABEL_PREFIX}{key}"), value.map(String::from));
+        self.labels.insert(
+            format!("{WORKLOAD_STATE_LABEL_PREFIX}{key}"),
+            value.map(String::from),
+        );
     }
 
     fn deletion(&mut self, key: &str, value: Option<&str>) {
@@ -182,7 +187,12 @@ fn leave(meta: &Meta, key: &str, now: &str, patch: &mut MetaPatch) {
 
 /// A namespace's labels, given the targets it should be on (`desired`, one
 /// per Placement that selects it).
-pub fn schedule_namespace(meta: &Meta, desired: &BTreeSet<String>, live: &BTreeSet<String>, now: &str) -> MetaPatch {
+pub fn schedule_namespace(
+    meta: &Meta,
+    desired: &BTreeSet<String>,
+    live: &BTreeSet<String>,
+    now: &str,
+) -> MetaPatch {
     let mut patch = MetaPatch::default();
     let current = meta.keys();
     let deleting = meta.deleting();
@@ -271,7 +281,10 @@ mod tests {
 
     fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)], finalizers: &[&str]) -> Meta {
         Meta {
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             annotations: annotations
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -308,7 +321,10 @@ mod tests {
     #[test]
     fn a_namespace_gets_its_targets_label() {
         let p = schedule_namespace(&meta(&[], &[], &[]), &set(&["a"]), &set(&["a"]), NOW);
-        assert_eq!(p.labels.get("state.workload.kcp.io/a"), Some(&Some("Sync".into())));
+        assert_eq!(
+            p.labels.get("state.workload.kcp.io/a"),
+            Some(&Some("Sync".into()))
+        );
         // Already there: nothing to do.
         let m = apply(&meta(&[], &[], &[]), &p);
         assert!(schedule_namespace(&m, &set(&["a"]), &set(&["a"]), NOW).is_empty());
@@ -327,7 +343,10 @@ mod tests {
             p.annotations.get("deletion.internal.workload.kcp.io/a"),
             Some(&Some(NOW.into()))
         );
-        assert_eq!(p.labels.get("state.workload.kcp.io/b"), Some(&Some("Sync".into())));
+        assert_eq!(
+            p.labels.get("state.workload.kcp.io/b"),
+            Some(&Some("Sync".into()))
+        );
         assert!(!p.labels.contains_key("state.workload.kcp.io/a"));
         let m = apply(&m, &p);
         // Held by the finalizer: stays.
@@ -343,7 +362,10 @@ mod tests {
         free.finalizers.clear();
         let p = schedule_namespace(&free, &set(&["b"]), &live, NOW);
         assert_eq!(p.labels.get("state.workload.kcp.io/a"), Some(&None));
-        assert_eq!(p.annotations.get("deletion.internal.workload.kcp.io/a"), Some(&None));
+        assert_eq!(
+            p.annotations.get("deletion.internal.workload.kcp.io/a"),
+            Some(&None)
+        );
         assert!(schedule_namespace(&apply(&free, &p), &set(&["b"]), &live, NOW).is_empty());
     }
 
@@ -364,12 +386,18 @@ mod tests {
         let live = set(&["a", "b"]);
         let obj = meta(&[("app", "x")], &[], &[]);
         let p = schedule_object(&obj, &ns, &live, NOW);
-        assert_eq!(p.labels.get("state.workload.kcp.io/a"), Some(&Some("Sync".into())));
+        assert_eq!(
+            p.labels.get("state.workload.kcp.io/a"),
+            Some(&Some("Sync".into()))
+        );
         let obj = apply(&obj, &p);
         assert!(schedule_object(&obj, &ns, &live, NOW).is_empty());
         // The namespace starts leaving a: the object is told.
         let ns = meta(
-            &[("state.workload.kcp.io/a", "Sync"), ("state.workload.kcp.io/b", "Sync")],
+            &[
+                ("state.workload.kcp.io/a", "Sync"),
+                ("state.workload.kcp.io/b", "Sync"),
+            ],
             &[("deletion.internal.workload.kcp.io/a", NOW)],
             &[],
         );
@@ -383,7 +411,10 @@ mod tests {
             p.annotations.get("deletion.internal.workload.kcp.io/a"),
             Some(&Some(NOW.into()))
         );
-        assert_eq!(p.labels.get("state.workload.kcp.io/b"), Some(&Some("Sync".into())));
+        assert_eq!(
+            p.labels.get("state.workload.kcp.io/b"),
+            Some(&Some("Sync".into()))
+        );
         // The namespace has left a; the object's finalizer still holds it.
         let obj = apply(&obj, &p);
         let ns = meta(&[("state.workload.kcp.io/b", "Sync")], &[], &[]);
@@ -393,7 +424,10 @@ mod tests {
         free.finalizers.clear();
         let p = schedule_object(&free, &ns, &live, NOW);
         assert_eq!(p.labels.get("state.workload.kcp.io/a"), Some(&None));
-        assert_eq!(p.annotations.get("deletion.internal.workload.kcp.io/a"), Some(&None));
+        assert_eq!(
+            p.annotations.get("deletion.internal.workload.kcp.io/a"),
+            Some(&None)
+        );
     }
 
     #[test]
@@ -428,6 +462,9 @@ mod tests {
         let v = p.to_merge_patch(7);
         assert_eq!(v["metadata"]["resourceVersion"], "7");
         assert_eq!(v["metadata"]["labels"]["state.workload.kcp.io/a"], Value::Null);
-        assert_eq!(v["metadata"]["annotations"]["deletion.internal.workload.kcp.io/b"], NOW);
+        assert_eq!(
+            v["metadata"]["annotations"]["deletion.internal.workload.kcp.io/b"],
+            NOW
+        );
     }
 }

@@ -102,7 +102,10 @@ pub fn usable(placement: &Value) -> bool {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .any(|c| c.get("type").and_then(Value::as_str) == Some("Ready") && c.get("status").and_then(Value::as_str) == Some("False"));
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("False")
+        });
     matches!(phase, Some("Bound") | Some("Unbound")) && !not_ready
 }
 
@@ -123,11 +126,17 @@ mod tests {
 
     #[test]
     fn a_placement_selects_a_matching_location_and_keeps_it() {
-        let locs = vec![location("b", json!({"env": "test"})), location("a", json!({"env": "prod"}))];
+        let locs = vec![
+            location("b", json!({"env": "test"})),
+            location("a", json!({"env": "prod"})),
+        ];
         let mut p = json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "test"}}]}});
         let s = status(&p, "root:loc", Some(&locs), false);
         assert_eq!(s["phase"], "Unbound");
-        assert_eq!(s["selectedLocation"], json!({"path": "root:loc", "locationName": "b"}));
+        assert_eq!(
+            s["selectedLocation"],
+            json!({"path": "root:loc", "locationName": "b"})
+        );
         assert!(usable(&json!({"status": s})));
         // Bound while a namespace uses it.
         p["status"] = s;
@@ -146,7 +155,10 @@ mod tests {
         assert_eq!(s["conditions"][0]["reason"], "LocationNoMatch");
         assert!(!usable(&json!({"status": s})));
         let s = status(&p, "root:nowhere", None, false);
-        assert!(s["conditions"][0]["message"].as_str().unwrap().contains("root:nowhere"));
+        assert!(s["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("root:nowhere"));
         // A Location of another resource does not count.
         let mut other = location("x", json!({}));
         other["spec"]["resource"]["resource"] = json!("clusters");
@@ -155,7 +167,9 @@ mod tests {
 
     #[test]
     fn the_namespace_selector_defaults_to_every_namespace() {
-        let labels = [("purpose".to_string(), "workload".to_string())].into_iter().collect();
+        let labels = [("purpose".to_string(), "workload".to_string())]
+            .into_iter()
+            .collect();
         assert!(selects_namespace(&json!({"spec": {}}), &labels));
         assert!(selects_namespace(
             &json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "workload"}}}}),

@@ -43,7 +43,10 @@ impl Target {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .any(|c| c.get("type").and_then(Value::as_str) == Some("Ready") && c.get("status").and_then(Value::as_str) == Some("True"));
+            .any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("Ready")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            });
         let unschedulable = obj
             .pointer("/spec/unschedulable")
             .and_then(Value::as_bool)
@@ -202,10 +205,16 @@ mod tests {
         for ns in ["c/a", "c/b", "c/c", "c/d"] {
             assert_eq!(choose(ns, &m, None, &load, now()).unwrap(), west.key);
         }
-        assert_eq!(choose("c/a", &m, Some(&east.key), &load, now()).unwrap(), east.key);
+        assert_eq!(
+            choose("c/a", &m, Some(&east.key), &load, now()).unwrap(),
+            east.key
+        );
         east.evict_after = Some(now() - chrono::Duration::seconds(1));
         let m = vec![&east, &west];
-        assert_eq!(choose("c/a", &m, Some(&east.key), &load, now()).unwrap(), west.key);
+        assert_eq!(
+            choose("c/a", &m, Some(&east.key), &load, now()).unwrap(),
+            west.key
+        );
         // Nowhere to go: no target.
         let m = vec![&east];
         assert_eq!(choose("c/a", &m, Some(&east.key), &load, now()), None);
