@@ -49,12 +49,12 @@ pub struct SyncerArgs {
     /// refused; kubestellar: recorded in logs).
     #[arg(long)]
     pub sync_target_uid: Option<String>,
-    /// tmc: resources to sync besides those the SyncTarget lists (group/resource, e.g.
-    /// routes.route.openshift.io); kcp imports their schemas so the hub can accept them.
+    /// tmc: resources whose schemas are imported besides those the SyncTarget lists
+    /// (<plural>.<group>, e.g. routes.route.openshift.io), so the hub can accept them.
     #[arg(short = 'r', long, value_delimiter = ',')]
     pub resources: Vec<String>,
-    /// tmc: how often downstream schemas are imported (accepted for kcp compatibility;
-    /// Ferry's hub reads schemas itself).
+    /// tmc: how often the cluster's schemas are imported upstream (APIResourceImports
+    /// of the SyncTarget, from which the hub decides what it can sync).
     #[arg(long, default_value = "1m", value_parser = crate::kubeconfig::parse_duration)]
     pub api_import_poll_interval: Duration,
     /// tmc: how long a downstream kcp-<hash> namespace whose upstream namespace is gone
@@ -142,6 +142,7 @@ pub async fn options(args: SyncerArgs) -> anyhow::Result<ferry_syncer::SyncerOpt
         tmc.heartbeat_period = args.heartbeat_period;
         tmc.namespace_clean_delay = args.downstream_namespace_clean_delay;
         tmc.resources = args.resources;
+        tmc.api_import_poll_interval = args.api_import_poll_interval;
         if !args.feature_gates.is_empty() || args.dns_image.is_some() {
             tracing::info!(feature_gates = ?args.feature_gates, dns_image = ?args.dns_image, "--feature-gates and --dns-image are accepted for kcp compatibility and change nothing");
         }

@@ -194,11 +194,12 @@ pub fn upstream_rules(name: &str) -> Value {
 }
 
 /// Downstream rules for the syncer on the workload cluster, as kcp's plugin writes
-/// them: namespaces it makes and removes, CRDs it reads for imports, and full control
-/// of the synced resources (secrets and configmaps always; pods' subresources too).
+/// them: CRDs it reads for imports, and full control of the synced resources and of
+/// namespaces, configmaps, secrets and pods (with their subresources) always. kcp
+/// grants namespaces fewer verbs; Ferry's syncer applies its namespaces, and it
+/// checks each resource with a SelfSubjectAccessReview for `*` before syncing it.
 pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     let mut rules = vec![
-        json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"]}),
         json!({"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get"]}),
         json!({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]}),
         json!({"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["create", "list", "watch"]}),
@@ -207,10 +208,12 @@ pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     ];
     let mut by_group: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
         Default::default();
+    // The syncer applies its kcp-<hash> namespaces (patch) and upsyncs pods
+    // whatever the SyncTarget lists, so these are always in the set.
     by_group
         .entry("")
         .or_default()
-        .extend(["configmaps".to_string(), "secrets".to_string()]);
+        .extend(["namespaces", "configmaps", "secrets", "pods", "pods/status"].map(String::from));
     for (group, resource) in synced {
         let set = by_group.entry(group.as_str()).or_default();
         set.insert(resource.clone());
@@ -607,7 +610,7 @@ mod tests {
 
     #[test]
     fn downstream_rules_follow_the_synced_resources() {
-        let rules = downstream_rules(&[("apps".into(), "deployments".into()), ("".into(), "pods".into())]);
+        let rules = downstream_rules(&[("apps".into(), "deployments".into())]);
         let text = rules.to_string();
         assert!(text.contains("\"deployments\""), "{text}");
         assert!(text.contains("\"deployments/status\""), "{text}");

@@ -66,7 +66,11 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.csv");
     std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let hub = TestHub::start_with(|o| {
+        o.token_auth_file = Some(file.clone());
+        o.compute_workspace = true;
+    })
+    .await;
     let loc = workspace(&hub, "loc").await;
     location(
         &hub,
@@ -84,19 +88,23 @@ async fn world() -> World {
         json!({"matchLabels": {"region": "west"}}),
     )
     .await;
-    let east_uid = sync_target(&hub, "root:loc", "east", json!({"region": "east"})).await;
-    let west_uid = sync_target(&hub, "root:loc", "west", json!({"region": "west"})).await;
-    // Deployments are accepted on east (as the SyncTarget controller would find).
-    admin_patch(
-        &hub,
-        "root:loc",
-        &format!("{WORKLOAD}/synctargets/east/status"),
-        json!({"status": {"syncedResources": [
-            {"group": "apps", "resource": "deployments", "versions": ["v1"], "state": "Accepted"},
-            {"group": "", "resource": "services", "versions": ["v1"], "state": "Incompatible"}
-        ]}}),
-    )
-    .await;
+    let mut uids = Vec::new();
+    for name in ["east", "west"] {
+        let st = create(
+            &hub,
+            "root:loc",
+            &format!("{WORKLOAD}/synctargets"),
+            json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                   "metadata": {"name": name, "labels": {"region": name}},
+                   "spec": {"supportedAPIExports": [{"export": "kubernetes", "path": "root:compute"}]}}),
+        )
+        .await;
+        uids.push(st["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    let (east_uid, west_uid) = (uids[0].clone(), uids[1].clone());
+    // East's syncer imports the Deployment schema its cluster serves (the
+    // export's own): deployments become Accepted on east.
+    accept_deployments(&hub, "east").await;
     create(
         &hub,
         "root:loc",
@@ -163,6 +171,59 @@ async fn world() -> World {
         east_uid,
         west_uid,
     }
+}
+
+/// What east's syncer would do: import the cluster's Deployment schema
+/// (here: root:compute's, the same one), so the SyncTarget controller
+/// accepts deployments for `target`.
+async fn accept_deployments(hub: &TestHub, target: &str) {
+    let export = wait_for(
+        hub,
+        "root:compute",
+        "/apis/apis.kcp.io/v1alpha1/apiexports/kubernetes",
+        "root:compute exports kubernetes",
+        |o| o["spec"]["latestResourceSchemas"].is_array(),
+    )
+    .await;
+    let schema_name = export["spec"]["latestResourceSchemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.ends_with(".deployments.apps"))
+        .expect("a deployments schema")
+        .to_string();
+    let schema = get(
+        hub,
+        "root:compute",
+        &format!("/apis/apis.kcp.io/v1alpha1/apiresourceschemas/{schema_name}"),
+    )
+    .await;
+    create(
+        hub,
+        "root:loc",
+        "/apis/apiresource.kcp.io/v1alpha1/apiresourceimports",
+        json!({"apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+               "metadata": {"name": format!("deployments.{target}.v1.apps")},
+               "spec": {"location": target, "groupVersion": {"group": "apps", "version": "v1"},
+                        "scope": "Namespaced", "plural": "deployments", "kind": "Deployment",
+                        "openAPIV3Schema": schema["spec"]["versions"][0]["schema"]}}),
+    )
+    .await;
+    wait_for(
+        hub,
+        "root:loc",
+        &format!("{WORKLOAD}/synctargets/{target}"),
+        "deployments Accepted",
+        |o| {
+            o["status"]["syncedResources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["resource"] == "deployments" && r["state"] == "Accepted")
+        },
+    )
+    .await;
 }
 
 fn names(list: &Value) -> Vec<String> {
@@ -380,6 +441,25 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     assert_eq!(code, 405, "{body}");
     let (code, _) = call(&one, "DELETE", "/api/v1/namespaces/work/configmaps/cm-app1", None).await;
     assert_eq!(code, 405);
+    // Not even by a server-side apply of an object that does not exist.
+    let req = http::Request::builder()
+        .method("PATCH")
+        .uri("/api/v1/namespaces/work/configmaps/applied?fieldManager=syncer&force=true")
+        .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}}),
+            )
+            .unwrap(),
+        ))
+        .unwrap();
+    let resp = one.send(req).await.expect("response");
+    assert_eq!(resp.status().as_u16(), 405);
+    assert!(
+        try_get(hub, "root:app1", "/api/v1/namespaces/work/configmaps/applied")
+            .await
+            .is_none()
+    );
     let west_label = format!("{STATE_PREFIX}{}", sync_target_key(&w.loc, "west"));
     let (code, body) = merge_patch(
         &one,

@@ -225,6 +225,33 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
         },
     )
     .await;
+
+    // A workspace without Placements: labels set by hand are the user's.
+    workspace(hub, "manual").await;
+    let by_hand = format!("{STATE_PREFIX}{}", w.east);
+    namespace(hub, "root:manual", "work", json!({by_hand.clone(): "Sync"})).await;
+    create(
+        hub,
+        "root:manual",
+        "/api/v1/namespaces/work/configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "alone"}}),
+    )
+    .await;
+    // Barrier: a later change elsewhere has been handled.
+    configmap(hub, "root:app", "ns-2", "after-manual").await;
+    wait_for(
+        hub,
+        "root:app",
+        &cm_path("ns-2", "after-manual"),
+        "barrier labelled",
+        |o| !states(o).is_empty(),
+    )
+    .await;
+    let ns = get(hub, "root:manual", &ns_path("work")).await;
+    assert_eq!(states(&ns), [(w.east.clone(), "Sync".to_string())].into(), "{ns}");
+    assert!(annotation(&ns, &format!("deletion.internal.workload.kcp.io/{}", w.east)).is_none());
+    let alone = get(hub, "root:manual", &cm_path("work", "alone")).await;
+    assert!(states(&alone).is_empty(), "{alone}");
     let _ = w.loc;
 }
 

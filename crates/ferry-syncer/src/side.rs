@@ -256,9 +256,16 @@ impl SideClient {
 
     /// Every resource (and subresource, as `resource/sub`) the server serves.
     pub async fn discover(&self) -> Result<Vec<DiscoveredResource>, kube::Error> {
-        let discovery = match Discovery::new(self.client.clone()).run_aggregated().await {
+        self.discover_in(None).await
+    }
+
+    /// Every resource the server serves in logical cluster `cluster` (`*`: across all
+    /// of them, as kcp's virtual workspaces serve it); `None`: at this side's URL.
+    pub async fn discover_in(&self, cluster: Option<&str>) -> Result<Vec<DiscoveredResource>, kube::Error> {
+        let client = self.client_in(cluster);
+        let discovery = match Discovery::new(client.clone()).run_aggregated().await {
             Ok(d) => d,
-            Err(_) => Discovery::new(self.client.clone()).run().await?,
+            Err(_) => Discovery::new(client).run().await?,
         };
         Ok(discovered_resources(&discovery))
     }

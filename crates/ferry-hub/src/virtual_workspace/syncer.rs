@@ -306,6 +306,12 @@ fn check_write(
     } else {
         format!("{} {}/{}", info.resource, key.namespace, key.name)
     };
+    if direction == Direction::Sync && old.is_none() {
+        // A server-side apply to a missing object would create it.
+        return Err(ApiError::method_not_allowed(format!(
+            "{what}: the syncer virtual workspace does not create objects; they are created in their workspace and scheduled to the SyncTarget"
+        )));
+    }
     for k in before.keys().chain(after.keys()) {
         if k != label && before.get(k) != after.get(k) {
             return Err(ApiError::forbidden(format!(
@@ -393,6 +399,9 @@ mod tests {
         assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &grabbed).is_err());
         let relabelled = obj(json!({OWN: "Upsync", OTHER: "Sync"}));
         assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &relabelled).is_err());
+        // Nothing is created through the syncer's view, not even by an apply patch.
+        let e = check_write(OWN, Direction::Sync, &info(), &key(), None, &dropped).unwrap_err();
+        assert_eq!(e.code, 405);
     }
 
     #[test]

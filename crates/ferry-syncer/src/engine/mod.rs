@@ -412,7 +412,9 @@ impl Engine {
 
     /// Reads discovery, starts and retires flows. Returns whether to refresh again soon.
     async fn resolve_once(self: &Arc<Self>, last: &mut Option<u64>) -> Result<bool, (Side, kube::Error)> {
-        let (upstream, downstream) = tokio::join!(self.up.discover(), self.down.discover());
+        // An upstream that spans clusters is discovered across them.
+        let up_cluster = self.profile.upstream_clusters.then_some("*");
+        let (upstream, downstream) = tokio::join!(self.up.discover_in(up_cluster), self.down.discover());
         let upstream = upstream.map_err(|e| (Side::Upstream, e))?;
         let downstream = downstream.map_err(|e| (Side::Downstream, e))?;
         let revision = self.profile.selection.revision();

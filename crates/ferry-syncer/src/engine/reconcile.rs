@@ -764,7 +764,11 @@ async fn update(
     if matches && !verified {
         keep_if_verified(flow, desired, actual);
     }
-    if create_only || matches {
+    // A profile writing by server-side apply (kcp TMC) makes destination namespaces
+    // and deletes them, but never rewrites one: kcp's syncer does not, and the
+    // cluster role kcp's plugin grants allows no more.
+    let namespace_by_apply = apply_manager(engine, flow).is_some() && flow.dest.id.is_namespaces();
+    if create_only || matches || namespace_by_apply {
         return Ok(Some(Written::Unchanged(actual.clone())));
     }
     let written = match apply_manager(engine, flow) {
@@ -811,7 +815,13 @@ async fn apply_new(
             }
         }
     }
-    let mut written = dest.apply(desired, manager).await;
+    let mut written = if flow.dest.id.is_namespaces() {
+        // Created, never applied (see `update`); one that appeared meanwhile is
+        // checked for a collision on the next pass.
+        dest.create(desired).await
+    } else {
+        dest.apply(desired, manager).await
+    };
     if let Err(e) = &written {
         if e.code() == Some(404) && dest.object.namespace.is_some() {
             dest.ensure_namespace(key.source()).await?;
@@ -942,7 +952,23 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
         Direction::Upsync => Some(key.dest()),
     };
     let cluster = upstream_key.and_then(|k| k.cluster.as_deref());
-    if let Some(obj) = upstream_obj {
+    // A namespace collision is the physical cluster's admin's to resolve: it is
+    // reported there too, on the namespace (an upstream virtual workspace may not
+    // take Events at all).
+    if let SyncError::NamespaceCollision { namespace, .. } = error {
+        events::post(
+            engine.down.client.clone(),
+            &serde_json::json!({ "metadata": { "name": namespace } }),
+            &crate::transform::ObjectType::new("v1", "Namespace"),
+            EventType::Warning,
+            "NamespaceCollision",
+            message.clone(),
+            &engine.name,
+        );
+    }
+    // An upstream spanning clusters is a virtual workspace serving only what is
+    // synced (kcp TMC's): Events cannot be posted there.
+    if let (Some(obj), false) = (upstream_obj, engine.profile.upstream_clusters) {
         events::post(
             engine.up.client_in(cluster),
             &obj,

@@ -50,7 +50,7 @@ use targets::Target;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::service::{self, PatchType, Request};
-use crate::storage::{ClusterScope, ObjectKey, StoredObject, WatchEvent};
+use crate::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 
 /// Storage keys the controller reads.
 pub const SYNC_TARGETS: &str = crate::virtual_workspace::syncer::SYNC_TARGETS;
@@ -139,14 +139,31 @@ async fn resync(hub: &Arc<Hub>) {
     for ws in &workspaces {
         reconcile_workspace(hub, ws).await;
     }
-    // Objects anywhere that still carry scheduling metadata (a namespace
-    // whose Placement went away, a target deleted while the hub was down).
+    // Namespaces and objects anywhere that still carry scheduling metadata
+    // (a Placement that went away, a target deleted while the hub was
+    // down): one pass over every namespaced object.
     let (namespaces, _) = hub.store.list(&ClusterScope::All, NAMESPACES, None, None);
-    for (key, ns) in namespaces {
-        if !workspaces.contains(&key.cluster) && mentions_workloads(&ns) {
-            schedule_namespace(hub, &key.cluster, &key.name, None).await;
+    let mut scheduled_namespaces = BTreeSet::new();
+    for (key, ns) in &namespaces {
+        if mentions_workloads(ns) {
+            if !workspaces.contains(&key.cluster) {
+                schedule_namespace(hub, &key.cluster, &key.name, None).await;
+            }
+            scheduled_namespaces.insert((key.cluster.clone(), key.name.clone()));
         }
-        label_contents(hub, &key.cluster, &key.name).await;
+    }
+    let live = live_keys(hub);
+    for resource in hub.store.resource_keys() {
+        if NOT_LABELLED.contains(&resource.as_str()) || resource == NAMESPACES {
+            continue;
+        }
+        let (objects, _) = hub.store.list(&ClusterScope::All, &resource, None, None);
+        for (key, obj) in objects {
+            let in_scheduled = scheduled_namespaces.contains(&(key.cluster.clone(), key.namespace.clone()));
+            if !key.namespace.is_empty() && (in_scheduled || mentions_workloads(&obj)) {
+                label_object(hub, &key, &live).await;
+            }
+        }
     }
 }
 
@@ -155,6 +172,9 @@ async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
     let key = &event.key;
     match key.resource.as_str() {
         SYNC_TARGETS | LOCATIONS => {
+            if !placement_relevant(event) {
+                return;
+            }
             reconcile_locations(hub, &key.cluster).await;
             for ws in workspaces_placing_in(hub, &key.cluster) {
                 reconcile_workspace(hub, &ws).await;
@@ -162,16 +182,36 @@ async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
         }
         PLACEMENTS => reconcile_workspace(hub, &key.cluster).await,
         NAMESPACES => {
-            if hub.store.get(key).is_some() {
-                schedule_namespace(hub, &key.cluster, &key.name, None).await;
-                label_contents(hub, &key.cluster, &key.name).await;
-                update_placements(hub, &key.cluster).await;
+            if hub.store.get(key).is_none() {
+                return;
             }
+            schedule_namespace(hub, &key.cluster, &key.name, None).await;
+            // Its objects follow what it has, or had: a namespace that
+            // leaves its last target leaves no trace to look for.
+            if mentions_workloads(&event.object) || event.previous.as_deref().is_some_and(mentions_workloads)
+            {
+                label_contents(hub, &key.cluster, &key.name).await;
+            }
+            update_placements(hub, &key.cluster).await;
         }
         r if !key.namespace.is_empty() && !NOT_LABELLED.contains(&r) => {
             label_object(hub, key, &BTreeSet::new()).await;
         }
         _ => {}
+    }
+}
+
+/// Whether a SyncTarget or Location change can matter to scheduling: not
+/// a heartbeat, nor a Location's status (the controller's own write).
+fn placement_relevant(event: &WatchEvent) -> bool {
+    let (Some(previous), EventType::Modified) = (event.previous.as_deref(), event.kind) else {
+        return true;
+    };
+    let (before, after) = (previous.value(), event.object.value());
+    if event.key.resource == SYNC_TARGETS {
+        Target::from_object(&event.key.cluster, &before) != Target::from_object(&event.key.cluster, &after)
+    } else {
+        before.get("spec") != after.get("spec") || previous.labels != event.object.labels
     }
 }
 
@@ -432,6 +472,15 @@ fn load_of(namespaces: &[Value]) -> HashMap<String, usize> {
     load
 }
 
+/// Whether the scheduler owns a namespace's (and its objects') labels: in a
+/// workspace with Placements, or while it carries the placement
+/// annotation (it was placed, and what it had is being handed over). In a
+/// workspace that never used a Placement, labels are set by hand (as kcp's
+/// syncer tests do) and left alone.
+fn managed(workspace_has_placements: bool, namespace: &Meta) -> bool {
+    workspace_has_placements || namespace.annotations.contains_key(PLACEMENT_ANNOTATION)
+}
+
 /// The namespace's placement annotation and target labels.
 async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&mut HashMap<String, usize>>) {
     if BLOCKED_NAMESPACES.contains(&name) {
@@ -443,13 +492,14 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     };
     let obj = stored.value();
     let meta = Meta::of(&obj);
-    let placements: Vec<Value> = list_values(hub, ws, PLACEMENTS)
+    let all_placements = list_values(hub, ws, PLACEMENTS);
+    if !managed(!all_placements.is_empty(), &meta) {
+        return;
+    }
+    let placements: Vec<Value> = all_placements
         .into_iter()
         .filter(|p| placement::usable(p) && placement::selects_namespace(p, &meta.labels))
         .collect();
-    if placements.is_empty() && !meta.scheduled() && !meta.annotations.contains_key(PLACEMENT_ANNOTATION) {
-        return;
-    }
     let mut own_load;
     let load = match load {
         Some(l) => l,
@@ -505,7 +555,9 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
         patch_
             .annotations
             .insert(PLACEMENT_ANNOTATION.into(), Some(String::new()));
-    } else if placements.is_empty() && annotated {
+    } else if placements.is_empty() && annotated && meta.keys().is_empty() && meta.deleting().is_empty() {
+        // Last, once nothing is left to hand over: until then the
+        // annotation keeps the namespace (and its objects) managed.
         patch_.annotations.insert(PLACEMENT_ANNOTATION.into(), None);
     }
     // What this namespace will have counts for the next one.
@@ -562,6 +614,14 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
     if BLOCKED_NAMESPACES.contains(&key.namespace.as_str()) {
         return;
     }
+    let ns_value = ns.value();
+    let ns_meta = Meta::of(&ns_value);
+    let (placements, _) = hub
+        .store
+        .list(&ClusterScope::One(key.cluster.clone()), PLACEMENTS, None, None);
+    if !managed(!placements.is_empty(), &ns_meta) {
+        return;
+    }
     let looked_up;
     let live = if live.is_empty() {
         looked_up = live_keys(hub);
@@ -570,8 +630,7 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
         live
     };
     let value = obj.value();
-    let patch_: MetaPatch =
-        assignment::schedule_object(&Meta::of(&value), &Meta::of(&ns.value()), live, &now());
+    let patch_: MetaPatch = assignment::schedule_object(&Meta::of(&value), &ns_meta, live, &now());
     if patch_.is_empty() {
         return;
     }

@@ -5,7 +5,8 @@
 //! `--sync-target-uid`, and returns the virtual workspace URLs the engine reads and
 //! writes. While the syncer runs, [`Tmc`] follows `status.syncedResources` (state
 //! `Accepted`), checks each type with a downstream SelfSubjectAccessReview (condition
-//! `SyncerAuthorized`), and sends the heartbeat.
+//! `SyncerAuthorized`), sends the heartbeat, and imports the cluster's schemas
+//! ([`super::importer`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,9 +41,11 @@ pub struct TmcOptions {
     /// How often the SyncTarget is read until its virtual workspaces are set, and
     /// re-read while the syncer runs (kcp: 5 s).
     pub sync_target_poll: Duration,
-    /// `--resources`: types the syncer asks to sync (kcp imports their schemas; the hub
-    /// then lists them in `syncedResources`). Recorded, not synced by themselves.
+    /// `--resources`: types whose schemas the syncer imports besides those the
+    /// SyncTarget lists (`<plural>.<group>`); the hub then judges them.
     pub resources: Vec<String>,
+    /// `--api-import-poll-interval`: how often the cluster's schemas are imported.
+    pub api_import_poll_interval: Duration,
 }
 
 impl TmcOptions {
@@ -54,11 +57,12 @@ impl TmcOptions {
             namespace_clean_delay: Duration::from_secs(30),
             sync_target_poll: Duration::from_secs(5),
             resources: vec![],
+            api_import_poll_interval: Duration::from_secs(60),
         }
     }
 }
 
-fn sync_targets() -> ApiResource {
+pub(super) fn sync_targets() -> ApiResource {
     ApiResource::erase::<SyncTarget>(&())
 }
 
@@ -171,18 +175,31 @@ impl ConfigSource for Tmc {
         let _ = self.engine.set(Arc::downgrade(engine));
         vec![
             tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
-            tokio::spawn(heartbeat(self.clone())),
+            tokio::spawn(heartbeat(engine.clone(), self.clone())),
+            tokio::spawn(super::importer::run(
+                engine.clone(),
+                self.clone(),
+                self.options.api_import_poll_interval,
+            )),
         ]
     }
 }
 
 /// Re-reads the SyncTarget every poll period: new synced types are checked against the
-/// downstream cluster's permissions and handed to the engine.
+/// downstream cluster's permissions (and all of them again every 12 reads, so a
+/// permission granted later is noticed) and handed to the engine.
 async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &sync_targets());
     let name = tmc.target.name.clone();
     let mut checked: Option<Vec<SyncedType>> = None;
+    // Permissions granted later are noticed: every this many reads they are asked again.
+    const RECHECK_EVERY: u32 = 12;
+    let mut reads = 0u32;
     loop {
+        reads = reads.wrapping_add(1);
+        if reads.is_multiple_of(RECHECK_EVERY) {
+            checked = None;
+        }
         match api.get(&name).await {
             Ok(obj) => {
                 let obj = serde_json::to_value(obj).unwrap_or_default();
@@ -213,10 +230,15 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
     let api: Api<SelfSubjectAccessReview> = Api::all(engine.down.client.clone());
     let mut denied = BTreeSet::new();
     let mut mentioned = vec![];
-    for synced in types
+    // Namespaces are only created and deleted (never written otherwise), which is all
+    // kcp's plugin grants on them: they are not asked for `*`.
+    let pods = SyncedType::core("pods");
+    let checked = types
         .iter()
+        .filter(|t| !(t.group.is_empty() && t.resource == "namespaces"));
+    for synced in checked
+        .chain(std::iter::once(&pods))
         .map(|t| (t, t.group_resource()))
-        .chain(std::iter::once((&SyncedType::core("pods"), "pods".to_string())))
     {
         let (t, group_resource) = synced;
         let review = SelfSubjectAccessReview {
@@ -263,7 +285,7 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
 
 /// Sets one condition on the SyncTarget's status (read, change, write; retried on a
 /// conflict), leaving the others as the hub's controllers wrote them.
-async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(), kube::Error> {
+pub(super) async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(), kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &sync_targets());
     for _ in 0..5 {
         let obj = serde_json::to_value(api.get(&tmc.target.name).await?).unwrap_or_default();
@@ -306,13 +328,16 @@ async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(), kube::Erro
 
 /// Every heartbeat period: `status.lastSyncerHeartbeatTime`, by a JSON patch that first
 /// tests the uid, so a re-created SyncTarget is never taken for this one.
-async fn heartbeat(tmc: Arc<Tmc>) {
+async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let name = tmc.target.name.clone();
     loop {
         let now = ferry_api::timestamp::now();
         let result = send_heartbeat(&tmc.workspace, &name, &tmc.target.uid, &now).await;
         let next = match result {
-            Ok(()) => tmc.options.heartbeat_period,
+            Ok(()) => {
+                engine.metrics.heartbeat();
+                tmc.options.heartbeat_period
+            }
             Err(e) => {
                 tracing::warn!(sync_target = %name, "heartbeat failed: {e}");
                 Duration::from_secs(1).min(tmc.options.heartbeat_period)

@@ -16,9 +16,11 @@
 //!   never copied), the upstream finalizer `workload.kcp.io/syncer-<key>`, writes by
 //!   server-side apply with field manager `syncer`.
 //! - Configuration source ([`config`]): the SyncTarget (its uid checked, its virtual
-//!   workspace URLs and synced resources followed) and the heartbeat.
+//!   workspace URLs and synced resources followed), the heartbeat, and the cluster's
+//!   schemas imported upstream ([`importer`]).
 
 pub mod config;
+pub mod importer;
 pub mod locator;
 pub mod mutate;
 
