@@ -3,10 +3,14 @@
 //! virtual-workspace URLs, heartbeat conditions, `syncedResources`; and the
 //! `Compatible` condition of the APIResourceImports compared.
 //!
+//! It also keeps each workspace's `imported-apis` export
+//! (`crate::synctarget::imported`).
+//!
 //! It follows SyncTargets, APIResourceImports, APIExports and
-//! APIResourceSchemas, and keeps a timer per target whose heartbeat is
-//! fresh, so `HeartbeatHealthy` turns False when the threshold passes with
-//! no write at all.
+//! APIResourceSchemas (a change reaches the targets that support the
+//! export), and keeps a timer per target whose heartbeat is fresh, so
+//! `HeartbeatHealthy` turns False when the threshold passes with no write
+//! at all.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -99,11 +103,50 @@ impl Follower for SyncTargets {
                 }
                 // An export or schema may be supported by targets anywhere.
                 _ => {
-                    ensure_imported_apis_everywhere(hub).await;
-                    reconcile_all(hub, &self.0, ClusterScope::All).await;
+                    if key.resource == apis::EXPORTS && !export_changed(event) {
+                        return; // its status only (the apis controller's conditions)
+                    }
+                    let export = (key.resource == apis::EXPORTS).then_some(key.name.as_str());
+                    exports_changed(hub, &self.0, &key.cluster, export).await;
                 }
             }
         })
+    }
+}
+
+/// Whether an export event changes what SyncTargets see of it: its schemas
+/// or identity (not the conditions and URLs the apis controller writes).
+fn export_changed(event: &WatchEvent) -> bool {
+    let Some(previous) = event.previous.as_deref() else {
+        return true;
+    };
+    if event.kind != EventType::Modified {
+        return true;
+    }
+    let (before, now) = (previous.value(), event.object.value());
+    ["/spec", "/status/identityHash", "/metadata/uid"]
+        .iter()
+        .any(|p| before.pointer(p) != now.pointer(p))
+}
+
+/// The export `export` of `cluster` (any export there, for a schema
+/// change) changed: the SyncTargets supporting it look again, and the
+/// `imported-apis` of their workspaces.
+async fn exports_changed(hub: &Arc<Hub>, shared: &Shared, cluster: &str, export: Option<&str>) {
+    let mut workspaces = Vec::new();
+    for (key, obj) in hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
+        let supports = synctarget::supported_exports(hub, &key, &obj.value())
+            .iter()
+            .any(|(c, n)| c == cluster && export.is_none_or(|e| e == n));
+        if supports {
+            if !workspaces.contains(&key.cluster) {
+                workspaces.push(key.cluster.clone());
+            }
+            reconcile(hub, shared, &key, true).await;
+        }
+    }
+    for workspace in workspaces {
+        ensure_imported_apis(hub, &workspace).await;
     }
 }
 

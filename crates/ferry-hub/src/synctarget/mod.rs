@@ -397,6 +397,34 @@ pub fn supported_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> HashSe
         .collect()
 }
 
+/// The exports the SyncTarget supports, as `(logical cluster, name)`: those
+/// `spec.supportedAPIExports` names (the local `kubernetes` export when it
+/// names none) whose workspace exists.
+pub fn supported_exports(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<(String, String)> {
+    let refs = match target
+        .pointer("/spec/supportedAPIExports")
+        .and_then(Value::as_array)
+    {
+        Some(r) if !r.is_empty() => r.clone(),
+        _ => default_supported_exports()
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    };
+    refs.iter()
+        .filter_map(|r| {
+            let name = json::str_at(r, "/export");
+            let path = json::str_at(r, "/path");
+            let cluster = if path.is_empty() {
+                Some(key.cluster.clone())
+            } else {
+                hub.workspaces.resolve(path).map(|lc| lc.name)
+            };
+            Some((cluster?, name.to_string()))
+        })
+        .collect()
+}
+
 /// Every resource of every export `spec.supportedAPIExports` names (the
 /// local `kubernetes` export when it names none), first export first.
 fn upstream_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<Upstream> {
@@ -409,28 +437,9 @@ fn upstream_resources_except(
     target: &Value,
     local_except: Option<&str>,
 ) -> Vec<Upstream> {
-    let refs = match target
-        .pointer("/spec/supportedAPIExports")
-        .and_then(Value::as_array)
-    {
-        Some(r) if !r.is_empty() => r.clone(),
-        _ => default_supported_exports()
-            .as_array()
-            .cloned()
-            .unwrap_or_default(),
-    };
     let mut out: Vec<Upstream> = Vec::new();
-    for r in refs {
-        let name = json::str_at(&r, "/export");
-        let path = json::str_at(&r, "/path");
-        let export_cluster = if path.is_empty() {
-            Some(key.cluster.clone())
-        } else {
-            hub.workspaces.resolve(path).map(|lc| lc.name)
-        };
-        let Some(export_cluster) = export_cluster else {
-            continue;
-        };
+    for (export_cluster, name) in supported_exports(hub, key, target) {
+        let name = name.as_str();
         if local_except == Some(name) && export_cluster == key.cluster {
             continue;
         }
