@@ -13,7 +13,7 @@
 //! it completes, and the caller then reconciles every key of both sides, so an object
 //! deleted while the watch was down cannot leak.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kube::api::ObjectMeta;
@@ -25,7 +25,7 @@ use ferry_api::well_known::{
     MANAGED_METADATA_ANNOTATION,
 };
 
-use super::raw::{parse_without_managed_fields, strip_managed_fields, RawObject};
+use super::raw::{parse_without_managed_fields, strip_unkept_metadata, RawObject};
 
 /// An object's identity within one resource type.
 ///
@@ -160,39 +160,70 @@ impl ClusterNames {
     }
 }
 
-/// One stored object: `text` is its resourceVersion (the first `rv_len` bytes)
-/// followed by its JSON without `managedFields`, or by a [`VerifiedCopy`].
+/// One stored object, in one allocation: `text` is its key (the first `key_len`
+/// bytes, as [`encode`] writes it), then its resourceVersion (the next `rv_len`
+/// bytes), then its JSON without `managedFields`, or a [`VerifiedCopy`]. The set of
+/// them is looked up by key ([`Borrow<str>`]), so no entry holds its key twice.
 struct Stored {
     text: Box<str>,
+    key_len: u32,
     rv_len: u32,
     verified: bool,
 }
 
+impl std::borrow::Borrow<str> for Stored {
+    fn borrow(&self) -> &str {
+        self.key()
+    }
+}
+
+impl std::hash::Hash for Stored {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Stored {}
+
 impl Stored {
-    fn of(obj: &RawObject) -> Stored {
+    fn of(key: &str, obj: &RawObject) -> Stored {
         let rv = obj.metadata.resource_version.as_deref().unwrap_or("");
-        let json = strip_managed_fields(obj.json());
-        Stored::new(rv, &json, false)
+        let json = strip_unkept_metadata(obj.json());
+        Stored::new(key, rv, &json, false)
     }
 
-    fn new(rv: &str, rest: &str, verified: bool) -> Stored {
-        let mut text = String::with_capacity(rv.len() + rest.len());
+    fn new(key: &str, rv: &str, rest: &str, verified: bool) -> Stored {
+        let mut text = String::with_capacity(key.len() + rv.len() + rest.len());
+        text.push_str(key);
         text.push_str(rv);
         text.push_str(rest);
         Stored {
             text: text.into(),
+            key_len: key.len() as u32,
             rv_len: rv.len() as u32,
             verified,
         }
     }
 
+    /// The key ([`encode`]).
+    fn key(&self) -> &str {
+        &self.text[..self.key_len as usize]
+    }
+
     /// The resourceVersion, if the object had one.
     fn resource_version(&self) -> Option<&str> {
-        Some(&self.text[..self.rv_len as usize]).filter(|rv| !rv.is_empty())
+        let start = self.key_len as usize;
+        Some(&self.text[start..start + self.rv_len as usize]).filter(|rv| !rv.is_empty())
     }
 
     fn rest(&self) -> &str {
-        &self.text[self.rv_len as usize..]
+        &self.text[(self.key_len + self.rv_len) as usize..]
     }
 
     /// The object as a `Value` (a verified copy rebuilt as [`VerifiedCopy::rebuild`] says).
@@ -349,9 +380,9 @@ fn reduce(copy: &Value) -> Option<String> {
 
 #[derive(Default)]
 struct Inner {
-    objects: HashMap<Box<str>, Stored>,
+    objects: HashSet<Stored>,
     /// Objects of a list in progress; replaces `objects` when the list completes.
-    listing: Option<HashMap<Box<str>, Stored>>,
+    listing: Option<HashSet<Stored>>,
     /// Whether the list in progress fills `objects` directly (see [`ObjectStore::begin_list`]).
     streaming: bool,
     /// Whether a list has completed at least once.
@@ -448,7 +479,7 @@ impl ObjectStore {
         };
         let mut inner = self.inner.write();
         if holds_whole(&inner) {
-            inner.objects.insert(key.into(), Stored::new(rv, &reduced, true));
+            inner.objects.replace(Stored::new(&key, rv, &reduced, true));
         }
     }
 
@@ -458,15 +489,16 @@ impl ObjectStore {
         self.inner
             .read()
             .objects
-            .keys()
-            .map(|k| decode(k, intern))
+            .iter()
+            .map(|s| decode(s.key(), intern))
             .collect()
     }
 
     /// Whether an object held in `namespace` has a name for which `matches` holds.
     pub fn any_in_namespace(&self, namespace: &str, matches: impl Fn(&str) -> bool) -> bool {
-        self.inner.read().objects.keys().any(|key| {
-            let key = key.split_once('|').map_or(&**key, |(_, rest)| rest);
+        self.inner.read().objects.iter().any(|stored| {
+            let key = stored.key();
+            let key = key.split_once('|').map_or(key, |(_, rest)| rest);
             key.split_once('/')
                 .is_some_and(|(ns, name)| ns == namespace && matches(name))
         })
@@ -531,8 +563,8 @@ impl ObjectStore {
                 return Some((key, false));
             }
         }
-        let stored = Stored::of(obj);
-        self.inner.write().objects.insert(encoded.into(), stored);
+        let stored = Stored::of(&encoded, obj);
+        self.inner.write().objects.replace(stored);
         Some((key, true))
     }
 
@@ -554,7 +586,7 @@ impl ObjectStore {
             _ => false,
         };
         if inner.synced && based_on_current {
-            inner.objects.insert(key.into(), Stored::of(obj));
+            inner.objects.replace(Stored::of(&key, obj));
         }
     }
 
@@ -572,23 +604,22 @@ impl ObjectStore {
     pub fn begin_list(&self) {
         let mut inner = self.inner.write();
         inner.streaming = !inner.synced && inner.objects.is_empty();
-        inner.listing = (!inner.streaming).then(HashMap::new);
+        inner.listing = (!inner.streaming).then(HashSet::new);
     }
 
     /// An object of the list in progress. Returns its key if it is visible at once (a
     /// streaming list).
     pub fn list_item(&self, obj: &RawObject) -> Option<ObjectRef> {
         let key = self.key_of_meta(&obj.metadata)?;
-        let encoded: Box<str> = encode(&key).into();
-        let stored = Stored::of(obj);
+        let stored = Stored::of(&encode(&key), obj);
         let mut inner = self.inner.write();
         match inner.listing.as_mut() {
             Some(listing) => {
-                listing.insert(encoded, stored);
+                listing.replace(stored);
                 None
             }
             None => {
-                inner.objects.insert(encoded, stored);
+                inner.objects.replace(stored);
                 Some(key)
             }
         }
