@@ -243,7 +243,16 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let hub = &w.hub;
     let all = w.east("syncer", "*").await;
 
-    // Discovery: what a syncer syncs, and only the verbs it needs.
+    // Discovery: what a syncer syncs, and only the verbs it needs (also at
+    // the URL's root, before a workspace is named).
+    let root = w
+        .client(&w.syncer_url("syncer", "east", &w.east_uid), "syncer-token")
+        .await;
+    let (code, apis) = call(&root, "GET", "/apis", None).await;
+    assert_eq!(code, 200, "{apis}");
+    assert!(apis.to_string().contains("\"apps\""), "{apis}");
+    let (code, _) = call(&root, "GET", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 404, "resources need clusters/<workspace|*>");
     let (code, core) = call(&all, "GET", "/api/v1", None).await;
     assert_eq!(code, 200, "{core}");
     let served: Vec<&str> = core["resources"]
