@@ -77,9 +77,33 @@ fn ready_condition(pr: &Value) -> Option<Value> {
         .cloned()
 }
 
+/// An agent `nora` for the export, with test-speed timers.
+async fn start_agent(kcp: &TestHub, service_hub: &TestHub) -> syncagent::RunningAgent {
+    let mut opts = SyncAgentOptions::new(
+        kube_config(kcp, Some("root:provider")).await,
+        kube_config(service_hub, None).await,
+        EXPORT,
+        "ferry-system",
+    );
+    opts.agent_name = "nora".into();
+    opts.poll = Duration::from_millis(200);
+    opts.engine = Some(EngineTuning {
+        qps: Some(0.0),
+        discovery_refresh: Some(Duration::from_millis(300)),
+        probe_period: Some(Duration::from_millis(100)),
+        min_backoff: Some(Duration::from_millis(20)),
+        max_backoff: Some(Duration::from_millis(500)),
+        ..Default::default()
+    });
+    tokio::time::timeout(Duration::from_secs(20), syncagent::start(opts))
+        .await
+        .expect("the agent reads the endpoint slice in time")
+        .expect("the agent starts")
+}
+
 struct Stage {
-    _kcp: TestHub,
-    _service: TestHub,
+    kcp: TestHub,
+    service_hub: TestHub,
     provider: Cluster,
     c1: Cluster,
     c2: Cluster,
@@ -134,30 +158,17 @@ impl Stage {
         service
             .create(&published_resources(), published("broken", "Missing"))
             .await;
+        let mut caches = crd("Cache", "caches");
+        caches["spec"]["versions"][0]["subresources"] = json!(null);
+        service.create(&crds(), caches).await;
+        service
+            .create(&published_resources(), published("caches", "Cache"))
+            .await;
 
-        let mut opts = SyncAgentOptions::new(
-            kube_config(&kcp, Some("root:provider")).await,
-            kube_config(&service_hub, None).await,
-            EXPORT,
-            "ferry-system",
-        );
-        opts.agent_name = "nora".into();
-        opts.poll = Duration::from_millis(200);
-        opts.engine = Some(EngineTuning {
-            qps: Some(0.0),
-            discovery_refresh: Duration::from_millis(300),
-            probe_period: Duration::from_millis(100),
-            min_backoff: Duration::from_millis(20),
-            max_backoff: Duration::from_millis(500),
-            metrics_address: None,
-        });
-        let agent = tokio::time::timeout(Duration::from_secs(20), syncagent::start(opts))
-            .await
-            .expect("the agent reads the endpoint slice in time")
-            .expect("the agent starts");
+        let agent = start_agent(&kcp, &service_hub).await;
         Stage {
-            _kcp: kcp,
-            _service: service_hub,
+            kcp,
+            service_hub,
             provider,
             c1,
             c2,
@@ -456,4 +467,137 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
         .await
         .is_some());
     stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_returns_only_through_a_status_subresource() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    let remote_caches = ar(EXPORT, "v1", "Cache", "caches");
+    let local_caches = ar("example.com", "v1", "Cache", "caches");
+    eventually(15, "Caches served in the consumer", || async {
+        stage
+            .c1
+            .api(&remote_caches, Some("default"))
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    let source = stage
+        .c1
+        .create(
+            &remote_caches,
+            json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Cache",
+                    "metadata": { "name": "c", "namespace": "default" }, "spec": { "size": 1 } }),
+        )
+        .await;
+    let cluster = cluster_of(&source);
+    let name = default_name("default", "c");
+    wait_for(
+        &stage.service,
+        &local_caches,
+        Some(&cluster),
+        &name,
+        "the Cache copy",
+        |_| true,
+    )
+    .await;
+    // The service sets status on its copy (no subresource: part of the object)...
+    stage
+        .service
+        .merge(
+            &local_caches,
+            Some(&cluster),
+            &name,
+            json!({ "status": { "ready": true } }),
+        )
+        .await;
+    // ...and the next change from kcp is reconciled after it: by then status would be back.
+    stage
+        .c1
+        .merge(
+            &remote_caches,
+            Some("default"),
+            "c",
+            json!({ "spec": { "size": 2 } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local_caches,
+        Some(&cluster),
+        &name,
+        "the new size",
+        |o| o["spec"]["size"] == 2,
+    )
+    .await;
+    let source = stage.c1.get(&remote_caches, Some("default"), "c").await.unwrap();
+    assert!(source["status"].is_null(), "{source}");
+    // The invalid PublishedResource did not stop either flow.
+    let broken = stage
+        .service
+        .get(&published_resources(), None, "broken")
+        .await
+        .unwrap();
+    assert_eq!(ready_condition(&broken).unwrap()["reason"], "CRDNotFound");
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_agent_keeps_its_copies_and_catches_up() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    let one = stage.c1.create(&remote_databases(), database("my-db")).await;
+    let cluster = cluster_of(&one);
+    let name = default_name("default", "my-db");
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the copy",
+        |_| true,
+    )
+    .await;
+    let uid = copy["metadata"]["uid"].clone();
+    let Stage { agent, .. } = stage;
+    agent.stop().await;
+    // Changes while the agent is down.
+    stage_changes_while_down(&stage.c1).await;
+    let agent = start_agent(&stage.kcp, &stage.service_hub).await;
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the change made while down",
+        |o| o["spec"]["size"] == 7,
+    )
+    .await;
+    assert_eq!(copy["metadata"]["uid"], uid, "the copy was kept, not made again");
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &default_name("default", "late"),
+        "the object made while down",
+        |_| true,
+    )
+    .await;
+    agent.stop().await;
+}
+
+async fn stage_changes_while_down(c1: &Cluster) {
+    c1.merge(
+        &remote_databases(),
+        Some("default"),
+        "my-db",
+        json!({ "spec": { "size": 7 } }),
+    )
+    .await;
+    c1.create(&remote_databases(), database("late")).await;
 }

@@ -241,6 +241,12 @@ impl Mapping for SyncAgent {
         Some(found)
     }
 
+    /// Only into a real `/status` subresource, as the reference does (the schema
+    /// carries the CRD's subresources, so the upstream has one exactly when the CRD does).
+    fn returns_status(&self, _: &WatchTarget, status_subresource: bool) -> bool {
+        status_subresource
+    }
+
     fn transform(&self, _: &WatchTarget, source_key: &ObjectRef, _: &Value, copy: &mut Value) {
         let namespace = source_key.namespace.as_deref().unwrap_or_default();
         let labels = &mut copy["metadata"]["labels"];

@@ -61,21 +61,24 @@ pub struct SyncAgentOptions {
     pub engine: Option<EngineTuning>,
 }
 
-/// Engine settings for the sync controller (see [`SyncerOptions`]).
-#[derive(Clone, Debug)]
+/// Engine settings for the sync controller (see [`SyncerOptions`]); `None` keeps the
+/// engine's default.
+#[derive(Clone, Debug, Default)]
 pub struct EngineTuning {
     /// `--qps`.
     pub qps: Option<f32>,
     /// Discovery refresh.
-    pub discovery_refresh: Duration,
+    pub discovery_refresh: Option<Duration>,
     /// Probe period.
-    pub probe_period: Duration,
-    /// Per-key backoff.
-    pub min_backoff: Duration,
-    /// Per-key backoff.
-    pub max_backoff: Duration,
-    /// `--metrics-address`.
+    pub probe_period: Option<Duration>,
+    /// Per-key backoff, least.
+    pub min_backoff: Option<Duration>,
+    /// Per-key backoff, most.
+    pub max_backoff: Option<Duration>,
+    /// `--metrics-address` (also `/healthz` and `/readyz`).
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// `--health-address`.
+    pub health_address: Option<std::net::SocketAddr>,
 }
 
 impl SyncAgentOptions {
@@ -194,12 +197,13 @@ pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
         sync.workers = opts.workers;
         sync.return_status = true;
         if let Some(t) = &opts.engine {
-            sync.qps = t.qps;
-            sync.discovery_refresh = t.discovery_refresh;
-            sync.probe_period = t.probe_period;
-            sync.min_backoff = t.min_backoff;
-            sync.max_backoff = t.max_backoff;
+            sync.qps = t.qps.or(sync.qps);
+            sync.discovery_refresh = t.discovery_refresh.unwrap_or(sync.discovery_refresh);
+            sync.probe_period = t.probe_period.unwrap_or(sync.probe_period);
+            sync.min_backoff = t.min_backoff.unwrap_or(sync.min_backoff);
+            sync.max_backoff = t.max_backoff.unwrap_or(sync.max_backoff);
             sync.metrics_address = t.metrics_address;
+            sync.health_address = t.health_address;
         }
         Some(crate::start(sync).await?)
     } else {
