@@ -464,7 +464,9 @@ impl Publisher {
         let prs = prs
             .list(&lp)
             .await
-            .context("listing PublishedResources on the service cluster")?;
+            .context(
+            "listing PublishedResources on the service cluster (is their CRD installed? `ferry crds | kubectl apply -f -`)",
+        )?;
         let crd_api: Api<DynamicObject> = Api::all_with(self.service.clone(), &crds());
         let crds: Vec<Value> = crd_api
             .list(&ListParams::default())
