@@ -424,6 +424,59 @@ pub fn project(
     Ok((ars, published))
 }
 
+/// The permission claims the valid PublishedResources `specs` need, as the reference
+/// adds them (all with `all: true`): `events` always; `namespaces` when one filters by
+/// namespace or has related resources; `core.kcp.io/logicalclusters` with
+/// `enableWorkspacePaths`; each related resource outside the export's own `group`
+/// (with its `identityHash`).
+pub fn permission_claims(specs: &[PublishedResourceSpec], group: &str) -> Vec<Value> {
+    let mut claims: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut add = |group: &str, resource: &str, identity: &str| {
+        let mut claim = json!({ "group": group, "resource": resource, "all": true });
+        if !identity.is_empty() {
+            claim["identityHash"] = json!(identity);
+        }
+        claims
+            .entry((group.to_string(), resource.to_string()))
+            .or_insert(claim);
+    };
+    add("", "events", "");
+    for spec in specs {
+        let namespace_filter = spec.filter.as_ref().is_some_and(|f| f.namespace.is_some());
+        if namespace_filter || !spec.related.is_empty() {
+            add("", "namespaces", "");
+        }
+        if spec.enable_workspace_paths {
+            add("core.kcp.io", "logicalclusters", "");
+        }
+        for related in &spec.related {
+            let resource = match (related.resource.as_str(), related.kind.as_str()) {
+                ("", "ConfigMap") => "configmaps",
+                ("", "Secret") => "secrets",
+                (r, _) => r,
+            };
+            if resource.is_empty() || related.group == group {
+                continue;
+            }
+            add(&related.group, resource, &related.identity_hash);
+        }
+    }
+    claims.into_values().collect()
+}
+
+fn same_claim(a: &Value, b: &Value) -> bool {
+    let group = |c: &Value| c["group"].as_str().unwrap_or_default().to_string();
+    group(a) == group(b) && a["resource"] == b["resource"]
+}
+
+fn claim_name(c: &Value) -> String {
+    let resource = c["resource"].as_str().unwrap_or_default();
+    match c["group"].as_str().unwrap_or_default() {
+        "" => resource.to_string(),
+        group => format!("{resource}.{group}"),
+    }
+}
+
 /// The apiresourceschema and apiexport controllers.
 pub struct Publisher {
     kcp: kube::Client,
@@ -478,6 +531,7 @@ impl Publisher {
             .collect();
         let mut published = vec![];
         let mut schemas = vec![];
+        let mut specs = vec![];
         for pr in prs.items {
             let pr = serde_json::to_value(pr).unwrap_or_default();
             let name = pr["metadata"]["name"].as_str().unwrap_or_default().to_string();
@@ -488,10 +542,11 @@ impl Publisher {
                 })
                 .and_then(|spec| {
                     let enabled = spec.synchronization.as_ref().is_none_or(|s| s.enabled);
-                    project(&name, &spec, &crds, &self.export).map(|(ars, p)| (ars, p, enabled))
+                    project(&name, &spec, &crds, &self.export).map(|(ars, p)| (ars, p, enabled, spec))
                 });
             match outcome {
-                Ok((ars, p, enabled)) => {
+                Ok((ars, p, enabled, spec)) => {
+                    specs.push(spec);
                     let ars_name = ars["metadata"]["name"].as_str().unwrap_or_default().to_string();
                     if self.opts.enabled("apiresourceschema") {
                         self.ensure_schema(&ars).await?;
@@ -510,7 +565,8 @@ impl Publisher {
             }
         }
         if self.opts.enabled("apiexport") {
-            self.merge_export(&schemas).await?;
+            self.merge_export(&schemas, &permission_claims(&specs, &self.export))
+                .await?;
         }
         if self.agent.set_published(published) {
             if let Some(engine) = self.agent.engine.get().and_then(std::sync::Weak::upgrade) {
@@ -597,8 +653,8 @@ impl Publisher {
     }
 
     /// Adds `schemas` to the APIExport's `latestResourceSchemas` (never removing one) and
-    /// the `events` permission claim (keeping every other).
-    async fn merge_export(&self, schemas: &[String]) -> anyhow::Result<()> {
+    /// the permission claims `wanted` (keeping every other).
+    async fn merge_export(&self, schemas: &[String], wanted: &[Value]) -> anyhow::Result<()> {
         let api: Api<DynamicObject> =
             Api::all_with(self.kcp.clone(), &kcp_resource("APIExport", "apiexports"));
         let name = &self.export;
@@ -627,18 +683,12 @@ impl Publisher {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let wanted: BTreeMap<(&str, &str), Value> = BTreeMap::from([(
-            ("", "events"),
-            json!({ "group": "", "resource": "events", "all": true }),
-        )]);
         let mut new_claims = vec![];
-        for ((group, resource), claim) in wanted {
-            let has = claims.iter().any(|c| {
-                c["group"].as_str().unwrap_or_default() == group && c["resource"].as_str() == Some(resource)
-            });
+        for claim in wanted {
+            let has = claims.iter().any(|c| same_claim(c, claim));
             if !has {
-                claims.push(claim);
-                new_claims.push(resource);
+                claims.push(claim.clone());
+                new_claims.push(claim_name(claim));
             }
         }
         if !new_claims.is_empty() {
@@ -671,5 +721,136 @@ impl ConfigSource for SyncAgent {
             engine.selection_changed();
         }
         vec![]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd() -> Value {
+        json!({
+            "metadata": { "name": "databases.example.com" },
+            "spec": { "group": "example.com", "scope": "Namespaced",
+                "names": { "kind": "Database", "plural": "databases", "singular": "database", "shortNames": ["db"] },
+                "versions": [
+                    { "name": "v1", "served": true, "storage": false, "schema": { "openAPIV3Schema": { "type": "object" } } },
+                    { "name": "v2", "served": true, "storage": true, "schema": { "openAPIV3Schema": { "type": "object" } },
+                      "subresources": { "status": {} } },
+                    { "name": "v3", "served": false, "storage": false, "schema": { "openAPIV3Schema": { "type": "object" } } }
+                ] }
+        })
+    }
+
+    fn spec(v: Value) -> PublishedResourceSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_crd_is_projected_into_the_exports_group() {
+        let s = spec(json!({ "resource": { "apiGroup": "example.com", "kind": "Database" } }));
+        let (ars, p) = project("db", &s, &[crd()], "databases.example.io").unwrap();
+        let name = ars["metadata"]["name"].as_str().unwrap();
+        assert!(
+            name.starts_with('v') && name.ends_with(".databases.databases.example.io"),
+            "{name}"
+        );
+        assert_eq!(name.split('.').next().unwrap().len(), 9);
+        assert_eq!(ars["spec"]["group"], "databases.example.io");
+        assert_eq!(ars["spec"]["names"]["shortNames"], json!(["db"]));
+        // Every served version, the CRD's storage version stays the storage version.
+        let versions: Vec<_> = ars["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].clone())
+            .collect();
+        assert_eq!(versions, [json!("v1"), json!("v2")]);
+        assert_eq!(ars["spec"]["versions"][1]["storage"], true);
+        assert_eq!(p.local.id.version, "v2");
+        assert_eq!(p.remote.id.group, "databases.example.io");
+        // The same input makes the same name (schemas are immutable).
+        let (again, _) = project("db", &s, &[crd()], "databases.example.io").unwrap();
+        assert_eq!(again["metadata"]["name"], ars["metadata"]["name"]);
+    }
+
+    #[test]
+    fn projection_renames_kind_plural_versions_and_scope() {
+        let s = spec(json!({
+            "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v2"] },
+            "projection": { "kind": "PostgreSQL", "versions": { "v2": "v1beta1" }, "scope": "Cluster", "shortNames": [] }
+        }));
+        let (ars, p) = project("db", &s, &[crd()], "databases.example.io").unwrap();
+        assert_eq!(ars["spec"]["names"]["kind"], "PostgreSQL");
+        assert_eq!(ars["spec"]["names"]["plural"], "postgresqls");
+        assert_eq!(ars["spec"]["names"]["singular"], "postgresql");
+        assert_eq!(ars["spec"]["names"]["shortNames"], json!([]));
+        assert_eq!(ars["spec"]["scope"], "Cluster");
+        assert_eq!(ars["spec"]["versions"][0]["name"], "v1beta1");
+        assert_eq!(p.remote.id.version, "v1beta1");
+        assert!(!p.remote.id.namespaced);
+        assert!(p.local.id.namespaced);
+        assert_eq!(p.local.kind, "Database");
+    }
+
+    #[test]
+    fn what_cannot_be_published_names_the_field() {
+        let missing = spec(json!({ "resource": { "apiGroup": "example.com", "kind": "Nope" } }));
+        let e = project("x", &missing, &[crd()], "g").unwrap_err();
+        assert_eq!(e.reason, "CRDNotFound");
+        assert!(
+            e.message.contains("spec.resource") && e.message.contains("Nope"),
+            "{}",
+            e.message
+        );
+        let unserved = spec(
+            json!({ "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v3"] } }),
+        );
+        let e = project("x", &unserved, &[crd()], "g").unwrap_err();
+        assert_eq!(e.reason, "VersionNotServed");
+        assert!(
+            e.message.contains("spec.resource.versions") && e.message.contains("v3"),
+            "{}",
+            e.message
+        );
+        let scope = spec(
+            json!({ "resource": { "apiGroup": "example.com", "kind": "Database" }, "projection": { "scope": "Galaxy" } }),
+        );
+        let e = project("x", &scope, &[crd()], "g").unwrap_err();
+        assert_eq!(e.reason, "InvalidProjection");
+        assert!(e.message.contains("spec.projection.scope"), "{}", e.message);
+    }
+
+    #[test]
+    fn claims_follow_what_the_published_resources_need() {
+        let plain = spec(json!({ "resource": { "apiGroup": "example.com", "kind": "Database" } }));
+        assert_eq!(
+            permission_claims(std::slice::from_ref(&plain), "g"),
+            [json!({ "group": "", "resource": "events", "all": true })]
+        );
+        let rich = spec(json!({
+            "resource": { "apiGroup": "example.com", "kind": "Database" },
+            "enableWorkspacePaths": true,
+            "related": [
+                { "identifier": "creds", "origin": "service", "kind": "Secret", "object": { "reference": { "path": "spec.secret" } } },
+                { "identifier": "certs", "origin": "kcp", "group": "cert-manager.io", "version": "v1", "resource": "certificates",
+                  "identityHash": "abc", "object": { "reference": { "path": "spec.cert" } } },
+                { "identifier": "own", "origin": "kcp", "group": "g", "version": "v1", "resource": "things",
+                  "object": { "reference": { "path": "spec.thing" } } }
+            ]
+        }));
+        let claims = permission_claims(&[plain, rich], "g");
+        let names: Vec<String> = claims.iter().map(claim_name).collect();
+        assert_eq!(
+            names,
+            [
+                "events",
+                "namespaces",
+                "secrets",
+                "certificates.cert-manager.io",
+                "logicalclusters.core.kcp.io"
+            ]
+        );
+        assert_eq!(claims[3]["identityHash"], "abc");
     }
 }
