@@ -21,6 +21,7 @@ use kube::core::ApiResource;
 use serde_json::{json, Value};
 
 const EXPORT: &str = "databases.example.io";
+const OLD_SCHEMA: &str = "v1.widgets.databases.example.io";
 
 fn apis(kind: &str, plural: &str) -> ApiResource {
     ar("apis.kcp.io", "v1alpha1", kind, plural)
@@ -79,6 +80,15 @@ fn ready_condition(pr: &Value) -> Option<Value> {
 
 /// An agent `nora` for the export, with test-speed timers.
 async fn start_agent(kcp: &TestHub, service_hub: &TestHub) -> syncagent::RunningAgent {
+    start_agent_without(kcp, service_hub, &[]).await
+}
+
+/// The agent with `disabled` controllers.
+async fn start_agent_without(
+    kcp: &TestHub,
+    service_hub: &TestHub,
+    disabled: &[&str],
+) -> syncagent::RunningAgent {
     let mut opts = SyncAgentOptions::new(
         kube_config(kcp, Some("root:provider")).await,
         kube_config(service_hub, None).await,
@@ -86,6 +96,7 @@ async fn start_agent(kcp: &TestHub, service_hub: &TestHub) -> syncagent::Running
         "ferry-system",
     );
     opts.agent_name = "nora".into();
+    opts.disabled_controllers = disabled.iter().map(|c| c.to_string()).collect();
     opts.poll = Duration::from_millis(200);
     opts.engine = Some(EngineTuning {
         qps: Some(0.0),
@@ -119,11 +130,24 @@ impl Stage {
         let provider = workspace(&kcp, "provider").await;
         let c1 = workspace(&kcp, "c1").await;
         let c2 = workspace(&kcp, "c2").await;
+        // A schema the provider exported before the agent came: it stays.
+        provider
+            .create(
+                &apis("APIResourceSchema", "apiresourceschemas"),
+                json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+                        "metadata": { "name": OLD_SCHEMA },
+                        "spec": { "group": EXPORT, "scope": "Namespaced",
+                            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
+                            "versions": [{ "name": "v1", "served": true, "storage": true,
+                                "schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }] } }),
+            )
+            .await;
         provider
             .create(
                 &apis("APIExport", "apiexports"),
                 json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": EXPORT },
-                        "spec": { "permissionClaims": [{ "group": "", "resource": "configmaps", "all": true }] } }),
+                        "spec": { "latestResourceSchemas": [OLD_SCHEMA],
+                                  "permissionClaims": [{ "group": "", "resource": "configmaps", "all": true }] } }),
             )
             .await;
         let service = Cluster::of(&service_hub, None).await;
@@ -262,7 +286,15 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
         },
     )
     .await;
-    // The provider's own claim is kept.
+    // The provider's own schema and claim are kept.
+    assert!(
+        export["spec"]["latestResourceSchemas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == OLD_SCHEMA),
+        "{export}"
+    );
     let claims = export["spec"]["permissionClaims"].as_array().unwrap();
     assert!(claims.iter().any(|c| c["resource"] == "configmaps"), "{claims:?}");
 
@@ -600,4 +632,60 @@ async fn stage_changes_while_down(c1: &Cluster) {
     )
     .await;
     c1.create(&remote_databases(), database("late")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn disabled_controllers_do_not_run() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.agent.stop().await;
+    let kcp = &stage.kcp;
+    let service_hub = &stage.service_hub;
+    // Without the apiexport and sync controllers, a new schema is made but not exported.
+    let agent = start_agent_without(kcp, service_hub, &["apiexport", "sync"]).await;
+    assert!(agent.syncer.is_none());
+    let mut widgets = crd("Widget", "widgets");
+    widgets["spec"]["names"]["shortNames"] = json!(["wd"]);
+    stage.service.create(&crds(), widgets).await;
+    stage
+        .service
+        .create(&published_resources(), published("widgets", "Widget"))
+        .await;
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "widgets",
+        "PublishedResource widgets to record its schema",
+        |pr| pr["status"]["resourceSchemaName"].is_string(),
+    )
+    .await;
+    let schema = pr["status"]["resourceSchemaName"].as_str().unwrap().to_string();
+    assert!(stage
+        .provider
+        .get(&apis("APIResourceSchema", "apiresourceschemas"), None, &schema)
+        .await
+        .is_some());
+    // One more pass of the controllers after that one.
+    stage
+        .service
+        .create(&published_resources(), published("later", "Missing"))
+        .await;
+    wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "later",
+        "a later pass",
+        |pr| ready_condition(pr).is_some(),
+    )
+    .await;
+    let export = stage
+        .provider
+        .get(&apis("APIExport", "apiexports"), None, EXPORT)
+        .await
+        .unwrap();
+    let latest = export["spec"]["latestResourceSchemas"].as_array().unwrap();
+    assert!(!latest.iter().any(|s| s == schema.as_str()), "{export}");
+    agent.stop().await;
 }
