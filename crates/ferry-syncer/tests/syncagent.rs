@@ -182,6 +182,11 @@ impl Stage {
         service
             .create(&published_resources(), published("broken", "Missing"))
             .await;
+        // Published, never synced.
+        service.create(&crds(), crd("Gadget", "gadgets")).await;
+        let mut schema_only = published("gadgets", "Gadget");
+        schema_only["spec"]["synchronization"] = json!({ "enabled": false });
+        service.create(&published_resources(), schema_only).await;
         let mut caches = crd("Cache", "caches");
         caches["spec"]["versions"][0]["subresources"] = json!(null);
         service.create(&crds(), caches).await;
@@ -502,7 +507,7 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn status_returns_only_through_a_status_subresource() {
+async fn status_returns_only_through_a_status_subresource_and_schema_only_resources_do_not_sync() {
     let stage = Stage::start().await;
     stage.schema().await;
     stage.bind(&stage.c1).await;
@@ -518,6 +523,26 @@ async fn status_returns_only_through_a_status_subresource() {
             .map(drop)
     })
     .await;
+    // The schema-only resource is served to consumers, and nothing of it syncs.
+    let remote_gadgets = ar(EXPORT, "v1", "Gadget", "gadgets");
+    eventually(15, "Gadgets served in the consumer", || async {
+        stage
+            .c1
+            .api(&remote_gadgets, Some("default"))
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    stage
+        .c1
+        .create(
+            &remote_gadgets,
+            json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Gadget",
+                    "metadata": { "name": "g", "namespace": "default" }, "spec": {} }),
+        )
+        .await;
     let source = stage
         .c1
         .create(
@@ -568,6 +593,13 @@ async fn status_returns_only_through_a_status_subresource() {
     .await;
     let source = stage.c1.get(&remote_caches, Some("default"), "c").await.unwrap();
     assert!(source["status"].is_null(), "{source}");
+    let gadgets = stage
+        .service
+        .list(&ar("example.com", "v1", "Gadget", "gadgets"), None)
+        .await;
+    assert!(gadgets.is_empty(), "{gadgets:?}");
+    let gadget = stage.c1.get(&remote_gadgets, Some("default"), "g").await.unwrap();
+    assert!(gadget["metadata"]["finalizers"].is_null(), "{gadget}");
     // The invalid PublishedResource did not stop either flow.
     let broken = stage
         .service
