@@ -425,4 +425,28 @@ pub struct PublishedResourceStatus {
     /// Name of the APIResourceSchema created for this resource.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_schema_name: String,
+    /// What the agent found: `Ready` (the schema is published and objects sync) or a
+    /// reason naming the field to fix (Ferry's addition; the reference only logs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<PublishedResourceCondition>,
+}
+
+/// A condition on a PublishedResource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedResourceCondition {
+    /// `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True` or `False`.
+    pub status: String,
+    /// A CamelCase reason (`CRDNotFound`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// What to fix.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When the status last changed (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_transition_time: String,
 }

@@ -17,6 +17,7 @@ pub mod kubeconfig_file;
 pub mod logging;
 pub mod quickstart;
 pub mod quickstart_tmc;
+pub mod syncagent_cmd;
 pub mod syncer_cmd;
 pub mod syncer_gen;
 pub mod workload_cmd;
@@ -49,6 +50,9 @@ enum Command {
     Syncer(syncer_cmd::SyncerArgs),
     /// Run kcp's TMC workload syncer (`ferry syncer --profile tmc`).
     WorkloadSyncer(syncer_cmd::SyncerArgs),
+    /// Run kcp's api-syncagent beside a service cluster: publish its CRDs into an
+    /// APIExport and sync the objects of every workspace that binds it.
+    Syncagent(syncagent_cmd::SyncAgentArgs),
     /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
     Crds,
     /// Run the whole system on this machine: a hub, two stand-in clusters, their syncers, a workload.
@@ -85,6 +89,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
     let runtime = match cli.command {
         Command::Syncer(_)
         | Command::WorkloadSyncer(_)
+        | Command::Syncagent(_)
         | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -100,6 +105,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
                 args.profile = syncer_cmd::ProfileName::Tmc;
                 syncer_cmd::run(args).await
             }
+            Command::Syncagent(args) => syncagent_cmd::run(args).await,
             Command::Crds => crds_cmd::run(),
             Command::SyncerGen(args) => syncer_gen::run(args).await,
             Command::Quickstart(args) => quickstart::run(args).await,

@@ -703,7 +703,11 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
         Direction::Downsync => {
             // Reported state: the copy's status goes back to the source. The copy in the
             // store is what the destination last reported. CRDs keep their own status.
-            let returnable = engine.return_status && id.group != "apiextensions.k8s.io";
+            let returnable = engine.return_status
+                && id.group != "apiextensions.k8s.io"
+                && profile
+                    .mapping
+                    .returns_status(&flow.target, flow.status_subresource);
             if let (true, Some((actual, _)), Some(source_key)) = (returnable, &copy, key.source()) {
                 if let Some(status) = status_for_upstream(actual) {
                     if status_differs(&source, &status) {

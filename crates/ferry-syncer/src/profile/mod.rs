@@ -138,6 +138,13 @@ pub trait Mapping: Send + Sync {
     /// mutators. Nothing by default.
     fn transform(&self, _target: &WatchTarget, _source_key: &ObjectRef, _source: &Value, _copy: &mut Value) {}
 
+    /// Whether the copy's status goes back to the source of the flow `target` (when
+    /// the engine returns status at all); `status_subresource`: the upstream resource
+    /// has a `/status` subresource. Always by default; api-syncagent only with one.
+    fn returns_status(&self, _target: &WatchTarget, _status_subresource: bool) -> bool {
+        true
+    }
+
     /// The Namespace a copy of `source_key` must land in when the profile owns its
     /// destination namespaces (kcp TMC: `kcp-<hash>` carrying the namespace locator),
     /// `dest_namespace` being its name: such a namespace is created like this when

@@ -5,6 +5,9 @@
 //!   `.../upsynced` annotations plus the `ferry.dev/syncer` label mark them.
 //! - [`tmc`]: kcp's TMC workload syncer: objects labelled `state.workload.kcp.io/<key>`
 //!   in the SyncTarget's virtual workspace, copies in `kcp-<hash>` namespaces.
+//! - [`syncagent`]: kcp's api-syncagent: PublishedResources published as an APIExport,
+//!   objects of every bound workspace synced down from its virtual workspace.
 
 pub mod kubestellar;
+pub mod syncagent;
 pub mod tmc;

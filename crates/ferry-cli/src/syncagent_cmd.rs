@@ -1,0 +1,142 @@
+//! `ferry syncagent`: kcp's api-syncagent. Runs beside a service cluster, publishes the
+//! CRDs its PublishedResources name into the APIExport of `--apiexportendpointslice-ref`
+//! (in the workspace `--kcp-kubeconfig` points at), and syncs the objects every bound
+//! workspace makes of them down to the service cluster, status back. Flag names follow
+//! the reference (`cmd/api-syncagent/options.go`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use ferry_syncer::profiles::syncagent::{self, EngineTuning, SyncAgentOptions};
+
+#[derive(clap::Args, Debug)]
+pub struct SyncAgentArgs {
+    /// Kubeconfig of kcp, pointing at the workspace holding the APIExport and its
+    /// endpoint slice (server URL ending in /clusters/<path>).
+    #[arg(long)]
+    pub kcp_kubeconfig: PathBuf,
+    /// Context in --kcp-kubeconfig (default: its current context).
+    #[arg(long)]
+    pub kcp_context: Option<String>,
+    /// Kubeconfig of the service cluster (default: the in-cluster configuration).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context in --kubeconfig (default: its current context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The namespace the agent runs in (its Lease and state live there).
+    #[arg(long)]
+    pub namespace: String,
+    /// The agent's name, put on every object it makes on the service cluster
+    /// (label syncagent.kcp.io/agent-name). Default: <endpoint slice>-syncagent.
+    #[arg(long)]
+    pub agent_name: Option<String>,
+    /// The APIExportEndpointSlice (in the kcp workspace) whose export the agent serves.
+    #[arg(long)]
+    pub apiexportendpointslice_ref: String,
+    /// Only PublishedResources matching this label selector (k=v,...) are handled.
+    #[arg(long)]
+    pub published_resource_selector: Option<String>,
+    /// Controllers not to run: apiexport, apiresourceschema, sync.
+    #[arg(long, value_delimiter = ',')]
+    pub disabled_controllers: Vec<String>,
+    /// Accepted for compatibility; leader election is not implemented yet, so run one
+    /// replica.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub enable_leader_election: bool,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8085")]
+    pub metrics_address: SocketAddr,
+    /// Where to serve /healthz and /readyz, if not on the metrics address.
+    #[arg(long)]
+    pub health_address: Option<SocketAddr>,
+    /// Concurrent sync workers.
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Cap on requests per second to each side (default: each server's pace).
+    #[arg(long)]
+    pub qps: Option<f32>,
+}
+
+/// The agent's options from the flags.
+pub async fn options(args: SyncAgentArgs) -> anyhow::Result<SyncAgentOptions> {
+    for c in &args.disabled_controllers {
+        anyhow::ensure!(
+            syncagent::publish::CONTROLLERS.contains(&c.as_str()),
+            "--disabled-controllers: unknown controller {c:?}; known: {}",
+            syncagent::publish::CONTROLLERS.join(", ")
+        );
+    }
+    let kcp = crate::kubeconfig::load(Some(&args.kcp_kubeconfig), args.kcp_context.as_deref())
+        .await
+        .with_context(|| format!("--kcp-kubeconfig {}", args.kcp_kubeconfig.display()))?;
+    let service = match &args.kubeconfig {
+        Some(path) => crate::kubeconfig::load(Some(path), args.context.as_deref())
+            .await
+            .with_context(|| format!("--kubeconfig {}", path.display()))?,
+        None => kube::Config::incluster().context(
+            "no --kubeconfig given and not running in a cluster (in-cluster configuration unavailable)",
+        )?,
+    };
+    let mut opts = SyncAgentOptions::new(kcp, service, &args.apiexportendpointslice_ref, &args.namespace);
+    if let Some(name) = args.agent_name.filter(|n| !n.is_empty()) {
+        opts.agent_name = name;
+    }
+    opts.selector = args.published_resource_selector.filter(|s| !s.is_empty());
+    opts.disabled_controllers = args.disabled_controllers;
+    opts.workers = args.workers;
+    opts.engine = Some(EngineTuning {
+        qps: args.qps,
+        metrics_address: Some(args.metrics_address),
+        health_address: args.health_address,
+        ..Default::default()
+    });
+    if args.enable_leader_election {
+        tracing::warn!("--enable-leader-election is accepted but not implemented yet: run a single replica");
+    }
+    Ok(opts)
+}
+
+pub async fn run(args: SyncAgentArgs) -> anyhow::Result<()> {
+    let opts = options(args).await?;
+    let agent = syncagent::start(opts).await?;
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("shutting down");
+    agent.stop().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SyncAgentArgs,
+    }
+
+    #[test]
+    fn reference_flags_are_accepted() {
+        let cli = Cli::try_parse_from([
+            "syncagent",
+            "--kcp-kubeconfig=/kcp",
+            "--apiexportendpointslice-ref=databases.example.io",
+            "--namespace=ferry-system",
+            "--agent-name=nora",
+            "--published-resource-selector=team=db",
+            "--disabled-controllers=apiexport,sync",
+            "--enable-leader-election=false",
+        ])
+        .unwrap();
+        let args = cli.args;
+        assert_eq!(args.apiexportendpointslice_ref, "databases.example.io");
+        assert_eq!(args.agent_name.as_deref(), Some("nora"));
+        assert_eq!(args.published_resource_selector.as_deref(), Some("team=db"));
+        assert_eq!(args.disabled_controllers, ["apiexport", "sync"]);
+        assert_eq!(args.metrics_address, "127.0.0.1:8085".parse().unwrap());
+        assert!(Cli::try_parse_from(["syncagent", "--kcp-kubeconfig=/kcp", "--namespace=x"]).is_err());
+    }
+}

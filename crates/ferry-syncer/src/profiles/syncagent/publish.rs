@@ -1,0 +1,856 @@
+//! The agent's publishing controllers and its start-up.
+//!
+//! - *apiresourceschema*: each PublishedResource (on the service cluster, narrowed by
+//!   `--published-resource-selector`) is projected from its CRD into an immutable
+//!   APIResourceSchema `v<hash>.<plural>.<group>` in the provider workspace, and the
+//!   name is recorded in the PublishedResource's `status.resourceSchemaName`. A
+//!   PublishedResource that cannot be published (no such CRD, a version not served,
+//!   a bad scope) gets condition `Ready=False` naming the field; the others go on.
+//! - *apiexport*: the schemas are added to the APIExport's `latestResourceSchemas`
+//!   (never removed) and the `events` permission claim is added (existing claims kept).
+//! - *sync*: the engine with the [`super::SyncAgent`] profile, reading the APIExport
+//!   virtual workspace named by the endpoint slice.
+//!
+//! Both publishing controllers run as one loop that re-reads the PublishedResources and
+//! CRDs every `poll` (the reference watches them).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use ferry_api::syncagent::PublishedResourceSpec;
+
+use super::{Published, SyncAgent};
+use crate::engine::Engine;
+use crate::profile::{ConfigSource, ResourceType};
+use crate::selection::ResourceId;
+use crate::{RunningSyncer, SyncerOptions};
+
+/// The controllers `--disabled-controllers` may name.
+pub const CONTROLLERS: [&str; 3] = ["apiexport", "apiresourceschema", "sync"];
+
+/// What `ferry syncagent` needs.
+#[derive(Clone)]
+pub struct SyncAgentOptions {
+    /// kcp, pointing at the provider workspace (`--kcp-kubeconfig`).
+    pub kcp: kube::Config,
+    /// The service cluster (`--kubeconfig` or in-cluster).
+    pub service: kube::Config,
+    /// `--apiexportendpointslice-ref`.
+    pub endpoint_slice: String,
+    /// `--namespace`.
+    pub namespace: String,
+    /// `--agent-name` (default `<slice>-syncagent`).
+    pub agent_name: String,
+    /// `--published-resource-selector`.
+    pub selector: Option<String>,
+    /// `--disabled-controllers`.
+    pub disabled_controllers: Vec<String>,
+    /// How often PublishedResources, CRDs and the endpoint slice are read.
+    pub poll: Duration,
+    /// Sync workers.
+    pub workers: usize,
+    /// The sync engine's timers and limits (its upstream, downstream, name and profile
+    /// are set by [`start`]); `None`: the engine's defaults.
+    pub engine: Option<EngineTuning>,
+}
+
+/// Engine settings for the sync controller (see [`SyncerOptions`]); `None` keeps the
+/// engine's default.
+#[derive(Clone, Debug, Default)]
+pub struct EngineTuning {
+    /// `--qps`.
+    pub qps: Option<f32>,
+    /// Discovery refresh.
+    pub discovery_refresh: Option<Duration>,
+    /// Probe period.
+    pub probe_period: Option<Duration>,
+    /// Per-key backoff, least.
+    pub min_backoff: Option<Duration>,
+    /// Per-key backoff, most.
+    pub max_backoff: Option<Duration>,
+    /// `--metrics-address` (also `/healthz` and `/readyz`).
+    pub metrics_address: Option<std::net::SocketAddr>,
+    /// `--health-address`.
+    pub health_address: Option<std::net::SocketAddr>,
+}
+
+impl SyncAgentOptions {
+    /// Defaults for the agent of endpoint slice `slice`.
+    pub fn new(kcp: kube::Config, service: kube::Config, slice: &str, namespace: &str) -> Self {
+        SyncAgentOptions {
+            kcp,
+            service,
+            endpoint_slice: slice.to_string(),
+            namespace: namespace.to_string(),
+            agent_name: format!("{slice}-syncagent"),
+            selector: None,
+            disabled_controllers: vec![],
+            poll: Duration::from_secs(2),
+            workers: 4,
+            engine: None,
+        }
+    }
+
+    fn enabled(&self, controller: &str) -> bool {
+        !self.disabled_controllers.iter().any(|c| c == controller)
+    }
+}
+
+fn kcp_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "apis.kcp.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "apis.kcp.io/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn published_resources() -> ApiResource {
+    ApiResource {
+        group: ferry_api::syncagent::GROUP.into(),
+        version: ferry_api::syncagent::VERSION.into(),
+        api_version: format!(
+            "{}/{}",
+            ferry_api::syncagent::GROUP,
+            ferry_api::syncagent::VERSION
+        ),
+        kind: "PublishedResource".into(),
+        plural: "publishedresources".into(),
+    }
+}
+
+fn crds() -> ApiResource {
+    ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    }
+}
+
+/// A running agent.
+pub struct RunningAgent {
+    /// The profile's state.
+    pub agent: Arc<SyncAgent>,
+    /// The sync controller, unless disabled.
+    pub syncer: Option<RunningSyncer>,
+    /// The APIExport served (from the endpoint slice).
+    pub export: String,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningAgent {
+    /// Stops every controller.
+    pub async fn stop(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        if let Some(syncer) = self.syncer {
+            syncer.stop().await;
+        }
+    }
+}
+
+/// Starts the agent: waits for the endpoint slice to name its virtual workspace, then
+/// runs the enabled controllers in the background.
+pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
+    for c in &opts.disabled_controllers {
+        anyhow::ensure!(
+            CONTROLLERS.contains(&c.as_str()),
+            "--disabled-controllers: unknown controller {c:?}; known: {}",
+            CONTROLLERS.join(", ")
+        );
+    }
+    anyhow::ensure!(!opts.namespace.is_empty(), "--namespace must not be empty");
+    anyhow::ensure!(!opts.agent_name.is_empty(), "--agent-name must not be empty");
+    let kcp = kube::Client::try_from(opts.kcp.clone()).context("building the kcp client")?;
+    let service =
+        kube::Client::try_from(opts.service.clone()).context("building the service cluster client")?;
+    let (export, url) = read_slice(&kcp, &opts).await?;
+    let agent = SyncAgent::new(&opts.agent_name);
+    let publisher = Arc::new(Publisher {
+        kcp,
+        service,
+        export: export.clone(),
+        agent: agent.clone(),
+        opts: opts.clone(),
+    });
+    let _ = agent.publisher.set(publisher.clone());
+    let tasks = vec![tokio::spawn(publisher.run())];
+    let syncer = if opts.enabled("sync") {
+        let mut upstream = opts.kcp.clone();
+        upstream.cluster_url = url
+            .trim_end_matches('/')
+            .parse()
+            .with_context(|| format!("endpoint slice {}'s URL {url:?}", opts.endpoint_slice))?;
+        let mut sync = SyncerOptions::new(upstream, opts.service.clone(), &opts.agent_name);
+        sync.profile = Some(agent.profile());
+        sync.workers = opts.workers;
+        sync.return_status = true;
+        if let Some(t) = &opts.engine {
+            sync.qps = t.qps.or(sync.qps);
+            sync.discovery_refresh = t.discovery_refresh.unwrap_or(sync.discovery_refresh);
+            sync.probe_period = t.probe_period.unwrap_or(sync.probe_period);
+            sync.min_backoff = t.min_backoff.unwrap_or(sync.min_backoff);
+            sync.max_backoff = t.max_backoff.unwrap_or(sync.max_backoff);
+            sync.metrics_address = t.metrics_address;
+            sync.health_address = t.health_address;
+        }
+        Some(crate::start(sync).await?)
+    } else {
+        None
+    };
+    tracing::info!(agent = %opts.agent_name, %export, virtual_workspace = %url, "api-syncagent started");
+    Ok(RunningAgent {
+        agent,
+        syncer,
+        export,
+        tasks,
+    })
+}
+
+/// The endpoint slice's export name and first endpoint URL, polling until it has one.
+async fn read_slice(kcp: &kube::Client, opts: &SyncAgentOptions) -> anyhow::Result<(String, String)> {
+    let api: Api<DynamicObject> = Api::all_with(
+        kcp.clone(),
+        &kcp_resource("APIExportEndpointSlice", "apiexportendpointslices"),
+    );
+    let name = &opts.endpoint_slice;
+    let mut said = String::new();
+    loop {
+        let why = match api.get(name).await {
+            Ok(slice) => {
+                let slice = serde_json::to_value(slice).unwrap_or_default();
+                let export = slice["spec"]["export"]["name"].as_str().unwrap_or_default();
+                match slice["status"]["endpoints"][0]["url"].as_str() {
+                    Some(url) if !export.is_empty() && !url.is_empty() => {
+                        return Ok((export.to_string(), url.to_string()))
+                    }
+                    _ => format!("APIExportEndpointSlice {name} has no status.endpoints yet"),
+                }
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => format!(
+                "APIExportEndpointSlice {name} does not exist in the kcp workspace yet (--apiexportendpointslice-ref names it; create the APIExport and its slice there)"
+            ),
+            Err(e) => format!("reading APIExportEndpointSlice {name} failed: {e}"),
+        };
+        if why != said {
+            tracing::info!("{why}; checking again every {:?}", opts.poll);
+            said = why;
+        }
+        tokio::time::sleep(opts.poll).await;
+    }
+}
+
+/// Why a PublishedResource cannot be published.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What to fix, naming the field.
+    pub message: String,
+}
+
+/// The APIResourceSchema a PublishedResource `pr_name` with `spec` makes of `crd` in an
+/// export whose group is `group` (unless the projection names one), and what the sync
+/// flow needs.
+pub fn project(
+    pr_name: &str,
+    spec: &PublishedResourceSpec,
+    crds: &[Value],
+    group: &str,
+) -> Result<(Value, Published), Invalid> {
+    let res = &spec.resource;
+    let crd = crds
+        .iter()
+        .find(|c| c["spec"]["group"] == res.api_group.as_str() && c["spec"]["names"]["kind"] == res.kind.as_str())
+        .ok_or_else(|| Invalid {
+            reason: "CRDNotFound",
+            message: format!(
+                "PublishedResource {pr_name}: spec.resource names kind {:?} in group {:?}, but no CustomResourceDefinition on the service cluster defines it; install the CRD or fix spec.resource",
+                res.kind, res.api_group
+            ),
+        })?;
+    let crd_versions: Vec<Value> = crd["spec"]["versions"].as_array().cloned().unwrap_or_default();
+    let served = |v: &str| {
+        crd_versions
+            .iter()
+            .find(|cv| cv["name"] == v && cv["served"] == true)
+            .cloned()
+    };
+    let mut selected: Vec<String> = res.versions.clone();
+    if selected.is_empty() && !res.version.is_empty() {
+        selected.push(res.version.clone());
+    }
+    if selected.is_empty() {
+        selected = crd_versions
+            .iter()
+            .filter(|v| v["served"] == true)
+            .filter_map(|v| v["name"].as_str().map(str::to_string))
+            .collect();
+    }
+    let mut versions = vec![];
+    for v in &selected {
+        versions.push(served(v).ok_or_else(|| Invalid {
+            reason: "VersionNotServed",
+            message: format!(
+                "PublishedResource {pr_name}: spec.resource.versions names {v:?}, which CRD {} does not serve; pick a served version",
+                crd["metadata"]["name"].as_str().unwrap_or_default()
+            ),
+        })?);
+    }
+    let storage = versions
+        .iter()
+        .find(|v| v["storage"] == true)
+        .or(versions.last())
+        .and_then(|v| v["name"].as_str())
+        .ok_or_else(|| Invalid {
+            reason: "NoVersion",
+            message: format!("PublishedResource {pr_name}: the CRD serves no version to publish"),
+        })?
+        .to_string();
+    let projection = spec.projection.clone().unwrap_or_default();
+    let project_version = |v: &str| -> String {
+        if let Some(to) = projection.versions.get(v) {
+            return to.clone();
+        }
+        if !projection.version.is_empty() && selected.len() == 1 {
+            return projection.version.clone();
+        }
+        v.to_string()
+    };
+    let names = &crd["spec"]["names"];
+    let crd_kind = names["kind"].as_str().unwrap_or_default().to_string();
+    let crd_plural = names["plural"].as_str().unwrap_or_default().to_string();
+    let kind = if projection.kind.is_empty() {
+        crd_kind.clone()
+    } else {
+        projection.kind.clone()
+    };
+    let plural = match (projection.plural.is_empty(), projection.kind.is_empty()) {
+        (false, _) => projection.plural.clone(),
+        (true, false) => format!("{}s", kind.to_lowercase()),
+        (true, true) => crd_plural.clone(),
+    };
+    let singular = if projection.kind.is_empty() {
+        names["singular"]
+            .as_str()
+            .map_or_else(|| kind.to_lowercase(), str::to_string)
+    } else {
+        kind.to_lowercase()
+    };
+    let mut ars_names =
+        json!({ "kind": kind, "plural": plural, "singular": singular, "listKind": format!("{kind}List") });
+    match &projection.short_names {
+        Some(short) => ars_names["shortNames"] = json!(short),
+        None if !names["shortNames"].is_null() => ars_names["shortNames"] = names["shortNames"].clone(),
+        None => {}
+    }
+    match &projection.categories {
+        Some(cats) => ars_names["categories"] = json!(cats),
+        None if !names["categories"].is_null() => ars_names["categories"] = names["categories"].clone(),
+        None => {}
+    }
+    let crd_scope = crd["spec"]["scope"].as_str().unwrap_or("Namespaced").to_string();
+    let scope = match projection.scope.as_str() {
+        "" => crd_scope.clone(),
+        "Cluster" | "Namespaced" => projection.scope.clone(),
+        other => {
+            return Err(Invalid {
+                reason: "InvalidProjection",
+                message: format!(
+                    "PublishedResource {pr_name}: spec.projection.scope {other:?} is neither \"Cluster\" nor \"Namespaced\""
+                ),
+            })
+        }
+    };
+    let group = if projection.group.is_empty() {
+        group.to_string()
+    } else {
+        projection.group.clone()
+    };
+    let ars_versions: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let name = v["name"].as_str().unwrap_or_default();
+            let mut out = json!({
+                "name": project_version(name),
+                "served": true,
+                "storage": name == storage,
+                "schema": v["schema"]["openAPIV3Schema"].clone(),
+            });
+            for field in ["subresources", "additionalPrinterColumns"] {
+                if !v[field].is_null() {
+                    out[field] = v[field].clone();
+                }
+            }
+            out
+        })
+        .collect();
+    let ars_spec = json!({ "group": group, "names": ars_names, "scope": scope, "versions": ars_versions });
+    let hash = hex::encode(Sha256::digest(ars_spec.to_string().as_bytes()));
+    let ars_name = format!("v{}.{plural}.{group}", &hash[..8]);
+    let ars = json!({
+        "apiVersion": "apis.kcp.io/v1alpha1",
+        "kind": "APIResourceSchema",
+        "metadata": { "name": ars_name },
+        "spec": ars_spec,
+    });
+    let published = Published {
+        name: pr_name.to_string(),
+        remote: ResourceType {
+            id: ResourceId::new(&group, &project_version(&storage), &plural, scope == "Namespaced"),
+            kind,
+        },
+        local: ResourceType {
+            id: ResourceId::new(
+                res.api_group.as_str(),
+                &storage,
+                &crd_plural,
+                crd_scope == "Namespaced",
+            ),
+            kind: crd_kind,
+        },
+    };
+    Ok((ars, published))
+}
+
+/// The permission claims the valid PublishedResources `specs` need, as the reference
+/// adds them (all with `all: true`): `events` always; `namespaces` when one filters by
+/// namespace or has related resources; `core.kcp.io/logicalclusters` with
+/// `enableWorkspacePaths`; each related resource outside the export's own `group`
+/// (with its `identityHash`).
+pub fn permission_claims(specs: &[PublishedResourceSpec], group: &str) -> Vec<Value> {
+    let mut claims: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut add = |group: &str, resource: &str, identity: &str| {
+        let mut claim = json!({ "group": group, "resource": resource, "all": true });
+        if !identity.is_empty() {
+            claim["identityHash"] = json!(identity);
+        }
+        claims
+            .entry((group.to_string(), resource.to_string()))
+            .or_insert(claim);
+    };
+    add("", "events", "");
+    for spec in specs {
+        let namespace_filter = spec.filter.as_ref().is_some_and(|f| f.namespace.is_some());
+        if namespace_filter || !spec.related.is_empty() {
+            add("", "namespaces", "");
+        }
+        if spec.enable_workspace_paths {
+            add("core.kcp.io", "logicalclusters", "");
+        }
+        for related in &spec.related {
+            let resource = match (related.resource.as_str(), related.kind.as_str()) {
+                ("", "ConfigMap") => "configmaps",
+                ("", "Secret") => "secrets",
+                (r, _) => r,
+            };
+            if resource.is_empty() || related.group == group {
+                continue;
+            }
+            add(&related.group, resource, &related.identity_hash);
+        }
+    }
+    claims.into_values().collect()
+}
+
+fn same_claim(a: &Value, b: &Value) -> bool {
+    let group = |c: &Value| c["group"].as_str().unwrap_or_default().to_string();
+    group(a) == group(b) && a["resource"] == b["resource"]
+}
+
+fn claim_name(c: &Value) -> String {
+    let resource = c["resource"].as_str().unwrap_or_default();
+    match c["group"].as_str().unwrap_or_default() {
+        "" => resource.to_string(),
+        group => format!("{resource}.{group}"),
+    }
+}
+
+/// The apiresourceschema and apiexport controllers.
+pub struct Publisher {
+    kcp: kube::Client,
+    service: kube::Client,
+    export: String,
+    agent: Arc<SyncAgent>,
+    opts: SyncAgentOptions,
+}
+
+impl Publisher {
+    async fn run(self: Arc<Self>) {
+        let mut said = String::new();
+        loop {
+            match self.pass().await {
+                Ok(()) => said.clear(),
+                Err(e) => {
+                    let msg = format!("{e:#}");
+                    if msg != said {
+                        tracing::warn!(
+                            "publishing resources: {msg}; trying again every {:?}",
+                            self.opts.poll
+                        );
+                        said = msg;
+                    }
+                }
+            }
+            tokio::time::sleep(self.opts.poll).await;
+        }
+    }
+
+    /// One pass of both publishing controllers.
+    async fn pass(&self) -> anyhow::Result<()> {
+        let prs: Api<DynamicObject> = Api::all_with(self.service.clone(), &published_resources());
+        let mut lp = ListParams::default();
+        if let Some(selector) = &self.opts.selector {
+            lp = lp.labels(selector);
+        }
+        let prs = prs
+            .list(&lp)
+            .await
+            .context(
+            "listing PublishedResources on the service cluster (is their CRD installed? `ferry crds | kubectl apply -f -`)",
+        )?;
+        let crd_api: Api<DynamicObject> = Api::all_with(self.service.clone(), &crds());
+        let crds: Vec<Value> = crd_api
+            .list(&ListParams::default())
+            .await
+            .context("listing CRDs on the service cluster")?
+            .items
+            .into_iter()
+            .map(|c| serde_json::to_value(c).unwrap_or_default())
+            .collect();
+        let mut published = vec![];
+        let mut schemas = vec![];
+        let mut specs = vec![];
+        for pr in prs.items {
+            let pr = serde_json::to_value(pr).unwrap_or_default();
+            let name = pr["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let outcome = serde_json::from_value::<PublishedResourceSpec>(pr["spec"].clone())
+                .map_err(|e| Invalid {
+                    reason: "InvalidSpec",
+                    message: format!("PublishedResource {name}: spec does not decode: {e}"),
+                })
+                .and_then(|spec| {
+                    let enabled = spec.synchronization.as_ref().is_none_or(|s| s.enabled);
+                    project(&name, &spec, &crds, &self.export).map(|(ars, p)| (ars, p, enabled, spec))
+                });
+            match outcome {
+                Ok((ars, p, enabled, spec)) => {
+                    specs.push(spec);
+                    let ars_name = ars["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                    if self.opts.enabled("apiresourceschema") {
+                        self.ensure_schema(&ars).await?;
+                        self.write_status(&pr, &ars_name, None).await;
+                    }
+                    schemas.push(ars_name);
+                    if enabled {
+                        published.push(p);
+                    }
+                }
+                Err(invalid) => {
+                    if self.opts.enabled("apiresourceschema") {
+                        self.write_status(&pr, "", Some(&invalid)).await;
+                    }
+                }
+            }
+        }
+        if self.opts.enabled("apiexport") {
+            self.merge_export(&schemas, &permission_claims(&specs, &self.export))
+                .await?;
+        }
+        if self.agent.set_published(published) {
+            if let Some(engine) = self.agent.engine.get().and_then(std::sync::Weak::upgrade) {
+                engine.selection_changed();
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates the schema unless it exists (schemas are immutable: same name, same spec).
+    async fn ensure_schema(&self, ars: &Value) -> anyhow::Result<()> {
+        let api: Api<DynamicObject> = Api::all_with(
+            self.kcp.clone(),
+            &kcp_resource("APIResourceSchema", "apiresourceschemas"),
+        );
+        let name = ars["metadata"]["name"].as_str().unwrap_or_default();
+        if api
+            .get_opt(name)
+            .await
+            .with_context(|| format!("reading APIResourceSchema {name}"))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let obj: DynamicObject = serde_json::from_value(ars.clone())?;
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {
+                tracing::info!(schema = name, "created APIResourceSchema");
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => {
+                Err(e).with_context(|| format!("creating APIResourceSchema {name} in the kcp workspace"))
+            }
+        }
+    }
+
+    /// Records the schema name and the `Ready` condition on the PublishedResource, if
+    /// they changed.
+    async fn write_status(&self, pr: &Value, schema: &str, invalid: Option<&Invalid>) {
+        let name = pr["metadata"]["name"].as_str().unwrap_or_default();
+        let (status, reason, message) = match invalid {
+            None => (
+                "True",
+                "Published",
+                format!("published as APIResourceSchema {schema}"),
+            ),
+            Some(i) => ("False", i.reason, i.message.clone()),
+        };
+        let old = pr["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let old_schema = pr["status"]["resourceSchemaName"].as_str().unwrap_or_default();
+        if old["status"] == status
+            && old["reason"] == reason
+            && old["message"] == message.as_str()
+            && (schema.is_empty() || old_schema == schema)
+        {
+            return;
+        }
+        if let Some(i) = invalid {
+            tracing::warn!(published_resource = name, reason = i.reason, "{}", i.message);
+        }
+        let since = if old["status"] == status {
+            old["lastTransitionTime"].clone()
+        } else {
+            json!(ferry_api::timestamp::now())
+        };
+        let mut body = json!({ "status": { "conditions": [{
+            "type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": since,
+        }] } });
+        if !schema.is_empty() {
+            body["status"]["resourceSchemaName"] = json!(schema);
+        }
+        let api: Api<DynamicObject> = Api::all_with(self.service.clone(), &published_resources());
+        if let Err(e) = api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            tracing::warn!(published_resource = name, "writing status failed: {e}");
+        }
+    }
+
+    /// Adds `schemas` to the APIExport's `latestResourceSchemas` (never removing one) and
+    /// the permission claims `wanted` (keeping every other).
+    async fn merge_export(&self, schemas: &[String], wanted: &[Value]) -> anyhow::Result<()> {
+        let api: Api<DynamicObject> =
+            Api::all_with(self.kcp.clone(), &kcp_resource("APIExport", "apiexports"));
+        let name = &self.export;
+        let export = api
+            .get(name)
+            .await
+            .with_context(|| format!("reading APIExport {name} in the kcp workspace"))?;
+        let mut export = serde_json::to_value(export)?;
+        let mut changed = false;
+        let mut latest: Vec<Value> = export["spec"]["latestResourceSchemas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut added = vec![];
+        for s in schemas {
+            if !latest.iter().any(|l| l == s.as_str()) {
+                latest.push(json!(s));
+                added.push(s.clone());
+            }
+        }
+        if !added.is_empty() {
+            export["spec"]["latestResourceSchemas"] = json!(latest);
+            changed = true;
+        }
+        let mut claims: Vec<Value> = export["spec"]["permissionClaims"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut new_claims = vec![];
+        for claim in wanted {
+            let has = claims.iter().any(|c| same_claim(c, claim));
+            if !has {
+                claims.push(claim.clone());
+                new_claims.push(claim_name(claim));
+            }
+        }
+        if !new_claims.is_empty() {
+            export["spec"]["permissionClaims"] = json!(claims);
+            changed = true;
+        }
+        if !changed {
+            return Ok(());
+        }
+        let obj: DynamicObject = serde_json::from_value(export)?;
+        api.replace(name, &PostParams::default(), &obj)
+            .await
+            .with_context(|| format!("updating APIExport {name}"))?;
+        if !added.is_empty() {
+            tracing::info!(export = %name, schemas = ?added, "AddingResourceSchemas");
+        }
+        if !new_claims.is_empty() {
+            tracing::info!(export = %name, claims = ?new_claims, "AddingPermissionClaims");
+        }
+        Ok(())
+    }
+}
+
+impl ConfigSource for SyncAgent {
+    /// The publishing loop runs beside the engine (it also runs when `sync` is
+    /// disabled); the engine is only told when the published set changes.
+    fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
+        let _ = self.engine.set(Arc::downgrade(engine));
+        if !self.published().is_empty() {
+            engine.selection_changed();
+        }
+        vec![]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd() -> Value {
+        json!({
+            "metadata": { "name": "databases.example.com" },
+            "spec": { "group": "example.com", "scope": "Namespaced",
+                "names": { "kind": "Database", "plural": "databases", "singular": "database", "shortNames": ["db"] },
+                "versions": [
+                    { "name": "v1", "served": true, "storage": false, "schema": { "openAPIV3Schema": { "type": "object" } } },
+                    { "name": "v2", "served": true, "storage": true, "schema": { "openAPIV3Schema": { "type": "object" } },
+                      "subresources": { "status": {} } },
+                    { "name": "v3", "served": false, "storage": false, "schema": { "openAPIV3Schema": { "type": "object" } } }
+                ] }
+        })
+    }
+
+    fn spec(v: Value) -> PublishedResourceSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_crd_is_projected_into_the_exports_group() {
+        let s = spec(json!({ "resource": { "apiGroup": "example.com", "kind": "Database" } }));
+        let (ars, p) = project("db", &s, &[crd()], "databases.example.io").unwrap();
+        let name = ars["metadata"]["name"].as_str().unwrap();
+        assert!(
+            name.starts_with('v') && name.ends_with(".databases.databases.example.io"),
+            "{name}"
+        );
+        assert_eq!(name.split('.').next().unwrap().len(), 9);
+        assert_eq!(ars["spec"]["group"], "databases.example.io");
+        assert_eq!(ars["spec"]["names"]["shortNames"], json!(["db"]));
+        // Every served version, the CRD's storage version stays the storage version.
+        let versions: Vec<_> = ars["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].clone())
+            .collect();
+        assert_eq!(versions, [json!("v1"), json!("v2")]);
+        assert_eq!(ars["spec"]["versions"][1]["storage"], true);
+        assert_eq!(p.local.id.version, "v2");
+        assert_eq!(p.remote.id.group, "databases.example.io");
+        // The same input makes the same name (schemas are immutable).
+        let (again, _) = project("db", &s, &[crd()], "databases.example.io").unwrap();
+        assert_eq!(again["metadata"]["name"], ars["metadata"]["name"]);
+    }
+
+    #[test]
+    fn projection_renames_kind_plural_versions_and_scope() {
+        let s = spec(json!({
+            "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v2"] },
+            "projection": { "kind": "PostgreSQL", "versions": { "v2": "v1beta1" }, "scope": "Cluster", "shortNames": [] }
+        }));
+        let (ars, p) = project("db", &s, &[crd()], "databases.example.io").unwrap();
+        assert_eq!(ars["spec"]["names"]["kind"], "PostgreSQL");
+        assert_eq!(ars["spec"]["names"]["plural"], "postgresqls");
+        assert_eq!(ars["spec"]["names"]["singular"], "postgresql");
+        assert_eq!(ars["spec"]["names"]["shortNames"], json!([]));
+        assert_eq!(ars["spec"]["scope"], "Cluster");
+        assert_eq!(ars["spec"]["versions"][0]["name"], "v1beta1");
+        assert_eq!(p.remote.id.version, "v1beta1");
+        assert!(!p.remote.id.namespaced);
+        assert!(p.local.id.namespaced);
+        assert_eq!(p.local.kind, "Database");
+    }
+
+    #[test]
+    fn what_cannot_be_published_names_the_field() {
+        let missing = spec(json!({ "resource": { "apiGroup": "example.com", "kind": "Nope" } }));
+        let e = project("x", &missing, &[crd()], "g").unwrap_err();
+        assert_eq!(e.reason, "CRDNotFound");
+        assert!(
+            e.message.contains("spec.resource") && e.message.contains("Nope"),
+            "{}",
+            e.message
+        );
+        let unserved = spec(
+            json!({ "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v3"] } }),
+        );
+        let e = project("x", &unserved, &[crd()], "g").unwrap_err();
+        assert_eq!(e.reason, "VersionNotServed");
+        assert!(
+            e.message.contains("spec.resource.versions") && e.message.contains("v3"),
+            "{}",
+            e.message
+        );
+        let scope = spec(
+            json!({ "resource": { "apiGroup": "example.com", "kind": "Database" }, "projection": { "scope": "Galaxy" } }),
+        );
+        let e = project("x", &scope, &[crd()], "g").unwrap_err();
+        assert_eq!(e.reason, "InvalidProjection");
+        assert!(e.message.contains("spec.projection.scope"), "{}", e.message);
+    }
+
+    #[test]
+    fn claims_follow_what_the_published_resources_need() {
+        let plain = spec(json!({ "resource": { "apiGroup": "example.com", "kind": "Database" } }));
+        assert_eq!(
+            permission_claims(std::slice::from_ref(&plain), "g"),
+            [json!({ "group": "", "resource": "events", "all": true })]
+        );
+        let rich = spec(json!({
+            "resource": { "apiGroup": "example.com", "kind": "Database" },
+            "enableWorkspacePaths": true,
+            "related": [
+                { "identifier": "creds", "origin": "service", "kind": "Secret", "object": { "reference": { "path": "spec.secret" } } },
+                { "identifier": "certs", "origin": "kcp", "group": "cert-manager.io", "version": "v1", "resource": "certificates",
+                  "identityHash": "abc", "object": { "reference": { "path": "spec.cert" } } },
+                { "identifier": "own", "origin": "kcp", "group": "g", "version": "v1", "resource": "things",
+                  "object": { "reference": { "path": "spec.thing" } } }
+            ]
+        }));
+        let claims = permission_claims(&[plain, rich], "g");
+        let names: Vec<String> = claims.iter().map(claim_name).collect();
+        assert_eq!(
+            names,
+            [
+                "events",
+                "namespaces",
+                "secrets",
+                "certificates.cert-manager.io",
+                "logicalclusters.core.kcp.io"
+            ]
+        );
+        assert_eq!(claims[3]["identityHash"], "abc");
+    }
+}

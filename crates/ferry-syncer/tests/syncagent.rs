@@ -1,0 +1,723 @@
+//! The kcp api-syncagent profile end to end: one hub as kcp, another as the service
+//! cluster. In kcp, `root:provider` holds the APIExport `databases.example.io` (with a
+//! configmaps claim of its own) and its endpoint slice; `root:c1` and `root:c2` bind it.
+//! The service cluster has a Database CRD (`example.com`) and PublishedResources. The
+//! agent publishes the CRD as an APIResourceSchema, merges it into the export, and
+//! syncs the consumers' Databases down with the reference's default names and marks.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use ferry_api::well_known::{
+    SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_CLUSTER_LABEL,
+    SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION, SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL,
+    SYNCAGENT_REMOTE_NAME_ANNOTATION, SYNCAGENT_REMOTE_NAME_HASH_LABEL,
+};
+use ferry_hub::testing::TestHub;
+use ferry_syncer::profiles::syncagent::{self, default_name, sha3short, EngineTuning, SyncAgentOptions};
+use kube::core::ApiResource;
+use serde_json::{json, Value};
+
+const EXPORT: &str = "databases.example.io";
+const OLD_SCHEMA: &str = "v1.widgets.databases.example.io";
+
+fn apis(kind: &str, plural: &str) -> ApiResource {
+    ar("apis.kcp.io", "v1alpha1", kind, plural)
+}
+
+fn published_resources() -> ApiResource {
+    ar(
+        "syncagent.kcp.io",
+        "v1alpha1",
+        "PublishedResource",
+        "publishedresources",
+    )
+}
+
+/// The Database as consumers see it (group = the export's name).
+fn remote_databases() -> ApiResource {
+    ar(EXPORT, "v1", "Database", "databases")
+}
+
+/// The Database on the service cluster.
+fn local_databases() -> ApiResource {
+    ar("example.com", "v1", "Database", "databases")
+}
+
+/// Workspace `root:<name>`, once it serves.
+async fn workspace(hub: &TestHub, name: &str) -> Cluster {
+    let root = Cluster::of(hub, Some("root")).await;
+    root.create(
+        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
+        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
+    )
+    .await;
+    let ws = Cluster::of(hub, Some(&format!("root:{name}"))).await;
+    eventually(10, "the workspace to serve", || async {
+        ws.api(&namespaces(), None).get("default").await.ok().map(drop)
+    })
+    .await;
+    ws
+}
+
+fn published(name: &str, kind: &str) -> Value {
+    json!({
+        "apiVersion": "syncagent.kcp.io/v1alpha1", "kind": "PublishedResource",
+        "metadata": { "name": name },
+        "spec": { "resource": { "apiGroup": "example.com", "kind": kind, "versions": ["v1"] } }
+    })
+}
+
+fn ready_condition(pr: &Value) -> Option<Value> {
+    pr["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+}
+
+/// An agent `nora` for the export, with test-speed timers.
+async fn start_agent(kcp: &TestHub, service_hub: &TestHub) -> syncagent::RunningAgent {
+    start_agent_without(kcp, service_hub, &[]).await
+}
+
+/// The agent with `disabled` controllers.
+async fn start_agent_without(
+    kcp: &TestHub,
+    service_hub: &TestHub,
+    disabled: &[&str],
+) -> syncagent::RunningAgent {
+    let mut opts = SyncAgentOptions::new(
+        kube_config(kcp, Some("root:provider")).await,
+        kube_config(service_hub, None).await,
+        EXPORT,
+        "ferry-system",
+    );
+    opts.agent_name = "nora".into();
+    opts.disabled_controllers = disabled.iter().map(|c| c.to_string()).collect();
+    opts.poll = Duration::from_millis(200);
+    opts.engine = Some(EngineTuning {
+        qps: Some(0.0),
+        discovery_refresh: Some(Duration::from_millis(300)),
+        probe_period: Some(Duration::from_millis(100)),
+        min_backoff: Some(Duration::from_millis(20)),
+        max_backoff: Some(Duration::from_millis(500)),
+        ..Default::default()
+    });
+    tokio::time::timeout(Duration::from_secs(20), syncagent::start(opts))
+        .await
+        .expect("the agent reads the endpoint slice in time")
+        .expect("the agent starts")
+}
+
+struct Stage {
+    kcp: TestHub,
+    service_hub: TestHub,
+    provider: Cluster,
+    c1: Cluster,
+    c2: Cluster,
+    service: Cluster,
+    agent: syncagent::RunningAgent,
+}
+
+impl Stage {
+    async fn start() -> Stage {
+        init_logs();
+        let kcp = TestHub::start().await;
+        let service_hub = TestHub::start().await;
+        let provider = workspace(&kcp, "provider").await;
+        let c1 = workspace(&kcp, "c1").await;
+        let c2 = workspace(&kcp, "c2").await;
+        // A schema the provider exported before the agent came: it stays.
+        provider
+            .create(
+                &apis("APIResourceSchema", "apiresourceschemas"),
+                json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+                        "metadata": { "name": OLD_SCHEMA },
+                        "spec": { "group": EXPORT, "scope": "Namespaced",
+                            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList" },
+                            "versions": [{ "name": "v1", "served": true, "storage": true,
+                                "schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }] } }),
+            )
+            .await;
+        provider
+            .create(
+                &apis("APIExport", "apiexports"),
+                json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": EXPORT },
+                        "spec": { "latestResourceSchemas": [OLD_SCHEMA],
+                                  "permissionClaims": [{ "group": "", "resource": "configmaps", "all": true }] } }),
+            )
+            .await;
+        let service = Cluster::of(&service_hub, None).await;
+        let pr_crd = ferry_api::crds::all_crds()
+            .into_iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .find(|c| c["metadata"]["name"] == "publishedresources.syncagent.kcp.io")
+            .expect("Ferry defines the PublishedResource CRD");
+        service.create(&crds(), pr_crd).await;
+        service.create(&crds(), crd("Database", "databases")).await;
+        eventually(
+            10,
+            "the service cluster to serve PublishedResources and Databases",
+            || async {
+                let prs = service
+                    .api(&published_resources(), None)
+                    .list(&Default::default())
+                    .await
+                    .ok();
+                let dbs = service
+                    .api(&local_databases(), None)
+                    .list(&Default::default())
+                    .await
+                    .ok();
+                (prs.is_some() && dbs.is_some()).then_some(())
+            },
+        )
+        .await;
+        service
+            .create(&published_resources(), published("databases", "Database"))
+            .await;
+        service
+            .create(&published_resources(), published("broken", "Missing"))
+            .await;
+        // Published, never synced.
+        service.create(&crds(), crd("Gadget", "gadgets")).await;
+        let mut schema_only = published("gadgets", "Gadget");
+        schema_only["spec"]["synchronization"] = json!({ "enabled": false });
+        service.create(&published_resources(), schema_only).await;
+        let mut caches = crd("Cache", "caches");
+        caches["spec"]["versions"][0]["subresources"] = json!(null);
+        service.create(&crds(), caches).await;
+        service
+            .create(&published_resources(), published("caches", "Cache"))
+            .await;
+
+        let agent = start_agent(&kcp, &service_hub).await;
+        Stage {
+            kcp,
+            service_hub,
+            provider,
+            c1,
+            c2,
+            service,
+            agent,
+        }
+    }
+
+    /// Waits for the schema to be published; returns its name.
+    async fn schema(&self) -> String {
+        let pr = wait_for(
+            &self.service,
+            &published_resources(),
+            None,
+            "databases",
+            "PublishedResource databases to record its schema",
+            |pr| pr["status"]["resourceSchemaName"].is_string(),
+        )
+        .await;
+        pr["status"]["resourceSchemaName"].as_str().unwrap().to_string()
+    }
+
+    /// Binds the export in `ws` and waits for Databases to be served there.
+    async fn bind(&self, ws: &Cluster) {
+        ws.create(
+            &apis("APIBinding", "apibindings"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
+                    "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
+        )
+        .await;
+        eventually(15, "Databases served in the consumer", || async {
+            ws.api(&remote_databases(), Some("default"))
+                .list(&Default::default())
+                .await
+                .ok()
+                .map(drop)
+        })
+        .await;
+    }
+}
+
+fn database(name: &str) -> Value {
+    json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
+            "metadata": { "name": name, "namespace": "default" }, "spec": { "size": 3 } })
+}
+
+fn cluster_of(obj: &Value) -> String {
+    annotation(obj, "kcp.io/cluster")
+        .expect("kcp.io/cluster")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn publishes_the_schema_and_merges_it_into_the_export() {
+    let stage = Stage::start().await;
+    let schema = stage.schema().await;
+    assert!(
+        schema.starts_with('v') && schema.ends_with(".databases.databases.example.io"),
+        "{schema}"
+    );
+    let ars = wait_for(
+        &stage.provider,
+        &apis("APIResourceSchema", "apiresourceschemas"),
+        None,
+        &schema,
+        "the APIResourceSchema in the provider workspace",
+        |_| true,
+    )
+    .await;
+    assert_eq!(ars["spec"]["group"], EXPORT);
+    assert_eq!(ars["spec"]["names"]["kind"], "Database");
+    assert_eq!(ars["spec"]["scope"], "Namespaced");
+    assert_eq!(ars["spec"]["versions"][0]["name"], "v1");
+    assert_eq!(
+        ars["spec"]["versions"][0]["subresources"],
+        json!({ "status": {} })
+    );
+    let export = wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to list the schema and claim events",
+        |e| {
+            e["spec"]["latestResourceSchemas"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|s| s == schema.as_str()))
+                && e["spec"]["permissionClaims"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["resource"] == "events"))
+        },
+    )
+    .await;
+    // The provider's own schema and claim are kept.
+    assert!(
+        export["spec"]["latestResourceSchemas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == OLD_SCHEMA),
+        "{export}"
+    );
+    let claims = export["spec"]["permissionClaims"].as_array().unwrap();
+    assert!(claims.iter().any(|c| c["resource"] == "configmaps"), "{claims:?}");
+
+    // The invalid PublishedResource is named in its condition; the valid one is Ready.
+    let broken = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "broken",
+        "PublishedResource broken to say why",
+        |pr| ready_condition(pr).is_some(),
+    )
+    .await;
+    let cond = ready_condition(&broken).unwrap();
+    assert_eq!(cond["status"], "False", "{cond}");
+    assert_eq!(cond["reason"], "CRDNotFound", "{cond}");
+    let message = cond["message"].as_str().unwrap();
+    assert!(
+        message.contains("broken") && message.contains("Missing") && message.contains("spec.resource"),
+        "{message}"
+    );
+    assert!(broken["status"]["resourceSchemaName"].is_null());
+    let good = stage
+        .service
+        .get(&published_resources(), None, "databases")
+        .await
+        .unwrap();
+    assert_eq!(ready_condition(&good).unwrap()["status"], "True");
+
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    stage.bind(&stage.c2).await;
+    let one = stage.c1.create(&remote_databases(), database("my-db")).await;
+    let two = stage.c2.create(&remote_databases(), database("my-db")).await;
+    let (cluster1, cluster2) = (cluster_of(&one), cluster_of(&two));
+    assert_ne!(cluster1, cluster2);
+    let local_name = default_name("default", "my-db");
+    assert_eq!(
+        local_name,
+        format!("{}-{}", sha3short("default"), sha3short("my-db"))
+    );
+
+    for cluster in [&cluster1, &cluster2] {
+        let copy = wait_for(
+            &stage.service,
+            &local_databases(),
+            Some(cluster),
+            &local_name,
+            "the consumer's Database on the service cluster",
+            |_| true,
+        )
+        .await;
+        assert_eq!(copy["apiVersion"], "example.com/v1");
+        assert_eq!(copy["spec"]["size"], 3);
+        assert_eq!(label(&copy, SYNCAGENT_AGENT_NAME_LABEL), Some("nora"));
+        assert_eq!(
+            label(&copy, SYNCAGENT_REMOTE_CLUSTER_LABEL),
+            Some(cluster.as_str())
+        );
+        assert_eq!(
+            label(&copy, SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL),
+            Some(sha3short("default").as_str())
+        );
+        assert_eq!(
+            label(&copy, SYNCAGENT_REMOTE_NAME_HASH_LABEL),
+            Some(sha3short("my-db").as_str())
+        );
+        assert_eq!(
+            annotation(&copy, SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION),
+            Some("default")
+        );
+        assert_eq!(annotation(&copy, SYNCAGENT_REMOTE_NAME_ANNOTATION), Some("my-db"));
+        // kcp's own annotation is not copied (the service hub stamps its own).
+        assert_ne!(annotation(&copy, "kcp.io/cluster"), Some(cluster.as_str()));
+        assert!(copy["metadata"]["finalizers"].is_null(), "{copy}");
+    }
+    // The sources carry the cleanup finalizer.
+    for ws in [&stage.c1, &stage.c2] {
+        wait_for(
+            ws,
+            &remote_databases(),
+            Some("default"),
+            "my-db",
+            "the cleanup finalizer",
+            |o| {
+                o["metadata"]["finalizers"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|f| f == SYNCAGENT_CLEANUP_FINALIZER))
+            },
+        )
+        .await;
+    }
+
+    // Spec changes go down.
+    stage
+        .c1
+        .merge(
+            &remote_databases(),
+            Some("default"),
+            "my-db",
+            json!({ "spec": { "size": 5 } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster1),
+        &local_name,
+        "the new size",
+        |o| o["spec"]["size"] == 5,
+    )
+    .await;
+
+    // Status comes back to the consumer.
+    stage
+        .service
+        .set_status(
+            &local_databases(),
+            Some(&cluster1),
+            &local_name,
+            json!({ "ready": true }),
+        )
+        .await;
+    wait_for(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "my-db",
+        "the status back",
+        |o| o["status"]["ready"] == true,
+    )
+    .await;
+
+    // Deleting the consumer's object deletes the service copy first, then releases the
+    // source. A finalizer on the copy holds it, so the order shows.
+    stage
+        .service
+        .merge(
+            &local_databases(),
+            Some(&cluster1),
+            &local_name,
+            json!({ "metadata": { "finalizers": ["test.example.com/hold"] } }),
+        )
+        .await;
+    stage
+        .c1
+        .delete(&remote_databases(), Some("default"), "my-db")
+        .await;
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster1),
+        &local_name,
+        "the copy to be deleting",
+        |o| !o["metadata"]["deletionTimestamp"].is_null(),
+    )
+    .await;
+    let held = stage
+        .c1
+        .get(&remote_databases(), Some("default"), "my-db")
+        .await
+        .expect("the source waits for its copy");
+    assert!(!held["metadata"]["deletionTimestamp"].is_null());
+    assert!(held["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f == SYNCAGENT_CLEANUP_FINALIZER)));
+    stage
+        .service
+        .merge(
+            &local_databases(),
+            Some(&cluster1),
+            &local_name,
+            json!({ "metadata": { "finalizers": null } }),
+        )
+        .await;
+    wait_gone(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster1),
+        &local_name,
+        "the copy gone",
+    )
+    .await;
+    wait_gone(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "my-db",
+        "the source released and gone",
+    )
+    .await;
+    // The other consumer's copy is untouched.
+    assert!(stage
+        .service
+        .get(&local_databases(), Some(&cluster2), &local_name)
+        .await
+        .is_some());
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_returns_only_through_a_status_subresource_and_schema_only_resources_do_not_sync() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    let remote_caches = ar(EXPORT, "v1", "Cache", "caches");
+    let local_caches = ar("example.com", "v1", "Cache", "caches");
+    eventually(15, "Caches served in the consumer", || async {
+        stage
+            .c1
+            .api(&remote_caches, Some("default"))
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    // The schema-only resource is served to consumers, and nothing of it syncs.
+    let remote_gadgets = ar(EXPORT, "v1", "Gadget", "gadgets");
+    eventually(15, "Gadgets served in the consumer", || async {
+        stage
+            .c1
+            .api(&remote_gadgets, Some("default"))
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    stage
+        .c1
+        .create(
+            &remote_gadgets,
+            json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Gadget",
+                    "metadata": { "name": "g", "namespace": "default" }, "spec": {} }),
+        )
+        .await;
+    let source = stage
+        .c1
+        .create(
+            &remote_caches,
+            json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Cache",
+                    "metadata": { "name": "c", "namespace": "default" }, "spec": { "size": 1 } }),
+        )
+        .await;
+    let cluster = cluster_of(&source);
+    let name = default_name("default", "c");
+    wait_for(
+        &stage.service,
+        &local_caches,
+        Some(&cluster),
+        &name,
+        "the Cache copy",
+        |_| true,
+    )
+    .await;
+    // The service sets status on its copy (no subresource: part of the object)...
+    stage
+        .service
+        .merge(
+            &local_caches,
+            Some(&cluster),
+            &name,
+            json!({ "status": { "ready": true } }),
+        )
+        .await;
+    // ...and the next change from kcp is reconciled after it: by then status would be back.
+    stage
+        .c1
+        .merge(
+            &remote_caches,
+            Some("default"),
+            "c",
+            json!({ "spec": { "size": 2 } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local_caches,
+        Some(&cluster),
+        &name,
+        "the new size",
+        |o| o["spec"]["size"] == 2,
+    )
+    .await;
+    let source = stage.c1.get(&remote_caches, Some("default"), "c").await.unwrap();
+    assert!(source["status"].is_null(), "{source}");
+    let gadgets = stage
+        .service
+        .list(&ar("example.com", "v1", "Gadget", "gadgets"), None)
+        .await;
+    assert!(gadgets.is_empty(), "{gadgets:?}");
+    let gadget = stage.c1.get(&remote_gadgets, Some("default"), "g").await.unwrap();
+    assert!(gadget["metadata"]["finalizers"].is_null(), "{gadget}");
+    // The invalid PublishedResource did not stop either flow.
+    let broken = stage
+        .service
+        .get(&published_resources(), None, "broken")
+        .await
+        .unwrap();
+    assert_eq!(ready_condition(&broken).unwrap()["reason"], "CRDNotFound");
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_agent_keeps_its_copies_and_catches_up() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    let one = stage.c1.create(&remote_databases(), database("my-db")).await;
+    let cluster = cluster_of(&one);
+    let name = default_name("default", "my-db");
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the copy",
+        |_| true,
+    )
+    .await;
+    let uid = copy["metadata"]["uid"].clone();
+    let Stage { agent, .. } = stage;
+    agent.stop().await;
+    // Changes while the agent is down.
+    stage_changes_while_down(&stage.c1).await;
+    let agent = start_agent(&stage.kcp, &stage.service_hub).await;
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the change made while down",
+        |o| o["spec"]["size"] == 7,
+    )
+    .await;
+    assert_eq!(copy["metadata"]["uid"], uid, "the copy was kept, not made again");
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &default_name("default", "late"),
+        "the object made while down",
+        |_| true,
+    )
+    .await;
+    agent.stop().await;
+}
+
+async fn stage_changes_while_down(c1: &Cluster) {
+    c1.merge(
+        &remote_databases(),
+        Some("default"),
+        "my-db",
+        json!({ "spec": { "size": 7 } }),
+    )
+    .await;
+    c1.create(&remote_databases(), database("late")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn disabled_controllers_do_not_run() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.agent.stop().await;
+    let kcp = &stage.kcp;
+    let service_hub = &stage.service_hub;
+    // Without the apiexport and sync controllers, a new schema is made but not exported.
+    let agent = start_agent_without(kcp, service_hub, &["apiexport", "sync"]).await;
+    assert!(agent.syncer.is_none());
+    let mut widgets = crd("Widget", "widgets");
+    widgets["spec"]["names"]["shortNames"] = json!(["wd"]);
+    stage.service.create(&crds(), widgets).await;
+    stage
+        .service
+        .create(&published_resources(), published("widgets", "Widget"))
+        .await;
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "widgets",
+        "PublishedResource widgets to record its schema",
+        |pr| pr["status"]["resourceSchemaName"].is_string(),
+    )
+    .await;
+    let schema = pr["status"]["resourceSchemaName"].as_str().unwrap().to_string();
+    assert!(stage
+        .provider
+        .get(&apis("APIResourceSchema", "apiresourceschemas"), None, &schema)
+        .await
+        .is_some());
+    // One more pass of the controllers after that one.
+    stage
+        .service
+        .create(&published_resources(), published("later", "Missing"))
+        .await;
+    wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "later",
+        "a later pass",
+        |pr| ready_condition(pr).is_some(),
+    )
+    .await;
+    let export = stage
+        .provider
+        .get(&apis("APIExport", "apiexports"), None, EXPORT)
+        .await
+        .unwrap();
+    let latest = export["spec"]["latestResourceSchemas"].as_array().unwrap();
+    assert!(!latest.iter().any(|s| s == schema.as_str()), "{export}");
+    agent.stop().await;
+}
