@@ -489,15 +489,15 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
                 if r.options.dry_run {
                     return done(v, true);
                 }
-                let committed = match r.hub.store.put(key.clone(), Expect::Absent, v) {
+                let written = match r.hub.store.put(key.clone(), Expect::Absent, v) {
+                    Ok(committed) => committed.durable().await,
+                    Err(e) => Err(e),
+                };
+                let stored = match written {
                     Err(StoreError::AlreadyExists) => continue,
                     other => other.map_err(|e| store_error(r, name, e))?,
-                };
-                let stored = committed
-                    .durable()
-                    .await
-                    .map_err(|e| store_error(r, name, e))?
-                    .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
+                }
+                .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
                 let v = served_value(&stored, &r.info);
                 hooks::after_write(&r.hub, &r.info, &key, Some(&v)).await;
                 return done(v, true);
@@ -521,15 +521,16 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         } else {
             r.hub.store.put(key.clone(), Expect::Version(current.rv), new)
         };
-        let committed = match result {
+        // With etcd, a conflict is known only once the transaction ran.
+        let written = match result {
+            Ok(committed) => committed.durable().await,
+            Err(e) => Err(e),
+        };
+        let stored = match written {
             Err(StoreError::Conflict) if expect_rv.is_none() => continue,
             other => other.map_err(|e| store_error(r, name, e))?,
-        };
-        let stored = committed
-            .durable()
-            .await
-            .map_err(|e| store_error(r, name, e))?
-            .ok_or_else(|| ApiError::internal("the store did not return the written object"))?;
+        }
+        .ok_or_else(|| ApiError::internal("the store did not return the written object"))?;
         let v = served_value(&stored, &r.info);
         if finalized {
             hooks::remove_contents(&r.hub, &r.info, &key, &v).await;

@@ -252,21 +252,38 @@ pub struct Store {
     reached: tokio::sync::watch::Receiver<u64>,
 }
 
-/// A write accepted and queued for commit; await [`Committed::durable`]
-/// before acknowledging it (it is visible to readers from then on).
+/// A write accepted; await [`Committed::durable`] before acknowledging it
+/// (it is visible to readers from then on). Callers treat its errors as
+/// they treat the write's own: a backend that decides conflicts itself
+/// reports them only from here.
 pub struct Committed {
-    pub object: Option<Arc<StoredObject>>,
-    pub rv: u64,
-    done: oneshot::Receiver<Result<(), String>>,
+    inner: Pending,
+}
+
+enum Pending {
+    Local {
+        object: Option<Arc<StoredObject>>,
+        done: oneshot::Receiver<Result<(), String>>,
+    },
 }
 
 impl Committed {
-    /// Wait until the write is on disk and visible to readers.
+    /// The resourceVersion the write was given, when the store decides it
+    /// before the write is durable.
+    pub fn rv(&self) -> Option<u64> {
+        match &self.inner {
+            Pending::Local { object, .. } => object.as_ref().map(|o| o.rv),
+        }
+    }
+
+    /// Wait until the write is durable and visible to readers.
     pub async fn durable(self) -> Result<Option<Arc<StoredObject>>, StoreError> {
-        match self.done.await {
-            Ok(Ok(())) => Ok(self.object),
-            Ok(Err(e)) => Err(StoreError::Unavailable(e)),
-            Err(_) => Err(StoreError::Unavailable("commit thread stopped".into())),
+        match self.inner {
+            Pending::Local { object, done } => match done.await {
+                Ok(Ok(())) => Ok(object),
+                Ok(Err(e)) => Err(StoreError::Unavailable(e)),
+                Err(_) => Err(StoreError::Unavailable("commit thread stopped".into())),
+            },
         }
     }
 }
@@ -593,9 +610,10 @@ impl Store {
         state.rv = rv;
         state.pending.insert(key, (rv, Some(obj.clone())));
         Ok(Committed {
-            object: Some(obj),
-            rv,
-            done,
+            inner: Pending::Local {
+                object: Some(obj),
+                done,
+            },
         })
     }
 
@@ -629,9 +647,10 @@ impl Store {
         state.rv = rv;
         state.pending.insert(key, (rv, None));
         Ok(Committed {
-            object: Some(tombstone),
-            rv,
-            done,
+            inner: Pending::Local {
+                object: Some(tombstone),
+                done,
+            },
         })
     }
 
@@ -805,7 +824,7 @@ mod tests {
     #[tokio::test]
     async fn stale_version_conflicts_and_create_twice_already_exists() {
         let store = Store::in_memory();
-        let a = store.put(key("a"), Expect::Absent, cm("a")).unwrap().rv;
+        let a = store.put(key("a"), Expect::Absent, cm("a")).unwrap().rv().unwrap();
         assert!(matches!(
             store.put(key("a"), Expect::Absent, cm("a")),
             Err(StoreError::AlreadyExists)
@@ -877,7 +896,7 @@ mod tests {
         )
         .unwrap();
         let write = store.put(key("a"), Expect::Absent, cm("a")).unwrap();
-        assert_eq!(write.rv, 1);
+        assert_eq!(write.rv(), Some(1));
         // Pending: readers see nothing, writers see it.
         assert!(store.get_committed(&key("a")).is_none());
         assert_eq!(store.resource_version(), 0);
@@ -943,7 +962,7 @@ mod tests {
             open_gate.send(()).unwrap();
             first.durable().await.unwrap();
             let lost = store.put(key("b"), Expect::Absent, cm("b")).unwrap();
-            assert_eq!(lost.rv, 2);
+            assert_eq!(lost.rv(), Some(2));
             // What any reader could see before the "crash".
             assert_eq!(store.resource_version(), 1);
             assert!(store.get_committed(&key("b")).is_none());
@@ -955,7 +974,7 @@ mod tests {
         assert!(store.get_committed(&key("b")).is_none());
         // rv 2 is handed out again, but no reader ever saw it.
         let again = store.put(key("c"), Expect::Absent, cm("c")).unwrap();
-        assert_eq!(again.rv, 2);
+        assert_eq!(again.rv(), Some(2));
     }
 
     #[tokio::test]
