@@ -249,16 +249,26 @@ impl TestEtcd {
     }
 
     /// Start etcd, or `None` (with a line on stderr saying why the caller
-    /// skips) when the binary is not installed.
+    /// skips) when the binary is not installed. Its data is in memory where
+    /// the machine has a RAM-backed `/dev/shm` (etcd fsyncs every write).
     pub fn start() -> Option<TestEtcd> {
+        Self::start_in(Path::new("/dev/shm").is_dir().then_some(Path::new("/dev/shm")))
+    }
+
+    /// [`TestEtcd::start`] with its data in the system's temporary directory
+    /// (on disk, for benchmarks).
+    pub fn start_on_disk() -> Option<TestEtcd> {
+        Self::start_in(None)
+    }
+
+    fn start_in(parent: Option<&Path>) -> Option<TestEtcd> {
         let Some(binary) = Self::binary() else {
             eprintln!("skipping: {}", Self::MISSING);
             return None;
         };
-        // A RAM-backed directory where there is one: etcd fsyncs every write.
-        let dir = match Path::new("/dev/shm").is_dir() {
-            true => tempfile::tempdir_in("/dev/shm"),
-            false => tempfile::tempdir(),
+        let dir = match parent {
+            Some(p) => tempfile::tempdir_in(p),
+            None => tempfile::tempdir(),
         }
         .expect("temporary directory for etcd");
         let free_port = || {
