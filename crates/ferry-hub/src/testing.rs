@@ -228,6 +228,11 @@ pub struct TestEtcd {
     dir: tempfile::TempDir,
     client_port: u16,
     peer_port: u16,
+    /// Plain-HTTP `/health`, whether clients talk TLS or not.
+    metrics_port: u16,
+    /// With TLS: the CA etcd's certificates chain to, and a client
+    /// certificate and key etcd requires (files in `dir`).
+    tls: Option<[PathBuf; 3]>,
 }
 
 impl TestEtcd {
@@ -261,6 +266,34 @@ impl TestEtcd {
         Self::start_in(None)
     }
 
+    /// [`TestEtcd::start`] serving TLS only and requiring client
+    /// certificates (`--client-cert-auth`), from a CA of its own; its
+    /// [`TestEtcd::options`] carry the CA and a client certificate.
+    pub fn start_tls() -> Option<TestEtcd> {
+        let mut etcd = Self::start_in(None)?;
+        etcd.stop();
+        let pki = etcd.dir.path().join("pki");
+        std::fs::create_dir_all(&pki).expect("pki directory");
+        let material = crate::server::tls::ensure_certs(etcd.dir.path(), &["127.0.0.1".into()])
+            .expect("certificates for etcd");
+        let (client_cert, client_key) =
+            crate::server::tls::sign_client_cert(&material, "ferry-hub", &[], 1).expect("client certificate");
+        let write = |name: &str, pem: &str| {
+            let path = pki.join(name);
+            std::fs::write(&path, pem).expect("write certificate");
+            path
+        };
+        etcd.tls = Some([
+            write("ca.crt", &material.ca_cert_pem),
+            write("client.crt", &client_cert),
+            write("client.key", &client_key),
+        ]);
+        write("etcd.crt", &material.serving_cert_pem);
+        write("etcd.key", &material.serving_key_pem);
+        etcd.resume();
+        Some(etcd)
+    }
+
     fn start_in(parent: Option<&Path>) -> Option<TestEtcd> {
         let Some(binary) = Self::binary() else {
             eprintln!("skipping: {}", Self::MISSING);
@@ -283,20 +316,28 @@ impl TestEtcd {
             dir,
             client_port: free_port(),
             peer_port: free_port(),
+            metrics_port: free_port(),
+            tls: None,
         };
         etcd.resume();
         Some(etcd)
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// Options for a hub on this etcd, under a prefix of its own.
     pub fn options(&self) -> crate::storage::EtcdOptions {
         let mut o = crate::storage::EtcdOptions::new(vec![self.url()]);
         o.prefix = format!("/ferry-test/{}", uuid::Uuid::new_v4().simple());
+        if let Some([ca, cert, key]) = &self.tls {
+            o.ca_file = Some(ca.clone());
+            o.cert_file = Some(cert.clone());
+            o.key_file = Some(key.clone());
+        }
         o
     }
 
@@ -313,6 +354,16 @@ impl TestEtcd {
         use std::process::{Command, Stdio};
         self.stop();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let mut tls_args: Vec<String> = Vec::new();
+        if self.tls.is_some() {
+            let pki = self.dir.path().join("pki");
+            tls_args = vec![
+                format!("--cert-file={}", pki.join("etcd.crt").display()),
+                format!("--key-file={}", pki.join("etcd.key").display()),
+                format!("--trusted-ca-file={}", pki.join("ca.crt").display()),
+                "--client-cert-auth".into(),
+            ];
+        }
         let child = Command::new("sh")
             .arg("-c")
             .arg(r#""$0" "$@" & pid=$!; read -r _; kill -9 $pid; wait $pid"#)
@@ -324,6 +375,11 @@ impl TestEtcd {
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
             .arg(format!("--initial-cluster=test={peer}"))
+            .arg(format!(
+                "--listen-metrics-urls=http://127.0.0.1:{}",
+                self.metrics_port
+            ))
+            .args(&tls_args)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -344,13 +400,13 @@ impl TestEtcd {
     /// Whether `GET /health` answers `"health":"true"`.
     fn healthy(&self) -> bool {
         use std::io::{Read, Write};
-        let Ok(mut tcp) = std::net::TcpStream::connect(("127.0.0.1", self.client_port)) else {
+        let Ok(mut tcp) = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
             return false;
         };
         let _ = tcp.set_read_timeout(Some(std::time::Duration::from_secs(2)));
         let request = format!(
             "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.client_port
+            self.metrics_port
         );
         if tcp.write_all(request.as_bytes()).is_err() {
             return false;

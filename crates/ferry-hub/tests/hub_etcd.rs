@@ -388,3 +388,27 @@ async fn the_controllers_run_on_the_lease_holder_and_move_when_it_stops() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hub_talks_tls_to_etcd_with_a_client_certificate() {
+    let Some(etcd) = TestEtcd::start_tls() else { return };
+    // etcd requires a client certificate: without one the hub does not start,
+    // and says which servers did not answer.
+    let mut without = etcd.options();
+    without.cert_file = None;
+    without.key_file = None;
+    let refused = ferry_hub::storage::Etcd::connect(&without)
+        .await
+        .err()
+        .expect("etcd refuses a client without a certificate");
+    assert!(format!("{refused:#}").contains(&etcd.url()), "{refused:#}");
+
+    let hub = TestHub::start_with(|o| o.etcd = Some(etcd.options())).await;
+    let api = configmaps(&hub).await;
+    let made = api
+        .create(&PostParams::default(), &configmap("over-tls", "1"))
+        .await
+        .expect("create through a hub on etcd over TLS");
+    let read = api.get("over-tls").await.expect("get");
+    assert_eq!(read.metadata.resource_version, made.metadata.resource_version);
+}
