@@ -150,6 +150,26 @@ async fn conflicting_writes_through_two_hubs_give_one_409() {
         })
         .await;
     }
+    // An update through b carrying the version just read through a is not a
+    // conflict, even when b has not seen that version yet.
+    for round in 0..5 {
+        let mut fresh = on_a.get("race").await.expect("get through a");
+        fresh.data = Some(
+            [
+                ("v".to_string(), "first".to_string()),
+                ("round".to_string(), round.to_string()),
+            ]
+            .into(),
+        );
+        on_a.replace("race", &PostParams::default(), &fresh)
+            .await
+            .expect("update through a");
+        let mut next = on_a.get("race").await.expect("get through a");
+        next.data = Some([("v".to_string(), "first".to_string())].into());
+        on_b.replace("race", &PostParams::default(), &next)
+            .await
+            .expect("update through b at the version read through a");
+    }
     // A patch (no resourceVersion) through b applies on top of a's update.
     on_b.patch(
         "race",

@@ -477,6 +477,7 @@ pub async fn patch(r: &Request, patch_type: PatchType, body: Bytes) -> Result<Wr
 async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiError> {
     let key = r.key(name)?;
     let done = |object: Value, created: bool| Ok(Written::new(r, object, created));
+    let mut caught_up = false;
     for _attempt in 0..16 {
         let current = r.hub.store.get(&key);
         let current_value = current.as_ref().map(|c| served_value(c, &r.info));
@@ -509,6 +510,14 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         };
         if let Some(rv) = expect_rv {
             if rv != current.rv {
+                // With hubs sharing etcd, the client may have read a newer
+                // version through another hub than this one has seen yet:
+                // catch up once before calling it a conflict.
+                if r.hub.store.shared() && !caught_up && rv > r.hub.store.resource_version() {
+                    caught_up = true;
+                    let _ = r.hub.store.wait_for(rv, std::time::Duration::from_secs(1)).await;
+                    continue;
+                }
                 return Err(store_error(r, name, StoreError::Conflict));
             }
         }

@@ -545,6 +545,12 @@ impl Store {
         }))
     }
 
+    /// Whether other hubs write to the same objects (etcd): this hub's view
+    /// may then trail a version a client read through another hub.
+    pub fn shared(&self) -> bool {
+        self.remote.is_some()
+    }
+
     /// Whether the store can take writes now: its commit thread runs, or
     /// etcd answers and the watch that feeds the cache is up.
     pub async fn ready(&self) -> Result<(), String> {
