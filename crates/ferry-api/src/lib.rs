@@ -6,6 +6,8 @@
 //! | --- | --- | --- |
 //! | [`edge`] | `edge.kubestellar.io/v2alpha1` | SyncerConfig, SyncTarget, Location, EdgePlacement |
 //! | [`workload`] | `workload.kcp.io/v1alpha1` | SyncTarget |
+//! | [`scheduling`] | `scheduling.kcp.io/v1alpha1` | Location, Placement |
+//! | [`apiresource`] | `apiresource.kcp.io/v1alpha1` | APIResourceImport |
 //! | [`syncagent`] | `syncagent.kcp.io/v1alpha1` | PublishedResource |
 //!
 //! Every kind is a plain struct (`metadata`, `spec`, `status`) that implements
@@ -14,6 +16,10 @@
 //! `#[derive(CustomResource)]` because the reference objects may omit `spec` entirely
 //! (the seeds' SyncTarget has none), which the derive cannot express.
 //!
+//! Ferry's hub serves `workload.kcp.io`, `scheduling.kcp.io` and `apiresource.kcp.io`
+//! built in, as kcp does; [`crds`] still renders the SyncTarget CRD for real clusters
+//! (the hub stores such a CRD but keeps serving its built-in).
+//!
 //! [`well_known`] holds every label, annotation and finalizer name the system uses;
 //! [`crds`] renders all CRDs (`ferry crds | kubectl apply -f -`); [`timestamp`] and
 //! [`naming`] format the timestamps and generated names that hub, syncer and CLI share.
@@ -21,9 +27,11 @@
 #[macro_use]
 mod resource;
 
+pub mod apiresource;
 pub mod crds;
 pub mod edge;
 pub mod naming;
+pub mod scheduling;
 pub mod schema;
 pub mod syncagent;
 pub mod timestamp;

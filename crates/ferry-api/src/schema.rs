@@ -91,3 +91,17 @@ pub fn metav1_conditions(_: &mut SchemaGenerator) -> Schema {
 pub fn resource_list(_: &mut SchemaGenerator) -> Schema {
     to_schema(json!({ "type": "object", "additionalProperties": quantity_value() }))
 }
+
+/// An object whose fields are not described (`x-kubernetes-preserve-unknown-fields`),
+/// such as an embedded OpenAPI schema.
+pub fn preserved_object(_: &mut SchemaGenerator) -> Schema {
+    to_schema(json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true }))
+}
+
+/// A list of undescribed objects.
+pub fn preserved_objects(_: &mut SchemaGenerator) -> Schema {
+    to_schema(json!({
+        "type": "array",
+        "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+    }))
+}

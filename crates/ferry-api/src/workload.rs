@@ -24,6 +24,24 @@ pub fn sync_target_key(logical_cluster: &str, name: &str) -> String {
     crate::naming::radix_text(&hash, 62)
 }
 
+/// The virtual-workspace URLs the hub publishes in a SyncTarget's
+/// `status.virtualWorkspaces`, as kcp builds them:
+/// `<external URL>/services/{syncer|upsyncer}/<logical cluster>/<name>/<uid>`, where
+/// the logical cluster is the SyncTarget workspace's `kcp.io/cluster` name.
+pub fn virtual_workspace(
+    external_url: &str,
+    logical_cluster: &str,
+    name: &str,
+    uid: &str,
+) -> VirtualWorkspace {
+    let base = external_url.trim_end_matches('/');
+    let url = |kind: &str| format!("{base}/services/{kind}/{logical_cluster}/{name}/{uid}");
+    VirtualWorkspace {
+        syncer_url: url("syncer"),
+        upsyncer_url: url("upsyncer"),
+    }
+}
+
 #[cfg(test)]
 mod key_tests {
     use super::*;
@@ -38,6 +56,28 @@ mod key_tests {
         assert!(key.chars().all(|c| c.is_ascii_alphanumeric()), "{key}");
         // A label name segment allows 63 characters: the label fits.
         assert!(crate::well_known::workload_state_label(&key).len() < 63 + 22);
+    }
+
+    #[test]
+    fn the_spec_uses_kcp_field_names() {
+        let st: SyncTarget = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "east"},
+            "spec": {"supportedAPIExports": [{"export": "kubernetes", "path": "root:compute"}], "evictAfter": "2026-01-01T00:00:00Z"}
+        }))
+        .unwrap();
+        assert_eq!(st.spec.supported_api_exports[0].path, "root:compute");
+        let back = serde_json::to_value(&st).unwrap();
+        assert!(back["spec"].get("supportedAPIExports").is_some(), "{back}");
+    }
+
+    #[test]
+    fn virtual_workspace_urls_name_cluster_target_and_uid() {
+        let vw = virtual_workspace("https://hub:6443/", "abc123", "east", "u-1");
+        assert_eq!(vw.syncer_url, "https://hub:6443/services/syncer/abc123/east/u-1");
+        assert_eq!(
+            vw.upsyncer_url,
+            "https://hub:6443/services/upsyncer/abc123/east/u-1"
+        );
     }
 }
 
@@ -76,7 +116,11 @@ pub struct SyncTargetSpec {
 
     /// APIExports whose resources this target should support. When empty, kcp uses the
     /// `kubernetes` export of the same workspace.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "supportedAPIExports",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub supported_api_exports: Vec<ApiExportReference>,
 
     /// Labels identifying the cells the target belongs to.

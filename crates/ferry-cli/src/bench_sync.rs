@@ -54,14 +54,21 @@ pub struct SyncBenchArgs {
     /// Syncer workers, and the requests in flight of the baseline client.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
-    /// The syncer's --qps. 0 (unthrottled) by default, as the baseline client is. The
-    /// syncer's own default (no --qps) is the server's pace against a hub or a server
-    /// doing API priority and fairness, and 30/s against any other.
-    #[arg(long, default_value_t = 0.0)]
-    pub qps: f32,
-    /// The syncer's --burst.
+    /// The syncer's --qps. 0 (unthrottled) by default, as the baseline client is;
+    /// `default` passes no --qps/--burst, so the syncer runs at its own default (the
+    /// server's pace against a hub or a server doing API priority and fairness, 30/s
+    /// against any other).
+    #[arg(long, default_value = "0")]
+    pub qps: String,
+    /// The syncer's --burst (ignored with `--qps default`).
     #[arg(long, default_value_t = 20)]
     pub burst: u32,
+    /// Which syncer: kubestellar (a SyncerConfig in a mailbox-like workspace selects the
+    /// objects) or tmc (kcp's workload syncer: a SyncTarget, and a Placement whose
+    /// scheduler labels the namespace and its objects for it; the syncer reads them
+    /// through its virtual workspace and writes copies into a `kcp-<hash>` namespace).
+    #[arg(long, value_enum, default_value = "kubestellar")]
+    pub profile: crate::syncer_cmd::ProfileName,
     /// Fixed rate (objects per second) of the latency measurements.
     #[arg(long, default_value_t = 200)]
     pub rate: u32,
@@ -76,18 +83,35 @@ pub struct SyncBenchArgs {
 impl SyncBenchArgs {
     /// The syncer's flags besides kubeconfigs and addresses: what the JSON reports.
     fn syncer_flags(&self) -> Vec<String> {
-        [
+        let mut flags: Vec<String> = [
             "--sync-target-name",
             "bench",
             "--workers",
             &self.workers.to_string(),
-            "--qps",
-            &self.qps.to_string(),
-            "--burst",
-            &self.burst.to_string(),
         ]
         .map(str::to_owned)
-        .to_vec()
+        .to_vec();
+        if self.qps != "default" {
+            flags.extend([
+                "--qps".into(),
+                self.qps.clone(),
+                "--burst".into(),
+                self.burst.to_string(),
+            ]);
+        }
+        if self.tmc() {
+            flags.extend([
+                "--profile".into(),
+                "tmc".into(),
+                "--from-cluster".into(),
+                "root:bench".into(),
+            ]);
+        }
+        flags
+    }
+
+    fn tmc(&self) -> bool {
+        self.profile == crate::syncer_cmd::ProfileName::Tmc
     }
 }
 
@@ -120,12 +144,17 @@ impl Seen {
 }
 
 /// Records when each object first satisfies `pred`, through a watch.
-fn track<K>(api: Api<K>, seen: Arc<Seen>, pred: fn(&K) -> bool) -> tokio::task::JoinHandle<()>
+fn track<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    seen: Arc<Seen>,
+    pred: fn(&K) -> bool,
+) -> tokio::task::JoinHandle<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     tokio::spawn(async move {
-        let mut stream = watcher(api, watcher::Config::default()).boxed();
+        let mut stream = watcher(api, config).boxed();
         while let Some(event) = stream.next().await {
             let obj = match event {
                 Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => o,
@@ -235,10 +264,64 @@ struct Hubs {
     down: BenchHub,
     up_kubeconfig: PathBuf,
     upc: kube::Client,
+    /// With `--profile tmc`: the SyncTarget's uid.
+    sync_target_uid: Option<String>,
+}
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// The downstream objects the syncer made: for kubestellar in namespace `bench`, for
+/// tmc in whichever `kcp-<hash>` namespace, found by the copies' label.
+fn copies<K>(client: &kube::Client, tmc: bool) -> (Api<K>, watcher::Config)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    if tmc {
+        (
+            Api::all(client.clone()),
+            watcher::Config::default().labels(ferry_api::well_known::WORKLOAD_CLUSTER_LABEL),
+        )
+    } else {
+        (Api::namespaced(client.clone(), NS), watcher::Config::default())
+    }
 }
 
 impl Hubs {
-    async fn start() -> anyhow::Result<Hubs> {
+    async fn start(args: &SyncBenchArgs) -> anyhow::Result<Hubs> {
+        let mut hubs = Hubs::start_plain().await?;
+        if args.tmc() {
+            let target: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                "metadata": { "name": "bench" },
+                "spec": { "supportedAPIExports": [{ "export": "kubernetes", "path": "root:compute" }] },
+            }))?;
+            let created = Api::<DynamicObject>::all_with(
+                hubs.upc.clone(),
+                &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"),
+            )
+            .create(&PostParams::default(), &target)
+            .await
+            .context("creating SyncTarget bench")?;
+            hubs.sync_target_uid = created.metadata.uid;
+            let binding: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "kubernetes" },
+                "spec": { "reference": { "export": { "path": "root:compute", "name": "kubernetes" } } },
+            }))?;
+            Api::<DynamicObject>::all_with(
+                hubs.upc.clone(),
+                &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
+            )
+            .create(&PostParams::default(), &binding)
+            .await
+            .context("binding root:compute:kubernetes")?;
+        }
+        Ok(hubs)
+    }
+
+    async fn start_plain() -> anyhow::Result<Hubs> {
         let up = BenchHub::start(&[]).await?;
         let down = BenchHub::start(&[]).await?;
         let workspaces = ApiResource::from_gvk_with_plural(
@@ -272,6 +355,7 @@ impl Hubs {
             down,
             up_kubeconfig,
             upc,
+            sync_target_uid: None,
         })
     }
 
@@ -301,6 +385,7 @@ async fn baseline(hubs: &Hubs, args: &SyncBenchArgs) -> anyhow::Result<(f64, f64
     let seen = Seen::new();
     let tracker = track(
         Api::<ConfigMap>::namespaced(hubs.downc().clone(), "baseline"),
+        watcher::Config::default(),
         seen.clone(),
         |_| true,
     );
@@ -363,11 +448,8 @@ async fn initial_sync(
     )
     .await?;
     let down_seen = Seen::new();
-    let tracker = track(
-        Api::<ConfigMap>::namespaced(downc.clone(), NS),
-        down_seen.clone(),
-        |_| true,
-    );
+    let (down_cms, watch_config) = copies::<ConfigMap>(downc, args.tmc());
+    let tracker = track(down_cms, watch_config, down_seen.clone(), |_| true);
     // FERRY_BENCH_SYNCER_LOG=path keeps the syncer's log.
     let log_path = std::env::var_os("FERRY_BENCH_SYNCER_LOG")
         .map(PathBuf::from)
@@ -382,6 +464,11 @@ async fn initial_sync(
         .arg("--to-kubeconfig")
         .arg(&hubs.down.process.kubeconfig)
         .args(args.syncer_flags())
+        .args(
+            hubs.sync_target_uid
+                .iter()
+                .flat_map(|uid| ["--sync-target-uid".to_string(), uid.clone()]),
+        )
         .args(["--metrics-address", &metrics_address.to_string()])
         .stdout(Stdio::null())
         .stderr(log)
@@ -401,22 +488,41 @@ async fn initial_sync(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let startup = launched.elapsed();
-    let config: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": { "name": "the-one" },
-        "spec": { "namespaceScope": { "namespaces": [NS], "resources": [
-            { "group": "", "apiVersion": "v1", "resource": "configmaps" },
-            { "group": "apps", "apiVersion": "v1", "resource": "deployments" }
-        ]}}
-    }))?;
-    let configs = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
-        "syncerconfigs",
-    );
-    let cpu_before = cpu_seconds(pid)?;
-    let started = Instant::now();
-    Api::<DynamicObject>::all_with(upc.clone(), &configs)
-        .create(&PostParams::default(), &config)
+    let (cpu_before, started) = if args.tmc() {
+        // The syncer is connected and has imported the cluster's schemas (Deployments are
+        // Accepted, for the status-return step); the clock starts with the Placement that
+        // schedules the namespace, and so includes the scheduler labelling its objects.
+        accepted(upc, "deployments", &log_path).await?;
+        let placement: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "bench" },
+            "spec": { "locationWorkspace": "root:bench", "locationSelectors": [{}], "namespaceSelector": {},
+                      "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" } },
+        }))?;
+        let cpu_before = cpu_seconds(pid)?;
+        let started = Instant::now();
+        Api::<DynamicObject>::all_with(
+            upc.clone(),
+            &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
+        )
+        .create(&PostParams::default(), &placement)
         .await?;
+        (cpu_before, started)
+    } else {
+        let config: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": { "name": "the-one" },
+            "spec": { "namespaceScope": { "namespaces": [NS], "resources": [
+                { "group": "", "apiVersion": "v1", "resource": "configmaps" },
+                { "group": "apps", "apiVersion": "v1", "resource": "deployments" }
+            ]}}
+        }))?;
+        let configs = ar("edge.kubestellar.io", "v2alpha1", "SyncerConfig", "syncerconfigs");
+        let cpu_before = cpu_seconds(pid)?;
+        let started = Instant::now();
+        Api::<DynamicObject>::all_with(upc.clone(), &configs)
+            .create(&PostParams::default(), &config)
+            .await?;
+        (cpu_before, started)
+    };
     down_seen
         .wait_for(args.objects, Duration::from_secs(600), "the initial sync")
         .await?;
@@ -435,6 +541,35 @@ async fn initial_sync(
     })
 }
 
+/// Waits until the SyncTarget `bench` lists `resource` as Accepted (its syncer imported
+/// the cluster's schema).
+async fn accepted(upc: &kube::Client, resource: &str, log: &std::path::Path) -> anyhow::Result<()> {
+    let targets = Api::<DynamicObject>::all_with(
+        upc.clone(),
+        &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let target = targets.get("bench").await?;
+        let ok = target
+            .data
+            .pointer("/status/syncedResources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|r| r["resource"] == resource && r["state"] == "Accepted");
+        if ok {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "SyncTarget bench never accepted {resource}; see {}",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn sync_method(args: &SyncBenchArgs) -> Value {
     json!({
         "processes": {
@@ -444,9 +579,17 @@ fn sync_method(args: &SyncBenchArgs) -> Value {
             "baseline_client": "`ferry bench create-load` child process, current-thread runtime",
             "measuring_watches": "this process: one kube-rs watcher per measured resource",
         },
-        "timing": "the syncer from the SyncerConfig's creation, the baseline client from its start \
-                   signal, each until a downstream watch in this process has seen every object; both \
-                   processes are connected and idle when the clock starts",
+        "profile": if args.tmc() { "tmc" } else { "kubestellar" },
+        "timing": if args.tmc() {
+            "the syncer from the Placement's creation (so the hub's scheduler labelling the namespace and \
+             its objects is inside the measurement), the baseline client from its start signal, each until \
+             a downstream watch in this process has seen every object; both processes are connected and \
+             idle when the clock starts, and the syncer has imported the cluster's schemas"
+        } else {
+            "the syncer from the SyncerConfig's creation, the baseline client from its start signal, each \
+             until a downstream watch in this process has seen every object; both processes are connected \
+             and idle when the clock starts"
+        },
         "concurrency": { "syncer_workers": args.workers, "baseline_requests_in_flight": args.workers },
         "syncer_flags": args.syncer_flags(),
         "objects": {
@@ -484,7 +627,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         if rounds > 1 {
             progress(&format!("initial-sync round {round} of {rounds}"));
         }
-        let hubs = Hubs::start().await?;
+        let hubs = Hubs::start(&args).await?;
         let sync = initial_sync(&hubs, &args, &progress).await?;
         ratios.push(sync.sync_rate / sync.raw_rate);
         sync_rates.push(sync.sync_rate);
@@ -540,9 +683,9 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     progress("status-return latency");
     let status_n = status_objects(&args);
     let up_deploys: Api<Deployment> = Api::namespaced(upc.clone(), NS);
-    let down_deploys: Api<Deployment> = Api::namespaced(downc.clone(), NS);
+    let (all_down_deploys, watch_config) = copies::<Deployment>(&downc, args.tmc());
     let deploy_seen = Seen::new();
-    let deploy_tracker = track(down_deploys.clone(), deploy_seen.clone(), |_| true);
+    let deploy_tracker = track(all_down_deploys, watch_config, deploy_seen.clone(), |_| true);
     futures::stream::iter(0..status_n)
         .map(|i| {
             let api = up_deploys.clone();
@@ -557,10 +700,26 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     deploy_seen
         .wait_for(status_n, Duration::from_secs(120), "deployments downstream")
         .await?;
+    // Where the copies are: `bench`, or the tmc syncer's kcp-<hash> namespace.
+    let down_ns = if args.tmc() {
+        let (api, _) = copies::<Deployment>(&downc, true);
+        api.list(&kube::api::ListParams::default().labels(ferry_api::well_known::WORKLOAD_CLUSTER_LABEL))
+            .await?
+            .items
+            .first()
+            .and_then(|d| d.metadata.namespace.clone())
+            .context("no Deployment copy downstream")?
+    } else {
+        NS.to_string()
+    };
+    let down_deploys: Api<Deployment> = Api::namespaced(downc.clone(), &down_ns);
     let status_seen = Seen::new();
-    let status_tracker = track(up_deploys.clone(), status_seen.clone(), |d: &Deployment| {
-        d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1)
-    });
+    let status_tracker = track(
+        up_deploys.clone(),
+        watcher::Config::default(),
+        status_seen.clone(),
+        |d: &Deployment| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1),
+    );
     let status_sent = at_rate(args.rate, status_n, |name| {
         let api = down_deploys.clone();
         async move {
@@ -641,7 +800,8 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "ferry bench sync (syncer {}; baseline measured in this run; every process separate)",
+        "ferry bench sync --profile {} (syncer {}; baseline measured in this run; every process separate)",
+        if args.tmc() { "tmc" } else { "kubestellar" },
         args.syncer_flags().join(" ")
     );
     println!(

@@ -324,6 +324,15 @@ pub fn selector_json(text: &str) -> anyhow::Result<Value> {
 
 /// `kubectl ferry bind compute <location workspace>`.
 async fn compute(args: ComputeArgs) -> anyhow::Result<()> {
+    let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let name = bind_compute(&kube::Client::try_from(config)?, &args).await?;
+    println!("placement {name} created.");
+    Ok(())
+}
+
+/// Binds the workspace `client` points at to compute: the APIBindings, then the
+/// Placement, whose name it returns.
+pub async fn bind_compute(client: &kube::Client, args: &ComputeArgs) -> anyhow::Result<String> {
     let location_workspace = args.location_workspace.trim().to_string();
     if location_workspace.is_empty()
         || !location_workspace.split(':').all(|s| {
@@ -349,8 +358,6 @@ async fn compute(args: ComputeArgs) -> anyhow::Result<()> {
         .filter(|e| !e.is_empty())
         .map(|e| split_reference(e))
         .collect::<Result<_, _>>()?;
-    let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let client = kube::Client::try_from(config)?;
     let bindings: Api<DynamicObject> =
         Api::all_with(client.clone(), &kcp_resource("APIBinding", "apibindings"));
     for (path, export) in exports {
@@ -385,7 +392,7 @@ async fn compute(args: ComputeArgs) -> anyhow::Result<()> {
             "metadata": {"name": name},
             "spec": {"reference": {"export": reference}},
         });
-        create_and_wait(&client, binding, args.timeout).await?;
+        create_and_wait(client, binding, args.timeout).await?;
     }
     let spec = json!({
         "locationWorkspace": location_workspace,
@@ -405,7 +412,7 @@ async fn compute(args: ComputeArgs) -> anyhow::Result<()> {
         "spec": spec,
     });
     let placements: Api<DynamicObject> = Api::all_with(
-        client,
+        client.clone(),
         &ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("scheduling.kcp.io", "v1alpha1", "Placement"),
             "placements",
@@ -419,8 +426,7 @@ async fn compute(args: ComputeArgs) -> anyhow::Result<()> {
         )
         .await
         .with_context(|| format!("creating Placement {name}"))?;
-    println!("placement {name} created.");
-    Ok(())
+    Ok(name)
 }
 
 #[cfg(test)]

@@ -70,6 +70,14 @@ pub struct HubArgs {
     /// The range NodePort and LoadBalancer Services' node ports come from.
     #[arg(long, default_value = "30000-32767")]
     pub service_node_port_range: String,
+    /// kcp TMC: a SyncTarget whose syncer sent no heartbeat for this long
+    /// becomes HeartbeatHealthy=False (and not Ready), as kcp's flag.
+    #[arg(long, default_value = "1m", value_parser = crate::kubeconfig::parse_duration)]
+    pub sync_target_heartbeat_threshold: std::time::Duration,
+    /// Do not create kcp's `root:compute` workspace (the `kubernetes`
+    /// APIExport SyncTargets and `kubectl ferry bind compute` use).
+    #[arg(long)]
+    pub disable_compute_workspace: bool,
 }
 
 /// `--storage`.
@@ -132,6 +140,8 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     opts.insecure_port = args.insecure_port;
     opts.ephemeral = args.ephemeral;
     opts.mailbox_controller = !args.disable_mailbox_controller;
+    opts.sync_target_heartbeat_threshold = args.sync_target_heartbeat_threshold;
+    opts.compute_workspace = !args.disable_compute_workspace;
     opts.service_ranges = ServiceRanges {
         cluster_ip: ServiceRanges::parse_cidr(&args.service_cluster_ip_range)
             .map_err(|e| anyhow::anyhow!("--service-cluster-ip-range: {e}"))?,

@@ -16,6 +16,7 @@ pub mod kubeconfig;
 pub mod kubeconfig_file;
 pub mod logging;
 pub mod quickstart;
+pub mod quickstart_tmc;
 pub mod syncer_cmd;
 pub mod syncer_gen;
 pub mod workload_cmd;
@@ -46,6 +47,8 @@ enum Command {
     Hub(hub_cmd::HubArgs),
     /// Run a syncer beside a workload cluster.
     Syncer(syncer_cmd::SyncerArgs),
+    /// Run kcp's TMC workload syncer (`ferry syncer --profile tmc`).
+    WorkloadSyncer(syncer_cmd::SyncerArgs),
     /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
     Crds,
     /// Run the whole system on this machine: a hub, two stand-in clusters, their syncers, a workload.
@@ -80,7 +83,9 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
     // wake-ups and leaves the other cores to the servers beside it. The sync bench's
     // baseline client runs the same way, so the two are measured alike.
     let runtime = match cli.command {
-        Command::Syncer(_) | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => {
+        Command::Syncer(_)
+        | Command::WorkloadSyncer(_)
+        | Command::Bench(bench_cmd::BenchCommand::CreateLoad(_)) => {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?
@@ -91,6 +96,10 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
         match cli.command {
             Command::Hub(args) => hub_cmd::run(args).await,
             Command::Syncer(args) => syncer_cmd::run(args).await,
+            Command::WorkloadSyncer(mut args) => {
+                args.profile = syncer_cmd::ProfileName::Tmc;
+                syncer_cmd::run(args).await
+            }
             Command::Crds => crds_cmd::run(),
             Command::SyncerGen(args) => syncer_gen::run(args).await,
             Command::Quickstart(args) => quickstart::run(args).await,

@@ -38,6 +38,10 @@ pub struct QuickstartArgs {
     /// Image named in the generated syncer manifests (the syncers here run in-process).
     #[arg(long, default_value = "ferry:dev")]
     pub syncer_image: String,
+    /// Which walkthrough: kubestellar (edge placement through mailboxes) or tmc (kcp's
+    /// Transparent Multi-Cluster: workload sync, bind compute, placement, drain).
+    #[arg(long, value_enum, default_value = "kubestellar")]
+    pub profile: crate::syncer_cmd::ProfileName,
 }
 
 /// The two workload clusters of the KubeStellar walkthrough and their labels.
@@ -166,7 +170,7 @@ fn gvk_resource(kind: &str) -> ApiResource {
     }
 }
 
-async fn admin_config(hub: &RunningHub, workspace: &str) -> anyhow::Result<kube::Config> {
+pub(crate) async fn admin_config(hub: &RunningHub, workspace: &str) -> anyhow::Result<kube::Config> {
     let config = crate::kubeconfig::load(Some(&hub.kubeconfig_path), None).await?;
     Ok(ferry_hub::kubeconfig::at_workspace(&config, workspace)?)
 }
@@ -208,7 +212,7 @@ pub async fn apply_object(client: &kube::Client, doc: &Value) -> anyhow::Result<
 
 /// The kubelet the stand-in clusters do not have: mark every Deployment's
 /// replicas ready and available, as a real cluster would once pods run.
-fn simulate_kubelet(client: kube::Client) -> tokio::task::JoinHandle<()> {
+pub(crate) fn simulate_kubelet(client: kube::Client) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let api: Api<Deployment> = Api::all(client.clone());
         let mut events = watcher(api, watcher::Config::default())
@@ -262,7 +266,7 @@ pub struct Row {
     pub reported: String,
 }
 
-fn progress(quiet: bool) -> ProgressBar {
+pub(crate) fn progress(quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
@@ -273,6 +277,9 @@ fn progress(quiet: bool) -> ProgressBar {
 }
 
 pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
+    if args.profile == crate::syncer_cmd::ProfileName::Tmc {
+        return crate::quickstart_tmc::run(args).await;
+    }
     let pb = progress(false);
     let result = tokio::time::timeout(args.timeout, quickstart(&args, &pb)).await;
     pb.finish_and_clear();
@@ -483,11 +490,24 @@ async fn register(
 
 /// The configuration a pod running as ServiceAccount `id` (namespace `id`)
 /// would get in-cluster: the cluster's CA and a token for that ServiceAccount.
-async fn in_cluster_config(
+pub(crate) async fn in_cluster_config(
     cluster: &RunningHub,
     admin: &kube::Client,
     id: &str,
 ) -> anyhow::Result<kube::Config> {
+    let text = in_cluster_kubeconfig(cluster, admin, id).await?;
+    Ok(
+        kube::Config::from_custom_kubeconfig(Kubeconfig::from_yaml(&text)?, &KubeConfigOptions::default())
+            .await?,
+    )
+}
+
+/// [`in_cluster_config`] as kubeconfig text.
+pub(crate) async fn in_cluster_kubeconfig(
+    cluster: &RunningHub,
+    admin: &kube::Client,
+    id: &str,
+) -> anyhow::Result<String> {
     let request: TokenRequest =
         serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 86400}}))?;
     let token = Api::<ServiceAccount>::namespaced(admin.clone(), id)
@@ -497,18 +517,14 @@ async fn in_cluster_config(
         .status
         .map(|s| s.token)
         .unwrap_or_default();
-    let text = ferry_hub::kubeconfig::kubeconfig(
+    Ok(ferry_hub::kubeconfig::kubeconfig(
         "in-cluster",
         &format!("{}/clusters/root", cluster.url),
         &cluster.ca_pem,
         ferry_hub::kubeconfig::AuthInfo::Token(token),
         "in-cluster",
         None,
-    );
-    Ok(
-        kube::Config::from_custom_kubeconfig(Kubeconfig::from_yaml(&text)?, &KubeConfigOptions::default())
-            .await?,
-    )
+    ))
 }
 
 async fn table(hub: &RunningHub, registered: &[Registered]) -> anyhow::Result<Vec<Row>> {

@@ -194,8 +194,10 @@ pub fn upstream_rules(name: &str) -> Value {
 }
 
 /// Downstream rules for the syncer on the workload cluster, as kcp's plugin writes
-/// them: namespaces it makes and removes, CRDs it reads for imports, and full control
-/// of the synced resources (secrets and configmaps always; pods' subresources too).
+/// them: the namespaces it creates and deletes (never rewrites), CRDs it reads for
+/// imports, and full control of the synced resources and of configmaps, secrets and
+/// pods (with their subresources; pods for upsync) always. The syncer checks each
+/// synced resource with a SelfSubjectAccessReview for `*` before syncing it.
 pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     let mut rules = vec![
         json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"]}),
@@ -207,27 +209,24 @@ pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     ];
     let mut by_group: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
         Default::default();
-    by_group
-        .entry("")
-        .or_default()
-        .extend(["configmaps".to_string(), "secrets".to_string()]);
+    // The syncer upsyncs pods whatever the SyncTarget lists, so they are always in the set.
+    let core = by_group.entry("").or_default();
+    core.extend(["configmaps", "secrets", "pods", "pods/status"].map(String::from));
+    for sub in [
+        "log",
+        "exec",
+        "attach",
+        "binding",
+        "portforward",
+        "proxy",
+        "ephemeralcontainers",
+    ] {
+        core.insert(format!("pods/{sub}"));
+    }
     for (group, resource) in synced {
         let set = by_group.entry(group.as_str()).or_default();
         set.insert(resource.clone());
         set.insert(format!("{resource}/status"));
-        if group.is_empty() && resource == "pods" {
-            for sub in [
-                "log",
-                "exec",
-                "attach",
-                "binding",
-                "portforward",
-                "proxy",
-                "ephemeralcontainers",
-            ] {
-                set.insert(format!("pods/{sub}"));
-            }
-        }
     }
     for (group, resources) in by_group {
         rules.push(json!({"apiGroups": [group], "resources": resources, "verbs": ["*"]}));
@@ -607,7 +606,7 @@ mod tests {
 
     #[test]
     fn downstream_rules_follow_the_synced_resources() {
-        let rules = downstream_rules(&[("apps".into(), "deployments".into()), ("".into(), "pods".into())]);
+        let rules = downstream_rules(&[("apps".into(), "deployments".into())]);
         let text = rules.to_string();
         assert!(text.contains("\"deployments\""), "{text}");
         assert!(text.contains("\"deployments/status\""), "{text}");

@@ -78,3 +78,53 @@ fn bench_sync_figures_are_typed_and_sane() {
     let mib = positive(&v, "/syncer_rss/0/mib");
     assert!(mib < 1024.0, "{mib}");
 }
+
+/// `ferry bench sync --profile tmc --qps default`: the same figures for kcp's workload
+/// syncer (a SyncTarget, a Placement, the syncer through its virtual workspace into a
+/// `kcp-<hash>` namespace), with the syncer at its default pace and saying so.
+#[test]
+fn bench_sync_tmc_figures_are_typed_and_sane() {
+    let (objects, latency_objects) = (40u64, 15u64);
+    let v = run_bench(&[
+        "sync",
+        "--profile",
+        "tmc",
+        "--qps",
+        "default",
+        "--objects",
+        &objects.to_string(),
+        "--latency-objects",
+        &latency_objects.to_string(),
+        "--rate",
+        "100",
+        "--rss-levels",
+        "80",
+        "--rounds",
+        "1",
+    ]);
+    method(&v, 1);
+    assert_eq!(
+        v.pointer("/method/profile").and_then(|p| p.as_str()),
+        Some("tmc"),
+        "{v:#}"
+    );
+    let flags: Vec<&str> = v
+        .pointer("/method/syncer_flags")
+        .and_then(|f| f.as_array())
+        .expect("syncer_flags")
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert!(
+        !flags.contains(&"--qps"),
+        "the default pace passes no --qps: {flags:?}"
+    );
+    assert!(flags.windows(2).any(|w| w == ["--profile", "tmc"]), "{flags:?}");
+    assert_eq!(count(&v, "/initial_sync/objects_seen_downstream"), objects);
+    ratio(&v, "/initial_sync/ratio", 1);
+    summary(&v, "/steady_state/latency_ms", latency_objects);
+    let statuses = count(&v, "/status_return/statuses_written");
+    summary(&v, "/status_return/latency_ms", statuses);
+    assert_eq!(count(&v, "/syncer_rss/0/synced_objects"), 80);
+    positive(&v, "/syncer_rss/0/mib");
+}

@@ -91,3 +91,111 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
         stand_in.running.stop().await;
     }
 }
+
+/// `ferry quickstart --profile tmc --exit`: seed 002's walkthrough (workload sync,
+/// bind compute, a Deployment whose status comes back) and seed 004's examples (a
+/// LoadBalancer Service's ingress set downstream appears upstream; a ConfigMap and a
+/// Secret), then a drain that moves everything to the other target. Its tables must
+/// match what the hubs hold afterwards: the copies on the target they moved to, none
+/// left on the drained one.
+#[tokio::test(flavor = "multi_thread")]
+async fn quickstart_tmc_walks_seed_002_and_drain_moves_the_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "quickstart",
+            "--profile",
+            "tmc",
+            "--exit",
+            "--timeout",
+            "150s",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "quickstart failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Two tables: OBJECT(kind name) TARGET DOWNSTREAM REPORTED...
+    let tables: Vec<Vec<Vec<String>>> = stdout
+        .split("OBJECT ")
+        .skip(1)
+        .map(|t| {
+            t.lines()
+                .skip(1)
+                .take_while(|l| !l.trim().is_empty())
+                .map(|l| l.split_whitespace().map(String::from).collect())
+                .collect()
+        })
+        .collect();
+    assert_eq!(tables.len(), 2, "{stdout}");
+    let (before, after) = (&tables[0], &tables[1]);
+    assert_eq!(before.len(), 4, "{stdout}");
+    assert_eq!(after.len(), 4, "{stdout}");
+    let drained = before[0][2].clone();
+    let moved_to = after[0][2].clone();
+    assert_ne!(drained, moved_to, "drain moves the workload:\n{stdout}");
+    for (table, target) in [(before, &drained), (after, &moved_to)] {
+        for row in table {
+            assert_eq!(&row[2], target, "one namespace, one target:\n{stdout}");
+            assert!(
+                row[3].starts_with("kcp-"),
+                "copied into a kcp-<hash> namespace:\n{stdout}"
+            );
+        }
+        let deployment = table.iter().find(|r| r[0] == "Deployment").unwrap();
+        assert_eq!(deployment[4..], ["1/1", "available"], "{stdout}");
+        let service = table.iter().find(|r| r[0] == "Service").unwrap();
+        assert_eq!(service[4], "ingress", "{stdout}");
+    }
+
+    // The hubs agree: every copy is on the target it moved to, none is left on the
+    // drained one, and the user's Deployment carries the status that came back.
+    let kinds = |kind: &str| match kind {
+        "Deployment" => {
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apps", "v1", kind), "deployments")
+        }
+        "Service" => ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", kind), "services"),
+        "ConfigMap" => resource("ConfigMap"),
+        _ => ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("", "v1", "Secret"), "secrets"),
+    };
+    let new = TestHub::start_in(&dir.path().join(&moved_to)).await;
+    let new = new.client("root").await;
+    let old = TestHub::start_in(&dir.path().join(&drained)).await;
+    let old = old.client("root").await;
+    for row in after {
+        let (ns, name) = row[3].split_once('/').unwrap();
+        let copy = Api::<DynamicObject>::namespaced_with(new.clone(), ns, &kinds(&row[0]))
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{moved_to} lacks {row:?}: {e}"));
+        assert!(copy
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("internal.workload.kcp.io/cluster"));
+        let left = Api::<DynamicObject>::all_with(old.clone(), &kinds(&row[0]))
+            .list(&kube::api::ListParams::default().labels("internal.workload.kcp.io/cluster"))
+            .await
+            .unwrap();
+        assert!(
+            left.items
+                .iter()
+                .all(|o| o.metadata.name.as_deref() != Some(name)),
+            "{drained} still holds {}: {:?}",
+            row[1],
+            left.items.iter().map(|o| &o.metadata.name).collect::<Vec<_>>()
+        );
+    }
+    let hub = TestHub::start_in(&dir.path().join("hub")).await;
+    let app = hub.client("root:app").await;
+    let kuard = Api::<DynamicObject>::namespaced_with(app, "default", &kinds("Deployment"))
+        .get("kuard")
+        .await
+        .unwrap();
+    assert_eq!(kuard.data["status"]["availableReplicas"], 1);
+}

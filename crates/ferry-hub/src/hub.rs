@@ -207,7 +207,13 @@ impl Hub {
             // A CRD being deleted keeps serving until it is gone.
             let crd = obj.value();
             match resources_from_crd(&crd) {
-                Ok(rs) => served.extend(rs),
+                // A CRD naming a built-in resource (`ferry crds` includes
+                // `synctargets.workload.kcp.io`, which the hub serves itself)
+                // is stored and Established, but the built-in serves.
+                Ok(rs) => served.extend(
+                    rs.into_iter()
+                        .filter(|r| !self.registry.is_builtin(&r.group, &r.resource)),
+                ),
                 Err(e) => tracing::warn!(crd = %key.name, cluster, "not serving CRD: {e}"),
             }
         }

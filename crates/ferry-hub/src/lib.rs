@@ -21,6 +21,7 @@ pub mod service;
 pub mod status;
 pub mod storage;
 pub mod strategy;
+pub mod synctarget;
 pub mod table;
 pub mod testing;
 pub mod validation;

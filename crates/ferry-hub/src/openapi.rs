@@ -85,6 +85,8 @@ use crate::registry::ResourceInfo;
 
 mod builtin;
 pub mod cache;
+
+pub use builtin::self_contained as self_contained_builtin_schema;
 mod v2_proto;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";

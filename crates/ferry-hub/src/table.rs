@@ -313,6 +313,57 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
             string("Partition", "str:/spec/partition"),
             age(),
         ],
+        // kcp TMC's kinds: their CRDs' columns in kcp (SyncTarget's as in `ferry_api`).
+        ("workload.kcp.io", "synctargets") => vec![
+            json_path(
+                "Ready",
+                "string",
+                ".status.conditions[?(@.type==\"Ready\")].status",
+                "",
+            ),
+            json_path("Heartbeat", "date", ".status.lastSyncerHeartbeatTime", ""),
+            json_path("Age", "date", ".metadata.creationTimestamp", ""),
+        ],
+        ("scheduling.kcp.io", "locations") => vec![
+            json_path("Resource", "string", ".spec.resource.resource", ""),
+            json_path(
+                "Available",
+                "string",
+                ".status.availableInstances",
+                "Available instances in this location",
+            ),
+            json_path(
+                "Instances",
+                "string",
+                ".status.instances",
+                "Instances in this location",
+            ),
+            json_path(
+                "Labels",
+                "string",
+                ".metadata.annotations['scheduling\\.kcp\\.io/labels']",
+                "The common labels of this location",
+            ),
+            json_path("Age", "date", ".metadata.creationTimestamp", ""),
+        ],
+        ("apiresource.kcp.io", "apiresourceimports") => vec![
+            json_path("Location", "string", ".spec.location", ""),
+            json_path("API Resource", "string", ".spec.plural", ""),
+            json_path(
+                "Compatible",
+                "string",
+                ".status.conditions[?(@.type==\"Compatible\")].status",
+                "",
+            ),
+            json_path(
+                "Schema update strategy",
+                "string",
+                ".spec.schemaUpdateStrategy",
+                "",
+            )
+            .wide(),
+            json_path("Age", "date", ".metadata.creationTimestamp", ""),
+        ],
         _ => vec![age()],
     };
     match (group, resource) {

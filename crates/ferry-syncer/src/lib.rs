@@ -101,13 +101,24 @@ impl RunningSyncer {
 /// Starts a syncer: connects to both sides, serves metrics and health, and begins
 /// syncing in the background. Fails only on unusable options (bad client settings, an
 /// address that cannot be bound); unreachable servers are retried forever.
-pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
+pub async fn start(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
     anyhow::ensure!(
         !opts.sync_target_name.is_empty(),
         "--sync-target-name must not be empty"
     );
+    // kcp TMC: the SyncTarget says where to read and write (waits for it).
+    let mut upsyncer = None;
+    if let Some(tmc) = opts.tmc.clone() {
+        let connection = profiles::tmc::connect(opts.upstream.clone(), &opts.sync_target_name, tmc).await?;
+        opts.upstream = connection.syncer;
+        upsyncer = Some(connection.upsyncer);
+        opts.profile = Some(connection.tmc.profile());
+    }
     let pacing = ratelimit::Pacing::from_flags(opts.qps, opts.burst);
-    let up = SideClient::new(Side::Upstream, opts.upstream.clone(), pacing)?;
+    let mut up = SideClient::new(Side::Upstream, opts.upstream.clone(), pacing)?;
+    if let Some(upsyncer) = upsyncer {
+        up = up.with_upsync(upsyncer)?;
+    }
     let down = SideClient::new(Side::Downstream, opts.downstream.clone(), pacing)?;
     let timing = Timing {
         discovery_refresh: opts.discovery_refresh,
@@ -159,6 +170,15 @@ pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
     tasks.push(tokio::spawn(engine.clone().resolve_loop()));
     tasks.push(tokio::spawn(engine.clone().watch_initial_sync()));
     tasks.push(tokio::spawn(engine::orphans::run(engine.clone())));
+    if let Some(period) = opts.resync_period {
+        let engine = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                engine.reconcile_everything();
+            }
+        }));
+    }
     for _ in 0..opts.workers.max(1) {
         tasks.push(tokio::spawn(engine.clone().work()));
     }

@@ -48,6 +48,13 @@ pub struct SyncerOptions {
     /// What kind of syncer this is (see [`crate::profile`]); `None` means the
     /// KubeStellar profile for `sync_target_name`.
     pub profile: Option<crate::profile::Profile>,
+    /// Run as a kcp TMC workload syncer: `upstream` is then the SyncTarget's workspace,
+    /// and the syncer reads and writes its virtual workspaces (see
+    /// [`crate::profiles::tmc`]). Takes precedence over `profile`.
+    pub tmc: Option<crate::profiles::tmc::TmcOptions>,
+    /// Reconcile every object again this often (`--resync-period`); `None`: never
+    /// (watches and relists already bring every change).
+    pub resync_period: Option<Duration>,
 }
 
 impl SyncerOptions {
@@ -72,6 +79,8 @@ impl SyncerOptions {
             min_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(10),
             profile: None,
+            tmc: None,
+            resync_period: None,
         }
     }
 }

@@ -63,6 +63,15 @@ pub struct SideClient {
     /// How the server paces clients, once it has answered a probe.
     server_pacing: Mutex<Option<ServerPacing>>,
     reachability: tokio::sync::watch::Sender<Reachability>,
+    /// Clients addressing one logical cluster (`/clusters/<c>` under this side's URL),
+    /// made on first use; they share this client's connections.
+    in_clusters: Mutex<std::collections::HashMap<String, kube::Client>>,
+    /// Where objects going up are read and written, if not through `client` (kcp TMC's
+    /// upsyncer virtual workspace), with its per-cluster clients.
+    upsync: Option<(
+        kube::Client,
+        Mutex<std::collections::HashMap<String, kube::Client>>,
+    )>,
 }
 
 impl SideClient {
@@ -79,7 +88,48 @@ impl SideClient {
             pacing,
             server_pacing: Mutex::new(None),
             reachability: tokio::sync::watch::Sender::new(Reachability::Unknown),
+            in_clusters: Mutex::new(std::collections::HashMap::new()),
+            upsync: None,
         })
+    }
+
+    /// Objects going up are read and written through `config` (kcp TMC's upsyncer
+    /// virtual workspace) rather than this side's own URL.
+    pub fn with_upsync(mut self, config: kube::Config) -> anyhow::Result<Self> {
+        let side = self.side;
+        let client = kube::Client::try_from(config)
+            .map_err(|e| anyhow::anyhow!("building the {side} client for upsync: {e}"))?;
+        self.upsync = Some((client, Mutex::new(std::collections::HashMap::new())));
+        Ok(self)
+    }
+
+    /// The client for objects travelling in `direction` in logical cluster `cluster`
+    /// (see [`SideClient::client_in`]).
+    pub fn client_for(&self, direction: crate::selection::Direction, cluster: Option<&str>) -> kube::Client {
+        match (&self.upsync, direction) {
+            (Some((base, clients)), crate::selection::Direction::Upsync) => match cluster {
+                None => base.clone(),
+                Some(cluster) => clients
+                    .lock()
+                    .entry(cluster.to_string())
+                    .or_insert_with(|| in_cluster(base.clone(), cluster))
+                    .clone(),
+            },
+            _ => self.client_in(cluster),
+        }
+    }
+
+    /// The client for logical cluster `cluster` of a side that spans several (`*` for
+    /// all of them, as lists and watches use), or this side's own client for `None`.
+    pub fn client_in(&self, cluster: Option<&str>) -> kube::Client {
+        let Some(cluster) = cluster else {
+            return self.client.clone();
+        };
+        let mut clients = self.in_clusters.lock();
+        clients
+            .entry(cluster.to_string())
+            .or_insert_with(|| in_cluster(self.client.clone(), cluster))
+            .clone()
     }
 
     /// How the server paces clients, as its last answer to a probe showed.
@@ -206,12 +256,40 @@ impl SideClient {
 
     /// Every resource (and subresource, as `resource/sub`) the server serves.
     pub async fn discover(&self) -> Result<Vec<DiscoveredResource>, kube::Error> {
-        let discovery = match Discovery::new(self.client.clone()).run_aggregated().await {
+        self.discover_in(None).await
+    }
+
+    /// Every resource the server serves in logical cluster `cluster` (`*`: across all
+    /// of them, as kcp's virtual workspaces serve it); `None`: at this side's URL.
+    pub async fn discover_in(&self, cluster: Option<&str>) -> Result<Vec<DiscoveredResource>, kube::Error> {
+        let client = self.client_in(cluster);
+        let discovery = match Discovery::new(client.clone()).run_aggregated().await {
             Ok(d) => d,
-            Err(_) => Discovery::new(self.client.clone()).run().await?,
+            Err(_) => Discovery::new(client).run().await?,
         };
         Ok(discovered_resources(&discovery))
     }
+}
+
+/// A client whose requests go to `/clusters/<cluster>` under `base`'s URL, through
+/// `base` (its connections, credentials and base path).
+fn in_cluster(base: kube::Client, cluster: &str) -> kube::Client {
+    let prefix = format!("/clusters/{cluster}");
+    let default_namespace = base.default_namespace().to_string();
+    let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
+        let base = base.clone();
+        let uri = request
+            .uri()
+            .path_and_query()
+            .map(|pq| format!("{prefix}{pq}"))
+            .unwrap_or_else(|| prefix.clone())
+            .parse::<http::Uri>();
+        async move {
+            *request.uri_mut() = uri.map_err(|e| kube::Error::HttpError(e.into()))?;
+            base.send(request).await
+        }
+    });
+    kube::Client::new(service, default_namespace)
 }
 
 fn discovered_resources(discovery: &Discovery) -> Vec<DiscoveredResource> {

@@ -133,16 +133,25 @@ async fn the_same_holds_when_namespaces_stopped_being_downsynced_while_the_synce
 
     // No Namespace objects are downsynced any more, so no flow will watch them: the
     // sweep after the restart finds the copies.
-    let mut config = mb.get(&syncer_configs(), None, "the-one").await.unwrap();
-    config["spec"] = just_keep_spec();
-    mb.api(&syncer_configs(), None)
-        .replace(
-            "the-one",
-            &Default::default(),
-            &serde_json::from_value(config).unwrap(),
-        )
-        .await
-        .expect("replace the SyncerConfig");
+    // The stopped syncer's last status write may land after the read: read again.
+    let mut attempts = 0;
+    loop {
+        let mut config = mb.get(&syncer_configs(), None, "the-one").await.unwrap();
+        config["spec"] = just_keep_spec();
+        match mb
+            .api(&syncer_configs(), None)
+            .replace(
+                "the-one",
+                &Default::default(),
+                &serde_json::from_value(config).unwrap(),
+            )
+            .await
+        {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 && attempts < 20 => attempts += 1,
+            Err(e) => panic!("replace the SyncerConfig: {e}"),
+        }
+    }
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     app_released_and_keep_untouched(&down, &keep_uid).await;
     syncer.stop().await;

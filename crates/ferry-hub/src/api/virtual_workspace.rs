@@ -71,10 +71,6 @@ pub async fn serve(hub: Arc<Hub>, req: axum::extract::Request) -> Result<Respons
         Target::Health(_) => return Ok((StatusCode::OK, "ok").into_response()),
         _ => {}
     }
-    // Every request names a workspace (or `*`), as in kcp.
-    let Some(raw_cluster) = parsed.cluster.clone() else {
-        return Err(not_found());
-    };
     let view = kind.view(&hub, &instance)?;
     let accept = parts
         .headers
@@ -82,7 +78,14 @@ pub async fn serve(hub: Arc<Hub>, req: axum::extract::Request) -> Result<Respons
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    if let Some(answer) = discovery_answer(&parsed.target, &view.resources, &accept) {
+    let discovery = discovery_answer(&parsed.target, &view.resources, &accept);
+    // Every request on resources names a workspace (or `*`), as in kcp;
+    // discovery is also answered at the instance's root (it is the same
+    // for every workspace), for clients that discover before they pick one.
+    let Some(raw_cluster) = parsed.cluster.clone() else {
+        return discovery.unwrap_or_else(|| Err(not_found()));
+    };
+    if let Some(answer) = discovery {
         return answer;
     }
     let Some(rp) = resource else {
@@ -121,7 +124,12 @@ pub async fn serve(hub: Arc<Hub>, req: axum::extract::Request) -> Result<Respons
                 namespace: rp.namespace.clone().unwrap_or_default(),
                 name: name.clone(),
             };
-            if !visibility.object(&key) {
+            let hidden = !visibility.object(&key)
+                || hub
+                    .store
+                    .get_committed(&key)
+                    .is_some_and(|obj| !visibility.stored(&key, &obj));
+            if hidden {
                 return Err(ApiError::not_found(&info.group, &info.resource, name));
             }
         }

@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::negotiate::Format;
 use super::objects::{columns, served_value, Scope, Selectors};
 use crate::status::ApiError;
-use crate::storage::{EventFilter, EventType, ObjectKey, StoredObject, WatchError};
+use crate::storage::{EventFilter, EventType, StoredObject, WatchError};
 use crate::table::{render_table, IncludeObject};
 
 /// How often a watch that asked for bookmarks gets one.
@@ -212,13 +212,14 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
                 event = sub.next() => {
                     let Some(event) = event else { return };
                     last_rv = event.object.rv;
-                    if !scope.admits(&event.key) || event.key.resource != resource {
+                    if event.key.resource != resource || !scope.admits(&event.key) {
                         continue;
                     }
                     if namespace.as_ref().is_some_and(|ns| *ns != event.key.namespace) {
                         continue;
                     }
-                    let Some(kind) = classify(&sel, &event.key, event.kind, &event.object, event.previous.as_deref()) else { continue };
+                    let visible = |o: &StoredObject| sel.matches(&event.key, o) && scope.shows(&event.key, o);
+                    let Some(kind) = classify(&visible, event.kind, &event.object, event.previous.as_deref()) else { continue };
                     if tx.send(Ok(encoder.event(kind, &event.object))).await.is_err() {
                         return;
                     }
@@ -235,17 +236,17 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
     Ok(response)
 }
 
-/// The event a selector-filtered watcher sees: an object entering the
-/// selection is ADDED, one leaving it is DELETED.
+/// The event a selector-filtered watcher sees (`visible`: the selectors
+/// and the view's own selection): an object entering the selection is
+/// ADDED, one leaving it is DELETED.
 fn classify(
-    sel: &Selectors,
-    key: &ObjectKey,
+    visible: &dyn Fn(&StoredObject) -> bool,
     kind: EventType,
     object: &StoredObject,
     previous: Option<&StoredObject>,
 ) -> Option<&'static str> {
-    let now = sel.matches(key, object);
-    let before = previous.is_some_and(|p| sel.matches(key, p));
+    let now = visible(object);
+    let before = previous.is_some_and(visible);
     match kind {
         EventType::Added => now.then_some("ADDED"),
         EventType::Deleted => (before || now).then_some("DELETED"),

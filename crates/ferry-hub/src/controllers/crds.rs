@@ -72,10 +72,14 @@ impl Finalizing for CrdCleanup {
     }
 }
 
-/// The storage key of the custom resources a CRD defines.
-fn storage_key_of(crd: &Value) -> Option<String> {
+/// The storage key of the custom resources a CRD defines; `None` when the
+/// CRD names a built-in resource, whose objects are not the CRD's to delete.
+fn storage_key_of(hub: &Hub, crd: &Value) -> Option<String> {
     let group = crd.pointer("/spec/group").and_then(Value::as_str)?;
     let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str)?;
+    if hub.registry.is_builtin(group, plural) {
+        return None;
+    }
     Some(crate::registry::storage_key(group, plural))
 }
 
@@ -94,7 +98,7 @@ fn step<'a>(hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool,
             return Ok(true);
         }
         let mut remaining = 0;
-        if let Some(storage_key) = storage_key_of(&v) {
+        if let Some(storage_key) = storage_key_of(hub, &v) {
             let (objects, _) = hub
                 .store
                 .list(&ClusterScope::One(cluster.into()), &storage_key, None, None);

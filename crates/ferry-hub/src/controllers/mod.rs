@@ -1,6 +1,7 @@
 //! Built-in controllers: what a fresh cluster has, workspaces, namespace
 //! termination, CRD clean-up, APIServices, token Secrets and CSR signing,
-//! mailboxes, garbage collection of `ownerReferences` dependents.
+//! mailboxes, garbage collection of `ownerReferences` dependents, kcp TMC
+//! placement and scheduling.
 //!
 //! They are clients of the object service ([`crate::service`]), writing as
 //! the loopback user with their own field managers. Each follows the
@@ -10,6 +11,7 @@
 
 pub mod apis;
 pub mod apiservices;
+pub mod compute;
 pub mod crds;
 pub mod finalizing;
 pub mod follow;
@@ -18,7 +20,9 @@ pub mod kubernetes_service;
 pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
+pub mod scheduling;
 pub mod security;
+pub mod synctarget;
 
 use std::sync::Arc;
 
@@ -118,6 +122,7 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Ve
         follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
         follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
         follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
+        scheduling::spawn(hub.clone(), stop.clone()),
     ];
     if mailboxes {
         running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
@@ -251,6 +256,9 @@ pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value)
     ) else {
         return;
     };
+    if hub.registry.is_builtin(group, plural) {
+        return; // served built in: the objects are not the CRD's
+    }
     let key = crate::registry::storage_key(group, plural);
     let (objects, _) = hub
         .store

@@ -261,6 +261,62 @@ pub fn schemas_with_references<'a>(roots: impl IntoIterator<Item = &'a str>) -> 
     out
 }
 
+/// The schema of a built-in kind as one self-contained `openAPIV3Schema`,
+/// the shape an APIResourceSchema or a CRD carries: references inlined,
+/// descriptions dropped (the hub's OpenAPI documents keep them), and
+/// `metadata` a plain object, as in a CRD. `None` for kinds the hub has no
+/// generated schema for.
+pub fn self_contained(group: &str, version: &str, kind: &str) -> Option<Value> {
+    let name = schema_name(group, version, kind)?;
+    let schemas = schemas_with_references([name.as_str()]);
+    let mut schema = schemas.get(&name)?.clone();
+    inline(&mut schema, &schemas, 0);
+    if let Some(m) = schema.as_object_mut() {
+        m.remove("x-kubernetes-group-version-kind");
+        if let Some(Value::Object(props)) = m.get_mut("properties") {
+            props.insert("metadata".into(), json!({"type": "object"}));
+        }
+    }
+    Some(schema)
+}
+
+/// Replace every reference in `v` by the schema it names, and drop
+/// descriptions. Built-in kinds do not nest themselves; the depth bound is
+/// a guard, not a limit any of them reaches.
+fn inline(v: &mut Value, schemas: &Map<String, Value>, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::Object(m) => {
+            m.remove("description");
+            // `{"allOf": [{"$ref": X}], ...}` (kube's reference with siblings) or `{"$ref": X}`.
+            let target = match m.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+                Some([single]) => single.get("$ref").and_then(Value::as_str).map(String::from),
+                _ => m.get("$ref").and_then(Value::as_str).map(String::from),
+            };
+            if let Some(target) = target {
+                m.remove("allOf");
+                m.remove("$ref");
+                if let Some(Value::Object(referenced)) =
+                    target.strip_prefix(REF_PREFIX).and_then(|n| schemas.get(n))
+                {
+                    for (k, val) in referenced {
+                        m.entry(k.clone()).or_insert_with(|| val.clone());
+                    }
+                }
+                m.remove("description");
+                m.remove("x-kubernetes-group-version-kind");
+            }
+            for child in m.values_mut() {
+                inline(child, schemas, depth + 1);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| inline(x, schemas, depth + 1)),
+        _ => {}
+    }
+}
+
 fn collect_refs(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
@@ -304,6 +360,23 @@ mod tests {
         assert!(all.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
         // Only top-level kinds carry a GVK.
         assert!(spec.get("x-kubernetes-group-version-kind").is_none());
+    }
+
+    #[test]
+    fn a_self_contained_schema_has_no_references_left() {
+        let s = self_contained("apps", "v1", "Deployment").unwrap();
+        let text = s.to_string();
+        assert!(!text.contains("$ref"), "references left");
+        assert_eq!(s["properties"]["metadata"], json!({"type": "object"}));
+        assert_eq!(
+            s["properties"]["spec"]["properties"]["replicas"]["type"],
+            "integer"
+        );
+        let containers = &s["properties"]["spec"]["properties"]["template"]["properties"]["spec"]
+            ["properties"]["containers"];
+        assert_eq!(containers["items"]["properties"]["image"]["type"], "string");
+        assert!(text.len() < 400_000, "{} bytes", text.len());
+        assert!(self_contained("example.io", "v1", "Widget").is_none());
     }
 
     #[test]

@@ -39,12 +39,38 @@ pub fn json_patch(doc: &Value, patch_body: &[u8]) -> Result<Value, PatchError> {
                 }
             }
         }
+        // kube-apiserver's JSON patch (evanphx/json-patch v4) replaces a
+        // missing member of an existing object as if it were there: kcp's
+        // syncer heartbeat relies on it (`replace
+        // /status/lastSyncerHeartbeatTime` before the first one is set).
+        let as_add;
+        let op = match op {
+            json_patch::PatchOperation::Replace(r) if missing_member(&patched, r.path.as_str()) => {
+                as_add = json_patch::PatchOperation::Add(json_patch::AddOperation {
+                    path: r.path.clone(),
+                    value: r.value.clone(),
+                });
+                &as_add
+            }
+            _ => op,
+        };
         json_patch::patch_unsafe(&mut patched, std::slice::from_ref(op)).map_err(|mut e| {
             e.operation = i;
             e
         })?;
     }
     Ok(patched)
+}
+
+/// Whether `pointer` names a member absent from an object that exists.
+fn missing_member(doc: &Value, pointer: &str) -> bool {
+    let Some((parent, key)) = pointer.rsplit_once('/') else {
+        return false;
+    };
+    let key = key.replace("~1", "/").replace("~0", "~");
+    doc.pointer(parent)
+        .and_then(Value::as_object)
+        .is_some_and(|m| !m.contains_key(&key))
 }
 
 /// kube-apiserver's cap on the operations of one JSON patch.
@@ -66,6 +92,26 @@ mod tests {
             "metadata": {"name": "web", "labels": {"app": "web"}},
             "spec": {"containers": [{"name": "nginx", "image": "nginx:1"}]}
         })
+    }
+
+    #[test]
+    fn replacing_a_missing_member_of_an_object_adds_it_as_kube_apiserver_does() {
+        let doc = json!({"metadata": {"uid": "u1"}, "status": {}});
+        let patch = br#"[{"op": "test", "path": "/metadata/uid", "value": "u1"},
+                         {"op": "replace", "path": "/status/lastSyncerHeartbeatTime", "value": "2026-01-01T00:00:00Z"}]"#;
+        let out = json_patch(&doc, patch).unwrap();
+        assert_eq!(out["status"]["lastSyncerHeartbeatTime"], "2026-01-01T00:00:00Z");
+        // A missing parent, or an index past a list's end, still fails.
+        assert!(json_patch(
+            &json!({}),
+            br#"[{"op": "replace", "path": "/status/x", "value": 1}]"#
+        )
+        .is_err());
+        assert!(json_patch(
+            &json!({"l": []}),
+            br#"[{"op": "replace", "path": "/l/0", "value": 1}]"#
+        )
+        .is_err());
     }
 
     #[test]

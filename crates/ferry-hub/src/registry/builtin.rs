@@ -1,5 +1,9 @@
 //! The built-in resources every workspace serves.
 
+use std::sync::{Arc, LazyLock};
+
+use serde_json::Value;
+
 use super::{ResourceInfo, ScalePaths, ALL_VERBS};
 
 /// Subresources of a built-in resource.
@@ -430,6 +434,44 @@ const DEFS: &[Def] = &[
         &[],
         Sub::Status,
     )),
+    // kcp TMC (see `crate::workload`): validated by the schemas of their
+    // `ferry_api` types ([`typed_schema`]).
+    kcp(d(
+        "workload.kcp.io",
+        "v1alpha1",
+        "synctargets",
+        "SyncTarget",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    kcp(d(
+        "scheduling.kcp.io",
+        "v1alpha1",
+        "locations",
+        "Location",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    kcp(d(
+        "scheduling.kcp.io",
+        "v1alpha1",
+        "placements",
+        "Placement",
+        CL,
+        &[],
+        Sub::Status,
+    )),
+    kcp(d(
+        "apiresource.kcp.io",
+        "v1alpha1",
+        "apiresourceimports",
+        "APIResourceImport",
+        CL,
+        &[],
+        Sub::Status,
+    )),
     // kcp core: the `cluster` object describing each workspace, kept by
     // `controllers::logical_cluster`; clients read it, never write it.
     maintained(kcp(d(
@@ -442,6 +484,39 @@ const DEFS: &[Def] = &[
         Sub::None,
     ))),
 ];
+
+/// The `openAPIV3Schema` of a built-in kind whose type lives in `ferry_api`
+/// (kcp's TMC kinds, which are CRDs in kcp): the hub validates and prunes
+/// them as kcp's CRDs would, and publishes the schema in OpenAPI.
+fn typed_schema(group: &str, resource: &str) -> Option<Arc<Value>> {
+    use kube::CustomResourceExt;
+    static SCHEMAS: LazyLock<Vec<(String, String, Arc<Value>)>> = LazyLock::new(|| {
+        [
+            ferry_api::workload::SyncTarget::crd(),
+            ferry_api::scheduling::Location::crd(),
+            ferry_api::scheduling::Placement::crd(),
+            ferry_api::apiresource::ApiResourceImport::crd(),
+        ]
+        .into_iter()
+        .filter_map(|crd| {
+            let schema = crd
+                .spec
+                .versions
+                .first()?
+                .schema
+                .as_ref()?
+                .open_api_v3_schema
+                .as_ref()?;
+            let schema = serde_json::to_value(schema).ok()?;
+            Some((crd.spec.group, crd.spec.names.plural, Arc::new(schema)))
+        })
+        .collect()
+    });
+    SCHEMAS
+        .iter()
+        .find(|(g, r, _)| g == group && r == resource)
+        .map(|(_, _, s)| s.clone())
+}
 
 /// Built-in resources served in every workspace.
 pub fn builtin_resources() -> Vec<ResourceInfo> {
@@ -486,7 +561,7 @@ fn info(def: &Def) -> ResourceInfo {
         extra_subresources: extra,
         // Built-in columns are computed by `table::builtin_columns` at render time.
         printer_columns: Vec::new(),
-        schema: None,
+        schema: typed_schema(def.group, def.resource),
         selectable_fields: Vec::new(),
         storage_version: true,
         from_crd: false,
@@ -513,5 +588,28 @@ mod tests {
         assert!(all
             .iter()
             .any(|r| r.kind == "Deployment" && r.scale_subresource.is_some()));
+    }
+
+    #[test]
+    fn kcp_tmc_kinds_carry_their_types_schemas() {
+        for (group, resource) in [
+            ("workload.kcp.io", "synctargets"),
+            ("scheduling.kcp.io", "locations"),
+            ("scheduling.kcp.io", "placements"),
+            ("apiresource.kcp.io", "apiresourceimports"),
+        ] {
+            let r = builtin_resources()
+                .into_iter()
+                .find(|r| r.group == group && r.resource == resource)
+                .unwrap();
+            let schema = r.schema.expect("schema");
+            assert_eq!(schema["type"], "object", "{resource}");
+            assert!(
+                schema.pointer("/properties/spec/properties").is_some(),
+                "{resource}"
+            );
+            assert!(r.status_subresource && !r.namespaced, "{resource}");
+        }
+        assert!(typed_schema("", "pods").is_none());
     }
 }

@@ -65,6 +65,13 @@ pub struct HubOptions {
     pub idle_timeout: Duration,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
     pub service_ranges: crate::strategy::core::service::ServiceRanges,
+    /// `--sync-target-heartbeat-threshold`: a SyncTarget whose syncer has
+    /// not sent a heartbeat for this long is `HeartbeatHealthy=False`.
+    pub sync_target_heartbeat_threshold: Duration,
+    /// Create kcp's `root:compute` (the `kubernetes` APIExport of
+    /// Deployments, Services and Ingresses) at start unless it exists.
+    /// Off by default for embedders; `ferry hub` turns it on.
+    pub compute_workspace: bool,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout`; Go's `http.Server` bounds the TLS
@@ -95,6 +102,8 @@ impl HubOptions {
             request_header_timeout: DEFAULT_CONNECTION_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             service_ranges: Default::default(),
+            sync_target_heartbeat_threshold: crate::synctarget::DEFAULT_HEARTBEAT_THRESHOLD,
+            compute_workspace: false,
         }
     }
 }
@@ -321,6 +330,9 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
     crate::controllers::bootstrap(&hub).await;
+    if opts.compute_workspace {
+        crate::controllers::compute::ensure(&hub).await;
+    }
     crate::controllers::kubernetes_service::spawn(hub.clone());
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
@@ -333,11 +345,16 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
+    let (mailboxes, heartbeat) = (opts.mailbox_controller, opts.sync_target_heartbeat_threshold);
+    let built_in = move |hub: &Arc<Hub>, stop: watch::Receiver<bool>| {
+        let mut controllers = crate::controllers::spawn(hub, stop.clone(), mailboxes);
+        controllers.extend(crate::controllers::synctarget::spawn(hub, stop, heartbeat));
+        controllers
+    };
     let controllers = if opts.etcd.is_some() {
         // Other hubs on the same etcd write too: apply what their writes
         // change in this hub's memory, and run the controllers only while
         // this hub holds their Lease.
-        let mailboxes = opts.mailbox_controller;
         let elected = hub.clone();
         vec![
             crate::controllers::follow::spawn(hub.clone(), crate::replicas::PeerWrites, stop.clone()),
@@ -346,11 +363,11 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
                 stop.clone(),
                 replica_identity(addr),
                 opts.controllers_lease_duration,
-                move |stop| crate::controllers::spawn(&elected, stop, mailboxes),
+                move |stop| built_in(&elected, stop),
             ),
         ]
     } else {
-        crate::controllers::spawn(&hub, stop.clone(), opts.mailbox_controller)
+        built_in(&hub, stop.clone())
     };
     let (handshake_timeout, timeouts) = (
         opts.tls_handshake_timeout,

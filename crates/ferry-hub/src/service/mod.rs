@@ -212,6 +212,14 @@ impl ScopeFilter for InCluster {
     fn object(&self, key: &ObjectKey) -> bool {
         self.visible.object(key)
     }
+
+    fn stored(&self, key: &ObjectKey, obj: &StoredObject) -> bool {
+        self.visible.stored(key, obj)
+    }
+
+    fn admit_write(&self, key: &ObjectKey, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+        self.visible.admit_write(key, old, new)
+    }
 }
 
 /// The object a write left, whether it was created, and the strategy's
@@ -417,6 +425,9 @@ pub async fn create(r: &Request, obj: Value) -> Result<Written, ApiError> {
     hooks::ensure_crd_accepts(r)?;
     let obj = prepare::prepare(r, WriteKind::Create, None, obj)?;
     let key = r.key(&name)?;
+    if let Some(view) = &r.visibility {
+        view.admit_write(&key, None, &obj)?;
+    }
     if r.options.dry_run {
         // A dry run answers what the real request would, AlreadyExists included.
         if r.hub.store.get(&key).is_some() {
@@ -480,8 +491,21 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
     let mut caught_up = false;
     for _attempt in 0..16 {
         let current = r.hub.store.get(&key);
+        if let (Some(view), Some(c)) = (&r.visibility, &current) {
+            // Through a virtual workspace: what the view hides does not exist.
+            if !view.stored(&key, c) {
+                return Err(ApiError::not_found(&r.info.group, &r.info.resource, name));
+            }
+        }
         let current_value = current.as_ref().map(|c| served_value(c, &r.info));
         let outcome = change::compute_update(r, current_value.as_ref(), &change)?;
+        if let Some(view) = &r.visibility {
+            match &outcome {
+                change::Outcome::Unchanged(_) => {}
+                change::Outcome::Create(v) => view.admit_write(&key, None, v)?,
+                change::Outcome::Update { new, .. } => view.admit_write(&key, current_value.as_ref(), new)?,
+            }
+        }
         let (new, expect_rv) = match outcome {
             change::Outcome::Unchanged(v) => return done(v, false),
             change::Outcome::Create(v) => {
@@ -589,6 +613,12 @@ pub async fn delete(r: &Request, opts: &DeleteOptions) -> Result<Value, ApiError
             .store
             .get(&key)
             .ok_or_else(|| ApiError::not_found(&r.info.group, &r.info.resource, &name))?;
+        if r.visibility
+            .as_ref()
+            .is_some_and(|view| !view.stored(&key, &current))
+        {
+            return Err(ApiError::not_found(&r.info.group, &r.info.resource, &name));
+        }
         let v = served_value(&current, &r.info);
         if let Some(uid) = &opts.uid {
             let actual = json::str_at(&v, "/metadata/uid");

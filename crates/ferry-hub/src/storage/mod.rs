@@ -117,6 +117,26 @@ pub trait ScopeFilter: Send + Sync {
     fn object(&self, _key: &ObjectKey) -> bool {
         true
     }
+
+    /// Whether the object at `key` (admitted by [`ScopeFilter::object`]) is
+    /// visible in the state `obj`: a view that selects by labels. A watch
+    /// sees an object whose state stops being visible as deleted, and one
+    /// that becomes visible as added.
+    fn stored(&self, _key: &ObjectKey, _obj: &StoredObject) -> bool {
+        true
+    }
+
+    /// Whether a write through the view may turn `old` (`None`: a create)
+    /// into `new`; the error says why not. Asked after the write is
+    /// prepared, so it sees what would be stored.
+    fn admit_write(
+        &self,
+        _key: &ObjectKey,
+        _old: Option<&Value>,
+        _new: &Value,
+    ) -> Result<(), crate::status::ApiError> {
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for ClusterScope {
@@ -154,6 +174,14 @@ impl ClusterScope {
     pub fn admits(&self, key: &ObjectKey) -> bool {
         match self {
             ClusterScope::Filtered(f) => f.cluster(&key.cluster) && f.object(key),
+            other => other.contains(&key.cluster),
+        }
+    }
+
+    /// Whether the object at `key` in the state `obj` is in scope.
+    pub fn shows(&self, key: &ObjectKey, obj: &StoredObject) -> bool {
+        match self {
+            ClusterScope::Filtered(f) => f.cluster(&key.cluster) && f.object(key) && f.stored(key, obj),
             other => other.contains(&key.cluster),
         }
     }
@@ -659,7 +687,7 @@ impl Store {
                         namespace: ns.clone(),
                         name: name.clone(),
                     };
-                    if filtered && !scope.admits(&key) {
+                    if filtered && !scope.shows(&key, obj) {
                         continue;
                     }
                     out.push((key, obj.clone()));

@@ -15,7 +15,7 @@ use crate::strategy::Strategy;
 use crate::workspace::{LogicalCluster, ROOT};
 
 /// A logical-cluster path as kcp validates it (`root:org:team`).
-fn valid_path(p: &str) -> bool {
+pub(crate) fn valid_path(p: &str) -> bool {
     !p.is_empty()
         && p.split(':').all(|seg| {
             !seg.is_empty()

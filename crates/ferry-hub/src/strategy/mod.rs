@@ -27,6 +27,7 @@ pub mod certificates;
 pub mod core;
 pub mod rbac;
 pub mod tenancy;
+pub mod tmc;
 pub mod workload;
 
 use serde_json::Value;
@@ -168,6 +169,10 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         ("apis.kcp.io", "apiexports") => &apis::ExportStrategy,
         ("apis.kcp.io", "apiexportendpointslices") => &apis::SliceStrategy,
         ("apis.kcp.io", "apibindings") => &apis::BindingStrategy,
+        ("workload.kcp.io", "synctargets") => &tmc::SyncTargetStrategy,
+        ("scheduling.kcp.io", "locations") => &tmc::LocationStrategy,
+        ("scheduling.kcp.io", "placements") => &tmc::PlacementStrategy,
+        ("apiresource.kcp.io", "apiresourceimports") => &tmc::ApiResourceImportStrategy,
         _ => &Generic,
     }
 }

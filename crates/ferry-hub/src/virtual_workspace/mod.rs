@@ -18,10 +18,12 @@
 //!
 //! The HTTP side (authentication, discovery, the object service, watch) is
 //! the hub's own (`api::virtual_workspace`), so every view gets the same
-//! behaviour as a real workspace. The APIExport view ([`apiexport`]) is the
-//! first kind; kcp's syncer and upsyncer views are the same three decisions.
+//! behaviour as a real workspace. The kinds: the APIExport view
+//! ([`apiexport`]) and kcp TMC's syncer and upsyncer views ([`syncer`]),
+//! which select objects by their labels ([`ScopeFilter::stored`]).
 
 pub mod apiexport;
+pub mod syncer;
 
 use std::sync::Arc;
 
@@ -85,7 +87,11 @@ impl View {
 
 /// Every kind of virtual workspace the hub serves.
 pub fn kinds() -> &'static [&'static dyn VirtualWorkspace] {
-    &[&apiexport::ApiExportVirtualWorkspace]
+    &[
+        &apiexport::ApiExportVirtualWorkspace,
+        &syncer::SyncerVirtualWorkspace,
+        &syncer::UpsyncerVirtualWorkspace,
+    ]
 }
 
 /// The kind named `name`.

@@ -63,9 +63,27 @@ pub struct Flow {
 
 impl Flow {
     /// A flow from `target` (the source type) to `dest`; start its watches with
-    /// [`Flow::start`].
-    pub fn new(id: FlowId, target: WatchTarget, dest: ResourceType, status_subresource: bool) -> Arc<Flow> {
+    /// [`Flow::start`]. `upstream_clusters`: the upstream spans logical clusters, so its
+    /// store keys objects with their cluster (see [`crate::profile::Profile::upstream_clusters`]).
+    pub fn new(
+        id: FlowId,
+        target: WatchTarget,
+        dest: ResourceType,
+        status_subresource: bool,
+        upstream_clusters: bool,
+    ) -> Arc<Flow> {
         let source = ResourceType::from(&target);
+        let store = |side: Side| {
+            if upstream_clusters && side == Side::Upstream {
+                ObjectStore::clustered()
+            } else {
+                ObjectStore::default()
+            }
+        };
+        let (sources, copies) = match target.direction {
+            Direction::Downsync => (store(Side::Upstream), store(Side::Downstream)),
+            Direction::Upsync => (store(Side::Downstream), store(Side::Upstream)),
+        };
         Arc::new(Flow {
             id,
             source_resource: source.api_resource(),
@@ -75,8 +93,8 @@ impl Flow {
             target,
             dest,
             status_subresource,
-            sources: ObjectStore::default(),
-            copies: ObjectStore::default(),
+            sources,
+            copies,
             tasks: Mutex::new(vec![]),
         })
     }
@@ -206,11 +224,14 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         Role::Sources => (flow.source_side(), &flow.sources),
         Role::Copies => (flow.dest_side(), &flow.copies),
     };
-    let client = engine.side(side).client.clone();
+    // A side that spans clusters is watched across all of them.
+    let client = engine
+        .side(side)
+        .client_for(flow.target.direction, store.is_clustered().then_some("*"));
     let api: Api<RawObject> = Api::all_with(client, flow.api_resource(side));
     let mut config = watcher::Config::default();
     if role == Role::Copies {
-        config = config.labels(&engine.profile.marks.copy_selector());
+        config = config.labels(&engine.profile.marks.copy_selector(side));
     }
     let mapping = &*engine.profile.mapping;
     let key = |object: ObjectRef| match role {

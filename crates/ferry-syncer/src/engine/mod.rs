@@ -153,6 +153,9 @@ pub struct Engine {
     pub last_errors: Mutex<HashMap<Key, String>>,
     /// Keys whose work waits for an unreachable side, queued again when it answers.
     waiting: Mutex<HashMap<Side, HashSet<Key>>>,
+    /// Destination namespaces no longer wanted, and since when (see
+    /// [`crate::profile::Profile::namespace_clean_delay`]).
+    unwanted_namespaces: Mutex<HashMap<String, Instant>>,
 }
 
 impl Engine {
@@ -187,6 +190,7 @@ impl Engine {
             initial_sync: AtomicBool::new(false),
             last_errors: Mutex::new(HashMap::new()),
             waiting: Mutex::new(HashMap::new()),
+            unwanted_namespaces: Mutex::new(HashMap::new()),
         })
     }
 
@@ -408,7 +412,9 @@ impl Engine {
 
     /// Reads discovery, starts and retires flows. Returns whether to refresh again soon.
     async fn resolve_once(self: &Arc<Self>, last: &mut Option<u64>) -> Result<bool, (Side, kube::Error)> {
-        let (upstream, downstream) = tokio::join!(self.up.discover(), self.down.discover());
+        // An upstream that spans clusters is discovered across them.
+        let up_cluster = self.profile.upstream_clusters.then_some("*");
+        let (upstream, downstream) = tokio::join!(self.up.discover_in(up_cluster), self.down.discover());
         let upstream = upstream.map_err(|e| (Side::Upstream, e))?;
         let downstream = downstream.map_err(|e| (Side::Downstream, e))?;
         let revision = self.profile.selection.revision();
@@ -459,7 +465,8 @@ impl Engine {
                         }
                         let id = self.next_flow.fetch_add(1, Ordering::Relaxed);
                         let dest = self.profile.mapping.dest_type(target);
-                        let flow = Flow::new(id, target.clone(), dest, *status);
+                        let flow =
+                            Flow::new(id, target.clone(), dest, *status, self.profile.upstream_clusters);
                         flows.insert(id, flow.clone());
                         started.push(flow);
                     }
@@ -547,6 +554,7 @@ impl Engine {
                 && flow.dest.id.namespaced
                 && flow.copies.any_in_namespace(namespace, |name| {
                     let dest = ObjectRef {
+                        cluster: None,
                         namespace: Some(namespace.to_string()),
                         name: name.to_string(),
                     };
@@ -558,6 +566,63 @@ impl Engine {
                         .is_some_and(|obj| selection.wants(&flow.target, &source, &obj))
                 })
         })
+    }
+
+    /// Whether the destination namespace `namespace`, no longer wanted, may be deleted
+    /// now: only once it has been unwanted for `delay` and holds no copy of this syncer
+    /// (nor a downstream object it upsyncs). Until then `key` is queued again later.
+    pub fn namespace_may_go(&self, namespace: &str, delay: Duration, key: &Key) -> bool {
+        let since = *self
+            .unwanted_namespaces
+            .lock()
+            .entry(namespace.to_string())
+            .or_insert_with(Instant::now);
+        let waited = since.elapsed();
+        if waited < delay {
+            self.queue_after(key.clone(), delay - waited);
+            return false;
+        }
+        if self.holds_anything_in(namespace) {
+            tracing::debug!(%namespace, "the namespace is no longer wanted but still holds copies; checking again later");
+            self.queue_after(key.clone(), delay);
+            return false;
+        }
+        self.unwanted_namespaces.lock().remove(namespace);
+        tracing::info!(%namespace, "deleting the namespace: no longer wanted for {delay:?} and empty");
+        true
+    }
+
+    /// The destination namespace `namespace` is wanted (again).
+    pub fn namespace_wanted(&self, namespace: &str) {
+        let mut unwanted = self.unwanted_namespaces.lock();
+        if !unwanted.is_empty() {
+            unwanted.remove(namespace);
+        }
+    }
+
+    /// Whether any flow holds a downstream object in `namespace`: a copy, or a source
+    /// going up.
+    fn holds_anything_in(&self, namespace: &str) -> bool {
+        self.flows().iter().any(|flow| {
+            let store = match flow.target.direction {
+                Direction::Downsync => &flow.copies,
+                Direction::Upsync => &flow.sources,
+            };
+            let namespaced = match flow.target.direction {
+                Direction::Downsync => flow.dest.id.namespaced,
+                Direction::Upsync => flow.target.id.namespaced,
+            };
+            namespaced && store.any_in_namespace(namespace, |_| true)
+        })
+    }
+
+    /// Queues `key` again after `delay`.
+    pub fn queue_after(&self, key: Key, delay: Duration) {
+        let queue = self.queue.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            queue.add(key);
+        });
     }
 
     /// Latches "initial sync done" once configs are read, every flow has listed both
@@ -617,6 +682,7 @@ mod tests {
 
     fn key(name: &str) -> Key {
         let object = ObjectRef {
+            cluster: None,
             namespace: Some("app".into()),
             name: name.into(),
         };
@@ -631,6 +697,7 @@ mod tests {
         // Keys fill the queue by the ten thousand, which keeps its capacity.
         assert!(std::mem::size_of::<Key>() <= std::mem::size_of::<ObjectRef>() + 16);
         let moved = ObjectRef {
+            cluster: None,
             namespace: Some("p-app".into()),
             name: "a".into(),
         };

@@ -325,7 +325,7 @@ async fn clean_type(engine: &Engine, side: Side, ty: &ResourceType) -> Result<us
     let ar = ty.api_resource();
     let all: Api<DynamicObject> = Api::all_with(client.client.clone(), &ar);
     let marks = &engine.profile.marks;
-    let selector = marks.copy_selector();
+    let selector = marks.copy_selector(side);
     let mut params = ListParams::default().labels(&selector).limit(PAGE);
     // Every page first, then the deletes: deleting between pages could shift what a
     // continue token points at.

@@ -20,10 +20,13 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use ferry_api::well_known::KCP_CLUSTER_ANNOTATION;
+
 /// One object of any resource type, kept as JSON text.
 #[derive(Clone, Debug)]
 pub struct RawObject {
-    /// Name, namespace and resourceVersion only; everything else is in [`RawObject::json`].
+    /// Name, namespace, resourceVersion and the `kcp.io/cluster` annotation only;
+    /// everything else is in [`RawObject::json`].
     pub metadata: ObjectMeta,
     json: Box<RawValue>,
 }
@@ -46,6 +49,12 @@ impl RawObject {
             name: meta("name"),
             namespace: meta("namespace"),
             resource_version: meta("resourceVersion"),
+            annotations: cluster_annotation(
+                obj.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(KCP_CLUSTER_ANNOTATION))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            ),
             ..ObjectMeta::default()
         };
         let json = RawValue::from_string(serde_json::to_string(obj)?)?;
@@ -58,7 +67,29 @@ impl RawObject {
 /// walk does not understand is returned whole ([`parse_without_managed_fields`] drops
 /// the field again when parsing).
 pub fn strip_managed_fields(json: &str) -> Cow<'_, str> {
-    match managed_fields_span(json) {
+    strip_metadata_member(json, "managedFields")
+}
+
+/// Metadata a stored object is kept without: set by the server, never read by a
+/// reconcile and never copied (a copy strips them too, see
+/// [`crate::transform::SERVER_SET_METADATA`]), yet some 60 bytes of every object.
+const UNKEPT_METADATA: &[&str] = &["managedFields", "creationTimestamp", "generation", "selfLink"];
+
+/// `json` without the metadata a store need not keep ([`UNKEPT_METADATA`]):
+/// [`strip_managed_fields`] and the server's timestamps and counters.
+pub fn strip_unkept_metadata(json: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(json);
+    for member in UNKEPT_METADATA {
+        if let Cow::Owned(stripped) = strip_metadata_member(&out, member) {
+            out = Cow::Owned(stripped);
+        }
+    }
+    out
+}
+
+/// `json` without the member `name` of its top-level `metadata`.
+fn strip_metadata_member<'a>(json: &'a str, name: &str) -> Cow<'a, str> {
+    match metadata_member_span(json, name) {
         Some(span) => {
             let mut out = String::with_capacity(json.len() - span.len());
             out.push_str(&json[..span.start]);
@@ -69,9 +100,10 @@ pub fn strip_managed_fields(json: &str) -> Cow<'_, str> {
     }
 }
 
-/// The bytes of the member `"managedFields": [...]` of the top-level `metadata`,
-/// including one separating comma, if there is such a member.
-fn managed_fields_span(json: &str) -> Option<std::ops::Range<usize>> {
+/// The bytes of the member `"<name>": ...` of the top-level `metadata`, including one
+/// separating comma, if there is such a member.
+fn metadata_member_span(json: &str, name: &str) -> Option<std::ops::Range<usize>> {
+    let quoted = format!("\"{name}\"");
     let metadata = member_value(json, 0, "metadata")?;
     let mut pos = skip_ws(json, metadata);
     if json.as_bytes().get(pos) != Some(&b'{') {
@@ -86,7 +118,7 @@ fn managed_fields_span(json: &str) -> Option<std::ops::Range<usize>> {
         if json.as_bytes().get(pos) != Some(&b'"') {
             return None;
         }
-        let is_target = json[pos..].starts_with("\"managedFields\"");
+        let is_target = json[pos..].starts_with(&quoted);
         pos = skip_ws(json, skip_value(json, pos)?);
         if json.as_bytes().get(pos) != Some(&b':') {
             return None;
@@ -169,6 +201,20 @@ struct HeadMeta {
     name: Option<String>,
     namespace: Option<String>,
     resource_version: Option<String>,
+    annotations: Option<HeadAnnotations>,
+}
+
+/// The one annotation the engine routes by: an object's logical cluster, on an upstream
+/// that spans several (see [`super::ObjectRef::cluster`]).
+#[derive(Default, Deserialize)]
+struct HeadAnnotations {
+    #[serde(rename = "kcp.io/cluster")]
+    cluster: Option<String>,
+}
+
+/// `kcp.io/cluster` alone, as [`RawObject::metadata`] holds it.
+fn cluster_annotation(cluster: Option<String>) -> Option<std::collections::BTreeMap<String, String>> {
+    cluster.map(|c| [(KCP_CLUSTER_ANNOTATION.to_string(), c)].into())
 }
 
 impl From<HeadMeta> for ObjectMeta {
@@ -177,6 +223,7 @@ impl From<HeadMeta> for ObjectMeta {
             name: meta.name,
             namespace: meta.namespace,
             resource_version: meta.resource_version,
+            annotations: cluster_annotation(meta.annotations.and_then(|a| a.cluster)),
             ..ObjectMeta::default()
         }
     }
@@ -391,5 +438,17 @@ mod tests {
         let obj = RawObject::from_value(&value).unwrap();
         assert_eq!(obj.metadata.name.as_deref(), Some("b"));
         assert_eq!(obj.to_value(), value);
+    }
+
+    #[test]
+    fn stores_keep_no_server_timestamps_or_counters() {
+        let json = r#"{"metadata":{"name":"a","creationTimestamp":"2026-01-01T00:00:00Z","generation":4,"managedFields":[{}],"uid":"u","labels":{"generation":"keep"}},"spec":{"generation":1}}"#;
+        let got = strip_unkept_metadata(json);
+        assert_eq!(
+            got,
+            r#"{"metadata":{"name":"a","uid":"u","labels":{"generation":"keep"}},"spec":{"generation":1}}"#
+        );
+        let plain = r#"{"metadata":{"name":"a"}}"#;
+        assert!(matches!(strip_unkept_metadata(plain), Cow::Borrowed(_)));
     }
 }

@@ -14,10 +14,10 @@ use super::raw::RawObject;
 use super::store::{ObjectRef, ObjectStore};
 use super::{Engine, Key};
 use crate::metrics::SyncDirection;
-use crate::selection::{is_cluster_local, Direction};
+use crate::selection::Direction;
 use crate::side::Side;
 use crate::transform::{
-    desired_copy, merge_for_update, needs_update, status_differs, status_for_upstream, with_status,
+    desired_copy_with, merge_for_update, needs_update, status_differs, status_for_upstream, with_status,
 };
 
 /// Field manager of every write.
@@ -40,6 +40,21 @@ pub enum SyncError {
         /// The error from the server or the connection.
         #[source]
         source: kube::Error,
+    },
+    /// The destination namespace exists but is not the one this syncer maps the source's
+    /// namespace to (kcp TMC: its `kcp.io/namespace-locator` differs or is missing).
+    #[error("namespace collision: the {side} namespace {namespace:?} {found}, so {object} (from upstream namespace {source_namespace}) is not synced into it; delete or rename that namespace, and the syncer creates its own")]
+    NamespaceCollision {
+        /// Where.
+        side: Side,
+        /// The destination namespace.
+        namespace: String,
+        /// What the namespace holds instead (`has no kcp.io/namespace-locator annotation`).
+        found: String,
+        /// The object that was to be synced.
+        object: String,
+        /// The source's namespace, with its logical cluster.
+        source_namespace: String,
     },
     /// The copy's namespace does not exist yet.
     #[error("namespace {namespace:?} does not exist on the {side} side yet; {object} waits for it")]
@@ -95,8 +110,15 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
+    /// The client for the object's logical cluster (see [`ObjectRef::cluster`]).
+    fn client(&self) -> kube::Client {
+        self.engine
+            .side(self.side)
+            .client_for(self.flow.target.direction, self.object.cluster.as_deref())
+    }
+
     fn api(&self) -> Api<RawObject> {
-        let client = self.engine.side(self.side).client.clone();
+        let client = self.client();
         let resource = self.flow.api_resource(self.side);
         match &self.object.namespace {
             Some(ns) if self.flow.resource_id(self.side).namespaced => {
@@ -240,6 +262,24 @@ impl Writer<'_> {
     }
 
     async fn delete(&self, actual: &Value) -> Result<(), SyncError> {
+        // A copy that carries this syncer's finalizer (an upsynced copy under kcp TMC)
+        // would wait for it forever: it goes first.
+        if let Some(finalizer) = self.engine.profile.marks.finalizer() {
+            if has_finalizer(actual, &finalizer) {
+                let remaining: Vec<Value> = finalizers_of(actual)
+                    .into_iter()
+                    .filter(|f| f.as_str() != Some(finalizer.as_str()))
+                    .collect();
+                let patch = serde_json::json!({ "metadata": {
+                    "finalizers": remaining,
+                    "resourceVersion": based_on(actual),
+                } });
+                match self.merge_patch(&patch).await {
+                    Err(e) if e.code() == Some(404) => return Ok(()),
+                    other => other.map(drop)?,
+                }
+            }
+        }
         let uid = actual
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
@@ -282,8 +322,10 @@ impl Writer<'_> {
 
     /// Creates the namespace the object goes into, unless selection downsyncs that
     /// Namespace object itself (then its own flow creates it, as a marked copy).
-    /// `source_namespace` is the namespace of the object's source.
-    async fn ensure_namespace(&self, source_namespace: Option<&str>) -> Result<(), SyncError> {
+    /// `source` is the object's source. A profile that owns its destination namespaces
+    /// ([`crate::profile::Mapping::dest_namespace`]) gets its namespace object created,
+    /// and an existing one is checked for a collision.
+    async fn ensure_namespace(&self, source: Option<&ObjectRef>) -> Result<(), SyncError> {
         let Some(namespace) = self.object.namespace.clone() else {
             return Ok(());
         };
@@ -292,34 +334,218 @@ impl Writer<'_> {
             namespace: namespace.clone(),
             object: self.object.to_string(),
         };
+        let source_namespace = source.and_then(|s| s.namespace.as_deref());
         let copied = |ns: &str| self.engine.profile.selection.copies_namespace(ns);
         if self.side == Side::Downstream && source_namespace.is_some_and(copied) {
             return Err(waits);
         }
-        let api: Api<k8s_openapi::api::core::v1::Namespace> =
-            Api::all(self.engine.side(self.side).client.clone());
-        let ns = k8s_openapi::api::core::v1::Namespace {
-            metadata: kube::api::ObjectMeta {
-                name: Some(namespace.clone()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let owned = source.and_then(|s| {
+            self.engine
+                .profile
+                .mapping
+                .dest_namespace(&self.flow.target, s, &namespace)
+        });
+        let body = owned.clone().unwrap_or_else(|| {
+            serde_json::json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace } })
+        });
+        let api: Api<RawObject> = Api::all_with(self.client(), &namespaces_resource());
         self.engine.side(self.side).limiter.acquire().await;
-        match api.create(&post_params(), &ns).await {
+        let body = encode(&body).map_err(|e| self.namespace_failed("create", &namespace, e))?;
+        match api.create(&post_params(), &body).await {
             Ok(_) => {
                 tracing::info!(side = %self.side, %namespace, "created namespace for {}", self.object);
                 Ok(())
             }
-            Err(e) if code_of(&e) == Some(409) => Ok(()),
-            Err(e) => Err(SyncError::Request {
-                action: "create",
-                side: self.side,
-                resource: "v1/namespaces".into(),
-                object: namespace,
-                source: e,
-            }),
+            Err(e) if code_of(&e) == Some(409) => match (owned, source) {
+                (Some(wanted), Some(source)) => self.check_namespace(&namespace, &wanted, source).await,
+                _ => Ok(()),
+            },
+            Err(e) => Err(self.namespace_failed("create", &namespace, e)),
         }
+    }
+
+    fn namespace_failed(&self, action: &'static str, namespace: &str, source: kube::Error) -> SyncError {
+        SyncError::Request {
+            action,
+            side: self.side,
+            resource: "v1/namespaces".into(),
+            object: namespace.to_string(),
+            source,
+        }
+    }
+
+    /// Checks that the existing namespace `namespace` is `wanted` (every annotation of
+    /// `wanted` has its value there): otherwise it is a namespace collision.
+    async fn check_namespace(
+        &self,
+        namespace: &str,
+        wanted: &Value,
+        source: &ObjectRef,
+    ) -> Result<(), SyncError> {
+        // A namespace this syncer made (and still holds as a copy) is its own.
+        let ours = self.engine.flows().iter().any(|flow| {
+            flow.target.direction == Direction::Downsync
+                && flow.dest.id.is_namespaces()
+                && flow.copies.get(&ObjectRef::new(None, namespace)).is_some()
+        });
+        if ours {
+            return Ok(());
+        }
+        let api: Api<RawObject> = Api::all_with(self.client(), &namespaces_resource());
+        self.engine.side(self.side).limiter.acquire().await;
+        let existing = match api.get(namespace).await {
+            Ok(ns) => ns.to_value(),
+            Err(e) if code_of(&e) == Some(404) => return Ok(()),
+            Err(e) => return Err(self.namespace_failed("get", namespace, e)),
+        };
+        let wanted_annotations = wanted.pointer("/metadata/annotations").and_then(Value::as_object);
+        let mismatch = wanted_annotations.into_iter().flatten().find(|(k, v)| {
+            existing
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(k.as_str()))
+                != Some(*v)
+        });
+        let Some((annotation, _)) = mismatch else {
+            return Ok(());
+        };
+        let found = match existing
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(annotation.as_str()))
+            .and_then(Value::as_str)
+        {
+            Some(other) => format!("belongs to {other} ({annotation})"),
+            None => format!("exists without a {annotation} annotation"),
+        };
+        let source_namespace = match (&source.cluster, &source.namespace) {
+            (Some(cluster), Some(ns)) => format!("{cluster}|{ns}"),
+            (_, Some(ns)) => ns.clone(),
+            (Some(cluster), None) => format!("{cluster}|{}", source.name),
+            (None, None) => source.name.clone(),
+        };
+        Err(SyncError::NamespaceCollision {
+            side: self.side,
+            namespace: namespace.to_string(),
+            found,
+            object: self.object.to_string(),
+            source_namespace,
+        })
+    }
+
+    /// A JSON merge patch (a `resourceVersion` in it makes it conditional).
+    async fn merge_patch(&self, patch: &Value) -> Result<RawObject, SyncError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let api = self.api();
+        let patch = Patch::Merge(patch);
+        let written = self
+            .send(
+                "update",
+                "patch",
+                None,
+                api.patch(&self.object.name, &params, &patch),
+            )
+            .await?;
+        Ok(written)
+    }
+
+    /// Server-side apply of `obj` by `manager`, forced (kcp TMC's writes).
+    async fn apply(&self, obj: &Value, manager: &str) -> Result<RawObject, SyncError> {
+        let mut body = obj.clone();
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+        }
+        let params = PatchParams::apply(manager).force();
+        let api = self.api();
+        let patch = Patch::Apply(&body);
+        let written = self
+            .send(
+                "apply",
+                "patch",
+                None,
+                api.patch(&self.object.name, &params, &patch),
+            )
+            .await?;
+        self.store().written(
+            &written,
+            self.store().get(self.object).as_deref().and_then(based_on),
+        );
+        Ok(written)
+    }
+}
+
+fn namespaces_resource() -> kube::core::ApiResource {
+    kube::core::ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: "Namespace".into(),
+        plural: "namespaces".into(),
+    }
+}
+
+/// The finalizers of `obj`.
+fn finalizers_of(obj: &Value) -> Vec<Value> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
+    finalizers_of(obj).iter().any(|f| f.as_str() == Some(finalizer))
+}
+
+/// Releases the upstream source `raw` (key `source_key`) whose copy is gone: its
+/// finalizer (and the profile's other marks of responsibility) removed, once the
+/// destination confirms the copy is not there (the copies' store only holds objects
+/// carrying this syncer's label).
+async fn release_source(
+    engine: &Engine,
+    flow: &Flow,
+    source_key: &ObjectRef,
+    dest: &Writer<'_>,
+    raw: &Value,
+) -> Result<(), SyncError> {
+    let marks = &*engine.profile.marks;
+    let Some(finalizer) = marks.finalizer() else {
+        return Ok(());
+    };
+    if !has_finalizer(raw, &finalizer) {
+        return Ok(());
+    }
+    match dest.get().await {
+        Err(e) if e.code() == Some(404) => {}
+        Err(e) => return Err(e),
+        // Still there (not labelled as this syncer's any more, or being deleted): its
+        // deletion event brings the key back.
+        Ok(copy) => {
+            if !is_deleting(&copy) && !marks.is_own_copy(&copy) {
+                tracing::info!(object = %dest.object, "the copy lost this syncer's label; the source stays held until it is gone");
+            }
+            return Ok(());
+        }
+    }
+    let remaining: Vec<Value> = finalizers_of(raw)
+        .into_iter()
+        .filter(|f| f.as_str() != Some(finalizer.as_str()))
+        .collect();
+    let mut patch = marks.release_source_patch(remaining);
+    patch["metadata"]["resourceVersion"] = based_on(raw).map(Value::from).unwrap_or(Value::Null);
+    let up = Writer {
+        engine,
+        flow,
+        side: Side::Upstream,
+        object: source_key,
+    };
+    match up.merge_patch(&patch).await {
+        Ok(_) => {
+            tracing::debug!(object = %source_key, "the copy is gone; released the source");
+            Ok(())
+        }
+        Err(e) if e.code() == Some(404) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -369,6 +595,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
         return Ok(());
     }
     let source = key.source().and_then(|s| flow.sources.get(s));
+    let raw_source = source.clone();
     let source_alive = source.as_deref().is_some_and(|s| !is_deleting(s));
     if source.is_none() && !flow.sources.is_synced() {
         // Nor does absence of a source while the sources are still being listed. A source
@@ -384,7 +611,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             if !is_deleting(&s)
                 // Never send a copy back where it came from.
                 && !marks.is_own_copy(&s)
-                && !is_cluster_local(id, &source_key.name, &s)
+                && !profile.selection.is_cluster_local(id, &source_key.name, &s)
                 && profile.selection.wants(&flow.target, source_key, &s) =>
         {
             Some(s)
@@ -407,10 +634,14 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             if marks.is_create_only(copy, direction) || is_deleting(copy) {
                 return Ok(());
             }
-            let holds_wanted_copies = direction == Direction::Downsync
-                && flow.dest.id.is_namespaces()
-                && source_alive
-                && engine.keeps_copies_in(&key.dest().name);
+            let namespace_copy = direction == Direction::Downsync && flow.dest.id.is_namespaces();
+            if let (true, Some(delay)) = (namespace_copy, profile.namespace_clean_delay) {
+                if !engine.namespace_may_go(&key.dest().name, delay, key) {
+                    return Ok(());
+                }
+            }
+            let holds_wanted_copies =
+                namespace_copy && source_alive && engine.keeps_copies_in(&key.dest().name);
             if holds_wanted_copies {
                 dest.release().await?;
                 tracing::info!(namespace = %key.dest(), "released the namespace copy (no longer wanted, but it holds other copies)");
@@ -419,16 +650,49 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                 engine.metrics.synced(metric, &resource);
                 tracing::debug!(%resource, object = %key, side = %dest.side, "deleted copy");
             }
+        } else if let (Direction::Downsync, Some(source_key), Some(raw)) =
+            (direction, key.source(), &raw_source)
+        {
+            // The copy is gone: the source no longer waits for it.
+            release_source(engine, flow, source_key, &dest, raw).await?;
         }
         return Ok(());
     };
+    if direction == Direction::Downsync && flow.dest.id.is_namespaces() {
+        engine.namespace_wanted(&key.dest().name);
+    }
+    // The source carries this syncer's finalizer before its copy exists, so that its
+    // deletion waits for the copy's.
+    let source = match (direction, marks.finalizer(), key.source()) {
+        (Direction::Downsync, Some(finalizer), Some(source_key)) if !has_finalizer(&source, &finalizer) => {
+            let up = Writer {
+                engine,
+                flow,
+                side: Side::Upstream,
+                object: source_key,
+            };
+            let mut finalizers = finalizers_of(&source);
+            finalizers.push(Value::String(finalizer));
+            let patch = serde_json::json!({ "metadata": {
+                "finalizers": finalizers,
+                "resourceVersion": based_on(&source),
+            } });
+            std::sync::Arc::new(up.merge_patch(&patch).await?.to_value())
+        }
+        _ => source,
+    };
 
-    let desired = desired_copy(
+    let desired = desired_copy_with(
         &source,
         direction,
         key.dest(),
         flow.object_type(flow.dest_side()),
         marks,
+        |copy| {
+            if let Some(source_key) = key.source() {
+                profile.mapping.transform(&flow.target, source_key, &source, copy);
+            }
+        },
     );
     let written = match &copy {
         Some((actual, verified)) => update(engine, flow, &dest, &source, &desired, actual, *verified).await?,
@@ -500,12 +764,73 @@ async fn update(
     if matches && !verified {
         keep_if_verified(flow, desired, actual);
     }
-    if create_only || matches {
+    // A profile writing by server-side apply (kcp TMC) makes destination namespaces
+    // and deletes them, but never rewrites one: kcp's syncer does not, and the
+    // cluster role kcp's plugin grants allows no more.
+    let namespace_by_apply = apply_manager(engine, flow).is_some() && flow.dest.id.is_namespaces();
+    if create_only || matches || namespace_by_apply {
         return Ok(Some(Written::Unchanged(actual.clone())));
     }
-    let written = dest.replace(&merge_for_update(desired, actual)).await?;
+    let written = match apply_manager(engine, flow) {
+        Some(manager) => dest.apply(desired, manager).await?,
+        None => dest.replace(&merge_for_update(desired, actual)).await?,
+    };
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
+    keep_if_verified(flow, desired, &written.to_value());
+    Ok(Some(Written::Raw(Box::new(written))))
+}
+
+/// The field manager of server-side apply, when the profile writes this flow's copies
+/// that way (downsync only).
+fn apply_manager<'a>(engine: &'a Engine, flow: &Flow) -> Option<&'a str> {
+    engine
+        .profile
+        .marks
+        .apply_manager()
+        .filter(|_| flow.target.direction == Direction::Downsync)
+}
+
+/// Writes a copy this syncer does not hold yet by server-side apply: into a namespace
+/// the profile owns (created if missing, refused on a collision), and a Namespace copy
+/// only over a namespace that is its own.
+async fn apply_new(
+    engine: &Engine,
+    flow: &Flow,
+    key: &Key,
+    dest: &Writer<'_>,
+    desired: &Value,
+    manager: &str,
+) -> Result<Option<Written>, SyncError> {
+    if let Some(source) = key.source() {
+        let mapping = &*engine.profile.mapping;
+        let claim = if flow.dest.id.is_namespaces() {
+            Some(dest.object.name.clone())
+        } else {
+            dest.object.namespace.clone()
+        };
+        if let Some(namespace) = claim {
+            if let Some(wanted) = mapping.dest_namespace(&flow.target, source, &namespace) {
+                dest.check_namespace(&namespace, &wanted, source).await?;
+            }
+        }
+    }
+    let mut written = if flow.dest.id.is_namespaces() {
+        // Created, never applied (see `update`); one that appeared meanwhile is
+        // checked for a collision on the next pass.
+        dest.create(desired).await
+    } else {
+        dest.apply(desired, manager).await
+    };
+    if let Err(e) = &written {
+        if e.code() == Some(404) && dest.object.namespace.is_some() {
+            dest.ensure_namespace(key.source()).await?;
+            written = dest.apply(desired, manager).await;
+        }
+    }
+    let written = written?;
+    engine.metrics.synced(direction_of(flow), &flow.resource_name());
+    tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "applied copy");
     keep_if_verified(flow, desired, &written.to_value());
     Ok(Some(Written::Raw(Box::new(written))))
 }
@@ -547,11 +872,13 @@ async fn create_or_adopt(
 ) -> Result<Option<Written>, SyncError> {
     let marks = &*engine.profile.marks;
     let direction = flow.target.direction;
+    if let Some(manager) = apply_manager(engine, flow) {
+        return apply_new(engine, flow, key, dest, desired, manager).await;
+    }
     let mut created = dest.create(desired).await;
     if let Err(e) = &created {
         if e.code() == Some(404) && dest.object.namespace.is_some() {
-            let source_namespace = key.source().and_then(|s| s.namespace.as_deref());
-            dest.ensure_namespace(source_namespace).await?;
+            dest.ensure_namespace(key.source()).await?;
             created = dest.create(desired).await;
         }
     }
@@ -587,7 +914,7 @@ async fn create_or_adopt(
                 );
                 tracing::info!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "adopted an existing object");
                 events::post(
-                    engine.side(dest.side).client.clone(),
+                    dest.client(),
                     &written.to_value(),
                     dest_ty,
                     EventType::Normal,
@@ -620,9 +947,30 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
         Direction::Downsync => key.source().and_then(|s| flow.sources.get(s)),
         Direction::Upsync => flow.copies.get(key.dest()),
     };
-    if let Some(obj) = upstream_obj {
+    let upstream_key = match flow.target.direction {
+        Direction::Downsync => key.source(),
+        Direction::Upsync => Some(key.dest()),
+    };
+    let cluster = upstream_key.and_then(|k| k.cluster.as_deref());
+    // A namespace collision is the physical cluster's admin's to resolve: it is
+    // reported there too, on the namespace (an upstream virtual workspace may not
+    // take Events at all).
+    if let SyncError::NamespaceCollision { namespace, .. } = error {
         events::post(
-            engine.up.client.clone(),
+            engine.down.client.clone(),
+            &serde_json::json!({ "metadata": { "name": namespace } }),
+            &crate::transform::ObjectType::new("v1", "Namespace"),
+            EventType::Warning,
+            "NamespaceCollision",
+            message.clone(),
+            &engine.name,
+        );
+    }
+    // An upstream spanning clusters is a virtual workspace serving only what is
+    // synced (kcp TMC's): Events cannot be posted there.
+    if let (Some(obj), false) = (upstream_obj, engine.profile.upstream_clusters) {
+        events::post(
+            engine.up.client_in(cluster),
             &obj,
             flow.object_type(Side::Upstream),
             EventType::Warning,

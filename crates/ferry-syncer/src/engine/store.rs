@@ -13,7 +13,7 @@
 //! it completes, and the caller then reconciles every key of both sides, so an object
 //! deleted while the watch was down cannot leak.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kube::api::ObjectMeta;
@@ -21,14 +21,22 @@ use parking_lot::RwLock;
 use serde_json::{Map, Value};
 
 use ferry_api::well_known::{
-    DESIRED_HASH_ANNOTATION, DOWNSYNC_OVERWRITE_ANNOTATION, MANAGED_METADATA_ANNOTATION,
+    DESIRED_HASH_ANNOTATION, DOWNSYNC_OVERWRITE_ANNOTATION, KCP_CLUSTER_ANNOTATION,
+    MANAGED_METADATA_ANNOTATION,
 };
 
-use super::raw::{parse_without_managed_fields, strip_managed_fields, RawObject};
+use super::raw::{parse_without_managed_fields, strip_unkept_metadata, RawObject};
 
 /// An object's identity within one resource type.
+///
+/// `cluster` is the logical cluster of an object read from an upstream that spans many
+/// (kcp TMC's syncer virtual workspace lists `/clusters/*`, each object annotated
+/// `kcp.io/cluster`); it is `None` on a side that is one cluster, so a KubeStellar key
+/// costs one pointer more and no allocation. Names are interned per store.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectRef {
+    /// Logical cluster, on a side that spans several; `None` otherwise.
+    pub cluster: Option<Arc<str>>,
     /// Namespace; `None` for cluster-scoped objects.
     pub namespace: Option<String>,
     /// Name.
@@ -36,26 +44,59 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
-    /// The identity of `obj`, if it has a name.
+    /// The identity `namespace/name` on a side that is one cluster.
+    pub fn new(namespace: Option<&str>, name: &str) -> ObjectRef {
+        ObjectRef {
+            cluster: None,
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The identity of `obj`, if it has a name (no cluster: see [`ObjectRef::of_in`]).
     pub fn of(obj: &Value) -> Option<ObjectRef> {
         let meta = obj.get("metadata")?;
         Some(ObjectRef {
+            cluster: None,
             namespace: meta.get("namespace").and_then(Value::as_str).map(str::to_owned),
             name: meta.get("name")?.as_str()?.to_owned(),
         })
     }
 
+    /// The identity of `obj` with its logical cluster (`kcp.io/cluster`), as read from a
+    /// side that spans several clusters.
+    pub fn of_in(obj: &Value) -> Option<ObjectRef> {
+        let mut key = ObjectRef::of(obj)?;
+        key.cluster = obj
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                KCP_CLUSTER_ANNOTATION.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(Arc::from);
+        Some(key)
+    }
+
     /// The identity in `meta`, if it has a name.
     pub fn of_meta(meta: &ObjectMeta) -> Option<ObjectRef> {
         Some(ObjectRef {
+            cluster: None,
             namespace: meta.namespace.clone(),
             name: meta.name.clone()?,
         })
+    }
+
+    /// The logical cluster, or `""` on a side that is one cluster.
+    pub fn cluster(&self) -> &str {
+        self.cluster.as_deref().unwrap_or("")
     }
 }
 
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(cluster) = &self.cluster {
+            write!(f, "{cluster}|")?;
+        }
         match &self.namespace {
             Some(ns) => write!(f, "{ns}/{}", self.name),
             None => f.write_str(&self.name),
@@ -64,60 +105,125 @@ impl std::fmt::Display for ObjectRef {
 }
 
 /// The key of `key` in a store's map: `namespace/name`, or `name` for a cluster-scoped
-/// object (neither part can contain a `/`), in one allocation instead of two.
+/// object (neither part can contain a `/`), prefixed `cluster|` on a side that spans
+/// clusters (no cluster name contains a `|`), in one allocation.
 fn encode(key: &ObjectRef) -> String {
-    match &key.namespace {
-        Some(ns) => format!("{ns}/{}", key.name),
-        None => key.name.clone(),
+    let mut out = String::new();
+    if let Some(cluster) = &key.cluster {
+        out.push_str(cluster);
+        out.push('|');
     }
+    if let Some(ns) = &key.namespace {
+        out.push_str(ns);
+        out.push('/');
+    }
+    out.push_str(&key.name);
+    out
 }
 
-fn decode(key: &str) -> ObjectRef {
-    match key.split_once('/') {
+/// The inverse of [`encode`]; `intern` gives the shared name of a cluster.
+fn decode(key: &str, intern: impl FnOnce(&str) -> Arc<str>) -> ObjectRef {
+    let (cluster, rest) = match key.split_once('|') {
+        Some((cluster, rest)) => (Some(intern(cluster)), rest),
+        None => (None, key),
+    };
+    match rest.split_once('/') {
         Some((ns, name)) => ObjectRef {
+            cluster,
             namespace: Some(ns.to_owned()),
             name: name.to_owned(),
         },
         None => ObjectRef {
+            cluster,
             namespace: None,
-            name: key.to_owned(),
+            name: rest.to_owned(),
         },
     }
 }
 
-/// One stored object: `text` is its resourceVersion (the first `rv_len` bytes)
-/// followed by its JSON without `managedFields`, or by a [`VerifiedCopy`].
+/// The names of the logical clusters a store has seen, shared by its keys.
+#[derive(Default)]
+struct ClusterNames(RwLock<std::collections::HashSet<Arc<str>>>);
+
+impl ClusterNames {
+    fn intern(&self, name: &str) -> Arc<str> {
+        if let Some(known) = self.0.read().get(name) {
+            return known.clone();
+        }
+        let mut names = self.0.write();
+        if let Some(known) = names.get(name) {
+            return known.clone();
+        }
+        let shared: Arc<str> = Arc::from(name);
+        names.insert(shared.clone());
+        shared
+    }
+}
+
+/// One stored object, in one allocation: `text` is its key (the first `key_len`
+/// bytes, as [`encode`] writes it), then its resourceVersion (the next `rv_len`
+/// bytes), then its JSON without `managedFields`, or a [`VerifiedCopy`]. The set of
+/// them is looked up by key ([`Borrow<str>`]), so no entry holds its key twice.
 struct Stored {
     text: Box<str>,
+    key_len: u32,
     rv_len: u32,
     verified: bool,
 }
 
+impl std::borrow::Borrow<str> for Stored {
+    fn borrow(&self) -> &str {
+        self.key()
+    }
+}
+
+impl std::hash::Hash for Stored {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.key().hash(state)
+    }
+}
+
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Stored {}
+
 impl Stored {
-    fn of(obj: &RawObject) -> Stored {
+    fn of(key: &str, obj: &RawObject) -> Stored {
         let rv = obj.metadata.resource_version.as_deref().unwrap_or("");
-        let json = strip_managed_fields(obj.json());
-        Stored::new(rv, &json, false)
+        let json = strip_unkept_metadata(obj.json());
+        Stored::new(key, rv, &json, false)
     }
 
-    fn new(rv: &str, rest: &str, verified: bool) -> Stored {
-        let mut text = String::with_capacity(rv.len() + rest.len());
+    fn new(key: &str, rv: &str, rest: &str, verified: bool) -> Stored {
+        let mut text = String::with_capacity(key.len() + rv.len() + rest.len());
+        text.push_str(key);
         text.push_str(rv);
         text.push_str(rest);
         Stored {
             text: text.into(),
+            key_len: key.len() as u32,
             rv_len: rv.len() as u32,
             verified,
         }
     }
 
+    /// The key ([`encode`]).
+    fn key(&self) -> &str {
+        &self.text[..self.key_len as usize]
+    }
+
     /// The resourceVersion, if the object had one.
     fn resource_version(&self) -> Option<&str> {
-        Some(&self.text[..self.rv_len as usize]).filter(|rv| !rv.is_empty())
+        let start = self.key_len as usize;
+        Some(&self.text[start..start + self.rv_len as usize]).filter(|rv| !rv.is_empty())
     }
 
     fn rest(&self) -> &str {
-        &self.text[self.rv_len as usize..]
+        &self.text[(self.key_len + self.rv_len) as usize..]
     }
 
     /// The object as a `Value` (a verified copy rebuilt as [`VerifiedCopy::rebuild`] says).
@@ -274,9 +380,9 @@ fn reduce(copy: &Value) -> Option<String> {
 
 #[derive(Default)]
 struct Inner {
-    objects: HashMap<Box<str>, Stored>,
+    objects: HashSet<Stored>,
     /// Objects of a list in progress; replaces `objects` when the list completes.
-    listing: Option<HashMap<Box<str>, Stored>>,
+    listing: Option<HashSet<Stored>>,
     /// Whether the list in progress fills `objects` directly (see [`ObjectStore::begin_list`]).
     streaming: bool,
     /// Whether a list has completed at least once.
@@ -291,9 +397,45 @@ struct Inner {
 #[derive(Default)]
 pub struct ObjectStore {
     inner: RwLock<Inner>,
+    /// Whether the side spans logical clusters: keys then carry each object's cluster.
+    clustered: bool,
+    clusters: ClusterNames,
 }
 
 impl ObjectStore {
+    /// A store for a side that spans logical clusters (see [`ObjectRef::cluster`]).
+    pub fn clustered() -> ObjectStore {
+        ObjectStore {
+            clustered: true,
+            ..Default::default()
+        }
+    }
+
+    /// Whether keys carry the object's logical cluster.
+    pub fn is_clustered(&self) -> bool {
+        self.clustered
+    }
+
+    /// The key of the object with metadata `meta` in this store.
+    fn key_of_meta(&self, meta: &ObjectMeta) -> Option<ObjectRef> {
+        let mut key = ObjectRef::of_meta(meta)?;
+        if self.clustered {
+            let cluster = meta.annotations.as_ref()?.get(KCP_CLUSTER_ANNOTATION)?;
+            key.cluster = Some(self.clusters.intern(cluster));
+        }
+        Some(key)
+    }
+
+    /// The key of `obj` in this store.
+    fn key_of(&self, obj: &Value) -> Option<ObjectRef> {
+        let mut key = ObjectRef::of(obj)?;
+        if self.clustered {
+            let cluster = ObjectRef::of_in(obj)?.cluster?;
+            key.cluster = Some(self.clusters.intern(&cluster));
+        }
+        Some(key)
+    }
+
     /// The object with identity `key`.
     pub fn get(&self, key: &ObjectRef) -> Option<Arc<Value>> {
         self.get_checked(key).map(|(obj, _)| obj)
@@ -316,7 +458,7 @@ impl ObjectStore {
     /// another version meanwhile; a later watch event or write puts the whole object
     /// back, to be checked again.
     pub fn keep_verified(&self, copy: &Value) {
-        let Some(key) = ObjectRef::of(copy) else {
+        let Some(key) = self.key_of(copy) else {
             return;
         };
         let Some(rv) = copy.pointer("/metadata/resourceVersion").and_then(Value::as_str) else {
@@ -337,18 +479,26 @@ impl ObjectStore {
         };
         let mut inner = self.inner.write();
         if holds_whole(&inner) {
-            inner.objects.insert(key.into(), Stored::new(rv, &reduced, true));
+            inner.objects.replace(Stored::new(&key, rv, &reduced, true));
         }
     }
 
     /// Every identity held.
     pub fn keys(&self) -> Vec<ObjectRef> {
-        self.inner.read().objects.keys().map(|k| decode(k)).collect()
+        let intern = |name: &str| self.clusters.intern(name);
+        self.inner
+            .read()
+            .objects
+            .iter()
+            .map(|s| decode(s.key(), intern))
+            .collect()
     }
 
     /// Whether an object held in `namespace` has a name for which `matches` holds.
     pub fn any_in_namespace(&self, namespace: &str, matches: impl Fn(&str) -> bool) -> bool {
-        self.inner.read().objects.keys().any(|key| {
+        self.inner.read().objects.iter().any(|stored| {
+            let key = stored.key();
+            let key = key.split_once('|').map_or(key, |(_, rest)| rest);
             key.split_once('/')
                 .is_some_and(|(ns, name)| ns == namespace && matches(name))
         })
@@ -406,15 +556,15 @@ impl ObjectStore {
     /// what was held (a watch event echoing a write already recorded with
     /// [`ObjectStore::written`] does not).
     pub fn apply(&self, obj: &RawObject) -> Option<(ObjectRef, bool)> {
-        let key = ObjectRef::of_meta(&obj.metadata)?;
+        let key = self.key_of_meta(&obj.metadata)?;
         let encoded = encode(&key);
         if let Some(rv) = obj.metadata.resource_version.as_deref() {
             if self.holds_version(&encoded, rv) {
                 return Some((key, false));
             }
         }
-        let stored = Stored::of(obj);
-        self.inner.write().objects.insert(encoded.into(), stored);
+        let stored = Stored::of(&encoded, obj);
+        self.inner.write().objects.replace(stored);
         Some((key, true))
     }
 
@@ -424,7 +574,7 @@ impl ObjectStore {
     /// first), it already holds what the server has, and a write response handled late
     /// must not put an older version back.
     pub fn written(&self, obj: &RawObject, replaced: Option<&str>) {
-        let Some(key) = ObjectRef::of_meta(&obj.metadata) else {
+        let Some(key) = self.key_of_meta(&obj.metadata) else {
             return;
         };
         let key = encode(&key);
@@ -436,13 +586,13 @@ impl ObjectStore {
             _ => false,
         };
         if inner.synced && based_on_current {
-            inner.objects.insert(key.into(), Stored::of(obj));
+            inner.objects.replace(Stored::of(&key, obj));
         }
     }
 
     /// An object was deleted.
     pub fn delete(&self, obj: &RawObject) -> Option<ObjectRef> {
-        let key = ObjectRef::of_meta(&obj.metadata)?;
+        let key = self.key_of_meta(&obj.metadata)?;
         self.inner.write().objects.remove(encode(&key).as_str());
         Some(key)
     }
@@ -454,23 +604,22 @@ impl ObjectStore {
     pub fn begin_list(&self) {
         let mut inner = self.inner.write();
         inner.streaming = !inner.synced && inner.objects.is_empty();
-        inner.listing = (!inner.streaming).then(HashMap::new);
+        inner.listing = (!inner.streaming).then(HashSet::new);
     }
 
     /// An object of the list in progress. Returns its key if it is visible at once (a
     /// streaming list).
     pub fn list_item(&self, obj: &RawObject) -> Option<ObjectRef> {
-        let key = ObjectRef::of_meta(&obj.metadata)?;
-        let encoded: Box<str> = encode(&key).into();
-        let stored = Stored::of(obj);
+        let key = self.key_of_meta(&obj.metadata)?;
+        let stored = Stored::of(&encode(&key), obj);
         let mut inner = self.inner.write();
         match inner.listing.as_mut() {
             Some(listing) => {
-                listing.insert(encoded, stored);
+                listing.replace(stored);
                 None
             }
             None => {
-                inner.objects.insert(encoded, stored);
+                inner.objects.replace(stored);
                 Some(key)
             }
         }
@@ -523,6 +672,7 @@ mod tests {
         store.begin_list();
         store.finish_list();
         let key = ObjectRef {
+            cluster: None,
             namespace: None,
             name: "a".into(),
         };
@@ -554,6 +704,7 @@ mod tests {
             None,
         );
         let b = ObjectRef {
+            cluster: None,
             namespace: None,
             name: "b".into(),
         };
@@ -632,6 +783,7 @@ mod tests {
         copy["spec"]["revisionHistoryLimit"] = json!(10);
         copy["status"] = json!({ "readyReplicas": 2 });
         let key = ObjectRef {
+            cluster: None,
             namespace: Some("ns".into()),
             name: "web".into(),
         };
@@ -737,19 +889,72 @@ mod tests {
     fn keys_of_namespaced_and_cluster_scoped_objects_round_trip() {
         for key in [
             ObjectRef {
+                cluster: None,
                 namespace: Some("ns".into()),
                 name: "a".into(),
             },
             ObjectRef {
+                cluster: None,
                 namespace: None,
                 name: "system:node".into(),
             },
+            ObjectRef {
+                cluster: Some(Arc::from("root:org")),
+                namespace: Some("ns".into()),
+                name: "a".into(),
+            },
+            ObjectRef {
+                cluster: Some(Arc::from("2x9a")),
+                namespace: None,
+                name: "pv".into(),
+            },
         ] {
-            assert_eq!(decode(&encode(&key)), key);
+            assert_eq!(decode(&encode(&key), |c: &str| Arc::from(c)), key);
         }
         let store = ObjectStore::default();
         store.apply(&cm("a"));
         assert!(store.any_in_namespace("ns", |n| n == "a"));
         assert!(!store.any_in_namespace("other", |_| true));
+    }
+
+    #[test]
+    fn a_clustered_store_keys_objects_by_their_logical_cluster_and_shares_the_names() {
+        let store = ObjectStore::clustered();
+        let in_cluster = |cluster: &str| {
+            raw(
+                json!({ "metadata": { "name": "a", "namespace": "ns", "resourceVersion": "1",
+                "annotations": { KCP_CLUSTER_ANNOTATION: cluster } } }),
+            )
+        };
+        let (one, _) = store.apply(&in_cluster("c1")).unwrap();
+        let (two, _) = store.apply(&in_cluster("c2")).unwrap();
+        assert_ne!(one, two, "same namespace and name, two clusters");
+        assert_eq!(one.cluster(), "c1");
+        assert_eq!(store.len(), 2);
+        let keys = store.keys();
+        let c1: Vec<_> = keys.iter().filter(|k| k.cluster() == "c1").collect();
+        assert_eq!(c1.len(), 1);
+        assert!(Arc::ptr_eq(
+            c1[0].cluster.as_ref().unwrap(),
+            one.cluster.as_ref().unwrap()
+        ));
+        assert_eq!(
+            store.get(&one).unwrap()["metadata"]["annotations"][KCP_CLUSTER_ANNOTATION],
+            "c1"
+        );
+        assert!(store.any_in_namespace("ns", |n| n == "a"));
+        // An object without a cluster cannot be keyed on such a side.
+        assert!(store.apply(&cm("b")).is_none());
+        // What a key costs a one-cluster side: one pointer-sized option more than the
+        // namespace and name (no allocation; cluster names are shared per store).
+        assert_eq!(
+            std::mem::size_of::<ObjectRef>(),
+            2 * std::mem::size_of::<String>() + std::mem::size_of::<Option<Arc<str>>>()
+        );
+        // A plain store ignores the annotation.
+        assert_eq!(
+            ObjectStore::default().apply(&in_cluster("c1")).unwrap().0.cluster,
+            None
+        );
     }
 }

@@ -111,6 +111,13 @@ pub trait Selection: Send + Sync {
     /// flow then makes the destination namespace (marked), and a copy waiting for it
     /// does not create a plain one.
     fn copies_namespace(&self, namespace: &str) -> bool;
+
+    /// Whether `obj` (named `name`, of `id`) is one the cluster makes for itself and is
+    /// never copied ([`crate::selection::is_cluster_local`] unless a profile renames or
+    /// rewrites such objects, as kcp TMC does with `kube-root-ca.crt`).
+    fn is_cluster_local(&self, id: &ResourceId, name: &str, obj: &Value) -> bool {
+        crate::selection::is_cluster_local(id, name, obj)
+    }
 }
 
 /// Where copies land: types and keys on the destination side.
@@ -125,13 +132,33 @@ pub trait Mapping: Send + Sync {
     /// [`Mapping::dest_ref`]; `None` if `dest` cannot be any source's copy (it is then
     /// reconciled as a copy without a source: deleted if this syncer owns it).
     fn source_ref(&self, target: &WatchTarget, dest: &ObjectRef) -> Option<ObjectRef>;
+
+    /// Changes the copy of `source` (key `source_key`) further, once server fields are
+    /// stripped and name and namespace mapped, before it is marked: kcp TMC's
+    /// mutators. Nothing by default.
+    fn transform(&self, _target: &WatchTarget, _source_key: &ObjectRef, _source: &Value, _copy: &mut Value) {}
+
+    /// The Namespace a copy of `source_key` must land in when the profile owns its
+    /// destination namespaces (kcp TMC: `kcp-<hash>` carrying the namespace locator),
+    /// `dest_namespace` being its name: such a namespace is created like this when
+    /// missing, and an existing one whose annotations differ from these is a namespace
+    /// collision, never written into. `None` (the default): any namespace of that name
+    /// will do, and a missing one is created plain.
+    fn dest_namespace(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+        _dest_namespace: &str,
+    ) -> Option<Value> {
+        None
+    }
 }
 
 /// How a copy records that this syncer made it.
 pub trait Marks: Send + Sync {
-    /// A label selector matching every copy this syncer made, on either side. Copies
-    /// are watched and listed with it, so the server does the filtering.
-    fn copy_selector(&self) -> String;
+    /// A label selector matching every copy this syncer made on `side`. Copies are
+    /// watched and listed with it, so the server does the filtering.
+    fn copy_selector(&self, side: Side) -> String;
 
     /// Marks `copy` (server fields stripped, type and key mapped) as this syncer's copy
     /// travelling in `direction`.
@@ -155,6 +182,27 @@ pub trait Marks: Send + Sync {
 
     /// How a copy in `direction` is marked, for messages (`edge.kubestellar.io/downsynced`).
     fn describe(&self, direction: Direction) -> String;
+
+    /// A finalizer this syncer puts on upstream objects it is responsible for (kcp TMC:
+    /// `workload.kcp.io/syncer-<key>`): on a downsynced source before its copy is made,
+    /// removed only once the copy is gone; on an upsynced copy, removed when the copy
+    /// is deleted. `None` (the default): no finalizers.
+    fn finalizer(&self) -> Option<String> {
+        None
+    }
+
+    /// The merge patch that releases an upstream source whose copy is gone (its
+    /// [`Marks::finalizer`] is already left out of `finalizers`): kcp TMC also drops the
+    /// deletion annotation and the state label. `remaining` is the finalizer list to keep.
+    fn release_source_patch(&self, remaining: Vec<Value>) -> Value {
+        serde_json::json!({ "metadata": { "finalizers": remaining } })
+    }
+
+    /// The field manager of server-side apply, if downsynced copies are written that
+    /// way (kcp TMC: `syncer`, forced); `None` (the default): create and update.
+    fn apply_manager(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Where the selection comes from, and where the syncer reports back.
@@ -177,6 +225,15 @@ pub struct Profile {
     pub marks: Arc<dyn Marks>,
     /// Where the selection comes from.
     pub config: Arc<dyn ConfigSource>,
+    /// Whether the upstream spans logical clusters (kcp TMC's syncer virtual workspace):
+    /// upstream objects are then watched under `/clusters/*`, keyed with their
+    /// `kcp.io/cluster` (see [`ObjectRef::cluster`]) and written under `/clusters/<c>`.
+    pub upstream_clusters: bool,
+    /// When a destination Namespace this syncer made is no longer wanted, how long it
+    /// is kept before it is deleted, and then only if no copy of this syncer is in it
+    /// (kcp TMC's `--downstream-namespace-clean-delay`, after kcp#2041). `None`: it is
+    /// deleted (or released while it holds wanted copies) at once.
+    pub namespace_clean_delay: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Profile {

@@ -26,6 +26,7 @@ impl Mapping for Prefix {
 
     fn dest_ref(&self, _: &WatchTarget, source: &ObjectRef) -> ObjectRef {
         ObjectRef {
+            cluster: None,
             namespace: source.namespace.as_ref().map(|ns| format!("p-{ns}")),
             name: source.name.clone(),
         }
@@ -37,6 +38,7 @@ impl Mapping for Prefix {
             None => None,
         };
         Some(ObjectRef {
+            cluster: None,
             namespace,
             name: dest.name.clone(),
         })
@@ -47,7 +49,7 @@ impl Mapping for Prefix {
 struct ToyMarks;
 
 impl Marks for ToyMarks {
-    fn copy_selector(&self) -> String {
+    fn copy_selector(&self, _: Side) -> String {
         "toy.example.com/owner".into()
     }
 
@@ -90,13 +92,14 @@ fn configmaps() -> WatchTarget {
 
 fn object_ref(namespace: &str, name: &str) -> ObjectRef {
     ObjectRef {
+        cluster: None,
         namespace: Some(namespace.into()),
         name: name.into(),
     }
 }
 
 fn toy_flow() -> Arc<Flow> {
-    Flow::new(7, configmaps(), Prefix.dest_type(&configmaps()), false)
+    Flow::new(7, configmaps(), Prefix.dest_type(&configmaps()), false, false)
 }
 
 fn raw(namespace: &str, name: &str) -> RawObject {

@@ -75,6 +75,19 @@ pub fn desired_copy(
     ty: &ObjectType,
     marks: &dyn Marks,
 ) -> Value {
+    desired_copy_with(source, direction, dest, ty, marks, |_| {})
+}
+
+/// [`desired_copy`], with `transform` applied to the copy after its name and namespace
+/// are mapped and before it is marked (a profile's mutators).
+pub fn desired_copy_with(
+    source: &Value,
+    direction: Direction,
+    dest: &ObjectRef,
+    ty: &ObjectType,
+    marks: &dyn Marks,
+    transform: impl FnOnce(&mut Value),
+) -> Value {
     let mut copy = source.clone();
     strip_server_fields(&mut copy);
     if let Some(obj) = copy.as_object_mut() {
@@ -95,6 +108,7 @@ pub fn desired_copy(
             }
         }
     }
+    transform(&mut copy);
     marks.mark(&mut copy, direction);
     compare::record_desired(&mut copy);
     copy
@@ -117,6 +131,7 @@ pub fn upstream_copy(downstream: &Value, ty: &ObjectType, syncer_name: &str) -> 
 
 fn kubestellar_copy(source: &Value, direction: Direction, ty: &ObjectType, syncer_name: &str) -> Value {
     let key = ObjectRef::of(source).unwrap_or(ObjectRef {
+        cluster: None,
         namespace: None,
         name: String::new(),
     });

@@ -39,9 +39,16 @@ pub const NEVER_COPIED_ANNOTATIONS: &[&str] = &[
 /// Annotation prefixes never copied (kcp's claim bookkeeping).
 const NEVER_COPIED_ANNOTATION_PREFIXES: &[&str] = &["claimed.internal.apis.kcp.io/"];
 
-/// Label keys (exact or prefixes) never copied: Ferry's own owner label, and kcp TMC
-/// scheduling state, which means nothing on the other side.
-pub const NEVER_COPIED_LABEL_PREFIXES: &[&str] = &[SYNCER_LABEL, WORKLOAD_STATE_LABEL_PREFIX];
+/// The label the API server sets on every Namespace to its own name. A copy whose
+/// name is mapped (kcp TMC's `kcp-<hash>`) would carry the source's name, which the
+/// server overwrites on every write: copying it makes a write loop.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Label keys (exact or prefixes) never copied: Ferry's own owner label, kcp TMC
+/// scheduling state, which means nothing on the other side, and the server's own
+/// [`NAMESPACE_NAME_LABEL`].
+pub const NEVER_COPIED_LABEL_PREFIXES: &[&str] =
+    &[SYNCER_LABEL, WORKLOAD_STATE_LABEL_PREFIX, NAMESPACE_NAME_LABEL];
 
 /// Removes [`SERVER_SET_METADATA`], [`NEVER_COPIED_ANNOTATIONS`] and
 /// [`NEVER_COPIED_LABEL_PREFIXES`] from `obj` in place; empty label and annotation maps

@@ -59,6 +59,8 @@ impl KubeStellar {
             mapping: Arc::new(Identity),
             marks: Arc::new(KubeStellarMarks::new(syncer_name)),
             config: state,
+            upstream_clusters: false,
+            namespace_clean_delay: None,
         }
     }
 
@@ -160,7 +162,7 @@ fn copies_on(side: Side) -> Direction {
 }
 
 impl Marks for KubeStellarMarks {
-    fn copy_selector(&self) -> String {
+    fn copy_selector(&self, _: Side) -> String {
         format!("{SYNCER_LABEL}={}", syncer_label_value(&self.syncer_name))
     }
 
@@ -291,7 +293,7 @@ mod tests {
 
     #[test]
     fn copies_are_selected_by_the_owner_label() {
-        assert_eq!(marks().copy_selector(), "ferry.dev/syncer=florin");
+        assert_eq!(marks().copy_selector(Side::Downstream), "ferry.dev/syncer=florin");
         assert_eq!(marks().describe(Direction::Upsync), UPSYNCED_ANNOTATION);
     }
 
@@ -324,6 +326,7 @@ mod tests {
             direction: Direction::Downsync,
         };
         let key = |ns: &str| ObjectRef {
+            cluster: None,
             namespace: Some(ns.into()),
             name: "a".into(),
         };

@@ -1,0 +1,183 @@
+//! A Placement's status, as kcp's placement controller keeps it: the
+//! Location it selected (`status.selectedLocation`), its phase (`Pending`
+//! without one, `Bound` while a namespace uses it, else `Unbound`) and its
+//! `Ready` condition. Pure.
+
+use serde_json::{json, Value};
+
+use super::targets::selector;
+use crate::apis::{condition, merge_conditions};
+
+/// `spec.locationResource`, defaulting to SyncTargets.
+pub fn location_resource(placement: &Value) -> (String, String, String) {
+    let r = placement.pointer("/spec/locationResource");
+    let field = |f: &str, default: &str| {
+        r.and_then(|r| r.get(f))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or(default)
+            .to_string()
+    };
+    (
+        field("group", "workload.kcp.io"),
+        field("version", "v1alpha1"),
+        field("resource", "synctargets"),
+    )
+}
+
+/// Whether the Location `location` serves the Placement's resource and one
+/// of its `spec.locationSelectors` (ORed; none: every Location) selects it.
+pub fn selects_location(placement: &Value, location: &Value) -> bool {
+    let (g, v, r) = location_resource(placement);
+    let res = location.pointer("/spec/resource");
+    let same = |f: &str, want: &str| res.and_then(|x| x.get(f)).and_then(Value::as_str).unwrap_or("") == want;
+    if !(same("group", &g) && same("version", &v) && same("resource", &r)) {
+        return false;
+    }
+    let labels = location
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect();
+    match placement
+        .pointer("/spec/locationSelectors")
+        .and_then(Value::as_array)
+    {
+        Some(sels) if !sels.is_empty() => sels.iter().any(|s| selector(Some(s)).matches(&labels)),
+        _ => true,
+    }
+}
+
+/// The Placement's status, given the Locations of its location workspace
+/// (`None`: that workspace does not exist), the workspace's path, and
+/// whether a namespace uses the Placement.
+pub fn status(placement: &Value, location_path: &str, locations: Option<&[Value]>, used: bool) -> Value {
+    let old = placement.get("status").cloned().unwrap_or(json!({}));
+    let old_conditions = old.get("conditions");
+    let Some(locations) = locations else {
+        let message = format!(
+            "location workspace {location_path:?} not found: set spec.locationWorkspace to the path of the workspace holding the Locations"
+        );
+        return json!({
+            "phase": "Pending",
+            "conditions": merge_conditions(old_conditions, vec![condition("Ready", false, "LocationNotFound", &message)]),
+        });
+    };
+    let mut valid: Vec<&str> = locations
+        .iter()
+        .filter(|l| selects_location(placement, l))
+        .filter_map(|l| l.pointer("/metadata/name").and_then(Value::as_str))
+        .collect();
+    valid.sort();
+    let kept = old
+        .pointer("/selectedLocation")
+        .filter(|s| s.get("path").and_then(Value::as_str) == Some(location_path))
+        .and_then(|s| s.get("locationName").and_then(Value::as_str))
+        .filter(|name| valid.contains(name));
+    let Some(chosen) = kept.or_else(|| valid.first().copied()) else {
+        return json!({
+            "phase": "Pending",
+            "conditions": merge_conditions(old_conditions, vec![condition(
+                "Ready",
+                false,
+                "LocationNoMatch",
+                &format!("no Location in {location_path:?} matches spec.locationSelectors and spec.locationResource"),
+            )]),
+        });
+    };
+    json!({
+        "phase": if used { "Bound" } else { "Unbound" },
+        "selectedLocation": {"path": location_path, "locationName": chosen},
+        "conditions": merge_conditions(old_conditions, vec![condition("Ready", true, "", "")]),
+    })
+}
+
+/// Whether namespaces may use the Placement (kcp: not `Pending`, `Ready` not false).
+pub fn usable(placement: &Value) -> bool {
+    let phase = placement.pointer("/status/phase").and_then(Value::as_str);
+    let not_ready = placement
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c.get("type").and_then(Value::as_str) == Some("Ready")
+                && c.get("status").and_then(Value::as_str) == Some("False")
+        });
+    matches!(phase, Some("Bound") | Some("Unbound")) && !not_ready
+}
+
+/// Whether the Placement's `spec.namespaceSelector` (absent: every
+/// namespace) selects a namespace with `labels`.
+pub fn selects_namespace(placement: &Value, labels: &std::collections::BTreeMap<String, String>) -> bool {
+    selector(placement.pointer("/spec/namespaceSelector")).matches(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn location(name: &str, labels: Value) -> Value {
+        json!({"metadata": {"name": name, "labels": labels},
+               "spec": {"resource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"}}})
+    }
+
+    #[test]
+    fn a_placement_selects_a_matching_location_and_keeps_it() {
+        let locs = vec![
+            location("b", json!({"env": "test"})),
+            location("a", json!({"env": "prod"})),
+        ];
+        let mut p = json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "test"}}]}});
+        let s = status(&p, "root:loc", Some(&locs), false);
+        assert_eq!(s["phase"], "Unbound");
+        assert_eq!(
+            s["selectedLocation"],
+            json!({"path": "root:loc", "locationName": "b"})
+        );
+        assert!(usable(&json!({"status": s})));
+        // Bound while a namespace uses it.
+        p["status"] = s;
+        let s = status(&p, "root:loc", Some(&locs), true);
+        assert_eq!(s["phase"], "Bound");
+        // No selector: every location; the first by name.
+        let s = status(&json!({"spec": {}}), "root:loc", Some(&locs), false);
+        assert_eq!(s["selectedLocation"]["locationName"], "a");
+    }
+
+    #[test]
+    fn without_a_location_a_placement_is_pending_and_says_why() {
+        let p = json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "nope"}}]}});
+        let s = status(&p, "root:loc", Some(&[location("a", json!({}))]), true);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(s["conditions"][0]["reason"], "LocationNoMatch");
+        assert!(!usable(&json!({"status": s})));
+        let s = status(&p, "root:nowhere", None, false);
+        assert!(s["conditions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("root:nowhere"));
+        // A Location of another resource does not count.
+        let mut other = location("x", json!({}));
+        other["spec"]["resource"]["resource"] = json!("clusters");
+        assert!(!selects_location(&json!({"spec": {}}), &other));
+    }
+
+    #[test]
+    fn the_namespace_selector_defaults_to_every_namespace() {
+        let labels = [("purpose".to_string(), "workload".to_string())]
+            .into_iter()
+            .collect();
+        assert!(selects_namespace(&json!({"spec": {}}), &labels));
+        assert!(selects_namespace(
+            &json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "workload"}}}}),
+            &labels
+        ));
+        assert!(!selects_namespace(
+            &json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "other"}}}}),
+            &labels
+        ));
+    }
+}

@@ -1,0 +1,670 @@
+//! kcp TMC's syncer and upsyncer virtual workspaces on a hub. A SyncTarget
+//! `east`'s syncer, holding only `sync` on that target, sees through
+//! `/services/syncer/<cluster>/east/<uid>/clusters/*` exactly the objects
+//! scheduled to east, in every workspace: lists, a watch that sees objects
+//! arrive and leave, gets, and writes of finalizers and status that reach
+//! the real objects; creates and deletes are refused. Through the upsyncer
+//! it writes pods only with its `Upsync` label. From the attacker's side:
+//! another workspace's token, a user without `sync`, the wrong uid,
+//! another target's name and path tricks learn nothing.
+
+mod common;
+use common::tmc::*;
+use common::{admin, call, create, eventually, rbac_path};
+use ferry_api::workload::sync_target_key;
+use ferry_hub::testing::TestHub;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, WatchEvent, WatchParams};
+use serde_json::{json, Value};
+
+const TOKENS: &str = "\
+syncer-token,syncer-east,u-syncer
+nobody-token,nobody,u-nobody
+";
+
+struct World {
+    hub: TestHub,
+    _dir: tempfile::TempDir,
+    loc: String,
+    app1: String,
+    app2: String,
+    east_uid: String,
+    west_uid: String,
+    east: String,
+}
+
+impl World {
+    fn syncer_url(&self, kind: &str, target: &str, uid: &str) -> String {
+        format!("{}/services/{kind}/{}/{target}/{uid}", self.hub.url(), self.loc)
+    }
+
+    async fn client(&self, url: &str, bearer: &str) -> kube::Client {
+        let mut config = self.hub.config("root").await;
+        config.cluster_url = url.parse().expect("url");
+        config.auth_info.token = Some(bearer.to_string().into());
+        config.default_retry = false;
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// East's syncer at `clusters/<c>` of its syncer (or upsyncer) view.
+    async fn east(&self, kind: &str, cluster: &str) -> kube::Client {
+        let url = format!(
+            "{}/clusters/{cluster}",
+            self.syncer_url(kind, "east", &self.east_uid)
+        );
+        self.client(&url, "syncer-token").await
+    }
+}
+
+/// root:loc with SyncTargets east and west (each its own Location);
+/// root:app1 and root:app2 placed on east, root:app3 on west; user
+/// `syncer-east` may `sync` east only. Each app workspace has namespace
+/// `work` (placed) with ConfigMap `cm-<ws>`, and namespace `private`
+/// (not placed) with ConfigMap and Secret `hidden`.
+async fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, TOKENS).unwrap();
+    let hub = TestHub::start_with(|o| {
+        o.token_auth_file = Some(file.clone());
+        o.compute_workspace = true;
+    })
+    .await;
+    let loc = workspace(&hub, "loc").await;
+    location(
+        &hub,
+        "root:loc",
+        "east",
+        json!({"region": "east"}),
+        json!({"matchLabels": {"region": "east"}}),
+    )
+    .await;
+    location(
+        &hub,
+        "root:loc",
+        "west",
+        json!({"region": "west"}),
+        json!({"matchLabels": {"region": "west"}}),
+    )
+    .await;
+    let mut uids = Vec::new();
+    for name in ["east", "west"] {
+        let st = create(
+            &hub,
+            "root:loc",
+            &format!("{WORKLOAD}/synctargets"),
+            json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                   "metadata": {"name": name, "labels": {"region": name}},
+                   "spec": {"supportedAPIExports": [{"export": "kubernetes", "path": "root:compute"}]}}),
+        )
+        .await;
+        uids.push(st["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    let (east_uid, west_uid) = (uids[0].clone(), uids[1].clone());
+    // East's syncer imports the Deployment schema its cluster serves (the
+    // export's own): deployments become Accepted on east.
+    accept_deployments(&hub, "east").await;
+    create(
+        &hub,
+        "root:loc",
+        &rbac_path(None, "clusterroles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "east-syncer"},
+               "rules": [{"apiGroups": ["workload.kcp.io"], "resources": ["synctargets"],
+                          "resourceNames": ["east"], "verbs": ["sync"]},
+                         {"apiGroups": ["workload.kcp.io"], "resources": ["synctargets"],
+                          "verbs": ["get", "list", "watch"]}]}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:loc",
+        &rbac_path(None, "clusterrolebindings"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "east-syncer"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "east-syncer"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "syncer-east"}]}),
+    )
+    .await;
+    let mut clusters = Vec::new();
+    for (ws, region) in [("app1", "east"), ("app2", "east"), ("app3", "west")] {
+        clusters.push(workspace(&hub, ws).await);
+        let path = format!("root:{ws}");
+        placement(
+            &hub,
+            &path,
+            "compute",
+            "root:loc",
+            json!([{"matchLabels": {"region": region}}]),
+            json!({"matchLabels": {"purpose": "workload"}}),
+        )
+        .await;
+        namespace(&hub, &path, "work", json!({"purpose": "workload"})).await;
+        configmap(&hub, &path, "work", &format!("cm-{ws}")).await;
+        namespace(&hub, &path, "private", json!({})).await;
+        configmap(&hub, &path, "private", "hidden").await;
+        create(
+            &hub,
+            &path,
+            "/api/v1/namespaces/private/secrets",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hidden"},
+                   "stringData": {"password": "hunter2"}}),
+        )
+        .await;
+        wait_for(
+            &hub,
+            &path,
+            &format!("/api/v1/namespaces/work/configmaps/cm-{ws}"),
+            "cm scheduled",
+            |o| !states(o).is_empty(),
+        )
+        .await;
+    }
+    World {
+        east: sync_target_key(&loc, "east"),
+        app1: clusters[0].clone(),
+        app2: clusters[1].clone(),
+        hub,
+        _dir: dir,
+        loc,
+        east_uid,
+        west_uid,
+    }
+}
+
+/// What east's syncer would do: import the cluster's Deployment schema
+/// (here: root:compute's, the same one), so the SyncTarget controller
+/// accepts deployments for `target`.
+async fn accept_deployments(hub: &TestHub, target: &str) {
+    let export = wait_for(
+        hub,
+        "root:compute",
+        "/apis/apis.kcp.io/v1alpha1/apiexports/kubernetes",
+        "root:compute exports kubernetes",
+        |o| o["spec"]["latestResourceSchemas"].is_array(),
+    )
+    .await;
+    let schema_name = export["spec"]["latestResourceSchemas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.ends_with(".deployments.apps"))
+        .expect("a deployments schema")
+        .to_string();
+    let schema = get(
+        hub,
+        "root:compute",
+        &format!("/apis/apis.kcp.io/v1alpha1/apiresourceschemas/{schema_name}"),
+    )
+    .await;
+    create(
+        hub,
+        "root:loc",
+        "/apis/apiresource.kcp.io/v1alpha1/apiresourceimports",
+        json!({"apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+               "metadata": {"name": format!("deployments.{target}.v1.apps")},
+               "spec": {"location": target, "groupVersion": {"group": "apps", "version": "v1"},
+                        "scope": "Namespaced", "plural": "deployments", "kind": "Deployment",
+                        "openAPIV3Schema": schema["spec"]["versions"][0]["schema"]}}),
+    )
+    .await;
+    wait_for(
+        hub,
+        "root:loc",
+        &format!("{WORKLOAD}/synctargets/{target}"),
+        "deployments Accepted",
+        |o| {
+            o["status"]["syncedResources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["resource"] == "deployments" && r["state"] == "Accepted")
+        },
+    )
+    .await;
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut n: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    n.sort();
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
+    let w = world().await;
+    let hub = &w.hub;
+    let all = w.east("syncer", "*").await;
+
+    // Discovery: what a syncer syncs, and only the verbs it needs (also at
+    // the URL's root, before a workspace is named).
+    let root = w
+        .client(&w.syncer_url("syncer", "east", &w.east_uid), "syncer-token")
+        .await;
+    let (code, apis) = call(&root, "GET", "/apis", None).await;
+    assert_eq!(code, 200, "{apis}");
+    assert!(apis.to_string().contains("\"apps\""), "{apis}");
+    let (code, _) = call(&root, "GET", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 404, "resources need clusters/<workspace|*>");
+    let (code, core) = call(&all, "GET", "/api/v1", None).await;
+    assert_eq!(code, 200, "{core}");
+    let served: Vec<&str> = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for r in ["namespaces", "configmaps", "secrets"] {
+        assert!(served.contains(&r), "{r} in {served:?}");
+    }
+    assert!(
+        !served.contains(&"pods") && !served.contains(&"services"),
+        "{served:?}"
+    );
+    let cms = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "configmaps")
+        .unwrap();
+    assert_eq!(cms["verbs"], json!(["get", "list", "watch", "update", "patch"]));
+
+    // Lists across workspaces: east's objects only.
+    let (code, list) = call(&all, "GET", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 200, "{list}");
+    let listed = names(&list);
+    assert!(
+        listed.contains(&"cm-app1".to_string()) && listed.contains(&"cm-app2".to_string()),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.contains(&"cm-app3".to_string()),
+        "west's object: {listed:?}"
+    );
+    assert!(!listed.contains(&"hidden".to_string()), "unscheduled: {listed:?}");
+    let (_, secrets) = call(&all, "GET", "/api/v1/secrets", None).await;
+    assert!(!names(&secrets).contains(&"hidden".to_string()), "{secrets}");
+    let (_, nss) = call(&all, "GET", "/api/v1/namespaces", None).await;
+    let ns_names = names(&nss);
+    assert!(
+        ns_names.contains(&"work".to_string()) && !ns_names.contains(&"private".to_string()),
+        "{ns_names:?}"
+    );
+    for item in list["items"].as_array().unwrap() {
+        let cluster = item["metadata"]["annotations"]["kcp.io/cluster"]
+            .as_str()
+            .unwrap();
+        assert!(cluster == w.app1 || cluster == w.app2, "{item}");
+        assert_eq!(states(item).get(&w.east).map(String::as_str), Some("Sync"));
+    }
+
+    // One workspace: gets of what is hidden answer as if it did not exist.
+    let one = w.east("syncer", &w.app1).await;
+    let (code, _) = call(&one, "GET", "/api/v1/namespaces/work/configmaps/cm-app1", None).await;
+    assert_eq!(code, 200);
+    for path in [
+        "/api/v1/namespaces/private/configmaps/hidden",
+        "/api/v1/namespaces/private/secrets/hidden",
+        "/api/v1/namespaces/private/configmaps/nothing",
+    ] {
+        let (code, body) = call(&one, "GET", path, None).await;
+        assert_eq!(code, 404, "{path}: {body}");
+        assert!(!body.to_string().contains("hunter2"));
+    }
+
+    // kubectl through the view.
+    let out = hub.kubectl(&[
+        "--server",
+        &format!("{}/clusters/*", w.syncer_url("syncer", "east", &w.east_uid)),
+        "--token",
+        "syncer-token",
+        "get",
+        "configmaps",
+        "-A",
+        "-o",
+        "name",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("configmap/cm-app1") && !text.contains("cm-app3"),
+        "{text}"
+    );
+
+    // A watch on clusters/*: objects arrive as they are scheduled, and
+    // leave (DELETED) when their label goes.
+    let api: Api<ConfigMap> = Api::all(all.clone());
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    configmap(hub, "root:app2", "work", "arrives").await;
+    configmap(hub, "root:app2", "private", "never").await;
+    let within = std::time::Duration::from_secs(20);
+    let added = tokio::time::timeout(within, async {
+        loop {
+            match stream.next().await {
+                Some(Ok(WatchEvent::Added(cm))) if cm.metadata.name.as_deref() == Some("arrives") => {
+                    return cm
+                }
+                Some(Ok(WatchEvent::Added(cm))) => {
+                    assert_ne!(
+                        cm.metadata.name.as_deref(),
+                        Some("never"),
+                        "an unscheduled object"
+                    )
+                }
+                None => panic!("the watch ended"),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("ADDED arrives in time");
+    assert_eq!(
+        added.metadata.annotations.unwrap().get("kcp.io/cluster"),
+        Some(&w.app2)
+    );
+    // The namespace leaves the Placement: its objects leave the view.
+    admin_patch(
+        hub,
+        "root:app2",
+        "/api/v1/namespaces/work",
+        json!({"metadata": {"labels": {"purpose": "done"}}}),
+    )
+    .await;
+    let mut gone = std::collections::BTreeSet::new();
+    tokio::time::timeout(within, async {
+        while !(gone.contains("arrives") && gone.contains("cm-app2")) {
+            match stream.next().await {
+                Some(Ok(WatchEvent::Deleted(cm))) => {
+                    gone.insert(cm.metadata.name.unwrap_or_default());
+                }
+                Some(Ok(WatchEvent::Added(cm))) => {
+                    assert_ne!(
+                        cm.metadata.name.as_deref(),
+                        Some("never"),
+                        "an unscheduled object"
+                    )
+                }
+                None => panic!("the watch ended"),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("both configmaps of app2 leave the watch in time");
+    assert!(!gone.contains("cm-app1"), "{gone:?}");
+    let (code, _) = call(&all, "GET", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 200);
+
+    // Writes: the syncer's finalizer and status reach the real object.
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}});
+    create(
+        hub,
+        "root:app1",
+        "/apis/apps/v1/namespaces/work/deployments",
+        deploy,
+    )
+    .await;
+    let path = "/apis/apps/v1/namespaces/work/deployments/web";
+    eventually(20, "the deployment is visible to the syncer", || async {
+        let (code, _) = call(&one, "GET", path, None).await;
+        (code == 200).then_some(())
+    })
+    .await;
+    let finalizer = format!("workload.kcp.io/syncer-{}", w.east);
+    let (code, body) = merge_patch(&one, path, &json!({"metadata": {"finalizers": [finalizer]}})).await;
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = merge_patch(
+        &one,
+        &format!("{path}/status"),
+        &json!({"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    let real = get(hub, "root:app1", path).await;
+    assert_eq!(real["status"]["readyReplicas"], 2, "{real}");
+    assert_eq!(real["metadata"]["finalizers"], json!([finalizer]));
+
+    // Refused: create, delete, and touching another target's label.
+    let (code, body) = call(
+        &one,
+        "POST",
+        "/api/v1/namespaces/work/configmaps",
+        Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}})),
+    )
+    .await;
+    assert_eq!(code, 405, "{body}");
+    let (code, _) = call(&one, "DELETE", "/api/v1/namespaces/work/configmaps/cm-app1", None).await;
+    assert_eq!(code, 405);
+    // Not even by a server-side apply of an object that does not exist.
+    let req = http::Request::builder()
+        .method("PATCH")
+        .uri("/api/v1/namespaces/work/configmaps/applied?fieldManager=syncer&force=true")
+        .header(http::header::CONTENT_TYPE, "application/apply-patch+yaml")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "applied"}}),
+            )
+            .unwrap(),
+        ))
+        .unwrap();
+    let resp = one.send(req).await.expect("response");
+    assert_eq!(resp.status().as_u16(), 405);
+    assert!(
+        try_get(hub, "root:app1", "/api/v1/namespaces/work/configmaps/applied")
+            .await
+            .is_none()
+    );
+    let west_label = format!("{STATE_PREFIX}{}", sync_target_key(&w.loc, "west"));
+    let (code, body) = merge_patch(
+        &one,
+        "/api/v1/namespaces/work/configmaps/cm-app1",
+        &json!({"metadata": {"labels": {west_label: "Sync"}}}),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    // Writes to what the view hides are not found.
+    let (code, _) = merge_patch(
+        &one,
+        "/api/v1/namespaces/private/configmaps/hidden",
+        &json!({"data": {"k": "owned"}}),
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        get(hub, "root:app1", "/api/v1/namespaces/private/configmaps/hidden").await["data"]["k"],
+        "hidden"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
+    let w = world().await;
+    let up = w.east("upsyncer", &w.app1).await;
+    let label = format!("{STATE_PREFIX}{}", w.east);
+    let pod = |name: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    let (code, body) = call(
+        &up,
+        "POST",
+        "/api/v1/namespaces/work/pods",
+        Some(&pod("bare", json!({}))),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    let msg = body["message"].as_str().unwrap_or_default();
+    assert!(msg.contains(&label) && msg.contains("Upsync"), "{msg}");
+    let (code, body) = call(
+        &up,
+        "POST",
+        "/api/v1/namespaces/work/pods",
+        Some(&pod("sync", json!({label.clone(): "Sync"}))),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = call(
+        &up,
+        "POST",
+        "/api/v1/namespaces/work/pods",
+        Some(&pod("up", json!({label.clone(): "Upsync"}))),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    // It is upstream, and the upsyncer sees it; removing the label is refused.
+    get(&w.hub, "root:app1", "/api/v1/namespaces/work/pods/up").await;
+    let all = w.east("upsyncer", "*").await;
+    let (code, list) = call(&all, "GET", "/api/v1/pods", None).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(names(&list), vec!["up".to_string()]);
+    let (code, body) = merge_patch(
+        &up,
+        "/api/v1/namespaces/work/pods/up",
+        &json!({"metadata": {"labels": {label.clone(): null}}}),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    // The syncer view does not serve pods; the upsyncer serves no configmaps.
+    let (code, _) = call(&w.east("syncer", "*").await, "GET", "/api/v1/pods", None).await;
+    assert_eq!(code, 404);
+    let (code, _) = call(&all, "GET", "/api/v1/configmaps", None).await;
+    assert_eq!(code, 404);
+    // A pod nobody labelled is not the upsyncer's to see or delete.
+    create(
+        &w.hub,
+        "root:app1",
+        "/api/v1/namespaces/work/pods",
+        pod("users", json!({})),
+    )
+    .await;
+    let (code, _) = call(&up, "DELETE", "/api/v1/namespaces/work/pods/users", None).await;
+    assert_eq!(code, 404);
+    let (code, _) = call(&up, "DELETE", "/api/v1/namespaces/work/pods/up", None).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
+    let w = world().await;
+    let hub = &w.hub;
+    let configmaps = "/api/v1/configmaps";
+
+    // A ServiceAccount token of a workspace whose objects east syncs.
+    let (code, sa) = call(
+        &admin(hub, "root:app1").await,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{sa}");
+    let sa_token = sa["status"]["token"].as_str().unwrap().to_string();
+
+    let east = w.syncer_url("syncer", "east", &w.east_uid);
+    let ghost = w.syncer_url("syncer", "ghost", &w.east_uid);
+    let mut refusals = Vec::new();
+    for (who, token) in [
+        ("a workspace's ServiceAccount", sa_token.as_str()),
+        ("a user without sync", "nobody-token"),
+    ] {
+        for kind in ["syncer", "upsyncer"] {
+            for (url, what) in [
+                (east.replace("/syncer/", &format!("/{kind}/")), "east"),
+                (ghost.replace("/syncer/", &format!("/{kind}/")), "ghost"),
+            ] {
+                let c = w.client(&format!("{url}/clusters/*"), token).await;
+                let (code, body) = call(&c, "GET", configmaps, None).await;
+                assert_eq!(code, 403, "{who} on {kind} {what}: {body}");
+                assert!(!body.to_string().contains("cm-app1"));
+                refusals.push((
+                    who,
+                    kind,
+                    body["message"].as_str().unwrap_or_default().replace(what, "X"),
+                ));
+            }
+        }
+    }
+    // The same answer whether the SyncTarget exists or not.
+    for pair in refusals.chunks(2) {
+        assert_eq!(pair[0].2, pair[1].2, "{pair:?}");
+    }
+
+    // East's syncer: not west's view, not east's with the wrong uid.
+    let c = w
+        .client(
+            &format!("{}/clusters/*", w.syncer_url("syncer", "west", &w.west_uid)),
+            "syncer-token",
+        )
+        .await;
+    let (code, _) = call(&c, "GET", configmaps, None).await;
+    assert_eq!(code, 403, "another target's view");
+    let c = w
+        .client(
+            &format!("{}/clusters/*", w.syncer_url("syncer", "east", &w.west_uid)),
+            "syncer-token",
+        )
+        .await;
+    let (code, body) = call(&c, "GET", configmaps, None).await;
+    assert_eq!(code, 404, "{body}");
+    assert!(
+        !body.to_string().contains(&w.east_uid),
+        "the real uid is not told: {body}"
+    );
+    // Unauthenticated.
+    let c = w.client(&format!("{east}/clusters/*"), "no-such-token").await;
+    let (code, _) = call(&c, "GET", configmaps, None).await;
+    assert_eq!(code, 401);
+
+    // Path tricks, as east's own syncer and as a stranger.
+    let base = format!("/services/syncer/{}/east/{}", w.loc, w.east_uid);
+    let tricks = [
+        format!("{base}/clusters/*/../../../../api/v1/secrets"),
+        format!("{base}/../west/{}/clusters/*/api/v1/configmaps", w.west_uid),
+        format!(
+            "/services/syncer/{}/east/%2e%2e/clusters/*/api/v1/configmaps",
+            w.loc
+        ),
+        format!(
+            "/services/syncer/{}%2Feast/{}/clusters/*/api/v1/configmaps",
+            w.loc, w.east_uid
+        ),
+        format!(
+            "/services/syncer/{}/east%2F..%2Fwest/{}/clusters/*/api/v1/configmaps",
+            w.loc, w.west_uid
+        ),
+        format!("{base}/clusters/{}%2F..%2F{}/api/v1/configmaps", w.app1, w.app2),
+        format!("{base}/api/v1/secrets"),
+        format!("{base}/clusters/*/api/v1/namespaces/private/secrets/hidden"),
+        "/services/syncer".to_string(),
+        format!("/services/syncer/{}", w.loc),
+    ];
+    for token in ["syncer-token", "nobody-token"] {
+        let c = w.client(hub.url(), token).await;
+        for trick in &tricks {
+            let (code, body) = common::get_raw(&c, trick).await;
+            assert!(
+                code == 400 || code == 403 || code == 404 || code == 405,
+                "{trick} as {token}: {code} {body}"
+            );
+            assert!(
+                !body.contains("hunter2") && !body.contains("cm-app3"),
+                "{trick}: {body}"
+            );
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The TMC profile's configuration source: the SyncTarget.
+//!
+//! Before the engine starts, [`connect`] reads the SyncTarget in its workspace, polling
+//! until `status.virtualWorkspaces` is set, refuses a SyncTarget whose uid is not
+//! `--sync-target-uid`, and returns the virtual workspace URLs the engine reads and
+//! writes. While the syncer runs, [`Tmc`] follows `status.syncedResources` (state
+//! `Accepted`), checks each type with a downstream SelfSubjectAccessReview (condition
+//! `SyncerAuthorized`), sends the heartbeat, and imports the cluster's schemas
+//! ([`super::importer`]).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::ApiResource;
+use serde_json::{json, Value};
+
+use ferry_api::well_known::KCP_CLUSTER_ANNOTATION;
+use ferry_api::workload::{ResourceCompatibleState, SyncTarget};
+
+use super::locator::SyncTargetLocator;
+use super::{always_synced, SyncedType, Tmc};
+use crate::engine::Engine;
+use crate::profile::ConfigSource;
+
+/// What a TMC syncer needs beyond the engine's options.
+#[derive(Clone, Debug)]
+pub struct TmcOptions {
+    /// The SyncTarget's uid (`--sync-target-uid`): a SyncTarget with another uid is
+    /// refused.
+    pub sync_target_uid: String,
+    /// `--heartbeat-period`.
+    pub heartbeat_period: Duration,
+    /// `--downstream-namespace-clean-delay`.
+    pub namespace_clean_delay: Duration,
+    /// How often the SyncTarget is read until its virtual workspaces are set, and
+    /// re-read while the syncer runs (kcp: 5 s).
+    pub sync_target_poll: Duration,
+    /// `--resources`: types whose schemas the syncer imports besides those the
+    /// SyncTarget lists (`<plural>.<group>`); the hub then judges them.
+    pub resources: Vec<String>,
+    /// `--api-import-poll-interval`: how often the cluster's schemas are imported.
+    pub api_import_poll_interval: Duration,
+}
+
+impl TmcOptions {
+    /// kcp's defaults for the SyncTarget with uid `uid`.
+    pub fn new(uid: &str) -> Self {
+        TmcOptions {
+            sync_target_uid: uid.to_string(),
+            heartbeat_period: super::DEFAULT_HEARTBEAT,
+            namespace_clean_delay: Duration::from_secs(30),
+            sync_target_poll: Duration::from_secs(5),
+            resources: vec![],
+            api_import_poll_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+pub(super) fn sync_targets() -> ApiResource {
+    ApiResource::erase::<SyncTarget>(&())
+}
+
+/// Where a TMC syncer reads and writes, from its SyncTarget.
+pub struct Connection {
+    /// The profile's state.
+    pub tmc: Arc<Tmc>,
+    /// The syncer virtual workspace (credentials of the workspace config).
+    pub syncer: kube::Config,
+    /// The upsyncer virtual workspace.
+    pub upsyncer: kube::Config,
+}
+
+/// Reads SyncTarget `name` through `workspace` (a config for its workspace), waiting
+/// until its virtual workspaces are set. Fails at once if its uid is not
+/// `options.sync_target_uid`.
+pub async fn connect(workspace: kube::Config, name: &str, options: TmcOptions) -> anyhow::Result<Connection> {
+    let client = kube::Client::try_from(workspace.clone()).context("building the upstream client")?;
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &sync_targets());
+    let url = workspace.cluster_url.to_string();
+    let mut said = String::new();
+    let (target, syncer_url, upsyncer_url) = loop {
+        let why = match api.get(name).await {
+            Ok(obj) => {
+                let obj = serde_json::to_value(obj).unwrap_or_default();
+                let uid = obj["metadata"]["uid"].as_str().unwrap_or_default();
+                anyhow::ensure!(
+                    uid == options.sync_target_uid,
+                    "SyncTarget {name} at {url} has uid {uid}, not --sync-target-uid {}: it was deleted and created again, or the flag names another one; regenerate the syncer's manifest for the SyncTarget as it is now",
+                    options.sync_target_uid
+                );
+                let cluster = obj["metadata"]["annotations"][KCP_CLUSTER_ANNOTATION]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                anyhow::ensure!(
+                    !cluster.is_empty(),
+                    "SyncTarget {name} at {url} has no {KCP_CLUSTER_ANNOTATION} annotation: the upstream is not a kcp-style server (a Ferry hub or kcp)"
+                );
+                let vw = &obj["status"]["virtualWorkspaces"][0];
+                match (vw["syncerURL"].as_str(), vw["upsyncerURL"].as_str()) {
+                    (Some(syncer), upsyncer) if !syncer.is_empty() => {
+                        let target = SyncTargetLocator {
+                            cluster,
+                            name: name.to_string(),
+                            uid: uid.to_string(),
+                            ..Default::default()
+                        };
+                        break (target, syncer.to_string(), upsyncer.unwrap_or(syncer).to_string());
+                    }
+                    _ => format!("SyncTarget {name} has no status.virtualWorkspaces yet"),
+                }
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => {
+                format!("SyncTarget {name} does not exist at {url} yet (create it, e.g. with kubectl ferry workload sync)")
+            }
+            Err(e) => format!("reading SyncTarget {name} at {url} failed: {e}"),
+        };
+        if why != said {
+            tracing::info!("{why}; checking again every {:?}", options.sync_target_poll);
+            said = why;
+        }
+        tokio::time::sleep(options.sync_target_poll).await;
+    };
+    let with_url = |url: &str| -> anyhow::Result<kube::Config> {
+        let mut config = workspace.clone();
+        config.cluster_url = url
+            .trim_end_matches('/')
+            .parse()
+            .with_context(|| format!("SyncTarget {name}'s virtual workspace URL {url:?}"))?;
+        Ok(config)
+    };
+    let syncer = with_url(&syncer_url)?;
+    let upsyncer = with_url(&upsyncer_url)?;
+    tracing::info!(sync_target = name, cluster = %target.cluster, syncer = %syncer_url, upsyncer = %upsyncer_url, "connected to the SyncTarget's virtual workspaces");
+    Ok(Connection {
+        tmc: Tmc::new(target, options, client),
+        syncer,
+        upsyncer,
+    })
+}
+
+/// The types to sync from a SyncTarget's status: the fixed ones plus every
+/// `syncedResources` entry in state `Accepted`.
+pub fn synced_types(sync_target: &Value) -> Vec<SyncedType> {
+    let mut types = always_synced();
+    let status: ferry_api::workload::SyncTargetStatus =
+        serde_json::from_value(sync_target["status"].clone()).unwrap_or_default();
+    for entry in status.synced_resources {
+        if entry.state != ResourceCompatibleState::Accepted {
+            continue;
+        }
+        let synced = SyncedType {
+            group: entry.group,
+            resource: entry.resource,
+            versions: entry.versions,
+        };
+        if !types
+            .iter()
+            .any(|t| t.group == synced.group && t.resource == synced.resource)
+        {
+            types.push(synced);
+        }
+    }
+    types
+}
+
+impl ConfigSource for Tmc {
+    fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
+        let _ = self.engine.set(Arc::downgrade(engine));
+        vec![
+            tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
+            tokio::spawn(heartbeat(engine.clone(), self.clone())),
+            tokio::spawn(super::importer::run(
+                engine.clone(),
+                self.clone(),
+                self.options.api_import_poll_interval,
+            )),
+        ]
+    }
+}
+
+/// Re-reads the SyncTarget every poll period: new synced types are checked against the
+/// downstream cluster's permissions (and all of them again every 12 reads, so a
+/// permission granted later is noticed) and handed to the engine.
+async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
+    let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &sync_targets());
+    let name = tmc.target.name.clone();
+    let mut checked: Option<Vec<SyncedType>> = None;
+    // Permissions granted later are noticed: every this many reads they are asked again.
+    const RECHECK_EVERY: u32 = 12;
+    let mut reads = 0u32;
+    loop {
+        reads = reads.wrapping_add(1);
+        if reads.is_multiple_of(RECHECK_EVERY) {
+            checked = None;
+        }
+        match api.get(&name).await {
+            Ok(obj) => {
+                let obj = serde_json::to_value(obj).unwrap_or_default();
+                if obj["metadata"]["uid"].as_str() != Some(tmc.target.uid.as_str()) {
+                    tracing::error!(sync_target = %name, "the SyncTarget was deleted and created again (its uid is not --sync-target-uid {}); this syncer no longer serves it", tmc.target.uid);
+                } else {
+                    let types = synced_types(&obj);
+                    if checked.as_ref() != Some(&types) {
+                        authorize(&engine, &tmc, &types).await;
+                        checked = Some(types.clone());
+                    }
+                    if tmc.set_synced(types) {
+                        tracing::info!(types = ?tmc.synced().iter().map(SyncedType::group_resource).collect::<Vec<_>>(), "synced resource types");
+                        engine.selection_changed();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(sync_target = %name, "reading the SyncTarget failed: {e}"),
+        }
+        tokio::time::sleep(tmc.options.sync_target_poll).await;
+    }
+}
+
+/// Asks the downstream cluster whether the syncer may do everything (`*`) with each of
+/// `types`; refused ones are not synced, and the SyncTarget's `SyncerAuthorized`
+/// condition says which.
+async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
+    let api: Api<SelfSubjectAccessReview> = Api::all(engine.down.client.clone());
+    let mut denied = BTreeSet::new();
+    let mut mentioned = vec![];
+    // Namespaces are only created and deleted (never written otherwise), which is all
+    // kcp's plugin grants on them: they are not asked for `*`.
+    let pods = SyncedType::core("pods");
+    let checked = types
+        .iter()
+        .filter(|t| !(t.group.is_empty() && t.resource == "namespaces"));
+    for synced in checked
+        .chain(std::iter::once(&pods))
+        .map(|t| (t, t.group_resource()))
+    {
+        let (t, group_resource) = synced;
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(t.group.clone()),
+                    resource: Some(t.resource.clone()),
+                    verb: Some("*".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let allowed = match api.create(&PostParams::default(), &review).await {
+            Ok(answer) => answer.status.is_some_and(|s| s.allowed),
+            Err(e) => {
+                tracing::warn!(resource = %group_resource, "SelfSubjectAccessReview downstream failed: {e}");
+                false
+            }
+        };
+        if !allowed {
+            mentioned.push(group_resource.clone());
+            denied.insert(group_resource);
+        }
+    }
+    if tmc.set_denied(denied) {
+        engine.selection_changed();
+    }
+    let condition = if mentioned.is_empty() {
+        json!({ "type": "SyncerAuthorized", "status": "True" })
+    } else {
+        tracing::warn!(resources = ?mentioned, "the syncer may not manage these resources downstream; they are not synced until it may");
+        json!({
+            "type": "SyncerAuthorized", "status": "False", "severity": "Error",
+            "reason": "SyncerUnauthorized",
+            "message": format!("SSAR check failed for gvrs: {}", mentioned.join(", ")),
+        })
+    };
+    if let Err(e) = set_condition(tmc, condition).await {
+        tracing::warn!("writing the SyncerAuthorized condition failed: {e}");
+    }
+}
+
+/// Sets one condition on the SyncTarget's status (read, change, write; retried on a
+/// conflict), leaving the others as the hub's controllers wrote them.
+pub(super) async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &sync_targets());
+    for _ in 0..5 {
+        let obj = serde_json::to_value(api.get(&tmc.target.name).await?).unwrap_or_default();
+        let mut conditions = obj["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let existing = conditions.iter().position(|c| c["type"] == condition["type"]);
+        let now = Value::String(ferry_api::timestamp::now());
+        match existing {
+            Some(i) if conditions[i]["status"] == condition["status"] => {
+                condition["lastTransitionTime"] = conditions[i]["lastTransitionTime"].clone();
+                if conditions[i] == condition {
+                    return Ok(());
+                }
+                conditions[i] = condition.clone();
+            }
+            Some(i) => {
+                condition["lastTransitionTime"] = now;
+                conditions[i] = condition.clone();
+            }
+            None => {
+                condition["lastTransitionTime"] = now;
+                conditions.push(condition.clone());
+            }
+        }
+        let mut body = obj.clone();
+        body["status"]["conditions"] = Value::Array(conditions);
+        let body: DynamicObject = serde_json::from_value(body).map_err(kube::Error::SerdeError)?;
+        match api
+            .replace_status(&tmc.target.name, &PostParams::default(), &body)
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            other => return other.map(drop),
+        }
+    }
+    Ok(())
+}
+
+/// Every heartbeat period: `status.lastSyncerHeartbeatTime`, by a JSON patch that first
+/// tests the uid, so a re-created SyncTarget is never taken for this one.
+async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
+    let name = tmc.target.name.clone();
+    loop {
+        let now = ferry_api::timestamp::now();
+        let result = send_heartbeat(&tmc.workspace, &name, &tmc.target.uid, &now).await;
+        let next = match result {
+            Ok(()) => {
+                engine.metrics.heartbeat();
+                tmc.options.heartbeat_period
+            }
+            Err(e) => {
+                tracing::warn!(sync_target = %name, "heartbeat failed: {e}");
+                Duration::from_secs(1).min(tmc.options.heartbeat_period)
+            }
+        };
+        tokio::time::sleep(next).await;
+    }
+}
+
+async fn send_heartbeat(client: &kube::Client, name: &str, uid: &str, now: &str) -> Result<(), kube::Error> {
+    let path = format!("/apis/workload.kcp.io/v1alpha1/synctargets/{name}/status");
+    let patch = |op: &str| {
+        json!([
+            { "op": "test", "path": "/metadata/uid", "value": uid },
+            { "op": op, "path": "/status/lastSyncerHeartbeatTime", "value": now },
+        ])
+    };
+    let send = |body: Value| {
+        let request = http::Request::patch(path.as_str())
+            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+            .body(serde_json::to_vec(&body).unwrap_or_default());
+        async move {
+            let request = request.map_err(kube::Error::HttpError)?;
+            client.request::<Value>(request).await.map(drop)
+        }
+    };
+    match send(patch("replace")).await {
+        // A first heartbeat: the field does not exist yet, so `replace` may not apply.
+        Err(kube::Error::Api(status))
+            if matches!(status.code, 422 | 500) && !status.message.contains("test") =>
+        {
+            send(patch("add")).await
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,279 @@
+//! The TMC profile's pure parts: keys, namespaces, marks, selection.
+
+use serde_json::json;
+
+use super::*;
+use crate::transform::desired_copy_with;
+
+fn tmc() -> Arc<Tmc> {
+    let target = SyncTargetLocator {
+        cluster: "root-org".into(),
+        name: "east".into(),
+        uid: "uid-1".into(),
+        ..Default::default()
+    };
+    // A client is only built here (never used): it needs a runtime to exist in.
+    let runtime = Box::leak(Box::new(tokio::runtime::Runtime::new().unwrap()));
+    let _entered = runtime.enter();
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    Tmc::new(target, TmcOptions::new("uid-1"), client)
+}
+
+fn target(group: &str, resource: &str, kind: &str, namespaced: bool, direction: Direction) -> WatchTarget {
+    WatchTarget {
+        id: ResourceId::new(group, "v1", resource, namespaced),
+        kind: kind.into(),
+        direction,
+    }
+}
+
+fn upstream(cluster: &str, namespace: Option<&str>, name: &str) -> ObjectRef {
+    ObjectRef {
+        cluster: Some(Arc::from(cluster)),
+        namespace: namespace.map(str::to_owned),
+        name: name.into(),
+    }
+}
+
+#[test]
+fn the_key_is_kcps_sync_target_key() {
+    let tmc = tmc();
+    assert_eq!(
+        tmc.key(),
+        ferry_api::workload::sync_target_key("root-org", "east")
+    );
+    assert_eq!(
+        tmc.copy_selector(Side::Downstream),
+        format!("internal.workload.kcp.io/cluster={}", tmc.key())
+    );
+    assert_eq!(
+        tmc.copy_selector(Side::Upstream),
+        format!("state.workload.kcp.io/{}=Upsync", tmc.key())
+    );
+    assert_eq!(
+        tmc.finalizer(),
+        Some(format!("workload.kcp.io/syncer-{}", tmc.key()))
+    );
+}
+
+#[test]
+fn upstream_namespaces_map_to_kcp_hash_namespaces_and_back() {
+    let tmc = tmc();
+    let cms = target("", "configmaps", "ConfigMap", true, Direction::Downsync);
+    let source = upstream("ws1", Some("app"), "settings");
+    let dest = tmc.dest_ref(&cms, &source);
+    let expected = NamespaceLocator::new(tmc.target(), "ws1", "app").downstream_namespace();
+    assert_eq!(dest.namespace.as_deref(), Some(expected.as_str()));
+    assert_eq!(dest.cluster, None);
+    assert_eq!(dest.name, "settings");
+    assert_eq!(tmc.source_ref(&cms, &dest), Some(source));
+    // The same namespace name in another workspace lands elsewhere.
+    let other = tmc.dest_ref(&cms, &upstream("ws2", Some("app"), "settings"));
+    assert_ne!(other.namespace, dest.namespace);
+    // A Namespace maps to the same name its objects land in.
+    let nss = target("", "namespaces", "Namespace", false, Direction::Downsync);
+    let ns = tmc.dest_ref(&nss, &upstream("ws1", None, "app"));
+    assert_eq!(Some(ns.name.clone()), dest.namespace);
+    assert_eq!(tmc.source_ref(&nss, &ns), Some(upstream("ws1", None, "app")));
+    // A copy in a namespace nobody maps to has no source.
+    assert_eq!(
+        tmc.source_ref(&cms, &ObjectRef::new(Some("kcp-unknown"), "x")),
+        None
+    );
+}
+
+#[test]
+fn the_root_ca_is_renamed_on_the_way_down() {
+    let tmc = tmc();
+    let cms = target("", "configmaps", "ConfigMap", true, Direction::Downsync);
+    let source = upstream("ws1", Some("app"), "kube-root-ca.crt");
+    let dest = tmc.dest_ref(&cms, &source);
+    assert_eq!(dest.name, "kcp-root-ca.crt");
+    assert_eq!(tmc.source_ref(&cms, &dest), Some(source));
+    let obj = json!({ "metadata": { "name": "kube-root-ca.crt", "namespace": "app" } });
+    assert!(!tmc.is_cluster_local(&cms.id, "kube-root-ca.crt", &obj));
+}
+
+#[test]
+fn objects_labelled_sync_go_down_until_the_deletion_handshake() {
+    let tmc = tmc();
+    let cms = target("", "configmaps", "ConfigMap", true, Direction::Downsync);
+    let key = upstream("ws1", Some("app"), "a");
+    let label = workload_state_label(tmc.key());
+    let mut obj =
+        json!({ "metadata": { "name": "a", "namespace": "app", "labels": { label.as_str(): "Sync" } } });
+    assert!(tmc.wants(&cms, &key, &obj));
+    obj["metadata"]["labels"][label.as_str()] = json!("");
+    assert!(!tmc.wants(&cms, &key, &obj), "pending");
+    obj["metadata"]["labels"][label.as_str()] = json!("Sync");
+    let deletion = workload_deletion_annotation(tmc.key());
+    let soft = workload_soft_finalizers_annotation(tmc.key());
+    obj["metadata"]["annotations"] =
+        json!({ deletion.as_str(): "2024-01-01T00:00:00Z", soft.as_str(): "[\"x\"]" });
+    assert!(tmc.wants(&cms, &key, &obj), "a soft finalizer holds it");
+    obj["metadata"]["annotations"][soft.as_str()] = json!("[]");
+    assert!(!tmc.wants(&cms, &key, &obj), "no soft finalizer left");
+}
+
+#[test]
+fn a_copy_is_labelled_stripped_and_carries_the_locator_on_its_namespace() {
+    let tmc = tmc();
+    let label = workload_state_label(tmc.key());
+    let deployments = target("apps", "deployments", "Deployment", true, Direction::Downsync);
+    let source_key = upstream("ws1", Some("app"), "web");
+    let source = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "web", "namespace": "app", "uid": "u", "resourceVersion": "9",
+            "labels": { label.as_str(): "Sync", "app": "web" },
+            "annotations": { "kcp.io/cluster": "ws1" },
+            "finalizers": [tmc.finalizer().unwrap()],
+            "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "x" }],
+            "managedFields": [{}] },
+        "spec": { "template": { "spec": { "serviceAccountName": "sa", "containers": [] } } },
+        "status": { "readyReplicas": 1 }
+    });
+    let dest = tmc.dest_ref(&deployments, &source_key);
+    let ty = crate::transform::ObjectType::new("apps/v1", "Deployment");
+    let copy = desired_copy_with(&source, Direction::Downsync, &dest, &ty, &*tmc, |copy| {
+        tmc.transform(&deployments, &source_key, &source, copy)
+    });
+    let meta = &copy["metadata"];
+    assert_eq!(meta["namespace"].as_str(), dest.namespace.as_deref());
+    assert_eq!(meta["labels"][WORKLOAD_CLUSTER_LABEL], tmc.key());
+    assert!(
+        meta["labels"].get(&label).is_none(),
+        "the state label is replaced"
+    );
+    assert_eq!(meta["labels"]["app"], "web");
+    for gone in [
+        "uid",
+        "resourceVersion",
+        "finalizers",
+        "ownerReferences",
+        "managedFields",
+    ] {
+        assert!(meta.get(gone).is_none(), "{gone}: {copy}");
+    }
+    assert!(meta["annotations"].get("kcp.io/cluster").is_none());
+    assert!(copy.get("status").is_none());
+    assert_eq!(
+        copy["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        false
+    );
+    assert!(tmc.is_own_copy(&copy));
+    assert!(tmc.is_orphaned_copy(&copy, Side::Downstream));
+    assert!(!tmc.is_orphaned_copy(&copy, Side::Upstream));
+
+    let nss = target("", "namespaces", "Namespace", false, Direction::Downsync);
+    let ns_key = upstream("ws1", None, "app");
+    let mut ns_copy = json!({ "metadata": { "name": dest.namespace } });
+    tmc.transform(&nss, &ns_key, &json!({}), &mut ns_copy);
+    let locator = NamespaceLocator::parse(
+        ns_copy["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(locator, NamespaceLocator::new(tmc.target(), "ws1", "app"));
+    let wanted = tmc
+        .dest_namespace(&deployments, &source_key, dest.namespace.as_deref().unwrap())
+        .unwrap();
+    assert_eq!(
+        wanted["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION],
+        ns_copy["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION]
+    );
+}
+
+#[test]
+fn releasing_a_source_drops_the_finalizer_the_deletion_annotation_and_the_state_label() {
+    let tmc = tmc();
+    let patch = tmc.release_source_patch(vec![json!("other")]);
+    assert_eq!(patch["metadata"]["finalizers"], json!(["other"]));
+    assert!(patch["metadata"]["labels"][workload_state_label(tmc.key())].is_null());
+    assert!(patch["metadata"]["annotations"]
+        .as_object()
+        .unwrap()
+        .contains_key(&workload_deletion_annotation(tmc.key())));
+    assert_eq!(tmc.apply_manager(), Some("syncer"));
+}
+
+#[test]
+fn pods_labelled_upsync_go_up_once_their_namespace_is_known() {
+    let tmc = tmc();
+    let pods = target("", "pods", "Pod", true, Direction::Upsync);
+    let label = workload_state_label(tmc.key());
+    let pod = json!({ "metadata": { "name": "p", "labels": { label.as_str(): "Upsync" } } });
+    let known = tmc.downstream_namespace(&Arc::from("ws1"), "app");
+    let source = ObjectRef::new(Some(&known), "p");
+    assert!(tmc.wants(&pods, &source, &pod));
+    assert!(!tmc.is_own_copy(&pod), "a downstream source, not a copy");
+    assert!(!tmc.wants(&pods, &ObjectRef::new(Some("kcp-unknown"), "p"), &pod));
+    let dest = tmc.dest_ref(&pods, &source);
+    assert_eq!(dest, upstream("ws1", Some("app"), "p"));
+    assert_eq!(tmc.source_ref(&pods, &dest), Some(source));
+    let mut copy = pod.clone();
+    tmc.transform(
+        &pods,
+        &dest,
+        &json!({ "metadata": { "resourceVersion": "42" } }),
+        &mut copy,
+    );
+    tmc.mark(&mut copy, Direction::Upsync);
+    assert_eq!(copy["metadata"]["annotations"][WORKLOAD_RV_ANNOTATION], "42");
+    assert_eq!(copy["metadata"]["finalizers"], json!([tmc.finalizer().unwrap()]));
+    assert!(tmc.is_own_copy(&copy));
+}
+
+#[test]
+fn synced_types_are_the_fixed_ones_plus_accepted_synced_resources() {
+    let st = json!({ "status": { "syncedResources": [
+        { "group": "apps", "resource": "deployments", "versions": ["v1"], "state": "Accepted" },
+        { "group": "example.com", "resource": "widgets", "versions": ["v1"], "state": "Incompatible" },
+        { "group": "", "resource": "services", "versions": ["v1"], "state": "Pending" },
+    ] } });
+    let names: Vec<String> = config::synced_types(&st)
+        .iter()
+        .map(SyncedType::group_resource)
+        .collect();
+    assert_eq!(names, ["namespaces", "configmaps", "secrets", "deployments.apps"]);
+}
+
+#[test]
+fn resolving_keeps_what_both_sides_serve_and_the_cluster_allows() {
+    let tmc = tmc();
+    tmc.set_synced(config::synced_types(&json!({ "status": { "syncedResources": [
+        { "group": "apps", "resource": "deployments", "versions": ["v1"], "state": "Accepted" }] } })));
+    let d = |group: &str, resource: &str, kind: &str, namespaced: bool| DiscoveredResource {
+        group: group.into(),
+        version: "v1".into(),
+        resource: resource.into(),
+        kind: kind.into(),
+        namespaced,
+        verbs: vec!["list".into(), "watch".into()],
+        preferred: true,
+    };
+    let up = vec![
+        d("", "namespaces", "Namespace", false),
+        d("", "configmaps", "ConfigMap", true),
+        d("", "secrets", "Secret", true),
+        d("apps", "deployments", "Deployment", true),
+    ];
+    let down = vec![d("", "pods", "Pod", true)];
+    let plan = tmc.resolve(&up, &down);
+    let names: Vec<&str> = plan
+        .downsync
+        .targets
+        .iter()
+        .map(|t| t.id.resource.as_str())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(plan.upsync.targets.len(), 1);
+    tmc.set_denied(["deployments.apps".to_string()].into());
+    let plan = tmc.resolve(&up, &down);
+    assert!(!plan
+        .downsync
+        .targets
+        .iter()
+        .any(|t| t.id.resource == "deployments"));
+}

@@ -1,0 +1,1102 @@
+//! The kcp TMC profile end to end: one hub as kcp, another as the physical cluster.
+//! In kcp, `root:org` holds SyncTarget `east`, the `kubernetes` APIExport (with a
+//! deployments schema) and the target's imported deployments schema, so deployments
+//! are `Accepted`; `root:app` holds a Placement that schedules namespaces labelled
+//! `tmc=yes` onto the target. The hub's scheduler labels them and their objects
+//! `state.workload.kcp.io/<key>=Sync`, and the syncer reads and writes through the
+//! SyncTarget's syncer and upsyncer virtual workspaces, as a kcp syncer does.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use ferry_api::well_known::{
+    workload_deletion_annotation, workload_soft_finalizers_annotation, workload_state_label,
+    workload_syncer_finalizer, NAMESPACE_LOCATOR_ANNOTATION, WORKLOAD_CLUSTER_LABEL, WORKLOAD_RV_ANNOTATION,
+};
+use ferry_hub::testing::TestHub;
+use ferry_syncer::profiles::tmc::locator::{NamespaceLocator, SyncTargetLocator};
+use ferry_syncer::profiles::tmc::TmcOptions;
+use ferry_syncer::RunningSyncer;
+use kube::core::ApiResource;
+use serde_json::{json, Value};
+
+fn sync_targets() -> ApiResource {
+    ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets")
+}
+
+fn pods() -> ApiResource {
+    ar("", "v1", "Pod", "pods")
+}
+
+/// Workspace `root:<name>`, once it serves.
+async fn workspace(hub: &TestHub, name: &str) -> Cluster {
+    let root = Cluster::of(hub, Some("root")).await;
+    root.create(
+        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
+        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
+    )
+    .await;
+    let ws = Cluster::of(hub, Some(&format!("root:{name}"))).await;
+    eventually(10, "the workspace to serve", || async {
+        ws.api(&namespaces(), None).get("default").await.ok().map(drop)
+    })
+    .await;
+    ws
+}
+
+/// A deployments schema anything fits (the test stands in for the syncer's schema import).
+fn open_schema() -> Value {
+    json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// kcp (SyncTarget `east` in `root:org`, workloads in `root:app`) and a physical cluster.
+struct Tmc {
+    kcp: TestHub,
+    pcluster: TestHub,
+    org: Cluster,
+    app: Cluster,
+    down: Cluster,
+    /// The SyncTarget's uid.
+    uid: String,
+    /// Its locator (logical cluster, name, uid).
+    target: SyncTargetLocator,
+    /// The sync target key.
+    key: String,
+    /// `root:app`'s logical cluster name.
+    app_cluster: String,
+}
+
+impl Tmc {
+    /// The stage, with the target's deployments schema already imported.
+    async fn start() -> Tmc {
+        Tmc::start_with(true).await
+    }
+
+    /// The stage; `imported`: the test imports the deployments schema (otherwise the
+    /// syncer's importer has to).
+    async fn start_with(imported: bool) -> Tmc {
+        init_logs();
+        let kcp = TestHub::start().await;
+        let pcluster = TestHub::start().await;
+        let org = workspace(&kcp, "org").await;
+        let app = workspace(&kcp, "app").await;
+        let apis = |kind: &str, plural: &str| ar("apis.kcp.io", "v1alpha1", kind, plural);
+        org.create(
+            &apis("APIResourceSchema", "apiresourceschemas"),
+            json!({
+                "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+                "metadata": { "name": "v1.deployments.apps" },
+                "spec": { "group": "apps", "scope": "Namespaced",
+                    "names": { "plural": "deployments", "singular": "deployment", "kind": "Deployment", "listKind": "DeploymentList" },
+                    "versions": [{ "name": "v1", "served": true, "storage": true, "schema": open_schema(),
+                        "subresources": { "status": {} } }] }
+            }),
+        )
+        .await;
+        org.create(
+            &apis("APIExport", "apiexports"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": "kubernetes" },
+                    "spec": { "latestResourceSchemas": ["v1.deployments.apps"] } }),
+        )
+        .await;
+        let st = org
+            .create(
+                &sync_targets(),
+                json!({ "apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget", "metadata": { "name": "east" } }),
+            )
+            .await;
+        let uid = st["metadata"]["uid"].as_str().unwrap().to_string();
+        let st_cluster = annotation(&st, "kcp.io/cluster")
+            .expect("kcp.io/cluster")
+            .to_string();
+        if imported {
+            org.create(
+            &ar("apiresource.kcp.io", "v1alpha1", "APIResourceImport", "apiresourceimports"),
+            json!({
+                "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+                "metadata": { "name": "deployments.east.v1.apps" },
+                "spec": { "location": "east", "groupVersion": { "group": "apps", "version": "v1" },
+                    "scope": "Namespaced", "plural": "deployments", "kind": "Deployment", "openAPIV3Schema": open_schema() }
+            }),
+        )
+        .await;
+        }
+        wait_for(
+            &org,
+            &sync_targets(),
+            None,
+            "east",
+            "deployments Accepted",
+            |st| {
+                let accepted = st["status"]["syncedResources"].as_array().is_some_and(|r| {
+                    r.iter()
+                        .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
+                });
+                (accepted || !imported) && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string()
+            },
+        )
+        .await;
+        app.create(
+            &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
+            json!({
+                "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
+                "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
+                    "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
+                    "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
+            }),
+        )
+        .await;
+        let probe = app.create(&namespaces(), namespace("probe")).await;
+        let app_cluster = annotation(&probe, "kcp.io/cluster").unwrap().to_string();
+        let target = SyncTargetLocator {
+            cluster: st_cluster.clone(),
+            name: "east".into(),
+            uid: uid.clone(),
+            ..Default::default()
+        };
+        Tmc {
+            down: Cluster::of(&pcluster, None).await,
+            key: ferry_api::workload::sync_target_key(&st_cluster, "east"),
+            kcp,
+            pcluster,
+            org,
+            app,
+            uid,
+            target,
+            app_cluster,
+        }
+    }
+
+    fn options(&self, uid: &str) -> TmcOptions {
+        let mut options = TmcOptions::new(uid);
+        options.heartbeat_period = Duration::from_millis(300);
+        options.sync_target_poll = Duration::from_millis(200);
+        options.namespace_clean_delay = Duration::from_secs(1);
+        options.api_import_poll_interval = Duration::from_millis(300);
+        options
+    }
+
+    async fn syncer_with(&self, uid: &str) -> anyhow::Result<RunningSyncer> {
+        let mut opts = syncer_options(&self.kcp, "root:org", &self.pcluster, "east").await;
+        opts.tmc = Some(self.options(uid));
+        ferry_syncer::start(opts).await
+    }
+
+    async fn syncer(&self) -> RunningSyncer {
+        let syncer = self.syncer_with(&self.uid).await.expect("syncer starts");
+        wait_ready(&syncer).await;
+        syncer
+    }
+
+    fn state_label(&self) -> String {
+        workload_state_label(&self.key)
+    }
+
+    fn finalizer(&self) -> String {
+        workload_syncer_finalizer(&self.key)
+    }
+
+    /// The downstream namespace of `root:app`'s `namespace`.
+    fn downstream(&self, namespace: &str) -> String {
+        NamespaceLocator::new(&self.target, &self.app_cluster, namespace).downstream_namespace()
+    }
+
+    /// Namespace `name` in `root:app`, selected by the Placement; returns once the
+    /// scheduler has put it on the target.
+    async fn scheduled_namespace(&self, name: &str) {
+        let mut ns = namespace(name);
+        ns["metadata"]["labels"] = json!({ "tmc": "yes" });
+        self.app.create(&namespaces(), ns).await;
+        let label = self.state_label();
+        wait_for(
+            &self.app,
+            &namespaces(),
+            None,
+            name,
+            "the namespace scheduled",
+            |ns| ns["metadata"]["labels"][&label] == "Sync",
+        )
+        .await;
+    }
+
+    /// Takes namespace `name` off the Placement: the scheduler's deletion handshake.
+    async fn unschedule(&self, name: &str) {
+        self.app
+            .merge(
+                &namespaces(),
+                None,
+                name,
+                json!({ "metadata": { "labels": { "tmc": "no" } } }),
+            )
+            .await;
+    }
+
+    async fn scheduled_configmap(&self, ns: &str, name: &str) -> Value {
+        self.app
+            .create(&configmaps(), configmap(ns, name, json!({ "k": "v" })))
+            .await
+    }
+}
+
+fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+fn deployment(ns: &str, name: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": name, "namespace": ns, "labels": labels },
+        "spec": {
+            "replicas": 2,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "serviceAccountName": "builder", "containers": [{ "name": "c", "image": "nginx:1.20" }] }
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_returns() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "settings").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    // kcp's root CA in the namespace: renamed on the way down, beside the cluster's own.
+    t.app
+        .create(
+            &configmaps(),
+            configmap("demo", "kube-root-ca.crt", json!({ "ca.crt": "kcp" })),
+        )
+        .await;
+    // Not selected by the Placement: stays upstream.
+    t.app.create(&namespaces(), namespace("other")).await;
+    t.app
+        .create(&configmaps(), configmap("other", "unscheduled", json!({})))
+        .await;
+
+    let kcp_ns = t.downstream("demo");
+    assert!(kcp_ns.starts_with("kcp-") && kcp_ns.len() == 16, "{kcp_ns}");
+    let ns = wait_for(
+        &t.down,
+        &namespaces(),
+        None,
+        &kcp_ns,
+        "the kcp-<hash> namespace",
+        |_| true,
+    )
+    .await;
+    let locator =
+        NamespaceLocator::parse(annotation(&ns, NAMESPACE_LOCATOR_ANNOTATION).expect("locator")).unwrap();
+    assert_eq!(locator, NamespaceLocator::new(&t.target, &t.app_cluster, "demo"));
+    assert_eq!(label(&ns, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
+
+    let cm = wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "settings",
+        "the configmap copy",
+        |_| true,
+    )
+    .await;
+    assert_eq!(cm["data"]["k"], "v");
+    assert_eq!(label(&cm, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
+    assert_eq!(label(&cm, &t.state_label()), None, "the state label is replaced");
+    // The physical cluster (a hub here) may name its own cluster; never the upstream's.
+    assert_ne!(annotation(&cm, "kcp.io/cluster"), Some(t.app_cluster.as_str()));
+    assert!(cm["metadata"]["finalizers"].is_null());
+    let managers: Vec<&str> = cm["metadata"]["managedFields"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|e| e["manager"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        managers.contains(&"syncer"),
+        "written by server-side apply as syncer: {managers:?}"
+    );
+    let ca = wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "kcp-root-ca.crt",
+        "kcp's root CA",
+        |_| true,
+    )
+    .await;
+    assert_eq!(ca["data"]["ca.crt"], "kcp");
+    assert!(t
+        .down
+        .get(&configmaps(), Some(&kcp_ns), "kube-root-ca.crt")
+        .await
+        .is_none());
+    let dep = wait_for(
+        &t.down,
+        &deployments(),
+        Some(&kcp_ns),
+        "web",
+        "the deployment copy",
+        |_| true,
+    )
+    .await;
+    let pod_spec = &dep["spec"]["template"]["spec"];
+    assert_eq!(pod_spec["automountServiceAccountToken"], false);
+    assert!(pod_spec["serviceAccountName"].is_null(), "{pod_spec}");
+
+    // The upstream objects carry the finalizer (added before the copy was made).
+    for (ar, name) in [(configmaps(), "settings"), (deployments(), "web")] {
+        let up = t.app.get(&ar, Some("demo"), name).await.unwrap();
+        assert!(has_finalizer(&up, &t.finalizer()), "{name}: {up}");
+    }
+    assert!(t
+        .down
+        .get(&namespaces(), None, &t.downstream("other"))
+        .await
+        .is_none());
+
+    // Status set downstream comes back upstream.
+    t.down
+        .set_status(
+            &deployments(),
+            Some(&kcp_ns),
+            "web",
+            json!({ "replicas": 2, "readyReplicas": 2 }),
+        )
+        .await;
+    wait_for(
+        &t.app,
+        &deployments(),
+        Some("demo"),
+        "web",
+        "status upstream",
+        |d| d["status"]["readyReplicas"] == 2,
+    )
+    .await;
+
+    // The heartbeat and the permission check show on the SyncTarget.
+    let st = wait_for(&t.org, &sync_targets(), None, "east", "a heartbeat", |st| {
+        st["status"]["lastSyncerHeartbeatTime"].is_string() && condition(st, "SyncerAuthorized").is_some()
+    })
+    .await;
+    let first = st["status"]["lastSyncerHeartbeatTime"].clone();
+    let authorized = condition(&st, "SyncerAuthorized").unwrap();
+    assert_eq!(authorized["status"], "True", "{authorized}");
+    // Heartbeats carry on (RFC 3339 to the second: wait past one).
+    wait_for(&t.org, &sync_targets(), None, "east", "a later heartbeat", |st| {
+        st["status"]["lastSyncerHeartbeatTime"] != first
+    })
+    .await;
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_delete_waits_for_downstream_cleanup() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "held").await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(&t.down, &configmaps(), Some(&kcp_ns), "held", "the copy", |_| {
+        true
+    })
+    .await;
+    // Something downstream holds the copy.
+    t.down
+        .merge(
+            &configmaps(),
+            Some(&kcp_ns),
+            "held",
+            json!({ "metadata": { "finalizers": ["example.com/hold"] } }),
+        )
+        .await;
+    t.app.delete(&configmaps(), Some("demo"), "held").await;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "held",
+        "the copy being deleted",
+        |c| !c["metadata"]["deletionTimestamp"].is_null(),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let up = t
+        .app
+        .get(&configmaps(), Some("demo"), "held")
+        .await
+        .expect("upstream waits");
+    assert!(has_finalizer(&up, &t.finalizer()));
+    assert!(!up["metadata"]["deletionTimestamp"].is_null());
+    // The copy goes; then the upstream object does.
+    t.down
+        .merge(
+            &configmaps(),
+            Some(&kcp_ns),
+            "held",
+            json!({ "metadata": { "finalizers": null } }),
+        )
+        .await;
+    wait_gone(&t.app, &configmaps(), Some("demo"), "held", "the upstream object").await;
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_sources() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "plain").await;
+    t.scheduled_configmap("demo", "drained").await;
+    let kcp_ns = t.downstream("demo");
+    for name in ["plain", "drained"] {
+        wait_for(&t.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| true).await;
+    }
+    // Something upstream wants to see `drained` off the cluster first.
+    let soft = workload_soft_finalizers_annotation(&t.key);
+    t.app
+        .merge(
+            &configmaps(),
+            Some("demo"),
+            "drained",
+            json!({ "metadata": { "annotations": { soft.as_str(): "[\"example.com/drain\"]" } } }),
+        )
+        .await;
+
+    t.unschedule("demo").await;
+    let deletion = workload_deletion_annotation(&t.key);
+    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "plain", "the plain copy").await;
+    let up = wait_for(
+        &t.app,
+        &configmaps(),
+        Some("demo"),
+        "plain",
+        "the source released",
+        |c| !has_finalizer(c, &t.finalizer()),
+    )
+    .await;
+    assert_eq!(annotation(&up, &deletion), None);
+    assert_eq!(label(&up, &t.state_label()), None);
+
+    let drained = t.app.get(&configmaps(), Some("demo"), "drained").await.unwrap();
+    assert!(
+        annotation(&drained, &deletion).is_some(),
+        "the scheduler's handshake: {drained}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        t.down
+            .get(&configmaps(), Some(&kcp_ns), "drained")
+            .await
+            .is_some(),
+        "a soft finalizer holds the copy"
+    );
+    t.app
+        .merge(
+            &configmaps(),
+            Some("demo"),
+            "drained",
+            json!({ "metadata": { "annotations": { soft.as_str(): "[]" } } }),
+        )
+        .await;
+    wait_gone(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "drained",
+        "the drained copy",
+    )
+    .await;
+    wait_for(
+        &t.app,
+        &configmaps(),
+        Some("demo"),
+        "drained",
+        "the source released",
+        |c| !has_finalizer(c, &t.finalizer()),
+    )
+    .await;
+    // The emptied namespace goes after the clean delay.
+    wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the emptied namespace").await;
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_collision_is_reported_and_never_overwritten() {
+    let t = Tmc::start().await;
+    let kcp_ns = t.downstream("demo");
+    // Someone else's namespace with the name the syncer would use.
+    t.down.create(&namespaces(), namespace(&kcp_ns)).await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "settings").await;
+    let event = eventually(
+        15,
+        "a NamespaceCollision Event naming both namespaces",
+        || async {
+            t.down
+                .list(&events(), Some("default"))
+                .await
+                .into_iter()
+                .find(|e| {
+                    let message = e["message"].as_str().unwrap_or_default();
+                    e["reason"] == "NamespaceCollision"
+                        && message.contains(&kcp_ns)
+                        && message.contains("|demo")
+                })
+        },
+    )
+    .await;
+    assert_eq!(event["involvedObject"]["name"], kcp_ns.as_str(), "{event}");
+    assert!(
+        event["message"].as_str().unwrap().contains("namespace collision"),
+        "{event}"
+    );
+    let ns = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
+    assert_eq!(
+        annotation(&ns, NAMESPACE_LOCATOR_ANNOTATION),
+        None,
+        "not overwritten"
+    );
+    assert_eq!(label(&ns, WORKLOAD_CLUSTER_LABEL), None);
+    assert!(t
+        .down
+        .get(&configmaps(), Some(&kcp_ns), "settings")
+        .await
+        .is_none());
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_labelled_upsync_downstream_appears_upstream_and_goes_with_it() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(&t.down, &namespaces(), None, &kcp_ns, "the namespace", |_| true).await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "runner", "namespace": kcp_ns, "labels": { t.state_label(): "Upsync" } },
+        "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+    });
+    let made = t.down.create(&pods(), pod).await;
+    let up = wait_for(
+        &t.app,
+        &pods(),
+        Some("demo"),
+        "runner",
+        "the pod upstream",
+        |_| true,
+    )
+    .await;
+    assert!(has_finalizer(&up, &t.finalizer()));
+    assert_eq!(label(&up, &t.state_label()), Some("Upsync"));
+    assert_eq!(
+        annotation(&up, WORKLOAD_RV_ANNOTATION),
+        made["metadata"]["resourceVersion"].as_str()
+    );
+    t.down.delete(&pods(), Some(&kcp_ns), "runner").await;
+    wait_gone(&t.app, &pods(), Some("demo"), "runner", "the upstream pod").await;
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syncer_for_another_uid_refuses_to_start() {
+    let t = Tmc::start().await;
+    let error = match t.syncer_with("not-the-uid").await {
+        Ok(_) => panic!("started for the wrong SyncTarget"),
+        Err(e) => e.to_string(),
+    };
+    assert!(error.contains("not --sync-target-uid not-the-uid"), "{error}");
+    assert!(error.contains(&t.uid), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_syncer_converges_with_no_orphans_and_no_finalizers_left() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_namespace("moved").await;
+    for name in ["kept", "deleted"] {
+        t.scheduled_configmap("demo", name).await;
+    }
+    t.scheduled_configmap("moved", "inside").await;
+    let kcp_ns = t.downstream("demo");
+    let moved = t.downstream("moved");
+    for name in ["kept", "deleted"] {
+        wait_for(&t.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| true).await;
+    }
+    wait_for(&t.down, &configmaps(), Some(&moved), "inside", "the copy", |_| {
+        true
+    })
+    .await;
+    syncer.stop().await;
+
+    // While the syncer is away.
+    t.app.delete(&configmaps(), Some("demo"), "deleted").await;
+    t.unschedule("moved").await;
+    t.scheduled_configmap("demo", "new").await;
+    assert!(
+        t.app.get(&configmaps(), Some("demo"), "deleted").await.is_some(),
+        "held by the finalizer"
+    );
+
+    let syncer = t.syncer().await;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "new",
+        "the new copy",
+        |_| true,
+    )
+    .await;
+    wait_gone(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "deleted",
+        "the deleted object's copy",
+    )
+    .await;
+    wait_gone(
+        &t.app,
+        &configmaps(),
+        Some("demo"),
+        "deleted",
+        "the deleted object",
+    )
+    .await;
+    wait_gone(
+        &t.down,
+        &configmaps(),
+        Some(&moved),
+        "inside",
+        "the moved namespace's copy",
+    )
+    .await;
+    wait_for(
+        &t.app,
+        &configmaps(),
+        Some("moved"),
+        "inside",
+        "its finalizer removed",
+        |c| !has_finalizer(c, &t.finalizer()),
+    )
+    .await;
+    wait_gone(
+        &t.down,
+        &namespaces(),
+        None,
+        &moved,
+        "the moved namespace downstream",
+    )
+    .await;
+    assert!(t.down.get(&configmaps(), Some(&kcp_ns), "kept").await.is_some());
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_empty() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("empty").await;
+    t.scheduled_namespace("full").await;
+    t.scheduled_configmap("full", "inside").await;
+    let empty = t.downstream("empty");
+    let full = t.downstream("full");
+    wait_for(
+        &t.down,
+        &namespaces(),
+        None,
+        &empty,
+        "the empty namespace",
+        |_| true,
+    )
+    .await;
+    wait_for(&t.down, &configmaps(), Some(&full), "inside", "the copy", |_| {
+        true
+    })
+    .await;
+    // A soft finalizer keeps the copy in `full` after it is unscheduled.
+    let soft = workload_soft_finalizers_annotation(&t.key);
+    t.app
+        .merge(
+            &configmaps(),
+            Some("full"),
+            "inside",
+            json!({ "metadata": { "annotations": { soft.as_str(): "[\"x/y\"]" } } }),
+        )
+        .await;
+    let started = std::time::Instant::now();
+    t.unschedule("empty").await;
+    t.unschedule("full").await;
+    wait_gone(
+        &t.down,
+        &namespaces(),
+        None,
+        &empty,
+        "the empty namespace deleted",
+    )
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "not before the delay"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        t.down.get(&namespaces(), None, &full).await.is_some(),
+        "a namespace holding a copy stays"
+    );
+    t.app
+        .merge(
+            &configmaps(),
+            Some("full"),
+            "inside",
+            json!({ "metadata": { "annotations": { soft.as_str(): null } } }),
+        )
+        .await;
+    wait_gone(
+        &t.down,
+        &namespaces(),
+        None,
+        &full,
+        "the emptied namespace deleted",
+    )
+    .await;
+    syncer.stop().await;
+}
+
+/// A token for ServiceAccount `ns/sa` of `cluster` (TokenRequest).
+async fn service_account_token(cluster: &Cluster, ns: &str, sa: &str) -> String {
+    let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });
+    let request = http::Request::post(format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let answer: Value = cluster.client.request(request).await.expect("TokenRequest");
+    answer["status"]["token"].as_str().expect("a token").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target_says_so() {
+    let t = Tmc::start().await;
+    // The syncer's downstream identity may do everything with the core types, nothing
+    // with deployments.
+    let rbac = |kind: &str, plural: &str| ar("rbac.authorization.k8s.io", "v1", kind, plural);
+    t.down.create(&namespaces(), namespace("kcp-syncer")).await;
+    t.down
+        .create(
+            &ar("", "v1", "ServiceAccount", "serviceaccounts"),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "syncer", "namespace": "kcp-syncer" } }),
+        )
+        .await;
+    let role = |rules: Value| {
+        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": { "name": "kcp-syncer" }, "rules": rules })
+    };
+    t.down
+        .create(
+            &rbac("ClusterRole", "clusterroles"),
+            // What kcp's plugin grants (kubectl ferry workload sync writes the same),
+            // without deployments.
+            role(json!([
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
+                { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "pods", "pods/status"], "verbs": ["*"] },
+                { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
+                { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
+            ])),
+        )
+        .await;
+    t.down
+        .create(
+            &rbac("ClusterRoleBinding", "clusterrolebindings"),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": { "name": "kcp-syncer" },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kcp-syncer" },
+                    "subjects": [{ "kind": "ServiceAccount", "name": "syncer", "namespace": "kcp-syncer" }] }),
+        )
+        .await;
+    let token = service_account_token(&t.down, "kcp-syncer", "syncer").await;
+    let kubeconfig = ferry_hub::kubeconfig::admin_kubeconfig(
+        &t.pcluster.running.url,
+        &t.pcluster.running.ca_pem,
+        &token,
+        "root",
+    );
+    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    opts.downstream = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    opts.tmc = Some(t.options(&t.uid));
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+
+    let st = wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "SyncerAuthorized False",
+        |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "False"),
+    )
+    .await;
+    let authorized = condition(&st, "SyncerAuthorized").unwrap();
+    assert_eq!(authorized["reason"], "SyncerUnauthorized", "{authorized}");
+    assert_eq!(
+        authorized["message"], "SSAR check failed for gvrs: deployments.apps",
+        "{authorized}"
+    );
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "settings").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "settings",
+        "what it may sync",
+        |_| true,
+    )
+    .await;
+    let web = t.app.get(&deployments(), Some("demo"), "web").await.unwrap();
+    assert!(!has_finalizer(&web, &t.finalizer()), "not taken on: {web}");
+
+    // Granted: noticed without a restart.
+    t.down
+        .merge(
+            &rbac("ClusterRole", "clusterroles"),
+            None,
+            "kcp-syncer",
+            json!({ "rules": [
+                { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
+                { "apiGroups": [""], "resources": ["configmaps", "secrets", "pods"], "verbs": ["*"] },
+                { "apiGroups": ["apps"], "resources": ["deployments", "deployments/status"], "verbs": ["*"] },
+                { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
+            ] }),
+        )
+        .await;
+    wait_for(
+        &t.down,
+        &deployments(),
+        Some(&kcp_ns),
+        "web",
+        "the deployment once allowed",
+        |_| true,
+    )
+    .await;
+    wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "SyncerAuthorized True",
+        |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
+    // The namespace goes too, with no more than create and delete on namespaces.
+    t.unschedule("demo").await;
+    wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the namespace cleaned up").await;
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold() {
+    let t = Tmc::start_with(false).await;
+    let syncer = t.syncer().await;
+    let import = wait_for(
+        &t.org,
+        &ar(
+            "apiresource.kcp.io",
+            "v1alpha1",
+            "APIResourceImport",
+            "apiresourceimports",
+        ),
+        None,
+        "deployments.east.v1.apps",
+        "the deployments schema imported",
+        |_| true,
+    )
+    .await;
+    assert_eq!(import["spec"]["location"], "east");
+    assert_eq!(
+        import["spec"]["groupVersion"],
+        json!({ "group": "apps", "version": "v1" })
+    );
+    assert_eq!(import["spec"]["scope"], "Namespaced");
+    assert_eq!(
+        import["spec"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["replicas"]["type"], "integer",
+        "the cluster's own schema"
+    );
+    assert_eq!(import["metadata"]["ownerReferences"][0]["uid"], t.uid.as_str());
+    let st = wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "deployments Accepted",
+        |st| {
+            st["status"]["syncedResources"].as_array().is_some_and(|r| {
+                r.iter()
+                    .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
+            }) && condition(st, "APIImporterReady").is_some()
+        },
+    )
+    .await;
+    assert_eq!(condition(&st, "APIImporterReady").unwrap()["status"], "True");
+    t.scheduled_namespace("demo").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    wait_for(
+        &t.down,
+        &deployments(),
+        Some(&t.downstream("demo")),
+        "web",
+        "the deployment copy",
+        |_| true,
+    )
+    .await;
+    syncer.stop().await;
+}
+
+/// A kube-rs config for `hub`'s workspace `ws`, authenticated by `token`.
+async fn token_config(hub: &TestHub, ws: &str, token: &str) -> kube::Config {
+    let kubeconfig =
+        ferry_hub::kubeconfig::admin_kubeconfig(&hub.running.url, &hub.running.ca_pem, token, ws);
+    kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_workspaces() {
+    let t = Tmc::start_with(false).await;
+    let rbac = |kind: &str, plural: &str| ar("rbac.authorization.k8s.io", "v1", kind, plural);
+    // The identity kcp's plugin (and kubectl ferry workload sync) gives a syncer in
+    // the SyncTarget's workspace: nothing in the workload workspaces.
+    t.org
+        .create(
+            &ar("", "v1", "ServiceAccount", "serviceaccounts"),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "kcp-syncer-east", "namespace": "default" } }),
+        )
+        .await;
+    t.org
+        .create(
+            &rbac("ClusterRole", "clusterroles"),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": { "name": "kcp-syncer-east" },
+                "rules": [
+                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "resourceNames": ["east"], "verbs": ["sync"] },
+                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "verbs": ["get", "list", "watch"] },
+                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets/status"], "resourceNames": ["east"], "verbs": ["get", "update", "patch"] },
+                    { "apiGroups": ["apiresource.kcp.io"], "resources": ["apiresourceimports"], "verbs": ["get", "create", "update", "delete", "list", "watch"] },
+                ] }),
+        )
+        .await;
+    t.org
+        .create(
+            &rbac("ClusterRoleBinding", "clusterrolebindings"),
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": { "name": "kcp-syncer-east" },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kcp-syncer-east" },
+                "subjects": [{ "kind": "ServiceAccount", "name": "kcp-syncer-east", "namespace": "default" }] }),
+        )
+        .await;
+    let token = service_account_token(&t.org, "default", "kcp-syncer-east").await;
+    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    opts.upstream = token_config(&t.kcp, "root:org", &token).await;
+    opts.tmc = Some(t.options(&t.uid));
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    wait_ready(&syncer).await;
+
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "settings").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "settings",
+        "the configmap copy",
+        |_| true,
+    )
+    .await;
+    // Its schema import made deployments Accepted.
+    wait_for(
+        &t.down,
+        &deployments(),
+        Some(&kcp_ns),
+        "web",
+        "the deployment copy",
+        |_| true,
+    )
+    .await;
+    t.down
+        .set_status(
+            &deployments(),
+            Some(&kcp_ns),
+            "web",
+            json!({ "readyReplicas": 1 }),
+        )
+        .await;
+    wait_for(
+        &t.app,
+        &deployments(),
+        Some("demo"),
+        "web",
+        "status upstream",
+        |d| d["status"]["readyReplicas"] == 1,
+    )
+    .await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "runner", "namespace": kcp_ns, "labels": { t.state_label(): "Upsync" } },
+        "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+    });
+    t.down.create(&pods(), pod).await;
+    wait_for(
+        &t.app,
+        &pods(),
+        Some("demo"),
+        "runner",
+        "the pod upstream",
+        |_| true,
+    )
+    .await;
+    let st = wait_for(&t.org, &sync_targets(), None, "east", "Ready", |st| {
+        condition(st, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert!(st["status"]["lastSyncerHeartbeatTime"].is_string());
+    // Removing the upstream object waits for the copy, which the syncer deletes.
+    t.app.delete(&configmaps(), Some("demo"), "settings").await;
+    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "settings", "the copy").await;
+    wait_gone(
+        &t.app,
+        &configmaps(),
+        Some("demo"),
+        "settings",
+        "the upstream object",
+    )
+    .await;
+    syncer.stop().await;
+}
