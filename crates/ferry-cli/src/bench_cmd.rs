@@ -73,6 +73,14 @@ pub struct HubBenchArgs {
     /// Creates watched through the APIExport virtual workspace (and in the baseline).
     #[arg(long, default_value_t = 500)]
     pub apiexport_events: usize,
+    /// `etcd`: also measure hubs on etcd against the SQLite hub in the same run
+    /// (the `etcd` block): one hub, and two hubs sharing the load. A one-member
+    /// etcd with its data on disk (fsync on) is started unless --etcd-servers is given.
+    #[arg(long, value_enum, default_value_t = crate::hub_cmd::StorageKind::Sqlite)]
+    pub storage: crate::hub_cmd::StorageKind,
+    /// etcd members for `--storage etcd` (comma-separated) instead of a local one.
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -155,8 +163,51 @@ impl BenchHub {
     }
 }
 
+/// Hubs on one etcd prefix (`--storage etcd`), and the etcd the bench started.
+pub struct EtcdHubs {
+    pub hubs: Vec<BenchHub>,
+    pub servers: String,
+    _etcd: Option<ferry_hub::testing::TestEtcd>,
+}
+
+impl EtcdHubs {
+    async fn start(args: &HubBenchArgs) -> anyhow::Result<EtcdHubs> {
+        let (etcd, servers) = if args.etcd_servers.is_empty() {
+            let etcd = ferry_hub::testing::TestEtcd::start_on_disk()
+                .ok_or_else(|| anyhow::anyhow!("{}", ferry_hub::testing::TestEtcd::MISSING))?;
+            let url = etcd.url();
+            (Some(etcd), url)
+        } else {
+            (None, args.etcd_servers.join(","))
+        };
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let prefix = format!("/ferry-bench/{}-{stamp}", std::process::id());
+        let flags = [
+            "--storage",
+            "etcd",
+            "--etcd-servers",
+            &servers,
+            "--etcd-prefix",
+            &prefix,
+        ];
+        // One after the other: the second adopts the identity the first stored.
+        let first = BenchHub::start(&flags).await?;
+        let second = BenchHub::start(&flags).await?;
+        Ok(EtcdHubs {
+            hubs: vec![first, second],
+            servers,
+            _etcd: etcd,
+        })
+    }
+}
+
 /// What every block of `ferry bench hub` measures with: both hubs and the arguments.
 pub struct HubBench {
+    /// Hubs on etcd, with `--storage etcd`.
+    pub etcd: Option<EtcdHubs>,
     pub args: HubBenchArgs,
     /// The hub measured (SQLite, an fsync per batch).
     pub durable: BenchHub,
@@ -202,13 +253,19 @@ const HUB_BLOCKS: &[(&str, Block)] = &[
     ("watch", |b| Box::pin(watch_block(b))),
     ("rss", |b| Box::pin(rss_block(b))),
     ("apiexport", |b| Box::pin(apiexport_block(b))),
+    ("etcd", |b| Box::pin(etcd_block(b))),
 ];
 
 async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
     let durable = BenchHub::start(&[]).await?;
     let baseline = BenchHub::start(&["--ephemeral"]).await?;
     let empty_rss_mib = crate::bench_stats::rss_mib(durable.process.child.id())?;
+    let etcd = match args.storage {
+        crate::hub_cmd::StorageKind::Etcd => Some(EtcdHubs::start(&args).await?),
+        crate::hub_cmd::StorageKind::Sqlite => None,
+    };
     let bench = HubBench {
+        etcd,
         args,
         durable,
         baseline,
@@ -218,6 +275,9 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
     let mut report = serde_json::Map::new();
     report.insert("method".into(), hub_method(&bench.args));
     for (name, block) in HUB_BLOCKS {
+        if *name == "etcd" && bench.etcd.is_none() {
+            continue;
+        }
         let figures = block(&bench)
             .await
             .with_context(|| format!("bench hub, {name}"))?;
@@ -300,6 +360,102 @@ async fn creates_block(b: &HubBench) -> anyhow::Result<Value> {
                    "ratio_durable_to_in_memory": ratio}),
         );
     }
+    Ok(Value::Object(block))
+}
+
+/// Hubs on etcd against the SQLite hub, in the same run: creates per second
+/// at 1 and 32 clients (one etcd hub, and two etcd hubs taking half the
+/// clients each), and GET latency, over rounds alternating who goes first.
+async fn etcd_block(b: &HubBench) -> anyhow::Result<Value> {
+    let Some(etcd) = &b.etcd else {
+        return Ok(Value::Null);
+    };
+    let (a, second) = (&etcd.hubs[0], &etcd.hubs[1]);
+    let rounds = b.args.rounds.max(1);
+    let mut block = serde_json::Map::new();
+    for concurrency in [1usize, 32] {
+        let count = if concurrency == 1 {
+            (b.args.writes / 4).max(1)
+        } else {
+            b.args.writes.max(1)
+        };
+        let (mut sqlite, mut one, mut two) = (vec![], vec![], vec![]);
+        for round in 0..rounds {
+            let ns = format!("etcd-{concurrency}-{round}");
+            ensure_namespace(&b.durable.client, &ns).await?;
+            ensure_namespace(&a.client, &ns).await?;
+            let on_sqlite = Api::namespaced(b.durable.client.clone(), &ns);
+            let on_etcd = Api::namespaced(a.client.clone(), &ns);
+            let sqlite_first = round % 2 == 0;
+            if sqlite_first {
+                sqlite.push(create_many(&on_sqlite, "s", count, concurrency).await?);
+            }
+            one.push(create_many(&on_etcd, "e", count, concurrency).await?);
+            // Two hubs, half the clients (and objects) each.
+            let on_second = Api::namespaced(second.client.clone(), &ns);
+            let half = (count / 2).max(1);
+            let per_hub = (concurrency / 2).max(1);
+            let t = Instant::now();
+            let (x, y) = tokio::join!(
+                create_many(&on_etcd, "two-a", half, per_hub),
+                create_many(&on_second, "two-b", half, per_hub)
+            );
+            x?;
+            y?;
+            two.push((2 * half) as f64 / t.elapsed().as_secs_f64());
+            if !sqlite_first {
+                sqlite.push(create_many(&on_sqlite, "s", count, concurrency).await?);
+            }
+        }
+        b.durable_objects.fetch_add(count * rounds, Ordering::Relaxed);
+        let ratio = |v: &[f64]| -> Vec<f64> { v.iter().zip(&sqlite).map(|(e, s)| e / s).collect() };
+        let one_ratio = Rounds::of("etcd/SQLite create ratio", ratio(&one))?;
+        let two_ratio = Rounds::of("two etcd hubs/SQLite create ratio", ratio(&two))?;
+        let (sqlite, one, two) = (
+            Rounds::of("SQLite creates/s", sqlite)?,
+            Rounds::of("etcd creates/s", one)?,
+            Rounds::of("two etcd hubs creates/s", two)?,
+        );
+        b.log(&format!(
+            "creates/s with {concurrency} clients: SQLite {:.0}, etcd {:.0} (ratio {:.2}), two hubs on etcd {:.0} (ratio {:.2})",
+            sqlite.median, one.median, one_ratio.median, two.median, two_ratio.median
+        ));
+        block.insert(
+            format!("clients_{concurrency}"),
+            json!({"objects": count, "sqlite_per_sec": sqlite, "etcd_one_hub_per_sec": one,
+                   "etcd_two_hubs_per_sec": two, "ratio_etcd_to_sqlite": one_ratio,
+                   "ratio_two_etcd_hubs_to_sqlite": two_ratio}),
+        );
+    }
+    // GETs are served from memory on both: the same figure expected.
+    let ns = "etcd-1-0";
+    let gets = b.args.lists.max(1) * 10;
+    let (mut sqlite_ms, mut etcd_ms) = (vec![], vec![]);
+    for (client, name, samples) in [
+        (&b.durable.client, "s-0", &mut sqlite_ms),
+        (&a.client, "e-0", &mut etcd_ms),
+    ] {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        for _ in 0..gets {
+            let t = Instant::now();
+            api.get(name).await?;
+            samples.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    let (sqlite_get, etcd_get) = (
+        Summary::of("SQLite GET latency", sqlite_ms)?,
+        Summary::of("etcd GET latency", etcd_ms)?,
+    );
+    b.log(&format!(
+        "GET p50: SQLite {:.2} ms, etcd {:.2} ms",
+        sqlite_get.p50, etcd_get.p50
+    ));
+    block.insert("get_ms".into(), json!({"sqlite": sqlite_get, "etcd": etcd_get}));
+    block.insert(
+        "setup".into(),
+        json!({"etcd": etcd.servers, "hubs_on_etcd": etcd.hubs.len(),
+               "etcd_data": if b.args.etcd_servers.is_empty() { "one member, temporary directory on disk (fsync on)" } else { "given by --etcd-servers" }}),
+    );
     Ok(Value::Object(block))
 }
 

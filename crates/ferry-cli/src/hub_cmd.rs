@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use ferry_hub::server::{start, HubOptions};
+use ferry_hub::storage::{EtcdOptions, DEFAULT_ETCD_PREFIX};
 use ferry_hub::strategy::core::service::ServiceRanges;
 
 #[derive(clap::Args)]
@@ -36,6 +37,29 @@ pub struct HubArgs {
     /// Keep objects in memory only: nothing survives a restart (benchmark baselines, demos).
     #[arg(long, hide = true)]
     pub ephemeral: bool,
+    /// Where objects are kept: `sqlite` (`<data-dir>/hub.db`) or `etcd`
+    /// (`--etcd-servers`; several hubs can share one etcd).
+    #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
+    pub storage: StorageKind,
+    /// etcd members for `--storage etcd`, comma-separated (`http://127.0.0.1:2379`).
+    #[arg(long, value_delimiter = ',')]
+    pub etcd_servers: Vec<String>,
+    /// The prefix of every key the hub keeps in etcd; hubs sharing it serve the same objects.
+    #[arg(long, default_value = DEFAULT_ETCD_PREFIX)]
+    pub etcd_prefix: String,
+    /// CA bundle (PEM) to verify etcd's serving certificate.
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) to present to etcd.
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    /// Private key (PEM) for --etcd-certfile.
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// With --storage etcd: seconds the hub running the built-in controllers
+    /// may go without renewing their Lease before another hub takes over.
+    #[arg(long, default_value_t = 15)]
+    pub leader_elect_lease_duration: u64,
     /// Do not run the mailbox controller (one mailbox workspace per SyncTarget).
     #[arg(long)]
     pub disable_mailbox_controller: bool,
@@ -56,8 +80,57 @@ pub struct HubArgs {
     pub disable_compute_workspace: bool,
 }
 
+/// `--storage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StorageKind {
+    Sqlite,
+    Etcd,
+}
+
+/// The etcd options the flags give, or why they do not fit together.
+fn etcd_options(args: &HubArgs) -> anyhow::Result<Option<EtcdOptions>> {
+    let etcd_flags = !args.etcd_servers.is_empty()
+        || args.etcd_cafile.is_some()
+        || args.etcd_certfile.is_some()
+        || args.etcd_keyfile.is_some();
+    match args.storage {
+        StorageKind::Sqlite if etcd_flags => {
+            anyhow::bail!("--etcd-* flags need --storage etcd (the default storage is sqlite)")
+        }
+        StorageKind::Sqlite => Ok(None),
+        StorageKind::Etcd if args.ephemeral => {
+            anyhow::bail!("--ephemeral and --storage etcd exclude each other")
+        }
+        StorageKind::Etcd => {
+            let servers: Vec<String> = args
+                .etcd_servers
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            if servers.is_empty() {
+                anyhow::bail!(
+                    "--storage etcd needs --etcd-servers, for example --etcd-servers http://127.0.0.1:2379"
+                );
+            }
+            Ok(Some(EtcdOptions {
+                servers,
+                prefix: args.etcd_prefix.clone(),
+                ca_file: args.etcd_cafile.clone(),
+                cert_file: args.etcd_certfile.clone(),
+                key_file: args.etcd_keyfile.clone(),
+            }))
+        }
+    }
+}
+
 pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     let mut opts = HubOptions::new(&args.data_dir);
+    opts.etcd = etcd_options(&args)?;
+    if args.leader_elect_lease_duration == 0 {
+        anyhow::bail!("--leader-elect-lease-duration must be at least 1 (seconds)");
+    }
+    opts.controllers_lease_duration = std::time::Duration::from_secs(args.leader_elect_lease_duration);
     opts.listen = args.listen;
     opts.hosts = args.hosts;
     opts.tls_cert_file = args.tls_cert_file;

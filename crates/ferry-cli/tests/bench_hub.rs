@@ -78,3 +78,45 @@ fn bench_hub_figures_are_typed_and_sane() {
     positive(&v, "/apiexport/ratio_p99_virtual_workspace_to_baseline");
     positive(&v, "/apiexport/rss_mib_after");
 }
+
+#[test]
+fn bench_hub_on_etcd_compares_etcd_hubs_with_sqlite() {
+    if ferry_hub::testing::TestEtcd::binary().is_none() {
+        eprintln!("skipping: {}", ferry_hub::testing::TestEtcd::MISSING);
+        return;
+    }
+    let writes = 40usize;
+    let v = run_bench(&[
+        "hub",
+        "--storage",
+        "etcd",
+        "--writes",
+        &writes.to_string(),
+        "--rounds",
+        "2",
+        "--list-objects",
+        "20",
+        "--lists",
+        "2",
+        "--watchers",
+        "2",
+        "--watch-events",
+        "3",
+        "--rss-objects",
+        "0",
+        "--bound-workspaces",
+        "0",
+    ]);
+    for clients in [1, 32] {
+        let block = format!("/etcd/clients_{clients}");
+        rounds(&v, &format!("{block}/sqlite_per_sec"), 2);
+        rounds(&v, &format!("{block}/etcd_one_hub_per_sec"), 2);
+        rounds(&v, &format!("{block}/etcd_two_hubs_per_sec"), 2);
+        ratio(&v, &format!("{block}/ratio_etcd_to_sqlite"), 2);
+        ratio(&v, &format!("{block}/ratio_two_etcd_hubs_to_sqlite"), 2);
+    }
+    assert_eq!(count(&v, "/etcd/clients_32/objects"), writes as u64);
+    summary(&v, "/etcd/get_ms/sqlite", 20);
+    summary(&v, "/etcd/get_ms/etcd", 20);
+    assert_eq!(count(&v, "/etcd/setup/hubs_on_etcd"), 2);
+}

@@ -151,7 +151,7 @@ impl Hub {
         self.observer.read().clone()
     }
 
-    fn rebuild_indexes(&self) {
+    pub(crate) fn rebuild_indexes(&self) {
         // Workspaces: parents first, so paths can be built top-down.
         let (all, _) = self.store.list(&ClusterScope::All, WORKSPACES, None, None);
         let mut pending: Vec<(String, Value)> =

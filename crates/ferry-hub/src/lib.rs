@@ -14,6 +14,7 @@ pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;
+pub mod replicas;
 pub mod selector;
 pub mod server;
 pub mod service;

@@ -44,11 +44,38 @@ where
     }
 }
 
+/// Set to `etcd` to run the hubs tests start ([`TestHub::start`],
+/// [`TestHub::start_with`]) on a fresh etcd each instead of SQLite: the same
+/// tests then prove the etcd backend. Hubs over a caller's data directory
+/// ([`TestHub::start_in`]) stay on SQLite.
+pub const STORAGE_ENV: &str = "FERRY_TEST_STORAGE";
+
+/// Whether [`STORAGE_ENV`] asks for etcd.
+pub fn etcd_requested() -> bool {
+    std::env::var(STORAGE_ENV).is_ok_and(|v| v == "etcd")
+}
+
 /// A hub on `127.0.0.1:<free port>` whose data lives as long as this value.
 pub struct TestHub {
     pub running: RunningHub,
     dir: Option<tempfile::TempDir>,
     data_dir: PathBuf,
+    /// The etcd this hub keeps its objects in, under [`STORAGE_ENV`]`=etcd`.
+    pub etcd: Option<TestEtcd>,
+    etcd_options: Option<crate::storage::EtcdOptions>,
+}
+
+/// etcds of hubs taken apart with [`TestHub::into_parts`], by data
+/// directory, for [`TestHub::start_in`] to restart the hub on.
+fn parked() -> &'static parking_lot::Mutex<std::collections::HashMap<PathBuf, ParkedEtcd>> {
+    static PARKED: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<PathBuf, ParkedEtcd>>> =
+        std::sync::OnceLock::new();
+    PARKED.get_or_init(Default::default)
+}
+
+struct ParkedEtcd {
+    etcd: Option<TestEtcd>,
+    options: crate::storage::EtcdOptions,
 }
 
 impl TestHub {
@@ -63,24 +90,65 @@ impl TestHub {
         let data_dir = dir.path().to_path_buf();
         let mut opts = HubOptions::new(&data_dir);
         opts.listen = "127.0.0.1:0".parse().expect("address");
+        let etcd = if etcd_requested() {
+            let etcd =
+                TestEtcd::start().unwrap_or_else(|| panic!("{STORAGE_ENV}=etcd but {}", TestEtcd::MISSING));
+            opts.etcd = Some(etcd.options());
+            Some(etcd)
+        } else {
+            None
+        };
         adjust(&mut opts);
+        let etcd_options = opts.etcd.clone();
         let running = start(opts).await.expect("hub starts");
         TestHub {
             running,
             dir: Some(dir),
             data_dir,
+            etcd,
+            etcd_options,
         }
     }
 
+    /// Start a hub on `etcd` (its own data directory, the given key prefix).
+    pub async fn start_on_etcd(etcd: &TestEtcd, prefix: &str) -> TestHub {
+        Self::start_on_etcd_with(etcd, prefix, |_| {}).await
+    }
+
+    /// [`TestHub::start_on_etcd`], adjusting the options first.
+    pub async fn start_on_etcd_with(
+        etcd: &TestEtcd,
+        prefix: &str,
+        adjust: impl FnOnce(&mut HubOptions),
+    ) -> TestHub {
+        Self::start_with(|o| {
+            let mut options = etcd.options();
+            options.prefix = prefix.to_string();
+            o.etcd = Some(options);
+            adjust(o);
+        })
+        .await
+    }
+
     /// Start a hub over an existing data directory (which the caller owns).
+    /// A hub that ran there on etcd and was taken apart with
+    /// [`TestHub::into_parts`] restarts on the same etcd.
     pub async fn start_in(data_dir: &Path) -> TestHub {
         let mut opts = HubOptions::new(data_dir);
         opts.listen = "127.0.0.1:0".parse().expect("address");
+        let parked = parked().lock().remove(data_dir);
+        let (etcd, etcd_options) = match parked {
+            Some(p) => (p.etcd, Some(p.options)),
+            None => (None, None),
+        };
+        opts.etcd = etcd_options.clone();
         let running = start(opts).await.expect("hub starts");
         TestHub {
             running,
             dir: None,
             data_dir: data_dir.to_path_buf(),
+            etcd,
+            etcd_options,
         }
     }
 
@@ -139,7 +207,219 @@ impl TestHub {
     /// Keep the data directory after this value is dropped (for restarts).
     pub fn into_parts(mut self) -> (RunningHub, Option<tempfile::TempDir>) {
         let dir = self.dir.take();
+        if let Some(options) = self.etcd_options.take() {
+            let etcd = self.etcd.take();
+            parked()
+                .lock()
+                .insert(self.data_dir.clone(), ParkedEtcd { etcd, options });
+        }
         (self.running, dir)
+    }
+}
+
+/// A one-member etcd on free loopback ports with its data in a temporary
+/// directory, stopped when dropped. For tests of `--storage etcd`.
+pub struct TestEtcd {
+    /// A shell that runs etcd and stops it when its stdin closes: when this
+    /// value is dropped, and when the test process dies however it dies, so
+    /// no etcd outlives its test.
+    child: Option<std::process::Child>,
+    binary: PathBuf,
+    dir: tempfile::TempDir,
+    client_port: u16,
+    peer_port: u16,
+    /// Plain-HTTP `/health`, whether clients talk TLS or not.
+    metrics_port: u16,
+    /// With TLS: the CA etcd's certificates chain to, and a client
+    /// certificate and key etcd requires (files in `dir`).
+    tls: Option<[PathBuf; 3]>,
+}
+
+impl TestEtcd {
+    /// What a test says when it cannot run.
+    pub const MISSING: &'static str =
+        "the etcd binary is not installed (apt-get install etcd-server, or set FERRY_ETCD to its path)";
+
+    /// The etcd binary: `$FERRY_ETCD`, else `etcd` on `PATH`, else `/usr/bin/etcd`.
+    pub fn binary() -> Option<PathBuf> {
+        if let Some(p) = std::env::var_os("FERRY_ETCD") {
+            return Some(PathBuf::from(p));
+        }
+        let on_path = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("etcd"))
+                .find(|p| p.is_file())
+        });
+        on_path.or_else(|| Some(PathBuf::from("/usr/bin/etcd")).filter(|p| p.is_file()))
+    }
+
+    /// Start etcd, or `None` (with a line on stderr saying why the caller
+    /// skips) when the binary is not installed. Its data is in memory where
+    /// the machine has a RAM-backed `/dev/shm` (etcd fsyncs every write).
+    pub fn start() -> Option<TestEtcd> {
+        Self::start_in(Path::new("/dev/shm").is_dir().then_some(Path::new("/dev/shm")))
+    }
+
+    /// [`TestEtcd::start`] with its data in the system's temporary directory
+    /// (on disk, for benchmarks).
+    pub fn start_on_disk() -> Option<TestEtcd> {
+        Self::start_in(None)
+    }
+
+    /// [`TestEtcd::start`] serving TLS only and requiring client
+    /// certificates (`--client-cert-auth`), from a CA of its own; its
+    /// [`TestEtcd::options`] carry the CA and a client certificate.
+    pub fn start_tls() -> Option<TestEtcd> {
+        let mut etcd = Self::start_in(None)?;
+        etcd.stop();
+        let pki = etcd.dir.path().join("pki");
+        std::fs::create_dir_all(&pki).expect("pki directory");
+        let material = crate::server::tls::ensure_certs(etcd.dir.path(), &["127.0.0.1".into()])
+            .expect("certificates for etcd");
+        let (client_cert, client_key) =
+            crate::server::tls::sign_client_cert(&material, "ferry-hub", &[], 1).expect("client certificate");
+        let write = |name: &str, pem: &str| {
+            let path = pki.join(name);
+            std::fs::write(&path, pem).expect("write certificate");
+            path
+        };
+        etcd.tls = Some([
+            write("ca.crt", &material.ca_cert_pem),
+            write("client.crt", &client_cert),
+            write("client.key", &client_key),
+        ]);
+        write("etcd.crt", &material.serving_cert_pem);
+        write("etcd.key", &material.serving_key_pem);
+        etcd.resume();
+        Some(etcd)
+    }
+
+    fn start_in(parent: Option<&Path>) -> Option<TestEtcd> {
+        let Some(binary) = Self::binary() else {
+            eprintln!("skipping: {}", Self::MISSING);
+            return None;
+        };
+        let dir = match parent {
+            Some(p) => tempfile::tempdir_in(p),
+            None => tempfile::tempdir(),
+        }
+        .expect("temporary directory for etcd");
+        let free_port = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .expect("a free port")
+        };
+        let mut etcd = TestEtcd {
+            child: None,
+            binary,
+            dir,
+            client_port: free_port(),
+            peer_port: free_port(),
+            metrics_port: free_port(),
+            tls: None,
+        };
+        etcd.resume();
+        Some(etcd)
+    }
+
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
+    }
+
+    /// Options for a hub on this etcd, under a prefix of its own.
+    pub fn options(&self) -> crate::storage::EtcdOptions {
+        let mut o = crate::storage::EtcdOptions::new(vec![self.url()]);
+        o.prefix = format!("/ferry-test/{}", uuid::Uuid::new_v4().simple());
+        if let Some([ca, cert, key]) = &self.tls {
+            o.ca_file = Some(ca.clone());
+            o.cert_file = Some(cert.clone());
+            o.key_file = Some(key.clone());
+        }
+        o
+    }
+
+    /// Stop etcd, keeping its data for [`TestEtcd::resume`].
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            drop(child.stdin.take());
+            let _ = child.wait();
+        }
+    }
+
+    /// (Re)start etcd on the same ports and data, and wait until it serves.
+    pub fn resume(&mut self) {
+        use std::process::{Command, Stdio};
+        self.stop();
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let mut tls_args: Vec<String> = Vec::new();
+        if self.tls.is_some() {
+            let pki = self.dir.path().join("pki");
+            tls_args = vec![
+                format!("--cert-file={}", pki.join("etcd.crt").display()),
+                format!("--key-file={}", pki.join("etcd.key").display()),
+                format!("--trusted-ca-file={}", pki.join("ca.crt").display()),
+                "--client-cert-auth".into(),
+            ];
+        }
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(r#""$0" "$@" & pid=$!; read -r _; kill -9 $pid; wait $pid"#)
+            .arg(&self.binary)
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", self.dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={}", self.url()))
+            .arg(format!("--advertise-client-urls={}", self.url()))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=test={peer}"))
+            .arg(format!(
+                "--listen-metrics-urls=http://127.0.0.1:{}",
+                self.metrics_port
+            ))
+            .args(&tls_args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !self.healthy() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "etcd on {} did not become healthy in 20s",
+                self.url()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Whether `GET /health` answers `"health":"true"`.
+    fn healthy(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut tcp) = std::net::TcpStream::connect(("127.0.0.1", self.metrics_port)) else {
+            return false;
+        };
+        let _ = tcp.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+        let request = format!(
+            "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.metrics_port
+        );
+        if tcp.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        let mut answer = String::new();
+        let _ = tcp.read_to_string(&mut answer);
+        answer.contains("\"health\":\"true\"")
+    }
+}
+
+impl Drop for TestEtcd {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

@@ -837,10 +837,20 @@ async fn watch_sends_bookmarks_and_ends_at_timeout_seconds() {
         .unwrap()
     {
         if let WatchEvent::Bookmark(b) = event {
-            assert_eq!(
-                b.metadata.resource_version, rv,
-                "a quiet watch's bookmark carries its version"
-            );
+            if ferry_hub::testing::etcd_requested() {
+                // Other writes (the controllers' Lease renewals) move the
+                // hub on: the bookmark may carry a newer version, never an older.
+                let at = |v: &str| v.parse::<u64>().expect("numeric resourceVersion");
+                assert!(
+                    at(&b.metadata.resource_version) >= at(&rv),
+                    "a bookmark never goes back"
+                );
+            } else {
+                assert_eq!(
+                    b.metadata.resource_version, rv,
+                    "a quiet watch's bookmark carries its version"
+                );
+            }
             bookmarks += 1;
         }
     }

@@ -152,7 +152,14 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             return Err(not_found);
         }
     };
-    if let Target::Health(_) = parsed.target {
+    if let Target::Health(check) = &parsed.target {
+        // Liveness is the process's; readiness and health include storage
+        // (etcd reachable), as kube-apiserver's etcd check.
+        if check != "livez" {
+            if let Err(why) = hub.store.ready().await {
+                return Ok((StatusCode::SERVICE_UNAVAILABLE, format!("storage: {why}")).into_response());
+            }
+        }
         return Ok((StatusCode::OK, "ok").into_response());
     }
     let caller = authenticate(&hub, &parts)?;

@@ -20,7 +20,10 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::hub::{Hub, HubConfig};
 use crate::status::ApiError;
-use crate::storage::{Backend, MemoryBackend, SqliteBackend, Store, DEFAULT_HISTORY};
+use crate::storage::{
+    Backend, Etcd, EtcdOptions, HistoryLimits, MemoryBackend, SqliteBackend, Store, DEFAULT_HISTORY,
+    DEFAULT_HISTORY_BYTES,
+};
 
 /// How to run a hub.
 #[derive(Debug, Clone)]
@@ -37,6 +40,12 @@ pub struct HubOptions {
     pub watch_history: usize,
     /// Keep objects in memory only (benchmark baselines, throwaway demos).
     pub ephemeral: bool,
+    /// Keep objects in etcd instead of `<data_dir>/hub.db` (`--storage etcd`).
+    /// Several hubs on one etcd prefix serve the same objects.
+    pub etcd: Option<EtcdOptions>,
+    /// On etcd: how long the hub running the built-in controllers keeps
+    /// their Lease without renewing it before another hub takes over.
+    pub controllers_lease_duration: Duration,
     /// Run the mailbox controller (one mailbox workspace per SyncTarget).
     pub mailbox_controller: bool,
     /// kube-apiserver's static token CSV (`token,user,uid,"group1,group2"`).
@@ -84,6 +93,8 @@ impl HubOptions {
             max_in_flight: 400,
             watch_history: DEFAULT_HISTORY,
             ephemeral: false,
+            etcd: None,
+            controllers_lease_duration: crate::replicas::DEFAULT_LEASE_DURATION,
             mailbox_controller: true,
             token_auth_file: None,
             insecure_port: None,
@@ -166,6 +177,71 @@ fn service_account_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(key.to_vec())
 }
 
+/// What every hub on one etcd prefix must share so that any of them can
+/// serve any client: the CA (clients trust one CA; each hub issues its own
+/// serving certificate from it for its own addresses), the admin token and
+/// the key that signs ServiceAccount tokens. The first hub to start on the
+/// prefix puts its own into etcd (`<prefix>/hub/identity`); every hub then
+/// writes what etcd holds into its data directory. Like kube-apiserver's
+/// Secrets, these are readable by whoever can read the etcd prefix: protect
+/// etcd with `--etcd-cafile/--etcd-certfile/--etcd-keyfile`.
+async fn share_identity(etcd: &Etcd, data_dir: &Path) -> anyhow::Result<()> {
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq)]
+    struct Identity {
+        ca_cert: String,
+        ca_key: String,
+        admin_token: String,
+        service_account_key: String,
+    }
+    let pki = data_dir.join("pki");
+    let read = |p: PathBuf| std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()));
+    tls::ensure_certs(data_dir, &[])?;
+    admin_token(data_dir)?;
+    service_account_key(data_dir)?;
+    let ours = Identity {
+        ca_cert: read(pki.join("ca.crt"))?,
+        ca_key: read(pki.join("ca.key"))?,
+        admin_token: read(data_dir.join("admin.token"))?,
+        service_account_key: read(pki.join("service-account.key"))?,
+    };
+    let stored = etcd
+        .put_once("hub/identity", serde_json::to_vec(&ours)?)
+        .await
+        .context("sharing the hub's CA and tokens through etcd")?;
+    let shared: Identity = serde_json::from_slice(&stored).with_context(|| {
+        format!(
+            "{}/hub/identity in etcd is not a hub identity; delete it to let this hub write its own",
+            etcd.prefix()
+        )
+    })?;
+    if shared != ours {
+        tracing::info!(
+            "using the CA, admin token and ServiceAccount signing key another hub stored in etcd under {}",
+            etcd.prefix()
+        );
+        write_private(&pki.join("ca.crt"), shared.ca_cert.as_bytes())?;
+        write_private(&pki.join("ca.key"), shared.ca_key.as_bytes())?;
+        write_private(&data_dir.join("admin.token"), shared.admin_token.as_bytes())?;
+        write_private(
+            &pki.join("service-account.key"),
+            shared.service_account_key.as_bytes(),
+        )?;
+    }
+    Ok(())
+}
+
+/// This hub among the hubs on one etcd: host name, serving address and a
+/// random suffix (a restarted hub is a new holder).
+fn replica_identity(addr: SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "hub".into());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}_{addr}_{}", &suffix[..8])
+}
+
 /// Write a file readable only by its owner.
 pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
@@ -185,13 +261,27 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 /// Start a hub with `opts`; returns once it is accepting connections.
 pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let db = opts.data_dir.join("hub.db");
-    data_dir::prepare(&opts.data_dir, (!opts.ephemeral).then_some(db.as_path()))?;
-    let backend: Box<dyn Backend> = if opts.ephemeral {
-        Box::new(MemoryBackend)
-    } else {
-        Box::new(SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?)
+    let local_db = !opts.ephemeral && opts.etcd.is_none();
+    data_dir::prepare(&opts.data_dir, local_db.then_some(db.as_path()))?;
+    let store = match &opts.etcd {
+        Some(etcd_opts) => {
+            let etcd = Etcd::connect(etcd_opts).await?;
+            share_identity(&etcd, &opts.data_dir).await?;
+            let limits = HistoryLimits {
+                events: opts.watch_history,
+                bytes: DEFAULT_HISTORY_BYTES,
+            };
+            Store::open_etcd(etcd, limits).await?
+        }
+        None => {
+            let backend: Box<dyn Backend> = if opts.ephemeral {
+                Box::new(MemoryBackend)
+            } else {
+                Box::new(SqliteBackend::open(&db).with_context(|| format!("opening {}", db.display()))?)
+            };
+            Store::open(backend, opts.watch_history)?
+        }
     };
-    let store = Store::open(backend, opts.watch_history)?;
     let token = admin_token(&opts.data_dir)?;
     let static_tokens = match &opts.token_auth_file {
         Some(path) => crate::auth::token_file::load(path)?,
@@ -255,12 +345,30 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
-    let mut controllers = crate::controllers::spawn(&hub, stop.clone(), opts.mailbox_controller);
-    controllers.extend(crate::controllers::synctarget::spawn(
-        &hub,
-        stop.clone(),
-        opts.sync_target_heartbeat_threshold,
-    ));
+    let (mailboxes, heartbeat) = (opts.mailbox_controller, opts.sync_target_heartbeat_threshold);
+    let built_in = move |hub: &Arc<Hub>, stop: watch::Receiver<bool>| {
+        let mut controllers = crate::controllers::spawn(hub, stop.clone(), mailboxes);
+        controllers.extend(crate::controllers::synctarget::spawn(hub, stop, heartbeat));
+        controllers
+    };
+    let controllers = if opts.etcd.is_some() {
+        // Other hubs on the same etcd write too: apply what their writes
+        // change in this hub's memory, and run the controllers only while
+        // this hub holds their Lease.
+        let elected = hub.clone();
+        vec![
+            crate::controllers::follow::spawn(hub.clone(), crate::replicas::PeerWrites, stop.clone()),
+            crate::replicas::spawn_elected(
+                hub.clone(),
+                stop.clone(),
+                replica_identity(addr),
+                opts.controllers_lease_duration,
+                move |stop| built_in(&elected, stop),
+            ),
+        ]
+    } else {
+        built_in(&hub, stop.clone())
+    };
     let (handshake_timeout, timeouts) = (
         opts.tls_handshake_timeout,
         HttpTimeouts {

@@ -74,15 +74,15 @@ pub async fn delete_object(
             if dry_run {
                 return Ok(v);
             }
-            let committed = match hub.store.put(key.clone(), Expect::Version(stored.rv), v) {
+            let written = match hub.store.put(key.clone(), Expect::Version(stored.rv), v) {
+                Ok(committed) => committed.durable().await,
+                Err(e) => Err(e),
+            };
+            let stored = match written {
                 Err(StoreError::Conflict) => return Err(DeleteError::Conflict),
                 other => other.map_err(DeleteError::Store)?,
-            };
-            let stored = committed
-                .durable()
-                .await
-                .map_err(DeleteError::Store)?
-                .expect("object");
+            }
+            .ok_or(DeleteError::Store(StoreError::NotFound))?;
             v = stored.value();
             if !deleting {
                 // Namespace termination and CRD clean-up start here.
@@ -95,15 +95,15 @@ pub async fn delete_object(
         return Ok(v);
     }
     remove_contents(hub, info, key, &v).await;
-    let committed = match hub.store.delete(key.clone(), Expect::Version(stored.rv)) {
+    let written = match hub.store.delete(key.clone(), Expect::Version(stored.rv)) {
+        Ok(committed) => committed.durable().await,
+        Err(e) => Err(e),
+    };
+    let tombstone = match written {
         Err(StoreError::Conflict) => return Err(DeleteError::Conflict),
         other => other.map_err(DeleteError::Store)?,
-    };
-    let tombstone = committed
-        .durable()
-        .await
-        .map_err(DeleteError::Store)?
-        .expect("tombstone");
+    }
+    .ok_or(DeleteError::Store(StoreError::NotFound))?;
     after_write(hub, info, key, None).await;
     Ok(tombstone.value())
 }

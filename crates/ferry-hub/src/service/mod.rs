@@ -488,6 +488,7 @@ pub async fn patch(r: &Request, patch_type: PatchType, body: Bytes) -> Result<Wr
 async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiError> {
     let key = r.key(name)?;
     let done = |object: Value, created: bool| Ok(Written::new(r, object, created));
+    let mut caught_up = false;
     for _attempt in 0..16 {
         let current = r.hub.store.get(&key);
         if let (Some(view), Some(c)) = (&r.visibility, &current) {
@@ -513,15 +514,15 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
                 if r.options.dry_run {
                     return done(v, true);
                 }
-                let committed = match r.hub.store.put(key.clone(), Expect::Absent, v) {
+                let written = match r.hub.store.put(key.clone(), Expect::Absent, v) {
+                    Ok(committed) => committed.durable().await,
+                    Err(e) => Err(e),
+                };
+                let stored = match written {
                     Err(StoreError::AlreadyExists) => continue,
                     other => other.map_err(|e| store_error(r, name, e))?,
-                };
-                let stored = committed
-                    .durable()
-                    .await
-                    .map_err(|e| store_error(r, name, e))?
-                    .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
+                }
+                .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
                 let v = served_value(&stored, &r.info);
                 hooks::after_write(&r.hub, &r.info, &key, Some(&v)).await;
                 return done(v, true);
@@ -533,6 +534,14 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         };
         if let Some(rv) = expect_rv {
             if rv != current.rv {
+                // With hubs sharing etcd, the client may have read a newer
+                // version through another hub than this one has seen yet:
+                // catch up once before calling it a conflict.
+                if r.hub.store.shared() && !caught_up && rv > r.hub.store.resource_version() {
+                    caught_up = true;
+                    let _ = r.hub.store.wait_for(rv, std::time::Duration::from_secs(1)).await;
+                    continue;
+                }
                 return Err(store_error(r, name, StoreError::Conflict));
             }
         }
@@ -545,15 +554,16 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         } else {
             r.hub.store.put(key.clone(), Expect::Version(current.rv), new)
         };
-        let committed = match result {
+        // With etcd, a conflict is known only once the transaction ran.
+        let written = match result {
+            Ok(committed) => committed.durable().await,
+            Err(e) => Err(e),
+        };
+        let stored = match written {
             Err(StoreError::Conflict) if expect_rv.is_none() => continue,
             other => other.map_err(|e| store_error(r, name, e))?,
-        };
-        let stored = committed
-            .durable()
-            .await
-            .map_err(|e| store_error(r, name, e))?
-            .ok_or_else(|| ApiError::internal("the store did not return the written object"))?;
+        }
+        .ok_or_else(|| ApiError::internal("the store did not return the written object"))?;
         let v = served_value(&stored, &r.info);
         if finalized {
             hooks::remove_contents(&r.hub, &r.info, &key, &v).await;

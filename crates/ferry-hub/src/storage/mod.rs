@@ -14,13 +14,17 @@
 //! pending included ([`Store::get`]), so concurrent writes stay serialized.
 
 mod backend;
+mod etcd;
 mod watch;
 
 pub use backend::{Backend, Loaded, MemoryBackend, Mutation, SqliteBackend};
+pub use etcd::{Etcd, EtcdOptions, DEFAULT_PREFIX as DEFAULT_ETCD_PREFIX};
 pub use watch::{EventFilter, EventType, HistoryLimits, WatchError, WatchEvent, WatchSubscription};
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -278,23 +282,72 @@ pub struct Store {
     failure: Arc<Mutex<Option<String>>>,
     /// The committed resourceVersion, for waiters on a future one.
     reached: tokio::sync::watch::Receiver<u64>,
+    /// Set when etcd holds the objects: writes are etcd transactions and
+    /// the in-memory state follows etcd's watch.
+    remote: Option<Arc<Remote>>,
 }
 
-/// A write accepted and queued for commit; await [`Committed::durable`]
-/// before acknowledging it (it is visible to readers from then on).
+/// The store's link to etcd.
+struct Remote {
+    etcd: Etcd,
+    /// The highest revision a write through this hub was given.
+    acked: AtomicU64,
+    /// Why the watch that feeds the cache is down, while it is.
+    down: Arc<Mutex<Option<String>>>,
+    /// The task following etcd's watch; stopped with the store.
+    feed: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Tests: make the feed watch again from a revision.
+    #[cfg(test)]
+    rewatch: tokio::sync::mpsc::UnboundedSender<u64>,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(feed) = self.remote.as_ref().and_then(|r| r.feed.lock().take()) {
+            feed.abort();
+        }
+    }
+}
+
+/// A write accepted; await [`Committed::durable`] before acknowledging it
+/// (it is visible to readers from then on).
+///
+/// With a local backend the store has already checked the write and given it
+/// its resourceVersion; it waits for the batch commit. With etcd, etcd decides
+/// both when the transaction runs, so the write's outcome (a conflict
+/// included) is known only from `durable`.
 pub struct Committed {
-    pub object: Option<Arc<StoredObject>>,
-    pub rv: u64,
-    done: oneshot::Receiver<Result<(), String>>,
+    inner: Pending,
+}
+
+enum Pending {
+    Local {
+        object: Option<Arc<StoredObject>>,
+        done: oneshot::Receiver<Result<(), String>>,
+    },
+    Remote(futures::future::BoxFuture<'static, Result<Option<Arc<StoredObject>>, StoreError>>),
 }
 
 impl Committed {
-    /// Wait until the write is on disk and visible to readers.
+    /// The resourceVersion the write was given, when the store (not etcd)
+    /// decides it before the write is durable.
+    pub fn rv(&self) -> Option<u64> {
+        match &self.inner {
+            Pending::Local { object, .. } => object.as_ref().map(|o| o.rv),
+            Pending::Remote(_) => None,
+        }
+    }
+
+    /// Wait until the write is durable and visible to readers. Errors the
+    /// store could not tell before (etcd's conflicts) come from here too.
     pub async fn durable(self) -> Result<Option<Arc<StoredObject>>, StoreError> {
-        match self.done.await {
-            Ok(Ok(())) => Ok(self.object),
-            Ok(Err(e)) => Err(StoreError::Unavailable(e)),
-            Err(_) => Err(StoreError::Unavailable("commit thread stopped".into())),
+        match self.inner {
+            Pending::Local { object, done } => match done.await {
+                Ok(Ok(())) => Ok(object),
+                Ok(Err(e)) => Err(StoreError::Unavailable(e)),
+                Err(_) => Err(StoreError::Unavailable("commit thread stopped".into())),
+            },
+            Pending::Remote(write) => write.await,
         }
     }
 }
@@ -383,6 +436,33 @@ impl Encoded {
     }
 }
 
+impl Encoded {
+    /// The JSON with an empty resourceVersion: what etcd keeps, since the
+    /// revision etcd gives the write is the resourceVersion.
+    fn blank(&self) -> Vec<u8> {
+        let mut json = self.head.clone();
+        json.extend_from_slice(&self.tail);
+        json
+    }
+}
+
+/// An object read from etcd, with `metadata.resourceVersion` set to the
+/// key's mod revision.
+fn decode_at(json: &[u8], rv: u64) -> anyhow::Result<StoredObject> {
+    let mut value: Value = serde_json::from_slice(json)?;
+    let open = encode_open(&mut value);
+    let has_rv = open.has_rv();
+    Ok(open.close(rv, has_rv))
+}
+
+/// Place `obj` at `key` in `resources`.
+fn insert_object(resources: &mut HashMap<String, Clusters>, key: ObjectKey, obj: Arc<StoredObject>) {
+    let clusters = resources.entry(key.resource).or_default();
+    let mut objects = clusters.remove(&key.cluster).unwrap_or_default();
+    objects.insert((key.namespace, key.name), obj);
+    clusters.insert(key.cluster, objects);
+}
+
 /// Set `metadata.resourceVersion` and serialise.
 #[cfg(test)]
 fn encode(value: &mut Value, rv: u64) -> StoredObject {
@@ -415,10 +495,7 @@ impl Store {
                 json: Bytes::from(json),
                 labels: labels_of(&value),
             };
-            let clusters = resources.entry(key.resource).or_default();
-            let mut objects = clusters.remove(&key.cluster).unwrap_or_default();
-            objects.insert((key.namespace, key.name), Arc::new(obj));
-            clusters.insert(key.cluster, objects);
+            insert_object(&mut resources, key, Arc::new(obj));
         }
         let history = Arc::new(History::new(history_limits, loaded.resource_version));
         let failure = Arc::new(Mutex::new(None));
@@ -447,7 +524,74 @@ impl Store {
             history,
             failure,
             reached,
+            remote: None,
         }))
+    }
+
+    /// Load every object under `etcd`'s prefix and follow etcd's watch from
+    /// the revision read: this hub's reads and watches then show every write
+    /// to that prefix, through any hub.
+    pub async fn open_etcd(etcd: Etcd, history: HistoryLimits) -> anyhow::Result<Arc<Store>> {
+        let (resources, revision) = load_etcd(&etcd).await?;
+        let history = Arc::new(History::new(history, revision));
+        let (reached_tx, reached) = tokio::sync::watch::channel(revision);
+        let state = Arc::new(Mutex::new(State {
+            resources,
+            committed_rv: revision,
+            pending: HashMap::new(),
+            rv: revision,
+            commits: None,
+        }));
+        let down = Arc::new(Mutex::new(None));
+        #[cfg(test)]
+        let (rewatch, rewatch_rx) = tokio::sync::mpsc::unbounded_channel();
+        let feed = Feed {
+            etcd: etcd.clone(),
+            published: Published {
+                state: state.clone(),
+                history: history.clone(),
+                reached: reached_tx,
+            },
+            down: down.clone(),
+            #[cfg(test)]
+            rewatch: rewatch_rx,
+        };
+        let task = tokio::spawn(feed.run(revision));
+        Ok(Arc::new(Store {
+            state,
+            history,
+            failure: Arc::new(Mutex::new(None)),
+            reached,
+            remote: Some(Arc::new(Remote {
+                etcd,
+                acked: AtomicU64::new(revision),
+                down,
+                feed: Mutex::new(Some(task)),
+                #[cfg(test)]
+                rewatch,
+            })),
+        }))
+    }
+
+    /// Whether other hubs write to the same objects (etcd): this hub's view
+    /// may then trail a version a client read through another hub.
+    pub fn shared(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// Whether the store can take writes now: its commit thread runs, or
+    /// etcd answers and the watch that feeds the cache is up.
+    pub async fn ready(&self) -> Result<(), String> {
+        if let Some(failure) = self.failure.lock().clone() {
+            return Err(failure);
+        }
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        if let Some(down) = remote.down.lock().clone() {
+            return Err(down);
+        }
+        remote.etcd.ping().await.map_err(|e| format!("etcd: {e:#}"))
     }
 
     /// An in-memory store (nothing persisted).
@@ -479,7 +623,10 @@ impl Store {
     /// committed and visible to readers: for a request whose answer depends
     /// on writes other tasks may have made a moment before.
     pub async fn settle(&self, timeout: std::time::Duration) {
-        let assigned = self.state.lock().rv;
+        let assigned = match &self.remote {
+            Some(remote) => remote.acked.load(Ordering::Acquire),
+            None => self.state.lock().rv,
+        };
         let _ = self.wait_for(assigned, timeout).await;
     }
 
@@ -597,6 +744,9 @@ impl Store {
                 limit: MAX_OBJECT_BYTES,
             });
         }
+        if let Some(remote) = &self.remote {
+            return Ok(self.remote_write(remote, key, expect, Some((open, has_rv))));
+        }
         let mut state = self.state.lock();
         let current = state.latest(&key);
         check(&current, expect)?;
@@ -621,15 +771,19 @@ impl Store {
         state.rv = rv;
         state.pending.insert(key, (rv, Some(obj.clone())));
         Ok(Committed {
-            object: Some(obj),
-            rv,
-            done,
+            inner: Pending::Local {
+                object: Some(obj),
+                done,
+            },
         })
     }
 
     /// Remove the object at `key` if the newest state matches `expect`. The
     /// DELETED event carries the object at the new revision.
     pub fn delete(&self, key: ObjectKey, expect: Expect) -> Result<Committed, StoreError> {
+        if let Some(remote) = &self.remote {
+            return Ok(self.remote_write(remote, key, expect, None));
+        }
         // The tombstone is serialised outside the lock from the state read
         // first; if the key changes meanwhile, read it again.
         let (mut state, current, tombstone) = loop {
@@ -657,10 +811,76 @@ impl Store {
         state.rv = rv;
         state.pending.insert(key, (rv, None));
         Ok(Committed {
-            object: Some(tombstone),
-            rv,
-            done,
+            inner: Pending::Local {
+                object: Some(tombstone),
+                done,
+            },
         })
+    }
+
+    /// An etcd transaction writing `value` at `key` (`None`: deleting it)
+    /// if the key is as `expect` says. It is acknowledged once this hub's
+    /// cache has the write (read your writes); a refusal waits until the
+    /// cache has what refused it, so a retry reads the newer object.
+    fn remote_write(
+        &self,
+        remote: &Arc<Remote>,
+        key: ObjectKey,
+        expect: Expect,
+        value: Option<(Encoded, bool)>,
+    ) -> Committed {
+        let remote = remote.clone();
+        let mut reached = self.reached.clone();
+        let write = async move {
+            let outcome = remote
+                .etcd
+                .write(&key, expect, value.as_ref().map(|(open, _)| open.blank()))
+                .await;
+            let accepted = match outcome {
+                Ok(accepted) => accepted,
+                Err(refused) => {
+                    let (error, seen) = match refused {
+                        etcd::Refused::AlreadyExists { mod_revision } => {
+                            (StoreError::AlreadyExists, Some(mod_revision))
+                        }
+                        etcd::Refused::Conflict { mod_revision } => {
+                            (StoreError::Conflict, Some(mod_revision))
+                        }
+                        etcd::Refused::NotFound => (StoreError::NotFound, None),
+                        etcd::Refused::Unavailable(m) => (StoreError::Unavailable(m), None),
+                    };
+                    if let Some(rv) = seen {
+                        wait_reached(&mut reached, rv, REMOTE_ECHO_WAIT).await;
+                    }
+                    return Err(error);
+                }
+            };
+            let rv = accepted.revision;
+            remote.acked.fetch_max(rv, Ordering::AcqRel);
+            let object = match value {
+                Some((open, has_rv)) => open.close(rv, has_rv),
+                None => decode_at(&accepted.previous.unwrap_or_default(), rv)
+                    .map_err(|e| StoreError::Unavailable(format!("etcd held an unreadable object: {e}")))?,
+            };
+            if !wait_reached(&mut reached, rv, REMOTE_ECHO_WAIT).await {
+                tracing::warn!(
+                    rv,
+                    "a write is in etcd but this hub's cache has not seen it within {REMOTE_ECHO_WAIT:?}"
+                );
+            }
+            Ok(Some(Arc::new(object)))
+        };
+        Committed {
+            inner: Pending::Remote(Box::pin(write)),
+        }
+    }
+
+    /// Tests: make the etcd feed watch again from `revision`.
+    #[cfg(test)]
+    fn rewatch_from(&self, revision: u64) {
+        if let Some(remote) = &self.remote {
+            let _ = remote.rewatch.send(revision);
+        }
     }
 
     fn enqueue(
@@ -730,6 +950,168 @@ impl Published {
         }
         self.history.publish(batch.iter().map(|w| w.event.clone()));
         self.reached.send_replace(rv);
+    }
+}
+
+/// How long an etcd write waits for this hub's cache to show it before it is
+/// acknowledged anyway.
+const REMOTE_ECHO_WAIT: Duration = Duration::from_secs(10);
+
+/// Wait until `reached` is at least `rv`; whether it got there in `timeout`.
+async fn wait_reached(reached: &mut tokio::sync::watch::Receiver<u64>, rv: u64, timeout: Duration) -> bool {
+    matches!(
+        tokio::time::timeout(timeout, reached.wait_for(|current| *current >= rv)).await,
+        Ok(Ok(_))
+    )
+}
+
+/// Every object under the prefix, decoded, and the revision read.
+async fn load_etcd(etcd: &Etcd) -> anyhow::Result<(HashMap<String, Clusters>, u64)> {
+    let (objects, revision) = etcd.load().await?;
+    let mut resources: HashMap<String, Clusters> = HashMap::new();
+    for o in objects {
+        let obj = decode_at(&o.value, o.mod_revision)
+            .map_err(|e| anyhow::anyhow!("etcd key {} is not an object: {e}", etcd.key(&o.key)))?;
+        insert_object(&mut resources, o.key, Arc::new(obj));
+    }
+    Ok((resources, revision))
+}
+
+/// Follows etcd's watch on the prefix into the store: every change, through
+/// any hub, in revision order.
+struct Feed {
+    etcd: Etcd,
+    published: Published,
+    down: Arc<Mutex<Option<String>>>,
+    #[cfg(test)]
+    rewatch: tokio::sync::mpsc::UnboundedReceiver<u64>,
+}
+
+impl Feed {
+    async fn run(mut self, mut revision: u64) {
+        const FIRST_PAUSE: Duration = Duration::from_millis(50);
+        let mut pause = FIRST_PAUSE;
+        loop {
+            match self.follow(&mut revision).await {
+                Ok(()) => pause = FIRST_PAUSE,
+                Err(why) => {
+                    let first = self.down.lock().replace(why.clone()).is_none();
+                    if first {
+                        tracing::warn!("the etcd watch is down: {why}; retrying");
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// Watch from after `revision` until the watch ends; `Ok` when it ended
+    /// for a reason that needs no pause (a relist after compaction).
+    async fn follow(&mut self, revision: &mut u64) -> Result<(), String> {
+        let mut stream = self
+            .etcd
+            .watch_from(*revision + 1)
+            .await
+            .map_err(|e| format!("watching etcd: {e}"))?;
+        loop {
+            #[cfg(test)]
+            let message = tokio::select! {
+                m = stream.message() => m,
+                Some(from) = self.rewatch.recv() => {
+                    *revision = from;
+                    return Ok(());
+                }
+            };
+            #[cfg(not(test))]
+            let message = stream.message().await;
+            let response = match message {
+                Ok(Some(r)) => r,
+                Ok(None) => return Err("etcd ended the watch".into()),
+                Err(e) => return Err(format!("watching etcd: {e}")),
+            };
+            if response.canceled() {
+                if response.compact_revision() > 0 {
+                    // etcd compacted past what this hub has seen: the changes
+                    // in between are gone. Start over from a fresh read.
+                    *revision = self.relist().await?;
+                    return Ok(());
+                }
+                return Err(format!("etcd cancelled the watch: {}", response.cancel_reason()));
+            }
+            if self.down.lock().take().is_some() {
+                tracing::info!("the etcd watch is up again");
+            }
+            let mut events = Vec::with_capacity(response.events().len());
+            for event in response.events() {
+                if let Some(e) = self.event(event) {
+                    *revision = (*revision).max(e.object.rv);
+                    events.push(e);
+                }
+            }
+            if let Some(last) = events.last().map(|e| e.object.rv) {
+                self.published.history.publish(events.into_iter());
+                self.published.reached.send_replace(last);
+            }
+        }
+    }
+
+    /// One etcd event applied to the store's state, as the watch event to
+    /// publish; `None` for keys that are not objects.
+    fn event(&self, event: &etcd_client::Event) -> Option<Arc<WatchEvent>> {
+        let kv = event.kv()?;
+        let key = self.etcd.parse_key(kv.key())?;
+        let rv = kv.mod_revision().max(0) as u64;
+        let previous = self.published.state.lock().committed(&key);
+        let (kind, object) = match event.event_type() {
+            etcd_client::EventType::Put => {
+                let kind = if previous.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                (kind, decode_at(kv.value(), rv))
+            }
+            // The DELETED event carries the last state at the new revision.
+            etcd_client::EventType::Delete => (EventType::Deleted, decode_at(&previous.as_ref()?.json, rv)),
+        };
+        let object = match object {
+            Ok(o) => Arc::new(o),
+            Err(e) => {
+                tracing::warn!("etcd key {} is not an object, skipped: {e}", self.etcd.key(&key));
+                return None;
+            }
+        };
+        let event = Arc::new(WatchEvent {
+            kind,
+            key,
+            object,
+            previous,
+        });
+        let mut state = self.published.state.lock();
+        state.apply_committed(&event);
+        state.rv = state.committed_rv;
+        Some(event)
+    }
+
+    /// Read everything again after etcd compacted past the watch: the state
+    /// is replaced and every watcher is ended, so clients re-watch and get
+    /// 410 Expired for a resourceVersion older than the new read.
+    async fn relist(&self) -> Result<u64, String> {
+        let (resources, revision) = load_etcd(&self.etcd).await.map_err(|e| format!("{e:#}"))?;
+        tracing::warn!(
+            revision,
+            "etcd compacted past this hub's watch; read everything again"
+        );
+        {
+            let mut state = self.published.state.lock();
+            state.resources = resources;
+            state.committed_rv = revision;
+            state.rv = revision;
+        }
+        self.published.history.reset(revision);
+        self.published.reached.send_replace(revision);
+        Ok(revision)
     }
 }
 
@@ -833,7 +1215,11 @@ mod tests {
     #[tokio::test]
     async fn stale_version_conflicts_and_create_twice_already_exists() {
         let store = Store::in_memory();
-        let a = store.put(key("a"), Expect::Absent, cm("a")).unwrap().rv;
+        let a = store
+            .put(key("a"), Expect::Absent, cm("a"))
+            .unwrap()
+            .rv()
+            .unwrap();
         assert!(matches!(
             store.put(key("a"), Expect::Absent, cm("a")),
             Err(StoreError::AlreadyExists)
@@ -905,7 +1291,7 @@ mod tests {
         )
         .unwrap();
         let write = store.put(key("a"), Expect::Absent, cm("a")).unwrap();
-        assert_eq!(write.rv, 1);
+        assert_eq!(write.rv(), Some(1));
         // Pending: readers see nothing, writers see it.
         assert!(store.get_committed(&key("a")).is_none());
         assert_eq!(store.resource_version(), 0);
@@ -971,7 +1357,7 @@ mod tests {
             open_gate.send(()).unwrap();
             first.durable().await.unwrap();
             let lost = store.put(key("b"), Expect::Absent, cm("b")).unwrap();
-            assert_eq!(lost.rv, 2);
+            assert_eq!(lost.rv(), Some(2));
             // What any reader could see before the "crash".
             assert_eq!(store.resource_version(), 1);
             assert!(store.get_committed(&key("b")).is_none());
@@ -983,7 +1369,71 @@ mod tests {
         assert!(store.get_committed(&key("b")).is_none());
         // rv 2 is handed out again, but no reader ever saw it.
         let again = store.put(key("c"), Expect::Absent, cm("c")).unwrap();
-        assert_eq!(again.rv, 2);
+        assert_eq!(again.rv(), Some(2));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn etcd_compaction_past_the_feed_relists_and_expires_older_watches() {
+        let Some(etcd) = crate::testing::TestEtcd::start() else {
+            return;
+        };
+        let connected = Etcd::connect(&etcd.options()).await.unwrap();
+        let limits = HistoryLimits {
+            events: 100,
+            bytes: 1 << 20,
+        };
+        let store = Store::open_etcd(connected.clone(), limits).await.unwrap();
+        let a = store
+            .put(key("a"), Expect::Absent, cm("a"))
+            .unwrap()
+            .durable()
+            .await
+            .unwrap()
+            .unwrap();
+        let mut before = store.watch(a.rv).unwrap();
+        // Written behind the feed's back: the feed is made to watch from an
+        // old revision that etcd then compacts away.
+        store.rewatch_from(a.rv);
+        let mut client = connected.client();
+        let b = store
+            .put(key("b"), Expect::Absent, cm("b"))
+            .unwrap()
+            .durable()
+            .await
+            .unwrap()
+            .unwrap();
+        client
+            .compact(
+                b.rv as i64,
+                Some(etcd_client::CompactionOptions::new().with_physical()),
+            )
+            .await
+            .unwrap();
+        store.rewatch_from(1);
+        let c = store
+            .put(key("c"), Expect::Absent, cm("c"))
+            .unwrap()
+            .durable()
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(c.rv > b.rv);
+        // Everything is there after the relist ...
+        for name in ["a", "b", "c"] {
+            assert!(
+                store.get_committed(&key(name)).is_some(),
+                "{name} after the relist"
+            );
+        }
+        // ... and a watch from before it has ended; resuming it is 410.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while tokio::time::timeout_at(deadline, before.next())
+            .await
+            .unwrap()
+            .is_some()
+        {}
+        assert!(matches!(store.watch(a.rv), Err(WatchError::Expired { .. })));
+        assert!(store.watch(store.resource_version()).is_ok());
     }
 
     #[tokio::test]

@@ -191,6 +191,17 @@ impl History {
         })
     }
 
+    /// Forget every event and end every subscriber: the store was read
+    /// afresh at `rv` and nothing before it can be replayed.
+    pub(crate) fn reset(&self, rv: u64) {
+        let mut inner = self.inner.lock();
+        inner.events.clear();
+        inner.bytes = 0;
+        inner.floor = rv;
+        inner.latest = rv;
+        inner.subscribers.clear();
+    }
+
     fn latest(&self) -> u64 {
         self.inner.lock().latest
     }

@@ -1,0 +1,434 @@
+//! The hub on etcd (`--storage etcd`): several hubs on one etcd serve the
+//! same objects, etcd decides resourceVersions and conflicts, and an etcd
+//! outage is a 503 and a failing `/readyz` until etcd returns. Each test
+//! skips (saying so) when the etcd binary is not installed.
+
+mod common;
+
+use std::time::Duration;
+
+use ferry_hub::testing::{TestEtcd, TestHub};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+use common::{call, eventually};
+
+fn configmap(name: &str, value: &str) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default"},
+        "data": {"v": value},
+    }))
+    .expect("configmap")
+}
+
+async fn configmaps(hub: &TestHub) -> Api<ConfigMap> {
+    Api::namespaced(hub.client("root").await, "default")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_through_one_hub_is_seen_by_a_watch_on_another() {
+    let Some(etcd) = TestEtcd::start() else { return };
+    let a = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    let b = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    // One identity: b trusts and accepts what a handed out.
+    assert_eq!(
+        a.running.ca_pem, b.running.ca_pem,
+        "hubs on one etcd share their CA"
+    );
+    assert_eq!(a.running.admin_token, b.running.admin_token);
+
+    let on_b = configmaps(&b).await;
+    let start_rv = on_b
+        .list(&Default::default())
+        .await
+        .expect("list on b")
+        .metadata
+        .resource_version
+        .expect("list resourceVersion");
+    let mut events = on_b
+        .watch(&WatchParams::default(), &start_rv)
+        .await
+        .expect("watch on b")
+        .boxed();
+    let created = configmaps(&a)
+        .await
+        .create(&PostParams::default(), &configmap("through-a", "1"))
+        .await
+        .expect("create on a");
+    let rv = created
+        .metadata
+        .resource_version
+        .clone()
+        .expect("resourceVersion");
+    let seen = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(event) = events.next().await {
+            if let WatchEvent::Added(cm) = event.expect("watch event") {
+                if cm.metadata.name.as_deref() == Some("through-a") {
+                    return cm;
+                }
+            }
+        }
+        panic!("b's watch ended before the object written through a arrived");
+    })
+    .await
+    .expect("b's watch shows a's write within 10s");
+    assert_eq!(seen.metadata.resource_version.as_deref(), Some(rv.as_str()));
+
+    // The resourceVersion is etcd's mod revision of the object's key.
+    let mut kv = etcd_client::Client::connect([etcd.url()], None)
+        .await
+        .expect("etcd client");
+    let stored = kv
+        .get("/ferry/root//configmaps/default/through-a", None)
+        .await
+        .expect("etcd get");
+    let item = stored.kvs().first().expect("the object is in etcd under its key");
+    assert_eq!(item.mod_revision().to_string(), rv);
+
+    // A hub started later reads everything from etcd.
+    let c = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    let on_c = configmaps(&c)
+        .await
+        .get("through-a")
+        .await
+        .expect("c reads a's object");
+    assert_eq!(on_c.metadata.resource_version.as_deref(), Some(rv.as_str()));
+    // A hub on another prefix does not.
+    let other = TestHub::start_on_etcd(&etcd, "/other").await;
+    assert!(configmaps(&other)
+        .await
+        .get_opt("through-a")
+        .await
+        .expect("get")
+        .is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conflicting_writes_through_two_hubs_give_one_409() {
+    let Some(etcd) = TestEtcd::start() else { return };
+    let a = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    let b = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    let (on_a, on_b) = (configmaps(&a).await, configmaps(&b).await);
+
+    // Two creates of one name at once: one wins, the other is AlreadyExists.
+    let pp = PostParams::default();
+    let (from_a, from_b) = (configmap("race", "a"), configmap("race", "b"));
+    let (x, y) = tokio::join!(on_a.create(&pp, &from_a), on_b.create(&pp, &from_b));
+    let codes: Vec<u16> = [&x, &y]
+        .iter()
+        .map(|r| match r {
+            Ok(_) => 201,
+            Err(kube::Error::Api(e)) => e.code,
+            Err(e) => panic!("unexpected error: {e}"),
+        })
+        .collect();
+    let mut sorted = codes.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![201, 409], "one create wins: {codes:?}");
+
+    // Two updates from the same read: the second, on the other hub, is 409,
+    // even if that hub's cache has not seen the first one yet.
+    let read = on_a.get("race").await.expect("get");
+    let mut first = read.clone();
+    first.data = Some([("v".to_string(), "first".to_string())].into());
+    let mut second = read.clone();
+    second.data = Some([("v".to_string(), "second".to_string())].into());
+    on_a.replace("race", &PostParams::default(), &first)
+        .await
+        .expect("first update");
+    match on_b.replace("race", &PostParams::default(), &second).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 409, "{e:?}"),
+        other => panic!("the stale update through b must be refused with 409, got {other:?}"),
+    }
+    // Nothing was lost: both hubs show the first update.
+    for api in [&on_a, &on_b] {
+        eventually(10, "both hubs show the first update", || async {
+            let cm = api.get("race").await.ok()?;
+            (cm.data?.get("v")? == "first").then_some(())
+        })
+        .await;
+    }
+    // An update through b carrying the version just read through a is not a
+    // conflict, even when b has not seen that version yet.
+    for round in 0..5 {
+        let mut fresh = on_a.get("race").await.expect("get through a");
+        fresh.data = Some(
+            [
+                ("v".to_string(), "first".to_string()),
+                ("round".to_string(), round.to_string()),
+            ]
+            .into(),
+        );
+        on_a.replace("race", &PostParams::default(), &fresh)
+            .await
+            .expect("update through a");
+        let mut next = on_a.get("race").await.expect("get through a");
+        next.data = Some([("v".to_string(), "first".to_string())].into());
+        on_b.replace("race", &PostParams::default(), &next)
+            .await
+            .expect("update through b at the version read through a");
+    }
+    // A patch (no resourceVersion) through b applies on top of a's update.
+    on_b.patch(
+        "race",
+        &Default::default(),
+        &kube::api::Patch::Merge(json!({"data": {"w": "patched"}})),
+    )
+    .await
+    .expect("patch through b");
+    let cm = on_a.get("race").await.expect("get");
+    let data = cm.data.expect("data");
+    assert_eq!((data["v"].as_str(), data["w"].as_str()), ("first", "patched"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn while_etcd_is_down_writes_are_503_and_readyz_fails_until_it_returns() {
+    let Some(mut etcd) = TestEtcd::start() else { return };
+    let hub = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    // kube-rs retries 503s by default (for up to minutes): this client shows them.
+    let mut config = hub.config("root").await;
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).expect("client");
+    let on_hub: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    on_hub
+        .create(&PostParams::default(), &configmap("before", "1"))
+        .await
+        .expect("create while etcd is up");
+    assert_eq!(call(&client, "GET", "/readyz", None).await.0, 200);
+
+    etcd.stop();
+    eventually(15, "/readyz to fail while etcd is down", || async {
+        (call(&client, "GET", "/readyz", None).await.0 == 503).then_some(())
+    })
+    .await;
+    assert_eq!(
+        call(&client, "GET", "/livez", None).await.0,
+        200,
+        "the process itself is live"
+    );
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during"}});
+    let (code, status) = call(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&body),
+    )
+    .await;
+    assert_eq!(code, 503, "a write while etcd is down: {status}");
+    assert_eq!(status["reason"], "ServiceUnavailable");
+    // Reads are still served from memory.
+    assert!(on_hub.get("before").await.is_ok());
+
+    etcd.resume();
+    eventually(30, "/readyz to pass once etcd is back", || async {
+        (call(&client, "GET", "/readyz", None).await.0 == 200).then_some(())
+    })
+    .await;
+    let after = on_hub
+        .create(&PostParams::default(), &configmap("after", "1"))
+        .await
+        .expect("create once etcd is back");
+    // The cache follows etcd again: the write is listed.
+    let names: Vec<String> = on_hub
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert!(names.contains(&"after".to_string()), "{names:?}");
+    assert!(!names.contains(&"during".to_string()), "{names:?}");
+    assert!(after.metadata.resource_version.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn workspaces_crds_and_rbac_written_through_one_hub_take_effect_on_another() {
+    let Some(etcd) = TestEtcd::start() else { return };
+    let a = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    let b = TestHub::start_on_etcd(&etcd, "/ferry").await;
+    let admin_a = a.client("root").await;
+    let ws =
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "team"}});
+    let (code, body) = call(
+        &admin_a,
+        "POST",
+        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
+        Some(&ws),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+
+    // The workspace made through a is served by b.
+    let team_b = b.client("root:team").await;
+    eventually(10, "b to serve workspace root:team", || async {
+        (call(&team_b, "GET", "/api/v1/namespaces/default", None).await.0 == 200).then_some(())
+    })
+    .await;
+
+    // A CRD made through a is served by b.
+    let team_a = a.client("root:team").await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    let (code, body) = call(
+        &team_a,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(&crd),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g1"}});
+    eventually(10, "b to serve the CRD made through a", || async {
+        let (code, _) = call(
+            &team_b,
+            "POST",
+            "/apis/example.com/v1/namespaces/default/gadgets",
+            Some(&gadget),
+        )
+        .await;
+        (code == 201).then_some(())
+    })
+    .await;
+
+    // A ServiceAccount token from a works on b, with the RBAC granted
+    // through a, and stops working on b when a revokes it.
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}});
+    let (code, body) = call(
+        &team_a,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts",
+        Some(&sa),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let (code, body) = call(
+        &team_a,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/reader/token",
+        Some(&request),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let token = body["status"]["token"].as_str().expect("token").to_string();
+    let reader_b = common::client_as(&b, "root:team", ferry_hub::kubeconfig::AuthInfo::Token(token)).await;
+    let list = "/api/v1/namespaces/default/configmaps";
+    assert_eq!(call(&reader_b, "GET", list, None).await.0, 403, "no grant yet");
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "reader-view"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": "default"}]});
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
+    let (code, body) = call(&team_a, "POST", bindings, Some(&binding)).await;
+    assert_eq!(code, 201, "{body}");
+    eventually(10, "b to honour the grant made through a", || async {
+        (call(&reader_b, "GET", list, None).await.0 == 200).then_some(())
+    })
+    .await;
+    let (code, body) = call(&team_a, "DELETE", &format!("{bindings}/reader-view"), None).await;
+    assert_eq!(code, 200, "{body}");
+    eventually(10, "b to drop the grant revoked through a", || async {
+        (call(&reader_b, "GET", list, None).await.0 == 403).then_some(())
+    })
+    .await;
+}
+
+/// The holder of the controllers' Lease in `root`.
+async fn controllers_lease_holder(hub: &TestHub) -> Option<String> {
+    let (code, lease) = call(
+        &hub.client("root").await,
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/ferry-hub-controllers",
+        None,
+    )
+    .await;
+    (code == 200).then(|| {
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controllers_run_on_the_lease_holder_and_move_when_it_stops() {
+    let Some(etcd) = TestEtcd::start() else { return };
+    let short = |o: &mut ferry_hub::server::HubOptions| o.controllers_lease_duration = Duration::from_secs(4);
+    let a = TestHub::start_on_etcd_with(&etcd, "/ferry", short).await;
+    let a_addr = format!("_{}_", a.running.addr);
+    eventually(10, "a to take the controllers' Lease", || async {
+        controllers_lease_holder(&a).await.filter(|h| h.contains(&a_addr))
+    })
+    .await;
+    let b = TestHub::start_on_etcd_with(&etcd, "/ferry", short).await;
+    let b_addr = format!("_{}_", b.running.addr);
+    // b stands by while a renews (for longer than the Lease lasts).
+    let standby_until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < standby_until {
+        let holder = controllers_lease_holder(&b).await.unwrap_or_default();
+        assert!(
+            holder.contains(&a_addr),
+            "a keeps the Lease while it runs, got {holder:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // a stops (giving the Lease up): b takes over at once (well within the
+    // Lease's duration), and the API works on through b.
+    let (running, _dir) = a.into_parts();
+    running.stop().await;
+    eventually(3, "b to take the given-up Lease", || async {
+        controllers_lease_holder(&b).await.filter(|h| h.contains(&b_addr))
+    })
+    .await;
+    let admin = b.client("root").await;
+    let (code, body) = call(
+        &admin,
+        "POST",
+        "/api/v1/namespaces",
+        Some(&json!({"metadata": {"name": "gone"}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    let (code, body) = call(&admin, "POST", "/api/v1/namespaces/gone/configmaps", Some(&cm)).await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = call(&admin, "DELETE", "/api/v1/namespaces/gone", None).await;
+    assert_eq!(code, 200, "{body}");
+    eventually(20, "b's namespace controller to finish the deletion", || async {
+        (call(&admin, "GET", "/api/v1/namespaces/gone", None).await.0 == 404).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hub_talks_tls_to_etcd_with_a_client_certificate() {
+    let Some(etcd) = TestEtcd::start_tls() else { return };
+    // etcd requires a client certificate: without one the hub does not start,
+    // and says which servers did not answer.
+    let mut without = etcd.options();
+    without.cert_file = None;
+    without.key_file = None;
+    let refused = ferry_hub::storage::Etcd::connect(&without)
+        .await
+        .err()
+        .expect("etcd refuses a client without a certificate");
+    assert!(format!("{refused:#}").contains(&etcd.url()), "{refused:#}");
+
+    let hub = TestHub::start_with(|o| o.etcd = Some(etcd.options())).await;
+    let api = configmaps(&hub).await;
+    let made = api
+        .create(&PostParams::default(), &configmap("over-tls", "1"))
+        .await
+        .expect("create through a hub on etcd over TLS");
+    let read = api.get("over-tls").await.expect("get");
+    assert_eq!(read.metadata.resource_version, made.metadata.resource_version);
+}
