@@ -166,9 +166,17 @@ async fn conflicting_writes_through_two_hubs_give_one_409() {
             .expect("update through a");
         let mut next = on_a.get("race").await.expect("get through a");
         next.data = Some([("v".to_string(), "first".to_string())].into());
-        on_b.replace("race", &PostParams::default(), &next)
+        let written = on_b
+            .replace("race", &PostParams::default(), &next)
             .await
             .expect("update through b at the version read through a");
+        // Reads are served from each hub's cache: a sees b's write within
+        // moments, and the next round reads through a only once it has.
+        let rv = written.metadata.resource_version.clone();
+        eventually(10, "a sees the update through b", || async {
+            (on_a.get("race").await.ok()?.metadata.resource_version == rv).then_some(())
+        })
+        .await;
     }
     // A patch (no resourceVersion) through b applies on top of a's update.
     on_b.patch(
@@ -178,9 +186,11 @@ async fn conflicting_writes_through_two_hubs_give_one_409() {
     )
     .await
     .expect("patch through b");
-    let cm = on_a.get("race").await.expect("get");
-    let data = cm.data.expect("data");
-    assert_eq!((data["v"].as_str(), data["w"].as_str()), ("first", "patched"));
+    eventually(10, "a shows the patch through b on top of its update", || async {
+        let data = on_a.get("race").await.ok()?.data?;
+        (data.get("v")? == "first" && data.get("w")? == "patched").then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
