@@ -205,25 +205,9 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         .await
         .context("applying the syncer's ClusterRoleBinding")?;
 
-    let request: TokenRequest = serde_json::from_value(json!({
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"audiences": [], "expirationSeconds": args.lifetime.as_secs()},
-    }))?;
-    let token = sas
-        .create_token_request(&id, &PostParams::default(), &request)
-        .await
-        .with_context(|| format!("requesting a token for ServiceAccount {id}"))?
-        .status
-        .map(|s| s.token)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| anyhow::anyhow!("the hub returned an empty token for ServiceAccount {id}"))?;
+    let token = service_account_token(&sas, &id, args.lifetime).await?;
 
-    let ca = config
-        .root_cert
-        .as_ref()
-        .and_then(|certs| certs.first())
-        .map(|der| ferry_hub::server::tls::pem_encode("CERTIFICATE", der))
-        .unwrap_or_default();
+    let ca = ca_pem(config);
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     let upstream_kubeconfig = ferry_hub::kubeconfig::kubeconfig(
         "upstream",
@@ -265,18 +249,82 @@ fn manifest(
     syncer_args.extend(args.qps.map(|qps| format!("--qps={qps}")));
     syncer_args.extend(args.burst.map(|burst| format!("--burst={burst}")));
     syncer_args.push("--health-address=0.0.0.0:8080".to_string());
-    let objects = vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}),
+    render(&install_objects(&Install {
+        id,
+        namespace: ns,
+        labels,
+        container: "ferry-syncer",
+        image: &args.syncer_image,
+        args: syncer_args,
+        replicas: args.replicas,
+        volume: "upstream",
+        mount: UPSTREAM_MOUNT,
+        kubeconfig,
+        rules: downstream_rules(),
+    }))
+}
+
+/// A TokenRequest token for ServiceAccount `id`, valid for `lifetime`.
+pub async fn service_account_token(
+    sas: &Api<ServiceAccount>,
+    id: &str,
+    lifetime: Duration,
+) -> anyhow::Result<String> {
+    let request: TokenRequest = serde_json::from_value(json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"audiences": [], "expirationSeconds": lifetime.as_secs()},
+    }))?;
+    sas.create_token_request(id, &PostParams::default(), &request)
+        .await
+        .with_context(|| format!("requesting a token for ServiceAccount {id}"))?
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("the hub returned an empty token for ServiceAccount {id}"))
+}
+
+/// The PEM of the CA `config` trusts (empty if it names none).
+pub fn ca_pem(config: &kube::Config) -> String {
+    config
+        .root_cert
+        .as_ref()
+        .and_then(|certs| certs.first())
+        .map(|der| ferry_hub::server::tls::pem_encode("CERTIFICATE", der))
+        .unwrap_or_default()
+}
+
+/// What a syncer's install on a workload cluster is made of (syncer-gen's and
+/// `workload sync`'s manifests differ only in these).
+pub struct Install<'a> {
+    pub id: &'a str,
+    pub namespace: &'a str,
+    pub labels: Value,
+    pub container: &'a str,
+    pub image: &'a str,
+    pub args: Vec<String>,
+    pub replicas: i32,
+    pub volume: &'a str,
+    pub mount: &'a str,
+    pub kubeconfig: &'a str,
+    pub rules: Value,
+}
+
+/// Namespace, ServiceAccount, ClusterRole and binding, the upstream kubeconfig
+/// Secret, and the Deployment running the syncer with it mounted.
+pub fn install_objects(i: &Install) -> Vec<Value> {
+    let (id, ns) = (i.id, i.namespace);
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": i.labels}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": ns}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": downstream_rules()}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": i.rules}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
                "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns}]}),
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": id, "namespace": ns},
-               "type": "Opaque", "stringData": {"kubeconfig": kubeconfig}}),
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": id, "namespace": ns, "labels": labels},
+               "type": "Opaque", "stringData": {"kubeconfig": i.kubeconfig}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": id, "namespace": ns, "labels": i.labels},
         "spec": {
-            "replicas": args.replicas,
+            "replicas": i.replicas,
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": {"app": id}},
             "template": {
@@ -284,24 +332,28 @@ fn manifest(
                 "spec": {
                     "serviceAccountName": id,
                     "containers": [{
-                        "name": "ferry-syncer",
-                        "image": args.syncer_image,
-                        "args": syncer_args,
+                        "name": i.container,
+                        "image": i.image,
+                        "args": i.args,
                         "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
                         "ports": [{"name": "health", "containerPort": 8080}],
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}},
                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}},
-                        "volumeMounts": [{"name": "upstream", "mountPath": UPSTREAM_MOUNT, "readOnly": true}],
+                        "volumeMounts": [{"name": i.volume, "mountPath": i.mount, "readOnly": true}],
                     }],
-                    "volumes": [{"name": "upstream", "secret": {"secretName": id}}],
+                    "volumes": [{"name": i.volume, "secret": {"secretName": id}}],
                 },
             },
         }}),
-    ];
+    ]
+}
+
+/// Multi-document YAML of `objects`.
+pub fn render(objects: &[Value]) -> anyhow::Result<String> {
     let mut out = String::new();
     for o in objects {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(&o).context("rendering the manifest")?);
+        out.push_str(&serde_saphyr::to_string(o).context("rendering the manifest")?);
     }
     Ok(out)
 }

@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -20,6 +19,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha224};
 
 use crate::bind_cmd::split_reference;
+use crate::syncer_gen::{ca_pem, install_objects, render, service_account_token, Install};
 
 /// The field manager of what `workload sync` applies.
 const FIELD_MANAGER: &str = "kubectl-ferry-workload";
@@ -334,18 +334,7 @@ pub async fn sync(config: &kube::Config, args: &SyncArgs) -> anyhow::Result<Regi
         .await
         .context("creating the syncer's ClusterRoleBinding")?;
 
-    let request: TokenRequest = serde_json::from_value(json!({
-        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"audiences": [], "expirationSeconds": args.lifetime.as_secs()},
-    }))?;
-    let token = sas
-        .create_token_request(&id, &PostParams::default(), &request)
-        .await
-        .with_context(|| format!("requesting a token for ServiceAccount {id}"))?
-        .status
-        .map(|s| s.token)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| anyhow::anyhow!("the hub returned an empty token for ServiceAccount {id}"))?;
+    let token = service_account_token(&sas, &id, args.lifetime).await?;
 
     // The downstream RBAC follows what the SyncTarget will sync; the hub fills
     // `syncedResources` from the supported exports shortly after the apply.
@@ -372,12 +361,7 @@ pub async fn sync(config: &kube::Config, args: &SyncArgs) -> anyhow::Result<Regi
         synced.push((group.to_string(), plural.to_string()));
     }
 
-    let ca = config
-        .root_cert
-        .as_ref()
-        .and_then(|certs| certs.first())
-        .map(|der| ferry_hub::server::tls::pem_encode("CERTIFICATE", der))
-        .unwrap_or_default();
+    let ca = ca_pem(config);
     // kcp's syncer kubeconfig points at the server's root; the syncer finds its
     // workspace from --from-cluster and its virtual workspaces from the SyncTarget.
     let upstream_kubeconfig = ferry_hub::kubeconfig::kubeconfig(
@@ -439,46 +423,19 @@ fn manifest(m: &Manifest) -> anyhow::Result<String> {
     syncer_args.push(format!("--burst={}", args.burst));
     syncer_args.extend(args.feature_gates.iter().map(|g| format!("--feature-gates={g}")));
     syncer_args.push("--health-address=0.0.0.0:8080".to_string());
-    let objects = vec![
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": ns}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id},
-               "rules": downstream_rules(m.synced)}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
-               "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns}]}),
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": id, "namespace": ns},
-               "type": "Opaque", "stringData": {"kubeconfig": m.kubeconfig}}),
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": id, "namespace": ns, "labels": labels},
-        "spec": {
-            "replicas": args.replicas,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {"app": id}},
-            "template": {
-                "metadata": {"labels": {"app": id}},
-                "spec": {
-                    "serviceAccountName": id,
-                    "containers": [{
-                        "name": "kcp-syncer",
-                        "image": args.syncer_image,
-                        "args": syncer_args,
-                        "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
-                        "ports": [{"name": "health", "containerPort": 8080}],
-                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}},
-                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"}},
-                        "volumeMounts": [{"name": "kcp-config", "mountPath": KCP_MOUNT, "readOnly": true}],
-                    }],
-                    "volumes": [{"name": "kcp-config", "secret": {"secretName": id}}],
-                },
-            },
-        }}),
-    ];
-    let mut out = String::new();
-    for o in objects {
-        out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(&o).context("rendering the manifest")?);
-    }
-    Ok(out)
+    render(&install_objects(&Install {
+        id,
+        namespace: ns,
+        labels,
+        container: "kcp-syncer",
+        image: &args.syncer_image,
+        args: syncer_args,
+        replicas: args.replicas,
+        volume: "kcp-config",
+        mount: KCP_MOUNT,
+        kubeconfig: m.kubeconfig,
+        rules: downstream_rules(m.synced),
+    }))
 }
 
 /// Cordon, uncordon or drain: the merge patch on the SyncTarget's spec.
