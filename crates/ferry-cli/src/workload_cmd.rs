@@ -195,8 +195,9 @@ pub fn upstream_rules(name: &str) -> Value {
 
 /// Downstream rules for the syncer on the workload cluster, as kcp's plugin writes
 /// them: the namespaces it creates and deletes (never rewrites), CRDs it reads for
-/// imports, and full control of the synced resources and of configmaps, secrets and
-/// pods (with their subresources; pods for upsync) always. The syncer checks each
+/// imports, and full control of the synced resources and of configmaps, secrets,
+/// pods and persistent volumes (with their subresources; pods and volumes for upsync)
+/// always. The syncer checks each
 /// synced resource with a SelfSubjectAccessReview for `*` before syncing it.
 pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     let mut rules = vec![
@@ -209,9 +210,20 @@ pub fn downstream_rules(synced: &[(String, String)]) -> Value {
     ];
     let mut by_group: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
         Default::default();
-    // The syncer upsyncs pods whatever the SyncTarget lists, so they are always in the set.
+    // The syncer upsyncs pods and persistent volumes whatever the SyncTarget lists, so
+    // they are always in the set.
     let core = by_group.entry("").or_default();
-    core.extend(["configmaps", "secrets", "pods", "pods/status"].map(String::from));
+    core.extend(
+        [
+            "configmaps",
+            "secrets",
+            "pods",
+            "pods/status",
+            "persistentvolumes",
+            "persistentvolumes/status",
+        ]
+        .map(String::from),
+    );
     for sub in [
         "log",
         "exec",

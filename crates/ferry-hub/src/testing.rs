@@ -204,6 +204,34 @@ impl TestHub {
         child.wait_with_output().expect("kubectl runs")
     }
 
+    /// Stops the hub, awaits `outage` (the world without it), then starts a hub with
+    /// default options again on the same address over the same data (and etcd): an
+    /// outage as its clients see one.
+    pub async fn restart_after<T>(self, outage: impl std::future::Future<Output = T>) -> (TestHub, T) {
+        let listen = self.running.addr;
+        let data_dir = self.data_dir.clone();
+        let (running, dir) = self.into_parts();
+        running.stop().await;
+        let out = outage.await;
+        let parked = parked().lock().remove(&data_dir);
+        let (etcd, etcd_options) = match parked {
+            Some(p) => (p.etcd, Some(p.options)),
+            None => (None, None),
+        };
+        let mut opts = HubOptions::new(&data_dir);
+        opts.listen = listen;
+        opts.etcd = etcd_options.clone();
+        let running = start(opts).await.expect("hub restarts");
+        let hub = TestHub {
+            running,
+            dir,
+            data_dir,
+            etcd,
+            etcd_options,
+        };
+        (hub, out)
+    }
+
     /// Keep the data directory after this value is dropped (for restarts).
     pub fn into_parts(mut self) -> (RunningHub, Option<tempfile::TempDir>) {
         let dir = self.dir.take();

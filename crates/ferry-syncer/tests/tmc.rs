@@ -1100,3 +1100,432 @@ async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_wor
     .await;
     syncer.stop().await;
 }
+
+fn volumes() -> ApiResource {
+    ar("", "v1", "PersistentVolume", "persistentvolumes")
+}
+
+/// A persistent volume; `claim`: `(namespace, name)` of the claim it is bound to.
+fn volume(name: &str, labels: Value, annotations: Value, claim: Option<(&str, &str)>) -> Value {
+    let mut pv = json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": { "name": name, "labels": labels, "annotations": annotations },
+        "spec": { "capacity": { "storage": "1Gi" }, "accessModes": ["ReadWriteOnce"],
+            "hostPath": { "path": format!("/data/{name}") } }
+    });
+    if let Some((ns, claim)) = claim {
+        pv["spec"]["claimRef"] = json!({ "kind": "PersistentVolumeClaim", "namespace": ns, "name": claim,
+            "uid": "0b7c5f3e-downstream-claim", "resourceVersion": "42" });
+    }
+    pv
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_or_locator() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(&t.down, &namespaces(), None, &kcp_ns, "the namespace", |_| true).await;
+    let upsync = json!({ t.state_label(): "Upsync" });
+    // Bound to a claim in a namespace synced from root:app.
+    t.down
+        .create(
+            &volumes(),
+            volume("pvc-1", upsync.clone(), json!({}), Some((&kcp_ns, "data"))),
+        )
+        .await;
+    // Located in root:app by its locator annotation.
+    let locator = NamespaceLocator::new(&t.target, &t.app_cluster, "").to_json();
+    t.down
+        .create(
+            &volumes(),
+            volume(
+                "located",
+                upsync.clone(),
+                json!({ NAMESPACE_LOCATOR_ANNOTATION: locator }),
+                None,
+            ),
+        )
+        .await;
+    // Labelled, but nothing says which workspace it belongs to.
+    t.down
+        .create(
+            &volumes(),
+            volume("stranger", upsync, json!({}), Some(("default", "x"))),
+        )
+        .await;
+
+    let up = wait_for(
+        &t.app,
+        &volumes(),
+        None,
+        "pvc-1",
+        "the bound volume upstream",
+        |_| true,
+    )
+    .await;
+    assert_eq!(up["spec"]["claimRef"]["namespace"], "demo", "{up}");
+    assert_eq!(up["spec"]["claimRef"]["name"], "data", "{up}");
+    assert!(
+        up["spec"]["claimRef"]["uid"].is_null(),
+        "the downstream claim's uid is not copied: {up}"
+    );
+    assert!(has_finalizer(&up, &t.finalizer()), "{up}");
+    assert_eq!(annotation(&up, NAMESPACE_LOCATOR_ANNOTATION), None, "{up}");
+    wait_for(
+        &t.app,
+        &volumes(),
+        None,
+        "located",
+        "the located volume upstream",
+        |_| true,
+    )
+    .await;
+    assert!(
+        t.app.get(&volumes(), None, "stranger").await.is_none(),
+        "a volume belonging to no workspace stays downstream"
+    );
+
+    t.down.delete(&volumes(), None, "pvc-1").await;
+    wait_gone(&t.app, &volumes(), None, "pvc-1", "the upstream volume").await;
+    assert!(t.app.get(&volumes(), None, "located").await.is_some());
+    syncer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over_a_stranger() {
+    let t = Tmc::start().await;
+    // persistentvolumes in the `kubernetes` export, imported from the cluster: Accepted.
+    let apis = |kind: &str, plural: &str| ar("apis.kcp.io", "v1alpha1", kind, plural);
+    let schema = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
+    t.org
+        .create(
+            &apis("APIResourceSchema", "apiresourceschemas"),
+            json!({
+                "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+                "metadata": { "name": "v1.persistentvolumes.core" },
+                "spec": { "group": "", "scope": "Cluster",
+                    "names": { "plural": "persistentvolumes", "singular": "persistentvolume",
+                        "kind": "PersistentVolume", "listKind": "PersistentVolumeList" },
+                    "versions": [{ "name": "v1", "served": true, "storage": true, "schema": schema,
+                        "subresources": { "status": {} } }] }
+            }),
+        )
+        .await;
+    t.org
+        .merge(
+            &apis("APIExport", "apiexports"),
+            None,
+            "kubernetes",
+            json!({ "spec": { "latestResourceSchemas": ["v1.deployments.apps", "v1.persistentvolumes.core"] } }),
+        )
+        .await;
+    t.org
+        .create(
+            &ar(
+                "apiresource.kcp.io",
+                "v1alpha1",
+                "APIResourceImport",
+                "apiresourceimports",
+            ),
+            json!({
+                "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+                "metadata": { "name": "persistentvolumes.east.v1.core" },
+                "spec": { "location": "east", "groupVersion": { "group": "core", "version": "v1" },
+                    "scope": "Cluster", "plural": "persistentvolumes", "kind": "PersistentVolume",
+                    "openAPIV3Schema": schema }
+            }),
+        )
+        .await;
+    wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "persistentvolumes Accepted",
+        |st| {
+            st["status"]["syncedResources"].as_array().is_some_and(|r| {
+                r.iter()
+                    .any(|e| e["resource"] == "persistentvolumes" && e["state"] == "Accepted")
+            })
+        },
+    )
+    .await;
+    // Someone else's volume downstream, with a name a workspace also uses.
+    t.down
+        .create(&volumes(), volume("taken", json!({}), json!({}), None))
+        .await;
+    let sync = json!({ t.state_label(): "Sync" });
+    t.app
+        .create(
+            &volumes(),
+            volume("data-vol", sync.clone(), json!({}), Some(("demo", "data"))),
+        )
+        .await;
+    t.app
+        .create(&volumes(), volume("taken", sync, json!({}), None))
+        .await;
+    let syncer = t.syncer().await;
+
+    let copy = wait_for(&t.down, &volumes(), None, "data-vol", "the volume's copy", |_| {
+        true
+    })
+    .await;
+    let locator = annotation(&copy, NAMESPACE_LOCATOR_ANNOTATION).and_then(NamespaceLocator::parse);
+    assert_eq!(
+        locator,
+        Some(NamespaceLocator::new(&t.target, &t.app_cluster, "")),
+        "{copy}"
+    );
+    assert_eq!(
+        label(&copy, WORKLOAD_CLUSTER_LABEL),
+        Some(t.key.as_str()),
+        "{copy}"
+    );
+    assert_eq!(label(&copy, &t.state_label()), None, "{copy}");
+    assert_eq!(
+        copy["spec"]["claimRef"]["namespace"],
+        t.downstream("demo").as_str(),
+        "{copy}"
+    );
+    assert!(copy["spec"]["claimRef"]["uid"].is_null(), "{copy}");
+    wait_for(
+        &t.app,
+        &volumes(),
+        None,
+        "data-vol",
+        "the syncer's finalizer",
+        |v| has_finalizer(v, &t.finalizer()),
+    )
+    .await;
+
+    // The stranger is reported and left alone.
+    let event = eventually(15, "a Collision Event on the stranger", || async {
+        t.down
+            .list(&events(), Some("default"))
+            .await
+            .into_iter()
+            .find(|e| e["reason"] == "Collision" && e["involvedObject"]["name"] == "taken")
+    })
+    .await;
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("|taken") && message.contains("without a kcp.io/namespace-locator"),
+        "{message}"
+    );
+    let stranger = t.down.get(&volumes(), None, "taken").await.unwrap();
+    assert_eq!(label(&stranger, WORKLOAD_CLUSTER_LABEL), None, "{stranger}");
+    assert_eq!(
+        annotation(&stranger, NAMESPACE_LOCATOR_ANNOTATION),
+        None,
+        "{stranger}"
+    );
+
+    // Another workspace's volume of the same name does not take the copy over.
+    let other = workspace(&t.kcp, "other").await;
+    let sync = json!({ t.state_label(): "Sync" });
+    let intruder = other
+        .create(&volumes(), volume("data-vol", sync, json!({}), None))
+        .await;
+    let other_cluster = annotation(&intruder, "kcp.io/cluster").unwrap().to_string();
+    eventually(
+        15,
+        "a Collision Event naming the other workspace's volume",
+        || async {
+            t.down
+                .list(&events(), Some("default"))
+                .await
+                .into_iter()
+                .find(|e| {
+                    e["reason"] == "Collision"
+                        && e["involvedObject"]["name"] == "data-vol"
+                        && e["message"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains(&format!("{other_cluster}|data-vol"))
+                })
+        },
+    )
+    .await;
+    let copy = t.down.get(&volumes(), None, "data-vol").await.unwrap();
+    let locator = annotation(&copy, NAMESPACE_LOCATOR_ANNOTATION).and_then(NamespaceLocator::parse);
+    assert_eq!(
+        locator.map(|l| l.cluster),
+        Some(t.app_cluster.clone()),
+        "still root:app's: {copy}"
+    );
+    other.delete(&volumes(), None, "data-vol").await;
+
+    // Deleting upstream waits for the copy, then goes.
+    t.app.delete(&volumes(), None, "data-vol").await;
+    wait_gone(&t.down, &volumes(), None, "data-vol", "the volume's copy").await;
+    wait_gone(&t.app, &volumes(), None, "data-vol", "the upstream volume").await;
+    syncer.stop().await;
+}
+
+/// Either side away for a while, with work piling up on the other: everything
+/// converges when it returns, and nothing is left behind (no orphaned copy, no
+/// finalizer on an object the syncer no longer syncs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finalizers_left() {
+    let mut t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_namespace("moved").await;
+    for name in ["kept", "deleted"] {
+        t.scheduled_configmap("demo", name).await;
+    }
+    t.scheduled_configmap("moved", "inside").await;
+    let kcp_ns = t.downstream("demo");
+    let moved = t.downstream("moved");
+    for name in ["kept", "deleted"] {
+        wait_for(&t.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| true).await;
+    }
+    wait_for(&t.down, &configmaps(), Some(&moved), "inside", "the copy", |_| {
+        true
+    })
+    .await;
+    let finalizer = t.finalizer();
+    let upsync = json!({ t.state_label(): "Upsync" });
+
+    // The physical cluster goes away; kcp keeps changing.
+    let (pcluster, ()) = t
+        .pcluster
+        .restart_after(async {
+            t.app.delete(&configmaps(), Some("demo"), "deleted").await;
+            t.app
+                .merge(
+                    &namespaces(),
+                    None,
+                    "moved",
+                    json!({ "metadata": { "labels": { "tmc": "no" } } }),
+                )
+                .await;
+            t.app
+                .create(
+                    &configmaps(),
+                    configmap("demo", "while-down", json!({ "k": "v" })),
+                )
+                .await;
+            t.app
+                .merge(
+                    &configmaps(),
+                    Some("demo"),
+                    "kept",
+                    json!({ "data": { "k": "changed" } }),
+                )
+                .await;
+            // Long enough for the syncer to notice and back off.
+            eventually(15, "the syncer to see the cluster gone", || async {
+                (!syncer.is_ready()).then_some(())
+            })
+            .await;
+        })
+        .await;
+    t.pcluster = pcluster;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "while-down",
+        "the copy made on return",
+        |_| true,
+    )
+    .await;
+    wait_for(&t.down, &configmaps(), Some(&kcp_ns), "kept", "the change", |c| {
+        c["data"]["k"] == "changed"
+    })
+    .await;
+    wait_gone(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "deleted",
+        "the deleted object's copy",
+    )
+    .await;
+    wait_gone(
+        &t.app,
+        &configmaps(),
+        Some("demo"),
+        "deleted",
+        "the deleted object, released",
+    )
+    .await;
+    wait_gone(
+        &t.down,
+        &configmaps(),
+        Some(&moved),
+        "inside",
+        "the unscheduled namespace's copy",
+    )
+    .await;
+    wait_for(
+        &t.app,
+        &configmaps(),
+        Some("moved"),
+        "inside",
+        "its finalizer removed",
+        |c| !has_finalizer(c, &finalizer),
+    )
+    .await;
+
+    // kcp goes away; the physical cluster keeps changing.
+    let (kcp, ()) = t
+        .kcp
+        .restart_after(async {
+            t.down.delete(&configmaps(), Some(&kcp_ns), "kept").await;
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": { "name": "runner", "namespace": kcp_ns, "labels": upsync },
+                "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+            });
+            t.down.create(&pods(), pod).await;
+            eventually(15, "the syncer to see kcp gone", || async {
+                (!syncer.is_ready()).then_some(())
+            })
+            .await;
+        })
+        .await;
+    t.kcp = kcp;
+    wait_for(
+        &t.app,
+        &pods(),
+        Some("demo"),
+        "runner",
+        "the pod made while kcp was away",
+        |p| has_finalizer(p, &finalizer),
+    )
+    .await;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "kept",
+        "the copy deleted by hand, made again",
+        |c| c["data"]["k"] == "changed",
+    )
+    .await;
+
+    // Finally nothing is scheduled: nothing of the syncer's is left on either side.
+    t.unschedule("demo").await;
+    t.down.delete(&pods(), Some(&kcp_ns), "runner").await;
+    wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the namespace downstream").await;
+    wait_gone(&t.app, &pods(), Some("demo"), "runner", "the upsynced pod").await;
+    for ns in ["demo", "moved"] {
+        for cm in t.app.list(&configmaps(), Some(ns)).await {
+            assert!(!has_finalizer(&cm, &finalizer), "a finalizer left behind: {cm}");
+        }
+    }
+    let key = t.key.clone();
+    let leftovers: Vec<Value> = t
+        .down
+        .list(&configmaps(), None)
+        .await
+        .into_iter()
+        .filter(|c| label(c, WORKLOAD_CLUSTER_LABEL) == Some(key.as_str()))
+        .collect();
+    assert!(leftovers.is_empty(), "orphaned copies: {leftovers:?}");
+    syncer.stop().await;
+}

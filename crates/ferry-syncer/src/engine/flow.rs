@@ -270,6 +270,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         match event {
             watcher::Event::Apply(obj) => {
                 if let Some((object, true)) = store.apply(&obj) {
+                    mapping.learn(&flow.target, side, &object, &obj);
                     engine.queue.add(key(object));
                 }
             }
@@ -281,6 +282,9 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
             watcher::Event::Init => store.begin_list(),
             watcher::Event::InitApply(obj) => {
                 let visible = store.list_item(&obj);
+                if let Some(object) = &visible {
+                    mapping.learn(&flow.target, side, object, &obj);
+                }
                 if let (Some(object), Role::Sources) = (visible, role) {
                     // A streaming first list: copy each source as it arrives, once the
                     // copies are known (absence of a copy means "create").

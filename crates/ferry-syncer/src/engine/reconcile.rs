@@ -56,6 +56,21 @@ pub enum SyncError {
         /// The source's namespace, with its logical cluster.
         source_namespace: String,
     },
+    /// A cluster-scoped destination object of the copy's name exists but is not that
+    /// copy (kcp TMC: a PersistentVolume of another workspace, or nobody's).
+    #[error("collision: the {side} {resource} {object:?} {found}, so {source_object} is not synced onto it; delete or rename one of them")]
+    Collision {
+        /// Where.
+        side: Side,
+        /// The resource (`v1/persistentvolumes`).
+        resource: String,
+        /// The destination object's name.
+        object: String,
+        /// What it holds instead (`belongs to {...} (kcp.io/namespace-locator)`).
+        found: String,
+        /// The source, with its logical cluster.
+        source_object: String,
+    },
     /// The copy's namespace does not exist yet.
     #[error("namespace {namespace:?} does not exist on the {side} side yet; {object} waits for it")]
     NamespaceMissing {
@@ -398,23 +413,8 @@ impl Writer<'_> {
             Err(e) if code_of(&e) == Some(404) => return Ok(()),
             Err(e) => return Err(self.namespace_failed("get", namespace, e)),
         };
-        let wanted_annotations = wanted.pointer("/metadata/annotations").and_then(Value::as_object);
-        let mismatch = wanted_annotations.into_iter().flatten().find(|(k, v)| {
-            existing
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(k.as_str()))
-                != Some(*v)
-        });
-        let Some((annotation, _)) = mismatch else {
+        let Some(found) = claim_mismatch(&existing, wanted) else {
             return Ok(());
-        };
-        let found = match existing
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(annotation.as_str()))
-            .and_then(Value::as_str)
-        {
-            Some(other) => format!("belongs to {other} ({annotation})"),
-            None => format!("exists without a {annotation} annotation"),
         };
         let source_namespace = match (&source.cluster, &source.namespace) {
             (Some(cluster), Some(ns)) => format!("{cluster}|{ns}"),
@@ -429,6 +429,27 @@ impl Writer<'_> {
             object: self.object.to_string(),
             source_namespace,
         })
+    }
+
+    /// Checks that the existing cluster-scoped object `existing` at this writer's key
+    /// carries every annotation of `wanted` ([`crate::profile::Mapping::dest_claim`]).
+    // The error is as large as every other reconcile step's (all async, where the lint
+    // does not look); boxing it here alone would buy nothing.
+    #[allow(clippy::result_large_err)]
+    fn check_claim(&self, existing: &Value, wanted: &Value, source: &ObjectRef) -> Result<(), SyncError> {
+        match claim_mismatch(existing, wanted) {
+            None => Ok(()),
+            Some(found) => Err(SyncError::Collision {
+                side: self.side,
+                resource: self.resource(None),
+                object: self.object.name.clone(),
+                found,
+                source_object: match &source.cluster {
+                    Some(cluster) => format!("{cluster}|{}", source.name),
+                    None => source.name.clone(),
+                },
+            }),
+        }
     }
 
     /// A JSON merge patch (a `resourceVersion` in it makes it conditional).
@@ -473,6 +494,26 @@ impl Writer<'_> {
         );
         Ok(written)
     }
+}
+
+/// How `existing` fails to carry every annotation of `wanted`'s metadata
+/// (`belongs to X (annotation)`), or `None` if it carries them all.
+fn claim_mismatch(existing: &Value, wanted: &Value) -> Option<String> {
+    let existing_annotations = existing.pointer("/metadata/annotations");
+    let wanted_annotations = wanted.pointer("/metadata/annotations").and_then(Value::as_object);
+    let (annotation, _) = wanted_annotations
+        .into_iter()
+        .flatten()
+        .find(|(k, v)| existing_annotations.and_then(|a| a.get(k.as_str())) != Some(*v))?;
+    Some(
+        match existing_annotations
+            .and_then(|a| a.get(annotation.as_str()))
+            .and_then(Value::as_str)
+        {
+            Some(other) => format!("belongs to {other} ({annotation})"),
+            None => format!("exists without a {annotation} annotation"),
+        },
+    )
 }
 
 fn namespaces_resource() -> kube::core::ApiResource {
@@ -695,7 +736,22 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
         },
     );
     let written = match &copy {
-        Some((actual, verified)) => update(engine, flow, &dest, &source, &desired, actual, *verified).await?,
+        Some((actual, verified)) => {
+            // A cluster-wide copy of this name may be another source's (kcp TMC: another
+            // workspace's volume): never written over.
+            // A verified copy is kept without the marks that say whose it is: one
+            // matching the desired hash is this source's; any other is read whole.
+            if let Some(source_key) = key.source() {
+                if let Some(wanted) = cluster_wide_claim(engine, flow, source_key) {
+                    if !*verified {
+                        dest.check_claim(actual, &wanted, source_key)?;
+                    } else if desired_hash(&desired) != desired_hash(actual) {
+                        dest.check_claim(&dest.get().await?, &wanted, source_key)?;
+                    }
+                }
+            }
+            update(engine, flow, &dest, &source, &desired, actual, *verified).await?
+        }
         None => create_or_adopt(engine, flow, key, &dest, &source, &desired).await?,
     };
 
@@ -818,6 +874,13 @@ async fn apply_new(
                 dest.check_namespace(&namespace, &wanted, source).await?;
             }
         }
+        if let Some(wanted) = cluster_wide_claim(engine, flow, source) {
+            match dest.get().await {
+                Ok(existing) => dest.check_claim(&existing, &wanted, source)?,
+                Err(e) if e.code() == Some(404) => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
     let mut written = if flow.dest.id.is_namespaces() {
         // Created, never applied (see `update`); one that appeared meanwhile is
@@ -837,6 +900,16 @@ async fn apply_new(
     tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "applied copy");
     keep_if_verified(flow, desired, &written.to_value());
     Ok(Some(Written::Raw(Box::new(written))))
+}
+
+/// What an existing cluster-scoped destination object must carry to be the copy of
+/// `source` ([`crate::profile::Mapping::dest_claim`]); never for Namespaces, which
+/// [`crate::profile::Mapping::dest_namespace`] covers.
+fn cluster_wide_claim(engine: &Engine, flow: &Flow, source: &ObjectRef) -> Option<Value> {
+    if flow.dest.id.namespaced || flow.dest.id.is_namespaces() {
+        return None;
+    }
+    engine.profile.mapping.dest_claim(&flow.target, source)
 }
 
 /// The `ferry.dev/desired-hash` annotation of `obj`.
@@ -966,6 +1039,23 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
             &crate::transform::ObjectType::new("v1", "Namespace"),
             EventType::Warning,
             "NamespaceCollision",
+            message.clone(),
+            &engine.name,
+        );
+    }
+    // So is a cluster-wide collision, on the object in the way.
+    if let SyncError::Collision {
+        side: Side::Downstream,
+        object,
+        ..
+    } = error
+    {
+        events::post(
+            engine.down.client.clone(),
+            &serde_json::json!({ "metadata": { "name": object } }),
+            flow.object_type(Side::Downstream),
+            EventType::Warning,
+            "Collision",
             message.clone(),
             &engine.name,
         );

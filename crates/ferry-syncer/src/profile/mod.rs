@@ -39,6 +39,7 @@ use std::sync::Arc;
 use kube::core::ApiResource;
 use serde_json::Value;
 
+use crate::engine::raw::RawObject;
 use crate::engine::{Engine, ObjectRef};
 use crate::selection::{Direction, DiscoveredResource, Resolution, ResourceId, WatchTarget};
 use crate::side::Side;
@@ -159,6 +160,21 @@ pub trait Mapping: Send + Sync {
     ) -> Option<Value> {
         None
     }
+
+    /// For a cluster-scoped copy of `source_key` (not a Namespace): the annotations an
+    /// existing destination object of that name must carry to be that copy (kcp TMC: a
+    /// PersistentVolume's `kcp.io/namespace-locator`, naming the workspace it belongs
+    /// to). An existing object without them is a collision and is never written over.
+    /// `None` (the default): no check.
+    fn dest_claim(&self, _target: &WatchTarget, _source_key: &ObjectRef) -> Option<Value> {
+        None
+    }
+
+    /// Sees every object of the flow `target` as it arrives on `side` (key `key`),
+    /// before its queue key is worked out: a profile whose keys depend on something only
+    /// the object says learns it here (kcp TMC: which workspace a PersistentVolume
+    /// belongs to, from its locator annotation). Nothing by default.
+    fn learn(&self, _target: &WatchTarget, _side: Side, _key: &ObjectRef, _obj: &RawObject) {}
 }
 
 /// How a copy records that this syncer made it.

@@ -29,7 +29,8 @@ pub struct NamespaceLocator {
     /// The upstream object's logical cluster.
     #[serde(rename = "cluster", default, skip_serializing_if = "String::is_empty")]
     pub cluster: String,
-    /// The upstream namespace.
+    /// The upstream namespace (empty for a cluster-scoped object).
+    #[serde(default)]
     pub namespace: String,
 }
 

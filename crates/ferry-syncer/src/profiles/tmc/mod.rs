@@ -8,7 +8,12 @@
 //!   the SyncTarget's `status.syncedResources` in state `Accepted`, each allowed by a
 //!   downstream SelfSubjectAccessReview) labelled `state.workload.kcp.io/<key>=Sync` go
 //!   down, unless the per-target deletion annotation is set and no soft finalizer is
-//!   left; pods labelled `...=Upsync` downstream go up.
+//!   left; pods and persistent volumes labelled `...=Upsync` downstream go up.
+//! - Persistent volumes, the one cluster-scoped type kcp syncs besides namespaces, keep
+//!   their name; which workspace one belongs to is in its `kcp.io/namespace-locator`
+//!   (namespace empty) downstream, or, for a volume provisioned downstream, its claim's
+//!   `kcp-<hash>` namespace. A downstream volume of that name that is not the copy
+//!   (another workspace's, or nobody's) is a collision, never written over.
 //! - Mapping: upstream namespace `ns` of workspace `c` lands in `kcp-<hash>` (see
 //!   [`locator`]), which carries the `kcp.io/namespace-locator` annotation;
 //!   `kube-root-ca.crt` becomes `kcp-root-ca.crt`; the mutators in [`mutate`].
@@ -37,6 +42,7 @@ use ferry_api::well_known::{
     workload_syncer_finalizer, NAMESPACE_LOCATOR_ANNOTATION, WORKLOAD_CLUSTER_LABEL, WORKLOAD_RV_ANNOTATION,
 };
 
+use crate::engine::raw::RawObject;
 use crate::engine::{Engine, ObjectRef};
 use crate::profile::{Mapping, Marks, Plan, Profile, ResourceType, Selection};
 use crate::selection::{
@@ -108,6 +114,8 @@ pub struct Tmc {
     upstream_of: RwLock<HashMap<String, (Arc<str>, String)>>,
     /// (logical cluster, upstream namespace) → downstream namespace.
     downstream_of: RwLock<HashMap<(Arc<str>, String), String>>,
+    /// Downstream persistent volume → the logical cluster it belongs to.
+    volume_cluster: RwLock<HashMap<String, Arc<str>>>,
     /// Types to sync down (before the SSAR gate).
     synced: RwLock<Vec<SyncedType>>,
     /// `group/resource`s the downstream cluster does not allow `*` on.
@@ -133,6 +141,7 @@ impl Tmc {
             target,
             upstream_of: RwLock::default(),
             downstream_of: RwLock::default(),
+            volume_cluster: RwLock::default(),
             synced: RwLock::new(always_synced()),
             denied: RwLock::default(),
             loaded: AtomicBool::new(false),
@@ -256,6 +265,55 @@ impl Tmc {
     fn state<'a>(&self, obj: &'a Value) -> Option<&'a str> {
         obj["metadata"]["labels"][&self.state_label].as_str()
     }
+
+    /// The logical cluster the downstream persistent volume `obj` belongs to: its
+    /// locator's, if the locator names this SyncTarget, else that of its claim's
+    /// namespace, if that is one of this syncer's.
+    fn volume_cluster_of(&self, obj: &Value) -> Option<Arc<str>> {
+        let located = obj["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION]
+            .as_str()
+            .and_then(NamespaceLocator::parse)
+            .filter(|l| l.sync_target.uid == self.target.uid && l.sync_target.name == self.target.name);
+        if let Some(locator) = located {
+            return (!locator.cluster.is_empty()).then(|| Arc::from(locator.cluster));
+        }
+        let claim_namespace = obj["spec"]["claimRef"]["namespace"].as_str()?;
+        self.upstream_namespace(claim_namespace)
+            .map(|(cluster, _)| cluster)
+    }
+
+    /// The cluster recorded for downstream persistent volume `name`.
+    fn known_volume_cluster(&self, name: &str) -> Option<Arc<str>> {
+        self.volume_cluster.read().get(name).cloned()
+    }
+
+    fn record_volume_cluster(&self, name: &str, cluster: &Arc<str>) {
+        if self.volume_cluster.read().get(name) == Some(cluster) {
+            return;
+        }
+        self.volume_cluster
+            .write()
+            .insert(name.to_string(), cluster.clone());
+    }
+}
+
+/// Whether `id` is `v1/persistentvolumes`.
+fn is_volumes(id: &ResourceId) -> bool {
+    id.group.is_empty() && id.resource == "persistentvolumes"
+}
+
+/// Rewrites a persistent volume's `spec.claimRef` for the other side: its namespace
+/// mapped by `namespace` (left as it is when `None`), and the claim's uid and
+/// resourceVersion, which are the other side's, dropped.
+fn map_claim_ref(copy: &mut Value, namespace: impl Fn(&str) -> Option<String>) {
+    let Some(claim) = copy.pointer_mut("/spec/claimRef").and_then(Value::as_object_mut) else {
+        return;
+    };
+    claim.remove("uid");
+    claim.remove("resourceVersion");
+    if let Some(mapped) = claim.get("namespace").and_then(Value::as_str).and_then(namespace) {
+        claim.insert("namespace".into(), Value::String(mapped));
+    }
 }
 
 impl Selection for Tmc {
@@ -288,9 +346,12 @@ impl Selection for Tmc {
                 synced.versions.iter().find_map(|v| found(Some(v)))
             };
             match chosen {
-                // Only namespaces are synced cluster-wide (kcp syncs persistent volumes
-                // too, by their own locator; Ferry does not yet).
-                Some(d) if d.namespaced || d.resource == "namespaces" && d.group.is_empty() => {
+                // Only namespaces and persistent volumes are synced cluster-wide.
+                Some(d)
+                    if d.namespaced
+                        || d.group.is_empty()
+                            && matches!(d.resource.as_str(), "namespaces" | "persistentvolumes") =>
+                {
                     downsync.targets.push(WatchTarget {
                         id: ResourceId::new(&d.group, &d.version, &d.resource, d.namespaced),
                         kind: d.kind.clone(),
@@ -311,15 +372,17 @@ impl Selection for Tmc {
         }
         downsync.targets.sort();
         let mut upsync = Resolution::default();
-        let pods = downstream
-            .iter()
-            .find(|d| d.group.is_empty() && d.version == "v1" && d.resource == "pods" && d.is_watchable());
-        if let (Some(pods), false) = (pods, denied.contains("pods")) {
-            upsync.targets.push(WatchTarget {
-                id: ResourceId::new("", "v1", "pods", true),
-                kind: pods.kind.clone(),
-                direction: Direction::Upsync,
+        for (resource, namespaced) in [("pods", true), ("persistentvolumes", false)] {
+            let served = downstream.iter().find(|d| {
+                d.group.is_empty() && d.version == "v1" && d.resource == resource && d.is_watchable()
             });
+            if let (Some(served), false) = (served, denied.contains(resource)) {
+                upsync.targets.push(WatchTarget {
+                    id: ResourceId::new("", "v1", resource, namespaced),
+                    kind: served.kind.clone(),
+                    direction: Direction::Upsync,
+                });
+            }
         }
         Plan { downsync, upsync }
     }
@@ -329,10 +392,10 @@ impl Selection for Tmc {
             Direction::Downsync => self.state(obj) == Some(SYNC) && !self.leaving(obj),
             Direction::Upsync => {
                 self.state(obj) == Some(UPSYNC)
-                    && source
-                        .namespace
-                        .as_deref()
-                        .is_some_and(|ns| self.upstream_namespace(ns).is_some())
+                    && match source.namespace.as_deref() {
+                        Some(ns) => self.upstream_namespace(ns).is_some(),
+                        None => is_volumes(&target.id) && self.volume_cluster_of(obj).is_some(),
+                    }
             }
         }
     }
@@ -368,9 +431,22 @@ impl Mapping for Tmc {
                     Some(&self.downstream_namespace(cluster, ns)),
                     &mutate::downstream_name(&id.resource, &source.name),
                 ),
-                None => ObjectRef::new(None, &source.name),
+                None => {
+                    self.record_volume_cluster(&source.name, cluster);
+                    ObjectRef::new(None, &source.name)
+                }
             },
             (Direction::Downsync, None) => source.clone(),
+            (Direction::Upsync, _) if source.namespace.is_none() => {
+                match self.known_volume_cluster(&source.name) {
+                    Some(cluster) => ObjectRef {
+                        cluster: Some(cluster),
+                        namespace: None,
+                        name: source.name.clone(),
+                    },
+                    None => source.clone(),
+                }
+            }
             (Direction::Upsync, _) => {
                 match source
                     .namespace
@@ -400,6 +476,11 @@ impl Mapping for Tmc {
                     name: namespace,
                 })
             }
+            Direction::Downsync if dest.namespace.is_none() => Some(ObjectRef {
+                cluster: Some(self.known_volume_cluster(&dest.name)?),
+                namespace: None,
+                name: dest.name.clone(),
+            }),
             Direction::Downsync => {
                 let (cluster, namespace) = self.upstream_namespace(dest.namespace.as_deref()?)?;
                 Some(ObjectRef {
@@ -408,6 +489,7 @@ impl Mapping for Tmc {
                     name: mutate::upstream_name(&id.resource, &dest.name),
                 })
             }
+            Direction::Upsync if dest.namespace.is_none() => Some(ObjectRef::new(None, &dest.name)),
             Direction::Upsync => {
                 let cluster = dest.cluster.as_ref()?;
                 let namespace = self.downstream_namespace(cluster, dest.namespace.as_deref()?);
@@ -424,6 +506,11 @@ impl Mapping for Tmc {
                 if id.is_namespaces() {
                     let locator = self.locator(cluster, &source_key.name).to_json();
                     copy["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION] = Value::String(locator);
+                } else if is_volumes(id) {
+                    let locator = self.locator(cluster, "").to_json();
+                    copy["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION] = Value::String(locator);
+                    let cluster: Arc<str> = Arc::from(cluster);
+                    map_claim_ref(copy, |ns| Some(self.downstream_namespace(&cluster, ns)));
                 } else if id.group.is_empty() && id.resource == "secrets" {
                     mutate::mutate_secret(copy);
                 } else if mutate::has_pod_template(&id.group, &id.resource) {
@@ -439,6 +526,11 @@ impl Mapping for Tmc {
                         annotations.remove(NAMESPACE_LOCATOR_ANNOTATION);
                     }
                 }
+                if is_volumes(id) {
+                    map_claim_ref(copy, |ns| {
+                        self.upstream_namespace(ns).map(|(_, upstream)| upstream)
+                    });
+                }
                 if let Some(rv) = source
                     .pointer("/metadata/resourceVersion")
                     .and_then(Value::as_str)
@@ -447,6 +539,14 @@ impl Mapping for Tmc {
                 }
             }
         }
+    }
+
+    fn dest_claim(&self, target: &WatchTarget, source_key: &ObjectRef) -> Option<Value> {
+        self.volume_claim(target, source_key)
+    }
+
+    fn learn(&self, target: &WatchTarget, side: Side, key: &ObjectRef, obj: &RawObject) {
+        self.learn_volume(target, side, key, obj);
     }
 
     fn dest_namespace(
@@ -473,6 +573,28 @@ impl Mapping for Tmc {
                 "annotations": { NAMESPACE_LOCATOR_ANNOTATION: locator.to_json() },
             }
         }))
+    }
+}
+
+impl Tmc {
+    /// What [`Mapping::dest_claim`] and [`Mapping::learn`] add to the mapping.
+    fn volume_claim(&self, target: &WatchTarget, source_key: &ObjectRef) -> Option<Value> {
+        if target.direction != Direction::Downsync || !is_volumes(&target.id) {
+            return None;
+        }
+        let locator = self.locator(source_key.cluster.as_deref()?, "").to_json();
+        Some(json!({ "metadata": { "annotations": { NAMESPACE_LOCATOR_ANNOTATION: locator } } }))
+    }
+
+    fn learn_volume(&self, target: &WatchTarget, side: Side, key: &ObjectRef, obj: &RawObject) {
+        // Downstream volumes only: a downsynced volume's copy, or an upsynced one's
+        // source.
+        if side != Side::Downstream || !is_volumes(&target.id) {
+            return;
+        }
+        if let Some(cluster) = self.volume_cluster_of(&obj.to_value()) {
+            self.record_volume_cluster(&key.name, &cluster);
+        }
     }
 }
 

@@ -277,3 +277,93 @@ fn resolving_keeps_what_both_sides_serve_and_the_cluster_allows() {
         .iter()
         .any(|t| t.id.resource == "deployments"));
 }
+
+#[test]
+fn volumes_keep_their_name_and_map_back_through_what_their_locator_or_claim_says() {
+    let tmc = tmc();
+    let down = target(
+        "",
+        "persistentvolumes",
+        "PersistentVolume",
+        false,
+        Direction::Downsync,
+    );
+    // Down: the workspace is learnt from the source's key, so the copy maps back.
+    let source = upstream("ws1", None, "vol-a");
+    let dest = tmc.dest_ref(&down, &source);
+    assert_eq!(dest, ObjectRef::new(None, "vol-a"));
+    assert_eq!(tmc.source_ref(&down, &dest), Some(source.clone()));
+    // A copy nobody learnt about (the syncer restarted) has no source until its
+    // locator is seen.
+    let unknown = ObjectRef::new(None, "vol-b");
+    assert_eq!(tmc.source_ref(&down, &unknown), None);
+    let locator = NamespaceLocator::new(tmc.target(), "ws2", "").to_json();
+    let copy = json!({ "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": { "name": "vol-b", "annotations": { NAMESPACE_LOCATOR_ANNOTATION: locator } } });
+    tmc.learn(
+        &down,
+        Side::Downstream,
+        &unknown,
+        &RawObject::from_value(&copy).unwrap(),
+    );
+    assert_eq!(
+        tmc.source_ref(&down, &unknown),
+        Some(upstream("ws2", None, "vol-b"))
+    );
+    // The claim an existing copy must carry is the locator of its workspace.
+    let claim = tmc.dest_claim(&down, &source).unwrap();
+    let claimed = claim["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        NamespaceLocator::parse(claimed),
+        Some(NamespaceLocator::new(tmc.target(), "ws1", ""))
+    );
+    // Another target's locator says nothing.
+    let foreign = NamespaceLocator::new(
+        &SyncTargetLocator {
+            uid: "other".into(),
+            ..tmc.target().clone()
+        },
+        "ws3",
+        "",
+    );
+    let stranger = json!({ "metadata": { "name": "vol-c",
+        "annotations": { NAMESPACE_LOCATOR_ANNOTATION: foreign.to_json() } } });
+    assert_eq!(tmc.volume_cluster_of(&stranger), None);
+
+    // Up: a volume bound to a claim in one of this syncer's namespaces belongs to that
+    // namespace's workspace; its claim's namespace is mapped back.
+    let up = target(
+        "",
+        "persistentvolumes",
+        "PersistentVolume",
+        false,
+        Direction::Upsync,
+    );
+    let kcp_ns = tmc.downstream_namespace(&Arc::from("ws1"), "app");
+    let provisioned = json!({ "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": { "name": "pvc-1", "labels": { tmc.state_label.as_str(): "Upsync" } },
+        "spec": { "claimRef": { "namespace": kcp_ns, "name": "data", "uid": "down-uid" } } });
+    let key = ObjectRef::new(None, "pvc-1");
+    assert!(tmc.wants(&up, &key, &provisioned));
+    tmc.learn(
+        &up,
+        Side::Downstream,
+        &key,
+        &RawObject::from_value(&provisioned).unwrap(),
+    );
+    let dest = tmc.dest_ref(&up, &key);
+    assert_eq!(dest, upstream("ws1", None, "pvc-1"));
+    assert_eq!(tmc.source_ref(&up, &dest), Some(key.clone()));
+    let mut copy = provisioned.clone();
+    tmc.transform(&up, &key, &provisioned, &mut copy);
+    assert_eq!(
+        copy["spec"]["claimRef"],
+        json!({ "namespace": "app", "name": "data" })
+    );
+    // Bound to a claim in a namespace that is not this syncer's: stays down.
+    let mut elsewhere = provisioned.clone();
+    elsewhere["spec"]["claimRef"]["namespace"] = json!("default");
+    assert!(!tmc.wants(&up, &ObjectRef::new(None, "pvc-1"), &elsewhere));
+}
