@@ -157,6 +157,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         edge::SyncTarget::crd(),
         edge::Location::crd(),
         edge::EdgePlacement::crd(),
+        edge::SinglePlacementSlice::crd(),
         workload::SyncTarget::crd(),
         syncagent::PublishedResource::crd(),
     ]

@@ -100,7 +100,8 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
             expect("syncerconfigs.edge.kubestellar.io", Some("escfg"), false),
             expect("synctargets.edge.kubestellar.io", None, true),
             expect("locations.edge.kubestellar.io", None, true),
-            expect("edgeplacements.edge.kubestellar.io", Some("epl"), false),
+            expect("edgeplacements.edge.kubestellar.io", Some("epl"), true),
+            expect("singleplacementslices.edge.kubestellar.io", None, false),
             expect("synctargets.workload.kcp.io", None, true),
             expect("publishedresources.syncagent.kcp.io", None, true),
         ]

@@ -1,5 +1,8 @@
 //! `ferry ensure location NAME key=value...`: create or update a SyncTarget
 //! and its Location, as `kubectl kubestellar ensure location` does.
+//! `ferry ensure wmw NAME`: a workload management workspace with the edge API
+//! (EdgePlacement, SinglePlacementSlice, ...) installed, as `kubectl kubestellar
+//! ensure wmw` does.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,6 +17,21 @@ use serde_json::json;
 pub enum EnsureCommand {
     /// Create or update the SyncTarget and Location named NAME with the given labels.
     Location(LocationArgs),
+    /// Create (if missing) the workload management workspace NAME, a child of the
+    /// kubeconfig's workspace, with Ferry's edge API installed in it.
+    Wmw(WmwArgs),
+}
+
+#[derive(clap::Args)]
+pub struct WmwArgs {
+    /// Name of the workspace (a child of the kubeconfig's workspace, usually root).
+    pub name: String,
+    /// Kubeconfig of the parent workspace (default: $KUBECONFIG or ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Context in the kubeconfig.
+    #[arg(long)]
+    pub context: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -117,8 +135,59 @@ pub async fn ensure_location(
     Ok(made)
 }
 
+/// Create workspace `name` under the config's workspace (unless it exists), wait
+/// until it is Ready, and install the edge API in it. Returns its path.
+pub async fn ensure_wmw(config: &kube::Config, name: &str) -> anyhow::Result<String> {
+    let parent = kube::Client::try_from(config.clone())?;
+    let workspaces: Api<DynamicObject> = Api::all_with(
+        parent,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
+            "workspaces",
+        ),
+    );
+    let ws =
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}});
+    if workspaces.get_opt(name).await?.is_none() {
+        let ws: DynamicObject = serde_json::from_value(ws)?;
+        match workspaces.create(&Default::default(), &ws).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e).with_context(|| format!("creating workspace {name}")),
+        }
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ws = workspaces.get(name).await?;
+        if ws.data["status"]["phase"] == "Ready" {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("workspace {name} did not become Ready within 30s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let parent_url = config.cluster_url.to_string();
+    let parent_path = parent_url
+        .trim_end_matches('/')
+        .rsplit_once("/clusters/")
+        .map(|(_, p)| p.to_string())
+        .unwrap_or_else(|| "root".to_string());
+    let path = format!("{parent_path}:{name}");
+    let inside = ferry_hub::kubeconfig::at_workspace(config, &path)?;
+    ensure_edge_api(&kube::Client::try_from(inside)?).await?;
+    Ok(path)
+}
+
 pub async fn run(cmd: EnsureCommand) -> anyhow::Result<()> {
     match cmd {
+        EnsureCommand::Wmw(args) => {
+            let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+            let path = ensure_wmw(&config, &args.name).await?;
+            println!("workspace {path} ensured, with the edge API (EdgePlacement) installed");
+            println!("next: kubectl ferry ws use {path}; kubectl apply your workload and an EdgePlacement");
+            Ok(())
+        }
         EnsureCommand::Location(args) => {
             let labels = parse_labels(&args.labels)?;
             let client =

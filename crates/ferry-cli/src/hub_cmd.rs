@@ -63,6 +63,10 @@ pub struct HubArgs {
     /// Do not run the mailbox controller (one mailbox workspace per SyncTarget).
     #[arg(long)]
     pub disable_mailbox_controller: bool,
+    /// Do not run the where-resolver and placement translator (EdgePlacements
+    /// in workload management workspaces fill the mailbox workspaces).
+    #[arg(long)]
+    pub disable_placement_translator: bool,
     /// The range Services' cluster IPs are allocated from (IPv4 CIDR), as
     /// kube-apiserver's flag. Its first address is `default/kubernetes`'s.
     #[arg(long, default_value = "10.96.0.0/12")]
@@ -140,6 +144,7 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     opts.insecure_port = args.insecure_port;
     opts.ephemeral = args.ephemeral;
     opts.mailbox_controller = !args.disable_mailbox_controller;
+    opts.placement_translator = !args.disable_placement_translator;
     opts.sync_target_heartbeat_threshold = args.sync_target_heartbeat_threshold;
     opts.compute_workspace = !args.disable_compute_workspace;
     opts.service_ranges = ServiceRanges {

@@ -20,6 +20,7 @@ pub mod kubernetes_service;
 pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
+pub mod placement;
 pub mod scheduling;
 pub mod security;
 pub mod synctarget;

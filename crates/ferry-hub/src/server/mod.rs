@@ -48,6 +48,9 @@ pub struct HubOptions {
     pub controllers_lease_duration: Duration,
     /// Run the mailbox controller (one mailbox workspace per SyncTarget).
     pub mailbox_controller: bool,
+    /// Run KubeStellar's where-resolver and placement translator
+    /// (EdgePlacements fill mailbox workspaces).
+    pub placement_translator: bool,
     /// kube-apiserver's static token CSV (`token,user,uid,"group1,group2"`).
     pub token_auth_file: Option<PathBuf>,
     /// Also serve plain HTTP on `127.0.0.1:<port>` (0 picks a free port).
@@ -96,6 +99,7 @@ impl HubOptions {
             etcd: None,
             controllers_lease_duration: crate::replicas::DEFAULT_LEASE_DURATION,
             mailbox_controller: true,
+            placement_translator: true,
             token_auth_file: None,
             insecure_port: None,
             tls_handshake_timeout: DEFAULT_CONNECTION_TIMEOUT,
@@ -346,8 +350,12 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     }));
     let (shutdown, mut stop) = watch::channel(false);
     let (mailboxes, heartbeat) = (opts.mailbox_controller, opts.sync_target_heartbeat_threshold);
+    let placement = opts.placement_translator;
     let built_in = move |hub: &Arc<Hub>, stop: watch::Receiver<bool>| {
         let mut controllers = crate::controllers::spawn(hub, stop.clone(), mailboxes);
+        if placement {
+            controllers.push(crate::controllers::placement::spawn(hub.clone(), stop.clone()));
+        }
         controllers.extend(crate::controllers::synctarget::spawn(hub, stop, heartbeat));
         controllers
     };

@@ -1,0 +1,271 @@
+//! What the translator writes: a mailbox copy of a WMW object, the mailbox's
+//! SyncerConfig, and a WMW copy of an upsynced object. Pure.
+
+use std::collections::BTreeMap;
+
+use ferry_api::edge::{
+    ClusterScopeDownsyncResource, NamespaceAndNames, NamespaceScopeDownsyncObjects, SyncerConfigSpec,
+    UpsyncSet,
+};
+use ferry_api::well_known::{EXECUTING_COUNT_ANNOTATION, KCP_CLUSTER_ANNOTATION};
+use serde_json::{json, Map, Value};
+
+use super::{PLACED_LABEL, SOURCE_ANNOTATION, SOURCE_RV_ANNOTATION};
+
+/// Annotations never carried from a WMW object to its copies: kcp's cluster
+/// name and what the translator itself writes on the WMW object.
+const NOT_COPIED: &[&str] = &[KCP_CLUSTER_ANNOTATION, EXECUTING_COUNT_ANNOTATION];
+
+/// Fields the hub sets on every object; a copy gets its own.
+const SERVER_METADATA: &[&str] = &[
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "ownerReferences",
+    "finalizers",
+    "selfLink",
+    "generateName",
+];
+
+/// The copy of WMW object `source` for a mailbox: no status, no server
+/// fields nor owner references (the owners are not in the mailbox), marked
+/// as placed, with where it came from (`source_path`) and at which
+/// resourceVersion (`source_rv`).
+pub fn mailbox_copy(source: &Value, source_path: &str, source_rv: u64) -> Value {
+    let mut copy = source.clone();
+    let Some(obj) = copy.as_object_mut() else {
+        return copy;
+    };
+    obj.remove("status");
+    if obj.get("kind").and_then(Value::as_str) == Some("Namespace")
+        && obj.get("apiVersion") == Some(&json!("v1"))
+    {
+        obj.remove("spec"); // its finalizers are the mailbox's own
+    }
+    let meta = obj.entry("metadata").or_insert_with(|| json!({}));
+    if let Some(m) = meta.as_object_mut() {
+        for f in SERVER_METADATA {
+            m.remove(*f);
+        }
+        let labels = m.entry("labels").or_insert_with(|| json!({}));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(PLACED_LABEL.into(), json!("true"));
+        }
+        let annotations = m.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            for n in NOT_COPIED {
+                a.remove(*n);
+            }
+            a.insert(SOURCE_ANNOTATION.into(), json!(source_path));
+            a.insert(SOURCE_RV_ANNOTATION.into(), json!(source_rv.to_string()));
+        }
+    }
+    copy
+}
+
+/// What decides whether two copies are the same object: everything but
+/// status, server metadata and the marks that only say where and when a copy
+/// came from.
+pub fn content(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    let Some(o) = v.as_object_mut() else {
+        return v;
+    };
+    o.remove("status");
+    if o.get("kind").and_then(Value::as_str) == Some("Namespace") {
+        o.remove("spec");
+    }
+    if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        let keep: Map<String, Value> = ["name", "namespace", "labels", "annotations"]
+            .iter()
+            .filter_map(|k| m.get(*k).map(|v| (k.to_string(), v.clone())))
+            .collect();
+        *m = keep;
+        if let Some(a) = m.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove(SOURCE_ANNOTATION);
+            a.remove(SOURCE_RV_ANNOTATION);
+            for n in NOT_COPIED {
+                a.remove(*n);
+            }
+            if a.is_empty() {
+                m.remove("annotations");
+            }
+        }
+        if m.get("labels")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
+            m.remove("labels");
+        }
+    }
+    v
+}
+
+/// One placed object, as the SyncerConfig lists it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Listed {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    /// Empty for cluster-scoped objects.
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The SyncerConfig spec for a mailbox holding `objects` (and the
+/// namespaces they are in, which are listed as objects too) and wanting
+/// `upsync`: exactly these objects, by name.
+pub fn syncer_config_spec(objects: &[Listed], upsync: &[UpsyncSet]) -> SyncerConfigSpec {
+    let mut cluster: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
+    let mut namespaced: BTreeMap<(String, String, String), BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for o in objects {
+        let gvr = (o.group.clone(), o.resource.clone(), o.version.clone());
+        if o.namespace.is_empty() {
+            cluster.entry(gvr).or_default().push(o.name.clone());
+        } else {
+            namespaced
+                .entry(gvr)
+                .or_default()
+                .entry(o.namespace.clone())
+                .or_default()
+                .push(o.name.clone());
+        }
+    }
+    let mut spec = SyncerConfigSpec::default();
+    for ((group, resource, api_version), mut names) in cluster {
+        names.sort();
+        names.dedup();
+        spec.cluster_scope.push(ClusterScopeDownsyncResource {
+            group,
+            resource,
+            api_version,
+            objects: Some(names),
+        });
+    }
+    for ((group, resource, api_version), by_ns) in namespaced {
+        spec.namespaced_objects.push(NamespaceScopeDownsyncObjects {
+            group,
+            resource,
+            api_version,
+            objects_by_namespace: by_ns
+                .into_iter()
+                .map(|(namespace, mut names)| {
+                    names.sort();
+                    names.dedup();
+                    NamespaceAndNames { namespace, names }
+                })
+                .collect(),
+        });
+    }
+    for u in upsync {
+        if !spec.upsync.contains(u) {
+            spec.upsync.push(u.clone());
+        }
+    }
+    spec
+}
+
+/// Whether an upsync set takes an object of `group`/`resource` at
+/// `namespace` (empty: cluster-scoped) named `name`.
+pub fn upsync_matches(set: &UpsyncSet, group: &str, resource: &str, namespace: &str, name: &str) -> bool {
+    let any = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
+    set.api_group == group
+        && any(&set.resources, resource)
+        && (namespace.is_empty() || any(&set.namespaces, namespace))
+        && any(&set.names, name)
+}
+
+/// The WMW copy of an object upsynced into the mailbox of SyncTarget
+/// `target`: named `<target>-<name>` so copies from several clusters sit
+/// side by side, labelled with the cluster it came from.
+pub fn returned_copy(upsynced: &Value, target: &str, mailbox_path: &str) -> Value {
+    let mut copy = upsynced.clone();
+    let name = upsynced
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if let Some(m) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        for f in SERVER_METADATA {
+            m.remove(*f);
+        }
+        m.insert("name".into(), json!(returned_name(target, &name)));
+        let labels = m.entry("labels").or_insert_with(|| json!({}));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(super::RETURNED_LABEL.into(), json!(target));
+        }
+        let annotations = m.entry("annotations").or_insert_with(|| json!({}));
+        if let Some(a) = annotations.as_object_mut() {
+            a.remove(KCP_CLUSTER_ANNOTATION);
+            a.insert(
+                super::RETURNED_FROM_ANNOTATION.into(),
+                json!(format!("{mailbox_path}/{name}")),
+            );
+        }
+    }
+    copy
+}
+
+/// `<target>-<name>`.
+pub fn returned_name(target: &str, name: &str) -> String {
+    format!("{target}-{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_drops_server_fields_and_status_and_is_marked() {
+        let source = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "n", "uid": "u", "resourceVersion": "7",
+                         "ownerReferences": [{"uid": "x"}],
+                         "annotations": {"kcp.io/cluster": "abc", "kubestellar.io/executing-count": "2", "keep": "me"}},
+            "spec": {"replicas": 1}, "status": {"readyReplicas": 1},
+        });
+        let copy = mailbox_copy(&source, "root:wmw", 7);
+        assert_eq!(copy["metadata"]["labels"][PLACED_LABEL], "true");
+        assert_eq!(copy["metadata"]["annotations"]["keep"], "me");
+        assert!(copy["metadata"]["annotations"].get("kcp.io/cluster").is_none());
+        assert!(copy.get("status").is_none() && copy["metadata"].get("uid").is_none());
+        assert!(copy["metadata"].get("ownerReferences").is_none());
+        // A later copy of the same object at another resourceVersion is the same content.
+        assert_eq!(content(&copy), content(&mailbox_copy(&source, "root:other", 9)));
+        let mut changed = source.clone();
+        changed["spec"]["replicas"] = json!(2);
+        assert_ne!(content(&copy), content(&mailbox_copy(&changed, "root:wmw", 8)));
+    }
+
+    #[test]
+    fn syncer_config_lists_exactly_the_placed_objects() {
+        let l = |g: &str, r: &str, ns: &str, n: &str| Listed {
+            group: g.into(),
+            version: "v1".into(),
+            resource: r.into(),
+            namespace: ns.into(),
+            name: n.into(),
+        };
+        let spec = syncer_config_spec(
+            &[
+                l("", "namespaces", "", "commonstuff"),
+                l("", "configmaps", "commonstuff", "httpd-htdocs"),
+                l("apps", "deployments", "commonstuff", "commond"),
+            ],
+            &[],
+        );
+        assert_eq!(
+            spec.cluster_scope[0].objects.as_deref(),
+            Some(&["commonstuff".to_string()][..])
+        );
+        assert_eq!(spec.namespaced_objects.len(), 2);
+        assert_eq!(
+            spec.namespaced_objects[1].objects_by_namespace[0].names,
+            ["commond"]
+        );
+    }
+}

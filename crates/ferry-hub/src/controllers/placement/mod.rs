@@ -1,0 +1,1239 @@
+//! KubeStellar's placement, hub side: the where-resolver and the placement
+//! translator, as one hub controller.
+//!
+//! - **Where** ([`resolve`]): each `EdgePlacement` (in a workload management
+//!   workspace, WMW) reaches the SyncTargets of the Locations its
+//!   `locationSelectors` match, in any inventory workspace. Recorded in the
+//!   WMW as a `SinglePlacementSlice` of the same name (owned by the
+//!   placement), and as `status.matchingLocationCount`.
+//! - **What** ([`select`]): the WMW objects its downsync members select
+//!   (the older `namespaceSelector` / `nonNamespacedObjects` converted),
+//!   plus the Namespaces of the namespaced ones.
+//! - **Translation** ([`copy`]): into each destination's mailbox workspace
+//!   go copies of those objects, labelled [`PLACED_LABEL`] (the translator
+//!   never touches an object without it), and the SyncerConfig `the-one`,
+//!   listing exactly the placed objects by name and the union of the
+//!   placements' upsync sets. A copy is updated when its WMW object's
+//!   content changes — unless that object says
+//!   `edge.kubestellar.io/downsync-overwrite: "false"` (create only) — and
+//!   deleted when no placement wants it there any more.
+//! - **Conflicts**: two WMWs wanting different objects under one name in
+//!   one mailbox: the copy already there stays (else the one from the
+//!   first workspace path), and every placement involved gets a
+//!   `Conflict` condition naming both sides. Decided the same way every
+//!   time, so nothing flaps.
+//! - **Reported state**: `kubestellar.io/executing-count` on each selected
+//!   WMW object (the number of mailboxes holding its copy); with
+//!   `wantSingletonReportedState` and exactly one destination, that copy's
+//!   status is written to the WMW object; objects the syncer upsynced into
+//!   a mailbox (annotated `edge.kubestellar.io/upsynced`) that a placement's
+//!   `upsync` names are copied into its WMW as `<syncTarget>-<name>`,
+//!   labelled [`RETURNED_LABEL`]`=<syncTarget>`.
+//!
+//! Level-based: every change anywhere marks the world dirty and one pass
+//! (debounced) recomputes what every mailbox should hold from the stored
+//! objects alone, so a restart (or a missed event) converges on the next
+//! pass with nothing duplicated or left behind.
+
+pub mod copy;
+pub mod resolve;
+pub mod select;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_api::edge::{EdgePlacementSpec, SinglePlacement, SinglePlacementSlice, UpsyncSet};
+use ferry_api::well_known::{DOWNSYNC_OVERWRITE_ANNOTATION, EXECUTING_COUNT_ANNOTATION, UPSYNCED_ANNOTATION};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::mailbox::{mailbox_name, MAILBOX_PARENT, SYNC_TARGETS, SYNC_TARGET_UID_ANNOTATION};
+use crate::hub::Hub;
+use crate::registry::ResourceInfo;
+use crate::service::{self, DeleteOptions, PatchType, Request};
+use crate::status::ApiError;
+use crate::storage::{ClusterScope, ObjectKey, StoredObject, WatchEvent};
+use crate::workspace::WORKSPACES;
+use copy::Listed;
+use select::{ObjectTest, SpecProblem};
+
+/// Field manager of the translator's writes.
+pub const MANAGER: &str = "ferry-placement-translator";
+/// Label on everything the translator put in a mailbox (value `true`).
+pub const PLACED_LABEL: &str = "ferry.dev/placed";
+/// Annotation on a mailbox copy: the path of the WMW it came from.
+pub const SOURCE_ANNOTATION: &str = "ferry.dev/placed-from";
+/// Annotation on a mailbox copy: the WMW object's resourceVersion it was copied at.
+pub const SOURCE_RV_ANNOTATION: &str = "ferry.dev/placed-from-resource-version";
+/// Label on a WMW copy of an upsynced object: the SyncTarget it came from.
+pub const RETURNED_LABEL: &str = "ferry.dev/upsynced-from";
+/// Annotation on a WMW copy of an upsynced object: `<mailbox path>/<name>`.
+pub const RETURNED_FROM_ANNOTATION: &str = "ferry.dev/upsynced-from-object";
+/// The SyncerConfig the translator keeps in each mailbox.
+pub const THE_ONE: &str = "the-one";
+/// Storage keys read.
+pub const EDGE_PLACEMENTS: &str = "edge.kubestellar.io/edgeplacements";
+pub const LOCATIONS: &str = "edge.kubestellar.io/locations";
+const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
+const EDGE_GROUP: &str = "edge.kubestellar.io";
+const EDGE_VERSION: &str = "v2alpha1";
+
+/// Changes arriving within this long are handled by one pass.
+const DEBOUNCE: Duration = Duration::from_millis(30);
+/// A pass that could not finish (a mailbox not ready yet, a conflict on
+/// write) runs again after this long, even without news.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// API groups whose objects are never placed: the hub's own and Ferry's.
+const NEVER_PLACED_GROUPS: &[&str] = &[
+    "edge.kubestellar.io",
+    "tenancy.kcp.io",
+    "core.kcp.io",
+    "apis.kcp.io",
+    "workload.kcp.io",
+    "scheduling.kcp.io",
+    "apiresource.kcp.io",
+    "syncagent.kcp.io",
+    "events.k8s.io",
+    "coordination.k8s.io",
+];
+
+fn stopped(stop: &watch::Receiver<bool>) -> bool {
+    *stop.borrow() || stop.has_changed().is_err()
+}
+
+/// Run the translator until `stop` turns true.
+pub fn spawn(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        while !stopped(&stop) {
+            let rv = hub.store.resource_version();
+            let Ok(mut events) = hub.store.watch(rv) else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let mut due = Some(Instant::now());
+            loop {
+                let wait = async {
+                    match due {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = stop.changed() => {
+                        if stopped(&stop) {
+                            return;
+                        }
+                    }
+                    _ = wait => {
+                        due = None;
+                        if reconcile(&hub).await {
+                            due = Some(Instant::now() + RETRY);
+                        }
+                    }
+                    event = events.next() => match event {
+                        Some(event) => {
+                            if relevant(&event) {
+                                let soon = Instant::now() + DEBOUNCE;
+                                due = Some(due.map_or(soon, |d| d.min(soon)));
+                            }
+                        }
+                        None => break, // fell behind: start over
+                    },
+                }
+            }
+        }
+    })
+}
+
+fn relevant(event: &WatchEvent) -> bool {
+    !matches!(
+        event.key.resource.as_str(),
+        "/events" | "events.k8s.io/events" | "coordination.k8s.io/leases"
+    )
+}
+
+/// One object a placement selected in its WMW.
+struct Selected {
+    key: ObjectKey,
+    info: ResourceInfo,
+    rv: u64,
+    value: Value,
+    /// What goes into a mailbox.
+    copy: Value,
+    overwrite: bool,
+}
+
+/// One EdgePlacement, evaluated.
+struct Placement {
+    cluster: String,
+    path: String,
+    name: String,
+    uid: String,
+    generation: i64,
+    value: Value,
+    deleting: bool,
+    spec: EdgePlacementSpec,
+    problems: Vec<SpecProblem>,
+    conflicts: BTreeSet<String>,
+    pending: BTreeSet<String>,
+    matching_locations: usize,
+    destinations: Vec<SinglePlacement>,
+    selected: Vec<Arc<Selected>>,
+    executing: usize,
+}
+
+impl Placement {
+    fn id(&self) -> String {
+        format!("{}:{}", self.path, self.name)
+    }
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn path_of(hub: &Hub, cluster: &str) -> String {
+    hub.workspaces
+        .by_name(cluster)
+        .map(|lc| lc.path)
+        .unwrap_or_else(|| cluster.to_string())
+}
+
+/// Whether the object is one the hub or Ferry keeps for itself, or one the
+/// translator made (a returned upsync): never placed.
+fn never_placed(key: &ObjectKey, obj: &StoredObject) -> bool {
+    let group = key.resource.split('/').next().unwrap_or_default();
+    if NEVER_PLACED_GROUPS.contains(&group) || key.resource == "/events" {
+        return true;
+    }
+    if obj.labels.contains_key(RETURNED_LABEL) || obj.labels.contains_key(PLACED_LABEL) {
+        return true;
+    }
+    if memchr::memmem::find(&obj.json, UPSYNCED_ANNOTATION.as_bytes()).is_some()
+        || memchr::memmem::find(&obj.json, b"deletionTimestamp").is_some()
+    {
+        return true;
+    }
+    match (key.resource.as_str(), key.namespace.as_str(), key.name.as_str()) {
+        ("/serviceaccounts", _, "default") | ("/configmaps", _, "kube-root-ca.crt") => true,
+        ("/services", "default", "kubernetes") => true,
+        ("/namespaces", _, n) => n.starts_with("kube-"),
+        ("/secrets", _, _) => {
+            memchr::memmem::find(&obj.json, b"kubernetes.io/service-account-token").is_some()
+        }
+        ("apiextensions.k8s.io/customresourcedefinitions", _, n) => {
+            NEVER_PLACED_GROUPS.iter().any(|g| n.ends_with(&format!(".{g}")))
+        }
+        (r, _, n) if r.starts_with("rbac.authorization.k8s.io/") => n.starts_with("system:"),
+        _ => false,
+    }
+}
+
+/// The resources served in `cluster`, one per storage key (at its storage version).
+fn served_resources(hub: &Hub, cluster: &str) -> BTreeMap<String, ResourceInfo> {
+    let mut out: BTreeMap<String, ResourceInfo> = BTreeMap::new();
+    for info in hub.registry.resources(Some(cluster)) {
+        let key = info.storage_key();
+        match out.get(&key) {
+            Some(existing) if existing.storage_version || !info.storage_version => {}
+            _ => {
+                out.insert(key, info);
+            }
+        }
+    }
+    out
+}
+
+fn evaluate(
+    hub: &Hub,
+    key: &ObjectKey,
+    value: Value,
+    locations: &[resolve::Location],
+    targets: &[resolve::Target],
+) -> Placement {
+    let path = path_of(hub, &key.cluster);
+    let mut problems = Vec::new();
+    let spec: EdgePlacementSpec =
+        match serde_json::from_value(value.get("spec").cloned().unwrap_or(json!({}))) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(SpecProblem {
+                    field: "spec".into(),
+                    message: format!("cannot be read: {e}"),
+                });
+                EdgePlacementSpec::default()
+            }
+        };
+    let deleting = value.pointer("/metadata/deletionTimestamp").is_some();
+    let selectors =
+        select::compile_selectors("spec.locationSelectors", &spec.location_selectors, &mut problems);
+    let (matching_locations, destinations) = resolve::resolve(&selectors, locations, targets);
+    let tests = select::compile(&spec, &mut problems);
+    let served = served_resources(hub, &key.cluster);
+    let pairs: Vec<(String, String)> = served
+        .values()
+        .map(|i| (i.group.clone(), i.resource.clone()))
+        .collect();
+    problems.extend(select::unknown_resources(&tests, &pairs, &path));
+    let selected = if deleting {
+        Vec::new()
+    } else {
+        select_objects(hub, &key.cluster, &path, &tests, &served)
+    };
+    Placement {
+        cluster: key.cluster.clone(),
+        path,
+        name: key.name.clone(),
+        uid: str_at(&value, "/metadata/uid").to_string(),
+        generation: value
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0),
+        value,
+        deleting,
+        spec,
+        problems,
+        conflicts: BTreeSet::new(),
+        pending: BTreeSet::new(),
+        matching_locations,
+        destinations,
+        selected,
+        executing: 0,
+    }
+}
+
+/// The WMW objects the members select, and the Namespaces of the namespaced ones.
+fn select_objects(
+    hub: &Hub,
+    cluster: &str,
+    path: &str,
+    tests: &[ObjectTest],
+    served: &BTreeMap<String, ResourceInfo>,
+) -> Vec<Arc<Selected>> {
+    let scope = ClusterScope::One(cluster.to_string());
+    let mut ns_labels: HashMap<String, Option<BTreeMap<String, String>>> = HashMap::new();
+    let mut chosen: BTreeMap<ObjectKey, (ResourceInfo, Arc<StoredObject>)> = BTreeMap::new();
+    for (storage_key, info) in served {
+        if !tests
+            .iter()
+            .any(|t| t.wants_resource(&info.group, &info.resource))
+        {
+            continue;
+        }
+        let (objects, _) = hub.store.list(&scope, storage_key, None, None);
+        for (key, obj) in objects {
+            if never_placed(&key, &obj) {
+                continue;
+            }
+            let labels = if info.namespaced {
+                ns_labels
+                    .entry(key.namespace.clone())
+                    .or_insert_with(|| {
+                        hub.store
+                            .get(&ns_key(cluster, &key.namespace))
+                            .map(|ns| ns.labels.clone())
+                    })
+                    .as_ref()
+            } else {
+                None
+            };
+            if tests.iter().any(|t| {
+                t.wants_resource(&info.group, &info.resource)
+                    && t.matches(info.namespaced, &key.namespace, &key.name, &obj.labels, labels)
+            }) {
+                chosen.insert(key, (info.clone(), obj));
+            }
+        }
+    }
+    let namespaces: BTreeSet<String> = chosen
+        .keys()
+        .filter(|k| !k.namespace.is_empty())
+        .map(|k| k.namespace.clone())
+        .collect();
+    if let Some(info) = served.get("/namespaces") {
+        for ns in namespaces {
+            let key = ns_key(cluster, &ns);
+            if chosen.contains_key(&key) {
+                continue;
+            }
+            if let Some(obj) = hub.store.get(&key) {
+                if !never_placed(&key, &obj) {
+                    chosen.insert(key, (info.clone(), obj));
+                }
+            }
+        }
+    }
+    chosen
+        .into_iter()
+        .map(|(key, (info, obj))| {
+            let value = obj.value();
+            let overwrite = value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(DOWNSYNC_OVERWRITE_ANNOTATION))
+                .and_then(Value::as_str)
+                != Some("false");
+            Arc::new(Selected {
+                copy: copy::mailbox_copy(&value, path, obj.rv),
+                key,
+                info,
+                rv: obj.rv,
+                value,
+                overwrite,
+            })
+        })
+        .collect()
+}
+
+fn ns_key(cluster: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        cluster: cluster.into(),
+        resource: "/namespaces".into(),
+        namespace: String::new(),
+        name: name.into(),
+    }
+}
+
+/// `(storage key, namespace, name)` of an object in a mailbox.
+type CopyKey = (String, String, String);
+
+/// One WMW object some placements want in a mailbox.
+struct Contender {
+    selected: Arc<Selected>,
+    source_path: String,
+    placements: BTreeSet<usize>,
+}
+
+/// What one mailbox should hold.
+struct Plan {
+    path: String,
+    target: String,
+    placements: BTreeSet<usize>,
+    upsync: Vec<UpsyncSet>,
+    contenders: BTreeMap<CopyKey, Vec<Contender>>,
+}
+
+impl Plan {
+    fn offer(&mut self, placement: usize, source_path: &str, s: &Arc<Selected>) {
+        let key = (
+            s.key.resource.clone(),
+            s.key.namespace.clone(),
+            s.key.name.clone(),
+        );
+        let list = self.contenders.entry(key).or_default();
+        match list.iter_mut().find(|c| c.selected.key == s.key) {
+            Some(c) => {
+                c.placements.insert(placement);
+            }
+            None => {
+                list.push(Contender {
+                    selected: s.clone(),
+                    source_path: source_path.to_string(),
+                    placements: BTreeSet::from([placement]),
+                });
+                list.sort_by(|a, b| a.source_path.cmp(&b.source_path));
+            }
+        }
+    }
+}
+
+/// A mailbox workspace: its logical cluster, path and SyncTarget name.
+struct Mailbox {
+    cluster: String,
+    target: String,
+}
+
+fn mailboxes(hub: &Hub) -> Vec<Mailbox> {
+    let (workspaces, _) = hub
+        .store
+        .list(&ClusterScope::One(MAILBOX_PARENT.into()), WORKSPACES, None, None);
+    workspaces
+        .iter()
+        .filter_map(|(_, obj)| {
+            let ws = obj.value();
+            let annotations = ws.pointer("/metadata/annotations")?;
+            annotations.get(SYNC_TARGET_UID_ANNOTATION)?;
+            if ws.pointer("/metadata/deletionTimestamp").is_some() {
+                return None;
+            }
+            Some(Mailbox {
+                cluster: str_at(&ws, "/spec/cluster").to_string(),
+                target: annotations
+                    .get(ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            })
+        })
+        .filter(|m| !m.cluster.is_empty())
+        .collect()
+}
+
+/// One pass over everything; true when something must be retried.
+async fn reconcile(hub: &Arc<Hub>) -> bool {
+    let mut retry = false;
+    let (objs, _) = hub.store.list(&ClusterScope::All, LOCATIONS, None, None);
+    let locations: Vec<resolve::Location> = objs
+        .iter()
+        .filter_map(|(k, o)| resolve::Location::from_object(&k.cluster, &o.value()))
+        .collect();
+    let (objs, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
+    let targets: Vec<resolve::Target> = objs
+        .iter()
+        .filter_map(|(k, o)| resolve::Target::from_object(&k.cluster, &o.value()))
+        .collect();
+    let (objs, _) = hub.store.list(&ClusterScope::All, EDGE_PLACEMENTS, None, None);
+    let all_mailboxes = mailboxes(hub);
+    let mailbox_clusters: BTreeSet<&str> = all_mailboxes.iter().map(|m| m.cluster.as_str()).collect();
+    let mut placements: Vec<Placement> = objs
+        .iter()
+        .filter(|(k, _)| !mailbox_clusters.contains(k.cluster.as_str()))
+        .map(|(k, o)| evaluate(hub, k, o.value(), &locations, &targets))
+        .collect();
+
+    for p in &placements {
+        retry |= write_slice(hub, p).await;
+    }
+
+    let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
+    for (i, p) in placements.iter_mut().enumerate() {
+        if p.deleting {
+            continue;
+        }
+        for d in &p.destinations {
+            let path = format!(
+                "{MAILBOX_PARENT}:{}",
+                mailbox_name(&d.cluster, &d.sync_target_uid)
+            );
+            let ready = hub.workspaces.resolve(&path).filter(|lc| {
+                hub.registry
+                    .lookup(Some(&lc.name), EDGE_GROUP, EDGE_VERSION, "syncerconfigs")
+                    .is_some()
+            });
+            let Some(lc) = ready else {
+                p.pending.insert(d.sync_target_name.clone());
+                retry = true;
+                continue;
+            };
+            let plan = plans.entry(lc.name.clone()).or_insert_with(|| Plan {
+                path: path.clone(),
+                target: d.sync_target_name.clone(),
+                placements: BTreeSet::new(),
+                upsync: Vec::new(),
+                contenders: BTreeMap::new(),
+            });
+            plan.placements.insert(i);
+            plan.upsync.extend(p.spec.upsync.iter().cloned());
+            for s in &p.selected {
+                plan.offer(i, &p.path, s);
+            }
+        }
+    }
+
+    let mut executing: HashMap<ObjectKey, usize> = HashMap::new();
+    for mb in &all_mailboxes {
+        let plan = plans.get(&mb.cluster);
+        retry |= apply_mailbox(hub, mb, plan, &mut placements, &mut executing).await;
+    }
+
+    retry |= report(hub, &placements, &plans, &executing).await;
+    for p in &placements {
+        write_status(hub, p).await;
+    }
+    retry
+}
+
+// ---------------------------------------------------------------- writes
+
+async fn create(
+    hub: &Arc<Hub>,
+    cluster: &str,
+    info: &ResourceInfo,
+    ns: &str,
+    obj: Value,
+) -> Result<Value, ApiError> {
+    let ns = (!ns.is_empty()).then_some(ns);
+    let r = Request::internal(
+        hub,
+        cluster,
+        (&info.group, &info.version, &info.resource),
+        ns,
+        None,
+        "create",
+        MANAGER,
+    )?;
+    service::create(&r, obj).await.map(|w| w.object)
+}
+
+fn info_in(hub: &Hub, cluster: &str, storage_key: &str) -> Result<ResourceInfo, ApiError> {
+    super::info_for_storage_key(hub, cluster, storage_key)
+        .ok_or_else(|| ApiError::not_found_message(format!("{storage_key} is not served in {cluster}")))
+}
+
+async fn update(hub: &Arc<Hub>, key: &ObjectKey, obj: Value) -> Result<Value, ApiError> {
+    let info = info_in(hub, &key.cluster, &key.resource)?;
+    let r = Request::internal_at(hub, info, key, "update", MANAGER)?;
+    service::update(&r, obj).await.map(|w| w.object)
+}
+
+async fn patch(
+    hub: &Arc<Hub>,
+    key: &ObjectKey,
+    subresource: Option<&str>,
+    kind: PatchType,
+    body: Value,
+) -> Result<(), ApiError> {
+    let info = info_in(hub, &key.cluster, &key.resource)?;
+    let mut r = Request::internal_at(hub, info, key, "patch", MANAGER)?;
+    if let Some(s) = subresource {
+        r = r.on_subresource(s);
+    }
+    service::patch(&r, kind, body.to_string().into())
+        .await
+        .map(|_| ())
+}
+
+async fn delete(hub: &Arc<Hub>, key: &ObjectKey) -> Result<(), ApiError> {
+    let info = info_in(hub, &key.cluster, &key.resource)?;
+    let r = Request::internal_at(hub, info, key, "delete", MANAGER)?;
+    match service::delete(&r, &DeleteOptions::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Log a failed write; true (retry) unless the failure is the caller's to fix.
+fn failed(what: &str, key: &ObjectKey, e: &ApiError) -> bool {
+    tracing::debug!(cluster = %key.cluster, resource = %key.resource, namespace = %key.namespace,
+        name = %key.name, "placement translator: {what} failed: {}", e.message);
+    true
+}
+
+/// The placement's SinglePlacementSlice (same name, owned by it).
+async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
+    if p.deleting {
+        return false;
+    }
+    let key = ObjectKey {
+        cluster: p.cluster.clone(),
+        resource: format!("{EDGE_GROUP}/{}", SinglePlacementSlice::PLURAL),
+        namespace: String::new(),
+        name: p.name.clone(),
+    };
+    let destinations = serde_json::to_value(&p.destinations).unwrap_or(json!([]));
+    let body = json!({
+        "apiVersion": format!("{EDGE_GROUP}/{EDGE_VERSION}"), "kind": SinglePlacementSlice::KIND,
+        "metadata": {"name": p.name, "ownerReferences": [{
+            "apiVersion": format!("{EDGE_GROUP}/{EDGE_VERSION}"), "kind": "EdgePlacement",
+            "name": p.name, "uid": p.uid, "controller": true,
+        }]},
+        "destinations": destinations,
+    });
+    if hub
+        .registry
+        .lookup(
+            Some(&p.cluster),
+            EDGE_GROUP,
+            EDGE_VERSION,
+            SinglePlacementSlice::PLURAL,
+        )
+        .is_none()
+    {
+        // A WMW made before the kind existed: give it the CRD.
+        let crd = serde_json::to_value(SinglePlacementSlice::crd()).unwrap_or_default();
+        let _ = service::create_internal(
+            hub,
+            &p.cluster,
+            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            None,
+            crd,
+        )
+        .await;
+        return true;
+    }
+    match hub.store.get(&key) {
+        None => {
+            let info = match info_in(hub, &p.cluster, &key.resource) {
+                Ok(i) => i,
+                Err(_) => return true,
+            };
+            match create(hub, &p.cluster, &info, "", body).await {
+                Ok(_) => false,
+                Err(e) if e.code == 409 => true,
+                Err(e) => failed("creating the SinglePlacementSlice", &key, &e),
+            }
+        }
+        Some(existing) => {
+            let current = existing.value();
+            let same_owner = current.pointer("/metadata/ownerReferences/0/uid") == Some(&json!(p.uid));
+            if current.get("destinations").unwrap_or(&json!([])) == &destinations && same_owner {
+                return false;
+            }
+            let mut body = body;
+            body["metadata"]["resourceVersion"] = json!(existing.rv.to_string());
+            match update(hub, &key, body).await {
+                Ok(_) => false,
+                Err(e) => failed("updating the SinglePlacementSlice", &key, &e),
+            }
+        }
+    }
+}
+
+/// Whether namespace `ns` of mailbox `cluster` holds objects the
+/// translator did not place (beyond what every namespace has).
+fn holds_others(hub: &Hub, cluster: &str, ns: &str) -> bool {
+    let scope = ClusterScope::One(cluster.to_string());
+    hub.store.resources_in(cluster).iter().any(|resource| {
+        if matches!(resource.as_str(), "/events" | "events.k8s.io/events") {
+            return false;
+        }
+        let (objects, _) = hub.store.list(&scope, resource, Some(ns), None);
+        objects.iter().any(|(key, obj)| {
+            let every_namespace_has_it = matches!(
+                (key.resource.as_str(), key.name.as_str()),
+                ("/serviceaccounts", "default") | ("/configmaps", "kube-root-ca.crt")
+            ) || (key.resource == "/secrets"
+                && memchr::memmem::find(&obj.json, b"kubernetes.io/service-account-token").is_some());
+            !key.namespace.is_empty() && !obj.labels.contains_key(PLACED_LABEL) && !every_namespace_has_it
+        })
+    })
+}
+
+/// Order of writes: CRDs, then Namespaces, then other cluster-scoped
+/// objects, then namespaced ones (deletions go the other way).
+fn write_rank(key: &CopyKey) -> u8 {
+    match key.0.as_str() {
+        "apiextensions.k8s.io/customresourcedefinitions" => 0,
+        "/namespaces" => 1,
+        _ if key.1.is_empty() => 2,
+        _ => 3,
+    }
+}
+
+/// Make one mailbox hold what its plan says (nothing placed, without one).
+async fn apply_mailbox(
+    hub: &Arc<Hub>,
+    mb: &Mailbox,
+    plan: Option<&Plan>,
+    placements: &mut [Placement],
+    executing: &mut HashMap<ObjectKey, usize>,
+) -> bool {
+    let mut retry = false;
+    let scope = ClusterScope::One(mb.cluster.clone());
+    let mut actual: BTreeMap<CopyKey, (ObjectKey, Arc<StoredObject>)> = BTreeMap::new();
+    for resource in hub.store.resources_in(&mb.cluster) {
+        if resource == SYNCER_CONFIGS {
+            continue;
+        }
+        let (objects, _) = hub.store.list(&scope, &resource, None, None);
+        for (key, obj) in objects {
+            if obj.labels.contains_key(PLACED_LABEL) {
+                actual.insert(
+                    (key.resource.clone(), key.namespace.clone(), key.name.clone()),
+                    (key, obj),
+                );
+            }
+        }
+    }
+
+    // Who wins each name.
+    let mut winners: BTreeMap<CopyKey, &Contender> = BTreeMap::new();
+    if let Some(plan) = plan {
+        for (ck, list) in &plan.contenders {
+            let holder = actual.get(ck).map(|(_, o)| {
+                let v = o.value();
+                v.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(SOURCE_ANNOTATION))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            });
+            let winner = holder
+                .and_then(|h| list.iter().find(|c| c.source_path == h))
+                .unwrap_or(&list[0]);
+            if list.len() > 1 {
+                let first = copy::content(&list[0].selected.copy);
+                if list.iter().any(|c| copy::content(&c.selected.copy) != first) {
+                    let sides: Vec<String> = list
+                        .iter()
+                        .map(|c| {
+                            let names: Vec<String> =
+                                c.placements.iter().map(|i| placements[*i].id()).collect();
+                            format!("{} (EdgePlacement {})", c.source_path, names.join(", "))
+                        })
+                        .collect();
+                    let what = if ck.1.is_empty() {
+                        format!("{} {}", ck.0, ck.2)
+                    } else {
+                        format!("{} {}/{}", ck.0, ck.1, ck.2)
+                    };
+                    let message = format!(
+                        "mailbox of SyncTarget {}: {what} is wanted from {}; the copy from {} stays",
+                        plan.target,
+                        sides.join(" and from "),
+                        winner.source_path
+                    );
+                    for c in list {
+                        for i in &c.placements {
+                            placements[*i].conflicts.insert(message.clone());
+                        }
+                    }
+                }
+            }
+            winners.insert(ck.clone(), winner);
+        }
+    }
+
+    // Remove what no placement wants here any more.
+    let mut unwanted: Vec<&(ObjectKey, Arc<StoredObject>)> = actual
+        .iter()
+        .filter(|(ck, _)| !winners.contains_key(*ck))
+        .map(|(_, v)| v)
+        .collect();
+    unwanted.sort_by_key(|(k, _)| {
+        std::cmp::Reverse(write_rank(&(
+            k.resource.clone(),
+            k.namespace.clone(),
+            k.name.clone(),
+        )))
+    });
+    for (key, _) in unwanted {
+        if key.resource == "/namespaces" && holds_others(hub, &mb.cluster, &key.name) {
+            // Deleting it would delete what others put there: let it go instead.
+            let body = json!({"metadata": {"labels": {PLACED_LABEL: null},
+                "annotations": {SOURCE_ANNOTATION: null, SOURCE_RV_ANNOTATION: null}}});
+            if let Err(e) = patch(hub, key, None, PatchType::Merge, body).await {
+                retry |= failed("releasing a namespace", key, &e);
+            }
+            continue;
+        }
+        if let Err(e) = delete(hub, key).await {
+            retry |= failed("removing an unplaced copy", key, &e);
+        }
+    }
+
+    // Create and update the rest.
+    let mut order: Vec<(&CopyKey, &&Contender)> = winners.iter().collect();
+    order.sort_by_key(|(ck, _)| write_rank(ck));
+    let mut listed = Vec::new();
+    for (ck, winner) in order {
+        let s = &winner.selected;
+        let key = ObjectKey {
+            cluster: mb.cluster.clone(),
+            resource: ck.0.clone(),
+            namespace: ck.1.clone(),
+            name: ck.2.clone(),
+        };
+        let present = match hub.store.get(&key) {
+            None => match create(hub, &mb.cluster, &s.info, &ck.1, s.copy.clone()).await {
+                Ok(_) => true,
+                Err(e) => {
+                    retry |= failed("placing a copy", &key, &e);
+                    false
+                }
+            },
+            Some(existing) if !existing.labels.contains_key(PLACED_LABEL) => {
+                if ck.0 != "/namespaces" {
+                    let message = format!(
+                        "mailbox of SyncTarget {} already holds {} {}{}, which Ferry did not place; it is left alone",
+                        mb.target,
+                        ck.0,
+                        if ck.1.is_empty() { String::new() } else { format!("{}/", ck.1) },
+                        ck.2
+                    );
+                    for i in &winner.placements {
+                        placements[*i].conflicts.insert(message.clone());
+                    }
+                }
+                ck.0 == "/namespaces"
+            }
+            Some(existing) => {
+                let current = existing.value();
+                let recorded_rv = current
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(SOURCE_RV_ANNOTATION))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let stale = recorded_rv != s.rv.to_string()
+                    || str_at(
+                        &current,
+                        &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
+                    ) != winner.source_path;
+                if s.overwrite && stale && copy::content(&current) != copy::content(&s.copy) {
+                    let mut body = s.copy.clone();
+                    body["metadata"]["resourceVersion"] = json!(existing.rv.to_string());
+                    if let Some(status) = current.get("status") {
+                        body["status"] = status.clone();
+                    }
+                    if let Err(e) = update(hub, &key, body).await {
+                        retry |= failed("updating a copy", &key, &e);
+                    }
+                }
+                true
+            }
+        };
+        if present {
+            *executing.entry(s.key.clone()).or_default() += 1;
+            for i in &winner.placements {
+                placements[*i].executing += 1;
+            }
+            listed.push(Listed {
+                group: s.info.group.clone(),
+                version: s.info.version.clone(),
+                resource: s.info.resource.clone(),
+                namespace: ck.1.clone(),
+                name: ck.2.clone(),
+            });
+        }
+    }
+
+    retry | write_the_one(hub, mb, plan, &listed).await
+}
+
+/// The mailbox's SyncerConfig `the-one`: what is placed there and what its
+/// placements upsync. Without a plan, one the translator made is emptied;
+/// a hand-written one is left alone.
+async fn write_the_one(hub: &Arc<Hub>, mb: &Mailbox, plan: Option<&Plan>, listed: &[Listed]) -> bool {
+    let key = ObjectKey {
+        cluster: mb.cluster.clone(),
+        resource: SYNCER_CONFIGS.into(),
+        namespace: String::new(),
+        name: THE_ONE.into(),
+    };
+    let existing = hub.store.get(&key);
+    let mine = existing
+        .as_ref()
+        .is_some_and(|e| e.labels.contains_key(PLACED_LABEL));
+    if plan.is_none() && !mine {
+        return false;
+    }
+    let upsync = plan.map(|p| p.upsync.as_slice()).unwrap_or_default();
+    let spec = serde_json::to_value(copy::syncer_config_spec(listed, upsync)).unwrap_or(json!({}));
+    match existing {
+        None => {
+            let body = json!({
+                "apiVersion": format!("{EDGE_GROUP}/{EDGE_VERSION}"), "kind": "SyncerConfig",
+                "metadata": {"name": THE_ONE, "labels": {PLACED_LABEL: "true"}},
+                "spec": spec,
+            });
+            let Ok(info) = info_in(hub, &mb.cluster, SYNCER_CONFIGS) else {
+                return true;
+            };
+            match create(hub, &mb.cluster, &info, "", body).await {
+                Ok(_) => false,
+                Err(e) => failed("creating SyncerConfig the-one", &key, &e),
+            }
+        }
+        Some(existing) => {
+            let mut current = existing.value();
+            if mine && current.get("spec").unwrap_or(&json!({})) == &spec {
+                return false;
+            }
+            current["spec"] = spec;
+            current["metadata"]["labels"][PLACED_LABEL] = json!("true");
+            match update(hub, &key, current).await {
+                Ok(_) => false,
+                Err(e) => failed("updating SyncerConfig the-one", &key, &e),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- reported state
+
+/// Workload management workspaces: where EdgePlacements are served, but not mailboxes.
+fn wmw_clusters(hub: &Hub, mailboxes: &BTreeSet<String>) -> Vec<String> {
+    hub.store
+        .clusters()
+        .into_iter()
+        .filter(|c| !mailboxes.contains(c))
+        .filter(|c| {
+            hub.registry
+                .lookup(Some(c), EDGE_GROUP, EDGE_VERSION, "edgeplacements")
+                .is_some()
+        })
+        .collect()
+}
+
+async fn report(
+    hub: &Arc<Hub>,
+    placements: &[Placement],
+    plans: &BTreeMap<String, Plan>,
+    executing: &HashMap<ObjectKey, usize>,
+) -> bool {
+    let mut retry = false;
+    let mailbox_clusters: BTreeSet<String> = mailboxes(hub).into_iter().map(|m| m.cluster).collect();
+    let wmws = wmw_clusters(hub, &mailbox_clusters);
+
+    // kubestellar.io/executing-count on every selected object; gone from the others.
+    let mut counted: BTreeMap<ObjectKey, usize> = BTreeMap::new();
+    for p in placements {
+        for s in &p.selected {
+            counted.insert(s.key.clone(), executing.get(&s.key).copied().unwrap_or(0));
+        }
+    }
+    for cluster in &wmws {
+        let scope = ClusterScope::One(cluster.clone());
+        for resource in hub.store.resources_in(cluster) {
+            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+            for (key, obj) in objects {
+                let want = counted.get(&key).map(|n| n.to_string());
+                let has = memchr::memmem::find(&obj.json, EXECUTING_COUNT_ANNOTATION.as_bytes()).is_some();
+                if want.is_none() && !has {
+                    continue;
+                }
+                let v = obj.value();
+                let current = v
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(EXECUTING_COUNT_ANNOTATION))
+                    .and_then(Value::as_str)
+                    .map(String::from);
+                if current == want {
+                    continue;
+                }
+                let body = json!({"metadata": {"annotations": {EXECUTING_COUNT_ANNOTATION: want}}});
+                if let Err(e) = patch(hub, &key, None, PatchType::Merge, body).await {
+                    retry |= e.code != 404 && failed("annotating the executing count", &key, &e);
+                }
+            }
+        }
+    }
+
+    // A singleton placement's one copy reports its status into the WMW object.
+    for p in placements {
+        if !p.spec.want_singleton_reported_state || p.destinations.len() != 1 {
+            continue;
+        }
+        let d = &p.destinations[0];
+        let path = format!(
+            "{MAILBOX_PARENT}:{}",
+            mailbox_name(&d.cluster, &d.sync_target_uid)
+        );
+        let Some(mb) = hub.workspaces.resolve(&path) else {
+            continue;
+        };
+        for s in &p.selected {
+            if matches!(
+                s.key.resource.as_str(),
+                "/namespaces" | "apiextensions.k8s.io/customresourcedefinitions"
+            ) {
+                continue;
+            }
+            let copy_key = ObjectKey {
+                cluster: mb.name.clone(),
+                ..s.key.clone()
+            };
+            let Some(copy) = hub.store.get(&copy_key) else {
+                continue;
+            };
+            let copy = copy.value();
+            if str_at(
+                &copy,
+                &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
+            ) != p.path
+            {
+                continue;
+            }
+            let Some(status) = copy.get("status") else {
+                continue;
+            };
+            if s.value.get("status") == Some(status) {
+                continue;
+            }
+            let sub = s.info.status_subresource.then_some("status");
+            let body = json!([{"op": "add", "path": "/status", "value": status}]);
+            if let Err(e) = patch(hub, &s.key, sub, PatchType::Json, body).await {
+                retry |= failed("returning reported state", &s.key, &e);
+            }
+        }
+    }
+
+    // Upsynced objects come back to the WMWs whose placements upsync them.
+    let mut desired: BTreeMap<ObjectKey, Value> = BTreeMap::new();
+    for (mb_cluster, plan) in plans {
+        if plan.upsync.is_empty() {
+            continue;
+        }
+        let scope = ClusterScope::One(mb_cluster.clone());
+        for resource in hub.store.resources_in(mb_cluster) {
+            let Some((group, plural)) = resource.split_once('/') else {
+                continue;
+            };
+            if NEVER_PLACED_GROUPS.contains(&group) {
+                continue;
+            }
+            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+            for (key, obj) in objects {
+                if obj.labels.contains_key(PLACED_LABEL)
+                    || memchr::memmem::find(&obj.json, UPSYNCED_ANNOTATION.as_bytes()).is_none()
+                {
+                    continue;
+                }
+                for i in &plan.placements {
+                    let p = &placements[*i];
+                    if !p
+                        .spec
+                        .upsync
+                        .iter()
+                        .any(|u| copy::upsync_matches(u, group, plural, &key.namespace, &key.name))
+                    {
+                        continue;
+                    }
+                    let wmw_key = ObjectKey {
+                        cluster: p.cluster.clone(),
+                        resource: resource.clone(),
+                        namespace: key.namespace.clone(),
+                        name: copy::returned_name(&plan.target, &key.name),
+                    };
+                    desired.insert(
+                        wmw_key,
+                        copy::returned_copy(&obj.value(), &plan.target, &plan.path),
+                    );
+                }
+            }
+        }
+    }
+    let mut actual: BTreeMap<ObjectKey, Arc<StoredObject>> = BTreeMap::new();
+    for cluster in &wmws {
+        let scope = ClusterScope::One(cluster.clone());
+        for resource in hub.store.resources_in(cluster) {
+            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+            for (key, obj) in objects {
+                if obj.labels.contains_key(RETURNED_LABEL) {
+                    actual.insert(key, obj);
+                }
+            }
+        }
+    }
+    for (key, _) in actual.iter().filter(|(k, _)| !desired.contains_key(*k)) {
+        if let Err(e) = delete(hub, key).await {
+            retry |= failed("removing a returned upsync", key, &e);
+        }
+    }
+    for (key, body) in desired {
+        let Ok(info) = info_in(hub, &key.cluster, &key.resource) else {
+            continue; // the WMW does not serve the kind: it stays in the mailboxes
+        };
+        if !key.namespace.is_empty() && hub.store.get(&ns_key(&key.cluster, &key.namespace)).is_none() {
+            continue;
+        }
+        match actual.get(&key) {
+            None => match create(hub, &key.cluster, &info, &key.namespace, body.clone()).await {
+                Ok(made) => {
+                    if let (true, Some(status)) = (info.status_subresource, body.get("status")) {
+                        if made.get("status") != Some(status) {
+                            let patch_body = json!([{"op": "add", "path": "/status", "value": status}]);
+                            let _ = patch(hub, &key, Some("status"), PatchType::Json, patch_body).await;
+                        }
+                    }
+                }
+                Err(e) => retry |= failed("returning an upsynced object", &key, &e),
+            },
+            Some(existing) => {
+                let current = existing.value();
+                if copy::content(&current) != copy::content(&body) {
+                    let mut update_body = body.clone();
+                    update_body["metadata"]["resourceVersion"] = json!(existing.rv.to_string());
+                    if let Err(e) = update(hub, &key, update_body).await {
+                        retry |= failed("updating a returned upsync", &key, &e);
+                    }
+                }
+                if let Some(status) = body.get("status") {
+                    if current.get("status") != Some(status) {
+                        let sub = info.status_subresource.then_some("status");
+                        let patch_body = json!([{"op": "add", "path": "/status", "value": status}]);
+                        if let Err(e) = patch(hub, &key, sub, PatchType::Json, patch_body).await {
+                            retry |= failed("updating a returned upsync's status", &key, &e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    retry
+}
+
+// ---------------------------------------------------------------- status
+
+fn condition(old: &Value, type_: &str, status: bool, reason: &str, message: &str) -> Value {
+    let status = if status { "True" } else { "False" };
+    let previous = old
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c.get("type") == Some(&json!(type_))));
+    let since = match previous {
+        Some(c) if c.get("status") == Some(&json!(status)) => c.get("lastTransitionTime").cloned(),
+        _ => None,
+    }
+    .unwrap_or_else(|| json!(ferry_api::timestamp::now()));
+    json!({"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since})
+}
+
+/// The placement's status: counts and conditions.
+fn status_of(p: &Placement) -> Value {
+    let invalid = !p.problems.is_empty();
+    let conflict = !p.conflicts.is_empty();
+    let pending = !p.pending.is_empty();
+    let problems: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
+    let conflicts: Vec<String> = p.conflicts.iter().cloned().collect();
+    let ready_message = if invalid {
+        "the spec has problems; see InvalidSpec".to_string()
+    } else if conflict {
+        "some objects are wanted differently by another placement; see Conflict".to_string()
+    } else if pending {
+        format!(
+            "waiting for the mailbox workspaces of {}",
+            p.pending.iter().cloned().collect::<Vec<_>>().join(", ")
+        )
+    } else {
+        format!(
+            "{} objects placed on {} SyncTargets",
+            p.selected.len(),
+            p.destinations.len()
+        )
+    };
+    let ready_reason = match (invalid, conflict, pending) {
+        (true, _, _) => "InvalidSpec",
+        (_, true, _) => "Conflict",
+        (_, _, true) => "MailboxNotReady",
+        _ => "Placed",
+    };
+    json!({
+        "specGeneration": p.generation,
+        "matchingLocationCount": p.matching_locations,
+        "executingCount": p.executing,
+        "conditions": [
+            condition(&p.value, "Ready", !(invalid || conflict || pending), ready_reason, &ready_message),
+            condition(&p.value, "InvalidSpec", invalid, if invalid { "InvalidSpec" } else { "Valid" },
+                &problems.join("; ")),
+            condition(&p.value, "Conflict", conflict, if conflict { "Conflict" } else { "NoConflict" },
+                &conflicts.join("; ")),
+        ],
+    })
+}
+
+async fn write_status(hub: &Arc<Hub>, p: &Placement) {
+    if p.deleting {
+        return;
+    }
+    let status = status_of(p);
+    if p.value.get("status") == Some(&status) {
+        return;
+    }
+    let key = ObjectKey {
+        cluster: p.cluster.clone(),
+        resource: EDGE_PLACEMENTS.into(),
+        namespace: String::new(),
+        name: p.name.clone(),
+    };
+    let body = json!([{"op": "add", "path": "/status", "value": status}]);
+    if let Err(e) = patch(hub, &key, Some("status"), PatchType::Json, body).await {
+        if e.code != 404 {
+            failed("writing EdgePlacement status", &key, &e);
+        }
+    }
+}

@@ -1,0 +1,973 @@
+//! KubeStellar placement on the hub: EdgePlacements in a workload management
+//! workspace (WMW), the where-resolver's SinglePlacementSlices, the placement
+//! translator filling mailbox workspaces (copies and SyncerConfig `the-one`),
+//! and reported state coming back to the WMW.
+
+mod common;
+
+use common::{client, eventually};
+use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
+use ferry_hub::testing::TestHub;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::ResourceExt;
+use serde_json::{json, Value};
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+fn edge(kind: &str, plural: &str) -> ApiResource {
+    ar("edge.kubestellar.io", "v2alpha1", kind, plural)
+}
+
+fn api(c: &kube::Client, r: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(c.clone(), ns, r),
+        None => Api::all_with(c.clone(), r),
+    }
+}
+
+fn configmaps() -> ApiResource {
+    ar("", "v1", "ConfigMap", "configmaps")
+}
+
+fn deployments() -> ApiResource {
+    ar("apps", "v1", "Deployment", "deployments")
+}
+
+/// Server-side apply, resolving the kind through discovery.
+async fn apply(c: &kube::Client, doc: Value) -> DynamicObject {
+    let api_version = doc["apiVersion"].as_str().unwrap();
+    let kind = doc["kind"].as_str().unwrap();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let (r, caps) = kube::discovery::pinned_kind(c, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .unwrap_or_else(|e| panic!("{kind} is not served: {e}"));
+    let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str);
+    let a = match (caps.scope, ns) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => api(c, &r, Some(ns)),
+        _ => api(c, &r, None),
+    };
+    let name = doc["metadata"]["name"].as_str().unwrap();
+    a.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"))
+}
+
+/// A workspace under root with Ferry's CRDs installed (what `ferry ensure wmw` does).
+async fn workspace(hub: &TestHub, name: &str) -> String {
+    let root = client(hub, "root").await;
+    let ws = apply(
+        &root,
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
+    )
+    .await;
+    let inside = client(hub, &format!("root:{name}")).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(inside.clone());
+    for crd in ferry_api::all_crds() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let placements = api(&inside, &edge("EdgePlacement", "edgeplacements"), None);
+    eventually(10, "the edge API in the new workspace", || {
+        let placements = placements.clone();
+        async move { placements.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    ws.data["spec"]["cluster"].as_str().unwrap().to_string()
+}
+
+/// SyncTarget and Location `name` in `root:imw1`, as `ferry ensure location` makes them;
+/// returns the mailbox workspace path once it serves the edge API.
+async fn location(hub: &TestHub, imw_cluster: &str, name: &str, labels: Value) -> String {
+    let imw = client(hub, "root:imw1").await;
+    let mut target_labels = labels.clone();
+    target_labels["id"] = json!(name);
+    let st = apply(
+        &imw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncTarget",
+               "metadata": {"name": name, "labels": target_labels}}),
+    )
+    .await;
+    apply(
+        &imw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Location",
+               "metadata": {"name": name, "labels": labels},
+               "spec": {"resource": {"group": "edge.kubestellar.io", "version": "v2alpha1", "resource": "synctargets"},
+                        "instanceSelector": {"matchLabels": {"id": name}}}}),
+    )
+    .await;
+    let path = format!("root:{imw_cluster}-mb-{}", st.metadata.uid.unwrap());
+    let mb = client(hub, &path).await;
+    let configs = api(&mb, &edge("SyncerConfig", "syncerconfigs"), None);
+    eventually(15, "the mailbox to serve SyncerConfigs", || {
+        let configs = configs.clone();
+        async move { configs.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    path
+}
+
+/// The seed's example1 workload in the WMW: commonstuff (labelled common=si) with a
+/// ConfigMap and Deployment, specialstuff (special=yes) with the same.
+async fn example1_workload(wmw: &kube::Client) {
+    for (ns, labels, deploy) in [
+        ("commonstuff", json!({"common": "si"}), "commond"),
+        ("specialstuff", json!({"special": "yes"}), "speciald"),
+    ] {
+        apply(
+            wmw,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}),
+        )
+        .await;
+        apply(
+            wmw,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "httpd-htdocs", "namespace": ns, "labels": {"app.kubernetes.io/part-of": "my-app"}},
+                   "data": {"index.html": format!("<html>{ns}</html>")}}),
+        )
+        .await;
+        apply(wmw, deployment(ns, deploy, 1)).await;
+    }
+}
+
+fn deployment(ns: &str, name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": ns},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "httpd", "image": "library/httpd:2.4"}]}}}})
+}
+
+fn placement_c() -> Value {
+    json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+           "metadata": {"name": "edge-placement-c"},
+           "spec": {"locationSelectors": [{"matchLabels": {"env": "prod"}}],
+                    "downsync": [
+                        {"apiGroup": "", "resources": ["configmaps"], "namespaces": ["commonstuff"], "objectNames": ["httpd-htdocs"]},
+                        {"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["commonstuff"]}],
+                    "wantSingletonReportedState": false,
+                    "upsync": [{"apiGroup": "group1.test", "resources": ["sprockets"], "namespaces": ["orbital"], "names": ["george"]}]}})
+}
+
+fn placement_s() -> Value {
+    json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+           "metadata": {"name": "edge-placement-s"},
+           "spec": {"locationSelectors": [{"matchLabels": {"env": "prod", "extended": "yes"}}],
+                    "downsync": [
+                        {"apiGroup": "", "resources": ["configmaps"], "namespaceSelectors": [{"matchLabels": {"special": "yes"}}],
+                         "labelSelectors": [{"matchLabels": {"app.kubernetes.io/part-of": "my-app"}}]},
+                        {"apiGroup": "apps", "resources": ["deployments"], "namespaceSelectors": [{"matchLabels": {"special": "yes"}}],
+                         "objectNames": ["speciald"]}]}})
+}
+
+/// A hub with root:imw1 (florin: env=prod; guilder: env=prod, extended=yes) and
+/// root:wmw1; returns the mailbox paths of florin and guilder.
+async fn example1(hub: &TestHub) -> (String, String) {
+    let imw_cluster = workspace(hub, "imw1").await;
+    workspace(hub, "wmw1").await;
+    let florin = location(
+        hub,
+        &imw_cluster,
+        "florin",
+        json!({"loc-name": "florin", "env": "prod"}),
+    )
+    .await;
+    let guilder = location(
+        hub,
+        &imw_cluster,
+        "guilder",
+        json!({"loc-name": "guilder", "env": "prod", "extended": "yes"}),
+    )
+    .await;
+    (florin, guilder)
+}
+
+async fn get(c: &kube::Client, r: &ApiResource, ns: Option<&str>, name: &str) -> Option<DynamicObject> {
+    api(c, r, ns).get_opt(name).await.unwrap()
+}
+
+/// Names of everything the translator placed in a mailbox (`resource ns/name`).
+async fn placed(hub: &TestHub, mailbox: &str) -> Vec<String> {
+    let mb = client(hub, mailbox).await;
+    let lp = ListParams::default().labels(PLACED_LABEL);
+    let mut out = Vec::new();
+    for (r, namespaced) in [
+        (ar("", "v1", "Namespace", "namespaces"), false),
+        (configmaps(), true),
+        (deployments(), true),
+        (edge("SyncerConfig", "syncerconfigs"), false),
+    ] {
+        let list = if namespaced {
+            Api::<DynamicObject>::all_with(mb.clone(), &r)
+                .list(&lp)
+                .await
+                .unwrap()
+        } else {
+            api(&mb, &r, None).list(&lp).await.unwrap()
+        };
+        for o in list {
+            out.push(format!(
+                "{} {}{}",
+                r.plural,
+                o.metadata.namespace.map(|n| format!("{n}/")).unwrap_or_default(),
+                o.metadata.name.unwrap()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn the_one(hub: &TestHub, mailbox: &str) -> Option<Value> {
+    let mb = client(hub, mailbox).await;
+    get(&mb, &edge("SyncerConfig", "syncerconfigs"), None, "the-one")
+        .await
+        .map(|o| o.data["spec"].clone())
+}
+
+fn condition(p: &DynamicObject, type_: &str) -> (String, String) {
+    let c = p.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null);
+    (
+        c["status"].as_str().unwrap_or_default().to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn where_resolver_keeps_the_single_placement_slice_live() {
+    let hub = TestHub::start().await;
+    let (_florin, _guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    apply(&wmw, placement_s()).await;
+    apply(&wmw, placement_c()).await;
+    let slices = api(&wmw, &edge("SinglePlacementSlice", "singleplacementslices"), None);
+    let targets_of = |slice: &DynamicObject| -> Vec<String> {
+        slice.data["destinations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                format!(
+                    "{}@{}",
+                    d["syncTargetName"].as_str().unwrap(),
+                    d["locationName"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    let s = slices.clone();
+    eventually(15, "edge-placement-c to reach florin and guilder", || {
+        let s = s.clone();
+        async move {
+            let slice = s.get_opt("edge-placement-c").await.ok().flatten()?;
+            (targets_of(&slice) == ["florin@florin", "guilder@guilder"]).then_some(())
+        }
+    })
+    .await;
+    let s = slices.clone();
+    let slice = eventually(10, "edge-placement-s's slice", || {
+        let s = s.clone();
+        async move { s.get_opt("edge-placement-s").await.ok().flatten() }
+    })
+    .await;
+    assert_eq!(targets_of(&slice), ["guilder@guilder"]);
+    let d = &slice.data["destinations"][0];
+    assert!(d["syncTargetUID"].as_str().is_some_and(|u| !u.is_empty()) && d["cluster"].as_str().is_some());
+    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
+    let p = placements.clone();
+    eventually(10, "matchingLocationCount 2 on edge-placement-c", || {
+        let p = p.clone();
+        async move {
+            let o = p.get("edge-placement-c").await.ok()?;
+            (o.data["status"]["matchingLocationCount"] == 2).then_some(())
+        }
+    })
+    .await;
+
+    // florin's Location gains extended=yes: edge-placement-s now reaches it too.
+    let imw = client(&hub, "root:imw1").await;
+    api(&imw, &edge("Location", "locations"), None)
+        .patch(
+            "florin",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"extended": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    let s = slices.clone();
+    eventually(10, "edge-placement-s to follow the Location's labels", || {
+        let s = s.clone();
+        async move {
+            let slice = s.get("edge-placement-s").await.ok()?;
+            (targets_of(&slice) == ["florin@florin", "guilder@guilder"]).then_some(())
+        }
+    })
+    .await;
+    // guilder's SyncTarget goes: gone from every slice.
+    api(&imw, &edge("SyncTarget", "synctargets"), None)
+        .delete("guilder", &DeleteParams::default())
+        .await
+        .unwrap();
+    let s = slices.clone();
+    eventually(10, "guilder to leave the slices", || {
+        let s = s.clone();
+        async move {
+            let c = s.get("edge-placement-c").await.ok()?;
+            let sp = s.get("edge-placement-s").await.ok()?;
+            (targets_of(&c) == ["florin@florin"] && targets_of(&sp) == ["florin@florin"]).then_some(())
+        }
+    })
+    .await;
+    // The slice belongs to its placement.
+    placements
+        .delete("edge-placement-s", &DeleteParams::default())
+        .await
+        .unwrap();
+    let s = slices.clone();
+    eventually(10, "the slice to go with its placement", || {
+        let s = s.clone();
+        async move { s.get_opt("edge-placement-s").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
+    let hub = TestHub::start().await;
+    let (florin, guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    apply(&wmw, placement_c()).await;
+    apply(&wmw, placement_s()).await;
+
+    let common = [
+        "configmaps commonstuff/httpd-htdocs",
+        "deployments commonstuff/commond",
+        "namespaces commonstuff",
+        "syncerconfigs the-one",
+    ];
+    let special = [
+        "configmaps commonstuff/httpd-htdocs",
+        "configmaps specialstuff/httpd-htdocs",
+        "deployments commonstuff/commond",
+        "deployments specialstuff/speciald",
+        "namespaces commonstuff",
+        "namespaces specialstuff",
+        "syncerconfigs the-one",
+    ];
+    eventually(
+        20,
+        "florin's and guilder's mailboxes to hold their objects",
+        || {
+            let (hub, florin, guilder) = (&hub, florin.clone(), guilder.clone());
+            async move {
+                (placed(hub, &florin).await == common && placed(hub, &guilder).await == special).then_some(())
+            }
+        },
+    )
+    .await;
+    // The SyncerConfig names exactly what is there, and the placements' upsync.
+    let spec = the_one(&hub, &guilder).await.unwrap();
+    assert_eq!(
+        spec["clusterScope"],
+        json!([{"group": "", "resource": "namespaces", "apiVersion": "v1", "objects": ["commonstuff", "specialstuff"]}])
+    );
+    assert_eq!(
+        spec["namespacedObjects"][1],
+        json!({"group": "apps", "resource": "deployments", "apiVersion": "v1", "objectsByNamespace": [
+            {"namespace": "commonstuff", "names": ["commond"]}, {"namespace": "specialstuff", "names": ["speciald"]}]})
+    );
+    assert_eq!(spec["upsync"][0]["apiGroup"], "group1.test");
+    assert!(the_one(&hub, &florin).await.unwrap()["upsync"].is_array());
+
+    // A change in the WMW reaches every copy; the copy's own status is kept.
+    let mb = client(&hub, &florin).await;
+    let copies = api(&mb, &deployments(), Some("commonstuff"));
+    copies
+        .patch_status(
+            "commond",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 1, "readyReplicas": 1}})),
+        )
+        .await
+        .unwrap();
+    apply(&wmw, deployment("commonstuff", "commond", 3)).await;
+    for mailbox in [&florin, &guilder] {
+        let c = api(&client(&hub, mailbox).await, &deployments(), Some("commonstuff"));
+        eventually(10, "the copy to follow the WMW object", || {
+            let c = c.clone();
+            async move { (c.get("commond").await.ok()?.data["spec"]["replicas"] == 3).then_some(()) }
+        })
+        .await;
+    }
+    assert_eq!(
+        copies.get("commond").await.unwrap().data["status"]["readyReplicas"],
+        1
+    );
+
+    // Create-only objects are not updated.
+    apply(
+        &wmw,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "httpd-htdocs", "namespace": "commonstuff",
+                            "annotations": {"edge.kubestellar.io/downsync-overwrite": "false"}},
+               "data": {"index.html": "<html>changed</html>"}}),
+    )
+    .await;
+    // An object the translator did not place is never touched.
+    let mine = api(&mb, &configmaps(), Some("commonstuff"));
+    mine.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "hand-made", "namespace": "commonstuff"}, "data": {"a": "b"}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+
+    // Dropping specialstuff from the placement removes exactly its copies.
+    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
+    placements
+        .delete("edge-placement-s", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(15, "guilder's mailbox to lose the special objects", || {
+        let (hub, guilder) = (&hub, guilder.clone());
+        async move { (placed(hub, &guilder).await == common).then_some(()) }
+    })
+    .await;
+    let spec = the_one(&hub, &guilder).await.unwrap();
+    assert_eq!(spec["clusterScope"][0]["objects"], json!(["commonstuff"]));
+    assert!(mine.get_opt("hand-made").await.unwrap().is_some());
+    let cm = mine.get("httpd-htdocs").await.unwrap();
+    assert_eq!(
+        cm.data["data"]["index.html"], "<html>commonstuff</html>",
+        "create-only copy left as it was"
+    );
+
+    // No placement at all: the mailboxes empty out, the SyncerConfig says nothing.
+    placements
+        .delete("edge-placement-c", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(15, "the mailboxes to empty", || {
+        let (hub, florin) = (&hub, florin.clone());
+        async move { (placed(hub, &florin).await == ["syncerconfigs the-one"]).then_some(()) }
+    })
+    .await;
+    assert_eq!(the_one(&hub, &florin).await.unwrap(), json!({}));
+    // commonstuff held a hand-made object: released to it, not deleted.
+    assert!(mine.get_opt("hand-made").await.unwrap().is_some());
+    let ns = get(&mb, &ar("", "v1", "Namespace", "namespaces"), None, "commonstuff")
+        .await
+        .unwrap();
+    assert!(!ns.labels().contains_key(PLACED_LABEL));
+    let other = client(&hub, &guilder).await;
+    assert!(get(
+        &other,
+        &ar("", "v1", "Namespace", "namespaces"),
+        None,
+        "commonstuff"
+    )
+    .await
+    .is_none_or(|n| n.metadata.deletion_timestamp.is_some()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_older_edge_placement_form_is_accepted_and_kubectl_lists_placements() {
+    let hub = TestHub::start().await;
+    let (florin, _guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    let server = format!("{}/clusters/root:wmw1", hub.url());
+    let yaml = r#"
+apiVersion: edge.kubestellar.io/v2alpha1
+kind: EdgePlacement
+metadata:
+  name: edge-placement-old
+spec:
+  locationSelectors:
+  - matchLabels: {"loc-name": "florin"}
+  namespaceSelector:
+    matchLabels: {"common": "si"}
+  nonNamespacedObjects:
+  - apiGroup: ""
+    resources: [ "namespaces" ]
+    resourceNames: [ "specialstuff" ]
+"#;
+    let out = hub.kubectl_stdin(&["--server", &server, "apply", "-f", "-"], Some(yaml));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    eventually(20, "the older form's objects in florin's mailbox", || {
+        let (hub, florin) = (&hub, florin.clone());
+        async move {
+            let placed = placed(hub, &florin).await;
+            (placed
+                == [
+                    "configmaps commonstuff/httpd-htdocs",
+                    "deployments commonstuff/commond",
+                    "namespaces commonstuff",
+                    "namespaces specialstuff",
+                    "syncerconfigs the-one",
+                ])
+            .then_some(())
+        }
+    })
+    .await;
+    let out = hub.kubectl(&["--server", &server, "get", "edgeplacements"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("MATCHING LOCATIONS") && text.contains("EXECUTING"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("edge-placement-old"))
+        .unwrap();
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols[1], "1", "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_wmws_wanting_different_objects_under_one_name_get_a_steady_conflict() {
+    let hub = TestHub::start().await;
+    let (florin, _) = example1(&hub).await;
+    workspace(&hub, "wmw2").await;
+    let (one, two) = (client(&hub, "root:wmw1").await, client(&hub, "root:wmw2").await);
+    for (c, text) in [(&one, "one"), (&two, "two")] {
+        apply(
+            c,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shared"}}),
+        )
+        .await;
+        apply(
+            c,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "shared"},
+                   "data": {"who": text}}),
+        )
+        .await;
+        apply(
+            c,
+            json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+                   "metadata": {"name": format!("p-{text}")},
+                   "spec": {"locationSelectors": [{"matchLabels": {"loc-name": "florin"}}],
+                            "downsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": ["shared"]}]}}),
+        )
+        .await;
+    }
+    let mb = api(&client(&hub, &florin).await, &configmaps(), Some("shared"));
+    let placements_one = api(&one, &edge("EdgePlacement", "edgeplacements"), None);
+    let placements_two = api(&two, &edge("EdgePlacement", "edgeplacements"), None);
+    let (p1, p2) = (placements_one.clone(), placements_two.clone());
+    let message = eventually(20, "a Conflict condition on both placements", || {
+        let (p1, p2) = (p1.clone(), p2.clone());
+        async move {
+            let a = condition(&p1.get("p-one").await.ok()?, "Conflict");
+            let b = condition(&p2.get("p-two").await.ok()?, "Conflict");
+            (a.0 == "True" && b.0 == "True").then_some(a.1)
+        }
+    })
+    .await;
+    assert!(
+        message.contains("root:wmw1 (EdgePlacement root:wmw1:p-one)")
+            && message.contains("root:wmw2 (EdgePlacement root:wmw2:p-two)"),
+        "{message}"
+    );
+    let copy = mb.get("cfg").await.unwrap();
+    assert_eq!(copy.data["data"]["who"], "one");
+    // No flapping: the copy and the placements stay as they are.
+    let (rv, p_rv) = (
+        copy.metadata.resource_version.clone(),
+        placements_two
+            .get("p-two")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version,
+    );
+    // Nudge the translator with an unrelated change, then look again.
+    apply(&two, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nudge", "namespace": "default"}})).await;
+    let mut stable = 0;
+    eventually(10, "several passes without a write", || {
+        stable += 1;
+        let (mb, p2, rv, p_rv, stable) = (
+            mb.clone(),
+            placements_two.clone(),
+            rv.clone(),
+            p_rv.clone(),
+            stable,
+        );
+        async move {
+            let now = mb.get("cfg").await.ok()?;
+            let p = p2.get("p-two").await.ok()?;
+            assert_eq!(now.metadata.resource_version, rv, "the copy flapped");
+            assert_eq!(
+                p.metadata.resource_version, p_rv,
+                "the placement's status flapped"
+            );
+            (stable > 25).then_some(())
+        }
+    })
+    .await;
+    // The holder leaves: the other side's copy takes its place, the conflict clears.
+    placements_one
+        .delete("p-one", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (mb2, p2) = (mb.clone(), placements_two.clone());
+    eventually(15, "wmw2's copy and no conflict", || {
+        let (mb, p2) = (mb2.clone(), p2.clone());
+        async move {
+            let copy = mb.get("cfg").await.ok()?;
+            let c = condition(&p2.get("p-two").await.ok()?, "Conflict");
+            (copy.data["data"]["who"] == "two" && c.0 == "False").then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
+    let hub = TestHub::start().await;
+    let (florin, _) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    apply(
+        &wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "bad"},
+               "spec": {"locationSelectors": [{"matchExpressions": [{"key": "env", "operator": "Sometimes", "values": ["prod"]}]}],
+                        "downsync": [
+                            {"apiGroup": "apps", "resources": ["deploymnets"], "namespaces": ["commonstuff"]},
+                            {"apiGroup": "", "resources": ["configmaps"], "labelSelectors": [{"matchLabels": {"bad key!": "x"}}]}]}}),
+    )
+    .await;
+    apply(&wmw, placement_c()).await;
+    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
+    let p = placements.clone();
+    let (status, message) = eventually(15, "an InvalidSpec condition", || {
+        let p = p.clone();
+        async move {
+            let c = condition(&p.get("bad").await.ok()?, "InvalidSpec");
+            (c.0 == "True").then_some(c)
+        }
+    })
+    .await;
+    assert_eq!(status, "True");
+    for field in [
+        "spec.locationSelectors[0]",
+        "spec.downsync[0].resources[0]",
+        "spec.downsync[1].labelSelectors[0]",
+    ] {
+        assert!(message.contains(field), "{field} not named in: {message}");
+    }
+    assert!(message.contains("deploymnets"), "{message}");
+    // The good placement works all the same.
+    eventually(20, "edge-placement-c's objects in florin's mailbox", || {
+        let (hub, florin) = (&hub, florin.clone());
+        async move {
+            placed(hub, &florin)
+                .await
+                .contains(&"deployments commonstuff/commond".to_string())
+                .then_some(())
+        }
+    })
+    .await;
+    let p = placements.clone();
+    eventually(10, "edge-placement-c to be Ready", || {
+        let p = p.clone();
+        async move { (condition(&p.get("edge-placement-c").await.ok()?, "Ready").0 == "True").then_some(()) }
+    })
+    .await;
+    // Fixing the spec clears the condition.
+    apply(
+        &wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "bad"},
+               "spec": {"locationSelectors": [{"matchLabels": {"env": "prod"}}],
+                        "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["commonstuff"]}]}}),
+    )
+    .await;
+    let p = placements.clone();
+    eventually(15, "InvalidSpec to clear", || {
+        let p = p.clone();
+        async move { (condition(&p.get("bad").await.ok()?, "InvalidSpec").0 == "False").then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_target_going_away_takes_its_copies_with_it() {
+    let hub = TestHub::start().await;
+    let (florin, guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    apply(&wmw, placement_c()).await;
+    eventually(20, "copies in both mailboxes", || {
+        let (hub, florin, guilder) = (&hub, florin.clone(), guilder.clone());
+        async move {
+            let ok = |p: Vec<String>| p.contains(&"deployments commonstuff/commond".to_string());
+            (ok(placed(hub, &florin).await) && ok(placed(hub, &guilder).await)).then_some(())
+        }
+    })
+    .await;
+    let imw = client(&hub, "root:imw1").await;
+    api(&imw, &edge("SyncTarget", "synctargets"), None)
+        .delete("guilder", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = api(&client(&hub, &guilder).await, &deployments(), Some("commonstuff"));
+    eventually(15, "guilder's copies to go", || {
+        let gone = gone.clone();
+        async move {
+            match gone.get_opt("commond").await {
+                Ok(Some(_)) => None,
+                _ => Some(()),
+            }
+        }
+    })
+    .await;
+    let slices = api(&wmw, &edge("SinglePlacementSlice", "singleplacementslices"), None);
+    eventually(10, "the slice to name florin only", || {
+        let slices = slices.clone();
+        async move {
+            let s = slices.get("edge-placement-c").await.ok()?;
+            let d = s.data["destinations"].as_array()?.clone();
+            (d.len() == 1 && d[0]["syncTargetName"] == "florin").then_some(())
+        }
+    })
+    .await;
+    assert!(placed(&hub, &florin)
+        .await
+        .contains(&"deployments commonstuff/commond".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
+    let first = TestHub::start().await;
+    let (florin, guilder) = example1(&first).await;
+    let wmw = client(&first, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    apply(&wmw, placement_c()).await;
+    apply(&wmw, placement_s()).await;
+    eventually(20, "guilder's special copies", || {
+        let (hub, guilder) = (&first, guilder.clone());
+        async move {
+            placed(hub, &guilder)
+                .await
+                .contains(&"deployments specialstuff/speciald".to_string())
+                .then_some(())
+        }
+    })
+    .await;
+    // Change everything at once and stop the hub while it translates.
+    api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
+        .delete("edge-placement-s", &DeleteParams::default())
+        .await
+        .unwrap();
+    apply(&wmw, deployment("commonstuff", "commond", 5)).await;
+    let (running, dir) = first.into_parts();
+    running.stop().await;
+    let dir = dir.expect("the first hub's data directory");
+
+    let hub = TestHub::start_in(dir.path()).await;
+    let common = [
+        "configmaps commonstuff/httpd-htdocs",
+        "deployments commonstuff/commond",
+        "namespaces commonstuff",
+        "syncerconfigs the-one",
+    ];
+    for mailbox in [&florin, &guilder] {
+        let c = api(&client(&hub, mailbox).await, &deployments(), Some("commonstuff"));
+        eventually(20, "the mailbox to converge after the restart", || {
+            let (hub, mailbox, c) = (&hub, mailbox.clone(), c.clone());
+            async move {
+                let replicas = c.get("commond").await.ok()?.data["spec"]["replicas"].clone();
+                (placed(hub, &mailbox).await == common && replicas == 5).then_some(())
+            }
+        })
+        .await;
+        let spec = the_one(&hub, mailbox).await.unwrap();
+        assert_eq!(spec["clusterScope"][0]["objects"], json!(["commonstuff"]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
+    let hub = TestHub::start().await;
+    let (florin, guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    // Kyverno-like: a CRD for policy reports and a policy (a ConfigMap standing in).
+    let report_crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "policyreports.wgpolicyk8s.io"},
+        "spec": {"group": "wgpolicyk8s.io", "scope": "Namespaced",
+                 "names": {"kind": "PolicyReport", "plural": "policyreports", "singular": "policyreport", "listKind": "PolicyReportList"},
+                 "versions": [{"name": "v1alpha2", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    apply(&wmw, report_crd).await;
+    apply(
+        &wmw,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "policy", "namespace": "commonstuff"},
+               "data": {"rule": "require-labels"}}),
+    )
+    .await;
+    apply(
+        &wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "kyverno"},
+               "spec": {"locationSelectors": [{"matchLabels": {"env": "prod"}}],
+                        "downsync": [
+                            {"apiGroup": "apiextensions.k8s.io", "resources": ["customresourcedefinitions"], "objectNames": ["policyreports.wgpolicyk8s.io"]},
+                            {"apiGroup": "", "resources": ["configmaps"], "namespaces": ["commonstuff"], "objectNames": ["policy"]}],
+                        "upsync": [{"apiGroup": "wgpolicyk8s.io", "resources": ["policyreports"], "namespaces": ["*"], "names": ["*"]}]}}),
+    )
+    .await;
+    apply(
+        &wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "special"},
+               "spec": {"locationSelectors": [{"matchLabels": {"extended": "yes"}}], "wantSingletonReportedState": true,
+                        "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["specialstuff"]}]}}),
+    )
+    .await;
+
+    // The CRD reaches the mailboxes, and with it the kind the syncer upsyncs into.
+    let reports = ar("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports");
+    for (mailbox, target) in [(&florin, "florin"), (&guilder, "guilder")] {
+        let mb = client(&hub, mailbox).await;
+        let a = api(&mb, &reports, Some("commonstuff"));
+        eventually(
+            20,
+            "the placed CRD to serve PolicyReports and the policy in the mailbox",
+            || {
+                let (a, hub, mailbox) = (a.clone(), &hub, mailbox.clone());
+                async move {
+                    a.list(&ListParams::default()).await.ok()?;
+                    placed(hub, &mailbox)
+                        .await
+                        .contains(&"configmaps commonstuff/policy".to_string())
+                        .then_some(())
+                }
+            },
+        )
+        .await;
+        // What the syncer does with a report made on the cluster.
+        a.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+                "metadata": {"name": "polr-ns-commonstuff", "namespace": "commonstuff",
+                             "annotations": {"edge.kubestellar.io/upsynced": "PolicyReport/commonstuff/polr-ns-commonstuff"}},
+                "summary": {"pass": 1, "fail": if target == "florin" { 0 } else { 2 }}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    // Reports from both clusters, listed in the WMW, each labelled with its cluster.
+    let in_wmw = api(&wmw, &reports, Some("commonstuff"));
+    let listed = eventually(20, "both clusters' reports in the WMW", || {
+        let in_wmw = in_wmw.clone();
+        async move {
+            let list = in_wmw
+                .list(&ListParams::default().labels(RETURNED_LABEL))
+                .await
+                .ok()?;
+            let mut names: Vec<(String, String, i64)> = list
+                .items
+                .iter()
+                .map(|o| {
+                    (
+                        o.metadata.name.clone().unwrap(),
+                        o.labels()[RETURNED_LABEL].clone(),
+                        o.data["summary"]["fail"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect();
+            names.sort();
+            (names.len() == 2).then_some(names)
+        }
+    })
+    .await;
+    assert_eq!(
+        listed,
+        [
+            ("florin-polr-ns-commonstuff".to_string(), "florin".to_string(), 0),
+            (
+                "guilder-polr-ns-commonstuff".to_string(),
+                "guilder".to_string(),
+                2
+            )
+        ]
+    );
+    // Executing count on each placed WMW object.
+    let cms = api(&wmw, &configmaps(), Some("commonstuff"));
+    eventually(10, "executing-count 2 on the policy", || {
+        let cms = cms.clone();
+        async move {
+            let o = cms.get("policy").await.ok()?;
+            (o.annotations()
+                .get("kubestellar.io/executing-count")
+                .map(String::as_str)
+                == Some("2"))
+            .then_some(())
+        }
+    })
+    .await;
+    // The singleton placement's one copy reports its status into the WMW Deployment.
+    let copy = api(
+        &client(&hub, &guilder).await,
+        &deployments(),
+        Some("specialstuff"),
+    );
+    eventually(15, "speciald's copy in guilder's mailbox", || {
+        let copy = copy.clone();
+        async move { copy.get_opt("speciald").await.ok()?.map(|_| ()) }
+    })
+    .await;
+    copy.patch_status(
+        "speciald",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"replicas": 1, "availableReplicas": 1, "readyReplicas": 1}})),
+    )
+    .await
+    .unwrap();
+    let wmw_deploy = api(&wmw, &deployments(), Some("specialstuff"));
+    eventually(15, "speciald's status in the WMW", || {
+        let wmw_deploy = wmw_deploy.clone();
+        async move {
+            let d = wmw_deploy.get("speciald").await.ok()?;
+            (d.data["status"]["availableReplicas"] == 1
+                && d.annotations()
+                    .get("kubestellar.io/executing-count")
+                    .map(String::as_str)
+                    == Some("1"))
+            .then_some(())
+        }
+    })
+    .await;
+    // A report gone from a mailbox goes from the WMW.
+    api(&client(&hub, &florin).await, &reports, Some("commonstuff"))
+        .delete("polr-ns-commonstuff", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(15, "florin's report to leave the WMW", || {
+        let in_wmw = in_wmw.clone();
+        async move {
+            in_wmw
+                .get_opt("florin-polr-ns-commonstuff")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+}
