@@ -76,10 +76,57 @@ enum Command {
     Workload(workload_cmd::WorkloadCommand),
 }
 
+/// mimalloc's settings for an agent (a syncer or the api-syncagent), which keeps its
+/// stores for good and meets bursts (an initial sync, a relist) between long quiet
+/// spells: pages freed after a burst are returned at once (`PURGE_DELAY=0`; by
+/// default they are returned 10 ms later, but only when the heap's thread allocates
+/// again, which an idle syncer's one thread does not), and no transparent huge pages
+/// (which mimalloc asks for, and which keep whole 2 MiB pages resident for a few
+/// live objects). Measured with `ferry bench sync --rss-levels 10000,100000`: 136.7
+/// MiB at 100k synced objects without, 108.1 with; CPU per object unchanged.
+const AGENT_ALLOCATOR_ENV: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0"), ("MIMALLOC_ALLOW_THP", "0")];
+
+/// Runs this process again with [`AGENT_ALLOCATOR_ENV`] (each variable the user has
+/// not set): mimalloc reads its options when the process starts, before `main`.
+/// Returns (carrying on as it is) if that cannot be done.
+fn agent_allocator() {
+    use std::os::unix::process::CommandExt;
+    let missing: Vec<_> = AGENT_ALLOCATOR_ENV
+        .iter()
+        .filter(|(name, _)| std::env::var_os(name).is_none())
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let mut args = std::env::args_os();
+    let mut again = std::process::Command::new(exe);
+    if let Some(arg0) = args.next() {
+        again.arg0(arg0);
+    }
+    again.args(args);
+    for (name, value) in missing {
+        again.env(name, value);
+    }
+    // Returns only if it failed.
+    let error = again.exec();
+    eprintln!(
+        "note: could not restart with the agent's allocator settings ({error}); running with the defaults"
+    );
+}
+
 /// Parse the command line (as `name`) and run the command.
 pub fn main(name: &'static str) -> anyhow::Result<()> {
     let cli = Cli::command().name(name).get_matches();
     let cli = Cli::from_arg_matches(&cli)?;
+    if matches!(
+        cli.command,
+        Command::Syncer(_) | Command::WorkloadSyncer(_) | Command::Syncagent(_)
+    ) {
+        agent_allocator();
+    }
     // The quickstart shows progress itself; its logs stay quiet unless asked for.
     let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity == 0;
     logging::init(cli.verbosity, cli.log_format, quiet);

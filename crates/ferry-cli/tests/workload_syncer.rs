@@ -143,6 +143,15 @@ async fn workload_syncer_takes_the_seed_flags_refuses_a_wrong_uid_and_heartbeats
         .find(|l| l.starts_with("syncer_heartbeat_total"))
         .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok());
     assert!(heartbeats.is_some_and(|n| n >= 1.0), "{metrics_text}");
+    // It runs with the agent's allocator settings (the same process, restarted with them).
+    let environ = std::fs::read(format!("/proc/{}/environ", running.id())).unwrap();
+    let environ: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+    for setting in ["MIMALLOC_PURGE_DELAY=0", "MIMALLOC_ALLOW_THP=0"] {
+        assert!(
+            environ.contains(&setting.as_bytes()),
+            "{setting} not in the syncer's environment"
+        );
+    }
     running.kill().unwrap();
     let _ = running.wait();
 }

@@ -24,6 +24,33 @@ struct Inner<K> {
     shut_down: bool,
 }
 
+/// Capacity (in keys) above which a drained queue gives its memory back: an initial
+/// sync or a full resync queues every key at once (100k keys are some 20 MB of
+/// collections), and a steady state needs a few.
+const KEPT_CAPACITY: usize = 1024;
+
+impl<K: Eq + Hash> Inner<K> {
+    /// Once nothing is queued, lets collections grown by a burst go back to a small size.
+    fn trim_if_drained(&mut self) {
+        if !self.queue.is_empty() {
+            return;
+        }
+        if self.queue.capacity() > KEPT_CAPACITY {
+            self.queue = VecDeque::new();
+        }
+        if self.dirty.capacity() > KEPT_CAPACITY {
+            self.dirty.shrink_to(KEPT_CAPACITY.max(self.dirty.len()));
+        }
+        if self.processing.capacity() > KEPT_CAPACITY {
+            self.processing
+                .shrink_to(KEPT_CAPACITY.max(self.processing.len()));
+        }
+        if self.failures.capacity() > KEPT_CAPACITY {
+            self.failures.shrink_to(KEPT_CAPACITY.max(self.failures.len()));
+        }
+    }
+}
+
 /// A deduplicating queue of keys with per-key exponential backoff.
 pub struct WorkQueue<K> {
     inner: Mutex<Inner<K>>,
@@ -102,6 +129,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             inner.queue.push_back(key.clone());
             drop(inner);
             self.notify.notify_one();
+        } else {
+            inner.trim_if_drained();
         }
     }
 
@@ -188,6 +217,31 @@ mod tests {
         assert_eq!(q.inner.lock().queue.len(), 0, "not handed to a second worker");
         q.done(&key);
         assert_eq!(q.next().await, Some("a"));
+    }
+
+    #[tokio::test]
+    async fn a_drained_queue_gives_back_what_a_burst_grew() {
+        let q: Arc<WorkQueue<u32>> = WorkQueue::new(Duration::from_millis(10), Duration::from_secs(1));
+        q.add_all(0..20_000);
+        assert!(q.inner.lock().queue.capacity() >= 20_000);
+        while let Some(key) = q.next().await {
+            q.done(&key);
+            if q.is_empty() {
+                break;
+            }
+        }
+        let inner = q.inner.lock();
+        assert!(
+            inner.queue.capacity() <= KEPT_CAPACITY,
+            "{}",
+            inner.queue.capacity()
+        );
+        // A HashSet keeps a power-of-two bucket count for its length, so up to twice.
+        assert!(
+            inner.dirty.capacity() <= 2 * KEPT_CAPACITY,
+            "{}",
+            inner.dirty.capacity()
+        );
     }
 
     #[tokio::test]
