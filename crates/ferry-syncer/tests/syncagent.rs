@@ -721,3 +721,238 @@ async fn disabled_controllers_do_not_run() {
     assert!(!latest.iter().any(|s| s == schema.as_str()), "{export}");
     agent.stop().await;
 }
+
+impl Stage {
+    /// Publishes a new CRD `kind` (plural `plural`) with the PublishedResource `spec`
+    /// merged over the plain one; waits until the export lists its schema.
+    async fn publish(&self, kind: &str, plural: &str, spec: Value) -> String {
+        self.service.create(&crds(), crd(kind, plural)).await;
+        let mut pr = published(plural, kind);
+        json_patch::merge(&mut pr["spec"], &spec);
+        self.service.create(&published_resources(), pr).await;
+        let pr = wait_for(
+            &self.service,
+            &published_resources(),
+            None,
+            plural,
+            "the new PublishedResource to record its schema",
+            |pr| pr["status"]["resourceSchemaName"].is_string(),
+        )
+        .await;
+        let schema = pr["status"]["resourceSchemaName"].as_str().unwrap().to_string();
+        wait_for(
+            &self.provider,
+            &apis("APIExport", "apiexports"),
+            None,
+            EXPORT,
+            "the export to list the new schema",
+            |e| {
+                e["spec"]["latestResourceSchemas"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|s| s == schema.as_str()))
+            },
+        )
+        .await;
+        schema
+    }
+
+    /// Binds the export in `ws`, accepting every claim it makes, and waits for
+    /// `resource` to be served there.
+    async fn bind_accepting(&self, ws: &Cluster, resource: &ApiResource) {
+        let export = self
+            .provider
+            .get(&apis("APIExport", "apiexports"), None, EXPORT)
+            .await
+            .unwrap();
+        let claims: Vec<Value> = export["spec"]["permissionClaims"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut c| {
+                c["state"] = json!("Accepted");
+                c
+            })
+            .collect();
+        ws.create(
+            &apis("APIBinding", "apibindings"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
+                    "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } },
+                              "permissionClaims": claims } }),
+        )
+        .await;
+        eventually(15, "the resource served in the consumer", || async {
+            ws.api(resource, Some("default"))
+                .list(&Default::default())
+                .await
+                .ok()
+                .map(drop)
+        })
+        .await;
+    }
+}
+
+/// A `kind` object for consumers, in namespace `default`.
+fn remote_object(kind: &str, name: &str, labels: Value, spec: Value) -> Value {
+    json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": kind,
+            "metadata": { "name": name, "namespace": "default", "labels": labels }, "spec": spec })
+}
+
+/// The Events in `ws`'s namespace `default` about `name`, as `reason: message`.
+async fn events_about(ws: &Cluster, name: &str) -> Vec<String> {
+    ws.list(&events(), Some("default"))
+        .await
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap_or_default(),
+                e["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // Go template for the name, the deprecated placeholders for the namespace: both
+    // consumers' objects land in one namespace, so equal names collide.
+    stage
+        .publish(
+            "Thing",
+            "things",
+            json!({ "naming": {
+                "name": "{{ .Object.metadata.name }}-{{ .Object.metadata.labels.tier }}",
+                "namespace": "tenant-$remoteNamespace",
+            } }),
+        )
+        .await;
+    let remote = ar(EXPORT, "v1", "Thing", "things");
+    let local = ar("example.com", "v1", "Thing", "things");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    stage.bind_accepting(&stage.c2, &remote).await;
+
+    let a1 = stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Thing", "a", json!({ "tier": "gold" }), json!({ "from": "c1" })),
+        )
+        .await;
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some("tenant-default"),
+        "a-gold",
+        "the copy named by the templates",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copy["spec"]["from"], "c1");
+    assert_eq!(
+        label(&copy, SYNCAGENT_REMOTE_CLUSTER_LABEL),
+        Some(cluster_of(&a1).as_str())
+    );
+
+    // A name that is no Kubernetes name: an Event naming the template, a condition on
+    // the PublishedResource, and the other objects keep syncing.
+    stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Thing", "bad", json!({ "tier": "Gold_Plated" }), json!({})),
+        )
+        .await;
+    let seen = eventually(15, "an Event on the object naming the template", || async {
+        let events = events_about(&stage.c1, "bad").await;
+        events.into_iter().find(|e| e.starts_with("InvalidNaming"))
+    })
+    .await;
+    assert!(
+        seen.contains("spec.naming.name")
+            && seen.contains(".Object.metadata.labels.tier")
+            && seen.contains("Gold_Plated"),
+        "{seen}"
+    );
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "the Synced condition to name the problem",
+        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "False"),
+    )
+    .await;
+    let synced = condition(&pr, "Synced").unwrap();
+    assert_eq!(synced["reason"], "InvalidNaming", "{synced}");
+    assert!(
+        synced["message"].as_str().unwrap().contains("spec.naming.name"),
+        "{synced}"
+    );
+    stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Thing", "b", json!({ "tier": "silver" }), json!({})),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some("tenant-default"),
+        "b-silver",
+        "the next object",
+        |_| true,
+    )
+    .await;
+    let bad = stage.c1.get(&remote, Some("default"), "bad").await.unwrap();
+    assert!(
+        bad["metadata"]["finalizers"].is_null(),
+        "an unsynced object is not held: {bad}"
+    );
+
+    // c2's "a" maps to the same local name: Events on both, c1's copy untouched.
+    stage
+        .c2
+        .create(
+            &remote,
+            remote_object("Thing", "a", json!({ "tier": "gold" }), json!({ "from": "c2" })),
+        )
+        .await;
+    for ws in [&stage.c1, &stage.c2] {
+        let seen = eventually(15, "a collision Event on both objects", || async {
+            events_about(ws, "a")
+                .await
+                .into_iter()
+                .find(|e| e.starts_with("NameCollision"))
+        })
+        .await;
+        assert!(seen.contains("tenant-default/a-gold"), "{seen}");
+    }
+    let copy = stage
+        .service
+        .get(&local, Some("tenant-default"), "a-gold")
+        .await
+        .unwrap();
+    assert_eq!(copy["spec"]["from"], "c1", "never silently overwritten");
+    assert_eq!(
+        label(&copy, SYNCAGENT_REMOTE_CLUSTER_LABEL),
+        Some(cluster_of(&a1).as_str())
+    );
+
+    // Once c1's object is gone, c2's takes the name.
+    stage.c1.delete(&remote, Some("default"), "a").await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some("tenant-default"),
+        "a-gold",
+        "c2's object to take the freed name",
+        |o| o["spec"]["from"] == "c2",
+    )
+    .await;
+    stage.agent.stop().await;
+}

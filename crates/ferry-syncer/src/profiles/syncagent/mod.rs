@@ -16,22 +16,25 @@
 //! - Configuration source ([`publish`]): the PublishedResources on the service cluster,
 //!   turned into APIResourceSchemas and merged into the APIExport.
 
+pub mod naming;
 pub mod publish;
+pub mod templating;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::RwLock;
 use serde_json::{json, Value};
-use sha3::{Digest, Sha3_256};
 
+use ferry_api::syncagent::PublishedResourceSpec;
 use ferry_api::well_known::{
     SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_CLUSTER_LABEL,
     SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION, SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL,
     SYNCAGENT_REMOTE_NAME_ANNOTATION, SYNCAGENT_REMOTE_NAME_HASH_LABEL,
 };
 
+use crate::engine::events::{self, EventType};
 use crate::engine::{Engine, ObjectRef};
 use crate::profile::{Mapping, Marks, Plan, Profile, ResourceType, Selection};
 use crate::selection::{
@@ -41,11 +44,7 @@ use crate::selection::{
 use crate::side::Side;
 
 pub use publish::{start, EngineTuning, RunningAgent, SyncAgentOptions};
-
-/// The hex SHA3-256 of `input` (the reference's `sha3sum`).
-pub fn sha3sum(input: &str) -> String {
-    hex::encode(Sha3_256::digest(input.as_bytes()))
-}
+pub use templating::sha3sum;
 
 /// The first 20 hex characters of [`sha3sum`] (the reference's `sha3short`).
 pub fn sha3short(input: &str) -> String {
@@ -59,7 +58,7 @@ pub fn default_name(namespace: &str, name: &str) -> String {
 }
 
 /// One PublishedResource as the sync flow needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Published {
     /// The PublishedResource's name.
     pub name: String,
@@ -67,14 +66,36 @@ pub struct Published {
     pub remote: ResourceType,
     /// The CRD's resource on the service cluster and its kind.
     pub local: ResourceType,
+    /// Its spec (naming, filters, mutations, related resources).
+    pub spec: Arc<PublishedResourceSpec>,
+}
+
+/// `(group, resource)` of the kcp resource, and an object key.
+type Slot = (String, String, ObjectRef);
+
+/// A kcp object that is not synced because of a problem the user must fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Blocked {
+    /// The PublishedResource.
+    published: String,
+    /// CamelCase reason (`InvalidNaming`, `NameCollision`).
+    reason: &'static str,
+    /// What is wrong and what to do.
+    message: String,
 }
 
 /// The profile's state: what is published, and the names copies were given.
 pub struct SyncAgent {
     agent_name: String,
     published: RwLock<Vec<Published>>,
-    /// `(group, resource, local copy key)` → the kcp object it is the copy of.
-    sources: RwLock<HashMap<(String, String, ObjectRef), ObjectRef>>,
+    /// Local copy key → the kcp object it is (or will be) the copy of: the claim on
+    /// that local name.
+    sources: RwLock<HashMap<Slot, ObjectRef>>,
+    /// kcp object → its local copy key, once named (names are not recomputed, so a
+    /// label a template reads may change without moving the copy).
+    dests: RwLock<HashMap<Slot, ObjectRef>>,
+    /// kcp objects that are not synced, and why (reported once per message).
+    blocked: RwLock<HashMap<Slot, Blocked>>,
     loaded: AtomicBool,
     revision: AtomicU64,
     engine: OnceLock<Weak<Engine>>,
@@ -88,6 +109,8 @@ impl SyncAgent {
             agent_name: agent_name.to_string(),
             published: RwLock::default(),
             sources: RwLock::default(),
+            dests: RwLock::default(),
+            blocked: RwLock::default(),
             loaded: AtomicBool::new(false),
             revision: AtomicU64::new(0),
             engine: OnceLock::new(),
@@ -108,13 +131,24 @@ impl SyncAgent {
         }
     }
 
-    /// Replaces what is published; returns whether it changed.
+    /// Replaces what is published; returns whether it changed. Names already given
+    /// are forgotten for PublishedResources whose spec changed.
     pub fn set_published(&self, mut published: Vec<Published>) -> bool {
         published.sort_by(|a, b| a.name.cmp(&b.name));
         let first = !self.loaded.swap(true, Ordering::Relaxed);
         let mut current = self.published.write();
         if *current == published && !first {
             return false;
+        }
+        let changed: Vec<(String, String)> = published
+            .iter()
+            .filter(|p| !current.contains(p))
+            .map(|p| (p.remote.id.group.clone(), p.remote.id.resource.clone()))
+            .collect();
+        if !changed.is_empty() {
+            let touched = |s: &Slot| changed.iter().any(|(g, r)| *g == s.0 && *r == s.1);
+            self.dests.write().retain(|s, _| !touched(s));
+            self.blocked.write().retain(|s, _| !touched(s));
         }
         *current = published;
         self.revision.fetch_add(1, Ordering::Relaxed);
@@ -126,6 +160,20 @@ impl SyncAgent {
         self.published.read().clone()
     }
 
+    /// The problems that keep objects from syncing, by PublishedResource: `(reason,
+    /// message)` of one of them, and how many objects are affected.
+    pub fn problems(&self) -> BTreeMap<String, (&'static str, String, usize)> {
+        let mut out: BTreeMap<String, (&'static str, String, usize)> = BTreeMap::new();
+        let mut blocked: Vec<Blocked> = self.blocked.read().values().cloned().collect();
+        blocked.sort_by(|a, b| a.message.cmp(&b.message));
+        for b in blocked {
+            out.entry(b.published)
+                .and_modify(|e| e.2 += 1)
+                .or_insert((b.reason, b.message, 1));
+        }
+        out
+    }
+
     fn find(&self, id: &ResourceId) -> Option<Published> {
         self.published
             .read()
@@ -134,10 +182,24 @@ impl SyncAgent {
             .cloned()
     }
 
+    fn engine(&self) -> Option<Arc<Engine>> {
+        self.engine.get()?.upgrade()
+    }
+
+    fn flow_of(&self, target: &WatchTarget) -> Option<Arc<crate::engine::flow::Flow>> {
+        let engine = self.engine()?;
+        let flow = engine.flows().into_iter().find(|f| f.target == *target);
+        flow
+    }
+
+    /// The kcp object `source` as last seen.
+    fn source_object(&self, target: &WatchTarget, source: &ObjectRef) -> Option<Arc<Value>> {
+        self.flow_of(target)?.sources.get(source)
+    }
+
     /// The kcp object a local copy belongs to, from its labels and annotations.
     fn source_from_copy(&self, target: &WatchTarget, dest: &ObjectRef) -> Option<ObjectRef> {
-        let engine = self.engine.get()?.upgrade()?;
-        let flow = engine.flows().into_iter().find(|f| f.target == *target)?;
+        let flow = self.flow_of(target)?;
         let copy = flow.copies.get(dest)?;
         let meta = &copy["metadata"];
         let cluster = meta["labels"][SYNCAGENT_REMOTE_CLUSTER_LABEL].as_str()?;
@@ -150,6 +212,99 @@ impl SyncAgent {
             namespace: namespace.map(str::to_string),
             name: name.to_string(),
         })
+    }
+
+    /// The key given to an object that is not synced: in its own cluster's namespace,
+    /// a name no naming template of the agent produces (`ferry-unmapped-<hash>`), so it
+    /// never meets a real copy.
+    fn unmapped(&self, source: &ObjectRef, namespaced: bool) -> ObjectRef {
+        let hash = sha3short(&source.to_string());
+        let namespace = namespaced.then(|| source.cluster().to_string());
+        ObjectRef::new(namespace.as_deref(), &format!("ferry-unmapped-{hash}"))
+    }
+
+    /// Records that `source` is not synced (Warning Events on it and on `other`, the
+    /// object it collides with, once per message).
+    fn block(
+        &self,
+        target: &WatchTarget,
+        source: &ObjectRef,
+        published: &str,
+        reason: &'static str,
+        message: String,
+        other: Option<&ObjectRef>,
+    ) {
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        let blocked = Blocked {
+            published: published.to_string(),
+            reason,
+            message: message.clone(),
+        };
+        if self.blocked.read().get(&slot) == Some(&blocked) {
+            return;
+        }
+        tracing::warn!(object = %source, published_resource = published, reason, "{message}");
+        self.blocked.write().insert(slot, blocked);
+        for obj in std::iter::once(source).chain(other) {
+            self.post_event(target, obj, reason, &message);
+        }
+    }
+
+    /// Posts a Warning Event on the kcp object `obj` (the export claims events).
+    fn post_event(&self, target: &WatchTarget, obj: &ObjectRef, reason: &str, message: &str) {
+        let (Some(engine), Some(flow)) = (self.engine(), self.flow_of(target)) else {
+            return;
+        };
+        let body = flow
+            .sources
+            .get(obj)
+            .map(|o| (*o).clone())
+            .unwrap_or_else(|| json!({ "metadata": { "name": obj.name, "namespace": obj.namespace } }));
+        events::post(
+            engine.up.client_in(obj.cluster.as_deref()),
+            &body,
+            flow.object_type(Side::Upstream),
+            EventType::Warning,
+            reason,
+            message.to_string(),
+            &engine.name,
+        );
+    }
+
+    fn is_blocked(&self, target: &WatchTarget, source: &ObjectRef) -> bool {
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        self.blocked.read().contains_key(&slot)
+    }
+
+    /// Queues the blocked objects again (a collision ends when the other object goes;
+    /// names are worked out when keys are).
+    fn retry_blocked(&self) {
+        let Some(engine) = self.engine() else {
+            return;
+        };
+        let slots: Vec<Slot> = self.blocked.read().keys().cloned().collect();
+        if slots.is_empty() {
+            return;
+        }
+        for flow in engine.flows() {
+            let mapping = &*engine.profile.mapping;
+            for (g, r, source) in &slots {
+                if flow.target.id.group == *g && flow.target.id.resource == *r {
+                    engine.queue_after(
+                        flow.source_key(mapping, source.clone()),
+                        std::time::Duration::ZERO,
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -199,8 +354,9 @@ impl Selection for SyncAgent {
         }
     }
 
-    fn wants(&self, target: &WatchTarget, _: &ObjectRef, _: &Value) -> bool {
-        target.direction == Direction::Downsync
+    /// Downsync only, and not an object whose naming failed or collides.
+    fn wants(&self, target: &WatchTarget, source: &ObjectRef, _: &Value) -> bool {
+        target.direction == Direction::Downsync && !self.is_blocked(target, source)
     }
 
     fn copies_namespace(&self, _: &str) -> bool {
@@ -219,14 +375,67 @@ impl Mapping for SyncAgent {
             .unwrap_or_else(|| ResourceType::from(target))
     }
 
+    /// The PublishedResource's naming templates over the kcp object (the first name
+    /// given is kept). A template that fails or gives an invalid name, or a name another
+    /// kcp object's copy already has, leaves the object unsynced: it is blocked (see
+    /// [`Selection::wants`]) under a key no copy has, with Events saying why.
     fn dest_ref(&self, target: &WatchTarget, source: &ObjectRef) -> ObjectRef {
-        let local_namespaced = self.find(&target.id).is_none_or(|p| p.local.id.namespaced);
-        let name = default_name(source.namespace.as_deref().unwrap_or_default(), &source.name);
-        let namespace = local_namespaced.then(|| source.cluster().to_string());
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        if let Some(dest) = self.dests.read().get(&slot) {
+            return dest.clone();
+        }
+        let Some(p) = self.find(&target.id) else {
+            let name = default_name(source.namespace.as_deref().unwrap_or_default(), &source.name);
+            let dest = ObjectRef::new(Some(source.cluster()), &name);
+            let claim = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
+            self.sources.write().insert(claim, source.clone());
+            return dest;
+        };
+        let namespaced = p.local.id.namespaced;
+        let object = self.source_object(target, source).map_or_else(
+            || json!({ "metadata": { "name": source.name, "namespace": source.namespace } }),
+            |o| (*o).clone(),
+        );
+        let (namespace, name) =
+            match naming::local_name(p.spec.naming.as_ref(), &object, source.cluster(), "", namespaced) {
+                Ok(found) => found,
+                Err(e) => {
+                    let message = format!(
+                        "PublishedResource {}: {e}, so {source} is not synced; fix the template",
+                        p.name
+                    );
+                    self.block(target, source, &p.name, "InvalidNaming", message, None);
+                    return self.unmapped(source, namespaced);
+                }
+            };
         let dest = ObjectRef::new(namespace.as_deref(), &name);
-        let probe = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
-        if self.sources.read().get(&probe) != Some(source) {
-            self.sources.write().insert(probe, source.clone());
+        let claim = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
+        let holder = self
+            .sources
+            .read()
+            .get(&claim)
+            .cloned()
+            .or_else(|| self.source_from_copy(target, &dest));
+        if let Some(other) = holder.filter(|o| o != source) {
+            let alive = self.source_object(target, &other).is_some()
+                || self.flow_of(target).is_none_or(|f| !f.sources.is_synced());
+            if alive {
+                let message = format!(
+                    "{source} and {other} both map to the local name {dest} (PublishedResource {}, spec.naming); {other} keeps it and {source} is not synced until the naming tells them apart or {other} is gone",
+                    p.name
+                );
+                self.block(target, source, &p.name, "NameCollision", message, Some(&other));
+                return self.unmapped(source, namespaced);
+            }
+        }
+        self.sources.write().insert(claim, source.clone());
+        self.dests.write().insert(slot.clone(), dest.clone());
+        if self.blocked.write().remove(&slot).is_some() {
+            tracing::info!(object = %source, local = %dest, "no longer blocked");
         }
         dest
     }

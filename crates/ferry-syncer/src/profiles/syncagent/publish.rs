@@ -407,6 +407,7 @@ pub fn project(
     });
     let published = Published {
         name: pr_name.to_string(),
+        spec: Arc::new(spec.clone()),
         remote: ResourceType {
             id: ResourceId::new(&group, &project_version(&storage), &plural, scope == "Namespaced"),
             kind,
@@ -604,8 +605,10 @@ impl Publisher {
         }
     }
 
-    /// Records the schema name and the `Ready` condition on the PublishedResource, if
-    /// they changed.
+    /// Records the schema name, the `Ready` condition and (for a published resource
+    /// that syncs) the `Synced` condition on the PublishedResource, if they changed.
+    /// `Synced=False` names one of the objects that do not sync and why (a naming
+    /// template that fails, two objects mapping to one local name).
     async fn write_status(&self, pr: &Value, schema: &str, invalid: Option<&Invalid>) {
         let name = pr["metadata"]["name"].as_str().unwrap_or_default();
         let (status, reason, message) = match invalid {
@@ -616,15 +619,35 @@ impl Publisher {
             ),
             Some(i) => ("False", i.reason, i.message.clone()),
         };
-        let old = pr["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let syncs = invalid.is_none() && self.opts.enabled("sync");
+        let synced = syncs.then(|| match self.agent.problems().remove(name) {
+            None => ("True", "Synced", String::new()),
+            Some((reason, message, 1)) => ("False", reason, message),
+            Some((reason, message, n)) => (
+                "False",
+                reason,
+                format!("{n} objects are not synced; one of them: {message}"),
+            ),
+        });
+        let old = |type_: &str| {
+            pr["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == type_))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let same = |old: &Value, (status, reason, message): (&str, &str, &str)| {
+            old["status"] == status && old["reason"] == reason && old["message"] == message
+        };
+        let old_ready = old("Ready");
+        let old_synced = old("Synced");
         let old_schema = pr["status"]["resourceSchemaName"].as_str().unwrap_or_default();
-        if old["status"] == status
-            && old["reason"] == reason
-            && old["message"] == message.as_str()
+        let synced_same = match &synced {
+            Some((s, r, m)) => same(&old_synced, (s, r, m)),
+            None => old_synced.is_null(),
+        };
+        if same(&old_ready, (status, reason, &message))
+            && synced_same
             && (schema.is_empty() || old_schema == schema)
         {
             return;
@@ -632,14 +655,24 @@ impl Publisher {
         if let Some(i) = invalid {
             tracing::warn!(published_resource = name, reason = i.reason, "{}", i.message);
         }
-        let since = if old["status"] == status {
-            old["lastTransitionTime"].clone()
-        } else {
-            json!(ferry_api::timestamp::now())
+        let condition = |old: &Value, type_: &str, status: &str, reason: &str, message: &str| {
+            let since = if old["status"] == status {
+                old["lastTransitionTime"].clone()
+            } else {
+                json!(ferry_api::timestamp::now())
+            };
+            let mut c =
+                json!({ "type": type_, "status": status, "reason": reason, "lastTransitionTime": since });
+            if !message.is_empty() {
+                c["message"] = json!(message);
+            }
+            c
         };
-        let mut body = json!({ "status": { "conditions": [{
-            "type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": since,
-        }] } });
+        let mut conditions = vec![condition(&old_ready, "Ready", status, reason, &message)];
+        if let Some((s, r, m)) = &synced {
+            conditions.push(condition(&old_synced, "Synced", s, r, m));
+        }
+        let mut body = json!({ "status": { "conditions": conditions } });
         if !schema.is_empty() {
             body["status"]["resourceSchemaName"] = json!(schema);
         }
@@ -720,7 +753,16 @@ impl ConfigSource for SyncAgent {
         if !self.published().is_empty() {
             engine.selection_changed();
         }
-        vec![]
+        // Blocked objects are judged again every second: a collision ends when the
+        // object holding the name goes.
+        let agent = Arc::downgrade(&self);
+        vec![tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let Some(agent) = agent.upgrade() else { return };
+                agent.retry_blocked();
+            }
+        })]
     }
 }
 
