@@ -956,3 +956,81 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
     .await;
     stage.agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn projection_renames_kind_plural_version_scope_and_group() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // Beyond the reference: the group too (kcp-dev/api-syncagent#47, PR #52).
+    let schema = stage
+        .publish(
+            "Engine",
+            "engines",
+            json!({ "projection": {
+                "group": "motors.example.io", "kind": "Motor", "plural": "motoren",
+                "versions": { "v1": "v2alpha1" }, "scope": "Cluster",
+            } }),
+        )
+        .await;
+    assert!(schema.ends_with(".motoren.motors.example.io"), "{schema}");
+    let remote = ar("motors.example.io", "v2alpha1", "Motor", "motoren");
+    let local = ar("example.com", "v1", "Engine", "engines");
+    stage.c1.create(
+        &apis("APIBinding", "apibindings"),
+        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
+                "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
+    )
+    .await;
+    eventually(15, "Motors served cluster-wide in the consumer", || async {
+        stage
+            .c1
+            .api(&remote, None)
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    let source = stage
+        .c1
+        .create(
+            &remote,
+            json!({ "apiVersion": "motors.example.io/v2alpha1", "kind": "Motor",
+                    "metadata": { "name": "m1" }, "spec": { "power": 7 } }),
+        )
+        .await;
+    let cluster = cluster_of(&source);
+    // Cluster-scoped in kcp, namespaced locally: the default naming puts it into the
+    // cluster's namespace, named after an empty namespace and its name.
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("", "m1"),
+        "the Motor as a local Engine",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copy["apiVersion"], "example.com/v1");
+    assert_eq!(copy["kind"], "Engine");
+    assert_eq!(copy["spec"]["power"], 7);
+    stage
+        .service
+        .set_status(
+            &local,
+            Some(&cluster),
+            &default_name("", "m1"),
+            json!({ "running": true }),
+        )
+        .await;
+    wait_for(
+        &stage.c1,
+        &remote,
+        None,
+        "m1",
+        "the status back on the Motor",
+        |o| o["status"]["running"] == true,
+    )
+    .await;
+    stage.agent.stop().await;
+}
