@@ -1034,3 +1034,127 @@ async fn projection_renames_kind_plural_version_scope_and_group() {
     .await;
     stage.agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Probe",
+            "probes",
+            json!({ "filter": {
+                "resource": { "matchLabels": { "sync": "yes" } },
+                "namespace": { "matchExpressions": [{ "key": "env", "operator": "In", "values": ["prod"] }] },
+            } }),
+        )
+        .await;
+    // The namespace filter makes the export claim namespaces.
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the namespaces claim",
+        |e| {
+            e["spec"]["permissionClaims"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["resource"] == "namespaces"))
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Probe", "probes");
+    let local = ar("example.com", "v1", "Probe", "probes");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    for (ns, env) in [("prod", "prod"), ("dev", "dev")] {
+        stage
+            .c1
+            .create(
+                &namespaces(),
+                json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns, "labels": { "env": env } } }),
+            )
+            .await;
+    }
+    let probe = |ns: &str, name: &str, labels: Value| {
+        json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Probe",
+                "metadata": { "name": name, "namespace": ns, "labels": labels }, "spec": {} })
+    };
+    let x = stage
+        .c1
+        .create(&remote, probe("prod", "x", json!({ "sync": "yes" })))
+        .await;
+    stage.c1.create(&remote, probe("prod", "y", json!({}))).await;
+    stage
+        .c1
+        .create(&remote, probe("dev", "z", json!({ "sync": "yes" })))
+        .await;
+    let cluster = cluster_of(&x);
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("prod", "x"),
+        "the selected object",
+        |_| true,
+    )
+    .await;
+    // Relabelling the namespace selects what is in it.
+    stage
+        .c1
+        .merge(
+            &namespaces(),
+            None,
+            "dev",
+            json!({ "metadata": { "labels": { "env": "prod" } } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("dev", "z"),
+        "the object in the relabelled namespace",
+        |_| true,
+    )
+    .await;
+    // y never matched its own filter; everything else of the flow was judged since.
+    assert!(stage
+        .service
+        .get(&local, Some(&cluster), &default_name("prod", "y"))
+        .await
+        .is_none());
+    let y = stage.c1.get(&remote, Some("prod"), "y").await.unwrap();
+    assert!(y["metadata"]["finalizers"].is_null(), "{y}");
+    // An object that stops matching loses its copy and is released.
+    stage
+        .c1
+        .merge(
+            &remote,
+            Some("prod"),
+            "x",
+            json!({ "metadata": { "labels": { "sync": null } } }),
+        )
+        .await;
+    wait_gone(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("prod", "x"),
+        "the copy of the deselected object",
+    )
+    .await;
+    wait_for(
+        &stage.c1,
+        &remote,
+        Some("prod"),
+        "x",
+        "the finalizer released",
+        |o| {
+            o["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+        },
+    )
+    .await;
+    stage.agent.stop().await;
+}

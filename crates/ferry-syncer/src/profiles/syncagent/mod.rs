@@ -16,6 +16,7 @@
 //! - Configuration source ([`publish`]): the PublishedResources on the service cluster,
 //!   turned into APIResourceSchemas and merged into the APIExport.
 
+pub mod filter;
 pub mod naming;
 pub mod publish;
 pub mod templating;
@@ -96,6 +97,8 @@ pub struct SyncAgent {
     dests: RwLock<HashMap<Slot, ObjectRef>>,
     /// kcp objects that are not synced, and why (reported once per message).
     blocked: RwLock<HashMap<Slot, Blocked>>,
+    /// Labels of the kcp Namespaces, for `spec.filter.namespace`.
+    namespaces: Arc<filter::NamespaceLabels>,
     loaded: AtomicBool,
     revision: AtomicU64,
     engine: OnceLock<Weak<Engine>>,
@@ -111,6 +114,7 @@ impl SyncAgent {
             sources: RwLock::default(),
             dests: RwLock::default(),
             blocked: RwLock::default(),
+            namespaces: Arc::default(),
             loaded: AtomicBool::new(false),
             revision: AtomicU64::new(0),
             engine: OnceLock::new(),
@@ -275,6 +279,14 @@ impl SyncAgent {
         );
     }
 
+    /// Whether a published resource filters by namespace labels.
+    fn filters_namespaces(&self) -> bool {
+        self.published
+            .read()
+            .iter()
+            .any(|p| p.spec.filter.as_ref().is_some_and(|f| f.namespace.is_some()))
+    }
+
     fn is_blocked(&self, target: &WatchTarget, source: &ObjectRef) -> bool {
         let slot = (
             target.id.group.clone(),
@@ -354,9 +366,36 @@ impl Selection for SyncAgent {
         }
     }
 
-    /// Downsync only, and not an object whose naming failed or collides.
-    fn wants(&self, target: &WatchTarget, source: &ObjectRef, _: &Value) -> bool {
-        target.direction == Direction::Downsync && !self.is_blocked(target, source)
+    /// Downsync only, what `spec.filter` lets through, and not an object whose naming
+    /// failed or collides. While the labels of an object's kcp Namespace are not
+    /// known, an existing copy stays and none is made.
+    fn wants(&self, target: &WatchTarget, source: &ObjectRef, obj: &Value) -> bool {
+        if target.direction != Direction::Downsync || self.is_blocked(target, source) {
+            return false;
+        }
+        let Some(p) = self.find(&target.id) else {
+            return true;
+        };
+        let filter = p.spec.filter.as_ref();
+        let by_namespace = filter.is_some_and(|f| f.namespace.is_some());
+        let ns_labels = match (&source.namespace, by_namespace) {
+            (Some(ns), true) => Some(self.namespaces.get(source.cluster(), ns)),
+            _ => None,
+        };
+        match filter::judge(filter, obj, ns_labels.as_ref().map(Option::as_ref)) {
+            filter::Verdict::Wanted => true,
+            filter::Verdict::Unwanted => false,
+            filter::Verdict::Unknown => {
+                let slot = (
+                    target.id.group.clone(),
+                    target.id.resource.clone(),
+                    source.clone(),
+                );
+                let dest = self.dests.read().get(&slot).cloned();
+                dest.zip(self.flow_of(target))
+                    .is_some_and(|(dest, flow)| flow.copies.get(&dest).is_some())
+            }
+        }
     }
 
     fn copies_namespace(&self, _: &str) -> bool {

@@ -755,14 +755,30 @@ impl ConfigSource for SyncAgent {
         }
         // Blocked objects are judged again every second: a collision ends when the
         // object holding the name goes.
+        // Namespace labels for spec.filter.namespace: a change judges every object again.
+        let (weak_agent, weak_engine) = (Arc::downgrade(&self), Arc::downgrade(engine));
+        let namespaces = self
+            .namespaces
+            .clone()
+            .watch(engine.up.client_in(Some("*")), move || {
+                let agent = weak_agent.upgrade();
+                if let (Some(agent), Some(engine)) = (agent, weak_engine.upgrade()) {
+                    if agent.filters_namespaces() {
+                        engine.reconcile_everything();
+                    }
+                }
+            });
         let agent = Arc::downgrade(&self);
-        vec![tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let Some(agent) = agent.upgrade() else { return };
-                agent.retry_blocked();
-            }
-        })]
+        vec![
+            tokio::spawn(namespaces),
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let Some(agent) = agent.upgrade() else { return };
+                    agent.retry_blocked();
+                }
+            }),
+        ]
     }
 }
 
