@@ -1158,3 +1158,105 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
     .await;
     stage.agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Bucket",
+            "buckets",
+            json!({ "mutation": {
+                "spec": [
+                    { "delete": { "path": "spec.note" } },
+                    { "regex": { "path": "spec.region", "pattern": "^eu-(.*)$", "replacement": "europe-\\1" } },
+                    { "template": { "path": "spec.owner", "template": "{{ .Value }}@{{ .LocalObject.metadata.name }}" } },
+                    { "cel": { "path": "spec.replicas", "expression": "value * 2" } },
+                ],
+                "status": [
+                    { "delete": { "path": "status.internal" } },
+                    { "regex": { "path": "status.url", "pattern": "svc\\.local", "replacement": "example.io" } },
+                ],
+            } }),
+        )
+        .await;
+    // A step that does not compile: the PublishedResource says which.
+    let mut broken = published("broken-mutation", "Bucket");
+    broken["spec"]["mutation"] =
+        json!({ "status": [{ "cel": { "path": "status.x", "expression": "value +" } }] });
+    stage.service.create(&published_resources(), broken).await;
+    let remote = ar(EXPORT, "v1", "Bucket", "buckets");
+    let local = ar("example.com", "v1", "Bucket", "buckets");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    let source = stage
+        .c1
+        .create(
+            &remote,
+            remote_object(
+                "Bucket",
+                "b",
+                json!({}),
+                json!({ "note": "private", "region": "eu-west", "owner": "ann", "replicas": 2 }),
+            ),
+        )
+        .await;
+    let cluster = cluster_of(&source);
+    let name = default_name("default", "b");
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &name,
+        "the mutated copy",
+        |_| true,
+    )
+    .await;
+    let local_name = copy["metadata"]["name"].as_str().unwrap();
+    assert_eq!(
+        copy["spec"],
+        json!({ "region": "europe-west", "owner": format!("ann@{local_name}"), "replicas": 4 }),
+        "{copy}"
+    );
+    stage
+        .service
+        .set_status(
+            &local,
+            Some(&cluster),
+            &name,
+            json!({ "url": "https://b.svc.local", "internal": "node-7", "ready": true }),
+        )
+        .await;
+    let back = wait_for(
+        &stage.c1,
+        &remote,
+        Some("default"),
+        "b",
+        "the mutated status",
+        |o| o["status"]["ready"] == true,
+    )
+    .await;
+    assert_eq!(
+        back["status"],
+        json!({ "url": "https://b.example.io", "ready": true })
+    );
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "broken-mutation",
+        "the invalid mutation named",
+        |pr| ready_condition(pr).is_some(),
+    )
+    .await;
+    let cond = ready_condition(&pr).unwrap();
+    assert_eq!(cond["reason"], "InvalidMutation", "{cond}");
+    assert!(
+        cond["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.mutation.status[0].cel.expression"),
+        "{cond}"
+    );
+    stage.agent.stop().await;
+}

@@ -16,9 +16,7 @@ use super::{Engine, Key};
 use crate::metrics::SyncDirection;
 use crate::selection::Direction;
 use crate::side::Side;
-use crate::transform::{
-    desired_copy_with, merge_for_update, needs_update, status_differs, status_for_upstream, with_status,
-};
+use crate::transform::{desired_copy_with, merge_for_update, needs_update, status_differs, with_status};
 
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "ferry-syncer";
@@ -709,7 +707,11 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                     .mapping
                     .returns_status(&flow.target, flow.status_subresource);
             if let (true, Some((actual, _)), Some(source_key)) = (returnable, &copy, key.source()) {
-                if let Some(status) = status_for_upstream(actual) {
+                if let Some(status) =
+                    profile
+                        .mapping
+                        .returned_status(&flow.target, source_key, &source, actual)
+                {
                     if status_differs(&source, &status) {
                         let up = Writer {
                             engine,

@@ -138,6 +138,19 @@ pub trait Mapping: Send + Sync {
     /// mutators. Nothing by default.
     fn transform(&self, _target: &WatchTarget, _source_key: &ObjectRef, _source: &Value, _copy: &mut Value) {}
 
+    /// The status to write back to the source `source` (key `source_key`) from its copy
+    /// `copy`: the copy's non-empty `status` by default; api-syncagent applies its
+    /// status mutations first.
+    fn returned_status(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+        _source: &Value,
+        copy: &Value,
+    ) -> Option<Value> {
+        crate::transform::status_for_upstream(copy)
+    }
+
     /// Whether the copy's status goes back to the source of the flow `target` (when
     /// the engine returns status at all); `status_subresource`: the upstream resource
     /// has a `/status` subresource. Always by default; api-syncagent only with one.

@@ -17,6 +17,7 @@
 //!   turned into APIResourceSchemas and merged into the APIExport.
 
 pub mod filter;
+pub mod mutation;
 pub mod naming;
 pub mod publish;
 pub mod templating;
@@ -97,6 +98,8 @@ pub struct SyncAgent {
     dests: RwLock<HashMap<Slot, ObjectRef>>,
     /// kcp objects that are not synced, and why (reported once per message).
     blocked: RwLock<HashMap<Slot, Blocked>>,
+    /// The last mutation failure reported per kcp object.
+    mutation_errors: RwLock<HashMap<Slot, String>>,
     /// Labels of the kcp Namespaces, for `spec.filter.namespace`.
     namespaces: Arc<filter::NamespaceLabels>,
     loaded: AtomicBool,
@@ -114,6 +117,7 @@ impl SyncAgent {
             sources: RwLock::default(),
             dests: RwLock::default(),
             blocked: RwLock::default(),
+            mutation_errors: RwLock::default(),
             namespaces: Arc::default(),
             loaded: AtomicBool::new(false),
             revision: AtomicU64::new(0),
@@ -277,6 +281,37 @@ impl SyncAgent {
             message.to_string(),
             &engine.name,
         );
+    }
+
+    /// Reports a failed mutation step once per message (a Warning Event on the kcp
+    /// object); the steps before it are applied, the ones after it are not.
+    fn mutation_outcome(
+        &self,
+        target: &WatchTarget,
+        source: &ObjectRef,
+        result: Result<(), mutation::MutationError>,
+    ) {
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        match result {
+            Ok(()) => {
+                if !self.mutation_errors.read().is_empty() {
+                    self.mutation_errors.write().remove(&slot);
+                }
+            }
+            Err(e) => {
+                let message = format!("mutating {source} failed: {e}");
+                if self.mutation_errors.read().get(&slot) == Some(&message) {
+                    return;
+                }
+                tracing::warn!(object = %source, "{message}");
+                self.mutation_errors.write().insert(slot, message.clone());
+                self.post_event(target, source, "MutationFailed", &message);
+            }
+        }
     }
 
     /// Whether a published resource filters by namespace labels.
@@ -495,7 +530,46 @@ impl Mapping for SyncAgent {
         status_subresource
     }
 
-    fn transform(&self, _: &WatchTarget, source_key: &ObjectRef, _: &Value, copy: &mut Value) {
+    /// The status mutations run on (a copy of) the service's object; its status goes back.
+    fn returned_status(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+        source: &Value,
+        copy: &Value,
+    ) -> Option<Value> {
+        let steps = self
+            .find(&target.id)
+            .and_then(|p| p.spec.mutation.clone())
+            .map(|m| m.status)
+            .unwrap_or_default();
+        if steps.is_empty() {
+            return crate::transform::status_for_upstream(copy);
+        }
+        let mut obj = copy.clone();
+        let result = mutation::apply(&steps, "spec.mutation.status", &mut obj, Some(source));
+        self.mutation_outcome(target, source_key, result);
+        crate::transform::status_for_upstream(&obj)
+    }
+
+    /// Runs the spec mutations, then records where the copy came from.
+    fn transform(&self, target: &WatchTarget, source_key: &ObjectRef, _: &Value, copy: &mut Value) {
+        let steps = self
+            .find(&target.id)
+            .and_then(|p| p.spec.mutation.clone())
+            .map(|m| m.spec)
+            .unwrap_or_default();
+        if !steps.is_empty() {
+            let slot = (
+                target.id.group.clone(),
+                target.id.resource.clone(),
+                source_key.clone(),
+            );
+            let dest = self.dests.read().get(&slot).cloned();
+            let local = dest.zip(self.flow_of(target)).and_then(|(d, f)| f.copies.get(&d));
+            let result = mutation::apply(&steps, "spec.mutation.spec", copy, local.as_deref());
+            self.mutation_outcome(target, source_key, result);
+        }
         let namespace = source_key.namespace.as_deref().unwrap_or_default();
         let labels = &mut copy["metadata"]["labels"];
         labels[SYNCAGENT_REMOTE_CLUSTER_LABEL] = json!(source_key.cluster());

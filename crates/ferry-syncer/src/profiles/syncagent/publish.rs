@@ -269,6 +269,17 @@ pub fn project(
     crds: &[Value],
     group: &str,
 ) -> Result<(Value, Published), Invalid> {
+    if let Some(m) = &spec.mutation {
+        for (steps, field) in [
+            (&m.spec, "spec.mutation.spec"),
+            (&m.status, "spec.mutation.status"),
+        ] {
+            super::mutation::validate(steps, field).map_err(|e| Invalid {
+                reason: "InvalidMutation",
+                message: format!("PublishedResource {pr_name}: {e}"),
+            })?;
+        }
+    }
     let res = &spec.resource;
     let crd = crds
         .iter()
