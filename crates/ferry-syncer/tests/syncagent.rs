@@ -1260,3 +1260,59 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
     );
     stage.agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_existing_local_object_is_adopted() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    // Learn the consumer's logical cluster from a first object.
+    let first = stage.c1.create(&remote_databases(), database("first")).await;
+    let cluster = cluster_of(&first);
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &default_name("default", "first"),
+        "the first copy (and its namespace)",
+        |_| true,
+    )
+    .await;
+    let name = default_name("default", "adopt-me");
+    // The service cluster already has an object under the name the copy will get.
+    stage
+        .service
+        .create(
+            &local_databases(),
+            json!({ "apiVersion": "example.com/v1", "kind": "Database",
+                    "metadata": { "name": name, "namespace": cluster, "labels": { "kept": "yes" } },
+                    "spec": { "size": 1 } }),
+        )
+        .await;
+    let before = stage
+        .service
+        .get(&local_databases(), Some(&cluster), &name)
+        .await
+        .unwrap();
+    stage.c1.create(&remote_databases(), database("adopt-me")).await;
+    let adopted = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the existing object adopted",
+        |o| label(o, SYNCAGENT_AGENT_NAME_LABEL) == Some("nora"),
+    )
+    .await;
+    assert_eq!(
+        adopted["metadata"]["uid"], before["metadata"]["uid"],
+        "adopted, not recreated"
+    );
+    assert_eq!(adopted["spec"]["size"], 3);
+    assert_eq!(label(&adopted, "kept"), Some("yes"));
+    assert_eq!(
+        annotation(&adopted, SYNCAGENT_REMOTE_NAME_ANNOTATION),
+        Some("adopt-me")
+    );
+    stage.agent.stop().await;
+}

@@ -196,8 +196,7 @@ impl SyncAgent {
 
     fn flow_of(&self, target: &WatchTarget) -> Option<Arc<crate::engine::flow::Flow>> {
         let engine = self.engine()?;
-        let flow = engine.flows().into_iter().find(|f| f.target == *target);
-        flow
+        engine.flows().into_iter().find(|f| f.target == *target)
     }
 
     /// The kcp object `source` as last seen.
