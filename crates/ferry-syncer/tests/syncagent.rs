@@ -1316,3 +1316,201 @@ async fn an_existing_local_object_is_adopted() {
     );
     stage.agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // cert-manager's flow: a Certificate goes down, the Secret its controller writes
+    // comes back up; a CA ConfigMap from the consumer goes down with it.
+    stage
+        .publish(
+            "Certificate",
+            "certificates",
+            json!({ "related": [
+                { "identifier": "tls", "origin": "service", "kind": "Secret", "cleanup": true,
+                  "object": { "reference": { "path": "spec.secretName" } } },
+                { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
+                  "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } },
+                  "mutation": { "spec": [{ "regex": { "path": "data.note", "pattern": "kcp", "replacement": "the service" } }] } },
+                { "identifier": "extra", "origin": "service", "group": "", "version": "v1", "resource": "secrets",
+                  "object": { "selector": { "matchLabels": { "cert": "{{ .LocalObject.metadata.name }}" },
+                                            "rewrite": { "template": { "template": "{{ .Value }}-copy" } } } } },
+            ] }),
+        )
+        .await;
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to claim secrets and configmaps",
+        |e| {
+            let claims = e["spec"]["permissionClaims"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            ["secrets", "configmaps", "namespaces"]
+                .iter()
+                .all(|r| claims.iter().any(|c| c["resource"] == *r))
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Certificate", "certificates");
+    let local = ar("example.com", "v1", "Certificate", "certificates");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    stage
+        .c1
+        .create(
+            &configmaps(),
+            configmap("default", "ca", json!({ "note": "from kcp" })),
+        )
+        .await;
+    let cert = stage
+        .c1
+        .create(
+            &remote,
+            remote_object(
+                "Certificate",
+                "web",
+                json!({}),
+                json!({ "secretName": "web-tls", "caConfigMap": "ca" }),
+            ),
+        )
+        .await;
+    let cluster = cluster_of(&cert);
+    let name = default_name("default", "web");
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &name,
+        "the Certificate copy",
+        |_| true,
+    )
+    .await;
+    let ca = wait_for(
+        &stage.service,
+        &configmaps(),
+        Some(&cluster),
+        "ca",
+        "the kcp-origin ConfigMap on the service cluster, mutated",
+        |_| true,
+    )
+    .await;
+    assert_eq!(ca["data"]["note"], "from the service");
+    // The service's controller writes the credentials.
+    stage
+        .service
+        .create(
+            &secrets(),
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "web-tls", "namespace": cluster }, "stringData": { "tls.crt": "CERT" } }),
+        )
+        .await;
+    stage
+        .service
+        .create(
+            &secrets(),
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "extra", "namespace": cluster, "labels": { "cert": name } },
+                    "stringData": { "k": "v" } }),
+        )
+        .await;
+    let tls = wait_for(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "web-tls",
+        "the service-origin Secret in the consumer's workspace",
+        |_| true,
+    )
+    .await;
+    assert!(tls["data"]["tls.crt"].is_string(), "{tls}");
+    wait_for(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "extra-copy",
+        "the Secret found by the templated selector, renamed",
+        |_| true,
+    )
+    .await;
+    let recorded = wait_for(
+        &stage.c1,
+        &remote,
+        Some("default"),
+        "web",
+        "the related object recorded",
+        |o| annotation(o, "related-resources.syncagent.kcp.io/tls.0").is_some(),
+    )
+    .await;
+    let record: Value =
+        serde_json::from_str(annotation(&recorded, "related-resources.syncagent.kcp.io/tls.0").unwrap())
+            .unwrap();
+    assert_eq!(
+        record,
+        json!({ "namespace": "default", "name": "web-tls", "apiVersion": "v1", "kind": "Secret" })
+    );
+    let copy = stage.service.get(&local, Some(&cluster), &name).await.unwrap();
+    assert!(
+        annotation(&copy, "related-resources.syncagent.kcp.io/tls.0").is_none(),
+        "the record stays in kcp: {copy}"
+    );
+    // Changes at the origin follow.
+    stage
+        .service
+        .merge(
+            &secrets(),
+            Some(&cluster),
+            "web-tls",
+            json!({ "stringData": { "tls.crt": "RENEWED" } }),
+        )
+        .await;
+    let renewed = base64_of("RENEWED");
+    wait_for(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "web-tls",
+        "the renewed Secret",
+        |s| s["data"]["tls.crt"] == renewed.as_str(),
+    )
+    .await;
+
+    // Deleting the primary: the service copy of the kcp ConfigMap goes, the kcp copy
+    // of the service Secret too (cleanup: true); the one without cleanup stays.
+    stage.c1.delete(&remote, Some("default"), "web").await;
+    wait_gone(&stage.c1, &remote, Some("default"), "web", "the Certificate gone").await;
+    wait_gone(
+        &stage.service,
+        &configmaps(),
+        Some(&cluster),
+        "ca",
+        "the ConfigMap copy gone",
+    )
+    .await;
+    wait_gone(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "web-tls",
+        "the Secret copy gone",
+    )
+    .await;
+    assert!(stage
+        .c1
+        .get(&secrets(), Some("default"), "extra-copy")
+        .await
+        .is_some());
+    assert!(
+        stage.c1.get(&configmaps(), Some("default"), "ca").await.is_some(),
+        "the origin stays"
+    );
+    stage.agent.stop().await;
+}
+
+fn base64_of(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}

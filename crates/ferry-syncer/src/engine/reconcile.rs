@@ -502,6 +502,7 @@ fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
 async fn release_source(
     engine: &Engine,
     flow: &Flow,
+    key: &Key,
     source_key: &ObjectRef,
     dest: &Writer<'_>,
     raw: &Value,
@@ -524,6 +525,15 @@ async fn release_source(
             }
             return Ok(());
         }
+    }
+    if !engine
+        .profile
+        .mapping
+        .before_release(&flow.target, source_key, raw)
+        .await
+    {
+        engine.queue_after(key.clone(), std::time::Duration::from_millis(200));
+        return Ok(());
     }
     let remaining: Vec<Value> = finalizers_of(raw)
         .into_iter()
@@ -652,7 +662,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             (direction, key.source(), &raw_source)
         {
             // The copy is gone: the source no longer waits for it.
-            release_source(engine, flow, source_key, &dest, raw).await?;
+            release_source(engine, flow, key, source_key, &dest, raw).await?;
         }
         return Ok(());
     };

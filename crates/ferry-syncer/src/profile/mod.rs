@@ -151,6 +151,18 @@ pub trait Mapping: Send + Sync {
         crate::transform::status_for_upstream(copy)
     }
 
+    /// Work that must be done before the source `source` (key `source_key`), whose copy
+    /// is gone, is released (api-syncagent: deleting the copies of its related
+    /// objects). Resolves to `true` once done; `false` asks to be called again shortly.
+    fn before_release(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+        _source: &Value,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        Box::pin(async { true })
+    }
+
     /// Whether the copy's status goes back to the source of the flow `target` (when
     /// the engine returns status at all); `status_subresource`: the upstream resource
     /// has a `/status` subresource. Always by default; api-syncagent only with one.

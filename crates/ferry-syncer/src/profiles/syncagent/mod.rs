@@ -20,6 +20,7 @@ pub mod filter;
 pub mod mutation;
 pub mod naming;
 pub mod publish;
+pub mod related;
 pub mod templating;
 
 use std::collections::{BTreeMap, HashMap};
@@ -100,6 +101,8 @@ pub struct SyncAgent {
     blocked: RwLock<HashMap<Slot, Blocked>>,
     /// The last mutation failure reported per kcp object.
     mutation_errors: RwLock<HashMap<Slot, String>>,
+    /// The last related-resource failure reported per kcp object.
+    related_errors: RwLock<HashMap<Slot, String>>,
     /// Labels of the kcp Namespaces, for `spec.filter.namespace`.
     namespaces: Arc<filter::NamespaceLabels>,
     loaded: AtomicBool,
@@ -118,6 +121,7 @@ impl SyncAgent {
             dests: RwLock::default(),
             blocked: RwLock::default(),
             mutation_errors: RwLock::default(),
+            related_errors: RwLock::default(),
             namespaces: Arc::default(),
             loaded: AtomicBool::new(false),
             revision: AtomicU64::new(0),
@@ -309,6 +313,106 @@ impl SyncAgent {
                 tracing::warn!(object = %source, "{message}");
                 self.mutation_errors.write().insert(slot, message.clone());
                 self.post_event(target, source, "MutationFailed", &message);
+            }
+        }
+    }
+
+    /// One pass over the related resources of every synced primary (see [`related`]).
+    async fn related_pass(&self) {
+        let Some(engine) = self.engine() else {
+            return;
+        };
+        for p in self.published() {
+            if p.spec.related.is_empty() {
+                continue;
+            }
+            let flow = engine.flows().into_iter().find(|f| {
+                f.target.direction == Direction::Downsync
+                    && f.target.id.group == p.remote.id.group
+                    && f.target.id.resource == p.remote.id.resource
+            });
+            let Some(flow) = flow else {
+                continue;
+            };
+            for key in flow.sources.keys() {
+                let Some(remote) = flow.sources.get(&key) else {
+                    continue;
+                };
+                let deleting = !remote["metadata"]["deletionTimestamp"].is_null();
+                if deleting || !self.wants(&flow.target, &key, &remote) {
+                    continue;
+                }
+                let slot = (
+                    p.remote.id.group.clone(),
+                    p.remote.id.resource.clone(),
+                    key.clone(),
+                );
+                let Some(dest) = self.dests.read().get(&slot).cloned() else {
+                    continue;
+                };
+                let res = p.local.api_resource();
+                let local_api: kube::Api<kube::api::DynamicObject> = match &dest.namespace {
+                    Some(ns) => kube::Api::namespaced_with(engine.down.client.clone(), ns, &res),
+                    None => kube::Api::all_with(engine.down.client.clone(), &res),
+                };
+                let Ok(Some(local)) = local_api.get_opt(&dest.name).await else {
+                    continue;
+                };
+                let local = serde_json::to_value(local).unwrap_or_default();
+                let sides = related::Sides {
+                    service: engine.down.client.clone(),
+                    kcp: engine.up.client_in(key.cluster.as_deref()),
+                };
+                let primaries = related::Primaries {
+                    remote: &remote,
+                    local: &local,
+                    cluster: key.cluster(),
+                };
+                let mut annotations = BTreeMap::new();
+                let mut failure = None;
+                for spec in &p.spec.related {
+                    match related::sync(spec, &primaries, &sides).await {
+                        Ok(resolved) if spec.origin == "service" => {
+                            annotations.extend(related::annotations(spec, &resolved));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            failure.get_or_insert(format!(
+                                "related resource {:?} of {key} (PublishedResource {}): {e}",
+                                spec.identifier, p.name
+                            ));
+                        }
+                    }
+                }
+                if let Some(patch) = related::annotation_patch(&remote, &annotations) {
+                    let api: kube::Api<kube::api::DynamicObject> = match &key.namespace {
+                        Some(ns) => {
+                            kube::Api::namespaced_with(sides.kcp.clone(), ns, &p.remote.api_resource())
+                        }
+                        None => kube::Api::all_with(sides.kcp.clone(), &p.remote.api_resource()),
+                    };
+                    let params = kube::api::PatchParams::default();
+                    if let Err(e) = api
+                        .patch(&key.name, &params, &kube::api::Patch::Merge(&patch))
+                        .await
+                    {
+                        failure.get_or_insert(format!("recording related objects on {key}: {e}"));
+                    }
+                }
+                match failure {
+                    None => {
+                        if !self.related_errors.read().is_empty() {
+                            self.related_errors.write().remove(&slot);
+                        }
+                    }
+                    Some(message) => {
+                        if self.related_errors.read().get(&slot) != Some(&message) {
+                            tracing::warn!(object = %key, "{message}");
+                            self.related_errors.write().insert(slot, message.clone());
+                            self.post_event(&flow.target, &key, "RelatedResourceFailed", &message);
+                        }
+                    }
+                }
             }
         }
     }
@@ -551,6 +655,52 @@ impl Mapping for SyncAgent {
         crate::transform::status_for_upstream(&obj)
     }
 
+    /// Deletes the copies of related objects the primary leaves behind (kcp origin:
+    /// always; service origin: with `cleanup`) before the primary is released.
+    fn before_release(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+        source: &Value,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        let (Some(p), Some(engine)) = (self.find(&target.id), self.engine()) else {
+            return Box::pin(async { true });
+        };
+        if p.spec.related.is_empty() {
+            return Box::pin(async { true });
+        }
+        let sides = related::Sides {
+            service: engine.down.client.clone(),
+            kcp: engine.up.client_in(source_key.cluster.as_deref()),
+        };
+        // The copy is gone: it stands in as the kcp object under the copy's name.
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source_key.clone(),
+        );
+        let dest = self.dests.read().get(&slot).cloned();
+        let mut local = source.clone();
+        if let Some(dest) = dest {
+            local["metadata"]["name"] = json!(dest.name);
+            local["metadata"]["namespace"] = json!(dest.namespace);
+        }
+        let (source, key) = (source.clone(), source_key.clone());
+        Box::pin(async move {
+            let mut done = true;
+            for spec in &p.spec.related {
+                match related::clean_up(spec, &source, Some(&local), key.cluster(), &sides).await {
+                    Ok(gone) => done &= gone,
+                    Err(e) => {
+                        tracing::warn!(object = %key, related = %spec.identifier, "cleaning up related objects: {e}");
+                        done = false;
+                    }
+                }
+            }
+            done
+        })
+    }
+
     /// Runs the spec mutations, then records where the copy came from.
     fn transform(&self, target: &WatchTarget, source_key: &ObjectRef, _: &Value, copy: &mut Value) {
         let steps = self
@@ -568,6 +718,9 @@ impl Mapping for SyncAgent {
             let local = dest.zip(self.flow_of(target)).and_then(|(d, f)| f.copies.get(&d));
             let result = mutation::apply(&steps, "spec.mutation.spec", copy, local.as_deref());
             self.mutation_outcome(target, source_key, result);
+        }
+        if let Some(annotations) = copy["metadata"]["annotations"].as_object_mut() {
+            annotations.retain(|k, _| !k.starts_with(related::RELATED_ANNOTATION_PREFIX));
         }
         let namespace = source_key.namespace.as_deref().unwrap_or_default();
         let labels = &mut copy["metadata"]["labels"];

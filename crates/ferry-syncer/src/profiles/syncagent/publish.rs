@@ -280,6 +280,12 @@ pub fn project(
             })?;
         }
     }
+    for (i, related) in spec.related.iter().enumerate() {
+        super::related::validate(related, i).map_err(|message| Invalid {
+            reason: "InvalidRelatedResource",
+            message: format!("PublishedResource {pr_name}: {message}"),
+        })?;
+    }
     let res = &spec.resource;
     let crd = crds
         .iter()
@@ -764,8 +770,6 @@ impl ConfigSource for SyncAgent {
         if !self.published().is_empty() {
             engine.selection_changed();
         }
-        // Blocked objects are judged again every second: a collision ends when the
-        // object holding the name goes.
         // Namespace labels for spec.filter.namespace: a change judges every object again.
         let (weak_agent, weak_engine) = (Arc::downgrade(&self), Arc::downgrade(engine));
         let namespaces = self
@@ -779,16 +783,29 @@ impl ConfigSource for SyncAgent {
                     }
                 }
             });
+        // Blocked objects are judged again every second: a collision ends when the
+        // object holding the name goes.
         let agent = Arc::downgrade(&self);
+        let blocked = async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let Some(agent) = agent.upgrade() else { return };
+                agent.retry_blocked();
+            }
+        };
+        // Related objects are checked for every synced primary twice a second.
+        let agent = Arc::downgrade(&self);
+        let related = async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let Some(agent) = agent.upgrade() else { return };
+                agent.related_pass().await;
+            }
+        };
         vec![
             tokio::spawn(namespaces),
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    let Some(agent) = agent.upgrade() else { return };
-                    agent.retry_blocked();
-                }
-            }),
+            tokio::spawn(blocked),
+            tokio::spawn(related),
         ]
     }
 }
