@@ -1514,3 +1514,95 @@ fn base64_of(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    let mut db = database("stateful");
+    db["spec"]["temp"] = json!("x");
+    let source = stage.c1.create(&remote_databases(), db).await;
+    let cluster = cluster_of(&source);
+    let name = default_name("default", "stateful");
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the copy",
+        |_| true,
+    )
+    .await;
+    let state_selector = "syncagent.kcp.io/object-state=true";
+    let states = eventually(10, "the state Secret", || async {
+        let list = stage
+            .service
+            .api(&secrets(), Some("ferry-system"))
+            .list(&kube::api::ListParams::default().labels(state_selector))
+            .await
+            .ok()?;
+        (!list.items.is_empty()).then_some(list.items)
+    })
+    .await;
+    assert_eq!(states.len(), 1);
+    let state_name = states[0].metadata.name.clone().unwrap();
+    assert!(
+        state_name.starts_with(&format!("obj-state-{cluster}-")),
+        "{state_name}"
+    );
+    // The service's controller sets a field of its own.
+    stage
+        .service
+        .merge(
+            &local_databases(),
+            Some(&cluster),
+            &name,
+            json!({ "spec": { "defaulted": "by-service" } }),
+        )
+        .await;
+    stage
+        .c1
+        .merge(
+            &remote_databases(),
+            Some("default"),
+            "stateful",
+            json!({ "spec": { "size": 4, "temp": null } }),
+        )
+        .await;
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the change merged",
+        |o| o["spec"]["size"] == 4,
+    )
+    .await;
+    assert_eq!(
+        copy["spec"],
+        json!({ "size": 4, "defaulted": "by-service" }),
+        "{copy}"
+    );
+    stage
+        .c1
+        .delete(&remote_databases(), Some("default"), "stateful")
+        .await;
+    wait_gone(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "stateful",
+        "the source gone",
+    )
+    .await;
+    assert!(
+        stage
+            .service
+            .get(&secrets(), Some("ferry-system"), &state_name)
+            .await
+            .is_none(),
+        "the state goes with the object"
+    );
+    stage.agent.stop().await;
+}

@@ -16,7 +16,9 @@ use super::{Engine, Key};
 use crate::metrics::SyncDirection;
 use crate::selection::Direction;
 use crate::side::Side;
-use crate::transform::{desired_copy_with, merge_for_update, needs_update, status_differs, with_status};
+use crate::transform::{
+    desired_copy_with, merge_for_update, needs_update, status_differs, three_way_update, with_status,
+};
 
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "ferry-syncer";
@@ -703,7 +705,9 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
         },
     );
     let written = match &copy {
-        Some((actual, verified)) => update(engine, flow, &dest, &source, &desired, actual, *verified).await?,
+        Some((actual, verified)) => {
+            update(engine, flow, key, &dest, &source, &desired, actual, *verified).await?
+        }
         None => create_or_adopt(engine, flow, key, &dest, &source, &desired).await?,
     };
 
@@ -760,9 +764,11 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
 /// Updates this syncer's copy if it differs. Returns the object as written, if written.
 /// `verified`: the store holds `actual` without its content, because it was found to
 /// match the desired object whose hash it carries (see [`ObjectStore::keep_verified`]).
+#[allow(clippy::too_many_arguments)]
 async fn update(
     engine: &Engine,
     flow: &Flow,
+    key: &Key,
     dest: &Writer<'_>,
     source: &Value,
     desired: &Value,
@@ -787,10 +793,30 @@ async fn update(
     if create_only || matches || namespace_by_apply {
         return Ok(Some(Written::Unchanged(actual.clone())));
     }
-    let written = match apply_manager(engine, flow) {
-        Some(manager) => dest.apply(desired, manager).await?,
-        None => dest.replace(&merge_for_update(desired, actual)).await?,
+    let mapping = &*engine.profile.mapping;
+    let source_key = key
+        .source()
+        .filter(|_| flow.target.direction == Direction::Downsync);
+    let last = match source_key {
+        Some(s) => mapping.last_known(&flow.target, s).await,
+        None => None,
     };
+    let written = match (apply_manager(engine, flow), &last) {
+        (Some(manager), _) => dest.apply(desired, manager).await?,
+        (None, Some(last)) => {
+            // A three-way merge needs the whole copy, not a verified stand-in.
+            let whole = if verified {
+                dest.get().await?
+            } else {
+                actual.clone()
+            };
+            dest.replace(&three_way_update(desired, &whole, last)).await?
+        }
+        (None, None) => dest.replace(&merge_for_update(desired, actual)).await?,
+    };
+    if let Some(s) = source_key {
+        mapping.remember(&flow.target, s, desired).await;
+    }
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
     keep_if_verified(flow, desired, &written.to_value());
@@ -900,6 +926,9 @@ async fn create_or_adopt(
     }
     match created {
         Ok(written) => {
+            if let (Direction::Downsync, Some(s)) = (direction, key.source()) {
+                engine.profile.mapping.remember(&flow.target, s, desired).await;
+            }
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
             tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
             keep_if_verified(flow, desired, &written.to_value());

@@ -163,6 +163,29 @@ pub trait Mapping: Send + Sync {
         Box::pin(async { true })
     }
 
+    /// What this syncer last wrote as the copy of `source_key` (its content fields),
+    /// when the profile keeps it (api-syncagent's per-object state): updates are then
+    /// three-way merges that keep what the destination's controllers set. `None` (the
+    /// default): a plain update of the fields the syncer manages.
+    fn last_known(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+    ) -> futures::future::BoxFuture<'static, Option<Value>> {
+        Box::pin(async { None })
+    }
+
+    /// Records `desired` as what was just written as the copy of `source_key` (see
+    /// [`Mapping::last_known`]). Nothing by default.
+    fn remember(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+        _desired: &Value,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+
     /// Whether the copy's status goes back to the source of the flow `target` (when
     /// the engine returns status at all); `status_subresource`: the upstream resource
     /// has a `/status` subresource. Always by default; api-syncagent only with one.

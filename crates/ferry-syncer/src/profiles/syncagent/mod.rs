@@ -21,6 +21,7 @@ pub mod mutation;
 pub mod naming;
 pub mod publish;
 pub mod related;
+pub mod state;
 pub mod templating;
 
 use std::collections::{BTreeMap, HashMap};
@@ -108,6 +109,8 @@ pub struct SyncAgent {
     loaded: AtomicBool,
     revision: AtomicU64,
     engine: OnceLock<Weak<Engine>>,
+    /// Last-known states (set when the agent starts).
+    state: OnceLock<Arc<state::StateStore>>,
     publisher: OnceLock<Arc<publish::Publisher>>,
 }
 
@@ -126,6 +129,7 @@ impl SyncAgent {
             loaded: AtomicBool::new(false),
             revision: AtomicU64::new(0),
             engine: OnceLock::new(),
+            state: OnceLock::new(),
             publisher: OnceLock::new(),
         })
     }
@@ -655,8 +659,35 @@ impl Mapping for SyncAgent {
         crate::transform::status_for_upstream(&obj)
     }
 
-    /// Deletes the copies of related objects the primary leaves behind (kcp origin:
-    /// always; service origin: with `cleanup`) before the primary is released.
+    fn last_known(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+    ) -> futures::future::BoxFuture<'static, Option<Value>> {
+        let Some(store) = self.state.get().cloned() else {
+            return Box::pin(async { None });
+        };
+        let name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
+        Box::pin(async move { store.get(&name).await })
+    }
+
+    fn remember(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+        desired: &Value,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let Some(store) = self.state.get().cloned() else {
+            return Box::pin(async {});
+        };
+        let name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
+        let (content, source) = (state::content_of(desired), source_key.clone());
+        Box::pin(async move { store.put(&name, &source, content).await })
+    }
+
+    /// Deletes the object's last-known state and the copies of related objects the
+    /// primary leaves behind (kcp origin: always; service origin: with `cleanup`)
+    /// before the primary is released.
     fn before_release(
         &self,
         target: &WatchTarget,
@@ -666,9 +697,8 @@ impl Mapping for SyncAgent {
         let (Some(p), Some(engine)) = (self.find(&target.id), self.engine()) else {
             return Box::pin(async { true });
         };
-        if p.spec.related.is_empty() {
-            return Box::pin(async { true });
-        }
+        let state = self.state.get().cloned();
+        let state_name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
         let sides = related::Sides {
             service: engine.down.client.clone(),
             kcp: engine.up.client_in(source_key.cluster.as_deref()),
@@ -688,6 +718,9 @@ impl Mapping for SyncAgent {
         let (source, key) = (source.clone(), source_key.clone());
         Box::pin(async move {
             let mut done = true;
+            if let Some(state) = state {
+                done &= state.delete(&state_name).await;
+            }
             for spec in &p.spec.related {
                 match related::clean_up(spec, &source, Some(&local), key.cluster(), &sides).await {
                     Ok(gone) => done &= gone,

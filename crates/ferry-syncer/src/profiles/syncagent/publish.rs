@@ -185,6 +185,10 @@ pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
         opts: opts.clone(),
     });
     let _ = agent.publisher.set(publisher.clone());
+    let _ = agent.state.set(Arc::new(super::state::StateStore::new(
+        publisher.service.clone(),
+        &opts.namespace,
+    )));
     let tasks = vec![tokio::spawn(publisher.run())];
     let syncer = if opts.enabled("sync") {
         let mut upstream = opts.kcp.clone();
