@@ -1606,3 +1606,35 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
     );
     stage.agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workspace_paths_feed_templates_and_are_recorded_on_copies() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Site",
+            "sites",
+            json!({ "enableWorkspacePaths": true,
+                    "naming": { "namespace": "{{ .ClusterPath | replace \":\" \"-\" }}",
+                                "name": "{{ .Object.metadata.name }}" } }),
+        )
+        .await;
+    let remote = ar(EXPORT, "v1", "Site", "sites");
+    let local = ar("example.com", "v1", "Site", "sites");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    stage
+        .c1
+        .create(&remote, remote_object("Site", "w1", json!({}), json!({})))
+        .await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some("root-c1"),
+        "w1",
+        "the copy named after the workspace path, with the path recorded",
+        |o| annotation(o, "syncagent.kcp.io/remote-object-workspace-path") == Some("root:c1"),
+    )
+    .await;
+    stage.agent.stop().await;
+}

@@ -36,6 +36,7 @@ use ferry_api::well_known::{
     SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_CLUSTER_LABEL,
     SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION, SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL,
     SYNCAGENT_REMOTE_NAME_ANNOTATION, SYNCAGENT_REMOTE_NAME_HASH_LABEL,
+    SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION,
 };
 
 use crate::engine::events::{self, EventType};
@@ -104,11 +105,20 @@ pub struct SyncAgent {
     mutation_errors: RwLock<HashMap<Slot, String>>,
     /// The last related-resource failure reported per kcp object.
     related_errors: RwLock<HashMap<Slot, String>>,
+    /// Workspace paths of logical clusters (`kcp.io/path` of their LogicalCluster),
+    /// once read through the virtual workspace.
+    paths: RwLock<HashMap<String, String>>,
+    /// Clusters whose path is being read.
+    path_reads: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// kcp objects whose naming waits for their workspace path.
+    waiting: RwLock<std::collections::HashSet<Slot>>,
     /// Labels of the kcp Namespaces, for `spec.filter.namespace`.
     namespaces: Arc<filter::NamespaceLabels>,
     loaded: AtomicBool,
     revision: AtomicU64,
     engine: OnceLock<Weak<Engine>>,
+    /// This state itself, for background tasks.
+    self_ref: OnceLock<Weak<SyncAgent>>,
     /// Last-known states (set when the agent starts).
     state: OnceLock<Arc<state::StateStore>>,
     publisher: OnceLock<Arc<publish::Publisher>>,
@@ -117,7 +127,7 @@ pub struct SyncAgent {
 impl SyncAgent {
     /// The state of agent `agent_name`, nothing published yet.
     pub fn new(agent_name: &str) -> Arc<SyncAgent> {
-        Arc::new(SyncAgent {
+        let agent = Arc::new(SyncAgent {
             agent_name: agent_name.to_string(),
             published: RwLock::default(),
             sources: RwLock::default(),
@@ -125,13 +135,19 @@ impl SyncAgent {
             blocked: RwLock::default(),
             mutation_errors: RwLock::default(),
             related_errors: RwLock::default(),
+            paths: RwLock::default(),
+            path_reads: parking_lot::Mutex::default(),
+            waiting: RwLock::default(),
             namespaces: Arc::default(),
             loaded: AtomicBool::new(false),
             revision: AtomicU64::new(0),
             engine: OnceLock::new(),
+            self_ref: OnceLock::new(),
             state: OnceLock::new(),
             publisher: OnceLock::new(),
-        })
+        });
+        let _ = agent.self_ref.set(Arc::downgrade(&agent));
+        agent
     }
 
     /// The profile over this state.
@@ -421,6 +437,67 @@ impl SyncAgent {
         }
     }
 
+    /// The workspace path of `cluster`, if known; otherwise it is read in the
+    /// background (the export must claim `core.kcp.io/logicalclusters`, which
+    /// `enableWorkspacePaths` adds, and the workspace accept it) and every object is
+    /// judged again once it is.
+    fn workspace_path(&self, cluster: &str) -> Option<String> {
+        if let Some(path) = self.paths.read().get(cluster) {
+            return Some(path.clone());
+        }
+        let engine = self.engine()?;
+        if !self.path_reads.lock().insert(cluster.to_string()) {
+            return None;
+        }
+        let client = engine.up.client_in(Some(cluster));
+        let (cluster, weak) = (cluster.to_string(), Arc::downgrade(&engine));
+        let agent = self.self_ref.get().cloned();
+        tokio::spawn(async move {
+            let res = kube::core::ApiResource {
+                group: "core.kcp.io".into(),
+                version: "v1alpha1".into(),
+                api_version: "core.kcp.io/v1alpha1".into(),
+                kind: "LogicalCluster".into(),
+                plural: "logicalclusters".into(),
+            };
+            let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client, &res);
+            let found = api.get("cluster").await;
+            let Some(agent) = agent.and_then(|a| a.upgrade()) else {
+                return;
+            };
+            // A later ask reads again (after a pause, so a refused claim is not hammered).
+            let forget = {
+                let agent = agent.clone();
+                let cluster = cluster.clone();
+                move || {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                        agent.path_reads.lock().remove(&cluster);
+                    });
+                }
+            };
+            let path = found
+                .as_ref()
+                .ok()
+                .and_then(|lc| lc.metadata.annotations.as_ref()?.get("kcp.io/path").cloned());
+            match (path, found) {
+                (Some(path), _) => {
+                    agent.paths.write().insert(cluster.clone(), path);
+                    agent.path_reads.lock().remove(&cluster);
+                    if let Some(engine) = weak.upgrade() {
+                        engine.reconcile_everything();
+                    }
+                }
+                (None, Err(e)) => {
+                    tracing::info!(%cluster, "reading the workspace path failed (does the workspace accept the export's logicalclusters claim?): {e}");
+                    forget();
+                }
+                (None, Ok(_)) => forget(),
+            }
+        });
+        None
+    }
+
     /// Whether a published resource filters by namespace labels.
     fn filters_namespaces(&self) -> bool {
         self.published
@@ -444,7 +521,8 @@ impl SyncAgent {
         let Some(engine) = self.engine() else {
             return;
         };
-        let slots: Vec<Slot> = self.blocked.read().keys().cloned().collect();
+        let mut slots: Vec<Slot> = self.blocked.read().keys().cloned().collect();
+        slots.extend(self.waiting.read().iter().cloned());
         if slots.is_empty() {
             return;
         }
@@ -515,6 +593,14 @@ impl Selection for SyncAgent {
         if target.direction != Direction::Downsync || self.is_blocked(target, source) {
             return false;
         }
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        if self.waiting.read().contains(&slot) {
+            return false;
+        }
         let Some(p) = self.find(&target.id) else {
             return true;
         };
@@ -581,18 +667,39 @@ impl Mapping for SyncAgent {
             || json!({ "metadata": { "name": source.name, "namespace": source.namespace } }),
             |o| (*o).clone(),
         );
-        let (namespace, name) =
-            match naming::local_name(p.spec.naming.as_ref(), &object, source.cluster(), "", namespaced) {
-                Ok(found) => found,
-                Err(e) => {
-                    let message = format!(
-                        "PublishedResource {}: {e}, so {source} is not synced; fix the template",
-                        p.name
-                    );
-                    self.block(target, source, &p.name, "InvalidNaming", message, None);
+        let needs_path = p
+            .spec
+            .naming
+            .as_ref()
+            .is_some_and(|n| n.name.contains("ClusterPath") || n.namespace.contains("ClusterPath"));
+        let path = if needs_path {
+            match self.workspace_path(source.cluster()) {
+                Some(path) => path,
+                None => {
+                    self.waiting.write().insert(slot);
                     return self.unmapped(source, namespaced);
                 }
-            };
+            }
+        } else {
+            String::new()
+        };
+        let (namespace, name) = match naming::local_name(
+            p.spec.naming.as_ref(),
+            &object,
+            source.cluster(),
+            &path,
+            namespaced,
+        ) {
+            Ok(found) => found,
+            Err(e) => {
+                let message = format!(
+                    "PublishedResource {}: {e}, so {source} is not synced; fix the template",
+                    p.name
+                );
+                self.block(target, source, &p.name, "InvalidNaming", message, None);
+                return self.unmapped(source, namespaced);
+            }
+        };
         let dest = ObjectRef::new(namespace.as_deref(), &name);
         let claim = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
         let holder = self
@@ -615,6 +722,9 @@ impl Mapping for SyncAgent {
         }
         self.sources.write().insert(claim, source.clone());
         self.dests.write().insert(slot.clone(), dest.clone());
+        if !self.waiting.read().is_empty() {
+            self.waiting.write().remove(&slot);
+        }
         if self.blocked.write().remove(&slot).is_some() {
             tracing::info!(object = %source, local = %dest, "no longer blocked");
         }
@@ -765,6 +875,15 @@ impl Mapping for SyncAgent {
             annotations[SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION] = json!(namespace);
         }
         annotations[SYNCAGENT_REMOTE_NAME_ANNOTATION] = json!(source_key.name);
+        let with_path = self
+            .find(&target.id)
+            .is_some_and(|p| p.spec.enable_workspace_paths);
+        if let Some(path) = with_path
+            .then(|| self.workspace_path(source_key.cluster()))
+            .flatten()
+        {
+            annotations[SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION] = json!(path);
+        }
     }
 }
 
