@@ -954,6 +954,17 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
         |o| o["spec"]["from"] == "c2",
     )
     .await;
+    // Once the badly named object is gone too, nothing is blocked any more.
+    stage.c1.delete(&remote, Some("default"), "bad").await;
+    wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "Synced=True once every problem is gone",
+        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
     stage.agent.stop().await;
 }
 

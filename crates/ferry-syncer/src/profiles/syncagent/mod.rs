@@ -528,13 +528,35 @@ impl SyncAgent {
         }
         for flow in engine.flows() {
             let mapping = &*engine.profile.mapping;
-            for (g, r, source) in &slots {
-                if flow.target.id.group == *g && flow.target.id.resource == *r {
-                    engine.queue_after(
-                        flow.source_key(mapping, source.clone()),
-                        std::time::Duration::ZERO,
-                    );
+            for slot in &slots {
+                let (g, r, source) = slot;
+                if flow.target.id.group != *g || flow.target.id.resource != *r {
+                    continue;
                 }
+                if flow.sources.is_synced() && flow.sources.get(source).is_none() {
+                    // The object is gone: so is its problem.
+                    self.forget(slot);
+                    continue;
+                }
+                engine.queue_after(
+                    flow.source_key(mapping, source.clone()),
+                    std::time::Duration::ZERO,
+                );
+            }
+        }
+    }
+
+    /// Drops what is known about the kcp object of `slot` (it is gone, or released).
+    fn forget(&self, slot: &Slot) {
+        self.blocked.write().remove(slot);
+        self.waiting.write().remove(slot);
+        self.mutation_errors.write().remove(slot);
+        self.related_errors.write().remove(slot);
+        if let Some(dest) = self.dests.write().remove(slot) {
+            let claim = (slot.0.clone(), slot.1.clone(), dest);
+            let mut sources = self.sources.write();
+            if sources.get(&claim) == Some(&slot.2) {
+                sources.remove(&claim);
             }
         }
     }
@@ -826,6 +848,7 @@ impl Mapping for SyncAgent {
             local["metadata"]["namespace"] = json!(dest.namespace);
         }
         let (source, key) = (source.clone(), source_key.clone());
+        let agent = self.self_ref.get().cloned();
         Box::pin(async move {
             let mut done = true;
             if let Some(state) = state {
@@ -839,6 +862,9 @@ impl Mapping for SyncAgent {
                         done = false;
                     }
                 }
+            }
+            if let (true, Some(agent)) = (done, agent.and_then(|a| a.upgrade())) {
+                agent.forget(&slot);
             }
             done
         })
