@@ -1344,6 +1344,9 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
                 { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
                   "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } },
                   "mutation": { "spec": [{ "regex": { "path": "data.note", "pattern": "kcp", "replacement": "the service" } }] } },
+                { "identifier": "settings", "origin": "kcp", "kind": "ConfigMap",
+                  "object": { "reference": { "path": "spec.settings.name" },
+                              "namespace": { "reference": { "path": "spec.settings.namespace" } } } },
                 { "identifier": "extra", "origin": "service", "group": "", "version": "v1", "resource": "secrets",
                   "object": { "selector": { "matchLabels": { "cert": "{{ .LocalObject.metadata.name }}" },
                                             "rewrite": { "template": { "template": "{{ .Value }}-copy" } } } } },
@@ -1377,6 +1380,20 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
             configmap("default", "ca", json!({ "note": "from kcp" })),
         )
         .await;
+    stage
+        .c1
+        .create(
+            &namespaces(),
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "shared-config" } }),
+        )
+        .await;
+    stage
+        .c1
+        .create(
+            &configmaps(),
+            configmap("shared-config", "settings", json!({ "level": "debug" })),
+        )
+        .await;
     let cert = stage
         .c1
         .create(
@@ -1385,7 +1402,8 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
                 "Certificate",
                 "web",
                 json!({}),
-                json!({ "secretName": "web-tls", "caConfigMap": "ca" }),
+                json!({ "secretName": "web-tls", "caConfigMap": "ca",
+                        "settings": { "name": "settings", "namespace": "shared-config" } }),
             ),
         )
         .await;
@@ -1410,6 +1428,17 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
     )
     .await;
     assert_eq!(ca["data"]["note"], "from the service");
+    // Found by references to its name and namespace; the namespace is made.
+    let settings = wait_for(
+        &stage.service,
+        &configmaps(),
+        Some("shared-config"),
+        "settings",
+        "the ConfigMap in the namespace the primary names",
+        |_| true,
+    )
+    .await;
+    assert_eq!(settings["data"]["level"], "debug");
     // The service's controller writes the credentials.
     stage
         .service
@@ -1499,6 +1528,14 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         Some(&cluster),
         "ca",
         "the ConfigMap copy gone",
+    )
+    .await;
+    wait_gone(
+        &stage.service,
+        &configmaps(),
+        Some("shared-config"),
+        "settings",
+        "the other ConfigMap copy gone",
     )
     .await;
     wait_gone(

@@ -510,9 +510,23 @@ pub async fn sync(spec: &RelatedResourceSpec, p: &Primaries<'_>, s: &Sides) -> R
         match existing {
             None => {
                 let obj: DynamicObject = serde_json::from_value(want).map_err(|e| e.to_string())?;
-                api.create(&PostParams::default(), &obj)
-                    .await
-                    .map_err(|e| format!("creating {} {}/{}: {e}", res.plural, r.namespace, r.name))?;
+                let mut created = api.create(&PostParams::default(), &obj).await;
+                if let (Err(kube::Error::Api(e)), false) = (&created, r.namespace.is_empty()) {
+                    if e.code == 404 {
+                        // The destination namespace does not exist yet.
+                        let nss: Api<DynamicObject> = Api::all_with(
+                            dest_client.clone(),
+                            &api_resource(("".into(), "v1".into(), "namespaces".into()), "Namespace"),
+                        );
+                        let ns: DynamicObject = serde_json::from_value(
+                            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": r.namespace } }),
+                        )
+                        .map_err(|e| e.to_string())?;
+                        let _ = nss.create(&PostParams::default(), &ns).await;
+                        created = api.create(&PostParams::default(), &obj).await;
+                    }
+                }
+                created.map_err(|e| format!("creating {} {}/{}: {e}", res.plural, r.namespace, r.name))?;
                 tracing::info!(related = %spec.identifier, object = %format!("{}/{}", r.namespace, r.name), "created related object");
             }
             Some(existing) if !up_to_date(&want, &existing) => {
