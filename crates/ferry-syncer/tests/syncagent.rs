@@ -1686,3 +1686,80 @@ async fn workspace_paths_feed_templates_and_are_recorded_on_copies() {
     .await;
     stage.agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_status() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // The reference's pattern: the related type is published for its schema only.
+    stage
+        .publish(
+            "Credential",
+            "credentials",
+            json!({ "synchronization": { "enabled": false } }),
+        )
+        .await;
+    stage
+        .publish(
+            "Vault",
+            "vaults",
+            json!({ "related": [{
+                "identifier": "cred", "origin": "service",
+                "group": "example.com", "version": "v1", "resource": "credentials",
+                "projection": { "group": EXPORT },
+                "syncStatus": true, "watch": { "byOwner": {} },
+                "object": { "reference": { "path": "spec.credential" } },
+            }] }),
+        )
+        .await;
+    let remote = ar(EXPORT, "v1", "Vault", "vaults");
+    let local = ar("example.com", "v1", "Vault", "vaults");
+    let remote_credentials = ar(EXPORT, "v1", "Credential", "credentials");
+    let local_credentials = ar("example.com", "v1", "Credential", "credentials");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    let vault = stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Vault", "v", json!({}), json!({ "credential": "v-cred" })),
+        )
+        .await;
+    let cluster = cluster_of(&vault);
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("default", "v"),
+        "the Vault copy",
+        |_| true,
+    )
+    .await;
+    stage
+        .service
+        .create(
+            &local_credentials,
+            json!({ "apiVersion": "example.com/v1", "kind": "Credential",
+                    "metadata": { "name": "v-cred", "namespace": cluster }, "spec": { "user": "x" } }),
+        )
+        .await;
+    stage
+        .service
+        .set_status(
+            &local_credentials,
+            Some(&cluster),
+            "v-cred",
+            json!({ "issued": true }),
+        )
+        .await;
+    let back = wait_for(
+        &stage.c1,
+        &remote_credentials,
+        Some("default"),
+        "v-cred",
+        "the Credential with its status in the consumer's workspace",
+        |o| o["status"]["issued"] == true,
+    )
+    .await;
+    assert_eq!(back["spec"]["user"], "x");
+    stage.agent.stop().await;
+}

@@ -507,7 +507,7 @@ pub async fn sync(spec: &RelatedResourceSpec, p: &Primaries<'_>, s: &Sides) -> R
             .map_err(|e| format!("reading {} {}/{}: {e}", res.plural, r.namespace, r.name))?
             .map(|o| serde_json::to_value(o).unwrap_or_default());
         let want = desired(spec, r, existing.as_ref())?;
-        match existing {
+        let written: Value = match existing {
             None => {
                 let obj: DynamicObject = serde_json::from_value(want).map_err(|e| e.to_string())?;
                 let mut created = api.create(&PostParams::default(), &obj).await;
@@ -526,8 +526,10 @@ pub async fn sync(spec: &RelatedResourceSpec, p: &Primaries<'_>, s: &Sides) -> R
                         created = api.create(&PostParams::default(), &obj).await;
                     }
                 }
-                created.map_err(|e| format!("creating {} {}/{}: {e}", res.plural, r.namespace, r.name))?;
+                let created = created
+                    .map_err(|e| format!("creating {} {}/{}: {e}", res.plural, r.namespace, r.name))?;
                 tracing::info!(related = %spec.identifier, object = %format!("{}/{}", r.namespace, r.name), "created related object");
+                serde_json::to_value(created).unwrap_or_default()
             }
             Some(existing) if !up_to_date(&want, &existing) => {
                 // Content from the origin; the destination's own metadata (uid,
@@ -549,12 +551,36 @@ pub async fn sync(spec: &RelatedResourceSpec, p: &Primaries<'_>, s: &Sides) -> R
                     body["status"] = existing["status"].clone();
                 }
                 let obj: DynamicObject = serde_json::from_value(body).map_err(|e| e.to_string())?;
-                api.replace(&r.name, &PostParams::default(), &obj)
+                let replaced = api
+                    .replace(&r.name, &PostParams::default(), &obj)
                     .await
                     .map_err(|e| format!("updating {} {}/{}: {e}", res.plural, r.namespace, r.name))?;
                 tracing::debug!(related = %spec.identifier, object = %format!("{}/{}", r.namespace, r.name), "updated related object");
+                serde_json::to_value(replaced).unwrap_or_default()
             }
-            Some(_) => {}
+            Some(existing) => existing,
+        };
+        // `syncStatus`: the origin's status follows, through /status where the
+        // destination has that subresource (404: it has none, and the main write
+        // carried the status).
+        let status = &r.origin["status"];
+        if spec.sync_status && !status.is_null() && written["status"] != *status {
+            let mut body = written.clone();
+            body["status"] = status.clone();
+            if let Some(m) = body["metadata"].as_object_mut() {
+                m.remove("managedFields");
+            }
+            let body: DynamicObject = serde_json::from_value(body).map_err(|e| e.to_string())?;
+            match api.replace_status(&r.name, &PostParams::default(), &body).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    return Err(format!(
+                        "updating the status of {} {}/{}: {e}",
+                        res.plural, r.namespace, r.name
+                    ))
+                }
+            }
         }
     }
     Ok(resolved)
