@@ -107,6 +107,10 @@ pub const SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION: &str = "syncagent.kcp.io/remote
 /// Annotation on a service-cluster copy: the source name.
 pub const SYNCAGENT_REMOTE_NAME_ANNOTATION: &str = "syncagent.kcp.io/remote-object-name";
 
+/// Annotation on a service-cluster copy: the source's workspace path (with the
+/// PublishedResource's `enableWorkspacePaths`).
+pub const SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION: &str = "syncagent.kcp.io/remote-object-workspace-path";
+
 // ---------------------------------------------------------------- Kubernetes
 
 /// Annotation `kubectl apply` writes; describes the upstream apply, so it is never copied.

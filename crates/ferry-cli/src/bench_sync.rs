@@ -610,6 +610,10 @@ fn status_objects(args: &SyncBenchArgs) -> usize {
 }
 
 pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.profile != crate::syncer_cmd::ProfileName::Syncagent,
+        "ferry bench sync --profile syncagent is not built yet; use --profile kubestellar or tmc"
+    );
     anyhow::ensure!(args.objects > 0, "--objects must be at least 1");
     anyhow::ensure!(args.latency_objects > 0, "--latency-objects must be at least 1");
     let progress = |msg: &str| {

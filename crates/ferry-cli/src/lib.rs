@@ -16,6 +16,7 @@ pub mod kubeconfig;
 pub mod kubeconfig_file;
 pub mod logging;
 pub mod quickstart;
+pub mod quickstart_syncagent;
 pub mod quickstart_tmc;
 pub mod syncagent_cmd;
 pub mod syncer_cmd;

@@ -38,8 +38,10 @@ pub struct QuickstartArgs {
     /// Image named in the generated syncer manifests (the syncers here run in-process).
     #[arg(long, default_value = "ferry:dev")]
     pub syncer_image: String,
-    /// Which walkthrough: kubestellar (edge placement through mailboxes) or tmc (kcp's
-    /// Transparent Multi-Cluster: workload sync, bind compute, placement, drain).
+    /// Which walkthrough: kubestellar (edge placement through mailboxes), tmc (kcp's
+    /// Transparent Multi-Cluster: workload sync, bind compute, placement, drain) or
+    /// syncagent (kcp's api-syncagent: a provider's CRD published to two consumer
+    /// workspaces, objects synced to a service cluster, status and credentials back).
     #[arg(long, value_enum, default_value = "kubestellar")]
     pub profile: crate::syncer_cmd::ProfileName,
 }
@@ -277,8 +279,10 @@ pub(crate) fn progress(quiet: bool) -> ProgressBar {
 }
 
 pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
-    if args.profile == crate::syncer_cmd::ProfileName::Tmc {
-        return crate::quickstart_tmc::run(args).await;
+    match args.profile {
+        crate::syncer_cmd::ProfileName::Tmc => return crate::quickstart_tmc::run(args).await,
+        crate::syncer_cmd::ProfileName::Syncagent => return crate::quickstart_syncagent::run(args).await,
+        crate::syncer_cmd::ProfileName::Kubestellar => {}
     }
     let pb = progress(false);
     let result = tokio::time::timeout(args.timeout, quickstart(&args, &pb)).await;

@@ -19,6 +19,8 @@ pub enum ProfileName {
     Kubestellar,
     /// kcp's TMC workload syncer: objects scheduled onto a SyncTarget.
     Tmc,
+    /// kcp's api-syncagent (for `ferry quickstart`; the agent itself is `ferry syncagent`).
+    Syncagent,
 }
 
 #[derive(clap::Args)]
@@ -112,6 +114,10 @@ pub async fn run(args: SyncerArgs) -> anyhow::Result<()> {
 
 /// The syncer's options from the flags.
 pub async fn options(args: SyncerArgs) -> anyhow::Result<ferry_syncer::SyncerOptions> {
+    anyhow::ensure!(
+        args.profile != ProfileName::Syncagent,
+        "--profile syncagent: the api-syncagent runs as `ferry syncagent --kcp-kubeconfig ... --apiexportendpointslice-ref ... --namespace ...`"
+    );
     let mut upstream =
         crate::kubeconfig::load(Some(&args.from_kubeconfig), args.from_context.as_deref()).await?;
     if let Some(cluster) = &args.from_cluster {

@@ -199,3 +199,80 @@ async fn quickstart_tmc_walks_seed_002_and_drain_moves_the_workload() {
         .unwrap();
     assert_eq!(kuard.data["status"]["availableReplicas"], 1);
 }
+
+/// `ferry quickstart --profile syncagent --exit`: seed 003's flow. Its table (per
+/// consumer object: the copy on the service cluster, the status back, the credentials
+/// Secret back) must match what the hubs hold afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn quickstart_syncagent_publishes_syncs_and_returns_status_and_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "quickstart",
+            "--profile",
+            "syncagent",
+            "--exit",
+            "--timeout",
+            "90s",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "quickstart failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Rows: WORKSPACE OBJECT SERVICE-COPY STATUS CREDENTIALS
+    let rows: Vec<Vec<String>> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("WORKSPACE"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "one Database in team-a, two in team-b:\n{stdout}");
+    let hub = TestHub::start_in(&dir.path().join("hub")).await;
+    let service = TestHub::start_in(&dir.path().join("service")).await;
+    let down = service.client("root").await;
+    let remote = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("databases.example.io", "v1", "Database"),
+        "databases",
+    );
+    let local = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Database"),
+        "databases",
+    );
+    for row in &rows {
+        assert_eq!(row[3], "Ready", "{stdout}");
+        let up = hub.client(&row[0]).await;
+        let name = row[1].trim_start_matches("database/");
+        let (ns, local_name) = row[2].split_once('/').expect("namespace/name");
+        let copy = Api::<DynamicObject>::namespaced_with(down.clone(), ns, &local)
+            .get(local_name)
+            .await
+            .unwrap_or_else(|e| panic!("the service cluster lacks {row:?}: {e}"));
+        assert_eq!(copy.data["spec"]["engine"], "postgres");
+        let source = Api::<DynamicObject>::namespaced_with(up.clone(), "default", &remote)
+            .get(name)
+            .await
+            .unwrap();
+        assert_eq!(source.data["status"]["phase"], "Ready");
+        let secrets =
+            |c: &kube::Client, ns: &str| Api::<k8s_openapi::api::core::v1::Secret>::namespaced(c.clone(), ns);
+        let returned = secrets(&up, "default")
+            .get(row[4].trim_start_matches("secret/"))
+            .await
+            .unwrap();
+        let original = secrets(&down, ns)
+            .get(&format!("{local_name}-credentials"))
+            .await
+            .unwrap();
+        assert_eq!(
+            returned.data, original.data,
+            "the credentials came back as the service wrote them"
+        );
+    }
+}

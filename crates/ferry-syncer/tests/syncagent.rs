@@ -721,3 +721,1045 @@ async fn disabled_controllers_do_not_run() {
     assert!(!latest.iter().any(|s| s == schema.as_str()), "{export}");
     agent.stop().await;
 }
+
+impl Stage {
+    /// Publishes a new CRD `kind` (plural `plural`) with the PublishedResource `spec`
+    /// merged over the plain one; waits until the export lists its schema.
+    async fn publish(&self, kind: &str, plural: &str, spec: Value) -> String {
+        self.service.create(&crds(), crd(kind, plural)).await;
+        let mut pr = published(plural, kind);
+        json_patch::merge(&mut pr["spec"], &spec);
+        self.service.create(&published_resources(), pr).await;
+        let pr = wait_for(
+            &self.service,
+            &published_resources(),
+            None,
+            plural,
+            "the new PublishedResource to record its schema",
+            |pr| pr["status"]["resourceSchemaName"].is_string(),
+        )
+        .await;
+        let schema = pr["status"]["resourceSchemaName"].as_str().unwrap().to_string();
+        wait_for(
+            &self.provider,
+            &apis("APIExport", "apiexports"),
+            None,
+            EXPORT,
+            "the export to list the new schema",
+            |e| {
+                e["spec"]["latestResourceSchemas"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|s| s == schema.as_str()))
+            },
+        )
+        .await;
+        schema
+    }
+
+    /// Binds the export in `ws`, accepting every claim it makes, and waits for
+    /// `resource` to be served there.
+    async fn bind_accepting(&self, ws: &Cluster, resource: &ApiResource) {
+        let export = self
+            .provider
+            .get(&apis("APIExport", "apiexports"), None, EXPORT)
+            .await
+            .unwrap();
+        let claims: Vec<Value> = export["spec"]["permissionClaims"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|mut c| {
+                c["state"] = json!("Accepted");
+                c
+            })
+            .collect();
+        ws.create(
+            &apis("APIBinding", "apibindings"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
+                    "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } },
+                              "permissionClaims": claims } }),
+        )
+        .await;
+        eventually(15, "the resource served in the consumer", || async {
+            ws.api(resource, Some("default"))
+                .list(&Default::default())
+                .await
+                .ok()
+                .map(drop)
+        })
+        .await;
+    }
+}
+
+/// A `kind` object for consumers, in namespace `default`.
+fn remote_object(kind: &str, name: &str, labels: Value, spec: Value) -> Value {
+    json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": kind,
+            "metadata": { "name": name, "namespace": "default", "labels": labels }, "spec": spec })
+}
+
+/// The Events in `ws`'s namespace `default` about `name`, as `reason: message`.
+async fn events_about(ws: &Cluster, name: &str) -> Vec<String> {
+    ws.list(&events(), Some("default"))
+        .await
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap_or_default(),
+                e["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // Go template for the name, the deprecated placeholders for the namespace: both
+    // consumers' objects land in one namespace, so equal names collide.
+    stage
+        .publish(
+            "Thing",
+            "things",
+            json!({ "naming": {
+                "name": "{{ .Object.metadata.name }}-{{ .Object.metadata.labels.tier }}",
+                "namespace": "tenant-$remoteNamespace",
+            } }),
+        )
+        .await;
+    let remote = ar(EXPORT, "v1", "Thing", "things");
+    let local = ar("example.com", "v1", "Thing", "things");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    stage.bind_accepting(&stage.c2, &remote).await;
+
+    let a1 = stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Thing", "a", json!({ "tier": "gold" }), json!({ "from": "c1" })),
+        )
+        .await;
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some("tenant-default"),
+        "a-gold",
+        "the copy named by the templates",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copy["spec"]["from"], "c1");
+    assert_eq!(
+        label(&copy, SYNCAGENT_REMOTE_CLUSTER_LABEL),
+        Some(cluster_of(&a1).as_str())
+    );
+
+    // A name that is no Kubernetes name: an Event naming the template, a condition on
+    // the PublishedResource, and the other objects keep syncing.
+    stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Thing", "bad", json!({ "tier": "Gold_Plated" }), json!({})),
+        )
+        .await;
+    let seen = eventually(15, "an Event on the object naming the template", || async {
+        let events = events_about(&stage.c1, "bad").await;
+        events.into_iter().find(|e| e.starts_with("InvalidNaming"))
+    })
+    .await;
+    assert!(
+        seen.contains("spec.naming.name")
+            && seen.contains(".Object.metadata.labels.tier")
+            && seen.contains("Gold_Plated"),
+        "{seen}"
+    );
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "the Synced condition to name the problem",
+        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "False"),
+    )
+    .await;
+    let synced = condition(&pr, "Synced").unwrap();
+    assert_eq!(synced["reason"], "InvalidNaming", "{synced}");
+    assert!(
+        synced["message"].as_str().unwrap().contains("spec.naming.name"),
+        "{synced}"
+    );
+    stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Thing", "b", json!({ "tier": "silver" }), json!({})),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some("tenant-default"),
+        "b-silver",
+        "the next object",
+        |_| true,
+    )
+    .await;
+    let bad = stage.c1.get(&remote, Some("default"), "bad").await.unwrap();
+    assert!(
+        bad["metadata"]["finalizers"].is_null(),
+        "an unsynced object is not held: {bad}"
+    );
+
+    // c2's "a" maps to the same local name: Events on both, c1's copy untouched.
+    stage
+        .c2
+        .create(
+            &remote,
+            remote_object("Thing", "a", json!({ "tier": "gold" }), json!({ "from": "c2" })),
+        )
+        .await;
+    for ws in [&stage.c1, &stage.c2] {
+        let seen = eventually(15, "a collision Event on both objects", || async {
+            events_about(ws, "a")
+                .await
+                .into_iter()
+                .find(|e| e.starts_with("NameCollision"))
+        })
+        .await;
+        assert!(seen.contains("tenant-default/a-gold"), "{seen}");
+    }
+    let copy = stage
+        .service
+        .get(&local, Some("tenant-default"), "a-gold")
+        .await
+        .unwrap();
+    assert_eq!(copy["spec"]["from"], "c1", "never silently overwritten");
+    assert_eq!(
+        label(&copy, SYNCAGENT_REMOTE_CLUSTER_LABEL),
+        Some(cluster_of(&a1).as_str())
+    );
+
+    // Once c1's object is gone, c2's takes the name.
+    stage.c1.delete(&remote, Some("default"), "a").await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some("tenant-default"),
+        "a-gold",
+        "c2's object to take the freed name",
+        |o| o["spec"]["from"] == "c2",
+    )
+    .await;
+    // Once the badly named object is gone too, nothing is blocked any more.
+    stage.c1.delete(&remote, Some("default"), "bad").await;
+    wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "Synced=True once every problem is gone",
+        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn projection_renames_kind_plural_version_scope_and_group() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // Beyond the reference: the group too (kcp-dev/api-syncagent#47, PR #52).
+    let schema = stage
+        .publish(
+            "Engine",
+            "engines",
+            json!({ "projection": {
+                "group": "motors.example.io", "kind": "Motor", "plural": "motoren",
+                "versions": { "v1": "v2alpha1" }, "scope": "Cluster",
+            } }),
+        )
+        .await;
+    assert!(schema.ends_with(".motoren.motors.example.io"), "{schema}");
+    let remote = ar("motors.example.io", "v2alpha1", "Motor", "motoren");
+    let local = ar("example.com", "v1", "Engine", "engines");
+    stage.c1.create(
+        &apis("APIBinding", "apibindings"),
+        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
+                "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
+    )
+    .await;
+    eventually(15, "Motors served cluster-wide in the consumer", || async {
+        stage
+            .c1
+            .api(&remote, None)
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    let source = stage
+        .c1
+        .create(
+            &remote,
+            json!({ "apiVersion": "motors.example.io/v2alpha1", "kind": "Motor",
+                    "metadata": { "name": "m1" }, "spec": { "power": 7 } }),
+        )
+        .await;
+    let cluster = cluster_of(&source);
+    // Cluster-scoped in kcp, namespaced locally: the default naming puts it into the
+    // cluster's namespace, named after an empty namespace and its name.
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("", "m1"),
+        "the Motor as a local Engine",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copy["apiVersion"], "example.com/v1");
+    assert_eq!(copy["kind"], "Engine");
+    assert_eq!(copy["spec"]["power"], 7);
+    stage
+        .service
+        .set_status(
+            &local,
+            Some(&cluster),
+            &default_name("", "m1"),
+            json!({ "running": true }),
+        )
+        .await;
+    wait_for(
+        &stage.c1,
+        &remote,
+        None,
+        "m1",
+        "the status back on the Motor",
+        |o| o["status"]["running"] == true,
+    )
+    .await;
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Probe",
+            "probes",
+            json!({ "filter": {
+                "resource": { "matchLabels": { "sync": "yes" } },
+                "namespace": { "matchExpressions": [{ "key": "env", "operator": "In", "values": ["prod"] }] },
+            } }),
+        )
+        .await;
+    // The namespace filter makes the export claim namespaces.
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the namespaces claim",
+        |e| {
+            e["spec"]["permissionClaims"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["resource"] == "namespaces"))
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Probe", "probes");
+    let local = ar("example.com", "v1", "Probe", "probes");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    for (ns, env) in [("prod", "prod"), ("dev", "dev")] {
+        stage
+            .c1
+            .create(
+                &namespaces(),
+                json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns, "labels": { "env": env } } }),
+            )
+            .await;
+    }
+    let probe = |ns: &str, name: &str, labels: Value| {
+        json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Probe",
+                "metadata": { "name": name, "namespace": ns, "labels": labels }, "spec": {} })
+    };
+    let x = stage
+        .c1
+        .create(&remote, probe("prod", "x", json!({ "sync": "yes" })))
+        .await;
+    stage.c1.create(&remote, probe("prod", "y", json!({}))).await;
+    stage
+        .c1
+        .create(&remote, probe("dev", "z", json!({ "sync": "yes" })))
+        .await;
+    let cluster = cluster_of(&x);
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("prod", "x"),
+        "the selected object",
+        |_| true,
+    )
+    .await;
+    // Relabelling the namespace selects what is in it.
+    stage
+        .c1
+        .merge(
+            &namespaces(),
+            None,
+            "dev",
+            json!({ "metadata": { "labels": { "env": "prod" } } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("dev", "z"),
+        "the object in the relabelled namespace",
+        |_| true,
+    )
+    .await;
+    // y never matched its own filter; everything else of the flow was judged since.
+    assert!(stage
+        .service
+        .get(&local, Some(&cluster), &default_name("prod", "y"))
+        .await
+        .is_none());
+    let y = stage.c1.get(&remote, Some("prod"), "y").await.unwrap();
+    assert!(y["metadata"]["finalizers"].is_null(), "{y}");
+    // An object that stops matching loses its copy and is released.
+    stage
+        .c1
+        .merge(
+            &remote,
+            Some("prod"),
+            "x",
+            json!({ "metadata": { "labels": { "sync": null } } }),
+        )
+        .await;
+    wait_gone(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("prod", "x"),
+        "the copy of the deselected object",
+    )
+    .await;
+    wait_for(
+        &stage.c1,
+        &remote,
+        Some("prod"),
+        "x",
+        "the finalizer released",
+        |o| {
+            o["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty())
+        },
+    )
+    .await;
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Bucket",
+            "buckets",
+            json!({ "mutation": {
+                "spec": [
+                    { "delete": { "path": "spec.note" } },
+                    { "regex": { "path": "spec.region", "pattern": "^eu-(.*)$", "replacement": "europe-\\1" } },
+                    { "template": { "path": "spec.owner", "template": "{{ .Value }}@{{ .LocalObject.metadata.name }}" } },
+                    { "cel": { "path": "spec.replicas", "expression": "value * 2" } },
+                ],
+                "status": [
+                    { "delete": { "path": "status.internal" } },
+                    { "regex": { "path": "status.url", "pattern": "svc\\.local", "replacement": "example.io" } },
+                ],
+            } }),
+        )
+        .await;
+    // A step that does not compile: the PublishedResource says which.
+    let mut broken = published("broken-mutation", "Bucket");
+    broken["spec"]["mutation"] =
+        json!({ "status": [{ "cel": { "path": "status.x", "expression": "value +" } }] });
+    stage.service.create(&published_resources(), broken).await;
+    let remote = ar(EXPORT, "v1", "Bucket", "buckets");
+    let local = ar("example.com", "v1", "Bucket", "buckets");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    let source = stage
+        .c1
+        .create(
+            &remote,
+            remote_object(
+                "Bucket",
+                "b",
+                json!({}),
+                json!({ "note": "private", "region": "eu-west", "owner": "ann", "replicas": 2 }),
+            ),
+        )
+        .await;
+    let cluster = cluster_of(&source);
+    let name = default_name("default", "b");
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &name,
+        "the mutated copy",
+        |_| true,
+    )
+    .await;
+    let local_name = copy["metadata"]["name"].as_str().unwrap();
+    assert_eq!(
+        copy["spec"],
+        json!({ "region": "europe-west", "owner": format!("ann@{local_name}"), "replicas": 4 }),
+        "{copy}"
+    );
+    stage
+        .service
+        .set_status(
+            &local,
+            Some(&cluster),
+            &name,
+            json!({ "url": "https://b.svc.local", "internal": "node-7", "ready": true }),
+        )
+        .await;
+    let back = wait_for(
+        &stage.c1,
+        &remote,
+        Some("default"),
+        "b",
+        "the mutated status",
+        |o| o["status"]["ready"] == true,
+    )
+    .await;
+    assert_eq!(
+        back["status"],
+        json!({ "url": "https://b.example.io", "ready": true })
+    );
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "broken-mutation",
+        "the invalid mutation named",
+        |pr| ready_condition(pr).is_some(),
+    )
+    .await;
+    let cond = ready_condition(&pr).unwrap();
+    assert_eq!(cond["reason"], "InvalidMutation", "{cond}");
+    assert!(
+        cond["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.mutation.status[0].cel.expression"),
+        "{cond}"
+    );
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_existing_local_object_is_adopted() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    // Learn the consumer's logical cluster from a first object.
+    let first = stage.c1.create(&remote_databases(), database("first")).await;
+    let cluster = cluster_of(&first);
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &default_name("default", "first"),
+        "the first copy (and its namespace)",
+        |_| true,
+    )
+    .await;
+    let name = default_name("default", "adopt-me");
+    // The service cluster already has an object under the name the copy will get.
+    stage
+        .service
+        .create(
+            &local_databases(),
+            json!({ "apiVersion": "example.com/v1", "kind": "Database",
+                    "metadata": { "name": name, "namespace": cluster, "labels": { "kept": "yes" } },
+                    "spec": { "size": 1 } }),
+        )
+        .await;
+    let before = stage
+        .service
+        .get(&local_databases(), Some(&cluster), &name)
+        .await
+        .unwrap();
+    stage.c1.create(&remote_databases(), database("adopt-me")).await;
+    let adopted = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the existing object adopted",
+        |o| label(o, SYNCAGENT_AGENT_NAME_LABEL) == Some("nora"),
+    )
+    .await;
+    assert_eq!(
+        adopted["metadata"]["uid"], before["metadata"]["uid"],
+        "adopted, not recreated"
+    );
+    assert_eq!(adopted["spec"]["size"], 3);
+    assert_eq!(label(&adopted, "kept"), Some("yes"));
+    assert_eq!(
+        annotation(&adopted, SYNCAGENT_REMOTE_NAME_ANNOTATION),
+        Some("adopt-me")
+    );
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // cert-manager's flow: a Certificate goes down, the Secret its controller writes
+    // comes back up; a CA ConfigMap from the consumer goes down with it.
+    stage
+        .publish(
+            "Certificate",
+            "certificates",
+            json!({ "related": [
+                { "identifier": "tls", "origin": "service", "kind": "Secret", "cleanup": true,
+                  "object": { "reference": { "path": "spec.secretName" } } },
+                { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
+                  "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } },
+                  "mutation": { "spec": [{ "regex": { "path": "data.note", "pattern": "kcp", "replacement": "the service" } }] } },
+                { "identifier": "settings", "origin": "kcp", "kind": "ConfigMap",
+                  "object": { "reference": { "path": "spec.settings.name" },
+                              "namespace": { "reference": { "path": "spec.settings.namespace" } } } },
+                { "identifier": "extra", "origin": "service", "group": "", "version": "v1", "resource": "secrets",
+                  "object": { "selector": { "matchLabels": { "cert": "{{ .LocalObject.metadata.name }}" },
+                                            "rewrite": { "template": { "template": "{{ .Value }}-copy" } } } } },
+            ] }),
+        )
+        .await;
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to claim secrets and configmaps",
+        |e| {
+            let claims = e["spec"]["permissionClaims"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            ["secrets", "configmaps", "namespaces"]
+                .iter()
+                .all(|r| claims.iter().any(|c| c["resource"] == *r))
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Certificate", "certificates");
+    let local = ar("example.com", "v1", "Certificate", "certificates");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    stage
+        .c1
+        .create(
+            &configmaps(),
+            configmap("default", "ca", json!({ "note": "from kcp" })),
+        )
+        .await;
+    stage
+        .c1
+        .create(
+            &namespaces(),
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "shared-config" } }),
+        )
+        .await;
+    stage
+        .c1
+        .create(
+            &configmaps(),
+            configmap("shared-config", "settings", json!({ "level": "debug" })),
+        )
+        .await;
+    let cert = stage
+        .c1
+        .create(
+            &remote,
+            remote_object(
+                "Certificate",
+                "web",
+                json!({}),
+                json!({ "secretName": "web-tls", "caConfigMap": "ca",
+                        "settings": { "name": "settings", "namespace": "shared-config" } }),
+            ),
+        )
+        .await;
+    let cluster = cluster_of(&cert);
+    let name = default_name("default", "web");
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &name,
+        "the Certificate copy",
+        |_| true,
+    )
+    .await;
+    let ca = wait_for(
+        &stage.service,
+        &configmaps(),
+        Some(&cluster),
+        "ca",
+        "the kcp-origin ConfigMap on the service cluster, mutated",
+        |_| true,
+    )
+    .await;
+    assert_eq!(ca["data"]["note"], "from the service");
+    // Found by references to its name and namespace; the namespace is made.
+    let settings = wait_for(
+        &stage.service,
+        &configmaps(),
+        Some("shared-config"),
+        "settings",
+        "the ConfigMap in the namespace the primary names",
+        |_| true,
+    )
+    .await;
+    assert_eq!(settings["data"]["level"], "debug");
+    // The service's controller writes the credentials.
+    stage
+        .service
+        .create(
+            &secrets(),
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "web-tls", "namespace": cluster }, "stringData": { "tls.crt": "CERT" } }),
+        )
+        .await;
+    stage
+        .service
+        .create(
+            &secrets(),
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "extra", "namespace": cluster, "labels": { "cert": name } },
+                    "stringData": { "k": "v" } }),
+        )
+        .await;
+    let tls = wait_for(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "web-tls",
+        "the service-origin Secret in the consumer's workspace",
+        |_| true,
+    )
+    .await;
+    assert!(tls["data"]["tls.crt"].is_string(), "{tls}");
+    wait_for(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "extra-copy",
+        "the Secret found by the templated selector, renamed",
+        |_| true,
+    )
+    .await;
+    let recorded = wait_for(
+        &stage.c1,
+        &remote,
+        Some("default"),
+        "web",
+        "the related object recorded",
+        |o| annotation(o, "related-resources.syncagent.kcp.io/tls.0").is_some(),
+    )
+    .await;
+    let record: Value =
+        serde_json::from_str(annotation(&recorded, "related-resources.syncagent.kcp.io/tls.0").unwrap())
+            .unwrap();
+    assert_eq!(
+        record,
+        json!({ "namespace": "default", "name": "web-tls", "apiVersion": "v1", "kind": "Secret" })
+    );
+    let copy = stage.service.get(&local, Some(&cluster), &name).await.unwrap();
+    assert!(
+        annotation(&copy, "related-resources.syncagent.kcp.io/tls.0").is_none(),
+        "the record stays in kcp: {copy}"
+    );
+    // Changes at the origin follow.
+    stage
+        .service
+        .merge(
+            &secrets(),
+            Some(&cluster),
+            "web-tls",
+            json!({ "stringData": { "tls.crt": "RENEWED" } }),
+        )
+        .await;
+    let renewed = base64_of("RENEWED");
+    wait_for(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "web-tls",
+        "the renewed Secret",
+        |s| s["data"]["tls.crt"] == renewed.as_str(),
+    )
+    .await;
+
+    // Deleting the primary: the service copy of the kcp ConfigMap goes, the kcp copy
+    // of the service Secret too (cleanup: true); the one without cleanup stays.
+    stage.c1.delete(&remote, Some("default"), "web").await;
+    wait_gone(&stage.c1, &remote, Some("default"), "web", "the Certificate gone").await;
+    wait_gone(
+        &stage.service,
+        &configmaps(),
+        Some(&cluster),
+        "ca",
+        "the ConfigMap copy gone",
+    )
+    .await;
+    wait_gone(
+        &stage.service,
+        &configmaps(),
+        Some("shared-config"),
+        "settings",
+        "the other ConfigMap copy gone",
+    )
+    .await;
+    wait_gone(
+        &stage.c1,
+        &secrets(),
+        Some("default"),
+        "web-tls",
+        "the Secret copy gone",
+    )
+    .await;
+    assert!(stage
+        .c1
+        .get(&secrets(), Some("default"), "extra-copy")
+        .await
+        .is_some());
+    assert!(
+        stage.c1.get(&configmaps(), Some("default"), "ca").await.is_some(),
+        "the origin stays"
+    );
+    stage.agent.stop().await;
+}
+
+fn base64_of(s: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    let mut db = database("stateful");
+    db["spec"]["temp"] = json!("x");
+    let source = stage.c1.create(&remote_databases(), db).await;
+    let cluster = cluster_of(&source);
+    let name = default_name("default", "stateful");
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the copy",
+        |_| true,
+    )
+    .await;
+    let state_selector = "syncagent.kcp.io/object-state=true";
+    let states = eventually(10, "the state Secret", || async {
+        let list = stage
+            .service
+            .api(&secrets(), Some("ferry-system"))
+            .list(&kube::api::ListParams::default().labels(state_selector))
+            .await
+            .ok()?;
+        (!list.items.is_empty()).then_some(list.items)
+    })
+    .await;
+    assert_eq!(states.len(), 1);
+    let state_name = states[0].metadata.name.clone().unwrap();
+    assert!(
+        state_name.starts_with(&format!("obj-state-{cluster}-")),
+        "{state_name}"
+    );
+    // The service's controller sets a field of its own.
+    stage
+        .service
+        .merge(
+            &local_databases(),
+            Some(&cluster),
+            &name,
+            json!({ "spec": { "defaulted": "by-service" } }),
+        )
+        .await;
+    stage
+        .c1
+        .merge(
+            &remote_databases(),
+            Some("default"),
+            "stateful",
+            json!({ "spec": { "size": 4, "temp": null } }),
+        )
+        .await;
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the change merged",
+        |o| o["spec"]["size"] == 4,
+    )
+    .await;
+    assert_eq!(
+        copy["spec"],
+        json!({ "size": 4, "defaulted": "by-service" }),
+        "{copy}"
+    );
+    stage
+        .c1
+        .delete(&remote_databases(), Some("default"), "stateful")
+        .await;
+    wait_gone(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "stateful",
+        "the source gone",
+    )
+    .await;
+    assert!(
+        stage
+            .service
+            .get(&secrets(), Some("ferry-system"), &state_name)
+            .await
+            .is_none(),
+        "the state goes with the object"
+    );
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workspace_paths_feed_templates_and_are_recorded_on_copies() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Site",
+            "sites",
+            json!({ "enableWorkspacePaths": true,
+                    "naming": { "namespace": "{{ .ClusterPath | replace \":\" \"-\" }}",
+                                "name": "{{ .Object.metadata.name }}" } }),
+        )
+        .await;
+    let remote = ar(EXPORT, "v1", "Site", "sites");
+    let local = ar("example.com", "v1", "Site", "sites");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    stage
+        .c1
+        .create(&remote, remote_object("Site", "w1", json!({}), json!({})))
+        .await;
+    wait_for(
+        &stage.service,
+        &local,
+        Some("root-c1"),
+        "w1",
+        "the copy named after the workspace path, with the path recorded",
+        |o| annotation(o, "syncagent.kcp.io/remote-object-workspace-path") == Some("root:c1"),
+    )
+    .await;
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_status() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    // The reference's pattern: the related type is published for its schema only.
+    stage
+        .publish(
+            "Credential",
+            "credentials",
+            json!({ "synchronization": { "enabled": false } }),
+        )
+        .await;
+    stage
+        .publish(
+            "Vault",
+            "vaults",
+            json!({ "related": [{
+                "identifier": "cred", "origin": "service",
+                "group": "example.com", "version": "v1", "resource": "credentials",
+                "projection": { "group": EXPORT },
+                "syncStatus": true, "watch": { "byOwner": {} },
+                "object": { "reference": { "path": "spec.credential" } },
+            }] }),
+        )
+        .await;
+    let remote = ar(EXPORT, "v1", "Vault", "vaults");
+    let local = ar("example.com", "v1", "Vault", "vaults");
+    let remote_credentials = ar(EXPORT, "v1", "Credential", "credentials");
+    let local_credentials = ar("example.com", "v1", "Credential", "credentials");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    let vault = stage
+        .c1
+        .create(
+            &remote,
+            remote_object("Vault", "v", json!({}), json!({ "credential": "v-cred" })),
+        )
+        .await;
+    let cluster = cluster_of(&vault);
+    wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &default_name("default", "v"),
+        "the Vault copy",
+        |_| true,
+    )
+    .await;
+    stage
+        .service
+        .create(
+            &local_credentials,
+            json!({ "apiVersion": "example.com/v1", "kind": "Credential",
+                    "metadata": { "name": "v-cred", "namespace": cluster }, "spec": { "user": "x" } }),
+        )
+        .await;
+    stage
+        .service
+        .set_status(
+            &local_credentials,
+            Some(&cluster),
+            "v-cred",
+            json!({ "issued": true }),
+        )
+        .await;
+    let back = wait_for(
+        &stage.c1,
+        &remote_credentials,
+        Some("default"),
+        "v-cred",
+        "the Credential with its status in the consumer's workspace",
+        |o| o["status"]["issued"] == true,
+    )
+    .await;
+    assert_eq!(back["spec"]["user"], "x");
+    stage.agent.stop().await;
+}

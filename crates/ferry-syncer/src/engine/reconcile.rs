@@ -17,7 +17,7 @@ use crate::metrics::SyncDirection;
 use crate::selection::Direction;
 use crate::side::Side;
 use crate::transform::{
-    desired_copy_with, merge_for_update, needs_update, status_differs, status_for_upstream, with_status,
+    desired_copy_with, merge_for_update, needs_update, status_differs, three_way_update, with_status,
 };
 
 /// Field manager of every write.
@@ -545,6 +545,7 @@ fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
 async fn release_source(
     engine: &Engine,
     flow: &Flow,
+    key: &Key,
     source_key: &ObjectRef,
     dest: &Writer<'_>,
     raw: &Value,
@@ -567,6 +568,15 @@ async fn release_source(
             }
             return Ok(());
         }
+    }
+    if !engine
+        .profile
+        .mapping
+        .before_release(&flow.target, source_key, raw)
+        .await
+    {
+        engine.queue_after(key.clone(), std::time::Duration::from_millis(200));
+        return Ok(());
     }
     let remaining: Vec<Value> = finalizers_of(raw)
         .into_iter()
@@ -695,7 +705,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             (direction, key.source(), &raw_source)
         {
             // The copy is gone: the source no longer waits for it.
-            release_source(engine, flow, source_key, &dest, raw).await?;
+            release_source(engine, flow, key, source_key, &dest, raw).await?;
         }
         return Ok(());
     };
@@ -750,7 +760,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                     }
                 }
             }
-            update(engine, flow, &dest, &source, &desired, actual, *verified).await?
+            update(engine, flow, key, &dest, &source, &desired, actual, *verified).await?
         }
         None => create_or_adopt(engine, flow, key, &dest, &source, &desired).await?,
     };
@@ -765,7 +775,11 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                     .mapping
                     .returns_status(&flow.target, flow.status_subresource);
             if let (true, Some((actual, _)), Some(source_key)) = (returnable, &copy, key.source()) {
-                if let Some(status) = status_for_upstream(actual) {
+                if let Some(status) =
+                    profile
+                        .mapping
+                        .returned_status(&flow.target, source_key, &source, actual)
+                {
                     if status_differs(&source, &status) {
                         let up = Writer {
                             engine,
@@ -804,9 +818,11 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
 /// Updates this syncer's copy if it differs. Returns the object as written, if written.
 /// `verified`: the store holds `actual` without its content, because it was found to
 /// match the desired object whose hash it carries (see [`ObjectStore::keep_verified`]).
+#[allow(clippy::too_many_arguments)]
 async fn update(
     engine: &Engine,
     flow: &Flow,
+    key: &Key,
     dest: &Writer<'_>,
     source: &Value,
     desired: &Value,
@@ -831,10 +847,30 @@ async fn update(
     if create_only || matches || namespace_by_apply {
         return Ok(Some(Written::Unchanged(actual.clone())));
     }
-    let written = match apply_manager(engine, flow) {
-        Some(manager) => dest.apply(desired, manager).await?,
-        None => dest.replace(&merge_for_update(desired, actual)).await?,
+    let mapping = &*engine.profile.mapping;
+    let source_key = key
+        .source()
+        .filter(|_| flow.target.direction == Direction::Downsync);
+    let last = match source_key {
+        Some(s) => mapping.last_known(&flow.target, s).await,
+        None => None,
     };
+    let written = match (apply_manager(engine, flow), &last) {
+        (Some(manager), _) => dest.apply(desired, manager).await?,
+        (None, Some(last)) => {
+            // A three-way merge needs the whole copy, not a verified stand-in.
+            let whole = if verified {
+                dest.get().await?
+            } else {
+                actual.clone()
+            };
+            dest.replace(&three_way_update(desired, &whole, last)).await?
+        }
+        (None, None) => dest.replace(&merge_for_update(desired, actual)).await?,
+    };
+    if let Some(s) = source_key {
+        mapping.remember(&flow.target, s, desired).await;
+    }
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
     keep_if_verified(flow, desired, &written.to_value());
@@ -961,6 +997,9 @@ async fn create_or_adopt(
     }
     match created {
         Ok(written) => {
+            if let (Direction::Downsync, Some(s)) = (direction, key.source()) {
+                engine.profile.mapping.remember(&flow.target, s, desired).await;
+            }
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
             tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
             keep_if_verified(flow, desired, &written.to_value());

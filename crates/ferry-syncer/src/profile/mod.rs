@@ -139,6 +139,54 @@ pub trait Mapping: Send + Sync {
     /// mutators. Nothing by default.
     fn transform(&self, _target: &WatchTarget, _source_key: &ObjectRef, _source: &Value, _copy: &mut Value) {}
 
+    /// The status to write back to the source `source` (key `source_key`) from its copy
+    /// `copy`: the copy's non-empty `status` by default; api-syncagent applies its
+    /// status mutations first.
+    fn returned_status(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+        _source: &Value,
+        copy: &Value,
+    ) -> Option<Value> {
+        crate::transform::status_for_upstream(copy)
+    }
+
+    /// Work that must be done before the source `source` (key `source_key`), whose copy
+    /// is gone, is released (api-syncagent: deleting the copies of its related
+    /// objects). Resolves to `true` once done; `false` asks to be called again shortly.
+    fn before_release(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+        _source: &Value,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        Box::pin(async { true })
+    }
+
+    /// What this syncer last wrote as the copy of `source_key` (its content fields),
+    /// when the profile keeps it (api-syncagent's per-object state): updates are then
+    /// three-way merges that keep what the destination's controllers set. `None` (the
+    /// default): a plain update of the fields the syncer manages.
+    fn last_known(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+    ) -> futures::future::BoxFuture<'static, Option<Value>> {
+        Box::pin(async { None })
+    }
+
+    /// Records `desired` as what was just written as the copy of `source_key` (see
+    /// [`Mapping::last_known`]). Nothing by default.
+    fn remember(
+        &self,
+        _target: &WatchTarget,
+        _source_key: &ObjectRef,
+        _desired: &Value,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+
     /// Whether the copy's status goes back to the source of the flow `target` (when
     /// the engine returns status at all); `status_subresource`: the upstream resource
     /// has a `/status` subresource. Always by default; api-syncagent only with one.

@@ -227,10 +227,119 @@ pub fn merge_for_update(desired: &Value, actual: &Value) -> Value {
     Value::Object(out)
 }
 
+/// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed keys with
+/// `to`'s value (objects recursively), removed keys as `null`.
+pub fn merge_patch_between(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(f), Value::Object(t)) => {
+            let mut out = Map::new();
+            for (k, tv) in t {
+                match f.get(k) {
+                    Some(fv) if fv == tv => {}
+                    Some(fv) if fv.is_object() && tv.is_object() => {
+                        out.insert(k.clone(), merge_patch_between(fv, tv));
+                    }
+                    _ => {
+                        out.insert(k.clone(), tv.clone());
+                    }
+                }
+            }
+            for k in f.keys() {
+                if !t.contains_key(k) {
+                    out.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(out)
+        }
+        _ => to.clone(),
+    }
+}
+
+/// Applies the JSON merge patch `patch` to `target`.
+pub fn apply_merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let t = target.as_object_mut().expect("made an object above");
+    for (k, pv) in p {
+        if pv.is_null() {
+            t.remove(k);
+        } else {
+            apply_merge_patch(t.entry(k.clone()).or_insert(Value::Null), pv);
+        }
+    }
+}
+
+/// The body for updating `actual` to `desired` when `last` is what the syncer last
+/// wrote (the api-syncagent's last-known state): like [`merge_for_update`], but each
+/// content field of `actual` only receives the changes from `last` to `desired`, so
+/// fields the destination's controllers set (and the syncer never did) survive.
+pub fn three_way_update(desired: &Value, actual: &Value, last: &Value) -> Value {
+    let mut out = merge_for_update(desired, actual);
+    let content_keys = |v: &Value| -> Vec<String> {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k.clone())
+            .filter(|k| !NOT_CONTENT.contains(&k.as_str()) && k != "status")
+            .collect()
+    };
+    let mut keys = content_keys(desired);
+    keys.extend(content_keys(last));
+    keys.extend(content_keys(actual));
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        let (d, l) = (desired.get(&key), last.get(&key));
+        let mut merged = actual.get(&key).cloned().unwrap_or(Value::Null);
+        match (l, d) {
+            (_, Some(d)) => {
+                apply_merge_patch(&mut merged, &merge_patch_between(l.unwrap_or(&Value::Null), d))
+            }
+            // The syncer set it before and no longer wants it.
+            (Some(_), None) => merged = Value::Null,
+            // Only the destination has it.
+            (None, None) => {}
+        }
+        match (out.as_object_mut(), merged) {
+            (Some(o), Value::Null) => {
+                o.remove(&key);
+            }
+            (Some(o), v) => {
+                o.insert(key, v);
+            }
+            (None, _) => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_three_way_update_keeps_what_the_destination_added() {
+        let last = json!({ "spec": { "size": 1, "old": true } });
+        let desired = json!({ "metadata": { "name": "x" }, "spec": { "size": 2 } });
+        let actual = json!({ "metadata": { "name": "x", "resourceVersion": "7" },
+                             "spec": { "size": 1, "old": true, "defaulted": "by-controller" },
+                             "extra": { "set": "by-service" }, "status": { "ok": true } });
+        let body = three_way_update(&desired, &actual, &last);
+        assert_eq!(body["spec"], json!({ "size": 2, "defaulted": "by-controller" }));
+        assert_eq!(body["extra"], json!({ "set": "by-service" }));
+        assert_eq!(body["status"], json!({ "ok": true }));
+        assert_eq!(body["metadata"]["resourceVersion"], "7");
+        // Without the last state, the plain update drops what only the copy had.
+        assert!(merge_for_update(&desired, &actual)["spec"]
+            .get("defaulted")
+            .is_none());
+    }
 
     /// The hash as first defined: build the canonical document, then hash its text.
     /// Copies written by earlier versions carry this value, so the streamed hash must

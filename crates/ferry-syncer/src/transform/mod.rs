@@ -29,7 +29,10 @@ use crate::profile::Marks;
 use crate::profiles::kubestellar::KubeStellarMarks;
 use crate::selection::{Direction, WatchTarget};
 
-pub use compare::{is_semantic_subset, merge_for_update, needs_update};
+pub use compare::{
+    apply_merge_patch, is_semantic_subset, merge_for_update, merge_patch_between, needs_update,
+    three_way_update,
+};
 pub use ownership::{allows_overwrite, is_owned_by, mark, release_patch};
 pub use strip::{
     strip_server_fields, NEVER_COPIED_ANNOTATIONS, NEVER_COPIED_LABEL_PREFIXES, SERVER_SET_METADATA,

@@ -16,22 +16,30 @@
 //! - Configuration source ([`publish`]): the PublishedResources on the service cluster,
 //!   turned into APIResourceSchemas and merged into the APIExport.
 
+pub mod filter;
+pub mod mutation;
+pub mod naming;
 pub mod publish;
+pub mod related;
+pub mod state;
+pub mod templating;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::RwLock;
 use serde_json::{json, Value};
-use sha3::{Digest, Sha3_256};
 
+use ferry_api::syncagent::PublishedResourceSpec;
 use ferry_api::well_known::{
     SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_CLUSTER_LABEL,
     SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION, SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL,
     SYNCAGENT_REMOTE_NAME_ANNOTATION, SYNCAGENT_REMOTE_NAME_HASH_LABEL,
+    SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION,
 };
 
+use crate::engine::events::{self, EventType};
 use crate::engine::{Engine, ObjectRef};
 use crate::profile::{Mapping, Marks, Plan, Profile, ResourceType, Selection};
 use crate::selection::{
@@ -41,11 +49,7 @@ use crate::selection::{
 use crate::side::Side;
 
 pub use publish::{start, EngineTuning, RunningAgent, SyncAgentOptions};
-
-/// The hex SHA3-256 of `input` (the reference's `sha3sum`).
-pub fn sha3sum(input: &str) -> String {
-    hex::encode(Sha3_256::digest(input.as_bytes()))
-}
+pub use templating::sha3sum;
 
 /// The first 20 hex characters of [`sha3sum`] (the reference's `sha3short`).
 pub fn sha3short(input: &str) -> String {
@@ -59,7 +63,7 @@ pub fn default_name(namespace: &str, name: &str) -> String {
 }
 
 /// One PublishedResource as the sync flow needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Published {
     /// The PublishedResource's name.
     pub name: String,
@@ -67,32 +71,83 @@ pub struct Published {
     pub remote: ResourceType,
     /// The CRD's resource on the service cluster and its kind.
     pub local: ResourceType,
+    /// Its spec (naming, filters, mutations, related resources).
+    pub spec: Arc<PublishedResourceSpec>,
+}
+
+/// `(group, resource)` of the kcp resource, and an object key.
+type Slot = (String, String, ObjectRef);
+
+/// A kcp object that is not synced because of a problem the user must fix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Blocked {
+    /// The PublishedResource.
+    published: String,
+    /// CamelCase reason (`InvalidNaming`, `NameCollision`).
+    reason: &'static str,
+    /// What is wrong and what to do.
+    message: String,
 }
 
 /// The profile's state: what is published, and the names copies were given.
 pub struct SyncAgent {
     agent_name: String,
     published: RwLock<Vec<Published>>,
-    /// `(group, resource, local copy key)` → the kcp object it is the copy of.
-    sources: RwLock<HashMap<(String, String, ObjectRef), ObjectRef>>,
+    /// Local copy key → the kcp object it is (or will be) the copy of: the claim on
+    /// that local name.
+    sources: RwLock<HashMap<Slot, ObjectRef>>,
+    /// kcp object → its local copy key, once named (names are not recomputed, so a
+    /// label a template reads may change without moving the copy).
+    dests: RwLock<HashMap<Slot, ObjectRef>>,
+    /// kcp objects that are not synced, and why (reported once per message).
+    blocked: RwLock<HashMap<Slot, Blocked>>,
+    /// The last mutation failure reported per kcp object.
+    mutation_errors: RwLock<HashMap<Slot, String>>,
+    /// The last related-resource failure reported per kcp object.
+    related_errors: RwLock<HashMap<Slot, String>>,
+    /// Workspace paths of logical clusters (`kcp.io/path` of their LogicalCluster),
+    /// once read through the virtual workspace.
+    paths: RwLock<HashMap<String, String>>,
+    /// Clusters whose path is being read.
+    path_reads: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// kcp objects whose naming waits for their workspace path.
+    waiting: RwLock<std::collections::HashSet<Slot>>,
+    /// Labels of the kcp Namespaces, for `spec.filter.namespace`.
+    namespaces: Arc<filter::NamespaceLabels>,
     loaded: AtomicBool,
     revision: AtomicU64,
     engine: OnceLock<Weak<Engine>>,
+    /// This state itself, for background tasks.
+    self_ref: OnceLock<Weak<SyncAgent>>,
+    /// Last-known states (set when the agent starts).
+    state: OnceLock<Arc<state::StateStore>>,
     publisher: OnceLock<Arc<publish::Publisher>>,
 }
 
 impl SyncAgent {
     /// The state of agent `agent_name`, nothing published yet.
     pub fn new(agent_name: &str) -> Arc<SyncAgent> {
-        Arc::new(SyncAgent {
+        let agent = Arc::new(SyncAgent {
             agent_name: agent_name.to_string(),
             published: RwLock::default(),
             sources: RwLock::default(),
+            dests: RwLock::default(),
+            blocked: RwLock::default(),
+            mutation_errors: RwLock::default(),
+            related_errors: RwLock::default(),
+            paths: RwLock::default(),
+            path_reads: parking_lot::Mutex::default(),
+            waiting: RwLock::default(),
+            namespaces: Arc::default(),
             loaded: AtomicBool::new(false),
             revision: AtomicU64::new(0),
             engine: OnceLock::new(),
+            self_ref: OnceLock::new(),
+            state: OnceLock::new(),
             publisher: OnceLock::new(),
-        })
+        });
+        let _ = agent.self_ref.set(Arc::downgrade(&agent));
+        agent
     }
 
     /// The profile over this state.
@@ -108,13 +163,24 @@ impl SyncAgent {
         }
     }
 
-    /// Replaces what is published; returns whether it changed.
+    /// Replaces what is published; returns whether it changed. Names already given
+    /// are forgotten for PublishedResources whose spec changed.
     pub fn set_published(&self, mut published: Vec<Published>) -> bool {
         published.sort_by(|a, b| a.name.cmp(&b.name));
         let first = !self.loaded.swap(true, Ordering::Relaxed);
         let mut current = self.published.write();
         if *current == published && !first {
             return false;
+        }
+        let changed: Vec<(String, String)> = published
+            .iter()
+            .filter(|p| !current.contains(p))
+            .map(|p| (p.remote.id.group.clone(), p.remote.id.resource.clone()))
+            .collect();
+        if !changed.is_empty() {
+            let touched = |s: &Slot| changed.iter().any(|(g, r)| *g == s.0 && *r == s.1);
+            self.dests.write().retain(|s, _| !touched(s));
+            self.blocked.write().retain(|s, _| !touched(s));
         }
         *current = published;
         self.revision.fetch_add(1, Ordering::Relaxed);
@@ -126,6 +192,20 @@ impl SyncAgent {
         self.published.read().clone()
     }
 
+    /// The problems that keep objects from syncing, by PublishedResource: `(reason,
+    /// message)` of one of them, and how many objects are affected.
+    pub fn problems(&self) -> BTreeMap<String, (&'static str, String, usize)> {
+        let mut out: BTreeMap<String, (&'static str, String, usize)> = BTreeMap::new();
+        let mut blocked: Vec<Blocked> = self.blocked.read().values().cloned().collect();
+        blocked.sort_by(|a, b| a.message.cmp(&b.message));
+        for b in blocked {
+            out.entry(b.published)
+                .and_modify(|e| e.2 += 1)
+                .or_insert((b.reason, b.message, 1));
+        }
+        out
+    }
+
     fn find(&self, id: &ResourceId) -> Option<Published> {
         self.published
             .read()
@@ -134,10 +214,23 @@ impl SyncAgent {
             .cloned()
     }
 
+    fn engine(&self) -> Option<Arc<Engine>> {
+        self.engine.get()?.upgrade()
+    }
+
+    fn flow_of(&self, target: &WatchTarget) -> Option<Arc<crate::engine::flow::Flow>> {
+        let engine = self.engine()?;
+        engine.flows().into_iter().find(|f| f.target == *target)
+    }
+
+    /// The kcp object `source` as last seen.
+    fn source_object(&self, target: &WatchTarget, source: &ObjectRef) -> Option<Arc<Value>> {
+        self.flow_of(target)?.sources.get(source)
+    }
+
     /// The kcp object a local copy belongs to, from its labels and annotations.
     fn source_from_copy(&self, target: &WatchTarget, dest: &ObjectRef) -> Option<ObjectRef> {
-        let engine = self.engine.get()?.upgrade()?;
-        let flow = engine.flows().into_iter().find(|f| f.target == *target)?;
+        let flow = self.flow_of(target)?;
         let copy = flow.copies.get(dest)?;
         let meta = &copy["metadata"];
         let cluster = meta["labels"][SYNCAGENT_REMOTE_CLUSTER_LABEL].as_str()?;
@@ -150,6 +243,322 @@ impl SyncAgent {
             namespace: namespace.map(str::to_string),
             name: name.to_string(),
         })
+    }
+
+    /// The key given to an object that is not synced: in its own cluster's namespace,
+    /// a name no naming template of the agent produces (`ferry-unmapped-<hash>`), so it
+    /// never meets a real copy.
+    fn unmapped(&self, source: &ObjectRef, namespaced: bool) -> ObjectRef {
+        let hash = sha3short(&source.to_string());
+        let namespace = namespaced.then(|| source.cluster().to_string());
+        ObjectRef::new(namespace.as_deref(), &format!("ferry-unmapped-{hash}"))
+    }
+
+    /// Records that `source` is not synced (Warning Events on it and on `other`, the
+    /// object it collides with, once per message).
+    fn block(
+        &self,
+        target: &WatchTarget,
+        source: &ObjectRef,
+        published: &str,
+        reason: &'static str,
+        message: String,
+        other: Option<&ObjectRef>,
+    ) {
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        let blocked = Blocked {
+            published: published.to_string(),
+            reason,
+            message: message.clone(),
+        };
+        if self.blocked.read().get(&slot) == Some(&blocked) {
+            return;
+        }
+        tracing::warn!(object = %source, published_resource = published, reason, "{message}");
+        self.blocked.write().insert(slot, blocked);
+        for obj in std::iter::once(source).chain(other) {
+            self.post_event(target, obj, reason, &message);
+        }
+    }
+
+    /// Posts a Warning Event on the kcp object `obj` (the export claims events).
+    fn post_event(&self, target: &WatchTarget, obj: &ObjectRef, reason: &str, message: &str) {
+        let (Some(engine), Some(flow)) = (self.engine(), self.flow_of(target)) else {
+            return;
+        };
+        let body = flow
+            .sources
+            .get(obj)
+            .map(|o| (*o).clone())
+            .unwrap_or_else(|| json!({ "metadata": { "name": obj.name, "namespace": obj.namespace } }));
+        events::post(
+            engine.up.client_in(obj.cluster.as_deref()),
+            &body,
+            flow.object_type(Side::Upstream),
+            EventType::Warning,
+            reason,
+            message.to_string(),
+            &engine.name,
+        );
+    }
+
+    /// Reports a failed mutation step once per message (a Warning Event on the kcp
+    /// object); the steps before it are applied, the ones after it are not.
+    fn mutation_outcome(
+        &self,
+        target: &WatchTarget,
+        source: &ObjectRef,
+        result: Result<(), mutation::MutationError>,
+    ) {
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        match result {
+            Ok(()) => {
+                if !self.mutation_errors.read().is_empty() {
+                    self.mutation_errors.write().remove(&slot);
+                }
+            }
+            Err(e) => {
+                let message = format!("mutating {source} failed: {e}");
+                if self.mutation_errors.read().get(&slot) == Some(&message) {
+                    return;
+                }
+                tracing::warn!(object = %source, "{message}");
+                self.mutation_errors.write().insert(slot, message.clone());
+                self.post_event(target, source, "MutationFailed", &message);
+            }
+        }
+    }
+
+    /// One pass over the related resources of every synced primary (see [`related`]).
+    async fn related_pass(&self) {
+        let Some(engine) = self.engine() else {
+            return;
+        };
+        for p in self.published() {
+            if p.spec.related.is_empty() {
+                continue;
+            }
+            let flow = engine.flows().into_iter().find(|f| {
+                f.target.direction == Direction::Downsync
+                    && f.target.id.group == p.remote.id.group
+                    && f.target.id.resource == p.remote.id.resource
+            });
+            let Some(flow) = flow else {
+                continue;
+            };
+            for key in flow.sources.keys() {
+                let Some(remote) = flow.sources.get(&key) else {
+                    continue;
+                };
+                let deleting = !remote["metadata"]["deletionTimestamp"].is_null();
+                if deleting || !self.wants(&flow.target, &key, &remote) {
+                    continue;
+                }
+                let slot = (
+                    p.remote.id.group.clone(),
+                    p.remote.id.resource.clone(),
+                    key.clone(),
+                );
+                let Some(dest) = self.dests.read().get(&slot).cloned() else {
+                    continue;
+                };
+                let res = p.local.api_resource();
+                let local_api: kube::Api<kube::api::DynamicObject> = match &dest.namespace {
+                    Some(ns) => kube::Api::namespaced_with(engine.down.client.clone(), ns, &res),
+                    None => kube::Api::all_with(engine.down.client.clone(), &res),
+                };
+                let Ok(Some(local)) = local_api.get_opt(&dest.name).await else {
+                    continue;
+                };
+                let local = serde_json::to_value(local).unwrap_or_default();
+                let sides = related::Sides {
+                    service: engine.down.client.clone(),
+                    kcp: engine.up.client_in(key.cluster.as_deref()),
+                };
+                let primaries = related::Primaries {
+                    remote: &remote,
+                    local: &local,
+                    cluster: key.cluster(),
+                };
+                let mut annotations = BTreeMap::new();
+                let mut failure = None;
+                for spec in &p.spec.related {
+                    match related::sync(spec, &primaries, &sides).await {
+                        Ok(resolved) if spec.origin == "service" => {
+                            annotations.extend(related::annotations(spec, &resolved));
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            failure.get_or_insert(format!(
+                                "related resource {:?} of {key} (PublishedResource {}): {e}",
+                                spec.identifier, p.name
+                            ));
+                        }
+                    }
+                }
+                if let Some(patch) = related::annotation_patch(&remote, &annotations) {
+                    let api: kube::Api<kube::api::DynamicObject> = match &key.namespace {
+                        Some(ns) => {
+                            kube::Api::namespaced_with(sides.kcp.clone(), ns, &p.remote.api_resource())
+                        }
+                        None => kube::Api::all_with(sides.kcp.clone(), &p.remote.api_resource()),
+                    };
+                    let params = kube::api::PatchParams::default();
+                    if let Err(e) = api
+                        .patch(&key.name, &params, &kube::api::Patch::Merge(&patch))
+                        .await
+                    {
+                        failure.get_or_insert(format!("recording related objects on {key}: {e}"));
+                    }
+                }
+                match failure {
+                    None => {
+                        if !self.related_errors.read().is_empty() {
+                            self.related_errors.write().remove(&slot);
+                        }
+                    }
+                    Some(message) => {
+                        if self.related_errors.read().get(&slot) != Some(&message) {
+                            tracing::warn!(object = %key, "{message}");
+                            self.related_errors.write().insert(slot, message.clone());
+                            self.post_event(&flow.target, &key, "RelatedResourceFailed", &message);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The workspace path of `cluster`, if known; otherwise it is read in the
+    /// background (the export must claim `core.kcp.io/logicalclusters`, which
+    /// `enableWorkspacePaths` adds, and the workspace accept it) and every object is
+    /// judged again once it is.
+    fn workspace_path(&self, cluster: &str) -> Option<String> {
+        if let Some(path) = self.paths.read().get(cluster) {
+            return Some(path.clone());
+        }
+        let engine = self.engine()?;
+        if !self.path_reads.lock().insert(cluster.to_string()) {
+            return None;
+        }
+        let client = engine.up.client_in(Some(cluster));
+        let (cluster, weak) = (cluster.to_string(), Arc::downgrade(&engine));
+        let agent = self.self_ref.get().cloned();
+        tokio::spawn(async move {
+            let res = kube::core::ApiResource {
+                group: "core.kcp.io".into(),
+                version: "v1alpha1".into(),
+                api_version: "core.kcp.io/v1alpha1".into(),
+                kind: "LogicalCluster".into(),
+                plural: "logicalclusters".into(),
+            };
+            let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client, &res);
+            let found = api.get("cluster").await;
+            let Some(agent) = agent.and_then(|a| a.upgrade()) else {
+                return;
+            };
+            // A later ask reads again (after a pause, so a refused claim is not hammered).
+            let forget = {
+                let agent = agent.clone();
+                let cluster = cluster.clone();
+                move || {
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                        agent.path_reads.lock().remove(&cluster);
+                    });
+                }
+            };
+            let path = found
+                .as_ref()
+                .ok()
+                .and_then(|lc| lc.metadata.annotations.as_ref()?.get("kcp.io/path").cloned());
+            match (path, found) {
+                (Some(path), _) => {
+                    agent.paths.write().insert(cluster.clone(), path);
+                    agent.path_reads.lock().remove(&cluster);
+                    if let Some(engine) = weak.upgrade() {
+                        engine.reconcile_everything();
+                    }
+                }
+                (None, Err(e)) => {
+                    tracing::info!(%cluster, "reading the workspace path failed (does the workspace accept the export's logicalclusters claim?): {e}");
+                    forget();
+                }
+                (None, Ok(_)) => forget(),
+            }
+        });
+        None
+    }
+
+    /// Whether a published resource filters by namespace labels.
+    fn filters_namespaces(&self) -> bool {
+        self.published
+            .read()
+            .iter()
+            .any(|p| p.spec.filter.as_ref().is_some_and(|f| f.namespace.is_some()))
+    }
+
+    fn is_blocked(&self, target: &WatchTarget, source: &ObjectRef) -> bool {
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        self.blocked.read().contains_key(&slot)
+    }
+
+    /// Queues the blocked objects again (a collision ends when the other object goes;
+    /// names are worked out when keys are).
+    fn retry_blocked(&self) {
+        let Some(engine) = self.engine() else {
+            return;
+        };
+        let mut slots: Vec<Slot> = self.blocked.read().keys().cloned().collect();
+        slots.extend(self.waiting.read().iter().cloned());
+        if slots.is_empty() {
+            return;
+        }
+        for flow in engine.flows() {
+            let mapping = &*engine.profile.mapping;
+            for slot in &slots {
+                let (g, r, source) = slot;
+                if flow.target.id.group != *g || flow.target.id.resource != *r {
+                    continue;
+                }
+                if flow.sources.is_synced() && flow.sources.get(source).is_none() {
+                    // The object is gone: so is its problem.
+                    self.forget(slot);
+                    continue;
+                }
+                engine.queue_after(
+                    flow.source_key(mapping, source.clone()),
+                    std::time::Duration::ZERO,
+                );
+            }
+        }
+    }
+
+    /// Drops what is known about the kcp object of `slot` (it is gone, or released).
+    fn forget(&self, slot: &Slot) {
+        self.blocked.write().remove(slot);
+        self.waiting.write().remove(slot);
+        self.mutation_errors.write().remove(slot);
+        self.related_errors.write().remove(slot);
+        if let Some(dest) = self.dests.write().remove(slot) {
+            let claim = (slot.0.clone(), slot.1.clone(), dest);
+            let mut sources = self.sources.write();
+            if sources.get(&claim) == Some(&slot.2) {
+                sources.remove(&claim);
+            }
+        }
     }
 }
 
@@ -199,8 +608,44 @@ impl Selection for SyncAgent {
         }
     }
 
-    fn wants(&self, target: &WatchTarget, _: &ObjectRef, _: &Value) -> bool {
-        target.direction == Direction::Downsync
+    /// Downsync only, what `spec.filter` lets through, and not an object whose naming
+    /// failed or collides. While the labels of an object's kcp Namespace are not
+    /// known, an existing copy stays and none is made.
+    fn wants(&self, target: &WatchTarget, source: &ObjectRef, obj: &Value) -> bool {
+        if target.direction != Direction::Downsync || self.is_blocked(target, source) {
+            return false;
+        }
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        if self.waiting.read().contains(&slot) {
+            return false;
+        }
+        let Some(p) = self.find(&target.id) else {
+            return true;
+        };
+        let filter = p.spec.filter.as_ref();
+        let by_namespace = filter.is_some_and(|f| f.namespace.is_some());
+        let ns_labels = match (&source.namespace, by_namespace) {
+            (Some(ns), true) => Some(self.namespaces.get(source.cluster(), ns)),
+            _ => None,
+        };
+        match filter::judge(filter, obj, ns_labels.as_ref().map(Option::as_ref)) {
+            filter::Verdict::Wanted => true,
+            filter::Verdict::Unwanted => false,
+            filter::Verdict::Unknown => {
+                let slot = (
+                    target.id.group.clone(),
+                    target.id.resource.clone(),
+                    source.clone(),
+                );
+                let dest = self.dests.read().get(&slot).cloned();
+                dest.zip(self.flow_of(target))
+                    .is_some_and(|(dest, flow)| flow.copies.get(&dest).is_some())
+            }
+        }
     }
 
     fn copies_namespace(&self, _: &str) -> bool {
@@ -219,14 +664,91 @@ impl Mapping for SyncAgent {
             .unwrap_or_else(|| ResourceType::from(target))
     }
 
+    /// The PublishedResource's naming templates over the kcp object (the first name
+    /// given is kept). A template that fails or gives an invalid name, or a name another
+    /// kcp object's copy already has, leaves the object unsynced: it is blocked (see
+    /// [`Selection::wants`]) under a key no copy has, with Events saying why.
     fn dest_ref(&self, target: &WatchTarget, source: &ObjectRef) -> ObjectRef {
-        let local_namespaced = self.find(&target.id).is_none_or(|p| p.local.id.namespaced);
-        let name = default_name(source.namespace.as_deref().unwrap_or_default(), &source.name);
-        let namespace = local_namespaced.then(|| source.cluster().to_string());
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source.clone(),
+        );
+        if let Some(dest) = self.dests.read().get(&slot) {
+            return dest.clone();
+        }
+        let Some(p) = self.find(&target.id) else {
+            let name = default_name(source.namespace.as_deref().unwrap_or_default(), &source.name);
+            let dest = ObjectRef::new(Some(source.cluster()), &name);
+            let claim = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
+            self.sources.write().insert(claim, source.clone());
+            return dest;
+        };
+        let namespaced = p.local.id.namespaced;
+        let object = self.source_object(target, source).map_or_else(
+            || json!({ "metadata": { "name": source.name, "namespace": source.namespace } }),
+            |o| (*o).clone(),
+        );
+        let needs_path = p
+            .spec
+            .naming
+            .as_ref()
+            .is_some_and(|n| n.name.contains("ClusterPath") || n.namespace.contains("ClusterPath"));
+        let path = if needs_path {
+            match self.workspace_path(source.cluster()) {
+                Some(path) => path,
+                None => {
+                    self.waiting.write().insert(slot);
+                    return self.unmapped(source, namespaced);
+                }
+            }
+        } else {
+            String::new()
+        };
+        let (namespace, name) = match naming::local_name(
+            p.spec.naming.as_ref(),
+            &object,
+            source.cluster(),
+            &path,
+            namespaced,
+        ) {
+            Ok(found) => found,
+            Err(e) => {
+                let message = format!(
+                    "PublishedResource {}: {e}, so {source} is not synced; fix the template",
+                    p.name
+                );
+                self.block(target, source, &p.name, "InvalidNaming", message, None);
+                return self.unmapped(source, namespaced);
+            }
+        };
         let dest = ObjectRef::new(namespace.as_deref(), &name);
-        let probe = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
-        if self.sources.read().get(&probe) != Some(source) {
-            self.sources.write().insert(probe, source.clone());
+        let claim = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
+        let holder = self
+            .sources
+            .read()
+            .get(&claim)
+            .cloned()
+            .or_else(|| self.source_from_copy(target, &dest));
+        if let Some(other) = holder.filter(|o| o != source) {
+            let alive = self.source_object(target, &other).is_some()
+                || self.flow_of(target).is_none_or(|f| !f.sources.is_synced());
+            if alive {
+                let message = format!(
+                    "{source} and {other} both map to the local name {dest} (PublishedResource {}, spec.naming); {other} keeps it and {source} is not synced until the naming tells them apart or {other} is gone",
+                    p.name
+                );
+                self.block(target, source, &p.name, "NameCollision", message, Some(&other));
+                return self.unmapped(source, namespaced);
+            }
+        }
+        self.sources.write().insert(claim, source.clone());
+        self.dests.write().insert(slot.clone(), dest.clone());
+        if !self.waiting.read().is_empty() {
+            self.waiting.write().remove(&slot);
+        }
+        if self.blocked.write().remove(&slot).is_some() {
+            tracing::info!(object = %source, local = %dest, "no longer blocked");
         }
         dest
     }
@@ -247,7 +769,128 @@ impl Mapping for SyncAgent {
         status_subresource
     }
 
-    fn transform(&self, _: &WatchTarget, source_key: &ObjectRef, _: &Value, copy: &mut Value) {
+    /// The status mutations run on (a copy of) the service's object; its status goes back.
+    fn returned_status(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+        source: &Value,
+        copy: &Value,
+    ) -> Option<Value> {
+        let steps = self
+            .find(&target.id)
+            .and_then(|p| p.spec.mutation.clone())
+            .map(|m| m.status)
+            .unwrap_or_default();
+        if steps.is_empty() {
+            return crate::transform::status_for_upstream(copy);
+        }
+        let mut obj = copy.clone();
+        let result = mutation::apply(&steps, "spec.mutation.status", &mut obj, Some(source));
+        self.mutation_outcome(target, source_key, result);
+        crate::transform::status_for_upstream(&obj)
+    }
+
+    fn last_known(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+    ) -> futures::future::BoxFuture<'static, Option<Value>> {
+        let Some(store) = self.state.get().cloned() else {
+            return Box::pin(async { None });
+        };
+        let name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
+        Box::pin(async move { store.get(&name).await })
+    }
+
+    fn remember(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+        desired: &Value,
+    ) -> futures::future::BoxFuture<'static, ()> {
+        let Some(store) = self.state.get().cloned() else {
+            return Box::pin(async {});
+        };
+        let name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
+        let (content, source) = (state::content_of(desired), source_key.clone());
+        Box::pin(async move { store.put(&name, &source, content).await })
+    }
+
+    /// Deletes the object's last-known state and the copies of related objects the
+    /// primary leaves behind (kcp origin: always; service origin: with `cleanup`)
+    /// before the primary is released.
+    fn before_release(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+        source: &Value,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        let (Some(p), Some(engine)) = (self.find(&target.id), self.engine()) else {
+            return Box::pin(async { true });
+        };
+        let state = self.state.get().cloned();
+        let state_name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
+        let sides = related::Sides {
+            service: engine.down.client.clone(),
+            kcp: engine.up.client_in(source_key.cluster.as_deref()),
+        };
+        // The copy is gone: it stands in as the kcp object under the copy's name.
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source_key.clone(),
+        );
+        let dest = self.dests.read().get(&slot).cloned();
+        let mut local = source.clone();
+        if let Some(dest) = dest {
+            local["metadata"]["name"] = json!(dest.name);
+            local["metadata"]["namespace"] = json!(dest.namespace);
+        }
+        let (source, key) = (source.clone(), source_key.clone());
+        let agent = self.self_ref.get().cloned();
+        Box::pin(async move {
+            let mut done = true;
+            if let Some(state) = state {
+                done &= state.delete(&state_name).await;
+            }
+            for spec in &p.spec.related {
+                match related::clean_up(spec, &source, Some(&local), key.cluster(), &sides).await {
+                    Ok(gone) => done &= gone,
+                    Err(e) => {
+                        tracing::warn!(object = %key, related = %spec.identifier, "cleaning up related objects: {e}");
+                        done = false;
+                    }
+                }
+            }
+            if let (true, Some(agent)) = (done, agent.and_then(|a| a.upgrade())) {
+                agent.forget(&slot);
+            }
+            done
+        })
+    }
+
+    /// Runs the spec mutations, then records where the copy came from.
+    fn transform(&self, target: &WatchTarget, source_key: &ObjectRef, _: &Value, copy: &mut Value) {
+        let steps = self
+            .find(&target.id)
+            .and_then(|p| p.spec.mutation.clone())
+            .map(|m| m.spec)
+            .unwrap_or_default();
+        if !steps.is_empty() {
+            let slot = (
+                target.id.group.clone(),
+                target.id.resource.clone(),
+                source_key.clone(),
+            );
+            let dest = self.dests.read().get(&slot).cloned();
+            let local = dest.zip(self.flow_of(target)).and_then(|(d, f)| f.copies.get(&d));
+            let result = mutation::apply(&steps, "spec.mutation.spec", copy, local.as_deref());
+            self.mutation_outcome(target, source_key, result);
+        }
+        if let Some(annotations) = copy["metadata"]["annotations"].as_object_mut() {
+            annotations.retain(|k, _| !k.starts_with(related::RELATED_ANNOTATION_PREFIX));
+        }
         let namespace = source_key.namespace.as_deref().unwrap_or_default();
         let labels = &mut copy["metadata"]["labels"];
         labels[SYNCAGENT_REMOTE_CLUSTER_LABEL] = json!(source_key.cluster());
@@ -258,6 +901,15 @@ impl Mapping for SyncAgent {
             annotations[SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION] = json!(namespace);
         }
         annotations[SYNCAGENT_REMOTE_NAME_ANNOTATION] = json!(source_key.name);
+        let with_path = self
+            .find(&target.id)
+            .is_some_and(|p| p.spec.enable_workspace_paths);
+        if let Some(path) = with_path
+            .then(|| self.workspace_path(source_key.cluster()))
+            .flatten()
+        {
+            annotations[SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION] = json!(path);
+        }
     }
 }
 

@@ -185,6 +185,10 @@ pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
         opts: opts.clone(),
     });
     let _ = agent.publisher.set(publisher.clone());
+    let _ = agent.state.set(Arc::new(super::state::StateStore::new(
+        publisher.service.clone(),
+        &opts.namespace,
+    )));
     let tasks = vec![tokio::spawn(publisher.run())];
     let syncer = if opts.enabled("sync") {
         let mut upstream = opts.kcp.clone();
@@ -269,6 +273,23 @@ pub fn project(
     crds: &[Value],
     group: &str,
 ) -> Result<(Value, Published), Invalid> {
+    if let Some(m) = &spec.mutation {
+        for (steps, field) in [
+            (&m.spec, "spec.mutation.spec"),
+            (&m.status, "spec.mutation.status"),
+        ] {
+            super::mutation::validate(steps, field).map_err(|e| Invalid {
+                reason: "InvalidMutation",
+                message: format!("PublishedResource {pr_name}: {e}"),
+            })?;
+        }
+    }
+    for (i, related) in spec.related.iter().enumerate() {
+        super::related::validate(related, i).map_err(|message| Invalid {
+            reason: "InvalidRelatedResource",
+            message: format!("PublishedResource {pr_name}: {message}"),
+        })?;
+    }
     let res = &spec.resource;
     let crd = crds
         .iter()
@@ -407,6 +428,7 @@ pub fn project(
     });
     let published = Published {
         name: pr_name.to_string(),
+        spec: Arc::new(spec.clone()),
         remote: ResourceType {
             id: ResourceId::new(&group, &project_version(&storage), &plural, scope == "Namespaced"),
             kind,
@@ -604,8 +626,10 @@ impl Publisher {
         }
     }
 
-    /// Records the schema name and the `Ready` condition on the PublishedResource, if
-    /// they changed.
+    /// Records the schema name, the `Ready` condition and (for a published resource
+    /// that syncs) the `Synced` condition on the PublishedResource, if they changed.
+    /// `Synced=False` names one of the objects that do not sync and why (a naming
+    /// template that fails, two objects mapping to one local name).
     async fn write_status(&self, pr: &Value, schema: &str, invalid: Option<&Invalid>) {
         let name = pr["metadata"]["name"].as_str().unwrap_or_default();
         let (status, reason, message) = match invalid {
@@ -616,15 +640,35 @@ impl Publisher {
             ),
             Some(i) => ("False", i.reason, i.message.clone()),
         };
-        let old = pr["status"]["conditions"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let syncs = invalid.is_none() && self.opts.enabled("sync");
+        let synced = syncs.then(|| match self.agent.problems().remove(name) {
+            None => ("True", "Synced", String::new()),
+            Some((reason, message, 1)) => ("False", reason, message),
+            Some((reason, message, n)) => (
+                "False",
+                reason,
+                format!("{n} objects are not synced; one of them: {message}"),
+            ),
+        });
+        let old = |type_: &str| {
+            pr["status"]["conditions"]
+                .as_array()
+                .and_then(|c| c.iter().find(|c| c["type"] == type_))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        let same = |old: &Value, (status, reason, message): (&str, &str, &str)| {
+            old["status"] == status && old["reason"] == reason && old["message"] == message
+        };
+        let old_ready = old("Ready");
+        let old_synced = old("Synced");
         let old_schema = pr["status"]["resourceSchemaName"].as_str().unwrap_or_default();
-        if old["status"] == status
-            && old["reason"] == reason
-            && old["message"] == message.as_str()
+        let synced_same = match &synced {
+            Some((s, r, m)) => same(&old_synced, (s, r, m)),
+            None => old_synced.is_null(),
+        };
+        if same(&old_ready, (status, reason, &message))
+            && synced_same
             && (schema.is_empty() || old_schema == schema)
         {
             return;
@@ -632,14 +676,24 @@ impl Publisher {
         if let Some(i) = invalid {
             tracing::warn!(published_resource = name, reason = i.reason, "{}", i.message);
         }
-        let since = if old["status"] == status {
-            old["lastTransitionTime"].clone()
-        } else {
-            json!(ferry_api::timestamp::now())
+        let condition = |old: &Value, type_: &str, status: &str, reason: &str, message: &str| {
+            let since = if old["status"] == status {
+                old["lastTransitionTime"].clone()
+            } else {
+                json!(ferry_api::timestamp::now())
+            };
+            let mut c =
+                json!({ "type": type_, "status": status, "reason": reason, "lastTransitionTime": since });
+            if !message.is_empty() {
+                c["message"] = json!(message);
+            }
+            c
         };
-        let mut body = json!({ "status": { "conditions": [{
-            "type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": since,
-        }] } });
+        let mut conditions = vec![condition(&old_ready, "Ready", status, reason, &message)];
+        if let Some((s, r, m)) = &synced {
+            conditions.push(condition(&old_synced, "Synced", s, r, m));
+        }
+        let mut body = json!({ "status": { "conditions": conditions } });
         if !schema.is_empty() {
             body["status"]["resourceSchemaName"] = json!(schema);
         }
@@ -720,7 +774,43 @@ impl ConfigSource for SyncAgent {
         if !self.published().is_empty() {
             engine.selection_changed();
         }
-        vec![]
+        // Namespace labels for spec.filter.namespace: a change judges every object again.
+        let (weak_agent, weak_engine) = (Arc::downgrade(&self), Arc::downgrade(engine));
+        let namespaces = self
+            .namespaces
+            .clone()
+            .watch(engine.up.client_in(Some("*")), move || {
+                let agent = weak_agent.upgrade();
+                if let (Some(agent), Some(engine)) = (agent, weak_engine.upgrade()) {
+                    if agent.filters_namespaces() {
+                        engine.reconcile_everything();
+                    }
+                }
+            });
+        // Blocked objects are judged again every second: a collision ends when the
+        // object holding the name goes.
+        let agent = Arc::downgrade(&self);
+        let blocked = async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let Some(agent) = agent.upgrade() else { return };
+                agent.retry_blocked();
+            }
+        };
+        // Related objects are checked for every synced primary twice a second.
+        let agent = Arc::downgrade(&self);
+        let related = async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                let Some(agent) = agent.upgrade() else { return };
+                agent.related_pass().await;
+            }
+        };
+        vec![
+            tokio::spawn(namespaces),
+            tokio::spawn(blocked),
+            tokio::spawn(related),
+        ]
     }
 }
 

@@ -1,0 +1,411 @@
+//! `ferry quickstart --profile syncagent`: kcp's api-syncagent on one machine, as
+//! seed 003 describes it.
+//!
+//! A hub with a provider workspace (`root:provider`, holding the APIExport
+//! `databases.example.io`) and two consumer workspaces; a second hub standing in for
+//! the service cluster, with a `Database` CRD, a PublishedResource for it (its
+//! credentials Secret as a related resource) and a tiny built-in "service
+//! controller" that marks each Database ready and writes its credentials Secret. The
+//! agent publishes the CRD, the consumers bind the export and create Databases, and
+//! the closing table shows, per consumer object, its copy on the service cluster,
+//! the status that came back and the credentials Secret returned to the consumer.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use ferry_hub::server::{start, HubOptions, RunningHub};
+use futures::StreamExt;
+use indicatif::ProgressBar;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{watcher, WatchStreamExt};
+use serde_json::{json, Value};
+
+use ferry_syncer::profiles::syncagent::{self, SyncAgentOptions};
+
+use crate::quickstart::{admin_config, apply_object, progress, QuickstartArgs};
+
+/// The APIExport (and its endpoint slice) in the provider workspace.
+pub const EXPORT: &str = "databases.example.io";
+/// The provider workspace.
+const PROVIDER: &str = "provider";
+/// The consumer workspaces and the Databases each creates.
+const CONSUMERS: &[(&str, &[&str])] = &[("team-a", &["orders"]), ("team-b", &["orders", "users"])];
+/// The agent's namespace on the service cluster.
+const AGENT_NAMESPACE: &str = "ferry-system";
+
+fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// The Database consumers see.
+fn remote_databases() -> ApiResource {
+    ar(EXPORT, "v1", "Database", "databases")
+}
+
+/// The Database on the service cluster.
+fn local_databases() -> ApiResource {
+    ar("example.com", "v1", "Database", "databases")
+}
+
+/// One row of the closing table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub workspace: String,
+    pub object: String,
+    pub local: String,
+    pub status: String,
+    pub credentials: String,
+}
+
+impl Row {
+    fn landed(&self) -> bool {
+        self.local != "-" && self.status != "pending" && self.credentials != "-"
+    }
+}
+
+/// The service cluster's CRD.
+fn database_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": "databases.example.com" },
+        "spec": { "group": "example.com", "scope": "Namespaced",
+            "names": { "kind": "Database", "plural": "databases", "singular": "database", "listKind": "DatabaseList" },
+            "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
+                "additionalPrinterColumns": [{ "name": "Phase", "type": "string", "jsonPath": ".status.phase" }],
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }] }
+    })
+}
+
+/// What the service owner publishes: Databases, their credentials coming back.
+fn published_resource() -> Value {
+    json!({
+        "apiVersion": "syncagent.kcp.io/v1alpha1", "kind": "PublishedResource",
+        "metadata": { "name": "databases" },
+        "spec": {
+            "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v1"] },
+            "related": [{
+                "identifier": "credentials", "origin": "service", "kind": "Secret",
+                "object": { "template": { "template": "{{ .Object.metadata.name }}-credentials" } },
+            }],
+        }
+    })
+}
+
+/// The service's controller: every Database gets `status.phase: Ready` and a
+/// credentials Secret `<name>-credentials` beside it.
+fn service_controller(client: kube::Client) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &local_databases());
+        let mut events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        while let Some(event) = events.next().await {
+            let Ok(db) = event else { continue };
+            let (Some(name), Some(ns)) = (db.metadata.name.clone(), db.metadata.namespace.clone()) else {
+                continue;
+            };
+            if db.data["status"]["phase"] == "Ready" || db.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+            let secret = json!({ "apiVersion": "v1", "kind": "Secret",
+                "metadata": { "name": format!("{name}-credentials"), "namespace": ns },
+                "stringData": { "username": "app", "password": format!("generated-for-{}", &name[..8.min(name.len())]),
+                                "host": format!("{name}.{ns}.svc:5432") } });
+            if let Ok(secret) = serde_json::from_value(secret) {
+                let _ = secrets.create(&PostParams::default(), &secret).await;
+            }
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &local_databases());
+            let status =
+                json!({ "status": { "phase": "Ready", "endpoint": format!("{name}.{ns}.svc:5432") } });
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+            {
+                tracing::debug!(database = %name, "setting status failed: {e}");
+            }
+        }
+    })
+}
+
+pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
+    let pb = progress(false);
+    let result = tokio::time::timeout(args.timeout, quickstart(&args, &pb)).await;
+    pb.finish_and_clear();
+    let (hub, service, agent, controller, rows) = match result {
+        Ok(r) => r?,
+        Err(_) => bail!(
+            "the quickstart did not finish within {:?}; run with -v 1 to see what it waits for",
+            args.timeout
+        ),
+    };
+    println!("Databases the consumers made of APIExport root:{PROVIDER}:{EXPORT}:\n");
+    print_table(&rows);
+    let dir = args.dir.display();
+    println!("\nLook around:");
+    println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig");
+    println!("  kubectl ferry ws use root:{PROVIDER}; kubectl get apiexports,apiresourceschemas");
+    for (ws, _) in CONSUMERS {
+        println!("  kubectl ferry ws use root:{ws}; kubectl get databases,secrets");
+    }
+    println!(
+        "  KUBECONFIG={dir}/service/admin.kubeconfig kubectl get publishedresources,databases,secrets -A   # the service cluster"
+    );
+    let all_landed = rows.iter().all(Row::landed);
+    if !args.exit {
+        println!("\nSyncing until Ctrl-C.");
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    controller.abort();
+    agent.stop().await;
+    service.stop().await;
+    hub.stop().await;
+    if args.exit && !all_landed {
+        bail!("not everything landed; see the table above");
+    }
+    Ok(())
+}
+
+type Outcome = (
+    RunningHub,
+    RunningHub,
+    syncagent::RunningAgent,
+    tokio::task::JoinHandle<()>,
+    Vec<Row>,
+);
+
+async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<Outcome> {
+    pb.set_message("starting the hub and the stand-in service cluster");
+    let mut opts = HubOptions::new(args.dir.join("hub"));
+    opts.listen = "127.0.0.1:0".parse()?;
+    let hub = start(opts).await.context("starting the hub")?;
+    let mut opts = HubOptions::new(args.dir.join("service"));
+    opts.listen = "127.0.0.1:0".parse()?;
+    opts.mailbox_controller = false;
+    let service_hub = start(opts).await.context("starting the service cluster")?;
+
+    let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
+    let mut names = vec![PROVIDER];
+    names.extend(CONSUMERS.iter().map(|(ws, _)| *ws));
+    for ws in &names {
+        pb.set_message(format!("kubectl ferry ws create {ws}"));
+        apply_object(
+            &root,
+            &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
+        )
+        .await?;
+    }
+    wait_ready_workspaces(&root, &names).await?;
+    let provider_config = admin_config(&hub, &format!("root:{PROVIDER}")).await?;
+    let provider = kube::Client::try_from(provider_config.clone())?;
+    pb.set_message(format!("creating APIExport {EXPORT} in root:{PROVIDER}"));
+    apply_object(
+        &provider,
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": EXPORT}, "spec": {}}),
+    )
+    .await?;
+
+    pb.set_message("installing the Database and PublishedResource CRDs on the service cluster");
+    let service_config = admin_config(&service_hub, "root").await?;
+    let service = kube::Client::try_from(service_config.clone())?;
+    let crds: Api<DynamicObject> = Api::all_with(
+        service.clone(),
+        &ar(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+    );
+    let pr_crd = ferry_api::crds::all_crds()
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap_or_default())
+        .find(|c| c["metadata"]["name"] == "publishedresources.syncagent.kcp.io")
+        .context("Ferry defines the PublishedResource CRD")?;
+    for crd in [pr_crd, database_crd()] {
+        let obj: DynamicObject = serde_json::from_value(crd)?;
+        match crds.create(&PostParams::default(), &obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e).context("installing a CRD on the service cluster"),
+        }
+    }
+    pb.set_message("kubectl apply -f published-databases.yaml   # on the service cluster");
+    loop {
+        match apply_object(&service, &published_resource()).await {
+            Ok(_) => break,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let controller = service_controller(service.clone());
+
+    pb.set_message(format!(
+        "ferry syncagent --apiexportendpointslice-ref {EXPORT} --namespace {AGENT_NAMESPACE} --agent-name nora"
+    ));
+    let mut agent_opts = SyncAgentOptions::new(provider_config, service_config, EXPORT, AGENT_NAMESPACE);
+    agent_opts.agent_name = "nora".into();
+    agent_opts.poll = Duration::from_millis(500);
+    agent_opts.engine = Some(syncagent::EngineTuning {
+        discovery_refresh: Some(Duration::from_millis(500)),
+        ..Default::default()
+    });
+    let agent = syncagent::start(agent_opts).await.context("starting the agent")?;
+
+    pb.set_message("waiting for the export to list the Database schema and claim secrets");
+    let exports: Api<DynamicObject> = Api::all_with(
+        provider.clone(),
+        &ar("apis.kcp.io", "v1alpha1", "APIExport", "apiexports"),
+    );
+    let claims = loop {
+        let export = exports.get(EXPORT).await?;
+        let schemas = export.data["spec"]["latestResourceSchemas"]
+            .as_array()
+            .map_or(0, Vec::len);
+        let claims = export.data["spec"]["permissionClaims"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if schemas > 0 && claims.iter().any(|c| c["resource"] == "secrets") {
+            break claims;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    let mut consumers = vec![];
+    for (ws, objects) in CONSUMERS {
+        pb.set_message(format!(
+            "kubectl ferry ws use root:{ws}; kubectl ferry bind apiexport root:{PROVIDER}:{EXPORT} --accept-all-permission-claims"
+        ));
+        let client = kube::Client::try_from(admin_config(&hub, &format!("root:{ws}")).await?)?;
+        let accepted: Vec<Value> = claims
+            .iter()
+            .cloned()
+            .map(|mut c| {
+                c["state"] = json!("Accepted");
+                c
+            })
+            .collect();
+        apply_object(
+            &client,
+            &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "databases"},
+                    "spec": {"reference": {"export": {"path": format!("root:{PROVIDER}"), "name": EXPORT}},
+                             "permissionClaims": accepted}}),
+        )
+        .await?;
+        let dbs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &remote_databases());
+        while dbs.list(&Default::default()).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for name in *objects {
+            pb.set_message(format!("creating Database {name} in root:{ws}"));
+            let db = json!({"apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
+                            "metadata": {"name": name, "namespace": "default"},
+                            "spec": {"engine": "postgres", "storageGB": 10}});
+            let obj: DynamicObject = serde_json::from_value(db)?;
+            match dbs.create(&PostParams::default(), &obj).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => return Err(e).with_context(|| format!("creating Database {name} in root:{ws}")),
+            }
+        }
+        consumers.push((ws.to_string(), client));
+    }
+
+    pb.set_message("waiting for copies, status and credentials");
+    let rows = loop {
+        let rows = table(&consumers, &service).await;
+        if rows.iter().all(Row::landed) {
+            break rows;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    Ok((hub, service_hub, agent, controller, rows))
+}
+
+async fn table(consumers: &[(String, kube::Client)], service: &kube::Client) -> Vec<Row> {
+    let mut rows = vec![];
+    for (ws, client) in consumers {
+        let dbs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &remote_databases());
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "default");
+        for (_, names) in CONSUMERS.iter().filter(|(w, _)| w == ws) {
+            for name in *names {
+                let db = dbs.get_opt(name).await.ok().flatten();
+                let cluster = db
+                    .as_ref()
+                    .and_then(|d| d.metadata.annotations.as_ref()?.get("kcp.io/cluster").cloned())
+                    .unwrap_or_default();
+                let local_name = syncagent::default_name("default", name);
+                let locals: Api<DynamicObject> =
+                    Api::namespaced_with(service.clone(), &cluster, &local_databases());
+                let local = if cluster.is_empty() {
+                    None
+                } else {
+                    locals.get_opt(&local_name).await.ok().flatten()
+                };
+                let status = db
+                    .as_ref()
+                    .and_then(|d| d.data["status"]["phase"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| "pending".into());
+                let credentials = secrets
+                    .get_opt(&format!("{name}-credentials"))
+                    .await
+                    .ok()
+                    .flatten()
+                    .map_or("-".to_string(), |s| {
+                        format!("secret/{}", s.metadata.name.unwrap_or_default())
+                    });
+                rows.push(Row {
+                    workspace: format!("root:{ws}"),
+                    object: format!("database/{name}"),
+                    local: local.map_or("-".to_string(), |_| format!("{cluster}/{local_name}")),
+                    status,
+                    credentials,
+                });
+            }
+        }
+    }
+    rows
+}
+
+fn print_table(rows: &[Row]) {
+    let header = Row {
+        workspace: "WORKSPACE".into(),
+        object: "OBJECT".into(),
+        local: "SERVICE COPY".into(),
+        status: "STATUS".into(),
+        credentials: "CREDENTIALS".into(),
+    };
+    let all: Vec<&Row> = std::iter::once(&header).chain(rows).collect();
+    let w = |f: fn(&Row) -> &str| all.iter().map(|r| f(r).len()).max().unwrap_or(0);
+    let (w1, w2, w3, w4) = (
+        w(|r| &r.workspace),
+        w(|r| &r.object),
+        w(|r| &r.local),
+        w(|r| &r.status),
+    );
+    for r in all {
+        println!(
+            "{:w1$}  {:w2$}  {:w3$}  {:w4$}  {}",
+            r.workspace, r.object, r.local, r.status, r.credentials
+        );
+    }
+}
+
+async fn wait_ready_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
+    let workspaces = Api::<DynamicObject>::all_with(
+        root.clone(),
+        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
+    );
+    for name in names {
+        while workspaces
+            .get_opt(name)
+            .await?
+            .is_none_or(|w| w.data["status"]["phase"] != "Ready")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}

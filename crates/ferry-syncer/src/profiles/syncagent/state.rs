@@ -1,0 +1,138 @@
+//! The last-known state of each copy, as the reference keeps it: one Secret per kcp
+//! object, `obj-state-<cluster>-<hash>` in the agent's `--namespace`, labelled
+//! `syncagent.kcp.io/object-state=true`, holding what the agent last wrote (content
+//! fields only). Updates are then three-way merges
+//! ([`crate::transform::three_way_update`]) that keep what the service's controllers
+//! set. Unlike the reference, the Secret is deleted with the copy.
+//!
+//! Reads are served from memory once seen; the Secret is read after a restart.
+
+use std::collections::HashMap;
+
+use base64::Engine as _;
+use kube::api::{Api, DeleteParams, PostParams};
+use parking_lot::RwLock;
+use serde_json::{json, Value};
+
+use crate::engine::ObjectRef;
+
+/// The label on every state Secret.
+pub const STATE_LABEL: &str = "syncagent.kcp.io/object-state";
+
+/// State Secrets in one namespace of the service cluster.
+pub struct StateStore {
+    client: kube::Client,
+    namespace: String,
+    cache: RwLock<HashMap<String, Value>>,
+}
+
+/// The content fields of `desired`: what the state records.
+pub fn content_of(desired: &Value) -> Value {
+    let mut out = desired.clone();
+    if let Some(o) = out.as_object_mut() {
+        for k in ["apiVersion", "kind", "metadata", "status"] {
+            o.remove(k);
+        }
+    }
+    out
+}
+
+impl StateStore {
+    /// The store in `namespace` of the service cluster `client` reaches.
+    pub fn new(client: kube::Client, namespace: &str) -> StateStore {
+        StateStore {
+            client,
+            namespace: namespace.to_string(),
+            cache: RwLock::default(),
+        }
+    }
+
+    /// The Secret's name for the kcp object `source` of resource `group`/`resource`.
+    pub fn secret_name(group: &str, resource: &str, source: &ObjectRef) -> String {
+        let id = format!(
+            "{group}/{resource}/{}/{}",
+            source.namespace.as_deref().unwrap_or_default(),
+            source.name
+        );
+        format!("obj-state-{}-{}", source.cluster(), super::sha3short(&id))
+    }
+
+    fn api(&self) -> Api<k8s_openapi::api::core::v1::Secret> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The recorded state, if any.
+    pub async fn get(&self, name: &str) -> Option<Value> {
+        if let Some(v) = self.cache.read().get(name) {
+            return Some(v.clone());
+        }
+        let secret = self.api().get_opt(name).await.ok()??;
+        let bytes = secret.data?.get("state")?.0.clone();
+        let state: Value = serde_json::from_slice(&bytes).ok()?;
+        self.cache.write().insert(name.to_string(), state.clone());
+        Some(state)
+    }
+
+    /// Records `state` (unless it is what is recorded).
+    pub async fn put(&self, name: &str, source: &ObjectRef, state: Value) {
+        if self.cache.read().get(name) == Some(&state) {
+            return;
+        }
+        let encoded = base64::engine::general_purpose::STANDARD.encode(state.to_string());
+        let body = json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": name, "namespace": self.namespace,
+                "labels": { STATE_LABEL: "true" },
+                "annotations": { "syncagent.kcp.io/remote-object": source.to_string() } },
+            "data": { "state": encoded },
+        });
+        let Ok(secret) = serde_json::from_value::<k8s_openapi::api::core::v1::Secret>(body) else {
+            return;
+        };
+        let api = self.api();
+        let mut result = api.create(&PostParams::default(), &secret).await;
+        if let Err(kube::Error::Api(e)) = &result {
+            if e.code == 404 {
+                self.ensure_namespace().await;
+                result = api.create(&PostParams::default(), &secret).await;
+            }
+        }
+        let result = match result {
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                api.replace(name, &PostParams::default(), &secret).await.map(drop)
+            }
+            other => other.map(drop),
+        };
+        match result {
+            Ok(()) => {
+                self.cache.write().insert(name.to_string(), state);
+            }
+            Err(e) => {
+                tracing::warn!(secret = name, namespace = %self.namespace, "recording the last-known state failed (the next update is a plain one): {e}")
+            }
+        }
+    }
+
+    /// Deletes the state (with the copy).
+    pub async fn delete(&self, name: &str) -> bool {
+        self.cache.write().remove(name);
+        match self.api().delete(name, &DeleteParams::default()).await {
+            Ok(_) => true,
+            Err(kube::Error::Api(e)) if e.code == 404 => true,
+            Err(e) => {
+                tracing::warn!(secret = name, "deleting the last-known state failed: {e}");
+                false
+            }
+        }
+    }
+
+    async fn ensure_namespace(&self) {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let ns = serde_json::from_value(
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": self.namespace } }),
+        );
+        if let Ok(ns) = ns {
+            let _ = api.create(&PostParams::default(), &ns).await;
+        }
+    }
+}
