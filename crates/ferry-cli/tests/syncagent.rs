@@ -72,13 +72,18 @@ fn free_address() -> String {
 
 /// `GET http://addr/path`: the status code, if it answered.
 fn status_of(addr: &str, path: &str) -> Option<u16> {
+    response_of(addr, path)?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `GET http://addr/path`: the whole response, if it answered.
+fn response_of(addr: &str, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).ok()?;
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
-    response.split_whitespace().nth(1)?.parse().ok()
+    Some(response)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -239,6 +244,21 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
     .await;
     assert_eq!(copy["metadata"]["labels"]["syncagent.kcp.io/agent-name"], "nora");
     assert_eq!(copy["spec"]["size"], 1);
+    // The reference's gauge: the PublishedResources this agent manages.
+    let addr = metrics.clone();
+    let text = tokio::task::spawn_blocking(move || response_of(&addr, "/metrics"))
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    let gauge = text
+        .lines()
+        .find(|l| l.starts_with("sync_agent_published_resource "))
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok());
+    assert_eq!(gauge, Some(1.0), "{text}");
+    assert!(
+        text.contains("syncer_connection_status{side=\"upstream\"} 1"),
+        "the shared metrics too: {text}"
+    );
     running.kill().unwrap();
     let _ = running.wait();
 }

@@ -48,6 +48,8 @@ pub struct Metrics {
     heartbeats: Counter,
     connection: Family<SideLabels, Gauge>,
     queue_depth: Gauge,
+    /// api-syncagent's one gauge of its own, registered only for that profile.
+    published_resources: Gauge,
 }
 
 impl Default for Metrics {
@@ -57,7 +59,22 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric.
+    /// Every metric of the profile named `profile`: the shared ones, and for
+    /// `syncagent` the reference's `sync_agent_published_resource` (the number of
+    /// PublishedResources this agent manages, after `--published-resource-selector`).
+    pub fn for_profile(profile: &str) -> Self {
+        let mut metrics = Self::new();
+        if profile == "syncagent" {
+            metrics.registry.register(
+                "sync_agent_published_resource",
+                "Number of PublishedResources currently managed by this syncagent instance",
+                metrics.published_resources.clone(),
+            );
+        }
+        metrics
+    }
+
+    /// Registers every shared metric.
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let synced = Family::<ResourceLabels, Counter>::default();
@@ -112,7 +129,13 @@ impl Metrics {
             heartbeats,
             connection,
             queue_depth,
+            published_resources: Gauge::default(),
         }
+    }
+
+    /// The number of PublishedResources the agent manages (see [`Metrics::for_profile`]).
+    pub fn published_resources(&self, count: usize) {
+        self.published_resources.set(count as i64);
     }
 
     /// One object written.

@@ -171,6 +171,7 @@ impl Engine {
         min_backoff: Duration,
         max_backoff: Duration,
     ) -> Arc<Engine> {
+        let metrics = Metrics::for_profile(profile.name);
         Arc::new(Engine {
             name,
             profile,
@@ -183,7 +184,7 @@ impl Engine {
             next_flow: AtomicU64::new(1),
             problems: Problems::default(),
             orphans: OrphanCleaner::default(),
-            metrics: Metrics::new(),
+            metrics,
             discovery: RwLock::new(None),
             resolve_now: tokio::sync::Notify::new(),
             status_now: tokio::sync::Notify::new(),

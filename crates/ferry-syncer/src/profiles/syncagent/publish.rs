@@ -551,6 +551,9 @@ impl Publisher {
             .into_iter()
             .map(|c| serde_json::to_value(c).unwrap_or_default())
             .collect();
+        if let Some(engine) = self.agent.engine.get().and_then(std::sync::Weak::upgrade) {
+            engine.metrics.published_resources(prs.items.len());
+        }
         let mut published = vec![];
         let mut schemas = vec![];
         let mut specs = vec![];
