@@ -1763,3 +1763,144 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
     assert_eq!(back["spec"]["user"], "x");
     stage.agent.stop().await;
 }
+
+/// Either cluster away for a while, with work piling up on the other: everything
+/// converges when it returns; a consumer object deleted meanwhile leaves no copy and
+/// no cleanup finalizer behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn losing_either_cluster_for_a_while_converges_with_no_orphans() {
+    let mut stage = Stage::start().await;
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    for name in ["kept", "deleted"] {
+        stage.c1.create(&remote_databases(), database(name)).await;
+    }
+    let cluster = cluster_of(
+        &stage
+            .c1
+            .get(&remote_databases(), Some("default"), "kept")
+            .await
+            .unwrap(),
+    );
+    for name in ["kept", "deleted"] {
+        wait_for(
+            &stage.service,
+            &local_databases(),
+            Some(&cluster),
+            &default_name("default", name),
+            "the copy",
+            |_| true,
+        )
+        .await;
+    }
+
+    // The service cluster goes away; the consumer keeps changing.
+    let (service_hub, ()) = stage
+        .service_hub
+        .restart_after(async {
+            stage
+                .c1
+                .merge(
+                    &remote_databases(),
+                    Some("default"),
+                    "kept",
+                    json!({ "spec": { "size": 9 } }),
+                )
+                .await;
+            stage
+                .c1
+                .delete(&remote_databases(), Some("default"), "deleted")
+                .await;
+            stage.c1.create(&remote_databases(), database("while-away")).await;
+            eventually(15, "the agent to see the service cluster gone", || async {
+                (!stage.agent.syncer.as_ref().unwrap().is_ready()).then_some(())
+            })
+            .await;
+        })
+        .await;
+    stage.service_hub = service_hub;
+    let copy_of = |name: &str| default_name("default", name);
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &copy_of("kept"),
+        "the change",
+        |o| o["spec"]["size"] == 9,
+    )
+    .await;
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &copy_of("while-away"),
+        "the new copy",
+        |_| true,
+    )
+    .await;
+    wait_gone(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &copy_of("deleted"),
+        "the deleted object's copy",
+    )
+    .await;
+    wait_gone(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "deleted",
+        "the deleted object, released",
+    )
+    .await;
+
+    // kcp goes away; the service's controller reports status meanwhile.
+    let (kcp, ()) = stage
+        .kcp
+        .restart_after(async {
+            stage
+                .service
+                .set_status(
+                    &local_databases(),
+                    Some(&cluster),
+                    &copy_of("kept"),
+                    json!({ "phase": "Ready" }),
+                )
+                .await;
+            eventually(15, "the agent to see kcp gone", || async {
+                (!stage.agent.syncer.as_ref().unwrap().is_ready()).then_some(())
+            })
+            .await;
+        })
+        .await;
+    stage.kcp = kcp;
+    wait_for(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "kept",
+        "the status set while kcp was away",
+        |o| o["status"]["phase"] == "Ready",
+    )
+    .await;
+
+    // Nothing wanted any more: nothing left on either side.
+    for name in ["kept", "while-away"] {
+        stage.c1.delete(&remote_databases(), Some("default"), name).await;
+    }
+    for name in ["kept", "while-away"] {
+        wait_gone(
+            &stage.c1,
+            &remote_databases(),
+            Some("default"),
+            name,
+            "the consumer object",
+        )
+        .await;
+    }
+    let left = stage.service.list(&local_databases(), None).await;
+    assert!(left.is_empty(), "orphaned copies: {left:?}");
+    let Stage { agent, .. } = stage;
+    agent.stop().await;
+}
