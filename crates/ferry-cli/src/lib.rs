@@ -19,6 +19,7 @@ pub mod quickstart;
 pub mod quickstart_syncagent;
 pub mod quickstart_tmc;
 pub mod syncagent_cmd;
+pub mod syncagent_gen;
 pub mod syncer_cmd;
 pub mod syncer_gen;
 pub mod workload_cmd;
@@ -60,6 +61,9 @@ enum Command {
     Quickstart(quickstart::QuickstartArgs),
     /// Register a workload cluster: write the manifest that installs its syncer.
     SyncerGen(syncer_gen::SyncerGenArgs),
+    /// Install kcp's api-syncagent for a service cluster: its ServiceAccount and rights in
+    /// the provider workspace, and the manifest for the service cluster.
+    SyncagentGen(syncagent_gen::SyncagentGenArgs),
     /// Create or update inventory objects.
     #[command(subcommand)]
     Ensure(ensure_cmd::EnsureCommand),
@@ -156,6 +160,7 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Syncagent(args) => syncagent_cmd::run(args).await,
             Command::Crds => crds_cmd::run(),
             Command::SyncerGen(args) => syncer_gen::run(args).await,
+            Command::SyncagentGen(args) => syncagent_gen::run(args).await,
             Command::Quickstart(args) => quickstart::run(args).await,
             Command::Bind(cmd) => bind_cmd::run(cmd).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,

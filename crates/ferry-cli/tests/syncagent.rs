@@ -262,3 +262,230 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
     running.kill().unwrap();
     let _ = running.wait();
 }
+
+/// `ferry syncagent-gen` against the provider workspace, its manifest applied to the
+/// service cluster, and the agent run from exactly what its pod would get (the mounted
+/// kcp kubeconfig, the Deployment's arguments, a token of its ServiceAccount): it
+/// publishes and syncs with only the rights the two sides gave it.
+#[tokio::test(flavor = "multi_thread")]
+async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
+    let kcp = TestHub::start().await;
+    let service_hub = TestHub::start().await;
+    let root = client(&write_kubeconfig(&kcp, Some("root"), "root.kubeconfig")).await;
+    let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
+    for name in ["provider", "c1"] {
+        create(&root, &workspaces, None,
+            json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }))
+        .await;
+    }
+    let provider_kubeconfig = write_kubeconfig(&kcp, Some("root:provider"), "provider.kubeconfig");
+    let provider = client(&provider_kubeconfig).await;
+    let c1 = client(&write_kubeconfig(&kcp, Some("root:c1"), "c1.kubeconfig")).await;
+    create(&provider, &ar("apis.kcp.io", "v1alpha1", "APIExport", "apiexports"), None,
+        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": EXPORT }, "spec": {} }))
+    .await;
+    eventually(10, "the export's endpoint slice", || async {
+        get(
+            &provider,
+            &ar(
+                "apis.kcp.io",
+                "v1alpha1",
+                "APIExportEndpointSlice",
+                "apiexportendpointslices",
+            ),
+            None,
+            EXPORT,
+        )
+        .await
+    })
+    .await;
+    let service = client(&write_kubeconfig(&service_hub, None, "service.kubeconfig")).await;
+    let crds = ar(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    create(&service, &crds, None, json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": "databases.example.com" },
+        "spec": { "group": "example.com", "scope": "Namespaced",
+            "names": { "kind": "Database", "plural": "databases", "singular": "database", "listKind": "DatabaseList" },
+            "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }] }
+    }))
+    .await;
+
+    // Without an endpoint slice of that name it says what to do.
+    let dir = service_hub.data_dir().to_path_buf();
+    let manifest = dir.join("agent.yaml");
+    let gen = |slice: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args([
+                "syncagent-gen",
+                "nora",
+                "--apiexportendpointslice-ref",
+                slice,
+                "--resources",
+                "databases.example.com",
+                "--kubeconfig",
+                provider_kubeconfig.to_str().unwrap(),
+                "-o",
+                manifest.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let missing = gen("nope.example.io");
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("APIExportEndpointSlice nope.example.io does not exist"),
+        "{stderr}"
+    );
+    let made = gen(EXPORT);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let applied = service_hub.kubectl(&["apply", "-f", manifest.to_str().unwrap()]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    // What the pod gets.
+    let id = "ferry-syncagent-nora";
+    let secret = eventually(10, "the kcp kubeconfig Secret", || async {
+        get(
+            &service,
+            &ar("", "v1", "Secret", "secrets"),
+            Some("ferry-system"),
+            id,
+        )
+        .await
+    })
+    .await;
+    let kcp_text = {
+        use base64::Engine as _;
+        let data = secret["data"]["kubeconfig"].as_str().unwrap();
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).unwrap()).unwrap()
+    };
+    let kcp_file = dir.join("kcp.kubeconfig");
+    std::fs::write(&kcp_file, &kcp_text).unwrap();
+    let token: Value = service
+        .request(
+            http::Request::post(format!(
+                "/api/v1/namespaces/ferry-system/serviceaccounts/{id}/token"
+            ))
+            .header("content-type", "application/json")
+            .body(
+                serde_json::to_vec(
+                    &json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} }),
+                )
+                .unwrap(),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let in_cluster = dir.join("in-cluster.kubeconfig");
+    std::fs::write(
+        &in_cluster,
+        kubeconfig(
+            "in-cluster",
+            service_hub.url(),
+            &service_hub.running.ca_pem,
+            AuthInfo::Token(token["status"]["token"].as_str().unwrap().to_string()),
+            "in-cluster",
+            None,
+        ),
+    )
+    .unwrap();
+    let deployment = get(
+        &service,
+        &ar("apps", "v1", "Deployment", "deployments"),
+        Some("ferry-system"),
+        id,
+    )
+    .await
+    .unwrap();
+    let metrics = free_address();
+    let mut args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| !a.starts_with("--metrics-address"))
+        .map(|a| match a.strip_prefix("--kcp-kubeconfig=") {
+            Some(_) => format!("--kcp-kubeconfig={}", kcp_file.display()),
+            None => a.to_string(),
+        })
+        .collect();
+    assert_eq!(args[0], "syncagent");
+    args.push(format!("--kubeconfig={}", in_cluster.display()));
+    args.push(format!("--metrics-address={metrics}"));
+
+    // The kcp token is the agent's and no more.
+    let agent_kcp = client(&kcp_file).await;
+    let secrets: Api<DynamicObject> =
+        Api::namespaced_with(agent_kcp, "default", &ar("", "v1", "Secret", "secrets"));
+    match secrets.list(&Default::default()).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{e:?}"),
+        other => panic!("the agent's kcp token reads the provider's Secrets: {other:?}"),
+    }
+
+    let mut running = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    create(&service, &ar("syncagent.kcp.io", "v1alpha1", "PublishedResource", "publishedresources"), None,
+        json!({ "apiVersion": "syncagent.kcp.io/v1alpha1", "kind": "PublishedResource", "metadata": { "name": "databases" },
+                "spec": { "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v1"] } } }))
+    .await;
+    create(&c1, &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"), None,
+        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
+                "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }))
+    .await;
+    let remote = ar(EXPORT, "v1", "Database", "databases");
+    eventually(30, "Databases served in root:c1", || async {
+        Api::<DynamicObject>::namespaced_with(c1.clone(), "default", &remote)
+            .list(&Default::default())
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await;
+    create(
+        &c1,
+        &remote,
+        Some("default"),
+        json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
+        "metadata": { "name": "my-db", "namespace": "default" }, "spec": { "size": 2 } }),
+    )
+    .await;
+    let source = get(&c1, &remote, Some("default"), "my-db").await.unwrap();
+    let cluster = source["metadata"]["annotations"]["kcp.io/cluster"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let name = ferry_syncer::profiles::syncagent::default_name("default", "my-db");
+    let copy = eventually(30, "the Database on the service cluster", || async {
+        get(
+            &service,
+            &ar("example.com", "v1", "Database", "databases"),
+            Some(&cluster),
+            &name,
+        )
+        .await
+    })
+    .await;
+    assert_eq!(copy["spec"]["size"], 2);
+    running.kill().unwrap();
+    let output = running.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("403") && !stderr.contains("forbidden"),
+        "the agent lacked a right: {stderr}"
+    );
+}
