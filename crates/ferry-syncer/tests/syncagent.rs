@@ -302,6 +302,26 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
     );
     let claims = export["spec"]["permissionClaims"].as_array().unwrap();
     assert!(claims.iter().any(|c| c["resource"] == "configmaps"), "{claims:?}");
+    // The reference's Events on the export say what was added.
+    for (reason, names) in [
+        ("AddingResourceSchemas", schema.clone()),
+        ("AddingPermissionClaims", "events".to_string()),
+    ] {
+        eventually(10, &format!("a {reason} Event on the export"), || async {
+            stage
+                .provider
+                .list(&events(), Some("default"))
+                .await
+                .into_iter()
+                .find(|e| {
+                    e["reason"] == reason
+                        && e["involvedObject"]["kind"] == "APIExport"
+                        && e["involvedObject"]["name"] == EXPORT
+                        && e["message"].as_str().unwrap_or_default().contains(&names)
+                })
+        })
+        .await;
+    }
 
     // The invalid PublishedResource is named in its condition; the valid one is Ready.
     let broken = wait_for(

@@ -756,14 +756,37 @@ impl Publisher {
             return Ok(());
         }
         let obj: DynamicObject = serde_json::from_value(export)?;
-        api.replace(name, &PostParams::default(), &obj)
+        let written = api
+            .replace(name, &PostParams::default(), &obj)
             .await
             .with_context(|| format!("updating APIExport {name}"))?;
+        // The reference's Events on the export, for `kubectl describe apiexport`.
+        let written = serde_json::to_value(written)?;
+        let ty = crate::transform::ObjectType::new("apis.kcp.io/v1alpha1", "APIExport");
+        let post = |reason: &str, message: String| {
+            crate::engine::events::post(
+                self.kcp.clone(),
+                &written,
+                &ty,
+                crate::engine::events::EventType::Normal,
+                reason,
+                message,
+                &self.opts.agent_name,
+            );
+        };
         if !added.is_empty() {
             tracing::info!(export = %name, schemas = ?added, "AddingResourceSchemas");
+            post(
+                "AddingResourceSchemas",
+                format!("Added new resource schema(s) {}.", added.join(", ")),
+            );
         }
         if !new_claims.is_empty() {
             tracing::info!(export = %name, claims = ?new_claims, "AddingPermissionClaims");
+            post(
+                "AddingPermissionClaims",
+                format!("Added new permission claim(s) for all {}.", new_claims.join(", ")),
+            );
         }
         Ok(())
     }
