@@ -379,3 +379,70 @@ async fn a_bad_conversion_is_a_condition_on_its_edge_sync_config_and_the_rest_sy
     .await;
     syncer.stop().await;
 }
+
+#[tokio::test]
+async fn a_conversion_added_later_renatures_a_kind_already_selected() {
+    let stage = Stage::start().await;
+    let (mb, down) = (&stage.mb, &stage.down);
+    mb.create(&crds(), denatured_binding_crd()).await;
+    let binding = json!({
+        "apiVersion": "denatured.example.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": "late-admin" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view" },
+        "subjects": [{ "kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io" }]
+    });
+    eventually(
+        15,
+        "the denatured ClusterRoleBinding kind to be served in the mailbox",
+        || async {
+            mb.api(&denatured_bindings(), None)
+                .create(
+                    &Default::default(),
+                    &serde_json::from_value(binding.clone()).unwrap(),
+                )
+                .await
+                .ok()
+        },
+    )
+    .await;
+    mb.create(
+        &edge_sync_configs(),
+        json!({
+            "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgeSyncConfig",
+            "metadata": { "name": "bindings" },
+            "spec": { "downSyncedResources": [
+                { "group": "denatured.example.io", "version": "v1", "kind": "ClusterRoleBinding", "name": "*" }
+            ] }
+        }),
+    )
+    .await;
+    let syncer = start_syncer(&stage.up, &stage.ws, &stage.wec, "florin").await;
+    wait_ready(&syncer).await;
+    // Without a conversion the look-alike kind is not served downstream: nothing lands.
+    assert!(down
+        .get(&cluster_role_bindings(), None, "late-admin")
+        .await
+        .is_none());
+
+    mb.merge(
+        &edge_sync_configs(),
+        None,
+        "bindings",
+        json!({ "spec": { "conversions": [
+            { "upstream": obj("denatured.example.io", "ClusterRoleBinding", "late-admin"),
+              "downstream": obj("rbac.authorization.k8s.io", "ClusterRoleBinding", "late-admin") }
+        ] } }),
+    )
+    .await;
+    let crb = wait_for(
+        down,
+        &cluster_role_bindings(),
+        None,
+        "late-admin",
+        "the binding renatured once its conversion is added",
+        |_| true,
+    )
+    .await;
+    assert_eq!(crb["subjects"][0]["name"], "alice", "{crb}");
+    syncer.stop().await;
+}

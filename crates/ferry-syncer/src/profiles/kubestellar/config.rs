@@ -150,13 +150,12 @@ async fn watch<T: DeserializeOwned + Clone>(
                     // A restarted server lost the watch's history: relisting is routine.
                     WatchFailure::Gone => {}
                     // Not installed and optional: there are none (until it appears).
-                    WatchFailure::Refused(404) if !required => {
-                        if !state.is_loaded() {
-                            state.entries.lock().clear();
-                            state.loaded.store(true, Ordering::Relaxed);
-                            engine.resolve_now.notify_one();
-                        }
+                    WatchFailure::Refused(404) if !required && !state.is_loaded() => {
+                        state.entries.lock().clear();
+                        state.loaded.store(true, Ordering::Relaxed);
+                        engine.resolve_now.notify_one();
                     }
+                    WatchFailure::Refused(404) if !required => {}
                     _ if retry.failures() == 0 => {
                         let hint = if failure == WatchFailure::Refused(404) {
                             format!(

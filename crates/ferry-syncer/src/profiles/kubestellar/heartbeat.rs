@@ -38,7 +38,7 @@ pub async fn status_loop(engine: Arc<Engine>, profile: Arc<KubeStellar>, period:
 
 async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool) {
     let discovery = engine.discovery.read().clone();
-    let mut configs: Vec<(String, Value, ConditionInputs)> = profile
+    let configs: Vec<(String, Value, ConditionInputs)> = profile
         .configs
         .snapshot()
         .into_iter()
@@ -47,8 +47,8 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
             (name, entry.object, inputs)
         })
         .collect();
-    let mut all_written = write(engine, &syncer_config_resource(), &mut configs, heartbeat).await;
-    let mut edge: Vec<(String, Value, ConditionInputs)> = profile
+    let mut all_written = write(engine, &syncer_config_resource(), &configs, heartbeat).await;
+    let edge: Vec<(String, Value, ConditionInputs)> = profile
         .edge_configs
         .snapshot()
         .into_iter()
@@ -57,7 +57,7 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
             (name, entry.object, inputs)
         })
         .collect();
-    all_written &= write(engine, &edge_sync_config_resource(), &mut edge, heartbeat).await;
+    all_written &= write(engine, &edge_sync_config_resource(), &edge, heartbeat).await;
     if heartbeat && all_written && engine.up.is_connected() {
         engine.metrics.heartbeat();
     }
@@ -68,15 +68,13 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
 async fn write(
     engine: &Engine,
     resource: &kube::core::ApiResource,
-    configs: &mut [(String, Value, ConditionInputs)],
+    configs: &[(String, Value, ConditionInputs)],
     heartbeat: bool,
 ) -> bool {
     let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), resource);
     let now = ferry_api::timestamp::now();
     let mut all_written = true;
-    for (name, object, inputs) in configs.iter() {
-        let (name, inputs) = (name.clone(), &*inputs);
-        let entry_object = &*object;
+    for (name, entry_object, inputs) in configs.iter() {
         let existing: Vec<Value> = entry_object
             .pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -104,7 +102,7 @@ async fn write(
             ..Default::default()
         };
         if let Err(e) = api
-            .patch(&name, &params, &Patch::Merge(json!({ "status": status })))
+            .patch(name, &params, &Patch::Merge(json!({ "status": status })))
             .await
         {
             all_written = false;

@@ -36,6 +36,9 @@ use config::ConfigState;
 use denature::Conversions;
 use ferry_api::edge::EdgeSyncConfig;
 
+/// Upstream and downstream discovery.
+type BothSides = (Arc<Vec<DiscoveredResource>>, Arc<Vec<DiscoveredResource>>);
+
 /// The SyncerConfigs as last seen and their merge: the KubeStellar profile's selection
 /// and configuration source.
 pub struct KubeStellar {
@@ -49,7 +52,7 @@ pub struct KubeStellar {
     conversions: RwLock<Arc<Conversions>>,
     /// Both sides' discovery as last resolved (upstream, downstream): where a renamed
     /// kind is served.
-    discovery: RwLock<(Arc<Vec<DiscoveredResource>>, Arc<Vec<DiscoveredResource>>)>,
+    discovery: RwLock<BothSides>,
     revision: AtomicU64,
 }
 
