@@ -114,8 +114,9 @@ pub async fn watch_configs(engine: Arc<Engine>, profile: Arc<KubeStellar>) {
 }
 
 /// Watches the EdgeSyncConfigs upstream; every change re-merges the selection and the
-/// conversions. A server without their CRD has none: that is not an error (a plain
-/// Kubernetes upstream with only the SyncerConfig CRD installed).
+/// conversions. A server without their CRD, or one where the syncer may not read them,
+/// has none: that is not an error (a plain Kubernetes upstream with only the
+/// SyncerConfig CRD installed, a Role written for SyncerConfigs).
 pub async fn watch_edge_configs(engine: Arc<Engine>, profile: Arc<KubeStellar>) {
     watch::<EdgeSyncConfig>(
         engine,
@@ -150,12 +151,17 @@ async fn watch<T: DeserializeOwned + Clone>(
                     // A restarted server lost the watch's history: relisting is routine.
                     WatchFailure::Gone => {}
                     // Not installed and optional: there are none (until it appears).
-                    WatchFailure::Refused(404) if !required && !state.is_loaded() => {
+                    // Not installed, or not readable by this syncer (a Role written for
+                    // SyncerConfigs only), and optional: there are none until that changes.
+                    WatchFailure::Refused(code @ (403 | 404)) if !required && !state.is_loaded() => {
+                        if code == 403 {
+                            tracing::info!("the syncer may not list {kind}s upstream, so it reads SyncerConfigs only; grant get/list/watch/patch on them to use {kind}s");
+                        }
                         state.entries.lock().clear();
                         state.loaded.store(true, Ordering::Relaxed);
                         engine.resolve_now.notify_one();
                     }
-                    WatchFailure::Refused(404) if !required => {}
+                    WatchFailure::Refused(403 | 404) if !required => {}
                     _ if retry.failures() == 0 => {
                         let hint = if failure == WatchFailure::Refused(404) {
                             format!(
