@@ -154,6 +154,7 @@ pub fn build_crd<Spec: JsonSchema, Status: JsonSchema>(info: &CrdInfo) -> Custom
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     vec![
         edge::SyncerConfig::crd(),
+        edge::EdgeSyncConfig::crd(),
         edge::SyncTarget::crd(),
         edge::Location::crd(),
         edge::EdgePlacement::crd(),

@@ -1,13 +1,15 @@
-//! `edge.kubestellar.io/v2alpha1`: the KubeStellar API (SyncerConfig, SyncTarget,
+//! `edge.kubestellar.io/v2alpha1`: the KubeStellar API (SyncerConfig, EdgeSyncConfig, SyncTarget,
 //! Location, EdgePlacement, SinglePlacementSlice). All kinds are cluster-scoped.
 
 mod edge_placement;
+mod edge_sync_config;
 mod location;
 mod single_placement_slice;
 mod sync_target;
 mod syncer_config;
 
 pub use edge_placement::*;
+pub use edge_sync_config::*;
 pub use location::*;
 pub use single_placement_slice::*;
 pub use sync_target::*;

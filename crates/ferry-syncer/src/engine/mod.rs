@@ -457,15 +457,20 @@ impl Engine {
             };
             for (target, status) in &wanted {
                 let existing = flows.values().find(|f| same_type(f, target)).cloned();
+                // A flow whose destination type changed (a profile's conversion added,
+                // or a renamed kind's resource found at last) is started again.
+                let dest = self.profile.mapping.dest_type(target);
                 match existing {
-                    Some(flow) if flow.target == *target && flow.status_subresource == *status => {}
+                    Some(flow)
+                        if flow.target == *target
+                            && flow.status_subresource == *status
+                            && flow.dest == dest => {}
                     other => {
                         if let Some(old) = other {
                             old.stop();
                             flows.remove(&old.id);
                         }
                         let id = self.next_flow.fetch_add(1, Ordering::Relaxed);
-                        let dest = self.profile.mapping.dest_type(target);
                         let flow =
                             Flow::new(id, target.clone(), dest, *status, self.profile.upstream_clusters);
                         flows.insert(id, flow.clone());

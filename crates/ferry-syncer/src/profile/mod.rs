@@ -313,7 +313,7 @@ impl std::fmt::Debug for Profile {
     }
 }
 
-/// The mapping that keeps every type and key as it is (KubeStellar's).
+/// The mapping that keeps every type and key as it is (KubeStellar without conversions).
 pub struct Identity;
 
 impl Mapping for Identity {

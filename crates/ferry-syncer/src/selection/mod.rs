@@ -12,6 +12,9 @@
 //! - `clusterScope`: `objects` absent means all objects, `[]` means none.
 //! - `upsync`: group × resources × namespaces (namespaced resources only) × names.
 //! - An object matched by both downsync and upsync is upsynced (EdgePlacement rule).
+//! - EdgeSyncConfig (the older form): `downSyncedResources`/`upSyncedResources` name
+//!   objects by `{group, version, kind, namespace, name}` (`*` or empty: all); kinds are
+//!   turned into resources with discovery when resolving ([`SyncSelection::resolve_downsync`]).
 //! - Versions do not take part in matching: an object is the same object in every
 //!   version; the configured version only decides how it is read and written.
 
@@ -20,13 +23,13 @@ mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ferry_api::edge::SyncerConfig;
+use ferry_api::edge::{EdgeSyncConfig, EdgeSyncConfigResource, SyncerConfig};
 
 pub use resource::{
     resolve, Direction, DiscoveredResource, Resolution, ResourceId, ResourcePattern, Scope, Unresolved,
     UnresolvedReason, WatchTarget, NOT_EXPANDED_BY_WILDCARD, WILDCARD,
 };
-pub use validate::{validate, ConfigError, ConfigProblem};
+pub use validate::{validate, validate_edge, ConfigError, ConfigProblem};
 
 /// A set of names where `*` means all.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -144,6 +147,72 @@ struct UpsyncRule {
     names: NameSet,
 }
 
+/// Objects of one kind, as an EdgeSyncConfig names them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct KindRule {
+    group: String,
+    /// Empty: the server's preferred version.
+    version: String,
+    kind: String,
+    /// Empty or `*`: every namespace (and cluster-scoped objects).
+    namespace: String,
+    /// Empty or `*`: every object.
+    name: String,
+}
+
+fn is_all(value: &str) -> bool {
+    value.is_empty() || value == WILDCARD
+}
+
+impl KindRule {
+    fn new(r: &EdgeSyncConfigResource) -> Self {
+        KindRule {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            kind: r.kind.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+        }
+    }
+
+    fn matches(&self, target: &WatchTarget, namespace: Option<&str>, name: &str) -> bool {
+        self.group == target.id.group
+            && self.kind == target.kind
+            && (is_all(&self.name) || self.name == name)
+            && (is_all(&self.namespace) || namespace == Some(self.namespace.as_str()))
+    }
+
+    /// The resource pattern of this kind on a server with `discovered`; a kind the
+    /// server does not serve gives a pattern named after the kind, which resolves to
+    /// "not served".
+    fn pattern(&self, discovered: &[DiscoveredResource]) -> ResourcePattern {
+        let found = discovered.iter().find(|d| {
+            d.group == self.group
+                && d.kind == self.kind
+                && !d.resource.contains('/')
+                && if self.version.is_empty() {
+                    d.preferred
+                } else {
+                    d.version == self.version
+                }
+        });
+        match found {
+            Some(d) => ResourcePattern {
+                group: d.group.clone(),
+                version: Some(d.version.clone()),
+                resource: d.resource.clone(),
+                scope: Scope::Any,
+            },
+            None => ResourcePattern {
+                group: self.group.clone(),
+                version: (!self.version.is_empty()).then(|| self.version.clone()),
+                resource: self.kind.clone(),
+                scope: Scope::Any,
+            },
+        }
+    }
+}
+
 /// What one syncer downsyncs and upsyncs: the deduplicated merge of its SyncerConfigs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SyncSelection {
@@ -153,6 +222,10 @@ pub struct SyncSelection {
     upsync: Vec<UpsyncRule>,
     /// Namespaces named by `namespaceScope`, whose Namespace objects are downsynced.
     namespaces: NameSet,
+    /// EdgeSyncConfig `downSyncedResources`.
+    down_kinds: Vec<KindRule>,
+    /// EdgeSyncConfig `upSyncedResources`.
+    up_kinds: Vec<KindRule>,
 }
 
 impl SyncSelection {
@@ -173,6 +246,51 @@ impl SyncSelection {
         selection.upsync.sort();
         selection.upsync.dedup();
         (selection, all_errors)
+    }
+
+    /// Adds `configs` (EdgeSyncConfigs) to the selection; invalid entries are skipped
+    /// and returned as errors.
+    pub fn add_edge_configs(&mut self, configs: &[EdgeSyncConfig]) -> Vec<ConfigError> {
+        let mut all_errors = vec![];
+        for config in configs {
+            let errors = validate_edge(config);
+            let invalid = |at: String| {
+                errors
+                    .iter()
+                    .any(|e| e.field.starts_with(&format!("{at}.")) || e.field == at)
+            };
+            for (i, r) in config.spec.down_synced_resources.iter().enumerate() {
+                if !invalid(format!("spec.downSyncedResources[{i}]")) {
+                    self.down_kinds.push(KindRule::new(r));
+                }
+            }
+            for (i, r) in config.spec.up_synced_resources.iter().enumerate() {
+                if !invalid(format!("spec.upSyncedResources[{i}]")) {
+                    self.up_kinds.push(KindRule::new(r));
+                }
+            }
+            all_errors.extend(errors);
+        }
+        for rules in [&mut self.down_kinds, &mut self.up_kinds] {
+            rules.sort();
+            rules.dedup();
+        }
+        all_errors
+    }
+
+    /// Whether the source object `namespace/name` of `target` is wanted on the other
+    /// side: [`SyncSelection::wants_downsync`] or [`SyncSelection::wants_upsync`] by
+    /// resource, or an EdgeSyncConfig entry by kind. Upsync wins over downsync.
+    pub fn wants(&self, target: &WatchTarget, namespace: Option<&str>, name: &str) -> bool {
+        let up = self.wants_upsync(&target.id, namespace, name)
+            || self.up_kinds.iter().any(|r| r.matches(target, namespace, name));
+        match target.direction {
+            Direction::Upsync => up,
+            Direction::Downsync => {
+                !up && (self.wants_downsync(&target.id, namespace, name)
+                    || self.down_kinds.iter().any(|r| r.matches(target, namespace, name)))
+            }
+        }
     }
 
     fn add(&mut self, config: &SyncerConfig, errors: &[ConfigError]) {
@@ -278,6 +396,8 @@ impl SyncSelection {
             && self.cluster_scope.is_empty()
             && self.upsync.is_empty()
             && self.namespaces == NameSet::None
+            && self.down_kinds.is_empty()
+            && self.up_kinds.is_empty()
     }
 
     /// Whether the upstream object `namespace/name` of resource `id` belongs downstream.
@@ -359,12 +479,16 @@ impl SyncSelection {
 
     /// Downsync watch targets, given the upstream server's discovery.
     pub fn resolve_downsync(&self, upstream: &[DiscoveredResource]) -> Resolution {
-        resolve(&self.downsync_patterns(), upstream, Direction::Downsync)
+        let mut patterns = self.downsync_patterns();
+        patterns.extend(self.down_kinds.iter().map(|r| r.pattern(upstream)));
+        resolve(&dedup_keep_order(patterns), upstream, Direction::Downsync)
     }
 
     /// Upsync watch targets, given the downstream server's discovery.
     pub fn resolve_upsync(&self, downstream: &[DiscoveredResource]) -> Resolution {
-        resolve(&self.upsync_patterns(), downstream, Direction::Upsync)
+        let mut patterns = self.upsync_patterns();
+        patterns.extend(self.up_kinds.iter().map(|r| r.pattern(downstream)));
+        resolve(&dedup_keep_order(patterns), downstream, Direction::Upsync)
     }
 
     /// Namespaces that must exist downstream before copies land in them (explicitly named
@@ -374,6 +498,12 @@ impl SyncSelection {
         for rule in &self.namespaced_objects {
             names.extend(rule.by_namespace.keys().filter(|ns| *ns != WILDCARD).cloned());
         }
+        names.extend(
+            self.down_kinds
+                .iter()
+                .filter(|r| !is_all(&r.namespace))
+                .map(|r| r.namespace.clone()),
+        );
         names
     }
 
@@ -384,6 +514,12 @@ impl SyncSelection {
         self.upsync
             .iter()
             .flat_map(|rule| rule.namespaces.explicit().cloned())
+            .chain(
+                self.up_kinds
+                    .iter()
+                    .filter(|r| !is_all(&r.namespace))
+                    .map(|r| r.namespace.clone()),
+            )
             .collect()
     }
 }

@@ -1,14 +1,16 @@
 //! Checks one SyncerConfig entry by entry, so a mistake is reported with the entry it is
 //! in and how to fix it, and only that entry is skipped.
 
-use ferry_api::edge::SyncerConfig;
+use ferry_api::edge::{EdgeSyncConfig, SyncerConfig};
 
 use super::resource::WILDCARD;
 
 /// One invalid entry of a SyncerConfig.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("SyncerConfig {config:?}: {field}: {problem}")]
+#[error("{kind} {config:?}: {field}: {problem}")]
 pub struct ConfigError {
+    /// Kind of the config (`SyncerConfig`, `EdgeSyncConfig`).
+    pub kind: &'static str,
     /// Name of the SyncerConfig.
     pub config: String,
     /// Path of the offending entry, e.g. `spec.clusterScope[1].apiVersion`.
@@ -48,6 +50,23 @@ pub enum ConfigProblem {
     /// An upsync entry lists no resources, so it matches nothing.
     #[error("resources is empty, so this entry matches nothing; list resource names or `*`")]
     UpsyncWithoutResources,
+    /// A kind is empty (EdgeSyncConfig).
+    #[error("kind is empty; set it to the object's kind (e.g. `Deployment`)")]
+    EmptyKind,
+    /// A kind is not a kind (EdgeSyncConfig names kinds, not resources).
+    #[error("kind {0:?} is not a kind; use the CamelCase kind (e.g. `ClusterRoleBinding`, not `clusterrolebindings`)")]
+    BadKind(String),
+    /// A conversion names no object.
+    #[error("name is empty; a conversion renames one object: name it on both sides")]
+    ConversionWithoutName,
+    /// A CRD's natural name has no group part.
+    #[error("CustomResourceDefinition name {0:?} is not `<plural>.<group>`; the renatured CRD's spec.group is taken from it")]
+    BadCrdName(String),
+    /// Two conversions map one object, or one denatured kind, two ways.
+    #[error(
+        "conflicts with {0}; an object (and a denatured kind) converts one way only: remove one of them"
+    )]
+    ConflictingConversion(String),
     /// An upsync entry lists no names, so it matches nothing.
     #[error("names is empty, so this entry matches nothing; list object names or `*`")]
     UpsyncWithoutNames,
@@ -57,7 +76,7 @@ fn is_dns_label_char(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
 }
 
-fn check_group(group: &str) -> Option<ConfigProblem> {
+pub(super) fn check_group(group: &str) -> Option<ConfigProblem> {
     let ok = group.is_empty()
         || group.split('.').all(|part| {
             !part.is_empty()
@@ -89,6 +108,7 @@ fn check_resource(resource: &str) -> Option<ConfigProblem> {
 
 /// Collects errors for one config, entry by entry.
 struct Checker<'a> {
+    kind: &'static str,
     config: &'a str,
     errors: Vec<ConfigError>,
 }
@@ -97,6 +117,7 @@ impl Checker<'_> {
     fn report(&mut self, field: String, problem: Option<ConfigProblem>) {
         if let Some(problem) = problem {
             self.errors.push(ConfigError {
+                kind: self.kind,
                 config: self.config.to_string(),
                 field,
                 problem,
@@ -119,6 +140,7 @@ impl Checker<'_> {
 pub fn validate(config: &SyncerConfig) -> Vec<ConfigError> {
     let name = config.metadata.name.as_deref().unwrap_or("");
     let mut check = Checker {
+        kind: "SyncerConfig",
         config: name,
         errors: vec![],
     };
@@ -182,6 +204,89 @@ pub fn validate(config: &SyncerConfig) -> Vec<ConfigError> {
         );
         for (k, n) in u.names.iter().enumerate() {
             check.non_empty(format!("{at}.names[{k}]"), n, ConfigProblem::EmptyName);
+        }
+    }
+    check.errors
+}
+
+fn check_kind(kind: &str) -> Option<ConfigProblem> {
+    if kind.is_empty() {
+        return Some(ConfigProblem::EmptyKind);
+    }
+    let ok =
+        kind.starts_with(|c: char| c.is_ascii_uppercase()) && kind.chars().all(|c| c.is_ascii_alphanumeric());
+    (!ok).then(|| ConfigProblem::BadKind(kind.to_string()))
+}
+
+/// Every problem in the EdgeSyncConfig `config`, in field order. Empty means valid.
+///
+/// Resources are named by kind; `version` may be empty (the server's preferred one),
+/// `name` and `namespace` empty or `*` mean all. A conversion needs group-valid, kind
+/// and name on both sides; a CustomResourceDefinition's natural name must be
+/// `<plural>.<group>`; one denatured object (or one denatured kind) converts one way only.
+pub fn validate_edge(config: &EdgeSyncConfig) -> Vec<ConfigError> {
+    let name = config.metadata.name.as_deref().unwrap_or("");
+    let mut check = Checker {
+        kind: "EdgeSyncConfig",
+        config: name,
+        errors: vec![],
+    };
+    let spec = &config.spec;
+    for (list, entries) in [
+        ("downSyncedResources", &spec.down_synced_resources),
+        ("upSyncedResources", &spec.up_synced_resources),
+    ] {
+        for (i, r) in entries.iter().enumerate() {
+            let at = format!("spec.{list}[{i}]");
+            check.report(format!("{at}.kind"), check_kind(&r.kind));
+            check.report(format!("{at}.group"), check_group(&r.group));
+            if !r.version.is_empty() {
+                check.report(format!("{at}.version"), check_version(&r.version));
+            }
+        }
+    }
+    for (i, c) in spec.conversions.iter().enumerate() {
+        let at = format!("spec.conversions[{i}]");
+        for (side, o) in [("upstream", &c.upstream), ("downstream", &c.downstream)] {
+            check.report(format!("{at}.{side}.group"), check_group(&o.group));
+            check.report(format!("{at}.{side}.kind"), check_kind(&o.kind));
+            check.non_empty(
+                format!("{at}.{side}.name"),
+                &o.name,
+                ConfigProblem::ConversionWithoutName,
+            );
+        }
+        let crd = |o: &ferry_api::edge::EdgeSyncConversionObject| {
+            o.group == "apiextensions.k8s.io" && o.kind == "CustomResourceDefinition"
+        };
+        for (side, o) in [("upstream", &c.upstream), ("downstream", &c.downstream)] {
+            let has_group = o
+                .name
+                .split_once('.')
+                .is_some_and(|(plural, group)| !plural.is_empty() && !group.is_empty());
+            if crd(o) && !o.name.is_empty() && !has_group {
+                check.report(
+                    format!("{at}.{side}.name"),
+                    Some(ConfigProblem::BadCrdName(o.name.clone())),
+                );
+            }
+        }
+        for (j, earlier) in spec.conversions[..i].iter().enumerate() {
+            let same_up_object = earlier.upstream == c.upstream && earlier.downstream != c.downstream;
+            let same_down_object = earlier.downstream == c.downstream && earlier.upstream != c.upstream;
+            let same_up_kind = earlier.upstream.group == c.upstream.group
+                && earlier.upstream.kind == c.upstream.kind
+                && (earlier.downstream.group != c.downstream.group
+                    || earlier.downstream.kind != c.downstream.kind);
+            if same_up_object || same_down_object || same_up_kind {
+                check.report(
+                    at.clone(),
+                    Some(ConfigProblem::ConflictingConversion(format!(
+                        "spec.conversions[{j}]"
+                    ))),
+                );
+                break;
+            }
         }
     }
     check.errors

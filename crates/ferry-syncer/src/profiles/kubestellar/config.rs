@@ -12,9 +12,11 @@ use kube::runtime::watcher;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-use ferry_api::edge::SyncerConfig;
+use ferry_api::edge::{EdgeSyncConfig, SyncerConfig};
 use ferry_api::well_known::conditions::{CONFIG_VALID, SYNCING};
+use serde::de::DeserializeOwned;
 
+use super::denature::Conversions;
 use super::KubeStellar;
 use crate::engine::retry::needs_new_stream;
 use crate::engine::{DiscoverySnapshot, Engine, WatchFailure, WatchRetry};
@@ -26,31 +28,40 @@ use crate::side::{serves, Side};
 /// heartbeat, kubestellar#1067).
 pub const SYNCER_READY: &str = "SyncerReady";
 
-/// One SyncerConfig as last seen.
+/// One SyncerConfig (or EdgeSyncConfig) as last seen.
 #[derive(Clone, Debug)]
-pub struct ConfigEntry {
+pub struct ConfigEntry<T = SyncerConfig> {
     /// The object as served (for its current status).
     pub object: Value,
     /// The decoded config, or why it does not decode.
-    pub parsed: Result<SyncerConfig, String>,
+    pub parsed: Result<T, String>,
 }
 
-/// Every SyncerConfig in the upstream workspace.
-#[derive(Default)]
-pub struct ConfigState {
-    entries: Mutex<BTreeMap<String, ConfigEntry>>,
-    listing: Mutex<Option<BTreeMap<String, ConfigEntry>>>,
+/// Every SyncerConfig (or EdgeSyncConfig) in the upstream workspace.
+pub struct ConfigState<T = SyncerConfig> {
+    entries: Mutex<BTreeMap<String, ConfigEntry<T>>>,
+    listing: Mutex<Option<BTreeMap<String, ConfigEntry<T>>>>,
     loaded: AtomicBool,
 }
 
-impl ConfigState {
+impl<T> Default for ConfigState<T> {
+    fn default() -> Self {
+        ConfigState {
+            entries: Mutex::default(),
+            listing: Mutex::default(),
+            loaded: AtomicBool::new(false),
+        }
+    }
+}
+
+impl<T: Clone> ConfigState<T> {
     /// Whether the configs have been listed once.
     pub fn is_loaded(&self) -> bool {
         self.loaded.load(Ordering::Relaxed)
     }
 
     /// The configs by name.
-    pub fn snapshot(&self) -> Vec<(String, ConfigEntry)> {
+    pub fn snapshot(&self) -> Vec<(String, ConfigEntry<T>)> {
         self.entries
             .lock()
             .iter()
@@ -59,7 +70,7 @@ impl ConfigState {
     }
 
     /// The configs that decode.
-    pub fn parsed(&self) -> Vec<SyncerConfig> {
+    pub fn parsed(&self) -> Vec<T> {
         self.entries
             .lock()
             .values()
@@ -68,10 +79,10 @@ impl ConfigState {
     }
 }
 
-fn entry(obj: DynamicObject) -> Option<(String, ConfigEntry)> {
+fn entry<T: DeserializeOwned>(obj: DynamicObject) -> Option<(String, ConfigEntry<T>)> {
     let object = serde_json::to_value(obj).ok()?;
     let name = object.pointer("/metadata/name")?.as_str()?.to_owned();
-    let parsed = serde_json::from_value::<SyncerConfig>(object.clone()).map_err(|e| e.to_string());
+    let parsed = serde_json::from_value::<T>(object.clone()).map_err(|e| e.to_string());
     Some((name, ConfigEntry { object, parsed }))
 }
 
@@ -86,13 +97,50 @@ pub fn syncer_config_resource() -> ApiResource {
     }
 }
 
+/// The EdgeSyncConfig resource.
+pub fn edge_sync_config_resource() -> ApiResource {
+    ApiResource {
+        group: EdgeSyncConfig::GROUP.into(),
+        version: EdgeSyncConfig::VERSION.into(),
+        api_version: format!("{}/{}", EdgeSyncConfig::GROUP, EdgeSyncConfig::VERSION),
+        kind: EdgeSyncConfig::KIND.into(),
+        plural: EdgeSyncConfig::PLURAL.into(),
+    }
+}
+
 /// Watches the SyncerConfigs upstream; every change re-merges the selection.
 pub async fn watch_configs(engine: Arc<Engine>, profile: Arc<KubeStellar>) {
-    let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
+    watch::<SyncerConfig>(engine, profile, syncer_config_resource(), |p| &p.configs, true).await
+}
+
+/// Watches the EdgeSyncConfigs upstream; every change re-merges the selection and the
+/// conversions. A server without their CRD, or one where the syncer may not read them,
+/// has none: that is not an error (a plain Kubernetes upstream with only the
+/// SyncerConfig CRD installed, a Role written for SyncerConfigs).
+pub async fn watch_edge_configs(engine: Arc<Engine>, profile: Arc<KubeStellar>) {
+    watch::<EdgeSyncConfig>(
+        engine,
+        profile,
+        edge_sync_config_resource(),
+        |p| &p.edge_configs,
+        false,
+    )
+    .await
+}
+
+async fn watch<T: DeserializeOwned + Clone>(
+    engine: Arc<Engine>,
+    profile: Arc<KubeStellar>,
+    resource: ApiResource,
+    state_of: fn(&KubeStellar) -> &ConfigState<T>,
+    required: bool,
+) {
+    let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &resource);
     let config = watcher::Config::default();
     let mut stream = watcher(api.clone(), config.clone()).boxed();
     let mut retry = WatchRetry::new(engine.timing.max_watch_backoff);
-    let state = &profile.configs;
+    let state = state_of(&profile);
+    let kind = resource.kind.clone();
     while let Some(event) = stream.next().await {
         match event {
             Err(e) => {
@@ -102,13 +150,27 @@ pub async fn watch_configs(engine: Arc<Engine>, profile: Arc<KubeStellar>) {
                     WatchFailure::Unreachable => engine.lost_contact(Side::Upstream, &e),
                     // A restarted server lost the watch's history: relisting is routine.
                     WatchFailure::Gone => {}
+                    // Not installed and optional: there are none (until it appears).
+                    // Not installed, or not readable by this syncer (a Role written for
+                    // SyncerConfigs only), and optional: there are none until that changes.
+                    WatchFailure::Refused(code @ (403 | 404)) if !required && !state.is_loaded() => {
+                        if code == 403 {
+                            tracing::info!("the syncer may not list {kind}s upstream, so it reads SyncerConfigs only; grant get/list/watch/patch on them to use {kind}s");
+                        }
+                        state.entries.lock().clear();
+                        state.loaded.store(true, Ordering::Relaxed);
+                        engine.resolve_now.notify_one();
+                    }
+                    WatchFailure::Refused(403 | 404) if !required => {}
                     _ if retry.failures() == 0 => {
                         let hint = if failure == WatchFailure::Refused(404) {
-                            "; is the SyncerConfig CRD installed upstream? (`ferry crds | kubectl apply -f -`)"
+                            format!(
+                                "; is the {kind} CRD installed upstream? (`ferry crds | kubectl apply -f -`)"
+                            )
                         } else {
-                            ""
+                            String::new()
                         };
-                        tracing::warn!("watching SyncerConfigs failed{hint}: {e}");
+                        tracing::warn!("watching {kind}s failed{hint}: {e}");
                     }
                     _ => {}
                 }
@@ -157,8 +219,11 @@ pub async fn watch_configs(engine: Arc<Engine>, profile: Arc<KubeStellar>) {
 }
 
 fn configs_changed(engine: &Engine, profile: &KubeStellar) {
-    let (selection, errors) = SyncSelection::from_configs(&profile.configs.parsed());
-    if profile.set_selection(selection) {
+    let edge = profile.edge_configs.parsed();
+    let (mut selection, mut errors) = SyncSelection::from_configs(&profile.configs.parsed());
+    errors.extend(selection.add_edge_configs(&edge));
+    let conversions = Conversions::from_configs(&edge);
+    if profile.set_selection(selection, conversions) {
         for e in &errors {
             tracing::warn!("{e}");
         }
@@ -273,6 +338,54 @@ pub fn inputs_for(
             }
         }
     }
+    inputs
+}
+
+/// Gathers the inputs for one EdgeSyncConfig: invalid entries and conversions (each
+/// naming its field), and kinds neither side serves.
+pub fn edge_inputs_for(
+    engine: &Engine,
+    entry: &ConfigEntry<EdgeSyncConfig>,
+    discovery: Option<&DiscoverySnapshot>,
+) -> ConditionInputs {
+    let generation = entry
+        .object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
+    let ready = engine.readiness();
+    let config = match &entry.parsed {
+        Ok(config) => config,
+        Err(e) => {
+            return ConditionInputs {
+                errors: vec![format!(
+                    "the object does not decode as an EdgeSyncConfig: {e}; fix the field it names"
+                )],
+                ready,
+                generation,
+                ..Default::default()
+            }
+        }
+    };
+    let mut selection = SyncSelection::default();
+    let errors = selection.add_edge_configs(std::slice::from_ref(config));
+    let mut inputs = ConditionInputs {
+        errors: errors.iter().map(ToString::to_string).collect(),
+        ready,
+        generation,
+        ..Default::default()
+    };
+    let Some(discovery) = discovery else {
+        return inputs;
+    };
+    let downsync = selection.resolve_downsync(&discovery.upstream);
+    let upsync = selection.resolve_upsync(&discovery.downstream);
+    inputs.watched = downsync.targets.len() + upsync.targets.len();
+    inputs
+        .missing
+        .extend(downsync.unresolved.iter().map(|u| format!("upstream: {u}")));
+    inputs
+        .missing
+        .extend(upsync.unresolved.iter().map(|u| format!("downstream: {u}")));
     inputs
 }
 

@@ -1,5 +1,5 @@
 //! The heartbeat: every `--heartbeat-period`, and whenever conditions may have changed,
-//! each SyncerConfig gets `status.lastSyncerHeartbeatTime` (heartbeat only) and its
+//! each SyncerConfig and EdgeSyncConfig gets `status.lastSyncerHeartbeatTime` (heartbeat only) and its
 //! conditions. SyncerConfig has no status subresource, so status is merge-patched onto
 //! the object itself; nothing is written when no condition changed between heartbeats.
 
@@ -9,7 +9,10 @@ use std::time::Duration;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
-use super::config::{build_conditions, inputs_for, same_conditions, syncer_config_resource};
+use super::config::{
+    build_conditions, edge_inputs_for, edge_sync_config_resource, inputs_for, same_conditions,
+    syncer_config_resource, ConditionInputs,
+};
 use super::KubeStellar;
 use crate::engine::reconcile::FIELD_MANAGER;
 use crate::engine::Engine;
@@ -34,19 +37,50 @@ pub async fn status_loop(engine: Arc<Engine>, profile: Arc<KubeStellar>, period:
 }
 
 async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool) {
-    let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), &syncer_config_resource());
     let discovery = engine.discovery.read().clone();
+    let configs: Vec<(String, Value, ConditionInputs)> = profile
+        .configs
+        .snapshot()
+        .into_iter()
+        .map(|(name, entry)| {
+            let inputs = inputs_for(engine, &entry, discovery.as_ref());
+            (name, entry.object, inputs)
+        })
+        .collect();
+    let mut all_written = write(engine, &syncer_config_resource(), &configs, heartbeat).await;
+    let edge: Vec<(String, Value, ConditionInputs)> = profile
+        .edge_configs
+        .snapshot()
+        .into_iter()
+        .map(|(name, entry)| {
+            let inputs = edge_inputs_for(engine, &entry, discovery.as_ref());
+            (name, entry.object, inputs)
+        })
+        .collect();
+    all_written &= write(engine, &edge_sync_config_resource(), &edge, heartbeat).await;
+    if heartbeat && all_written && engine.up.is_connected() {
+        engine.metrics.heartbeat();
+    }
+}
+
+/// Writes the conditions (and the heartbeat) of `configs` of `resource`; returns
+/// whether every write succeeded.
+async fn write(
+    engine: &Engine,
+    resource: &kube::core::ApiResource,
+    configs: &[(String, Value, ConditionInputs)],
+    heartbeat: bool,
+) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), resource);
     let now = ferry_api::timestamp::now();
     let mut all_written = true;
-    for (name, entry) in profile.configs.snapshot() {
-        let inputs = inputs_for(engine, &entry, discovery.as_ref());
-        let existing: Vec<Value> = entry
-            .object
+    for (name, entry_object, inputs) in configs.iter() {
+        let existing: Vec<Value> = entry_object
             .pointer("/status/conditions")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let conditions = build_conditions(&inputs, &existing, &now, &engine.name);
+        let conditions = build_conditions(inputs, &existing, &now, &engine.name);
         let changed = !same_conditions(&existing, &conditions);
         if !heartbeat && !changed {
             continue;
@@ -54,7 +88,7 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
         if changed {
             for c in &conditions {
                 if c["status"] == "False" {
-                    tracing::info!(config = %name, condition = %c["type"], "{}", c["message"].as_str().unwrap_or(""));
+                    tracing::info!(config = %name, kind = %resource.kind, condition = %c["type"], "{}", c["message"].as_str().unwrap_or(""));
                 }
             }
         }
@@ -68,14 +102,12 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
             ..Default::default()
         };
         if let Err(e) = api
-            .patch(&name, &params, &Patch::Merge(json!({ "status": status })))
+            .patch(name, &params, &Patch::Merge(json!({ "status": status })))
             .await
         {
             all_written = false;
-            tracing::debug!(config = %name, "writing SyncerConfig status failed: {e}");
+            tracing::debug!(config = %name, "writing {} status failed: {e}", resource.kind);
         }
     }
-    if heartbeat && all_written && engine.up.is_connected() {
-        engine.metrics.heartbeat();
-    }
+    all_written
 }

@@ -1,8 +1,9 @@
 //! The KubeStellar profile: the edge syncer of KubeStellar's mailbox workspaces.
 //!
-//! - Selection: the merge of every SyncerConfig in the upstream workspace
-//!   ([`crate::selection::SyncSelection`]), re-merged whenever one changes.
-//! - Mapping: none; a copy has its source's type, namespace and name ([`Identity`]).
+//! - Selection: the merge of every SyncerConfig and EdgeSyncConfig in the upstream
+//!   workspace ([`crate::selection::SyncSelection`]), re-merged whenever one changes.
+//! - Mapping: a copy has its source's type, namespace and name, except where an
+//!   EdgeSyncConfig's `conversions` denature and renature it ([`denature`]).
 //! - Marks: the annotation `edge.kubestellar.io/downsynced` (or `.../upsynced`) valued
 //!   `<Kind>/<namespace>/<name>`, and the label `ferry.dev/syncer: <name>` for
 //!   server-side filtering (see [`crate::transform::is_owned_by`]);
@@ -11,6 +12,7 @@
 //!   heartbeats written back onto each of them ([`heartbeat`]).
 
 pub mod config;
+pub mod denature;
 pub mod heartbeat;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,12 +27,17 @@ use ferry_api::well_known::{
 };
 
 use crate::engine::{Engine, ObjectRef};
-use crate::profile::{ConfigSource, Identity, Marks, Plan, Profile, Selection};
+use crate::profile::{ConfigSource, Mapping, Marks, Plan, Profile, ResourceType, Selection};
 use crate::selection::{Direction, DiscoveredResource, ResourceId, SyncSelection, WatchTarget};
 use crate::side::Side;
 use crate::transform::{allows_overwrite, is_owned_by, mark, release_patch};
 
 use config::ConfigState;
+use denature::Conversions;
+use ferry_api::edge::EdgeSyncConfig;
+
+/// Upstream and downstream discovery.
+type BothSides = (Arc<Vec<DiscoveredResource>>, Arc<Vec<DiscoveredResource>>);
 
 /// The SyncerConfigs as last seen and their merge: the KubeStellar profile's selection
 /// and configuration source.
@@ -39,28 +46,41 @@ pub struct KubeStellar {
     heartbeat_period: Duration,
     /// The SyncerConfigs as last seen.
     pub configs: ConfigState,
+    /// The EdgeSyncConfigs as last seen.
+    pub edge_configs: ConfigState<EdgeSyncConfig>,
     selection: RwLock<Arc<SyncSelection>>,
+    conversions: RwLock<Arc<Conversions>>,
+    /// Both sides' discovery as last resolved (upstream, downstream): where a renamed
+    /// kind is served.
+    discovery: RwLock<BothSides>,
     revision: AtomicU64,
 }
 
 impl KubeStellar {
     /// The profile for syncer `syncer_name`, writing heartbeats every `heartbeat_period`.
     pub fn profile(syncer_name: &str, heartbeat_period: Duration) -> Profile {
-        let state = Arc::new(KubeStellar {
-            syncer_name: syncer_name.to_string(),
-            heartbeat_period,
-            configs: ConfigState::default(),
-            selection: RwLock::new(Arc::new(SyncSelection::default())),
-            revision: AtomicU64::new(0),
-        });
+        let state = Arc::new(KubeStellar::new(syncer_name, heartbeat_period));
         Profile {
             name: "kubestellar",
             selection: state.clone(),
-            mapping: Arc::new(Identity),
+            mapping: state.clone(),
             marks: Arc::new(KubeStellarMarks::new(syncer_name)),
             config: state,
             upstream_clusters: false,
             namespace_clean_delay: None,
+        }
+    }
+
+    fn new(syncer_name: &str, heartbeat_period: Duration) -> Self {
+        KubeStellar {
+            syncer_name: syncer_name.to_string(),
+            heartbeat_period,
+            configs: ConfigState::default(),
+            edge_configs: ConfigState::default(),
+            selection: RwLock::new(Arc::new(SyncSelection::default())),
+            conversions: RwLock::new(Arc::new(Conversions::default())),
+            discovery: RwLock::default(),
+            revision: AtomicU64::new(0),
         }
     }
 
@@ -69,13 +89,20 @@ impl KubeStellar {
         self.selection.read().clone()
     }
 
-    /// Replaces the selection; returns whether it changed.
-    pub fn set_selection(&self, selection: SyncSelection) -> bool {
+    /// The current conversions.
+    pub fn conversions(&self) -> Arc<Conversions> {
+        self.conversions.read().clone()
+    }
+
+    /// Replaces the selection and the conversions; returns whether either changed.
+    pub fn set_selection(&self, selection: SyncSelection, conversions: Conversions) -> bool {
         let mut current = self.selection.write();
-        if **current == selection {
+        let mut current_conversions = self.conversions.write();
+        if **current == selection && **current_conversions == conversions {
             return false;
         }
         *current = Arc::new(selection);
+        *current_conversions = Arc::new(conversions);
         self.revision.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -88,7 +115,7 @@ impl KubeStellar {
 
 impl Selection for KubeStellar {
     fn is_loaded(&self) -> bool {
-        self.configs.is_loaded()
+        self.configs.is_loaded() && self.edge_configs.is_loaded()
     }
 
     fn revision(&self) -> u64 {
@@ -97,6 +124,7 @@ impl Selection for KubeStellar {
 
     fn resolve(&self, upstream: &[DiscoveredResource], downstream: &[DiscoveredResource]) -> Plan {
         let selection = self.current();
+        *self.discovery.write() = (Arc::new(upstream.to_vec()), Arc::new(downstream.to_vec()));
         Plan {
             downsync: selection.resolve_downsync(upstream),
             upsync: selection.resolve_upsync(downstream),
@@ -104,12 +132,9 @@ impl Selection for KubeStellar {
     }
 
     fn wants(&self, target: &WatchTarget, source: &ObjectRef, _: &Value) -> bool {
-        let selection = self.selection.read();
-        let ns = source.namespace.as_deref();
-        match target.direction {
-            Direction::Downsync => selection.wants_downsync(&target.id, ns, &source.name),
-            Direction::Upsync => selection.wants_upsync(&target.id, ns, &source.name),
-        }
+        self.selection
+            .read()
+            .wants(target, source.namespace.as_deref(), &source.name)
     }
 
     fn copies_namespace(&self, namespace: &str) -> bool {
@@ -118,10 +143,39 @@ impl Selection for KubeStellar {
     }
 }
 
+/// Denaturing: see [`denature`]. Without conversions, the identity.
+impl Mapping for KubeStellar {
+    fn dest_type(&self, target: &WatchTarget) -> ResourceType {
+        let discovery = self.discovery.read();
+        let dest_side = match target.direction {
+            Direction::Downsync => &discovery.1,
+            Direction::Upsync => &discovery.0,
+        };
+        self.conversions().dest_type(target, dest_side)
+    }
+
+    fn dest_ref(&self, target: &WatchTarget, source: &ObjectRef) -> ObjectRef {
+        self.conversions.read().dest_ref(target, source)
+    }
+
+    fn source_ref(&self, target: &WatchTarget, dest: &ObjectRef) -> Option<ObjectRef> {
+        let conversions = self.conversions();
+        if conversions.is_empty() {
+            return Some(dest.clone());
+        }
+        conversions.source_ref(target, &self.dest_type(target), dest)
+    }
+
+    fn transform(&self, target: &WatchTarget, source_key: &ObjectRef, _source: &Value, copy: &mut Value) {
+        self.conversions.read().transform(target, source_key, copy);
+    }
+}
+
 impl ConfigSource for KubeStellar {
     fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
         vec![
             tokio::spawn(config::watch_configs(engine.clone(), self.clone())),
+            tokio::spawn(config::watch_edge_configs(engine.clone(), self.clone())),
             tokio::spawn(heartbeat::status_loop(
                 engine.clone(),
                 self.clone(),
@@ -307,16 +361,13 @@ mod tests {
                 { "group": "", "apiVersion": "v1", "resource": "configmaps" }] } }
         }))
         .unwrap();
-        let state = KubeStellar {
-            syncer_name: "florin".into(),
-            heartbeat_period: Duration::from_secs(20),
-            configs: ConfigState::default(),
-            selection: RwLock::new(Arc::default()),
-            revision: AtomicU64::new(0),
-        };
-        assert!(state.set_selection(SyncSelection::from_configs(std::slice::from_ref(&config)).0));
+        let state = KubeStellar::new("florin", Duration::from_secs(20));
+        assert!(state.set_selection(
+            SyncSelection::from_configs(std::slice::from_ref(&config)).0,
+            Conversions::default()
+        ));
         assert!(
-            !state.set_selection(SyncSelection::from_configs(&[config]).0),
+            !state.set_selection(SyncSelection::from_configs(&[config]).0, Conversions::default()),
             "unchanged"
         );
         assert_eq!(state.revision(), 1);
