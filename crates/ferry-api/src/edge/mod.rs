@@ -3,12 +3,14 @@
 
 mod edge_placement;
 mod location;
+mod placement_summary;
 mod single_placement_slice;
 mod sync_target;
 mod syncer_config;
 
 pub use edge_placement::*;
 pub use location::*;
+pub use placement_summary::*;
 pub use single_placement_slice::*;
 pub use sync_target::*;
 pub use syncer_config::*;
