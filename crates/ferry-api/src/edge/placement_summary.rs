@@ -31,6 +31,15 @@ pub struct PlacementSummary {
     /// One per SyncTarget some EdgePlacement sends it to, by SyncTarget name.
     #[serde(default)]
     pub destinations: Vec<DestinationSummary>,
+    /// For `kubectl get`: the destinations' clusters, comma-separated.
+    #[serde(default)]
+    pub clusters: String,
+    /// For `kubectl get`: `<synced>/<destinations>`.
+    #[serde(default)]
+    pub synced: String,
+    /// For `kubectl get`: `<cluster>: <statusDigest>` for each destination, `; `-separated.
+    #[serde(default)]
+    pub statuses: String,
 }
 
 /// Which object a summary is about.
@@ -70,6 +79,18 @@ impl PlacementSummary {
     pub const GROUP: &'static str = "edge.ferry.dev";
     pub const VERSION: &'static str = "v1alpha1";
     pub const PLURAL: &'static str = "placementsummaries";
+
+    /// Fill the one-line fields `kubectl get` shows from `destinations`.
+    pub fn fill_columns(&mut self) {
+        let ds = &self.destinations;
+        self.clusters = ds.iter().map(|d| d.cluster.as_str()).collect::<Vec<_>>().join(",");
+        self.synced = format!("{}/{}", ds.iter().filter(|d| d.synced).count(), ds.len());
+        self.statuses = ds
+            .iter()
+            .map(|d| format!("{}: {}", d.cluster, d.status_digest))
+            .collect::<Vec<_>>()
+            .join("; ");
+    }
 
     /// The summary's name for an object: `<resource>.<group or core>[.<namespace>].<name>`,
     /// shortened with a hash when longer than a name may be.
@@ -132,13 +153,16 @@ impl PlacementSummary {
                             }},
                             "executingCount": {"type": "integer"},
                             "destinations": {"type": "array", "items": destination},
+                            "clusters": {"type": "string"},
+                            "synced": {"type": "string"},
+                            "statuses": {"type": "string"},
                         },
                     }},
                     "additionalPrinterColumns": [
                         {"name": "Executing", "type": "integer", "jsonPath": ".executingCount"},
-                        {"name": "Clusters", "type": "string", "jsonPath": ".destinations[*].cluster"},
-                        {"name": "Synced", "type": "string", "jsonPath": ".destinations[*].synced"},
-                        {"name": "Status", "type": "string", "jsonPath": ".destinations[*].statusDigest"},
+                        {"name": "Clusters", "type": "string", "jsonPath": ".clusters"},
+                        {"name": "Synced", "type": "string", "jsonPath": ".synced"},
+                        {"name": "Status", "type": "string", "jsonPath": ".statuses"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                 }],

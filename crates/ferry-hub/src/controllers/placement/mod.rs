@@ -1309,6 +1309,7 @@ async fn write_summaries(
                 std::mem::take(&mut summary.destinations),
                 &now,
             );
+            summary.fill_columns();
             let body = |rv: Option<u64>| {
                 let mut v = json!({
                     "apiVersion": format!("{}/{}", PlacementSummary::GROUP, PlacementSummary::VERSION),
@@ -1317,6 +1318,9 @@ async fn write_summaries(
                     "object": summary.object,
                     "executingCount": summary.executing_count,
                     "destinations": summary.destinations,
+                    "clusters": summary.clusters,
+                    "synced": summary.synced,
+                    "statuses": summary.statuses,
                 });
                 if let Some(rv) = rv {
                     v["metadata"]["resourceVersion"] = json!(rv.to_string());
@@ -1336,7 +1340,8 @@ async fn write_summaries(
                 (Some(_), Some(p))
                     if p.object == summary.object
                         && p.executing_count == summary.executing_count
-                        && p.destinations == summary.destinations => {}
+                        && p.destinations == summary.destinations
+                        && p.statuses == summary.statuses => {}
                 (Some(o), _) => {
                     if let Err(e) = update(hub, &key, body(Some(o.rv))).await {
                         retry |= failed("updating a PlacementSummary", &key, &e);
