@@ -139,10 +139,8 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
         ),
     );
     let root = client_at("root")?;
-    let workspaces: Api<DynamicObject> = Api::all_with(
-        root,
-        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-    );
+    let workspaces: Api<DynamicObject> =
+        Api::all_with(root, &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"));
     let mailboxes_seconds = wait_until("mailbox workspaces", args.timeout, || {
         let (workspaces, crds) = (workspaces.clone(), crds.clone());
         async move {
@@ -178,7 +176,8 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
     let wmw = client_at("root:bench-wmw")?;
     crate::bench_cmd::ensure_namespace(&wmw, NS).await?;
     let payload = "x".repeat(1024);
-    let cms: Api<DynamicObject> = Api::namespaced_with(wmw.clone(), NS, &ar("", "v1", "ConfigMap", "configmaps"));
+    let cms: Api<DynamicObject> =
+        Api::namespaced_with(wmw.clone(), NS, &ar("", "v1", "ConfigMap", "configmaps"));
     for i in 0..args.objects {
         let cm: DynamicObject = serde_json::from_value(configmap(i, &payload))?;
         match cms.create(&PostParams::default(), &cm).await {

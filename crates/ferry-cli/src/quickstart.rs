@@ -106,9 +106,7 @@ pub fn workload() -> Vec<Value> {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "httpd-htdocs", "namespace": ns},
                "data": {"index.html": format!("<!DOCTYPE html><html><body>{text}</body></html>")}})
     };
-    let ns = |name: &str, label: &str, value: &str| {
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {label: value}}})
-    };
+    let ns = |name: &str, label: &str, value: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {label: value}}});
     vec![
         ns("commonstuff", "common", "si"),
         configmap("commonstuff", "This is a common web site."),

@@ -6,7 +6,15 @@ use common::{count, method, positive, run_bench};
 
 #[test]
 fn bench_placement_figures_are_typed_and_sane() {
-    let v = run_bench(&["placement", "--sync-targets", "4", "--objects", "3", "--timeout", "120s"]);
+    let v = run_bench(&[
+        "placement",
+        "--sync-targets",
+        "4",
+        "--objects",
+        "3",
+        "--timeout",
+        "120s",
+    ]);
     method(&v, 1);
     assert_eq!(count(&v, "/method/objects/sync_targets"), 4);
     assert_eq!(count(&v, "/method/objects/copies"), 12);

@@ -62,7 +62,11 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
         } else {
             ("2", "florin,guilder")
         };
-        assert_eq!((row[2].as_str(), row[3].as_str()), (executing, clusters), "{stdout}");
+        assert_eq!(
+            (row[2].as_str(), row[3].as_str()),
+            (executing, clusters),
+            "{stdout}"
+        );
     }
 
     let hub = TestHub::start_in(&dir.path().join("hub")).await;
@@ -84,7 +88,10 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
             "placementsummaries",
         ),
     );
-    let speciald = summaries.get("deployments.apps.specialstuff.speciald").await.unwrap();
+    let speciald = summaries
+        .get("deployments.apps.specialstuff.speciald")
+        .await
+        .unwrap();
     assert_eq!(speciald.data["destinations"][0]["cluster"], "guilder");
     assert_eq!(speciald.data["destinations"].as_array().unwrap().len(), 1);
     let mailboxes: Vec<String> = stdout

@@ -973,7 +973,12 @@ async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
 }
 
 fn summaries() -> ApiResource {
-    ar("edge.ferry.dev", "v1alpha1", "PlacementSummary", "placementsummaries")
+    ar(
+        "edge.ferry.dev",
+        "v1alpha1",
+        "PlacementSummary",
+        "placementsummaries",
+    )
 }
 
 /// `(cluster, synced, statusDigest, lastUpdate)` of each destination in a summary.
@@ -1009,13 +1014,21 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     eventually(20, "summaries naming each object's clusters", || {
         let sums = sums.clone();
         async move {
-            let c = sums.get_opt("deployments.apps.commonstuff.commond").await.ok()??;
-            let s = sums.get_opt("deployments.apps.specialstuff.speciald").await.ok()??;
+            let c = sums
+                .get_opt("deployments.apps.commonstuff.commond")
+                .await
+                .ok()??;
+            let s = sums
+                .get_opt("deployments.apps.specialstuff.speciald")
+                .await
+                .ok()??;
             let cd = destinations(&c);
             let sd = destinations(&s);
             (c.data["executingCount"] == 2
                 && cd.len() == 2
-                && cd.iter().all(|d| d.1 && d.2 == "no status yet" && !d.3.is_empty())
+                && cd
+                    .iter()
+                    .all(|d| d.1 && d.2 == "no status yet" && !d.3.is_empty())
                 && sd.len() == 1
                 && sd[0].0 == "guilder"
                 && sd[0].1)
@@ -1060,7 +1073,12 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     let row = text
         .lines()
         .find(|l| l.starts_with("deployments.apps.commonstuff.commond"))
-        .unwrap_or_else(|| panic!("no commond row:\n{text}\n{}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "no commond row:\n{text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     assert!(
         row.contains("florin,guilder") && row.contains("2/2") && row.contains("florin: 1/1 available"),
         "{text}"

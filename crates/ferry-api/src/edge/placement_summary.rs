@@ -83,7 +83,11 @@ impl PlacementSummary {
     /// Fill the one-line fields `kubectl get` shows from `destinations`.
     pub fn fill_columns(&mut self) {
         let ds = &self.destinations;
-        self.clusters = ds.iter().map(|d| d.cluster.as_str()).collect::<Vec<_>>().join(",");
+        self.clusters = ds
+            .iter()
+            .map(|d| d.cluster.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
         self.synced = format!("{}/{}", ds.iter().filter(|d| d.synced).count(), ds.len());
         self.statuses = ds
             .iter()

@@ -51,6 +51,7 @@ use ferry_api::edge::{
     SummarizedObject, UpsyncSet,
 };
 use ferry_api::well_known::{DOWNSYNC_OVERWRITE_ANNOTATION, EXECUTING_COUNT_ANNOTATION, UPSYNCED_ANNOTATION};
+use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -92,6 +93,9 @@ const DEBOUNCE: Duration = Duration::from_millis(30);
 /// A pass that could not finish (a mailbox not ready yet, a conflict on
 /// write) runs again after this long, even without news.
 const RETRY: Duration = Duration::from_millis(500);
+
+/// Mailboxes written at once in a pass.
+const MAILBOX_CONCURRENCY: usize = 16;
 
 /// API groups whose objects are never placed: the hub's own and Ferry's.
 const NEVER_PLACED_GROUPS: &[&str] = &[
@@ -540,10 +544,30 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
         }
     }
 
+    // Mailboxes are independent: write several at once, so the store can
+    // commit their writes together.
+    let outcomes: Vec<MailboxOutcome> = {
+        let work: Vec<futures::future::BoxFuture<'_, MailboxOutcome>> = all_mailboxes
+            .iter()
+            .map(|mb| Box::pin(apply_mailbox(hub, mb, plans.get(&mb.cluster), &placements)) as _)
+            .collect();
+        futures::stream::iter(work)
+            .buffer_unordered(MAILBOX_CONCURRENCY)
+            .collect()
+            .await
+    };
     let mut executing: HashMap<ObjectKey, usize> = HashMap::new();
-    for mb in &all_mailboxes {
-        let plan = plans.get(&mb.cluster);
-        retry |= apply_mailbox(hub, mb, plan, &mut placements, &mut executing).await;
+    for o in outcomes {
+        retry |= o.retry;
+        for (i, message) in o.conflicts {
+            placements[i].conflicts.insert(message);
+        }
+        for key in o.executing {
+            *executing.entry(key).or_default() += 1;
+        }
+        for i in o.executing_placements {
+            placements[i].executing += 1;
+        }
     }
 
     retry |= report(hub, &placements, &plans, &executing).await;
@@ -726,9 +750,9 @@ async fn apply_mailbox(
     hub: &Arc<Hub>,
     mb: &Mailbox,
     plan: Option<&Plan>,
-    placements: &mut [Placement],
-    executing: &mut HashMap<ObjectKey, usize>,
-) -> bool {
+    placements: &[Placement],
+) -> MailboxOutcome {
+    let mut out = MailboxOutcome::default();
     let mut retry = false;
     let scope = ClusterScope::One(mb.cluster.clone());
     let mut actual: BTreeMap<CopyKey, (ObjectKey, Arc<StoredObject>)> = BTreeMap::new();
@@ -786,7 +810,7 @@ async fn apply_mailbox(
                     );
                     for c in list {
                         for i in &c.placements {
-                            placements[*i].conflicts.insert(message.clone());
+                            out.conflicts.push((*i, message.clone()));
                         }
                     }
                 }
@@ -853,7 +877,7 @@ async fn apply_mailbox(
                         ck.2
                     );
                     for i in &winner.placements {
-                        placements[*i].conflicts.insert(message.clone());
+                        out.conflicts.push((*i, message.clone()));
                     }
                 }
                 ck.0 == "/namespaces"
@@ -884,10 +908,8 @@ async fn apply_mailbox(
             }
         };
         if present {
-            *executing.entry(s.key.clone()).or_default() += 1;
-            for i in &winner.placements {
-                placements[*i].executing += 1;
-            }
+            out.executing.push(s.key.clone());
+            out.executing_placements.extend(winner.placements.iter().copied());
             listed.push(Listed {
                 group: s.info.group.clone(),
                 version: s.info.version.clone(),
@@ -898,7 +920,20 @@ async fn apply_mailbox(
         }
     }
 
-    retry | write_the_one(hub, mb, plan, &listed).await
+    out.retry = retry | write_the_one(hub, mb, plan, &listed).await;
+    out
+}
+
+/// What applying one mailbox found, merged into the pass once all are done.
+#[derive(Default)]
+struct MailboxOutcome {
+    retry: bool,
+    /// `(placement index, message)`.
+    conflicts: Vec<(usize, String)>,
+    /// WMW objects whose copy this mailbox holds.
+    executing: Vec<ObjectKey>,
+    /// Placement indexes, once per copy held on their behalf.
+    executing_placements: Vec<usize>,
 }
 
 /// The mailbox's SyncerConfig `the-one`: what is placed there and what its
@@ -1178,14 +1213,11 @@ async fn write_summaries(
     let resource = format!("{}/{}", PlacementSummary::GROUP, PlacementSummary::PLURAL);
     let mut wanted: BTreeMap<(String, String), PlacementSummary> = BTreeMap::new();
     let mut mailbox_of: HashMap<String, Option<String>> = HashMap::new();
+    let mut seen: std::collections::HashSet<(String, ObjectKey, String, String)> = Default::default();
     for p in placements.iter().filter(|p| !p.deleting) {
         for s in &p.selected {
-            let name = PlacementSummary::name_for(
-                &s.info.group,
-                &s.info.resource,
-                &s.key.namespace,
-                &s.key.name,
-            );
+            let name =
+                PlacementSummary::name_for(&s.info.group, &s.info.resource, &s.key.namespace, &s.key.name);
             let summary = wanted
                 .entry((p.cluster.clone(), name))
                 .or_insert_with(|| PlacementSummary {
@@ -1199,11 +1231,12 @@ async fn write_summaries(
                     ..Default::default()
                 });
             for d in &p.destinations {
-                if summary
-                    .destinations
-                    .iter()
-                    .any(|e| e.cluster == d.sync_target_name && e.inventory == d.cluster)
-                {
+                if !seen.insert((
+                    p.cluster.clone(),
+                    s.key.clone(),
+                    d.cluster.clone(),
+                    d.sync_target_name.clone(),
+                )) {
                     continue;
                 }
                 let path = format!(
@@ -1305,7 +1338,10 @@ async fn write_summaries(
                 .and_then(|o| serde_json::from_value(o.value()).ok());
             let mut summary = summary.clone();
             summary.destinations = summary::carry_last_update(
-                previous.as_ref().map(|p| p.destinations.as_slice()).unwrap_or_default(),
+                previous
+                    .as_ref()
+                    .map(|p| p.destinations.as_slice())
+                    .unwrap_or_default(),
                 std::mem::take(&mut summary.destinations),
                 &now,
             );

@@ -7,7 +7,9 @@ use serde_json::Value;
 
 /// A short, stable description of a copy's reported status.
 pub fn status_digest(copy: &Value) -> String {
-    let Some(status) = copy.get("status").filter(|s| s.as_object().is_some_and(|o| !o.is_empty()))
+    let Some(status) = copy
+        .get("status")
+        .filter(|s| s.as_object().is_some_and(|o| !o.is_empty()))
     else {
         return "no status yet".into();
     };
@@ -50,11 +52,12 @@ pub fn carry_last_update(
     mut next: Vec<DestinationSummary>,
     now: &str,
 ) -> Vec<DestinationSummary> {
+    let by_destination: std::collections::HashMap<(&str, &str), &DestinationSummary> = previous
+        .iter()
+        .map(|p| ((p.cluster.as_str(), p.inventory.as_str()), p))
+        .collect();
     for d in &mut next {
-        d.last_update = match previous
-            .iter()
-            .find(|p| p.cluster == d.cluster && p.inventory == d.inventory)
-        {
+        d.last_update = match by_destination.get(&(d.cluster.as_str(), d.inventory.as_str())) {
             Some(p) if p.synced == d.synced && p.status_digest == d.status_digest => p.last_update.clone(),
             _ => now.to_string(),
         };
