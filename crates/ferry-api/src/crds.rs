@@ -159,6 +159,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         edge::Location::crd(),
         edge::EdgePlacement::crd(),
         edge::SinglePlacementSlice::crd(),
+        edge::PlacementSummary::crd(),
         workload::SyncTarget::crd(),
         syncagent::PublishedResource::crd(),
     ]

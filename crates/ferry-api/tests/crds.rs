@@ -103,6 +103,7 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
             expect("locations.edge.kubestellar.io", None, true),
             expect("edgeplacements.edge.kubestellar.io", Some("epl"), true),
             expect("singleplacementslices.edge.kubestellar.io", None, false),
+            expect("placementsummaries.edge.ferry.dev", None, false),
             expect("synctargets.workload.kcp.io", None, true),
             expect("publishedresources.syncagent.kcp.io", None, true),
         ]

@@ -6,6 +6,7 @@ pub mod bench_apiexport;
 pub mod bench_cmd;
 pub mod bench_compare;
 pub mod bench_load;
+pub mod bench_placement;
 pub mod bench_stats;
 pub mod bench_sync;
 pub mod bind_cmd;

@@ -1,8 +1,10 @@
 //! `ferry quickstart`: the whole system on one machine. A hub, two hubs
 //! standing in for the clusters `florin` and `guilder`, inventory and mailbox
 //! workspaces, registration with syncer-gen, a syncer per cluster started
-//! from the kubeconfig in the applied Secret (as its pod would be), the seed's
-//! example workload, and reported state flowing back.
+//! from the kubeconfig in the applied Secret (as its pod would be), and the
+//! seed's example1 written once into the workload management workspace
+//! `root:example-wmw` with two EdgePlacements: the hub's placement translator
+//! fills the mailboxes, and reported state and executing counts flow back.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -75,84 +77,110 @@ impl Expected {
     }
 }
 
-/// The seed's example workload: a namespace with a ConfigMap and a Deployment
-/// for both clusters, and a second Deployment (in its own namespace) for
-/// guilder only.
-pub fn workload(cluster: &str) -> Vec<Value> {
-    let deployment = |ns: &str, name: &str, port: i32| {
-        json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{
-                        "name": "httpd", "image": "library/httpd:2.4",
-                        "ports": [{"name": "http", "containerPort": 80, "hostPort": port, "protocol": "TCP"}],
-                        "volumeMounts": [{"name": "htdocs", "readOnly": true, "mountPath": "/usr/local/apache2/htdocs"}],
-                    }],
-                    "volumes": [{"name": "htdocs", "configMap": {"name": "httpd-htdocs", "optional": false}}]},
-                },
-            },
-        })
-    };
-    let configmap = |ns: &str, text: &str| {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "httpd-htdocs", "namespace": ns},
-               "data": {"index.html": format!("<!DOCTYPE html><html><body>{text}</body></html>")}})
-    };
-    let ns = |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-    let mut objects = vec![
-        ns("commonstuff"),
-        configmap("commonstuff", "This is a common web site."),
-        deployment("commonstuff", "commond", 8081),
-    ];
-    if cluster == "guilder" {
-        objects.push(ns("specialstuff"));
-        objects.push(configmap("specialstuff", "This is a special web site."));
-        objects.push(deployment("specialstuff", "speciald", 8082));
-    }
-    objects
-}
+/// The workload management workspace the example workload is written to.
+pub const WMW: &str = "example-wmw";
 
-/// The SyncerConfig that sends the workload to `cluster`.
-pub fn syncer_config(cluster: &str) -> Value {
-    let mut namespaces = vec!["commonstuff"];
-    if cluster == "guilder" {
-        namespaces.push("specialstuff");
-    }
+fn deployment(ns: &str, name: &str, port: i32) -> Value {
     json!({
-        "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig",
-        "metadata": {"name": "the-one"},
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
-            "namespaceScope": {
-                "namespaces": namespaces,
-                "resources": [
-                    {"group": "", "resource": "configmaps", "apiVersion": "v1"},
-                    {"group": "apps", "resource": "deployments", "apiVersion": "v1"},
-                ],
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{
+                    "name": "httpd", "image": "library/httpd:2.4",
+                    "ports": [{"name": "http", "containerPort": 80, "hostPort": port, "protocol": "TCP"}],
+                    "volumeMounts": [{"name": "htdocs", "readOnly": true, "mountPath": "/usr/local/apache2/htdocs"}],
+                }],
+                "volumes": [{"name": "htdocs", "configMap": {"name": "httpd-htdocs", "optional": false}}]},
             },
-            "clusterScope": [{"group": "", "resource": "namespaces", "apiVersion": "v1", "objects": namespaces}],
         },
     })
 }
 
+/// The seed's example1 workload, written once into the WMW: `commonstuff`
+/// (a Namespace labelled `common=si`, a ConfigMap and a Deployment) and
+/// `specialstuff` (the same, labelled `special=yes`).
+pub fn workload() -> Vec<Value> {
+    let configmap = |ns: &str, text: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "httpd-htdocs", "namespace": ns},
+               "data": {"index.html": format!("<!DOCTYPE html><html><body>{text}</body></html>")}})
+    };
+    let ns = |name: &str, label: &str, value: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {label: value}}});
+    vec![
+        ns("commonstuff", "common", "si"),
+        configmap("commonstuff", "This is a common web site."),
+        deployment("commonstuff", "commond", 8081),
+        ns("specialstuff", "special", "yes"),
+        configmap("specialstuff", "This is a special web site."),
+        deployment("specialstuff", "speciald", 8082),
+    ]
+}
+
+/// Example1's two EdgePlacements: `edge-placement-c` sends the `common=si`
+/// namespaces' ConfigMaps and Deployments to every `env=prod` Location;
+/// `edge-placement-s` sends the `special=yes` ones to `extended=yes` Locations.
+pub fn edge_placements() -> Vec<Value> {
+    let placement = |name: &str, location: (&str, &str), namespaces: (&str, &str)| {
+        let downsync = |group: &str, resource: &str| {
+            json!({"apiGroup": group, "resources": [resource],
+                   "namespaceSelectors": [{"matchLabels": {namespaces.0: namespaces.1}}]})
+        };
+        json!({
+            "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+            "metadata": {"name": name},
+            "spec": {
+                "locationSelectors": [{"matchLabels": {location.0: location.1}}],
+                "downsync": [downsync("", "configmaps"), downsync("apps", "deployments")],
+                "wantSingletonReportedState": false,
+            },
+        })
+    };
+    vec![
+        placement("edge-placement-c", ("env", "prod"), ("common", "si")),
+        placement("edge-placement-s", ("extended", "yes"), ("special", "yes")),
+    ]
+}
+
+/// What lands on `cluster`: commonstuff everywhere, specialstuff on guilder.
+pub fn workload_for(cluster: &str) -> Vec<Value> {
+    workload()
+        .into_iter()
+        .filter(|o| {
+            let ns = o
+                .pointer("/metadata/namespace")
+                .or_else(|| o.pointer("/metadata/name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            ns == "commonstuff" || cluster == "guilder"
+        })
+        .collect()
+}
+
+fn describe(o: &Value) -> Expected {
+    Expected {
+        cluster: String::new(),
+        kind: match o["kind"].as_str() {
+            Some("Namespace") => "Namespace",
+            Some("ConfigMap") => "ConfigMap",
+            _ => "Deployment",
+        },
+        namespace: o
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(String::from),
+        name: o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
 pub fn expected(cluster: &str) -> Vec<Expected> {
-    workload(cluster)
+    workload_for(cluster)
         .iter()
         .map(|o| Expected {
             cluster: cluster.to_string(),
-            kind: match o["kind"].as_str() {
-                Some("Namespace") => "Namespace",
-                Some("ConfigMap") => "ConfigMap",
-                _ => "Deployment",
-            },
-            namespace: o
-                .pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .map(String::from),
-            name: o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            ..describe(o)
         })
         .collect()
 }
@@ -287,7 +315,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     let pb = progress(false);
     let result = tokio::time::timeout(args.timeout, quickstart(&args, &pb)).await;
     pb.finish_and_clear();
-    let (rows, hub, registered) = match result {
+    let (rows, summary, hub, registered) = match result {
         Ok(r) => r?,
         Err(_) => bail!(
             "the quickstart did not finish within {:?}; run with -v 1 to see what it waits for",
@@ -295,9 +323,15 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
         ),
     };
     print_table(&rows);
+    println!();
+    print_summary(&summary);
     let dir = args.dir.display();
     println!("\nLook around:");
     println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig          # the hub (workspaces: kubectl get workspaces)");
+    println!(
+        "  kubectl --server {}/clusters/root:{WMW} get edgeplacements,placementsummaries   # the WMW",
+        hub.url
+    );
     for r in &registered {
         println!(
             "  kubectl --server {}/clusters/root:{} get syncerconfigs,deployments -A   # {}'s mailbox",
@@ -310,7 +344,8 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
             r.name, r.name
         );
     }
-    let all_landed = rows.iter().all(|r| r.synced && r.reported != "pending");
+    let all_landed =
+        rows.iter().all(|r| r.synced && r.reported != "pending") && summary.iter().all(WmwRow::counted);
     if !args.exit {
         println!("\nSyncing until Ctrl-C.");
         let _ = tokio::signal::ctrl_c().await;
@@ -330,7 +365,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
 async fn quickstart(
     args: &QuickstartArgs,
     pb: &ProgressBar,
-) -> anyhow::Result<(Vec<Row>, RunningHub, Vec<Registered>)> {
+) -> anyhow::Result<(Vec<Row>, Vec<WmwRow>, RunningHub, Vec<Registered>)> {
     pb.set_message("starting the hub and the stand-in clusters florin and guilder");
     let mut opts = HubOptions::new(args.dir.join("hub"));
     opts.listen = "127.0.0.1:0".parse()?;
@@ -356,6 +391,9 @@ async fn quickstart(
         .to_string();
     let imw_client = kube::Client::try_from(admin_config(&hub, "root:imw1").await?)?;
 
+    pb.set_message(format!("creating the workload management workspace root:{WMW}"));
+    crate::ensure_cmd::ensure_wmw(&admin_config(&hub, "root").await?, WMW).await?;
+
     let mut registered = Vec::new();
     for (name, labels) in CLUSTERS {
         pb.set_message(format!("{name}: SyncTarget and Location in root:imw1"));
@@ -377,46 +415,79 @@ async fn quickstart(
         registered.push(register(args, pb, &hub, name, &mailbox).await?);
     }
 
-    for r in &registered {
-        pb.set_message(format!(
-            "{}: writing the workload and its SyncerConfig into the mailbox",
-            r.name
-        ));
-        let client = kube::Client::try_from(admin_config(&hub, &format!("root:{}", r.mailbox)).await?)?;
-        wait_for_syncer_config_api(&client).await?;
-        for object in workload(&r.name) {
-            apply_object(&client, &object).await?;
-        }
-        apply_object(&client, &syncer_config(&r.name)).await?;
+    pb.set_message(format!(
+        "root:{WMW}: the workload and edge-placement-c, edge-placement-s, written once"
+    ));
+    let wmw_client = kube::Client::try_from(admin_config(&hub, &format!("root:{WMW}")).await?)?;
+    for object in workload().iter().chain(&edge_placements()) {
+        apply_object(&wmw_client, object).await?;
     }
 
     loop {
         let rows = table(&hub, &registered).await?;
+        let summary = wmw_summary(&wmw_client, &rows).await?;
         let landed = rows
             .iter()
             .filter(|r| r.synced && r.reported != "pending")
             .count();
+        let counted = summary.iter().filter(|s| s.counted()).count();
         pb.set_message(format!(
-            "syncing: {landed}/{} objects landed with their reported state",
-            rows.len()
+            "syncing: {landed}/{} objects landed with their reported state, {counted}/{} executing counts in root:{WMW}",
+            rows.len(),
+            summary.len()
         ));
-        if landed == rows.len() {
-            return Ok((rows, hub, registered));
+        if landed == rows.len() && counted == summary.len() {
+            return Ok((rows, summary, hub, registered));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-async fn wait_for_syncer_config_api(client: &kube::Client) -> anyhow::Result<()> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
-        "syncerconfigs",
-    );
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    while api.list(&Default::default()).await.is_err() {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+/// One row of the WMW summary: a workload object, the executing count the
+/// hub annotated it with, and the clusters that hold its copy.
+#[derive(Debug, Clone)]
+pub struct WmwRow {
+    pub object: String,
+    pub executing: Option<usize>,
+    pub clusters: Vec<String>,
+}
+
+impl WmwRow {
+    /// The annotation agrees with the clusters holding a copy.
+    fn counted(&self) -> bool {
+        self.executing == Some(self.clusters.len()) && !self.clusters.is_empty()
     }
-    Ok(())
+}
+
+async fn wmw_summary(wmw: &kube::Client, rows: &[Row]) -> anyhow::Result<Vec<WmwRow>> {
+    let mut out = Vec::new();
+    for o in workload() {
+        let e = describe(&o);
+        let ar = gvk_resource(e.kind);
+        let api = match &e.namespace {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(wmw.clone(), ns, &ar),
+            None => Api::<DynamicObject>::all_with(wmw.clone(), &ar),
+        };
+        let executing = api.get_opt(&e.name).await?.and_then(|obj| {
+            obj.metadata
+                .annotations?
+                .get(ferry_api::well_known::EXECUTING_COUNT_ANNOTATION)?
+                .parse()
+                .ok()
+        });
+        let object = e.describe();
+        let clusters = rows
+            .iter()
+            .filter(|r| r.synced && r.object == object)
+            .map(|r| r.cluster.clone())
+            .collect();
+        out.push(WmwRow {
+            object,
+            executing,
+            clusters,
+        });
+    }
+    Ok(out)
 }
 
 /// syncer-gen against the mailbox, apply its manifest to the stand-in cluster,
@@ -581,6 +652,24 @@ fn print_table(rows: &[Row]) {
             r.object,
             if r.synced { "yes" } else { "no" },
             r.reported
+        );
+    }
+}
+
+fn print_summary(rows: &[WmwRow]) {
+    let w = rows.iter().map(|r| r.object.len()).max().unwrap_or(6).max(6);
+    println!("WMW root:{WMW}");
+    println!("{:<w$}  {:<9}  CLUSTERS", "OBJECT", "EXECUTING");
+    for r in rows {
+        println!(
+            "{:<w$}  {:<9}  {}",
+            r.object,
+            r.executing.map_or("-".to_string(), |n| n.to_string()),
+            if r.clusters.is_empty() {
+                "-".to_string()
+            } else {
+                r.clusters.join(",")
+            }
         );
     }
 }

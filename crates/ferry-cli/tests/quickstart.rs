@@ -46,9 +46,57 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
         "every object synced:\n{stdout}"
     );
 
+    // The WMW summary: every object of example1 once, commonstuff on both
+    // clusters, specialstuff on guilder only, as executing counts and clusters.
+    let summary: Vec<Vec<String>> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("WMW root:example-wmw"))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect();
+    assert_eq!(summary.len(), 6, "{stdout}");
+    for row in &summary {
+        let (executing, clusters) = if row[1].contains("specialstuff") {
+            ("1", "guilder")
+        } else {
+            ("2", "florin,guilder")
+        };
+        assert_eq!(
+            (row[2].as_str(), row[3].as_str()),
+            (executing, clusters),
+            "{stdout}"
+        );
+    }
+
     let hub = TestHub::start_in(&dir.path().join("hub")).await;
+    // The WMW holds what the summary says: the annotation on the object, and a
+    // PlacementSummary per object naming its clusters.
+    let wmw = hub.client("root:example-wmw").await;
+    let commond = Api::<DynamicObject>::namespaced_with(wmw.clone(), "commonstuff", &resource("Deployment"))
+        .get("commond")
+        .await
+        .unwrap();
+    assert_eq!(
+        commond.metadata.annotations.unwrap_or_default()["kubestellar.io/executing-count"],
+        "2"
+    );
+    let summaries = Api::<DynamicObject>::all_with(
+        wmw,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("edge.ferry.dev", "v1alpha1", "PlacementSummary"),
+            "placementsummaries",
+        ),
+    );
+    let speciald = summaries
+        .get("deployments.apps.specialstuff.speciald")
+        .await
+        .unwrap();
+    assert_eq!(speciald.data["destinations"][0]["cluster"], "guilder");
+    assert_eq!(speciald.data["destinations"].as_array().unwrap().len(), 1);
     let mailboxes: Vec<String> = stdout
         .lines()
+        .filter(|l| l.ends_with("mailbox"))
         .filter_map(|l| l.split("/clusters/").nth(1))
         .map(|rest| rest.split_whitespace().next().unwrap().to_string())
         .collect();

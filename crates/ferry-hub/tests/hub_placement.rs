@@ -971,3 +971,133 @@ async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
     })
     .await;
 }
+
+fn summaries() -> ApiResource {
+    ar(
+        "edge.ferry.dev",
+        "v1alpha1",
+        "PlacementSummary",
+        "placementsummaries",
+    )
+}
+
+/// `(cluster, synced, statusDigest, lastUpdate)` of each destination in a summary.
+fn destinations(s: &DynamicObject) -> Vec<(String, bool, String, String)> {
+    s.data["destinations"]
+        .as_array()
+        .map(|ds| {
+            ds.iter()
+                .map(|d| {
+                    (
+                        d["cluster"].as_str().unwrap_or_default().to_string(),
+                        d["synced"].as_bool().unwrap_or(false),
+                        d["statusDigest"].as_str().unwrap_or_default().to_string(),
+                        d["lastUpdate"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn placement_summaries_list_every_destination_and_follow_reported_status() {
+    let hub = TestHub::start().await;
+    let (florin, guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    apply(&wmw, placement_c()).await;
+    apply(&wmw, placement_s()).await;
+    let sums = api(&wmw, &summaries(), None);
+
+    // commond goes to both clusters, speciald to guilder only; no status yet.
+    eventually(20, "summaries naming each object's clusters", || {
+        let sums = sums.clone();
+        async move {
+            let c = sums
+                .get_opt("deployments.apps.commonstuff.commond")
+                .await
+                .ok()??;
+            let s = sums
+                .get_opt("deployments.apps.specialstuff.speciald")
+                .await
+                .ok()??;
+            let cd = destinations(&c);
+            let sd = destinations(&s);
+            (c.data["executingCount"] == 2
+                && cd.len() == 2
+                && cd
+                    .iter()
+                    .all(|d| d.1 && d.2 == "no status yet" && !d.3.is_empty())
+                && sd.len() == 1
+                && sd[0].0 == "guilder"
+                && sd[0].1)
+                .then_some(())
+        }
+    })
+    .await;
+    sums.get_opt("configmaps.core.commonstuff.httpd-htdocs")
+        .await
+        .unwrap()
+        .expect("the ConfigMap has a summary too");
+
+    // florin's syncer reports status into its mailbox copy: only florin's entry changes.
+    let before = destinations(&sums.get("deployments.apps.commonstuff.commond").await.unwrap());
+    let florin_copies = api(&client(&hub, &florin).await, &deployments(), Some("commonstuff"));
+    florin_copies
+        .patch_status(
+            "commond",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 1, "availableReplicas": 1}})),
+        )
+        .await
+        .unwrap();
+    let after = eventually(15, "florin's status digest", || {
+        let sums = sums.clone();
+        async move {
+            let d = destinations(&sums.get("deployments.apps.commonstuff.commond").await.ok()?);
+            d.iter()
+                .any(|d| d.0 == "florin" && d.2 == "1/1 available")
+                .then_some(d)
+        }
+    })
+    .await;
+    let guilder_before = before.iter().find(|d| d.0 == "guilder").unwrap();
+    let guilder_after = after.iter().find(|d| d.0 == "guilder").unwrap();
+    assert_eq!(guilder_before, guilder_after, "guilder's entry is untouched");
+
+    // kubectl shows one row per object with its clusters and digests.
+    let server = format!("{}/clusters/root:wmw1", hub.url());
+    let out = hub.kubectl(&["--server", &server, "get", "placementsummaries"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("deployments.apps.commonstuff.commond"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no commond row:\n{text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(
+        row.contains("florin,guilder") && row.contains("2/2") && row.contains("florin: 1/1 available"),
+        "{text}"
+    );
+
+    // Without edge-placement-s, speciald's summary goes; guilder's copies of it too.
+    api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
+        .delete("edge-placement-s", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(15, "speciald's summary to go", || {
+        let sums = sums.clone();
+        async move {
+            match sums.get_opt("deployments.apps.specialstuff.speciald").await {
+                Ok(None) => Some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    let _ = guilder;
+}

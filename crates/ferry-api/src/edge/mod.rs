@@ -4,6 +4,7 @@
 mod edge_placement;
 mod edge_sync_config;
 mod location;
+mod placement_summary;
 mod single_placement_slice;
 mod sync_target;
 mod syncer_config;
@@ -11,6 +12,7 @@ mod syncer_config;
 pub use edge_placement::*;
 pub use edge_sync_config::*;
 pub use location::*;
+pub use placement_summary::*;
 pub use single_placement_slice::*;
 pub use sync_target::*;
 pub use syncer_config::*;

@@ -28,7 +28,9 @@
 //!   status is written to the WMW object; objects the syncer upsynced into
 //!   a mailbox (annotated `edge.kubestellar.io/upsynced`) that a placement's
 //!   `upsync` names are copied into its WMW as `<syncTarget>-<name>`,
-//!   labelled [`RETURNED_LABEL`]`=<syncTarget>`.
+//!   labelled [`RETURNED_LABEL`]`=<syncTarget>`. Every placed object also
+//!   gets a `PlacementSummary` ([`summary`]) in its WMW: each destination,
+//!   whether its mailbox holds the current copy, and a status digest.
 //!
 //! Level-based: every change anywhere marks the world dirty and one pass
 //! (debounced) recomputes what every mailbox should hold from the stored
@@ -38,13 +40,18 @@
 pub mod copy;
 pub mod resolve;
 pub mod select;
+pub mod summary;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_api::edge::{EdgePlacementSpec, SinglePlacement, SinglePlacementSlice, UpsyncSet};
+use ferry_api::edge::{
+    DestinationSummary, EdgePlacementSpec, PlacementSummary, SinglePlacement, SinglePlacementSlice,
+    SummarizedObject, UpsyncSet,
+};
 use ferry_api::well_known::{DOWNSYNC_OVERWRITE_ANNOTATION, EXECUTING_COUNT_ANNOTATION, UPSYNCED_ANNOTATION};
+use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -87,9 +94,13 @@ const DEBOUNCE: Duration = Duration::from_millis(30);
 /// write) runs again after this long, even without news.
 const RETRY: Duration = Duration::from_millis(500);
 
+/// Mailboxes written at once in a pass.
+const MAILBOX_CONCURRENCY: usize = 16;
+
 /// API groups whose objects are never placed: the hub's own and Ferry's.
 const NEVER_PLACED_GROUPS: &[&str] = &[
     "edge.kubestellar.io",
+    "edge.ferry.dev",
     "tenancy.kcp.io",
     "core.kcp.io",
     "apis.kcp.io",
@@ -533,10 +544,30 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
         }
     }
 
+    // Mailboxes are independent: write several at once, so the store can
+    // commit their writes together.
+    let outcomes: Vec<MailboxOutcome> = {
+        let work: Vec<futures::future::BoxFuture<'_, MailboxOutcome>> = all_mailboxes
+            .iter()
+            .map(|mb| Box::pin(apply_mailbox(hub, mb, plans.get(&mb.cluster), &placements)) as _)
+            .collect();
+        futures::stream::iter(work)
+            .buffer_unordered(MAILBOX_CONCURRENCY)
+            .collect()
+            .await
+    };
     let mut executing: HashMap<ObjectKey, usize> = HashMap::new();
-    for mb in &all_mailboxes {
-        let plan = plans.get(&mb.cluster);
-        retry |= apply_mailbox(hub, mb, plan, &mut placements, &mut executing).await;
+    for o in outcomes {
+        retry |= o.retry;
+        for (i, message) in o.conflicts {
+            placements[i].conflicts.insert(message);
+        }
+        for key in o.executing {
+            *executing.entry(key).or_default() += 1;
+        }
+        for i in o.executing_placements {
+            placements[i].executing += 1;
+        }
     }
 
     retry |= report(hub, &placements, &plans, &executing).await;
@@ -719,9 +750,9 @@ async fn apply_mailbox(
     hub: &Arc<Hub>,
     mb: &Mailbox,
     plan: Option<&Plan>,
-    placements: &mut [Placement],
-    executing: &mut HashMap<ObjectKey, usize>,
-) -> bool {
+    placements: &[Placement],
+) -> MailboxOutcome {
+    let mut out = MailboxOutcome::default();
     let mut retry = false;
     let scope = ClusterScope::One(mb.cluster.clone());
     let mut actual: BTreeMap<CopyKey, (ObjectKey, Arc<StoredObject>)> = BTreeMap::new();
@@ -779,7 +810,7 @@ async fn apply_mailbox(
                     );
                     for c in list {
                         for i in &c.placements {
-                            placements[*i].conflicts.insert(message.clone());
+                            out.conflicts.push((*i, message.clone()));
                         }
                     }
                 }
@@ -846,7 +877,7 @@ async fn apply_mailbox(
                         ck.2
                     );
                     for i in &winner.placements {
-                        placements[*i].conflicts.insert(message.clone());
+                        out.conflicts.push((*i, message.clone()));
                     }
                 }
                 ck.0 == "/namespaces"
@@ -877,10 +908,8 @@ async fn apply_mailbox(
             }
         };
         if present {
-            *executing.entry(s.key.clone()).or_default() += 1;
-            for i in &winner.placements {
-                placements[*i].executing += 1;
-            }
+            out.executing.push(s.key.clone());
+            out.executing_placements.extend(winner.placements.iter().copied());
             listed.push(Listed {
                 group: s.info.group.clone(),
                 version: s.info.version.clone(),
@@ -891,7 +920,20 @@ async fn apply_mailbox(
         }
     }
 
-    retry | write_the_one(hub, mb, plan, &listed).await
+    out.retry = retry | write_the_one(hub, mb, plan, &listed).await;
+    out
+}
+
+/// What applying one mailbox found, merged into the pass once all are done.
+#[derive(Default)]
+struct MailboxOutcome {
+    retry: bool,
+    /// `(placement index, message)`.
+    conflicts: Vec<(usize, String)>,
+    /// WMW objects whose copy this mailbox holds.
+    executing: Vec<ObjectKey>,
+    /// Placement indexes, once per copy held on their behalf.
+    executing_placements: Vec<usize>,
 }
 
 /// The mailbox's SyncerConfig `the-one`: what is placed there and what its
@@ -1002,6 +1044,8 @@ async fn report(
             }
         }
     }
+
+    retry |= write_summaries(hub, placements, executing, &wmws).await;
 
     // A singleton placement's one copy reports its status into the WMW object.
     for p in placements {
@@ -1149,6 +1193,194 @@ async fn report(
                         if let Err(e) = patch(hub, &key, sub, PatchType::Json, patch_body).await {
                             retry |= failed("updating a returned upsync's status", &key, &e);
                         }
+                    }
+                }
+            }
+        }
+    }
+    retry
+}
+
+/// Keep one `PlacementSummary` per placed object in each WMW, and none for
+/// objects no placement selects any more.
+async fn write_summaries(
+    hub: &Arc<Hub>,
+    placements: &[Placement],
+    executing: &HashMap<ObjectKey, usize>,
+    wmws: &[String],
+) -> bool {
+    let mut retry = false;
+    let resource = format!("{}/{}", PlacementSummary::GROUP, PlacementSummary::PLURAL);
+    let mut wanted: BTreeMap<(String, String), PlacementSummary> = BTreeMap::new();
+    let mut mailbox_of: HashMap<String, Option<String>> = HashMap::new();
+    let mut seen: std::collections::HashSet<(String, ObjectKey, String, String)> = Default::default();
+    for p in placements.iter().filter(|p| !p.deleting) {
+        for s in &p.selected {
+            let name =
+                PlacementSummary::name_for(&s.info.group, &s.info.resource, &s.key.namespace, &s.key.name);
+            let summary = wanted
+                .entry((p.cluster.clone(), name))
+                .or_insert_with(|| PlacementSummary {
+                    object: SummarizedObject {
+                        group: s.info.group.clone(),
+                        resource: s.info.resource.clone(),
+                        namespace: s.key.namespace.clone(),
+                        name: s.key.name.clone(),
+                    },
+                    executing_count: executing.get(&s.key).copied().unwrap_or(0),
+                    ..Default::default()
+                });
+            for d in &p.destinations {
+                if !seen.insert((
+                    p.cluster.clone(),
+                    s.key.clone(),
+                    d.cluster.clone(),
+                    d.sync_target_name.clone(),
+                )) {
+                    continue;
+                }
+                let path = format!(
+                    "{MAILBOX_PARENT}:{}",
+                    mailbox_name(&d.cluster, &d.sync_target_uid)
+                );
+                let mb = mailbox_of
+                    .entry(path.clone())
+                    .or_insert_with(|| hub.workspaces.resolve(&path).map(|lc| lc.name))
+                    .clone();
+                let (synced, digest) = match mb {
+                    None => (false, "mailbox not ready".to_string()),
+                    Some(mb) => match hub.store.get(&ObjectKey {
+                        cluster: mb,
+                        ..s.key.clone()
+                    }) {
+                        None => (false, "not in the mailbox".to_string()),
+                        Some(c) if !c.labels.contains_key(PLACED_LABEL) => {
+                            (false, "the mailbox holds another object of this name".to_string())
+                        }
+                        Some(c) => {
+                            let v = c.value();
+                            let from = str_at(
+                                &v,
+                                &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
+                            );
+                            if from != p.path {
+                                (false, format!("the mailbox holds the copy from {from}"))
+                            } else {
+                                let current = !s.overwrite || copy::content(&v) == copy::content(&s.copy);
+                                (current, summary::status_digest(&v))
+                            }
+                        }
+                    },
+                };
+                summary.destinations.push(DestinationSummary {
+                    cluster: d.sync_target_name.clone(),
+                    inventory: d.cluster.clone(),
+                    mailbox: path,
+                    synced,
+                    status_digest: digest,
+                    last_update: String::new(),
+                });
+            }
+        }
+    }
+
+    let now = ferry_api::timestamp::now();
+    for cluster in wmws {
+        if hub
+            .registry
+            .lookup(
+                Some(cluster),
+                PlacementSummary::GROUP,
+                PlacementSummary::VERSION,
+                PlacementSummary::PLURAL,
+            )
+            .is_none()
+        {
+            if wanted.keys().any(|(c, _)| c == cluster) {
+                // A WMW made before the kind existed: give it the CRD.
+                let crd = serde_json::to_value(PlacementSummary::crd()).unwrap_or_default();
+                let _ = service::create_internal(
+                    hub,
+                    cluster,
+                    ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                    None,
+                    crd,
+                )
+                .await;
+                retry = true;
+            }
+            continue;
+        }
+        let (existing, _) = hub
+            .store
+            .list(&ClusterScope::One(cluster.clone()), &resource, None, None);
+        for (key, _) in &existing {
+            if !wanted.contains_key(&(cluster.clone(), key.name.clone())) {
+                if let Err(e) = delete(hub, key).await {
+                    retry |= failed("removing a PlacementSummary", key, &e);
+                }
+            }
+        }
+        let existing: HashMap<String, Arc<StoredObject>> =
+            existing.into_iter().map(|(k, o)| (k.name, o)).collect();
+        for ((c, name), summary) in wanted.range((cluster.clone(), String::new())..) {
+            if c != cluster {
+                break;
+            }
+            let key = ObjectKey {
+                cluster: cluster.clone(),
+                resource: resource.clone(),
+                namespace: String::new(),
+                name: name.clone(),
+            };
+            let previous: Option<PlacementSummary> = existing
+                .get(name)
+                .and_then(|o| serde_json::from_value(o.value()).ok());
+            let mut summary = summary.clone();
+            summary.destinations = summary::carry_last_update(
+                previous
+                    .as_ref()
+                    .map(|p| p.destinations.as_slice())
+                    .unwrap_or_default(),
+                std::mem::take(&mut summary.destinations),
+                &now,
+            );
+            summary.fill_columns();
+            let body = |rv: Option<u64>| {
+                let mut v = json!({
+                    "apiVersion": format!("{}/{}", PlacementSummary::GROUP, PlacementSummary::VERSION),
+                    "kind": PlacementSummary::KIND,
+                    "metadata": {"name": name},
+                    "object": summary.object,
+                    "executingCount": summary.executing_count,
+                    "destinations": summary.destinations,
+                    "clusters": summary.clusters,
+                    "synced": summary.synced,
+                    "statuses": summary.statuses,
+                });
+                if let Some(rv) = rv {
+                    v["metadata"]["resourceVersion"] = json!(rv.to_string());
+                }
+                v
+            };
+            match (existing.get(name), previous) {
+                (None, _) => {
+                    let Ok(info) = info_in(hub, cluster, &resource) else {
+                        retry = true;
+                        continue;
+                    };
+                    if let Err(e) = create(hub, cluster, &info, "", body(None)).await {
+                        retry |= failed("creating a PlacementSummary", &key, &e);
+                    }
+                }
+                (Some(_), Some(p))
+                    if p.object == summary.object
+                        && p.executing_count == summary.executing_count
+                        && p.destinations == summary.destinations
+                        && p.statuses == summary.statuses => {}
+                (Some(o), _) => {
+                    if let Err(e) = update(hub, &key, body(Some(o.rv))).await {
+                        retry |= failed("updating a PlacementSummary", &key, &e);
                     }
                 }
             }
