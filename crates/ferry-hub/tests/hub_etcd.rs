@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use ferry_hub::testing::{TestEtcd, TestHub};
+use ferry_hub::testing::{TestEtcd, TestEtcdCluster, TestHub};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
@@ -252,6 +252,88 @@ async fn while_etcd_is_down_writes_are_503_and_readyz_fails_until_it_returns() {
     assert!(names.contains(&"after".to_string()), "{names:?}");
     assert!(!names.contains(&"during".to_string()), "{names:?}");
     assert!(after.metadata.resource_version.is_some());
+}
+
+/// Two hubs on a three-member etcd: with one member killed the quorum
+/// stands and writes go on through both hubs, each seeing the other's; with
+/// all three down writes are 503 and `/readyz` fails; when they return the
+/// hubs carry on where they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn three_member_etcd_survives_one_member_and_an_outage_of_all() {
+    let Some(mut etcd) = TestEtcdCluster::start() else {
+        return;
+    };
+    let a = TestHub::start_on_etcd_cluster(&etcd, "/ferry").await;
+    let b = TestHub::start_on_etcd_cluster(&etcd, "/ferry").await;
+    let (on_a, on_b) = (configmaps(&a).await, configmaps(&b).await);
+    on_a.create(&PostParams::default(), &configmap("before", "1"))
+        .await
+        .expect("create with three members");
+
+    // Kill the member each hub is likely talking to first: the client moves on.
+    etcd.stop(0);
+    for i in 0..20 {
+        let (api, other) = if i % 2 == 0 {
+            (&on_a, &on_b)
+        } else {
+            (&on_b, &on_a)
+        };
+        let name = format!("one-down-{i}");
+        api.create(&PostParams::default(), &configmap(&name, "1"))
+            .await
+            .unwrap_or_else(|e| panic!("write {name} with one member of three down: {e}"));
+        eventually(10, "the other hub to see the write", || async {
+            other.get(&name).await.ok()
+        })
+        .await;
+    }
+
+    // Every member down: 503s and a failing /readyz on both hubs.
+    let mut config = a.config("root").await;
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).expect("client");
+    etcd.stop_all();
+    eventually(15, "/readyz to fail with etcd down", || async {
+        (call(&client, "GET", "/readyz", None).await.0 == 503).then_some(())
+    })
+    .await;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during"}});
+    let (code, status) = call(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&body),
+    )
+    .await;
+    assert_eq!(code, 503, "a write with etcd down: {status}");
+    assert!(on_b.get("before").await.is_ok(), "reads are served from memory");
+
+    etcd.resume_all();
+    eventually(30, "/readyz to pass once etcd is back", || async {
+        (call(&client, "GET", "/readyz", None).await.0 == 200).then_some(())
+    })
+    .await;
+    on_b.create(&PostParams::default(), &configmap("after", "1"))
+        .await
+        .expect("write once etcd is back");
+    eventually(10, "a to see the write made through b", || async {
+        on_a.get("after").await.ok()
+    })
+    .await;
+    let names: Vec<String> = on_a
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("one-down-")).count(),
+        20,
+        "{names:?}"
+    );
+    assert!(!names.contains(&"during".to_string()), "{names:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
