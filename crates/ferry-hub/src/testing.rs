@@ -470,19 +470,28 @@ impl TestEtcdCluster {
     /// Start three members and wait until all are healthy, or `None` (saying
     /// why on stderr) without the etcd binary.
     pub fn start() -> Option<TestEtcdCluster> {
+        let shm = Path::new("/dev/shm");
+        Self::start_in(shm.is_dir().then_some(shm))
+    }
+
+    /// [`TestEtcdCluster::start`] with the members' data in the system's
+    /// temporary directory (on disk, for benchmarks).
+    pub fn start_on_disk() -> Option<TestEtcdCluster> {
+        Self::start_in(None)
+    }
+
+    fn start_in(parent: Option<&Path>) -> Option<TestEtcdCluster> {
         let Some(binary) = TestEtcd::binary() else {
             eprintln!("skipping: {}", TestEtcd::MISSING);
             return None;
         };
-        let shm = Path::new("/dev/shm");
         let mut members: Vec<TestEtcd> = (0..3)
             .map(|i| TestEtcd {
                 child: None,
                 binary: binary.clone(),
-                dir: if shm.is_dir() {
-                    tempfile::tempdir_in(shm)
-                } else {
-                    tempfile::tempdir()
+                dir: match parent {
+                    Some(p) => tempfile::tempdir_in(p),
+                    None => tempfile::tempdir(),
                 }
                 .expect("temporary directory for etcd"),
                 client_port: TestEtcd::free_port(),
