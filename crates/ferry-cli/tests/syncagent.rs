@@ -185,8 +185,20 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
         "{stderr}"
     );
 
+    // Run as one of two replicas would: it syncs once it holds the Lease
+    // syncagent.<agent name> in --namespace on the service cluster.
+    create(
+        &service,
+        &ar("", "v1", "Namespace", "namespaces"),
+        None,
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "ferry-system" } }),
+    )
+    .await;
     let metrics = free_address();
-    let mut running = agent(&[], &metrics);
+    let mut running = agent(
+        &["--enable-leader-election", "--leader-elect-retry-period=200ms"],
+        &metrics,
+    );
     let schema = eventually(
         30,
         "the schema name in the PublishedResource's status",
@@ -239,6 +251,20 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
     .await;
     assert_eq!(copy["metadata"]["labels"]["syncagent.kcp.io/agent-name"], "nora");
     assert_eq!(copy["spec"]["size"], 1);
+    let lease = get(
+        &service,
+        &ar("coordination.k8s.io", "v1", "Lease", "leases"),
+        Some("ferry-system"),
+        "syncagent.nora",
+    )
+    .await
+    .expect("the agent's Lease");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{lease}"
+    );
     running.kill().unwrap();
     let _ = running.wait();
 }

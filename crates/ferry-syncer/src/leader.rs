@@ -231,6 +231,15 @@ impl LeaderElector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    tracing::warn!(
+                        lease = %self.lease_ref(),
+                        "cannot create the leader election Lease: namespace {:?} does not exist on this cluster; create it (kubectl create namespace {})",
+                        self.config.namespace,
+                        self.config.namespace
+                    );
+                    Err(kube::Error::Api(s))
+                }
                 Err(e) => Err(e),
             };
         };
