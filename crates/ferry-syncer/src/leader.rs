@@ -173,27 +173,37 @@ impl LeaderElector {
 
     /// Gives the Lease up so a standby takes over at once (client-go's
     /// ReleaseOnCancel): empties holderIdentity if this replica still holds it.
+    /// A renewal cut short by the caller may still land first, so a conflict
+    /// is met by reading the Lease again.
     pub async fn release(&mut self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
-            return;
-        };
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
-            return;
-        }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(now());
-        match self
-            .api
-            .replace(&self.config.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => tracing::info!(lease = %self.lease_ref(), "released the leader election Lease"),
-            Err(e) => {
-                tracing::warn!(lease = %self.lease_ref(), "could not release the leader election Lease (a standby takes over when it expires): {e}")
+        for _ in 0..5 {
+            let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
+                return;
+            };
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+                return;
+            }
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.renew_time = Some(now());
+            match self
+                .api
+                .replace(&self.config.name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(lease = %self.lease_ref(), "released the leader election Lease");
+                    return;
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(e) => {
+                    tracing::warn!(lease = %self.lease_ref(), "could not release the leader election Lease (a standby takes over when it expires): {e}");
+                    return;
+                }
             }
         }
+        tracing::warn!(lease = %self.lease_ref(), "could not release the leader election Lease (it kept changing); a standby takes over when it expires");
     }
 
     fn lease_ref(&self) -> String {
