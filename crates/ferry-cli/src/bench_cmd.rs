@@ -76,8 +76,10 @@ pub struct HubBenchArgs {
     #[arg(long, default_value_t = 500)]
     pub apiexport_events: usize,
     /// `etcd`: also measure hubs on etcd against the SQLite hub in the same run
-    /// (the `etcd` block): one hub, and two hubs sharing the load. A one-member
-    /// etcd with its data on disk (fsync on) is started unless --etcd-servers is given.
+    /// (the `etcd` block), as ratios: one hub, and three hubs sharing the load, on a
+    /// one-member etcd with its data on disk (fsync on); and three hubs on a
+    /// three-member etcd. Both etcds are started locally unless --etcd-servers is
+    /// given (then the three-member figure is left out).
     #[arg(long, value_enum, default_value_t = crate::hub_cmd::StorageKind::Sqlite)]
     pub storage: crate::hub_cmd::StorageKind,
     /// etcd members for `--storage etcd` (comma-separated) instead of a local one.
@@ -166,23 +168,52 @@ impl BenchHub {
     }
 }
 
-/// Hubs on one etcd prefix (`--storage etcd`), and the etcd the bench started.
+/// Hubs on etcd (`--storage etcd`), and the etcd the bench started: three
+/// hubs on one prefix of one etcd (the first also measured alone), and, when
+/// the bench starts its own etcd, three hubs on a three-member etcd cluster.
 pub struct EtcdHubs {
     pub hubs: Vec<BenchHub>,
     pub servers: String,
+    /// Three hubs on a three-member cluster, and its members' URLs.
+    pub cluster_hubs: Vec<BenchHub>,
+    pub cluster_servers: Option<String>,
     _etcd: Option<ferry_hub::testing::TestEtcd>,
+    _cluster: Option<ferry_hub::testing::TestEtcdCluster>,
 }
+
+/// Hub replicas behind the same load in the `etcd` block.
+pub const ETCD_REPLICAS: usize = 3;
 
 impl EtcdHubs {
     async fn start(args: &HubBenchArgs) -> anyhow::Result<EtcdHubs> {
+        let missing = || anyhow::anyhow!("{}", ferry_hub::testing::TestEtcd::MISSING);
         let (etcd, servers) = if args.etcd_servers.is_empty() {
-            let etcd = ferry_hub::testing::TestEtcd::start_on_disk()
-                .ok_or_else(|| anyhow::anyhow!("{}", ferry_hub::testing::TestEtcd::MISSING))?;
+            let etcd = ferry_hub::testing::TestEtcd::start_on_disk().ok_or_else(missing)?;
             let url = etcd.url();
             (Some(etcd), url)
         } else {
             (None, args.etcd_servers.join(","))
         };
+        let hubs = Self::replicas(&servers).await?;
+        let (cluster, cluster_hubs) = if args.etcd_servers.is_empty() {
+            let cluster = ferry_hub::testing::TestEtcdCluster::start_on_disk().ok_or_else(missing)?;
+            let hubs = Self::replicas(&cluster.urls()).await?;
+            (Some(cluster), hubs)
+        } else {
+            (None, Vec::new())
+        };
+        Ok(EtcdHubs {
+            hubs,
+            servers,
+            cluster_servers: cluster.as_ref().map(|c| c.urls()),
+            cluster_hubs,
+            _etcd: etcd,
+            _cluster: cluster,
+        })
+    }
+
+    /// [`ETCD_REPLICAS`] hubs on one new prefix of `servers`.
+    async fn replicas(servers: &str) -> anyhow::Result<Vec<BenchHub>> {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -192,19 +223,45 @@ impl EtcdHubs {
             "--storage",
             "etcd",
             "--etcd-servers",
-            &servers,
+            servers,
             "--etcd-prefix",
             &prefix,
         ];
-        // One after the other: the second adopts the identity the first stored.
-        let first = BenchHub::start(&flags).await?;
-        let second = BenchHub::start(&flags).await?;
-        Ok(EtcdHubs {
-            hubs: vec![first, second],
-            servers,
-            _etcd: etcd,
-        })
+        // One after the other: the later ones adopt the identity the first stored.
+        let mut hubs = Vec::new();
+        for _ in 0..ETCD_REPLICAS {
+            hubs.push(BenchHub::start(&flags).await?);
+        }
+        Ok(hubs)
     }
+}
+
+/// `count` creates with `concurrency` requests in flight, the same load as
+/// [`create_many`], spread over `apis` as a round-robin load balancer would
+/// (create `i` goes to replica `i mod n`); creates per second overall.
+async fn create_spread(
+    apis: &[Api<ConfigMap>],
+    prefix: &str,
+    count: usize,
+    concurrency: usize,
+) -> anyhow::Result<f64> {
+    anyhow::ensure!(count > 0 && !apis.is_empty(), "nothing to create for {prefix}-*");
+    let start = Instant::now();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = apis[i % apis.len()].clone();
+            let name = format!("{prefix}-{i}");
+            async move {
+                api.create(&PostParams::default(), &kib_configmap(&name))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<Vec<()>>()
+        .await
+        .with_context(|| format!("creating {prefix}-*"))?;
+    Ok(count as f64 / start.elapsed().as_secs_f64())
 }
 
 /// What every block of `ferry bench hub` measures with: both hubs and the arguments.
@@ -367,13 +424,15 @@ async fn creates_block(b: &HubBench) -> anyhow::Result<Value> {
 }
 
 /// Hubs on etcd against the SQLite hub, in the same run: creates per second
-/// at 1 and 32 clients (one etcd hub, and two etcd hubs taking half the
-/// clients each), and GET latency, over rounds alternating who goes first.
+/// at 1 and 32 clients by one hub on a one-member etcd (fsync on), by three
+/// hubs on that etcd behind the same load (round-robin), and (with the
+/// bench's own etcd) by three hubs on a three-member etcd, each as a ratio
+/// to SQLite, over rounds alternating who goes first; and GET latency.
 async fn etcd_block(b: &HubBench) -> anyhow::Result<Value> {
     let Some(etcd) = &b.etcd else {
         return Ok(Value::Null);
     };
-    let (a, second) = (&etcd.hubs[0], &etcd.hubs[1]);
+    let a = &etcd.hubs[0];
     let rounds = b.args.rounds.max(1);
     let mut block = serde_json::Map::new();
     for concurrency in [1usize, 32] {
@@ -382,7 +441,7 @@ async fn etcd_block(b: &HubBench) -> anyhow::Result<Value> {
         } else {
             b.args.writes.max(1)
         };
-        let (mut sqlite, mut one, mut two) = (vec![], vec![], vec![]);
+        let (mut sqlite, mut one, mut three, mut cluster) = (vec![], vec![], vec![], vec![]);
         for round in 0..rounds {
             let ns = format!("etcd-{concurrency}-{round}");
             ensure_namespace(&b.durable.client, &ns).await?;
@@ -394,18 +453,21 @@ async fn etcd_block(b: &HubBench) -> anyhow::Result<Value> {
                 sqlite.push(create_many(&on_sqlite, "s", count, concurrency).await?);
             }
             one.push(create_many(&on_etcd, "e", count, concurrency).await?);
-            // Two hubs, half the clients (and objects) each.
-            let on_second = Api::namespaced(second.client.clone(), &ns);
-            let half = (count / 2).max(1);
-            let per_hub = (concurrency / 2).max(1);
-            let t = Instant::now();
-            let (x, y) = tokio::join!(
-                create_many(&on_etcd, "two-a", half, per_hub),
-                create_many(&on_second, "two-b", half, per_hub)
-            );
-            x?;
-            y?;
-            two.push((2 * half) as f64 / t.elapsed().as_secs_f64());
+            let replicas: Vec<Api<ConfigMap>> = etcd
+                .hubs
+                .iter()
+                .map(|h| Api::namespaced(h.client.clone(), &ns))
+                .collect();
+            three.push(create_spread(&replicas, "three-", count, concurrency).await?);
+            if let Some(first) = etcd.cluster_hubs.first() {
+                ensure_namespace(&first.client, &ns).await?;
+                let replicas: Vec<Api<ConfigMap>> = etcd
+                    .cluster_hubs
+                    .iter()
+                    .map(|h| Api::namespaced(h.client.clone(), &ns))
+                    .collect();
+                cluster.push(create_spread(&replicas, "cluster-", count, concurrency).await?);
+            }
             if !sqlite_first {
                 sqlite.push(create_many(&on_sqlite, "s", count, concurrency).await?);
             }
@@ -413,22 +475,35 @@ async fn etcd_block(b: &HubBench) -> anyhow::Result<Value> {
         b.durable_objects.fetch_add(count * rounds, Ordering::Relaxed);
         let ratio = |v: &[f64]| -> Vec<f64> { v.iter().zip(&sqlite).map(|(e, s)| e / s).collect() };
         let one_ratio = Rounds::of("etcd/SQLite create ratio", ratio(&one))?;
-        let two_ratio = Rounds::of("two etcd hubs/SQLite create ratio", ratio(&two))?;
-        let (sqlite, one, two) = (
+        let three_ratio = Rounds::of("three etcd hubs/SQLite create ratio", ratio(&three))?;
+        let cluster_figures = if cluster.is_empty() {
+            None
+        } else {
+            let r = Rounds::of("three hubs on three members/SQLite create ratio", ratio(&cluster))?;
+            Some((Rounds::of("three hubs on three members creates/s", cluster)?, r))
+        };
+        let (sqlite, one, three) = (
             Rounds::of("SQLite creates/s", sqlite)?,
             Rounds::of("etcd creates/s", one)?,
-            Rounds::of("two etcd hubs creates/s", two)?,
+            Rounds::of("three etcd hubs creates/s", three)?,
         );
-        b.log(&format!(
-            "creates/s with {concurrency} clients: SQLite {:.0}, etcd {:.0} (ratio {:.2}), two hubs on etcd {:.0} (ratio {:.2})",
-            sqlite.median, one.median, one_ratio.median, two.median, two_ratio.median
-        ));
-        block.insert(
-            format!("clients_{concurrency}"),
-            json!({"objects": count, "sqlite_per_sec": sqlite, "etcd_one_hub_per_sec": one,
-                   "etcd_two_hubs_per_sec": two, "ratio_etcd_to_sqlite": one_ratio,
-                   "ratio_two_etcd_hubs_to_sqlite": two_ratio}),
+        let mut line = format!(
+            "creates/s with {concurrency} clients: SQLite {:.0}, one hub on etcd {:.0} (ratio {:.2}), three hubs on etcd {:.0} (ratio {:.2})",
+            sqlite.median, one.median, one_ratio.median, three.median, three_ratio.median
         );
+        let mut figures = json!({"objects": count, "sqlite_per_sec": sqlite, "etcd_one_hub_per_sec": one,
+               "etcd_three_hubs_per_sec": three, "ratio_etcd_to_sqlite": one_ratio,
+               "ratio_three_etcd_hubs_to_sqlite": three_ratio});
+        if let Some((rate, r)) = cluster_figures {
+            line.push_str(&format!(
+                ", three hubs on three etcd members {:.0} (ratio {:.2})",
+                rate.median, r.median
+            ));
+            figures["etcd_cluster_three_hubs_per_sec"] = json!(rate);
+            figures["ratio_etcd_cluster_three_hubs_to_sqlite"] = json!(r);
+        }
+        b.log(&line);
+        block.insert(format!("clients_{concurrency}"), figures);
     }
     // GETs are served from memory on both: the same figure expected.
     let ns = "etcd-1-0";
@@ -457,7 +532,8 @@ async fn etcd_block(b: &HubBench) -> anyhow::Result<Value> {
     block.insert(
         "setup".into(),
         json!({"etcd": etcd.servers, "hubs_on_etcd": etcd.hubs.len(),
-               "etcd_data": if b.args.etcd_servers.is_empty() { "one member, temporary directory on disk (fsync on)" } else { "given by --etcd-servers" }}),
+               "etcd_data": if b.args.etcd_servers.is_empty() { "one member, temporary directory on disk (fsync on)" } else { "given by --etcd-servers" },
+               "etcd_cluster": etcd.cluster_servers, "hubs_on_etcd_cluster": etcd.cluster_hubs.len()}),
     );
     Ok(Value::Object(block))
 }

@@ -168,7 +168,8 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// Ctrl-C or SIGTERM (what a pod is sent when it is stopped).
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -15,6 +15,7 @@ pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
 pub mod kubeconfig_file;
+pub mod leader_flags;
 pub mod logging;
 pub mod quickstart;
 pub mod quickstart_syncagent;

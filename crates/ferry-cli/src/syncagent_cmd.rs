@@ -41,10 +41,10 @@ pub struct SyncAgentArgs {
     /// Controllers not to run: apiexport, apiresourceschema, sync.
     #[arg(long, value_delimiter = ',')]
     pub disabled_controllers: Vec<String>,
-    /// Accepted for compatibility; leader election is not implemented yet, so run one
-    /// replica.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
-    pub enable_leader_election: bool,
+    /// Leader election: the Lease is syncagent.<agent-name> in --namespace on the
+    /// service cluster, as the reference's.
+    #[command(flatten)]
+    pub leader_election: crate::leader_flags::LeaderElectionArgs,
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:8085")]
     pub metrics_address: SocketAddr,
@@ -92,19 +92,58 @@ pub async fn options(args: SyncAgentArgs) -> anyhow::Result<SyncAgentOptions> {
         health_address: args.health_address,
         ..Default::default()
     });
-    if args.enable_leader_election {
-        tracing::warn!("--enable-leader-election is accepted but not implemented yet: run a single replica");
-    }
     Ok(opts)
 }
 
+/// The agent's leader election, if `--enable-leader-election`: the Lease
+/// `syncagent.<agent name>` in `--namespace` on the service cluster.
+pub fn election(
+    args: &crate::leader_flags::LeaderElectionArgs,
+    opts: &SyncAgentOptions,
+) -> anyhow::Result<Option<ferry_syncer::leader::LeaderElectionConfig>> {
+    args.config(&opts.namespace, &format!("syncagent.{}", opts.agent_name))
+}
+
 pub async fn run(args: SyncAgentArgs) -> anyhow::Result<()> {
+    let flags = args.leader_election.clone();
     let opts = options(args).await?;
-    let agent = syncagent::start(opts).await?;
-    let _ = tokio::signal::ctrl_c().await;
-    tracing::info!("shutting down");
-    agent.stop().await;
-    Ok(())
+    let shutdown = crate::hub_cmd::shutdown_signal();
+    let Some(config) = election(&flags, &opts)? else {
+        let agent = syncagent::start(opts).await?;
+        shutdown.await;
+        tracing::info!("shutting down");
+        agent.stop().await;
+        return Ok(());
+    };
+    // Losing the Lease stops the agent and ends the process with an error, as the
+    // reference's controller-runtime manager does; its Deployment restarts it as a
+    // standby.
+    let client = kube::Client::try_from(opts.service.clone()).context("service cluster client")?;
+    let elector = ferry_syncer::leader::LeaderElector::new(client, config);
+    let standby = match opts
+        .engine
+        .as_ref()
+        .and_then(|e| e.health_address.or(e.metrics_address))
+    {
+        Some(addr) => Some(ferry_syncer::health::serve_standby(addr).await?.1),
+        None => None,
+    };
+    ferry_syncer::leader::run_elected(
+        elector,
+        shutdown,
+        || async move {
+            if let Some(task) = standby {
+                task.abort();
+                let _ = task.await;
+            }
+            syncagent::start(opts).await
+        },
+        |agent| async move {
+            tracing::info!("stopping the agent");
+            agent.stop().await;
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //!   per-object state, Leases and Events) plus full rights on each `--resources` type
 //!   (the published types and related ones: the chart leaves those to the user), a
 //!   Secret with a kubeconfig for the ServiceAccount above (a TokenRequest token), and
-//!   a Deployment running `ferry syncagent` with it.
+//!   a Deployment running two replicas of `ferry syncagent` with it, electing a leader.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,8 +50,9 @@ pub struct SyncagentGenArgs {
     /// published types and related ones other than Secrets), granted every verb.
     #[arg(long = "resources", value_delimiter = ',')]
     pub resources: Vec<String>,
-    /// Replicas of the agent's Deployment (one: the agent does not elect a leader yet).
-    #[arg(long, default_value_t = 1)]
+    /// Replicas of the agent's Deployment; they elect a leader through the Lease
+    /// `syncagent.NAME` in --namespace, so one syncs and the others stand by.
+    #[arg(long, default_value_t = 2)]
     pub replicas: i32,
     /// The ServiceAccount token's lifetime.
     #[arg(long, default_value = "8760h", value_parser = crate::kubeconfig::parse_duration)]
@@ -121,8 +122,8 @@ pub fn service_rules(resources: &[String]) -> anyhow::Result<Value> {
 /// Creates the agent's ServiceAccount and rights in the provider workspace `config`
 /// points at, and writes the service cluster's manifest.
 pub async fn generate(config: &kube::Config, args: &SyncagentGenArgs) -> anyhow::Result<Generated> {
-    if !(0..=1).contains(&args.replicas) {
-        bail!("--replicas must be 0 or 1: the agent does not elect a leader yet");
+    if args.replicas < 0 {
+        bail!("--replicas must not be negative");
     }
     let rules = service_rules(&args.resources)?;
     let client = kube::Client::try_from(config.clone())?;
@@ -192,6 +193,7 @@ pub async fn generate(config: &kube::Config, args: &SyncagentGenArgs) -> anyhow:
         format!("--namespace={}", args.namespace),
         format!("--agent-name={}", args.name),
         format!("--apiexportendpointslice-ref={slice_name}"),
+        "--enable-leader-election".to_string(),
     ];
     agent_args.extend(
         args.published_resource_selector

@@ -102,14 +102,23 @@ pub struct SyncerArgs {
     /// Write the downstream status of downsynced objects back upstream (reported state).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub return_status: bool,
+    #[command(flatten)]
+    pub leader_election: crate::leader_flags::LeaderElectionArgs,
+    /// Namespace of the leader election Lease in the workload cluster (default: the
+    /// namespace the syncer's pod runs in, or `default` outside a cluster).
+    #[arg(long)]
+    pub leader_elect_resource_namespace: Option<String>,
+    /// Name of the leader election Lease (default: ferry-syncer.<sync-target-name>).
+    #[arg(long)]
+    pub leader_elect_resource_name: Option<String>,
 }
 
 pub async fn run(args: SyncerArgs) -> anyhow::Result<()> {
     let opts = options(args).await?;
-    ferry_syncer::run(opts, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    // With --enable-leader-election, losing the Lease stops syncing and ends the
+    // process with an error, as client-go's components do; its supervisor (the
+    // Deployment) restarts it as a standby.
+    ferry_syncer::run(opts, crate::hub_cmd::shutdown_signal()).await
 }
 
 /// The syncer's options from the flags.
@@ -140,6 +149,15 @@ pub async fn options(args: SyncerArgs) -> anyhow::Result<ferry_syncer::SyncerOpt
     opts.health_address = args.health_address;
     opts.return_status = args.return_status;
     opts.resync_period = (!args.resync_period.is_zero()).then_some(args.resync_period);
+    let lease_namespace = args
+        .leader_elect_resource_namespace
+        .clone()
+        .unwrap_or_else(crate::leader_flags::own_namespace);
+    let lease_name = args
+        .leader_elect_resource_name
+        .clone()
+        .unwrap_or_else(|| format!("ferry-syncer.{}", args.sync_target_name));
+    opts.leader_election = args.leader_election.config(&lease_namespace, &lease_name)?;
     if args.profile == ProfileName::Tmc {
         let uid = opts.sync_target_uid.clone().filter(|u| !u.is_empty()).context(
             "--sync-target-uid is required with --profile tmc: kubectl get synctarget <name> -o jsonpath='{.metadata.uid}'",

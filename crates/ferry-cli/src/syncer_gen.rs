@@ -40,8 +40,9 @@ pub struct SyncerGenArgs {
     /// Lifetime of the upstream token, e.g. 8760h, 30m, 3600s.
     #[arg(long, default_value = "8760h", value_parser = crate::kubeconfig::parse_duration)]
     pub lifetime: Duration,
-    /// Syncer replicas (0 or 1: the syncer does not elect a leader).
-    #[arg(long, default_value_t = 1)]
+    /// Syncer replicas; they elect a leader through a Lease in the syncer's namespace,
+    /// and only the leader syncs (a standby takes over within 15s of its loss).
+    #[arg(long, default_value_t = 2)]
     pub replicas: i32,
     /// The syncer's --qps (a cap on requests per second to each side). Unset, the
     /// syncer goes at each server's pace where the server paces clients itself (see
@@ -168,8 +169,8 @@ pub fn downstream_rules() -> Value {
 
 /// Register: create the upstream identity and build the downstream manifest.
 pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Result<Registration> {
-    if !(0..=1).contains(&args.replicas) {
-        bail!("--replicas must be 0 or 1: the syncer does not elect a leader");
+    if args.replicas < 0 {
+        bail!("--replicas must not be negative");
     }
     let (workspace, uid) = mailbox(config, &args.name).await?;
     let client = kube::Client::try_from(config.clone())?;
@@ -249,6 +250,7 @@ fn manifest(
     syncer_args.extend(args.qps.map(|qps| format!("--qps={qps}")));
     syncer_args.extend(args.burst.map(|burst| format!("--burst={burst}")));
     syncer_args.push("--health-address=0.0.0.0:8080".to_string());
+    syncer_args.extend(syncer_leader_election_args(ns));
     render(&install_objects(&Install {
         id,
         namespace: ns,
@@ -309,10 +311,23 @@ pub struct Install<'a> {
     pub rules: Value,
 }
 
-/// Namespace, ServiceAccount, ClusterRole and binding, the upstream kubeconfig
-/// Secret, and the Deployment running the syncer with it mounted.
+/// The arguments that make every replica of a syncer elect a leader through a Lease
+/// in its namespace `ns`, so any number of replicas is safe and a rolling update
+/// hands over cleanly.
+pub fn syncer_leader_election_args(ns: &str) -> [String; 2] {
+    [
+        "--enable-leader-election".to_string(),
+        format!("--leader-elect-resource-namespace={ns}"),
+    ]
+}
+
+/// Namespace, ServiceAccount, ClusterRole and binding, a Role and binding for
+/// the leader election Lease, the upstream kubeconfig Secret, and the
+/// Deployment running the agent with it mounted (with `args`, which turn leader
+/// election on: see [`syncer_leader_election_args`]).
 pub fn install_objects(i: &Install) -> Vec<Value> {
     let (id, ns) = (i.id, i.namespace);
+    let args = i.args.clone();
     vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": i.labels}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": ns}}),
@@ -320,12 +335,17 @@ pub fn install_objects(i: &Install) -> Vec<Value> {
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
                "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": format!("{id}-leader-election"), "namespace": ns},
+               "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                          "verbs": ["get", "list", "watch", "create", "update", "patch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": format!("{id}-leader-election"), "namespace": ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{id}-leader-election")},
+               "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns}]}),
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": id, "namespace": ns},
                "type": "Opaque", "stringData": {"kubeconfig": i.kubeconfig}}),
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": id, "namespace": ns, "labels": i.labels},
         "spec": {
             "replicas": i.replicas,
-            "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": {"app": id}},
             "template": {
                 "metadata": {"labels": {"app": id}},
@@ -334,7 +354,7 @@ pub fn install_objects(i: &Install) -> Vec<Value> {
                     "containers": [{
                         "name": i.container,
                         "image": i.image,
-                        "args": i.args,
+                        "args": args,
                         "env": [{"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
                         "ports": [{"name": "health", "containerPort": 8080}],
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"}},

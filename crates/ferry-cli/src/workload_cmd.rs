@@ -72,8 +72,9 @@ pub struct SyncArgs {
     /// Namespace the syncer runs in on the workload cluster (default: the syncer ID).
     #[arg(short = 'n', long)]
     pub namespace: Option<String>,
-    /// Syncer replicas (0 or 1).
-    #[arg(long, default_value_t = 1)]
+    /// Syncer replicas; they elect a leader through a Lease in the syncer's namespace,
+    /// and only the leader syncs.
+    #[arg(long, default_value_t = 2)]
     pub replicas: i32,
     /// The syncer's --qps (kcp's plugin writes 20).
     #[arg(long, default_value_t = 20.0)]
@@ -289,8 +290,8 @@ pub struct Registration {
 
 /// Register: the SyncTarget, the syncer's identity, its token and the manifest.
 pub async fn sync(config: &kube::Config, args: &SyncArgs) -> anyhow::Result<Registration> {
-    if !(0..=1).contains(&args.replicas) {
-        bail!("--replicas must be 0 or 1");
+    if args.replicas < 0 {
+        bail!("--replicas must not be negative");
     }
     let (base, workspace) = workspace_of(config)?;
     let labels = parse_labels(&args.labels)?;
@@ -435,6 +436,7 @@ fn manifest(m: &Manifest) -> anyhow::Result<String> {
     syncer_args.push(format!("--burst={}", args.burst));
     syncer_args.extend(args.feature_gates.iter().map(|g| format!("--feature-gates={g}")));
     syncer_args.push("--health-address=0.0.0.0:8080".to_string());
+    syncer_args.extend(crate::syncer_gen::syncer_leader_election_args(ns));
     render(&install_objects(&Install {
         id,
         namespace: ns,

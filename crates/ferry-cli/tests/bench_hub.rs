@@ -111,12 +111,15 @@ fn bench_hub_on_etcd_compares_etcd_hubs_with_sqlite() {
         let block = format!("/etcd/clients_{clients}");
         rounds(&v, &format!("{block}/sqlite_per_sec"), 2);
         rounds(&v, &format!("{block}/etcd_one_hub_per_sec"), 2);
-        rounds(&v, &format!("{block}/etcd_two_hubs_per_sec"), 2);
+        rounds(&v, &format!("{block}/etcd_three_hubs_per_sec"), 2);
+        rounds(&v, &format!("{block}/etcd_cluster_three_hubs_per_sec"), 2);
         ratio(&v, &format!("{block}/ratio_etcd_to_sqlite"), 2);
-        ratio(&v, &format!("{block}/ratio_two_etcd_hubs_to_sqlite"), 2);
+        ratio(&v, &format!("{block}/ratio_three_etcd_hubs_to_sqlite"), 2);
+        ratio(&v, &format!("{block}/ratio_etcd_cluster_three_hubs_to_sqlite"), 2);
     }
     assert_eq!(count(&v, "/etcd/clients_32/objects"), writes as u64);
     summary(&v, "/etcd/get_ms/sqlite", 20);
     summary(&v, "/etcd/get_ms/etcd", 20);
-    assert_eq!(count(&v, "/etcd/setup/hubs_on_etcd"), 2);
+    assert_eq!(count(&v, "/etcd/setup/hubs_on_etcd"), 3);
+    assert_eq!(count(&v, "/etcd/setup/hubs_on_etcd_cluster"), 3);
 }

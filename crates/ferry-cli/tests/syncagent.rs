@@ -190,8 +190,20 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
         "{stderr}"
     );
 
+    // Run as one of two replicas would: it syncs once it holds the Lease
+    // syncagent.<agent name> in --namespace on the service cluster.
+    create(
+        &service,
+        &ar("", "v1", "Namespace", "namespaces"),
+        None,
+        json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "ferry-system" } }),
+    )
+    .await;
     let metrics = free_address();
-    let mut running = agent(&[], &metrics);
+    let mut running = agent(
+        &["--enable-leader-election", "--leader-elect-retry-period=200ms"],
+        &metrics,
+    );
     let schema = eventually(
         30,
         "the schema name in the PublishedResource's status",
@@ -258,6 +270,20 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
     assert!(
         text.contains("syncer_connection_status{side=\"upstream\"} 1"),
         "the shared metrics too: {text}"
+    );
+    let lease = get(
+        &service,
+        &ar("coordination.k8s.io", "v1", "Lease", "leases"),
+        Some("ferry-system"),
+        "syncagent.nora",
+    )
+    .await
+    .expect("the agent's Lease");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{lease}"
     );
     running.kill().unwrap();
     let _ = running.wait();
@@ -421,6 +447,8 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
         })
         .collect();
     assert_eq!(args[0], "syncagent");
+    assert_eq!(deployment["spec"]["replicas"], 2, "a pair electing a leader");
+    assert!(args.iter().any(|a| a == "--enable-leader-election"), "{args:?}");
     args.push(format!("--kubeconfig={}", in_cluster.display()));
     args.push(format!("--metrics-address={metrics}"));
 
@@ -481,6 +509,21 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
     })
     .await;
     assert_eq!(copy["spec"]["size"], 2);
+    // It leads through its Lease, which its rights on the service cluster allow.
+    let lease = get(
+        &service,
+        &ar("coordination.k8s.io", "v1", "Lease", "leases"),
+        Some("ferry-system"),
+        "syncagent.nora",
+    )
+    .await
+    .expect("the agent's Lease");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{lease}"
+    );
     running.kill().unwrap();
     let output = running.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

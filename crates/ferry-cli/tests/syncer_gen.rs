@@ -123,6 +123,30 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         String::from_utf8_lossy(&applied.stderr)
     );
 
+    // Two replicas electing a leader, allowed to hold their Lease.
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let args = deployment
+        .pointer("/spec/template/spec/containers/0/args")
+        .unwrap();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--enable-leader-election"),
+        "{args}"
+    );
+    let role = docs.iter().find(|d| d["kind"] == "Role").unwrap();
+    assert_eq!(role["rules"][0]["resources"], serde_json::json!(["leases"]));
+    let rules = florin.kubectl(&["get", "roles", "-A", "-o", "name"]);
+    assert!(
+        String::from_utf8_lossy(&rules.stdout).contains("-leader-election"),
+        "the leader election Role is applied: {}",
+        String::from_utf8_lossy(&rules.stderr)
+    );
+
     // The syncer, configured as its pod would be.
     let fc = florin.client("root").await;
     let secrets = Api::<Secret>::all(fc.clone())

@@ -183,6 +183,8 @@ async fn workload_sync_registers_a_target_with_a_least_privilege_syncer_identity
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
             "Secret",
             "Deployment"
         ]
@@ -190,6 +192,7 @@ async fn workload_sync_registers_a_target_with_a_least_privilege_syncer_identity
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
     let id = deployment["metadata"]["name"].as_str().unwrap().to_string();
     assert!(id.starts_with("kcp-syncer-kind-east-"), "{id}");
+    assert_eq!(deployment["spec"]["replicas"], 2, "two replicas, one leading");
     let args: Vec<&str> = deployment
         .pointer("/spec/template/spec/containers/0/args")
         .and_then(Value::as_array)
@@ -204,6 +207,7 @@ async fn workload_sync_registers_a_target_with_a_least_privilege_syncer_identity
         "--from-cluster=root:my-org".to_string(),
         "--qps=20".to_string(),
         "--burst=30".to_string(),
+        "--enable-leader-election".to_string(),
     ] {
         assert!(args.contains(&wanted.as_str()), "{wanted} not in {args:?}");
     }

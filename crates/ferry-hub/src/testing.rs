@@ -130,6 +130,16 @@ impl TestHub {
         .await
     }
 
+    /// A hub on every member of a three-member etcd, under `prefix`.
+    pub async fn start_on_etcd_cluster(cluster: &TestEtcdCluster, prefix: &str) -> TestHub {
+        Self::start_with(|o| {
+            let mut options = cluster.options();
+            options.prefix = prefix.to_string();
+            o.etcd = Some(options);
+        })
+        .await
+    }
+
     /// Start a hub over an existing data directory (which the caller owns).
     /// A hub that ran there on etcd and was taken apart with
     /// [`TestHub::into_parts`] restarts on the same etcd.
@@ -261,6 +271,10 @@ pub struct TestEtcd {
     /// With TLS: the CA etcd's certificates chain to, and a client
     /// certificate and key etcd requires (files in `dir`).
     tls: Option<[PathBuf; 3]>,
+    /// The member's name, and `--initial-cluster` (every member's
+    /// `name=peer URL`) when it is one of several.
+    name: String,
+    initial_cluster: Option<String>,
 }
 
 impl TestEtcd {
@@ -332,23 +346,26 @@ impl TestEtcd {
             None => tempfile::tempdir(),
         }
         .expect("temporary directory for etcd");
-        let free_port = || {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .expect("a free port")
-        };
         let mut etcd = TestEtcd {
             child: None,
             binary,
             dir,
-            client_port: free_port(),
-            peer_port: free_port(),
-            metrics_port: free_port(),
+            client_port: Self::free_port(),
+            peer_port: Self::free_port(),
+            metrics_port: Self::free_port(),
             tls: None,
+            name: "test".into(),
+            initial_cluster: None,
         };
         etcd.resume();
         Some(etcd)
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port")
     }
 
     /// `http://127.0.0.1:PORT` (`https://` with TLS).
@@ -379,9 +396,24 @@ impl TestEtcd {
 
     /// (Re)start etcd on the same ports and data, and wait until it serves.
     pub fn resume(&mut self) {
+        self.spawn();
+        self.wait_healthy();
+    }
+
+    fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
+    /// (Re)start the etcd process without waiting for it (a member of a
+    /// cluster is healthy only once a quorum runs).
+    fn spawn(&mut self) {
         use std::process::{Command, Stdio};
         self.stop();
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let peer = self.peer_url();
+        let initial_cluster = self
+            .initial_cluster
+            .clone()
+            .unwrap_or_else(|| format!("{}={peer}", self.name));
         let mut tls_args: Vec<String> = Vec::new();
         if self.tls.is_some() {
             let pki = self.dir.path().join("pki");
@@ -396,13 +428,13 @@ impl TestEtcd {
             .arg("-c")
             .arg(r#""$0" "$@" & pid=$!; read -r _; kill -9 $pid; wait $pid"#)
             .arg(&self.binary)
-            .arg("--name=test")
+            .arg(format!("--name={}", self.name))
             .arg(format!("--data-dir={}", self.dir.path().join("data").display()))
             .arg(format!("--listen-client-urls={}", self.url()))
             .arg(format!("--advertise-client-urls={}", self.url()))
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=test={peer}"))
+            .arg(format!("--initial-cluster={initial_cluster}"))
             .arg(format!(
                 "--listen-metrics-urls=http://127.0.0.1:{}",
                 self.metrics_port
@@ -414,6 +446,9 @@ impl TestEtcd {
             .spawn()
             .expect("etcd starts");
         self.child = Some(child);
+    }
+
+    fn wait_healthy(&self) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while !self.healthy() {
             assert!(
@@ -448,6 +483,109 @@ impl TestEtcd {
 impl Drop for TestEtcd {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A three-member etcd cluster on free loopback ports (data in memory where
+/// `/dev/shm` exists), each member stopped when dropped. Hubs on it are given
+/// every member's URL, as `--etcd-servers` lists them.
+pub struct TestEtcdCluster {
+    /// The members; stop and resume them one by one to fail them.
+    pub members: Vec<TestEtcd>,
+}
+
+impl TestEtcdCluster {
+    /// Start three members and wait until all are healthy, or `None` (saying
+    /// why on stderr) without the etcd binary.
+    pub fn start() -> Option<TestEtcdCluster> {
+        let shm = Path::new("/dev/shm");
+        Self::start_in(shm.is_dir().then_some(shm))
+    }
+
+    /// [`TestEtcdCluster::start`] with the members' data in the system's
+    /// temporary directory (on disk, for benchmarks).
+    pub fn start_on_disk() -> Option<TestEtcdCluster> {
+        Self::start_in(None)
+    }
+
+    fn start_in(parent: Option<&Path>) -> Option<TestEtcdCluster> {
+        let Some(binary) = TestEtcd::binary() else {
+            eprintln!("skipping: {}", TestEtcd::MISSING);
+            return None;
+        };
+        let mut members: Vec<TestEtcd> = (0..3)
+            .map(|i| TestEtcd {
+                child: None,
+                binary: binary.clone(),
+                dir: match parent {
+                    Some(p) => tempfile::tempdir_in(p),
+                    None => tempfile::tempdir(),
+                }
+                .expect("temporary directory for etcd"),
+                client_port: TestEtcd::free_port(),
+                peer_port: TestEtcd::free_port(),
+                metrics_port: TestEtcd::free_port(),
+                tls: None,
+                name: format!("m{i}"),
+                initial_cluster: None,
+            })
+            .collect();
+        let initial = members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url()))
+            .collect::<Vec<_>>()
+            .join(",");
+        for m in &mut members {
+            m.initial_cluster = Some(initial.clone());
+            m.spawn();
+        }
+        for m in &members {
+            m.wait_healthy();
+        }
+        Some(TestEtcdCluster { members })
+    }
+
+    /// Every member's client URL, comma-separated (`--etcd-servers`).
+    pub fn urls(&self) -> String {
+        self.members
+            .iter()
+            .map(TestEtcd::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Options for a hub on this cluster (all members), under a prefix of its own.
+    pub fn options(&self) -> crate::storage::EtcdOptions {
+        let mut o = crate::storage::EtcdOptions::new(self.members.iter().map(TestEtcd::url).collect());
+        o.prefix = format!("/ferry-test/{}", uuid::Uuid::new_v4().simple());
+        o
+    }
+
+    /// Kill member `i` (its data kept for [`TestEtcdCluster::resume`]).
+    pub fn stop(&mut self, i: usize) {
+        self.members[i].stop();
+    }
+
+    /// Restart member `i` and wait until it is healthy again.
+    pub fn resume(&mut self, i: usize) {
+        self.members[i].resume();
+    }
+
+    /// Kill every member.
+    pub fn stop_all(&mut self) {
+        for m in &mut self.members {
+            m.stop();
+        }
+    }
+
+    /// Restart every member together and wait until the cluster is healthy.
+    pub fn resume_all(&mut self) {
+        for m in &mut self.members {
+            m.spawn();
+        }
+        for m in &self.members {
+            m.wait_healthy();
+        }
     }
 }
 

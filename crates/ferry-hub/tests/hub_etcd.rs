@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use ferry_hub::testing::{TestEtcd, TestHub};
+use ferry_hub::testing::{TestEtcd, TestEtcdCluster, TestHub};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
@@ -252,6 +252,108 @@ async fn while_etcd_is_down_writes_are_503_and_readyz_fails_until_it_returns() {
     assert!(names.contains(&"after".to_string()), "{names:?}");
     assert!(!names.contains(&"during".to_string()), "{names:?}");
     assert!(after.metadata.resource_version.is_some());
+}
+
+/// Two hubs on a three-member etcd: with one member killed the quorum
+/// stands and writes go on through both hubs, each seeing the other's; with
+/// all three down writes are 503 and `/readyz` fails; when they return the
+/// hubs carry on where they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn three_member_etcd_survives_one_member_and_an_outage_of_all() {
+    let Some(mut etcd) = TestEtcdCluster::start() else {
+        return;
+    };
+    let a = TestHub::start_on_etcd_cluster(&etcd, "/ferry").await;
+    let b = TestHub::start_on_etcd_cluster(&etcd, "/ferry").await;
+    // kube-rs retries 503s by default: these clients would hide one.
+    let no_retry = |mut config: kube::Config| {
+        config.default_retry = false;
+        Api::<ConfigMap>::namespaced(kube::Client::try_from(config).expect("client"), "default")
+    };
+    let (on_a, on_b) = (no_retry(a.config("root").await), no_retry(b.config("root").await));
+    on_a.create(&PostParams::default(), &configmap("before", "1"))
+        .await
+        .expect("create with three members");
+
+    // Until the two left have a leader (if the dead one led) writes may be
+    // refused; from then on the hubs' etcd client, which spreads requests
+    // over all three members and keeps picking the dead one, must not fail a
+    // single write for it.
+    etcd.stop(0);
+    let mut attempt = 0;
+    eventually(15, "a write to succeed with one member of three down", || {
+        attempt += 1;
+        let name = format!("settle-{attempt}");
+        let on_a = on_a.clone();
+        async move {
+            on_a.create(&PostParams::default(), &configmap(&name, "1"))
+                .await
+                .ok()
+        }
+    })
+    .await;
+    for i in 0..30 {
+        let (api, other) = if i % 2 == 0 {
+            (&on_a, &on_b)
+        } else {
+            (&on_b, &on_a)
+        };
+        let name = format!("one-down-{i}");
+        api.create(&PostParams::default(), &configmap(&name, "1"))
+            .await
+            .unwrap_or_else(|e| panic!("write {name} with one member of three down: {e}"));
+        eventually(10, "the other hub to see the write", || async {
+            other.get(&name).await.ok()
+        })
+        .await;
+    }
+
+    // Every member down: 503s and a failing /readyz on both hubs.
+    let mut config = a.config("root").await;
+    config.default_retry = false;
+    let client = kube::Client::try_from(config).expect("client");
+    etcd.stop_all();
+    eventually(15, "/readyz to fail with etcd down", || async {
+        (call(&client, "GET", "/readyz", None).await.0 == 503).then_some(())
+    })
+    .await;
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during"}});
+    let (code, status) = call(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&body),
+    )
+    .await;
+    assert_eq!(code, 503, "a write with etcd down: {status}");
+    assert!(on_b.get("before").await.is_ok(), "reads are served from memory");
+
+    etcd.resume_all();
+    eventually(30, "/readyz to pass once etcd is back", || async {
+        (call(&client, "GET", "/readyz", None).await.0 == 200).then_some(())
+    })
+    .await;
+    on_b.create(&PostParams::default(), &configmap("after", "1"))
+        .await
+        .expect("write once etcd is back");
+    eventually(10, "a to see the write made through b", || async {
+        on_a.get("after").await.ok()
+    })
+    .await;
+    let names: Vec<String> = on_a
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("one-down-")).count(),
+        30,
+        "{names:?}"
+    );
+    assert!(!names.contains(&"during".to_string()), "{names:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

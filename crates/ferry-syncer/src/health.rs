@@ -58,3 +58,25 @@ pub async fn serve(
     });
     Ok((bound, task))
 }
+
+/// Serves `/healthz`, `/livez` and `/readyz` (all 200, "standby") for a
+/// replica waiting for the leader election Lease, so probes keep it running.
+pub async fn serve_standby(addr: SocketAddr) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("listening on {addr} for health: {e}"))?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(|| async { "ok: standby (not holding the leader election Lease)" }),
+        );
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!("health server stopped: {e}");
+        }
+    });
+    Ok((bound, task))
+}

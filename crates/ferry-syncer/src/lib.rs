@@ -23,6 +23,7 @@
 
 pub mod engine;
 pub mod health;
+pub mod leader;
 pub mod metrics;
 pub mod options;
 pub mod profile;
@@ -190,11 +191,46 @@ pub async fn start(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
     })
 }
 
-/// Runs a syncer until `shutdown` completes.
-pub async fn run(opts: SyncerOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let syncer = start(opts).await?;
-    shutdown.await;
-    tracing::info!("shutting down");
-    syncer.stop().await;
-    Ok(())
+/// Runs a syncer until `shutdown` completes. With
+/// [`SyncerOptions::leader_election`], it syncs only while it holds the Lease
+/// in the downstream cluster (serving `/healthz` and `/readyz` as a standby
+/// meanwhile), and returns [`leader::LostLease`] once it has lost it and
+/// stopped syncing: the process should then exit, to come back as a standby.
+pub async fn run(mut opts: SyncerOptions, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let Some(election) = opts.leader_election.take() else {
+        let syncer = start(opts).await?;
+        shutdown.await;
+        tracing::info!("shutting down");
+        syncer.stop().await;
+        return Ok(());
+    };
+    election.validate()?;
+    let client = kube::Client::try_from(opts.downstream.clone())
+        .map_err(|e| anyhow::anyhow!("downstream client for leader election: {e}"))?;
+    let elector = leader::LeaderElector::new(client, election);
+    let standby_address = opts.health_address.or(opts.metrics_address);
+    let standby = match standby_address {
+        Some(addr) => {
+            let (bound, task) = health::serve_standby(addr).await?;
+            tracing::info!("standing by: serving /healthz and /readyz on http://{bound}");
+            Some(task)
+        }
+        None => None,
+    };
+    leader::run_elected(
+        elector,
+        shutdown,
+        || async move {
+            if let Some(task) = standby {
+                task.abort();
+                let _ = task.await;
+            }
+            start(opts).await
+        },
+        |syncer: RunningSyncer| async move {
+            tracing::info!("stopping the syncer");
+            syncer.stop().await;
+        },
+    )
+    .await
 }

@@ -55,6 +55,9 @@ pub struct SyncerOptions {
     /// Reconcile every object again this often (`--resync-period`); `None`: never
     /// (watches and relists already bring every change).
     pub resync_period: Option<Duration>,
+    /// Sync only while holding this Lease in the downstream cluster
+    /// (`--enable-leader-election`; see [`crate::leader`]); used by [`crate::run`].
+    pub leader_election: Option<crate::leader::LeaderElectionConfig>,
 }
 
 impl SyncerOptions {
@@ -81,6 +84,7 @@ impl SyncerOptions {
             profile: None,
             tmc: None,
             resync_period: None,
+            leader_election: None,
         }
     }
 }

@@ -95,6 +95,36 @@ fn unavailable(e: impl std::fmt::Display) -> Refused {
     Refused::Unavailable(format!("etcd: {e}"))
 }
 
+/// How often a request that never reached etcd is sent again.
+const UNSENT_RETRIES: usize = 6;
+
+/// Whether the request never reached etcd: the client spreads requests over
+/// `--etcd-servers` and keeps picking a member that is down, whose connection
+/// is refused. Sending such a request again is safe (nothing was written),
+/// and the next pick is another member — so a dead member of three costs a
+/// retry, not a 503. A request that reached etcd and then failed is never
+/// sent again: a transaction that may have committed would then be refused
+/// by its own write.
+fn not_sent(e: &etcd_client::Error) -> bool {
+    let text = format!("{e:?}");
+    text.contains("ConnectError") || text.contains("tcp connect error")
+}
+
+/// `call`, again while it fails without reaching etcd.
+async fn unless_unsent<T, F, Fut>(mut call: F) -> Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match call().await {
+            Err(e) if attempt < UNSENT_RETRIES && not_sent(&e) => attempt += 1,
+            other => return other,
+        }
+    }
+}
+
 impl Etcd {
     /// Connect and check that etcd answers, so a wrong `--etcd-servers` fails
     /// the start with a message instead of every request later.
@@ -151,8 +181,11 @@ impl Etcd {
 
     /// One cheap read: whether etcd answers now.
     pub async fn ping(&self) -> anyhow::Result<()> {
-        let mut kv = self.client.kv_client();
-        let check = kv.get(self.prefix.clone(), Some(GetOptions::new().with_count_only()));
+        let check = unless_unsent(|| {
+            let mut kv = self.client.kv_client();
+            let prefix = self.prefix.clone();
+            async move { kv.get(prefix, Some(GetOptions::new().with_count_only())).await }
+        });
         tokio::time::timeout(Duration::from_secs(2), check)
             .await
             .map_err(|_| anyhow::anyhow!("no answer within 2s"))??;
@@ -186,7 +219,7 @@ impl Etcd {
 
     /// Every object under the prefix, read at one revision, and that revision.
     pub(crate) async fn load(&self) -> anyhow::Result<(Vec<EtcdObject>, u64)> {
-        let mut kv = self.client.kv_client();
+        let kv = self.client.kv_client();
         let (mut from, end) = self.range();
         let mut revision = 0i64;
         let mut objects = Vec::new();
@@ -195,10 +228,12 @@ impl Etcd {
             if revision > 0 {
                 options = options.with_revision(revision);
             }
-            let page = kv
-                .get(from.clone(), Some(options))
-                .await
-                .context("reading objects from etcd")?;
+            let page = unless_unsent(|| {
+                let (mut kv, from, options) = (kv.clone(), from.clone(), options.clone());
+                async move { kv.get(from, Some(options)).await }
+            })
+            .await
+            .context("reading objects from etcd")?;
             if revision == 0 {
                 revision = page.header().map(|h| h.revision()).unwrap_or(0);
             }
@@ -245,8 +280,11 @@ impl Etcd {
             .when(vec![compare])
             .and_then(vec![op])
             .or_else(vec![TxnOp::get(k, Some(GetOptions::new().with_keys_only()))]);
-        let mut kv = self.client.kv_client();
-        let response = tokio::time::timeout(REQUEST_TIMEOUT, kv.txn(txn))
+        let send = unless_unsent(|| {
+            let (mut kv, txn) = (self.client.kv_client(), txn.clone());
+            async move { kv.txn(txn).await }
+        });
+        let response = tokio::time::timeout(REQUEST_TIMEOUT, send)
             .await
             .map_err(|_| unavailable(format!("no answer within {REQUEST_TIMEOUT:?}")))?
             .map_err(unavailable)?;
