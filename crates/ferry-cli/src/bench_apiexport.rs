@@ -11,10 +11,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::ar;
 use anyhow::Context;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, PostParams, WatchEvent, WatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use serde_json::{json, Value};
 
 /// What the block measured (latencies in ms).
@@ -28,10 +29,6 @@ pub struct Figures {
     /// After the consumer workspaces exist, before they bind.
     pub rss_workspaces: u64,
     pub rss_after: u64,
-}
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 fn widgets() -> ApiResource {

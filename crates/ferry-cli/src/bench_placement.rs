@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use serde_json::{json, Value};
 
+use crate::ar;
 use crate::bench_cmd::BenchHub;
 use crate::bench_stats::round3;
 
@@ -41,10 +42,6 @@ pub struct PlacementBenchArgs {
 
 const NS: &str = "bench";
 const POLL: Duration = Duration::from_millis(100);
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
 
 fn edge(kind: &str, plural: &str) -> ApiResource {
     ar("edge.kubestellar.io", "v2alpha1", kind, plural)

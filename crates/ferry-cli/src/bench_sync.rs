@@ -36,6 +36,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::Mutex;
 
+use crate::ar;
 use crate::bench_cmd::{client_for, ensure_namespace, BenchHub};
 use crate::bench_stats::{cpu_seconds, round3, rss_mib, Rounds, Summary};
 
@@ -266,10 +267,6 @@ struct Hubs {
     upc: kube::Client,
     /// With `--profile tmc`: the SyncTarget's uid.
     sync_target_uid: Option<String>,
-}
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 /// The downstream objects the syncer made: for kubestellar in namespace `bench`, for

@@ -83,6 +83,14 @@ enum Command {
     Workload(workload_cmd::WorkloadCommand),
 }
 
+/// The `ApiResource` of `kind` (`plural`) in `group`/`version`, for `Api<DynamicObject>`.
+pub fn ar(group: &str, version: &str, kind: &str, plural: &str) -> kube::core::ApiResource {
+    kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    )
+}
+
 /// mimalloc's settings for an agent (a syncer or the api-syncagent), which keeps its
 /// stores for good and meets bursts (an initial sync, a relist) between long quiet
 /// spells: pages freed after a burst are returned at once (`PURGE_DELAY=0`; by

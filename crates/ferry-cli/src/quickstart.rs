@@ -185,6 +185,25 @@ pub fn expected(cluster: &str) -> Vec<Expected> {
         .collect()
 }
 
+/// Waits until each of the workspaces `names` (children of the workspace `root`
+/// addresses) is Ready.
+pub async fn wait_ready_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
+    let workspaces = Api::<DynamicObject>::all_with(
+        root.clone(),
+        &crate::ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
+    );
+    for name in names {
+        while workspaces
+            .get_opt(name)
+            .await?
+            .is_none_or(|w| w.data["status"]["phase"] != "Ready")
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}
+
 fn gvk_resource(kind: &str) -> ApiResource {
     match kind {
         "Namespace" => {
@@ -373,13 +392,6 @@ async fn quickstart(
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
 
     pb.set_message("creating the inventory workspace root:imw1");
-    let workspaces: Api<DynamicObject> = Api::all_with(
-        root.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
-            "workspaces",
-        ),
-    );
     let imw = apply_object(
         &root,
         &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}}),
@@ -405,13 +417,7 @@ async fn quickstart(
         let uid = target.metadata.uid.clone().unwrap_or_default();
         let mailbox = ferry_hub::controllers::mailbox::mailbox_name(&imw_cluster, &uid);
         pb.set_message(format!("{name}: waiting for the mailbox workspace {mailbox}"));
-        while workspaces
-            .get_opt(&mailbox)
-            .await?
-            .is_none_or(|w| w.data["status"]["phase"] != "Ready")
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_ready_workspaces(&root, &[&mailbox]).await?;
         registered.push(register(args, pb, &hub, name, &mailbox).await?);
     }
 

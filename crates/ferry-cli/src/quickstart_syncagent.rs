@@ -17,13 +17,14 @@ use ferry_hub::server::{start, HubOptions, RunningHub};
 use futures::StreamExt;
 use indicatif::ProgressBar;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
 
 use ferry_syncer::profiles::syncagent::{self, SyncAgentOptions};
 
-use crate::quickstart::{admin_config, apply_object, progress, QuickstartArgs};
+use crate::ar;
+use crate::quickstart::{admin_config, apply_object, progress, wait_ready_workspaces, QuickstartArgs};
 
 /// The APIExport (and its endpoint slice) in the provider workspace.
 pub const EXPORT: &str = "databases.example.io";
@@ -33,10 +34,6 @@ const PROVIDER: &str = "provider";
 const CONSUMERS: &[(&str, &[&str])] = &[("team-a", &["orders"]), ("team-b", &["orders", "users"])];
 /// The agent's namespace on the service cluster.
 const AGENT_NAMESPACE: &str = "ferry-system";
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
 
 /// The Database consumers see.
 fn remote_databases() -> ApiResource {
@@ -391,21 +388,4 @@ fn print_table(rows: &[Row]) {
             r.workspace, r.object, r.local, r.status, r.credentials
         );
     }
-}
-
-async fn wait_ready_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
-    let workspaces = Api::<DynamicObject>::all_with(
-        root.clone(),
-        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-    );
-    for name in names {
-        while workspaces
-            .get_opt(name)
-            .await?
-            .is_none_or(|w| w.data["status"]["phase"] != "Ready")
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    Ok(())
 }

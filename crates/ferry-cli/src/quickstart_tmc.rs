@@ -22,14 +22,15 @@ use futures::StreamExt;
 use indicatif::ProgressBar;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
 
+use crate::ar;
 use crate::bind_cmd::{bind_compute, ComputeArgs};
 use crate::quickstart::{
     admin_config, apply_manifest, apply_object, in_cluster_kubeconfig as in_cluster_kubeconfig_text,
-    progress, simulate_kubelet, QuickstartArgs,
+    progress, simulate_kubelet, wait_ready_workspaces, QuickstartArgs,
 };
 use crate::workload_cmd::{self, SyncArgs};
 
@@ -64,10 +65,6 @@ impl Row {
     fn landed(&self) -> bool {
         self.target != "-" && self.downstream != "-" && self.reported != "pending"
     }
-}
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 /// The user's objects (seed 004's examples 1–3).
@@ -274,23 +271,6 @@ fn condition(obj: &DynamicObject, kind: &str) -> Option<bool> {
         .iter()
         .find(|c| c["type"] == kind)
         .map(|c| c["status"] == "True")
-}
-
-async fn wait_ready_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
-    let workspaces = Api::<DynamicObject>::all_with(
-        root.clone(),
-        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-    );
-    for name in names {
-        while workspaces
-            .get_opt(name)
-            .await?
-            .is_none_or(|w| w.data["status"]["phase"] != "Ready")
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    Ok(())
 }
 
 /// `kubectl ferry workload sync`, the manifest applied to a new stand-in

@@ -20,7 +20,7 @@ use super::denature::Conversions;
 use super::KubeStellar;
 use crate::engine::retry::needs_new_stream;
 use crate::engine::{DiscoverySnapshot, Engine, WatchFailure, WatchRetry};
-use crate::selection::{Direction, SyncSelection};
+use crate::selection::{Direction, Resolution, SyncSelection};
 use crate::side::{serves, Side};
 
 /// Condition type: the syncer is connected to both sides and has completed its initial
@@ -263,12 +263,17 @@ impl Default for ConditionInputs {
     }
 }
 
-/// Gathers the inputs for one config.
-pub fn inputs_for(
+/// What both kinds of config report alike: the object's generation, the syncer's
+/// readiness, why it does not decode (as a `kind`) or which entries are invalid, and
+/// the types neither side's discovery resolves. With discovery, also the resolved
+/// selection (downsync, upsync) for the caller's further checks.
+fn common_inputs<T>(
     engine: &Engine,
-    entry: &ConfigEntry,
+    entry: &ConfigEntry<T>,
+    kind: &str,
     discovery: Option<&DiscoverySnapshot>,
-) -> ConditionInputs {
+    select: impl FnOnce(&T) -> (SyncSelection, Vec<String>),
+) -> (ConditionInputs, Option<(Resolution, Resolution)>) {
     let generation = entry
         .object
         .pointer("/metadata/generation")
@@ -277,27 +282,27 @@ pub fn inputs_for(
     let config = match &entry.parsed {
         Ok(config) => config,
         Err(e) => {
-            return ConditionInputs {
+            let inputs = ConditionInputs {
                 errors: vec![format!(
-                    "the object does not decode as a SyncerConfig: {e}; fix the field it names"
+                    "the object does not decode as {kind}: {e}; fix the field it names"
                 )],
                 ready,
                 generation,
                 ..Default::default()
-            }
+            };
+            return (inputs, None);
         }
     };
-    let (selection, errors) = SyncSelection::from_configs(std::slice::from_ref(config));
+    let (selection, errors) = select(config);
     let mut inputs = ConditionInputs {
-        errors: errors.iter().map(ToString::to_string).collect(),
+        errors,
         ready,
         generation,
         ..Default::default()
     };
     let Some(discovery) = discovery else {
-        return inputs;
+        return (inputs, None);
     };
-    let flows = engine.flows();
     let downsync = selection.resolve_downsync(&discovery.upstream);
     let upsync = selection.resolve_upsync(&discovery.downstream);
     inputs
@@ -306,6 +311,23 @@ pub fn inputs_for(
     inputs
         .missing
         .extend(upsync.unresolved.iter().map(|u| format!("downstream: {u}")));
+    (inputs, Some((downsync, upsync)))
+}
+
+/// Gathers the inputs for one config.
+pub fn inputs_for(
+    engine: &Engine,
+    entry: &ConfigEntry,
+    discovery: Option<&DiscoverySnapshot>,
+) -> ConditionInputs {
+    let (mut inputs, resolved) = common_inputs(engine, entry, "a SyncerConfig", discovery, |config| {
+        let (selection, errors) = SyncSelection::from_configs(std::slice::from_ref(config));
+        (selection, errors.iter().map(ToString::to_string).collect())
+    });
+    let (Some((downsync, upsync)), Some(discovery)) = (resolved, discovery) else {
+        return inputs;
+    };
+    let flows = engine.flows();
     for (targets, other, side) in [
         (&downsync.targets, &discovery.downstream, "downstream"),
         (&upsync.targets, &discovery.upstream, "upstream"),
@@ -348,44 +370,14 @@ pub fn edge_inputs_for(
     entry: &ConfigEntry<EdgeSyncConfig>,
     discovery: Option<&DiscoverySnapshot>,
 ) -> ConditionInputs {
-    let generation = entry
-        .object
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64);
-    let ready = engine.readiness();
-    let config = match &entry.parsed {
-        Ok(config) => config,
-        Err(e) => {
-            return ConditionInputs {
-                errors: vec![format!(
-                    "the object does not decode as an EdgeSyncConfig: {e}; fix the field it names"
-                )],
-                ready,
-                generation,
-                ..Default::default()
-            }
-        }
-    };
-    let mut selection = SyncSelection::default();
-    let errors = selection.add_edge_configs(std::slice::from_ref(config));
-    let mut inputs = ConditionInputs {
-        errors: errors.iter().map(ToString::to_string).collect(),
-        ready,
-        generation,
-        ..Default::default()
-    };
-    let Some(discovery) = discovery else {
-        return inputs;
-    };
-    let downsync = selection.resolve_downsync(&discovery.upstream);
-    let upsync = selection.resolve_upsync(&discovery.downstream);
-    inputs.watched = downsync.targets.len() + upsync.targets.len();
-    inputs
-        .missing
-        .extend(downsync.unresolved.iter().map(|u| format!("upstream: {u}")));
-    inputs
-        .missing
-        .extend(upsync.unresolved.iter().map(|u| format!("downstream: {u}")));
+    let (mut inputs, resolved) = common_inputs(engine, entry, "an EdgeSyncConfig", discovery, |config| {
+        let mut selection = SyncSelection::default();
+        let errors = selection.add_edge_configs(std::slice::from_ref(config));
+        (selection, errors.iter().map(ToString::to_string).collect())
+    });
+    if let Some((downsync, upsync)) = resolved {
+        inputs.watched = downsync.targets.len() + upsync.targets.len();
+    }
     inputs
 }
 
