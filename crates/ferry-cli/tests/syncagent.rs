@@ -86,33 +86,106 @@ fn response_of(addr: &str, path: &str) -> Option<String> {
     Some(response)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
-    let kcp = TestHub::start().await;
-    let service_hub = TestHub::start().await;
-    let root = client(&write_kubeconfig(&kcp, Some("root"), "root.kubeconfig")).await;
-    let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
-    for name in ["provider", "c1"] {
+/// kcp (`root:provider` exporting `databases.example.io`, `root:c1`) and a service
+/// cluster with a Database CRD, each with an admin kubeconfig file and client.
+struct Stage {
+    kcp: TestHub,
+    service_hub: TestHub,
+    provider_kubeconfig: std::path::PathBuf,
+    provider: kube::Client,
+    c1: kube::Client,
+    service_kubeconfig: std::path::PathBuf,
+    service: kube::Client,
+}
+
+impl Stage {
+    async fn start() -> Stage {
+        let kcp = TestHub::start().await;
+        let service_hub = TestHub::start().await;
+        let root = client(&write_kubeconfig(&kcp, Some("root"), "root.kubeconfig")).await;
+        let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
+        for name in ["provider", "c1"] {
+            create(
+                &root,
+                &workspaces,
+                None,
+                json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
+            )
+            .await;
+        }
+        let provider_kubeconfig = write_kubeconfig(&kcp, Some("root:provider"), "provider.kubeconfig");
+        let provider = client(&provider_kubeconfig).await;
+        let c1 = client(&write_kubeconfig(&kcp, Some("root:c1"), "c1.kubeconfig")).await;
         create(
-            &root,
-            &workspaces,
+            &provider,
+            &ar("apis.kcp.io", "v1alpha1", "APIExport", "apiexports"),
             None,
-            json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": EXPORT }, "spec": {} }),
         )
         .await;
+        let service_kubeconfig = write_kubeconfig(&service_hub, None, "service.kubeconfig");
+        let service = client(&service_kubeconfig).await;
+        let crds = ar(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        );
+        create(
+            &service,
+            &crds,
+            None,
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": { "name": "databases.example.com" },
+                "spec": { "group": "example.com", "scope": "Namespaced",
+                    "names": { "kind": "Database", "plural": "databases", "singular": "database", "listKind": "DatabaseList" },
+                    "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
+                        "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }] }
+            }),
+        )
+        .await;
+        Stage {
+            kcp,
+            service_hub,
+            provider_kubeconfig,
+            provider,
+            c1,
+            service_kubeconfig,
+            service,
+        }
     }
-    let provider_kubeconfig = write_kubeconfig(&kcp, Some("root:provider"), "provider.kubeconfig");
-    let provider = client(&provider_kubeconfig).await;
-    let c1 = client(&write_kubeconfig(&kcp, Some("root:c1"), "c1.kubeconfig")).await;
-    create(
-        &provider,
-        &ar("apis.kcp.io", "v1alpha1", "APIExport", "apiexports"),
-        None,
-        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": EXPORT }, "spec": {} }),
+}
+
+/// The agent `nora` holds its Lease in `ferry-system` on the service cluster.
+async fn assert_holds_lease(service: &kube::Client) {
+    let lease = get(
+        service,
+        &ar("coordination.k8s.io", "v1", "Lease", "leases"),
+        Some("ferry-system"),
+        "syncagent.nora",
     )
-    .await;
-    let service_kubeconfig = write_kubeconfig(&service_hub, None, "service.kubeconfig");
-    let service = client(&service_kubeconfig).await;
+    .await
+    .expect("the agent's Lease");
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "{lease}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
+    let Stage {
+        kcp: _kcp,
+        service_hub: _service_hub,
+        provider_kubeconfig,
+        c1,
+        service_kubeconfig,
+        service,
+        ..
+    } = Stage::start().await;
     let crds = ar(
         "apiextensions.k8s.io",
         "v1",
@@ -125,20 +198,6 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
             create(&service, &crds, None, crd).await;
         }
     }
-    create(
-        &service,
-        &crds,
-        None,
-        json!({
-            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": { "name": "databases.example.com" },
-            "spec": { "group": "example.com", "scope": "Namespaced",
-                "names": { "kind": "Database", "plural": "databases", "singular": "database", "listKind": "DatabaseList" },
-                "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
-                    "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }] }
-        }),
-    )
-    .await;
     let prs = ar(
         "syncagent.kcp.io",
         "v1alpha1",
@@ -271,20 +330,7 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
         text.contains("syncer_connection_status{side=\"upstream\"} 1"),
         "the shared metrics too: {text}"
     );
-    let lease = get(
-        &service,
-        &ar("coordination.k8s.io", "v1", "Lease", "leases"),
-        Some("ferry-system"),
-        "syncagent.nora",
-    )
-    .await
-    .expect("the agent's Lease");
-    assert!(
-        lease["spec"]["holderIdentity"]
-            .as_str()
-            .is_some_and(|h| !h.is_empty()),
-        "{lease}"
-    );
+    assert_holds_lease(&service).await;
     running.kill().unwrap();
     let _ = running.wait();
 }
@@ -295,21 +341,15 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
 /// publishes and syncs with only the rights the two sides gave it.
 #[tokio::test(flavor = "multi_thread")]
 async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
-    let kcp = TestHub::start().await;
-    let service_hub = TestHub::start().await;
-    let root = client(&write_kubeconfig(&kcp, Some("root"), "root.kubeconfig")).await;
-    let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
-    for name in ["provider", "c1"] {
-        create(&root, &workspaces, None,
-            json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }))
-        .await;
-    }
-    let provider_kubeconfig = write_kubeconfig(&kcp, Some("root:provider"), "provider.kubeconfig");
-    let provider = client(&provider_kubeconfig).await;
-    let c1 = client(&write_kubeconfig(&kcp, Some("root:c1"), "c1.kubeconfig")).await;
-    create(&provider, &ar("apis.kcp.io", "v1alpha1", "APIExport", "apiexports"), None,
-        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": EXPORT }, "spec": {} }))
-    .await;
+    let Stage {
+        kcp: _kcp,
+        service_hub,
+        provider_kubeconfig,
+        provider,
+        c1,
+        service,
+        ..
+    } = Stage::start().await;
     eventually(10, "the export's endpoint slice", || async {
         get(
             &provider,
@@ -324,22 +364,6 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
         )
         .await
     })
-    .await;
-    let service = client(&write_kubeconfig(&service_hub, None, "service.kubeconfig")).await;
-    let crds = ar(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
-    create(&service, &crds, None, json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": { "name": "databases.example.com" },
-        "spec": { "group": "example.com", "scope": "Namespaced",
-            "names": { "kind": "Database", "plural": "databases", "singular": "database", "listKind": "DatabaseList" },
-            "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
-                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }] }
-    }))
     .await;
 
     // Without an endpoint slice of that name it says what to do.
@@ -510,20 +534,7 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
     .await;
     assert_eq!(copy["spec"]["size"], 2);
     // It leads through its Lease, which its rights on the service cluster allow.
-    let lease = get(
-        &service,
-        &ar("coordination.k8s.io", "v1", "Lease", "leases"),
-        Some("ferry-system"),
-        "syncagent.nora",
-    )
-    .await
-    .expect("the agent's Lease");
-    assert!(
-        lease["spec"]["holderIdentity"]
-            .as_str()
-            .is_some_and(|h| !h.is_empty()),
-        "{lease}"
-    );
+    assert_holds_lease(&service).await;
     running.kill().unwrap();
     let output = running.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

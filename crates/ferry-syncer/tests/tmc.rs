@@ -233,6 +233,34 @@ impl Tmc {
             .await;
     }
 
+    /// Namespaces `demo` (ConfigMaps `kept` and `deleted`) and `moved` (ConfigMap
+    /// `inside`) scheduled, and their copies made; returns the two downstream namespaces.
+    async fn demo_and_moved(&self) -> (String, String) {
+        self.scheduled_namespace("demo").await;
+        self.scheduled_namespace("moved").await;
+        for name in ["kept", "deleted"] {
+            self.scheduled_configmap("demo", name).await;
+        }
+        self.scheduled_configmap("moved", "inside").await;
+        let (kcp_ns, moved) = (self.downstream("demo"), self.downstream("moved"));
+        for name in ["kept", "deleted"] {
+            wait_for(&self.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| {
+                true
+            })
+            .await;
+        }
+        wait_for(
+            &self.down,
+            &configmaps(),
+            Some(&moved),
+            "inside",
+            "the copy",
+            |_| true,
+        )
+        .await;
+        (kcp_ns, moved)
+    }
+
     async fn scheduled_configmap(&self, ns: &str, name: &str) -> Value {
         self.app
             .create(&configmaps(), configmap(ns, name, json!({ "k": "v" })))
@@ -621,21 +649,7 @@ async fn a_syncer_for_another_uid_refuses_to_start() {
 async fn a_restarted_syncer_converges_with_no_orphans_and_no_finalizers_left() {
     let t = Tmc::start().await;
     let syncer = t.syncer().await;
-    t.scheduled_namespace("demo").await;
-    t.scheduled_namespace("moved").await;
-    for name in ["kept", "deleted"] {
-        t.scheduled_configmap("demo", name).await;
-    }
-    t.scheduled_configmap("moved", "inside").await;
-    let kcp_ns = t.downstream("demo");
-    let moved = t.downstream("moved");
-    for name in ["kept", "deleted"] {
-        wait_for(&t.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| true).await;
-    }
-    wait_for(&t.down, &configmaps(), Some(&moved), "inside", "the copy", |_| {
-        true
-    })
-    .await;
+    let (kcp_ns, moved) = t.demo_and_moved().await;
     syncer.stop().await;
 
     // While the syncer is away.
@@ -1371,21 +1385,7 @@ async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over
 async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finalizers_left() {
     let mut t = Tmc::start().await;
     let syncer = t.syncer().await;
-    t.scheduled_namespace("demo").await;
-    t.scheduled_namespace("moved").await;
-    for name in ["kept", "deleted"] {
-        t.scheduled_configmap("demo", name).await;
-    }
-    t.scheduled_configmap("moved", "inside").await;
-    let kcp_ns = t.downstream("demo");
-    let moved = t.downstream("moved");
-    for name in ["kept", "deleted"] {
-        wait_for(&t.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| true).await;
-    }
-    wait_for(&t.down, &configmaps(), Some(&moved), "inside", "the copy", |_| {
-        true
-    })
-    .await;
+    let (kcp_ns, moved) = t.demo_and_moved().await;
     let finalizer = t.finalizer();
     let upsync = json!({ t.state_label(): "Upsync" });
 
