@@ -18,12 +18,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{json, Value};
 
-use crate::syncer_gen::{ca_pem, install_objects, render, service_account_token, Install};
+use crate::syncer_gen::{identity_kubeconfig, install_objects, render, Identity, Install};
 
 const FIELD_MANAGER: &str = "ferry-syncagent-gen";
 /// Where the Deployment mounts the kcp kubeconfig Secret.
@@ -146,46 +145,18 @@ pub async fn generate(config: &kube::Config, args: &SyncagentGenArgs) -> anyhow:
         .to_string();
 
     let id = agent_id(&args.name);
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": "default"}});
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-    sas.patch(&id, &pp, &Patch::Apply(&sa))
-        .await
-        .with_context(|| format!("applying ServiceAccount default/{id}"))?;
-    let rbac = |kind: &str, plural: &str| {
-        Api::<DynamicObject>::all_with(
-            client.clone(),
-            &ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
-                plural,
-            ),
-        )
-    };
-    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id},
-                      "rules": kcp_rules(slice_name, &export)});
-    rbac("ClusterRole", "clusterroles")
-        .patch(&id, &pp, &Patch::Apply(&role))
-        .await
-        .context("applying the agent's ClusterRole")?;
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
-        "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": "default"}],
-    });
-    rbac("ClusterRoleBinding", "clusterrolebindings")
-        .patch(&id, &pp, &Patch::Apply(&binding))
-        .await
-        .context("applying the agent's ClusterRoleBinding")?;
-    let token = service_account_token(&sas, &id, args.lifetime).await?;
-    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
-    let kcp_kubeconfig = ferry_hub::kubeconfig::kubeconfig(
-        "kcp",
-        &server,
-        &ca_pem(config),
-        ferry_hub::kubeconfig::AuthInfo::Token(token),
-        "kcp",
-        None,
-    );
+    let kcp_kubeconfig = identity_kubeconfig(
+        config,
+        &Identity {
+            namespace: "default",
+            id: &id,
+            rules: kcp_rules(slice_name, &export),
+            lifetime: args.lifetime,
+            field_manager: FIELD_MANAGER,
+            context: "kcp",
+        },
+    )
+    .await?;
 
     let mut agent_args = vec![
         "syncagent".to_string(),

@@ -173,51 +173,19 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         bail!("--replicas must not be negative");
     }
     let (workspace, uid) = mailbox(config, &args.name).await?;
-    let client = kube::Client::try_from(config.clone())?;
     let id = syncer_id(&args.name, &uid);
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-
-    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": args.upstream_namespace}});
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), &args.upstream_namespace);
-    sas.patch(&id, &pp, &Patch::Apply(&sa))
-        .await
-        .with_context(|| format!("applying ServiceAccount {id}"))?;
-    let rbac = |kind: &str, plural: &str| {
-        Api::<DynamicObject>::all_with(
-            client.clone(),
-            &ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
-                plural,
-            ),
-        )
-    };
-    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": upstream_rules()});
-    rbac("ClusterRole", "clusterroles")
-        .patch(&id, &pp, &Patch::Apply(&role))
-        .await
-        .context("applying the syncer's ClusterRole")?;
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
-        "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": args.upstream_namespace}],
-    });
-    rbac("ClusterRoleBinding", "clusterrolebindings")
-        .patch(&id, &pp, &Patch::Apply(&binding))
-        .await
-        .context("applying the syncer's ClusterRoleBinding")?;
-
-    let token = service_account_token(&sas, &id, args.lifetime).await?;
-
-    let ca = ca_pem(config);
-    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
-    let upstream_kubeconfig = ferry_hub::kubeconfig::kubeconfig(
-        "upstream",
-        &server,
-        &ca,
-        ferry_hub::kubeconfig::AuthInfo::Token(token),
-        "upstream",
-        None,
-    );
+    let upstream_kubeconfig = identity_kubeconfig(
+        config,
+        &Identity {
+            namespace: &args.upstream_namespace,
+            id: &id,
+            rules: upstream_rules(),
+            lifetime: args.lifetime,
+            field_manager: FIELD_MANAGER,
+            context: "upstream",
+        },
+    )
+    .await?;
     let namespace = args.namespace.clone().unwrap_or_else(|| id.clone());
     let manifest = manifest(&id, &namespace, &args.name, &uid, &upstream_kubeconfig, args)?;
     Ok(Registration {
@@ -264,6 +232,68 @@ fn manifest(
         kubeconfig,
         rules: downstream_rules(),
     }))
+}
+
+/// An agent's identity in the workspace a kubeconfig points at.
+pub struct Identity<'a> {
+    /// The ServiceAccount's namespace.
+    pub namespace: &'a str,
+    /// The name of the ServiceAccount, its ClusterRole and their binding.
+    pub id: &'a str,
+    /// The ClusterRole's rules.
+    pub rules: Value,
+    /// The token's lifetime.
+    pub lifetime: Duration,
+    /// Field manager of the server-side applies.
+    pub field_manager: &'a str,
+    /// Cluster, user and context name in the kubeconfig.
+    pub context: &'a str,
+}
+
+/// Applies `who`'s ServiceAccount, ClusterRole and ClusterRoleBinding where `config`
+/// points, and returns a kubeconfig for that server with a TokenRequest token of it.
+pub async fn identity_kubeconfig(config: &kube::Config, who: &Identity<'_>) -> anyhow::Result<String> {
+    let client = kube::Client::try_from(config.clone())?;
+    let (id, ns) = (who.id, who.namespace);
+    let pp = PatchParams::apply(who.field_manager).force();
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": id, "namespace": ns}});
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    sas.patch(id, &pp, &Patch::Apply(&sa))
+        .await
+        .with_context(|| format!("applying ServiceAccount {ns}/{id}"))?;
+    let rbac = |kind: &str, plural: &str| {
+        Api::<DynamicObject>::all_with(
+            client.clone(),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+                plural,
+            ),
+        )
+    };
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": who.rules});
+    rbac("ClusterRole", "clusterroles")
+        .patch(id, &pp, &Patch::Apply(&role))
+        .await
+        .with_context(|| format!("applying ClusterRole {id}"))?;
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": id},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": id},
+        "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns}],
+    });
+    rbac("ClusterRoleBinding", "clusterrolebindings")
+        .patch(id, &pp, &Patch::Apply(&binding))
+        .await
+        .with_context(|| format!("applying ClusterRoleBinding {id}"))?;
+    let token = service_account_token(&sas, id, who.lifetime).await?;
+    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+    Ok(ferry_hub::kubeconfig::kubeconfig(
+        who.context,
+        &server,
+        &ca_pem(config),
+        ferry_hub::kubeconfig::AuthInfo::Token(token),
+        who.context,
+        None,
+    ))
 }
 
 /// A TokenRequest token for ServiceAccount `id`, valid for `lifetime`.
