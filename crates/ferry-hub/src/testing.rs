@@ -144,8 +144,14 @@ impl TestHub {
     /// A hub that ran there on etcd and was taken apart with
     /// [`TestHub::into_parts`] restarts on the same etcd.
     pub async fn start_in(data_dir: &Path) -> TestHub {
+        Self::resume(data_dir, "127.0.0.1:0".parse().expect("address")).await
+    }
+
+    /// A hub listening on `listen` over `data_dir`, on the etcd a hub taken apart there
+    /// left parked, if any.
+    async fn resume(data_dir: &Path, listen: std::net::SocketAddr) -> TestHub {
         let mut opts = HubOptions::new(data_dir);
-        opts.listen = "127.0.0.1:0".parse().expect("address");
+        opts.listen = listen;
         let parked = parked().lock().remove(data_dir);
         let (etcd, etcd_options) = match parked {
             Some(p) => (p.etcd, Some(p.options)),
@@ -223,22 +229,8 @@ impl TestHub {
         let (running, dir) = self.into_parts();
         running.stop().await;
         let out = outage.await;
-        let parked = parked().lock().remove(&data_dir);
-        let (etcd, etcd_options) = match parked {
-            Some(p) => (p.etcd, Some(p.options)),
-            None => (None, None),
-        };
-        let mut opts = HubOptions::new(&data_dir);
-        opts.listen = listen;
-        opts.etcd = etcd_options.clone();
-        let running = start(opts).await.expect("hub restarts");
-        let hub = TestHub {
-            running,
-            dir,
-            data_dir,
-            etcd,
-            etcd_options,
-        };
+        let mut hub = Self::resume(&data_dir, listen).await;
+        hub.dir = dir;
         (hub, out)
     }
 
