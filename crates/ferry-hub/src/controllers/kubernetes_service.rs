@@ -8,13 +8,13 @@
 //! parts of the hub add never make it write again.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use crate::hub::Hub;
 use crate::service::{self, create_internal, PatchType};
-use crate::storage::ObjectKey;
+use crate::storage::{ObjectKey, WatchEvent};
 use crate::workspace::{ROOT, WORKSPACES};
 
 /// Name of the Service, Endpoints and EndpointSlice.
@@ -240,26 +240,35 @@ fn is_owned_key(key: &ObjectKey) -> bool {
         )
 }
 
-/// Repair the objects whenever they change, until the process ends.
-pub fn spawn(hub: Arc<Hub>) {
-    tokio::spawn(async move {
-        loop {
-            let rv = hub.store.resource_version();
-            let Ok(mut sub) = hub.store.watch(rv) else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            // Resynchronise after (re)subscribing: nothing missed stays broken.
+/// Repairs the objects whenever they change. It runs with the other
+/// built-in controllers, so on one replica at a time: replicas on one etcd
+/// listen on different addresses and would otherwise take the Endpoints
+/// from each other without end.
+pub struct KubernetesService;
+
+impl super::follow::Follower for KubernetesService {
+    fn follows(&self, storage_key: &str) -> bool {
+        matches!(
+            storage_key,
+            "/services" | "/endpoints" | "discovery.k8s.io/endpointslices"
+        )
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
             for cluster in hub.store.clusters() {
-                repair(&hub, &cluster).await;
+                repair(hub, &cluster).await;
             }
-            while let Some(event) = sub.next().await {
-                if is_owned_key(&event.key) {
-                    repair(&hub, &event.key.cluster).await;
-                }
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if is_owned_key(&event.key) {
+                repair(hub, &event.key.cluster).await;
             }
-        }
-    });
+        })
+    }
 }
 
 #[cfg(test)]

@@ -113,7 +113,7 @@ impl WriteObserver for BuiltIn {
 
 /// Start the controllers that follow the store's watch (namespace
 /// termination, CRD clean-up, APIServices, token Secrets and CSR signing,
-/// the garbage collector, and the mailbox controller when `mailboxes`);
+/// the `kubernetes` Services, the garbage collector, and the mailbox controller when `mailboxes`);
 /// they stop when `stop` turns true. Await the handles to know they have
 /// stopped writing.
 pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Vec<JoinHandle<()>> {
@@ -124,6 +124,7 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Ve
         follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
         follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
         scheduling::spawn(hub.clone(), stop.clone()),
+        follow::spawn(hub.clone(), kubernetes_service::KubernetesService, stop.clone()),
     ];
     if mailboxes {
         running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));

@@ -337,7 +337,6 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     if opts.compute_workspace {
         crate::controllers::compute::ensure(&hub).await;
     }
-    crate::controllers::kubernetes_service::spawn(hub.clone());
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
     let kubeconfig =
