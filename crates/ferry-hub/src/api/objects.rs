@@ -93,6 +93,7 @@ pub async fn get(s: &Scope) -> Result<Response, ApiError> {
             Some(_) => {}
         }
     }
+    read_current(s).await?;
     let v = service::get(s)?;
     match s.subresource.as_deref() {
         Some("scale") => Ok(json_value(StatusCode::OK, &scale_of(&s.info, &v))),
@@ -154,6 +155,19 @@ impl Selectors {
     }
 }
 
+/// How long a read waits for the hub's cache to catch up with etcd.
+const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A read of the newest state (no resourceVersion): with etcd, the cache
+/// first takes in whatever another replica wrote before the request came.
+pub(super) async fn read_current(s: &Scope) -> Result<(), ApiError> {
+    s.hub
+        .store
+        .catch_up(CATCH_UP_WAIT)
+        .await
+        .map_err(ApiError::service_unavailable)
+}
+
 /// What a list's `resourceVersion` and `resourceVersionMatch` ask for, as
 /// kube-apiserver reads them: unset means the newest; `0` means any;
 /// `N` (or `NotOlderThan`) means at least `N`, which the hub waits briefly for
@@ -176,7 +190,7 @@ async fn consistent_list_at(s: &Scope) -> Result<(), ApiError> {
             Some(_) => Err(invalid(
                 "resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
             )),
-            None => Ok(()),
+            None => read_current(s).await,
         };
     };
     if rv_match.is_some() && s.query.continue_token.is_some() {

@@ -125,6 +125,9 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
             )],
         ));
     }
+    if rv_param.is_none() {
+        super::objects::read_current(&s).await?;
+    }
     let resource = s.info.storage_key();
     let scope = s.scope();
     let namespace = s.namespace.clone();

@@ -181,15 +181,20 @@ impl Etcd {
 
     /// One cheap read: whether etcd answers now.
     pub async fn ping(&self) -> anyhow::Result<()> {
+        self.revision().await.map(|_| ())
+    }
+
+    /// etcd's current revision (of the whole store, not only the prefix).
+    pub async fn revision(&self) -> anyhow::Result<u64> {
         let check = unless_unsent(|| {
             let mut kv = self.client.kv_client();
             let prefix = self.prefix.clone();
             async move { kv.get(prefix, Some(GetOptions::new().with_count_only())).await }
         });
-        tokio::time::timeout(Duration::from_secs(2), check)
+        let response = tokio::time::timeout(Duration::from_secs(2), check)
             .await
             .map_err(|_| anyhow::anyhow!("no answer within 2s"))??;
-        Ok(())
+        Ok(response.header().map(|h| h.revision()).unwrap_or(0).max(0) as u64)
     }
 
     pub fn prefix(&self) -> &str {

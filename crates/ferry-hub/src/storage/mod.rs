@@ -296,9 +296,18 @@ struct Remote {
     down: Arc<Mutex<Option<String>>>,
     /// The task following etcd's watch; stopped with the store.
     feed: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// Tests: make the feed watch again from a revision.
+    /// Requests to that task.
+    commands: tokio::sync::mpsc::UnboundedSender<FeedCommand>,
+}
+
+/// What the task following etcd's watch can be asked to do.
+enum FeedCommand {
+    /// Ask etcd for a progress notification: the revision the watch has
+    /// delivered everything up to, even when the last changes were not ours.
+    Progress,
+    /// Tests: watch again from a revision.
     #[cfg(test)]
-    rewatch: tokio::sync::mpsc::UnboundedSender<u64>,
+    Rewatch(u64),
 }
 
 impl Drop for Store {
@@ -543,8 +552,7 @@ impl Store {
             commits: None,
         }));
         let down = Arc::new(Mutex::new(None));
-        #[cfg(test)]
-        let (rewatch, rewatch_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
         let feed = Feed {
             etcd: etcd.clone(),
             published: Published {
@@ -553,8 +561,7 @@ impl Store {
                 reached: reached_tx,
             },
             down: down.clone(),
-            #[cfg(test)]
-            rewatch: rewatch_rx,
+            commands: commands_rx,
         };
         let task = tokio::spawn(feed.run(revision));
         Ok(Arc::new(Store {
@@ -567,8 +574,7 @@ impl Store {
                 acked: AtomicU64::new(revision),
                 down,
                 feed: Mutex::new(Some(task)),
-                #[cfg(test)]
-                rewatch,
+                commands,
             })),
         }))
     }
@@ -592,6 +598,49 @@ impl Store {
             return Err(down);
         }
         remote.etcd.ping().await.map_err(|e| format!("etcd: {e:#}"))
+    }
+
+    /// With etcd, wait until this hub's cache holds everything etcd held
+    /// when the call began, so a read through any replica sees every write
+    /// acknowledged before it, through whichever replica (kube-apiserver's
+    /// consistent reads from its cache). A local store is always current.
+    ///
+    /// When etcd cannot be asked, the cache is served as it is (writes are
+    /// refused then, so this hub adds nothing to what it shows); a cache that
+    /// does not catch up within `timeout` is an error.
+    pub async fn catch_up(&self, timeout: Duration) -> Result<(), String> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        let target = match remote.etcd.revision().await {
+            Ok(revision) => revision,
+            Err(e) => {
+                tracing::debug!("serving a read from the cache: etcd did not answer: {e:#}");
+                return Ok(());
+            }
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut reached = self.reached.clone();
+        let mut pause = Duration::from_millis(20);
+        loop {
+            if *reached.borrow() >= target {
+                return Ok(());
+            }
+            // etcd answers a progress request only once the watch has sent
+            // everything; an early one is dropped, so ask again while waiting.
+            let _ = remote.commands.send(FeedCommand::Progress);
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Err(format!(
+                    "this hub's cache has not caught up with etcd's revision {target} within {timeout:?} (it is at {})",
+                    *reached.borrow()
+                ));
+            }
+            if wait_reached(&mut reached, target, pause.min(left)).await {
+                return Ok(());
+            }
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
     }
 
     /// An in-memory store (nothing persisted).
@@ -879,7 +928,7 @@ impl Store {
     #[cfg(test)]
     fn rewatch_from(&self, revision: u64) {
         if let Some(remote) = &self.remote {
-            let _ = remote.rewatch.send(revision);
+            let _ = remote.commands.send(FeedCommand::Rewatch(revision));
         }
     }
 
@@ -983,8 +1032,7 @@ struct Feed {
     etcd: Etcd,
     published: Published,
     down: Arc<Mutex<Option<String>>>,
-    #[cfg(test)]
-    rewatch: tokio::sync::mpsc::UnboundedReceiver<u64>,
+    commands: tokio::sync::mpsc::UnboundedReceiver<FeedCommand>,
 }
 
 impl Feed {
@@ -1009,22 +1057,30 @@ impl Feed {
     /// Watch from after `revision` until the watch ends; `Ok` when it ended
     /// for a reason that needs no pause (a relist after compaction).
     async fn follow(&mut self, revision: &mut u64) -> Result<(), String> {
-        let mut stream = self
+        let (mut requests, mut stream) = self
             .etcd
             .watch_from(*revision + 1)
             .await
-            .map_err(|e| format!("watching etcd: {e}"))?;
+            .map_err(|e| format!("watching etcd: {e}"))?
+            .split();
         loop {
-            #[cfg(test)]
             let message = tokio::select! {
                 m = stream.message() => m,
-                Some(from) = self.rewatch.recv() => {
-                    *revision = from;
-                    return Ok(());
-                }
+                Some(command) = self.commands.recv() => match command {
+                    FeedCommand::Progress => {
+                        requests
+                            .request_progress()
+                            .await
+                            .map_err(|e| format!("watching etcd: {e}"))?;
+                        continue;
+                    }
+                    #[cfg(test)]
+                    FeedCommand::Rewatch(from) => {
+                        *revision = from;
+                        return Ok(());
+                    }
+                },
             };
-            #[cfg(not(test))]
-            let message = stream.message().await;
             let response = match message {
                 Ok(Some(r)) => r,
                 Ok(None) => return Err("etcd ended the watch".into()),
@@ -1042,6 +1098,16 @@ impl Feed {
             if self.down.lock().take().is_some() {
                 tracing::info!("the etcd watch is up again");
             }
+            if response.events().is_empty() {
+                // A progress notification: everything up to its revision has
+                // been delivered (the last changes may be outside the prefix).
+                let header = response.header().map(|h| h.revision()).unwrap_or(0).max(0) as u64;
+                if !response.created() && header > *revision {
+                    *revision = header;
+                    self.advance(header);
+                }
+                continue;
+            }
             let mut events = Vec::with_capacity(response.events().len());
             for event in response.events() {
                 if let Some(e) = self.event(event) {
@@ -1054,6 +1120,21 @@ impl Feed {
                 self.published.reached.send_replace(last);
             }
         }
+    }
+
+    /// The cache holds everything etcd held at `revision`, though no object
+    /// changed at it: lists and watches may be served at it.
+    fn advance(&self, revision: u64) {
+        {
+            let mut state = self.published.state.lock();
+            if revision <= state.committed_rv {
+                return;
+            }
+            state.committed_rv = revision;
+            state.rv = state.rv.max(revision);
+        }
+        self.published.history.advance(revision);
+        self.published.reached.send_replace(revision);
     }
 
     /// One etcd event applied to the store's state, as the watch event to

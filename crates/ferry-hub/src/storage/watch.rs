@@ -191,6 +191,13 @@ impl History {
         })
     }
 
+    /// Nothing changed up to `rv` beyond what was published: subscribers
+    /// may start from it.
+    pub(crate) fn advance(&self, rv: u64) {
+        let mut inner = self.inner.lock();
+        inner.latest = inner.latest.max(rv);
+    }
+
     /// Forget every event and end every subscriber: the store was read
     /// afresh at `rv` and nothing before it can be replayed.
     pub(crate) fn reset(&self, rv: u64) {
