@@ -1360,7 +1360,18 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
     wait_text(&hub, &florin, "zoned", "zone z-f").await;
     wait_text(&hub, &guilder, "zoned", "zone z-g").await;
 
-    // A Customizer that does not exist is named.
+    // A Customizer that does not exist is named. The WMW predates the kind
+    // (its CRD is removed here): the translator installs it.
+    let crds: Api<CustomResourceDefinition> = Api::all(wmw.clone());
+    crds.delete("customizers.edge.kubestellar.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    let c = api(&wmw, &customizers(), Some("commonstuff"));
+    eventually(15, "the Customizer kind to go", || {
+        let c = c.clone();
+        async move { c.list(&ListParams::default()).await.is_err().then_some(()) }
+    })
+    .await;
     let mut d = deployment("commonstuff", "commond", 1);
     d["metadata"]["annotations"] = json!({"edge.kubestellar.io/customizer": "absent"});
     apply(&wmw, d).await;
@@ -1372,6 +1383,11 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
     .await;
     let florin_deploys = api(&client(&hub, &florin).await, &deployments(), Some("commonstuff"));
     assert!(florin_deploys.get_opt("commond").await.unwrap().is_none());
+    eventually(15, "the Customizer kind to be served again", || {
+        let c = c.clone();
+        async move { c.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
     // Created, it applies.
     apply(
         &wmw,

@@ -59,8 +59,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_api::edge::{
-    DestinationSummary, EdgePlacementSpec, PlacementSummary, SinglePlacement, SinglePlacementSlice,
-    SummarizedObject, UpsyncSet,
+    Customizer, DestinationSummary, EdgePlacementSpec, PlacementSummary, SinglePlacement,
+    SinglePlacementSlice, SummarizedObject, UpsyncSet,
 };
 use ferry_api::well_known::{
     CUSTOMIZER_ANNOTATION, DOWNSYNC_OVERWRITE_ANNOTATION, EXECUTING_COUNT_ANNOTATION, UPSYNCED_ANNOTATION,
@@ -677,6 +677,7 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
 
     for p in &placements {
         retry |= write_slice(hub, p).await;
+        retry |= ensure_customizer_kind(hub, p).await;
     }
 
     let inventory = Inventory::new(&locations, &targets);
@@ -886,6 +887,35 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
             }
         }
     }
+}
+
+/// A WMW made before the Customizer kind existed gets its CRD once one of
+/// its placed objects names a Customizer; true (retry) when just installed.
+async fn ensure_customizer_kind(hub: &Arc<Hub>, p: &Placement) -> bool {
+    let wanted = p.selected.iter().any(|s| {
+        matches!(
+            &s.customizer,
+            Some(Err(customize::CustomizeError::MissingCustomizer(_)))
+        )
+    });
+    if !wanted
+        || hub
+            .registry
+            .lookup(Some(&p.cluster), EDGE_GROUP, EDGE_VERSION, Customizer::PLURAL)
+            .is_some()
+    {
+        return false;
+    }
+    let crd = serde_json::to_value(Customizer::crd()).unwrap_or_default();
+    let made = service::create_internal(
+        hub,
+        &p.cluster,
+        ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+        None,
+        crd,
+    )
+    .await;
+    made.is_ok()
 }
 
 /// Whether namespace `ns` of mailbox `cluster` holds objects the
