@@ -109,6 +109,9 @@ const DEBOUNCE: Duration = Duration::from_millis(30);
 /// write) runs again after this long, even without news.
 const RETRY: Duration = Duration::from_millis(500);
 
+/// Customization problems a placement's condition lists by name.
+const MAX_CUSTOMIZATION_MESSAGES: usize = 10;
+
 /// Mailboxes written at once in a pass.
 const MAILBOX_CONCURRENCY: usize = 16;
 
@@ -1648,6 +1651,23 @@ fn condition(old: &Value, type_: &str, status: bool, reason: &str, message: &str
     json!({"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since})
 }
 
+/// One message per object and destination can be many: the condition names
+/// the first few, and the PlacementSummaries have the rest.
+fn first_messages(messages: &BTreeSet<String>) -> Vec<String> {
+    let mut out: Vec<String> = messages
+        .iter()
+        .take(MAX_CUSTOMIZATION_MESSAGES)
+        .cloned()
+        .collect();
+    if messages.len() > MAX_CUSTOMIZATION_MESSAGES {
+        out.push(format!(
+            "and {} more (the objects' PlacementSummaries say which)",
+            messages.len() - MAX_CUSTOMIZATION_MESSAGES
+        ));
+    }
+    out
+}
+
 /// The placement's status: counts and conditions.
 fn status_of(p: &Placement) -> Value {
     let invalid = !p.problems.is_empty();
@@ -1681,7 +1701,7 @@ fn status_of(p: &Placement) -> Value {
         (.., true) => "MailboxNotReady",
         _ => "Placed",
     };
-    let customization: Vec<String> = p.customization.iter().cloned().collect();
+    let customization = first_messages(&p.customization);
     json!({
         "specGeneration": p.generation,
         "matchingLocationCount": p.matching_locations,
@@ -1718,5 +1738,21 @@ async fn write_status(hub: &Arc<Hub>, p: &Placement) {
         if e.code != 404 {
             failed("writing EdgePlacement status", &key, &e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_customization_problems_are_named_up_to_a_limit() {
+        let few: BTreeSet<String> = (0..3).map(|i| format!("m{i}")).collect();
+        assert_eq!(first_messages(&few), ["m0", "m1", "m2"]);
+        let many: BTreeSet<String> = (0..1000).map(|i| format!("m{i:04}")).collect();
+        let listed = first_messages(&many);
+        assert_eq!(listed.len(), MAX_CUSTOMIZATION_MESSAGES + 1);
+        assert_eq!(listed[0], "m0000");
+        assert!(listed[MAX_CUSTOMIZATION_MESSAGES].starts_with("and 990 more"));
     }
 }
