@@ -1405,4 +1405,20 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
         s == "True" && !m.contains("absent")
     })
     .await;
+    // A customized copy the mailbox refuses is a customization problem too.
+    api(&wmw, &customizers(), Some("commonstuff"))
+        .patch(
+            "absent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"replacements": [{"path": "$.spec.replicas", "value": "\"four\""}]})),
+        )
+        .await
+        .unwrap();
+    wait_customization(&wmw, "the condition to say the copy was refused", |s, m| {
+        s == "True"
+            && m.contains(
+                "deployments.apps commonstuff/commond for SyncTarget florin: the customized copy was refused",
+            )
+    })
+    .await;
 }
