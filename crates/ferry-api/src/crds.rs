@@ -160,6 +160,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         edge::EdgePlacement::crd(),
         edge::SinglePlacementSlice::crd(),
         edge::PlacementSummary::crd(),
+        edge::Customizer::crd(),
         workload::SyncTarget::crd(),
         syncagent::PublishedResource::crd(),
     ]

@@ -25,6 +25,16 @@ pub const SYNC_TARGET_NAME_ANNOTATION: &str = "edge.kubestellar.io/sync-target-n
 /// Annotation on a workload object: the number of executing copies (singleton reported state).
 pub const EXECUTING_COUNT_ANNOTATION: &str = "kubestellar.io/executing-count";
 
+/// Annotation on a workload object (or a Customizer): `"true"` opts it in to
+/// per-destination parameter expansion. Every `%(name)` in its string values
+/// becomes the destination's value for `name` (a label or annotation key of
+/// the Location, then of the SyncTarget); `%%` is a literal `%`.
+pub const EXPAND_PARAMETERS_ANNOTATION: &str = "edge.kubestellar.io/expand-parameters";
+
+/// Annotation on a workload object naming the `Customizer` applied to its
+/// copies: `name` (in the object's namespace) or `namespace/name`.
+pub const CUSTOMIZER_ANNOTATION: &str = "edge.kubestellar.io/customizer";
+
 /// Label the KubeStellar CRDs carry so kube-bind may export them.
 pub const KUBE_BIND_EXPORTED_LABEL: &str = "kube-bind.io/exported";
 

@@ -89,7 +89,12 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
     let expect = |name: &str, short: Option<&str>, status: bool| {
         (
             name.to_string(),
-            "Cluster".to_string(),
+            if name.starts_with("customizers.") {
+                "Namespaced"
+            } else {
+                "Cluster"
+            }
+            .to_string(),
             short.map(|s| vec![s.to_string()]),
             status,
         )
@@ -104,6 +109,7 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
             expect("edgeplacements.edge.kubestellar.io", Some("epl"), true),
             expect("singleplacementslices.edge.kubestellar.io", None, false),
             expect("placementsummaries.edge.ferry.dev", None, false),
+            expect("customizers.edge.kubestellar.io", None, false),
             expect("synctargets.workload.kcp.io", None, true),
             expect("publishedresources.syncagent.kcp.io", None, true),
         ]

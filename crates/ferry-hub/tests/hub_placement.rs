@@ -1101,3 +1101,324 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     .await;
     let _ = guilder;
 }
+
+// ---------------------------------------------------------------- customization
+
+fn customizers() -> ApiResource {
+    edge("Customizer", "customizers")
+}
+
+/// commonstuff in the WMW and an EdgePlacement sending its ConfigMaps and
+/// Deployments to every env=prod Location (florin and guilder).
+async fn customization_stage(wmw: &kube::Client) {
+    apply(
+        wmw,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "commonstuff"}}),
+    )
+    .await;
+    apply(
+        wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+               "metadata": {"name": "customized"},
+               "spec": {"locationSelectors": [{"matchLabels": {"env": "prod"}}],
+                        "downsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": ["commonstuff"]},
+                                     {"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["commonstuff"]}]}}),
+    )
+    .await;
+}
+
+fn configmap(name: &str, opted_in: bool, text: &str) -> Value {
+    let annotations = if opted_in {
+        json!({"edge.kubestellar.io/expand-parameters": "true"})
+    } else {
+        json!({})
+    };
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "commonstuff", "annotations": annotations},
+           "data": {"index.html": text}})
+}
+
+/// `data["index.html"]` of ConfigMap `name` in a mailbox, once it is `want`.
+async fn wait_text(hub: &TestHub, mailbox: &str, name: &str, want: &str) {
+    let c = api(&client(hub, mailbox).await, &configmaps(), Some("commonstuff"));
+    let what = format!("{name} in {mailbox} to read {want:?}");
+    eventually(15, &what, || {
+        let c = c.clone();
+        async move {
+            let o = c.get_opt(name).await.ok()??;
+            (o.data["data"]["index.html"] == want).then_some(())
+        }
+    })
+    .await;
+}
+
+async fn wait_env(hub: &TestHub, mailbox: &str, want: &str) {
+    let c = api(&client(hub, mailbox).await, &deployments(), Some("commonstuff"));
+    let what = format!("commond's env in {mailbox} to be {want:?}");
+    eventually(15, &what, || {
+        let c = c.clone();
+        async move {
+            let o = c.get_opt("commond").await.ok()??;
+            (o.data["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == want).then_some(())
+        }
+    })
+    .await;
+}
+
+/// The `CustomizationError` condition of EdgePlacement `customized` once `done` holds for it.
+async fn wait_customization(wmw: &kube::Client, what: &str, done: impl Fn(&str, &str) -> bool) -> String {
+    let p = api(wmw, &edge("EdgePlacement", "edgeplacements"), None);
+    eventually(15, what, || {
+        let p = p.clone();
+        let done = &done;
+        async move {
+            let o = p.get("customized").await.ok()?;
+            let (status, message) = condition(&o, "CustomizationError");
+            done(&status, &message).then_some(message)
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn customized_copies_differ_per_destination_and_follow_labels_and_customizers() {
+    let hub = TestHub::start().await;
+    let (florin, guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    customization_stage(&wmw).await;
+    // KubeStellar's example1: the web page says where it runs; the
+    // Deployment's env comes from a Customizer that is itself expanded.
+    apply(
+        &wmw,
+        configmap("httpd-htdocs", true, "Running in %(loc-name), 100%% %%(sure)."),
+    )
+    .await;
+    apply(&wmw, configmap("untouched", false, "Running in %(loc-name).")).await;
+    apply(
+        &wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Customizer",
+               "metadata": {"name": "example-customizer", "namespace": "commonstuff",
+                            "annotations": {"edge.kubestellar.io/expand-parameters": "true"}},
+               "replacements": [{"path": "$.spec.template.spec.containers.0.env.0.value", "value": "\"env is %(env) in %(loc-name)\""},
+                                {"path": "$.metadata.labels.where", "value": "\"%(loc-name)\""}]}),
+    )
+    .await;
+    let mut d = deployment("commonstuff", "commond", 1);
+    d["metadata"]["annotations"] = json!({"edge.kubestellar.io/customizer": "example-customizer"});
+    d["spec"]["template"]["spec"]["containers"][0]["env"] =
+        json!([{"name": "EXAMPLE_VAR", "value": "example value"}]);
+    apply(&wmw, d).await;
+
+    for (mailbox, name) in [(&florin, "florin"), (&guilder, "guilder")] {
+        wait_text(
+            &hub,
+            mailbox,
+            "httpd-htdocs",
+            &format!("Running in {name}, 100% %(sure)."),
+        )
+        .await;
+        wait_env(&hub, mailbox, &format!("env is prod in {name}")).await;
+        wait_text(&hub, mailbox, "untouched", "Running in %(loc-name).").await;
+        let copy = get(
+            &client(&hub, mailbox).await,
+            &deployments(),
+            Some("commonstuff"),
+            "commond",
+        )
+        .await
+        .unwrap();
+        assert_eq!(copy.labels()["where"], name);
+        assert_eq!(
+            copy.labels()[PLACED_LABEL],
+            "true",
+            "the translator's mark survives"
+        );
+    }
+    // The WMW objects themselves are not expanded.
+    let source = get(&wmw, &configmaps(), Some("commonstuff"), "httpd-htdocs")
+        .await
+        .unwrap();
+    assert_eq!(
+        source.data["data"]["index.html"],
+        "Running in %(loc-name), 100%% %%(sure)."
+    );
+    let (status, _) = condition(
+        &get(&wmw, &edge("EdgePlacement", "edgeplacements"), None, "customized")
+            .await
+            .unwrap(),
+        "CustomizationError",
+    );
+    assert_eq!(status, "False");
+
+    // A Location's label changes: only its destination's copies are re-expanded.
+    let imw = client(&hub, "root:imw1").await;
+    api(&imw, &edge("Location", "locations"), None)
+        .patch(
+            "florin",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"loc-name": "florin-2"}}})),
+        )
+        .await
+        .unwrap();
+    wait_text(
+        &hub,
+        &florin,
+        "httpd-htdocs",
+        "Running in florin-2, 100% %(sure).",
+    )
+    .await;
+    wait_env(&hub, &florin, "env is prod in florin-2").await;
+    wait_text(
+        &hub,
+        &guilder,
+        "httpd-htdocs",
+        "Running in guilder, 100% %(sure).",
+    )
+    .await;
+
+    // The Customizer changes: every copy of the object that names it follows.
+    api(&wmw, &customizers(), Some("commonstuff"))
+        .patch(
+            "example-customizer",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"replacements": [
+                {"path": "$.spec.template.spec.containers[0].env[0].value", "value": "\"v2 for %(loc-name)\""}]})),
+        )
+        .await
+        .unwrap();
+    wait_env(&hub, &florin, "v2 for florin-2").await;
+    wait_env(&hub, &guilder, "v2 for guilder").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() {
+    let hub = TestHub::start().await;
+    let (florin, guilder) = example1(&hub).await;
+    let imw = client(&hub, "root:imw1").await;
+    let locations = api(&imw, &edge("Location", "locations"), None);
+    locations
+        .patch(
+            "guilder",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"zone": "z-g"}}})),
+        )
+        .await
+        .unwrap();
+    let wmw = client(&hub, "root:wmw1").await;
+    customization_stage(&wmw).await;
+    apply(&wmw, configmap("zoned", true, "zone %(zone)")).await;
+    apply(&wmw, configmap("httpd-htdocs", true, "Running in %(loc-name).")).await;
+
+    // florin has no zone: its zoned copy is held back and the placement says why;
+    // the other object, and guilder, are placed.
+    let message = wait_customization(&wmw, "the CustomizationError condition naming zoned", |s, m| {
+        s == "True" && m.contains("configmaps commonstuff/zoned for SyncTarget florin")
+    })
+    .await;
+    assert!(message.contains("%(zone)"), "{message}");
+    assert!(!message.contains("guilder"), "{message}");
+    wait_text(&hub, &guilder, "zoned", "zone z-g").await;
+    wait_text(&hub, &florin, "httpd-htdocs", "Running in florin.").await;
+    wait_text(&hub, &guilder, "httpd-htdocs", "Running in guilder.").await;
+    let florin_cms = api(&client(&hub, &florin).await, &configmaps(), Some("commonstuff"));
+    assert!(florin_cms.get_opt("zoned").await.unwrap().is_none());
+    let p = get(&wmw, &edge("EdgePlacement", "edgeplacements"), None, "customized")
+        .await
+        .unwrap();
+    assert_eq!(condition(&p, "Ready").0, "False");
+    let summary = get(&wmw, &summaries(), None, "configmaps.core.commonstuff.zoned")
+        .await
+        .unwrap();
+    let florin_row = destinations(&summary)
+        .into_iter()
+        .find(|d| d.0 == "florin")
+        .unwrap();
+    assert!(
+        !florin_row.1 && florin_row.2.contains("not customized"),
+        "{florin_row:?}"
+    );
+
+    // The fix comes as an annotation of florin's SyncTarget: converges, no restart.
+    api(&imw, &edge("SyncTarget", "synctargets"), None)
+        .patch(
+            "florin",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"zone": "z-f"}}})),
+        )
+        .await
+        .unwrap();
+    wait_text(&hub, &florin, "zoned", "zone z-f").await;
+    wait_customization(&wmw, "CustomizationError to clear", |s, _| s == "False").await;
+
+    // A new undefined parameter: the copies already placed stay as they were.
+    apply(&wmw, configmap("zoned", true, "zone %(zone) in %(rack)")).await;
+    let message = wait_customization(&wmw, "the condition to name both destinations", |s, m| {
+        s == "True" && m.contains("SyncTarget florin") && m.contains("SyncTarget guilder")
+    })
+    .await;
+    assert!(message.contains("%(rack)"), "{message}");
+    wait_text(&hub, &florin, "zoned", "zone z-f").await;
+    wait_text(&hub, &guilder, "zoned", "zone z-g").await;
+
+    // A Customizer that does not exist is named. The WMW predates the kind
+    // (its CRD is removed here): the translator installs it.
+    let crds: Api<CustomResourceDefinition> = Api::all(wmw.clone());
+    crds.delete("customizers.edge.kubestellar.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    let c = api(&wmw, &customizers(), Some("commonstuff"));
+    eventually(15, "the Customizer kind to go", || {
+        let c = c.clone();
+        async move { c.list(&ListParams::default()).await.is_err().then_some(()) }
+    })
+    .await;
+    let mut d = deployment("commonstuff", "commond", 1);
+    d["metadata"]["annotations"] = json!({"edge.kubestellar.io/customizer": "absent"});
+    apply(&wmw, d).await;
+    wait_customization(&wmw, "the condition to name the missing Customizer", |s, m| {
+        s == "True"
+            && m.contains("deployments.apps commonstuff/commond for SyncTarget florin")
+            && m.contains("Customizer commonstuff/absent does not exist")
+    })
+    .await;
+    let florin_deploys = api(&client(&hub, &florin).await, &deployments(), Some("commonstuff"));
+    assert!(florin_deploys.get_opt("commond").await.unwrap().is_none());
+    eventually(15, "the Customizer kind to be served again", || {
+        let c = c.clone();
+        async move { c.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    // Created, it applies.
+    apply(
+        &wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Customizer",
+               "metadata": {"name": "absent", "namespace": "commonstuff"},
+               "replacements": [{"path": "$.spec.replicas", "value": "4"}]}),
+    )
+    .await;
+    eventually(15, "commond with 4 replicas in florin's mailbox", || {
+        let c = florin_deploys.clone();
+        async move { (c.get_opt("commond").await.ok()??.data["spec"]["replicas"] == 4).then_some(()) }
+    })
+    .await;
+    wait_customization(&wmw, "only zoned's problem to remain", |s, m| {
+        s == "True" && !m.contains("absent")
+    })
+    .await;
+    // A customized copy the mailbox refuses is a customization problem too.
+    api(&wmw, &customizers(), Some("commonstuff"))
+        .patch(
+            "absent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"replacements": [{"path": "$.spec.replicas", "value": "\"four\""}]})),
+        )
+        .await
+        .unwrap();
+    wait_customization(&wmw, "the condition to say the copy was refused", |s, m| {
+        s == "True"
+            && m.contains(
+                "deployments.apps commonstuff/commond for SyncTarget florin: the customized copy was refused",
+            )
+    })
+    .await;
+}

@@ -1,6 +1,8 @@
 //! `edge.kubestellar.io/v2alpha1`: the KubeStellar API (SyncerConfig, EdgeSyncConfig, SyncTarget,
-//! Location, EdgePlacement, SinglePlacementSlice). All kinds are cluster-scoped.
+//! Location, EdgePlacement, SinglePlacementSlice, Customizer). All kinds but Customizer are
+//! cluster-scoped.
 
+mod customizer;
 mod edge_placement;
 mod edge_sync_config;
 mod location;
@@ -9,6 +11,7 @@ mod single_placement_slice;
 mod sync_target;
 mod syncer_config;
 
+pub use customizer::*;
 pub use edge_placement::*;
 pub use edge_sync_config::*;
 pub use location::*;

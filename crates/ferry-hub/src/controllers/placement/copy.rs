@@ -67,6 +67,30 @@ pub fn mailbox_copy(source: &Value, source_path: &str, source_rv: u64) -> Value 
     copy
 }
 
+/// Put back on a customized `copy` the translator's marks from `plain` (the
+/// copy before customization), which a Customizer may not change.
+pub fn remark(copy: &mut Value, plain: &Value) {
+    let marks = [
+        ("labels", PLACED_LABEL),
+        ("annotations", SOURCE_ANNOTATION),
+        ("annotations", SOURCE_RV_ANNOTATION),
+    ];
+    for (part, key) in marks {
+        let Some(v) = plain
+            .pointer(&format!("/metadata/{part}"))
+            .and_then(|m| m.get(key))
+        else {
+            continue;
+        };
+        if let Some(m) = copy
+            .pointer_mut(&format!("/metadata/{part}"))
+            .and_then(Value::as_object_mut)
+        {
+            m.insert(key.to_string(), v.clone());
+        }
+    }
+}
+
 /// What decides whether two copies are the same object: everything but
 /// status, server metadata and the marks that only say where and when a copy
 /// came from.

@@ -17,6 +17,17 @@
 //!   content changes — unless that object says
 //!   `edge.kubestellar.io/downsync-overwrite: "false"` (create only) — and
 //!   deleted when no placement wants it there any more.
+//! - **Customization** ([`customize`]): an object opted in with
+//!   `edge.kubestellar.io/expand-parameters: "true"` gets its `%(name)`
+//!   references replaced per destination (from the Location's, then the
+//!   SyncTarget's, labels and annotations), and one naming a `Customizer`
+//!   with `edge.kubestellar.io/customizer` gets its replacements. A copy
+//!   that cannot be customized for a destination (an undefined parameter, a
+//!   missing Customizer, a bad replacement) is not made there, and one
+//!   already there is kept as it is; the placement's `CustomizationError`
+//!   condition names the object, the destination and the problem. Every
+//!   pass recomputes the copies, so a changed label, annotation or
+//!   Customizer re-customizes them.
 //! - **Conflicts**: two WMWs wanting different objects under one name in
 //!   one mailbox: the copy already there stays (else the one from the
 //!   first workspace path), and every placement involved gets a
@@ -38,6 +49,7 @@
 //! pass with nothing duplicated or left behind.
 
 pub mod copy;
+pub mod customize;
 pub mod resolve;
 pub mod select;
 pub mod summary;
@@ -47,10 +59,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_api::edge::{
-    DestinationSummary, EdgePlacementSpec, PlacementSummary, SinglePlacement, SinglePlacementSlice,
-    SummarizedObject, UpsyncSet,
+    Customizer, DestinationSummary, EdgePlacementSpec, PlacementSummary, SinglePlacement,
+    SinglePlacementSlice, SummarizedObject, UpsyncSet,
 };
-use ferry_api::well_known::{DOWNSYNC_OVERWRITE_ANNOTATION, EXECUTING_COUNT_ANNOTATION, UPSYNCED_ANNOTATION};
+use ferry_api::well_known::{
+    CUSTOMIZER_ANNOTATION, DOWNSYNC_OVERWRITE_ANNOTATION, EXECUTING_COUNT_ANNOTATION, UPSYNCED_ANNOTATION,
+};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -84,6 +98,7 @@ pub const THE_ONE: &str = "the-one";
 /// Storage keys read.
 pub const EDGE_PLACEMENTS: &str = "edge.kubestellar.io/edgeplacements";
 pub const LOCATIONS: &str = "edge.kubestellar.io/locations";
+const CUSTOMIZERS: &str = "edge.kubestellar.io/customizers";
 const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
 const EDGE_GROUP: &str = "edge.kubestellar.io";
 const EDGE_VERSION: &str = "v2alpha1";
@@ -93,6 +108,9 @@ const DEBOUNCE: Duration = Duration::from_millis(30);
 /// A pass that could not finish (a mailbox not ready yet, a conflict on
 /// write) runs again after this long, even without news.
 const RETRY: Duration = Duration::from_millis(500);
+
+/// Customization problems a placement's condition lists by name.
+const MAX_CUSTOMIZATION_MESSAGES: usize = 10;
 
 /// Mailboxes written at once in a pass.
 const MAILBOX_CONCURRENCY: usize = 16;
@@ -173,9 +191,110 @@ struct Selected {
     info: ResourceInfo,
     rv: u64,
     value: Value,
-    /// What goes into a mailbox.
+    /// What goes into a mailbox (before customization).
     copy: Value,
     overwrite: bool,
+    /// Whether the object opted in to parameter expansion.
+    expand: bool,
+    /// The Customizer it names, if any (an error: it does not exist).
+    customizer: Option<Result<customize::Customizer, customize::CustomizeError>>,
+}
+
+impl Selected {
+    /// Whether its copies differ from destination to destination.
+    fn customized(&self) -> bool {
+        self.expand || self.customizer.is_some()
+    }
+
+    /// `resource[.group] [namespace/]name`, as kubectl names it.
+    fn display(&self) -> String {
+        let resource = if self.info.group.is_empty() {
+            self.info.resource.clone()
+        } else {
+            format!("{}.{}", self.info.resource, self.info.group)
+        };
+        if self.key.namespace.is_empty() {
+            format!("{resource} {}", self.key.name)
+        } else {
+            format!("{resource} {}/{}", self.key.namespace, self.key.name)
+        }
+    }
+}
+
+/// The copy of one selected object for one destination.
+enum DestCopy {
+    /// The same for every destination: [`Selected::copy`].
+    Plain,
+    /// Customized for this destination.
+    Customized(Value),
+    /// Customization failed (the message says why): the mailbox keeps the
+    /// copy it has, and none is made.
+    Failed(String),
+}
+
+/// Inventory objects by `(cluster, name)`, for the parameters of destinations.
+struct Inventory<'a> {
+    locations: HashMap<(&'a str, &'a str), &'a resolve::Location>,
+    targets: HashMap<(&'a str, &'a str), &'a resolve::Target>,
+}
+
+impl<'a> Inventory<'a> {
+    fn new(locations: &'a [resolve::Location], targets: &'a [resolve::Target]) -> Inventory<'a> {
+        Inventory {
+            locations: locations
+                .iter()
+                .map(|l| ((l.cluster.as_str(), l.name.as_str()), l))
+                .collect(),
+            targets: targets
+                .iter()
+                .map(|t| ((t.cluster.as_str(), t.name.as_str()), t))
+                .collect(),
+        }
+    }
+
+    /// The copy of `s` for destination `d`.
+    fn copy_for(&self, s: &Selected, d: &SinglePlacement) -> DestCopy {
+        if !s.customized() {
+            return DestCopy::Plain;
+        }
+        let empty = BTreeMap::new();
+        let loc = self
+            .locations
+            .get(&(d.cluster.as_str(), d.location_name.as_str()));
+        let target = self
+            .targets
+            .get(&(d.cluster.as_str(), d.sync_target_name.as_str()));
+        let params = customize::Parameters {
+            sources: [
+                loc.map_or(&empty, |l| &l.labels),
+                loc.map_or(&empty, |l| &l.annotations),
+                target.map_or(&empty, |t| &t.labels),
+                target.map_or(&empty, |t| &t.annotations),
+            ],
+        };
+        let mut copy = s.copy.clone();
+        let customizer = match &s.customizer {
+            Some(Err(e)) => return DestCopy::Failed(self.failure(s, d, e)),
+            Some(Ok(c)) => Some(c),
+            None => None,
+        };
+        match customize::customize(&mut copy, s.expand, customizer, &params) {
+            Ok(()) => {
+                copy::remark(&mut copy, &s.copy);
+                DestCopy::Customized(copy)
+            }
+            Err(e) => DestCopy::Failed(self.failure(s, d, &e)),
+        }
+    }
+
+    fn failure(&self, s: &Selected, d: &SinglePlacement, e: &customize::CustomizeError) -> String {
+        format!(
+            "{} for SyncTarget {} (Location {}): {e}",
+            s.display(),
+            d.sync_target_name,
+            d.location_name
+        )
+    }
 }
 
 /// One EdgePlacement, evaluated.
@@ -195,6 +314,8 @@ struct Placement {
     destinations: Vec<SinglePlacement>,
     selected: Vec<Arc<Selected>>,
     executing: usize,
+    /// Copies that could not be customized, one message each.
+    customization: BTreeSet<String>,
 }
 
 impl Placement {
@@ -314,6 +435,7 @@ fn evaluate(
         destinations,
         selected,
         executing: 0,
+        customization: BTreeSet::new(),
     }
 }
 
@@ -387,8 +509,11 @@ fn select_objects(
                 .and_then(|a| a.get(DOWNSYNC_OVERWRITE_ANNOTATION))
                 .and_then(Value::as_str)
                 != Some("false");
+            let customizer = customizer_of(hub, &key, &value);
             Arc::new(Selected {
                 copy: copy::mailbox_copy(&value, path, obj.rv),
+                expand: customize::opted_in(&value),
+                customizer,
                 key,
                 info,
                 rv: obj.rv,
@@ -397,6 +522,34 @@ fn select_objects(
             })
         })
         .collect()
+}
+
+/// The Customizer object `value` (at `key`) names: `name` in its namespace,
+/// or `namespace/name`.
+fn customizer_of(
+    hub: &Hub,
+    key: &ObjectKey,
+    value: &Value,
+) -> Option<Result<customize::Customizer, customize::CustomizeError>> {
+    let reference = value
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(CUSTOMIZER_ANNOTATION))
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())?;
+    let (namespace, name) = reference
+        .split_once('/')
+        .unwrap_or((key.namespace.as_str(), reference));
+    let id = format!("{namespace}/{name}");
+    let found = hub.store.get(&ObjectKey {
+        cluster: key.cluster.clone(),
+        resource: CUSTOMIZERS.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    });
+    Some(match found {
+        Some(c) => Ok(customize::Customizer::from_object(&id, &c.value())),
+        None => Err(customize::CustomizeError::MissingCustomizer(id)),
+    })
 }
 
 fn ns_key(cluster: &str, name: &str) -> ObjectKey {
@@ -414,8 +567,21 @@ type CopyKey = (String, String, String);
 /// One WMW object some placements want in a mailbox.
 struct Contender {
     selected: Arc<Selected>,
+    /// Its copy for this mailbox's destination.
+    copy: DestCopy,
     source_path: String,
     placements: BTreeSet<usize>,
+}
+
+impl Contender {
+    /// What to write, `None` when customization failed.
+    fn copy(&self) -> Option<&Value> {
+        match &self.copy {
+            DestCopy::Plain => Some(&self.selected.copy),
+            DestCopy::Customized(v) => Some(v),
+            DestCopy::Failed(_) => None,
+        }
+    }
 }
 
 /// What one mailbox should hold.
@@ -428,7 +594,13 @@ struct Plan {
 }
 
 impl Plan {
-    fn offer(&mut self, placement: usize, source_path: &str, s: &Arc<Selected>) {
+    fn offer(
+        &mut self,
+        placement: usize,
+        source_path: &str,
+        s: &Arc<Selected>,
+        copy: impl FnOnce() -> DestCopy,
+    ) {
         let key = (
             s.key.resource.clone(),
             s.key.namespace.clone(),
@@ -441,6 +613,7 @@ impl Plan {
             }
             None => {
                 list.push(Contender {
+                    copy: copy(),
                     selected: s.clone(),
                     source_path: source_path.to_string(),
                     placements: BTreeSet::from([placement]),
@@ -507,8 +680,10 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
 
     for p in &placements {
         retry |= write_slice(hub, p).await;
+        retry |= ensure_customizer_kind(hub, p).await;
     }
 
+    let inventory = Inventory::new(&locations, &targets);
     let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
     for (i, p) in placements.iter_mut().enumerate() {
         if p.deleting {
@@ -539,7 +714,7 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
             plan.placements.insert(i);
             plan.upsync.extend(p.spec.upsync.iter().cloned());
             for s in &p.selected {
-                plan.offer(i, &p.path, s);
+                plan.offer(i, &p.path, s, || inventory.copy_for(s, d));
             }
         }
     }
@@ -562,6 +737,9 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
         for (i, message) in o.conflicts {
             placements[i].conflicts.insert(message);
         }
+        for (i, message) in o.customization {
+            placements[i].customization.insert(message);
+        }
         for key in o.executing {
             *executing.entry(key).or_default() += 1;
         }
@@ -570,7 +748,7 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
         }
     }
 
-    retry |= report(hub, &placements, &plans, &executing).await;
+    retry |= report(hub, &placements, &plans, &executing, &inventory).await;
     for p in &placements {
         write_status(hub, p).await;
     }
@@ -714,6 +892,35 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
     }
 }
 
+/// A WMW made before the Customizer kind existed gets its CRD once one of
+/// its placed objects names a Customizer; true (retry) when just installed.
+async fn ensure_customizer_kind(hub: &Arc<Hub>, p: &Placement) -> bool {
+    let wanted = p.selected.iter().any(|s| {
+        matches!(
+            &s.customizer,
+            Some(Err(customize::CustomizeError::MissingCustomizer(_)))
+        )
+    });
+    if !wanted
+        || hub
+            .registry
+            .lookup(Some(&p.cluster), EDGE_GROUP, EDGE_VERSION, Customizer::PLURAL)
+            .is_some()
+    {
+        return false;
+    }
+    let crd = serde_json::to_value(Customizer::crd()).unwrap_or_default();
+    let made = service::create_internal(
+        hub,
+        &p.cluster,
+        ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+        None,
+        crd,
+    )
+    .await;
+    made.is_ok()
+}
+
 /// Whether namespace `ns` of mailbox `cluster` holds objects the
 /// translator did not place (beyond what every namespace has).
 fn holds_others(hub: &Hub, cluster: &str, ns: &str) -> bool {
@@ -787,8 +994,8 @@ async fn apply_mailbox(
                 .and_then(|h| list.iter().find(|c| c.source_path == h))
                 .unwrap_or(&list[0]);
             if list.len() > 1 {
-                let first = copy::content(&list[0].selected.copy);
-                if list.iter().any(|c| copy::content(&c.selected.copy) != first) {
+                let contents: Vec<Value> = list.iter().filter_map(|c| c.copy().map(copy::content)).collect();
+                if contents.iter().any(|c| Some(c) != contents.first()) {
                     let sides: Vec<String> = list
                         .iter()
                         .map(|c| {
@@ -859,15 +1066,23 @@ async fn apply_mailbox(
             namespace: ck.1.clone(),
             name: ck.2.clone(),
         };
-        let present = match hub.store.get(&key) {
-            None => match create(hub, &mb.cluster, &s.info, &ck.1, s.copy.clone()).await {
+        if let DestCopy::Failed(message) = &winner.copy {
+            for i in &winner.placements {
+                out.customization.push((*i, message.clone()));
+            }
+        }
+        let present = match (hub.store.get(&key), winner.copy()) {
+            // Not customizable for this destination: nothing to make.
+            (None, None) => false,
+            (None, Some(copy)) => match create(hub, &mb.cluster, &s.info, &ck.1, copy.clone()).await {
                 Ok(_) => true,
                 Err(e) => {
+                    refused(&mut out, s, winner, &mb.target, &e);
                     retry |= failed("placing a copy", &key, &e);
                     false
                 }
             },
-            Some(existing) if !existing.labels.contains_key(PLACED_LABEL) => {
+            (Some(existing), _) if !existing.labels.contains_key(PLACED_LABEL) => {
                 if ck.0 != "/namespaces" {
                     let message = format!(
                         "mailbox of SyncTarget {} already holds {} {}{}, which Ferry did not place; it is left alone",
@@ -882,7 +1097,9 @@ async fn apply_mailbox(
                 }
                 ck.0 == "/namespaces"
             }
-            Some(existing) => {
+            // Not customizable for this destination: the copy there stays as it is.
+            (Some(_), None) => true,
+            (Some(existing), Some(copy)) => {
                 let current = existing.value();
                 let recorded_rv = current
                     .pointer("/metadata/annotations")
@@ -894,13 +1111,17 @@ async fn apply_mailbox(
                         &current,
                         &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
                     ) != winner.source_path;
-                if s.overwrite && stale && copy::content(&current) != copy::content(&s.copy) {
-                    let mut body = s.copy.clone();
+                // A customized copy also changes with its destination's
+                // parameters and its Customizer, not only with its source.
+                let stale = stale || s.customized();
+                if s.overwrite && stale && copy::content(&current) != copy::content(copy) {
+                    let mut body = copy.clone();
                     body["metadata"]["resourceVersion"] = json!(existing.rv.to_string());
                     if let Some(status) = current.get("status") {
                         body["status"] = status.clone();
                     }
                     if let Err(e) = update(hub, &key, body).await {
+                        refused(&mut out, s, winner, &mb.target, &e);
                         retry |= failed("updating a copy", &key, &e);
                     }
                 }
@@ -924,6 +1145,21 @@ async fn apply_mailbox(
     out
 }
 
+/// A customized copy the mailbox refused (invalid after customization):
+/// the placement says so, as for any customization problem.
+fn refused(out: &mut MailboxOutcome, s: &Selected, winner: &Contender, target: &str, e: &ApiError) {
+    if matches!(winner.copy, DestCopy::Customized(_)) && (400..500).contains(&e.code) && e.code != 409 {
+        let message = format!(
+            "{} for SyncTarget {target}: the customized copy was refused: {}",
+            s.display(),
+            e.message
+        );
+        for i in &winner.placements {
+            out.customization.push((*i, message.clone()));
+        }
+    }
+}
+
 /// What applying one mailbox found, merged into the pass once all are done.
 #[derive(Default)]
 struct MailboxOutcome {
@@ -934,6 +1170,8 @@ struct MailboxOutcome {
     executing: Vec<ObjectKey>,
     /// Placement indexes, once per copy held on their behalf.
     executing_placements: Vec<usize>,
+    /// `(placement index, message)` for copies that could not be customized.
+    customization: Vec<(usize, String)>,
 }
 
 /// The mailbox's SyncerConfig `the-one`: what is placed there and what its
@@ -1006,6 +1244,7 @@ async fn report(
     placements: &[Placement],
     plans: &BTreeMap<String, Plan>,
     executing: &HashMap<ObjectKey, usize>,
+    inventory: &Inventory<'_>,
 ) -> bool {
     let mut retry = false;
     let mailbox_clusters: BTreeSet<String> = mailboxes(hub).into_iter().map(|m| m.cluster).collect();
@@ -1045,7 +1284,7 @@ async fn report(
         }
     }
 
-    retry |= write_summaries(hub, placements, executing, &wmws).await;
+    retry |= write_summaries(hub, placements, executing, &wmws, inventory).await;
 
     // A singleton placement's one copy reports its status into the WMW object.
     for p in placements {
@@ -1208,6 +1447,7 @@ async fn write_summaries(
     placements: &[Placement],
     executing: &HashMap<ObjectKey, usize>,
     wmws: &[String],
+    inventory: &Inventory<'_>,
 ) -> bool {
     let mut retry = false;
     let resource = format!("{}/{}", PlacementSummary::GROUP, PlacementSummary::PLURAL);
@@ -1247,9 +1487,11 @@ async fn write_summaries(
                     .entry(path.clone())
                     .or_insert_with(|| hub.workspaces.resolve(&path).map(|lc| lc.name))
                     .clone();
-                let (synced, digest) = match mb {
-                    None => (false, "mailbox not ready".to_string()),
-                    Some(mb) => match hub.store.get(&ObjectKey {
+                let want = inventory.copy_for(s, d);
+                let (synced, digest) = match (mb, &want) {
+                    (_, DestCopy::Failed(message)) => (false, format!("not customized: {message}")),
+                    (None, _) => (false, "mailbox not ready".to_string()),
+                    (Some(mb), _) => match hub.store.get(&ObjectKey {
                         cluster: mb,
                         ..s.key.clone()
                     }) {
@@ -1266,7 +1508,11 @@ async fn write_summaries(
                             if from != p.path {
                                 (false, format!("the mailbox holds the copy from {from}"))
                             } else {
-                                let current = !s.overwrite || copy::content(&v) == copy::content(&s.copy);
+                                let want = match &want {
+                                    DestCopy::Customized(v) => v,
+                                    _ => &s.copy,
+                                };
+                                let current = !s.overwrite || copy::content(&v) == copy::content(want);
                                 (current, summary::status_digest(&v))
                             }
                         }
@@ -1405,17 +1651,37 @@ fn condition(old: &Value, type_: &str, status: bool, reason: &str, message: &str
     json!({"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since})
 }
 
+/// One message per object and destination can be many: the condition names
+/// the first few, and the PlacementSummaries have the rest.
+fn first_messages(messages: &BTreeSet<String>) -> Vec<String> {
+    let mut out: Vec<String> = messages
+        .iter()
+        .take(MAX_CUSTOMIZATION_MESSAGES)
+        .cloned()
+        .collect();
+    if messages.len() > MAX_CUSTOMIZATION_MESSAGES {
+        out.push(format!(
+            "and {} more (the objects' PlacementSummaries say which)",
+            messages.len() - MAX_CUSTOMIZATION_MESSAGES
+        ));
+    }
+    out
+}
+
 /// The placement's status: counts and conditions.
 fn status_of(p: &Placement) -> Value {
     let invalid = !p.problems.is_empty();
     let conflict = !p.conflicts.is_empty();
     let pending = !p.pending.is_empty();
+    let uncustomized = !p.customization.is_empty();
     let problems: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
     let conflicts: Vec<String> = p.conflicts.iter().cloned().collect();
     let ready_message = if invalid {
         "the spec has problems; see InvalidSpec".to_string()
     } else if conflict {
         "some objects are wanted differently by another placement; see Conflict".to_string()
+    } else if uncustomized {
+        "some copies could not be customized; see CustomizationError".to_string()
     } else if pending {
         format!(
             "waiting for the mailbox workspaces of {}",
@@ -1428,22 +1694,27 @@ fn status_of(p: &Placement) -> Value {
             p.destinations.len()
         )
     };
-    let ready_reason = match (invalid, conflict, pending) {
-        (true, _, _) => "InvalidSpec",
-        (_, true, _) => "Conflict",
-        (_, _, true) => "MailboxNotReady",
+    let ready_reason = match (invalid, conflict, uncustomized, pending) {
+        (true, ..) => "InvalidSpec",
+        (_, true, ..) => "Conflict",
+        (_, _, true, _) => "CustomizationError",
+        (.., true) => "MailboxNotReady",
         _ => "Placed",
     };
+    let customization = first_messages(&p.customization);
     json!({
         "specGeneration": p.generation,
         "matchingLocationCount": p.matching_locations,
         "executingCount": p.executing,
         "conditions": [
-            condition(&p.value, "Ready", !(invalid || conflict || pending), ready_reason, &ready_message),
+            condition(&p.value, "Ready", !(invalid || conflict || uncustomized || pending), ready_reason,
+                &ready_message),
             condition(&p.value, "InvalidSpec", invalid, if invalid { "InvalidSpec" } else { "Valid" },
                 &problems.join("; ")),
             condition(&p.value, "Conflict", conflict, if conflict { "Conflict" } else { "NoConflict" },
                 &conflicts.join("; ")),
+            condition(&p.value, "CustomizationError", uncustomized,
+                if uncustomized { "CustomizationError" } else { "Customized" }, &customization.join("; ")),
         ],
     })
 }
@@ -1467,5 +1738,21 @@ async fn write_status(hub: &Arc<Hub>, p: &Placement) {
         if e.code != 404 {
             failed("writing EdgePlacement status", &key, &e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_customization_problems_are_named_up_to_a_limit() {
+        let few: BTreeSet<String> = (0..3).map(|i| format!("m{i}")).collect();
+        assert_eq!(first_messages(&few), ["m0", "m1", "m2"]);
+        let many: BTreeSet<String> = (0..1000).map(|i| format!("m{i:04}")).collect();
+        let listed = first_messages(&many);
+        assert_eq!(listed.len(), MAX_CUSTOMIZATION_MESSAGES + 1);
+        assert_eq!(listed[0], "m0000");
+        assert!(listed[MAX_CUSTOMIZATION_MESSAGES].starts_with("and 990 more"));
     }
 }

@@ -18,6 +18,8 @@ pub struct Location {
     pub cluster: String,
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// Parameters for customization, after the labels.
+    pub annotations: BTreeMap<String, String>,
     pub instance_selector: LabelSelector,
 }
 
@@ -28,6 +30,8 @@ pub struct Target {
     pub name: String,
     pub uid: String,
     pub labels: BTreeMap<String, String>,
+    /// Parameters for customization, after the labels.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl Location {
@@ -43,6 +47,7 @@ impl Location {
             cluster: cluster.to_string(),
             name,
             labels: labels_of(obj),
+            annotations: string_map(obj, "/metadata/annotations"),
             instance_selector,
         })
     }
@@ -59,12 +64,17 @@ impl Target {
             name: obj.pointer("/metadata/name")?.as_str()?.to_string(),
             uid: obj.pointer("/metadata/uid")?.as_str()?.to_string(),
             labels: labels_of(obj),
+            annotations: string_map(obj, "/metadata/annotations"),
         })
     }
 }
 
 pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
-    obj.pointer("/metadata/labels")
+    string_map(obj, "/metadata/labels")
+}
+
+fn string_map(obj: &Value, pointer: &str) -> BTreeMap<String, String> {
+    obj.pointer(pointer)
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
