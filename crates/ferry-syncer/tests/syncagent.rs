@@ -98,6 +98,9 @@ async fn start_agent_without(
     opts.agent_name = "nora".into();
     opts.disabled_controllers = disabled.iter().map(|c| c.to_string()).collect();
     opts.poll = Duration::from_millis(200);
+    // Related objects must follow through their watches: the safety resync never
+    // comes within a test.
+    opts.related_resync = Duration::from_secs(3600);
     opts.engine = Some(EngineTuning {
         qps: Some(0.0),
         discovery_refresh: Some(Duration::from_millis(300)),
@@ -1575,6 +1578,172 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         stage.c1.get(&configmaps(), Some("default"), "ca").await.is_some(),
         "the origin stays"
     );
+    stage.agent.stop().await;
+}
+
+/// Related objects made or changed on their origin side after the primary synced
+/// (nothing about the primary changes) arrive within seconds: only the watches of the
+/// origin resources can see them, as the safety resync is an hour away here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn related_objects_made_or_changed_later_arrive_through_watches() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Certificate",
+            "certificates",
+            json!({ "related": [
+                { "identifier": "tls", "origin": "service", "kind": "Secret",
+                  "object": { "reference": { "path": "spec.secretName" } } },
+                { "identifier": "owned", "origin": "service", "group": "", "version": "v1", "resource": "configmaps",
+                  "watch": { "byOwner": {} },
+                  "object": { "selector": { "matchLabels": { "owned-by": "{{ .LocalObject.metadata.name }}" },
+                                            "rewrite": { "template": { "template": "{{ .Value }}" } } } } },
+                { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
+                  "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } } },
+            ] }),
+        )
+        .await;
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to claim secrets",
+        |e| {
+            e["spec"]["permissionClaims"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["resource"] == "secrets"))
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Certificate", "certificates");
+    let local = ar("example.com", "v1", "Certificate", "certificates");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    let cert = stage
+        .c1
+        .create(
+            &remote,
+            remote_object(
+                "Certificate",
+                "web",
+                json!({}),
+                json!({ "secretName": "web-tls", "caConfigMap": "ca" }),
+            ),
+        )
+        .await;
+    let cluster = cluster_of(&cert);
+    let name = default_name("default", "web");
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &name,
+        "the Certificate copy",
+        |_| true,
+    )
+    .await;
+    // Let the first related pass (nothing to find yet) happen.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let soon = 5;
+
+    // Service origin, found by reference: made, then changed.
+    stage
+        .service
+        .create(
+            &secrets(),
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "web-tls", "namespace": cluster }, "stringData": { "tls.crt": "CERT" } }),
+        )
+        .await;
+    eventually(soon, "the new Secret in the consumer's workspace", || async {
+        stage.c1.get(&secrets(), Some("default"), "web-tls").await
+    })
+    .await;
+    stage
+        .service
+        .merge(
+            &secrets(),
+            Some(&cluster),
+            "web-tls",
+            json!({ "stringData": { "tls.crt": "RENEWED" } }),
+        )
+        .await;
+    let renewed = base64_of("RENEWED");
+    eventually(soon, "the renewed Secret", || async {
+        stage
+            .c1
+            .get(&secrets(), Some("default"), "web-tls")
+            .await
+            .filter(|s| s["data"]["tls.crt"] == renewed.as_str())
+    })
+    .await;
+
+    // Service origin, owned by the primary's copy and found by labels.
+    let owner = json!([{ "apiVersion": "example.com/v1", "kind": "Certificate",
+                         "name": name, "uid": copy["metadata"]["uid"] }]);
+    stage
+        .service
+        .create(
+            &configmaps(),
+            json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": { "name": "web-owned", "namespace": cluster, "ownerReferences": owner,
+                                  "labels": { "owned-by": name } },
+                    "data": { "k": "v1" } }),
+        )
+        .await;
+    eventually(
+        soon,
+        "the owned ConfigMap in the consumer's workspace",
+        || async { stage.c1.get(&configmaps(), Some("default"), "web-owned").await },
+    )
+    .await;
+    stage
+        .service
+        .merge(
+            &configmaps(),
+            Some(&cluster),
+            "web-owned",
+            json!({ "data": { "k": "v2" } }),
+        )
+        .await;
+    eventually(soon, "the owned ConfigMap's change", || async {
+        stage
+            .c1
+            .get(&configmaps(), Some("default"), "web-owned")
+            .await
+            .filter(|c| c["data"]["k"] == "v2")
+    })
+    .await;
+
+    // kcp origin, through the virtual workspace: made, then changed.
+    stage
+        .c1
+        .create(&configmaps(), configmap("default", "ca", json!({ "pem": "A" })))
+        .await;
+    eventually(
+        soon,
+        "the consumer's ConfigMap on the service cluster",
+        || async { stage.service.get(&configmaps(), Some(&cluster), "ca").await },
+    )
+    .await;
+    stage
+        .c1
+        .merge(
+            &configmaps(),
+            Some("default"),
+            "ca",
+            json!({ "data": { "pem": "B" } }),
+        )
+        .await;
+    eventually(soon, "the consumer's ConfigMap change", || async {
+        stage
+            .service
+            .get(&configmaps(), Some(&cluster), "ca")
+            .await
+            .filter(|c| c["data"]["pem"] == "B")
+    })
+    .await;
     stage.agent.stop().await;
 }
 
