@@ -1747,6 +1747,166 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
     stage.agent.stop().await;
 }
 
+/// A related resource whose kcp side is another export's (cert-manager's Certificate,
+/// exported from `root:certs`): the agent's export claims it with that export's
+/// identityHash, a consumer that binds both exports and accepts the claim has its
+/// Certificate synced down through the agent's virtual workspace (and its changes
+/// follow through the watch), while one that did not accept the claim keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_related_resource_of_another_export_syncs_through_its_identity_claim() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    let certs_ws = workspace(&stage.kcp, "certs").await;
+    certs_ws
+        .create(
+            &apis("APIResourceSchema", "apiresourceschemas"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+                    "metadata": { "name": "v1.certificates.cert-manager.io" },
+                    "spec": { "group": "cert-manager.io", "scope": "Namespaced",
+                        "names": { "plural": "certificates", "singular": "certificate", "kind": "Certificate", "listKind": "CertificateList" },
+                        "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
+                            "schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }] } }),
+        )
+        .await;
+    certs_ws
+        .create(
+            &apis("APIExport", "apiexports"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": "cert-manager" },
+                    "spec": { "latestResourceSchemas": ["v1.certificates.cert-manager.io"] } }),
+        )
+        .await;
+    let identity = wait_for(
+        &certs_ws,
+        &apis("APIExport", "apiexports"),
+        None,
+        "cert-manager",
+        "cert-manager's identity",
+        |e| e["status"]["identityHash"].is_string(),
+    )
+    .await["status"]["identityHash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The service cluster has cert-manager's CRD, where the copies land.
+    let mut cert_crd = crd("Certificate", "certificates");
+    cert_crd["metadata"]["name"] = json!("certificates.cert-manager.io");
+    cert_crd["spec"]["group"] = json!("cert-manager.io");
+    stage.service.create(&crds(), cert_crd).await;
+    let certificates = ar("cert-manager.io", "v1", "Certificate", "certificates");
+    stage
+        .publish(
+            "Website",
+            "websites",
+            json!({ "related": [{
+                "identifier": "cert", "origin": "kcp",
+                "group": "cert-manager.io", "version": "v1", "resource": "certificates",
+                "identityHash": identity,
+                "object": { "reference": { "path": "spec.certificate" } },
+            }] }),
+        )
+        .await;
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to claim cert-manager's certificates by identity",
+        |e| {
+            e["spec"]["permissionClaims"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["resource"] == "certificates" && c["identityHash"] == identity.as_str())
+            })
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Website", "websites");
+    let local = ar("example.com", "v1", "Website", "websites");
+    let mut clusters = vec![];
+    for (ws, accepts) in [(&stage.c1, true), (&stage.c2, false)] {
+        ws.create(
+            &apis("APIBinding", "apibindings"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "cert-manager" },
+                    "spec": { "reference": { "export": { "path": "root:certs", "name": "cert-manager" } } } }),
+        )
+        .await;
+        eventually(15, "Certificates served in the consumer", || async {
+            ws.api(&certificates, Some("default"))
+                .list(&Default::default())
+                .await
+                .ok()
+                .map(drop)
+        })
+        .await;
+        if accepts {
+            stage.bind_accepting(ws, &remote).await;
+        } else {
+            stage.bind(ws).await;
+        }
+        ws.create(
+            &certificates,
+            json!({ "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                    "metadata": { "name": "web-cert", "namespace": "default" }, "spec": { "dnsName": "example.org" } }),
+        )
+        .await;
+        let site = ws
+            .create(
+                &remote,
+                remote_object("Website", "site", json!({}), json!({ "certificate": "web-cert" })),
+            )
+            .await;
+        clusters.push(cluster_of(&site));
+    }
+    let (accepted, refused) = (&clusters[0], &clusters[1]);
+    let copy = wait_for(
+        &stage.service,
+        &certificates,
+        Some(accepted),
+        "web-cert",
+        "the consumer's Certificate on the service cluster",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copy["spec"]["dnsName"], "example.org");
+    stage
+        .c1
+        .merge(
+            &certificates,
+            Some("default"),
+            "web-cert",
+            json!({ "spec": { "dnsName": "www.example.org" } }),
+        )
+        .await;
+    eventually(5, "the Certificate's change", || async {
+        stage
+            .service
+            .get(&certificates, Some(accepted), "web-cert")
+            .await
+            .filter(|c| c["spec"]["dnsName"] == "www.example.org")
+    })
+    .await;
+    // The workspace that did not accept the claim: its Website syncs, its
+    // Certificate stays out of the agent's reach.
+    wait_for(
+        &stage.service,
+        &local,
+        Some(refused),
+        &default_name("default", "site"),
+        "the other consumer's Website copy",
+        |_| true,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        stage
+            .service
+            .get(&certificates, Some(refused), "web-cert")
+            .await
+            .is_none(),
+        "a Certificate of a workspace that did not accept the claim reached the service cluster"
+    );
+    stage.agent.stop().await;
+}
+
 fn base64_of(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
