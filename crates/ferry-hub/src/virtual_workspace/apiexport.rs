@@ -116,31 +116,34 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
             .iter()
             .map(|r| (r.group.clone(), r.resource.clone()))
             .collect();
-        // Claimed resources and the identity of the export they come from.
-        let mut claimed: Vec<((String, String), String)> = Vec::new();
+        // Claimed resources, the identity the claim names, and whether they are
+        // another export's (a built-in one is served whatever the claim's identity,
+        // as in kcp).
+        let mut claimed: Vec<((String, String), String, bool)> = Vec::new();
         for claim in claims_of(&export) {
             let gr = (claim.group.clone(), claim.resource.clone());
-            if exported.contains(&gr) || claimed.iter().any(|(c, _)| *c == gr) {
+            if exported.contains(&gr) || claimed.iter().any(|(c, _, _)| *c == gr) {
                 continue;
             }
-            let served = if claim.identity_hash.is_empty() {
+            let is_builtin = hub.registry.is_builtin(&claim.group, &claim.resource);
+            let served = if is_builtin {
                 builtin(hub, &claim.group, &claim.resource)
             } else {
                 foreign(hub, &claim.identity_hash, &claim.group, &claim.resource)
             };
             if !served.is_empty() {
                 resources.extend(served);
-                claimed.push((gr, claim.identity_hash.clone()));
+                claimed.push((gr, claim.identity_hash.clone(), !is_builtin));
             }
         }
         let hub = hub.clone();
         Ok(View::new(resources, move |info| {
             let gr = (info.group.clone(), info.resource.clone());
             let exported = exported.contains(&gr);
-            let identity = claimed
+            let (identity, foreign) = claimed
                 .iter()
-                .find(|(c, _)| *c == gr)
-                .map(|(_, i)| i.clone())
+                .find(|(c, _, _)| *c == gr)
+                .map(|(_, i, f)| (i.clone(), *f))
                 .unwrap_or_default();
             Arc::new(Visible {
                 hub: hub.clone(),
@@ -149,6 +152,7 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
                 resource: info.resource.clone(),
                 exported,
                 identity,
+                foreign,
             }) as Arc<dyn ScopeFilter>
         }))
     }
@@ -167,6 +171,9 @@ fn builtin(hub: &Hub, group: &str, resource: &str) -> Vec<ResourceInfo> {
 /// `identity` defines it (the first such export by workspace and name that
 /// lists a schema of it), or nothing when no export with that identity does.
 fn foreign(hub: &Hub, identity: &str, group: &str, resource: &str) -> Vec<ResourceInfo> {
+    if identity.is_empty() {
+        return Vec::new();
+    }
     let (exports, _) = hub.store.list(&ClusterScope::All, apis::EXPORTS, None, None);
     let mut exports: Vec<(ObjectKey, Value)> = exports
         .into_iter()
@@ -208,8 +215,10 @@ struct Visible {
     resource: String,
     /// An exported resource (else: a claimed one).
     exported: bool,
-    /// For a claimed resource of another export: that export's identity.
+    /// For a claimed resource: the identity the claim names.
     identity: String,
+    /// A claimed resource of another export (else: a built-in one).
+    foreign: bool,
 }
 
 impl ScopeFilter for Visible {
@@ -219,7 +228,7 @@ impl ScopeFilter for Visible {
             return bindings.binds(&self.export, cluster, &self.group, &self.resource);
         }
         bindings.claimed(&self.export, cluster, &self.group, &self.resource, &self.identity)
-            && (self.identity.is_empty()
+            && (!self.foreign
                 || bindings
                     .bound_identity(cluster, &self.group, &self.resource)
                     .is_some_and(|i| i == self.identity))

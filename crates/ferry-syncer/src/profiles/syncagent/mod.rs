@@ -189,6 +189,14 @@ impl SyncAgent {
             self.dests.write().retain(|s, _| !touched(s));
             self.blocked.write().retain(|s, _| !touched(s));
         }
+        // What primaries of resources no longer related look for is forgotten.
+        let related: Vec<(String, String)> = published
+            .iter()
+            .filter(|p| !p.spec.related.is_empty())
+            .map(|p| (p.remote.id.group.clone(), p.remote.id.resource.clone()))
+            .collect();
+        self.interests
+            .retain(|s| related.iter().any(|(g, r)| *g == s.0 && *r == s.1));
         *current = published;
         self.revision.fetch_add(1, Ordering::Relaxed);
         true

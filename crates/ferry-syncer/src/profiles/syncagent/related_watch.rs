@@ -120,6 +120,15 @@ impl InterestIndex {
         Self::remove(&mut self.inner.write(), slot);
     }
 
+    /// Forgets every primary for which `keep` is false.
+    pub fn retain(&self, keep: impl Fn(&Slot) -> bool) {
+        let mut inner = self.inner.write();
+        let gone: Vec<Slot> = inner.by_slot.keys().filter(|s| !keep(s)).cloned().collect();
+        for slot in &gone {
+            Self::remove(&mut inner, slot);
+        }
+    }
+
     fn remove(inner: &mut IndexInner, slot: &Slot) {
         let Some(old) = inner.by_slot.remove(slot) else {
             return;
@@ -284,7 +293,8 @@ mod tests {
             .affected(&s, "", "secrets", &secret("c1", "a-tls", json!({})))
             .is_empty());
         idx.forget(&slot("a"));
-        idx.forget(&slot("b"));
+        assert_eq!(idx.len(), 1);
+        idx.retain(|s| s.2.name != "b");
         assert!(idx.is_empty());
         assert!(idx.inner.read().by_place.is_empty());
     }
