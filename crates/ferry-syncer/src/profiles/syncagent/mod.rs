@@ -393,7 +393,6 @@ impl SyncAgent {
             related::Origin::Kcp(cluster.clone())
         };
         let mut slots = self.interests.affected(&origin, &res.group, &res.resource, obj);
-        let namespace = obj["metadata"]["namespace"].as_str().filter(|ns| !ns.is_empty());
         for p in self.published() {
             let watched: Vec<_> = p
                 .spec
@@ -414,41 +413,22 @@ impl SyncAgent {
             let slot = |source: ObjectRef| (p.remote.id.group.clone(), p.remote.id.resource.clone(), source);
             // The primary on the origin side: the kcp object, or its copy.
             let primary = if res.service { &p.local } else { &p.remote };
+            let store = if res.service { &flow.copies } else { &flow.sources };
             for watch in watched {
-                if watch.by_owner.is_some() {
-                    for name in related_watch::owners(obj, &primary.id.group, &primary.kind) {
-                        let at = ObjectRef {
-                            cluster: (!res.service).then(|| cluster.as_str().into()),
-                            namespace: namespace.filter(|_| primary.id.namespaced).map(str::to_string),
-                            name,
-                        };
-                        let source = if res.service {
-                            self.source_ref(&flow.target, &at)
-                        } else {
-                            Some(at)
-                        };
-                        slots.extend(source.map(slot));
-                    }
-                }
-                if let Some(selector) = &watch.by_selector {
-                    let store = if res.service { &flow.copies } else { &flow.sources };
-                    for key in store.keys() {
-                        if !res.service && key.cluster() != cluster {
-                            continue;
-                        }
-                        let labelled = store
-                            .get(&key)
-                            .is_some_and(|o| filter::matches(selector, &filter::labels_of(&o)));
-                        if !labelled {
-                            continue;
-                        }
-                        let source = if res.service {
-                            self.source_ref(&flow.target, &key)
-                        } else {
-                            Some(key)
-                        };
-                        slots.extend(source.map(slot));
-                    }
+                // Candidates for `bySelector`: the primaries in the event's cluster.
+                let candidates = store
+                    .keys()
+                    .into_iter()
+                    .filter(|k| res.service || k.cluster() == cluster)
+                    .filter_map(|k| store.get(&k).map(|o| (k, o)));
+                let origin_cluster = (!res.service).then_some(cluster.as_str());
+                for at in related_watch::watched_primaries(&watch, primary, origin_cluster, obj, candidates) {
+                    let source = if res.service {
+                        self.source_ref(&flow.target, &at)
+                    } else {
+                        Some(at)
+                    };
+                    slots.extend(source.map(slot));
                 }
             }
         }

@@ -16,11 +16,17 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
+use ferry_api::syncagent::RelatedResourceWatch;
+
 use super::related::{origin_resource, Interest, Origin};
 use super::{Published, Slot};
+use crate::engine::ObjectRef;
+use crate::profile::ResourceType;
 
 /// Default period of the safety resync of every primary's related objects.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(30);
@@ -74,6 +80,41 @@ pub fn owners(obj: &Value, group: &str, kind: &str) -> Vec<String> {
         })
         .filter_map(|r| r["name"].as_str().map(str::to_string))
         .collect()
+}
+
+/// The primaries on the origin side (kcp objects in `cluster`, or their copies on the
+/// service cluster when `cluster` is `None`) that `watch` maps the origin object `obj`
+/// to, as the reference does: with `byOwner`, those its owner references name (of the
+/// primary's group and kind, in `obj`'s namespace when the primary is namespaced);
+/// with `bySelector`, each of `candidates` whose labels match.
+pub fn watched_primaries(
+    watch: &RelatedResourceWatch,
+    primary: &ResourceType,
+    cluster: Option<&str>,
+    obj: &Value,
+    candidates: impl Iterator<Item = (ObjectRef, Arc<Value>)>,
+) -> Vec<ObjectRef> {
+    let mut out = vec![];
+    if watch.by_owner.is_some() {
+        let namespace = obj["metadata"]["namespace"]
+            .as_str()
+            .filter(|ns| !ns.is_empty() && primary.id.namespaced);
+        for name in owners(obj, &primary.id.group, &primary.kind) {
+            out.push(ObjectRef {
+                cluster: cluster.map(Into::into),
+                namespace: namespace.map(str::to_string),
+                name,
+            });
+        }
+    }
+    if let Some(selector) = &watch.by_selector {
+        out.extend(
+            candidates
+                .filter(|(_, o)| super::filter::matches(selector, &super::filter::labels_of(o)))
+                .map(|(k, _)| k),
+        );
+    }
+    out
 }
 
 type Place = (Origin, String, String, Option<String>);
@@ -225,7 +266,6 @@ impl RelatedQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::ObjectRef;
     use serde_json::json;
 
     fn slot(name: &str) -> Slot {
@@ -310,6 +350,56 @@ mod tests {
         assert_eq!(owners(&obj, "example.com", "Certificate"), ["web", "web2"]);
         assert_eq!(owners(&obj, "", "ConfigMap"), ["no2"]);
         assert!(owners(&json!({}), "example.com", "Certificate").is_empty());
+    }
+
+    #[test]
+    fn watch_by_owner_or_by_selector_maps_to_primaries_as_the_reference_does() {
+        let primary = ResourceType {
+            id: crate::selection::ResourceId::new("example.com", "v1", "certificates", true),
+            kind: "Certificate".into(),
+        };
+        let by_owner: RelatedResourceWatch = serde_json::from_value(json!({ "byOwner": {} })).unwrap();
+        let by_selector: RelatedResourceWatch =
+            serde_json::from_value(json!({ "bySelector": { "matchLabels": { "tier": "web" } } })).unwrap();
+        let related = json!({ "metadata": { "namespace": "default", "name": "tls", "ownerReferences": [
+            { "apiVersion": "example.com/v1", "kind": "Certificate", "name": "web", "uid": "1" }] } });
+        let at = |cluster: Option<&str>, name: &str| ObjectRef {
+            cluster: cluster.map(Into::into),
+            namespace: Some("default".into()),
+            name: name.into(),
+        };
+        let none = std::iter::empty();
+        assert_eq!(
+            watched_primaries(&by_owner, &primary, Some("c1"), &related, none),
+            [at(Some("c1"), "web")]
+        );
+        assert_eq!(
+            watched_primaries(&by_owner, &primary, None, &related, std::iter::empty()),
+            [at(None, "web")]
+        );
+        let candidates = vec![
+            (
+                at(Some("c1"), "a"),
+                Arc::new(json!({ "metadata": { "labels": { "tier": "web" } } })),
+            ),
+            (
+                at(Some("c1"), "b"),
+                Arc::new(json!({ "metadata": { "labels": { "tier": "db" } } })),
+            ),
+        ];
+        assert_eq!(
+            watched_primaries(
+                &by_selector,
+                &primary,
+                Some("c1"),
+                &related,
+                candidates.into_iter()
+            ),
+            [at(Some("c1"), "a")]
+        );
+        // Neither: the index alone says.
+        let neither = RelatedResourceWatch::default();
+        assert!(watched_primaries(&neither, &primary, None, &related, std::iter::empty()).is_empty());
     }
 
     #[test]
