@@ -1648,6 +1648,7 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
     let soon = 5;
 
     // Service origin, found by reference: made, then changed.
+    let made = std::time::Instant::now();
     stage
         .service
         .create(
@@ -1660,6 +1661,10 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
         stage.c1.get(&secrets(), Some("default"), "web-tls").await
     })
     .await;
+    eprintln!(
+        "a new service-origin Secret arrived in kcp after {:?}",
+        made.elapsed()
+    );
     stage
         .service
         .merge(
@@ -1717,6 +1722,7 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
     .await;
 
     // kcp origin, through the virtual workspace: made, then changed.
+    let made = std::time::Instant::now();
     stage
         .c1
         .create(&configmaps(), configmap("default", "ca", json!({ "pem": "A" })))
@@ -1727,6 +1733,10 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
         || async { stage.service.get(&configmaps(), Some(&cluster), "ca").await },
     )
     .await;
+    eprintln!(
+        "a new kcp-origin ConfigMap arrived on the service cluster after {:?}",
+        made.elapsed()
+    );
     stage
         .c1
         .merge(
