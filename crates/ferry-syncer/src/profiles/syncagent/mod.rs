@@ -375,8 +375,11 @@ impl SyncAgent {
                 continue;
             };
             for key in flow.sources.keys() {
-                self.related_queue
-                    .add((p.remote.id.group.clone(), p.remote.id.resource.clone(), key));
+                self.related_queue.add_background((
+                    p.remote.id.group.clone(),
+                    p.remote.id.resource.clone(),
+                    key,
+                ));
             }
         }
     }
@@ -437,38 +440,36 @@ impl SyncAgent {
         }
     }
 
-    /// Works the related queue until the agent goes.
+    /// Works the related queue, `RELATED_WORKERS` primaries at a time, until the agent
+    /// goes.
+    async fn related_workers(weak: Weak<SyncAgent>) {
+        const RELATED_WORKERS: usize = 4;
+        let workers = (0..RELATED_WORKERS).map(|_| Self::related_worker(weak.clone()));
+        futures::future::join_all(workers).await;
+    }
+
     async fn related_worker(weak: Weak<SyncAgent>) {
-        use futures::StreamExt;
         loop {
             let Some(agent) = weak.upgrade() else { return };
-            let taken = {
-                let queue = &agent.related_queue;
-                tokio::select! {
-                    taken = queue.take() => taken,
-                    // Let go of the agent now and then, so that it can be dropped.
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
-                }
+            let slot = tokio::select! {
+                slot = agent.related_queue.next() => slot,
+                // Let go of the agent now and then, so that it can be dropped.
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
             };
-            futures::stream::iter(taken)
-                .for_each_concurrent(4, |slot| {
-                    let agent = agent.clone();
-                    async move {
-                        if agent.sync_related(&slot).await {
-                            agent.related_queue.succeeded(&slot);
-                        } else {
-                            let delay = agent.related_queue.failed(&slot);
-                            let weak = Arc::downgrade(&agent);
-                            tokio::spawn(async move {
-                                tokio::time::sleep(delay).await;
-                                if let Some(agent) = weak.upgrade() {
-                                    agent.related_queue.add(slot);
-                                }
-                            });
-                        }
+            if agent.sync_related(&slot).await {
+                agent.related_queue.succeeded(&slot);
+            } else {
+                let delay = agent.related_queue.failed(&slot);
+                let weak = Arc::downgrade(&agent);
+                let again = slot.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    if let Some(agent) = weak.upgrade() {
+                        agent.related_queue.add(again);
                     }
-                })
-                .await;
+                });
+            }
+            agent.related_queue.done(&slot);
         }
     }
 

@@ -850,7 +850,7 @@ impl ConfigSource for SyncAgent {
         vec![
             tokio::spawn(namespaces),
             tokio::spawn(blocked),
-            tokio::spawn(SyncAgent::related_worker(Arc::downgrade(&self))),
+            tokio::spawn(SyncAgent::related_workers(Arc::downgrade(&self))),
             tokio::spawn(resync),
             tokio::spawn(watches),
         ]

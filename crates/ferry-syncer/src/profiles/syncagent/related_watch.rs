@@ -13,7 +13,7 @@
 //! copy changed), and every primary on a slow safety resync, so an event a watch missed
 //! is not lost. Failures are retried per primary with backoff ([`RelatedQueue`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use std::sync::Arc;
@@ -217,31 +217,92 @@ impl InterestIndex {
     }
 }
 
-/// Primaries whose related objects are to be synced, each once however often queued.
+/// Primaries whose related objects are to be synced, each once however often queued
+/// and never by two workers at once. What a watch or a changed copy asks for goes
+/// before what the safety resync asks for, so a resync of many primaries never holds
+/// up a change.
 #[derive(Default)]
 pub struct RelatedQueue {
-    pending: Mutex<HashSet<Slot>>,
+    state: Mutex<QueueState>,
     wake: tokio::sync::Notify,
     failures: Mutex<HashMap<Slot, u32>>,
 }
 
+#[derive(Default)]
+struct QueueState {
+    urgent: VecDeque<Slot>,
+    background: VecDeque<Slot>,
+    /// Queued (in one of the deques; a stale entry in the other is skipped).
+    queued: HashSet<Slot>,
+    /// Being synced.
+    active: HashSet<Slot>,
+    /// Queued again while being synced: queued once done.
+    again: HashSet<Slot>,
+}
+
 impl RelatedQueue {
-    /// Queues `slot`.
+    /// Queues `slot` ahead of the resync's work.
     pub fn add(&self, slot: Slot) {
-        if self.pending.lock().insert(slot) {
-            self.wake.notify_one();
-        }
+        self.push(slot, true);
     }
 
-    /// Waits for queued primaries and takes them all.
-    pub async fn take(&self) -> Vec<Slot> {
+    /// Queues `slot` behind everything else (the safety resync).
+    pub fn add_background(&self, slot: Slot) {
+        self.push(slot, false);
+    }
+
+    fn push(&self, slot: Slot, urgent: bool) {
+        let mut state = self.state.lock();
+        if state.active.contains(&slot) {
+            state.again.insert(slot);
+            return;
+        }
+        let fresh = state.queued.insert(slot.clone());
+        if urgent {
+            state.urgent.push_back(slot);
+        } else if fresh {
+            state.background.push_back(slot);
+        }
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// Waits for a queued primary and takes it; [`RelatedQueue::done`] must follow.
+    pub async fn next(&self) -> Slot {
         loop {
-            let taken: Vec<Slot> = self.pending.lock().drain().collect();
-            if !taken.is_empty() {
-                return taken;
+            {
+                let mut state = self.state.lock();
+                while let Some(slot) = state.urgent.pop_front().or_else(|| state.background.pop_front()) {
+                    if state.queued.remove(&slot) {
+                        state.active.insert(slot.clone());
+                        return slot;
+                    }
+                }
             }
             self.wake.notified().await;
         }
+    }
+
+    /// `slot` is synced (or failed): queued again if asked for meanwhile.
+    pub fn done(&self, slot: &Slot) {
+        let again = {
+            let mut state = self.state.lock();
+            state.active.remove(slot);
+            state.again.remove(slot)
+        };
+        if again {
+            self.add(slot.clone());
+        }
+    }
+
+    /// How many primaries are queued.
+    pub fn len(&self) -> usize {
+        self.state.lock().queued.len()
+    }
+
+    /// Whether none is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Records a failure of `slot`; returns how long to wait before trying it again
@@ -400,6 +461,35 @@ mod tests {
         // Neither: the index alone says.
         let neither = RelatedResourceWatch::default();
         assert!(watched_primaries(&neither, &primary, None, &related, std::iter::empty()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_queue_puts_changes_before_the_resync_and_never_syncs_one_primary_twice_at_once() {
+        let q = RelatedQueue::default();
+        for name in ["r1", "r2", "a"] {
+            q.add_background(slot(name));
+        }
+        q.add(slot("w"));
+        q.add(slot("w"));
+        q.add_background(slot("w"));
+        assert_eq!(q.len(), 4, "each once");
+        assert_eq!(q.next().await, slot("w"), "a change first");
+        // Asked for again while being synced: once more when done, before the resync.
+        q.add(slot("w"));
+        q.add_background(slot("w"));
+        assert_eq!(q.next().await, slot("r1"));
+        q.done(&slot("w"));
+        q.add(slot("a"));
+        assert_eq!(q.next().await, slot("w"));
+        assert_eq!(q.next().await, slot("a"), "moved ahead by a change");
+        assert_eq!(q.next().await, slot("r2"));
+        assert!(q.is_empty());
+        for name in ["w", "r1", "a", "r2"] {
+            q.done(&slot(name));
+        }
+        assert!(q.is_empty(), "nothing was asked for meanwhile");
+        let waiting = tokio::time::timeout(Duration::from_millis(50), q.next()).await;
+        assert!(waiting.is_err(), "next waits while nothing is queued");
     }
 
     #[test]
