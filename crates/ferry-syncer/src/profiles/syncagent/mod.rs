@@ -502,6 +502,8 @@ impl SyncAgent {
         };
         let deleting = !remote["metadata"]["deletionTimestamp"].is_null();
         if deleting || !self.wants(&flow.target, key, &remote) {
+            // Its related objects no longer follow it (a change of it queues it again).
+            self.interests.forget(slot);
             return true;
         }
         // Not named yet: the engine's reconcile of it queues it again.
