@@ -57,6 +57,10 @@ pub struct SyncAgentArgs {
     /// Cap on requests per second to each side (default: each server's pace).
     #[arg(long)]
     pub qps: Option<f32>,
+    /// How often every object's related resources are synced again although no
+    /// watch saw a change (a safety net; Ferry's own flag, the reference has none).
+    #[arg(long, default_value = "30s", value_parser = crate::kubeconfig::parse_duration)]
+    pub related_resync_period: std::time::Duration,
 }
 
 /// The agent's options from the flags.
@@ -86,6 +90,11 @@ pub async fn options(args: SyncAgentArgs) -> anyhow::Result<SyncAgentOptions> {
     opts.selector = args.published_resource_selector.filter(|s| !s.is_empty());
     opts.disabled_controllers = args.disabled_controllers;
     opts.workers = args.workers;
+    anyhow::ensure!(
+        !args.related_resync_period.is_zero(),
+        "--related-resync-period must be longer than 0s (e.g. 30s)"
+    );
+    opts.related_resync = args.related_resync_period;
     opts.engine = Some(EngineTuning {
         qps: args.qps,
         metrics_address: Some(args.metrics_address),
@@ -176,6 +185,7 @@ mod tests {
         assert_eq!(args.published_resource_selector.as_deref(), Some("team=db"));
         assert_eq!(args.disabled_controllers, ["apiexport", "sync"]);
         assert_eq!(args.metrics_address, "127.0.0.1:8085".parse().unwrap());
+        assert_eq!(args.related_resync_period, std::time::Duration::from_secs(30));
         assert!(Cli::try_parse_from(["syncagent", "--kcp-kubeconfig=/kcp", "--namespace=x"]).is_err());
     }
 }

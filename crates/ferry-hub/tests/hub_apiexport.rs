@@ -1133,3 +1133,257 @@ async fn an_exported_built_in_resource_binds_as_a_no_op_and_is_visible_where_bou
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+fn certificates_schema() -> Value {
+    json!({
+        "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+        "metadata": {"name": "v1.certificates.cert-manager.io"},
+        "spec": {"group": "cert-manager.io", "scope": "Namespaced",
+                 "names": {"plural": "certificates", "singular": "certificate", "kind": "Certificate", "listKind": "CertificateList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                               "schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}]}
+    })
+}
+
+/// An export named `name` in `ws` with `schemas` and `claims`; returns its
+/// identity hash once the hub has given it one.
+async fn export_with(hub: &TestHub, ws: &str, name: &str, schemas: &[&str], claims: Value) -> String {
+    create(
+        hub,
+        ws,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": name},
+               "spec": {"latestResourceSchemas": schemas, "permissionClaims": claims}}),
+    )
+    .await;
+    eventually(15, &format!("APIExport {name}'s identity"), || async {
+        let (_, e) = call(
+            &admin(hub, ws).await,
+            "GET",
+            &format!("{APIS}/apiexports/{name}"),
+            None,
+        )
+        .await;
+        e["status"]["identityHash"].as_str().map(str::to_string)
+    })
+    .await
+}
+
+/// Binds `ws:name` in `consumer` as binding `binding`, deciding the claims `claims`.
+async fn bind_export(hub: &TestHub, consumer: &str, binding: &str, ws: &str, name: &str, claims: Value) {
+    create(
+        hub,
+        consumer,
+        &format!("{APIS}/apibindings"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": binding},
+               "spec": {"reference": {"export": {"path": ws, "name": name}}, "permissionClaims": claims}}),
+    )
+    .await;
+    bound(hub, consumer, binding).await;
+}
+
+/// kcp's claims on another export's resource: the claim names that export's
+/// identity, the virtual workspace serves the resource with that export's
+/// schema, and shows it only in workspaces that bind it from that export and
+/// accepted the claim. A claim naming a look-alike export's identity, or one no
+/// export has, sees nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_on_another_exports_resource_needs_its_identity_and_acceptance() {
+    let hub = TestHub::start().await;
+    let mut clusters = std::collections::HashMap::new();
+    for ws in ["certs", "provider", "decoy", "mallory", "c0", "c1"] {
+        clusters.insert(ws, workspace(&hub, ws).await);
+    }
+    for ws in ["root:certs", "root:decoy"] {
+        create(
+            &hub,
+            ws,
+            &format!("{APIS}/apiresourceschemas"),
+            certificates_schema(),
+        )
+        .await;
+    }
+    let certs = export_with(
+        &hub,
+        "root:certs",
+        "cert-manager",
+        &["v1.certificates.cert-manager.io"],
+        json!([]),
+    )
+    .await;
+    // The look-alike: the same group and resource, another owner.
+    let decoy = export_with(
+        &hub,
+        "root:decoy",
+        "cert-manager",
+        &["v1.certificates.cert-manager.io"],
+        json!([]),
+    )
+    .await;
+    assert_ne!(certs, decoy);
+    let claim = |identity: &str| json!({"group": "cert-manager.io", "resource": "certificates", "identityHash": identity, "all": true});
+    let accepted = |identity: &str| {
+        let mut c = claim(identity);
+        c["state"] = json!("Accepted");
+        json!([c])
+    };
+    create(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiresourceschemas"),
+        widgets_schema("v1"),
+    )
+    .await;
+    export_with(
+        &hub,
+        "root:provider",
+        "widgets.example.io",
+        &["v1.widgets.example.io"],
+        json!([claim(&certs)]),
+    )
+    .await;
+    export_with(&hub, "root:mallory", "lookalike", &[], json!([claim(&decoy)])).await;
+    let made_up = "0".repeat(64);
+    export_with(&hub, "root:mallory", "made-up", &[], json!([claim(&made_up)])).await;
+
+    // c0 binds cert-manager and accepts every claim (also mallory's); c1 binds
+    // both but does not accept the provider's claim.
+    for consumer in ["root:c0", "root:c1"] {
+        bind_export(
+            &hub,
+            consumer,
+            "cert-manager",
+            "root:certs",
+            "cert-manager",
+            json!([]),
+        )
+        .await;
+        let decision = if consumer == "root:c0" {
+            accepted(&certs)
+        } else {
+            json!([])
+        };
+        bind_export(
+            &hub,
+            consumer,
+            "widgets",
+            "root:provider",
+            "widgets.example.io",
+            decision,
+        )
+        .await;
+        create(
+            &hub,
+            consumer,
+            "/apis/cert-manager.io/v1/namespaces/default/certificates",
+            json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                   "metadata": {"name": "web"}, "spec": {"secretName": "web-tls"}}),
+        )
+        .await;
+    }
+    bind_export(
+        &hub,
+        "root:c0",
+        "lookalike",
+        "root:mallory",
+        "lookalike",
+        accepted(&decoy),
+    )
+    .await;
+    bind_export(
+        &hub,
+        "root:c0",
+        "made-up",
+        "root:mallory",
+        "made-up",
+        accepted(&made_up),
+    )
+    .await;
+
+    let vw = |ws: &str, name: &str, cluster: &str| {
+        format!(
+            "{}/services/apiexport/{}/{name}/clusters/{cluster}",
+            hub.url(),
+            clusters[ws]
+        )
+    };
+    let certificates = "/apis/cert-manager.io/v1/certificates";
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    cluster_of(c),
+                    c["metadata"]["name"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    let token = &hub.running.admin_token;
+    // The provider sees c0's Certificate (which accepted), not c1's.
+    let all = client_at(&hub, &vw("provider", "widgets.example.io", "*"), token).await;
+    let (code, list) = call(&all, "GET", certificates, None).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(names(&list), [format!("{}/web", clusters["c0"])], "{list}");
+    let in_c0 = client_at(
+        &hub,
+        &vw("provider", "widgets.example.io", &clusters["c0"]),
+        token,
+    )
+    .await;
+    let (code, got) = call(
+        &in_c0,
+        "GET",
+        "/apis/cert-manager.io/v1/namespaces/default/certificates/web",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{got}");
+    assert_eq!(got["spec"]["secretName"], "web-tls");
+    // Writes too, as for any accepted claim.
+    let (code, made) = call(
+        &in_c0,
+        "POST",
+        "/apis/cert-manager.io/v1/namespaces/default/certificates",
+        Some(
+            &json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": "api"}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "{made}");
+    let in_c1 = client_at(
+        &hub,
+        &vw("provider", "widgets.example.io", &clusters["c1"]),
+        token,
+    )
+    .await;
+    let (code, body) = call(
+        &in_c1,
+        "GET",
+        "/apis/cert-manager.io/v1/namespaces/default/certificates/web",
+        None,
+    )
+    .await;
+    assert_eq!(code, 404, "a consumer that did not accept the claim: {body}");
+    // The look-alike's identity: served (its schema exists) but nothing shows.
+    let look = client_at(&hub, &vw("mallory", "lookalike", "*"), token).await;
+    let (code, list) = call(&look, "GET", certificates, None).await;
+    assert_eq!(code, 200, "{list}");
+    assert!(names(&list).is_empty(), "{list}");
+    let look_c0 = client_at(&hub, &vw("mallory", "lookalike", &clusters["c0"]), token).await;
+    let (code, body) = call(
+        &look_c0,
+        "GET",
+        "/apis/cert-manager.io/v1/namespaces/default/certificates/web",
+        None,
+    )
+    .await;
+    assert_eq!(code, 404, "{body}");
+    // An identity no export has: not served at all.
+    let made_up_vw = client_at(&hub, &vw("mallory", "made-up", "*"), token).await;
+    let (code, body) = call(&made_up_vw, "GET", certificates, None).await;
+    assert_eq!(code, 404, "{body}");
+}

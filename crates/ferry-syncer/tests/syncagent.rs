@@ -98,6 +98,9 @@ async fn start_agent_without(
     opts.agent_name = "nora".into();
     opts.disabled_controllers = disabled.iter().map(|c| c.to_string()).collect();
     opts.poll = Duration::from_millis(200);
+    // Related objects must follow through their watches: the safety resync never
+    // comes within a test.
+    opts.related_resync = Duration::from_secs(3600);
     opts.engine = Some(EngineTuning {
         qps: Some(0.0),
         discovery_refresh: Some(Duration::from_millis(300)),
@@ -1574,6 +1577,342 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
     assert!(
         stage.c1.get(&configmaps(), Some("default"), "ca").await.is_some(),
         "the origin stays"
+    );
+    stage.agent.stop().await;
+}
+
+/// Related objects made or changed on their origin side after the primary synced
+/// (nothing about the primary changes) arrive within seconds: only the watches of the
+/// origin resources can see them, as the safety resync is an hour away here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn related_objects_made_or_changed_later_arrive_through_watches() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Certificate",
+            "certificates",
+            json!({ "related": [
+                { "identifier": "tls", "origin": "service", "kind": "Secret",
+                  "object": { "reference": { "path": "spec.secretName" } } },
+                { "identifier": "owned", "origin": "service", "group": "", "version": "v1", "resource": "configmaps",
+                  "watch": { "byOwner": {} },
+                  "object": { "selector": { "matchLabels": { "owned-by": "{{ .LocalObject.metadata.name }}" },
+                                            "rewrite": { "template": { "template": "{{ .Value }}" } } } } },
+                { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
+                  "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } } },
+            ] }),
+        )
+        .await;
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to claim secrets",
+        |e| {
+            e["spec"]["permissionClaims"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["resource"] == "secrets"))
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Certificate", "certificates");
+    let local = ar("example.com", "v1", "Certificate", "certificates");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    let cert = stage
+        .c1
+        .create(
+            &remote,
+            remote_object(
+                "Certificate",
+                "web",
+                json!({}),
+                json!({ "secretName": "web-tls", "caConfigMap": "ca" }),
+            ),
+        )
+        .await;
+    let cluster = cluster_of(&cert);
+    let name = default_name("default", "web");
+    let copy = wait_for(
+        &stage.service,
+        &local,
+        Some(&cluster),
+        &name,
+        "the Certificate copy",
+        |_| true,
+    )
+    .await;
+    // Let the first related pass (nothing to find yet) happen.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let soon = 5;
+
+    // Service origin, found by reference: made, then changed.
+    let made = std::time::Instant::now();
+    stage
+        .service
+        .create(
+            &secrets(),
+            json!({ "apiVersion": "v1", "kind": "Secret",
+                    "metadata": { "name": "web-tls", "namespace": cluster }, "stringData": { "tls.crt": "CERT" } }),
+        )
+        .await;
+    eventually(soon, "the new Secret in the consumer's workspace", || async {
+        stage.c1.get(&secrets(), Some("default"), "web-tls").await
+    })
+    .await;
+    eprintln!(
+        "a new service-origin Secret arrived in kcp after {:?}",
+        made.elapsed()
+    );
+    stage
+        .service
+        .merge(
+            &secrets(),
+            Some(&cluster),
+            "web-tls",
+            json!({ "stringData": { "tls.crt": "RENEWED" } }),
+        )
+        .await;
+    let renewed = base64_of("RENEWED");
+    eventually(soon, "the renewed Secret", || async {
+        stage
+            .c1
+            .get(&secrets(), Some("default"), "web-tls")
+            .await
+            .filter(|s| s["data"]["tls.crt"] == renewed.as_str())
+    })
+    .await;
+
+    // Service origin, owned by the primary's copy and found by labels.
+    let owner = json!([{ "apiVersion": "example.com/v1", "kind": "Certificate",
+                         "name": name, "uid": copy["metadata"]["uid"] }]);
+    stage
+        .service
+        .create(
+            &configmaps(),
+            json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": { "name": "web-owned", "namespace": cluster, "ownerReferences": owner,
+                                  "labels": { "owned-by": name } },
+                    "data": { "k": "v1" } }),
+        )
+        .await;
+    eventually(
+        soon,
+        "the owned ConfigMap in the consumer's workspace",
+        || async { stage.c1.get(&configmaps(), Some("default"), "web-owned").await },
+    )
+    .await;
+    stage
+        .service
+        .merge(
+            &configmaps(),
+            Some(&cluster),
+            "web-owned",
+            json!({ "data": { "k": "v2" } }),
+        )
+        .await;
+    eventually(soon, "the owned ConfigMap's change", || async {
+        stage
+            .c1
+            .get(&configmaps(), Some("default"), "web-owned")
+            .await
+            .filter(|c| c["data"]["k"] == "v2")
+    })
+    .await;
+
+    // kcp origin, through the virtual workspace: made, then changed.
+    let made = std::time::Instant::now();
+    stage
+        .c1
+        .create(&configmaps(), configmap("default", "ca", json!({ "pem": "A" })))
+        .await;
+    eventually(
+        soon,
+        "the consumer's ConfigMap on the service cluster",
+        || async { stage.service.get(&configmaps(), Some(&cluster), "ca").await },
+    )
+    .await;
+    eprintln!(
+        "a new kcp-origin ConfigMap arrived on the service cluster after {:?}",
+        made.elapsed()
+    );
+    stage
+        .c1
+        .merge(
+            &configmaps(),
+            Some("default"),
+            "ca",
+            json!({ "data": { "pem": "B" } }),
+        )
+        .await;
+    eventually(soon, "the consumer's ConfigMap change", || async {
+        stage
+            .service
+            .get(&configmaps(), Some(&cluster), "ca")
+            .await
+            .filter(|c| c["data"]["pem"] == "B")
+    })
+    .await;
+    stage.agent.stop().await;
+}
+
+/// A related resource whose kcp side is another export's (cert-manager's Certificate,
+/// exported from `root:certs`): the agent's export claims it with that export's
+/// identityHash, a consumer that binds both exports and accepts the claim has its
+/// Certificate synced down through the agent's virtual workspace (and its changes
+/// follow through the watch), while one that did not accept the claim keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_related_resource_of_another_export_syncs_through_its_identity_claim() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    let certs_ws = workspace(&stage.kcp, "certs").await;
+    certs_ws
+        .create(
+            &apis("APIResourceSchema", "apiresourceschemas"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+                    "metadata": { "name": "v1.certificates.cert-manager.io" },
+                    "spec": { "group": "cert-manager.io", "scope": "Namespaced",
+                        "names": { "plural": "certificates", "singular": "certificate", "kind": "Certificate", "listKind": "CertificateList" },
+                        "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
+                            "schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }] } }),
+        )
+        .await;
+    certs_ws
+        .create(
+            &apis("APIExport", "apiexports"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": "cert-manager" },
+                    "spec": { "latestResourceSchemas": ["v1.certificates.cert-manager.io"] } }),
+        )
+        .await;
+    let identity = wait_for(
+        &certs_ws,
+        &apis("APIExport", "apiexports"),
+        None,
+        "cert-manager",
+        "cert-manager's identity",
+        |e| e["status"]["identityHash"].is_string(),
+    )
+    .await["status"]["identityHash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The service cluster has cert-manager's CRD, where the copies land.
+    let mut cert_crd = crd("Certificate", "certificates");
+    cert_crd["metadata"]["name"] = json!("certificates.cert-manager.io");
+    cert_crd["spec"]["group"] = json!("cert-manager.io");
+    stage.service.create(&crds(), cert_crd).await;
+    let certificates = ar("cert-manager.io", "v1", "Certificate", "certificates");
+    stage
+        .publish(
+            "Website",
+            "websites",
+            json!({ "related": [{
+                "identifier": "cert", "origin": "kcp",
+                "group": "cert-manager.io", "version": "v1", "resource": "certificates",
+                "identityHash": identity,
+                "object": { "reference": { "path": "spec.certificate" } },
+            }] }),
+        )
+        .await;
+    wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to claim cert-manager's certificates by identity",
+        |e| {
+            e["spec"]["permissionClaims"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["resource"] == "certificates" && c["identityHash"] == identity.as_str())
+            })
+        },
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Website", "websites");
+    let local = ar("example.com", "v1", "Website", "websites");
+    let mut clusters = vec![];
+    for (ws, accepts) in [(&stage.c1, true), (&stage.c2, false)] {
+        ws.create(
+            &apis("APIBinding", "apibindings"),
+            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "cert-manager" },
+                    "spec": { "reference": { "export": { "path": "root:certs", "name": "cert-manager" } } } }),
+        )
+        .await;
+        eventually(15, "Certificates served in the consumer", || async {
+            ws.api(&certificates, Some("default"))
+                .list(&Default::default())
+                .await
+                .ok()
+                .map(drop)
+        })
+        .await;
+        if accepts {
+            stage.bind_accepting(ws, &remote).await;
+        } else {
+            stage.bind(ws).await;
+        }
+        ws.create(
+            &certificates,
+            json!({ "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                    "metadata": { "name": "web-cert", "namespace": "default" }, "spec": { "dnsName": "example.org" } }),
+        )
+        .await;
+        let site = ws
+            .create(
+                &remote,
+                remote_object("Website", "site", json!({}), json!({ "certificate": "web-cert" })),
+            )
+            .await;
+        clusters.push(cluster_of(&site));
+    }
+    let (accepted, refused) = (&clusters[0], &clusters[1]);
+    let copy = wait_for(
+        &stage.service,
+        &certificates,
+        Some(accepted),
+        "web-cert",
+        "the consumer's Certificate on the service cluster",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copy["spec"]["dnsName"], "example.org");
+    stage
+        .c1
+        .merge(
+            &certificates,
+            Some("default"),
+            "web-cert",
+            json!({ "spec": { "dnsName": "www.example.org" } }),
+        )
+        .await;
+    eventually(5, "the Certificate's change", || async {
+        stage
+            .service
+            .get(&certificates, Some(accepted), "web-cert")
+            .await
+            .filter(|c| c["spec"]["dnsName"] == "www.example.org")
+    })
+    .await;
+    // The workspace that did not accept the claim: its Website syncs, its
+    // Certificate stays out of the agent's reach.
+    wait_for(
+        &stage.service,
+        &local,
+        Some(refused),
+        &default_name("default", "site"),
+        "the other consumer's Website copy",
+        |_| true,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        stage
+            .service
+            .get(&certificates, Some(refused), "web-cert")
+            .await
+            .is_none(),
+        "a Certificate of a workspace that did not accept the claim reached the service cluster"
     );
     stage.agent.stop().await;
 }

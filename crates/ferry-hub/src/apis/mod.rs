@@ -178,6 +178,9 @@ impl Claim {
 pub struct Bound {
     /// `(group, resource)` of every bound resource.
     pub resources: HashSet<(String, String)>,
+    /// The identity hash of the export each bound resource comes from (what a claim
+    /// of another export on it must name).
+    pub identities: HashMap<(String, String), String>,
     /// The permission claims the binding accepted (and the export asks for).
     pub claims: Vec<Claim>,
 }
@@ -219,6 +222,7 @@ impl BindingIndex {
             // Two bindings of one export in one workspace: their union.
             let slot = entry.entry(cluster.to_string()).or_default();
             slot.resources.extend(b.resources);
+            slot.identities.extend(b.identities);
             slot.claims.extend(b.claims);
         }
         idx.by_cluster.insert(cluster.to_string(), exports);
@@ -234,24 +238,42 @@ impl BindingIndex {
             .is_some_and(|b| b.resources.contains(&(group.to_string(), resource.to_string())))
     }
 
-    /// Whether `cluster` accepted a claim of `export` on `(group, resource)`.
-    pub fn claimed(&self, export: &ExportKey, cluster: &str, group: &str, resource: &str) -> bool {
-        self.with_claims(export, cluster, group, resource, |_| true)
+    /// Whether `cluster` accepted a claim of `export` on `(group, resource)`
+    /// of the export with identity `identity` (empty: a built-in resource).
+    pub fn claimed(
+        &self,
+        export: &ExportKey,
+        cluster: &str,
+        group: &str,
+        resource: &str,
+        identity: &str,
+    ) -> bool {
+        self.with_claims(export, cluster, group, resource, identity, |_| true)
     }
 
-    /// Whether a claim `cluster` accepted for `export` covers the object at `key`.
-    pub fn claim_covers(&self, export: &ExportKey, key: &ObjectKey, group: &str, resource: &str) -> bool {
-        self.with_claims(export, &key.cluster, group, resource, |c| c.covers(key))
+    /// Whether a claim `cluster` accepted for `export` (on the resource of the
+    /// export with identity `identity`) covers the object at `key`.
+    pub fn claim_covers(
+        &self,
+        export: &ExportKey,
+        key: &ObjectKey,
+        group: &str,
+        resource: &str,
+        identity: &str,
+    ) -> bool {
+        self.with_claims(export, &key.cluster, group, resource, identity, |c| c.covers(key))
     }
 
-    /// Whether any accepted claim on `(group, resource)` satisfies `f`,
-    /// read under the lock without copying (asked for every watch event).
+    /// Whether any accepted claim on `(group, resource)` with `identity`
+    /// satisfies `f`, read under the lock without copying (asked for every
+    /// watch event).
     fn with_claims(
         &self,
         export: &ExportKey,
         cluster: &str,
         group: &str,
         resource: &str,
+        identity: &str,
         f: impl Fn(&Claim) -> bool,
     ) -> bool {
         self.inner
@@ -260,10 +282,25 @@ impl BindingIndex {
             .get(export)
             .and_then(|m| m.get(cluster))
             .is_some_and(|b| {
-                b.claims
-                    .iter()
-                    .any(|c| c.group == group && c.resource == resource && f(c))
+                b.claims.iter().any(|c| {
+                    c.group == group && c.resource == resource && c.identity_hash == identity && f(c)
+                })
             })
+    }
+
+    /// The identity hash of the export whose Bound binding serves `(group,
+    /// resource)` in `cluster`, if one does.
+    pub fn bound_identity(&self, cluster: &str, group: &str, resource: &str) -> Option<String> {
+        let idx = self.inner.read();
+        let gr = (group.to_string(), resource.to_string());
+        idx.by_cluster.get(cluster)?.iter().find_map(|export| {
+            idx.by_export
+                .get(export)?
+                .get(cluster)?
+                .identities
+                .get(&gr)
+                .cloned()
+        })
     }
 
     /// Whether `cluster` has a Bound binding to `export`.
@@ -368,8 +405,12 @@ mod tests {
         idx.set_cluster("c1", vec![(e.clone(), b)]);
         assert!(idx.binds(&e, "c1", "example.io", "widgets"));
         assert!(!idx.binds(&e, "c2", "example.io", "widgets"));
-        assert!(idx.claimed(&e, "c1", "", "secrets"));
-        assert!(!idx.claimed(&e, "c1", "", "configmaps"));
+        assert!(idx.claimed(&e, "c1", "", "secrets", ""));
+        assert!(!idx.claimed(&e, "c1", "", "configmaps", ""));
+        assert!(
+            !idx.claimed(&e, "c1", "", "secrets", "abc"),
+            "an identity must match"
+        );
         idx.set_cluster("c1", Vec::new());
         assert!(!idx.is_bound(&e, "c1"));
         assert_eq!(idx.bound_count(&e), 0);

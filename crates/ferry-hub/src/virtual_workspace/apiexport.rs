@@ -7,10 +7,16 @@
 //!   agent with a Role there). `<export-cluster>` is the logical cluster's
 //!   name or its path.
 //! - **What:** the resources of the export's schemas (the latest ones it
-//!   lists), and the resources its permission claims name (built-in ones).
+//!   lists), and the resources its permission claims name: built-in ones, and
+//!   those of another export named by its `identityHash` (served with that
+//!   export's schema, as kcp does; an exported resource shadows a claim on the
+//!   same name).
 //! - **Which:** an exported resource in workspaces whose Bound APIBinding of
 //!   this export binds it; a claimed resource in workspaces whose binding
-//!   accepted the claim, narrowed to the objects the claim selects.
+//!   accepted the claim, narrowed to the objects the claim selects. A claim
+//!   with an identity shows a workspace only where the resource is bound from
+//!   the export with that identity: a claim naming another identity (a look-alike
+//!   export's) sees nothing of it.
 
 use std::sync::Arc;
 
@@ -24,7 +30,7 @@ use crate::auth::UserInfo;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
-use crate::storage::{ObjectKey, ScopeFilter};
+use crate::storage::{ClusterScope, ObjectKey, ScopeFilter};
 use crate::strategy::apis::{claims_of, export_key};
 
 pub struct ApiExportVirtualWorkspace;
@@ -110,21 +116,43 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
             .iter()
             .map(|r| (r.group.clone(), r.resource.clone()))
             .collect();
+        // Claimed resources, the identity the claim names, and whether they are
+        // another export's (a built-in one is served whatever the claim's identity,
+        // as in kcp).
+        let mut claimed: Vec<((String, String), String, bool)> = Vec::new();
         for claim in claims_of(&export) {
-            if !exported.contains(&(claim.group.clone(), claim.resource.clone())) {
-                // Claims on another export's resources (identityHash) are not served yet.
-                resources.extend(builtin(hub, &claim.group, &claim.resource));
+            let gr = (claim.group.clone(), claim.resource.clone());
+            if exported.contains(&gr) || claimed.iter().any(|(c, _, _)| *c == gr) {
+                continue;
+            }
+            let is_builtin = hub.registry.is_builtin(&claim.group, &claim.resource);
+            let served = if is_builtin {
+                builtin(hub, &claim.group, &claim.resource)
+            } else {
+                foreign(hub, &claim.identity_hash, &claim.group, &claim.resource)
+            };
+            if !served.is_empty() {
+                resources.extend(served);
+                claimed.push((gr, claim.identity_hash.clone(), !is_builtin));
             }
         }
         let hub = hub.clone();
         Ok(View::new(resources, move |info| {
-            let exported = exported.contains(&(info.group.clone(), info.resource.clone()));
+            let gr = (info.group.clone(), info.resource.clone());
+            let exported = exported.contains(&gr);
+            let (identity, foreign) = claimed
+                .iter()
+                .find(|(c, _, _)| *c == gr)
+                .map(|(_, i, f)| (i.clone(), *f))
+                .unwrap_or_default();
             Arc::new(Visible {
                 hub: hub.clone(),
                 export: key.clone(),
                 group: info.group.clone(),
                 resource: info.resource.clone(),
                 exported,
+                identity,
+                foreign,
             }) as Arc<dyn ScopeFilter>
         }))
     }
@@ -139,6 +167,46 @@ fn builtin(hub: &Hub, group: &str, resource: &str) -> Vec<ResourceInfo> {
         .collect()
 }
 
+/// Every served version of `group`/`resource` as the export with identity
+/// `identity` defines it (the first such export by workspace and name that
+/// lists a schema of it), or nothing when no export with that identity does.
+fn foreign(hub: &Hub, identity: &str, group: &str, resource: &str) -> Vec<ResourceInfo> {
+    if identity.is_empty() {
+        return Vec::new();
+    }
+    let (exports, _) = hub.store.list(&ClusterScope::All, apis::EXPORTS, None, None);
+    let mut exports: Vec<(ObjectKey, Value)> = exports
+        .into_iter()
+        .map(|(k, o)| (k, o.value()))
+        .filter(|(_, e)| e.pointer("/status/identityHash").and_then(Value::as_str) == Some(identity))
+        .collect();
+    exports.sort_by(|a, b| (&a.0.cluster, &a.0.name).cmp(&(&b.0.cluster, &b.0.name)));
+    for (key, export) in exports {
+        for schema_name in export
+            .pointer("/spec/latestResourceSchemas")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            let Some(schema) = hub
+                .store
+                .get(&apis::key(&key.cluster, apis::SCHEMAS, schema_name))
+            else {
+                continue;
+            };
+            let schema = schema.value();
+            if apis::schema_group_resource(&schema) != (group.to_string(), resource.to_string()) {
+                continue;
+            }
+            if let Ok(rs) = apis::resources_from_schema(&schema, &key.name) {
+                return rs;
+            }
+        }
+    }
+    Vec::new()
+}
+
 /// What of one resource the export's provider sees.
 struct Visible {
     hub: Arc<Hub>,
@@ -147,19 +215,23 @@ struct Visible {
     resource: String,
     /// An exported resource (else: a claimed one).
     exported: bool,
+    /// For a claimed resource: the identity the claim names.
+    identity: String,
+    /// A claimed resource of another export (else: a built-in one).
+    foreign: bool,
 }
 
 impl ScopeFilter for Visible {
     fn cluster(&self, cluster: &str) -> bool {
+        let bindings = &self.hub.bindings;
         if self.exported {
-            self.hub
-                .bindings
-                .binds(&self.export, cluster, &self.group, &self.resource)
-        } else {
-            self.hub
-                .bindings
-                .claimed(&self.export, cluster, &self.group, &self.resource)
+            return bindings.binds(&self.export, cluster, &self.group, &self.resource);
         }
+        bindings.claimed(&self.export, cluster, &self.group, &self.resource, &self.identity)
+            && (!self.foreign
+                || bindings
+                    .bound_identity(cluster, &self.group, &self.resource)
+                    .is_some_and(|i| i == self.identity))
     }
 
     fn object(&self, key: &ObjectKey) -> bool {
@@ -167,6 +239,6 @@ impl ScopeFilter for Visible {
             || self
                 .hub
                 .bindings
-                .claim_covers(&self.export, key, &self.group, &self.resource)
+                .claim_covers(&self.export, key, &self.group, &self.resource, &self.identity)
     }
 }

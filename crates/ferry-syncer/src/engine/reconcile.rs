@@ -767,6 +767,9 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
 
     match direction {
         Direction::Downsync => {
+            if let Some(source_key) = key.source() {
+                profile.mapping.copy_synced(&flow.target, source_key);
+            }
             // Reported state: the copy's status goes back to the source. The copy in the
             // store is what the destination last reported. CRDs keep their own status.
             let returnable = engine.return_status

@@ -223,6 +223,11 @@ pub trait Mapping: Send + Sync {
     /// the object says learns it here (kcp TMC: which workspace a PersistentVolume
     /// belongs to, from its locator annotation). Nothing by default.
     fn learn(&self, _target: &WatchTarget, _side: Side, _key: &ObjectRef, _obj: &RawObject) {}
+
+    /// The copy of the source `source_key` (a downsync) was just brought in line with
+    /// it: a profile with work that follows each object (api-syncagent: its related
+    /// objects) queues it here. Nothing by default.
+    fn copy_synced(&self, _target: &WatchTarget, _source_key: &ObjectRef) {}
 }
 
 /// How a copy records that this syncer made it.

@@ -21,6 +21,7 @@ pub mod mutation;
 pub mod naming;
 pub mod publish;
 pub mod related;
+pub mod related_watch;
 pub mod state;
 pub mod templating;
 
@@ -105,6 +106,10 @@ pub struct SyncAgent {
     mutation_errors: RwLock<HashMap<Slot, String>>,
     /// The last related-resource failure reported per kcp object.
     related_errors: RwLock<HashMap<Slot, String>>,
+    /// Which origin objects each primary's related resources look for.
+    interests: related_watch::InterestIndex,
+    /// Primaries whose related objects are to be synced.
+    related_queue: related_watch::RelatedQueue,
     /// Workspace paths of logical clusters (`kcp.io/path` of their LogicalCluster),
     /// once read through the virtual workspace.
     paths: RwLock<HashMap<String, String>>,
@@ -135,6 +140,8 @@ impl SyncAgent {
             blocked: RwLock::default(),
             mutation_errors: RwLock::default(),
             related_errors: RwLock::default(),
+            interests: related_watch::InterestIndex::default(),
+            related_queue: related_watch::RelatedQueue::default(),
             paths: RwLock::default(),
             path_reads: parking_lot::Mutex::default(),
             waiting: RwLock::default(),
@@ -182,6 +189,14 @@ impl SyncAgent {
             self.dests.write().retain(|s, _| !touched(s));
             self.blocked.write().retain(|s, _| !touched(s));
         }
+        // What primaries of resources no longer related look for is forgotten.
+        let related: Vec<(String, String)> = published
+            .iter()
+            .filter(|p| !p.spec.related.is_empty())
+            .map(|p| (p.remote.id.group.clone(), p.remote.id.resource.clone()))
+            .collect();
+        self.interests
+            .retain(|s| related.iter().any(|(g, r)| *g == s.0 && *r == s.1));
         *current = published;
         self.revision.fetch_add(1, Ordering::Relaxed);
         true
@@ -337,102 +352,232 @@ impl SyncAgent {
         }
     }
 
-    /// One pass over the related resources of every synced primary (see [`related`]).
-    async fn related_pass(&self) {
-        let Some(engine) = self.engine() else {
-            return;
-        };
+    /// The downsync flow of `p`, if running.
+    fn flow_of_published(&self, p: &Published) -> Option<Arc<crate::engine::flow::Flow>> {
+        self.engine()?.flows().into_iter().find(|f| {
+            f.target.direction == Direction::Downsync
+                && f.target.id.group == p.remote.id.group
+                && f.target.id.resource == p.remote.id.resource
+        })
+    }
+
+    /// Queues every synced primary that has related resources: the safety resync, and
+    /// what follows a watch's relist.
+    fn queue_all_related(&self, only: Option<&related_watch::OriginResource>) {
         for p in self.published() {
-            if p.spec.related.is_empty() {
+            let names = |r: &related_watch::OriginResource| {
+                related_watch::wanted_watches(std::slice::from_ref(&p)).contains(r)
+            };
+            if p.spec.related.is_empty() || only.is_some_and(|r| !names(r)) {
                 continue;
             }
-            let flow = engine.flows().into_iter().find(|f| {
-                f.target.direction == Direction::Downsync
-                    && f.target.id.group == p.remote.id.group
-                    && f.target.id.resource == p.remote.id.resource
-            });
-            let Some(flow) = flow else {
+            let Some(flow) = self.flow_of_published(&p) else {
                 continue;
             };
             for key in flow.sources.keys() {
-                let Some(remote) = flow.sources.get(&key) else {
-                    continue;
-                };
-                let deleting = !remote["metadata"]["deletionTimestamp"].is_null();
-                if deleting || !self.wants(&flow.target, &key, &remote) {
-                    continue;
-                }
-                let slot = (
+                self.related_queue.add_background((
                     p.remote.id.group.clone(),
                     p.remote.id.resource.clone(),
-                    key.clone(),
-                );
-                let Some(dest) = self.dests.read().get(&slot).cloned() else {
-                    continue;
-                };
-                let res = p.local.api_resource();
-                let local_api: kube::Api<kube::api::DynamicObject> = match &dest.namespace {
-                    Some(ns) => kube::Api::namespaced_with(engine.down.client.clone(), ns, &res),
-                    None => kube::Api::all_with(engine.down.client.clone(), &res),
-                };
-                let Ok(Some(local)) = local_api.get_opt(&dest.name).await else {
-                    continue;
-                };
-                let local = serde_json::to_value(local).unwrap_or_default();
-                let sides = related::Sides {
-                    service: engine.down.client.clone(),
-                    kcp: engine.up.client_in(key.cluster.as_deref()),
-                };
-                let primaries = related::Primaries {
-                    remote: &remote,
-                    local: &local,
-                    cluster: key.cluster(),
-                };
-                let mut annotations = BTreeMap::new();
-                let mut failure = None;
-                for spec in &p.spec.related {
-                    match related::sync(spec, &primaries, &sides).await {
-                        Ok(resolved) if spec.origin == "service" => {
-                            annotations.extend(related::annotations(spec, &resolved));
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            failure.get_or_insert(format!(
-                                "related resource {:?} of {key} (PublishedResource {}): {e}",
-                                spec.identifier, p.name
-                            ));
-                        }
-                    }
-                }
-                if let Some(patch) = related::annotation_patch(&remote, &annotations) {
-                    let api: kube::Api<kube::api::DynamicObject> = match &key.namespace {
-                        Some(ns) => {
-                            kube::Api::namespaced_with(sides.kcp.clone(), ns, &p.remote.api_resource())
-                        }
-                        None => kube::Api::all_with(sides.kcp.clone(), &p.remote.api_resource()),
+                    key,
+                ));
+            }
+        }
+    }
+
+    /// An origin object of `res` changed (or went): queues the primaries it concerns.
+    fn related_event(&self, res: &related_watch::OriginResource, obj: &Value) {
+        let cluster = obj["metadata"]["annotations"][ferry_api::well_known::KCP_CLUSTER_ANNOTATION]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let origin = if res.service {
+            related::Origin::Service
+        } else {
+            related::Origin::Kcp(cluster.clone())
+        };
+        let mut slots = self.interests.affected(&origin, &res.group, &res.resource, obj);
+        for p in self.published() {
+            let watched: Vec<_> = p
+                .spec
+                .related
+                .iter()
+                .filter(|spec| {
+                    let (g, _, r) = related::origin_resource(spec);
+                    (spec.origin == "service") == res.service && g == res.group && r == res.resource
+                })
+                .filter_map(|spec| spec.watch.clone())
+                .collect();
+            if watched.is_empty() {
+                continue;
+            }
+            let Some(flow) = self.flow_of_published(&p) else {
+                continue;
+            };
+            let slot = |source: ObjectRef| (p.remote.id.group.clone(), p.remote.id.resource.clone(), source);
+            // The primary on the origin side: the kcp object, or its copy.
+            let primary = if res.service { &p.local } else { &p.remote };
+            let store = if res.service { &flow.copies } else { &flow.sources };
+            for watch in watched {
+                // Candidates for `bySelector`: the primaries in the event's cluster.
+                let candidates = store
+                    .keys()
+                    .into_iter()
+                    .filter(|k| res.service || k.cluster() == cluster)
+                    .filter_map(|k| store.get(&k).map(|o| (k, o)));
+                let origin_cluster = (!res.service).then_some(cluster.as_str());
+                for at in related_watch::watched_primaries(&watch, primary, origin_cluster, obj, candidates) {
+                    let source = if res.service {
+                        self.source_ref(&flow.target, &at)
+                    } else {
+                        Some(at)
                     };
-                    let params = kube::api::PatchParams::default();
-                    if let Err(e) = api
-                        .patch(&key.name, &params, &kube::api::Patch::Merge(&patch))
-                        .await
-                    {
-                        failure.get_or_insert(format!("recording related objects on {key}: {e}"));
-                    }
+                    slots.extend(source.map(slot));
                 }
-                match failure {
-                    None => {
-                        if !self.related_errors.read().is_empty() {
-                            self.related_errors.write().remove(&slot);
-                        }
+            }
+        }
+        for slot in slots {
+            self.related_queue.add(slot);
+        }
+    }
+
+    /// Works the related queue, `RELATED_WORKERS` primaries at a time, until the agent
+    /// goes.
+    async fn related_workers(weak: Weak<SyncAgent>) {
+        const RELATED_WORKERS: usize = 4;
+        let workers = (0..RELATED_WORKERS).map(|_| Self::related_worker(weak.clone()));
+        futures::future::join_all(workers).await;
+    }
+
+    async fn related_worker(weak: Weak<SyncAgent>) {
+        loop {
+            let Some(agent) = weak.upgrade() else { return };
+            let slot = tokio::select! {
+                slot = agent.related_queue.next() => slot,
+                // Let go of the agent now and then, so that it can be dropped.
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+            };
+            if agent.sync_related(&slot).await {
+                agent.related_queue.succeeded(&slot);
+            } else {
+                let delay = agent.related_queue.failed(&slot);
+                let weak = Arc::downgrade(&agent);
+                let again = slot.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    if let Some(agent) = weak.upgrade() {
+                        agent.related_queue.add(again);
                     }
-                    Some(message) => {
-                        if self.related_errors.read().get(&slot) != Some(&message) {
-                            tracing::warn!(object = %key, "{message}");
-                            self.related_errors.write().insert(slot, message.clone());
-                            self.post_event(&flow.target, &key, "RelatedResourceFailed", &message);
-                        }
-                    }
+                });
+            }
+            agent.related_queue.done(&slot);
+        }
+    }
+
+    /// Syncs the related objects of the primary `slot` (see [`related`]). Returns
+    /// `false` when something failed and it should be tried again.
+    async fn sync_related(&self, slot: &Slot) -> bool {
+        let Some(engine) = self.engine() else {
+            return true;
+        };
+        let (group, resource, key) = slot;
+        let Some(p) = self
+            .published()
+            .into_iter()
+            .find(|p| p.remote.id.group == *group && p.remote.id.resource == *resource)
+        else {
+            self.interests.forget(slot);
+            return true;
+        };
+        if p.spec.related.is_empty() {
+            self.interests.forget(slot);
+            return true;
+        }
+        let Some(flow) = self.flow_of_published(&p) else {
+            return true;
+        };
+        let Some(remote) = flow.sources.get(key) else {
+            // Gone: its copies went with it (see `before_release`).
+            self.interests.forget(slot);
+            return true;
+        };
+        let deleting = !remote["metadata"]["deletionTimestamp"].is_null();
+        if deleting || !self.wants(&flow.target, key, &remote) {
+            // Its related objects no longer follow it (a change of it queues it again).
+            self.interests.forget(slot);
+            return true;
+        }
+        // Not named yet: the engine's reconcile of it queues it again.
+        let Some(dest) = self.dests.read().get(slot).cloned() else {
+            return true;
+        };
+        let res = p.local.api_resource();
+        let local_api: kube::Api<kube::api::DynamicObject> = match &dest.namespace {
+            Some(ns) => kube::Api::namespaced_with(engine.down.client.clone(), ns, &res),
+            None => kube::Api::all_with(engine.down.client.clone(), &res),
+        };
+        let local = match local_api.get_opt(&dest.name).await {
+            Ok(Some(local)) => serde_json::to_value(local).unwrap_or_default(),
+            // The copy is not made yet: its creation queues this again.
+            Ok(None) => return true,
+            Err(e) => {
+                tracing::debug!(object = %key, "reading the local copy for related objects: {e}");
+                return false;
+            }
+        };
+        let sides = related::Sides {
+            service: engine.down.client.clone(),
+            kcp: engine.up.client_in(key.cluster.as_deref()),
+        };
+        let primaries = related::Primaries {
+            remote: &remote,
+            local: &local,
+            cluster: key.cluster(),
+        };
+        let mut annotations = BTreeMap::new();
+        let mut failure = None;
+        let mut interests = vec![];
+        for spec in &p.spec.related {
+            match related::sync(spec, &primaries, &sides, &mut interests).await {
+                Ok(resolved) if spec.origin == "service" => {
+                    annotations.extend(related::annotations(spec, &resolved));
                 }
+                Ok(_) => {}
+                Err(e) => {
+                    failure.get_or_insert(format!(
+                        "related resource {:?} of {key} (PublishedResource {}): {e}",
+                        spec.identifier, p.name
+                    ));
+                }
+            }
+        }
+        self.interests.set(slot, interests);
+        if let Some(patch) = related::annotation_patch(&remote, &annotations) {
+            let api: kube::Api<kube::api::DynamicObject> = match &key.namespace {
+                Some(ns) => kube::Api::namespaced_with(sides.kcp.clone(), ns, &p.remote.api_resource()),
+                None => kube::Api::all_with(sides.kcp.clone(), &p.remote.api_resource()),
+            };
+            let params = kube::api::PatchParams::default();
+            if let Err(e) = api
+                .patch(&key.name, &params, &kube::api::Patch::Merge(&patch))
+                .await
+            {
+                failure.get_or_insert(format!("recording related objects on {key}: {e}"));
+            }
+        }
+        match failure {
+            None => {
+                if !self.related_errors.read().is_empty() {
+                    self.related_errors.write().remove(slot);
+                }
+                true
+            }
+            Some(message) => {
+                if self.related_errors.read().get(slot) != Some(&message) {
+                    tracing::warn!(object = %key, "{message}");
+                    self.related_errors.write().insert(slot.clone(), message.clone());
+                    self.post_event(&flow.target, key, "RelatedResourceFailed", &message);
+                }
+                false
             }
         }
     }
@@ -552,6 +697,7 @@ impl SyncAgent {
         self.waiting.write().remove(slot);
         self.mutation_errors.write().remove(slot);
         self.related_errors.write().remove(slot);
+        self.interests.forget(slot);
         if let Some(dest) = self.dests.write().remove(slot) {
             let claim = (slot.0.clone(), slot.1.clone(), dest);
             let mut sources = self.sources.write();
@@ -868,6 +1014,22 @@ impl Mapping for SyncAgent {
             }
             done
         })
+    }
+
+    /// Queues the related objects of a primary whose copy just changed.
+    fn copy_synced(&self, target: &WatchTarget, source_key: &ObjectRef) {
+        let has_related = self.published.read().iter().any(|p| {
+            p.remote.id.group == target.id.group
+                && p.remote.id.resource == target.id.resource
+                && !p.spec.related.is_empty()
+        });
+        if has_related {
+            self.related_queue.add((
+                target.id.group.clone(),
+                target.id.resource.clone(),
+                source_key.clone(),
+            ));
+        }
     }
 
     /// Runs the spec mutations, then records where the copy came from.

@@ -56,6 +56,10 @@ pub struct SyncAgentOptions {
     pub poll: Duration,
     /// Sync workers.
     pub workers: usize,
+    /// How often every primary's related objects are synced even if no watch saw a
+    /// change (a safety net: watches of the origin resources queue the affected
+    /// primaries at once).
+    pub related_resync: Duration,
     /// The sync engine's timers and limits (its upstream, downstream, name and profile
     /// are set by [`start`]); `None`: the engine's defaults.
     pub engine: Option<EngineTuning>,
@@ -94,6 +98,7 @@ impl SyncAgentOptions {
             disabled_controllers: vec![],
             poll: Duration::from_secs(2),
             workers: 4,
+            related_resync: super::related_watch::DEFAULT_RESYNC,
             engine: None,
         }
     }
@@ -823,20 +828,115 @@ impl ConfigSource for SyncAgent {
                 agent.retry_blocked();
             }
         };
-        // Related objects are checked for every synced primary twice a second.
+        // Related objects: a worker, watches of their origin resources, and a slow
+        // safety resync (see `related_watch`).
+        let resync = self
+            .publisher
+            .get()
+            .map_or(super::related_watch::DEFAULT_RESYNC, |p| p.opts.related_resync);
         let agent = Arc::downgrade(&self);
-        let related = async move {
+        let resync = async move {
             loop {
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(resync).await;
                 let Some(agent) = agent.upgrade() else { return };
-                agent.related_pass().await;
+                agent.queue_all_related(None);
             }
         };
+        let watches = related_watches(
+            Arc::downgrade(&self),
+            engine.down.client.clone(),
+            engine.up.client_in(Some("*")),
+        );
         vec![
             tokio::spawn(namespaces),
             tokio::spawn(blocked),
-            tokio::spawn(related),
+            tokio::spawn(SyncAgent::related_workers(Arc::downgrade(&self))),
+            tokio::spawn(resync),
+            tokio::spawn(watches),
         ]
+    }
+}
+
+/// Aborts its task when dropped: the watches go with the task that started them.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Keeps one watch per origin resource that a related resource names (started and
+/// stopped as PublishedResources change), until the agent goes.
+async fn related_watches(agent: std::sync::Weak<SyncAgent>, service: kube::Client, kcp: kube::Client) {
+    use super::related_watch::{wanted_watches, OriginResource};
+    let mut running: BTreeMap<OriginResource, AbortOnDrop> = BTreeMap::new();
+    loop {
+        let Some(a) = agent.upgrade() else { return };
+        let wanted = wanted_watches(&a.published());
+        drop(a);
+        running.retain(|r, _| wanted.contains(r));
+        for r in wanted {
+            if running.contains_key(&r) {
+                continue;
+            }
+            let client = if r.service { service.clone() } else { kcp.clone() };
+            let task = tokio::spawn(watch_related(agent.clone(), client, r.clone()));
+            running.insert(r, AbortOnDrop(task));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Watches the origin resource `res` (across consumer clusters for kcp) and hands
+/// every change to the agent; after each (re)list, which may hide missed changes,
+/// every primary with a related resource of `res` is queued.
+async fn watch_related(
+    agent: std::sync::Weak<SyncAgent>,
+    client: kube::Client,
+    res: super::related_watch::OriginResource,
+) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let api_version = if res.group.is_empty() {
+        res.version.clone()
+    } else {
+        format!("{}/{}", res.group, res.version)
+    };
+    let ar = ApiResource {
+        group: res.group.clone(),
+        version: res.version.clone(),
+        api_version,
+        kind: String::new(),
+        plural: res.resource.clone(),
+    };
+    let side = if res.service { "the service cluster" } else { "kcp" };
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    let mut said = false;
+    while let Some(event) = stream.next().await {
+        let Some(agent) = agent.upgrade() else { return };
+        match event {
+            Ok(watcher::Event::Apply(obj) | watcher::Event::Delete(obj)) => {
+                agent.related_event(&res, &serde_json::to_value(obj).unwrap_or_default());
+            }
+            Ok(watcher::Event::InitDone) => {
+                if said {
+                    tracing::info!(resource = %ar.plural, "watching related objects in {side} again");
+                    said = false;
+                }
+                agent.queue_all_related(Some(&res));
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+            Err(e) => {
+                if !said {
+                    tracing::info!(resource = %ar.plural, group = %ar.group, "watching related objects in {side} failed (retrying every second; the safety resync covers meanwhile): {e}");
+                    said = true;
+                }
+                drop(agent);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
     }
 }
 

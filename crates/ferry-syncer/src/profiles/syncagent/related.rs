@@ -21,12 +21,15 @@
 //!   copies of kcp-origin objects always; the kcp copies of service-origin objects
 //!   with `cleanup: true`.
 //!
-//! Ferry re-checks every primary's related objects on each pass of the agent (every
-//! second) rather than through per-resource watches, so `watch` is accepted and
-//! changes are seen within a pass either way.
+//! Changes are seen through watches of each origin resource (see [`super::related_watch`]):
+//! an event is mapped back to the primaries that resolve to it here ([`Interest`]), and
+//! with `watch.byOwner`/`watch.bySelector` also as the reference maps it.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, LabelSelectorRequirement as K8sRequirement,
+};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{json, Value};
@@ -61,6 +64,55 @@ pub struct Sides {
     pub kcp: kube::Client,
 }
 
+/// Where origin objects live: the service cluster, or one kcp logical cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// The service cluster.
+    Service,
+    /// A consumer's logical cluster.
+    Kcp(String),
+}
+
+/// Origin objects one primary resolves to (or would, once they exist): what an origin
+/// event is matched against to find the primaries it concerns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interest {
+    /// Where they live.
+    pub origin: Origin,
+    /// The origin resource's group.
+    pub group: String,
+    /// The origin resource.
+    pub resource: String,
+    /// Their namespace; `None`: any (namespaces found by a selector).
+    pub namespace: Option<String>,
+    /// Their name; `None`: any the labels match.
+    pub name: Option<String>,
+    /// Labels they carry (`object.selector`, templates rendered).
+    pub labels: Option<LabelSelector>,
+}
+
+impl Interest {
+    /// Whether the origin object `obj` (of `group`/`resource`, at `origin`) is one.
+    pub fn matches(&self, origin: &Origin, group: &str, resource: &str, obj: &Value) -> bool {
+        let meta = &obj["metadata"];
+        self.origin == *origin
+            && self.group == group
+            && self.resource == resource
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| meta["namespace"].as_str().unwrap_or_default() == ns)
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|n| meta["name"].as_str() == Some(n.as_str()))
+            && self
+                .labels
+                .as_ref()
+                .is_none_or(|sel| super::filter::matches(sel, &labels_of(obj)))
+    }
+}
+
 /// One origin object and where its copy goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resolved {
@@ -74,6 +126,15 @@ pub struct Resolved {
 
 fn is_service(spec: &RelatedResourceSpec) -> bool {
     spec.origin == "service"
+}
+
+/// Where `spec`'s origin objects live for a primary in `cluster`.
+pub fn origin_of(spec: &RelatedResourceSpec, cluster: &str) -> Origin {
+    if is_service(spec) {
+        Origin::Service
+    } else {
+        Origin::Kcp(cluster.to_string())
+    }
 }
 
 /// The origin-side resource (`group`/`version`/`resource`, or the deprecated `kind`).
@@ -267,6 +328,34 @@ fn selector_string(p: &Primaries<'_>, selector: &RelatedResourceObjectSelector) 
     Ok(parts.join(","))
 }
 
+/// The selector of [`selector_string`] as a `LabelSelector` (templates rendered).
+fn selector_rendered(
+    p: &Primaries<'_>,
+    selector: &RelatedResourceObjectSelector,
+) -> Result<LabelSelector, String> {
+    let ctx = json!({ "LocalObject": p.local, "RemoteObject": p.remote, "ClusterName": p.cluster, "ClusterPath": "" });
+    let mut labels = BTreeMap::new();
+    for (k, v) in &selector.match_labels {
+        let key = render(k, &ctx)?;
+        if !key.is_empty() {
+            labels.insert(key, render(v, &ctx)?);
+        }
+    }
+    let expressions: Vec<K8sRequirement> = selector
+        .match_expressions
+        .iter()
+        .map(|r| K8sRequirement {
+            key: r.key.clone(),
+            operator: r.operator.clone(),
+            values: Some(r.values.clone()),
+        })
+        .collect();
+    Ok(LabelSelector {
+        match_labels: Some(labels),
+        match_expressions: Some(expressions),
+    })
+}
+
 fn api(client: &kube::Client, res: &ApiResource, namespace: &str) -> Api<DynamicObject> {
     if namespace.is_empty() {
         Api::all_with(client.clone(), res)
@@ -305,11 +394,13 @@ fn kind_guess(resource: &str) -> String {
     }
 }
 
-/// Finds the origin objects of `spec` for the primaries `p`.
+/// Finds the origin objects of `spec` for the primaries `p`; adds to `interests` where
+/// they are looked for (also those that do not exist yet).
 pub async fn resolve(
     spec: &RelatedResourceSpec,
     p: &Primaries<'_>,
     s: &Sides,
+    interests: &mut Vec<Interest>,
 ) -> Result<Vec<Resolved>, String> {
     let (origin_primary, dest_primary) = sides(spec, p);
     let ns = |o: &Value| {
@@ -367,6 +458,25 @@ pub async fn resolve(
         }
     };
     let origin_res = api_resource(origin_resource(spec), &kind_guess(&origin_resource(spec).2));
+    // Namespaces found by a selector may change: any namespace is of interest then.
+    let any_namespace = spec
+        .object
+        .namespace
+        .as_ref()
+        .is_some_and(|n| n.selector.is_some());
+    let interest = |namespace: Option<&str>, name: Option<&str>, labels: Option<LabelSelector>| Interest {
+        origin: origin_of(spec, p.cluster),
+        group: origin_res.group.clone(),
+        resource: origin_res.plural.clone(),
+        namespace: namespace.filter(|_| !any_namespace).map(str::to_string),
+        name: name.map(str::to_string),
+        labels,
+    };
+    if any_namespace {
+        if let Some(sel) = &spec.object.selector {
+            interests.push(interest(None, None, Some(selector_rendered(p, sel)?)));
+        }
+    }
     let mut out = vec![];
     for (origin_ns, dest_ns) in namespaces {
         let names: BTreeMap<String, (String, Option<Value>)> = if let Some(r) = &spec.object.reference {
@@ -392,6 +502,9 @@ pub async fn resolve(
             }
             [(o, (d, None))].into()
         } else if let Some(sel) = &spec.object.selector {
+            if !any_namespace {
+                interests.push(interest(Some(&origin_ns), None, Some(selector_rendered(p, sel)?)));
+            }
             let selector = selector_string(p, sel)?;
             let found = api(origin_client, &origin_res, &origin_ns)
                 .list(&ListParams::default().labels(&selector))
@@ -409,6 +522,9 @@ pub async fn resolve(
             return Err("object has no way to find objects".into());
         };
         for (origin_name, (dest_name, found)) in names {
+            if found.is_none() {
+                interests.push(interest(Some(&origin_ns), Some(&origin_name), None));
+            }
             let origin = match found {
                 Some(v) => v,
                 None => match api(origin_client, &origin_res, &origin_ns)
@@ -494,8 +610,13 @@ fn up_to_date(desired: &Value, existing: &Value) -> bool {
 
 /// Syncs the related objects of `spec` for the primaries `p`. Returns the
 /// destination objects written or up to date (for the primary's annotation).
-pub async fn sync(spec: &RelatedResourceSpec, p: &Primaries<'_>, s: &Sides) -> Result<Vec<Resolved>, String> {
-    let resolved = resolve(spec, p, s).await?;
+pub async fn sync(
+    spec: &RelatedResourceSpec,
+    p: &Primaries<'_>,
+    s: &Sides,
+    interests: &mut Vec<Interest>,
+) -> Result<Vec<Resolved>, String> {
+    let resolved = resolve(spec, p, s, interests).await?;
     let dest_client = if is_service(spec) { &s.kcp } else { &s.service };
     for r in &resolved {
         let kind = r.origin["kind"].as_str().unwrap_or_default().to_string();
@@ -649,7 +770,7 @@ pub async fn clean_up(
             local: &local,
             cluster,
         };
-        for r in resolve(spec, &p, s).await? {
+        for r in resolve(spec, &p, s, &mut vec![]).await? {
             let kind = r.origin["kind"].as_str().unwrap_or_default().to_string();
             targets.push((r.namespace, r.name, kind));
         }
