@@ -1243,6 +1243,37 @@ async fn a_claim_on_another_exports_resource_needs_its_identity_and_acceptance()
     )
     .await;
     export_with(&hub, "root:mallory", "lookalike", &[], json!([claim(&decoy)])).await;
+    // As kcp's admission: a claim on a resource that is not built in must
+    // name the identity of the export serving it; a built-in one need not.
+    let (code, status) = call(
+        &admin(&hub, "root:mallory").await,
+        "POST",
+        &format!("{APIS}/apiexports"),
+        Some(
+            &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "anyone"},
+            "spec": {"permissionClaims": [
+                {"group": "", "resource": "configmaps", "all": true},
+                {"group": "cert-manager.io", "resource": "certificates", "all": true}]}}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        code, 422,
+        "a claim without identityHash on another export's resource: {status}"
+    );
+    let causes = status["details"]["causes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        causes.len(),
+        1,
+        "only the non-built-in claim is refused: {status}"
+    );
+    assert_eq!(
+        causes[0]["field"], "spec.permissionClaims[1].identityHash",
+        "{status}"
+    );
     let made_up = "0".repeat(64);
     export_with(&hub, "root:mallory", "made-up", &[], json!([claim(&made_up)])).await;
 

@@ -161,7 +161,7 @@ fn claim_causes(field: &str, claims: Option<&Value>, decisions: bool) -> Vec<Cau
 pub struct ExportStrategy;
 
 impl Strategy for ExportStrategy {
-    fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+    fn validate(&self, r: &Request, obj: &Value) -> Vec<Cause> {
         let mut causes = Vec::new();
         for (i, s) in obj
             .pointer("/spec/latestResourceSchemas")
@@ -183,8 +183,44 @@ impl Strategy for ExportStrategy {
             obj.pointer("/spec/permissionClaims"),
             false,
         ));
+        causes.extend(identity_causes(r, obj.pointer("/spec/permissionClaims")));
         causes
     }
+}
+
+/// As kcp's APIExport admission: a claim on a resource that is not built
+/// in (or kcp's own `apis.kcp.io`) names the identity of the export serving
+/// it, else the claim could be served by any look-alike export.
+fn identity_causes(r: &Request, claims: Option<&Value>) -> Vec<Cause> {
+    let text = |c: &Value, field: &str| {
+        c.get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    claims
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, c)| {
+            let (group, resource) = (text(c, "group"), text(c, "resource"));
+            text(c, "identityHash").is_empty()
+                && !resource.is_empty()
+                && group != "apis.kcp.io"
+                && !r.hub.registry.is_builtin(&group, &resource)
+        })
+        .map(|(i, c)| {
+            Cause::invalid(
+                format!("spec.permissionClaims[{i}].identityHash"),
+                format!(
+                    "identityHash is required for API types that are not built-in ({}.{}): set it to the status.identityHash of the APIExport that serves them",
+                    text(c, "resource"),
+                    text(c, "group")
+                ),
+            )
+        })
+        .collect()
 }
 
 fn reference_causes(field: &str, reference: Option<&Value>) -> Vec<Cause> {
