@@ -1762,6 +1762,64 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
 /// identityHash, a consumer that binds both exports and accepts the claim has its
 /// Certificate synced down through the agent's virtual workspace (and its changes
 /// follow through the watch), while one that did not accept the claim keeps it.
+/// kcp refuses a claim on another export's resource without its identityHash;
+/// the agent still publishes the schema and names the claim and the fix.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_related_resource_without_identity_is_named_and_the_rest_is_published() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage
+        .publish(
+            "Website",
+            "websites",
+            json!({ "related": [{
+                "identifier": "cert", "origin": "kcp",
+                "group": "cert-manager.io", "version": "v1", "resource": "certificates",
+                "object": { "reference": { "path": "spec.certificate" } },
+            }] }),
+        )
+        .await;
+    let export = wait_for(
+        &stage.provider,
+        &apis("APIExport", "apiexports"),
+        None,
+        EXPORT,
+        "the export to list the websites schema",
+        |e| {
+            e["spec"]["latestResourceSchemas"].as_array().is_some_and(|l| {
+                l.iter()
+                    .any(|s| s.as_str().is_some_and(|s| s.contains(".websites.")))
+            })
+        },
+    )
+    .await;
+    let claims = export["spec"]["permissionClaims"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        claims.iter().all(|c| c["resource"] != "certificates"),
+        "no claim without identity: {claims:?}"
+    );
+    assert!(claims.iter().any(|c| c["resource"] == "namespaces"), "{claims:?}");
+    eventually(10, "a PermissionClaimRefused Event naming the claim", || async {
+        stage
+            .provider
+            .list(&events(), Some("default"))
+            .await
+            .into_iter()
+            .find(|e| {
+                let message = e["message"].as_str().unwrap_or_default();
+                e["reason"] == "PermissionClaimRefused"
+                    && e["type"] == "Warning"
+                    && e["involvedObject"]["name"] == EXPORT
+                    && message.contains("certificates.cert-manager.io")
+                    && message.contains("identityHash")
+            })
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_related_resource_of_another_export_syncs_through_its_identity_claim() {
     let stage = Stage::start().await;

@@ -14,7 +14,7 @@
 //! Both publishing controllers run as one loop that re-reads the PublishedResources and
 //! CRDs every `poll` (the reference watches them).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -454,9 +454,19 @@ pub fn project(
 /// The permission claims the valid PublishedResources `specs` need, as the reference
 /// adds them (all with `all: true`): `events` always; `namespaces` when one filters by
 /// namespace or has related resources; `core.kcp.io/logicalclusters` with
-/// `enableWorkspacePaths`; each related resource outside the export's own `group`
-/// (with its `identityHash`).
-pub fn permission_claims(specs: &[PublishedResourceSpec], group: &str) -> Vec<Value> {
+/// `enableWorkspacePaths`; each related resource, as kcp sees it (projected when
+/// it comes from the service cluster), that is not one of the export's own
+/// `schemas` (with its `identityHash`).
+pub fn permission_claims(specs: &[PublishedResourceSpec], schemas: &[String]) -> Vec<Value> {
+    // "<prefix>.<plural>.<group>" → (group, plural)
+    let own: BTreeSet<(String, String)> = schemas
+        .iter()
+        .filter_map(|name| {
+            let (_, rest) = name.split_once('.')?;
+            let (plural, group) = rest.split_once('.')?;
+            Some((group.to_string(), plural.to_string()))
+        })
+        .collect();
     let mut claims: BTreeMap<(String, String), Value> = BTreeMap::new();
     let mut add = |group: &str, resource: &str, identity: &str| {
         let mut claim = json!({ "group": group, "resource": resource, "all": true });
@@ -477,18 +487,32 @@ pub fn permission_claims(specs: &[PublishedResourceSpec], group: &str) -> Vec<Va
             add("core.kcp.io", "logicalclusters", "");
         }
         for related in &spec.related {
-            let resource = match (related.resource.as_str(), related.kind.as_str()) {
-                ("", "ConfigMap") => "configmaps",
-                ("", "Secret") => "secrets",
-                (r, _) => r,
+            let (group, _, resource) = if related.origin == "service" {
+                super::related::dest_resource(related)
+            } else {
+                super::related::origin_resource(related)
             };
-            if resource.is_empty() || related.group == group {
+            if resource.is_empty() || own.contains(&(group.clone(), resource.clone())) {
                 continue;
             }
-            add(&related.group, resource, &related.identity_hash);
+            add(&group, &resource, &related.identity_hash);
         }
     }
     claims.into_values().collect()
+}
+
+/// The indexes of the permission claims a 422 refused for want of an
+/// identityHash (`spec.permissionClaims[N].identityHash` in its message).
+fn refused_claims(message: &str) -> BTreeSet<usize> {
+    const FIELD: &str = "spec.permissionClaims[";
+    message
+        .match_indices(FIELD)
+        .filter_map(|(at, _)| {
+            let rest = &message[at + FIELD.len()..];
+            let (index, tail) = rest.split_once(']')?;
+            tail.starts_with(".identityHash").then(|| index.parse().ok())?
+        })
+        .collect()
 }
 
 fn same_claim(a: &Value, b: &Value) -> bool {
@@ -595,7 +619,7 @@ impl Publisher {
             }
         }
         if self.opts.enabled("apiexport") {
-            self.merge_export(&schemas, &permission_claims(&specs, &self.export))
+            self.merge_export(&schemas, &permission_claims(&specs, &schemas))
                 .await?;
         }
         if self.agent.set_published(published) {
@@ -760,11 +784,51 @@ impl Publisher {
         if !changed {
             return Ok(());
         }
-        let obj: DynamicObject = serde_json::from_value(export)?;
-        let written = api
-            .replace(name, &PostParams::default(), &obj)
-            .await
-            .with_context(|| format!("updating APIExport {name}"))?;
+        let obj: DynamicObject = serde_json::from_value(export.clone())?;
+        let written = match api.replace(name, &PostParams::default(), &obj).await {
+            Ok(written) => written,
+            // kcp refuses a claim on a resource that is not built in without the
+            // identityHash of the export serving it: the other changes still go
+            // in, and the refused claims are named with the fix.
+            Err(kube::Error::Api(e))
+                if matches!(e.code, 403 | 422) && !refused_claims(&e.message).is_empty() =>
+            {
+                let refused = refused_claims(&e.message);
+                let names: Vec<String> = refused
+                    .iter()
+                    .filter_map(|i| claims.get(*i))
+                    .map(claim_name)
+                    .collect();
+                tracing::warn!(export = %name, claims = ?names, "kcp refused permission claims without identityHash; set identityHash on those related resources of the PublishedResources");
+                let kept: Vec<Value> = claims
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !refused.contains(i))
+                    .map(|(_, c)| c.clone())
+                    .collect();
+                new_claims.retain(|n| !names.contains(n));
+                export["spec"]["permissionClaims"] = json!(kept);
+                let obj: DynamicObject = serde_json::from_value(export)?;
+                let written = api
+                    .replace(name, &PostParams::default(), &obj)
+                    .await
+                    .with_context(|| format!("updating APIExport {name}"))?;
+                crate::engine::events::post(
+                    self.kcp.clone(),
+                    &serde_json::to_value(&written)?,
+                    &crate::transform::ObjectType::new("apis.kcp.io/v1alpha1", "APIExport"),
+                    crate::engine::events::EventType::Warning,
+                    "PermissionClaimRefused",
+                    format!(
+                        "Permission claim(s) for {} need the identityHash of the APIExport serving them: set identityHash on that related resource of the PublishedResource.",
+                        names.join(", ")
+                    ),
+                    &self.opts.agent_name,
+                );
+                written
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("updating APIExport {name}"))),
+        };
         // The reference's Events on the export, for `kubectl describe apiexport`.
         let written = serde_json::to_value(written)?;
         let ty = crate::transform::ObjectType::new("apis.kcp.io/v1alpha1", "APIExport");
@@ -1038,10 +1102,17 @@ mod tests {
     }
 
     #[test]
+    fn refused_claims_are_read_from_the_message() {
+        let message = "APIExport.apis.kcp.io \"x\" is invalid: [spec.permissionClaims[1].identityHash: Invalid value: \"\": identityHash is required, spec.permissionClaims[3].identityHash: Invalid value, spec.permissionClaims[2].resource: Required value]";
+        assert_eq!(refused_claims(message), BTreeSet::from([1, 3]));
+        assert!(refused_claims("spec.latestResourceSchemas[0]: Invalid").is_empty());
+    }
+
+    #[test]
     fn claims_follow_what_the_published_resources_need() {
         let plain = spec(json!({ "resource": { "apiGroup": "example.com", "kind": "Database" } }));
         assert_eq!(
-            permission_claims(std::slice::from_ref(&plain), "g"),
+            permission_claims(std::slice::from_ref(&plain), &[]),
             [json!({ "group": "", "resource": "events", "all": true })]
         );
         let rich = spec(json!({
@@ -1052,10 +1123,15 @@ mod tests {
                 { "identifier": "certs", "origin": "kcp", "group": "cert-manager.io", "version": "v1", "resource": "certificates",
                   "identityHash": "abc", "object": { "reference": { "path": "spec.cert" } } },
                 { "identifier": "own", "origin": "kcp", "group": "g", "version": "v1", "resource": "things",
-                  "object": { "reference": { "path": "spec.thing" } } }
+                  "object": { "reference": { "path": "spec.thing" } } },
+                // Published too, and projected into the export's group: kcp sees it as g's own.
+                { "identifier": "projected", "origin": "service", "group": "example.com", "version": "v1",
+                  "resource": "credentials", "projection": { "group": "g" },
+                  "object": { "reference": { "path": "spec.credential" } } }
             ]
         }));
-        let claims = permission_claims(&[plain, rich], "g");
+        let own = ["v1.things.g".to_string(), "v2ab.credentials.g".to_string()];
+        let claims = permission_claims(&[plain, rich], &own);
         let names: Vec<String> = claims.iter().map(claim_name).collect();
         assert_eq!(
             names,
