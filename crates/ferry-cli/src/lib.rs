@@ -11,6 +11,7 @@ pub mod bench_stats;
 pub mod bench_sync;
 pub mod bind_cmd;
 pub mod crds_cmd;
+pub mod database_service;
 pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
