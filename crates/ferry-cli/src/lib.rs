@@ -9,6 +9,7 @@ pub mod bench_load;
 pub mod bench_placement;
 pub mod bench_stats;
 pub mod bench_sync;
+pub mod bench_syncagent;
 pub mod bind_cmd;
 pub mod crds_cmd;
 pub mod database_service;
