@@ -66,7 +66,8 @@ pub struct SyncBenchArgs {
     /// against any other).
     #[arg(long, default_value = "0")]
     pub qps: String,
-    /// The syncer's --burst (ignored with `--qps default`).
+    /// The syncer's --burst (ignored with `--qps default`, and by `--profile syncagent`:
+    /// `ferry syncagent` has no --burst).
     #[arg(long, default_value_t = 20)]
     pub burst: u32,
     /// Which syncer: kubestellar (a SyncerConfig in a mailbox-like workspace selects the
@@ -262,19 +263,45 @@ fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, Instant>) -
         .collect()
 }
 
-/// Whether the syncer's `/readyz` answers 200.
-pub(crate) async fn readyz(addr: std::net::SocketAddr) -> bool {
+/// The syncer's answer to `GET path` on its metrics address (`None` if it does not
+/// answer).
+async fn get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     use tokio::io::AsyncReadExt;
-    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
-        return false;
-    };
-    let request = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return false;
-    }
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response).await;
-    response.starts_with("HTTP/1.1 200")
+    Some(response)
+}
+
+/// Whether the syncer's `/readyz` answers 200.
+pub(crate) async fn readyz(addr: std::net::SocketAddr) -> bool {
+    get(addr, "/readyz")
+        .await
+        .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+}
+
+/// Waits (up to a minute) until the syncer's queue is empty (`syncer_queue_depth` 0 in
+/// its `/metrics`), so a latency measurement does not queue behind the reconciles
+/// that the writes of a bulk step left (each copy written comes back as an event).
+pub(crate) async fn idle(addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let depth = get(addr, "/metrics").await.and_then(|r| {
+            r.lines()
+                .find_map(|l| l.strip_prefix("syncer_queue_depth "))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        });
+        if depth == Some(0) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the syncer's queue did not empty within a minute (syncer_queue_depth {depth:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Runs `op` on each of `names` at `rate` per second, each spawned so a slow one does

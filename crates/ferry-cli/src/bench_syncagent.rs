@@ -40,8 +40,8 @@ use crate::bench_cmd::{client_for, ensure_namespace, BenchHub};
 use crate::bench_load::LoadKind;
 use crate::bench_stats::cpu_seconds;
 use crate::bench_sync::{
-    baseline, initial_rounds, latency, print, readyz, report, rss_at_levels, track, Measured, RoundFigures,
-    Seen, SyncBenchArgs, Tracker, STATISTICS,
+    baseline, idle, initial_rounds, latency, print, readyz, report, rss_at_levels, track, Measured,
+    RoundFigures, Seen, SyncBenchArgs, Tracker, STATISTICS,
 };
 use crate::database_service::{self, local_databases, remote_databases, AGENT_NAMESPACE, EXPORT, PROVIDER};
 
@@ -373,8 +373,8 @@ fn method(args: &SyncBenchArgs, samples: usize) -> Value {
             "steady_state": samples, "status_return": samples,
             "rss_levels": args.rss_levels(),
         },
-        "steady_state": "spec.revision set on one consumer object each time (each object once) → the copy shows it",
-        "status_return": "status.phase set on one copy each time (through /status) → the consumer object shows it",
+        "steady_state": "once the agent's queue is empty (syncer_queue_depth 0): spec.revision set on one consumer object each time (each object once) → the copy shows it",
+        "status_return": "once the agent's queue is empty: status.phase set on one copy each time (through /status) → the consumer object shows it",
         "rounds": args.rounds.max(1),
         "rate_per_sec": args.rate,
         "statistics": STATISTICS,
@@ -405,8 +405,9 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     // folded into another.
     let samples = args.latency_objects.min(args.objects);
 
-    // 3. Steady state.
+    // 3. Steady state, once the agent is idle.
     progress("steady-state latency");
+    idle(agent.ready_at).await?;
     let (copies, config) = stage.copies();
     let spec_seen = Seen::new();
     let spec_tracker = track(copies.clone(), config, spec_seen.clone(), spec_marked);
@@ -432,6 +433,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
 
     // 4. Status return.
     progress("status-return latency");
+    idle(agent.ready_at).await?;
     let status_seen = Seen::new();
     let status_tracker = track(
         Api::<DynamicObject>::all_with(stage.virtual_workspace.clone(), &remote_databases()),
