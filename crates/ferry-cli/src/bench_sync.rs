@@ -704,7 +704,8 @@ pub(crate) struct RoundFigures {
     /// The syncer's objects per second, and its CPU µs per object.
     pub sync_rate: f64,
     pub cpu_us_per_object: f64,
-    /// From the syncer's launch until its `/readyz` answered 200.
+    /// From the syncer's launch until its `/readyz` answered 200 (`--profile syncagent`:
+    /// until its first copy appeared).
     pub startup: Duration,
 }
 
