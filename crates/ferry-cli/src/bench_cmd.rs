@@ -13,7 +13,7 @@
 //! (see [`bench_hub`]); a new measurement is a new block.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -165,6 +165,19 @@ impl BenchHub {
             data_dir,
             client,
         })
+    }
+    /// Writes an admin kubeconfig for `workspace` of this hub into its data directory
+    /// and returns its path (for a child process such as a syncer).
+    pub fn workspace_kubeconfig(&self, workspace: &str) -> anyhow::Result<PathBuf> {
+        let dir = self.data_dir.path();
+        let path = dir.join(format!("{}.kubeconfig", workspace.replace(':', "_")));
+        let ca = std::fs::read_to_string(dir.join("pki/ca.crt"))?;
+        let token = std::fs::read_to_string(dir.join("admin.token"))?;
+        std::fs::write(
+            &path,
+            ferry_hub::kubeconfig::admin_kubeconfig(&self.process.url, &ca, token.trim(), workspace),
+        )?;
+        Ok(path)
     }
 }
 

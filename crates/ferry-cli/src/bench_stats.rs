@@ -4,7 +4,7 @@
 //! A p99 in `ferry bench hub` is the same statistic as a p99 in `ferry bench sync` or
 //! `ferry bench compare`, because all three call [`Summary::of`].
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The nearest-rank percentile `p` (0 < p ≤ 100) of `sorted` (ascending, non-empty):
 /// the smallest sample such that at least `p`% of the samples are at or below it. It is
@@ -31,7 +31,7 @@ pub fn median(values: &[f64]) -> f64 {
 
 /// A distribution of samples (latencies in milliseconds, by convention of the field
 /// holding it), summarised the same way in every bench.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub p50: f64,
     pub p90: f64,

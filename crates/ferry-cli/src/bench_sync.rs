@@ -18,6 +18,10 @@
 //! 4. Status-return latency: Deployments' status written downstream at `--rate` per
 //!    second → visible upstream through a watch.
 //! 5. Syncer RSS once `--rss-levels` objects (default 10k and 100k) are synced.
+//!
+//! `--profile syncagent` measures kcp's api-syncagent the same way, with its own
+//! arrangement ([`crate::bench_syncagent`]); the rounds, the latency and RSS steps, the
+//! report and the table are shared.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,6 +42,7 @@ use tokio::sync::Mutex;
 
 use crate::ar;
 use crate::bench_cmd::{client_for, ensure_namespace, BenchHub};
+use crate::bench_load::LoadKind;
 use crate::bench_stats::{cpu_seconds, round3, rss_mib, Rounds, Summary};
 
 #[derive(clap::Args)]
@@ -61,13 +66,17 @@ pub struct SyncBenchArgs {
     /// against any other).
     #[arg(long, default_value = "0")]
     pub qps: String,
-    /// The syncer's --burst (ignored with `--qps default`).
+    /// The syncer's --burst (ignored with `--qps default`, and by `--profile syncagent`:
+    /// `ferry syncagent` has no --burst).
     #[arg(long, default_value_t = 20)]
     pub burst: u32,
     /// Which syncer: kubestellar (a SyncerConfig in a mailbox-like workspace selects the
-    /// objects) or tmc (kcp's workload syncer: a SyncTarget, and a Placement whose
+    /// objects), tmc (kcp's workload syncer: a SyncTarget, and a Placement whose
     /// scheduler labels the namespace and its objects for it; the syncer reads them
-    /// through its virtual workspace and writes copies into a `kcp-<hash>` namespace).
+    /// through its virtual workspace and writes copies into a `kcp-<hash>` namespace) or
+    /// syncagent (kcp's api-syncagent, `ferry syncagent`: Databases made in
+    /// `--consumers` workspaces bound to one APIExport, copied to a service cluster,
+    /// status back; see `bench_syncagent`).
     #[arg(long, value_enum, default_value = "kubestellar")]
     pub profile: crate::syncer_cmd::ProfileName,
     /// Fixed rate (objects per second) of the latency measurements.
@@ -76,9 +85,14 @@ pub struct SyncBenchArgs {
     /// Objects in each latency measurement.
     #[arg(long, default_value_t = 1000)]
     pub latency_objects: usize,
-    /// Synced-object counts at which to read the syncer's RSS (comma-separated; empty: skip).
-    #[arg(long, value_delimiter = ',', default_value = "10000,100000")]
+    /// Synced-object counts at which to read the syncer's RSS (comma-separated; 0:
+    /// skip). Default: 10000,100000; with `--profile syncagent`, 10000.
+    #[arg(long, value_delimiter = ',')]
     pub rss_levels: Vec<usize>,
+    /// With `--profile syncagent`: consumer workspaces bound to the export, holding the
+    /// `--objects` between them.
+    #[arg(long, default_value_t = 100)]
+    pub consumers: usize,
 }
 
 impl SyncBenchArgs {
@@ -111,6 +125,15 @@ impl SyncBenchArgs {
         flags
     }
 
+    /// `--rss-levels`, or the profile's default.
+    pub(crate) fn rss_levels(&self) -> Vec<usize> {
+        match (self.rss_levels.is_empty(), self.profile) {
+            (false, _) => self.rss_levels.clone(),
+            (true, crate::syncer_cmd::ProfileName::Syncagent) => vec![10_000],
+            (true, _) => vec![10_000, 100_000],
+        }
+    }
+
     fn tmc(&self) -> bool {
         self.profile == crate::syncer_cmd::ProfileName::Tmc
     }
@@ -118,20 +141,21 @@ impl SyncBenchArgs {
 
 const NS: &str = "bench";
 
-struct Seen {
-    at: Mutex<HashMap<String, Instant>>,
+/// When each object was first seen (by a key of the caller's choosing), and how many.
+pub(crate) struct Seen {
+    pub(crate) at: Mutex<HashMap<String, Instant>>,
     count: tokio::sync::watch::Sender<usize>,
 }
 
 impl Seen {
-    fn new() -> Arc<Seen> {
+    pub(crate) fn new() -> Arc<Seen> {
         Arc::new(Seen {
             at: Mutex::new(HashMap::new()),
             count: tokio::sync::watch::channel(0).0,
         })
     }
 
-    async fn wait_for(&self, n: usize, timeout: Duration, what: &str) -> anyhow::Result<()> {
+    pub(crate) async fn wait_for(&self, n: usize, timeout: Duration, what: &str) -> anyhow::Result<()> {
         let mut rx = self.count.subscribe();
         tokio::time::timeout(timeout, rx.wait_for(|c| *c >= n))
             .await
@@ -139,33 +163,33 @@ impl Seen {
         Ok(())
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         *self.count.borrow()
     }
 }
 
-/// Records when each object first satisfies `pred`, through a watch.
-fn track<K>(
+/// Records, through a watch, when each object is first seen with a `key` (`None`: not
+/// yet; keys name what is measured, e.g. an object's name once its status shows a mark).
+pub(crate) fn track<K>(
     api: Api<K>,
     config: watcher::Config,
     seen: Arc<Seen>,
-    pred: fn(&K) -> bool,
-) -> tokio::task::JoinHandle<()>
+    key: fn(&K) -> Option<String>,
+) -> Tracker
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    tokio::spawn(async move {
+    Tracker(tokio::spawn(async move {
         let mut stream = watcher(api, config).boxed();
         while let Some(event) = stream.next().await {
             let obj = match event {
                 Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => o,
                 _ => continue,
             };
-            if !pred(&obj) {
+            let Some(name) = key(&obj) else {
                 continue;
-            }
+            };
             let now = Instant::now();
-            let name = obj.meta().name.clone().unwrap_or_default();
             let mut at = seen.at.lock().await;
             if let std::collections::hash_map::Entry::Vacant(slot) = at.entry(name) {
                 slot.insert(now);
@@ -173,16 +197,30 @@ where
                 seen.count.send_replace(n);
             }
         }
-    })
+    }))
+}
+
+/// The watch of a [`track`], stopped when dropped.
+pub(crate) struct Tracker(tokio::task::JoinHandle<()>);
+
+impl Drop for Tracker {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The ConfigMap every part of this bench creates (the baseline client too).
 pub fn configmap(name: String, namespace: &str) -> ConfigMap {
-    serde_json::from_value(json!({
+    serde_json::from_value(configmap_json(name, namespace)).expect("configmap")
+}
+
+/// [`configmap`] as JSON.
+pub fn configmap_json(name: String, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": { "name": name, "namespace": namespace, "labels": { "app": "bench" } },
         "data": { "payload": "x".repeat(256) }
-    }))
-    .expect("configmap")
+    })
 }
 
 fn deployment(name: &str) -> Deployment {
@@ -210,6 +248,11 @@ async fn create_all(api: &Api<ConfigMap>, names: Vec<String>, concurrency: usize
     Ok(())
 }
 
+/// An object's name: the key of [`track`] when every appearance counts.
+pub(crate) fn name_of<K: kube::Resource>(obj: &K) -> Option<String> {
+    obj.meta().name.clone()
+}
+
 /// Every latency (ms) from `sent` to `seen`, for the objects in both.
 fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, Instant>) -> Vec<f64> {
     sent.iter()
@@ -220,23 +263,50 @@ fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, Instant>) -
         .collect()
 }
 
-/// Whether the syncer's `/readyz` answers 200.
-async fn readyz(addr: std::net::SocketAddr) -> bool {
+/// The syncer's answer to `GET path` on its metrics address (`None` if it does not
+/// answer).
+async fn get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     use tokio::io::AsyncReadExt;
-    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
-        return false;
-    };
-    let request = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return false;
-    }
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response).await;
-    response.starts_with("HTTP/1.1 200")
+    Some(response)
 }
 
-/// Runs `--rate` operations per second, each spawned so a slow one does not slow the rate.
-async fn at_rate<F, Fut>(rate: u32, n: usize, op: F) -> anyhow::Result<HashMap<String, Instant>>
+/// Whether the syncer's `/readyz` answers 200.
+pub(crate) async fn readyz(addr: std::net::SocketAddr) -> bool {
+    get(addr, "/readyz")
+        .await
+        .is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+}
+
+/// Waits (up to a minute) until the syncer's queue is empty (`syncer_queue_depth` 0 in
+/// its `/metrics`), so a latency measurement does not queue behind the reconciles
+/// that the writes of a bulk step left (each copy written comes back as an event).
+pub(crate) async fn idle(addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let depth = get(addr, "/metrics").await.and_then(|r| {
+            r.lines()
+                .find_map(|l| l.strip_prefix("syncer_queue_depth "))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+        });
+        if depth == Some(0) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the syncer's queue did not empty within a minute (syncer_queue_depth {depth:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs `op` on each of `names` at `rate` per second, each spawned so a slow one does
+/// not slow the rate; returns when each was issued.
+async fn at_rate<F, Fut>(rate: u32, names: Vec<String>, op: F) -> anyhow::Result<HashMap<String, Instant>>
 where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
@@ -245,9 +315,8 @@ where
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut sent = HashMap::new();
     let mut tasks = vec![];
-    for i in 0..n {
+    for name in names {
         ticks.tick().await;
-        let name = format!("lat-{i}");
         sent.insert(name.clone(), Instant::now());
         tasks.push(tokio::spawn(op(name)));
     }
@@ -255,6 +324,26 @@ where
         t.await??;
     }
     Ok(sent)
+}
+
+/// A latency measurement: `op` on each of `names` at `rate` per second, then waits
+/// until `seen` (a watch keyed by the same names) has seen each; the summary of every
+/// latency, named `what`.
+pub(crate) async fn latency<F, Fut>(
+    what: &str,
+    rate: u32,
+    names: Vec<String>,
+    seen: &Seen,
+    op: F,
+) -> anyhow::Result<Summary>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let want = seen.count() + names.len();
+    let sent = at_rate(rate, names, op).await?;
+    seen.wait_for(want, Duration::from_secs(120), what).await?;
+    Summary::of(what, latencies(&sent, &*seen.at.lock().await))
 }
 
 /// Two fresh hubs, each a `ferry hub` process (the upstream one with workspace
@@ -332,14 +421,7 @@ impl Hubs {
             .create(&PostParams::default(), &ws)
             .await
             .context("creating workspace root:bench")?;
-        let dir = up.data_dir.path();
-        let up_kubeconfig = dir.join("bench.kubeconfig");
-        let ca = std::fs::read_to_string(dir.join("pki/ca.crt"))?;
-        let token = std::fs::read_to_string(dir.join("admin.token"))?;
-        std::fs::write(
-            &up_kubeconfig,
-            ferry_hub::kubeconfig::admin_kubeconfig(&up.process.url, &ca, token.trim(), "root:bench"),
-        )?;
+        let up_kubeconfig = up.workspace_kubeconfig("root:bench")?;
         let upc = client_for(&up_kubeconfig).await?;
         let crds: Api<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -363,35 +445,37 @@ impl Hubs {
 
 /// One round of the initial-sync measurement, and the syncer it left running.
 struct InitialSync {
-    raw_rate: f64,
-    raw_cpu_us_per_object: f64,
-    sync_rate: f64,
-    cpu_us_per_object: f64,
-    startup: Duration,
+    figures: RoundFigures,
     syncer: tokio::process::Child,
     pid: u32,
     down_seen: Arc<Seen>,
-    tracker: tokio::task::JoinHandle<()>,
+    _tracker: Tracker,
 }
 
-/// The baseline: `ferry bench create-load` creating as many objects downstream as the
-/// initial sync copies, with as many requests in flight as the syncer has workers.
-/// Returns objects per second and the client's CPU µs per object.
-async fn baseline(hubs: &Hubs, args: &SyncBenchArgs) -> anyhow::Result<(f64, f64)> {
-    ensure_namespace(hubs.downc(), "baseline").await?;
+/// The baseline: `ferry bench create-load` creating as many objects of `kind` on `down`
+/// (in namespace `baseline`) as the initial sync copies, with as many requests in
+/// flight as the syncer has workers. Returns objects per second and the client's CPU
+/// µs per object.
+pub(crate) async fn baseline(
+    down: &BenchHub,
+    kind: LoadKind,
+    args: &SyncBenchArgs,
+) -> anyhow::Result<(f64, f64)> {
+    ensure_namespace(&down.client, "baseline").await?;
     let seen = Seen::new();
     let tracker = track(
-        Api::<ConfigMap>::namespaced(hubs.downc().clone(), "baseline"),
+        Api::<DynamicObject>::namespaced_with(down.client.clone(), "baseline", &kind.resource()),
         watcher::Config::default(),
         seen.clone(),
-        |_| true,
+        name_of,
     );
     let mut client = tokio::process::Command::new(std::env::current_exe()?)
         .args(["bench", "create-load", "--kubeconfig"])
-        .arg(&hubs.down.process.kubeconfig)
+        .arg(&down.process.kubeconfig)
         .args(["--namespace", "baseline", "--prefix", "raw"])
         .args(["--objects", &args.objects.to_string()])
         .args(["--concurrency", &args.workers.to_string()])
+        .args(["--kind", kind.flag()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -420,7 +504,7 @@ async fn baseline(hubs: &Hubs, args: &SyncBenchArgs) -> anyhow::Result<(f64, f64
     drop(stdin);
     let status = client.wait().await?;
     anyhow::ensure!(status.success(), "the baseline client failed: {status}");
-    tracker.abort();
+    drop(tracker);
     Ok((rate, cpu_us))
 }
 
@@ -433,7 +517,7 @@ async fn initial_sync(
 ) -> anyhow::Result<InitialSync> {
     let (upc, downc) = (&hubs.upc, hubs.downc());
     progress("baseline: raw creates against the downstream hub");
-    let (raw_rate, raw_cpu_us_per_object) = baseline(hubs, args).await?;
+    let raw = baseline(&hubs.down, LoadKind::Configmap, args).await?;
 
     progress("initial sync");
     ensure_namespace(upc, NS).await?;
@@ -446,7 +530,7 @@ async fn initial_sync(
     .await?;
     let down_seen = Seen::new();
     let (down_cms, watch_config) = copies::<ConfigMap>(downc, args.tmc());
-    let tracker = track(down_cms, watch_config, down_seen.clone(), |_| true);
+    let tracker = track(down_cms, watch_config, down_seen.clone(), name_of);
     // FERRY_BENCH_SYNCER_LOG=path keeps the syncer's log.
     let log_path = std::env::var_os("FERRY_BENCH_SYNCER_LOG")
         .map(PathBuf::from)
@@ -523,18 +607,19 @@ async fn initial_sync(
     down_seen
         .wait_for(args.objects, Duration::from_secs(600), "the initial sync")
         .await?;
-    let sync_rate = args.objects as f64 / started.elapsed().as_secs_f64();
-    let cpu_us_per_object = (cpu_seconds(pid)? - cpu_before) * 1e6 / args.objects as f64;
-    Ok(InitialSync {
-        raw_rate,
-        raw_cpu_us_per_object,
-        sync_rate,
-        cpu_us_per_object,
+    let figures = RoundFigures::of(
+        raw,
+        args.objects,
+        started.elapsed(),
+        cpu_seconds(pid)? - cpu_before,
         startup,
+    );
+    Ok(InitialSync {
+        figures,
         syncer,
         pid,
         down_seen,
-        tracker,
+        _tracker: tracker,
     })
 }
 
@@ -567,6 +652,11 @@ async fn accepted(upc: &kube::Client, resource: &str, log: &std::path::Path) -> 
     }
 }
 
+/// How the figures are summarised (the `method` block's `statistics`).
+pub(crate) const STATISTICS: &str =
+    "latencies in ms as {p50, p90, p99, max, n}, nearest-rank percentiles over \
+every sample; per-round figures as {median, rounds}; ratios are syncer / baseline";
+
 fn sync_method(args: &SyncBenchArgs) -> Value {
     json!({
         "processes": {
@@ -593,12 +683,11 @@ fn sync_method(args: &SyncBenchArgs) -> Value {
             "kind": "ConfigMap with a 256-byte value (Deployments for status return)",
             "initial_sync": args.objects, "baseline": args.objects,
             "steady_state": args.latency_objects, "status_return": status_objects(args),
-            "rss_levels": args.rss_levels,
+            "rss_levels": args.rss_levels(),
         },
         "rounds": args.rounds.max(1),
         "rate_per_sec": args.rate,
-        "statistics": "latencies in ms as {p50, p90, p99, max, n}, nearest-rank percentiles over every \
-                       sample; per-round figures as {median, rounds}; ratios are syncer / baseline",
+        "statistics": STATISTICS,
     })
 }
 
@@ -606,52 +695,203 @@ fn status_objects(args: &SyncBenchArgs) -> usize {
     args.latency_objects.min(500)
 }
 
-pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.profile != crate::syncer_cmd::ProfileName::Syncagent,
-        "ferry bench sync --profile syncagent is not built yet; use --profile kubestellar or tmc"
+/// The initial-sync figures of one round.
+#[derive(Clone, Copy)]
+pub(crate) struct RoundFigures {
+    /// Baseline objects per second, and the baseline client's CPU µs per object.
+    pub raw_rate: f64,
+    pub raw_cpu_us_per_object: f64,
+    /// The syncer's objects per second, and its CPU µs per object.
+    pub sync_rate: f64,
+    pub cpu_us_per_object: f64,
+    /// From the syncer's launch until its `/readyz` answered 200 (`--profile syncagent`:
+    /// until its first copy appeared).
+    pub startup: Duration,
+}
+
+impl RoundFigures {
+    /// The figures of a syncer that copied `objects` in `elapsed` using `cpu_seconds`,
+    /// next to `baseline` (objects/s and CPU µs per object, from [`baseline`]).
+    pub(crate) fn of(
+        (raw_rate, raw_cpu_us_per_object): (f64, f64),
+        objects: usize,
+        elapsed: Duration,
+        cpu_seconds: f64,
+        startup: Duration,
+    ) -> RoundFigures {
+        RoundFigures {
+            raw_rate,
+            raw_cpu_us_per_object,
+            sync_rate: objects as f64 / elapsed.as_secs_f64(),
+            cpu_us_per_object: cpu_seconds * 1e6 / objects as f64,
+            startup,
+        }
+    }
+}
+
+/// Every round's initial-sync figures.
+#[derive(Default)]
+pub(crate) struct AllRounds {
+    ratios: Vec<f64>,
+    sync_rates: Vec<f64>,
+    raw_rates: Vec<f64>,
+    sync_cpu: Vec<f64>,
+    raw_cpu: Vec<f64>,
+    startups: Vec<f64>,
+}
+
+impl AllRounds {
+    pub(crate) fn push(&mut self, f: &RoundFigures) {
+        self.ratios.push(f.sync_rate / f.raw_rate);
+        self.sync_rates.push(f.sync_rate);
+        self.raw_rates.push(f.raw_rate);
+        self.sync_cpu.push(f.cpu_us_per_object);
+        self.raw_cpu.push(f.raw_cpu_us_per_object);
+        self.startups.push(f.startup.as_secs_f64() * 1000.0);
+    }
+}
+
+/// `--rounds` initial-sync rounds, each made by `round` (on fresh hubs): every round's
+/// figures, and what the last round left running for the measurements after it (the
+/// earlier rounds' is dropped, which stops their processes and watches).
+pub(crate) async fn initial_rounds<S>(
+    args: &SyncBenchArgs,
+    progress: &impl Fn(&str),
+    mut round: impl AsyncFnMut() -> anyhow::Result<(RoundFigures, S)>,
+) -> anyhow::Result<(AllRounds, S)> {
+    let rounds = args.rounds.max(1);
+    let mut all = AllRounds::default();
+    let mut n = 1;
+    loop {
+        if rounds > 1 {
+            progress(&format!("initial-sync round {n} of {rounds}"));
+        }
+        let (figures, running) = round().await?;
+        all.push(&figures);
+        if n == rounds {
+            return Ok((all, running));
+        }
+        n += 1;
+    }
+}
+
+/// What a profile measured after its rounds, for [`report`].
+pub(crate) struct Measured {
+    pub rounds: AllRounds,
+    /// Copies seen downstream at the end of the initial sync.
+    pub initial_seen: usize,
+    /// The steady-state block (rate, what was changed, `latency_ms`).
+    pub steady_state: Value,
+    pub status_return: Summary,
+    pub statuses_written: usize,
+    /// `(synced objects, MiB)` per RSS level.
+    pub rss: Vec<(usize, f64)>,
+    pub rss_at_end: f64,
+}
+
+/// The JSON report every profile prints: `method`, then the figures.
+pub(crate) fn report(
+    args: &SyncBenchArgs,
+    method: Value,
+    m: Measured,
+    targets: Value,
+) -> anyhow::Result<Value> {
+    let r = m.rounds;
+    Ok(json!({
+        "method": method,
+        "syncer_startup_to_ready_ms": Rounds::of("syncer start-up", r.startups)?,
+        "initial_sync": {
+            "objects": args.objects,
+            "objects_seen_downstream": m.initial_seen,
+            "ratio": Rounds::of("initial-sync ratio", r.ratios)?,
+            "syncer_objects_per_sec": Rounds::of("syncer objects/s", r.sync_rates)?,
+            "baseline_objects_per_sec": Rounds::of("baseline objects/s", r.raw_rates)?,
+            "syncer_cpu_us_per_object": Rounds::of("syncer CPU per object", r.sync_cpu)?,
+            "baseline_cpu_us_per_object": Rounds::of("baseline CPU per object", r.raw_cpu)?,
+        },
+        "steady_state": m.steady_state,
+        "status_return": { "rate_per_sec": args.rate, "statuses_written": m.statuses_written, "latency_ms": m.status_return },
+        "syncer_rss": m.rss.iter().map(|(n, mib)| json!({ "synced_objects": n, "mib": round3(*mib) })).collect::<Vec<Value>>(),
+        "syncer_rss_at_end_mib": round3(m.rss_at_end),
+        "targets": targets,
+    }))
+}
+
+/// Prints `report` as JSON (`--json`) or as the table, under `title`.
+pub(crate) fn print(args: &SyncBenchArgs, title: &str, report: &Value) -> anyhow::Result<()> {
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+        return Ok(());
+    }
+    println!("{title}");
+    let initial = &report["initial_sync"];
+    let target = report["targets"]["initial_sync_ratio_at_least"]
+        .as_f64()
+        .map_or(String::new(), |t| format!("; target >= {t:.2}"));
+    println!(
+        "  initial sync      ratio {:.2} (median of {} rounds: {}{target})",
+        initial["ratio"]["median"].as_f64().unwrap_or_default(),
+        args.rounds.max(1),
+        initial["ratio"]["rounds"]
     );
+    println!(
+        "                    median {:.0} objects/s, baseline create-load {:.0} objects/s, {} in flight each",
+        initial["syncer_objects_per_sec"]["median"]
+            .as_f64()
+            .unwrap_or_default(),
+        initial["baseline_objects_per_sec"]["median"]
+            .as_f64()
+            .unwrap_or_default(),
+        args.workers
+    );
+    println!(
+        "                    CPU per object: syncer {} µs, baseline client {} µs (medians)",
+        initial["syncer_cpu_us_per_object"]["median"], initial["baseline_cpu_us_per_object"]["median"]
+    );
+    for (name, block) in [
+        ("steady state", &report["steady_state"]),
+        ("status return", &report["status_return"]),
+    ] {
+        let s: Summary = serde_json::from_value(block["latency_ms"].clone())?;
+        println!(
+            "  {name:<17} p50 {:>7.2} ms  p90 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  n {} at {}/s",
+            s.p50, s.p90, s.p99, s.max, s.n, args.rate
+        );
+    }
+    for level in report["syncer_rss"].as_array().into_iter().flatten() {
+        println!(
+            "  syncer RSS        {:>7.1} MiB with {} synced objects",
+            level["mib"].as_f64().unwrap_or_default(),
+            level["synced_objects"]
+        );
+    }
+    Ok(())
+}
+
+pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.objects > 0, "--objects must be at least 1");
     anyhow::ensure!(args.latency_objects > 0, "--latency-objects must be at least 1");
+    if args.profile == crate::syncer_cmd::ProfileName::Syncagent {
+        return crate::bench_syncagent::run(args).await;
+    }
     let progress = |msg: &str| {
         if !args.json {
             eprintln!("… {msg}");
         }
     };
-    // Rounds 1..n-1 measure only the initial sync, each on fresh hubs; the last one
-    // goes on to the latency and RSS measurements.
-    let rounds = args.rounds.max(1);
-    let (mut ratios, mut sync_rates, mut raw_rates) = (vec![], vec![], vec![]);
-    let (mut sync_cpu, mut raw_cpu, mut startups) = (vec![], vec![], vec![]);
-    let mut last = None;
-    for round in 1..=rounds {
-        if rounds > 1 {
-            progress(&format!("initial-sync round {round} of {rounds}"));
-        }
+    // Every round measures the initial sync on fresh hubs; the last one goes on to the
+    // latency and RSS measurements.
+    let (all, (hubs, sync)) = initial_rounds(&args, &progress, async || {
         let hubs = Hubs::start(&args).await?;
         let sync = initial_sync(&hubs, &args, &progress).await?;
-        ratios.push(sync.sync_rate / sync.raw_rate);
-        sync_rates.push(sync.sync_rate);
-        raw_rates.push(sync.raw_rate);
-        sync_cpu.push(sync.cpu_us_per_object);
-        raw_cpu.push(sync.raw_cpu_us_per_object);
-        startups.push(sync.startup.as_secs_f64() * 1000.0);
-        if round < rounds {
-            let InitialSync {
-                mut syncer, tracker, ..
-            } = sync;
-            tracker.abort();
-            let _ = syncer.kill().await;
-        } else {
-            last = Some((hubs, sync));
-        }
-    }
-    let (hubs, sync) = last.expect("at least one round");
+        Ok((sync.figures, (hubs, sync)))
+    })
+    .await?;
     let InitialSync {
         syncer: mut child,
         pid,
         down_seen,
-        tracker,
+        _tracker: tracker,
         ..
     } = sync;
     let initial_seen = down_seen.count();
@@ -660,7 +900,8 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
 
     // 3. Steady-state latency.
     progress("steady-state latency");
-    let sent = at_rate(args.rate, args.latency_objects, |name| {
+    let names = (0..args.latency_objects).map(|i| format!("lat-{i}")).collect();
+    let steady = latency("steady-state latency", args.rate, names, &down_seen, |name| {
         let api = up_cms.clone();
         async move {
             api.create(&PostParams::default(), &configmap(name, NS)).await?;
@@ -668,17 +909,6 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         }
     })
     .await?;
-    down_seen
-        .wait_for(
-            args.objects + args.latency_objects,
-            Duration::from_secs(120),
-            "steady-state copies",
-        )
-        .await?;
-    let steady = Summary::of(
-        "steady-state latency",
-        latencies(&sent, &*down_seen.at.lock().await),
-    )?;
 
     // 4. Status return.
     progress("status-return latency");
@@ -686,7 +916,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     let up_deploys: Api<Deployment> = Api::namespaced(upc.clone(), NS);
     let (all_down_deploys, watch_config) = copies::<Deployment>(&downc, args.tmc());
     let deploy_seen = Seen::new();
-    let deploy_tracker = track(all_down_deploys, watch_config, deploy_seen.clone(), |_| true);
+    let deploy_tracker = track(all_down_deploys, watch_config, deploy_seen.clone(), name_of);
     futures::stream::iter(0..status_n)
         .map(|i| {
             let api = up_deploys.clone();
@@ -719,9 +949,10 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         up_deploys.clone(),
         watcher::Config::default(),
         status_seen.clone(),
-        |d: &Deployment| d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1),
+        |d: &Deployment| (d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1)).then(|| name_of(d))?,
     );
-    let status_sent = at_rate(args.rate, status_n, |name| {
+    let names = (0..status_n).map(|i| format!("lat-{i}")).collect();
+    let status = latency("status-return latency", args.rate, names, &status_seen, |name| {
         let api = down_deploys.clone();
         async move {
             api.patch_status(
@@ -734,33 +965,65 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         }
     })
     .await?;
-    status_seen
-        .wait_for(status_n, Duration::from_secs(120), "status upstream")
-        .await?;
-    let status = Summary::of(
-        "status-return latency",
-        latencies(&status_sent, &*status_seen.at.lock().await),
-    )?;
 
     // 5. RSS.
+    let (rss, idle_rss) = rss_at_levels(&args, &progress, &down_seen, pid, status_n, |fill| {
+        create_all(&up_cms, fill.map(|i| format!("fill-{i}")).collect(), 16)
+    })
+    .await?;
+    let _ = child.kill().await;
+    drop((tracker, deploy_tracker, status_tracker));
+
+    let measured = Measured {
+        rounds: all,
+        initial_seen,
+        steady_state: json!({ "rate_per_sec": args.rate, "objects_created": args.latency_objects, "latency_ms": steady }),
+        status_return: status,
+        statuses_written: status_n,
+        rss,
+        rss_at_end: idle_rss,
+    };
+    let targets = json!({
+        "initial_sync_ratio_at_least": 0.8, "steady_state_p99_ms_under": 50.0,
+        "rss_mib_at_10k_under": 100.0, "rss_mib_at_100k_under": 120.0,
+    });
+    let report = report(&args, sync_method(&args), measured, targets)?;
+    let title = format!(
+        "ferry bench sync --profile {} (syncer {}; baseline measured in this run; every process separate)",
+        if args.tmc() { "tmc" } else { "kubestellar" },
+        args.syncer_flags().join(" ")
+    );
+    print(&args, &title, &report)
+}
+
+/// The syncer's RSS (process `pid`) at each of `--rss-levels` synced objects, and
+/// once they are done. Below a level, `fill(range)` makes objects `fill-<i>` for `i` in
+/// `range` upstream, and `seen` (the copies downstream) must grow by as many. The
+/// objects synced at the start are those `seen` counts and `others` more.
+pub(crate) async fn rss_at_levels<F, Fut>(
+    args: &SyncBenchArgs,
+    progress: &impl Fn(&str),
+    seen: &Seen,
+    pid: u32,
+    others: usize,
+    fill: F,
+) -> anyhow::Result<(Vec<(usize, f64)>, f64)>
+where
+    F: Fn(std::ops::Range<usize>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let mut rss = vec![];
-    let mut synced = down_seen.count() + status_n;
-    let mut next = 0usize;
-    for level in args.rss_levels.iter().copied().filter(|l| *l > 0) {
+    let mut synced = seen.count() + others;
+    let mut next = 0;
+    for level in args.rss_levels().into_iter().filter(|l| *l > 0) {
         if level > synced {
             progress(&format!("filling up to {level} synced objects"));
             let more = level - synced;
-            let want = down_seen.count() + more;
-            create_all(
-                &up_cms,
-                (next..next + more).map(|i| format!("fill-{i}")).collect(),
-                16,
-            )
-            .await?;
+            let want = seen.count() + more;
+            fill(next..next + more).await?;
             next += more;
             progress(&format!("created {more} more; waiting for their copies"));
-            down_seen
-                .wait_for(want, Duration::from_secs(1800), "fill copies")
+            seen.wait_for(want, Duration::from_secs(1800), "fill copies")
                 .await?;
             synced = level;
         }
@@ -768,66 +1031,5 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_secs(2)).await;
         rss.push((synced, rss_mib(pid)?));
     }
-    let idle_rss = rss_mib(pid)?;
-    let _ = child.kill().await;
-    for tracker in [tracker, deploy_tracker, status_tracker] {
-        tracker.abort();
-    }
-
-    let ratio = Rounds::of("initial-sync ratio", ratios)?;
-    let report = json!({
-        "method": sync_method(&args),
-        "syncer_startup_to_ready_ms": Rounds::of("syncer start-up", startups)?,
-        "initial_sync": {
-            "objects": args.objects,
-            "objects_seen_downstream": initial_seen,
-            "ratio": ratio,
-            "syncer_objects_per_sec": Rounds::of("syncer objects/s", sync_rates)?,
-            "baseline_objects_per_sec": Rounds::of("baseline objects/s", raw_rates)?,
-            "syncer_cpu_us_per_object": Rounds::of("syncer CPU per object", sync_cpu)?,
-            "baseline_cpu_us_per_object": Rounds::of("baseline CPU per object", raw_cpu)?,
-        },
-        "steady_state": { "rate_per_sec": args.rate, "objects_created": args.latency_objects, "latency_ms": steady },
-        "status_return": { "rate_per_sec": args.rate, "statuses_written": status_n, "latency_ms": status },
-        "syncer_rss": rss.iter().map(|(n, mib)| json!({ "synced_objects": n, "mib": round3(*mib) })).collect::<Vec<Value>>(),
-        "syncer_rss_at_end_mib": round3(idle_rss),
-        "targets": {
-            "initial_sync_ratio_at_least": 0.8, "steady_state_p99_ms_under": 50.0,
-            "rss_mib_at_10k_under": 100.0, "rss_mib_at_100k_under": 120.0,
-        },
-    });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
-    println!(
-        "ferry bench sync --profile {} (syncer {}; baseline measured in this run; every process separate)",
-        if args.tmc() { "tmc" } else { "kubestellar" },
-        args.syncer_flags().join(" ")
-    );
-    println!(
-        "  initial sync      ratio {:.2} (median of {} rounds: {:?}; target >= 0.80)",
-        ratio.median, rounds, ratio.rounds
-    );
-    println!(
-        "                    median {:.0} objects/s, baseline create-load {:.0} objects/s, {} in flight each",
-        report["initial_sync"]["syncer_objects_per_sec"]["median"],
-        report["initial_sync"]["baseline_objects_per_sec"]["median"],
-        args.workers
-    );
-    println!(
-        "                    CPU per object: syncer {} µs, baseline client {} µs (medians)",
-        report["initial_sync"]["syncer_cpu_us_per_object"]["median"],
-        report["initial_sync"]["baseline_cpu_us_per_object"]["median"]
-    );
-    for (name, s) in [("steady state", steady), ("status return", status)] {
-        println!(
-            "  {name:<17} p50 {:>7.2} ms  p90 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  n {} at {}/s",
-            s.p50, s.p90, s.p99, s.max, s.n, args.rate
-        );
-    }
-    for (n, mib) in &rss {
-        println!("  syncer RSS        {mib:>7.1} MiB with {n} synced objects");
-    }
-    Ok(())
+    Ok((rss, rss_mib(pid)?))
 }

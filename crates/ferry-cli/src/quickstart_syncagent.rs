@@ -17,33 +17,16 @@ use ferry_hub::server::{start, HubOptions, RunningHub};
 use futures::StreamExt;
 use indicatif::ProgressBar;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use ferry_syncer::profiles::syncagent::{self, SyncAgentOptions};
 
-use crate::ar;
-use crate::quickstart::{admin_config, apply_object, progress, wait_ready_workspaces, QuickstartArgs};
+use crate::database_service::{self, local_databases, remote_databases, AGENT_NAMESPACE, EXPORT, PROVIDER};
+use crate::quickstart::{admin_config, progress, QuickstartArgs};
 
-/// The APIExport (and its endpoint slice) in the provider workspace.
-pub const EXPORT: &str = "databases.example.io";
-/// The provider workspace.
-const PROVIDER: &str = "provider";
 /// The consumer workspaces and the Databases each creates.
 const CONSUMERS: &[(&str, &[&str])] = &[("team-a", &["orders"]), ("team-b", &["orders", "users"])];
-/// The agent's namespace on the service cluster.
-const AGENT_NAMESPACE: &str = "ferry-system";
-
-/// The Database consumers see.
-fn remote_databases() -> ApiResource {
-    ar(EXPORT, "v1", "Database", "databases")
-}
-
-/// The Database on the service cluster.
-fn local_databases() -> ApiResource {
-    ar("example.com", "v1", "Database", "databases")
-}
 
 /// One row of the closing table.
 #[derive(Debug, Clone)]
@@ -59,34 +42,6 @@ impl Row {
     fn landed(&self) -> bool {
         self.local != "-" && self.status != "pending" && self.credentials != "-"
     }
-}
-
-/// The service cluster's CRD.
-fn database_crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": { "name": "databases.example.com" },
-        "spec": { "group": "example.com", "scope": "Namespaced",
-            "names": { "kind": "Database", "plural": "databases", "singular": "database", "listKind": "DatabaseList" },
-            "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
-                "additionalPrinterColumns": [{ "name": "Phase", "type": "string", "jsonPath": ".status.phase" }],
-                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }] }
-    })
-}
-
-/// What the service owner publishes: Databases, their credentials coming back.
-fn published_resource() -> Value {
-    json!({
-        "apiVersion": "syncagent.kcp.io/v1alpha1", "kind": "PublishedResource",
-        "metadata": { "name": "databases" },
-        "spec": {
-            "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v1"] },
-            "related": [{
-                "identifier": "credentials", "origin": "service", "kind": "Secret",
-                "object": { "template": { "template": "{{ .Object.metadata.name }}-credentials" } },
-            }],
-        }
-    })
 }
 
 /// The service's controller: every Database gets `status.phase: Ready` and a
@@ -186,56 +141,17 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
     let mut names = vec![PROVIDER];
     names.extend(CONSUMERS.iter().map(|(ws, _)| *ws));
-    for ws in &names {
-        pb.set_message(format!("kubectl ferry ws create {ws}"));
-        apply_object(
-            &root,
-            &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
-        )
-        .await?;
-    }
-    wait_ready_workspaces(&root, &names).await?;
+    pb.set_message(format!("kubectl ferry ws create {}", names.join(", ")));
+    database_service::create_workspaces(&root, &names, 1).await?;
     let provider_config = admin_config(&hub, &format!("root:{PROVIDER}")).await?;
     let provider = kube::Client::try_from(provider_config.clone())?;
     pb.set_message(format!("creating APIExport {EXPORT} in root:{PROVIDER}"));
-    apply_object(
-        &provider,
-        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": EXPORT}, "spec": {}}),
-    )
-    .await?;
+    database_service::create_export(&provider).await?;
 
-    pb.set_message("installing the Database and PublishedResource CRDs on the service cluster");
+    pb.set_message("installing the Database and PublishedResource CRDs on the service cluster, then kubectl apply -f published-databases.yaml");
     let service_config = admin_config(&service_hub, "root").await?;
     let service = kube::Client::try_from(service_config.clone())?;
-    let crds: Api<DynamicObject> = Api::all_with(
-        service.clone(),
-        &ar(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-        ),
-    );
-    let pr_crd = ferry_api::crds::all_crds()
-        .into_iter()
-        .map(|c| serde_json::to_value(c).unwrap_or_default())
-        .find(|c| c["metadata"]["name"] == "publishedresources.syncagent.kcp.io")
-        .context("Ferry defines the PublishedResource CRD")?;
-    for crd in [pr_crd, database_crd()] {
-        let obj: DynamicObject = serde_json::from_value(crd)?;
-        match crds.create(&PostParams::default(), &obj).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e).context("installing a CRD on the service cluster"),
-        }
-    }
-    pb.set_message("kubectl apply -f published-databases.yaml   # on the service cluster");
-    loop {
-        match apply_object(&service, &published_resource()).await {
-            Ok(_) => break,
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
+    database_service::install_service(&service, &database_service::published_resource(true)).await?;
     let controller = service_controller(service.clone());
 
     pb.set_message(format!(
@@ -251,24 +167,7 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
     let agent = syncagent::start(agent_opts).await.context("starting the agent")?;
 
     pb.set_message("waiting for the export to list the Database schema and claim secrets");
-    let exports: Api<DynamicObject> = Api::all_with(
-        provider.clone(),
-        &ar("apis.kcp.io", "v1alpha1", "APIExport", "apiexports"),
-    );
-    let claims = loop {
-        let export = exports.get(EXPORT).await?;
-        let schemas = export.data["spec"]["latestResourceSchemas"]
-            .as_array()
-            .map_or(0, Vec::len);
-        let claims = export.data["spec"]["permissionClaims"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if schemas > 0 && claims.iter().any(|c| c["resource"] == "secrets") {
-            break claims;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let claims = database_service::wait_published(&provider, &["secrets"]).await?;
 
     let mut consumers = vec![];
     for (ws, objects) in CONSUMERS {
@@ -276,31 +175,11 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
             "kubectl ferry ws use root:{ws}; kubectl ferry bind apiexport root:{PROVIDER}:{EXPORT} --accept-all-permission-claims"
         ));
         let client = kube::Client::try_from(admin_config(&hub, &format!("root:{ws}")).await?)?;
-        let accepted: Vec<Value> = claims
-            .iter()
-            .cloned()
-            .map(|mut c| {
-                c["state"] = json!("Accepted");
-                c
-            })
-            .collect();
-        apply_object(
-            &client,
-            &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "databases"},
-                    "spec": {"reference": {"export": {"path": format!("root:{PROVIDER}"), "name": EXPORT}},
-                             "permissionClaims": accepted}}),
-        )
-        .await?;
+        database_service::bind(&client, &claims).await?;
         let dbs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &remote_databases());
-        while dbs.list(&Default::default()).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
         for name in *objects {
             pb.set_message(format!("creating Database {name} in root:{ws}"));
-            let db = json!({"apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
-                            "metadata": {"name": name, "namespace": "default"},
-                            "spec": {"engine": "postgres", "storageGB": 10}});
-            let obj: DynamicObject = serde_json::from_value(db)?;
+            let obj = database_service::database(&remote_databases(), "default", name);
             match dbs.create(&PostParams::default(), &obj).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 409 => {}

@@ -5,22 +5,47 @@ mod common;
 
 use common::{count, method, positive, ratio, rounds, run_bench, summary};
 
-#[test]
-fn bench_sync_figures_are_typed_and_sane() {
-    let (objects, latency_objects) = (60u64, 20u64);
-    let v = run_bench(&[
-        "sync",
+/// `ferry bench sync EXTRA` with `objects` for the initial sync, `latency_objects` per
+/// latency measurement at 100/s, RSS read at `rss_level` synced objects, `rounds` rounds.
+fn run_tiny(
+    extra: &[&str],
+    objects: u64,
+    latency_objects: u64,
+    rss_level: u64,
+    rounds: u64,
+) -> serde_json::Value {
+    let numbers = [objects, latency_objects, rss_level, rounds].map(|n| n.to_string());
+    let mut args = vec!["sync"];
+    args.extend(extra);
+    args.extend([
         "--objects",
-        &objects.to_string(),
+        &numbers[0],
         "--latency-objects",
-        &latency_objects.to_string(),
+        &numbers[1],
         "--rate",
         "100",
         "--rss-levels",
-        "150",
+        &numbers[2],
         "--rounds",
-        "2",
+        &numbers[3],
     ]);
+    run_bench(&args)
+}
+
+/// The syncer's flags, as the `method` block reports them.
+fn syncer_flags(v: &serde_json::Value) -> Vec<&str> {
+    v.pointer("/method/syncer_flags")
+        .and_then(|f| f.as_array())
+        .expect("syncer_flags")
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect()
+}
+
+#[test]
+fn bench_sync_figures_are_typed_and_sane() {
+    let (objects, latency_objects) = (60u64, 20u64);
+    let v = run_tiny(&[], objects, latency_objects, 150, 2);
     method(&v, 2);
     for process in ["upstream_hub", "downstream_hub", "syncer", "baseline_client"] {
         assert!(
@@ -29,13 +54,7 @@ fn bench_sync_figures_are_typed_and_sane() {
         );
     }
     // The syncer's flags are reported as run, --qps included.
-    let flags: Vec<&str> = v
-        .pointer("/method/syncer_flags")
-        .and_then(|f| f.as_array())
-        .expect("syncer_flags")
-        .iter()
-        .filter_map(|f| f.as_str())
-        .collect();
+    let flags = syncer_flags(&v);
     let qps = flags.iter().position(|f| *f == "--qps").expect("--qps reported");
     assert_eq!(flags[qps + 1], "0", "{flags:?}");
     assert!(flags.contains(&"--workers"), "{flags:?}");
@@ -85,36 +104,20 @@ fn bench_sync_figures_are_typed_and_sane() {
 #[test]
 fn bench_sync_tmc_figures_are_typed_and_sane() {
     let (objects, latency_objects) = (40u64, 15u64);
-    let v = run_bench(&[
-        "sync",
-        "--profile",
-        "tmc",
-        "--qps",
-        "default",
-        "--objects",
-        &objects.to_string(),
-        "--latency-objects",
-        &latency_objects.to_string(),
-        "--rate",
-        "100",
-        "--rss-levels",
-        "80",
-        "--rounds",
-        "1",
-    ]);
+    let v = run_tiny(
+        &["--profile", "tmc", "--qps", "default"],
+        objects,
+        latency_objects,
+        80,
+        1,
+    );
     method(&v, 1);
     assert_eq!(
         v.pointer("/method/profile").and_then(|p| p.as_str()),
         Some("tmc"),
         "{v:#}"
     );
-    let flags: Vec<&str> = v
-        .pointer("/method/syncer_flags")
-        .and_then(|f| f.as_array())
-        .expect("syncer_flags")
-        .iter()
-        .filter_map(|f| f.as_str())
-        .collect();
+    let flags = syncer_flags(&v);
     assert!(
         !flags.contains(&"--qps"),
         "the default pace passes no --qps: {flags:?}"
@@ -127,4 +130,59 @@ fn bench_sync_tmc_figures_are_typed_and_sane() {
     summary(&v, "/status_return/latency_ms", statuses);
     assert_eq!(count(&v, "/syncer_rss/0/synced_objects"), 80);
     positive(&v, "/syncer_rss/0/mib");
+}
+
+/// `ferry bench sync --profile syncagent`: kcp's api-syncagent serving several bound
+/// consumer workspaces, its copies on a stand-in service cluster next to raw creates
+/// there, spec changes down and status back, and the agent's memory.
+#[test]
+fn bench_sync_syncagent_figures_are_typed_and_sane() {
+    let (consumers, objects, latency_objects) = (3u64, 30u64, 10u64);
+    let consumers_flag = consumers.to_string();
+    let v = run_tiny(
+        &["--profile", "syncagent", "--consumers", &consumers_flag],
+        objects,
+        latency_objects,
+        60,
+        1,
+    );
+    method(&v, 1);
+    assert_eq!(
+        v.pointer("/method/profile").and_then(|p| p.as_str()),
+        Some("syncagent"),
+        "{v:#}"
+    );
+    assert_eq!(count(&v, "/method/consumers"), consumers);
+    for process in ["kcp_hub", "service_hub", "syncer", "baseline_client"] {
+        assert!(
+            v.pointer(&format!("/method/processes/{process}")).is_some(),
+            "{process} missing in {v:#}"
+        );
+    }
+    let flags = syncer_flags(&v);
+    assert!(flags.windows(2).any(|w| w == ["--qps", "0"]), "{flags:?}");
+    assert!(flags.contains(&"--apiexportendpointslice-ref"), "{flags:?}");
+
+    // Every consumer object copied to the service cluster.
+    assert_eq!(count(&v, "/initial_sync/objects_seen_downstream"), objects);
+    ratio(&v, "/initial_sync/ratio", 1);
+    for figure in [
+        "syncer_objects_per_sec",
+        "baseline_objects_per_sec",
+        "syncer_cpu_us_per_object",
+        "baseline_cpu_us_per_object",
+    ] {
+        rounds(&v, &format!("/initial_sync/{figure}"), 1);
+    }
+    rounds(&v, "/syncer_startup_to_ready_ms", 1);
+
+    // One sample per spec changed and per status written.
+    assert_eq!(count(&v, "/steady_state/objects_updated"), latency_objects);
+    summary(&v, "/steady_state/latency_ms", latency_objects);
+    assert_eq!(count(&v, "/status_return/statuses_written"), latency_objects);
+    summary(&v, "/status_return/latency_ms", latency_objects);
+
+    assert_eq!(count(&v, "/syncer_rss/0/synced_objects"), 60);
+    let mib = positive(&v, "/syncer_rss/0/mib");
+    assert!(mib < 1024.0, "{mib}");
 }

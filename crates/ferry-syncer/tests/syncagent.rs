@@ -2049,6 +2049,60 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
         json!({ "size": 4, "defaulted": "by-service" }),
         "{copy}"
     );
+    // Every update records the state again: a field added, then removed, goes.
+    stage
+        .c1
+        .merge(
+            &remote_databases(),
+            Some("default"),
+            "stateful",
+            json!({ "spec": { "extra": "y" } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the field added",
+        |o| o["spec"]["extra"] == "y",
+    )
+    .await;
+    // A state Secret deleted behind the agent's back is written again.
+    stage
+        .service
+        .delete(&secrets(), Some("ferry-system"), &state_name)
+        .await;
+    stage
+        .c1
+        .merge(
+            &remote_databases(),
+            Some("default"),
+            "stateful",
+            json!({ "spec": { "extra": null } }),
+        )
+        .await;
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &name,
+        "the field removed",
+        |o| o["spec"].get("extra").is_none(),
+    )
+    .await;
+    assert_eq!(
+        copy["spec"],
+        json!({ "size": 4, "defaulted": "by-service" }),
+        "{copy}"
+    );
+    eventually(10, "the state Secret written again", || async {
+        stage
+            .service
+            .get(&secrets(), Some("ferry-system"), &state_name)
+            .await
+    })
+    .await;
     stage
         .c1
         .delete(&remote_databases(), Some("default"), "stateful")

@@ -90,18 +90,21 @@ impl StateStore {
             return;
         };
         let api = self.api();
-        let mut result = api.create(&PostParams::default(), &secret).await;
-        if let Err(kube::Error::Api(e)) = &result {
-            if e.code == 404 {
-                self.ensure_namespace().await;
-                result = api.create(&PostParams::default(), &secret).await;
+        // A state read or written before is a Secret that exists: it is replaced at
+        // once (an update is then one request, not a create refused with 409 and a
+        // replace); one deleted meanwhile is made again.
+        let known = self.cache.read().contains_key(name);
+        let replaced = if known {
+            match api.replace(name, &PostParams::default(), &secret).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => None,
+                other => Some(other.map(drop)),
             }
-        }
-        let result = match result {
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                api.replace(name, &PostParams::default(), &secret).await.map(drop)
-            }
-            other => other.map(drop),
+        } else {
+            None
+        };
+        let result = match replaced {
+            Some(result) => result,
+            None => self.create(&api, name, &secret).await,
         };
         match result {
             Ok(()) => {
@@ -110,6 +113,29 @@ impl StateStore {
             Err(e) => {
                 tracing::warn!(secret = name, namespace = %self.namespace, "recording the last-known state failed (the next update is a plain one): {e}")
             }
+        }
+    }
+
+    /// Creates the state Secret (and the namespace, if missing), or replaces one that
+    /// exists.
+    async fn create(
+        &self,
+        api: &Api<k8s_openapi::api::core::v1::Secret>,
+        name: &str,
+        secret: &k8s_openapi::api::core::v1::Secret,
+    ) -> Result<(), kube::Error> {
+        let mut result = api.create(&PostParams::default(), secret).await;
+        if let Err(kube::Error::Api(e)) = &result {
+            if e.code == 404 {
+                self.ensure_namespace().await;
+                result = api.create(&PostParams::default(), secret).await;
+            }
+        }
+        match result {
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                api.replace(name, &PostParams::default(), secret).await.map(drop)
+            }
+            other => other.map(drop),
         }
     }
 
