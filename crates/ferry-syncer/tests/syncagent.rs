@@ -126,6 +126,19 @@ struct Stage {
 }
 
 impl Stage {
+    /// The agent's APIExport once `pred` holds for it.
+    async fn export_when(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        wait_for(
+            &self.provider,
+            &apis("APIExport", "apiexports"),
+            None,
+            EXPORT,
+            what,
+            pred,
+        )
+        .await
+    }
+
     async fn start() -> Stage {
         init_logs();
         let kcp = TestHub::start().await;
@@ -278,22 +291,16 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
         ars["spec"]["versions"][0]["subresources"],
         json!({ "status": {} })
     );
-    let export = wait_for(
-        &stage.provider,
-        &apis("APIExport", "apiexports"),
-        None,
-        EXPORT,
-        "the export to list the schema and claim events",
-        |e| {
+    let export = stage
+        .export_when("the export to list the schema and claim events", |e| {
             e["spec"]["latestResourceSchemas"]
                 .as_array()
                 .is_some_and(|l| l.iter().any(|s| s == schema.as_str()))
                 && e["spec"]["permissionClaims"]
                     .as_array()
                     .is_some_and(|c| c.iter().any(|c| c["resource"] == "events"))
-        },
-    )
-    .await;
+        })
+        .await;
     // The provider's own schema and claim are kept.
     assert!(
         export["spec"]["latestResourceSchemas"]
@@ -1084,19 +1091,9 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
         )
         .await;
     // The namespace filter makes the export claim namespaces.
-    wait_for(
-        &stage.provider,
-        &apis("APIExport", "apiexports"),
-        None,
-        EXPORT,
-        "the namespaces claim",
-        |e| {
-            e["spec"]["permissionClaims"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["resource"] == "namespaces"))
-        },
-    )
-    .await;
+    stage
+        .export_when("the namespaces claim", |e| claims(e, "namespaces"))
+        .await;
     let remote = ar(EXPORT, "v1", "Probe", "probes");
     let local = ar("example.com", "v1", "Probe", "probes");
     stage.bind_accepting(&stage.c1, &remote).await;
@@ -1376,13 +1373,8 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
             ] }),
         )
         .await;
-    wait_for(
-        &stage.provider,
-        &apis("APIExport", "apiexports"),
-        None,
-        EXPORT,
-        "the export to claim secrets and configmaps",
-        |e| {
+    stage
+        .export_when("the export to claim secrets and configmaps", |e| {
             let claims = e["spec"]["permissionClaims"]
                 .as_array()
                 .cloned()
@@ -1390,9 +1382,8 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
             ["secrets", "configmaps", "namespaces"]
                 .iter()
                 .all(|r| claims.iter().any(|c| c["resource"] == *r))
-        },
-    )
-    .await;
+        })
+        .await;
     let remote = ar(EXPORT, "v1", "Certificate", "certificates");
     let local = ar("example.com", "v1", "Certificate", "certificates");
     stage.bind_accepting(&stage.c1, &remote).await;
@@ -1604,19 +1595,9 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
             ] }),
         )
         .await;
-    wait_for(
-        &stage.provider,
-        &apis("APIExport", "apiexports"),
-        None,
-        EXPORT,
-        "the export to claim secrets",
-        |e| {
-            e["spec"]["permissionClaims"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["resource"] == "secrets"))
-        },
-    )
-    .await;
+    stage
+        .export_when("the export to claim secrets", |e| claims(e, "secrets"))
+        .await;
     let remote = ar(EXPORT, "v1", "Certificate", "certificates");
     let local = ar("example.com", "v1", "Certificate", "certificates");
     stage.bind_accepting(&stage.c1, &remote).await;
@@ -1762,6 +1743,13 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
 /// identityHash, a consumer that binds both exports and accepts the claim has its
 /// Certificate synced down through the agent's virtual workspace (and its changes
 /// follow through the watch), while one that did not accept the claim keeps it.
+/// Whether the export claims `resource`.
+fn claims(export: &Value, resource: &str) -> bool {
+    export["spec"]["permissionClaims"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["resource"] == resource))
+}
+
 /// kcp refuses a claim on another export's resource without its identityHash;
 /// the agent still publishes the schema and names the claim and the fix.
 #[tokio::test(flavor = "multi_thread")]
@@ -1779,20 +1767,14 @@ async fn a_foreign_related_resource_without_identity_is_named_and_the_rest_is_pu
             }] }),
         )
         .await;
-    let export = wait_for(
-        &stage.provider,
-        &apis("APIExport", "apiexports"),
-        None,
-        EXPORT,
-        "the export to list the websites schema",
-        |e| {
+    let export = stage
+        .export_when("the export to list the websites schema", |e| {
             e["spec"]["latestResourceSchemas"].as_array().is_some_and(|l| {
                 l.iter()
                     .any(|s| s.as_str().is_some_and(|s| s.contains(".websites.")))
             })
-        },
-    )
-    .await;
+        })
+        .await;
     let claims = export["spec"]["permissionClaims"]
         .as_array()
         .cloned()
@@ -1873,20 +1855,17 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
             }] }),
         )
         .await;
-    wait_for(
-        &stage.provider,
-        &apis("APIExport", "apiexports"),
-        None,
-        EXPORT,
-        "the export to claim cert-manager's certificates by identity",
-        |e| {
-            e["spec"]["permissionClaims"].as_array().is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["resource"] == "certificates" && c["identityHash"] == identity.as_str())
-            })
-        },
-    )
-    .await;
+    stage
+        .export_when(
+            "the export to claim cert-manager's certificates by identity",
+            |e| {
+                e["spec"]["permissionClaims"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["resource"] == "certificates" && c["identityHash"] == identity.as_str())
+                })
+            },
+        )
+        .await;
     let remote = ar(EXPORT, "v1", "Website", "websites");
     let local = ar("example.com", "v1", "Website", "websites");
     let mut clusters = vec![];
