@@ -107,6 +107,19 @@ pub fn resources_from_schema(schema: &Value, binding: &str) -> Result<Vec<Resour
     Ok(rs)
 }
 
+/// The APIResourceSchemas `export` (in `cluster`) lists that exist, in its order.
+pub fn listed_schemas(hub: &crate::hub::Hub, cluster: &str, export: &Value) -> Vec<Value> {
+    export
+        .pointer("/spec/latestResourceSchemas")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|name| hub.store.get(&key(cluster, SCHEMAS, name)))
+        .map(|schema| schema.value())
+        .collect()
+}
+
 /// `group` and `resource` of a schema's spec.
 pub fn schema_group_resource(schema: &Value) -> (String, String) {
     let s = |p: &str| {

@@ -451,20 +451,7 @@ fn upstream_resources_except(
             "" => apis::identity_hash(&export_cluster, name, json::str_at(&export, "/metadata/uid")),
             h => h.to_string(),
         };
-        for schema_name in export
-            .pointer("/spec/latestResourceSchemas")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            let Some(schema) = hub
-                .store
-                .get(&apis::key(&export_cluster, apis::SCHEMAS, schema_name))
-            else {
-                continue;
-            };
-            let schema = schema.value();
+        for schema in apis::listed_schemas(hub, &export_cluster, &export) {
             let (group, resource) = apis::schema_group_resource(&schema);
             if ALWAYS_SYNCED.contains(&(group.as_str(), resource.as_str()))
                 || out.iter().any(|u| u.group == group && u.resource == resource)

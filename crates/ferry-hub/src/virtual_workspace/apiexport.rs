@@ -88,23 +88,7 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
             name: name.clone(),
         };
         let mut resources: Vec<ResourceInfo> = Vec::new();
-        for schema_name in export
-            .pointer("/spec/latestResourceSchemas")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            let schema_key = ObjectKey {
-                cluster: lc.name.clone(),
-                resource: apis::SCHEMAS.into(),
-                namespace: String::new(),
-                name: schema_name.into(),
-            };
-            let Some(schema) = hub.store.get(&schema_key) else {
-                continue;
-            };
-            let schema = schema.value();
+        for schema in apis::listed_schemas(hub, &lc.name, &export) {
             let (group, resource) = apis::schema_group_resource(&schema);
             if hub.registry.is_builtin(&group, &resource) {
                 resources.extend(builtin(hub, &group, &resource));
@@ -182,20 +166,7 @@ fn foreign(hub: &Hub, identity: &str, group: &str, resource: &str) -> Vec<Resour
         .collect();
     exports.sort_by(|a, b| (&a.0.cluster, &a.0.name).cmp(&(&b.0.cluster, &b.0.name)));
     for (key, export) in exports {
-        for schema_name in export
-            .pointer("/spec/latestResourceSchemas")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            let Some(schema) = hub
-                .store
-                .get(&apis::key(&key.cluster, apis::SCHEMAS, schema_name))
-            else {
-                continue;
-            };
-            let schema = schema.value();
+        for schema in apis::listed_schemas(hub, &key.cluster, &export) {
             if apis::schema_group_resource(&schema) != (group.to_string(), resource.to_string()) {
                 continue;
             }
