@@ -853,15 +853,7 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
         .is_none()
     {
         // A WMW made before the kind existed: give it the CRD.
-        let crd = serde_json::to_value(SinglePlacementSlice::crd()).unwrap_or_default();
-        let _ = service::create_internal(
-            hub,
-            &p.cluster,
-            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-            None,
-            crd,
-        )
-        .await;
+        install_crd(hub, &p.cluster, SinglePlacementSlice::crd()).await;
         return true;
     }
     match hub.store.get(&key) {
@@ -909,16 +901,22 @@ async fn ensure_customizer_kind(hub: &Arc<Hub>, p: &Placement) -> bool {
     {
         return false;
     }
-    let crd = serde_json::to_value(Customizer::crd()).unwrap_or_default();
-    let made = service::create_internal(
+    install_crd(hub, &p.cluster, Customizer::crd()).await
+}
+
+/// Install one of Ferry's CRDs in a WMW made before its kind existed;
+/// whether it was created.
+async fn install_crd(hub: &Arc<Hub>, cluster: &str, crd: impl serde::Serialize) -> bool {
+    let crd = serde_json::to_value(crd).unwrap_or_default();
+    service::create_internal(
         hub,
-        &p.cluster,
+        cluster,
         ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
         None,
         crd,
     )
-    .await;
-    made.is_ok()
+    .await
+    .is_ok()
 }
 
 /// Whether namespace `ns` of mailbox `cluster` holds objects the
@@ -1544,15 +1542,7 @@ async fn write_summaries(
         {
             if wanted.keys().any(|(c, _)| c == cluster) {
                 // A WMW made before the kind existed: give it the CRD.
-                let crd = serde_json::to_value(PlacementSummary::crd()).unwrap_or_default();
-                let _ = service::create_internal(
-                    hub,
-                    cluster,
-                    ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-                    None,
-                    crd,
-                )
-                .await;
+                install_crd(hub, cluster, PlacementSummary::crd()).await;
                 retry = true;
             }
             continue;
