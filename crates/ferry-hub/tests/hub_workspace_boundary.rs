@@ -6,13 +6,12 @@
 
 mod common;
 use base64::Engine;
+use common::tenants::{bind_cluster_role, cluster_role, ready_workspace, user, RBAC};
 use common::{admin, call, client_as, create, eventually, get_raw, rbac_path, token};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_hub::testing::TestHub;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
-
-const RBAC: &str = "rbac.authorization.k8s.io";
 
 /// mallory administers root:a only; alice administers root:b only; bob has
 /// nothing anywhere; eve is a member of root:a with a few narrow rights.
@@ -23,32 +22,6 @@ bob-token,bob,u-bob
 eve-token,eve,u-eve
 ";
 
-fn user(name: &str) -> Value {
-    json!({"kind": "User", "apiGroup": RBAC, "name": name})
-}
-
-/// Bind ClusterRole `role` to user `who` in the whole of `ws`.
-async fn bind_cluster_role(hub: &TestHub, ws: &str, binding: &str, role: &str, who: &str) {
-    create(
-        hub,
-        ws,
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": binding},
-            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": [user(who)]}),
-    )
-    .await;
-}
-
-async fn cluster_role(hub: &TestHub, ws: &str, name: &str, rules: Value) {
-    create(
-        hub,
-        ws,
-        &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}),
-    )
-    .await;
-}
-
 /// A hub with [`TOKENS`], workspaces root:a and root:b (a Secret
 /// `default/crown-jewels` in each), mallory cluster-admin of root:a and alice
 /// of root:b.
@@ -58,25 +31,8 @@ async fn tenants() -> (TestHub, tempfile::TempDir) {
     std::fs::write(&file, TOKENS).unwrap();
     let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
     for ws in ["a", "b"] {
-        create(
-            &hub,
-            "root",
-            "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-            json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
-        )
-        .await;
+        ready_workspace(&hub, ws).await;
         let path = format!("root:{ws}");
-        eventually(10, "workspace ready", || async {
-            let (code, _) = call(
-                &admin(&hub, &path).await,
-                "GET",
-                "/api/v1/namespaces/default",
-                None,
-            )
-            .await;
-            (code == 200).then_some(())
-        })
-        .await;
         create(
             &hub,
             &path,

@@ -14,35 +14,7 @@ pub const STATE_PREFIX: &str = "state.workload.kcp.io/";
 
 /// Create workspace `root:<name>`; returns its logical cluster name.
 pub async fn workspace(hub: &TestHub, name: &str) -> String {
-    create(
-        hub,
-        "root",
-        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
-    let path = format!("root:{name}");
-    eventually(10, "workspace ready", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/api/v1/namespaces/default",
-            None,
-        )
-        .await;
-        (code == 200).then_some(())
-    })
-    .await;
-    let ws = get(
-        hub,
-        "root",
-        &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}"),
-    )
-    .await;
-    ws["spec"]["cluster"]
-        .as_str()
-        .expect("logical cluster")
-        .to_string()
+    super::tenants::ready_workspace(hub, name).await
 }
 
 /// GET as admin; the object must exist.
