@@ -151,6 +151,7 @@ pub async fn generate(config: &kube::Config, args: &SyncagentGenArgs) -> anyhow:
             namespace: "default",
             id: &id,
             rules: kcp_rules(slice_name, &export),
+            also_bound: &[],
             lifetime: args.lifetime,
             field_manager: FIELD_MANAGER,
             context: "kcp",

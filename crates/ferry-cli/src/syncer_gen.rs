@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 const FIELD_MANAGER: &str = "ferry-syncer-gen";
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use ferry_hub::controllers::mailbox::{INVENTORY_CLUSTER_ANNOTATION, SYNC_TARGET_UID_ANNOTATION};
+use ferry_hub::controllers::upsync_role::UPSYNC_ROLE;
 /// Where the Deployment mounts the upstream kubeconfig Secret.
 pub const UPSTREAM_MOUNT: &str = "/ferry/upstream";
 
@@ -148,13 +149,21 @@ async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, S
     }
 }
 
-/// Rules for the syncer in its mailbox workspace: explicit verbs only — never
-/// `*` verbs, never escalate/bind/impersonate, no non-resource URLs — and the
-/// token is valid in that one workspace only.
+/// Rules for the syncer in its mailbox workspace: read everything placed
+/// there; update what it reports on (status, through the subresource or,
+/// for kinds without one, the object; heartbeats on SyncerConfigs); create
+/// Events and the Namespaces upsynced objects go into. It creates and
+/// deletes nothing else: the objects it upsyncs come from the ClusterRole
+/// the hub keeps from the SyncerConfigs' `upsync` sets
+/// ([`UPSYNC_ROLE`], bound beside this one), so the token can never make a
+/// ServiceAccount, a token, a Secret, RBAC or a workspace. Explicit verbs
+/// only, no escalate/bind/impersonate, no non-resource URLs, and the token is
+/// valid in that one workspace only.
 pub fn upstream_rules() -> Value {
     json!([
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-        {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get", "update", "patch"]},
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
     ])
 }
 
@@ -180,6 +189,7 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
             namespace: &args.upstream_namespace,
             id: &id,
             rules: upstream_rules(),
+            also_bound: &[UPSYNC_ROLE],
             lifetime: args.lifetime,
             field_manager: FIELD_MANAGER,
             context: "upstream",
@@ -242,6 +252,9 @@ pub struct Identity<'a> {
     pub id: &'a str,
     /// The ClusterRole's rules.
     pub rules: Value,
+    /// ClusterRoles kept by someone else (the hub) that the ServiceAccount
+    /// is bound to as well, each by a binding `<id>-<role>`.
+    pub also_bound: &'a [&'a str],
     /// The token's lifetime.
     pub lifetime: Duration,
     /// Field manager of the server-side applies.
@@ -284,6 +297,18 @@ pub async fn identity_kubeconfig(config: &kube::Config, who: &Identity<'_>) -> a
         .patch(id, &pp, &Patch::Apply(&binding))
         .await
         .with_context(|| format!("applying ClusterRoleBinding {id}"))?;
+    for role in who.also_bound {
+        let name = format!("{id}-{role}");
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": ns}],
+        });
+        rbac("ClusterRoleBinding", "clusterrolebindings")
+            .patch(&name, &pp, &Patch::Apply(&binding))
+            .await
+            .with_context(|| format!("applying ClusterRoleBinding {name}"))?;
+    }
     let token = service_account_token(&sas, id, who.lifetime).await?;
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     Ok(ferry_hub::kubeconfig::kubeconfig(
@@ -418,7 +443,7 @@ pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", args.output_file.display()))?;
     }
     let out = args.output_file.display();
-    eprintln!("Created in {}: ServiceAccount {}/{id}, ClusterRole {id}, ClusterRoleBinding {id}, and a token for them.", reg.workspace, args.upstream_namespace, id = reg.syncer_id);
+    eprintln!("Created in {}: ServiceAccount {}/{id}, ClusterRole {id}, ClusterRoleBindings {id} and {id}-{UPSYNC_ROLE} (what the SyncerConfigs there upsync, kept by the hub), and a token for them.", reg.workspace, args.upstream_namespace, id = reg.syncer_id);
     eprintln!("Wrote the syncer manifest to {out}. Next, on the workload cluster:");
     eprintln!("  kubectl apply -f {out}");
     eprintln!(

@@ -37,9 +37,20 @@ fn ferry(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
-    let hub = TestHub::start().await;
+/// What registering `florin` left: its mailbox, the manifest, the stand-in
+/// cluster it was applied to and the upstream kubeconfig its Secret holds.
+struct Registered {
+    mailbox: String,
+    manifest: std::path::PathBuf,
+    florin: TestHub,
+    upstream: kube::Config,
+    imw_kubeconfig: std::path::PathBuf,
+    mailbox_kubeconfig: std::path::PathBuf,
+}
+
+/// `ferry ensure location florin` in root:imw1, `ferry syncer-gen florin`
+/// in its mailbox, and the manifest applied with kubectl to a stand-in cluster.
+async fn register_florin(hub: &TestHub) -> Registered {
     let root = hub.client("root").await;
     let ws_ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
@@ -52,17 +63,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         .patch("imw1", &PatchParams::apply("test"), &Patch::Apply(&imw))
         .await
         .unwrap();
-    let imw_kc = write_kubeconfig(&hub, "root:imw1", "imw1.kubeconfig");
-
-    // Outside a mailbox workspace: an immediate, clear failure.
-    let out = ferry(
-        &["syncer-gen", "florin", "--syncer-image", "ferry:dev", "-o", "-"],
-        &imw_kc,
-    );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("mailbox workspace"), "{err}");
-
+    let imw_kc = write_kubeconfig(hub, "root:imw1", "imw1.kubeconfig");
     let out = ferry(
         &["ensure", "location", "florin", "loc-name=florin", "env=prod"],
         &imw_kc,
@@ -88,7 +89,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         }
     })
     .await;
-    let mb_kc = write_kubeconfig(&hub, &format!("root:{mailbox}"), "mailbox.kubeconfig");
+    let mb_kc = write_kubeconfig(hub, &format!("root:{mailbox}"), "mailbox.kubeconfig");
     let manifest = hub.data_dir().join("florin-syncer.yaml");
     let out = ferry(
         &[
@@ -107,12 +108,6 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         said.contains("kubectl apply -f"),
         "prints the next commands: {said}"
     );
-    // Wrong SyncTarget name for this mailbox: says which one it belongs to.
-    let out = ferry(
-        &["syncer-gen", "guilder", "--syncer-image", "ferry:dev", "-o", "-"],
-        &mb_kc,
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("florin"));
 
     // The stand-in cluster: kubectl apply -f the manifest.
     let florin = TestHub::start().await;
@@ -122,6 +117,58 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         "{}",
         String::from_utf8_lossy(&applied.stderr)
     );
+    let secrets = Api::<Secret>::all(florin.client("root").await)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let secret = secrets
+        .items
+        .iter()
+        .find(|s| s.data.as_ref().is_some_and(|d| d.contains_key("kubeconfig")))
+        .expect("the kubeconfig Secret");
+    let upstream_text = String::from_utf8(secret.data.as_ref().unwrap()["kubeconfig"].0.clone()).unwrap();
+    let upstream = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::from_yaml(&upstream_text).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    Registered {
+        mailbox,
+        manifest,
+        florin,
+        upstream,
+        imw_kubeconfig: imw_kc,
+        mailbox_kubeconfig: mb_kc,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
+    let hub = TestHub::start().await;
+    let Registered {
+        mailbox,
+        manifest,
+        florin,
+        upstream,
+        imw_kubeconfig,
+        mailbox_kubeconfig,
+    } = register_florin(&hub).await;
+
+    // Outside a mailbox workspace: an immediate, clear failure.
+    let out = ferry(
+        &["syncer-gen", "florin", "--syncer-image", "ferry:dev", "-o", "-"],
+        &imw_kubeconfig,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mailbox workspace"), "{err}");
+    // Wrong SyncTarget name for this mailbox: says which one it belongs to.
+    let out = ferry(
+        &["syncer-gen", "guilder", "--syncer-image", "ferry:dev", "-o", "-"],
+        &mailbox_kubeconfig,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("florin"));
 
     // Two replicas electing a leader, allowed to hold their Lease.
     let docs: Vec<serde_json::Value> =
@@ -149,22 +196,6 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
 
     // The syncer, configured as its pod would be.
     let fc = florin.client("root").await;
-    let secrets = Api::<Secret>::all(fc.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    let secret = secrets
-        .items
-        .iter()
-        .find(|s| s.data.as_ref().is_some_and(|d| d.contains_key("kubeconfig")))
-        .expect("the kubeconfig Secret");
-    let upstream_text = String::from_utf8(secret.data.as_ref().unwrap()["kubeconfig"].0.clone()).unwrap();
-    let upstream = kube::Config::from_custom_kubeconfig(
-        Kubeconfig::from_yaml(&upstream_text).unwrap(),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
     assert!(
         upstream.cluster_url.to_string().contains(&mailbox),
         "the upstream URL includes the workspace path"
@@ -245,6 +276,142 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
             let d = up_deploys.get("web").await.ok()?;
             (d.status?.available_replicas == Some(2)).then_some(())
         }
+    })
+    .await;
+    syncer.stop().await;
+}
+
+/// `method path` with a JSON body through `client`; the status code and body.
+async fn send(client: &kube::Client, method: &str, path: &str, body: &serde_json::Value) -> (u16, String) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap();
+    let resp = client.send(req).await.expect("an answer");
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
+    (code, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The token a syncer's manifest carries is what an attacker on the workload
+/// cluster gets: it must not mint tokens, make identities or workspaces, or
+/// grant itself anything in its mailbox — while the syncer still upsyncs
+/// exactly what the mailbox's SyncerConfig asks for.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() {
+    let hub = TestHub::start().await;
+    let Registered {
+        mailbox,
+        florin,
+        upstream,
+        ..
+    } = register_florin(&hub).await;
+    let stolen = kube::Client::try_from(upstream.clone()).unwrap();
+    let ns = "/api/v1/namespaces/default";
+    let attempts = [
+        (
+            "a ServiceAccount",
+            format!("{ns}/serviceaccounts"),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mint"}}),
+        ),
+        (
+            "a token for the default ServiceAccount",
+            format!("{ns}/serviceaccounts/default/token"),
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": []}}),
+        ),
+        (
+            "a service-account-token Secret",
+            format!("{ns}/secrets"),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                   "metadata": {"name": "mint", "annotations": {"kubernetes.io/service-account.name": "default"}}}),
+        ),
+        (
+            "a child workspace",
+            "/apis/tenancy.kcp.io/v1alpha1/workspaces".to_string(),
+            json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "mine"}}),
+        ),
+        (
+            "a ClusterRoleBinding to cluster-admin",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings".to_string(),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "mine"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                   "subjects": [{"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"}]}),
+        ),
+    ];
+    for (what, path, body) in &attempts {
+        let (code, answer) = send(&stolen, "POST", path, body).await;
+        assert_eq!(code, 403, "the syncer's token made {what}: {answer}");
+    }
+
+    // Positive twin: the syncer upsyncs what the SyncerConfig asks for, and
+    // the rights to do so follow the SyncerConfig (Secrets never).
+    let mb = hub.client(&format!("root:{mailbox}")).await;
+    let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
+        "spec": {"upsync": [{"apiGroup": "", "resources": ["configmaps", "secrets"], "namespaces": ["reports"], "names": ["*"]}]}});
+    let sc_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
+        "syncerconfigs",
+    );
+    Api::<DynamicObject>::all_with(mb.clone(), &sc_ar)
+        .patch("the-one", &PatchParams::apply("test"), &Patch::Apply(&config))
+        .await
+        .unwrap();
+    let roles = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(mb.clone());
+    let rules = eventually(20, "the upsync ClusterRole naming configmaps", || {
+        let roles = roles.clone();
+        async move {
+            let role = roles.get_opt("kubestellar-syncer-upsync").await.ok().flatten()?;
+            let rules = serde_json::to_string(&role.rules?).ok()?;
+            rules.contains("configmaps").then_some(rules)
+        }
+    })
+    .await;
+    assert!(
+        !rules.contains("secrets"),
+        "Secrets are never upsync-writable: {rules}"
+    );
+    let (code, answer) = send(
+        &stolen,
+        "POST",
+        &format!("{ns}/secrets"),
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain"}}),
+    )
+    .await;
+    assert_eq!(
+        code, 403,
+        "a SyncerConfig naming secrets does not let the token write them: {answer}"
+    );
+
+    let downstream = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(florin.kubeconfig()).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    let mut opts = ferry_syncer::SyncerOptions::new(upstream, downstream, "florin");
+    opts.heartbeat_period = Duration::from_secs(1);
+    let syncer = ferry_syncer::start(opts).await.unwrap();
+    let fc = florin.client("root").await;
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(fc.clone());
+    namespaces
+        .patch(
+            "reports",
+            &PatchParams::apply("test"),
+            &Patch::Apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "reports"}})),
+        )
+        .await
+        .unwrap();
+    let report = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "report", "namespace": "reports"}, "data": {"ok": "yes"}});
+    Api::<ConfigMap>::namespaced(fc.clone(), "reports")
+        .patch("report", &PatchParams::apply("test"), &Patch::Apply(&report))
+        .await
+        .unwrap();
+    let up = Api::<ConfigMap>::namespaced(mb.clone(), "reports");
+    eventually(20, "the upsynced ConfigMap in the mailbox", || {
+        let up = up.clone();
+        async move { up.get_opt("report").await.ok().flatten() }
     })
     .await;
     syncer.stop().await;

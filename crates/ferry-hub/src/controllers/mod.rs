@@ -24,6 +24,7 @@ pub mod placement;
 pub mod scheduling;
 pub mod security;
 pub mod synctarget;
+pub mod upsync_role;
 
 use std::sync::Arc;
 
@@ -125,6 +126,7 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Ve
         follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
         scheduling::spawn(hub.clone(), stop.clone()),
         follow::spawn(hub.clone(), kubernetes_service::KubernetesService, stop.clone()),
+        follow::spawn(hub.clone(), upsync_role::UpsyncRoles, stop.clone()),
     ];
     if mailboxes {
         running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
