@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ferry_hub::server::{start, HubOptions, RunningHub};
+use ferry_hub::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -508,6 +509,8 @@ async fn register(
     let mut opts = HubOptions::new(args.dir.join(name));
     opts.listen = "127.0.0.1:0".parse()?;
     opts.mailbox_controller = false;
+    // A distinct cluster, as a real one is: its own service and node-port ranges.
+    opts.service_ranges = ServiceRanges::distinct(stand_in_index(name));
     let cluster_hub = start(opts)
         .await
         .with_context(|| format!("starting the {name} stand-in cluster"))?;
@@ -678,4 +681,12 @@ fn print_summary(rows: &[WmwRow]) {
             }
         );
     }
+}
+
+/// A stable number for the stand-in cluster `name` (a hash of the name), so each
+/// stand-in keeps its own service ranges across re-runs over the same directory.
+pub fn stand_in_index(name: &str) -> u32 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(name.as_bytes());
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ferry_hub::server::{start, HubOptions, RunningHub};
+use ferry_hub::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::ProgressBar;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -136,6 +137,8 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
     let mut opts = HubOptions::new(args.dir.join("service"));
     opts.listen = "127.0.0.1:0".parse()?;
     opts.mailbox_controller = false;
+    // A distinct cluster, as a real one is: its own service and node-port ranges.
+    opts.service_ranges = ServiceRanges::distinct(crate::quickstart::stand_in_index("service"));
     let service_hub = start(opts).await.context("starting the service cluster")?;
 
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;

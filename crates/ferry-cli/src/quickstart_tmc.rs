@@ -18,6 +18,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use ferry_hub::server::{start, HubOptions, RunningHub};
+use ferry_hub::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::ProgressBar;
 use k8s_openapi::api::core::v1::{Secret, Service};
@@ -287,6 +288,8 @@ async fn register(
     let mut opts = HubOptions::new(dir.clone());
     opts.listen = "127.0.0.1:0".parse()?;
     opts.mailbox_controller = false;
+    // A distinct cluster, as a real one is: its own service and node-port ranges.
+    opts.service_ranges = ServiceRanges::distinct(crate::quickstart::stand_in_index(name));
     let cluster_hub = start(opts)
         .await
         .with_context(|| format!("starting the {name} stand-in cluster"))?;

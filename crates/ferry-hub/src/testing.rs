@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::server::{start, HubOptions, RunningHub};
+use crate::strategy::core::service::ServiceRanges;
 
 /// A kube-rs configuration from `kubeconfig` (its current context), pointed at
 /// `workspace` (a kcp path like `root:a`, a logical cluster name, or `*`)
@@ -55,6 +56,32 @@ pub fn etcd_requested() -> bool {
     std::env::var(STORAGE_ENV).is_ok_and(|v| v == "etcd")
 }
 
+/// File in a test hub's data directory recording the ranges it was given, so
+/// a restart over the same data keeps them.
+const RANGES_FILE: &str = "ferry-test-service-ranges";
+
+/// Every hub a test starts is a distinct cluster, as real clusters are: its
+/// own Service cluster-IP range and node-port range ([`ServiceRanges::distinct`]), so an object copied from one
+/// hub to another with the addresses its source allocated is refused there
+/// as a real cluster refuses it. A hub restarted over the same data directory
+/// keeps its ranges. Tests that need kube's defaults set `service_ranges`.
+pub fn distinct_cluster_ranges(data_dir: &Path) -> ServiceRanges {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let file = data_dir.join(RANGES_FILE);
+    let n = match std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    {
+        Some(n) => n,
+        None => {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = std::fs::write(&file, n.to_string());
+            n
+        }
+    };
+    ServiceRanges::distinct(n)
+}
+
 /// A hub on `127.0.0.1:<free port>` whose data lives as long as this value.
 pub struct TestHub {
     pub running: RunningHub,
@@ -90,6 +117,7 @@ impl TestHub {
         let data_dir = dir.path().to_path_buf();
         let mut opts = HubOptions::new(&data_dir);
         opts.listen = "127.0.0.1:0".parse().expect("address");
+        opts.service_ranges = distinct_cluster_ranges(&data_dir);
         let etcd = if etcd_requested() {
             let etcd =
                 TestEtcd::start().unwrap_or_else(|| panic!("{STORAGE_ENV}=etcd but {}", TestEtcd::MISSING));
@@ -152,6 +180,7 @@ impl TestHub {
     async fn resume(data_dir: &Path, listen: std::net::SocketAddr) -> TestHub {
         let mut opts = HubOptions::new(data_dir);
         opts.listen = listen;
+        opts.service_ranges = distinct_cluster_ranges(data_dir);
         let parked = parked().lock().remove(data_dir);
         let (etcd, etcd_options) = match parked {
             Some(p) => (p.etcd, Some(p.options)),

@@ -164,7 +164,7 @@ async fn every_workspace_has_the_kubernetes_service_and_it_comes_back() {
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use kube::api::Api;
 
-    let hub = TestHub::start().await;
+    let hub = TestHub::start_with(|o| o.service_ranges = Default::default()).await;
     let port = hub.running.addr.port();
     ok(
         hub.kubectl_stdin(&["create", "-f", "-"], Some(WORKSPACE)),

@@ -721,3 +721,84 @@ async fn a_default_syncer_goes_at_the_hubs_pace_and_an_explicit_qps_caps_it() {
     assert_eq!(syncer.request_limit(Side::Downstream), (25.0, 7));
     syncer.stop().await;
 }
+
+/// The two hubs are distinct clusters (their own service and node-port
+/// ranges), as a real workload cluster is distinct from its control plane:
+/// a Service or a Job copied with what the upstream allocated for it would be
+/// refused downstream. Copies carry intent only, and get their cluster IP,
+/// node ports, Job selector and generated labels from the cluster they land in.
+#[tokio::test]
+async fn services_and_jobs_land_with_what_the_destination_allocates() {
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
+    let services = ar("", "v1", "Service", "services");
+    let jobs = ar("batch", "v1", "Job", "jobs");
+    let web = mb
+        .create(
+            &services,
+            json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web", "namespace": "default" },
+                    "spec": { "type": "NodePort", "selector": { "app": "web" }, "ports": [{ "port": 80 }] } }),
+        )
+        .await;
+    let migrate = mb
+        .create(
+            &jobs,
+            json!({ "apiVersion": "batch/v1", "kind": "Job", "metadata": { "name": "migrate", "namespace": "default" },
+                    "spec": { "template": { "spec": { "restartPolicy": "Never",
+                        "containers": [{ "name": "m", "image": "busybox" }] } } } }),
+        )
+        .await;
+    mb.create(
+        &syncer_configs(),
+        syncer_config(
+            "the-one",
+            json!({ "namespaceScope": { "namespaces": ["default"], "resources": [
+                { "group": "", "apiVersion": "v1", "resource": "services" },
+                { "group": "batch", "apiVersion": "v1", "resource": "jobs" }
+            ] } }),
+        ),
+    )
+    .await;
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    let copy = wait_for(
+        &down,
+        &services,
+        Some("default"),
+        "web",
+        "the Service's copy",
+        |_| true,
+    )
+    .await;
+    let ranges = ferry_hub::testing::distinct_cluster_ranges(wec.data_dir());
+    let ip: std::net::Ipv4Addr = copy["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
+    assert!(ranges.contains_ip(ip), "{ip} is the workload cluster's own");
+    assert_ne!(copy["spec"]["clusterIP"], web["spec"]["clusterIP"]);
+    let node_port = copy["spec"]["ports"][0]["nodePort"].as_u64().unwrap() as u16;
+    assert!(
+        ranges.node_ports.contains(&node_port),
+        "{node_port} from the cluster's own range"
+    );
+    assert_eq!(copy["spec"]["selector"], web["spec"]["selector"]);
+
+    let job = wait_for(&down, &jobs, Some("default"), "migrate", "the Job's copy", |_| {
+        true
+    })
+    .await;
+    let uid = job["metadata"]["uid"].as_str().unwrap();
+    assert_ne!(Some(uid), migrate["metadata"]["uid"].as_str());
+    assert_eq!(
+        job["spec"]["selector"],
+        json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } })
+    );
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"]["controller-uid"],
+        uid
+    );
+    wait_ready(&syncer).await;
+    syncer.stop().await;
+}

@@ -33,6 +33,13 @@ pub struct Workload {
     pub defaults: fn(spec: &mut Map<String, Value>, meta: &Value),
     /// The kind's own rules on a new or updated object.
     pub validate: fn(obj: &Value) -> Vec<Cause>,
+    /// The kind's rules on a new object only (a Job's generated selector).
+    pub validate_create: fn(obj: &Value) -> Vec<Cause>,
+}
+
+/// `validate_create` of kinds with no rules of their own on create.
+pub fn no_create_rules(_obj: &Value) -> Vec<Cause> {
+    Vec::new()
 }
 
 fn dotted(path: &[&str]) -> String {
@@ -140,7 +147,7 @@ impl Strategy for Workload {
         self.default(obj)
     }
 
-    fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+    fn validate(&self, r: &Request, obj: &Value) -> Vec<Cause> {
         let template = self.template_value(obj);
         let path = self.template_path();
         let mut causes = Vec::new();
@@ -152,6 +159,9 @@ impl Strategy for Workload {
             Some(t) => causes.extend(validate_pod_spec(t.get("spec"), &format!("{path}.spec"))),
         }
         causes.extend((self.validate)(obj));
+        if r.verb == "create" {
+            causes.extend((self.validate_create)(obj));
+        }
         causes
     }
 

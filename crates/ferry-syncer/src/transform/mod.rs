@@ -18,6 +18,7 @@
 //!
 //! Upsync is the mirror image with [`upstream_copy`], which keeps `status`.
 
+pub mod allocated;
 mod compare;
 mod ownership;
 mod strip;
@@ -67,7 +68,8 @@ impl From<&WatchTarget> for ObjectType {
 }
 
 /// The object to write on the destination side for `source`, travelling in `direction`:
-/// server-set fields stripped (see [`strip_server_fields`]), `status` too when going
+/// server-set fields stripped (see [`strip_server_fields`]) and what the source's API
+/// server allocated for its own cluster (see [`allocated`]), `status` too when going
 /// down (it is the destination's to report), `apiVersion`/`kind` of `ty`, name and
 /// namespace of `dest`, marked by `marks` as this syncer's copy, plus the bookkeeping
 /// annotations [`needs_update`] and [`merge_for_update`] rely on.
@@ -93,6 +95,7 @@ pub fn desired_copy_with(
 ) -> Value {
     let mut copy = source.clone();
     strip_server_fields(&mut copy);
+    allocated::drop_allocated(&mut copy, ty);
     if let Some(obj) = copy.as_object_mut() {
         if direction == Direction::Downsync {
             obj.remove("status");

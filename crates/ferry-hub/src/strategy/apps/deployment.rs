@@ -15,6 +15,7 @@ pub static STRATEGY: Workload = Workload {
     template_immutable: false,
     defaults,
     validate,
+    validate_create: crate::strategy::workload::no_create_rules,
 };
 
 /// `replicas: 1`, a 25%/25% rolling update, 10 old ReplicaSets kept, 600s

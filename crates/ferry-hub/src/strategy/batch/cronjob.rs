@@ -15,6 +15,7 @@ pub static STRATEGY: Workload = Workload {
     template_immutable: false,
     defaults,
     validate,
+    validate_create: crate::strategy::workload::no_create_rules,
 };
 
 fn defaults(spec: &mut Map<String, Value>, _meta: &Value) {

@@ -40,6 +40,18 @@ impl Default for ServiceRanges {
 }
 
 impl ServiceRanges {
+    /// The `n`th of a set of ranges that differ from each other and from the
+    /// defaults, for hubs standing in for distinct clusters (the quickstarts'
+    /// and the tests'): cluster IPs from `10.<128 + n % 64>.0.0/16`, node ports
+    /// from the `n % 5`th 512-port slice of 30000-32767.
+    pub fn distinct(n: u32) -> ServiceRanges {
+        let first_port = 30000 + (n % 5) as u16 * 512;
+        ServiceRanges {
+            cluster_ip: (Ipv4Addr::new(10, 128 + (n % 64) as u8, 0, 0), 16),
+            node_ports: first_port..=first_port + 511,
+        }
+    }
+
     /// Parse `--service-cluster-ip-range` (`10.96.0.0/12`, IPv4 only).
     pub fn parse_cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
         let (ip, prefix) = s

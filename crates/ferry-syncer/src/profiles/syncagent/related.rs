@@ -579,6 +579,11 @@ fn desired(spec: &RelatedResourceSpec, r: &Resolved, existing: Option<&Value>) -
     } else {
         format!("{group}/{version}")
     });
+    let ty = crate::transform::ObjectType::new(
+        copy["apiVersion"].as_str().unwrap_or_default(),
+        copy["kind"].as_str().unwrap_or_default(),
+    );
+    crate::transform::allocated::drop_allocated(&mut copy, &ty);
     copy["metadata"]["name"] = json!(r.name);
     if r.namespace.is_empty() {
         if let Some(m) = copy["metadata"].as_object_mut() {
