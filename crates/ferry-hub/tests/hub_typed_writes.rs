@@ -470,3 +470,48 @@ async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
     let stored: Value = serde_json::from_slice(&resp.into_body().collect_bytes().await.unwrap()).unwrap();
     assert!(stored["spec"].get("colour").is_none(), "pruned: {stored}");
 }
+
+/// A Job as another cluster stored it (its generated selector and labels carry
+/// that Job's uid) is refused on create, as kube-apiserver refuses it, so a
+/// hub standing in for a cluster catches a copy that kept them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_with_another_jobs_generated_selector_is_refused_as_kube_does() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let path = "/apis/batch/v1/namespaces/default/jobs";
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "pi", "image": "perl"}]}}}});
+    let (code, stored) = call(&client, "POST", path, Some(&job)).await;
+    assert_eq!(code, 201, "{stored}");
+    let uid = stored["metadata"]["uid"].as_str().unwrap().to_string();
+    assert_eq!(
+        stored["spec"]["template"]["metadata"]["labels"]["controller-uid"],
+        uid.as_str()
+    );
+    let (code, body) = call(&client, "DELETE", &format!("{path}/pi"), None).await;
+    assert_eq!(code, 200, "{body}");
+
+    let mut copied = stored.clone();
+    for field in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "generation",
+        "managedFields",
+    ] {
+        copied["metadata"].as_object_mut().unwrap().remove(field);
+    }
+    copied.as_object_mut().unwrap().remove("status");
+    let (code, body) = call(&client, "POST", path, Some(&copied)).await;
+    assert_eq!(code, 422, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spec.template.metadata.labels[controller-uid]")
+            && message.contains("`selector` not auto-generated"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(&format!("must be '{uid}'")),
+        "names the new uid, not the old: {message}"
+    );
+}
