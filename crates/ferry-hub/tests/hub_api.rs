@@ -908,3 +908,51 @@ async fn apiservices_describe_what_is_served_including_crd_groups() {
     })
     .await;
 }
+
+/// A DELETE answers as kube-apiserver does: an object removed at once is a
+/// `Success` Status naming it (kube-rs's `Right`, "deleted now") for most
+/// kinds, custom resources included; the kinds whose kube storage returns the
+/// deleted object (Services, Pods, ServiceAccounts, ...) return it; an object
+/// a finalizer holds is returned, marked.
+#[tokio::test]
+async fn delete_answers_a_status_or_the_object_as_kube_apiserver_does() {
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    cms.create(&PostParams::default(), &cm("gone", &[]))
+        .await
+        .unwrap();
+    let status = cms
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap()
+        .right()
+        .expect("a ConfigMap removed at once answers a Status");
+    assert_eq!(status.status, Some(kube::core::response::StatusSummary::Success));
+    let details = status.details.expect("details");
+    assert_eq!(
+        (details.name.as_str(), details.kind.as_str()),
+        ("gone", "configmaps")
+    );
+    assert!(!details.uid.is_empty());
+
+    let mut held = cm("held", &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&PostParams::default(), &held).await.unwrap();
+    let left = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("an object a finalizer holds is returned");
+    assert!(left.metadata.deletion_timestamp.is_some());
+
+    let sas: Api<ServiceAccount> = Api::namespaced(c.clone(), "default");
+    let sa: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap();
+    sas.create(&PostParams::default(), &sa).await.unwrap();
+    let deleted = sas.delete("robot", &DeleteParams::default()).await.unwrap();
+    assert!(
+        deleted.is_left(),
+        "ServiceAccounts return the deleted object, as in kube"
+    );
+}

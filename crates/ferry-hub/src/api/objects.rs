@@ -396,10 +396,54 @@ fn delete_options(s: &Scope, body: &Bytes) -> Result<DeleteOptions, ApiError> {
     Ok(o)
 }
 
+/// Resources whose kube-apiserver storage answers a DELETE with the deleted
+/// object (`ReturnDeletedObject`); every other resource, custom resources
+/// included, answers an object removed at once with a `Success` Status naming
+/// it, which clients such as kube-rs read as "deleted now".
+const RETURNS_DELETED_OBJECT: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "persistentvolumes"),
+    ("", "persistentvolumeclaims"),
+    ("", "pods"),
+    ("", "podtemplates"),
+    ("", "resourcequotas"),
+    ("", "services"),
+    ("", "serviceaccounts"),
+    ("resource.k8s.io", "deviceclasses"),
+    ("resource.k8s.io", "devicetaintrules"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceclaimtemplates"),
+    ("resource.k8s.io", "resourceslices"),
+    ("storage.k8s.io", "csidrivers"),
+    ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "storageclasses"),
+    ("storage.k8s.io", "volumeattachments"),
+    ("storage.k8s.io", "volumeattributesclasses"),
+];
+
 pub async fn delete(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
     let opts = delete_options(s, &body)?;
     let v = service::delete(s, &opts).await?;
+    let removed = v.pointer("/metadata/deletionTimestamp").is_none();
+    let returns_object = RETURNS_DELETED_OBJECT.contains(&(s.info.group.as_str(), s.info.resource.as_str()));
+    if removed && !returns_object {
+        return Ok(json_value(StatusCode::OK, &deleted_status(&s.info, &v)));
+    }
     Ok(respond_object(s, StatusCode::OK, v))
+}
+
+/// kube-apiserver's answer to a DELETE that removed `obj` at once.
+fn deleted_status(info: &ResourceInfo, obj: &Value) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+        "details": {
+            "name": obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+            "group": info.group,
+            // kube-apiserver puts the resource here, as it says, "Yes we set Kind field to resource."
+            "kind": info.resource,
+            "uid": obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+        },
+    })
 }
 
 pub async fn delete_collection(s: &Scope, body: Bytes) -> Result<Response, ApiError> {
