@@ -530,6 +530,7 @@ async fn register(
         burst: None,
         kubeconfig: None,
         context: None,
+        downstream_access: Default::default(),
     };
     let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
     std::fs::write(&gen_args.output_file, &reg.manifest)?;

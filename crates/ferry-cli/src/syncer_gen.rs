@@ -59,6 +59,12 @@ pub struct SyncerGenArgs {
     /// Context in the kubeconfig.
     #[arg(long)]
     pub context: Option<String>,
+    /// The syncer's rights on the workload cluster: `cluster-admin` (as
+    /// KubeStellar's syncer has; it can install any application, RBAC included)
+    /// or `restricted` (explicit verbs; RBAC granting rights the syncer lacks,
+    /// such as a ClusterRole with `*` rules, is refused by the cluster).
+    #[arg(long, value_enum, default_value_t = DownstreamAccess::ClusterAdmin)]
+    pub downstream_access: DownstreamAccess,
 }
 
 /// What registration produced.
@@ -167,13 +173,35 @@ pub fn upstream_rules() -> Value {
     ])
 }
 
-/// Rules for the syncer on the workload cluster: it creates and removes the
-/// objects it syncs (any kind, including Namespaces and CRDs) and records Events.
-pub fn downstream_rules() -> Value {
-    json!([
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-        {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get", "update", "patch"]},
-    ])
+/// How much the syncer may do on the workload cluster.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DownstreamAccess {
+    /// Everything, as KubeStellar's syncer is bound to cluster-admin: it can
+    /// install what applications ship, RBAC that grants any rights included.
+    #[default]
+    ClusterAdmin,
+    /// Explicit verbs on every resource, no escalate/bind/impersonate: RBAC that
+    /// grants rights the syncer does not hold (a ClusterRole with `*` rules, a
+    /// binding to cluster-admin) is refused by the cluster.
+    Restricted,
+}
+
+/// Rules for the syncer on the workload cluster. With `ClusterAdmin` it may do
+/// anything (whoever may place workloads there can run any pod, which reaches
+/// any identity of the cluster anyway); with `Restricted` it creates and
+/// removes the objects it syncs (any kind, including Namespaces and CRDs) with
+/// explicit verbs and records Events.
+pub fn downstream_rules(access: DownstreamAccess) -> Value {
+    match access {
+        DownstreamAccess::ClusterAdmin => json!([
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]},
+        ]),
+        DownstreamAccess::Restricted => json!([
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+            {"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get", "update", "patch"]},
+        ]),
+    }
 }
 
 /// Register: create the upstream identity and build the downstream manifest.
@@ -240,7 +268,7 @@ fn manifest(
         volume: "upstream",
         mount: UPSTREAM_MOUNT,
         kubeconfig,
-        rules: downstream_rules(),
+        rules: downstream_rules(args.downstream_access),
     }))
 }
 
@@ -468,8 +496,16 @@ mod tests {
     }
 
     #[test]
+    fn downstream_access_is_cluster_admin_unless_restricted() {
+        assert_eq!(
+            downstream_rules(DownstreamAccess::default())[0]["verbs"],
+            json!(["*"])
+        );
+    }
+
+    #[test]
     fn rules_never_grant_wildcard_verbs() {
-        for rules in [upstream_rules(), downstream_rules()] {
+        for rules in [upstream_rules(), downstream_rules(DownstreamAccess::Restricted)] {
             for rule in rules.as_array().unwrap() {
                 let verbs = rule["verbs"].as_array().unwrap();
                 assert!(!verbs

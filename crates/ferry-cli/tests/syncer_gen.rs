@@ -416,3 +416,47 @@ async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() 
     .await;
     syncer.stop().await;
 }
+
+/// By default the syncer's identity on the workload cluster is cluster-admin,
+/// as KubeStellar's is: applications ship RBAC with `*` rules, and a syncer
+/// holding less could not install them.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_downstream_identity_can_install_rbac_that_grants_everything() {
+    let hub = TestHub::start().await;
+    let Registered { manifest, florin, .. } = register_florin(&hub).await;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let sa = docs.iter().find(|d| d["kind"] == "ServiceAccount").unwrap();
+    let (name, namespace) = (
+        sa["metadata"]["name"].as_str().unwrap(),
+        sa["metadata"]["namespace"].as_str().unwrap(),
+    );
+    let sas =
+        Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(florin.client("root").await, namespace);
+    let request: k8s_openapi::api::authentication::v1::TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": []}})).unwrap();
+    let token = sas
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let mut config = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::read_from(florin.kubeconfig()).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    config.auth_info.token = Some(token.into());
+    let as_syncer = kube::Client::try_from(config).unwrap();
+    let (code, answer) = send(
+        &as_syncer,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "argocd-application-controller"},
+               "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+    )
+    .await;
+    assert_eq!(code, 201, "the syncer installs a wildcard ClusterRole: {answer}");
+}
