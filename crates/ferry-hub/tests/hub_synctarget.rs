@@ -41,36 +41,7 @@ async fn hub_with(threshold: Duration) -> (TestHub, tempfile::TempDir) {
 
 /// Create workspace `root:<name>`; returns its logical cluster name.
 async fn workspace(hub: &TestHub, name: &str) -> String {
-    create(
-        hub,
-        "root",
-        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
-    let path = format!("root:{name}");
-    eventually(10, "workspace ready", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/api/v1/namespaces/default",
-            None,
-        )
-        .await;
-        (code == 200).then_some(())
-    })
-    .await;
-    let (_, ws) = call(
-        &admin(hub, "root").await,
-        "GET",
-        &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}"),
-        None,
-    )
-    .await;
-    ws["spec"]["cluster"]
-        .as_str()
-        .expect("logical cluster")
-        .to_string()
+    common::tenants::ready_workspace(hub, name).await
 }
 
 fn sync_target(name: &str, exports: Value) -> Value {
