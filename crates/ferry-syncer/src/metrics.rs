@@ -30,6 +30,12 @@ struct ResourceLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    resource: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DirectionLabels {
     direction: SyncDirection,
 }
@@ -44,6 +50,7 @@ pub struct Metrics {
     registry: Registry,
     synced: Family<ResourceLabels, Counter>,
     errors: Family<ResourceLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
     duration: Family<DirectionLabels, Histogram>,
     heartbeats: Counter,
     connection: Family<SideLabels, Gauge>,
@@ -79,6 +86,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let synced = Family::<ResourceLabels, Counter>::default();
         let errors = Family::<ResourceLabels, Counter>::default();
+        let refusals = Family::<RefusalLabels, Counter>::default();
         let duration = Family::<DirectionLabels, Histogram>::new_with_constructor(|| {
             Histogram::new([
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -104,6 +112,11 @@ impl Metrics {
             errors.clone(),
         );
         registry.register(
+            "syncer_sync_refusals",
+            "Objects an API server refused as sent, counted once per change of its message, by resource and Status reason",
+            refusals.clone(),
+        );
+        registry.register(
             "syncer_heartbeat",
             "Heartbeats written upstream",
             heartbeats.clone(),
@@ -125,12 +138,23 @@ impl Metrics {
             registry,
             synced,
             errors,
+            refusals,
             duration,
             heartbeats,
             connection,
             queue_depth,
             published_resources: Gauge::default(),
         }
+    }
+
+    /// An object of `resource` refused for `reason` (a Status reason, e.g. `Invalid`).
+    pub fn refused(&self, resource: &str, reason: &str) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                resource: resource.into(),
+                reason: reason.into(),
+            })
+            .inc();
     }
 
     /// The number of PublishedResources the agent manages (see [`Metrics::for_profile`]).

@@ -802,3 +802,115 @@ async fn services_and_jobs_land_with_what_the_destination_allocates() {
     wait_ready(&syncer).await;
     syncer.stop().await;
 }
+
+/// A copy the workload cluster refuses is named, with the cluster's own
+/// message on one line, in the SyncerConfig's status and its Syncing
+/// condition (where the hub's placement translator picks it up for whoever
+/// placed the object), and goes from there once the object is fixed.
+#[tokio::test]
+async fn a_refused_copy_is_named_with_the_clusters_message_until_it_is_fixed() {
+    let Stage {
+        up,
+        wec,
+        ws,
+        mb,
+        down,
+    } = Stage::start().await;
+    let services = ar("", "v1", "Service", "services");
+    // A node port kept on purpose, from the upstream's range: the workload
+    // cluster's range is another, so it refuses the copy.
+    let port = *ferry_hub::testing::distinct_cluster_ranges(up.data_dir())
+        .node_ports
+        .start();
+    let theirs = ferry_hub::testing::distinct_cluster_ranges(wec.data_dir());
+    assert!(
+        !theirs.node_ports.contains(&port),
+        "the two hubs' node-port ranges differ"
+    );
+    mb.create(
+        &services,
+        json!({ "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": "pinned", "namespace": "default",
+                              "annotations": { "control.kubestellar.io/preserve": "nodeport" } },
+                "spec": { "type": "NodePort", "ports": [{ "port": 80, "nodePort": port }] } }),
+    )
+    .await;
+    mb.create(
+        &syncer_configs(),
+        syncer_config(
+            "the-one",
+            json!({ "namespaceScope": { "namespaces": ["default"], "resources": [
+                { "group": "", "apiVersion": "v1", "resource": "services" }
+            ] } }),
+        ),
+    )
+    .await;
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    let config = eventually(20, "the refusal in the SyncerConfig's status", || async {
+        let config = mb.get(&syncer_configs(), None, "the-one").await?;
+        (config["status"]["refusedCount"] == 1).then_some(config)
+    })
+    .await;
+    let refused = &config["status"]["refused"][0];
+    assert_eq!(
+        (
+            refused["resource"].as_str(),
+            refused["namespace"].as_str(),
+            refused["name"].as_str(),
+            refused["side"].as_str()
+        ),
+        (
+            Some("core/services"),
+            Some("default"),
+            Some("pinned"),
+            Some("downstream")
+        )
+    );
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.ports[0].nodePort") && message.contains("not in the valid range"),
+        "the cluster's own message: {message}"
+    );
+    assert!(
+        !message.contains('\n') && !message.contains("Status {") && !message.contains("ApiError"),
+        "{message}"
+    );
+    let syncing = config["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Syncing")
+        .unwrap();
+    assert_eq!(
+        (syncing["status"].as_str(), syncing["reason"].as_str()),
+        (Some("False"), Some("CopiesRefused"))
+    );
+    assert!(
+        syncing["message"].as_str().unwrap().contains("default/pinned"),
+        "{syncing}"
+    );
+
+    // Fixed upstream: the copy lands, and the refusal is gone.
+    mb.merge(
+        &services,
+        Some("default"),
+        "pinned",
+        json!({ "metadata": { "annotations": { "control.kubestellar.io/preserve": null } } }),
+    )
+    .await;
+    wait_for(
+        &down,
+        &services,
+        Some("default"),
+        "pinned",
+        "the fixed Service's copy",
+        |_| true,
+    )
+    .await;
+    eventually(20, "the refusal cleared", || async {
+        let config = mb.get(&syncer_configs(), None, "the-one").await?;
+        config["status"].get("refused").is_none().then_some(())
+    })
+    .await;
+    syncer.stop().await;
+}

@@ -178,4 +178,31 @@ pub struct SyncerConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::metav1_conditions")]
     pub conditions: Vec<Condition>,
+
+    /// Objects a cluster's API server refused as the syncer sent them, with the
+    /// server's message (at most 50 are listed). Added by Ferry; the hub's
+    /// placement translator shows them to whoever placed each object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedObject>,
+
+    /// How many objects are refused in all (the list stops at 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_count: Option<i64>,
+}
+
+/// An object an API server refused, named as it is in this workspace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedObject {
+    /// API group and resource, e.g. `core/services` or `batch/jobs`.
+    pub resource: String,
+    /// Namespace; empty for a cluster-scoped object.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Which API server refused it: `downstream` (the cluster) or `upstream`.
+    pub side: String,
+    /// The API server's message, on one line.
+    pub message: String,
 }

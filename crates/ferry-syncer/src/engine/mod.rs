@@ -11,6 +11,7 @@ pub mod problems;
 pub mod queue;
 pub mod raw;
 pub mod reconcile;
+pub mod refusals;
 pub mod retry;
 pub mod store;
 
@@ -151,6 +152,8 @@ pub struct Engine {
     initial_sync: AtomicBool,
     /// Last failure message per key, so each distinct failure posts one Event.
     pub last_errors: Mutex<HashMap<Key, String>>,
+    /// Objects an API server refused, until they sync or go.
+    pub refusals: refusals::Refusals,
     /// Keys whose work waits for an unreachable side, queued again when it answers.
     waiting: Mutex<HashMap<Side, HashSet<Key>>>,
     /// Destination namespaces no longer wanted, and since when (see
@@ -190,6 +193,7 @@ impl Engine {
             status_now: tokio::sync::Notify::new(),
             initial_sync: AtomicBool::new(false),
             last_errors: Mutex::new(HashMap::new()),
+            refusals: refusals::Refusals::default(),
             waiting: Mutex::new(HashMap::new()),
             unwanted_namespaces: Mutex::new(HashMap::new()),
         })
@@ -341,6 +345,9 @@ impl Engine {
                 if !self.last_errors.lock().is_empty() {
                     self.last_errors.lock().remove(key);
                 }
+                if self.refusals.clear(key) {
+                    self.status_now.notify_one();
+                }
                 return;
             }
             Err(error) => error,
@@ -355,11 +362,27 @@ impl Engine {
                 return;
             }
         }
+        if let Some(refusal) = self.refusal(flow, key, &error) {
+            // Refused as sent: said once per change of message, retried slowly,
+            // and shown to whoever placed the object through the profile's status.
+            let reason = refusal.reason.clone();
+            if self.refusals.set(key.clone(), refusal) {
+                tracing::warn!(resource = %flow.target.id, object = %key, "refused: {error}");
+                self.metrics.refused(&flow.resource_name(), &reason);
+                self.status_now.notify_one();
+            } else {
+                tracing::debug!(resource = %flow.target.id, object = %key, "still refused: {error}");
+            }
+            reconcile::report_failure(self, flow, key, &error);
+            self.queue
+                .retry_with(key.clone(), refusals::SLOW_MIN, refusals::SLOW_MAX);
+            return;
+        }
         let failures = self.queue.failures(key);
-        if failures < 3 {
-            tracing::debug!(resource = %flow.target.id, object = %key, "{error}");
+        if failures == 3 {
+            tracing::warn!(resource = %flow.target.id, object = %key, "{error} (retrying)");
         } else {
-            tracing::warn!(resource = %flow.target.id, object = %key, "{error}");
+            tracing::debug!(resource = %flow.target.id, object = %key, "{error}");
         }
         // A copy waiting a moment for its namespace's own copy (flows run
         // concurrently) is not worth an Event; one that keeps waiting is.
@@ -368,6 +391,41 @@ impl Engine {
             reconcile::report_failure(self, flow, key, &error);
         }
         self.queue.retry(key.clone());
+    }
+
+    /// `error` as a refusal of `key`'s object, if an API server refused the request
+    /// as sent (see [`refusals::is_refusal`]). The object named is the upstream one,
+    /// which is what the user placed.
+    fn refusal(&self, flow: &Flow, key: &Key, error: &reconcile::SyncError) -> Option<refusals::Refusal> {
+        let reconcile::SyncError::Request {
+            side,
+            source: kube::Error::Api(status),
+            ..
+        } = error
+        else {
+            return None;
+        };
+        if !refusals::is_refusal(status.code) {
+            return None;
+        }
+        let upstream = match flow.target.direction {
+            Direction::Downsync => key.source().unwrap_or(key.dest()),
+            Direction::Upsync => key.dest(),
+        };
+        let id = flow.resource_id(Side::Upstream);
+        let group = if id.group.is_empty() {
+            "core"
+        } else {
+            id.group.as_str()
+        };
+        Some(refusals::Refusal {
+            side: *side,
+            resource: format!("{group}/{}", id.resource),
+            namespace: upstream.namespace.clone().unwrap_or_default(),
+            name: upstream.name.clone(),
+            reason: status.reason.clone(),
+            message: refusals::server_message(&kube::Error::Api(status.clone())),
+        })
     }
 
     /// Re-resolves whenever woken, and every `discovery_refresh` while something is missing.

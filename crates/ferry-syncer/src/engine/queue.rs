@@ -136,10 +136,15 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
 
     /// Re-adds `key` after its backoff delay, which doubles with each consecutive failure.
     pub fn retry(self: &Arc<Self>, key: K) {
+        self.retry_with(key, self.min_backoff, self.max_backoff);
+    }
+
+    /// [`WorkQueue::retry`] with its own bounds (slower, for a refused object).
+    pub fn retry_with(self: &Arc<Self>, key: K, min: Duration, max: Duration) {
         let delay = {
             let mut inner = self.inner.lock();
             let failures = inner.failures.entry(key.clone()).or_insert(0);
-            let delay = backoff(self.min_backoff, self.max_backoff, *failures);
+            let delay = backoff(min, max, *failures);
             *failures = failures.saturating_add(1);
             delay
         };

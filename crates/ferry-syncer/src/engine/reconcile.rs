@@ -27,7 +27,7 @@ pub const FIELD_MANAGER: &str = "ferry-syncer";
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
     /// A request failed.
-    #[error("{action} {resource} {object} on the {side} side: {source}")]
+    #[error("{action} {resource} {object} on the {side} side: {}", super::refusals::server_message(.source))]
     Request {
         /// What was attempted (`create`, `update`, `delete`, `get`, `update status of`).
         action: &'static str,
@@ -175,7 +175,12 @@ impl Writer<'_> {
                     },
                     Problem {
                         permission: true,
-                        message: permission_message(self.side, verb, &shown, &source.to_string()),
+                        message: permission_message(
+                            self.side,
+                            verb,
+                            &shown,
+                            &super::refusals::server_message(&source),
+                        ),
                     },
                 );
                 if new {

@@ -242,6 +242,8 @@ pub struct ConditionInputs {
     pub missing: Vec<String>,
     /// Permission problems naming verb, resource and side.
     pub denied: Vec<String>,
+    /// Objects an API server refused (`<resource> <namespace/name>: <message>`).
+    pub refused: Vec<String>,
     /// How many resource types the config makes the syncer watch.
     pub watched: usize,
     /// The syncer's readiness.
@@ -256,6 +258,7 @@ impl Default for ConditionInputs {
             errors: vec![],
             missing: vec![],
             denied: vec![],
+            refused: vec![],
             watched: 0,
             ready: Ok(()),
             generation: None,
@@ -327,6 +330,19 @@ pub fn inputs_for(
     let (Some((downsync, upsync)), Some(discovery)) = (resolved, discovery) else {
         return inputs;
     };
+    inputs.refused = engine
+        .refusals
+        .all()
+        .iter()
+        .map(|r| {
+            let object = if r.namespace.is_empty() {
+                r.name.clone()
+            } else {
+                format!("{}/{}", r.namespace, r.name)
+            };
+            format!("{} {object}: {}", r.resource, r.message)
+        })
+        .collect();
     let flows = engine.flows();
     for (targets, other, side) in [
         (&downsync.targets, &discovery.downstream, "downstream"),
@@ -409,6 +425,14 @@ pub fn build_conditions(inputs: &ConditionInputs, existing: &[Value], now: &str,
         condition(SYNCING, false, "PermissionDenied", all.join("; "), g)
     } else if !inputs.missing.is_empty() {
         condition(SYNCING, false, "ResourcesMissing", inputs.missing.join("; "), g)
+    } else if !inputs.refused.is_empty() {
+        condition(
+            SYNCING,
+            false,
+            "CopiesRefused",
+            refused_message(&inputs.refused),
+            g,
+        )
     } else {
         condition(
             SYNCING,
@@ -447,6 +471,23 @@ pub fn build_conditions(inputs: &ConditionInputs, existing: &[Value], now: &str,
         c["lastTransitionTime"] = previous.unwrap_or_else(|| now.into());
     }
     out
+}
+
+/// Refusals a condition names by object.
+const NAMED_REFUSALS: usize = 5;
+
+/// `N object(s) refused: <first few>; and M more` — a condition stays short
+/// however many objects a cluster refuses; `status.refused` lists them.
+fn refused_message(refused: &[String]) -> String {
+    let named: Vec<&str> = refused.iter().take(NAMED_REFUSALS).map(String::as_str).collect();
+    let mut message = format!("{} object(s) refused: {}", refused.len(), named.join("; "));
+    if refused.len() > NAMED_REFUSALS {
+        message.push_str(&format!(
+            "; and {} more (see status.refused)",
+            refused.len() - NAMED_REFUSALS
+        ));
+    }
+    message
 }
 
 /// Whether two condition lists say the same, ignoring transition times.

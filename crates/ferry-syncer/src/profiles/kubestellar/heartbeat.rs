@@ -63,6 +63,33 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
     }
 }
 
+/// Refused objects listed in a SyncerConfig's status.
+const LISTED_REFUSALS: usize = 50;
+
+/// `status.refused` and `status.refusedCount`: the engine's standing refusals
+/// (at most [`LISTED_REFUSALS`]), both null when there are none.
+fn refused_status(engine: &Engine) -> (Value, Value) {
+    let all = engine.refusals.all();
+    if all.is_empty() {
+        return (Value::Null, Value::Null);
+    }
+    let listed: Vec<ferry_api::edge::RefusedObject> = all
+        .iter()
+        .take(LISTED_REFUSALS)
+        .map(|r| ferry_api::edge::RefusedObject {
+            resource: r.resource.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            side: r.side.name().to_string(),
+            message: r.message.clone(),
+        })
+        .collect();
+    (
+        serde_json::to_value(listed).unwrap_or(Value::Null),
+        json!(all.len()),
+    )
+}
+
 /// Writes the conditions (and the heartbeat) of `configs` of `resource`; returns
 /// whether every write succeeded.
 async fn write(
@@ -73,6 +100,12 @@ async fn write(
 ) -> bool {
     let api: Api<DynamicObject> = Api::all_with(engine.up.client.clone(), resource);
     let now = ferry_api::timestamp::now();
+    // Only SyncerConfigs carry the refusals (EdgeSyncConfig's schema has no such field).
+    let (refused, refused_count) = if resource.kind == "SyncerConfig" {
+        refused_status(engine)
+    } else {
+        (Value::Null, Value::Null)
+    };
     let mut all_written = true;
     for (name, entry_object, inputs) in configs.iter() {
         let existing: Vec<Value> = entry_object
@@ -81,7 +114,12 @@ async fn write(
             .cloned()
             .unwrap_or_default();
         let conditions = build_conditions(inputs, &existing, &now, &engine.name);
-        let changed = !same_conditions(&existing, &conditions);
+        let refused_changed = entry_object.pointer("/status/refused").unwrap_or(&Value::Null) != &refused
+            || entry_object
+                .pointer("/status/refusedCount")
+                .unwrap_or(&Value::Null)
+                != &refused_count;
+        let changed = !same_conditions(&existing, &conditions) || refused_changed;
         if !heartbeat && !changed {
             continue;
         }
@@ -92,7 +130,12 @@ async fn write(
                 }
             }
         }
+        // Null removes the fields in a merge patch once nothing is refused.
         let mut status = json!({ "conditions": conditions });
+        if resource.kind == "SyncerConfig" {
+            status["refused"] = refused.clone();
+            status["refusedCount"] = refused_count.clone();
+        }
         if heartbeat {
             status["lastSyncerHeartbeatTime"] = now.clone().into();
         }
