@@ -1529,3 +1529,68 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
     assert!(leftovers.is_empty(), "orphaned copies: {leftovers:?}");
     syncer.stop().await;
 }
+
+/// A copy the physical cluster refuses shows on the SyncTarget (where kcp users
+/// look) in one line with the cluster's own message, naming the object by its
+/// workspace, namespace and name, and clears once the object is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    // Annotations just under kube's 256 KiB total: kcp takes them, but the copy,
+    // with the syncer's own annotations added, is too large for the cluster.
+    let mut big = configmap("demo", "bad", json!({ "k": "v" }));
+    big["metadata"]["annotations"] = json!({ "big": "x".repeat(262_144 - 3 - 64) });
+    t.app.create(&configmaps(), big).await;
+    let st = wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "the refusal on the SyncTarget",
+        |st| condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "False"),
+    )
+    .await;
+    let refused = condition(&st, "CopiesAccepted").unwrap();
+    let message = refused["message"].as_str().unwrap();
+    assert_eq!(refused["reason"], "CopiesRefused");
+    assert!(
+        message.starts_with("1 object(s) refused: core/configmaps")
+            && message.contains(&format!("{}|demo/bad", t.app_cluster))
+            && message.contains("metadata.annotations: Too long"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("Status {") && !message.contains('\n'),
+        "{message}"
+    );
+
+    t.app
+        .merge(
+            &configmaps(),
+            Some("demo"),
+            "bad",
+            json!({ "metadata": { "annotations": { "big": null } } }),
+        )
+        .await;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&t.downstream("demo")),
+        "bad",
+        "the fixed copy",
+        |_| true,
+    )
+    .await;
+    wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "the refusal cleared",
+        |st| condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
+    syncer.stop().await;
+}

@@ -421,6 +421,7 @@ impl Engine {
         Some(refusals::Refusal {
             side: *side,
             resource: format!("{group}/{}", id.resource),
+            cluster: upstream.cluster.as_deref().map(String::from),
             namespace: upstream.namespace.clone().unwrap_or_default(),
             name: upstream.name.clone(),
             reason: status.reason.clone(),

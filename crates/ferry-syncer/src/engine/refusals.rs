@@ -29,6 +29,8 @@ pub struct Refusal {
     pub side: Side,
     /// `group/resource` (`core/services` for the core group) of the upstream object.
     pub resource: String,
+    /// The upstream object's logical cluster, on an upstream that spans several.
+    pub cluster: Option<String>,
     /// The upstream object's namespace (empty for a cluster-scoped one).
     pub namespace: String,
     /// The upstream object's name.

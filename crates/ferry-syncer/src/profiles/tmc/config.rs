@@ -176,6 +176,7 @@ impl ConfigSource for Tmc {
         vec![
             tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
             tokio::spawn(heartbeat(engine.clone(), self.clone())),
+            tokio::spawn(report_refusals(engine.clone(), self.clone())),
             tokio::spawn(super::importer::run(
                 engine.clone(),
                 self.clone(),
@@ -324,6 +325,55 @@ pub(super) async fn set_condition(tmc: &Tmc, mut condition: Value) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// The SyncTarget condition that names the copies the cluster refused.
+pub const COPIES_ACCEPTED: &str = "CopiesAccepted";
+/// Refusals the condition names by object.
+const NAMED_REFUSALS: usize = 5;
+
+/// Keeps the SyncTarget's [`COPIES_ACCEPTED`] condition saying which objects the
+/// cluster refused and why (the API server's message), as soon as that changes:
+/// the SyncTarget is where kcp users look at a cluster's health.
+async fn report_refusals(engine: Arc<Engine>, tmc: Arc<Tmc>) {
+    loop {
+        tokio::select! {
+            _ = engine.status_now.notified() => {}
+            _ = tokio::time::sleep(tmc.options.heartbeat_period) => {}
+        }
+        let condition = refusals_condition(&engine.refusals.all());
+        if let Err(e) = set_condition(&tmc, condition).await {
+            tracing::debug!("writing the {COPIES_ACCEPTED} condition failed: {e}");
+        }
+    }
+}
+
+/// [`COPIES_ACCEPTED`]: True, or False naming the first refused objects (their
+/// workspace, namespace and name upstream) with each server message.
+pub fn refusals_condition(refused: &[crate::engine::refusals::Refusal]) -> Value {
+    if refused.is_empty() {
+        return json!({ "type": COPIES_ACCEPTED, "status": "True", "reason": "CopiesAccepted",
+                       "message": "the cluster accepts every copy" });
+    }
+    let named: Vec<String> = refused
+        .iter()
+        .take(NAMED_REFUSALS)
+        .map(|r| {
+            let object = if r.namespace.is_empty() {
+                r.name.clone()
+            } else {
+                format!("{}/{}", r.namespace, r.name)
+            };
+            let workspace = r.cluster.as_deref().map(|c| format!("{c}|")).unwrap_or_default();
+            format!("{} {workspace}{object}: {}", r.resource, r.message)
+        })
+        .collect();
+    let mut message = format!("{} object(s) refused: {}", refused.len(), named.join("; "));
+    if refused.len() > NAMED_REFUSALS {
+        message.push_str(&format!("; and {} more", refused.len() - NAMED_REFUSALS));
+    }
+    json!({ "type": COPIES_ACCEPTED, "status": "False", "severity": "Error",
+            "reason": "CopiesRefused", "message": message })
 }
 
 /// Every heartbeat period: `status.lastSyncerHeartbeatTime`, by a JSON patch that first
