@@ -7,7 +7,9 @@
 //!   agent with a Role there). `<export-cluster>` is the logical cluster's
 //!   name or its path.
 //! - **What:** the resources of the export's schemas (the latest ones it
-//!   lists), and the resources its permission claims name: built-in ones, and
+//!   lists) other than built-in ones (a consumer's own Secrets or Deployments
+//!   are never the export's), and the resources its permission claims name:
+//!   built-in ones, and
 //!   those of another export named by its `identityHash` (served with that
 //!   export's schema, as kcp does; an exported resource shadows a claim on the
 //!   same name).
@@ -90,9 +92,11 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
         let mut resources: Vec<ResourceInfo> = Vec::new();
         for schema in apis::listed_schemas(hub, &lc.name, &export) {
             let (group, resource) = apis::schema_group_resource(&schema);
+            // A built-in resource is every consumer's own: only a claim reaches it.
             if hub.registry.is_builtin(&group, &resource) {
-                resources.extend(builtin(hub, &group, &resource));
-            } else if let Ok(rs) = apis::resources_from_schema(&schema, name) {
+                continue;
+            }
+            if let Ok(rs) = apis::resources_from_schema(&schema, name) {
                 resources.extend(rs);
             }
         }
