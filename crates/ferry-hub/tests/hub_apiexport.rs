@@ -1403,8 +1403,7 @@ async fn mal_exports_to_alice() -> (Tenants, String, String) {
                    "subjects": [tenants::user("alice")]}),
         ),
     ] {
-        let (code, body) = call(&m, "POST", &path, Some(&obj)).await;
-        assert_eq!(code, 201, "mal grants alice bind: {body}");
+        post_created(&m, &path, obj).await;
     }
     (t, mal, alice)
 }
@@ -1412,6 +1411,13 @@ async fn mal_exports_to_alice() -> (Tenants, String, String) {
 /// POST `obj` to `path` through `client`; returns the status and body.
 async fn post(client: &kube::Client, path: &str, obj: Value) -> (u16, Value) {
     call(client, "POST", path, Some(&obj)).await
+}
+
+/// POST `obj` to `path` through `client`; it must be created.
+async fn post_created(client: &kube::Client, path: &str, obj: Value) -> Value {
+    let (code, body) = post(client, path, obj).await;
+    assert_eq!(code, 201, "POST {path}: {body}");
+    body
 }
 
 /// Replace the spec of mal's export `name` with `spec`, as mal.
@@ -1426,14 +1432,12 @@ async fn respec_export(t: &Tenants, name: &str, spec: Value) -> (u16, Value) {
 /// alice binds mal's export `name`, deciding `claims`, and waits until Bound.
 async fn alice_binds(t: &Tenants, name: &str, claims: Value) -> Value {
     let a = t.client_as("alice", "root:alice").await;
-    let (code, body) = post(
+    post_created(
         &a,
         &format!("{APIS}/apibindings"),
         json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": name},
                "spec": {"reference": {"export": {"path": "root:mal", "name": name}}, "permissionClaims": claims}}),
-    )
-    .await;
-    assert_eq!(code, 201, "alice binds {name}: {body}");
+    ).await;
     bound(&t.hub, "root:alice", name).await
 }
 
@@ -1504,21 +1508,19 @@ async fn a_tenant_cannot_export_a_built_in_resource_to_reach_a_consumers_secrets
     assert_eq!(causes(&status), vec!["spec.latestResourceSchemas[0]"], "{status}");
     // A workload kind (kcp's TMC exports list Deployments) may be described,
     // but binds as a no-op: alice's Deployments stay hers.
-    let (code, status) = post(
+    post_created(
         &m,
         &schemas,
         schema("v1.deployments.apps", "apps", "deployments", "Deployment"),
     )
     .await;
-    assert_eq!(code, 201, "{status}");
-    let (code, status) = post(
+    post_created(
         &m,
         &format!("{APIS}/apiexports"),
         json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "takeover"},
                "spec": {"latestResourceSchemas": ["v1.deployments.apps"]}}),
     )
     .await;
-    assert_eq!(code, 201, "{status}");
     let b = alice_binds(&t, "takeover", json!([])).await;
     assert_eq!(
         b["status"]["boundResources"],
@@ -1526,15 +1528,13 @@ async fn a_tenant_cannot_export_a_built_in_resource_to_reach_a_consumers_secrets
         "nothing of alice's is bound: {b}"
     );
     let a = t.client_as("alice", "root:alice").await;
-    let (code, made) = post(
+    post_created(
         &a,
         "/apis/apps/v1/namespaces/default/deployments",
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                "spec": {"selector": {"matchLabels": {"app": "web"}},
                         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
-    )
-    .await;
-    assert_eq!(code, 201, "{made}");
+    ).await;
     for cluster in [alice.as_str(), "*"] {
         let view = mal_in_view(&t, &mal, "takeover", cluster).await;
         for path in [
@@ -1572,21 +1572,19 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
         schema("v1.gadgets.example.io", "example.io", "gadgets", "Gadget"),
         schema("v1.deployments.apps", "apps", "deployments", "Deployment"),
     ] {
-        let (code, status) = post(&m, &schemas, s).await;
-        assert_eq!(code, 201, "{status}");
+        post_created(&m, &schemas, s).await;
     }
-    let (code, status) = post(
+    post_created(
         &m,
         &format!("{APIS}/apiexports"),
         json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "tools"},
                "spec": {"latestResourceSchemas": ["v1.widgets.example.io"]}}),
     )
     .await;
-    assert_eq!(code, 201, "{status}");
     alice_binds(&t, "tools", json!([])).await;
     // alice has gadgets of her own (a CRD) and Deployments (built in).
     let a = t.client_as("alice", "root:alice").await;
-    let (code, crd) = post(
+    post_created(
         &a,
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -1595,9 +1593,7 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
                         "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
                         "versions": [{"name": "v1", "served": true, "storage": true,
                                       "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}),
-    )
-    .await;
-    assert_eq!(code, 201, "{crd}");
+    ).await;
     // A new custom resource reaches the binding, as in kcp.
     let (code, status) = respec_export(
         &t,
@@ -1650,13 +1646,12 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
             .contains("gadgets.example.io"),
         "{b}"
     );
-    let (code, gadget) = post(
+    post_created(
         &a,
         "/apis/example.io/v1/namespaces/default/gadgets",
         json!({"apiVersion": "example.io/v1", "kind": "Gadget", "metadata": {"name": "mine"}}),
     )
     .await;
-    assert_eq!(code, 201, "alice's own CRD still serves: {gadget}");
     for cluster in [alice.as_str(), "*"] {
         let view = mal_in_view(&t, &mal, "tools", cluster).await;
         for path in ["/apis/apps/v1/deployments", "/apis/example.io/v1/gadgets"] {
@@ -1676,33 +1671,30 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
     let m = t.client_as("mal", "root:mal").await;
     let shared_only =
         json!({"group": "", "resource": "configmaps", "resourceSelector": [{"namespace": "shared"}]});
-    let (code, status) = post(
+    post_created(
         &m,
         &format!("{APIS}/apiexports"),
         json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "reader"},
                "spec": {"permissionClaims": [shared_only]}}),
     )
     .await;
-    assert_eq!(code, 201, "{status}");
     let mut accepted = shared_only.clone();
     accepted["state"] = json!("Accepted");
     alice_binds(&t, "reader", json!([accepted])).await;
     let a = t.client_as("alice", "root:alice").await;
-    let (code, body) = post(
+    post_created(
         &a,
         "/api/v1/namespaces",
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shared"}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     for ns in ["shared", "default"] {
-        let (code, body) = post(
+        post_created(
             &a,
             &format!("/api/v1/namespaces/{ns}/configmaps"),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("in-{ns}")}}),
         )
         .await;
-        assert_eq!(code, 201, "{body}");
     }
     let view = mal_in_view(&t, &mal, "reader", &alice).await;
     let names = |list: &Value| -> Vec<String> {
@@ -1763,37 +1755,33 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
 async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_through_the_virtual_workspace() {
     let (t, mal, alice) = mal_exports_to_alice().await;
     let m = t.client_as("mal", "root:mal").await;
-    let (code, status) = post(&m, &format!("{APIS}/apiresourceschemas"), widgets_schema("v1")).await;
-    assert_eq!(code, 201, "{status}");
+    post_created(&m, &format!("{APIS}/apiresourceschemas"), widgets_schema("v1")).await;
     let claim = json!({"group": "", "resource": "configmaps", "all": true});
-    let (code, status) = post(
+    post_created(
         &m,
         &format!("{APIS}/apiexports"),
         json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "widgets"},
                "spec": {"latestResourceSchemas": ["v1.widgets.example.io"], "permissionClaims": [claim]}}),
     )
     .await;
-    assert_eq!(code, 201, "{status}");
     let mut accepted = claim.clone();
     accepted["state"] = json!("Accepted");
     let b = alice_binds(&t, "widgets", json!([accepted])).await;
     assert_eq!(b["status"]["boundResources"][0]["resource"], "widgets", "{b}");
     let a = t.client_as("alice", "root:alice").await;
     let widget = |name: &str| json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {}});
-    let (code, body) = post(
+    post_created(
         &a,
         "/apis/example.io/v1/namespaces/default/widgets",
         widget("hers"),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
-    let (code, body) = post(
+    post_created(
         &a,
         "/api/v1/namespaces/default/configmaps",
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let everywhere = mal_in_view(&t, &mal, "widgets", "*").await;
     eventually(15, "mal lists alice's widget and ConfigMap", || async {
         let (w, widgets) = call(&everywhere, "GET", "/apis/example.io/v1/widgets", None).await;
@@ -1807,13 +1795,12 @@ async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_throug
     })
     .await;
     let view = mal_in_view(&t, &mal, "widgets", &alice).await;
-    let (code, body) = post(
+    post_created(
         &view,
         "/apis/example.io/v1/namespaces/default/widgets",
         widget("from-mal"),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let (code, body) = call(
         &a,
         "GET",
@@ -1823,11 +1810,10 @@ async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_throug
     .await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["spec"]["size"], 1, "defaulted from the schema: {body}");
-    let (code, body) = post(
+    post_created(
         &view,
         "/api/v1/namespaces/default/configmaps",
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-mal"}}),
     )
     .await;
-    assert_eq!(code, 201, "the accepted claim lets mal write ConfigMaps: {body}");
 }

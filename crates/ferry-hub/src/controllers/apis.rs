@@ -441,7 +441,7 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
     // applied until the consumer accepts the claim as it is.
     let changed: Vec<String> = decided
         .iter()
-        .filter(|(d, accepted)| *accepted && asked.iter().any(|a| a.same_resource(d) && a != d))
+        .filter(|(d, accepted)| *accepted && !asked.contains(d) && asked.iter().any(|a| a.same_resource(d)))
         .map(|(d, _)| claim_name(d))
         .collect();
     let raw_asked: Vec<Value> = export
@@ -461,32 +461,12 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
     conditions.extend([
         condition("InitialBindingCompleted", true, "", ""),
         condition("BindingUpToDate", true, "", ""),
-        if changed.is_empty() {
-            condition("PermissionClaimsApplied", true, "", "")
-        } else {
-            condition(
-                "PermissionClaimsApplied",
-                false,
-                "PermissionClaimsChanged",
-                &format!(
-                    "APIExport {shown} changed its claims on {} since they were accepted: they are not applied until spec.permissionClaims accepts them as the export asks now (status.exportPermissionClaims)",
-                    changed.join(", ")
-                ),
-            )
-        },
-        if unknown.is_empty() {
-            condition("PermissionClaimsValid", true, "", "")
-        } else {
-            condition(
-                "PermissionClaimsValid",
-                false,
-                "InvalidPermissionClaims",
-                &format!(
-                    "the export does not ask for {}: remove them from spec.permissionClaims",
-                    unknown.join(", ")
-                ),
-            )
-        },
+        condition_unless("PermissionClaimsApplied", &changed, "PermissionClaimsChanged", |names| {
+            format!("APIExport {shown} changed its claims on {names} since they were accepted: they are not applied until spec.permissionClaims accepts them as the export asks now (status.exportPermissionClaims)")
+        }),
+        condition_unless("PermissionClaimsValid", &unknown, "InvalidPermissionClaims", |names| {
+            format!("the export does not ask for {names}: remove them from spec.permissionClaims")
+        }),
         condition("Ready", true, "", ""),
     ]);
     let mut status = json!({
@@ -502,6 +482,16 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         status["appliedPermissionClaims"] = json!(applied);
     }
     status
+}
+
+/// `type_` True when nothing is `wrong`, else False with `reason` and the
+/// message `say` makes of the names joined.
+fn condition_unless(type_: &str, wrong: &[String], reason: &str, say: impl Fn(&str) -> String) -> Value {
+    if wrong.is_empty() {
+        condition(type_, true, "", "")
+    } else {
+        condition(type_, false, reason, &say(&wrong.join(", ")))
+    }
 }
 
 fn claim_name(c: &Claim) -> String {
