@@ -1817,3 +1817,55 @@ async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_throug
     )
     .await;
 }
+
+/// Impersonation lends nothing across workspaces: mal, cluster-admin of
+/// root:mal, may act as `system:masters` there (kube's rules let an admin
+/// impersonate any group), but that identity is bound to root:mal, so it
+/// cannot bind an export whose workspace never granted mal `bind`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonating_system_masters_in_ones_own_workspace_lends_no_bind_elsewhere() {
+    let (t, _mal, _alice) = mal_exports_to_alice().await;
+    let a = t.client_as("alice", "root:alice").await;
+    post_created(
+        &a,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "private"},
+               "spec": {"permissionClaims": [{"group": "", "resource": "configmaps", "all": true}]}}),
+    )
+    .await;
+    let as_masters = |method: &str, path: &str, body: Option<&Value>| {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("Impersonate-User", "mal")
+            .header("Impersonate-Group", "system:masters");
+        if body.is_some() {
+            req = req.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        req.body(body.map(|b| serde_json::to_vec(b).unwrap()).unwrap_or_default())
+            .unwrap()
+    };
+    let send = |req: http::Request<Vec<u8>>| async {
+        let m = t.client_as("mal", "root:mal").await;
+        let resp = m.send(req.map(kube::client::Body::from)).await.unwrap();
+        let code = resp.status().as_u16();
+        let bytes = resp.into_body().collect_bytes().await.unwrap();
+        (
+            code,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    };
+    // Within root:mal the impersonation works.
+    let (code, body) = send(as_masters("GET", "/api/v1/namespaces/default/secrets", None)).await;
+    assert_eq!(code, 200, "{body}");
+    // It does not reach alice's export.
+    let steal = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "steal"},
+                       "spec": {"reference": {"export": {"path": "root:alice", "name": "private"}},
+                                "permissionClaims": [{"group": "", "resource": "configmaps", "all": true, "state": "Accepted"}]}});
+    let (code, body) = send(as_masters("POST", &format!("{APIS}/apibindings"), Some(&steal))).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("needs \"bind\""),
+        "{body}"
+    );
+}
