@@ -5,6 +5,12 @@
 //! defined them. The provider sees every bound workspace at once through the
 //! APIExport virtual workspace ([`crate::virtual_workspace`]).
 //!
+//! An export reaches a consumer's objects only through a custom resource the
+//! consumer bound from it, or a permission claim the consumer accepted as it
+//! is: a resource every workspace serves as its own is never the export's
+//! ([`reserved_resource`] refuses the schemas that would stand for one; the
+//! workload kinds kcp's TMC exports describe bind as a no-op).
+//!
 //! What lives where:
 //! - validation and admission of the four kinds: `strategy::apis`;
 //! - their status (identity, endpoints, Bound phase and conditions):
