@@ -926,6 +926,17 @@ async fn imports_no_export_serves_are_published_as_imported_apis_and_can_be_boun
     routes["spec"]["groupVersion"] = json!({"group": "route.openshift.io", "version": "v1"});
     routes["spec"]["subResources"] = json!([{"name": "status"}]);
     create(&hub, "root:org", IMPORTS, routes).await;
+    // ServiceAccounts a syncer imports are never published (no export may
+    // serve a workspace's own), and do not hold up the rest.
+    let mut accounts = import(
+        "serviceaccounts.east.v1.core",
+        "east",
+        "serviceaccounts",
+        "ServiceAccount",
+        json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+    );
+    accounts["spec"]["groupVersion"] = json!({"group": "", "version": "v1"});
+    create(&hub, "root:org", IMPORTS, accounts).await;
     // The export appears with a schema made from the import, and the target
     // that supports it accepts routes.
     let export = wait_for(
