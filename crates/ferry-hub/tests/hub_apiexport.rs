@@ -1712,6 +1712,20 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
     })
     .await;
     assert!(!names(&list).contains(&"in-default".to_string()), "{list}");
+    // Writes too: in `shared`, not elsewhere.
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    post_created(&view, "/api/v1/namespaces/shared/configmaps", cm("from-mal")).await;
+    let (code, status) = post(&view, "/api/v1/namespaces/default/configmaps", cm("from-mal")).await;
+    assert_eq!(code, 403, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not cover it in namespace \"default\""),
+        "{status}"
+    );
+    let (code, _) = call(&a, "GET", "/api/v1/namespaces/default/configmaps/from-mal", None).await;
+    assert_eq!(code, 404, "nothing was written outside the claim");
     // mal asks for more: every ConfigMap, and Secrets. Nothing more is applied.
     let (code, status) = respec_export(
         &t,

@@ -216,4 +216,24 @@ impl ScopeFilter for Visible {
                 .bindings
                 .claim_covers(&self.export, key, &self.group, &self.resource, &self.identity)
     }
+
+    /// A create through the view lands only where the accepted claim reaches
+    /// (reads, updates and deletes of a named object are checked on the way
+    /// in): a claim on one namespace does not let the export write in another.
+    fn admit_write(&self, key: &ObjectKey, _old: Option<&Value>, _new: &Value) -> Result<(), ApiError> {
+        if self.object(key) {
+            return Ok(());
+        }
+        let at = if key.namespace.is_empty() {
+            String::new()
+        } else {
+            format!(" in namespace {:?}", key.namespace)
+        };
+        Err(ApiError::forbidden(format!(
+            "{} {:?} is forbidden: the permission claim of APIExport {:?} that this workspace accepted does not cover it{at}",
+            authorize::qualified(&self.group, &self.resource),
+            key.name,
+            self.export.name,
+        )))
+    }
 }
