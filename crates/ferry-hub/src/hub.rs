@@ -254,14 +254,15 @@ impl Hub {
         {
             let group = r.get("group").and_then(Value::as_str).unwrap_or_default();
             let resource = r.get("resource").and_then(Value::as_str).unwrap_or_default();
+            // A built-in resource is the workspace's own, never the export's,
+            // even where a binding stored before that rule lists it.
+            if self.registry.is_builtin(group, resource) {
+                continue;
+            }
             b.resources.insert((group.to_string(), resource.to_string()));
             if let Some(identity) = r.pointer("/schema/identityHash").and_then(Value::as_str) {
                 b.identities
                     .insert((group.to_string(), resource.to_string()), identity.to_string());
-            }
-            // A built-in resource (kcp's `kubernetes` export) is served already.
-            if self.registry.is_builtin(group, resource) {
-                continue;
             }
             let Some(schema_name) = r.pointer("/schema/name").and_then(Value::as_str) else {
                 continue;

@@ -7,6 +7,7 @@
 //! immutability, and the virtual workspace tried from an attacker's side.
 
 mod common;
+use common::tenants::{self, Tenants};
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
 use ferry_hub::testing::TestHub;
 use futures::StreamExt;
@@ -74,36 +75,7 @@ fn binding(name: &str, path: &str, accept_configmaps: bool) -> Value {
 }
 
 async fn workspace(hub: &TestHub, name: &str) -> String {
-    create(
-        hub,
-        "root",
-        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
-    let path = format!("root:{name}");
-    eventually(10, "workspace ready", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/api/v1/namespaces/default",
-            None,
-        )
-        .await;
-        (code == 200).then_some(())
-    })
-    .await;
-    let (_, ws) = call(
-        &admin(hub, "root").await,
-        "GET",
-        &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}"),
-        None,
-    )
-    .await;
-    ws["spec"]["cluster"]
-        .as_str()
-        .expect("logical cluster")
-        .to_string()
+    tenants::ready_workspace(hub, name).await
 }
 
 async fn wait_condition(hub: &TestHub, ws: &str, path: &str, type_: &str, status: &str) -> Value {
@@ -1036,14 +1008,14 @@ async fn exports_and_bindings_survive_a_restart() {
 }
 
 /// kcp's `kubernetes` export in `root:compute`: a built-in resource binds as
-/// a no-op (every workspace serves Deployments already) and reports Bound;
-/// the virtual workspace shows the Deployments of bound workspaces only.
+/// a no-op (every workspace serves Deployments already) and reports Bound,
+/// and stays the workspace's own: it is no bound resource, and the export's
+/// virtual workspace does not serve it.
 #[tokio::test]
-async fn an_exported_built_in_resource_binds_as_a_no_op_and_is_visible_where_bound() {
+async fn an_exported_built_in_resource_binds_as_a_no_op_and_stays_the_consumers_own() {
     let hub = TestHub::start().await;
     let compute = workspace(&hub, "compute").await;
     workspace(&hub, "app").await;
-    workspace(&hub, "elsewhere").await;
     create(
         &hub,
         "root:compute",
@@ -1073,39 +1045,25 @@ async fn an_exported_built_in_resource_binds_as_a_no_op_and_is_visible_where_bou
     )
     .await;
     let b = bound(&hub, "root:app", "kubernetes").await;
-    assert_eq!(b["status"]["boundResources"][0]["resource"], "deployments", "{b}");
-    let deployment = |name: &str| {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-               "spec": {"selector": {"matchLabels": {"app": name}},
-                        "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
-    };
+    assert_eq!(b["status"]["boundResources"], json!([]), "{b}");
     // Still the built-in Deployment: defaulted and validated as one.
     let made = create(
         &hub,
         "root:app",
         "/apis/apps/v1/namespaces/default/deployments",
-        deployment("web"),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
     )
     .await;
     assert_eq!(made["spec"]["revisionHistoryLimit"], 10, "{made}");
-    create(
-        &hub,
-        "root:elsewhere",
-        "/apis/apps/v1/namespaces/default/deployments",
-        deployment("hidden"),
-    )
-    .await;
     let url = format!("{}/services/apiexport/{compute}/kubernetes/clusters/*", hub.url());
     let c = client_at(&hub, &url, &hub.running.admin_token).await;
     let (code, list) = call(&c, "GET", "/apis/apps/v1/deployments", None).await;
-    assert_eq!(code, 200, "{list}");
-    let names: Vec<&str> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|d| d["metadata"]["name"].as_str())
-        .collect();
-    assert_eq!(names, vec!["web"], "{list}");
+    assert_eq!(
+        code, 404,
+        "the export never serves a workspace's own Deployments: {list}"
+    );
     // kubectl in the consumer lists the binding as Ready.
     let out = tokio::task::spawn_blocking({
         let kc = hub.kubeconfig().to_path_buf();
@@ -1417,4 +1375,511 @@ async fn a_claim_on_another_exports_resource_needs_its_identity_and_acceptance()
     let made_up_vw = client_at(&hub, &vw("mallory", "made-up", "*"), token).await;
     let (code, body) = call(&made_up_vw, "GET", certificates, None).await;
     assert_eq!(code, 404, "{body}");
+}
+
+// ---------------------------------------------------------------------------
+// From a tenant's side: `mal` is cluster-admin of root:mal and nothing else;
+// `alice` owns root:alice and binds mal's exports. An export reaches alice's
+// objects only through a schema of a custom resource she bound, or a claim
+// she accepted exactly as it is.
+
+/// The tenants, with mal letting alice bind any export of root:mal (what a
+/// provider does for its consumers). Returns mal's and alice's logical clusters.
+async fn mal_exports_to_alice() -> (Tenants, String, String) {
+    let t = Tenants::start().await;
+    let mal = t.workspace("mal", Some("mal")).await;
+    let alice = t.workspace("alice", Some("alice")).await;
+    let m = t.client_as("mal", "root:mal").await;
+    for (path, obj) in [
+        (
+            rbac_path(None, "clusterroles"),
+            json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": "bind-exports"},
+                   "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apiexports"], "verbs": ["bind"]}]}),
+        ),
+        (
+            rbac_path(None, "clusterrolebindings"),
+            json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "alice-binds"},
+                   "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "bind-exports"},
+                   "subjects": [tenants::user("alice")]}),
+        ),
+    ] {
+        post_created(&m, &path, obj).await;
+    }
+    (t, mal, alice)
+}
+
+/// POST `obj` to `path` through `client`; returns the status and body.
+async fn post(client: &kube::Client, path: &str, obj: Value) -> (u16, Value) {
+    call(client, "POST", path, Some(&obj)).await
+}
+
+/// POST `obj` to `path` through `client`; it must be created.
+async fn post_created(client: &kube::Client, path: &str, obj: Value) -> Value {
+    let (code, body) = post(client, path, obj).await;
+    assert_eq!(code, 201, "POST {path}: {body}");
+    body
+}
+
+/// Replace the spec of mal's export `name` with `spec`, as mal.
+async fn respec_export(t: &Tenants, name: &str, spec: Value) -> (u16, Value) {
+    let m = t.client_as("mal", "root:mal").await;
+    let path = format!("{APIS}/apiexports/{name}");
+    let (_, mut export) = call(&m, "GET", &path, None).await;
+    export["spec"] = spec;
+    call(&m, "PUT", &path, Some(&export)).await
+}
+
+/// alice binds mal's export `name`, deciding `claims`, and waits until Bound.
+async fn alice_binds(t: &Tenants, name: &str, claims: Value) -> Value {
+    let a = t.client_as("alice", "root:alice").await;
+    post_created(
+        &a,
+        &format!("{APIS}/apibindings"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": name},
+               "spec": {"reference": {"export": {"path": "root:mal", "name": name}}, "permissionClaims": claims}}),
+    ).await;
+    bound(&t.hub, "root:alice", name).await
+}
+
+/// mal's client in the virtual workspace of export `name`, at `clusters/<cluster>`.
+async fn mal_in_view(t: &Tenants, mal: &str, name: &str, cluster: &str) -> kube::Client {
+    let url = format!(
+        "{}/services/apiexport/{mal}/{name}/clusters/{cluster}",
+        t.hub.url()
+    );
+    client_at(&t.hub, &url, "mal-token").await
+}
+
+fn schema(name: &str, group: &str, plural: &str, kind: &str) -> Value {
+    let mut s = widgets_schema("v1");
+    s["metadata"]["name"] = json!(name);
+    s["spec"]["group"] = json!(group);
+    s["spec"]["names"] = json!({"plural": plural, "singular": kind.to_lowercase(), "kind": kind, "listKind": format!("{kind}List")});
+    s
+}
+
+fn causes(status: &Value) -> Vec<&str> {
+    status["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["field"].as_str())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_export_a_built_in_resource_to_reach_a_consumers_secrets_or_deployments() {
+    let (t, mal, alice) = mal_exports_to_alice().await;
+    let m = t.client_as("mal", "root:mal").await;
+    let schemas = format!("{APIS}/apiresourceschemas");
+    // Core Secrets and RBAC: refused when written, naming spec.group.
+    for s in [
+        schema("v1.secrets.core", "", "secrets", "Secret"),
+        schema(
+            "v1.clusterrolebindings.rbac.authorization.k8s.io",
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+        ),
+        schema(
+            "v1.workspaces.tenancy.kcp.io",
+            "tenancy.kcp.io",
+            "workspaces",
+            "Workspace",
+        ),
+    ] {
+        let (code, status) = post(&m, &schemas, s.clone()).await;
+        assert_eq!(code, 422, "{} must be refused: {status}", s["metadata"]["name"]);
+        assert_eq!(causes(&status), vec!["spec.group"], "{status}");
+        assert!(
+            status["message"].as_str().unwrap().contains("permissionClaims"),
+            "the message says what to do instead: {status}"
+        );
+    }
+    // An export cannot list one either (a schema's name says what it defines).
+    let (code, status) = post(
+        &m,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "takeover"},
+               "spec": {"latestResourceSchemas": ["v1.secrets.core"]}}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(causes(&status), vec!["spec.latestResourceSchemas[0]"], "{status}");
+    // A workload kind (kcp's TMC exports list Deployments) may be described,
+    // but binds as a no-op: alice's Deployments stay hers.
+    post_created(
+        &m,
+        &schemas,
+        schema("v1.deployments.apps", "apps", "deployments", "Deployment"),
+    )
+    .await;
+    post_created(
+        &m,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "takeover"},
+               "spec": {"latestResourceSchemas": ["v1.deployments.apps"]}}),
+    )
+    .await;
+    let b = alice_binds(&t, "takeover", json!([])).await;
+    assert_eq!(
+        b["status"]["boundResources"],
+        json!([]),
+        "nothing of alice's is bound: {b}"
+    );
+    let a = t.client_as("alice", "root:alice").await;
+    post_created(
+        &a,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
+    ).await;
+    for cluster in [alice.as_str(), "*"] {
+        let view = mal_in_view(&t, &mal, "takeover", cluster).await;
+        for path in [
+            "/apis/apps/v1/deployments",
+            "/api/v1/secrets",
+            "/api/v1/serviceaccounts",
+        ] {
+            let (code, body) = call(&view, "GET", path, None).await;
+            assert_eq!(code, 404, "mal reads {path} in {cluster}: {body}");
+        }
+    }
+    // No service-account token for mal: the Secret cannot be made through the view.
+    let view = mal_in_view(&t, &mal, "takeover", &alice).await;
+    let (code, body) = post(
+        &view,
+        "/api/v1/namespaces/default/secrets",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mal-token",
+               "annotations": {"kubernetes.io/service-account.name": "default"}},
+               "type": "kubernetes.io/service-account-token"}),
+    )
+    .await;
+    assert_eq!(code, 404, "{body}");
+    let (code, _) = call(&a, "GET", "/api/v1/namespaces/default/secrets/mal-token", None).await;
+    assert_eq!(code, 404, "no token was made in alice's workspace");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
+    let (t, mal, alice) = mal_exports_to_alice().await;
+    let m = t.client_as("mal", "root:mal").await;
+    let schemas = format!("{APIS}/apiresourceschemas");
+    for s in [
+        widgets_schema("v1"),
+        schema("v1.sprockets.example.io", "example.io", "sprockets", "Sprocket"),
+        schema("v1.gadgets.example.io", "example.io", "gadgets", "Gadget"),
+        schema("v1.deployments.apps", "apps", "deployments", "Deployment"),
+    ] {
+        post_created(&m, &schemas, s).await;
+    }
+    post_created(
+        &m,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "tools"},
+               "spec": {"latestResourceSchemas": ["v1.widgets.example.io"]}}),
+    )
+    .await;
+    alice_binds(&t, "tools", json!([])).await;
+    // alice has gadgets of her own (a CRD) and Deployments (built in).
+    let a = t.client_as("alice", "root:alice").await;
+    post_created(
+        &a,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+               "metadata": {"name": "gadgets.example.io"},
+               "spec": {"group": "example.io", "scope": "Namespaced",
+                        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                        "versions": [{"name": "v1", "served": true, "storage": true,
+                                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}),
+    ).await;
+    // A new custom resource reaches the binding, as in kcp.
+    let (code, status) = respec_export(
+        &t,
+        "tools",
+        json!({"latestResourceSchemas": ["v1.widgets.example.io", "v1.sprockets.example.io"]}),
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+    let view = mal_in_view(&t, &mal, "tools", &alice).await;
+    eventually(15, "sprockets reach alice's binding", || async {
+        let (code, _) = call(&view, "GET", "/apis/example.io/v1/sprockets", None).await;
+        (code == 200).then_some(())
+    })
+    .await;
+    // Secrets cannot be added at all; alice's gadgets and Deployments are hers.
+    let (code, status) = respec_export(
+        &t,
+        "tools",
+        json!({"latestResourceSchemas": ["v1.widgets.example.io", "v1.sprockets.example.io", "v1.secrets.core"]}),
+    )
+    .await;
+    assert_eq!(code, 422, "{status}");
+    let (code, status) = respec_export(
+        &t,
+        "tools",
+        json!({"latestResourceSchemas": ["v1.widgets.example.io", "v1.sprockets.example.io", "v1.gadgets.example.io", "v1.deployments.apps"]}),
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+    let b = wait_condition(
+        &t.hub,
+        "root:alice",
+        &format!("{APIS}/apibindings/tools"),
+        "BindingUpToDate",
+        "False",
+    )
+    .await;
+    let up_to_date = b["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "BindingUpToDate")
+        .unwrap()
+        .clone();
+    assert_eq!(up_to_date["reason"], "NamingConflicts", "{b}");
+    assert!(
+        up_to_date["message"]
+            .as_str()
+            .unwrap()
+            .contains("gadgets.example.io"),
+        "{b}"
+    );
+    post_created(
+        &a,
+        "/apis/example.io/v1/namespaces/default/gadgets",
+        json!({"apiVersion": "example.io/v1", "kind": "Gadget", "metadata": {"name": "mine"}}),
+    )
+    .await;
+    for cluster in [alice.as_str(), "*"] {
+        let view = mal_in_view(&t, &mal, "tools", cluster).await;
+        for path in ["/apis/apps/v1/deployments", "/apis/example.io/v1/gadgets"] {
+            let (code, body) = call(&view, "GET", path, None).await;
+            let seen = body["items"].as_array().map_or(0, Vec::len);
+            assert!(
+                code == 404 || seen == 0,
+                "mal must not see alice's {path} in {cluster}: {code} {body}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
+    let (t, mal, alice) = mal_exports_to_alice().await;
+    let m = t.client_as("mal", "root:mal").await;
+    let shared_only =
+        json!({"group": "", "resource": "configmaps", "resourceSelector": [{"namespace": "shared"}]});
+    post_created(
+        &m,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "reader"},
+               "spec": {"permissionClaims": [shared_only]}}),
+    )
+    .await;
+    let mut accepted = shared_only.clone();
+    accepted["state"] = json!("Accepted");
+    alice_binds(&t, "reader", json!([accepted])).await;
+    let a = t.client_as("alice", "root:alice").await;
+    post_created(
+        &a,
+        "/api/v1/namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shared"}}),
+    )
+    .await;
+    for ns in ["shared", "default"] {
+        post_created(
+            &a,
+            &format!("/api/v1/namespaces/{ns}/configmaps"),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("in-{ns}")}}),
+        )
+        .await;
+    }
+    let view = mal_in_view(&t, &mal, "reader", &alice).await;
+    let names = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+            .collect()
+    };
+    // What alice accepted: the ConfigMaps of `shared`.
+    let list = eventually(15, "mal sees what alice accepted", || async {
+        let (code, list) = call(&view, "GET", "/api/v1/configmaps", None).await;
+        (code == 200 && names(&list).contains(&"in-shared".to_string())).then_some(list)
+    })
+    .await;
+    assert!(!names(&list).contains(&"in-default".to_string()), "{list}");
+    // Writes too: in `shared`, not elsewhere.
+    let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+    post_created(&view, "/api/v1/namespaces/shared/configmaps", cm("from-mal")).await;
+    let (code, status) = post(&view, "/api/v1/namespaces/default/configmaps", cm("from-mal")).await;
+    assert_eq!(code, 403, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not cover it in namespace \"default\""),
+        "{status}"
+    );
+    let (code, _) = call(&a, "GET", "/api/v1/namespaces/default/configmaps/from-mal", None).await;
+    assert_eq!(code, 404, "nothing was written outside the claim");
+    // mal asks for more: every ConfigMap, and Secrets. Nothing more is applied.
+    let (code, status) = respec_export(
+        &t,
+        "reader",
+        json!({"permissionClaims": [
+            {"group": "", "resource": "configmaps", "all": true},
+            {"group": "", "resource": "secrets", "all": true},
+        ]}),
+    )
+    .await;
+    assert_eq!(code, 200, "{status}");
+    let b = wait_condition(
+        &t.hub,
+        "root:alice",
+        &format!("{APIS}/apibindings/reader"),
+        "PermissionClaimsApplied",
+        "False",
+    )
+    .await;
+    assert!(
+        b["status"]["appliedPermissionClaims"].is_null(),
+        "the widened claim is not applied: {b}"
+    );
+    for path in [
+        "/api/v1/configmaps",
+        "/api/v1/namespaces/default/configmaps/in-default",
+        "/api/v1/secrets",
+    ] {
+        let (code, body) = call(&view, "GET", path, None).await;
+        assert!(
+            code == 404 || (code == 200 && names(&body).is_empty()),
+            "mal reads {path} that alice never accepted: {code} {body}"
+        );
+    }
+}
+
+/// The twins: a tenant's export of a custom resource is read and written
+/// through its virtual workspace once a consumer binds it, and a claim on
+/// ConfigMaps the consumer accepted reaches them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_through_the_virtual_workspace() {
+    let (t, mal, alice) = mal_exports_to_alice().await;
+    let m = t.client_as("mal", "root:mal").await;
+    post_created(&m, &format!("{APIS}/apiresourceschemas"), widgets_schema("v1")).await;
+    let claim = json!({"group": "", "resource": "configmaps", "all": true});
+    post_created(
+        &m,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "widgets"},
+               "spec": {"latestResourceSchemas": ["v1.widgets.example.io"], "permissionClaims": [claim]}}),
+    )
+    .await;
+    let mut accepted = claim.clone();
+    accepted["state"] = json!("Accepted");
+    let b = alice_binds(&t, "widgets", json!([accepted])).await;
+    assert_eq!(b["status"]["boundResources"][0]["resource"], "widgets", "{b}");
+    let a = t.client_as("alice", "root:alice").await;
+    let widget = |name: &str| json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {}});
+    post_created(
+        &a,
+        "/apis/example.io/v1/namespaces/default/widgets",
+        widget("hers"),
+    )
+    .await;
+    post_created(
+        &a,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}),
+    )
+    .await;
+    let everywhere = mal_in_view(&t, &mal, "widgets", "*").await;
+    eventually(15, "mal lists alice's widget and ConfigMap", || async {
+        let (w, widgets) = call(&everywhere, "GET", "/apis/example.io/v1/widgets", None).await;
+        let (c, cms) = call(&everywhere, "GET", "/api/v1/configmaps", None).await;
+        let has = |l: &Value, n: &str| {
+            l["items"]
+                .as_array()
+                .is_some_and(|i| i.iter().any(|o| o["metadata"]["name"] == n))
+        };
+        (w == 200 && c == 200 && has(&widgets, "hers") && has(&cms, "settings")).then_some(())
+    })
+    .await;
+    let view = mal_in_view(&t, &mal, "widgets", &alice).await;
+    post_created(
+        &view,
+        "/apis/example.io/v1/namespaces/default/widgets",
+        widget("from-mal"),
+    )
+    .await;
+    let (code, body) = call(
+        &a,
+        "GET",
+        "/apis/example.io/v1/namespaces/default/widgets/from-mal",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["size"], 1, "defaulted from the schema: {body}");
+    post_created(
+        &view,
+        "/api/v1/namespaces/default/configmaps",
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-mal"}}),
+    )
+    .await;
+}
+
+/// Impersonation lends nothing across workspaces: mal, cluster-admin of
+/// root:mal, may act as `system:masters` there (kube's rules let an admin
+/// impersonate any group), but that identity is bound to root:mal, so it
+/// cannot bind an export whose workspace never granted mal `bind`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn impersonating_system_masters_in_ones_own_workspace_lends_no_bind_elsewhere() {
+    let (t, _mal, _alice) = mal_exports_to_alice().await;
+    let a = t.client_as("alice", "root:alice").await;
+    post_created(
+        &a,
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "private"},
+               "spec": {"permissionClaims": [{"group": "", "resource": "configmaps", "all": true}]}}),
+    )
+    .await;
+    let as_masters = |method: &str, path: &str, body: Option<&Value>| {
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("Impersonate-User", "mal")
+            .header("Impersonate-Group", "system:masters");
+        if body.is_some() {
+            req = req.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        req.body(body.map(|b| serde_json::to_vec(b).unwrap()).unwrap_or_default())
+            .unwrap()
+    };
+    let send = |req: http::Request<Vec<u8>>| async {
+        let m = t.client_as("mal", "root:mal").await;
+        let resp = m.send(req.map(kube::client::Body::from)).await.unwrap();
+        let code = resp.status().as_u16();
+        let bytes = resp.into_body().collect_bytes().await.unwrap();
+        (
+            code,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    };
+    // Within root:mal the impersonation works.
+    let (code, body) = send(as_masters("GET", "/api/v1/namespaces/default/secrets", None)).await;
+    assert_eq!(code, 200, "{body}");
+    // It does not reach alice's export.
+    let steal = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "steal"},
+                       "spec": {"reference": {"export": {"path": "root:alice", "name": "private"}},
+                                "permissionClaims": [{"group": "", "resource": "configmaps", "all": true, "state": "Accepted"}]}});
+    let (code, body) = send(as_masters("POST", &format!("{APIS}/apibindings"), Some(&steal))).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("needs \"bind\""),
+        "{body}"
+    );
 }

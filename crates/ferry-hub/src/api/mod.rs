@@ -1,7 +1,7 @@
 //! The REST front door: parse the path, authenticate, resolve the workspace,
 //! apply impersonation, authorize, then serve discovery, OpenAPI or a resource.
 
-mod body;
+pub(crate) mod body;
 mod component_status;
 pub(crate) mod negotiate;
 pub(crate) mod objects;

@@ -5,6 +5,12 @@
 //! defined them. The provider sees every bound workspace at once through the
 //! APIExport virtual workspace ([`crate::virtual_workspace`]).
 //!
+//! An export reaches a consumer's objects only through a custom resource the
+//! consumer bound from it, or a permission claim the consumer accepted as it
+//! is: a resource every workspace serves as its own is never the export's
+//! ([`reserved_resource`] refuses the schemas that would stand for one; the
+//! workload kinds kcp's TMC exports describe bind as a no-op).
+//!
 //! What lives where:
 //! - validation and admission of the four kinds: `strategy::apis`;
 //! - their status (identity, endpoints, Bound phase and conditions):
@@ -130,6 +136,63 @@ pub fn schema_group_resource(schema: &Value) -> (String, String) {
             .to_string()
     };
     (s("/spec/group"), s("/spec/names/plural"))
+}
+
+/// Groups the hub serves built in whose resources an APIResourceSchema may
+/// still describe: the workload kinds kcp's TMC exports list (kcp's
+/// `root:compute:kubernetes` has Deployments, Services and Ingresses), which
+/// a kcp workspace does not serve itself. A consumer serves them natively
+/// all the same, so such a schema binds as a no-op and the export never
+/// reaches the consumer's objects through it.
+const WORKLOAD_GROUPS: &[&str] = &[
+    "apps",
+    "batch",
+    "autoscaling",
+    "policy",
+    "networking.k8s.io",
+    "discovery.k8s.io",
+    "storage.k8s.io",
+];
+
+/// The core-group kinds every kcp workspace serves itself (kcp's built-in
+/// APIs): in kcp an export of one would never be reached either.
+const KCP_CORE: &[&str] = &[
+    "namespaces",
+    "configmaps",
+    "secrets",
+    "events",
+    "limitranges",
+    "resourcequotas",
+    "serviceaccounts",
+];
+
+/// Why an APIResourceSchema may not define `resource` in `group`, when it
+/// may not: the group is one the hub serves built in (`builtin_group`) and
+/// not a workload group, or the resource is one of kcp's own core kinds.
+/// An export of such a resource would stand for the consumer's own objects
+/// (its Secrets, RBAC, workspaces), which only a permission claim the
+/// consumer accepted may reach.
+pub fn reserved_resource(group: &str, resource: &str, builtin_group: bool) -> Option<String> {
+    let claim = "to reach a consumer's objects of a built-in resource, ask for them in the APIExport's spec.permissionClaims, which the consumer must accept";
+    if group.is_empty() {
+        return KCP_CORE.contains(&resource).then(|| {
+            format!("{resource} in the core group are built into every workspace: an APIExport cannot serve them; {claim}")
+        });
+    }
+    (builtin_group && !WORKLOAD_GROUPS.contains(&group)).then(|| {
+        format!(
+            "group {group:?} is built into every workspace: an APIExport cannot serve its resources; {claim}"
+        )
+    })
+}
+
+/// `(group, resource)` an APIResourceSchema name (`<prefix>.<plural>.<group>`,
+/// `core` for the core group) stands for, when it has that shape.
+pub fn schema_name_group_resource(name: &str) -> Option<(String, String)> {
+    let mut parts = name.splitn(3, '.');
+    let (_prefix, plural, group) = (parts.next()?, parts.next()?, parts.next()?);
+    let group = if group == "core" { "" } else { group };
+    Some((group.to_string(), plural.to_string()))
 }
 
 /// A permission claim as an export asks for it and a binding accepts it.
@@ -427,6 +490,32 @@ mod tests {
         idx.set_cluster("c1", Vec::new());
         assert!(!idx.is_bound(&e, "c1"));
         assert_eq!(idx.bound_count(&e), 0);
+    }
+
+    #[test]
+    fn built_in_resources_other_than_workload_kinds_are_reserved() {
+        // kcp's own core kinds and the hub's system groups: never a schema.
+        assert!(reserved_resource("", "secrets", true).is_some());
+        assert!(reserved_resource("", "serviceaccounts", true).is_some());
+        assert!(reserved_resource("rbac.authorization.k8s.io", "roles", true).is_some());
+        assert!(reserved_resource("tenancy.kcp.io", "anything", true).is_some());
+        // Workload kinds kcp's TMC exports describe, and custom groups.
+        assert!(reserved_resource("", "services", true).is_none());
+        assert!(reserved_resource("apps", "deployments", true).is_none());
+        assert!(reserved_resource("example.io", "widgets", false).is_none());
+        let why = reserved_resource("", "secrets", true).unwrap();
+        assert!(why.contains("permissionClaims"), "{why}");
+    }
+
+    #[test]
+    fn a_schema_name_says_what_it_defines() {
+        let gr = |g: &str, r: &str| Some((g.to_string(), r.to_string()));
+        assert_eq!(schema_name_group_resource("v1.secrets.core"), gr("", "secrets"));
+        assert_eq!(
+            schema_name_group_resource("v2.roles.rbac.authorization.k8s.io"),
+            gr("rbac.authorization.k8s.io", "roles")
+        );
+        assert_eq!(schema_name_group_resource("widgets.example"), None);
     }
 
     #[test]

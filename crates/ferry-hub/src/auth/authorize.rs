@@ -102,17 +102,19 @@ pub fn split_workspace(uri_path: &str) -> (Option<&str>, &str) {
 
 /// Decide whether `user` may make `attrs.request` in `attrs.workspace`.
 pub fn authorize(hub: &Hub, user: &UserInfo, attrs: &Attributes) -> Decision {
+    // A credential bound to a workspace stays there, whatever its groups (an
+    // identity a workspace's admin impersonated is bound to that workspace).
+    if let Some(home) = &user.cluster {
+        if attrs.workspace.as_ref().is_none_or(|ws| ws.name != *home) {
+            return Decision::Deny(home_only(hub, user, home));
+        }
+    }
     if user.is_superuser() {
         return Decision::Allow(String::new());
     }
     let Some(ws) = &attrs.workspace else {
         return Decision::Deny("only members of system:masters may use the /clusters/* wildcard".into());
     };
-    if let Some(home) = &user.cluster {
-        if *home != ws.name {
-            return Decision::Deny(home_only(hub, user, home));
-        }
-    }
     let rbac = hub.security.rbac.get(&hub.store, &ws.name);
     if user.cluster.is_none() && !rbac.is_member(user) {
         return Decision::Deny(format!(
@@ -154,10 +156,10 @@ pub fn enter_workspace(
     raw: Option<&str>,
     cluster: Option<&LogicalCluster>,
 ) -> Result<(), ApiError> {
-    if user.is_superuser() {
+    let path = raw.unwrap_or(crate::workspace::ROOT);
+    if user.is_superuser() && user.cluster.is_none() {
         return Ok(());
     }
-    let path = raw.unwrap_or(crate::workspace::ROOT);
     if path == "*" {
         return Ok(()); // authorize() refuses the wildcard to non-superusers
     }

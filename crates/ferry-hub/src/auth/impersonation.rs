@@ -218,7 +218,8 @@ impl Impersonation {
 
 /// The identity a request runs as: `requester`, or whom the
 /// `Impersonate-*` headers name once `requester` may impersonate every part
-/// of it in `workspace` (`None`: `/clusters/*`, superusers only). 400 for
+/// of it in `workspace` (`None`: `/clusters/*`, superusers only); unless the
+/// requester is a superuser, that identity is bound to `workspace`. 400 for
 /// malformed headers; 403 naming the requester and the first part refused.
 pub fn impersonate(
     hub: &Hub,
@@ -238,7 +239,14 @@ pub fn impersonate(
             return Err(authorize::forbidden(&requester, &attrs, &reason));
         }
     }
-    let user = wanted.identity();
+    let mut user = wanted.identity();
+    // As kcp scopes it: what a workspace's admin impersonates acts in that
+    // workspace only — system:masters included — so impersonation never
+    // lends anyone a right in another workspace (a grant an export, a
+    // Location or a workspace's owner never gave).
+    if !requester.is_superuser() && user.cluster.is_none() {
+        user.cluster = workspace.map(|w| w.name.clone());
+    }
     tracing::debug!(
         requester = %requester.name,
         user = %user.name,

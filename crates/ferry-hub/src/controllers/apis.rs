@@ -11,7 +11,12 @@
 //!   `PermissionClaimsValid` and `PermissionClaimsApplied`.
 //!
 //! A change to an export or a schema reaches every binding of that export,
-//! so a schema added to an export is served by existing bindings.
+//! so a schema of a new custom resource added to an export is served by
+//! existing bindings (as in kcp). Nothing else widens a binding: a schema of a
+//! resource the workspace serves built in binds as a no-op (the export never
+//! reaches those objects), one that clashes with a CRD or another binding is a
+//! `NamingConflicts`, and a claim is applied only exactly as the binding
+//! accepted it.
 
 use std::sync::Arc;
 
@@ -392,8 +397,15 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         ));
         return keep(conditions);
     }
+    // A resource the workspace serves built in stays its own: the schema
+    // binds as a no-op and is not a bound resource, so the export never
+    // reaches the workspace's objects of it (only an accepted claim does).
     let bound: Vec<Value> = schemas
         .iter()
+        .filter(|s| {
+            let (group, resource) = apis::schema_group_resource(s);
+            !hub.registry.is_builtin(&group, &resource)
+        })
         .map(|s| {
             let (group, resource) = apis::schema_group_resource(s);
             let storage: Vec<Value> = s
@@ -425,6 +437,13 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         .filter(|(d, _)| !asked.iter().any(|a| a.same_resource(d)))
         .map(|(d, _)| claim_name(d))
         .collect();
+    // Accepted, but the export asks for more (or other objects) now: not
+    // applied until the consumer accepts the claim as it is.
+    let changed: Vec<String> = decided
+        .iter()
+        .filter(|(d, accepted)| *accepted && !asked.contains(d) && asked.iter().any(|a| a.same_resource(d)))
+        .map(|(d, _)| claim_name(d))
+        .collect();
     let raw_asked: Vec<Value> = export
         .pointer("/spec/permissionClaims")
         .and_then(Value::as_array)
@@ -433,31 +452,21 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
     let applied: Vec<Value> = raw_asked
         .iter()
         .filter(|raw| {
-            Claim::from_value(raw).is_some_and(|a| {
-                decided
-                    .iter()
-                    .any(|(d, accepted)| *accepted && a.same_resource(d))
-            })
+            // The claim exactly as accepted (scope and identity included):
+            // a claim the export widens later needs accepting again.
+            Claim::from_value(raw).is_some_and(|a| decided.iter().any(|(d, accepted)| *accepted && a == *d))
         })
         .cloned()
         .collect();
     conditions.extend([
         condition("InitialBindingCompleted", true, "", ""),
         condition("BindingUpToDate", true, "", ""),
-        condition("PermissionClaimsApplied", true, "", ""),
-        if unknown.is_empty() {
-            condition("PermissionClaimsValid", true, "", "")
-        } else {
-            condition(
-                "PermissionClaimsValid",
-                false,
-                "InvalidPermissionClaims",
-                &format!(
-                    "the export does not ask for {}: remove them from spec.permissionClaims",
-                    unknown.join(", ")
-                ),
-            )
-        },
+        condition_unless("PermissionClaimsApplied", &changed, "PermissionClaimsChanged", |names| {
+            format!("APIExport {shown} changed its claims on {names} since they were accepted: they are not applied until spec.permissionClaims accepts them as the export asks now (status.exportPermissionClaims)")
+        }),
+        condition_unless("PermissionClaimsValid", &unknown, "InvalidPermissionClaims", |names| {
+            format!("the export does not ask for {names}: remove them from spec.permissionClaims")
+        }),
         condition("Ready", true, "", ""),
     ]);
     let mut status = json!({
@@ -473,6 +482,16 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         status["appliedPermissionClaims"] = json!(applied);
     }
     status
+}
+
+/// `type_` True when nothing is `wrong`, else False with `reason` and the
+/// message `say` makes of the names joined.
+fn condition_unless(type_: &str, wrong: &[String], reason: &str, say: impl Fn(&str) -> String) -> Value {
+    if wrong.is_empty() {
+        condition(type_, true, "", "")
+    } else {
+        condition(type_, false, reason, &say(&wrong.join(", ")))
+    }
 }
 
 fn claim_name(c: &Claim) -> String {

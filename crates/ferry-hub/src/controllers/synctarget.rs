@@ -195,7 +195,11 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
         })
         .collect();
     let desired = imported::desired_schemas(&imports, |location, group, resource| {
+        // A resource no export may serve (a workspace's own Secrets, RBAC, ...)
+        // is never published: listing it would have the export refused whole.
+        let reserved = apis::reserved_resource(group, resource, hub.registry.is_builtin_group(group));
         synctarget::always_synced(group, resource)
+            || reserved.is_some()
             || supported
                 .get(location)
                 .is_some_and(|s| s.contains(&(group.to_string(), resource.to_string())))

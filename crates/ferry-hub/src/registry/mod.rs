@@ -222,6 +222,11 @@ impl Registry {
             .any(|r| r.group == group && r.resource == resource)
     }
 
+    /// Whether the hub serves any built-in resource in `group`.
+    pub fn is_builtin_group(&self, group: &str) -> bool {
+        self.builtins.iter().any(|r| r.group == group)
+    }
+
     /// Replace what the CRDs of `cluster` serve.
     pub fn set_crd_resources(&self, cluster: &str, resources: Vec<ResourceInfo>) {
         let mut crds = self.crds.write();

@@ -2,6 +2,7 @@
 //! listener (HTTP/2 and HTTP/1.1 through ALPN).
 
 pub mod data_dir;
+mod drain;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -423,13 +424,12 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
                     .peer_certificates()
                     .and_then(|c| c.first())
                     .map(|c| crate::auth::PeerCertificate(Arc::new(c.to_vec())));
-                let app =
-                    tower::ServiceExt::map_request(app, move |mut req: Request<hyper::body::Incoming>| {
-                        if let Some(p) = &peer {
-                            req.extensions_mut().insert(p.clone());
-                        }
-                        req
-                    });
+                let app = tower::ServiceExt::map_request(app, move |mut req: Request<axum::body::Body>| {
+                    if let Some(p) = &peer {
+                        req.extensions_mut().insert(p.clone());
+                    }
+                    req
+                });
                 serve_connection(tls, app, timeouts, stop).await;
             });
         }
@@ -525,11 +525,13 @@ async fn accept(
 /// Serve HTTP/1.1 or HTTP/2 on one connection until it ends or the hub
 /// stops, within `timeouts`: the first request's deadline is kept here, since
 /// hyper's protocol detection has none; hyper keeps the HTTP/1.1 idle one
-/// (its header timer also runs while a keep-alive connection waits).
+/// (its header timer also runs while a keep-alive connection waits). Every
+/// request body is read to its end even when no handler reads it, so an early
+/// answer is never cut off by a stream reset ([`drain`]).
 async fn serve_connection<I, S>(io: I, app: S, timeouts: HttpTimeouts, mut stop: watch::Receiver<bool>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    S: tower::Service<Request<hyper::body::Incoming>, Response = Response, Error = std::convert::Infallible>
+    S: tower::Service<Request<axum::body::Body>, Response = Response, Error = std::convert::Infallible>
         + Clone
         + Send
         + 'static,
@@ -541,7 +543,7 @@ where
         if let Some(tx) = first_request.lock().take() {
             let _ = tx.send(());
         }
-        req
+        req.map(|body| axum::body::Body::new(drain::DrainOnDrop::new(body)))
     });
     let service = TowerToHyperService::new(app);
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

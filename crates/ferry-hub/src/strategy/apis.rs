@@ -44,11 +44,14 @@ fn schema_name_causes(field: &str, name: &str, plural: &str, group: &str) -> Vec
 pub struct SchemaStrategy;
 
 impl Strategy for SchemaStrategy {
-    fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+    fn validate(&self, r: &Request, obj: &Value) -> Vec<Cause> {
         let mut causes = Vec::new();
         let s = |p: &str| json::str_at(obj, p);
         let group = s("/spec/group");
         let plural = s("/spec/names/plural");
+        if let Some(why) = apis::reserved_resource(group, plural, r.hub.registry.is_builtin_group(group)) {
+            causes.push(Cause::forbidden("spec.group", why));
+        }
         for (path, field) in [
             ("/spec/names/plural", "spec.names.plural"),
             ("/spec/names/kind", "spec.names.kind"),
@@ -185,6 +188,43 @@ impl Strategy for ExportStrategy {
         ));
         causes.extend(identity_causes(r, obj.pointer("/spec/permissionClaims")));
         causes
+    }
+
+    /// A schema of a reserved resource ([`apis::reserved_resource`]) cannot
+    /// be listed: its name says what it defines, so this holds for one stored
+    /// before the rule existed too. One listed already is not judged again,
+    /// so such an export keeps its status written and can still be fixed.
+    fn admit(&self, r: &Request, old: Option<&Value>, obj: &Value) -> Result<(), ApiError> {
+        let listed = |o: Option<&Value>| -> Vec<String> {
+            o.and_then(|o| o.pointer("/spec/latestResourceSchemas"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|n| n.as_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        let before = listed(old);
+        let causes: Vec<Cause> = listed(Some(obj))
+            .iter()
+            .enumerate()
+            .filter(|(_, name)| !before.contains(name))
+            .filter_map(|(i, name)| {
+                let (group, resource) = apis::schema_name_group_resource(name)?;
+                let builtin = r.hub.registry.is_builtin_group(&group);
+                let why = apis::reserved_resource(&group, &resource, builtin)?;
+                Some(Cause::forbidden(format!("spec.latestResourceSchemas[{i}]"), why))
+            })
+            .collect();
+        if causes.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                apis::GROUP,
+                "APIExport",
+                json::str_at(obj, "/metadata/name"),
+                causes,
+            ))
+        }
     }
 }
 

@@ -7,7 +7,9 @@
 //!   agent with a Role there). `<export-cluster>` is the logical cluster's
 //!   name or its path.
 //! - **What:** the resources of the export's schemas (the latest ones it
-//!   lists), and the resources its permission claims name: built-in ones, and
+//!   lists) other than built-in ones (a consumer's own Secrets or Deployments
+//!   are never the export's), and the resources its permission claims name:
+//!   built-in ones, and
 //!   those of another export named by its `identityHash` (served with that
 //!   export's schema, as kcp does; an exported resource shadows a claim on the
 //!   same name).
@@ -90,9 +92,11 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
         let mut resources: Vec<ResourceInfo> = Vec::new();
         for schema in apis::listed_schemas(hub, &lc.name, &export) {
             let (group, resource) = apis::schema_group_resource(&schema);
+            // A built-in resource is every consumer's own: only a claim reaches it.
             if hub.registry.is_builtin(&group, &resource) {
-                resources.extend(builtin(hub, &group, &resource));
-            } else if let Ok(rs) = apis::resources_from_schema(&schema, name) {
+                continue;
+            }
+            if let Ok(rs) = apis::resources_from_schema(&schema, name) {
                 resources.extend(rs);
             }
         }
@@ -211,5 +215,25 @@ impl ScopeFilter for Visible {
                 .hub
                 .bindings
                 .claim_covers(&self.export, key, &self.group, &self.resource, &self.identity)
+    }
+
+    /// A create through the view lands only where the accepted claim reaches
+    /// (reads, updates and deletes of a named object are checked on the way
+    /// in): a claim on one namespace does not let the export write in another.
+    fn admit_write(&self, key: &ObjectKey, _old: Option<&Value>, _new: &Value) -> Result<(), ApiError> {
+        if self.object(key) {
+            return Ok(());
+        }
+        let at = if key.namespace.is_empty() {
+            String::new()
+        } else {
+            format!(" in namespace {:?}", key.namespace)
+        };
+        Err(ApiError::forbidden(format!(
+            "{} {:?} is forbidden: the permission claim of APIExport {:?} that this workspace accepted does not cover it{at}",
+            authorize::qualified(&self.group, &self.resource),
+            key.name,
+            self.export.name,
+        )))
     }
 }
