@@ -2354,3 +2354,65 @@ async fn losing_either_cluster_for_a_while_converges_with_no_orphans() {
     let Stage { agent, .. } = stage;
     agent.stop().await;
 }
+
+/// A copy the service cluster refuses is a Warning Event on the consumer's
+/// object with the cluster's own message, and the PublishedResource's
+/// `Synced` condition names it, until the object is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_published_resource() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.publish("Thing", "things", json!({})).await;
+    let remote = ar(EXPORT, "v1", "Thing", "things");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    // Annotations just under kube's 256 KiB total: kcp takes them, but the copy,
+    // with the agent's own annotations added, is too large for the service cluster.
+    let mut big = remote_object("Thing", "big", json!({}), json!({}));
+    big["metadata"]["annotations"] = json!({ "big": "x".repeat(262_144 - 3 - 64) });
+    stage.c1.create(&remote, big).await;
+    let seen = eventually(
+        20,
+        "an Event on the object with the cluster's message",
+        || async {
+            let events = events_about(&stage.c1, "big").await;
+            events.into_iter().find(|e| e.starts_with("SyncFailed"))
+        },
+    )
+    .await;
+    assert!(seen.contains("metadata.annotations: Too long"), "{seen}");
+    assert!(!seen.contains("Status {") && !seen.contains("ApiError"), "{seen}");
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "the Synced condition to name the refusal",
+        |pr| condition(pr, "Synced").is_some_and(|c| c["reason"] == "CopyRefused"),
+    )
+    .await;
+    let synced = condition(&pr, "Synced").unwrap();
+    let message = synced["message"].as_str().unwrap();
+    assert!(
+        message.contains("default/big was refused by the service cluster") && message.contains("Too long"),
+        "{message}"
+    );
+
+    stage
+        .c1
+        .merge(
+            &remote,
+            Some("default"),
+            "big",
+            json!({ "metadata": { "annotations": { "big": null } } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "the Synced condition to clear",
+        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "True"),
+    )
+    .await;
+}

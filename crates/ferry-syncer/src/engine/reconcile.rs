@@ -1107,9 +1107,9 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
             &engine.name,
         );
     }
-    // An upstream spanning clusters is a virtual workspace serving only what is
-    // synced (kcp TMC's): Events cannot be posted there.
-    if let (Some(obj), false) = (upstream_obj, engine.profile.upstream_clusters) {
+    // kcp TMC's syncer virtual workspace serves only what is synced: Events
+    // cannot be posted there (its refusals show on the SyncTarget instead).
+    if let (Some(obj), true) = (upstream_obj, engine.profile.upstream_takes_events) {
         events::post(
             engine.up.client_in(cluster),
             &obj,

@@ -310,6 +310,11 @@ pub struct Profile {
     /// (kcp TMC's `--downstream-namespace-clean-delay`, after kcp#2041). `None`: it is
     /// deleted (or released while it holds wanted copies) at once.
     pub namespace_clean_delay: Option<std::time::Duration>,
+    /// Whether Events can be posted on upstream objects (a mailbox workspace; an
+    /// APIExport's virtual workspace whose export claims events), so a copy that
+    /// fails says so on the object itself. kcp TMC's syncer virtual workspace serves
+    /// only what is synced: no Events.
+    pub upstream_takes_events: bool,
 }
 
 impl std::fmt::Debug for Profile {

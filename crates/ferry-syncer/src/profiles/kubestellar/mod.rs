@@ -68,6 +68,7 @@ impl KubeStellar {
             config: state,
             upstream_clusters: false,
             namespace_clean_delay: None,
+            upstream_takes_events: true,
         }
     }
 

@@ -167,6 +167,7 @@ impl SyncAgent {
             config: self.clone(),
             upstream_clusters: true,
             namespace_clean_delay: None,
+            upstream_takes_events: true,
         }
     }
 
@@ -217,6 +218,36 @@ impl SyncAgent {
             out.entry(b.published)
                 .and_modify(|e| e.2 += 1)
                 .or_insert((b.reason, b.message, 1));
+        }
+        // Copies the service cluster (or kcp, for status) refused, by the
+        // PublishedResource of their kcp resource.
+        let refused = self.engine().map(|e| e.refusals.all()).unwrap_or_default();
+        let published = self.published.read();
+        for r in refused {
+            let Some(p) = published.iter().find(|p| {
+                let group = if p.remote.id.group.is_empty() {
+                    "core"
+                } else {
+                    p.remote.id.group.as_str()
+                };
+                format!("{group}/{}", p.remote.id.resource) == r.resource
+            }) else {
+                continue;
+            };
+            let object = match (&r.cluster, r.namespace.is_empty()) {
+                (Some(c), true) => format!("{c}|{}", r.name),
+                (Some(c), false) => format!("{c}|{}/{}", r.namespace, r.name),
+                (None, true) => r.name.clone(),
+                (None, false) => format!("{}/{}", r.namespace, r.name),
+            };
+            let by = match r.side {
+                Side::Downstream => "the service cluster",
+                Side::Upstream => "kcp",
+            };
+            let message = format!("{object} was refused by {by}: {}", r.message);
+            out.entry(p.name.clone())
+                .and_modify(|e| e.2 += 1)
+                .or_insert(("CopyRefused", message, 1));
         }
         out
     }

@@ -162,6 +162,7 @@ impl Tmc {
             config: self.clone(),
             upstream_clusters: true,
             namespace_clean_delay: Some(self.options.namespace_clean_delay),
+            upstream_takes_events: false,
         }
     }
 
