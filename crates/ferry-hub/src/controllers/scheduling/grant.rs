@@ -49,7 +49,8 @@ pub fn not_usable(path: &str, user: &str) -> String {
 
 /// The annotation's value for `user`.
 pub fn record(user: &UserInfo) -> String {
-    json!({"username": user.name, "uid": user.uid, "groups": user.groups, "cluster": user.cluster}).to_string()
+    json!({"username": user.name, "uid": user.uid, "groups": user.groups, "cluster": user.cluster})
+        .to_string()
 }
 
 /// The requester recorded on `placement` (`None`: none, or unreadable).

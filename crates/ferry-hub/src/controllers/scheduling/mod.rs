@@ -457,12 +457,7 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
             meta.annotations.contains_key(PLACEMENT_ANNOTATION)
                 && placement::selects_namespace(&p, &meta.labels)
         });
-        let status = placement::status(
-            &p,
-            &path,
-            locations.as_deref().map_err(String::as_str),
-            used,
-        );
+        let status = placement::status(&p, &path, locations.as_deref().map_err(String::as_str), used);
         if p.get("status") == Some(&status) {
             continue;
         }
@@ -470,7 +465,12 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
         let Some(rv) = hub.store.get(&key).map(|o| o.rv) else {
             continue;
         };
-        let body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
+        let mut body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
+        if status.get("selectedLocation").is_none() && p.pointer("/status/selectedLocation").is_some() {
+            // A merge patch keeps what it does not name: a Location no
+            // longer usable is named to go.
+            body["status"]["selectedLocation"] = Value::Null;
+        }
         patch(hub, info.clone(), &key, Some("status"), body).await;
     }
 }

@@ -54,7 +54,12 @@ pub fn selects_location(placement: &Value, location: &Value) -> bool {
 /// it may use (`Err`: why it may use none — the workspace does not exist,
 /// or grants nothing; [`super::grant::not_usable`]), the workspace's path,
 /// and whether a namespace uses the Placement.
-pub fn status(placement: &Value, location_path: &str, locations: Result<&[Value], &str>, used: bool) -> Value {
+pub fn status(
+    placement: &Value,
+    location_path: &str,
+    locations: Result<&[Value], &str>,
+    used: bool,
+) -> Value {
     let old = placement.get("status").cloned().unwrap_or(json!({}));
     let old_conditions = old.get("conditions");
     let locations = match locations {
