@@ -53,7 +53,14 @@ impl Tenants {
         let cluster = ready_workspace(&self.hub, name).await;
         if let Some(owner) = owner {
             let path = format!("root:{name}");
-            bind_cluster_role(&self.hub, &path, &format!("{owner}-admin"), "cluster-admin", owner).await;
+            bind_cluster_role(
+                &self.hub,
+                &path,
+                &format!("{owner}-admin"),
+                "cluster-admin",
+                owner,
+            )
+            .await;
         }
         cluster
     }
@@ -99,7 +106,13 @@ pub async fn ready_workspace(hub: &TestHub, name: &str) -> String {
     .await;
     let path = format!("root:{name}");
     eventually(10, "workspace ready", || async {
-        let (code, _) = call(&admin(hub, &path).await, "GET", "/api/v1/namespaces/default", None).await;
+        let (code, _) = call(
+            &admin(hub, &path).await,
+            "GET",
+            "/api/v1/namespaces/default",
+            None,
+        )
+        .await;
         (code == 200).then_some(())
     })
     .await;
@@ -111,5 +124,8 @@ pub async fn ready_workspace(hub: &TestHub, name: &str) -> String {
     )
     .await;
     assert_eq!(code, 200, "reading workspace {name}: {ws}");
-    ws["spec"]["cluster"].as_str().expect("logical cluster").to_string()
+    ws["spec"]["cluster"]
+        .as_str()
+        .expect("logical cluster")
+        .to_string()
 }
