@@ -148,7 +148,7 @@ impl Reserved {
     }
 }
 
-fn map_at<'v>(obj: Option<&'v Value>, place: Place) -> BTreeMap<&'v str, &'v Value> {
+fn map_at(obj: Option<&Value>, place: Place) -> BTreeMap<&str, &Value> {
     let pointer = match place {
         Place::Label => "/metadata/labels",
         Place::Annotation => "/metadata/annotations",
