@@ -58,6 +58,12 @@ fn placement_body(name: &str, location_workspace: &str) -> Value {
                     "namespaceSelector": {"matchLabels": {"purpose": "workload"}}}})
 }
 
+/// POST Placement `name` on `location_workspace` as `client`.
+async fn place(client: &kube::Client, name: &str, location_workspace: &str) -> (u16, Value) {
+    let body = placement_body(name, location_workspace);
+    call(client, "POST", &format!("{SCHEDULING}/placements"), Some(&body)).await
+}
+
 fn message(body: &Value) -> String {
     body["message"].as_str().unwrap_or_default().to_string()
 }
@@ -126,21 +132,9 @@ async fn a_placement_on_ungranted_compute_is_refused_like_one_on_no_workspace_an
     w.mal_workload("mal").await;
 
     // Another tenant's compute, and a workspace that does not exist: one answer.
-    let (code, victim) = call(
-        &mal,
-        "POST",
-        &format!("{SCHEDULING}/placements"),
-        Some(&placement_body("p", VICTIM)),
-    )
-    .await;
+    let (code, victim) = place(&mal, "p", VICTIM).await;
     assert_eq!(code, 403, "{victim}");
-    let (code, nowhere) = call(
-        &mal,
-        "POST",
-        &format!("{SCHEDULING}/placements"),
-        Some(&placement_body("p", NOWHERE)),
-    )
-    .await;
+    let (code, nowhere) = place(&mal, "p", NOWHERE).await;
     assert_eq!(code, 403, "{nowhere}");
     assert_eq!(message(&victim).replace(VICTIM, NOWHERE), message(&nowhere));
     assert!(
@@ -154,13 +148,7 @@ async fn a_placement_on_ungranted_compute_is_refused_like_one_on_no_workspace_an
 
     // Nor by the back door: a Placement of its own workspace turned onto
     // the victim's, or a status naming the victim's Location.
-    let (code, body) = call(
-        &mal,
-        "POST",
-        &format!("{SCHEDULING}/placements"),
-        Some(&placement_body("own", "root:mal")),
-    )
-    .await;
+    let (code, body) = place(&mal, "own", "root:mal").await;
     assert_eq!(code, 201, "{body}");
     let path = format!("{SCHEDULING}/placements/own");
     let (code, body) = merge_patch(&mal, &path, &json!({"spec": {"locationWorkspace": VICTIM}})).await;
@@ -212,13 +200,7 @@ async fn a_granted_placement_schedules_and_revoking_the_grant_unschedules() {
     grant(&w, "mal").await;
     let mal = w.t.client_as("mal", "root:mal").await;
     w.mal_workload("mal").await;
-    let (code, body) = call(
-        &mal,
-        "POST",
-        &format!("{SCHEDULING}/placements"),
-        Some(&placement_body("compute", VICTIM)),
-    )
-    .await;
+    let (code, body) = place(&mal, "compute", VICTIM).await;
     assert_eq!(code, 201, "{body}");
     // The requester is the hub's to record, whatever the client sent.
     assert!(
@@ -367,13 +349,7 @@ async fn nobody_but_the_hub_sets_scheduling_labels_by_hand() {
     }
 
     // A user with only `edit` in one namespace of a granted workspace.
-    let (code, body) = call(
-        &mal,
-        "POST",
-        &format!("{SCHEDULING}/placements"),
-        Some(&placement_body("compute", VICTIM)),
-    )
-    .await;
+    let (code, body) = place(&mal, "compute", VICTIM).await;
     assert_eq!(code, 201, "{body}");
     create(
         &w.t.hub,
@@ -460,13 +436,7 @@ async fn the_syncer_view_shows_only_workspaces_granted_to_its_target() {
     grant(&w, "mal").await;
     let mal = w.t.client_as("mal", "root:mal").await;
     w.mal_workload("mal").await;
-    let (code, body) = call(
-        &mal,
-        "POST",
-        &format!("{SCHEDULING}/placements"),
-        Some(&placement_body("compute", VICTIM)),
-    )
-    .await;
+    let (code, body) = place(&mal, "compute", VICTIM).await;
     assert_eq!(code, 201, "{body}");
     eventually(20, "east's syncer sees mal's ConfigMap", || async {
         (w.east_sees("configmaps").await == ["cm"]).then_some(())

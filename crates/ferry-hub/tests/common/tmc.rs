@@ -170,12 +170,14 @@ pub async fn sync_view(
     kube::Client::try_from(config).expect("client")
 }
 
-/// The names of a list's items.
+/// The names of a list's items, sorted.
 pub fn item_names(list: &Value) -> Vec<String> {
-    list["items"]
+    let mut names: Vec<String> = list["items"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
-        .collect()
+        .collect();
+    names.sort();
+    names
 }
