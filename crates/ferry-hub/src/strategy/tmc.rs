@@ -257,12 +257,17 @@ impl Strategy for PlacementStrategy {
     }
 }
 
-/// Whether this write sets the Placement's spec (a create, or an update
-/// that changes it): what the grant is checked for and recorded on.
+/// Whether this write makes its writer the Placement's requester: a
+/// create, an update that changes the spec, or any update of a Placement
+/// stored before requesters were recorded (which uses nothing of another
+/// workspace until then). What the grant is checked for.
 fn spec_written(r: &Request, old: Option<&Value>, obj: &Value) -> bool {
     match old {
         None => true,
-        Some(old) => r.subresource.is_none() && old.get("spec") != obj.get("spec"),
+        Some(old) => {
+            r.subresource.is_none()
+                && (old.get("spec") != obj.get("spec") || grant::requester(old).is_none())
+        }
     }
 }
 
