@@ -334,13 +334,16 @@ async fn nobody_but_the_hub_sets_scheduling_labels_by_hand() {
     )
     .await;
     assert_eq!(code, 403, "{body}");
-    // The other keys the scheduler and the placement translator own.
+    // The other keys the scheduler and the syncers own.
     for (labels, annotations) in [
         (
             json!({}),
             json!({format!("deletion.internal.workload.kcp.io/{}", w.east): "2026-01-01T00:00:00Z"}),
         ),
-        (json!({"ferry.dev/placed": "true"}), json!({})),
+        (
+            json!({}),
+            json!({format!("finalizers.workload.kcp.io/{}", w.east): "x"}),
+        ),
         (json!({}), json!({"scheduling.kcp.io/placement": ""})),
     ] {
         let body = json!({"metadata": {"labels": labels, "annotations": annotations}});

@@ -180,7 +180,7 @@ pub(super) fn prepare_with(
             .and_then(Value::as_str)
             .unwrap_or_default();
         return Err(ApiError::forbidden(format!(
-            "{} {name:?} is forbidden: {}: reserved: {}; User {:?} may not add, change or remove it",
+            "{} {name:?} is forbidden: {}: reserved: {}; User {:?} may not add, change or remove it: leave it as it is",
             crate::auth::authorize::qualified(&info.group, &info.resource),
             refused.field,
             refused.owner,

@@ -1,7 +1,12 @@
-//! Labels and annotations the hub's controllers and the syncers own: a
-//! client's write that adds, changes or removes one is refused, for every
-//! kind, so nobody schedules an object onto a SyncTarget by labelling it,
-//! nor makes a KubeStellar mailbox copy look placed.
+//! Labels and annotations kcp TMC's scheduler and syncers own: a client's
+//! write that adds, changes or removes one is refused, for every kind, so
+//! nobody schedules an object onto a SyncTarget by labelling it.
+//!
+//! The KubeStellar placement translator's marks (`ferry.dev/placed`,
+//! `ferry.dev/upsynced-from`, ...) are not reserved: they travel with the
+//! copies a KubeStellar syncer writes to its cluster (a hub standing in
+//! for one too), and where they count — mailboxes — only the hub and the
+//! mailbox's own syncer write.
 //!
 //! Who may write them ([`Writer`]): the hub's own controllers and members
 //! of `system:masters` (the hub's admin, as kcp lets its privileged users
@@ -16,9 +21,6 @@ use std::collections::BTreeMap;
 use ferry_api::well_known::WORKLOAD_STATE_LABEL_PREFIX;
 use serde_json::Value;
 
-use crate::controllers::placement::{
-    PLACED_LABEL, RETURNED_FROM_ANNOTATION, RETURNED_LABEL, SOURCE_ANNOTATION, SOURCE_RV_ANNOTATION,
-};
 use crate::controllers::scheduling::PLACEMENT_ANNOTATION;
 
 /// Who is writing, as far as reserved metadata goes.
@@ -59,15 +61,14 @@ struct Reserved {
 
 const SCHEDULER: &str = "the hub's TMC scheduler sets it";
 const SYNCER: &str = "the SyncTarget's syncer sets it, through its virtual workspace";
-const TRANSLATOR: &str = "the hub's KubeStellar placement translator sets it";
 
 const RESERVED: &[Reserved] = &[
     Reserved {
         place: Place::Label,
         key: WORKLOAD_STATE_LABEL_PREFIX,
         per_target: true,
-        owner: "the hub's TMC scheduler sets it from a Placement (grant a Placement instead); \
-                the SyncTarget's syncer may remove its own, through its virtual workspace",
+        owner: "the hub's TMC scheduler sets it from Placements, and the SyncTarget's syncer may \
+                remove its own through its virtual workspace",
     },
     Reserved {
         place: Place::Annotation,
@@ -92,36 +93,6 @@ const RESERVED: &[Reserved] = &[
         key: PLACEMENT_ANNOTATION,
         per_target: false,
         owner: SCHEDULER,
-    },
-    Reserved {
-        place: Place::Label,
-        key: PLACED_LABEL,
-        per_target: false,
-        owner: TRANSLATOR,
-    },
-    Reserved {
-        place: Place::Label,
-        key: RETURNED_LABEL,
-        per_target: false,
-        owner: TRANSLATOR,
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: SOURCE_ANNOTATION,
-        per_target: false,
-        owner: TRANSLATOR,
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: SOURCE_RV_ANNOTATION,
-        per_target: false,
-        owner: TRANSLATOR,
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: RETURNED_FROM_ANNOTATION,
-        per_target: false,
-        owner: TRANSLATOR,
     },
 ];
 
@@ -232,18 +203,16 @@ mod tests {
         );
         assert_eq!(refusal(Writer::Syncer("abc"), Some(&before), &soft), None);
         assert!(refusal(Writer::Syncer("other"), Some(&before), &soft).is_some());
-        let placed = obj(json!({STATE: "Sync", "ferry.dev/placed": "true"}), json!({}));
+        let placed = obj(json!({STATE: "Sync"}), json!({"scheduling.kcp.io/placement": ""}));
         assert!(refusal(Writer::Syncer("abc"), Some(&before), &placed).is_some());
         assert_eq!(refusal(Writer::Hub, Some(&before), &placed), None);
     }
 
     #[test]
-    fn the_translators_and_schedulers_marks_are_reserved_too() {
+    fn the_schedulers_and_syncers_annotations_are_reserved_too() {
         for (labels, annotations) in [
-            (json!({"ferry.dev/placed": "true"}), json!({})),
-            (json!({"ferry.dev/upsynced-from": "t"}), json!({})),
-            (json!({}), json!({"ferry.dev/placed-from": "root:wmw"})),
             (json!({}), json!({"scheduling.kcp.io/placement": ""})),
+            (json!({}), json!({"finalizers.workload.kcp.io/abc": "x"})),
             (json!({}), json!({"deletion.internal.workload.kcp.io/abc": "now"})),
         ] {
             let o = obj(labels, annotations);
@@ -252,7 +221,7 @@ mod tests {
         }
         // Look-alikes are not reserved.
         let o = obj(
-            json!({"placed": "true", "x.state.workload.kcp.io/a": "Sync"}),
+            json!({"ferry.dev/placed": "true", "x.state.workload.kcp.io/a": "Sync"}),
             json!({}),
         );
         assert_eq!(refusal(Writer::User, None, &o), None);

@@ -265,8 +265,7 @@ fn spec_written(r: &Request, old: Option<&Value>, obj: &Value) -> bool {
     match old {
         None => true,
         Some(old) => {
-            r.subresource.is_none()
-                && (old.get("spec") != obj.get("spec") || grant::requester(old).is_none())
+            r.subresource.is_none() && (old.get("spec") != obj.get("spec") || grant::requester(old).is_none())
         }
     }
 }
