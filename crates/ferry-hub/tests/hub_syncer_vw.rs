@@ -226,17 +226,6 @@ async fn accept_deployments(hub: &TestHub, target: &str) {
     .await;
 }
 
-fn names(list: &Value) -> Vec<String> {
-    let mut n: Vec<String> = list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
-        .collect();
-    n.sort();
-    n
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let w = world().await;
@@ -279,7 +268,7 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     // Lists across workspaces: east's objects only.
     let (code, list) = call(&all, "GET", "/api/v1/configmaps", None).await;
     assert_eq!(code, 200, "{list}");
-    let listed = names(&list);
+    let listed = item_names(&list);
     assert!(
         listed.contains(&"cm-app1".to_string()) && listed.contains(&"cm-app2".to_string()),
         "{listed:?}"
@@ -290,9 +279,9 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     );
     assert!(!listed.contains(&"hidden".to_string()), "unscheduled: {listed:?}");
     let (_, secrets) = call(&all, "GET", "/api/v1/secrets", None).await;
-    assert!(!names(&secrets).contains(&"hidden".to_string()), "{secrets}");
+    assert!(!item_names(&secrets).contains(&"hidden".to_string()), "{secrets}");
     let (_, nss) = call(&all, "GET", "/api/v1/namespaces", None).await;
-    let ns_names = names(&nss);
+    let ns_names = item_names(&nss);
     assert!(
         ns_names.contains(&"work".to_string()) && !ns_names.contains(&"private".to_string()),
         "{ns_names:?}"
@@ -531,7 +520,7 @@ async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
     let all = w.east("upsyncer", "*").await;
     let (code, list) = call(&all, "GET", "/api/v1/pods", None).await;
     assert_eq!(code, 200, "{list}");
-    assert_eq!(names(&list), vec!["up".to_string()]);
+    assert_eq!(item_names(&list), vec!["up".to_string()]);
     let (code, body) = merge_patch(
         &up,
         "/api/v1/namespaces/work/pods/up",

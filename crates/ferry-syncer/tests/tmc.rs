@@ -1338,6 +1338,18 @@ async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over
 
     // Another workspace's volume of the same name does not take the copy over.
     let other = workspace(&t.kcp, "other").await;
+    // A workspace the target's owners granted (a Placement on root:org):
+    // otherwise the syncer's view would not show it at all.
+    other
+        .create(
+            &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
+            json!({
+                "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
+                "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
+                    "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
+            }),
+        )
+        .await;
     let sync = json!({ t.state_label(): "Sync" });
     let intruder = other
         .create(&volumes(), volume("data-vol", sync, json!({}), None))

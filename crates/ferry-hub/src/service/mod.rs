@@ -15,6 +15,7 @@ pub mod delete;
 pub mod hooks;
 pub mod prepare;
 pub mod propagation;
+pub mod reserved;
 pub mod token;
 
 use std::sync::Arc;
@@ -187,6 +188,17 @@ impl Request {
         }
     }
 
+    /// Who writes, as far as reserved labels and annotations go.
+    pub fn reserved_writer(&self) -> reserved::Writer<'_> {
+        if self.user.is_superuser() {
+            return reserved::Writer::Hub;
+        }
+        match self.visibility.as_ref().and_then(|v| v.sync_target_key()) {
+            Some(key) => reserved::Writer::Syncer(key),
+            None => reserved::Writer::User,
+        }
+    }
+
     pub fn manager(&self) -> String {
         self.options.field_manager.clone()
     }
@@ -219,6 +231,10 @@ impl ScopeFilter for InCluster {
 
     fn admit_write(&self, key: &ObjectKey, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
         self.visible.admit_write(key, old, new)
+    }
+
+    fn sync_target_key(&self) -> Option<&str> {
+        self.visible.sync_target_key()
     }
 }
 

@@ -173,6 +173,20 @@ pub(super) fn prepare_with(
             a.insert(CLUSTER_ANNOTATION.into(), Value::String(cluster.name.clone()));
         }
     }
+    // What the client changed, before the strategy adds the server's own.
+    if let Some(refused) = super::reserved::refusal(s.reserved_writer(), old, &new) {
+        let name = new
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        return Err(ApiError::forbidden(format!(
+            "{} {name:?} is forbidden: {}: reserved: {}; User {:?} may not add, change or remove it: leave it as it is",
+            crate::auth::authorize::qualified(&info.group, &info.resource),
+            refused.field,
+            refused.owner,
+            s.user.name
+        )));
+    }
     match (kind, old) {
         (WriteKind::Update, Some(old)) => strategy.prepare_for_update(s, old, &mut new)?,
         _ => strategy.prepare_for_create(s, &mut new)?,

@@ -137,6 +137,13 @@ pub trait ScopeFilter: Send + Sync {
     ) -> Result<(), crate::status::ApiError> {
         Ok(())
     }
+
+    /// The key of the SyncTarget whose syncer writes through this view, if
+    /// any: it may write that target's reserved keys
+    /// (`service::reserved`).
+    fn sync_target_key(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl std::fmt::Debug for ClusterScope {

@@ -7,6 +7,7 @@
 
 use serde_json::{json, Value};
 
+use crate::controllers::scheduling::grant;
 use crate::json;
 use crate::selector::LabelSelector;
 use crate::service::Request;
@@ -180,19 +181,46 @@ impl PlacementStrategy {
 }
 
 impl Strategy for PlacementStrategy {
-    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
+    fn prepare_for_create(&self, r: &Request, obj: &mut Value) -> Result<(), ApiError> {
         Self::default(obj)?;
         if obj.pointer("/status/phase").is_none() {
             json::set(obj, &["status", "phase"], json!("Pending"))?;
         }
-        Ok(())
+        record_requester(r, None, obj)
     }
 
-    fn prepare_for_update(&self, r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
+    fn prepare_for_update(&self, r: &Request, old: &Value, obj: &mut Value) -> Result<(), ApiError> {
         if r.subresource.is_some() {
+            return record_requester(r, Some(old), obj);
+        }
+        Self::default(obj)?;
+        record_requester(r, Some(old), obj)
+    }
+
+    /// Using another workspace's Locations needs a grant there ([`grant`]);
+    /// checked whenever the spec is written, for its writer.
+    fn admit(&self, r: &Request, old: Option<&Value>, obj: &Value) -> Result<(), ApiError> {
+        if !spec_written(r, old, obj) || r.user.is_superuser() {
             return Ok(());
         }
-        Self::default(obj)
+        let cluster = r.cluster()?;
+        let path = json::str_at(obj, "/spec/locationWorkspace");
+        if path.is_empty() {
+            return Ok(());
+        }
+        let lc = r.hub.workspaces.resolve(path);
+        if lc.as_ref().is_some_and(|lc| lc.name == cluster.name) {
+            return Ok(());
+        }
+        let granted = lc.is_some_and(|lc| grant::bindable_locations(&r.hub, &r.user, &lc).is_some());
+        if granted {
+            return Ok(());
+        }
+        Err(ApiError::forbidden(format!(
+            "placements.scheduling.kcp.io {:?} is forbidden: spec.locationWorkspace: {}",
+            json::str_at(obj, "/metadata/name"),
+            grant::not_usable(path, &r.user.name)
+        )))
     }
 
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
@@ -227,6 +255,38 @@ impl Strategy for PlacementStrategy {
         }
         causes
     }
+}
+
+/// Whether this write makes its writer the Placement's requester: a
+/// create, an update that changes the spec, or any update of a Placement
+/// stored before requesters were recorded (which uses nothing of another
+/// workspace until then). What the grant is checked for.
+fn spec_written(r: &Request, old: Option<&Value>, obj: &Value) -> bool {
+    match old {
+        None => true,
+        Some(old) => {
+            r.subresource.is_none() && (old.get("spec") != obj.get("spec") || grant::requester(old).is_none())
+        }
+    }
+}
+
+/// [`grant::REQUESTER_ANNOTATION`]: the writer of the spec; kept as it was
+/// on any other write. Never the client's to choose.
+fn record_requester(r: &Request, old: Option<&Value>, obj: &mut Value) -> Result<(), ApiError> {
+    let value = if spec_written(r, old, obj) {
+        Some(Value::String(grant::record(&r.user)))
+    } else {
+        old.and_then(|o| o.pointer("/metadata/annotations"))
+            .and_then(|a| a.get(grant::REQUESTER_ANNOTATION))
+            .cloned()
+    };
+    match value {
+        Some(v) => json::set(obj, &["metadata", "annotations", grant::REQUESTER_ANNOTATION], v)?,
+        None => {
+            json::remove(obj, &["metadata", "annotations", grant::REQUESTER_ANNOTATION]);
+        }
+    }
+    Ok(())
 }
 
 /// The schema update strategies kcp knows; `UpdateUnpublished` is the default.

@@ -14,23 +14,28 @@
 //!   verbs a syncer needs (get, list, watch, update, patch; no create or
 //!   delete). Upsyncer: pods, persistentvolumes and endpoints, every verb.
 //! - **Which:** objects labelled `state.workload.kcp.io/<key>=Sync`
-//!   (upsyncer: `=Upsync`), in any workspace; an object whose label changes
+//!   (upsyncer: `=Upsync`), in the target's own workspace and those whose
+//!   Placements may use its workspace (`controllers::scheduling::grant`),
+//!   re-checked at least every second; an object whose label changes
 //!   away leaves running watches as a deletion. A write may not touch the
 //!   state labels of other targets; through the upsyncer, what is written
 //!   must keep the `Upsync` label of this target.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ferry_api::well_known::{
     workload_state_label, WORKLOAD_STATE_LABEL_PREFIX, WORKLOAD_STATE_SYNC, WORKLOAD_STATE_UPSYNC,
 };
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::{View, VirtualWorkspace};
 use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::auth::UserInfo;
+use crate::controllers::scheduling::grant;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
@@ -212,8 +217,11 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
         Arc::new(Labelled {
             hub: hub.clone(),
             info: info.clone(),
+            key: key.clone(),
+            target_cluster: cluster.clone(),
             label: label.clone(),
             direction,
+            granted: Default::default(),
         }) as Arc<dyn ScopeFilter>
     }))
 }
@@ -247,13 +255,43 @@ pub fn accepted_resources(target: &Value) -> Vec<(String, String, Vec<String>)> 
 struct Labelled {
     hub: Arc<Hub>,
     info: ResourceInfo,
+    /// The SyncTarget's key.
+    key: String,
+    /// The SyncTarget's logical cluster.
+    target_cluster: String,
     /// `state.workload.kcp.io/<key>`.
     label: String,
     direction: Direction,
+    /// Workspaces asked about lately, and whether they may use the target
+    /// ([`grant::workspace_granted`]), so a list does not ask per object.
+    granted: Mutex<HashMap<String, (Instant, bool)>>,
+}
+
+/// How long an answer of [`grant::workspace_granted`] is reused.
+const GRANT_TTL: Duration = Duration::from_secs(1);
+
+impl Labelled {
+    /// Whether `cluster` may have work on this target: a label alone does
+    /// not put a workspace in view, only a grant does (the scheduler sets
+    /// labels only under one; this is the second lock).
+    fn granted(&self, cluster: &str) -> bool {
+        let now = Instant::now();
+        if let Some((at, ok)) = self.granted.lock().get(cluster) {
+            if now.duration_since(*at) < GRANT_TTL {
+                return *ok;
+            }
+        }
+        let ok = grant::workspace_granted(&self.hub, cluster, &self.target_cluster);
+        self.granted.lock().insert(cluster.to_string(), (now, ok));
+        ok
+    }
 }
 
 impl ScopeFilter for Labelled {
     fn cluster(&self, cluster: &str) -> bool {
+        if !self.granted(cluster) {
+            return false;
+        }
         // A custom resource is visible where it is served.
         !self.info.from_crd
             || self
@@ -273,7 +311,17 @@ impl ScopeFilter for Labelled {
     }
 
     fn admit_write(&self, key: &ObjectKey, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+        if !self.granted(&key.cluster) {
+            return Err(ApiError::forbidden(format!(
+                "{} in workspace {:?}: no Placement there may use this SyncTarget's workspace, so its syncer writes nothing there",
+                self.info.resource, key.cluster
+            )));
+        }
         check_write(&self.label, self.direction, &self.info, key, old, new)
+    }
+
+    fn sync_target_key(&self) -> Option<&str> {
+        Some(&self.key)
     }
 }
 

@@ -148,3 +148,36 @@ pub async fn wait_for(
     })
     .await
 }
+
+/// A client of SyncTarget `name`'s (uid `uid`, in logical cluster
+/// `target_cluster`) `kind` view (`syncer` or `upsyncer`) at `clusters/<c>`,
+/// with the admin's token: what the view shows whoever may enter it.
+pub async fn sync_view(
+    hub: &TestHub,
+    kind: &str,
+    target_cluster: &str,
+    name: &str,
+    uid: &str,
+    c: &str,
+) -> kube::Client {
+    let mut config = hub.config("root").await;
+    let url = format!(
+        "{}/services/{kind}/{target_cluster}/{name}/{uid}/clusters/{c}",
+        hub.url()
+    );
+    config.cluster_url = url.parse().expect("url");
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("client")
+}
+
+/// The names of a list's items, sorted.
+pub fn item_names(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    names.sort();
+    names
+}

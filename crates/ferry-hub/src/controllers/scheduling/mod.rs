@@ -6,7 +6,9 @@
 //!   each Location's `status.instances` / `availableInstances` (Ready and
 //!   not cordoned) follow its targets.
 //! - **Placements**: select a Location in `spec.locationWorkspace` (the
-//!   Placement's own workspace when empty) — [`placement`].
+//!   Placement's own workspace when empty) — [`placement`] — among those
+//!   the workspace's owners granted to whoever wrote the Placement's spec
+//!   ([`grant`]); revoking the grant unschedules.
 //! - **Namespaces** in a Placement's workspace that its `namespaceSelector`
 //!   selects get the annotation `scheduling.kcp.io/placement` and one
 //!   target of the selected Location each: label
@@ -31,6 +33,7 @@
 //! triggers), so every reaction is idempotent and a resync catches up.
 
 pub mod assignment;
+pub mod grant;
 pub mod placement;
 pub mod targets;
 
@@ -47,6 +50,7 @@ use tokio::task::JoinHandle;
 use assignment::{Meta, MetaPatch};
 use targets::Target;
 
+use crate::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::service::{self, PatchType, Request};
@@ -181,6 +185,16 @@ async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
             }
         }
         PLACEMENTS => reconcile_workspace(hub, &key.cluster).await,
+        ROLES | CLUSTER_ROLES | ROLE_BINDINGS | CLUSTER_ROLE_BINDINGS => {
+            // A grant given or taken back. The event can arrive before the
+            // write's own invalidation: forget the cached RBAC first.
+            hub.security.rbac.invalidate(&key.cluster);
+            for ws in workspaces_placing_in(hub, &key.cluster) {
+                if ws != key.cluster {
+                    reconcile_workspace(hub, &ws).await;
+                }
+            }
+        }
         NAMESPACES => {
             if hub.store.get(key).is_none() {
                 return;
@@ -433,14 +447,17 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
     };
     let namespaces = list_values(hub, ws, NAMESPACES);
     for p in placements {
-        let (location_cluster, path) = location_workspace(hub, ws, &p);
-        let locations = location_cluster.map(|c| list_values(hub, &c, LOCATIONS));
+        let (_, path) = location_workspace(hub, ws, &p);
+        let locations = match grant::location_source(hub, ws, &p) {
+            grant::LocationSource::Usable(_, locations) => Ok(locations),
+            grant::LocationSource::NotUsable { requester } => Err(grant::not_usable(&path, &requester)),
+        };
         let used = namespaces.iter().any(|ns| {
             let meta = Meta::of(ns);
             meta.annotations.contains_key(PLACEMENT_ANNOTATION)
                 && placement::selects_namespace(&p, &meta.labels)
         });
-        let status = placement::status(&p, &path, locations.as_deref(), used);
+        let status = placement::status(&p, &path, locations.as_deref().map_err(String::as_str), used);
         if p.get("status") == Some(&status) {
             continue;
         }
@@ -448,7 +465,12 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
         let Some(rv) = hub.store.get(&key).map(|o| o.rv) else {
             continue;
         };
-        let body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
+        let mut body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
+        if status.get("selectedLocation").is_none() && p.pointer("/status/selectedLocation").is_some() {
+            // A merge patch keeps what it does not name: a Location no
+            // longer usable is named to go.
+            body["status"]["selectedLocation"] = Value::Null;
+        }
         patch(hub, info.clone(), &key, Some("status"), body).await;
     }
 }
@@ -525,22 +547,22 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     let namespace_id = format!("{ws}/{name}");
     let mut desired = BTreeSet::new();
     for p in &placements {
-        let Some(selected) = p.pointer("/status/selectedLocation") else {
-            continue;
-        };
-        let path = selected.get("path").and_then(Value::as_str).unwrap_or_default();
-        let loc_name = selected
-            .get("locationName")
+        let Some(loc_name) = p
+            .pointer("/status/selectedLocation/locationName")
             .and_then(Value::as_str)
-            .unwrap_or_default();
-        let Some(lc) = hub.workspaces.resolve(path) else {
+        else {
             continue;
         };
-        let Some(location) = hub.store.get(&key_of(&lc.name, LOCATIONS, "", loc_name)) else {
+        // The grant again, not the status: a status is anyone's to write
+        // who may write the Placement, and a grant may have gone since.
+        let grant::LocationSource::Usable(lc, usable) = grant::location_source(hub, ws, p) else {
+            continue;
+        };
+        let Some(location) = usable.iter().find(|l| name_of(l) == loc_name) else {
             continue;
         };
         let all = targets_in(hub, &lc.name);
-        let members = targets::members(&all, &location.value());
+        let members = targets::members(&all, location);
         let keep = current
             .iter()
             .find(|k| members.iter().any(|t| t.key == **k))

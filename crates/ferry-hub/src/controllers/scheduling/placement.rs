@@ -51,19 +51,25 @@ pub fn selects_location(placement: &Value, location: &Value) -> bool {
 }
 
 /// The Placement's status, given the Locations of its location workspace
-/// (`None`: that workspace does not exist), the workspace's path, and
-/// whether a namespace uses the Placement.
-pub fn status(placement: &Value, location_path: &str, locations: Option<&[Value]>, used: bool) -> Value {
+/// it may use (`Err`: why it may use none — the workspace does not exist,
+/// or grants nothing; [`super::grant::not_usable`]), the workspace's path,
+/// and whether a namespace uses the Placement.
+pub fn status(
+    placement: &Value,
+    location_path: &str,
+    locations: Result<&[Value], &str>,
+    used: bool,
+) -> Value {
     let old = placement.get("status").cloned().unwrap_or(json!({}));
     let old_conditions = old.get("conditions");
-    let Some(locations) = locations else {
-        let message = format!(
-            "location workspace {location_path:?} not found: set spec.locationWorkspace to the path of the workspace holding the Locations"
-        );
-        return json!({
-            "phase": "Pending",
-            "conditions": merge_conditions(old_conditions, vec![condition("Ready", false, "LocationNotFound", &message)]),
-        });
+    let locations = match locations {
+        Ok(l) => l,
+        Err(message) => {
+            return json!({
+                "phase": "Pending",
+                "conditions": merge_conditions(old_conditions, vec![condition("Ready", false, "LocationNotFound", message)]),
+            })
+        }
     };
     let mut valid: Vec<&str> = locations
         .iter()
@@ -131,7 +137,7 @@ mod tests {
             location("a", json!({"env": "prod"})),
         ];
         let mut p = json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "test"}}]}});
-        let s = status(&p, "root:loc", Some(&locs), false);
+        let s = status(&p, "root:loc", Ok(&locs), false);
         assert_eq!(s["phase"], "Unbound");
         assert_eq!(
             s["selectedLocation"],
@@ -140,25 +146,24 @@ mod tests {
         assert!(usable(&json!({"status": s})));
         // Bound while a namespace uses it.
         p["status"] = s;
-        let s = status(&p, "root:loc", Some(&locs), true);
+        let s = status(&p, "root:loc", Ok(&locs), true);
         assert_eq!(s["phase"], "Bound");
         // No selector: every location; the first by name.
-        let s = status(&json!({"spec": {}}), "root:loc", Some(&locs), false);
+        let s = status(&json!({"spec": {}}), "root:loc", Ok(&locs), false);
         assert_eq!(s["selectedLocation"]["locationName"], "a");
     }
 
     #[test]
     fn without_a_location_a_placement_is_pending_and_says_why() {
         let p = json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "nope"}}]}});
-        let s = status(&p, "root:loc", Some(&[location("a", json!({}))]), true);
+        let s = status(&p, "root:loc", Ok(&[location("a", json!({}))]), true);
         assert_eq!(s["phase"], "Pending");
         assert_eq!(s["conditions"][0]["reason"], "LocationNoMatch");
         assert!(!usable(&json!({"status": s})));
-        let s = status(&p, "root:nowhere", None, false);
-        assert!(s["conditions"][0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("root:nowhere"));
+        let why = super::super::grant::not_usable("root:nowhere", "mal");
+        let s = status(&p, "root:nowhere", Err(&why), false);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(s["conditions"][0]["message"], why.as_str());
         // A Location of another resource does not count.
         let mut other = location("x", json!({}));
         other["spec"]["resource"]["resource"] = json!("clusters");
