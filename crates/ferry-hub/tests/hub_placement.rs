@@ -399,15 +399,24 @@ async fn two_wmws_wanting_different_objects_under_one_name_get_a_steady_conflict
         async move {
             let a = condition(&p1.get("p-one").await.ok()?, "Conflict");
             let b = condition(&p2.get("p-two").await.ok()?, "Conflict");
-            (a.0 == "True" && b.0 == "True").then_some(a.1)
+            (a.0 == "True" && b.0 == "True").then_some((a.1, b.1))
         }
     })
     .await;
+    // Each side is told about its own placement and which copy stays,
+    // never the other workspace's path or placement.
+    let (holder, other) = message;
     assert!(
-        message.contains("root:wmw1 (EdgePlacement root:wmw1:p-one)")
-            && message.contains("root:wmw2 (EdgePlacement root:wmw2:p-two)"),
-        "{message}"
+        holder.contains("(EdgePlacement p-one)") && holder.contains("the copy from this workspace stays"),
+        "{holder}"
     );
+    assert!(
+        other.contains("(EdgePlacement p-two)") && other.contains("this workspace's is not placed there"),
+        "{other}"
+    );
+    for (message, not) in [(&holder, ["wmw2", "p-two"]), (&other, ["wmw1", "p-one"])] {
+        assert!(not.iter().all(|n| !message.contains(n)), "{message}");
+    }
     let copy = mb.get("cfg").await.unwrap();
     assert_eq!(copy.data["data"]["who"], "one");
     // No flapping: the copy and the placements stay as they are.
