@@ -9,7 +9,7 @@ mod common;
 
 use common::edge::*;
 use common::tenants::{bind_cluster_role, Tenants, RBAC};
-use common::{call, client, eventually};
+use common::{call, client, eventually, token, user_kubeconfig};
 use ferry_api::well_known::UPSYNCED_ANNOTATION;
 use ferry_hub::controllers::placement::grant::UPSYNC_ALLOW_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
@@ -171,11 +171,6 @@ async fn a_tenant_placement_reaches_no_cluster_it_was_not_granted_and_learns_not
     place_everything(&mal, "grab", json!({})).await;
 
     let p = evaluated(&mal, "grab").await;
-    assert_eq!(
-        placer(&p),
-        "mal",
-        "the forged placer was replaced by the requester"
-    );
     for mailbox in [&florin, &guilder] {
         assert_eq!(copies(&t.hub, mailbox).await, Vec::<String>::new(), "{mailbox}");
         let the_one = the_one(&t.hub, mailbox).await.unwrap_or_default();
@@ -192,12 +187,39 @@ async fn a_tenant_placement_reaches_no_cluster_it_was_not_granted_and_learns_not
         returned(&t.hub, "root:mal", configmaps()).await,
         Vec::<String>::new()
     );
+    assert_eq!(
+        placer(&p),
+        "mal",
+        "the forged placer was replaced by the requester"
+    );
     assert_eq!(p.data["status"]["matchingLocationCount"], 0);
     let (_, message) = condition(&p, "Ready");
     assert!(
         message.contains("bind"),
         "the placer is told how to get a Location: {message}"
     );
+    // With kubectl, as the tenant would: told at once that nothing is granted.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("mal.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        user_kubeconfig(&t.hub, "root:mal", token("mal-token")),
+    )
+    .unwrap();
+    let more = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+        "metadata": {"name": "grab-more"}, "spec": {"locationSelectors": [{}]}});
+    let out = t.hub.kubectl_stdin(
+        &["--kubeconfig", kubeconfig.to_str().unwrap(), "create", "-f", "-"],
+        Some(&more.to_string()),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Warning: EdgePlacement \"grab-more\" reaches no cluster yet")
+            && stderr.contains("\"bind\""),
+        "{stderr}"
+    );
+    evaluated(&mal, "grab-more").await;
     let text = edge_objects_as_text(&mal).await;
     for secret in ["florin", "guilder", "imw1", "prod", "extended", "mb-"] {
         assert!(!text.contains(secret), "root:mal learns {secret:?}: {text}");

@@ -9,6 +9,7 @@
 use serde_json::Value;
 
 use crate::auth::{UserInfo, LOOPBACK_USER};
+use crate::controllers::placement::grant;
 use crate::json;
 use crate::service::Request;
 use crate::status::ApiError;
@@ -29,6 +30,26 @@ impl Strategy for EdgePlacementStrategy {
     fn prepare_for_update(&self, r: &Request, old: &Value, obj: &mut Value) -> Result<(), ApiError> {
         let recorded = recorded_after_update(&r.user, r.subresource.as_deref(), old, obj);
         set_placer(obj, recorded)
+    }
+
+    /// A placer no workspace grants any Location is told at once (the
+    /// write stands: a grant may come later, and the where-resolver checks
+    /// again on every pass). Says nothing of any Location.
+    fn warnings(&self, r: &Request, obj: &Value) -> Vec<String> {
+        if r.subresource.is_some() || r.user.is_superuser() || placer_of(obj).as_ref() != Some(&r.user) {
+            return Vec::new();
+        }
+        if grant::may_place_somewhere(&r.hub, &r.user) {
+            return Vec::new();
+        }
+        vec![format!(
+            "EdgePlacement {:?} reaches no cluster yet: no workspace grants {:?} \"{}\" on a Location \
+             (locations.{}); ask the owner of an inventory workspace for one",
+            json::str_at(obj, "/metadata/name"),
+            r.user.name,
+            grant::BIND_VERB,
+            crate::controllers::placement::EDGE_GROUP,
+        )]
     }
 }
 

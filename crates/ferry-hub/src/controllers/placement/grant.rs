@@ -21,6 +21,7 @@ use crate::auth::authorize::{authorize, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::auth::UserInfo;
 use crate::hub::Hub;
+use crate::storage::ClusterScope;
 
 /// The verb a Location's workspace grants to let a user place onto it.
 pub const BIND_VERB: &str = "bind";
@@ -49,6 +50,14 @@ pub fn may_place(hub: &Hub, placer: &UserInfo, cluster: &str, location: &str) ->
         workspace: Some(workspace),
     };
     authorize(hub, placer, &attrs).allowed()
+}
+
+/// Whether any Location, in any workspace, is granted to `placer`.
+pub fn may_place_somewhere(hub: &Hub, placer: &UserInfo) -> bool {
+    let (locations, _) = hub.store.list(&ClusterScope::All, super::LOCATIONS, None, None);
+    locations
+        .iter()
+        .any(|(key, _)| may_place(hub, placer, &key.cluster, &key.name))
 }
 
 /// What a SyncTarget's owner lets come up from its cluster.
