@@ -123,6 +123,39 @@ impl UserInfo {
         }
         v
     }
+
+    /// The user [`UserInfo::to_json`] wrote (a recorded requester, such as
+    /// an EdgePlacement's placer); `None` without a user name. A kcp
+    /// cluster-name in `extra` binds it to that workspace again, as it did
+    /// the request it was recorded from.
+    pub fn from_json(v: &Value) -> Option<Self> {
+        let name = v.get("username")?.as_str().filter(|n| !n.is_empty())?;
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        };
+        let extra: BTreeMap<String, Vec<String>> = v
+            .get("extra")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, vs)| (k.clone(), strings(Some(vs))))
+            .collect();
+        Some(UserInfo {
+            name: name.to_string(),
+            uid: v
+                .get("uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            groups: strings(v.get("groups")),
+            cluster: extra.get(EXTRA_CLUSTER_NAME).and_then(|c| c.first()).cloned(),
+            extra,
+        })
+    }
 }
 
 /// `system:serviceaccount:<namespace>:<name>`.
@@ -313,6 +346,22 @@ mod tests {
         assert_eq!(u.cluster.as_deref(), Some("c1"));
         assert_eq!(parse_service_account_user("alice"), None);
         assert_eq!(parse_service_account_user("system:serviceaccount:ns"), None);
+    }
+
+    #[test]
+    fn recorded_users_read_back_as_they_were_written() {
+        let alice = UserInfo::new("alice", "u-alice", vec!["team-a".into()]);
+        assert_eq!(UserInfo::from_json(&alice.to_json()), Some(alice));
+        let sa = UserInfo::service_account("c1", "ns", "builder", "uid-1");
+        let back = UserInfo::from_json(&sa.to_json()).unwrap();
+        assert_eq!(
+            back.cluster.as_deref(),
+            Some("c1"),
+            "still bound to its workspace"
+        );
+        assert_eq!(back, sa);
+        assert_eq!(UserInfo::from_json(&json!({"groups": [SYSTEM_MASTERS]})), None);
+        assert_eq!(UserInfo::from_json(&json!("admin")), None);
     }
 
     #[test]

@@ -107,5 +107,6 @@ pub async fn get_raw(client: &kube::Client, uri: &str) -> (u16, String) {
         .to_bytes();
     (code, String::from_utf8_lossy(&body).into_owned())
 }
+pub mod edge;
 pub mod tenants;
 pub mod tmc;

@@ -3,9 +3,11 @@
 //!
 //! - **Where** ([`resolve`]): each `EdgePlacement` (in a workload management
 //!   workspace, WMW) reaches the SyncTargets of the Locations its
-//!   `locationSelectors` match, in any inventory workspace. Recorded in the
-//!   WMW as a `SinglePlacementSlice` of the same name (owned by the
-//!   placement), and as `status.matchingLocationCount`.
+//!   `locationSelectors` match, in the inventory workspaces that grant its
+//!   placer `bind` on them ([`grant`]). Recorded in the WMW as a
+//!   `SinglePlacementSlice` of the same name (owned by the placement), and
+//!   as `status.matchingLocationCount`. Nothing about a Location the
+//!   placement is not granted shows anywhere in the WMW.
 //! - **What** ([`select`]): the WMW objects its downsync members select
 //!   (the older `namespaceSelector` / `nonNamespacedObjects` converted),
 //!   plus the Namespaces of the namespaced ones.
@@ -39,7 +41,8 @@
 //!   status is written to the WMW object; objects the syncer upsynced into
 //!   a mailbox (annotated `edge.kubestellar.io/upsynced`) that a placement's
 //!   `upsync` names are copied into its WMW as `<syncTarget>-<name>`,
-//!   labelled [`RETURNED_LABEL`]`=<syncTarget>`. Every placed object also
+//!   labelled [`RETURNED_LABEL`]`=<syncTarget>`, when the SyncTarget's
+//!   upsync allow-list lets them come up ([`grant::UpsyncAllow`]). Every placed object also
 //!   gets a `PlacementSummary` ([`summary`]) in its WMW: each destination,
 //!   whether its mailbox holds the current copy, and a status digest.
 //!
@@ -50,6 +53,7 @@
 
 pub mod copy;
 pub mod customize;
+pub mod grant;
 pub mod resolve;
 pub mod select;
 pub mod summary;
@@ -72,11 +76,13 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::mailbox::{mailbox_name, MAILBOX_PARENT, SYNC_TARGETS, SYNC_TARGET_UID_ANNOTATION};
+use crate::auth::UserInfo;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::service::{self, DeleteOptions, PatchType, Request};
 use crate::status::ApiError;
 use crate::storage::{ClusterScope, ObjectKey, StoredObject, WatchEvent};
+use crate::strategy::edge::{placer_of, PLACED_BY_ANNOTATION};
 use crate::workspace::WORKSPACES;
 use copy::Listed;
 use select::{ObjectTest, SpecProblem};
@@ -98,9 +104,9 @@ pub const THE_ONE: &str = "the-one";
 /// Storage keys read.
 pub const EDGE_PLACEMENTS: &str = "edge.kubestellar.io/edgeplacements";
 pub const LOCATIONS: &str = "edge.kubestellar.io/locations";
+pub const EDGE_GROUP: &str = "edge.kubestellar.io";
 const CUSTOMIZERS: &str = "edge.kubestellar.io/customizers";
 const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
-const EDGE_GROUP: &str = "edge.kubestellar.io";
 const EDGE_VERSION: &str = "v2alpha1";
 
 /// Changes arriving within this long are handled by one pass.
@@ -287,6 +293,18 @@ impl<'a> Inventory<'a> {
         }
     }
 
+    /// What the owner of `d`'s SyncTarget lets come up from its cluster.
+    fn upsync_allow(&self, d: &SinglePlacement) -> grant::UpsyncAllow {
+        let target = self
+            .targets
+            .get(&(d.cluster.as_str(), d.sync_target_name.as_str()));
+        grant::UpsyncAllow::parse(
+            target
+                .and_then(|t| t.annotations.get(grant::UPSYNC_ALLOW_ANNOTATION))
+                .map(String::as_str),
+        )
+    }
+
     fn failure(&self, s: &Selected, d: &SinglePlacement, e: &customize::CustomizeError) -> String {
         format!(
             "{} for SyncTarget {} (Location {}): {e}",
@@ -306,6 +324,9 @@ struct Placement {
     generation: i64,
     value: Value,
     deleting: bool,
+    /// Who the hub recorded as having written the spec; `None`: nobody
+    /// (written before placers were recorded), so it reaches nothing.
+    placer: Option<UserInfo>,
     spec: EdgePlacementSpec,
     problems: Vec<SpecProblem>,
     conflicts: BTreeSet<String>,
@@ -316,12 +337,6 @@ struct Placement {
     executing: usize,
     /// Copies that could not be customized, one message each.
     customization: BTreeSet<String>,
-}
-
-impl Placement {
-    fn id(&self) -> String {
-        format!("{}:{}", self.path, self.name)
-    }
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -403,7 +418,12 @@ fn evaluate(
     let deleting = value.pointer("/metadata/deletionTimestamp").is_some();
     let selectors =
         select::compile_selectors("spec.locationSelectors", &spec.location_selectors, &mut problems);
-    let (matching_locations, destinations) = resolve::resolve(&selectors, locations, targets);
+    let placer = placer_of(&value);
+    let (matching_locations, destinations) = resolve::resolve(&selectors, locations, targets, |l| {
+        placer
+            .as_ref()
+            .is_some_and(|u| grant::may_place(hub, u, &l.cluster, &l.name))
+    });
     let tests = select::compile(&spec, &mut problems);
     let served = served_resources(hub, &key.cluster);
     let pairs: Vec<(String, String)> = served
@@ -427,6 +447,7 @@ fn evaluate(
             .unwrap_or(0),
         value,
         deleting,
+        placer,
         spec,
         problems,
         conflicts: BTreeSet::new(),
@@ -589,7 +610,10 @@ struct Plan {
     path: String,
     target: String,
     placements: BTreeSet<usize>,
+    /// What the placements upsync, narrowed to what the SyncTarget allows.
     upsync: Vec<UpsyncSet>,
+    /// What the SyncTarget's owner lets come up.
+    allow: grant::UpsyncAllow,
     contenders: BTreeMap<CopyKey, Vec<Contender>>,
 }
 
@@ -709,10 +733,17 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
                 target: d.sync_target_name.clone(),
                 placements: BTreeSet::new(),
                 upsync: Vec::new(),
+                allow: inventory.upsync_allow(d),
                 contenders: BTreeMap::new(),
             });
             plan.placements.insert(i);
-            plan.upsync.extend(p.spec.upsync.iter().cloned());
+            let allowed: Vec<UpsyncSet> = p
+                .spec
+                .upsync
+                .iter()
+                .filter_map(|u| plan.allow.narrow(u))
+                .collect();
+            plan.upsync.extend(allowed);
             for s in &p.selected {
                 plan.offer(i, &p.path, s, || inventory.copy_for(s, d));
             }
@@ -836,7 +867,7 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
     let destinations = serde_json::to_value(&p.destinations).unwrap_or(json!([]));
     let body = json!({
         "apiVersion": format!("{EDGE_GROUP}/{EDGE_VERSION}"), "kind": SinglePlacementSlice::KIND,
-        "metadata": {"name": p.name, "ownerReferences": [{
+        "metadata": {"name": p.name, "annotations": placed_by(p), "ownerReferences": [{
             "apiVersion": format!("{EDGE_GROUP}/{EDGE_VERSION}"), "kind": "EdgePlacement",
             "name": p.name, "uid": p.uid, "controller": true,
         }]},
@@ -871,7 +902,12 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
         Some(existing) => {
             let current = existing.value();
             let same_owner = current.pointer("/metadata/ownerReferences/0/uid") == Some(&json!(p.uid));
-            if current.get("destinations").unwrap_or(&json!([])) == &destinations && same_owner {
+            let same_placer = current
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(PLACED_BY_ANNOTATION))
+                == placed_by(p).get(PLACED_BY_ANNOTATION);
+            if current.get("destinations").unwrap_or(&json!([])) == &destinations && same_owner && same_placer
+            {
                 return false;
             }
             let mut body = body;
@@ -881,6 +917,14 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
                 Err(e) => failed("updating the SinglePlacementSlice", &key, &e),
             }
         }
+    }
+}
+
+/// The slice's annotations: whose grants its destinations are.
+fn placed_by(p: &Placement) -> Value {
+    match &p.placer {
+        Some(u) => json!({PLACED_BY_ANNOTATION: crate::strategy::edge::placer_record(u)}),
+        None => json!({}),
     }
 }
 
@@ -994,26 +1038,20 @@ async fn apply_mailbox(
             if list.len() > 1 {
                 let contents: Vec<Value> = list.iter().filter_map(|c| c.copy().map(copy::content)).collect();
                 if contents.iter().any(|c| Some(c) != contents.first()) {
-                    let sides: Vec<String> = list
-                        .iter()
-                        .map(|c| {
-                            let names: Vec<String> =
-                                c.placements.iter().map(|i| placements[*i].id()).collect();
-                            format!("{} (EdgePlacement {})", c.source_path, names.join(", "))
-                        })
-                        .collect();
                     let what = if ck.1.is_empty() {
                         format!("{} {}", ck.0, ck.2)
                     } else {
                         format!("{} {}/{}", ck.0, ck.1, ck.2)
                     };
-                    let message = format!(
-                        "mailbox of SyncTarget {}: {what} is wanted from {}; the copy from {} stays",
-                        plan.target,
-                        sides.join(" and from "),
-                        winner.source_path
-                    );
+                    // Each side reads only what it may know: its own
+                    // placements, never the other workspace or its objects.
                     for c in list {
+                        let names: Vec<&str> = c
+                            .placements
+                            .iter()
+                            .map(|i| placements[*i].name.as_str())
+                            .collect();
+                        let message = conflict_message(&plan.target, &what, &names, std::ptr::eq(c, winner));
                         for i in &c.placements {
                             out.conflicts.push((*i, message.clone()));
                         }
@@ -1141,6 +1179,21 @@ async fn apply_mailbox(
 
     out.retry = retry | write_the_one(hub, mb, plan, &listed).await;
     out
+}
+
+/// A placement's Conflict message about `what` in the mailbox of
+/// SyncTarget `target`, wanted differently by another workspace: names the
+/// reader's own EdgePlacements and which copy stays, nothing of the other side.
+fn conflict_message(target: &str, what: &str, own: &[&str], stays: bool) -> String {
+    let outcome = if stays {
+        "the copy from this workspace stays"
+    } else {
+        "the other copy stays (the one already there, else the first by workspace path) and this workspace's is not placed there"
+    };
+    format!(
+        "mailbox of SyncTarget {target}: {what} (EdgePlacement {}) is wanted differently by a placement in another workspace; {outcome}",
+        own.join(", ")
+    )
 }
 
 /// A customized copy the mailbox refused (invalid after customization):
@@ -1351,6 +1404,7 @@ async fn report(
             for (key, obj) in objects {
                 if obj.labels.contains_key(PLACED_LABEL)
                     || memchr::memmem::find(&obj.json, UPSYNCED_ANNOTATION.as_bytes()).is_none()
+                    || !plan.allow.permits(group, plural)
                 {
                     continue;
                 }
@@ -1504,7 +1558,7 @@ async fn write_summaries(
                                 &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
                             );
                             if from != p.path {
-                                (false, format!("the mailbox holds the copy from {from}"))
+                                (false, "the mailbox holds another workspace's copy".to_string())
                             } else {
                                 let want = match &want {
                                     DestCopy::Customized(v) => v,
@@ -1658,6 +1712,14 @@ fn first_messages(messages: &BTreeSet<String>) -> Vec<String> {
     out
 }
 
+/// How a placement gets a Location, for the messages of one that reaches none.
+fn grant_hint() -> String {
+    format!(
+        "its workspace grants the placer RBAC \"{}\" on locations.{EDGE_GROUP} (that Location, or all)",
+        grant::BIND_VERB
+    )
+}
+
 /// The placement's status: counts and conditions.
 fn status_of(p: &Placement) -> Value {
     let invalid = !p.problems.is_empty();
@@ -1677,6 +1739,17 @@ fn status_of(p: &Placement) -> Value {
             "waiting for the mailbox workspaces of {}",
             p.pending.iter().cloned().collect::<Vec<_>>().join(", ")
         )
+    } else if p.placer.is_none() {
+        "no placer is recorded (the EdgePlacement was written before Ferry recorded who places): \
+         apply it again so the hub records you as its placer; until then it reaches no Location"
+            .to_string()
+    } else if p.destinations.is_empty() {
+        format!(
+            "{} objects selected, no Location reached: a Location is used only when it matches a \
+             locationSelector and {}",
+            p.selected.len(),
+            grant_hint()
+        )
     } else {
         format!(
             "{} objects placed on {} SyncTargets",
@@ -1689,6 +1762,7 @@ fn status_of(p: &Placement) -> Value {
         (_, true, ..) => "Conflict",
         (_, _, true, _) => "CustomizationError",
         (.., true) => "MailboxNotReady",
+        _ if p.placer.is_none() => "NoPlacer",
         _ => "Placed",
     };
     let customization = first_messages(&p.customization);
@@ -1697,7 +1771,8 @@ fn status_of(p: &Placement) -> Value {
         "matchingLocationCount": p.matching_locations,
         "executingCount": p.executing,
         "conditions": [
-            condition(&p.value, "Ready", !(invalid || conflict || uncustomized || pending), ready_reason,
+            condition(&p.value, "Ready", !(invalid || conflict || uncustomized || pending || p.placer.is_none()),
+                ready_reason,
                 &ready_message),
             condition(&p.value, "InvalidSpec", invalid, if invalid { "InvalidSpec" } else { "Valid" },
                 &problems.join("; ")),

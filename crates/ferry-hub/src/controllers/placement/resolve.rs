@@ -3,7 +3,8 @@
 //! matches when any selector matches its labels (no selector: none); its
 //! SyncTargets are those of its workspace that its `instanceSelector`
 //! selects (absent: all). Each SyncTarget is one destination, named with
-//! the first (by name) matching Location that reaches it. Pure.
+//! the first (by name) matching Location that reaches it, among the
+//! Locations the placement is granted ([`super::grant`]). Pure.
 
 use std::collections::BTreeMap;
 
@@ -82,15 +83,18 @@ fn string_map(obj: &Value, pointer: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The number of matching Locations, and the destinations (sorted).
+/// The number of matching Locations, and the destinations (sorted). Only
+/// Locations `granted` says the placement may use count: the others are
+/// neither matched nor reached (nor said to exist).
 pub fn resolve(
     selectors: &[LabelSelector],
     locations: &[Location],
     targets: &[Target],
+    granted: impl Fn(&Location) -> bool,
 ) -> (usize, Vec<SinglePlacement>) {
     let mut matching: Vec<&Location> = locations
         .iter()
-        .filter(|l| selectors.iter().any(|s| s.matches(&l.labels)))
+        .filter(|l| selectors.iter().any(|s| s.matches(&l.labels)) && granted(l))
         .collect();
     matching.sort_by(|a, b| (&a.cluster, &a.name).cmp(&(&b.cluster, &b.name)));
     let mut by_target: BTreeMap<(String, String), SinglePlacement> = BTreeMap::new();
@@ -142,17 +146,32 @@ mod tests {
         ];
         let targets = [target("florin"), target("guilder")];
         let prod = LabelSelector::parse("env=prod").unwrap();
-        let (n, dests) = resolve(&[prod], &locations, &targets);
+        let (n, dests) = resolve(&[prod.clone()], &locations, &targets, |_| true);
         assert_eq!(n, 2);
         assert_eq!(dests.len(), 2);
         assert_eq!(dests[1].sync_target_uid, "uid-guilder");
         let extended = LabelSelector::parse("extended=yes").unwrap();
-        let (n, dests) = resolve(&[extended], &locations, &targets);
+        let (n, dests) = resolve(&[extended], &locations, &targets, |_| true);
         assert_eq!((n, dests[0].location_name.as_str()), (1, "guilder"));
         assert_eq!(
-            resolve(&[], &locations, &targets).0,
+            resolve(&[], &locations, &targets, |_| true).0,
             0,
             "no selector, no Location"
         );
+    }
+
+    #[test]
+    fn locations_not_granted_are_neither_counted_nor_reached() {
+        let locations = [
+            loc("florin", json!({"env": "prod"})),
+            loc("guilder", json!({"env": "prod"})),
+        ];
+        let targets = [target("florin"), target("guilder")];
+        let prod = LabelSelector::parse("env=prod").unwrap();
+        let (n, dests) = resolve(&[prod.clone()], &locations, &targets, |l| l.name == "guilder");
+        assert_eq!(n, 1);
+        assert_eq!(dests.len(), 1);
+        assert_eq!(dests[0].sync_target_name, "guilder");
+        assert_eq!(resolve(&[prod], &locations, &targets, |_| false), (0, Vec::new()));
     }
 }

@@ -1,0 +1,206 @@
+//! Shared setup for the KubeStellar placement tests: workspaces with the
+//! edge API, inventory (SyncTarget and Location) with its mailbox, applying
+//! objects, and reading what the translator placed and said.
+
+use ferry_hub::controllers::placement::PLACED_LABEL;
+use ferry_hub::testing::TestHub;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{json, Value};
+
+use super::{client, eventually};
+
+pub fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+pub fn edge(kind: &str, plural: &str) -> ApiResource {
+    ar("edge.kubestellar.io", "v2alpha1", kind, plural)
+}
+
+pub fn api(c: &kube::Client, r: &ApiResource, ns: Option<&str>) -> Api<DynamicObject> {
+    match ns {
+        Some(ns) => Api::namespaced_with(c.clone(), ns, r),
+        None => Api::all_with(c.clone(), r),
+    }
+}
+
+pub fn summaries() -> ApiResource {
+    ar(
+        "edge.ferry.dev",
+        "v1alpha1",
+        "PlacementSummary",
+        "placementsummaries",
+    )
+}
+
+pub fn secrets() -> ApiResource {
+    ar("", "v1", "Secret", "secrets")
+}
+
+pub fn configmaps() -> ApiResource {
+    ar("", "v1", "ConfigMap", "configmaps")
+}
+
+pub fn deployments() -> ApiResource {
+    ar("apps", "v1", "Deployment", "deployments")
+}
+
+/// Server-side apply, resolving the kind through discovery.
+pub async fn apply(c: &kube::Client, doc: Value) -> DynamicObject {
+    let api_version = doc["apiVersion"].as_str().unwrap();
+    let kind = doc["kind"].as_str().unwrap();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let (r, caps) = kube::discovery::pinned_kind(c, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .unwrap_or_else(|e| panic!("{kind} is not served: {e}"));
+    let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str);
+    let a = match (caps.scope, ns) {
+        (kube::discovery::Scope::Namespaced, Some(ns)) => api(c, &r, Some(ns)),
+        _ => api(c, &r, None),
+    };
+    let name = doc["metadata"]["name"].as_str().unwrap();
+    a.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&doc))
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"))
+}
+
+/// A workspace under root with Ferry's CRDs installed (what `ferry ensure wmw` does).
+pub async fn workspace(hub: &TestHub, name: &str) -> String {
+    let root = client(hub, "root").await;
+    let ws = apply(
+        &root,
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
+    )
+    .await;
+    install_edge_api(&client(hub, &format!("root:{name}")).await).await;
+    ws.data["spec"]["cluster"].as_str().unwrap().to_string()
+}
+
+/// Install Ferry's CRDs as whoever `c` acts as, where it points (what
+/// `ferry crds | kubectl apply -f -` does), and wait until EdgePlacements
+/// are served there.
+pub async fn install_edge_api(c: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    for crd in ferry_api::all_crds() {
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let placements = api(c, &edge("EdgePlacement", "edgeplacements"), None);
+    eventually(10, "the edge API in the workspace", || {
+        let placements = placements.clone();
+        async move { placements.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+}
+
+/// SyncTarget and Location `name` in `root:imw1`, as `ferry ensure location` makes them;
+/// returns the mailbox workspace path once it serves the edge API.
+pub async fn location(hub: &TestHub, imw_cluster: &str, name: &str, labels: Value) -> String {
+    let imw = client(hub, "root:imw1").await;
+    let mut target_labels = labels.clone();
+    target_labels["id"] = json!(name);
+    let st = apply(
+        &imw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncTarget",
+               "metadata": {"name": name, "labels": target_labels}}),
+    )
+    .await;
+    apply(
+        &imw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Location",
+               "metadata": {"name": name, "labels": labels},
+               "spec": {"resource": {"group": "edge.kubestellar.io", "version": "v2alpha1", "resource": "synctargets"},
+                        "instanceSelector": {"matchLabels": {"id": name}}}}),
+    )
+    .await;
+    let path = format!("root:{imw_cluster}-mb-{}", st.metadata.uid.unwrap());
+    let mb = client(hub, &path).await;
+    let configs = api(&mb, &edge("SyncerConfig", "syncerconfigs"), None);
+    eventually(15, "the mailbox to serve SyncerConfigs", || {
+        let configs = configs.clone();
+        async move { configs.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+    path
+}
+
+/// A hub with root:imw1 (florin: env=prod; guilder: env=prod, extended=yes) and
+/// root:wmw1; returns the mailbox paths of florin and guilder.
+pub async fn example1(hub: &TestHub) -> (String, String) {
+    let imw_cluster = workspace(hub, "imw1").await;
+    workspace(hub, "wmw1").await;
+    let florin = location(
+        hub,
+        &imw_cluster,
+        "florin",
+        json!({"loc-name": "florin", "env": "prod"}),
+    )
+    .await;
+    let guilder = location(
+        hub,
+        &imw_cluster,
+        "guilder",
+        json!({"loc-name": "guilder", "env": "prod", "extended": "yes"}),
+    )
+    .await;
+    (florin, guilder)
+}
+
+pub async fn get(c: &kube::Client, r: &ApiResource, ns: Option<&str>, name: &str) -> Option<DynamicObject> {
+    api(c, r, ns).get_opt(name).await.unwrap()
+}
+
+/// Names of everything the translator placed in a mailbox (`resource ns/name`).
+pub async fn placed(hub: &TestHub, mailbox: &str) -> Vec<String> {
+    let mb = client(hub, mailbox).await;
+    let lp = ListParams::default().labels(PLACED_LABEL);
+    let mut out = Vec::new();
+    for (r, namespaced) in [
+        (ar("", "v1", "Namespace", "namespaces"), false),
+        (configmaps(), true),
+        (deployments(), true),
+        (edge("SyncerConfig", "syncerconfigs"), false),
+    ] {
+        let list = if namespaced {
+            Api::<DynamicObject>::all_with(mb.clone(), &r)
+                .list(&lp)
+                .await
+                .unwrap()
+        } else {
+            api(&mb, &r, None).list(&lp).await.unwrap()
+        };
+        for o in list {
+            out.push(format!(
+                "{} {}{}",
+                r.plural,
+                o.metadata.namespace.map(|n| format!("{n}/")).unwrap_or_default(),
+                o.metadata.name.unwrap()
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+pub async fn the_one(hub: &TestHub, mailbox: &str) -> Option<Value> {
+    let mb = client(hub, mailbox).await;
+    get(&mb, &edge("SyncerConfig", "syncerconfigs"), None, "the-one")
+        .await
+        .map(|o| o.data["spec"].clone())
+}
+
+pub fn condition(p: &DynamicObject, type_: &str) -> (String, String) {
+    let c = p.data["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null);
+    (
+        c["status"].as_str().unwrap_or_default().to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
