@@ -146,7 +146,7 @@ mod tests {
         ];
         let targets = [target("florin"), target("guilder")];
         let prod = LabelSelector::parse("env=prod").unwrap();
-        let (n, dests) = resolve(&[prod.clone()], &locations, &targets, |_| true);
+        let (n, dests) = resolve(std::slice::from_ref(&prod), &locations, &targets, |_| true);
         assert_eq!(n, 2);
         assert_eq!(dests.len(), 2);
         assert_eq!(dests[1].sync_target_uid, "uid-guilder");
@@ -168,7 +168,9 @@ mod tests {
         ];
         let targets = [target("florin"), target("guilder")];
         let prod = LabelSelector::parse("env=prod").unwrap();
-        let (n, dests) = resolve(&[prod.clone()], &locations, &targets, |l| l.name == "guilder");
+        let (n, dests) = resolve(std::slice::from_ref(&prod), &locations, &targets, |l| {
+            l.name == "guilder"
+        });
         assert_eq!(n, 1);
         assert_eq!(dests.len(), 1);
         assert_eq!(dests[0].sync_target_name, "guilder");
