@@ -25,6 +25,7 @@ pub mod apps;
 pub mod batch;
 pub mod certificates;
 pub mod core;
+pub mod edge;
 pub mod rbac;
 pub mod tenancy;
 pub mod tmc;
@@ -147,7 +148,12 @@ pub fn with_field_from(old: &Value, sent: &Value, path: &[&str]) -> Result<Value
 
 pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
     if info.from_crd {
-        return &Generic;
+        // Kinds Ferry's controllers read, whoever installed the CRD serving them.
+        return match (info.group.as_str(), info.resource.as_str()) {
+            ("edge.kubestellar.io", "edgeplacements") => &edge::EdgePlacementStrategy,
+            ("edge.kubestellar.io", "customizers") => &edge::CustomizerStrategy,
+            _ => &Generic,
+        };
     }
     match (info.group.as_str(), info.resource.as_str()) {
         ("", "namespaces") => &core::namespace::NamespaceStrategy,

@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::json;
-use crate::selector::LabelSelector;
+use crate::selector::{LabelSelector, SelectorLimits};
 use crate::service::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::apis::valid_path;
@@ -122,6 +122,12 @@ pub struct LocationStrategy;
 
 impl Strategy for LocationStrategy {
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+        let mut limits = SelectorLimits::default();
+        limits.one("spec.instanceSelector", obj.pointer("/spec/instanceSelector"));
+        let over = limits.finish();
+        if !over.is_empty() {
+            return over;
+        }
         let mut causes = instance_resource_causes("spec.resource", obj.pointer("/spec/resource"));
         causes.extend(selector_causes(
             "spec.instanceSelector",
@@ -196,6 +202,14 @@ impl Strategy for PlacementStrategy {
     }
 
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+        // Sizes first: what is over them is not worth parsing.
+        let mut limits = SelectorLimits::default();
+        limits.list("spec.locationSelectors", obj.pointer("/spec/locationSelectors"));
+        limits.one("spec.namespaceSelector", obj.pointer("/spec/namespaceSelector"));
+        let over = limits.finish();
+        if !over.is_empty() {
+            return over;
+        }
         let mut causes =
             instance_resource_causes("spec.locationResource", obj.pointer("/spec/locationResource"));
         for (i, s) in obj
