@@ -400,13 +400,24 @@ fn location_workspace(hub: &Hub, cluster: &str, placement: &Value) -> (Option<St
     }
 }
 
+/// The Placements of `ws`, each decoded and parsed once per version.
+fn placements_in(hub: &Hub, ws: &str) -> Vec<Arc<placement::Compiled>> {
+    let (objs, _) = hub
+        .store
+        .list(&ClusterScope::One(ws.into()), PLACEMENTS, None, None);
+    objs.iter().map(|(_, o)| placement::compiled(o)).collect()
+}
+
 /// Workspaces with a Placement taking Locations from `location_cluster`.
 fn workspaces_placing_in(hub: &Hub, location_cluster: &str) -> BTreeSet<String> {
     let (placements, _) = hub.store.list(&ClusterScope::All, PLACEMENTS, None, None);
     placements
         .iter()
         .filter(|(k, p)| {
-            location_workspace(hub, &k.cluster, &p.value()).0.as_deref() == Some(location_cluster)
+            location_workspace(hub, &k.cluster, &placement::compiled(p).value)
+                .0
+                .as_deref()
+                == Some(location_cluster)
         })
         .map(|(k, _)| k.cluster.clone())
         .collect()
@@ -424,7 +435,7 @@ async fn reconcile_workspace(hub: &Arc<Hub>, ws: &str) {
 
 /// Every Placement's status in `ws`.
 async fn update_placements(hub: &Arc<Hub>, ws: &str) {
-    let placements = list_values(hub, ws, PLACEMENTS);
+    let placements = placements_in(hub, ws);
     if placements.is_empty() {
         return;
     }
@@ -433,7 +444,7 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
     };
     let namespaces = list_values(hub, ws, NAMESPACES);
     for p in placements {
-        let (location_cluster, path) = location_workspace(hub, ws, &p);
+        let (location_cluster, path) = location_workspace(hub, ws, &p.value);
         let locations = location_cluster.map(|c| list_values(hub, &c, LOCATIONS));
         let used = namespaces.iter().any(|ns| {
             let meta = Meta::of(ns);
@@ -441,10 +452,10 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
                 && placement::selects_namespace(&p, &meta.labels)
         });
         let status = placement::status(&p, &path, locations.as_deref(), used);
-        if p.get("status") == Some(&status) {
+        if p.value.get("status") == Some(&status) {
             continue;
         }
-        let key = key_of(ws, PLACEMENTS, "", name_of(&p));
+        let key = key_of(ws, PLACEMENTS, "", name_of(&p.value));
         let Some(rv) = hub.store.get(&key).map(|o| o.rv) else {
             continue;
         };
@@ -492,13 +503,13 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     };
     let obj = stored.value();
     let meta = Meta::of(&obj);
-    let all_placements = list_values(hub, ws, PLACEMENTS);
+    let all_placements = placements_in(hub, ws);
     if !managed(!all_placements.is_empty(), &meta) {
         return;
     }
-    let placements: Vec<Value> = all_placements
+    let placements: Vec<Arc<placement::Compiled>> = all_placements
         .into_iter()
-        .filter(|p| placement::usable(p) && placement::selects_namespace(p, &meta.labels))
+        .filter(|p| placement::usable(&p.value) && placement::selects_namespace(p, &meta.labels))
         .collect();
     let mut own_load;
     let load = match load {
@@ -525,7 +536,7 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     let namespace_id = format!("{ws}/{name}");
     let mut desired = BTreeSet::new();
     for p in &placements {
-        let Some(selected) = p.pointer("/status/selectedLocation") else {
+        let Some(selected) = p.value.pointer("/status/selectedLocation") else {
             continue;
         };
         let path = selected.get("path").and_then(Value::as_str).unwrap_or_default();

@@ -1,12 +1,82 @@
 //! A Placement's status, as kcp's placement controller keeps it: the
 //! Location it selected (`status.selectedLocation`), its phase (`Pending`
 //! without one, `Bound` while a namespace uses it, else `Unbound`) and its
-//! `Ready` condition. Pure.
+//! `Ready` condition. Pure, but for the cache of parsed Placements
+//! ([`compiled`]).
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::targets::selector;
 use crate::apis::{condition, merge_conditions};
+use crate::selector::LabelSelector;
+use crate::storage::StoredObject;
+
+/// A Placement as the scheduler evaluates it: its value and its selectors,
+/// parsed once per stored version of it ([`compiled`]) rather than on every
+/// event that asks whether it selects a namespace or a Location.
+pub struct Compiled {
+    pub value: Value,
+    /// `spec.locationSelectors`; empty: every Location.
+    location_selectors: Vec<LabelSelector>,
+    namespace_selector: LabelSelector,
+}
+
+impl Compiled {
+    pub fn new(value: Value) -> Compiled {
+        let location_selectors = value
+            .pointer("/spec/locationSelectors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|s| selector(Some(s)))
+            .collect();
+        let namespace_selector = selector(value.pointer("/spec/namespaceSelector"));
+        Compiled {
+            value,
+            location_selectors,
+            namespace_selector,
+        }
+    }
+}
+
+/// Parsed Placements by the stored version they were parsed from. Each entry
+/// holds its version, so no other object reuses its address while cached.
+struct Cache {
+    entries: HashMap<usize, (Arc<StoredObject>, Arc<Compiled>)>,
+    bytes: usize,
+}
+
+/// What the cache may hold before it starts over: versions replaced or
+/// deleted are dropped then.
+const CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| {
+    Mutex::new(Cache {
+        entries: HashMap::new(),
+        bytes: 0,
+    })
+});
+
+/// The stored Placement `stored`, decoded and parsed: once per stored version.
+pub fn compiled(stored: &Arc<StoredObject>) -> Arc<Compiled> {
+    let id = Arc::as_ptr(stored) as usize;
+    if let Some((_, c)) = CACHE.lock().entries.get(&id) {
+        return c.clone();
+    }
+    let c = Arc::new(Compiled::new(stored.value()));
+    let mut cache = CACHE.lock();
+    if cache.bytes + stored.json.len() > CACHE_BYTES {
+        cache.entries.clear();
+        cache.bytes = 0;
+    }
+    cache.bytes += stored.json.len();
+    cache.entries.insert(id, (stored.clone(), c.clone()));
+    c
+}
 
 /// `spec.locationResource`, defaulting to SyncTargets.
 pub fn location_resource(placement: &Value) -> (String, String, String) {
@@ -27,8 +97,8 @@ pub fn location_resource(placement: &Value) -> (String, String, String) {
 
 /// Whether the Location `location` serves the Placement's resource and one
 /// of its `spec.locationSelectors` (ORed; none: every Location) selects it.
-pub fn selects_location(placement: &Value, location: &Value) -> bool {
-    let (g, v, r) = location_resource(placement);
+pub fn selects_location(placement: &Compiled, location: &Value) -> bool {
+    let (g, v, r) = location_resource(&placement.value);
     let res = location.pointer("/spec/resource");
     let same = |f: &str, want: &str| res.and_then(|x| x.get(f)).and_then(Value::as_str).unwrap_or("") == want;
     if !(same("group", &g) && same("version", &v) && same("resource", &r)) {
@@ -41,20 +111,14 @@ pub fn selects_location(placement: &Value, location: &Value) -> bool {
         .flatten()
         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
         .collect();
-    match placement
-        .pointer("/spec/locationSelectors")
-        .and_then(Value::as_array)
-    {
-        Some(sels) if !sels.is_empty() => sels.iter().any(|s| selector(Some(s)).matches(&labels)),
-        _ => true,
-    }
+    placement.location_selectors.is_empty() || placement.location_selectors.iter().any(|s| s.matches(&labels))
 }
 
 /// The Placement's status, given the Locations of its location workspace
 /// (`None`: that workspace does not exist), the workspace's path, and
 /// whether a namespace uses the Placement.
-pub fn status(placement: &Value, location_path: &str, locations: Option<&[Value]>, used: bool) -> Value {
-    let old = placement.get("status").cloned().unwrap_or(json!({}));
+pub fn status(placement: &Compiled, location_path: &str, locations: Option<&[Value]>, used: bool) -> Value {
+    let old = placement.value.get("status").cloned().unwrap_or(json!({}));
     let old_conditions = old.get("conditions");
     let Some(locations) = locations else {
         let message = format!(
@@ -111,8 +175,8 @@ pub fn usable(placement: &Value) -> bool {
 
 /// Whether the Placement's `spec.namespaceSelector` (absent: every
 /// namespace) selects a namespace with `labels`.
-pub fn selects_namespace(placement: &Value, labels: &std::collections::BTreeMap<String, String>) -> bool {
-    selector(placement.pointer("/spec/namespaceSelector")).matches(labels)
+pub fn selects_namespace(placement: &Compiled, labels: &std::collections::BTreeMap<String, String>) -> bool {
+    placement.namespace_selector.matches(labels)
 }
 
 #[cfg(test)]
@@ -131,7 +195,7 @@ mod tests {
             location("a", json!({"env": "prod"})),
         ];
         let mut p = json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "test"}}]}});
-        let s = status(&p, "root:loc", Some(&locs), false);
+        let s = status(&Compiled::new(p.clone()), "root:loc", Some(&locs), false);
         assert_eq!(s["phase"], "Unbound");
         assert_eq!(
             s["selectedLocation"],
@@ -140,16 +204,21 @@ mod tests {
         assert!(usable(&json!({"status": s})));
         // Bound while a namespace uses it.
         p["status"] = s;
-        let s = status(&p, "root:loc", Some(&locs), true);
+        let s = status(&Compiled::new(p), "root:loc", Some(&locs), true);
         assert_eq!(s["phase"], "Bound");
         // No selector: every location; the first by name.
-        let s = status(&json!({"spec": {}}), "root:loc", Some(&locs), false);
+        let s = status(
+            &Compiled::new(json!({"spec": {}})),
+            "root:loc",
+            Some(&locs),
+            false,
+        );
         assert_eq!(s["selectedLocation"]["locationName"], "a");
     }
 
     #[test]
     fn without_a_location_a_placement_is_pending_and_says_why() {
-        let p = json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "nope"}}]}});
+        let p = Compiled::new(json!({"spec": {"locationSelectors": [{"matchLabels": {"env": "nope"}}]}}));
         let s = status(&p, "root:loc", Some(&[location("a", json!({}))]), true);
         assert_eq!(s["phase"], "Pending");
         assert_eq!(s["conditions"][0]["reason"], "LocationNoMatch");
@@ -162,7 +231,7 @@ mod tests {
         // A Location of another resource does not count.
         let mut other = location("x", json!({}));
         other["spec"]["resource"]["resource"] = json!("clusters");
-        assert!(!selects_location(&json!({"spec": {}}), &other));
+        assert!(!selects_location(&Compiled::new(json!({"spec": {}})), &other));
     }
 
     #[test]
@@ -170,13 +239,13 @@ mod tests {
         let labels = [("purpose".to_string(), "workload".to_string())]
             .into_iter()
             .collect();
-        assert!(selects_namespace(&json!({"spec": {}}), &labels));
+        assert!(selects_namespace(&Compiled::new(json!({"spec": {}})), &labels));
         assert!(selects_namespace(
-            &json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "workload"}}}}),
+            &Compiled::new(json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "workload"}}}})),
             &labels
         ));
         assert!(!selects_namespace(
-            &json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "other"}}}}),
+            &Compiled::new(json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "other"}}}})),
             &labels
         ));
     }
