@@ -53,11 +53,43 @@ impl Tenants {
         let cluster = ready_workspace(&self.hub, name).await;
         if let Some(owner) = owner {
             let path = format!("root:{name}");
-            bind_cluster_role(&self.hub, &path, &format!("{owner}-admin"), "cluster-admin", owner).await;
+            bind_cluster_role(
+                &self.hub,
+                &path,
+                &format!("{owner}-admin"),
+                "cluster-admin",
+                owner,
+            )
+            .await;
         }
         cluster
     }
 }
+
+/// Ferry's CRDs installed by client `c` in its workspace, as `ferry crds |
+/// kubectl apply -f -` does; returns once the edge kinds are served.
+pub async fn install_ferry_crds(c: &kube::Client) {
+    for crd in ferry_api::all_crds() {
+        let body = serde_json::to_value(&crd).expect("CRD as JSON");
+        let (code, out) = call(c, "POST", CRDS, Some(&body)).await;
+        assert!(
+            code == 201 || code == 409,
+            "installing {}: {out}",
+            body["metadata"]["name"]
+        );
+    }
+    eventually(15, "the edge kinds to be served", || {
+        let c = c.clone();
+        async move {
+            let (code, _) = call(&c, "GET", "/apis/edge.kubestellar.io/v2alpha1/customizers", None).await;
+            (code == 200).then_some(())
+        }
+    })
+    .await;
+}
+
+/// Where CRDs are created.
+pub const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 
 /// An RBAC subject naming user `name`.
 pub fn user(name: &str) -> Value {
@@ -99,7 +131,13 @@ pub async fn ready_workspace(hub: &TestHub, name: &str) -> String {
     .await;
     let path = format!("root:{name}");
     eventually(10, "workspace ready", || async {
-        let (code, _) = call(&admin(hub, &path).await, "GET", "/api/v1/namespaces/default", None).await;
+        let (code, _) = call(
+            &admin(hub, &path).await,
+            "GET",
+            "/api/v1/namespaces/default",
+            None,
+        )
+        .await;
         (code == 200).then_some(())
     })
     .await;
@@ -111,5 +149,8 @@ pub async fn ready_workspace(hub: &TestHub, name: &str) -> String {
     )
     .await;
     assert_eq!(code, 200, "reading workspace {name}: {ws}");
-    ws["spec"]["cluster"].as_str().expect("logical cluster").to_string()
+    ws["spec"]["cluster"]
+        .as_str()
+        .expect("logical cluster")
+        .to_string()
 }
