@@ -9,7 +9,7 @@
 //! The hub runs in this process: a stack overflow anywhere aborts the test
 //! binary, which fails the test as surely as a child process's exit would.
 //!
-//! Seeded and bounded for CI (`FERRY_FUZZ_KINDS_CASES`, default 250;
+//! Seeded and bounded for CI (`FERRY_FUZZ_KINDS_CASES`, default 400;
 //! `FERRY_FUZZ_SEED` to replay or vary a run).
 
 mod common;
@@ -250,9 +250,31 @@ fn fuzzed(rng: &mut StdRng, kind: &Kind) -> Value {
                 }
             }
         }
-        _ => {}
+        // The shapes that once crashed or stalled the hub, scaled at random.
+        _ => attack(rng, kind, &mut v),
     }
     v
+}
+
+/// What each kind's walkers once choked on: Customizer paths of thousands of
+/// steps, CEL rules and schemas nested thousands deep, templates of
+/// thousands of steps.
+fn attack(rng: &mut StdRng, kind: &Kind, v: &mut Value) {
+    let n = [10, 60, 65, 500, 2_000, 10_000, 60_000][rng.random_range(0..7)];
+    match kind.name {
+        "customizer" => v[0]["path"] = json!(format!("$.data{}", ".a".repeat(n))),
+        "apiresourceschema" => {
+            let rule = format!("{}self.size() >= 0{}", "(".repeat(n), ")".repeat(n));
+            v["versions"][0]["schema"]["properties"]["spec"]["x-kubernetes-validations"][0]["rule"] =
+                json!(rule);
+            v["versions"][0]["schema"]["properties"]["deep"] = json!(DEEP);
+        }
+        "publishedresource" => {
+            v["naming"]["name"] = json!(format!("{{{{ {} }}}}", "(".repeat(n)));
+            v["related"][0]["object"]["reference"]["path"] = json!("spec.a".repeat(n.min(10_000)));
+        }
+        _ => set_random_member(rng, v, json!(DEEP)),
+    }
 }
 
 /// Put `new` at a random member of `v` (existing, or a new key of an object).
@@ -462,7 +484,7 @@ async fn deep_wide_and_huge_specs_of_every_controller_kind_never_stall_or_crash_
     let cases: usize = std::env::var("FERRY_FUZZ_KINDS_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(250);
+        .unwrap_or(400);
     let seed: u64 = std::env::var("FERRY_FUZZ_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
