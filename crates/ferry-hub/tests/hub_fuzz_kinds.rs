@@ -560,7 +560,7 @@ async fn deep_wide_and_huge_specs_of_every_controller_kind_never_stall_or_crash_
         kinds.len(),
         failures.len()
     );
-    slow.sort_by(|a, b| b.0.cmp(&a.0));
+    slow.sort_by_key(|(took, _)| std::cmp::Reverse(*took));
     for (took, what) in slow.iter().take(3) {
         eprintln!("slowest: {took:?} {what}");
     }
