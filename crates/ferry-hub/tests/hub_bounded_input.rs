@@ -123,7 +123,7 @@ async fn a_customizer_path_of_50000_steps_is_refused_when_written_and_a_normal_o
 #[tokio::test(flavor = "multi_thread")]
 async fn a_placement_of_120000_values_is_refused_and_one_at_the_limits_schedules_without_write_loops() {
     let t = Tenants::start().await;
-    t.workspace("mal", Some("mal")).await;
+    let mal_cluster = t.workspace("mal", Some("mal")).await;
     let mal = t.client_as("mal", "root:mal").await;
     install_ferry_crds(&mal).await;
 
@@ -145,6 +145,41 @@ async fn a_placement_of_120000_values_is_refused_and_one_at_the_limits_schedules
         )),
         "{found:?}"
     );
+    // One an older hub stored anyway selects nothing and says why.
+    let mut stored = attack.clone();
+    stored["metadata"]["uid"] = json!("6d1f0c55-0000-4000-8000-000000000002");
+    stored["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    stored["spec"]["locationResource"] =
+        json!({"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"});
+    let key = ObjectKey {
+        cluster: mal_cluster,
+        resource: "scheduling.kcp.io/placements".into(),
+        namespace: String::new(),
+        name: "burn".into(),
+    };
+    let store = &t.hub.running.hub.store;
+    store
+        .put(key, Expect::Absent, stored)
+        .unwrap()
+        .durable()
+        .await
+        .unwrap();
+    let message = eventually(20, "the stored Placement to say it is too large", || {
+        let mal = mal.clone();
+        async move {
+            let (_, p) = call(&mal, "GET", &format!("{PLACEMENTS}/burn"), None).await;
+            let c = p["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["reason"] == "SelectorTooLarge")?;
+            c["message"].as_str().map(String::from)
+        }
+    })
+    .await;
+    assert!(message.contains("must have at most 256 items"), "{message}");
+    let (code, _) = call(&mal, "DELETE", &format!("{PLACEMENTS}/burn"), None).await;
+    assert_eq!(code, 200);
+
     // KubeStellar: the same selectors on an EdgePlacement.
     let edge = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
         "metadata": {"name": "burn"}, "spec": {"locationSelectors": not_in_selectors(10, 12_000)}});

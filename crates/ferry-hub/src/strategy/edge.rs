@@ -10,7 +10,7 @@ use crate::controllers::placement::customize;
 use crate::selector::SelectorLimits;
 use crate::service::Request;
 use crate::status::Cause;
-use crate::strategy::Strategy;
+use crate::strategy::{ratchet, Strategy};
 
 /// Most members of `spec.downsync`, `spec.upsync` and `spec.nonNamespacedObjects`.
 pub const MAX_MEMBERS: usize = 64;
@@ -23,6 +23,13 @@ pub struct EdgePlacementStrategy;
 impl Strategy for EdgePlacementStrategy {
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
         edge_placement_limit_causes(obj)
+    }
+
+    fn validate_update(&self, _r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
+        ratchet(
+            edge_placement_limit_causes(obj),
+            &edge_placement_limit_causes(old),
+        )
     }
 }
 
@@ -80,6 +87,10 @@ pub struct CustomizerStrategy;
 impl Strategy for CustomizerStrategy {
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
         customize::limit_causes(obj)
+    }
+
+    fn validate_update(&self, _r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
+        ratchet(customize::limit_causes(obj), &customize::limit_causes(old))
     }
 }
 

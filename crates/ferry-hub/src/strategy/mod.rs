@@ -126,6 +126,14 @@ pub trait Strategy: Sync {
     fn after_commit(&self, _hub: &Hub, _cluster: &str) {}
 }
 
+/// Size limits on update, as kube ratchets validation: `new`'s causes but
+/// those `old` already had, so an object stored before a limit existed (or
+/// grew past it another way) can still have its status, finalizers and
+/// labels written — and be deleted — while nothing makes it worse.
+pub fn ratchet(new: Vec<Cause>, old: &[Cause]) -> Vec<Cause> {
+    new.into_iter().filter(|c| !old.contains(c)).collect()
+}
+
 /// Kinds with nothing special: the service's generic sequence only.
 pub struct Generic;
 

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::targets::selector;
 use crate::apis::{condition, merge_conditions};
-use crate::selector::LabelSelector;
+use crate::selector::{LabelSelector, SelectorLimits};
 use crate::storage::StoredObject;
 
 /// A Placement as the scheduler evaluates it: its value and its selectors,
@@ -23,10 +23,24 @@ pub struct Compiled {
     /// `spec.locationSelectors`; empty: every Location.
     location_selectors: Vec<LabelSelector>,
     namespace_selector: LabelSelector,
+    /// Why its selectors are not evaluated: over the size limits the hub
+    /// enforces when a Placement is written (one an older hub stored).
+    over_limits: Option<String>,
 }
 
 impl Compiled {
     pub fn new(value: Value) -> Compiled {
+        let mut limits = SelectorLimits::default();
+        limits.list("spec.locationSelectors", value.pointer("/spec/locationSelectors"));
+        limits.one("spec.namespaceSelector", value.pointer("/spec/namespaceSelector"));
+        if let Some(over) = limits.finish().first() {
+            return Compiled {
+                value,
+                location_selectors: vec![LabelSelector::nothing()],
+                namespace_selector: LabelSelector::nothing(),
+                over_limits: Some(over.describe()),
+            };
+        }
         let location_selectors = value
             .pointer("/spec/locationSelectors")
             .and_then(Value::as_array)
@@ -39,6 +53,7 @@ impl Compiled {
             value,
             location_selectors,
             namespace_selector,
+            over_limits: None,
         }
     }
 }
@@ -120,6 +135,13 @@ pub fn selects_location(placement: &Compiled, location: &Value) -> bool {
 pub fn status(placement: &Compiled, location_path: &str, locations: Option<&[Value]>, used: bool) -> Value {
     let old = placement.value.get("status").cloned().unwrap_or(json!({}));
     let old_conditions = old.get("conditions");
+    if let Some(over) = &placement.over_limits {
+        let message = format!("{over}: make the selector smaller; it selects nothing until then");
+        return json!({
+            "phase": "Pending",
+            "conditions": merge_conditions(old_conditions, vec![condition("Ready", false, "SelectorTooLarge", &message)]),
+        });
+    }
     let Some(locations) = locations else {
         let message = format!(
             "location workspace {location_path:?} not found: set spec.locationWorkspace to the path of the workspace holding the Locations"
@@ -248,5 +270,21 @@ mod tests {
             &Compiled::new(json!({"spec": {"namespaceSelector": {"matchLabels": {"purpose": "other"}}}})),
             &labels
         ));
+    }
+
+    #[test]
+    fn a_placement_over_the_selector_limits_selects_nothing_and_says_which_field() {
+        let values: Vec<String> = (0..12_000).map(|i| format!("v{i}")).collect();
+        let p = Compiled::new(json!({"spec": {"locationSelectors": [
+            {"matchExpressions": [{"key": "k", "operator": "NotIn", "values": values}]}]}}));
+        let s = status(&p, "root:loc", Some(&[location("a", json!({}))]), false);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(s["conditions"][0]["reason"], "SelectorTooLarge");
+        let message = s["conditions"][0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("spec.locationSelectors[0].matchExpressions[0].values: Too many: 12000: must have at most 256 items"),
+            "{message}"
+        );
+        assert!(!selects_namespace(&p, &Default::default()));
     }
 }
