@@ -89,6 +89,86 @@ pub fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
+/// How deep objects and lists may nest: the depth `serde_json` reads back
+/// (its recursion limit), so whatever is stored can be read again, and every
+/// recursive walk over a stored object stays this shallow.
+pub const MAX_DEPTH: usize = 128;
+
+/// Where `v` nests objects or lists more than `limit` deep (the top-level
+/// object is depth 1): the path of the first member that does, as
+/// `spec.a[0].b`. Iterative, so any depth is measured without recursion.
+pub fn too_deep(v: &Value, limit: usize) -> Option<String> {
+    // A first pass without paths: every write pays for it.
+    if depth(v) <= limit {
+        return None;
+    }
+    // (a container, how many containers hold it, its path)
+    let mut stack: Vec<(&Value, usize, String)> = vec![(v, 0, String::new())];
+    while let Some((here, above, path)) = stack.pop() {
+        if depth_of_one(here) == 0 {
+            continue;
+        }
+        if above + 1 > limit {
+            return Some(path);
+        }
+        match here {
+            Value::Object(m) => stack.extend(m.iter().map(|(k, c)| {
+                let step = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                (c, above + 1, step)
+            })),
+            Value::Array(a) => stack.extend(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, c)| (c, above + 1, format!("{path}[{i}]"))),
+            ),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn depth_of_one(v: &Value) -> usize {
+    usize::from(v.is_object() || v.is_array())
+}
+
+/// How deep `v` nests objects and lists (a scalar: 0), without recursion.
+pub fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1)];
+    while let Some((here, d)) = stack.pop() {
+        match here {
+            Value::Object(m) => {
+                deepest = deepest.max(d);
+                stack.extend(m.values().map(|c| (c, d + 1)));
+            }
+            Value::Array(a) => {
+                deepest = deepest.max(d);
+                stack.extend(a.iter().map(|c| (c, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Drop `v` without recursion: serde_json's `Drop` recurses once per level,
+/// so a value built deeper than the stack allows (by a walker gone wrong)
+/// must be taken apart level by level.
+pub fn drop_flat(v: Value) {
+    let mut stack = vec![v];
+    while let Some(mut here) = stack.pop() {
+        match &mut here {
+            Value::Object(m) => stack.extend(std::mem::take(m).into_iter().map(|(_, c)| c)),
+            Value::Array(a) => stack.append(a),
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +202,22 @@ mod tests {
         assert_eq!(remove(&mut v, &["metadata", "name"]), None);
         assert_eq!(remove(&mut v, &["a", "b"]), Some(json!(1)));
         assert_eq!(v, json!({"metadata": "oops", "a": {}}));
+    }
+
+    #[test]
+    fn depth_is_measured_without_recursion_and_names_where() {
+        assert_eq!(too_deep(&json!({"a": {"b": [1]}}), 3), None);
+        assert_eq!(too_deep(&json!({"a": {"b": [1]}}), 2), Some("a.b".into()));
+        assert_eq!(too_deep(&json!({"a": [{"b": 1}]}), 2), Some("a[0]".into()));
+        // Built by moves: `json!` would serialise (recursively) what it is given.
+        let mut deep = Value::String("x".into());
+        for _ in 0..100_000 {
+            let mut m = Map::new();
+            m.insert("a".into(), Value::Array(vec![deep]));
+            deep = Value::Object(m);
+        }
+        let at = too_deep(&deep, MAX_DEPTH).unwrap();
+        assert!(at.starts_with("a[0].a[0]"), "{at}");
+        drop_flat(deep);
     }
 }

@@ -9,7 +9,99 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::status::Cause;
 use crate::validation::names::{label_value_errors, qualified_name_errors};
+
+/// Most label selectors in one list of them (a Placement's
+/// `locationSelectors`, a downsync member's `labelSelectors`, ...).
+pub const MAX_SELECTORS: usize = 16;
+/// Most requirements (`matchLabels` entries and `matchExpressions`) in one
+/// `metav1.LabelSelector`.
+pub const MAX_REQUIREMENTS: usize = 32;
+/// Most values in one `In` / `NotIn` expression.
+pub const MAX_VALUES: usize = 256;
+/// Most values in all the selectors of one object, together.
+pub const MAX_VALUES_PER_OBJECT: usize = 1024;
+
+/// Counts what the selectors of one object hold, against the limits: kube
+/// bounds each key and value (63 bytes a name) but not how many there are,
+/// and a controller evaluates every selector on many events, so the hub
+/// bounds the number (Ferry's limits, above), checked when the object is
+/// written.
+#[derive(Debug, Default)]
+pub struct SelectorLimits {
+    values: usize,
+    /// Where the object first went over [`MAX_VALUES_PER_OBJECT`].
+    over_at: Option<String>,
+    pub causes: Vec<Cause>,
+}
+
+impl SelectorLimits {
+    /// A list of selectors at `field` (absent or not a list: nothing to count).
+    pub fn list(&mut self, field: &str, v: Option<&Value>) {
+        let Some(items) = v.and_then(Value::as_array) else {
+            return;
+        };
+        if items.len() > MAX_SELECTORS {
+            self.causes
+                .push(Cause::too_many(field, items.len(), MAX_SELECTORS));
+            return;
+        }
+        for (i, s) in items.iter().enumerate() {
+            self.one(&format!("{field}[{i}]"), Some(s));
+        }
+    }
+
+    /// One `metav1.LabelSelector` at `field`.
+    pub fn one(&mut self, field: &str, v: Option<&Value>) {
+        let Some(v) = v else {
+            return;
+        };
+        let labels = v
+            .get("matchLabels")
+            .and_then(Value::as_object)
+            .map_or(0, |m| m.len());
+        let exprs = v.get("matchExpressions").and_then(Value::as_array);
+        let requirements = labels + exprs.map_or(0, Vec::len);
+        if requirements > MAX_REQUIREMENTS {
+            self.causes.push(Cause::too_many(
+                format!("{field}.matchExpressions"),
+                requirements,
+                MAX_REQUIREMENTS,
+            ));
+            return;
+        }
+        for (i, e) in exprs.into_iter().flatten().enumerate() {
+            let Some(values) = e.get("values").and_then(Value::as_array) else {
+                continue;
+            };
+            let at = format!("{field}.matchExpressions[{i}].values");
+            if values.len() > MAX_VALUES {
+                self.causes.push(Cause::too_many(&at, values.len(), MAX_VALUES));
+            }
+            self.values += values.len();
+            if self.values > MAX_VALUES_PER_OBJECT && self.over_at.is_none() {
+                self.over_at = Some(at);
+            }
+        }
+        self.values += labels;
+    }
+
+    /// The causes, with the per-object total if it is over.
+    pub fn finish(mut self) -> Vec<Cause> {
+        if let Some(at) = self.over_at.take() {
+            self.causes.push(Cause {
+                reason: "FieldValueTooMany".into(),
+                field: at,
+                message: format!(
+                    "Too many: {}: must have at most {MAX_VALUES_PER_OBJECT} items (values in all label selectors of the object)",
+                    self.values
+                ),
+            });
+        }
+        self.causes
+    }
+}
 
 /// A selector that could not be parsed or holds invalid keys or values. The
 /// message is worded as kube-apiserver words it and names the bad token.
@@ -717,6 +809,7 @@ fn unescape_field_value(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
@@ -945,5 +1038,50 @@ mod tests {
             r"invalid field selector: invalid escape sequence: \q"
         );
         assert!(FieldSelector::parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn selector_sizes_are_bounded_per_selector_and_per_object() {
+        let values = |n: usize| -> Vec<String> { (0..n).map(|i| format!("v{i}")).collect() };
+        let expr = |n: usize| json!({"key": "k", "operator": "NotIn", "values": values(n)});
+        let mut l = SelectorLimits::default();
+        l.list(
+            "spec.locationSelectors",
+            Some(&json!([{"matchExpressions": [expr(MAX_VALUES)]}])),
+        );
+        assert!(l.finish().is_empty());
+        // The attack: 10 selectors of 12,000 values.
+        let attack = json!((0..10)
+            .map(|_| json!({"matchExpressions": [expr(12_000)]}))
+            .collect::<Vec<_>>());
+        let mut l = SelectorLimits::default();
+        l.list("spec.locationSelectors", Some(&attack));
+        let causes: Vec<String> = l.finish().iter().map(Cause::describe).collect();
+        assert_eq!(
+            causes[0],
+            "spec.locationSelectors[0].matchExpressions[0].values: Too many: 12000: must have at most 256 items"
+        );
+        assert!(
+            causes
+                .last()
+                .unwrap()
+                .contains("at most 1024 items (values in all label selectors"),
+            "{causes:?}"
+        );
+        let mut l = SelectorLimits::default();
+        let many: Vec<Value> = (0..=MAX_SELECTORS).map(|_| json!({})).collect();
+        l.list("spec.locationSelectors", Some(&json!(many)));
+        let wide: serde_json::Map<String, Value> = (0..=MAX_REQUIREMENTS)
+            .map(|i| (format!("k{i}"), json!("v")))
+            .collect();
+        l.one("spec.namespaceSelector", Some(&json!({"matchLabels": wide})));
+        let causes: Vec<String> = l.finish().iter().map(Cause::describe).collect();
+        assert_eq!(
+            causes,
+            [
+                "spec.locationSelectors: Too many: 17: must have at most 16 items",
+                "spec.namespaceSelector.matchExpressions: Too many: 33: must have at most 32 items",
+            ]
+        );
     }
 }

@@ -50,6 +50,22 @@ impl Cause {
             message: message.into(),
         }
     }
+    /// kube's `field.TooLong`: a string over `max` bytes.
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        Cause {
+            reason: "FieldValueTooLong".into(),
+            field: field.into(),
+            message: format!("Too long: may not be more than {max} bytes"),
+        }
+    }
+    /// kube's `field.TooMany`: a list (or map) of `actual` items, over `max`.
+    pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Self {
+        Cause {
+            reason: "FieldValueTooMany".into(),
+            field: field.into(),
+            message: format!("Too many: {actual}: must have at most {max} items"),
+        }
+    }
     /// `field: message`, the way kube-apiserver joins causes into the Status message.
     pub fn describe(&self) -> String {
         if self.field.is_empty() {

@@ -497,20 +497,7 @@ async fn targets(c: &kube::Client) -> Vec<Target> {
 }
 
 async fn send(c: &kube::Client, (method, path, ct, body): &Case) -> Result<u16, String> {
-    let req = http::Request::builder()
-        .method(method.as_str())
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, *ct)
-        .body(kube::client::Body::from(body.clone()))
-        .expect("request");
-    match c.send(req).await {
-        Ok(resp) => {
-            let code = resp.status().as_u16();
-            let _ = resp.into_body().collect_bytes().await;
-            Ok(code)
-        }
-        Err(e) => Err(e.to_string()),
-    }
+    common::send_raw(c, method, path, ct, body.clone()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -266,6 +266,18 @@ pub fn store_error(r: &Request, name: &str, e: StoreError) -> ApiError {
         StoreError::NotFound => ApiError::not_found(g, res, name),
         StoreError::Conflict => ApiError::conflict(g, res, name, &e.to_string()),
         StoreError::Unavailable(m) => ApiError::service_unavailable(m),
+        StoreError::TooDeep { at, limit } => ApiError::invalid(
+            g,
+            &r.info.kind,
+            name,
+            vec![Cause::invalid(
+                at,
+                format!(
+                    "Too deep: objects and lists may nest at most {limit} levels (what JSON decoders read back); \
+                     flatten the structure"
+                ),
+            )],
+        ),
         StoreError::TooLarge { size, limit } => ApiError::too_large(format!(
             "{res} {name:?} is too large to store: {size} bytes, over the limit of {limit} bytes \
              (etcd's default request limit, which kube-apiserver's storage has too); make the object smaller"

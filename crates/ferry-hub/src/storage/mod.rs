@@ -87,6 +87,10 @@ pub enum StoreError {
     /// The object's JSON is larger than [`MAX_OBJECT_BYTES`].
     #[error("the object is {size} bytes when stored, over the limit of {limit} bytes")]
     TooLarge { size: usize, limit: usize },
+    /// The object nests deeper than [`crate::json::MAX_DEPTH`] at `at`: it
+    /// could not be read back.
+    #[error("the object nests more than {limit} levels deep at {at}")]
+    TooDeep { at: String, limit: usize },
 }
 
 /// Largest object the store keeps: etcd's default request limit
@@ -790,6 +794,14 @@ impl Store {
     /// matches `expect`. The value's `metadata.resourceVersion` is set to the
     /// new revision. Readers see the write once it is durable.
     pub fn put(&self, key: ObjectKey, expect: Expect, mut value: Value) -> Result<Committed, StoreError> {
+        // Before serialising, which recurses once per level.
+        if let Some(at) = crate::json::too_deep(&value, crate::json::MAX_DEPTH) {
+            crate::json::drop_flat(value);
+            return Err(StoreError::TooDeep {
+                at,
+                limit: crate::json::MAX_DEPTH,
+            });
+        }
         let open = encode_open(&mut value);
         let has_rv = open.has_rv();
         // The resourceVersion's digits add at most 20 bytes.

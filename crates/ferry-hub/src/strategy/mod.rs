@@ -126,6 +126,14 @@ pub trait Strategy: Sync {
     fn after_commit(&self, _hub: &Hub, _cluster: &str) {}
 }
 
+/// Size limits on update, as kube ratchets validation: `new`'s causes but
+/// those `old` already had, so an object stored before a limit existed (or
+/// grew past it another way) can still have its status, finalizers and
+/// labels written — and be deleted — while nothing makes it worse.
+pub fn ratchet(new: Vec<Cause>, old: &[Cause]) -> Vec<Cause> {
+    new.into_iter().filter(|c| !old.contains(c)).collect()
+}
+
 /// Kinds with nothing special: the service's generic sequence only.
 pub struct Generic;
 
@@ -148,8 +156,10 @@ pub fn with_field_from(old: &Value, sent: &Value, path: &[&str]) -> Result<Value
 
 pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
     if info.from_crd {
+        // Kinds Ferry's controllers read, whoever installed the CRD serving them.
         return match (info.group.as_str(), info.resource.as_str()) {
             ("edge.kubestellar.io", "edgeplacements") => &edge::EdgePlacementStrategy,
+            ("edge.kubestellar.io", "customizers") => &edge::CustomizerStrategy,
             _ => &Generic,
         };
     }

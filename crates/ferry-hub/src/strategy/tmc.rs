@@ -9,11 +9,11 @@ use serde_json::{json, Value};
 
 use crate::controllers::scheduling::grant;
 use crate::json;
-use crate::selector::LabelSelector;
+use crate::selector::{LabelSelector, SelectorLimits};
 use crate::service::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::apis::valid_path;
-use crate::strategy::Strategy;
+use crate::strategy::{ratchet, Strategy};
 use crate::validation::names::{label_value_errors, qualified_name_errors};
 
 /// What `supportedAPIExports` means when it is empty: the `kubernetes`
@@ -123,44 +123,67 @@ pub struct LocationStrategy;
 
 impl Strategy for LocationStrategy {
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
-        let mut causes = instance_resource_causes("spec.resource", obj.pointer("/spec/resource"));
-        causes.extend(selector_causes(
-            "spec.instanceSelector",
-            obj.pointer("/spec/instanceSelector"),
-        ));
-        for (i, l) in obj
-            .pointer("/spec/availableSelectorLabels")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let at = format!("spec.availableSelectorLabels[{i}]");
-            let key = json::str_at(l, "/key");
-            if key.is_empty() {
-                causes.push(Cause::required(format!("{at}.key")));
-            } else {
-                causes.extend(
-                    qualified_name_errors(key)
-                        .into_iter()
-                        .map(|m| Cause::invalid(format!("{at}.key"), format!("{key:?}: {m}"))),
-                );
-            }
-            let values = l.get("values").and_then(Value::as_array);
-            if values.is_none_or(Vec::is_empty) {
-                causes.push(Cause::required(format!("{at}.values")));
-            }
-            for (j, v) in values.into_iter().flatten().enumerate() {
-                let v = v.as_str().unwrap_or_default();
-                causes.extend(
-                    label_value_errors(v)
-                        .into_iter()
-                        .map(|m| Cause::invalid(format!("{at}.values[{j}]"), format!("{v:?}: {m}"))),
-                );
-            }
+        let over = location_limit_causes(obj);
+        if !over.is_empty() {
+            return over;
         }
-        causes
+        location_causes(obj)
     }
+
+    fn validate_update(&self, _r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
+        let over = ratchet(location_limit_causes(obj), &location_limit_causes(old));
+        if !over.is_empty() {
+            return over;
+        }
+        location_causes(obj)
+    }
+}
+
+fn location_limit_causes(obj: &Value) -> Vec<Cause> {
+    let mut limits = SelectorLimits::default();
+    limits.one("spec.instanceSelector", obj.pointer("/spec/instanceSelector"));
+    limits.finish()
+}
+
+/// A Location's rules but its size limits.
+fn location_causes(obj: &Value) -> Vec<Cause> {
+    let mut causes = instance_resource_causes("spec.resource", obj.pointer("/spec/resource"));
+    causes.extend(selector_causes(
+        "spec.instanceSelector",
+        obj.pointer("/spec/instanceSelector"),
+    ));
+    for (i, l) in obj
+        .pointer("/spec/availableSelectorLabels")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let at = format!("spec.availableSelectorLabels[{i}]");
+        let key = json::str_at(l, "/key");
+        if key.is_empty() {
+            causes.push(Cause::required(format!("{at}.key")));
+        } else {
+            causes.extend(
+                qualified_name_errors(key)
+                    .into_iter()
+                    .map(|m| Cause::invalid(format!("{at}.key"), format!("{key:?}: {m}"))),
+            );
+        }
+        let values = l.get("values").and_then(Value::as_array);
+        if values.is_none_or(Vec::is_empty) {
+            causes.push(Cause::required(format!("{at}.values")));
+        }
+        for (j, v) in values.into_iter().flatten().enumerate() {
+            let v = v.as_str().unwrap_or_default();
+            causes.extend(
+                label_value_errors(v)
+                    .into_iter()
+                    .map(|m| Cause::invalid(format!("{at}.values[{j}]"), format!("{v:?}: {m}"))),
+            );
+        }
+    }
+    causes
 }
 
 /// `scheduling.kcp.io/v1alpha1` Placement.
@@ -224,37 +247,61 @@ impl Strategy for PlacementStrategy {
     }
 
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
-        let mut causes =
-            instance_resource_causes("spec.locationResource", obj.pointer("/spec/locationResource"));
-        for (i, s) in obj
-            .pointer("/spec/locationSelectors")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            causes.extend(selector_causes(&format!("spec.locationSelectors[{i}]"), Some(s)));
+        // Sizes first: what is over them is not worth parsing.
+        let over = placement_limit_causes(obj);
+        if !over.is_empty() {
+            return over;
         }
-        causes.extend(selector_causes(
-            "spec.namespaceSelector",
-            obj.pointer("/spec/namespaceSelector"),
-        ));
-        causes.extend(path_cause(
-            "spec.locationWorkspace",
-            json::str_at(obj, "/spec/locationWorkspace"),
-        ));
-        if let Some(selected) = obj.pointer("/status/selectedLocation").filter(|v| !v.is_null()) {
-            if json::str_at(selected, "/locationName").is_empty() {
-                causes.push(Cause::required("status.selectedLocation.locationName"));
-            }
-            let path = json::str_at(selected, "/path");
-            if path.is_empty() {
-                causes.push(Cause::required("status.selectedLocation.path"));
-            }
-            causes.extend(path_cause("status.selectedLocation.path", path));
-        }
-        causes
+        placement_causes(obj)
     }
+
+    fn validate_update(&self, _r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
+        let over = ratchet(placement_limit_causes(obj), &placement_limit_causes(old));
+        if !over.is_empty() {
+            return over;
+        }
+        placement_causes(obj)
+    }
+}
+
+fn placement_limit_causes(obj: &Value) -> Vec<Cause> {
+    let mut limits = SelectorLimits::default();
+    limits.list("spec.locationSelectors", obj.pointer("/spec/locationSelectors"));
+    limits.one("spec.namespaceSelector", obj.pointer("/spec/namespaceSelector"));
+    limits.finish()
+}
+
+/// A Placement's rules but its size limits.
+fn placement_causes(obj: &Value) -> Vec<Cause> {
+    let mut causes = instance_resource_causes("spec.locationResource", obj.pointer("/spec/locationResource"));
+    for (i, s) in obj
+        .pointer("/spec/locationSelectors")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        causes.extend(selector_causes(&format!("spec.locationSelectors[{i}]"), Some(s)));
+    }
+    causes.extend(selector_causes(
+        "spec.namespaceSelector",
+        obj.pointer("/spec/namespaceSelector"),
+    ));
+    causes.extend(path_cause(
+        "spec.locationWorkspace",
+        json::str_at(obj, "/spec/locationWorkspace"),
+    ));
+    if let Some(selected) = obj.pointer("/status/selectedLocation").filter(|v| !v.is_null()) {
+        if json::str_at(selected, "/locationName").is_empty() {
+            causes.push(Cause::required("status.selectedLocation.locationName"));
+        }
+        let path = json::str_at(selected, "/path");
+        if path.is_empty() {
+            causes.push(Cause::required("status.selectedLocation.path"));
+        }
+        causes.extend(path_cause("status.selectedLocation.path", path));
+    }
+    causes
 }
 
 /// Whether this write makes its writer the Placement's requester: a

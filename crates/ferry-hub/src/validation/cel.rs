@@ -91,14 +91,84 @@ pub struct Rule {
 /// Compiled rules by their text, and the bytes of text held.
 type RuleCache = (HashMap<String, Arc<Rule>>, usize);
 
+/// How deeply a rule may nest brackets (`(`, `[`, `{`) and conditionals
+/// (`?`): cel-rust's parser recurses many frames per level before its own
+/// recursion limit (96) applies, and a rule nested thousands deep overflowed
+/// the stack. kube (cel-go) refuses past 250 levels of its recursion count.
+pub const MAX_NESTING: usize = 32;
+/// The stack rules are parsed on: a dozen nested lists take 2 MiB (a tokio
+/// worker's whole stack) in a debug build, so parsing gets its own thread
+/// with room for [`MAX_NESTING`] levels many times over. Evaluation
+/// recurses far less and stays on the caller's thread.
+const PARSE_STACK_BYTES: usize = 64 * 1024 * 1024;
+/// Longest rule text: cel-go's `ExpressionSizeCodePointLimit` as kube sets it.
+pub const MAX_RULE_BYTES: usize = 100_000;
+
+/// Why `src` is too large or too deeply nested to parse safely, if it is:
+/// counted on the text, outside string literals, before the parser sees it.
+fn nesting_error(src: &str) -> Option<String> {
+    if src.len() > MAX_RULE_BYTES {
+        return Some(format!(
+            "the expression is {} bytes, more than the limit of {MAX_RULE_BYTES}",
+            src.len()
+        ));
+    }
+    let (mut depth, mut deepest, mut conditionals) = (0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in src.chars() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '?' => conditionals += 1,
+            _ => {}
+        }
+    }
+    (deepest + conditionals > MAX_NESTING).then(|| {
+        format!(
+            "the expression nests {} levels of brackets and conditionals, more than the limit of {MAX_NESTING}",
+            deepest + conditionals
+        )
+    })
+}
+
 /// Compile `src` (cached by its text). The error is the parser's message.
 pub fn compiled(src: &str) -> Result<Arc<Rule>, String> {
     static CACHE: LazyLock<Mutex<RuleCache>> = LazyLock::new(|| Mutex::new((HashMap::new(), 0)));
     if let Some(rule) = CACHE.lock().0.get(src) {
         return Ok(rule.clone());
     }
-    let expr = ENV.parser().parse(src).map_err(|e| e.to_string())?;
-    let program = ENV.compile(src).map_err(|e| e.to_string())?;
+    if let Some(e) = nesting_error(src) {
+        return Err(e);
+    }
+    let parse = || -> Result<_, String> {
+        let expr = ENV.parser().parse(src).map_err(|e| e.to_string())?;
+        let program = ENV.compile(src).map_err(|e| e.to_string())?;
+        Ok((expr, program))
+    };
+    let (expr, program) = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel-parse".into())
+            .stack_size(PARSE_STACK_BYTES)
+            .spawn_scoped(scope, parse)
+            .map_err(|e| format!("cannot start the rule parser: {e}"))?
+            .join()
+            .map_err(|_| "the rule parser failed".to_string())?
+    })?;
     let mut shape = Shape::default();
     shape.walk(&expr, 0);
     let rule = Arc::new(Rule {
@@ -1092,5 +1162,33 @@ mod fuzz {
             });
             assert!(outcome.is_ok(), "rule panicked: {rule}");
         }
+    }
+
+    #[test]
+    fn deeply_nested_rules_are_refused_before_parsing_and_the_limit_compiles_on_a_small_stack() {
+        let nested = |n: usize| format!("{}self.x == 1{}", "(".repeat(n), ")".repeat(n));
+        let e = compiled(&nested(5000)).err().unwrap();
+        assert!(e.contains("nests 5000 levels"), "{e}");
+        let ternaries = format!("{}1", "true ? 1 : ".repeat(MAX_NESTING + 1));
+        assert!(compiled(&ternaries).is_err());
+        // Brackets inside strings do not count.
+        assert!(compiled(&format!("self.x == '{}'", "(".repeat(100))).is_ok());
+        // What the limit lets through parses on a 2 MiB stack (a tokio worker's).
+        let mixed = format!(
+            "{}[{{'a': self.x}}]{}.size() == 1",
+            "(".repeat(MAX_NESTING - 2),
+            ")".repeat(MAX_NESTING - 2)
+        );
+        std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || {
+                assert!(compiled(&nested(MAX_NESTING)).is_ok());
+                assert!(compiled(&mixed).is_ok(), "{mixed}");
+                let t = format!("{}1", "true ? 1 : ".repeat(MAX_NESTING));
+                assert!(compiled(&t).is_ok());
+            })
+            .unwrap()
+            .join()
+            .unwrap();
     }
 }

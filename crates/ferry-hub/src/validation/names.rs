@@ -391,11 +391,7 @@ pub fn validate_annotations(annotations: Option<&Value>, field: &str) -> Vec<Cau
         }
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT {
-        causes.push(Cause {
-            reason: "FieldValueTooLong".into(),
-            field: field.into(),
-            message: format!("Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
-        });
+        causes.push(Cause::too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT));
     }
     causes
 }

@@ -247,11 +247,7 @@ fn type_error(path: &str, expected: &str, value: &Value) -> Cause {
 }
 
 fn too_many(path: &str, actual: usize, max: u64) -> Cause {
-    Cause {
-        reason: "FieldValueTooMany".into(),
-        field: path.into(),
-        message: format!("Too many: {actual}: must have at most {max} items"),
-    }
+    Cause::too_many(path, actual, usize::try_from(max).unwrap_or(usize::MAX))
 }
 
 /// Validate `value` against `schema` at `path`, appending to `causes`.
@@ -315,11 +311,7 @@ fn validate_string(s: &str, value: &Value, schema: &Value, path: &str, causes: &
     let len = s.chars().count() as u64;
     if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
         if len > max {
-            causes.push(Cause {
-                reason: "FieldValueTooLong".into(),
-                field: path.into(),
-                message: format!("Too long: may not be more than {max} bytes"),
-            });
+            causes.push(Cause::too_long(path, usize::try_from(max).unwrap_or(usize::MAX)));
         }
     }
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {

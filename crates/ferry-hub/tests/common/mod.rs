@@ -65,6 +65,31 @@ pub async fn call(
     )
 }
 
+/// Send `body` as `content_type` with `method path`: the status, or the
+/// transport's error (a dropped connection, a broken stream) as text.
+pub async fn send_raw(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> Result<u16, String> {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::CONTENT_TYPE, content_type)
+        .body(kube::client::Body::from(body))
+        .expect("request");
+    match client.send(req).await {
+        Ok(resp) => {
+            let code = resp.status().as_u16();
+            let _ = resp.into_body().collect_bytes().await;
+            Ok(code)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// A bearer-token credential.
 pub fn token(t: &str) -> ferry_hub::kubeconfig::AuthInfo {
     ferry_hub::kubeconfig::AuthInfo::Token(t.to_string())

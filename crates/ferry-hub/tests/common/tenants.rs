@@ -66,6 +66,31 @@ impl Tenants {
     }
 }
 
+/// Ferry's CRDs installed by client `c` in its workspace, as `ferry crds |
+/// kubectl apply -f -` does; returns once the edge kinds are served.
+pub async fn install_ferry_crds(c: &kube::Client) {
+    for crd in ferry_api::all_crds() {
+        let body = serde_json::to_value(&crd).expect("CRD as JSON");
+        let (code, out) = call(c, "POST", CRDS, Some(&body)).await;
+        assert!(
+            code == 201 || code == 409,
+            "installing {}: {out}",
+            body["metadata"]["name"]
+        );
+    }
+    eventually(15, "the edge kinds to be served", || {
+        let c = c.clone();
+        async move {
+            let (code, _) = call(&c, "GET", "/apis/edge.kubestellar.io/v2alpha1/customizers", None).await;
+            (code == 200).then_some(())
+        }
+    })
+    .await;
+}
+
+/// Where CRDs are created.
+pub const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
 /// An RBAC subject naming user `name`.
 pub fn user(name: &str) -> Value {
     json!({"kind": "User", "apiGroup": RBAC, "name": name})

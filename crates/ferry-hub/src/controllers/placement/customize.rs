@@ -18,12 +18,94 @@
 //! Unlike KubeStellar (which leaves an unknown `%(name)` in place and logs),
 //! every problem is an error naming where it is, so the translator can say so
 //! and keep the copy it had.
+//!
+//! A Customizer's size is bounded ([`limit_causes`], checked when it is
+//! written; KubeStellar has no limits): at most [`MAX_REPLACEMENTS`]
+//! replacements, paths of at most [`MAX_PATH_BYTES`] bytes and
+//! [`MAX_PATH_STEPS`] steps, values of at most [`MAX_VALUE_BYTES`] bytes.
+//! The translator applies the same step limit to paths after expansion and
+//! to Customizers an older hub stored, and walks paths without recursion.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use ferry_api::well_known::{EXPAND_PARAMETERS_ANNOTATION, LAST_APPLIED_CONFIG_ANNOTATION};
 use serde_json::Value;
+
+use crate::status::Cause;
+
+/// Most replacements one Customizer holds.
+pub const MAX_REPLACEMENTS: usize = 256;
+/// Longest replacement path, in bytes.
+pub const MAX_PATH_BYTES: usize = 1024;
+/// Most steps in a replacement path: a customized copy stays far shallower
+/// than what the hub stores ([`crate::json::MAX_DEPTH`]).
+pub const MAX_PATH_STEPS: usize = 64;
+/// Longest replacement value (JSON text), in bytes.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+/// What is over the limits in a Customizer about to be stored: kube's
+/// `Too many` / `Too long` causes naming the field.
+pub fn limit_causes(obj: &Value) -> Vec<Cause> {
+    let Some(replacements) = obj.get("replacements").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut causes = Vec::new();
+    if replacements.len() > MAX_REPLACEMENTS {
+        causes.push(Cause::too_many(
+            "replacements",
+            replacements.len(),
+            MAX_REPLACEMENTS,
+        ));
+        return causes;
+    }
+    for (i, r) in replacements.iter().enumerate() {
+        if let Some(path) = r.get("path").and_then(Value::as_str) {
+            let field = format!("replacements[{i}].path");
+            if path.len() > MAX_PATH_BYTES {
+                causes.push(Cause::too_long(field, MAX_PATH_BYTES));
+            } else if let Some(message) = too_many_steps(path) {
+                causes.push(Cause {
+                    reason: "FieldValueTooMany".into(),
+                    field,
+                    message,
+                });
+            }
+        }
+        if r.get("value")
+            .and_then(Value::as_str)
+            .is_some_and(|v| v.len() > MAX_VALUE_BYTES)
+        {
+            causes.push(Cause::too_long(
+                format!("replacements[{i}].value"),
+                MAX_VALUE_BYTES,
+            ));
+        }
+    }
+    causes
+}
+
+/// kube's `Too many` for a path of more than [`MAX_PATH_STEPS`] steps
+/// (counted as the parser counts them; a path that does not parse is the
+/// translator's to report).
+fn too_many_steps(path: &str) -> Option<String> {
+    match parse_steps(path) {
+        Ok(steps) if steps.len() > MAX_PATH_STEPS => Some(format!(
+            "Too many: {}: must have at most {MAX_PATH_STEPS} items (path steps)",
+            steps.len()
+        )),
+        _ => None,
+    }
+}
+
+/// `path` as messages show it: long ones cut short.
+fn shown(path: &str) -> String {
+    const SHOWN: usize = 80;
+    match path.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}…", &path[..at]),
+        None => path.to_string(),
+    }
+}
 
 /// A destination's parameter values: the Location's and SyncTarget's labels and annotations.
 #[derive(Debug, Clone, Copy)]
@@ -141,7 +223,11 @@ impl fmt::Display for CustomizeError {
                 customizer,
                 path,
                 message,
-            } => write!(f, "Customizer {customizer}, replacement {path}: {message}"),
+            } => write!(
+                f,
+                "Customizer {customizer}, replacement {}: {message}",
+                shown(path)
+            ),
         }
     }
 }
@@ -315,10 +401,44 @@ pub enum Step {
     Index(usize),
 }
 
-/// Parse `$.a.b[0]['c.d'].0`.
+/// Parse `$.a.b[0]['c.d'].0`: at most [`MAX_PATH_STEPS`] steps, and none
+/// that would change which object the copy is.
 pub fn parse_path(path: &str) -> Result<Vec<Step>, String> {
+    let steps = parse_steps(path)?;
+    if steps.len() > MAX_PATH_STEPS {
+        return Err(format!(
+            "path {:?} has {} steps, more than the limit of {MAX_PATH_STEPS}",
+            shown(path),
+            steps.len()
+        ));
+    }
+    match steps.first() {
+        None => Err(format!(
+            "path {:?} names the whole object; write it as $.spec.name, with [0] for list items and ['a.b'] for keys with dots",
+            shown(path)
+        )),
+        Some(Step::Key(k)) if k == "apiVersion" || k == "kind" => {
+            Err(format!("path {:?} would change which kind the copy is", shown(path)))
+        }
+        Some(Step::Key(k)) if k == "metadata" => match (steps.get(1), steps.get(2), steps.len()) {
+            (Some(Step::Key(k)), Some(Step::Key(_)), 3) if k == "labels" || k == "annotations" => Ok(steps),
+            _ => Err(format!(
+                "path {:?}: in metadata a Customizer may set only single labels and annotations, \
+                 e.g. $.metadata.labels.tier",
+                shown(path)
+            )),
+        },
+        _ => Ok(steps),
+    }
+}
+
+/// The steps of a path, however many.
+fn parse_steps(path: &str) -> Result<Vec<Step>, String> {
     let bad = |why: &str| {
-        format!("path {path:?} {why}; write it as $.spec.name, with [0] for list items and ['a.b'] for keys with dots")
+        format!(
+            "path {:?} {why}; write it as $.spec.name, with [0] for list items and ['a.b'] for keys with dots",
+            shown(path)
+        )
     };
     let Some(mut rest) = path.strip_prefix('$') else {
         return Err(bad("does not start with $"));
@@ -354,62 +474,51 @@ pub fn parse_path(path: &str) -> Result<Vec<Step>, String> {
             return Err(bad("has a step that starts with neither . nor ["));
         }
     }
-    match steps.first() {
-        None => Err(bad("names the whole object")),
-        Some(Step::Key(k)) if k == "apiVersion" || k == "kind" => {
-            Err(format!("path {path:?} would change which kind the copy is"))
-        }
-        Some(Step::Key(k)) if k == "metadata" => match (steps.get(1), steps.get(2), steps.len()) {
-            (Some(Step::Key(k)), Some(Step::Key(_)), 3) if k == "labels" || k == "annotations" => Ok(steps),
-            _ => Err(format!(
-                "path {path:?}: in metadata a Customizer may set only single labels and annotations, \
-                 e.g. $.metadata.labels.tier"
-            )),
-        },
-        _ => Ok(steps),
-    }
+    Ok(steps)
 }
 
-/// Put `new` at `steps` in `here` (reached by path `walked`), making
-/// missing objects on the way.
+/// Put `new` at `steps` in `here` (the object, path `$`), making missing
+/// objects on the way. A loop, not recursion: the path comes from a client.
 fn replace(here: &mut Value, steps: &[Step], new: Value, walked: &str) -> Result<(), String> {
-    let Some((step, rest)) = steps.split_first() else {
-        *here = new;
-        return Ok(());
-    };
-    let index = match step {
-        Step::Index(n) => Some(*n),
-        Step::Key(k) if here.is_array() => k.parse().ok(),
-        Step::Key(_) => None,
-    };
-    let next_walked = match step {
-        Step::Key(k) => format!("{walked}{}", step_name(k)),
-        Step::Index(n) => format!("{walked}[{n}]"),
-    };
-    let next = match (step, index, here) {
-        (_, Some(n), Value::Array(items)) => {
-            let len = items.len();
-            items
-                .get_mut(n)
-                .ok_or_else(|| format!("{walked} has {len} items, so there is no item {n}"))?
-        }
-        // Indexing null with a key makes it an object; a missing key is added.
-        (Step::Key(k), _, v @ (Value::Null | Value::Object(_))) => &mut v[k.as_str()],
-        (Step::Index(_), _, Value::Null) => {
-            return Err(format!(
-                "{walked} does not exist, and a list is not made to index it"
-            ))
-        }
-        (_, _, other) => {
-            let what = match other {
-                Value::Array(_) => "a list (index it with [n])",
-                Value::Object(_) => "an object (name a key)",
-                _ => "a single value",
-            };
-            return Err(format!("{walked} is {what}"));
-        }
-    };
-    replace(next, rest, new, &next_walked)
+    let mut here = here;
+    let mut walked = walked.to_string();
+    for step in steps {
+        let index = match step {
+            Step::Index(n) => Some(*n),
+            Step::Key(k) if here.is_array() => k.parse().ok(),
+            Step::Key(_) => None,
+        };
+        let next_walked = match step {
+            Step::Key(k) => format!("{walked}{}", step_name(k)),
+            Step::Index(n) => format!("{walked}[{n}]"),
+        };
+        here = match (step, index, here) {
+            (_, Some(n), Value::Array(items)) => {
+                let len = items.len();
+                items
+                    .get_mut(n)
+                    .ok_or_else(|| format!("{walked} has {len} items, so there is no item {n}"))?
+            }
+            // Indexing null with a key makes it an object; a missing key is added.
+            (Step::Key(k), _, v @ (Value::Null | Value::Object(_))) => &mut v[k.as_str()],
+            (Step::Index(_), _, Value::Null) => {
+                return Err(format!(
+                    "{walked} does not exist, and a list is not made to index it"
+                ))
+            }
+            (_, _, other) => {
+                let what = match other {
+                    Value::Array(_) => "a list (index it with [n])",
+                    Value::Object(_) => "an object (name a key)",
+                    _ => "a single value",
+                };
+                return Err(format!("{walked} is {what}"));
+            }
+        };
+        walked = next_walked;
+    }
+    *here = new;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -617,5 +726,53 @@ mod tests {
         );
         assert!(parse_path("$").is_err());
         assert!(parse_path("$.a[").is_err());
+    }
+
+    #[test]
+    fn paths_are_bounded_and_walked_without_recursion() {
+        let deep = format!("$.data{}", ".a".repeat(50_000));
+        let e = parse_path(&deep).unwrap_err();
+        assert!(e.contains("has 50001 steps, more than the limit of 64"), "{e}");
+        assert!(e.len() < 300, "the message shows the path cut short: {e}");
+        let at_limit = format!("$.data{}", ".a".repeat(MAX_PATH_STEPS - 1));
+        let mut obj = json!({"data": {}});
+        let steps = parse_path(&at_limit).unwrap();
+        replace(&mut obj, &steps, json!("x"), "$").unwrap();
+        assert_eq!(crate::json::depth(&obj), MAX_PATH_STEPS);
+        // The walk itself has no depth of its own: any number of steps.
+        let many: Vec<Step> = (0..10_000).map(|_| Step::Key("a".into())).collect();
+        let mut obj = json!({});
+        replace(&mut obj, &many, json!(1), "$").unwrap();
+        crate::json::drop_flat(obj);
+    }
+
+    #[test]
+    fn customizers_over_the_limits_are_named_field_by_field() {
+        let ok = json!({"replacements": [{"path": "$.spec.replicas", "value": "3"}]});
+        assert!(limit_causes(&ok).is_empty());
+        let deep = format!("$.data{}", ".a".repeat(50_000));
+        let steps = format!("$.data{}", ".a".repeat(MAX_PATH_STEPS));
+        let c = json!({"replacements": [
+            {"path": deep, "value": "1"},
+            {"path": steps, "value": "1"},
+            {"path": "$.x", "value": "9".repeat(MAX_VALUE_BYTES + 1)},
+        ]});
+        let causes: Vec<String> = limit_causes(&c).iter().map(Cause::describe).collect();
+        assert_eq!(
+            causes,
+            [
+                "replacements[0].path: Too long: may not be more than 1024 bytes".to_string(),
+                "replacements[1].path: Too many: 65: must have at most 64 items (path steps)".to_string(),
+                format!("replacements[2].value: Too long: may not be more than {MAX_VALUE_BYTES} bytes"),
+            ]
+        );
+        let many: Vec<Value> = (0..=MAX_REPLACEMENTS)
+            .map(|_| json!({"path": "$.a", "value": "1"}))
+            .collect();
+        let causes = limit_causes(&json!({"replacements": many}));
+        assert_eq!(
+            causes[0].describe(),
+            "replacements: Too many: 257: must have at most 256 items"
+        );
     }
 }

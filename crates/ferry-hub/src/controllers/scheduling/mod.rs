@@ -414,13 +414,24 @@ fn location_workspace(hub: &Hub, cluster: &str, placement: &Value) -> (Option<St
     }
 }
 
+/// The Placements of `ws`, each decoded and parsed once per version.
+fn placements_in(hub: &Hub, ws: &str) -> Vec<Arc<placement::Compiled>> {
+    let (objs, _) = hub
+        .store
+        .list(&ClusterScope::One(ws.into()), PLACEMENTS, None, None);
+    objs.iter().map(|(_, o)| placement::compiled(o)).collect()
+}
+
 /// Workspaces with a Placement taking Locations from `location_cluster`.
 fn workspaces_placing_in(hub: &Hub, location_cluster: &str) -> BTreeSet<String> {
     let (placements, _) = hub.store.list(&ClusterScope::All, PLACEMENTS, None, None);
     placements
         .iter()
         .filter(|(k, p)| {
-            location_workspace(hub, &k.cluster, &p.value()).0.as_deref() == Some(location_cluster)
+            location_workspace(hub, &k.cluster, &placement::compiled(p).value)
+                .0
+                .as_deref()
+                == Some(location_cluster)
         })
         .map(|(k, _)| k.cluster.clone())
         .collect()
@@ -438,7 +449,7 @@ async fn reconcile_workspace(hub: &Arc<Hub>, ws: &str) {
 
 /// Every Placement's status in `ws`.
 async fn update_placements(hub: &Arc<Hub>, ws: &str) {
-    let placements = list_values(hub, ws, PLACEMENTS);
+    let placements = placements_in(hub, ws);
     if placements.is_empty() {
         return;
     }
@@ -447,8 +458,8 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
     };
     let namespaces = list_values(hub, ws, NAMESPACES);
     for p in placements {
-        let (_, path) = location_workspace(hub, ws, &p);
-        let locations = match grant::location_source(hub, ws, &p) {
+        let (_, path) = location_workspace(hub, ws, &p.value);
+        let locations = match grant::location_source(hub, ws, &p.value) {
             grant::LocationSource::Usable(_, locations) => Ok(locations),
             grant::LocationSource::NotUsable { requester } => Err(grant::not_usable(&path, &requester)),
         };
@@ -458,15 +469,15 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
                 && placement::selects_namespace(&p, &meta.labels)
         });
         let status = placement::status(&p, &path, locations.as_deref().map_err(String::as_str), used);
-        if p.get("status") == Some(&status) {
+        if p.value.get("status") == Some(&status) {
             continue;
         }
-        let key = key_of(ws, PLACEMENTS, "", name_of(&p));
+        let key = key_of(ws, PLACEMENTS, "", name_of(&p.value));
         let Some(rv) = hub.store.get(&key).map(|o| o.rv) else {
             continue;
         };
         let mut body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
-        if status.get("selectedLocation").is_none() && p.pointer("/status/selectedLocation").is_some() {
+        if status.get("selectedLocation").is_none() && p.value.pointer("/status/selectedLocation").is_some() {
             // A merge patch keeps what it does not name: a Location no
             // longer usable is named to go.
             body["status"]["selectedLocation"] = Value::Null;
@@ -514,13 +525,13 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     };
     let obj = stored.value();
     let meta = Meta::of(&obj);
-    let all_placements = list_values(hub, ws, PLACEMENTS);
+    let all_placements = placements_in(hub, ws);
     if !managed(!all_placements.is_empty(), &meta) {
         return;
     }
-    let placements: Vec<Value> = all_placements
+    let placements: Vec<Arc<placement::Compiled>> = all_placements
         .into_iter()
-        .filter(|p| placement::usable(p) && placement::selects_namespace(p, &meta.labels))
+        .filter(|p| placement::usable(&p.value) && placement::selects_namespace(p, &meta.labels))
         .collect();
     let mut own_load;
     let load = match load {
@@ -548,6 +559,7 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     let mut desired = BTreeSet::new();
     for p in &placements {
         let Some(loc_name) = p
+            .value
             .pointer("/status/selectedLocation/locationName")
             .and_then(Value::as_str)
         else {
@@ -555,7 +567,7 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
         };
         // The grant again, not the status: a status is anyone's to write
         // who may write the Placement, and a grant may have gone since.
-        let grant::LocationSource::Usable(lc, usable) = grant::location_source(hub, ws, p) else {
+        let grant::LocationSource::Usable(lc, usable) = grant::location_source(hub, ws, &p.value) else {
             continue;
         };
         let Some(location) = usable.iter().find(|l| name_of(l) == loc_name) else {
