@@ -19,13 +19,18 @@
 //! Kinds without a file here get [`Generic`]: metadata and (for custom
 //! resources) schema validation only.
 
+pub mod admission;
 pub mod apiextensions;
 pub mod apis;
 pub mod apps;
 pub mod batch;
 pub mod certificates;
 pub mod core;
+pub mod flowcontrol;
+pub mod node;
 pub mod rbac;
+pub mod scheduling;
+pub mod storage;
 pub mod tenancy;
 pub mod tmc;
 pub mod workload;
@@ -162,6 +167,20 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         ("batch", "jobs") => &batch::job::STRATEGY,
         ("batch", "cronjobs") => &batch::cronjob::STRATEGY,
         ("apiextensions.k8s.io", "customresourcedefinitions") => &apiextensions::crd::CrdStrategy,
+        ("admissionregistration.k8s.io", resource) => match resource {
+            "mutatingwebhookconfigurations" => &admission::MUTATING_WEBHOOKS,
+            "validatingwebhookconfigurations" => &admission::VALIDATING_WEBHOOKS,
+            "validatingadmissionpolicies" => &admission::VALIDATING_POLICY,
+            "mutatingadmissionpolicies" => &admission::MUTATING_POLICY,
+            _ => &admission::PolicyBindingStrategy,
+        },
+        ("scheduling.k8s.io", "priorityclasses") => &scheduling::PriorityClassStrategy,
+        ("node.k8s.io", "runtimeclasses") => &node::RuntimeClassStrategy,
+        ("storage.k8s.io", "csidrivers") => &storage::CsiDriverStrategy,
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => &flowcontrol::FlowSchemaStrategy,
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            &flowcontrol::PriorityLevelStrategy
+        }
         (crate::auth::rbac::RBAC_GROUP, _) => &rbac::RbacStrategy,
         ("certificates.k8s.io", "certificatesigningrequests") => &certificates::csr::CsrStrategy,
         ("tenancy.kcp.io", "workspaces") => &tenancy::workspace::WorkspaceStrategy,
