@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::ok;
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
 
@@ -46,20 +47,10 @@ const KUBE_1_36_RESOURCES: &[(&str, &str)] = &[
     ("servicecidrs", "networking.k8s.io/v1"),
 ];
 
-fn stdout_of(out: std::process::Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn api_resources_lists_every_builtin_of_kube_1_36() {
     let hub = TestHub::start().await;
-    let listed = stdout_of(hub.kubectl(&["api-resources", "--no-headers"]), "api-resources");
+    let listed = ok(hub.kubectl(&["api-resources", "--no-headers"]), "api-resources");
     for (resource, group_version) in KUBE_1_36_RESOURCES {
         assert!(
             listed.lines().any(|l| {
@@ -74,7 +65,7 @@ async fn api_resources_lists_every_builtin_of_kube_1_36() {
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
     let hub = TestHub::start().await;
-    let applied = stdout_of(hub.kubectl_stdin(&["apply", "-f", "-"], Some(CHART)), "apply");
+    let applied = ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(CHART)), "apply");
     assert!(
         applied.contains("validatingwebhookconfiguration.admissionregistration.k8s.io/demo-webhook created"),
         "{applied}"
@@ -125,7 +116,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
         ),
         ("servicecidrs", "NAME CIDRS AGE", "extra-range 10.200.0.0/16"),
     ] {
-        let table = stdout_of(hub.kubectl(&["get", resource]), resource);
+        let table = ok(hub.kubectl(&["get", resource]), resource);
         let lines: Vec<String> = table
             .lines()
             .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
@@ -136,7 +127,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
             "{resource}: no row starting {row:?}:\n{table}"
         );
     }
-    let wide = stdout_of(
+    let wide = ok(
         hub.kubectl(&["get", "pc", "demo-high", "-o", "wide"]),
         "get pc wide",
     );
@@ -146,7 +137,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
     );
 
     // kube's defaults are stored.
-    let vwc: Value = serde_json::from_str(&stdout_of(
+    let vwc: Value = serde_json::from_str(&ok(
         hub.kubectl(&[
             "get",
             "validatingwebhookconfiguration",
@@ -164,7 +155,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
     assert_eq!(hook["namespaceSelector"], json!({}));
     assert_eq!(hook["rules"][0]["scope"], "*");
     assert_eq!(hook["clientConfig"]["service"]["port"], 443);
-    let mwc: Value = serde_json::from_str(&stdout_of(
+    let mwc: Value = serde_json::from_str(&ok(
         hub.kubectl(&[
             "get",
             "mutatingwebhookconfiguration",
@@ -181,7 +172,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
     // A second apply of the same chart is accepted (kubectl reports the
     // webhook whose `rules`, an atomic list, kube defaulted as `configured`,
     // as it does against kube-apiserver) and the defaults stay.
-    let again = stdout_of(
+    let again = ok(
         hub.kubectl_stdin(&["apply", "-f", "-"], Some(CHART)),
         "second apply",
     );
@@ -195,7 +186,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
         again.contains("mutatingwebhookconfiguration.admissionregistration.k8s.io/demo-webhook unchanged"),
         "{again}"
     );
-    let timeout = stdout_of(
+    let timeout = ok(
         hub.kubectl(&[
             "get",
             "validatingwebhookconfiguration",
@@ -211,7 +202,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_explain_validatingwebhookconfiguration_webhooks() {
     let hub = TestHub::start().await;
-    let explained = stdout_of(
+    let explained = ok(
         hub.kubectl(&["explain", "validatingwebhookconfiguration.webhooks"]),
         "explain",
     );
@@ -227,9 +218,9 @@ async fn kubectl_explain_validatingwebhookconfiguration_webhooks() {
     ] {
         assert!(explained.contains(field), "{field} not explained:\n{explained}");
     }
-    let pc = stdout_of(hub.kubectl(&["explain", "priorityclass.value"]), "explain pc");
+    let pc = ok(hub.kubectl(&["explain", "priorityclass.value"]), "explain pc");
     assert!(pc.contains("FIELD: value <integer>"), "{pc}");
-    let claim = stdout_of(
+    let claim = ok(
         hub.kubectl(&["explain", "resourceclaimtemplate.spec.spec.devices"]),
         "explain claim template",
     );

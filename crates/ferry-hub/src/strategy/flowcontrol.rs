@@ -4,13 +4,11 @@
 
 use serde_json::{json, Value};
 
-use crate::service::Request;
-use crate::status::ApiError;
 use crate::strategy::core::pod_spec::{default_field, object_at};
-use crate::strategy::Strategy;
+use crate::strategy::Defaults;
 
-pub struct FlowSchemaStrategy;
-pub struct PriorityLevelStrategy;
+pub static FLOW_SCHEMA: Defaults = Defaults(flow_schema_defaults);
+pub static PRIORITY_LEVEL: Defaults = Defaults(priority_level_defaults);
 
 /// `matchingPrecedence` 0 (or unset) means 1000, as in kube.
 fn flow_schema_defaults(obj: &mut Value) {
@@ -41,30 +39,6 @@ fn priority_level_defaults(obj: &mut Value) {
                 queuing.insert(field.into(), json!(default));
             }
         }
-    }
-}
-
-impl Strategy for FlowSchemaStrategy {
-    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
-        flow_schema_defaults(obj);
-        Ok(())
-    }
-
-    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
-        flow_schema_defaults(obj);
-        Ok(())
-    }
-}
-
-impl Strategy for PriorityLevelStrategy {
-    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
-        priority_level_defaults(obj);
-        Ok(())
-    }
-
-    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
-        priority_level_defaults(obj);
-        Ok(())
     }
 }
 

@@ -135,6 +135,22 @@ pub struct Generic;
 
 impl Strategy for Generic {}
 
+/// Kinds whose only special step is kube's defaulting, the same on create
+/// and update (CSIDrivers, flow control).
+pub struct Defaults(pub fn(&mut Value));
+
+impl Strategy for Defaults {
+    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
+        (self.0)(obj);
+        Ok(())
+    }
+
+    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
+        (self.0)(obj);
+        Ok(())
+    }
+}
+
 /// The strategy of the resource `info` describes.
 /// `old` with the field at `path` replaced by `sent`'s (an empty list when
 /// `sent` has none): what a subresource that owns one field of its object
@@ -176,11 +192,9 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         },
         ("scheduling.k8s.io", "priorityclasses") => &scheduling::PriorityClassStrategy,
         ("node.k8s.io", "runtimeclasses") => &node::RuntimeClassStrategy,
-        ("storage.k8s.io", "csidrivers") => &storage::CsiDriverStrategy,
-        ("flowcontrol.apiserver.k8s.io", "flowschemas") => &flowcontrol::FlowSchemaStrategy,
-        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
-            &flowcontrol::PriorityLevelStrategy
-        }
+        ("storage.k8s.io", "csidrivers") => &storage::CSI_DRIVER,
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => &flowcontrol::FLOW_SCHEMA,
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => &flowcontrol::PRIORITY_LEVEL,
         (crate::auth::rbac::RBAC_GROUP, _) => &rbac::RbacStrategy,
         ("certificates.k8s.io", "certificatesigningrequests") => &certificates::csr::CsrStrategy,
         ("tenancy.kcp.io", "workspaces") => &tenancy::workspace::WorkspaceStrategy,

@@ -3,12 +3,10 @@
 
 use serde_json::{json, Value};
 
-use crate::service::Request;
-use crate::status::ApiError;
 use crate::strategy::core::pod_spec::{default_field, object_at};
-use crate::strategy::Strategy;
+use crate::strategy::Defaults;
 
-pub struct CsiDriverStrategy;
+pub static CSI_DRIVER: Defaults = Defaults(defaults);
 
 fn defaults(obj: &mut Value) {
     let Some(spec) = object_at(obj, &["spec"]) else {
@@ -27,18 +25,6 @@ fn defaults(obj: &mut Value) {
     }
     default_field(spec, "requiresRepublish", json!(false));
     default_field(spec, "seLinuxMount", json!(false));
-}
-
-impl Strategy for CsiDriverStrategy {
-    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
-        defaults(obj);
-        Ok(())
-    }
-
-    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
-        defaults(obj);
-        Ok(())
-    }
 }
 
 #[cfg(test)]
