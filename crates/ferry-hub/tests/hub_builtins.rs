@@ -72,7 +72,7 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
     );
     assert_eq!(
         applied.lines().filter(|l| l.ends_with(" created")).count(),
-        12,
+        17,
         "{applied}"
     );
 
@@ -115,6 +115,26 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
             "demo-controllers demo-controllers 1000 ByUser",
         ),
         ("servicecidrs", "NAME CIDRS AGE", "extra-range 10.200.0.0/16"),
+        (
+            "mutatingadmissionpolicies",
+            "NAME MUTATIONS PARAMKIND AGE",
+            "demo-sidecar-label 1 <unset>",
+        ),
+        (
+            "volumeattributesclasses",
+            "NAME DRIVERNAME AGE",
+            "fast csi.demo.example.io",
+        ),
+        (
+            "csistoragecapacities",
+            "NAME STORAGECLASSNAME CAPACITY",
+            "zone-a standard 100Gi",
+        ),
+        (
+            "ipaddresses",
+            "NAME PARENTREF",
+            "10.200.0.10 services/default/demo",
+        ),
     ] {
         let table = ok(hub.kubectl(&["get", resource]), resource);
         let lines: Vec<String> = table

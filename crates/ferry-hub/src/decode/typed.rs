@@ -74,6 +74,19 @@ fn decode_as<T: DeserializeOwned>(v: &Value) -> Result<Vec<Vec<Step>>, Failure> 
     Ok(unknown)
 }
 
+/// [`decode_as`] for a kind served at a newer version than its
+/// k8s-openapi type (same fields): the type insists on its own
+/// `apiVersion`, so the check sees a copy that carries it.
+fn decode_as_older<T: DeserializeOwned + k8s_openapi::Resource>(
+    v: &Value,
+) -> Result<Vec<Vec<Step>>, Failure> {
+    let mut older = v.clone();
+    if let Some(m) = older.as_object_mut() {
+        m.insert("apiVersion".into(), Value::from(T::API_VERSION));
+    }
+    decode_as::<T>(&older)
+}
+
 fn steps(p: &serde_ignored::Path<'_>) -> Vec<Step> {
     use serde_ignored::Path;
     match p {
@@ -101,6 +114,11 @@ fn decoder(group: &str, kind: &str) -> Option<Decoder> {
     macro_rules! d {
         ($t:ty) => {
             Some(decode_as::<$t> as Decoder)
+        };
+    }
+    macro_rules! older {
+        ($t:ty) => {
+            Some(decode_as_older::<$t> as Decoder)
         };
     }
     match (group, kind) {
@@ -140,7 +158,7 @@ fn decoder(group: &str, kind: &str) -> Option<Decoder> {
         ("storage.k8s.io", "CSIStorageCapacity") => d!(api::storage::v1::CSIStorageCapacity),
         ("storage.k8s.io", "VolumeAttachment") => d!(api::storage::v1::VolumeAttachment),
         // v1 in 1.36 has v1beta1's fields (k8s-openapi's `v1_33` has no v1).
-        ("storage.k8s.io", "VolumeAttributesClass") => d!(api::storage::v1beta1::VolumeAttributesClass),
+        ("storage.k8s.io", "VolumeAttributesClass") => older!(api::storage::v1beta1::VolumeAttributesClass),
         ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
             d!(api::admissionregistration::v1::MutatingWebhookConfiguration)
         }
@@ -155,10 +173,10 @@ fn decoder(group: &str, kind: &str) -> Option<Decoder> {
         }
         // v1 in 1.36 has v1alpha1's fields.
         ("admissionregistration.k8s.io", "MutatingAdmissionPolicy") => {
-            d!(api::admissionregistration::v1alpha1::MutatingAdmissionPolicy)
+            older!(api::admissionregistration::v1alpha1::MutatingAdmissionPolicy)
         }
         ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding") => {
-            d!(api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding)
+            older!(api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding)
         }
         ("scheduling.k8s.io", "PriorityClass") => d!(api::scheduling::v1::PriorityClass),
         ("node.k8s.io", "RuntimeClass") => d!(api::node::v1::RuntimeClass),
