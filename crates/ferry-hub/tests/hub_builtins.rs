@@ -217,6 +217,21 @@ async fn kubectl_apply_of_chart_kinds_succeeds_and_get_shows_kubes_columns() {
         "get timeout",
     );
     assert_eq!(timeout, "10");
+
+    // Server-side apply merges the webhooks by name, as kube's schema says.
+    let server_side = ok(
+        hub.kubectl_stdin(
+            &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+            Some(CHART),
+        ),
+        "server-side apply",
+    );
+    assert!(
+        server_side.contains(
+            "validatingwebhookconfiguration.admissionregistration.k8s.io/demo-webhook serverside-applied"
+        ),
+        "{server_side}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
