@@ -149,6 +149,7 @@ fn workload_wide(pod_spec: &str, selector: Option<&str>) -> Vec<PrinterColumn> {
 /// [`render_table`] adds) and including `Age`.
 pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
     const POD_TEMPLATE: &str = "/spec/template/spec";
+    const ADMISSION: &str = "admissionregistration.k8s.io";
     let mut cols = match (group, resource) {
         ("", "pods") => vec![
             string("Ready", "pod.ready"),
@@ -280,6 +281,99 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
             age(),
         ],
         ("coordination.k8s.io", "leases") => vec![string("Holder", "str:/spec/holderIdentity"), age()],
+        (ADMISSION, "mutatingwebhookconfigurations" | "validatingwebhookconfigurations") => {
+            vec![integer("Webhooks", "len:/webhooks"), age()]
+        }
+        (ADMISSION, "validatingadmissionpolicies") => vec![
+            integer("Validations", "len:/spec/validations"),
+            string("ParamKind", "admission.param_kind"),
+            age(),
+        ],
+        (ADMISSION, "mutatingadmissionpolicies") => vec![
+            integer("Mutations", "len:/spec/mutations"),
+            string("ParamKind", "admission.param_kind"),
+            age(),
+        ],
+        (ADMISSION, "validatingadmissionpolicybindings" | "mutatingadmissionpolicybindings") => vec![
+            string("PolicyName", "str:/spec/policyName"),
+            string("ParamRef", "admission.param_ref"),
+            age(),
+        ],
+        // kube declares PreemptionPolicy a default column but fills it only
+        // in wide output; the hub shows it where kubectl does.
+        ("scheduling.k8s.io", "priorityclasses") => vec![
+            integer("Value", "int:/value"),
+            PrinterColumn::builtin("Global-Default", "boolean", "bool:/globalDefault"),
+            age(),
+            string("PreemptionPolicy", "str:/preemptionPolicy").wide(),
+        ],
+        ("node.k8s.io", "runtimeclasses") => vec![string("Handler", "str:/handler"), age()],
+        ("storage.k8s.io", "csidrivers") => vec![
+            PrinterColumn::builtin("AttachRequired", "boolean", "csidriver.attach_required"),
+            PrinterColumn::builtin("PodInfoOnMount", "boolean", "bool:/spec/podInfoOnMount"),
+            PrinterColumn::builtin("StorageCapacity", "boolean", "bool:/spec/storageCapacity"),
+            string("TokenRequests", "csidriver.token_requests"),
+            PrinterColumn::builtin("RequiresRepublish", "boolean", "bool:/spec/requiresRepublish"),
+            string("Modes", "csidriver.modes"),
+            age(),
+        ],
+        ("storage.k8s.io", "csinodes") => vec![integer("Drivers", "len:/spec/drivers"), age()],
+        // kube prints no Age for these two.
+        ("storage.k8s.io", "csistoragecapacities") => {
+            return vec![
+                string("StorageClassName", "str:/storageClassName"),
+                string("Capacity", "unset_if_empty:/capacity"),
+            ];
+        }
+        ("networking.k8s.io", "ipaddresses") => return vec![string("ParentRef", "ipaddress.parent_ref")],
+        ("storage.k8s.io", "volumeattachments") => vec![
+            string("Attacher", "str:/spec/attacher"),
+            string("PV", "str:/spec/source/persistentVolumeName"),
+            string("Node", "str:/spec/nodeName"),
+            PrinterColumn::builtin("Attached", "boolean", "bool:/status/attached"),
+            age(),
+        ],
+        ("storage.k8s.io", "volumeattributesclasses") => {
+            vec![string("DriverName", "str:/driverName"), age()]
+        }
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => vec![
+            string("PriorityLevel", "str:/spec/priorityLevelConfiguration/name"),
+            string("MatchingPrecedence", "int:/spec/matchingPrecedence"),
+            string(
+                "DistinguisherMethod",
+                "none_if_empty:/spec/distinguisherMethod/type",
+            ),
+            age(),
+            string("MissingPL", "flowschema.missing_pl"),
+        ],
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => vec![
+            string("Type", "str:/spec/type"),
+            string(
+                "NominalConcurrencyShares",
+                "value_or_none:/spec/limited/nominalConcurrencyShares",
+            ),
+            string(
+                "Queues",
+                "value_or_none:/spec/limited/limitResponse/queuing/queues",
+            ),
+            string(
+                "HandSize",
+                "value_or_none:/spec/limited/limitResponse/queuing/handSize",
+            ),
+            string(
+                "QueueLengthLimit",
+                "value_or_none:/spec/limited/limitResponse/queuing/queueLengthLimit",
+            ),
+            age(),
+        ],
+        ("resource.k8s.io", "resourceclaims") => vec![string("State", "resourceclaim.state"), age()],
+        ("resource.k8s.io", "resourceslices") => vec![
+            string("Node", "str:/spec/nodeName"),
+            string("Driver", "str:/spec/driver"),
+            string("Pool", "str:/spec/pool/name"),
+            age(),
+        ],
+        ("networking.k8s.io", "servicecidrs") => vec![string("CIDRs", "join:/spec/cidrs"), age()],
         // kcp's kinds are CRDs there: their `additionalPrinterColumns`, as written.
         ("tenancy.kcp.io", "workspaces") => vec![
             json_path("Type", "string", ".spec.type.name", "Type of the workspace"),
@@ -700,6 +794,60 @@ fn endpoints_cell(obj: &Value) -> String {
     first_three(all.into_iter(), count)
 }
 
+/// An admission policy binding's `paramRef` as kubectl shows it:
+/// `namespace/name`, `*/name` (namespace not said), or the selector.
+fn param_ref(param_ref: Option<&Value>) -> String {
+    let Some(p) = param_ref else {
+        return "<unset>".into();
+    };
+    match (str_at(p, "/name"), str_at(p, "/namespace")) {
+        ("", _) if p.get("selector").is_some() => format_label_selector(p.get("selector")),
+        ("", _) => "<unset>".into(),
+        (name, "") => format!("*/{name}"),
+        (name, ns) => format!("{ns}/{name}"),
+    }
+}
+
+/// A ResourceClaim's state: `deleted`, `pending`, `allocated`, `reserved`,
+/// comma-joined as kubectl shows them.
+fn resource_claim_state(obj: &Value) -> String {
+    let deleted = obj.pointer("/metadata/deletionTimestamp").is_some();
+    let mut states = Vec::new();
+    if deleted {
+        states.push("deleted");
+    }
+    if obj.pointer("/status/allocation").is_some_and(|a| !a.is_null()) {
+        states.push("allocated");
+        if !array_at(obj, "/status/reservedFor").is_empty() {
+            states.push("reserved");
+        }
+    } else if !deleted {
+        states.push("pending");
+    }
+    states.join(",")
+}
+
+/// An IPAddress's parent as `resource.group[/namespace]/name`, lower-cased
+/// group-resource as kubectl shows it.
+fn ip_address_parent(parent: Option<&Value>) -> String {
+    let Some(p) = parent else {
+        return "<none>".into();
+    };
+    let mut out = match str_at(p, "/group") {
+        "" => str_at(p, "/resource").to_string(),
+        group => format!("{}.{group}", str_at(p, "/resource")),
+    }
+    .to_ascii_lowercase();
+    let ns = str_at(p, "/namespace");
+    if !ns.is_empty() {
+        out.push('/');
+        out.push_str(ns);
+    }
+    out.push('/');
+    out.push_str(str_at(p, "/name"));
+    out
+}
+
 fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
     if let Some((kind, arg)) = name.split_once(':') {
         return match kind {
@@ -724,6 +872,15 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
                 Some(v) if v.is_string() => Value::from(since(Some(v), now)),
                 _ => Value::from("<none>"),
             },
+            "bool" => Value::Bool(obj.pointer(arg).and_then(Value::as_bool).unwrap_or(false)),
+            "value_or_none" => obj.pointer(arg).cloned().unwrap_or_else(|| Value::from("<none>")),
+            "join" => Value::from(
+                array_at(obj, arg)
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
             "labels" => Value::from(format_labels(obj.pointer(arg))),
             "selector" => Value::from(format_label_selector(obj.pointer(arg))),
             "containers" | "images" => {
@@ -843,6 +1000,42 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
                 .collect();
             or_placeholder(&ports.join(","), "<none>")
         }
+        "admission.param_kind" => match obj.pointer("/spec/paramKind") {
+            Some(k) => Value::from(format!("{}/{}", str_at(k, "/apiVersion"), str_at(k, "/kind"))),
+            None => Value::from("<unset>"),
+        },
+        "admission.param_ref" => Value::from(param_ref(obj.pointer("/spec/paramRef"))),
+        "csidriver.attach_required" => Value::Bool(
+            obj.pointer("/spec/attachRequired")
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        ),
+        "csidriver.token_requests" => match obj.pointer("/spec/tokenRequests") {
+            Some(Value::Array(requests)) => Value::from(
+                requests
+                    .iter()
+                    .map(|t| str_at(t, "/audience"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            _ => Value::from("<unset>"),
+        },
+        "csidriver.modes" => {
+            let modes: Vec<&str> = array_at(obj, "/spec/volumeLifecycleModes")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            or_placeholder(&modes.join(","), "<none>")
+        }
+        "flowschema.missing_pl" => Value::from(
+            array_at(obj, "/status/conditions")
+                .iter()
+                .find(|c| str_at(c, "/type") == "Dangling")
+                .map(|c| str_at(c, "/status"))
+                .unwrap_or("?"),
+        ),
+        "resourceclaim.state" => Value::from(resource_claim_state(obj)),
+        "ipaddress.parent_ref" => Value::from(ip_address_parent(obj.pointer("/spec/parentRef"))),
         "configmap.data" => {
             let count = |p: &str| obj.pointer(p).and_then(Value::as_object).map_or(0, Map::len);
             Value::from(count("/data") + count("/binaryData"))

@@ -1,20 +1,13 @@
 //! The hub as kubectl sees it.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::ok;
 use ferry_hub::testing::TestHub;
-
-fn ok(out: std::process::Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 const DEPLOYMENT: &str = r#"
 apiVersion: apps/v1

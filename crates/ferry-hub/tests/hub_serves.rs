@@ -5,17 +5,8 @@
 
 mod common;
 
+use common::ok;
 use ferry_hub::testing::TestHub;
-
-fn ok(out: std::process::Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_explain_describes_any_field_of_a_built_in_kind() {

@@ -8,18 +8,9 @@ use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use common::call;
+use common::ok;
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
-
-fn ok(out: std::process::Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 fn deployment(name: &str, selector: Value, labels: Value) -> Value {
     json!({

@@ -74,6 +74,19 @@ fn decode_as<T: DeserializeOwned>(v: &Value) -> Result<Vec<Vec<Step>>, Failure> 
     Ok(unknown)
 }
 
+/// [`decode_as`] for a kind served at a newer version than its
+/// k8s-openapi type (same fields): the type insists on its own
+/// `apiVersion`, so the check sees a copy that carries it.
+fn decode_as_older<T: DeserializeOwned + k8s_openapi::Resource>(
+    v: &Value,
+) -> Result<Vec<Vec<Step>>, Failure> {
+    let mut older = v.clone();
+    if let Some(m) = older.as_object_mut() {
+        m.insert("apiVersion".into(), Value::from(T::API_VERSION));
+    }
+    decode_as::<T>(&older)
+}
+
 fn steps(p: &serde_ignored::Path<'_>) -> Vec<Step> {
     use serde_ignored::Path;
     match p {
@@ -101,6 +114,11 @@ fn decoder(group: &str, kind: &str) -> Option<Decoder> {
     macro_rules! d {
         ($t:ty) => {
             Some(decode_as::<$t> as Decoder)
+        };
+    }
+    macro_rules! older {
+        ($t:ty) => {
+            Some(decode_as_older::<$t> as Decoder)
         };
     }
     match (group, kind) {
@@ -135,6 +153,42 @@ fn decoder(group: &str, kind: &str) -> Option<Decoder> {
         ("coordination.k8s.io", "Lease") => d!(api::coordination::v1::Lease),
         ("events.k8s.io", "Event") => d!(api::events::v1::Event),
         ("storage.k8s.io", "StorageClass") => d!(api::storage::v1::StorageClass),
+        ("storage.k8s.io", "CSIDriver") => d!(api::storage::v1::CSIDriver),
+        ("storage.k8s.io", "CSINode") => d!(api::storage::v1::CSINode),
+        ("storage.k8s.io", "CSIStorageCapacity") => d!(api::storage::v1::CSIStorageCapacity),
+        ("storage.k8s.io", "VolumeAttachment") => d!(api::storage::v1::VolumeAttachment),
+        // v1 in 1.36 has v1beta1's fields (k8s-openapi's `v1_33` has no v1).
+        ("storage.k8s.io", "VolumeAttributesClass") => older!(api::storage::v1beta1::VolumeAttributesClass),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            d!(api::admissionregistration::v1::MutatingWebhookConfiguration)
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            d!(api::admissionregistration::v1::ValidatingWebhookConfiguration)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy") => {
+            d!(api::admissionregistration::v1::ValidatingAdmissionPolicy)
+        }
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding") => {
+            d!(api::admissionregistration::v1::ValidatingAdmissionPolicyBinding)
+        }
+        // v1 in 1.36 has v1alpha1's fields.
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicy") => {
+            older!(api::admissionregistration::v1alpha1::MutatingAdmissionPolicy)
+        }
+        ("admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding") => {
+            older!(api::admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => d!(api::scheduling::v1::PriorityClass),
+        ("node.k8s.io", "RuntimeClass") => d!(api::node::v1::RuntimeClass),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => d!(api::flowcontrol::v1::FlowSchema),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            d!(api::flowcontrol::v1::PriorityLevelConfiguration)
+        }
+        ("networking.k8s.io", "IPAddress") => d!(api::networking::v1::IPAddress),
+        ("networking.k8s.io", "ServiceCIDR") => d!(api::networking::v1::ServiceCIDR),
+        // resource.k8s.io (DRA) has no decoder: its v1 gained fields in
+        // every release since k8s-openapi's `v1_33` types, and a typed
+        // decode would refuse them as unknown.
         ("rbac.authorization.k8s.io", "Role") => d!(api::rbac::v1::Role),
         ("rbac.authorization.k8s.io", "RoleBinding") => d!(api::rbac::v1::RoleBinding),
         ("rbac.authorization.k8s.io", "ClusterRole") => d!(api::rbac::v1::ClusterRole),

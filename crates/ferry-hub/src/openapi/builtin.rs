@@ -13,8 +13,9 @@ use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use k8s_openapi::api::{
-    apps, authentication, authorization, autoscaling, batch, certificates, coordination, core, discovery,
-    events, networking, policy, rbac, storage,
+    admissionregistration, apps, authentication, authorization, autoscaling, batch, certificates,
+    coordination, core, discovery, events, flowcontrol, networking, node, policy, rbac, resource, scheduling,
+    storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -25,6 +26,55 @@ use serde_json::{json, Map, Value};
 
 /// `#/components/schemas/` references.
 const REF_PREFIX: &str = "#/components/schemas/";
+
+/// Schema-name prefixes of kinds whose Kubernetes 1.36 version (the one the
+/// hub serves) is newer than the k8s-openapi types it is generated from
+/// (feature `v1_33`): the same fields the hub publishes under the served
+/// version's name.
+const RENAMED: &[(&str, &str)] = &[
+    ("io.k8s.api.storage.v1beta1.", "io.k8s.api.storage.v1."),
+    (
+        "io.k8s.api.admissionregistration.v1alpha1.",
+        "io.k8s.api.admissionregistration.v1.",
+    ),
+    ("io.k8s.api.resource.v1beta2.", "io.k8s.api.resource.v1."),
+];
+
+/// The name a schema is published under (see [`RENAMED`]).
+fn served_name(name: &str) -> String {
+    RENAMED
+        .iter()
+        .find_map(|(from, to)| name.strip_prefix(from).map(|rest| format!("{to}{rest}")))
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// `schemas` with every name and reference in its served form; a renamed
+/// schema never replaces one generated under the served name.
+fn with_served_names(schemas: Map<String, Value>) -> Map<String, Value> {
+    fn rename_refs(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get_mut("$ref") {
+                    if let Some(name) = r.strip_prefix(REF_PREFIX) {
+                        *r = format!("{REF_PREFIX}{}", served_name(name));
+                    }
+                }
+                m.values_mut().for_each(rename_refs);
+            }
+            Value::Array(a) => a.iter_mut().for_each(rename_refs),
+            _ => {}
+        }
+    }
+    let mut out = Map::new();
+    for (name, mut schema) in schemas {
+        rename_refs(&mut schema);
+        let served = served_name(&name);
+        if served == name || !out.contains_key(&served) {
+            out.insert(served, schema);
+        }
+    }
+    out
+}
 
 /// A built-in kind: `(group, version, kind)` and how to generate its schema.
 struct Kind {
@@ -108,6 +158,112 @@ const KINDS: &[Kind] = kinds![
     ("coordination.k8s.io", "v1", "Lease", coordination::v1::Lease),
     ("events.k8s.io", "v1", "Event", events::v1::Event),
     ("storage.k8s.io", "v1", "StorageClass", storage::v1::StorageClass),
+    ("storage.k8s.io", "v1", "CSIDriver", storage::v1::CSIDriver),
+    ("storage.k8s.io", "v1", "CSINode", storage::v1::CSINode),
+    (
+        "storage.k8s.io",
+        "v1",
+        "CSIStorageCapacity",
+        storage::v1::CSIStorageCapacity
+    ),
+    (
+        "storage.k8s.io",
+        "v1",
+        "VolumeAttachment",
+        storage::v1::VolumeAttachment
+    ),
+    (
+        "storage.k8s.io",
+        "v1",
+        "VolumeAttributesClass",
+        storage::v1beta1::VolumeAttributesClass
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+        admissionregistration::v1::MutatingWebhookConfiguration
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+        admissionregistration::v1::ValidatingWebhookConfiguration
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicy",
+        admissionregistration::v1::ValidatingAdmissionPolicy
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingAdmissionPolicyBinding",
+        admissionregistration::v1::ValidatingAdmissionPolicyBinding
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingAdmissionPolicy",
+        admissionregistration::v1alpha1::MutatingAdmissionPolicy
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingAdmissionPolicyBinding",
+        admissionregistration::v1alpha1::MutatingAdmissionPolicyBinding
+    ),
+    (
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        scheduling::v1::PriorityClass
+    ),
+    ("node.k8s.io", "v1", "RuntimeClass", node::v1::RuntimeClass),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "FlowSchema",
+        flowcontrol::v1::FlowSchema
+    ),
+    (
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "PriorityLevelConfiguration",
+        flowcontrol::v1::PriorityLevelConfiguration
+    ),
+    (
+        "resource.k8s.io",
+        "v1",
+        "DeviceClass",
+        resource::v1beta2::DeviceClass
+    ),
+    (
+        "resource.k8s.io",
+        "v1",
+        "ResourceClaim",
+        resource::v1beta2::ResourceClaim
+    ),
+    (
+        "resource.k8s.io",
+        "v1",
+        "ResourceClaimTemplate",
+        resource::v1beta2::ResourceClaimTemplate
+    ),
+    (
+        "resource.k8s.io",
+        "v1",
+        "ResourceSlice",
+        resource::v1beta2::ResourceSlice
+    ),
+    ("networking.k8s.io", "v1", "IPAddress", networking::v1::IPAddress),
+    (
+        "networking.k8s.io",
+        "v1",
+        "ServiceCIDR",
+        networking::v1::ServiceCIDR
+    ),
     ("rbac.authorization.k8s.io", "v1", "Role", rbac::v1::Role),
     (
         "rbac.authorization.k8s.io",
@@ -205,9 +361,9 @@ fn generate() -> Map<String, Value> {
     generator.subschema_for::<meta::ListMeta>();
     generator.subschema_for::<meta::Status>();
     generator.subschema_for::<meta::DeleteOptions>();
-    let mut schemas = generator.take_definitions(true);
+    let mut schemas = with_served_names(generator.take_definitions(true));
     for k in KINDS {
-        if let Some(schema) = schemas.get_mut((k.name)().as_ref()) {
+        if let Some(schema) = schemas.get_mut(&served_name(&(k.name)())) {
             schema["x-kubernetes-group-version-kind"] =
                 json!([{"group": k.group, "version": k.version, "kind": k.kind}]);
         }
@@ -238,7 +394,7 @@ pub fn schema_name(group: &str, version: &str, kind: &str) -> Option<String> {
     KINDS
         .iter()
         .find(|k| k.group == group && k.version == version && k.kind == kind)
-        .map(|k| (k.name)().into_owned())
+        .map(|k| served_name(&(k.name)()))
 }
 
 /// The schemas named in `roots` and every schema they reference, directly

@@ -28,6 +28,7 @@ const BUILT_IN_GROUPS: &[&str] = &[
     "scheduling.k8s.io",
     "node.k8s.io",
     "flowcontrol.apiserver.k8s.io",
+    "resource.k8s.io",
 ];
 
 /// Whether strategic merge patch is defined for `group`/`kind`: true for the
@@ -98,6 +99,8 @@ impl<'a> Schema<'a> {
             ("Service", ["spec", "ports"]) => ListType::Map(&["port"]),
             ("Node", ["status", "addresses"]) => ListType::Map(&["type"]),
             ("Pod", ["status", "podIPs" | "hostIPs"]) => ListType::Map(&["ip"]),
+            ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration", ["webhooks"]) => BY_NAME,
+            ("CSINode", ["spec", "drivers"]) => BY_NAME,
             _ => ListType::Atomic,
         }
     }

@@ -19,6 +19,7 @@
 //! Kinds without a file here get [`Generic`]: metadata and (for custom
 //! resources) schema validation only.
 
+pub mod admission;
 pub mod apiextensions;
 pub mod apis;
 pub mod apps;
@@ -26,7 +27,11 @@ pub mod batch;
 pub mod certificates;
 pub mod core;
 pub mod edge;
+pub mod flowcontrol;
+pub mod node;
 pub mod rbac;
+pub mod scheduling;
+pub mod storage;
 pub mod tenancy;
 pub mod tmc;
 pub mod workload;
@@ -139,6 +144,22 @@ pub struct Generic;
 
 impl Strategy for Generic {}
 
+/// Kinds whose only special step is kube's defaulting, the same on create
+/// and update (CSIDrivers, flow control).
+pub struct Defaults(pub fn(&mut Value));
+
+impl Strategy for Defaults {
+    fn prepare_for_create(&self, _r: &Request, obj: &mut Value) -> Result<(), ApiError> {
+        (self.0)(obj);
+        Ok(())
+    }
+
+    fn prepare_for_update(&self, _r: &Request, _old: &Value, obj: &mut Value) -> Result<(), ApiError> {
+        (self.0)(obj);
+        Ok(())
+    }
+}
+
 /// The strategy of the resource `info` describes.
 /// `old` with the field at `path` replaced by `sent`'s (an empty list when
 /// `sent` has none): what a subresource that owns one field of its object
@@ -176,6 +197,18 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         ("batch", "jobs") => &batch::job::STRATEGY,
         ("batch", "cronjobs") => &batch::cronjob::STRATEGY,
         ("apiextensions.k8s.io", "customresourcedefinitions") => &apiextensions::crd::CrdStrategy,
+        ("admissionregistration.k8s.io", resource) => match resource {
+            "mutatingwebhookconfigurations" => &admission::MUTATING_WEBHOOKS,
+            "validatingwebhookconfigurations" => &admission::VALIDATING_WEBHOOKS,
+            "validatingadmissionpolicies" => &admission::VALIDATING_POLICY,
+            "mutatingadmissionpolicies" => &admission::MUTATING_POLICY,
+            _ => &admission::PolicyBindingStrategy,
+        },
+        ("scheduling.k8s.io", "priorityclasses") => &scheduling::PriorityClassStrategy,
+        ("node.k8s.io", "runtimeclasses") => &node::RuntimeClassStrategy,
+        ("storage.k8s.io", "csidrivers") => &storage::CSI_DRIVER,
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => &flowcontrol::FLOW_SCHEMA,
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => &flowcontrol::PRIORITY_LEVEL,
         (crate::auth::rbac::RBAC_GROUP, _) => &rbac::RbacStrategy,
         ("certificates.k8s.io", "certificatesigningrequests") => &certificates::csr::CsrStrategy,
         ("tenancy.kcp.io", "workspaces") => &tenancy::workspace::WorkspaceStrategy,

@@ -15,6 +15,7 @@ pub mod names;
 pub mod pattern;
 pub mod schema;
 
+use crate::status::Cause;
 use serde_json::Value;
 
 pub use crd::validate_crd;
@@ -33,5 +34,36 @@ pub(crate) fn render_value(value: &Value) -> String {
         Value::Null => "\"null\"".to_string(),
         Value::String(s) => Value::String(s.clone()).to_string(),
         other => other.to_string(),
+    }
+}
+
+/// Kubernetes' `field.NotSupported`: `Unsupported value: "x": supported
+/// values: "a", "b"`.
+pub(crate) fn not_supported(field: &str, value: &Value, supported: &[&str]) -> Cause {
+    let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+    Cause::unsupported(
+        field,
+        format!(
+            "Unsupported value: {}: supported values: {}",
+            render_value(value),
+            supported.join(", ")
+        ),
+    )
+}
+
+/// Kubernetes' `field.Required` with a detail: `Required value: detail`.
+pub(crate) fn required_because(field: &str, detail: &str) -> Cause {
+    Cause {
+        message: format!("Required value: {detail}"),
+        ..Cause::required(field)
+    }
+}
+
+/// Kubernetes' `field.Duplicate`: `Duplicate value: "x"`.
+pub(crate) fn duplicate(field: &str, value: &Value) -> Cause {
+    Cause {
+        reason: "FieldValueDuplicate".into(),
+        field: field.into(),
+        message: format!("Duplicate value: {}", render_value(value)),
     }
 }

@@ -90,6 +90,18 @@ pub async fn send_raw(
     }
 }
 
+/// The stdout of a command (kubectl) that must have succeeded; `what` names
+/// it in the failure, with both outputs.
+pub fn ok(out: std::process::Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{what} failed:\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// A bearer-token credential.
 pub fn token(t: &str) -> ferry_hub::kubeconfig::AuthInfo {
     ferry_hub::kubeconfig::AuthInfo::Token(t.to_string())
