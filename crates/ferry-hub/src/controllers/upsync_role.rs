@@ -36,6 +36,7 @@ const NEVER_GROUPS: &[&str] = &[
     "authorization.k8s.io",
     "certificates.k8s.io",
     "admissionregistration.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
     "apiextensions.k8s.io",
     "apiregistration.k8s.io",
     "tenancy.kcp.io",
@@ -51,9 +52,8 @@ const NEVER_CORE: &[&str] = &["serviceaccounts", "secrets"];
 
 /// Whether the generated identity may be given create/delete on `group`/`resource`.
 pub fn upsync_writable(group: &str, resource: &str) -> bool {
-    !resource.contains('/')
-        && !NEVER_GROUPS.contains(&group)
-        && !(group.is_empty() && NEVER_CORE.contains(&resource))
+    let never_core = group.is_empty() && NEVER_CORE.contains(&resource);
+    !resource.contains('/') && !NEVER_GROUPS.contains(&group) && !never_core
 }
 
 /// The rules for `sets`, with `served` (group, resource) pairs standing in
