@@ -234,14 +234,7 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         .unwrap();
     let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
         "spec": {"namespaceScope": {"namespaces": ["default"], "resources": [{"group": "", "resource": "configmaps", "apiVersion": "v1"}, {"group": "apps", "resource": "deployments", "apiVersion": "v1"}]}}});
-    let sc_ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
-        "syncerconfigs",
-    );
-    Api::<DynamicObject>::all_with(mb.clone(), &sc_ar)
-        .patch("the-one", &PatchParams::apply("test"), &Patch::Apply(&config))
-        .await
-        .unwrap();
+    apply_the_one(&mb, &config).await;
 
     let landed = Api::<ConfigMap>::namespaced(fc.clone(), "default");
     eventually(20, "the ConfigMap on florin", || {
@@ -279,6 +272,18 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
     })
     .await;
     syncer.stop().await;
+}
+
+/// Server-side apply `config` as the mailbox's SyncerConfig `the-one`.
+async fn apply_the_one(mb: &kube::Client, config: &serde_json::Value) {
+    let sc_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
+        "syncerconfigs",
+    );
+    Api::<DynamicObject>::all_with(mb.clone(), &sc_ar)
+        .patch("the-one", &PatchParams::apply("test"), &Patch::Apply(config))
+        .await
+        .unwrap();
 }
 
 /// `method path` with a JSON body through `client`; the status code and body.
@@ -350,14 +355,7 @@ async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() 
     let mb = hub.client(&format!("root:{mailbox}")).await;
     let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
         "spec": {"upsync": [{"apiGroup": "", "resources": ["configmaps", "secrets"], "namespaces": ["reports"], "names": ["*"]}]}});
-    let sc_ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
-        "syncerconfigs",
-    );
-    Api::<DynamicObject>::all_with(mb.clone(), &sc_ar)
-        .patch("the-one", &PatchParams::apply("test"), &Patch::Apply(&config))
-        .await
-        .unwrap();
+    apply_the_one(&mb, &config).await;
     let roles = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(mb.clone());
     let rules = eventually(20, "the upsync ClusterRole naming configmaps", || {
         let roles = roles.clone();

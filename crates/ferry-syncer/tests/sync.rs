@@ -652,17 +652,7 @@ async fn the_api_servers_own_kubernetes_service_is_never_synced() {
                 "spec": { "ports": [{ "port": 80 }] } }),
     )
     .await;
-    mb.create(
-        &syncer_configs(),
-        syncer_config(
-            "the-one",
-            json!({ "namespaceScope": { "namespaces": ["default"], "resources": [
-                { "group": "", "apiVersion": "v1", "resource": "services" },
-                { "group": "", "apiVersion": "v1", "resource": "endpoints" }
-            ] } }),
-        ),
-    )
-    .await;
+    sync_in_default(&mb, &[("", "services"), ("", "endpoints")]).await;
     let before = down
         .get(&endpoints, Some("default"), "kubernetes")
         .await
@@ -753,17 +743,7 @@ async fn services_and_jobs_land_with_what_the_destination_allocates() {
                         "containers": [{ "name": "m", "image": "busybox" }] } } } }),
         )
         .await;
-    mb.create(
-        &syncer_configs(),
-        syncer_config(
-            "the-one",
-            json!({ "namespaceScope": { "namespaces": ["default"], "resources": [
-                { "group": "", "apiVersion": "v1", "resource": "services" },
-                { "group": "batch", "apiVersion": "v1", "resource": "jobs" }
-            ] } }),
-        ),
-    )
-    .await;
+    sync_in_default(&mb, &[("", "services"), ("batch", "jobs")]).await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     let copy = wait_for(
         &down,
@@ -835,16 +815,7 @@ async fn a_refused_copy_is_named_with_the_clusters_message_until_it_is_fixed() {
                 "spec": { "type": "NodePort", "ports": [{ "port": 80, "nodePort": port }] } }),
     )
     .await;
-    mb.create(
-        &syncer_configs(),
-        syncer_config(
-            "the-one",
-            json!({ "namespaceScope": { "namespaces": ["default"], "resources": [
-                { "group": "", "apiVersion": "v1", "resource": "services" }
-            ] } }),
-        ),
-    )
-    .await;
+    sync_in_default(&mb, &[("", "services")]).await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     let config = eventually(20, "the refusal in the SyncerConfig's status", || async {
         let config = mb.get(&syncer_configs(), None, "the-one").await?;

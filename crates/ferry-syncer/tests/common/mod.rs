@@ -229,6 +229,23 @@ pub fn configmap(ns: &str, name: &str, data: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": ns }, "data": data })
 }
 
+/// SyncerConfig `the-one` in `mb`, downsyncing every object of each
+/// `(group, resource)` (at `v1`) in namespace `default`.
+pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
+    let resources: Vec<Value> = resources
+        .iter()
+        .map(|(group, resource)| json!({ "group": group, "apiVersion": "v1", "resource": resource }))
+        .collect();
+    mb.create(
+        &syncer_configs(),
+        syncer_config(
+            "the-one",
+            json!({ "namespaceScope": { "namespaces": ["default"], "resources": resources } }),
+        ),
+    )
+    .await;
+}
+
 pub fn syncer_config(name: &str, spec: Value) -> Value {
     json!({ "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": { "name": name }, "spec": spec })
 }
