@@ -910,6 +910,35 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
         "{text}"
     );
 
+    // guilder's cluster refuses the copy: its syncer lists it on the-one, and
+    // the summary says so for guilder alone, with the cluster's message.
+    let configs = api(
+        &client(&hub, &guilder).await,
+        &edge("SyncerConfig", "syncerconfigs"),
+        None,
+    );
+    let refused = json!({"status": {"refusedCount": 1, "refused": [{
+        "resource": "apps/deployments", "namespace": "commonstuff", "name": "commond", "side": "downstream",
+        "message": "Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""}]}});
+    configs
+        .patch("the-one", &PatchParams::default(), &Patch::Merge(&refused))
+        .await
+        .unwrap();
+    let refused_now = eventually(15, "guilder's refusal in the summary", || {
+        let sums = sums.clone();
+        async move {
+            let d = destinations(&sums.get("deployments.apps.commonstuff.commond").await.ok()?);
+            d.iter()
+                .any(|d| d.0 == "guilder" && !d.1 && d.2.starts_with("refused: Deployment.apps"))
+                .then_some(d)
+        }
+    })
+    .await;
+    assert!(
+        refused_now.iter().any(|d| d.0 == "florin" && d.1),
+        "florin's copy is still synced: {refused_now:?}"
+    );
+
     // Without edge-placement-s, speciald's summary goes; guilder's copies of it too.
     api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
         .delete("edge-placement-s", &DeleteParams::default())
@@ -925,7 +954,6 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
         }
     })
     .await;
-    let _ = guilder;
 }
 
 // ---------------------------------------------------------------- customization

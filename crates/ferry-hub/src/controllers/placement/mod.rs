@@ -1274,6 +1274,35 @@ async fn write_the_one(hub: &Arc<Hub>, mb: &Mailbox, plan: Option<&Plan>, listed
     }
 }
 
+/// The message with which the cluster behind mailbox `mb` refused the copy of
+/// `s`, as its syncer lists it in the mailbox's SyncerConfig `the-one`
+/// (`status.refused`).
+fn refusal_of(hub: &Hub, mb: &str, s: &Selected) -> Option<String> {
+    let key = ObjectKey {
+        cluster: mb.to_string(),
+        resource: SYNCER_CONFIGS.into(),
+        namespace: String::new(),
+        name: THE_ONE.into(),
+    };
+    let config = hub.store.get(&key)?.value();
+    let group = if s.info.group.is_empty() {
+        "core"
+    } else {
+        s.info.group.as_str()
+    };
+    let resource = format!("{group}/{}", s.info.resource);
+    config
+        .pointer("/status/refused")?
+        .as_array()?
+        .iter()
+        .find(|r| {
+            str_at(r, "/resource") == resource
+                && str_at(r, "/namespace") == s.key.namespace
+                && str_at(r, "/name") == s.key.name
+        })
+        .map(|r| str_at(r, "/message").to_string())
+}
+
 // ---------------------------------------------------------------- reported state
 
 /// Workload management workspaces: where EdgePlacements are served, but not mailboxes.
@@ -1569,6 +1598,12 @@ async fn write_summaries(
                             }
                         }
                     },
+                };
+                // The cluster's own refusal, as its syncer reported it on the-one.
+                let mailbox_cluster = mailbox_of.get(&path).cloned().flatten();
+                let (synced, digest) = match mailbox_cluster.and_then(|mb| refusal_of(hub, &mb, s)) {
+                    Some(message) => (false, format!("refused: {message}")),
+                    None => (synced, digest),
                 };
                 summary.destinations.push(DestinationSummary {
                     cluster: d.sync_target_name.clone(),
