@@ -34,11 +34,12 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "ferry",
-    version,
+    version = VERSION,
     about = "Keep Kubernetes objects in sync between a control plane and workload clusters"
 )]
 pub struct Cli {
-    /// Log verbosity (0: info, 1: debug, 2+: trace).
+    /// Log verbosity (0: info, 1: debug, 2+: trace; at 2 and above a failing command also
+    /// prints the error's causes one per line and where it arose).
     #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
     verbosity: u8,
     /// Log format: text or json.
@@ -83,6 +84,53 @@ enum Command {
     /// kcp workload sync: register a SyncTarget and its syncer; cordon, uncordon or drain it.
     #[command(subcommand)]
     Workload(workload_cmd::WorkloadCommand),
+    /// Print a shell completion script (`source <(ferry completion bash)`).
+    Completion(CompletionArgs),
+    /// Write man pages for `ferry` and each of its commands into a directory.
+    Man(ManArgs),
+}
+
+/// `ferry --version`: the release and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("FERRY_COMMIT"), ")");
+
+#[derive(clap::Args)]
+struct CompletionArgs {
+    /// The shell to complete for.
+    shell: clap_complete::Shell,
+}
+
+#[derive(clap::Args)]
+struct ManArgs {
+    /// Where to write the pages (created if missing), e.g. /usr/local/share/man/man1.
+    #[arg(long, default_value = ".")]
+    out_dir: std::path::PathBuf,
+}
+
+/// Prints the completion script for `shell` to standard output.
+fn completion(name: &'static str, args: CompletionArgs) -> anyhow::Result<()> {
+    let mut command = Cli::command().name(name);
+    // A kubectl plugin is completed through kubectl; its script is `ferry`'s.
+    let bin = name.replace(' ', "-");
+    // Into memory first: clap_complete panics when its writer fails, and a reader that
+    // stops early (`| head`) closes the pipe.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, bin, &mut script);
+    match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write the completion script: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Writes `ferry.1` and a page per command (`ferry-syncer.1`, ...) into `out_dir`.
+fn man(args: ManArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", args.out_dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), &args.out_dir)
+        .map_err(|e| anyhow::anyhow!("cannot write man pages into {}: {e}", args.out_dir.display()))?;
+    println!("wrote man pages into {}", args.out_dir.display());
+    Ok(())
 }
 
 /// The `ApiResource` of `kind` (`plural`) in `group`/`version`, for `Api<DynamicObject>`.
@@ -134,10 +182,35 @@ fn agent_allocator() {
     );
 }
 
-/// Parse the command line (as `name`) and run the command.
-pub fn main(name: &'static str) -> anyhow::Result<()> {
-    let cli = Cli::command().name(name).get_matches();
-    let cli = Cli::from_arg_matches(&cli)?;
+/// Parse the command line (as `name`) and run the command. A failure is one line on
+/// standard error (`error: what failed: why`), whatever `RUST_BACKTRACE` says: a user
+/// reads the cause, not Rust's frames; `-v 2` adds the causes one per line and the
+/// backtrace.
+pub fn main(name: &'static str) -> std::process::ExitCode {
+    let matches = Cli::command().name(name).bin_name(name).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    let verbosity = cli.verbosity;
+    if verbosity >= 2 && std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // Read by anyhow when an error is made; no other thread runs yet.
+        std::env::set_var("RUST_LIB_BACKTRACE", "1");
+    }
+    match run(name, cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) if verbosity >= 2 => {
+            eprintln!("error: {error:?}");
+            std::process::ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
     if matches!(
         cli.command,
         Command::Syncer(_) | Command::WorkloadSyncer(_) | Command::Syncagent(_)
@@ -179,6 +252,8 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
             Command::Ws(args) => ws_cmd::run(args).await,
             Command::Workload(cmd) => workload_cmd::run(cmd).await,
+            Command::Completion(args) => completion(name, args),
+            Command::Man(args) => man(args),
         }
     })
 }

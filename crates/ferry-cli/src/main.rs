@@ -9,6 +9,6 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     ferry_cli::main("ferry")
 }
