@@ -322,6 +322,7 @@ async fn register(
         timeout: Duration::from_secs(30),
         kubeconfig: None,
         context: None,
+        downstream_access: Default::default(),
     };
     let reg = workload_cmd::sync(&admin_config(hub, ORG).await?, &sync_args).await?;
     std::fs::write(&sync_args.output_file, &reg.manifest)?;

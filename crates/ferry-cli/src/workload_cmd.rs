@@ -104,6 +104,25 @@ pub struct SyncArgs {
     /// Context in the kubeconfig.
     #[arg(long)]
     pub context: Option<String>,
+    /// The syncer's rights on the workload cluster: `cluster-admin` (it can install
+    /// any application, RBAC that grants any rights included) or `synced` (kcp's
+    /// plugin's rules: the synced resources, namespaces, configmaps, secrets, pods and
+    /// persistent volumes; RBAC it may write only if roles or bindings are synced,
+    /// and then with escalate and bind).
+    #[arg(long, value_enum, default_value_t = TmcDownstreamAccess::ClusterAdmin)]
+    pub downstream_access: TmcDownstreamAccess,
+}
+
+/// How much the TMC syncer may do on the workload cluster.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TmcDownstreamAccess {
+    /// Everything: whoever may place a workload there may run a pod, which reaches
+    /// any identity of the cluster anyway; what applications ship (ClusterRoles with
+    /// `*` rules and their bindings) installs.
+    #[default]
+    ClusterAdmin,
+    /// kcp's plugin's rules, which follow the SyncTarget's synced resources.
+    Synced,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -194,13 +213,17 @@ pub fn upstream_rules(name: &str) -> Value {
     ])
 }
 
-/// Downstream rules for the syncer on the workload cluster, as kcp's plugin writes
-/// them: the namespaces it creates and deletes (never rewrites), CRDs it reads for
-/// imports, and full control of the synced resources and of configmaps, secrets,
-/// pods and persistent volumes (with their subresources; pods and volumes for upsync)
-/// always. The syncer checks each
-/// synced resource with a SelfSubjectAccessReview for `*` before syncing it.
-pub fn downstream_rules(synced: &[(String, String)]) -> Value {
+/// Downstream rules for the syncer on the workload cluster. `ClusterAdmin`: every
+/// verb on everything (the rules `syncer-gen` writes for KubeStellar). `Synced`: as
+/// kcp's plugin writes them: the namespaces it creates and deletes (never
+/// rewrites), CRDs it reads for imports, and full control of the synced resources
+/// and of configmaps, secrets, pods and persistent volumes (with their
+/// subresources; pods and volumes for upsync) always. The syncer checks each synced
+/// resource with a SelfSubjectAccessReview for `*` before syncing it.
+pub fn downstream_rules(access: TmcDownstreamAccess, synced: &[(String, String)]) -> Value {
+    if access == TmcDownstreamAccess::ClusterAdmin {
+        return crate::syncer_gen::downstream_rules(crate::syncer_gen::DownstreamAccess::ClusterAdmin);
+    }
     let mut rules = vec![
         json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"]}),
         json!({"apiGroups": [""], "resources": ["endpoints"], "verbs": ["get"]}),
@@ -241,6 +264,10 @@ pub fn downstream_rules(synced: &[(String, String)]) -> Value {
         set.insert(resource.clone());
         set.insert(format!("{resource}/status"));
     }
+    // `*` on roles or bindings includes escalate and bind: syncing RBAC means writing
+    // rules that grant what the syncer itself lacks, which kube allows only so. That
+    // is deliberate (the flag's help says it), and it is what the syncer's
+    // SelfSubjectAccessReview for `*` asks of every synced resource.
     for (group, resources) in by_group {
         rules.push(json!({"apiGroups": [group], "resources": resources, "verbs": ["*"]}));
     }
@@ -448,7 +475,7 @@ fn manifest(m: &Manifest) -> anyhow::Result<String> {
         volume: "kcp-config",
         mount: KCP_MOUNT,
         kubeconfig: m.kubeconfig,
-        rules: downstream_rules(m.synced),
+        rules: downstream_rules(args.downstream_access, m.synced),
     }))
 }
 
@@ -577,7 +604,10 @@ mod tests {
 
     #[test]
     fn downstream_rules_follow_the_synced_resources() {
-        let rules = downstream_rules(&[("apps".into(), "deployments".into())]);
+        let rules = downstream_rules(
+            TmcDownstreamAccess::Synced,
+            &[("apps".into(), "deployments".into())],
+        );
         let text = rules.to_string();
         assert!(text.contains("\"deployments\""), "{text}");
         assert!(text.contains("\"deployments/status\""), "{text}");
@@ -586,7 +616,33 @@ mod tests {
             text.contains("\"secrets\"") && text.contains("\"configmaps\""),
             "{text}"
         );
-        assert!(!downstream_rules(&[]).to_string().contains("deployments"));
+        assert!(!downstream_rules(TmcDownstreamAccess::Synced, &[])
+            .to_string()
+            .contains("deployments"));
+    }
+
+    #[test]
+    fn downstream_access_is_cluster_admin_unless_synced() {
+        let admin = downstream_rules(TmcDownstreamAccess::default(), &[]);
+        assert_eq!(
+            admin[0],
+            json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]})
+        );
+        let synced = downstream_rules(TmcDownstreamAccess::Synced, &[]).to_string();
+        assert!(
+            !synced.contains("rbac.authorization.k8s.io"),
+            "no RBAC unless synced: {synced}"
+        );
+        let with_rbac = downstream_rules(
+            TmcDownstreamAccess::Synced,
+            &[("rbac.authorization.k8s.io".into(), "roles".into())],
+        );
+        assert!(with_rbac
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["apiGroups"] == json!(["rbac.authorization.k8s.io"])
+                && r["resources"].as_array().unwrap().contains(&json!("roles"))));
     }
 
     #[test]

@@ -189,6 +189,14 @@ async fn workload_sync_registers_a_target_with_a_least_privilege_syncer_identity
             "Deployment"
         ]
     );
+    // Cluster-admin downstream by default, so what applications ship (wildcard
+    // ClusterRoles and their bindings) installs.
+    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    assert_eq!(
+        role["rules"][0],
+        json!({"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}),
+        "{role}"
+    );
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
     let id = deployment["metadata"]["name"].as_str().unwrap().to_string();
     assert!(id.starts_with("kcp-syncer-kind-east-"), "{id}");
