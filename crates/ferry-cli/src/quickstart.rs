@@ -326,6 +326,15 @@ pub(crate) fn progress(quiet: bool) -> ProgressBar {
     pb
 }
 
+/// The error of a quickstart that ran out of time: the step it was at (the progress
+/// line, which names what it waits for) and how to see more.
+pub(crate) fn timed_out(timeout: Duration, pb: &ProgressBar) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the quickstart did not finish within {timeout:?}; it was waiting at: {} (run with -v 1 for the requests it made)",
+        pb.message()
+    )
+}
+
 pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     match args.profile {
         crate::syncer_cmd::ProfileName::Tmc => return crate::quickstart_tmc::run(args).await,
@@ -337,10 +346,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let (rows, summary, hub, registered) = match result {
         Ok(r) => r?,
-        Err(_) => bail!(
-            "the quickstart did not finish within {:?}; run with -v 1 to see what it waits for",
-            args.timeout
-        ),
+        Err(_) => return Err(crate::quickstart::timed_out(args.timeout, &pb)),
     };
     print_table(&rows);
     println!();
@@ -533,7 +539,8 @@ async fn register(
         downstream_access: Default::default(),
     };
     let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
-    std::fs::write(&gen_args.output_file, &reg.manifest)?;
+    // The manifest holds the syncer's token.
+    ferry_hub::server::write_private(&gen_args.output_file, reg.manifest.as_bytes())?;
 
     pb.set_message(format!(
         "{name}: kubectl apply -f {}",

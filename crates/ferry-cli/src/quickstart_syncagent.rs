@@ -89,10 +89,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let (hub, service, agent, controller, rows) = match result {
         Ok(r) => r?,
-        Err(_) => bail!(
-            "the quickstart did not finish within {:?}; run with -v 1 to see what it waits for",
-            args.timeout
-        ),
+        Err(_) => return Err(crate::quickstart::timed_out(args.timeout, &pb)),
     };
     println!("Databases the consumers made of APIExport root:{PROVIDER}:{EXPORT}:\n");
     print_table(&rows);

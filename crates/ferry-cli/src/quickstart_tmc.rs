@@ -132,10 +132,7 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     let (hub, clusters, before, after, drained) = match result {
         Ok(r) => r?,
-        Err(_) => bail!(
-            "the quickstart did not finish within {:?}; run with -v 1 to see what it waits for",
-            args.timeout
-        ),
+        Err(_) => return Err(crate::quickstart::timed_out(args.timeout, &pb)),
     };
     println!("In {APP}, namespace {NAMESPACE}, bound to compute in {ORG}:\n");
     print_table(&before);
@@ -325,7 +322,26 @@ async fn register(
         downstream_access: Default::default(),
     };
     let reg = workload_cmd::sync(&admin_config(hub, ORG).await?, &sync_args).await?;
-    std::fs::write(&sync_args.output_file, &reg.manifest)?;
+    // The manifest and the kubeconfigs below hold the syncer's tokens.
+    ferry_hub::server::write_private(&sync_args.output_file, reg.manifest.as_bytes())?;
+    // A run before this one in the same directory may have drained this target;
+    // the walkthrough starts from two schedulable targets.
+    let targets = Api::<DynamicObject>::all_with(
+        kube::Client::try_from(admin_config(hub, ORG).await?)?,
+        &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"),
+    );
+    let uncordon = workload_cmd::schedule_patch(
+        &workload_cmd::WorkloadCommand::Uncordon(workload_cmd::TargetArgs {
+            name: name.to_string(),
+            kubeconfig: None,
+            context: None,
+        }),
+        &ferry_api::timestamp::now(),
+    );
+    targets
+        .patch(name, &PatchParams::default(), &Patch::Merge(&uncordon))
+        .await
+        .with_context(|| format!("uncordoning {name}"))?;
     pb.set_message(format!(
         "{name}: kubectl apply -f {}",
         sync_args.output_file.display()
@@ -343,11 +359,13 @@ async fn register(
         .map(|b| b.0.clone())
         .context("the applied Secret has no kubeconfig key")?;
     let kcp_kubeconfig = dir.join("kcp.kubeconfig");
-    std::fs::write(&kcp_kubeconfig, kubeconfig)?;
+    ferry_hub::server::write_private(&kcp_kubeconfig, &kubeconfig)?;
     let in_cluster_kubeconfig = dir.join("in-cluster.kubeconfig");
-    std::fs::write(
+    ferry_hub::server::write_private(
         &in_cluster_kubeconfig,
-        in_cluster_kubeconfig_text(&cluster_hub, &admin, id).await?,
+        in_cluster_kubeconfig_text(&cluster_hub, &admin, id)
+            .await?
+            .as_bytes(),
     )?;
     let deployment = Api::<DynamicObject>::namespaced_with(
         admin.clone(),

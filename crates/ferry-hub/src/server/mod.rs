@@ -259,6 +259,13 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     let mut f = opts
         .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
+    // The mode above applies only to a new file; one left by an older run keeps its own.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making {} private", path.display()))?;
+    }
     f.write_all(contents)?;
     Ok(())
 }
