@@ -531,6 +531,7 @@ async fn register(
         kubeconfig: None,
         context: None,
         downstream_access: Default::default(),
+        with_default_esc: false,
     };
     let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
     std::fs::write(&gen_args.output_file, &reg.manifest)?;
