@@ -349,15 +349,7 @@ async fn remove_legacy_identity(
     {
         return Ok(None);
     }
-    let rbac = |kind: &str, plural: &str| {
-        Api::<DynamicObject>::all_with(
-            client.clone(),
-            &ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
-                plural,
-            ),
-        )
-    };
+    let rbac = |kind: &str, plural: &str| rbac_api(&client, kind, plural);
     let dp = kube::api::DeleteParams::default();
     let upsync_binding = format!("{legacy}-{UPSYNC_ROLE}");
     for (api, name) in [
@@ -527,15 +519,7 @@ pub async fn identity_kubeconfig(config: &kube::Config, who: &Identity<'_>) -> a
     sas.patch(id, &pp, &Patch::Apply(&sa))
         .await
         .with_context(|| format!("applying ServiceAccount {ns}/{id}"))?;
-    let rbac = |kind: &str, plural: &str| {
-        Api::<DynamicObject>::all_with(
-            client.clone(),
-            &ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
-                plural,
-            ),
-        )
-    };
+    let rbac = |kind: &str, plural: &str| rbac_api(&client, kind, plural);
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": who.rules});
     rbac("ClusterRole", "clusterroles")
         .patch(id, &pp, &Patch::Apply(&role))
@@ -572,6 +556,17 @@ pub async fn identity_kubeconfig(config: &kube::Config, who: &Identity<'_>) -> a
         who.context,
         None,
     ))
+}
+
+/// The cluster-scoped RBAC resource `kind` (`plural`) where `client` points.
+fn rbac_api(client: &kube::Client, kind: &str, plural: &str) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+            plural,
+        ),
+    )
 }
 
 /// A TokenRequest token for ServiceAccount `id`, valid for `lifetime`.

@@ -188,6 +188,14 @@ async fn syncer_config(configs: &Api<DynamicObject>, spec: Value) {
     .await;
 }
 
+async fn namespace(client: &kube::Client, name: &str) {
+    let doc = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    Api::<Namespace>::all(client.clone())
+        .patch(name, &PatchParams::apply("doc"), &Patch::Apply(&doc))
+        .await
+        .unwrap();
+}
+
 fn cm(ns: &str, name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"from": "mailbox"}})
 }
@@ -264,14 +272,7 @@ async fn the_edge_syncer_document_runs_as_written() {
     let mb = hub.client(&format!("root:{}", guilder.mailbox)).await;
     let down = guilder.cluster.client("root").await;
     let configs = Api::<DynamicObject>::all_with(mb.clone(), &edge("SyncerConfig", "syncerconfigs"));
-    Api::<Namespace>::all(mb.clone())
-        .patch(
-            "apps",
-            &PatchParams::apply("doc"),
-            &Patch::Apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})),
-        )
-        .await
-        .unwrap();
+    namespace(&mb, "apps").await;
     let up_cms = Api::<ConfigMap>::namespaced(mb.clone(), "apps");
     let down_cms = Api::<ConfigMap>::namespaced(down.clone(), "apps");
     let up_deploys = Api::<Deployment>::namespaced(mb.clone(), "apps");
@@ -347,14 +348,7 @@ async fn the_edge_syncer_document_runs_as_written() {
     .await;
 
     // Resource upsyncing: what SyncerConfig's upsync names comes up to the mailbox.
-    Api::<Namespace>::all(down.clone())
-        .patch(
-            "reports",
-            &PatchParams::apply("doc"),
-            &Patch::Apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "reports"}})),
-        )
-        .await
-        .unwrap();
+    namespace(&down, "reports").await;
     let policy_report = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "policy-report", "namespace": "reports"}, "data": {"pass": "3"}});
     Api::<ConfigMap>::namespaced(down.clone(), "reports")
         .patch(
@@ -408,14 +402,7 @@ async fn the_edge_syncer_document_runs_as_written() {
     let florin_mb = hub.client(&format!("root:{}", florin.mailbox)).await;
     let florin_configs =
         Api::<DynamicObject>::all_with(florin_mb.clone(), &edge("SyncerConfig", "syncerconfigs"));
-    Api::<Namespace>::all(florin_mb.clone())
-        .patch(
-            "apps",
-            &PatchParams::apply("doc"),
-            &Patch::Apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "apps"}})),
-        )
-        .await
-        .unwrap();
+    namespace(&florin_mb, "apps").await;
     syncer_config(
         &florin_configs,
         json!({"namespaceScope": {"namespaces": ["apps"], "resources": [
