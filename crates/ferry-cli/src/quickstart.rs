@@ -537,6 +537,7 @@ async fn register(
         kubeconfig: None,
         context: None,
         downstream_access: Default::default(),
+        with_default_esc: false,
     };
     let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
     // The manifest holds the syncer's token.

@@ -100,6 +100,8 @@ pub struct SyncerArgs {
     #[arg(long)]
     pub health_address: Option<SocketAddr>,
     /// Write the downstream status of downsynced objects back upstream (reported state).
+    /// kubestellar: a SyncerConfig or EdgeSyncConfig with `returnReportedState: false`
+    /// turns it off as well.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub return_status: bool,
     #[command(flatten)]

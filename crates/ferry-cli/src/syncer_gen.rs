@@ -1,8 +1,11 @@
 //! `ferry syncer-gen NAME --syncer-image IMAGE -o FILE` (also `kubectl ferry
-//! syncer-gen`): register a workload cluster. Run against a mailbox workspace,
-//! it creates the syncer's identity there (ServiceAccount, a ClusterRole with
-//! explicit verbs, a binding, a TokenRequest token) and writes the manifest
-//! that installs the syncer on the cluster.
+//! syncer-gen`, KubeStellar's `kubectl kubestellar syncer-gen`): register a
+//! workload cluster. Run against a workspace the caller may write — a mailbox
+//! workspace (checked against its SyncTarget) or any other, such as one made by
+//! hand, where NAME alone is the syncer's identity — it creates the syncer's
+//! identity there (ServiceAccount, a ClusterRole with explicit verbs, a binding,
+//! a TokenRequest token), the default EdgeSyncConfig NAME, and writes the
+//! manifest that installs the syncer on the cluster.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,12 +22,19 @@ const FIELD_MANAGER: &str = "ferry-syncer-gen";
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use ferry_hub::controllers::mailbox::{INVENTORY_CLUSTER_ANNOTATION, SYNC_TARGET_UID_ANNOTATION};
 use ferry_hub::controllers::upsync_role::UPSYNC_ROLE;
-/// Where the Deployment mounts the upstream kubeconfig Secret.
-pub const UPSTREAM_MOUNT: &str = "/ferry/upstream";
+/// Where the Deployment mounts the upstream kubeconfig Secret (KubeStellar's path).
+pub const UPSTREAM_MOUNT: &str = "/kcp";
+
+/// The prefix of every name syncer-gen gives (KubeStellar's).
+pub const ID_PREFIX: &str = "kubestellar-syncer";
+
+/// The prefix earlier Ferry releases gave; their identities are removed on re-registration.
+const LEGACY_ID_PREFIX: &str = "ferry-syncer";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SyncerGenArgs {
-    /// Name of the SyncTarget whose mailbox workspace the kubeconfig points at.
+    /// The syncer's name: in a mailbox workspace, its SyncTarget's name; in any
+    /// other workspace, the name the syncer is known by (its copies carry it).
     pub name: String,
     /// Container image that runs `ferry syncer` on the workload cluster.
     #[arg(long)]
@@ -65,6 +75,12 @@ pub struct SyncerGenArgs {
     /// such as a ClusterRole with `*` rules, is refused by the cluster).
     #[arg(long, value_enum, default_value_t = DownstreamAccess::ClusterAdmin)]
     pub downstream_access: DownstreamAccess,
+    /// Create the default EdgeSyncConfig NAME (empty) in the workspace if there is
+    /// none, installing the EdgeSyncConfig CRD where the workspace does not serve it,
+    /// as KubeStellar's syncer-gen does. It selects nothing; the syncer merges every
+    /// EdgeSyncConfig and SyncerConfig it sees.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub with_default_esc: bool,
 }
 
 /// What registration produced.
@@ -72,22 +88,44 @@ pub struct SyncerGenArgs {
 pub struct Registration {
     pub syncer_id: String,
     pub sync_target_name: String,
+    /// The SyncTarget's uid in a mailbox workspace; empty elsewhere.
     pub sync_target_uid: String,
-    /// The mailbox workspace path, e.g. `root:abc-mb-<uid>`.
+    /// The workspace path, e.g. `root:abc-mb-<uid>` or `root:ws1`.
     pub workspace: String,
+    /// The identity of an earlier Ferry release's registration that was removed
+    /// (`ferry-syncer-<name>-<hash>`): its syncer can no longer reach the workspace
+    /// and should be deleted from the workload cluster.
+    pub removed_legacy: Option<String>,
+    /// Whether the default EdgeSyncConfig was created now.
+    pub created_default_esc: bool,
     /// The upstream kubeconfig the syncer uses (also inside the manifest's Secret).
     pub upstream_kubeconfig: String,
     /// Multi-document YAML for `kubectl apply -f` on the workload cluster.
     pub manifest: String,
 }
 
-/// `ferry-syncer-<name>-<8 base-36 chars of sha256(sync target uid)>`: stable
-/// for one SyncTarget, so running syncer-gen again updates rather than adds.
-pub fn syncer_id(name: &str, uid: &str) -> String {
-    let digest = Sha256::digest(uid.as_bytes());
+/// `kubestellar-syncer-<name>-<8 base-36 chars of sha256(identity)>`, where the
+/// identity is the SyncTarget's uid in a mailbox workspace and `<workspace>\n<name>`
+/// elsewhere ([`identity_of`]): stable, so running syncer-gen again updates rather
+/// than adds.
+pub fn syncer_id(name: &str, identity: &str) -> String {
+    prefixed_id(ID_PREFIX, name, identity)
+}
+
+/// What [`syncer_id`] hashes for syncer `name` in `workspace` (`uid`: the
+/// SyncTarget's, in a mailbox workspace).
+pub fn identity_of(workspace: &str, name: &str, uid: Option<&str>) -> String {
+    match uid {
+        Some(uid) => uid.to_string(),
+        None => format!("{workspace}\n{name}"),
+    }
+}
+
+fn prefixed_id(prefix: &str, name: &str, identity: &str) -> String {
+    let digest = Sha256::digest(identity.as_bytes());
     let n = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
     let suffix = ferry_api::naming::base36(n.into(), 8);
-    let mut base = format!("ferry-syncer-{name}");
+    let mut base = format!("{prefix}-{name}");
     base.truncate(63 - 9);
     format!("{base}-{suffix}")
 }
@@ -99,23 +137,43 @@ fn workspace_resource() -> ApiResource {
     )
 }
 
-const NOT_A_MAILBOX: &str = "syncer-gen must run against a mailbox workspace: point your kubeconfig at \
-    https://HUB/clusters/root:<inventory-cluster>-mb-<synctarget-uid> (list them with `kubectl get workspaces` \
-    in root; the mailbox controller makes one per SyncTarget)";
+const NOT_A_MAILBOX: &str = "a workspace named <inventory-cluster>-mb-<synctarget-uid> must be the mailbox \
+    workspace of a SyncTarget (the mailbox controller makes one per SyncTarget; list them with \
+    `kubectl get workspaces` in root)";
 
-/// Find and check the mailbox workspace `config` points at, for SyncTarget `name`.
-async fn mailbox(config: &kube::Config, name: &str) -> anyhow::Result<(String, String)> {
+/// The workspace path `config` points at (`root` for a server URL without
+/// `/clusters/<path>`, as the hub serves root there).
+pub fn workspace_of(config: &kube::Config) -> String {
     let url = config.cluster_url.to_string();
-    let Some(path) = url
-        .split("/clusters/")
+    url.split("/clusters/")
         .nth(1)
         .map(|p| p.trim_end_matches('/').to_string())
-    else {
-        bail!("{NOT_A_MAILBOX}; the kubeconfig's server {url} has no /clusters/<workspace> path");
-    };
-    let (parent, ws_name) = match path.rsplit_once(':') {
-        Some((p, n)) if n.contains("-mb-") => (p.to_string(), n.to_string()),
-        _ => bail!("{NOT_A_MAILBOX}; {path} is not one"),
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "root".to_string())
+}
+
+/// Whether workspace `path` is named as a KubeStellar mailbox workspace is.
+pub fn looks_like_mailbox(path: &str) -> bool {
+    path.rsplit_once(':')
+        .is_some_and(|(_, name)| name.contains("-mb-"))
+}
+
+/// The workspace `config` points at and, for a mailbox workspace, the uid of its
+/// SyncTarget `name` (checked).
+async fn registration_target(config: &kube::Config, name: &str) -> anyhow::Result<(String, Option<String>)> {
+    let path = workspace_of(config);
+    if !looks_like_mailbox(&path) {
+        return Ok((path, None));
+    }
+    let (path, uid) = mailbox(config, &path, name).await?;
+    Ok((path, Some(uid)))
+}
+
+/// Check the mailbox workspace `path` (that `config` points at) against SyncTarget `name`.
+async fn mailbox(config: &kube::Config, path: &str, name: &str) -> anyhow::Result<(String, String)> {
+    let path = path.to_string();
+    let Some((parent, ws_name)) = path.rsplit_once(':').map(|(p, n)| (p.to_string(), n.to_string())) else {
+        bail!("{NOT_A_MAILBOX}; {path} is not one");
     };
     let parent_client = kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(config, &parent)?)?;
     let workspaces: Api<DynamicObject> = Api::all_with(parent_client, &workspace_resource());
@@ -209,8 +267,9 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
     if args.replicas < 0 {
         bail!("--replicas must not be negative");
     }
-    let (workspace, uid) = mailbox(config, &args.name).await?;
-    let id = syncer_id(&args.name, &uid);
+    let (workspace, uid) = registration_target(config, &args.name).await?;
+    let identity = identity_of(&workspace, &args.name, uid.as_deref());
+    let id = syncer_id(&args.name, &identity);
     let upstream_kubeconfig = identity_kubeconfig(
         config,
         &Identity {
@@ -223,17 +282,162 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
             context: "upstream",
         },
     )
+    .await
+    .map_err(|e| forbidden_hint(e, &workspace))?;
+    let removed_legacy = remove_legacy_identity(
+        config,
+        &args.upstream_namespace,
+        &prefixed_id(LEGACY_ID_PREFIX, &args.name, &identity),
+    )
     .await?;
+    let created_default_esc = if args.with_default_esc {
+        default_edge_sync_config(config, &args.name, &workspace).await?
+    } else {
+        false
+    };
     let namespace = args.namespace.clone().unwrap_or_else(|| id.clone());
+    let uid = uid.unwrap_or_default();
     let manifest = manifest(&id, &namespace, &args.name, &uid, &upstream_kubeconfig, args)?;
     Ok(Registration {
         syncer_id: id,
         sync_target_name: args.name.clone(),
         sync_target_uid: uid,
         workspace,
+        removed_legacy,
+        created_default_esc,
         upstream_kubeconfig,
         manifest,
     })
+}
+
+/// The API status code at the root of `e`, if it is an API error.
+fn api_code(e: &anyhow::Error) -> Option<u16> {
+    e.chain().find_map(|c| match c.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(s)) => Some(s.code),
+        _ => None,
+    })
+}
+
+/// A 403 while registering says what syncer-gen needs and how to get it.
+fn forbidden_hint(e: anyhow::Error, workspace: &str) -> anyhow::Error {
+    if api_code(&e) != Some(403) {
+        return e;
+    }
+    anyhow::anyhow!(
+        "you may not register a syncer in workspace {workspace}: {e:#}. syncer-gen creates a \
+         ServiceAccount, a ClusterRole and ClusterRoleBindings there, so it needs admin rights in that \
+         workspace: ask its owner to bind you to cluster-admin there, or point your kubeconfig at a \
+         workspace you own"
+    )
+}
+
+/// Deletes the upstream identity an earlier Ferry release registered as `legacy`
+/// (ServiceAccount, ClusterRole and bindings), which revokes its syncer's token so
+/// that two syncers never serve one workspace. Returns `legacy` if there was one.
+async fn remove_legacy_identity(
+    config: &kube::Config,
+    ns: &str,
+    legacy: &str,
+) -> anyhow::Result<Option<String>> {
+    let client = kube::Client::try_from(config.clone())?;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    if sas
+        .get_opt(legacy)
+        .await
+        .with_context(|| format!("reading ServiceAccount {ns}/{legacy}"))?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let rbac = |kind: &str, plural: &str| rbac_api(&client, kind, plural);
+    let dp = kube::api::DeleteParams::default();
+    let upsync_binding = format!("{legacy}-{UPSYNC_ROLE}");
+    for (api, name) in [
+        (rbac("ClusterRoleBinding", "clusterrolebindings"), legacy),
+        (
+            rbac("ClusterRoleBinding", "clusterrolebindings"),
+            upsync_binding.as_str(),
+        ),
+        (rbac("ClusterRole", "clusterroles"), legacy),
+    ] {
+        match api.delete(name, &dp).await {
+            Err(e) if !is_not_found(&e) => {
+                return Err(e).with_context(|| format!("deleting the earlier syncer's {name}"))
+            }
+            _ => {}
+        }
+    }
+    match sas.delete(legacy, &dp).await {
+        Err(e) if !is_not_found(&e) => {
+            return Err(e).with_context(|| format!("deleting ServiceAccount {ns}/{legacy}"))
+        }
+        _ => {}
+    }
+    Ok(Some(legacy.to_string()))
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Creates the empty EdgeSyncConfig `name` unless one exists, installing its CRD
+/// first where the workspace does not serve it. Returns whether it created one.
+async fn default_edge_sync_config(
+    config: &kube::Config,
+    name: &str,
+    workspace: &str,
+) -> anyhow::Result<bool> {
+    use ferry_api::edge::EdgeSyncConfig;
+    use kube::CustomResourceExt;
+    let client = kube::Client::try_from(config.clone())?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            EdgeSyncConfig::GROUP,
+            EdgeSyncConfig::VERSION,
+            EdgeSyncConfig::KIND,
+        ),
+        EdgeSyncConfig::PLURAL,
+    );
+    let escs: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let esc: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{}/{}", EdgeSyncConfig::GROUP, EdgeSyncConfig::VERSION),
+        "kind": EdgeSyncConfig::KIND, "metadata": {"name": name}, "spec": {},
+    }))?;
+    let mut installed = false;
+    // The CRD takes a moment to be served once created.
+    for _ in 0..50 {
+        match escs.create(&PostParams::default(), &esc).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(false),
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                if !installed {
+                    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+                        Api::all(client.clone());
+                    crds.patch(
+                        &format!("{}.{}", EdgeSyncConfig::PLURAL, EdgeSyncConfig::GROUP),
+                        &PatchParams::apply(FIELD_MANAGER),
+                        &Patch::Apply(&EdgeSyncConfig::crd()),
+                    )
+                    .await
+                    .map_err(anyhow::Error::from)
+                    .map_err(|e| forbidden_hint(e, workspace))
+                    .with_context(|| {
+                        format!(
+                            "workspace {workspace} does not serve EdgeSyncConfigs, and installing their CRD failed; \
+                             bind KubeStellar's API there, or run syncer-gen with --with-default-esc=false"
+                        )
+                    })?;
+                    installed = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                return Err(forbidden_hint(e.into(), workspace))
+                    .with_context(|| format!("creating the default EdgeSyncConfig {name} in {workspace}"))
+            }
+        }
+    }
+    bail!("the EdgeSyncConfig CRD installed in {workspace} was not served within 5s; run syncer-gen again")
 }
 
 /// The objects that install the syncer on a workload cluster.
@@ -245,23 +449,25 @@ fn manifest(
     kubeconfig: &str,
     args: &SyncerGenArgs,
 ) -> anyhow::Result<String> {
-    let labels = json!({"app.kubernetes.io/name": "ferry-syncer", "ferry.dev/sync-target": name});
+    let labels = json!({"app.kubernetes.io/name": ID_PREFIX, "ferry.dev/sync-target": name});
     let mut syncer_args = vec![
         "syncer".to_string(),
         format!("--from-kubeconfig={UPSTREAM_MOUNT}/kubeconfig"),
         format!("--sync-target-name={name}"),
-        format!("--sync-target-uid={uid}"),
     ];
+    if !uid.is_empty() {
+        syncer_args.push(format!("--sync-target-uid={uid}"));
+    }
     // Unset, the syncer goes at each server's pace (see `ferry syncer --help`).
     syncer_args.extend(args.qps.map(|qps| format!("--qps={qps}")));
     syncer_args.extend(args.burst.map(|burst| format!("--burst={burst}")));
     syncer_args.push("--health-address=0.0.0.0:8080".to_string());
     syncer_args.extend(syncer_leader_election_args(ns));
-    render(&install_objects(&Install {
+    let mut objects = install_objects(&Install {
         id,
         namespace: ns,
         labels,
-        container: "ferry-syncer",
+        container: ID_PREFIX,
         image: &args.syncer_image,
         args: syncer_args,
         replicas: args.replicas,
@@ -269,7 +475,18 @@ fn manifest(
         mount: UPSTREAM_MOUNT,
         kubeconfig,
         rules: downstream_rules(args.downstream_access),
-    }))
+    });
+    // KubeStellar's manifest also holds a token Secret for the syncer's ServiceAccount.
+    objects.insert(2, token_secret(id, ns));
+    render(&objects)
+}
+
+/// The `<id>-token` Secret of ServiceAccount `id`: the cluster's token controller
+/// fills it with a token for the syncer's ServiceAccount.
+fn token_secret(id: &str, ns: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+           "metadata": {"name": format!("{id}-token"), "namespace": ns,
+                        "annotations": {"kubernetes.io/service-account.name": id}}})
 }
 
 /// An agent's identity in the workspace a kubeconfig points at.
@@ -302,15 +519,7 @@ pub async fn identity_kubeconfig(config: &kube::Config, who: &Identity<'_>) -> a
     sas.patch(id, &pp, &Patch::Apply(&sa))
         .await
         .with_context(|| format!("applying ServiceAccount {ns}/{id}"))?;
-    let rbac = |kind: &str, plural: &str| {
-        Api::<DynamicObject>::all_with(
-            client.clone(),
-            &ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
-                plural,
-            ),
-        )
-    };
+    let rbac = |kind: &str, plural: &str| rbac_api(&client, kind, plural);
     let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id}, "rules": who.rules});
     rbac("ClusterRole", "clusterroles")
         .patch(id, &pp, &Patch::Apply(&role))
@@ -347,6 +556,17 @@ pub async fn identity_kubeconfig(config: &kube::Config, who: &Identity<'_>) -> a
         who.context,
         None,
     ))
+}
+
+/// The cluster-scoped RBAC resource `kind` (`plural`) where `client` points.
+fn rbac_api(client: &kube::Client, kind: &str, plural: &str) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+            plural,
+        ),
+    )
 }
 
 /// A TokenRequest token for ServiceAccount `id`, valid for `lifetime`.
@@ -471,12 +691,24 @@ pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", args.output_file.display()))?;
     }
     let out = args.output_file.display();
+    let ns = args.namespace.clone().unwrap_or(reg.syncer_id.clone());
     eprintln!("Created in {}: ServiceAccount {}/{id}, ClusterRole {id}, ClusterRoleBindings {id} and {id}-{UPSYNC_ROLE} (what the SyncerConfigs there upsync, kept by the hub), and a token for them.", reg.workspace, args.upstream_namespace, id = reg.syncer_id);
-    eprintln!("Wrote the syncer manifest to {out}. Next, on the workload cluster:");
-    eprintln!("  kubectl apply -f {out}");
+    if reg.created_default_esc {
+        eprintln!(
+            "Created the default EdgeSyncConfig {} (empty: it selects nothing).",
+            args.name
+        );
+    }
+    if let Some(legacy) = &reg.removed_legacy {
+        eprintln!("Removed the identity of the syncer an earlier Ferry release registered as {legacy}: it can no longer reach {}. Delete it from the workload cluster:", reg.workspace);
+        eprintln!("  KUBECONFIG=<workload-execution-cluster-config> kubectl delete namespace {legacy}");
+        eprintln!("  KUBECONFIG=<workload-execution-cluster-config> kubectl delete clusterrole,clusterrolebinding {legacy}");
+    }
+    eprintln!("Wrote the workload cluster's manifest to {out} for namespace {ns:?}. Apply it with");
+    eprintln!("  KUBECONFIG=<workload-execution-cluster-config> kubectl apply -f {out:?}");
+    eprintln!("and see the syncer run with");
     eprintln!(
-        "  kubectl -n {} rollout status deployment/{}",
-        args.namespace.clone().unwrap_or(reg.syncer_id.clone()),
+        "  KUBECONFIG=<workload-execution-cluster-config> kubectl get deployment -n {ns:?} {}",
         reg.syncer_id
     );
     Ok(())
@@ -491,8 +723,39 @@ mod tests {
         let a = syncer_id("florin", "5b4c3a");
         assert_eq!(a, syncer_id("florin", "5b4c3a"));
         assert_ne!(a, syncer_id("florin", "other"));
-        assert!(a.starts_with("ferry-syncer-florin-") && a.len() <= 63);
+        assert!(a.starts_with("kubestellar-syncer-florin-") && a.len() <= 63);
         assert!(syncer_id(&"x".repeat(80), "u").len() <= 63);
+        // An earlier release's name differs only in its prefix.
+        assert_eq!(
+            prefixed_id(LEGACY_ID_PREFIX, "florin", "5b4c3a").strip_prefix("ferry-syncer"),
+            a.strip_prefix("kubestellar-syncer")
+        );
+    }
+
+    #[test]
+    fn outside_a_mailbox_the_identity_is_the_workspace_and_name() {
+        let a = syncer_id("guilder", &identity_of("root:ws1", "guilder", None));
+        assert_eq!(a, syncer_id("guilder", &identity_of("root:ws1", "guilder", None)));
+        assert_ne!(a, syncer_id("guilder", &identity_of("root:ws2", "guilder", None)));
+        assert_eq!(identity_of("root:x-mb-u", "guilder", Some("u")), "u");
+    }
+
+    #[test]
+    fn a_mailbox_is_known_by_its_name() {
+        assert!(looks_like_mailbox("root:1t82bk54r6gjnzsp-mb-1a045336"));
+        assert!(!looks_like_mailbox("root:ws1"));
+        assert!(!looks_like_mailbox("root"));
+    }
+
+    #[test]
+    fn the_manifest_holds_a_token_secret_for_the_service_account() {
+        let s = token_secret("kubestellar-syncer-florin-abc", "ns");
+        assert_eq!(s["metadata"]["name"], "kubestellar-syncer-florin-abc-token");
+        assert_eq!(s["type"], "kubernetes.io/service-account-token");
+        assert_eq!(
+            s["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+            "kubestellar-syncer-florin-abc"
+        );
     }
 
     #[test]

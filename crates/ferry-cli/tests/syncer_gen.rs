@@ -1,11 +1,14 @@
-//! Registration: syncer-gen against a mailbox workspace, its manifest applied
-//! with kubectl to a stand-in cluster, a syncer started from the applied
-//! Secret's kubeconfig; and the token it minted is confined to that mailbox.
+//! Registration: syncer-gen against a mailbox workspace or one made by hand,
+//! its manifest applied with kubectl to a stand-in cluster, a syncer started
+//! from the applied Secret's kubeconfig; and the token it minted is confined
+//! to that workspace.
 
-use std::process::Command;
+#[path = "common/edge_syncer.rs"]
+mod edge_syncer;
+
 use std::time::Duration;
 
-use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
+use edge_syncer::{admin_kubeconfig, ferry, kubeconfig_at, manifest_docs, ok, run_as_pod};
 use ferry_hub::testing::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -14,29 +17,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-fn write_kubeconfig(hub: &TestHub, workspace: &str, file: &str) -> std::path::PathBuf {
-    let path = hub.data_dir().join(file);
-    let text = kubeconfig(
-        "hub",
-        &format!("{}/clusters/{workspace}", hub.url()),
-        &hub.running.ca_pem,
-        AuthInfo::Token(hub.running.admin_token.clone()),
-        "hub",
-        None,
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn ferry(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .output()
-        .unwrap()
-}
-
 /// What registering `florin` left: its mailbox, the manifest, the stand-in
 /// cluster it was applied to and the upstream kubeconfig its Secret holds.
 struct Registered {
@@ -44,7 +24,6 @@ struct Registered {
     manifest: std::path::PathBuf,
     florin: TestHub,
     upstream: kube::Config,
-    imw_kubeconfig: std::path::PathBuf,
     mailbox_kubeconfig: std::path::PathBuf,
 }
 
@@ -63,33 +42,14 @@ async fn register_florin(hub: &TestHub) -> Registered {
         .patch("imw1", &PatchParams::apply("test"), &Patch::Apply(&imw))
         .await
         .unwrap();
-    let imw_kc = write_kubeconfig(hub, "root:imw1", "imw1.kubeconfig");
+    let imw_kc = admin_kubeconfig(hub, "root:imw1", "imw1.kubeconfig");
     let out = ferry(
         &["ensure", "location", "florin", "loc-name=florin", "env=prod"],
         &imw_kc,
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mailbox = eventually(20, "the mailbox workspace", || {
-        let workspaces = workspaces.clone();
-        async move {
-            workspaces
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find_map(|w| {
-                    let ann = w.metadata.annotations.clone().unwrap_or_default();
-                    (ann.get("edge.kubestellar.io/sync-target-name")
-                        .map(String::as_str)
-                        == Some("florin")
-                        && w.data["status"]["phase"] == "Ready")
-                        .then(|| w.metadata.name.clone().unwrap())
-                })
-        }
-    })
-    .await;
-    let mb_kc = write_kubeconfig(hub, &format!("root:{mailbox}"), "mailbox.kubeconfig");
+    let mailbox = edge_syncer::mailbox_of(hub, "florin").await;
+    let mb_kc = admin_kubeconfig(hub, &format!("root:{mailbox}"), "mailbox.kubeconfig");
     let manifest = hub.data_dir().join("florin-syncer.yaml");
     let out = ferry(
         &[
@@ -138,7 +98,6 @@ async fn register_florin(hub: &TestHub) -> Registered {
         manifest,
         florin,
         upstream,
-        imw_kubeconfig: imw_kc,
         mailbox_kubeconfig: mb_kc,
     }
 }
@@ -151,18 +110,10 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
         manifest,
         florin,
         upstream,
-        imw_kubeconfig,
         mailbox_kubeconfig,
+        ..
     } = register_florin(&hub).await;
 
-    // Outside a mailbox workspace: an immediate, clear failure.
-    let out = ferry(
-        &["syncer-gen", "florin", "--syncer-image", "ferry:dev", "-o", "-"],
-        &imw_kubeconfig,
-    );
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("mailbox workspace"), "{err}");
     // Wrong SyncTarget name for this mailbox: says which one it belongs to.
     let out = ferry(
         &["syncer-gen", "guilder", "--syncer-image", "ferry:dev", "-o", "-"],
@@ -288,16 +239,7 @@ async fn apply_the_one(mb: &kube::Client, config: &serde_json::Value) {
 
 /// `method path` with a JSON body through `client`; the status code and body.
 async fn send(client: &kube::Client, method: &str, path: &str, body: &serde_json::Value) -> (u16, String) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
-        .unwrap();
-    let resp = client.send(req).await.expect("an answer");
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
-    (code, String::from_utf8_lossy(&bytes).into_owned())
+    send_typed(client, method, path, "application/json", body).await
 }
 
 /// The token a syncer's manifest carries is what an attacker on the workload
@@ -457,4 +399,342 @@ async fn the_downstream_identity_can_install_rbac_that_grants_everything() {
     )
     .await;
     assert_eq!(code, 201, "the syncer installs a wildcard ClusterRole: {answer}");
+}
+
+/// A hub knowing `mal` and `alice` by bearer token (`<name>-token`), with
+/// `root:ws1` administered by alice and `root:mal` by mal.
+async fn tenants() -> (TestHub, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "mal-token,mal,u-mal\nalice-token,alice,u-alice\n").unwrap();
+    let hub = TestHub::start_with(|o| o.token_auth_file = Some(tokens.clone())).await;
+    let workspaces: Api<DynamicObject> = Api::all_with(hub.client("root").await, &edge_syncer::workspaces());
+    for (ws, owner) in [("ws1", "alice"), ("mal", "mal")] {
+        let doc =
+            json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}});
+        workspaces
+            .patch(ws, &PatchParams::apply("test"), &Patch::Apply(&doc))
+            .await
+            .unwrap();
+        eventually(20, "the workspace Ready", || {
+            let workspaces = workspaces.clone();
+            async move { (workspaces.get(ws).await.ok()?.data["status"]["phase"] == "Ready").then_some(()) }
+        })
+        .await;
+        let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{owner}-admin")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": owner}]});
+        Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(hub.client(&format!("root:{ws}")).await)
+            .patch(
+                &format!("{owner}-admin"),
+                &PatchParams::apply("test"),
+                &Patch::Apply(&binding),
+            )
+            .await
+            .unwrap();
+    }
+    (hub, dir)
+}
+
+/// The SyncerConfig CRD, installed in a workspace made by hand (a mailbox gets
+/// KubeStellar's API bound by the mailbox controller).
+async fn install_syncer_config_crd(client: &kube::Client) {
+    use kube::CustomResourceExt;
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    crds.patch(
+        "syncerconfigs.edge.kubestellar.io",
+        &PatchParams::apply("test"),
+        &Patch::Apply(&ferry_api::edge::SyncerConfig::crd()),
+    )
+    .await
+    .unwrap();
+}
+
+fn syncer_gen(name: &str, manifest: &std::path::Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = ["syncer-gen", name, "--syncer-image", "ferry:dev", "-o"]
+        .map(String::from)
+        .to_vec();
+    args.push(manifest.to_string_lossy().into_owned());
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn run_ferry(args: &[String], kubeconfig: &std::path::Path) -> std::process::Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ferry(&args, kubeconfig)
+}
+
+/// The Deployment's name (the syncer's ID) in a syncer-gen manifest.
+fn syncer_id_in(manifest: &std::path::Path) -> String {
+    let docs = manifest_docs(manifest);
+    let d = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    d["metadata"]["name"].as_str().unwrap().to_string()
+}
+
+/// KubeStellar's route of registering a syncer for a workspace made by hand
+/// (`ws1`): the owner runs syncer-gen there, re-running yields the same names,
+/// the default EdgeSyncConfig is made, the syncer syncs — and its token, what an
+/// attacker on the cluster gets, reaches nothing outside ws1 and cannot mint
+/// tokens or grant itself more; a caller who may not write ws1 gets a clear 403.
+#[tokio::test(flavor = "multi_thread")]
+async fn syncer_gen_registers_a_confined_syncer_in_a_workspace_made_by_hand() {
+    let (hub, dir) = tenants().await;
+    let alice = kubeconfig_at(&hub, "root:ws1", "alice-token", dir.path(), "alice.kubeconfig");
+    let ws1 = hub.client("root:ws1").await;
+    install_syncer_config_crd(&ws1).await;
+    let manifest = dir.path().join("guilder-syncer.yaml");
+
+    let said = ok(
+        run_ferry(&syncer_gen("guilder", &manifest, &[]), &alice),
+        "syncer-gen in ws1",
+    );
+    assert!(said.contains("EdgeSyncConfig guilder"), "{said}");
+    let id = syncer_id_in(&manifest);
+    assert!(
+        id.starts_with("kubestellar-syncer-guilder-") && id.len() == "kubestellar-syncer-guilder-".len() + 8,
+        "{id}"
+    );
+    let docs = manifest_docs(&manifest);
+    let token_secret = docs
+        .iter()
+        .find(|d| d["metadata"]["name"] == format!("{id}-token"))
+        .expect("the -token Secret");
+    assert_eq!(token_secret["type"], "kubernetes.io/service-account-token");
+    let container = &docs.iter().find(|d| d["kind"] == "Deployment").unwrap()["spec"]["template"]["spec"]
+        ["containers"][0];
+    assert_eq!(container["volumeMounts"][0]["mountPath"], "/kcp");
+    let args = container["args"].to_string();
+    assert!(
+        args.contains("--from-kubeconfig=/kcp/kubeconfig") && args.contains("--sync-target-name=guilder"),
+        "{args}"
+    );
+    assert!(
+        !args.contains("--sync-target-uid"),
+        "no SyncTarget outside a mailbox: {args}"
+    );
+    let esc_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "EdgeSyncConfig"),
+        "edgesyncconfigs",
+    );
+    let esc = Api::<DynamicObject>::all_with(ws1.clone(), &esc_ar)
+        .get("guilder")
+        .await
+        .unwrap();
+    assert!(
+        esc.data["spec"].as_object().is_none_or(|s| s.is_empty()),
+        "the default EdgeSyncConfig is empty: {:?}",
+        esc.data
+    );
+
+    // Running it again changes no name.
+    ok(
+        run_ferry(&syncer_gen("guilder", &manifest, &[]), &alice),
+        "syncer-gen again",
+    );
+    assert_eq!(syncer_id_in(&manifest), id);
+
+    // A caller who may not write ws1: a 403 that says what is needed.
+    let mal_at_ws1 = kubeconfig_at(&hub, "root:ws1", "mal-token", dir.path(), "mal.kubeconfig");
+    let out = run_ferry(
+        &syncer_gen("guilder", &dir.path().join("mal.yaml"), &[]),
+        &mal_at_ws1,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("you may not register a syncer in workspace root:ws1") && err.contains("403"),
+        "{err}"
+    );
+
+    // The stand-in cluster: kubectl apply -f, as the document does.
+    let guilder = TestHub::start().await;
+    ok(
+        guilder.kubectl(&["apply", "-f", manifest.to_str().unwrap()]),
+        "kubectl apply",
+    );
+    let upstream_text = edge_syncer::mounted_kubeconfig(&guilder, &id, &id).await;
+    let upstream = kube::Config::from_custom_kubeconfig(
+        Kubeconfig::from_yaml(&upstream_text).unwrap(),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        upstream.cluster_url.to_string().ends_with("/clusters/root:ws1"),
+        "{}",
+        upstream.cluster_url
+    );
+
+    // Attacker's side: the token reaches nothing outside ws1...
+    for other in ["root", "root:mal", "*"] {
+        let mut c = upstream.clone();
+        c.cluster_url = format!("{}/clusters/{other}", hub.url()).parse().unwrap();
+        let api: Api<ConfigMap> = Api::all(kube::Client::try_from(c).unwrap());
+        match api.list(&ListParams::default()).await {
+            Err(kube::Error::Api(e)) => assert_eq!(e.code, 403, "{other}: {}", e.message),
+            result => panic!("the token must get 403 in {other}, got {result:?}"),
+        }
+    }
+    // ...and cannot mint tokens or grant itself anything in ws1.
+    let stolen = kube::Client::try_from(upstream.clone()).unwrap();
+    let ns = "/api/v1/namespaces/default";
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let attempts = [
+        (
+            "POST",
+            "a ServiceAccount",
+            format!("{ns}/serviceaccounts"),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "mint"}}),
+        ),
+        (
+            "POST",
+            "a token for its own ServiceAccount",
+            format!("{ns}/serviceaccounts/{id}/token"),
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": []}}),
+        ),
+        (
+            "POST",
+            "a ClusterRoleBinding to cluster-admin",
+            format!("{rbac}/clusterrolebindings"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "mine"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"kind": "ServiceAccount", "name": id, "namespace": "default"}]}),
+        ),
+        (
+            "PATCH",
+            "every verb in its own ClusterRole",
+            format!("{rbac}/clusterroles/{id}"),
+            json!({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        ),
+    ];
+    for (method, what, path, body) in &attempts {
+        let (code, answer) = if *method == "PATCH" {
+            send_typed(&stolen, method, path, "application/merge-patch+json", body).await
+        } else {
+            send(&stolen, method, path, body).await
+        };
+        assert_eq!(code, 403, "the syncer's token made {what}: {answer}");
+    }
+
+    // Positive twin: the syncer, run as its pod would be, syncs what ws1's SyncerConfig selects.
+    let _syncer = run_as_pod(&manifest, &guilder, dir.path()).await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hello", "namespace": "default"}, "data": {"k": "v"}});
+    Api::<ConfigMap>::namespaced(ws1.clone(), "default")
+        .patch("hello", &PatchParams::apply("test"), &Patch::Apply(&cm))
+        .await
+        .unwrap();
+    let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
+        "spec": {"namespaceScope": {"namespaces": ["default"], "resources": [{"group": "", "resource": "configmaps", "apiVersion": "v1"}]}}});
+    apply_the_one(&ws1, &config).await;
+    let landed = Api::<ConfigMap>::namespaced(guilder.client("root").await, "default");
+    eventually(30, "ws1's ConfigMap on guilder", || {
+        let landed = landed.clone();
+        async move { landed.get_opt("hello").await.ok().flatten() }
+    })
+    .await;
+}
+
+/// Users of an earlier release re-running syncer-gen get the new names; the old
+/// identity is removed (its token stops working), so two syncers never serve one
+/// workspace, and the output says how to remove the old one from the cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn re_running_syncer_gen_revokes_an_earlier_releases_syncer() {
+    let hub = TestHub::start().await;
+    let workspaces: Api<DynamicObject> = Api::all_with(hub.client("root").await, &edge_syncer::workspaces());
+    let doc =
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "ws1"}});
+    workspaces
+        .patch("ws1", &PatchParams::apply("test"), &Patch::Apply(&doc))
+        .await
+        .unwrap();
+    let kc = admin_kubeconfig(&hub, "root:ws1", "ws1.kubeconfig");
+    let manifest = hub.data_dir().join("guilder-syncer.yaml");
+    let without_esc = ["--with-default-esc=false"];
+    eventually(20, "syncer-gen in the new workspace", || {
+        let out = run_ferry(&syncer_gen("guilder", &manifest, &without_esc), &kc);
+        async move { out.status.success().then_some(()) }
+    })
+    .await;
+    let id = syncer_id_in(&manifest);
+    let legacy = id.replacen("kubestellar-syncer", "ferry-syncer", 1);
+
+    // What the earlier release left: its ServiceAccount and rights, and a token.
+    let ws1 = hub.client("root:ws1").await;
+    let sas = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(ws1.clone(), "default");
+    sas.patch(&legacy, &PatchParams::apply("test"),
+        &Patch::Apply(&json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": legacy, "namespace": "default"}})))
+        .await
+        .unwrap();
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": legacy},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": legacy, "namespace": "default"}]});
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(ws1.clone())
+        .patch(&legacy, &PatchParams::apply("test"), &Patch::Apply(&binding))
+        .await
+        .unwrap();
+    let request: k8s_openapi::api::authentication::v1::TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": []}})).unwrap();
+    let token = sas
+        .create_token_request(&legacy, &Default::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let old_kc = kubeconfig_at(&hub, "root:ws1", &token, hub.data_dir(), "old.kubeconfig");
+    let old = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(
+            Kubeconfig::read_from(&old_kc).unwrap(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let old_cms = Api::<ConfigMap>::namespaced(old, "default");
+    old_cms
+        .list(&ListParams::default())
+        .await
+        .expect("the earlier syncer's token works before");
+
+    let said = ok(
+        run_ferry(&syncer_gen("guilder", &manifest, &without_esc), &kc),
+        "syncer-gen again",
+    );
+    assert_eq!(syncer_id_in(&manifest), id);
+    assert!(
+        said.contains(&format!("kubectl delete namespace {legacy}")),
+        "{said}"
+    );
+    assert!(
+        sas.get_opt(&legacy).await.unwrap().is_none(),
+        "the earlier ServiceAccount is gone"
+    );
+    match old_cms.list(&ListParams::default()).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 401, "{}", e.message),
+        result => panic!("the earlier syncer's token must stop working, got {result:?}"),
+    }
+}
+
+/// `method path` with a JSON body of `content_type` through `client`.
+async fn send_typed(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &serde_json::Value,
+) -> (u16, String) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap();
+    let resp = client.send(req).await.expect("an answer");
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
+    (code, String::from_utf8_lossy(&bytes).into_owned())
 }

@@ -32,7 +32,8 @@ pub struct SyncerOptions {
     /// Where `/healthz` and `/readyz` (plus `/metrics`) are served; `None` turns it off.
     pub health_address: Option<SocketAddr>,
     /// Whether the downstream `.status` of downsynced objects is written back upstream
-    /// (reported state). On by default; `ferry syncer --return-status=false` turns it off.
+    /// (reported state). On by default; `ferry syncer --return-status=false` turns it off,
+    /// and so does a KubeStellar config's `returnReportedState: false`.
     pub return_status: bool,
     /// How often discovery is re-read while some resource the configs name is not
     /// served (on either side) or a removed resource type still has copies to clean.

@@ -41,6 +41,12 @@ pub struct EdgeSyncConfigSpec {
     /// Denatured (upstream) ↔ natural (downstream) forms of objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conversions: Vec<EdgeSyncConversion>,
+    /// As SyncerConfig's `returnReportedState` (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_reported_state: Option<bool>,
+    /// As SyncerConfig's `propagateDeletion` (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagate_deletion: Option<bool>,
 }
 
 /// Objects of one kind: `name` and `namespace` `*` (or empty `name`) mean all; an empty

@@ -49,6 +49,48 @@ pub struct SyncerConfigSpec {
     /// member matches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upsync: Vec<UpsyncSet>,
+
+    /// Whether the syncer writes the status a downsynced object has in the edge cluster
+    /// back onto the object upstream (its reported state). Default true. Added by
+    /// Ferry: a syncer turns it off when any SyncerConfig or EdgeSyncConfig it reads
+    /// sets it to false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_reported_state: Option<bool>,
+
+    /// Whether deleting an object upstream (or its leaving the selection) deletes its
+    /// copy in the edge cluster. Default true; false leaves the copies in place, still
+    /// the syncer's, and setting it back to true deletes those whose objects are gone.
+    /// Added by Ferry: a syncer turns it off when any SyncerConfig or EdgeSyncConfig it
+    /// reads sets it to false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagate_deletion: Option<bool>,
+}
+
+/// The syncer's behaviour switches, merged over every config it reads: each is on
+/// unless some config turns it off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncSwitches {
+    /// See [`SyncerConfigSpec::return_reported_state`].
+    pub return_reported_state: bool,
+    /// See [`SyncerConfigSpec::propagate_deletion`].
+    pub propagate_deletion: bool,
+}
+
+impl Default for SyncSwitches {
+    fn default() -> Self {
+        SyncSwitches {
+            return_reported_state: true,
+            propagate_deletion: true,
+        }
+    }
+}
+
+impl SyncSwitches {
+    /// Turns off what one config's fields turn off (unset fields leave a switch as is).
+    pub fn merge(&mut self, return_reported_state: Option<bool>, propagate_deletion: Option<bool>) {
+        self.return_reported_state &= return_reported_state.unwrap_or(true);
+        self.propagate_deletion &= propagate_deletion.unwrap_or(true);
+    }
 }
 
 /// Namespace-scoped objects to downsync, as two orthogonal parts: an object is wanted iff

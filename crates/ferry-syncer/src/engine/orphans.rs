@@ -152,6 +152,10 @@ pub async fn run(engine: Arc<Engine>) {
             if still_copied(&engine, side, &ty) {
                 continue;
             }
+            // Downsynced copies stay while the profile's config keeps them.
+            if side == Side::Downstream && !engine.profile.mapping.propagates_deletion() {
+                continue;
+            }
             match clean_type(&engine, side, &ty).await {
                 Ok(n) => deleted += n,
                 Err(e) if e.is_transport() => {

@@ -690,6 +690,10 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             if marks.is_create_only(copy, direction) || is_deleting(copy) {
                 return Ok(());
             }
+            if direction == Direction::Downsync && !profile.mapping.propagates_deletion() {
+                // Kept, and still this syncer's: deletion turned back on removes it.
+                return Ok(());
+            }
             let namespace_copy = direction == Direction::Downsync && flow.dest.id.is_namespaces();
             if let (true, Some(delay)) = (namespace_copy, profile.namespace_clean_delay) {
                 if !engine.namespace_may_go(&key.dest().name, delay, key) {

@@ -194,6 +194,13 @@ pub trait Mapping: Send + Sync {
         true
     }
 
+    /// Whether a downsynced copy whose source is gone (or no longer selected) is
+    /// deleted. Always by default; KubeStellar's SyncerConfig can turn it off
+    /// (`propagateDeletion: false`), leaving such copies in the cluster.
+    fn propagates_deletion(&self) -> bool {
+        true
+    }
+
     /// The Namespace a copy of `source_key` must land in when the profile owns its
     /// destination namespaces (kcp TMC: `kcp-<hash>` carrying the namespace locator),
     /// `dest_namespace` being its name: such a namespace is created like this when

@@ -12,7 +12,7 @@ use kube::runtime::watcher;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-use ferry_api::edge::{EdgeSyncConfig, SyncerConfig};
+use ferry_api::edge::{EdgeSyncConfig, SyncSwitches, SyncerConfig};
 use ferry_api::well_known::conditions::{CONFIG_VALID, SYNCING};
 use serde::de::DeserializeOwned;
 
@@ -223,7 +223,10 @@ fn configs_changed(engine: &Engine, profile: &KubeStellar) {
     let (mut selection, mut errors) = SyncSelection::from_configs(&profile.configs.parsed());
     errors.extend(selection.add_edge_configs(&edge));
     let conversions = Conversions::from_configs(&edge);
-    if profile.set_selection(selection, conversions) {
+    let switches = merged_switches(&profile.configs.parsed(), &edge);
+    // Both, always: `||` would skip the second when the first changed.
+    let changed = profile.set_selection(selection, conversions) | profile.set_switches(switches);
+    if changed {
         for e in &errors {
             tracing::warn!("{e}");
         }
@@ -231,6 +234,18 @@ fn configs_changed(engine: &Engine, profile: &KubeStellar) {
         engine.selection_changed();
     }
     engine.status_now.notify_one();
+}
+
+/// The switches of every config merged: each on unless some config turns it off.
+pub fn merged_switches(configs: &[SyncerConfig], edge: &[EdgeSyncConfig]) -> SyncSwitches {
+    let mut switches = SyncSwitches::default();
+    for c in configs {
+        switches.merge(c.spec.return_reported_state, c.spec.propagate_deletion);
+    }
+    for c in edge {
+        switches.merge(c.spec.return_reported_state, c.spec.propagate_deletion);
+    }
+    switches
 }
 
 /// What the conditions of one SyncerConfig are computed from.
@@ -555,6 +570,33 @@ mod tests {
         );
         assert!(message.contains("widgets"), "{message}");
         assert_eq!(find(&list, SYNCER_READY)["status"], "False");
+    }
+
+    #[test]
+    fn a_switch_is_on_unless_some_config_turns_it_off() {
+        let sc = |spec: Value| -> SyncerConfig {
+            serde_json::from_value(
+                json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig",
+                "metadata": {"name": "c"}, "spec": spec}),
+            )
+            .unwrap()
+        };
+        assert_eq!(merged_switches(&[], &[]), SyncSwitches::default());
+        let quiet = sc(json!({}));
+        let on = sc(json!({"returnReportedState": true, "propagateDeletion": true}));
+        assert_eq!(
+            merged_switches(&[quiet.clone(), on], &[]),
+            SyncSwitches::default()
+        );
+        let off = sc(json!({"returnReportedState": false}));
+        let merged = merged_switches(&[quiet, off], &[]);
+        assert!(!merged.return_reported_state && merged.propagate_deletion);
+        let esc: EdgeSyncConfig =
+            serde_json::from_value(json!({"apiVersion": "edge.kubestellar.io/v2alpha1",
+            "kind": "EdgeSyncConfig", "metadata": {"name": "florin"}, "spec": {"propagateDeletion": false}}))
+            .unwrap();
+        let merged = merged_switches(&[], &[esc]);
+        assert!(merged.return_reported_state && !merged.propagate_deletion);
     }
 
     #[test]

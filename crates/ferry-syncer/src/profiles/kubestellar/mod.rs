@@ -34,7 +34,7 @@ use crate::transform::{allows_overwrite, is_owned_by, mark, release_patch};
 
 use config::ConfigState;
 use denature::Conversions;
-use ferry_api::edge::EdgeSyncConfig;
+use ferry_api::edge::{EdgeSyncConfig, SyncSwitches};
 
 /// Upstream and downstream discovery.
 type BothSides = (Arc<Vec<DiscoveredResource>>, Arc<Vec<DiscoveredResource>>);
@@ -50,6 +50,8 @@ pub struct KubeStellar {
     pub edge_configs: ConfigState<EdgeSyncConfig>,
     selection: RwLock<Arc<SyncSelection>>,
     conversions: RwLock<Arc<Conversions>>,
+    /// Reported-state return and delete propagation, merged over the configs.
+    switches: RwLock<SyncSwitches>,
     /// Both sides' discovery as last resolved (upstream, downstream): where a renamed
     /// kind is served.
     discovery: RwLock<BothSides>,
@@ -80,6 +82,7 @@ impl KubeStellar {
             edge_configs: ConfigState::default(),
             selection: RwLock::new(Arc::new(SyncSelection::default())),
             conversions: RwLock::new(Arc::new(Conversions::default())),
+            switches: RwLock::new(SyncSwitches::default()),
             discovery: RwLock::default(),
             revision: AtomicU64::new(0),
         }
@@ -106,6 +109,23 @@ impl KubeStellar {
         *current_conversions = Arc::new(conversions);
         self.revision.fetch_add(1, Ordering::Relaxed);
         true
+    }
+
+    /// Replaces the merged switches; returns whether they changed (every key is then
+    /// reconciled again, so copies kept while deletion was off go once it is on).
+    pub fn set_switches(&self, switches: SyncSwitches) -> bool {
+        let mut current = self.switches.write();
+        if *current == switches {
+            return false;
+        }
+        *current = switches;
+        self.revision.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// The current merged switches.
+    pub fn switches(&self) -> SyncSwitches {
+        *self.switches.read()
     }
 
     /// The syncer's name.
@@ -169,6 +189,16 @@ impl Mapping for KubeStellar {
 
     fn transform(&self, target: &WatchTarget, source_key: &ObjectRef, _source: &Value, copy: &mut Value) {
         self.conversions.read().transform(target, source_key, copy);
+    }
+
+    /// `returnReportedState` of the configs (merged: off if any turns it off).
+    fn returns_status(&self, _: &WatchTarget, _: bool) -> bool {
+        self.switches().return_reported_state
+    }
+
+    /// `propagateDeletion` of the configs (merged: off if any turns it off).
+    fn propagates_deletion(&self) -> bool {
+        self.switches().propagate_deletion
     }
 }
 

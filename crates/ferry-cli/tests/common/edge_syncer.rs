@@ -1,0 +1,193 @@
+//! Registering KubeStellar syncers as a user does: kubeconfigs at a workspace,
+//! `ferry` runs, the mailbox of a SyncTarget, and a syncer started from an
+//! applied `syncer-gen` manifest exactly as its pod would run it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
+use ferry_hub::testing::{eventually, TestHub};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{json, Value};
+
+/// Writes `dir/file`: a kubeconfig for `hub` at `workspace` authenticating with `token`.
+pub fn kubeconfig_at(hub: &TestHub, workspace: &str, token: &str, dir: &Path, file: &str) -> PathBuf {
+    let path = dir.join(file);
+    let text = kubeconfig(
+        "hub",
+        &format!("{}/clusters/{workspace}", hub.url()),
+        &hub.running.ca_pem,
+        AuthInfo::Token(token.to_string()),
+        "hub",
+        None,
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A kubeconfig for `hub`'s admin at `workspace`, in the hub's data directory.
+pub fn admin_kubeconfig(hub: &TestHub, workspace: &str, file: &str) -> PathBuf {
+    kubeconfig_at(hub, workspace, &hub.running.admin_token, hub.data_dir(), file)
+}
+
+/// `ferry ARGS --kubeconfig KUBECONFIG`.
+pub fn ferry(args: &[&str], kubeconfig: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .unwrap()
+}
+
+/// Its stderr, after asserting it succeeded.
+pub fn ok(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn workspaces() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
+        "workspaces",
+    )
+}
+
+/// The name of SyncTarget `target`'s mailbox workspace (in root), once Ready.
+pub async fn mailbox_of(hub: &TestHub, target: &str) -> String {
+    let workspaces: Api<DynamicObject> = Api::all_with(hub.client("root").await, &workspaces());
+    eventually(20, &format!("{target}'s mailbox workspace"), || {
+        let workspaces = workspaces.clone();
+        async move {
+            workspaces
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find_map(|w| {
+                    let ann = w.metadata.annotations.clone().unwrap_or_default();
+                    (ann.get("edge.kubestellar.io/sync-target-name")
+                        .map(String::as_str)
+                        == Some(target)
+                        && w.data["status"]["phase"] == "Ready")
+                        .then(|| w.metadata.name.clone().unwrap())
+                })
+        }
+    })
+    .await
+}
+
+/// The documents of a multi-document YAML file.
+pub fn manifest_docs(manifest: &Path) -> Vec<Value> {
+    serde_saphyr::from_multiple(&std::fs::read_to_string(manifest).unwrap()).unwrap()
+}
+
+/// The upstream kubeconfig the Secret `ns/name` holds in `cluster` (what the pod mounts).
+pub async fn mounted_kubeconfig(cluster: &TestHub, ns: &str, name: &str) -> String {
+    let secret = Api::<Secret>::namespaced(cluster.client("root").await, ns)
+        .get(name)
+        .await
+        .unwrap();
+    String::from_utf8(secret.data.unwrap()["kubeconfig"].0.clone()).unwrap()
+}
+
+/// A `ferry syncer` process killed when dropped.
+pub struct PodSyncer {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Drop for PodSyncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the syncer of `manifest` (applied to `cluster`) as its pod would: the
+/// Deployment's container args and env, its Secret volume at its mount path (under
+/// `dir` here) read from the cluster, and the in-cluster identity of its
+/// ServiceAccount (a token for it, in place of the pod's projected one).
+pub async fn run_as_pod(manifest: &Path, cluster: &TestHub, dir: &Path) -> PodSyncer {
+    let docs = manifest_docs(manifest);
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    let ns = deployment["metadata"]["namespace"].as_str().unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let mount = &container["volumeMounts"][0];
+    let mount_path = mount["mountPath"].as_str().unwrap();
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    let secret = volume["secret"]["secretName"].as_str().unwrap();
+    let mounted = dir.join(mount_path.trim_start_matches('/'));
+    std::fs::create_dir_all(&mounted).unwrap();
+    std::fs::write(
+        mounted.join("kubeconfig"),
+        mounted_kubeconfig(cluster, ns, secret).await,
+    )
+    .unwrap();
+
+    let sa = pod["serviceAccountName"].as_str().unwrap();
+    let request: k8s_openapi::api::authentication::v1::TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": []}})).unwrap();
+    let token = Api::<ServiceAccount>::namespaced(cluster.client("root").await, ns)
+        .create_token_request(sa, &Default::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let in_cluster = kubeconfig_at(
+        cluster,
+        "root",
+        &token,
+        dir,
+        &format!("{sa}.in-cluster.kubeconfig"),
+    );
+
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let a = a.as_str().unwrap();
+            // Paths under the mount are under `dir` here; the health port is any free one.
+            let a = a.replace(mount_path, &mounted.to_string_lossy());
+            if a.starts_with("--health-address=") {
+                "--health-address=127.0.0.1:0".to_string()
+            } else {
+                a
+            }
+        })
+        .collect();
+    let log = dir.join(format!("{sa}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(&args)
+        .arg("--to-kubeconfig")
+        .arg(&in_cluster)
+        .env("NAMESPACE", ns)
+        .env("HOSTNAME", format!("{sa}-pod"))
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    PodSyncer { child, log }
+}
