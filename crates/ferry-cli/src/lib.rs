@@ -17,6 +17,7 @@ pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
 pub mod kubeconfig_file;
+pub mod kubestellar_cmd;
 pub mod leader_flags;
 pub mod logging;
 pub mod quickstart;
@@ -83,6 +84,12 @@ enum Command {
     /// kcp workload sync: register a SyncTarget and its syncer; cordon, uncordon or drain it.
     #[command(subcommand)]
     Workload(workload_cmd::WorkloadCommand),
+    /// KubeStellar's deployment shape: `init` (root:espw and root:imw1), `remove wmw NAME`.
+    #[command(subcommand)]
+    Kubestellar(kubestellar_cmd::KubestellarCommand),
+    /// Remove what KubeStellar's commands made (`remove wmw NAME`, as `kubectl kubestellar remove wmw`).
+    #[command(subcommand)]
+    Remove(kubestellar_cmd::RemoveCommand),
 }
 
 /// The `ApiResource` of `kind` (`plural`) in `group`/`version`, for `Api<DynamicObject>`.
@@ -179,6 +186,8 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
             Command::Ws(args) => ws_cmd::run(args).await,
             Command::Workload(cmd) => workload_cmd::run(cmd).await,
+            Command::Kubestellar(cmd) => kubestellar_cmd::run(cmd).await,
+            Command::Remove(kubestellar_cmd::RemoveCommand::Wmw(args)) => kubestellar_cmd::remove(args).await,
         }
     })
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod kubectl;
+
 use std::process::Command;
 
 use serde_json::Value;
