@@ -195,7 +195,7 @@ pub async fn ensure_location(
 /// Create workspace `name` under the config's workspace (unless it exists), wait
 /// until it is Ready, and bind (or install) the KubeStellar API in it. Returns its path.
 pub async fn ensure_wmw(config: &kube::Config, name: &str) -> anyhow::Result<String> {
-    let path = ensure_workspace(config, name).await?;
+    let path = ensure_workspace(config, name, "universal").await?;
     let inside = ferry_hub::kubeconfig::at_workspace(config, &path)?;
     ensure_edge_api(&inside).await?;
     Ok(path)
@@ -222,12 +222,17 @@ pub fn workspace_path(config: &kube::Config) -> String {
         .unwrap_or_else(|| "root".to_string())
 }
 
-/// Create workspace `name` under the config's workspace unless it exists,
-/// and wait until it is Ready. Returns its path.
-pub async fn ensure_workspace(config: &kube::Config, name: &str) -> anyhow::Result<String> {
+/// Create workspace `name` of type `workspace_type` (`universal`,
+/// `organization`) under the config's workspace unless it exists, and wait
+/// until it is Ready. Returns its path.
+pub async fn ensure_workspace(
+    config: &kube::Config,
+    name: &str,
+    workspace_type: &str,
+) -> anyhow::Result<String> {
     let workspaces = workspaces_api(config)?;
-    let ws =
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}});
+    let ws = json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name},
+                    "spec": {"type": {"name": workspace_type}}});
     if workspaces.get_opt(name).await?.is_none() {
         let ws: DynamicObject = serde_json::from_value(ws)?;
         match workspaces.create(&Default::default(), &ws).await {

@@ -459,10 +459,11 @@ async fn kubestellar_syncer_document_runs_as_written() {
     .await;
     let listed = k.ok(&["get", "Workspaces"]);
     for ws in ["espw", "imw1"] {
-        assert!(
-            listed.lines().any(|l| l.starts_with(&format!("{ws} "))),
-            "{ws} in:\n{listed}"
-        );
+        let row = listed
+            .lines()
+            .find(|l| l.starts_with(&format!("{ws} ")))
+            .unwrap_or_else(|| panic!("{ws} in:\n{listed}"));
+        assert!(row.contains("organization"), "{row}");
     }
     let columns = k.ok(&[
         "get",

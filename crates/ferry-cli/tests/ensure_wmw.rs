@@ -2,7 +2,9 @@
 //! location`, then `kubectl apply` of the workload and an EdgePlacement in the
 //! WMW — and the hub's placement translator fills the SyncTarget's mailbox.
 
-use std::process::Command;
+mod common;
+
+use common::ferry_with as ferry_output;
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{client_from, eventually, TestHub};
@@ -14,12 +16,7 @@ fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 }
 
 fn ferry(args: &[&str], kubeconfig: &std::path::Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .output()
-        .unwrap();
+    let out = ferry_output(args, kubeconfig);
     assert!(
         out.status.success(),
         "ferry {args:?}: {}",
@@ -133,15 +130,6 @@ async fn ensure_wmw_then_an_edge_placement_fills_the_mailbox() {
         .collect();
     assert_eq!(row.first(), Some(&"edge-placement-c"), "{text}");
     assert_eq!(row.get(1), Some(&"1"), "{text}");
-}
-
-fn ferry_output(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .output()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

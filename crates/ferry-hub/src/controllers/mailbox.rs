@@ -174,7 +174,11 @@ async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
     )
     .await
     {
-        Ok(_) => tracing::debug!(cluster, binding = espw::MAILBOX_BINDING, "created APIBinding"),
+        Ok(_) => tracing::info!(
+            cluster,
+            binding = espw::MAILBOX_BINDING,
+            "created APIBinding in a mailbox workspace"
+        ),
         Err(e) if e.code == 409 => {}
         Err(e) => tracing::warn!(cluster, "binding {} in a mailbox failed: {e}", espw::PATH),
     }
