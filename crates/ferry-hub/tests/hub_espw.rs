@@ -89,30 +89,31 @@ async fn any_owner_binds_the_kubestellar_api_but_reads_no_other_tenants_objects_
     let mal_in_alice = t.client_as("mal", "root:alice").await;
     let (code, _) = call(&mal_in_alice, "GET", PLACEMENTS, None).await;
     assert_eq!(code, 403, "mal reads alice's placements in her workspace");
-    let (code, _) = call(
-        &mal_in_espw,
-        "DELETE",
-        "/apis/apis.kcp.io/v1alpha1/apiexports/edge.kubestellar.io",
-        None,
-    )
-    .await;
-    assert_eq!(code, 403, "mal deletes the ESPW's export");
-    let (code, _) = call(
-        &mal_in_espw,
-        "GET",
-        "/apis/apis.kcp.io/v1alpha1/apiexports/other",
-        None,
-    )
-    .await;
-    assert_eq!(code, 403, "the grant names only the KubeStellar export");
-    let (code, _) = call(
-        &mal_in_espw,
-        "GET",
-        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-        None,
-    )
-    .await;
-    assert_eq!(code, 403, "mal lists the ESPW's RBAC");
+    for (method, path, what) in [
+        (
+            "DELETE",
+            "/apis/apis.kcp.io/v1alpha1/apiexports/edge.kubestellar.io",
+            "deletes the ESPW's export",
+        ),
+        (
+            "GET",
+            "/apis/apis.kcp.io/v1alpha1/apiexports/other",
+            "reads another export (the grant names one)",
+        ),
+        (
+            "GET",
+            "/apis/apis.kcp.io/v1alpha1/apiresourceschemas",
+            "lists the ESPW's schemas",
+        ),
+        (
+            "GET",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            "lists the ESPW's RBAC",
+        ),
+    ] {
+        let (code, _) = call(&mal_in_espw, method, path, None).await;
+        assert_eq!(code, 403, "mal {what}");
+    }
     // And alice's placement is untouched by all of it.
     let (code, _) = call(&alice, "GET", &format!("{PLACEMENTS}/alices-plan"), None).await;
     assert_eq!(code, 200);
