@@ -72,6 +72,12 @@ enum Command {
     /// Create or update inventory objects.
     #[command(subcommand)]
     Ensure(ensure_cmd::EnsureCommand),
+    /// KubeStellar's deployment shape: `init` (root:espw and root:imw1), `remove wmw NAME`.
+    #[command(subcommand)]
+    Kubestellar(kubestellar_cmd::KubestellarCommand),
+    /// Remove what KubeStellar's commands made (`remove wmw NAME`, as `kubectl kubestellar remove wmw`).
+    #[command(subcommand)]
+    Remove(kubestellar_cmd::RemoveCommand),
     /// Measure the hub or the syncer.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
@@ -84,12 +90,6 @@ enum Command {
     /// kcp workload sync: register a SyncTarget and its syncer; cordon, uncordon or drain it.
     #[command(subcommand)]
     Workload(workload_cmd::WorkloadCommand),
-    /// KubeStellar's deployment shape: `init` (root:espw and root:imw1), `remove wmw NAME`.
-    #[command(subcommand)]
-    Kubestellar(kubestellar_cmd::KubestellarCommand),
-    /// Remove what KubeStellar's commands made (`remove wmw NAME`, as `kubectl kubestellar remove wmw`).
-    #[command(subcommand)]
-    Remove(kubestellar_cmd::RemoveCommand),
 }
 
 /// The `ApiResource` of `kind` (`plural`) in `group`/`version`, for `Api<DynamicObject>`.
@@ -183,11 +183,11 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
             Command::Quickstart(args) => quickstart::run(args).await,
             Command::Bind(cmd) => bind_cmd::run(cmd).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
+            Command::Kubestellar(cmd) => kubestellar_cmd::run(cmd).await,
+            Command::Remove(kubestellar_cmd::RemoveCommand::Wmw(args)) => kubestellar_cmd::remove(args).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
             Command::Ws(args) => ws_cmd::run(args).await,
             Command::Workload(cmd) => workload_cmd::run(cmd).await,
-            Command::Kubestellar(cmd) => kubestellar_cmd::run(cmd).await,
-            Command::Remove(kubestellar_cmd::RemoveCommand::Wmw(args)) => kubestellar_cmd::remove(args).await,
         }
     })
 }

@@ -2,11 +2,9 @@
 //! with kubectl to a stand-in cluster, a syncer started from the applied
 //! Secret's kubeconfig; and the token it minted is confined to that mailbox.
 
+use std::process::Command;
 use std::time::Duration;
 
-mod common;
-
-use common::ferry_with as ferry;
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -28,6 +26,15 @@ fn write_kubeconfig(hub: &TestHub, workspace: &str, file: &str) -> std::path::Pa
     );
     std::fs::write(&path, text).unwrap();
     path
+}
+
+fn ferry(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .unwrap()
 }
 
 /// What registering `florin` left: its mailbox, the manifest, the stand-in
