@@ -228,9 +228,19 @@ async fn create_and_wait(client: &kube::Client, binding: Value, timeout: Duratio
         .await
         .with_context(|| format!("failed to create APIBinding {name:?}"))?;
     println!("apibinding {name} created. Waiting to successfully bind ...");
+    wait_bound(client, &name, timeout).await?;
+    println!("{name} created and bound.");
+    Ok(())
+}
+
+/// Waits until the APIBinding `name` is Bound and what it binds is served;
+/// fails after `timeout` with the conditions that say why not.
+pub async fn wait_bound(client: &kube::Client, name: &str, timeout: Duration) -> anyhow::Result<()> {
+    let bindings: Api<DynamicObject> =
+        Api::all_with(client.clone(), &kcp_resource("APIBinding", "apibindings"));
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let current = bindings.get(&name).await?;
+        let current = bindings.get(name).await?;
         if current.data.pointer("/status/phase").and_then(Value::as_str) == Some("Bound") {
             break;
         }
@@ -258,7 +268,7 @@ async fn create_and_wait(client: &kube::Client, binding: Value, timeout: Duratio
     }
     // The workspace serves what the binding bound a moment after it reports
     // Bound; wait for that too, so the next command finds the resources.
-    let bound = bindings.get(&name).await?;
+    let bound = bindings.get(name).await?;
     let groups: Vec<String> = bound
         .data
         .pointer("/status/boundResources")
@@ -281,7 +291,6 @@ async fn create_and_wait(client: &kube::Client, binding: Value, timeout: Duratio
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    println!("{name} created and bound.");
     Ok(())
 }
 

@@ -17,6 +17,7 @@ pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
 pub mod kubeconfig_file;
+pub mod kubestellar_cmd;
 pub mod leader_flags;
 pub mod logging;
 pub mod quickstart;
@@ -72,6 +73,12 @@ enum Command {
     /// Create or update inventory objects.
     #[command(subcommand)]
     Ensure(ensure_cmd::EnsureCommand),
+    /// KubeStellar's deployment shape: `init` (root:espw and root:imw1), `remove wmw NAME`.
+    #[command(subcommand)]
+    Kubestellar(kubestellar_cmd::KubestellarCommand),
+    /// Remove what KubeStellar's commands made (`remove wmw NAME`, as `kubectl kubestellar remove wmw`).
+    #[command(subcommand)]
+    Remove(kubestellar_cmd::RemoveCommand),
     /// Measure the hub or the syncer.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
@@ -249,6 +256,8 @@ fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
             Command::Quickstart(args) => quickstart::run(args).await,
             Command::Bind(cmd) => bind_cmd::run(cmd).await,
             Command::Ensure(cmd) => ensure_cmd::run(cmd).await,
+            Command::Kubestellar(cmd) => kubestellar_cmd::run(cmd).await,
+            Command::Remove(kubestellar_cmd::RemoveCommand::Wmw(args)) => kubestellar_cmd::remove(args).await,
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
             Command::Ws(args) => ws_cmd::run(args).await,
             Command::Workload(cmd) => workload_cmd::run(cmd).await,

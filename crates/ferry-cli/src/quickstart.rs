@@ -398,17 +398,19 @@ async fn quickstart(
     let hub = start(opts).await.context("starting the hub")?;
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
 
-    pb.set_message("creating the inventory workspace root:imw1");
-    let imw = apply_object(
-        &root,
-        &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}}),
+    pb.set_message("kubestellar init: root:espw and the inventory workspace root:imw1");
+    let init = crate::kubestellar_cmd::init(&admin_config(&hub, "root").await?).await?;
+    let imw = Api::<DynamicObject>::all_with(
+        root.clone(),
+        &crate::ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
     )
+    .get(ferry_api::edge::espw::DEFAULT_IMW)
     .await?;
     let imw_cluster = imw.data["spec"]["cluster"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    let imw_client = kube::Client::try_from(admin_config(&hub, "root:imw1").await?)?;
+    let imw_config = admin_config(&hub, &init.imw).await?;
 
     pb.set_message(format!("creating the workload management workspace root:{WMW}"));
     crate::ensure_cmd::ensure_wmw(&admin_config(&hub, "root").await?, WMW).await?;
@@ -420,7 +422,7 @@ async fn quickstart(
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let target = crate::ensure_cmd::ensure_location(&imw_client, name, &labels).await?;
+        let target = crate::ensure_cmd::ensure_location(&imw_config, name, &labels).await?;
         let uid = target.metadata.uid.clone().unwrap_or_default();
         let mailbox = ferry_hub::controllers::mailbox::mailbox_name(&imw_cluster, &uid);
         pb.set_message(format!("{name}: waiting for the mailbox workspace {mailbox}"));

@@ -2,7 +2,9 @@
 //! location`, then `kubectl apply` of the workload and an EdgePlacement in the
 //! WMW — and the hub's placement translator fills the SyncTarget's mailbox.
 
-use std::process::Command;
+mod common;
+
+use common::ferry_with as ferry_output;
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{client_from, eventually, TestHub};
@@ -14,12 +16,7 @@ fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
 }
 
 fn ferry(args: &[&str], kubeconfig: &std::path::Path) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .output()
-        .unwrap();
+    let out = ferry_output(args, kubeconfig);
     assert!(
         out.status.success(),
         "ferry {args:?}: {}",
@@ -133,4 +130,99 @@ async fn ensure_wmw_then_an_edge_placement_fills_the_mailbox() {
         .collect();
     assert_eq!(row.first(), Some(&"edge-placement-c"), "{text}");
     assert_eq!(row.get(1), Some(&"1"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wmw_made_before_kubestellar_init_moves_to_bind_espw_keeping_its_placements() {
+    let hub = TestHub::start().await;
+    // Before the ESPW exists: the CRDs, installed directly (an older Ferry's shape).
+    ferry(&["ensure", "wmw", "example-wmw"], hub.kubeconfig());
+    let server = format!("{}/clusters/root:example-wmw", hub.url());
+    let out = hub.kubectl_stdin(&["--server", &server, "apply", "-f", "-"], Some(WORKLOAD));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let wmw = client_from(hub.kubeconfig(), Some("root:example-wmw")).await;
+    let placements = Api::<DynamicObject>::all_with(
+        wmw.clone(),
+        &ar(
+            "edge.kubestellar.io",
+            "v2alpha1",
+            "EdgePlacement",
+            "edgeplacements",
+        ),
+    );
+    let before = placements.get("edge-placement-c").await.unwrap();
+
+    ferry(&["kubestellar", "init"], hub.kubeconfig());
+    ferry(&["ensure", "wmw", "example-wmw"], hub.kubeconfig());
+
+    let bindings = Api::<DynamicObject>::all_with(
+        wmw.clone(),
+        &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
+    );
+    let binding = bindings.get("bind-espw").await.unwrap();
+    assert_eq!(binding.data["status"]["phase"], "Bound");
+    assert_eq!(
+        binding.data["spec"]["reference"]["export"],
+        serde_json::json!({"path": "root:espw", "name": "edge.kubestellar.io"})
+    );
+    let crds = Api::<DynamicObject>::all_with(
+        wmw,
+        &ar(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+    );
+    assert!(
+        crds.get_opt("edgeplacements.edge.kubestellar.io")
+            .await
+            .unwrap()
+            .is_none(),
+        "the binding took the CRD's place"
+    );
+    let after = placements.get("edge-placement-c").await.unwrap();
+    assert_eq!(after.metadata.uid, before.metadata.uid, "the same EdgePlacement");
+    assert_eq!(after.data["spec"], before.data["spec"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn remove_wmw_deletes_the_workspace_and_refuses_kubestellars_own() {
+    let hub = TestHub::start().await;
+    ferry(&["kubestellar", "init"], hub.kubeconfig());
+    ferry(&["ensure", "wmw", "example-wmw"], hub.kubeconfig());
+    let root = client_from(hub.kubeconfig(), None).await;
+    let workspaces =
+        Api::<DynamicObject>::all_with(root, &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"));
+    assert!(workspaces.get_opt("example-wmw").await.unwrap().is_some());
+
+    let out = ferry_output(&["kubestellar", "remove", "wmw", "example-wmw"], hub.kubeconfig());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("root:example-wmw removed"));
+    eventually(20, "the WMW to be gone", || {
+        let workspaces = workspaces.clone();
+        async move {
+            workspaces
+                .get_opt("example-wmw")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    // Again (as KubeStellar's teardown may run twice), and as `kubectl ferry remove wmw`.
+    let out = ferry_output(&["remove", "wmw", "example-wmw"], hub.kubeconfig());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("does not exist"));
+
+    // The ESPW is not a WMW.
+    let out = ferry_output(&["kubestellar", "remove", "wmw", "espw"], hub.kubeconfig());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("root:espw") && err.contains("not a workload management workspace"),
+        "{err}"
+    );
+    assert!(workspaces.get_opt("espw").await.unwrap().is_some());
 }

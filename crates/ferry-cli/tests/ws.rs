@@ -3,75 +3,16 @@
 //! writes, relative and absolute names, `..`, `-`, `tree`, and bad input
 //! that leaves the kubeconfig as it was.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::kubectl::{admin_copy, Kubectl};
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::TestHub;
 use serde_json::Value;
-
-/// kubectl with `kubectl-ferry` on PATH and KUBECONFIG set.
-struct Kubectl {
-    kubeconfig: OsString,
-    path: OsString,
-    home: PathBuf,
-}
-
-impl Kubectl {
-    fn new(kubeconfig: impl Into<OsString>, home: &Path) -> Kubectl {
-        let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry")).parent().unwrap();
-        let mut dirs = vec![plugin_dir.to_path_buf()];
-        dirs.extend(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        ));
-        Kubectl {
-            kubeconfig: kubeconfig.into(),
-            path: std::env::join_paths(dirs).unwrap(),
-            home: home.to_path_buf(),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("PATH", &self.path)
-            .env("HOME", &self.home)
-            .env("RUST_BACKTRACE", "0")
-            .output()
-            .expect("kubectl runs")
-    }
-
-    /// Run; it must succeed; its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// Run; it must fail without touching `file`; its stderr.
-    fn fails(&self, args: &[&str], file: &Path) -> String {
-        let before = std::fs::read(file).unwrap();
-        let out = self.run(args);
-        assert!(
-            !out.status.success(),
-            "kubectl {args:?} succeeded: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        assert_eq!(
-            std::fs::read(file).unwrap(),
-            before,
-            "kubectl {args:?} changed the kubeconfig"
-        );
-        String::from_utf8(out.stderr).unwrap()
-    }
-}
 
 /// The kubeconfig file as JSON.
 fn read(file: &Path) -> Value {
@@ -94,13 +35,6 @@ fn current_server(file: &Path) -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-/// A copy of the hub's admin kubeconfig (at root) to edit.
-fn admin_copy(hub: &TestHub, dir: &Path) -> PathBuf {
-    let file = dir.join("admin.kubeconfig");
-    std::fs::copy(hub.kubeconfig(), &file).unwrap();
-    file
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,6 +5,7 @@
 mod customizer;
 mod edge_placement;
 mod edge_sync_config;
+pub mod espw;
 mod location;
 mod placement_summary;
 mod single_placement_slice;

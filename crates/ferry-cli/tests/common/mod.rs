@@ -3,9 +3,21 @@
 
 #![allow(dead_code)]
 
+pub mod kubectl;
+
 use std::process::Command;
 
 use serde_json::Value;
+
+/// Runs `ferry ARGS --kubeconfig KUBECONFIG`; what it printed and how it ended.
+pub fn ferry_with(args: &[&str], kubeconfig: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .expect("ferry runs")
+}
 
 /// Runs `ferry bench ARGS --json` and returns its JSON.
 pub fn run_bench(args: &[&str]) -> Value {

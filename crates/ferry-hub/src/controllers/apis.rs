@@ -25,11 +25,12 @@ use serde_json::{json, Value};
 
 use super::follow::Follower;
 use crate::apis::{self, condition, merge_conditions, Claim, ExportKey};
-use crate::hub::Hub;
+use crate::hub::{Hub, CRDS};
 use crate::json;
 use crate::service::{self, Request};
-use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
+use crate::storage::{ClusterScope, EventType, Expect, ObjectKey, WatchEvent};
 use crate::strategy::apis::{claims_of, export_cluster, export_key};
+use ferry_api::edge::espw;
 
 const MANAGER: &str = "apis-controller";
 
@@ -289,8 +290,67 @@ async fn reconcile_binding(hub: &Arc<Hub>, key: &ObjectKey) {
     if binding.pointer("/metadata/deletionTimestamp").is_some() {
         return;
     }
+    adopt_kubestellar_crds(hub, key, &binding).await;
     let status = binding_status(hub, key, &binding);
     write_status(hub, key, "apibindings", binding, status).await;
+}
+
+/// Migration to KubeStellar's deployment shape: a workspace that an older
+/// Ferry gave the KubeStellar API as CRDs (`ferry ensure wmw`, `ferry ensure
+/// location`, the mailbox controller) and that now binds the ESPW's export
+/// hands those resources to the binding. The CRDs go without their clean-up,
+/// so their objects stay: the same group, version and resource, served
+/// through the binding from then on. Only for the ESPW's export and the
+/// resources it exports; a CRD its owner is deleting is left to finish.
+async fn adopt_kubestellar_crds(hub: &Arc<Hub>, key: &ObjectKey, binding: &Value) {
+    if json::str_at(binding, "/spec/reference/export/name") != espw::EXPORT {
+        return;
+    }
+    let path = json::str_at(binding, "/spec/reference/export/path");
+    let (Some(espw_lc), Some(here)) = (
+        hub.workspaces.resolve(espw::PATH),
+        hub.workspaces.by_name(&key.cluster),
+    ) else {
+        return;
+    };
+    if export_cluster(hub, &here, path).map(|lc| lc.name) != Some(espw_lc.name) {
+        return;
+    }
+    let (crds, _) = hub
+        .store
+        .list(&ClusterScope::One(key.cluster.clone()), CRDS, None, None);
+    let mut adopted = false;
+    for (crd_key, crd) in crds {
+        let crd = crd.value();
+        let (group, plural) = (
+            json::str_at(&crd, "/spec/group"),
+            json::str_at(&crd, "/spec/names/plural"),
+        );
+        if !espw::exports(group, plural) || crd.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        match hub.store.delete(crd_key.clone(), Expect::Exists) {
+            Ok(committed) => {
+                if let Err(e) = committed.durable().await {
+                    tracing::warn!(cluster = %key.cluster, crd = %crd_key.name, "handing a CRD to APIBinding {}: {e}", key.name);
+                    continue;
+                }
+                adopted = true;
+                tracing::info!(
+                    cluster = %key.cluster,
+                    crd = %crd_key.name,
+                    binding = %key.name,
+                    "the CRD's resource is now served through the APIBinding; its objects are kept"
+                );
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %key.cluster, crd = %crd_key.name, "handing a CRD to APIBinding {}: {e}", key.name)
+            }
+        }
+    }
+    if adopted {
+        hub.refresh_crds(&key.cluster);
+    }
 }
 
 /// The status `binding` (stored at `key`) should have now.

@@ -2,17 +2,22 @@
 //! keeps them. A SyncTarget with uid U in the inventory workspace whose
 //! logical cluster is C gets the workspace `root:C-mb-U` (a child of root, as
 //! in the KubeStellar walkthrough), annotated with
-//! the SyncTarget's name and with the `edge.kubestellar.io` API installed.
+//! the SyncTarget's name and with the `edge.kubestellar.io` API: bound from
+//! the ESPW as the APIBinding `bind-edge` once `root:espw` exports it
+//! (`kubectl ferry kubestellar init`), installed as CRDs before that (and
+//! handed to the binding when it comes: `controllers::apis`).
 //! Deleting the SyncTarget deletes its mailbox workspace.
 
 use std::sync::Arc;
 
+use ferry_api::edge::espw;
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use serde_json::{json, Value};
 
 use futures::future::BoxFuture;
 
 use super::follow::Follower;
+use crate::apis;
 use crate::hub::Hub;
 use crate::service::{self, create_internal, DeleteOptions, Request};
 use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
@@ -36,7 +41,7 @@ pub struct Mailboxes;
 
 impl Follower for Mailboxes {
     fn follows(&self, storage_key: &str) -> bool {
-        storage_key == SYNC_TARGETS
+        storage_key == SYNC_TARGETS || storage_key == apis::EXPORTS
     }
 
     fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
@@ -45,6 +50,13 @@ impl Follower for Mailboxes {
 
     fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            if event.key.resource == apis::EXPORTS {
+                // The ESPW's export appearing moves every mailbox to it.
+                if event.key.name == espw::EXPORT && espw_export(hub).is_some() {
+                    resync(hub).await;
+                }
+                return;
+            }
             let target = event.object.value();
             match event.kind {
                 EventType::Deleted => remove_mailbox(hub, &event.key.cluster, &target).await,
@@ -137,8 +149,43 @@ async fn ensure_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value)
     install_edge_api(hub, &cluster).await;
 }
 
-/// The `edge.kubestellar.io` API (and Ferry's other APIs) inside a mailbox.
+/// The logical cluster of `root:espw` when it holds the export of the
+/// KubeStellar API.
+fn espw_export(hub: &Hub) -> Option<String> {
+    let lc = hub.workspaces.resolve(espw::PATH)?;
+    hub.store
+        .get(&apis::key(&lc.name, apis::EXPORTS, espw::EXPORT))
+        .map(|_| lc.name)
+}
+
+/// The `edge.kubestellar.io` API inside a mailbox: the ESPW's export bound as
+/// `bind-edge` when there is one, else Ferry's CRDs.
 async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
+    if espw_export(hub).is_none() {
+        install_crds(hub, cluster).await;
+        return;
+    }
+    match create_internal(
+        hub,
+        cluster,
+        (apis::GROUP, apis::VERSION, "apibindings"),
+        None,
+        espw::binding(espw::MAILBOX_BINDING),
+    )
+    .await
+    {
+        Ok(_) => tracing::info!(
+            cluster,
+            binding = espw::MAILBOX_BINDING,
+            "created APIBinding in a mailbox workspace"
+        ),
+        Err(e) if e.code == 409 => {}
+        Err(e) => tracing::warn!(cluster, "binding {} in a mailbox failed: {e}", espw::PATH),
+    }
+}
+
+/// Ferry's CRDs inside a mailbox, for a hub without the ESPW.
+async fn install_crds(hub: &Arc<Hub>, cluster: &str) {
     for crd in ferry_api::all_crds() {
         let Ok(value) = serde_json::to_value(&crd) else {
             continue;
@@ -154,7 +201,11 @@ async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
         {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
-            Err(e) => tracing::warn!(cluster, crd = ?crd.metadata.name, "installing CRD failed: {e}"),
+            Err(e) => tracing::warn!(
+                cluster,
+                crd = crd.metadata.name.as_deref().unwrap_or_default(),
+                "installing CRD failed: {e}"
+            ),
         }
     }
 }

@@ -204,3 +204,67 @@ pub fn condition(p: &DynamicObject, type_: &str) -> (String, String) {
         c["message"].as_str().unwrap_or_default().to_string(),
     )
 }
+
+/// `kubectl ferry kubestellar init`'s ESPW, as admin: `root:espw` holding
+/// the KubeStellar API's schemas, the APIExport `edge.kubestellar.io` and
+/// the grant letting every authenticated user bind it. Returns the ESPW's
+/// logical cluster.
+pub async fn kubestellar_init(hub: &TestHub) -> String {
+    let root = client(hub, "root").await;
+    let ws = apply(
+        &root,
+        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ferry_api::edge::espw::WORKSPACE}}),
+    )
+    .await;
+    let espw = client(hub, ferry_api::edge::espw::PATH).await;
+    eventually(10, "root:espw to serve", || {
+        let espw = espw.clone();
+        async move {
+            kube::discovery::pinned_kind(
+                &espw,
+                &GroupVersionKind::gvk("apis.kcp.io", "v1alpha1", "APIExport"),
+            )
+            .await
+            .ok()
+        }
+    })
+    .await;
+    for obj in ferry_api::edge::espw::objects() {
+        apply(&espw, obj).await;
+    }
+    ws.data["spec"]["cluster"].as_str().unwrap().to_string()
+}
+
+/// The APIBinding `name` of the ESPW's export in `c`'s workspace, once Bound
+/// and EdgePlacements are served there.
+pub async fn bind_espw(c: &kube::Client, name: &str) {
+    let bindings = api(
+        c,
+        &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
+        None,
+    );
+    let binding: DynamicObject = serde_json::from_value(ferry_api::edge::espw::binding(name)).unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap_or_else(|e| panic!("binding root:espw as {name}: {e}"));
+    eventually(15, "the binding to be Bound", || {
+        let bindings = bindings.clone();
+        async move {
+            let b = bindings.get(name).await.ok()?;
+            (b.data["status"]["phase"] == "Bound").then_some(())
+        }
+    })
+    .await;
+    served(c, "EdgePlacement", "edgeplacements").await;
+}
+
+/// Waits until `c`'s workspace serves the edge kind `kind` (`plural`).
+pub async fn served(c: &kube::Client, kind: &str, plural: &str) {
+    let a = api(c, &edge(kind, plural), None);
+    eventually(15, &format!("{plural} to be served"), || {
+        let a = a.clone();
+        async move { a.list(&ListParams::default()).await.ok().map(|_| ()) }
+    })
+    .await;
+}

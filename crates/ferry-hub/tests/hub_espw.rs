@@ -1,0 +1,206 @@
+//! KubeStellar's edge service provider workspace on the hub: `root:espw`
+//! exports the KubeStellar API as `edge.kubestellar.io`; any workspace owner
+//! binds it, nobody but the ESPW's owner reads tenants' objects through the
+//! export; mailboxes bind it as `bind-edge`, and a mailbox or inventory that
+//! had the CRDs installed directly keeps its objects when it moves to the
+//! binding.
+
+mod common;
+
+use common::edge::{api, apply, bind_espw, edge, kubestellar_init, location};
+use common::tenants::Tenants;
+use common::{call, client, eventually};
+use ferry_hub::testing::TestHub;
+use kube::api::ListParams;
+use serde_json::json;
+
+const PLACEMENTS: &str = "/apis/edge.kubestellar.io/v2alpha1/edgeplacements";
+
+/// A client of the ESPW export's virtual workspace, for workspace `cluster`
+/// (`*` for all), with bearer token `token`.
+async fn through_export(hub: &TestHub, cluster: &str, token: &str) -> kube::Client {
+    let mut config = hub.config("root").await;
+    config.cluster_url = format!(
+        "{}/services/apiexport/root:espw/edge.kubestellar.io/clusters/{cluster}",
+        hub.url()
+    )
+    .parse()
+    .unwrap();
+    config.auth_info.token = Some(token.to_string().into());
+    config.default_retry = false;
+    kube::Client::try_from(config).unwrap()
+}
+
+fn placement(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+           "metadata": {"name": name}, "spec": {"locationSelectors": [{"matchLabels": {"env": "prod"}}]}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn any_owner_binds_the_kubestellar_api_but_reads_no_other_tenants_objects_through_it() {
+    let t = Tenants::start().await;
+    kubestellar_init(&t.hub).await;
+    t.workspace("alice", Some("alice")).await;
+    t.workspace("mal", Some("mal")).await;
+    let alice = t.client_as("alice", "root:alice").await;
+    let mal = t.client_as("mal", "root:mal").await;
+
+    // Positive: each owner binds the ESPW's export in its own workspace and
+    // uses the API there; reading the export itself is part of the grant.
+    bind_espw(&alice, "bind-espw").await;
+    bind_espw(&mal, "bind-espw").await;
+    let (code, out) = call(&alice, "POST", PLACEMENTS, Some(&placement("alices-plan"))).await;
+    assert_eq!(code, 201, "{out}");
+    let (code, out) = call(&mal, "POST", PLACEMENTS, Some(&placement("mals-plan"))).await;
+    assert_eq!(code, 201, "{out}");
+    let mal_in_espw = t.client_as("mal", "root:espw").await;
+    let (code, out) = call(
+        &mal_in_espw,
+        "GET",
+        "/apis/apis.kcp.io/v1alpha1/apiexports/edge.kubestellar.io",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+
+    // The ESPW's owner sees every bound workspace through the export.
+    let admin = through_export(&t.hub, "*", &t.hub.running.admin_token).await;
+    let (code, out) = call(&admin, "GET", PLACEMENTS, None).await;
+    assert_eq!(code, 200, "{out}");
+    let names: Vec<&str> = out["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"alices-plan") && names.contains(&"mals-plan"),
+        "{out}"
+    );
+
+    // Attacker: mal's grant is bind (and get) on the export, nothing more —
+    // not the export's content, not alice's workspace, not the ESPW's objects.
+    for cluster in ["*", "root:alice", "root:mal"] {
+        let c = through_export(&t.hub, cluster, "mal-token").await;
+        let (code, out) = call(&c, "GET", PLACEMENTS, None).await;
+        assert_eq!(code, 403, "mal reads {cluster} through the export: {out}");
+        assert!(!out.to_string().contains("alices-plan"));
+    }
+    let mal_in_alice = t.client_as("mal", "root:alice").await;
+    let (code, _) = call(&mal_in_alice, "GET", PLACEMENTS, None).await;
+    assert_eq!(code, 403, "mal reads alice's placements in her workspace");
+    for (method, path, what) in [
+        (
+            "DELETE",
+            "/apis/apis.kcp.io/v1alpha1/apiexports/edge.kubestellar.io",
+            "deletes the ESPW's export",
+        ),
+        (
+            "GET",
+            "/apis/apis.kcp.io/v1alpha1/apiexports/other",
+            "reads another export (the grant names one)",
+        ),
+        (
+            "GET",
+            "/apis/apis.kcp.io/v1alpha1/apiresourceschemas",
+            "lists the ESPW's schemas",
+        ),
+        (
+            "GET",
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            "lists the ESPW's RBAC",
+        ),
+    ] {
+        let (code, _) = call(&mal_in_espw, method, path, None).await;
+        assert_eq!(code, 403, "mal {what}");
+    }
+    // And alice's placement is untouched by all of it.
+    let (code, _) = call(&alice, "GET", &format!("{PLACEMENTS}/alices-plan"), None).await;
+    assert_eq!(code, 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mailbox_and_an_inventory_with_the_crds_move_to_the_binding_keeping_their_objects() {
+    let hub = TestHub::start().await;
+    // An older hub's shape: the CRDs installed directly in root:imw1 and in
+    // the mailbox the controller made for florin.
+    let imw_cluster = common::edge::workspace(&hub, "imw1").await;
+    let mailbox = location(&hub, &imw_cluster, "florin", json!({"env": "prod"})).await;
+    let mb = client(&hub, &mailbox).await;
+    let imw = client(&hub, "root:imw1").await;
+    let kept = apply(
+        &mb,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig",
+               "metadata": {"name": "kept"}, "spec": {"namespaceScope": {"namespaces": ["default"]}}}),
+    )
+    .await;
+    let target_uid = api(&imw, &edge("SyncTarget", "synctargets"), None)
+        .get("florin")
+        .await
+        .unwrap()
+        .metadata
+        .uid;
+
+    kubestellar_init(&hub).await;
+
+    // The mailbox controller binds the mailbox as bind-edge; the binding
+    // takes the CRDs' place and the SyncerConfig is still there, the same object.
+    let bindings = api(
+        &mb,
+        &common::edge::ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
+        None,
+    );
+    eventually(20, "bind-edge Bound in the mailbox", || {
+        let bindings = bindings.clone();
+        async move {
+            let b = bindings.get("bind-edge").await.ok()?;
+            (b.data["status"]["phase"] == "Bound").then_some(())
+        }
+    })
+    .await;
+    common::edge::served(&mb, "SyncerConfig", "syncerconfigs").await;
+    let crds = call(
+        &mb,
+        "GET",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/syncerconfigs.edge.kubestellar.io",
+        None,
+    )
+    .await;
+    assert_eq!(crds.0, 404, "the CRD went: {}", crds.1);
+    let configs = api(&mb, &edge("SyncerConfig", "syncerconfigs"), None);
+    let still = configs.get("kept").await.unwrap();
+    assert_eq!(still.metadata.uid, kept.metadata.uid);
+    assert_eq!(still.data["spec"], kept.data["spec"]);
+
+    // The inventory binds too (what `ferry ensure location` now does): its
+    // SyncTarget is the same object, so its mailbox stays the same.
+    bind_espw(&imw, "bind-espw").await;
+    let target = api(&imw, &edge("SyncTarget", "synctargets"), None)
+        .get("florin")
+        .await
+        .unwrap();
+    assert_eq!(target.metadata.uid, target_uid);
+    let (code, out) = call(
+        &mb,
+        "GET",
+        "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/kept",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(
+        configs.list(&ListParams::default()).await.unwrap().items.len(),
+        1,
+        "nothing new, nothing lost"
+    );
+    // A new SyncTarget's mailbox is born bound.
+    let second = location(&hub, &imw_cluster, "guilder", json!({"env": "prod"})).await;
+    let (code, out) = call(
+        &client(&hub, &second).await,
+        "GET",
+        "/apis/apis.kcp.io/v1alpha1/apibindings/bind-edge",
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{out}");
+}
