@@ -2447,6 +2447,20 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
         Some("databases"),
         "a copy names the PublishedResource that made it"
     );
+    // Another workspace's object of the same name: its copy moves on its own, never
+    // taking or removing c1's.
+    stage.bind(&stage.c2).await;
+    let other = stage.c2.create(&remote_databases(), database("my-db")).await;
+    let other_cluster = cluster_of(&other);
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&other_cluster),
+        &old_name,
+        "c2's copy",
+        |_| true,
+    )
+    .await;
 
     // PublishedResources are immutable: new naming means delete and create.
     stage
@@ -2525,6 +2539,29 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
         .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(left, ["db-my-db"], "no copy is left under the old name");
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&other_cluster),
+        "db-my-db",
+        "c2's copy under the new name",
+        |o| label(o, SYNCAGENT_REMOTE_CLUSTER_LABEL) == Some(other_cluster.as_str()),
+    )
+    .await;
+    wait_gone(
+        &stage.service,
+        &local_databases(),
+        Some(&other_cluster),
+        &old_name,
+        "c2's copy under the old name",
+    )
+    .await;
+    let c1_copy = stage
+        .service
+        .get(&local_databases(), Some(&cluster), "db-my-db")
+        .await
+        .unwrap();
+    assert_eq!(c1_copy["spec"]["size"], 7, "c1's copy is untouched by c2's move");
     stage.agent.stop().await;
 }
 
