@@ -35,9 +35,16 @@ cluster_resource! {
     }
 }
 
-/// The desired publication.
+/// Why a PublishedResource's spec is immutable, as kube reports a refused change.
+pub const IMMUTABLE_SPEC_MESSAGE: &str = "PublishedResources are immutable: to publish differently, delete this one and create a new PublishedResource (the agent moves the copies made under this one to the new names)";
+
+/// The desired publication. Immutable once created (a CEL rule in the CRD, so a real
+/// service cluster refuses changes too): kcp's api-syncagent documents
+/// PublishedResources as immutable, since following a changed kind or naming would
+/// mean re-syncing every workspace's objects.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{ "rule": "self == oldSelf", "message": IMMUTABLE_SPEC_MESSAGE }]))]
 pub struct PublishedResourceSpec {
     /// The source resource type on the service cluster.
     #[serde(default)]

@@ -121,6 +121,12 @@ pub const SYNCAGENT_REMOTE_NAME_ANNOTATION: &str = "syncagent.kcp.io/remote-obje
 /// PublishedResource's `enableWorkspacePaths`).
 pub const SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION: &str = "syncagent.kcp.io/remote-object-workspace-path";
 
+/// Annotation on a service-cluster copy: the PublishedResource that made it (Ferry's
+/// addition). When a PublishedResource is replaced by one with other naming, the agent
+/// moves the copies to the new names; after a PublishedResource is deleted with nothing
+/// replacing it, its copies stay and this says where they came from.
+pub const SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION: &str = "ferry.dev/published-resource";
+
 // ---------------------------------------------------------------- Kubernetes
 
 /// Annotation `kubectl apply` writes; describes the upstream apply, so it is never copied.

@@ -145,3 +145,20 @@ fn crds_yaml_is_one_document_per_crd_and_reads_back_identically() {
         assert_eq!(&back, crd);
     }
 }
+
+#[test]
+fn published_resource_spec_is_immutable_through_a_cel_rule() {
+    let crd =
+        serde_json::to_value(<ferry_api::syncagent::PublishedResource as kube::CustomResourceExt>::crd())
+            .unwrap();
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let rules = spec["x-kubernetes-validations"]
+        .as_array()
+        .expect("a rule on spec");
+    assert_eq!(rules.len(), 1, "{spec}");
+    assert_eq!(rules[0]["rule"], "self == oldSelf");
+    assert_eq!(rules[0]["message"], ferry_api::syncagent::IMMUTABLE_SPEC_MESSAGE);
+    // Status stays writable.
+    let status = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+    assert!(status.get("x-kubernetes-validations").is_none());
+}

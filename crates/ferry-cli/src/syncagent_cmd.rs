@@ -29,7 +29,8 @@ pub struct SyncAgentArgs {
     #[arg(long)]
     pub namespace: String,
     /// The agent's name, put on every object it makes on the service cluster
-    /// (label syncagent.kcp.io/agent-name). Default: <endpoint slice>-syncagent.
+    /// (label syncagent.kcp.io/agent-name): a DNS-1035 label such as "nora". Its fully
+    /// qualified name is <agent-name>.<APIExport name>. Default: <endpoint slice>-syncagent.
     #[arg(long)]
     pub agent_name: Option<String>,
     /// The APIExportEndpointSlice (in the kcp workspace) whose export the agent serves.
@@ -71,6 +72,9 @@ pub async fn options(args: SyncAgentArgs) -> anyhow::Result<SyncAgentOptions> {
             "--disabled-controllers: unknown controller {c:?}; known: {}",
             syncagent::publish::CONTROLLERS.join(", ")
         );
+    }
+    if let Some(name) = args.agent_name.as_ref().filter(|n| !n.is_empty()) {
+        syncagent::publish::validate_agent_name(name).map_err(anyhow::Error::msg)?;
     }
     let kcp = crate::kubeconfig::load(Some(&args.kcp_kubeconfig), args.kcp_context.as_deref())
         .await

@@ -4,176 +4,17 @@
 //! a PublishedResource) it publishes the schema, serves `/readyz`, and syncs a
 //! consumer's Database down.
 
+mod syncagent_kit;
+
 use std::process::{Command, Stdio};
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
-use ferry_hub::testing::{eventually, TestHub};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use ferry_hub::testing::eventually;
+use kube::api::{Api, DynamicObject};
 use serde_json::{json, Value};
+use syncagent_kit::*;
 
 const EXPORT: &str = "databases.example.io";
-
-fn write_kubeconfig(hub: &TestHub, workspace: Option<&str>, file: &str) -> std::path::PathBuf {
-    let path = hub.data_dir().join(file);
-    let server = match workspace {
-        Some(ws) => format!("{}/clusters/{ws}", hub.url()),
-        None => hub.url().to_string(),
-    };
-    let text = kubeconfig(
-        "hub",
-        &server,
-        &hub.running.ca_pem,
-        AuthInfo::Token(hub.running.admin_token.clone()),
-        "hub",
-        None,
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-async fn client(path: &std::path::Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
-async fn create(client: &kube::Client, resource: &ApiResource, ns: Option<&str>, obj: Value) {
-    let api: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
-    };
-    let obj: DynamicObject = serde_json::from_value(obj).unwrap();
-    eventually(15, "the object created", || async {
-        api.create(&PostParams::default(), &obj).await.ok()
-    })
-    .await;
-}
-
-async fn get(client: &kube::Client, resource: &ApiResource, ns: Option<&str>, name: &str) -> Option<Value> {
-    let api: Api<DynamicObject> = match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-        None => Api::all_with(client.clone(), resource),
-    };
-    api.get(name).await.ok().map(|o| serde_json::to_value(o).unwrap())
-}
-
-/// A loopback address with a port nobody listens on now.
-fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
-
-/// `GET http://addr/path`: the status code, if it answered.
-fn status_of(addr: &str, path: &str) -> Option<u16> {
-    response_of(addr, path)?.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// `GET http://addr/path`: the whole response, if it answered.
-fn response_of(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    Some(response)
-}
-
-/// kcp (`root:provider` exporting `databases.example.io`, `root:c1`) and a service
-/// cluster with a Database CRD, each with an admin kubeconfig file and client.
-struct Stage {
-    kcp: TestHub,
-    service_hub: TestHub,
-    provider_kubeconfig: std::path::PathBuf,
-    provider: kube::Client,
-    c1: kube::Client,
-    service_kubeconfig: std::path::PathBuf,
-    service: kube::Client,
-}
-
-impl Stage {
-    async fn start() -> Stage {
-        let kcp = TestHub::start().await;
-        let service_hub = TestHub::start().await;
-        let root = client(&write_kubeconfig(&kcp, Some("root"), "root.kubeconfig")).await;
-        let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
-        for name in ["provider", "c1"] {
-            create(
-                &root,
-                &workspaces,
-                None,
-                json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
-            )
-            .await;
-        }
-        let provider_kubeconfig = write_kubeconfig(&kcp, Some("root:provider"), "provider.kubeconfig");
-        let provider = client(&provider_kubeconfig).await;
-        let c1 = client(&write_kubeconfig(&kcp, Some("root:c1"), "c1.kubeconfig")).await;
-        create(
-            &provider,
-            &ar("apis.kcp.io", "v1alpha1", "APIExport", "apiexports"),
-            None,
-            json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": { "name": EXPORT }, "spec": {} }),
-        )
-        .await;
-        let service_kubeconfig = write_kubeconfig(&service_hub, None, "service.kubeconfig");
-        let service = client(&service_kubeconfig).await;
-        let crds = ar(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-        );
-        create(
-            &service,
-            &crds,
-            None,
-            json!({
-                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-                "metadata": { "name": "databases.example.com" },
-                "spec": { "group": "example.com", "scope": "Namespaced",
-                    "names": { "kind": "Database", "plural": "databases", "singular": "database", "listKind": "DatabaseList" },
-                    "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
-                        "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }] }
-            }),
-        )
-        .await;
-        Stage {
-            kcp,
-            service_hub,
-            provider_kubeconfig,
-            provider,
-            c1,
-            service_kubeconfig,
-            service,
-        }
-    }
-}
-
-/// The agent `nora` holds its Lease in `ferry-system` on the service cluster.
-async fn assert_holds_lease(service: &kube::Client) {
-    let lease = get(
-        service,
-        &ar("coordination.k8s.io", "v1", "Lease", "leases"),
-        Some("ferry-system"),
-        "syncagent.nora",
-    )
-    .await
-    .expect("the agent's Lease");
-    assert!(
-        lease["spec"]["holderIdentity"]
-            .as_str()
-            .is_some_and(|h| !h.is_empty()),
-        "{lease}"
-    );
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
@@ -185,7 +26,7 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
         service_kubeconfig,
         service,
         ..
-    } = Stage::start().await;
+    } = Stage::start(EXPORT).await;
     let crds = ar(
         "apiextensions.k8s.io",
         "v1",
@@ -349,7 +190,7 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
         c1,
         service,
         ..
-    } = Stage::start().await;
+    } = Stage::start(EXPORT).await;
     eventually(10, "the export's endpoint slice", || async {
         get(
             &provider,

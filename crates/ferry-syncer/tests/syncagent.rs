@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use common::*;
 use ferry_api::well_known::{
-    SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_CLUSTER_LABEL,
-    SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION, SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL,
-    SYNCAGENT_REMOTE_NAME_ANNOTATION, SYNCAGENT_REMOTE_NAME_HASH_LABEL,
+    SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION,
+    SYNCAGENT_REMOTE_CLUSTER_LABEL, SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION,
+    SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL, SYNCAGENT_REMOTE_NAME_ANNOTATION,
+    SYNCAGENT_REMOTE_NAME_HASH_LABEL,
 };
 use ferry_hub::testing::TestHub;
 use ferry_syncer::profiles::syncagent::{self, default_name, sha3short, EngineTuning, SyncAgentOptions};
@@ -2415,4 +2416,276 @@ async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_publi
         |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "True"),
     )
     .await;
+}
+
+/// A Database of `c1` synced under PublishedResource `databases` (default naming), with
+/// the service's status returned: `(its cluster, the copy)`.
+async fn a_synced_database(stage: &Stage, name: &str) -> (String, Value) {
+    stage.schema().await;
+    stage.bind(&stage.c1).await;
+    let source = stage.c1.create(&remote_databases(), database(name)).await;
+    let cluster = cluster_of(&source);
+    let copy = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &default_name("default", name),
+        "the copy under the default name",
+        |_| true,
+    )
+    .await;
+    (cluster, copy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
+    let stage = Stage::start().await;
+    let (cluster, copy) = a_synced_database(&stage, "my-db").await;
+    let old_name = default_name("default", "my-db");
+    assert_eq!(
+        annotation(&copy, SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION),
+        Some("databases"),
+        "a copy names the PublishedResource that made it"
+    );
+    // Another workspace's object of the same name: its copy moves on its own, never
+    // taking or removing c1's.
+    stage.bind(&stage.c2).await;
+    let other = stage.c2.create(&remote_databases(), database("my-db")).await;
+    let other_cluster = cluster_of(&other);
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&other_cluster),
+        &old_name,
+        "c2's copy",
+        |_| true,
+    )
+    .await;
+
+    // PublishedResources are immutable: new naming means delete and create.
+    stage
+        .service
+        .delete(&published_resources(), None, "databases")
+        .await;
+    let mut replacement = published("databases-v2", "Database");
+    replacement["spec"]["naming"] = json!({ "name": "db-{{ .Object.metadata.name }}" });
+    stage.service.create(&published_resources(), replacement).await;
+
+    let moved = wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        "db-my-db",
+        "the copy under the new PublishedResource's name",
+        |_| true,
+    )
+    .await;
+    assert_eq!(moved["spec"]["size"], 3);
+    assert_eq!(
+        annotation(&moved, SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION),
+        Some("databases-v2")
+    );
+    wait_gone(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &old_name,
+        "the copy under the old name, once the new one exists",
+    )
+    .await;
+    // The service's state now comes from the new copy.
+    stage
+        .service
+        .set_status(
+            &local_databases(),
+            Some(&cluster),
+            "db-my-db",
+            json!({ "phase": "Moved" }),
+        )
+        .await;
+    wait_for(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "my-db",
+        "the new copy's status in kcp",
+        |o| o["status"]["phase"] == "Moved",
+    )
+    .await;
+    // And it follows the kcp object as before: spec down, deletion through.
+    stage
+        .c1
+        .merge(
+            &remote_databases(),
+            Some("default"),
+            "my-db",
+            json!({ "spec": { "size": 7 } }),
+        )
+        .await;
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        "db-my-db",
+        "the spec change on the moved copy",
+        |o| o["spec"]["size"] == 7,
+    )
+    .await;
+    let left: Vec<String> = stage
+        .service
+        .list(&local_databases(), Some(&cluster))
+        .await
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(left, ["db-my-db"], "no copy is left under the old name");
+    wait_for(
+        &stage.service,
+        &local_databases(),
+        Some(&other_cluster),
+        "db-my-db",
+        "c2's copy under the new name",
+        |o| label(o, SYNCAGENT_REMOTE_CLUSTER_LABEL) == Some(other_cluster.as_str()),
+    )
+    .await;
+    wait_gone(
+        &stage.service,
+        &local_databases(),
+        Some(&other_cluster),
+        &old_name,
+        "c2's copy under the old name",
+    )
+    .await;
+    let c1_copy = stage
+        .service
+        .get(&local_databases(), Some(&cluster), "db-my-db")
+        .await
+        .unwrap();
+    assert_eq!(c1_copy["spec"]["size"], 7, "c1's copy is untouched by c2's move");
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_published_resource_deleted_with_nothing_replacing_it_keeps_its_copies() {
+    let stage = Stage::start().await;
+    let (cluster, first) = a_synced_database(&stage, "kept").await;
+    assert_eq!(
+        annotation(&first, SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION),
+        Some("databases")
+    );
+    stage
+        .service
+        .delete(&published_resources(), None, "databases")
+        .await;
+    eventually(15, "the agent to stop publishing databases", || async {
+        let published = stage.agent.agent.published();
+        published.iter().all(|p| p.name != "databases").then_some(())
+    })
+    .await;
+    // Work the agent does after that (a Cache synced) shows it has settled.
+    let caches = ar(EXPORT, "v1", "Cache", "caches");
+    stage.bind_accepting(&stage.c2, &caches).await;
+    let cache = stage
+        .c2
+        .create(&caches, remote_object("Cache", "after", json!({}), json!({})))
+        .await;
+    wait_for(
+        &stage.service,
+        &ar("example.com", "v1", "Cache", "caches"),
+        Some(&cluster_of(&cache)),
+        &default_name("default", "after"),
+        "a later object of another PublishedResource",
+        |_| true,
+    )
+    .await;
+    // The kcp object and its copy both stay; the copy says where it came from.
+    assert!(stage
+        .c1
+        .get(&remote_databases(), Some("default"), "kept")
+        .await
+        .is_some());
+    let copy = stage
+        .service
+        .get(
+            &local_databases(),
+            Some(&cluster),
+            &default_name("default", "kept"),
+        )
+        .await
+        .expect("the copy stays (no data loss)");
+    assert_eq!(
+        annotation(&copy, SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION),
+        Some("databases"),
+        "{copy}"
+    );
+    assert_eq!(label(&copy, SYNCAGENT_AGENT_NAME_LABEL), Some("nora"));
+    stage.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn published_resources_are_immutable_on_every_service_cluster() {
+    // Two stand-in service clusters, each with only the CRD: the refusal is the API
+    // server's (a CEL rule in the CRD), so it needs no agent.
+    for _ in 0..2 {
+        let hub = TestHub::start().await;
+        let service = Cluster::of(&hub, None).await;
+        let pr_crd = ferry_api::crds::all_crds()
+            .into_iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .find(|c| c["metadata"]["name"] == "publishedresources.syncagent.kcp.io")
+            .unwrap();
+        service.create(&crds(), pr_crd).await;
+        service
+            .create(&published_resources(), published("databases", "Database"))
+            .await;
+        let api = service.api(&published_resources(), None);
+        let patch = |p: Value| kube::api::Patch::Merge(p);
+        let refused = api
+            .patch(
+                "databases",
+                &Default::default(),
+                &patch(json!({ "spec": { "resource": { "kind": "User" } } })),
+            )
+            .await
+            .expect_err("a changed kind is refused");
+        let kube::Error::Api(status) = refused else {
+            panic!("{refused}")
+        };
+        assert_eq!(status.code, 422, "{status:?}");
+        assert!(
+            status
+                .message
+                .contains("PublishedResource.syncagent.kcp.io \"databases\" is invalid")
+                && status.message.contains("spec")
+                && status
+                    .message
+                    .contains(ferry_api::syncagent::IMMUTABLE_SPEC_MESSAGE),
+            "{}",
+            status.message
+        );
+        let pr = service
+            .get(&published_resources(), None, "databases")
+            .await
+            .unwrap();
+        assert_eq!(pr["spec"]["resource"]["kind"], "Database");
+        // Metadata and status still change.
+        service
+            .merge(
+                &published_resources(),
+                None,
+                "databases",
+                json!({ "metadata": { "labels": { "team": "db" } } }),
+            )
+            .await;
+        let pr = service
+            .set_status(
+                &published_resources(),
+                None,
+                "databases",
+                json!({ "resourceSchemaName": "v1.databases.example.io" }),
+            )
+            .await;
+        assert_eq!(pr["metadata"]["labels"]["team"], "db");
+        assert_eq!(pr["status"]["resourceSchemaName"], "v1.databases.example.io");
+    }
 }

@@ -34,10 +34,10 @@ use serde_json::{json, Value};
 
 use ferry_api::syncagent::PublishedResourceSpec;
 use ferry_api::well_known::{
-    SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_CLUSTER_LABEL,
-    SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION, SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL,
-    SYNCAGENT_REMOTE_NAME_ANNOTATION, SYNCAGENT_REMOTE_NAME_HASH_LABEL,
-    SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION,
+    SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION,
+    SYNCAGENT_REMOTE_CLUSTER_LABEL, SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION,
+    SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL, SYNCAGENT_REMOTE_NAME_ANNOTATION,
+    SYNCAGENT_REMOTE_NAME_HASH_LABEL, SYNCAGENT_REMOTE_WORKSPACE_PATH_ANNOTATION,
 };
 
 use crate::engine::events::{self, EventType};
@@ -100,6 +100,11 @@ pub struct SyncAgent {
     /// kcp object → its local copy key, once named (names are not recomputed, so a
     /// label a template reads may change without moving the copy).
     dests: RwLock<HashMap<Slot, ObjectRef>>,
+    /// kcp objects whose copies under an earlier PublishedResource's names are still
+    /// there, with those names: deleted once the copy under the current name exists.
+    superseded: RwLock<HashMap<Slot, std::collections::BTreeSet<ObjectRef>>>,
+    /// The PublishedResource that last published each kcp `(group, resource)`.
+    last_publisher: RwLock<HashMap<(String, String), String>>,
     /// kcp objects that are not synced, and why (reported once per message).
     blocked: RwLock<HashMap<Slot, Blocked>>,
     /// The last mutation failure reported per kcp object.
@@ -137,6 +142,8 @@ impl SyncAgent {
             published: RwLock::default(),
             sources: RwLock::default(),
             dests: RwLock::default(),
+            superseded: RwLock::default(),
+            last_publisher: RwLock::default(),
             blocked: RwLock::default(),
             mutation_errors: RwLock::default(),
             related_errors: RwLock::default(),
@@ -198,6 +205,14 @@ impl SyncAgent {
             .collect();
         self.interests
             .retain(|s| related.iter().any(|(g, r)| *g == s.0 && *r == s.1));
+        let mut last = self.last_publisher.write();
+        for p in &published {
+            last.insert(
+                (p.remote.id.group.clone(), p.remote.id.resource.clone()),
+                p.name.clone(),
+            );
+        }
+        drop(last);
         *current = published;
         self.revision.fetch_add(1, Ordering::Relaxed);
         true
@@ -725,6 +740,7 @@ impl SyncAgent {
     /// Drops what is known about the kcp object of `slot` (it is gone, or released).
     fn forget(&self, slot: &Slot) {
         self.blocked.write().remove(slot);
+        self.superseded.write().remove(slot);
         self.waiting.write().remove(slot);
         self.mutation_errors.write().remove(slot);
         self.related_errors.write().remove(slot);
@@ -930,14 +946,52 @@ impl Mapping for SyncAgent {
         dest
     }
 
+    /// The kcp object of the copy `dest`; none for a copy made under an earlier
+    /// PublishedResource's naming once the copy under the current name exists (so
+    /// the old one is deleted: it is moved, never left behind, and the object's
+    /// service-side state stays in the new copy until then).
     fn source_ref(&self, target: &WatchTarget, dest: &ObjectRef) -> Option<ObjectRef> {
         let probe = (target.id.group.clone(), target.id.resource.clone(), dest.clone());
-        if let Some(known) = self.sources.read().get(&probe) {
-            return Some(known.clone());
+        let known = self.sources.read().get(&probe).cloned();
+        let found = match known {
+            Some(known) => known,
+            None => {
+                let found = self.source_from_copy(target, dest)?;
+                self.sources.write().insert(probe.clone(), found.clone());
+                found
+            }
+        };
+        let slot = (target.id.group.clone(), target.id.resource.clone(), found.clone());
+        let current = self.dests.read().get(&slot).cloned();
+        match current {
+            Some(current) if current != *dest => {
+                let moved = self
+                    .flow_of(target)
+                    .is_some_and(|f| f.copies.get(&current).is_some());
+                if !moved {
+                    self.superseded
+                        .write()
+                        .entry(slot)
+                        .or_default()
+                        .insert(dest.clone());
+                    return Some(found);
+                }
+                let mut superseded = self.superseded.write();
+                if let Some(old) = superseded.get_mut(&slot) {
+                    old.remove(dest);
+                    if old.is_empty() {
+                        superseded.remove(&slot);
+                    }
+                }
+                let mut sources = self.sources.write();
+                if sources.get(&probe) == Some(&found) {
+                    sources.remove(&probe);
+                }
+                tracing::info!(object = %found, old = %dest, new = %current, "the copy under the old PublishedResource's name goes: the object's copy now has the new name");
+                None
+            }
+            _ => Some(found),
         }
-        let found = self.source_from_copy(target, dest)?;
-        self.sources.write().insert(probe, found.clone());
-        Some(found)
     }
 
     /// Only into a real `/status` subresource, as the reference does (the schema
@@ -1047,8 +1101,24 @@ impl Mapping for SyncAgent {
         })
     }
 
-    /// Queues the related objects of a primary whose copy just changed.
+    /// Queues the related objects of a primary whose copy just changed, and its copies
+    /// under an earlier PublishedResource's names once the current one exists.
     fn copy_synced(&self, target: &WatchTarget, source_key: &ObjectRef) {
+        let slot = (
+            target.id.group.clone(),
+            target.id.resource.clone(),
+            source_key.clone(),
+        );
+        let old = self.superseded.read().get(&slot).cloned();
+        if let (Some(old), Some(engine), Some(flow)) = (old, self.engine(), self.flow_of(target)) {
+            let current = self.dests.read().get(&slot).cloned();
+            if current.is_some_and(|c| flow.copies.get(&c).is_some()) {
+                for dest in old {
+                    let key = flow.copy_key(&*engine.profile.mapping, dest);
+                    engine.queue_after(key, std::time::Duration::ZERO);
+                }
+            }
+        }
         let has_related = self.published.read().iter().any(|p| {
             p.remote.id.group == target.id.group
                 && p.remote.id.resource == target.id.resource
@@ -1094,9 +1164,17 @@ impl Mapping for SyncAgent {
             annotations[SYNCAGENT_REMOTE_NAMESPACE_ANNOTATION] = json!(namespace);
         }
         annotations[SYNCAGENT_REMOTE_NAME_ANNOTATION] = json!(source_key.name);
-        let with_path = self
-            .find(&target.id)
-            .is_some_and(|p| p.spec.enable_workspace_paths);
+        let published = self.find(&target.id);
+        // Between a PublishedResource's deletion and its flow stopping, a copy keeps
+        // naming the one that made it.
+        let made_by = published.as_ref().map(|p| p.name.clone()).or_else(|| {
+            let resource = (target.id.group.clone(), target.id.resource.clone());
+            self.last_publisher.read().get(&resource).cloned()
+        });
+        if let Some(name) = made_by {
+            annotations[SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION] = json!(name);
+        }
+        let with_path = published.is_some_and(|p| p.spec.enable_workspace_paths);
         if let Some(path) = with_path
             .then(|| self.workspace_path(source_key.cluster()))
             .flatten()

@@ -108,6 +108,41 @@ impl SyncAgentOptions {
     }
 }
 
+/// Checks an `--agent-name` as kcp's api-syncagent does: a DNS-1035 label (at most 63
+/// lowercase letters, digits and '-', starting with a letter and ending with a letter
+/// or digit), since it is a label value on every copy and part of the agent's
+/// fully qualified name. The error names the flag and the fix, in kube's words.
+pub fn validate_agent_name(name: &str) -> Result<(), String> {
+    let fits = name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if fits {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(80).collect();
+    let why = if name.is_empty() {
+        "must not be empty".to_string()
+    } else if name.len() > 63 {
+        format!("must be no more than 63 characters (it has {})", name.len())
+    } else {
+        "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name', or 'abc-123')".to_string()
+    };
+    Err(format!(
+        "--agent-name {shown:?} is invalid: {why}; choose a short name such as \"nora\" (or leave it out for <apiexportendpointslice-ref>-syncagent)"
+    ))
+}
+
+/// The fully qualified name of agent `agent` serving the API group `api_group` (the
+/// APIExport's name): `<agentname>.<apigroup>`, e.g. `nora.databases.examplecorp`. It
+/// tells apart agents of the same name serving different exports (kcp's api-syncagent
+/// documentation, "Sync Agent Naming").
+pub fn fully_qualified_name(agent: &str, api_group: &str) -> String {
+    format!("{agent}.{api_group}")
+}
+
 fn kcp_resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: "apis.kcp.io".into(),
@@ -150,6 +185,8 @@ pub struct RunningAgent {
     pub syncer: Option<RunningSyncer>,
     /// The APIExport served (from the endpoint slice).
     pub export: String,
+    /// `<agentname>.<apigroup>` (see [`fully_qualified_name`]).
+    pub fq_name: String,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -176,7 +213,11 @@ pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
         );
     }
     anyhow::ensure!(!opts.namespace.is_empty(), "--namespace must not be empty");
-    anyhow::ensure!(!opts.agent_name.is_empty(), "--agent-name must not be empty");
+    // The default (`<slice>-syncagent`) is not checked, as in the reference: a slice
+    // name may hold dots.
+    if opts.agent_name != format!("{}-syncagent", opts.endpoint_slice) {
+        validate_agent_name(&opts.agent_name).map_err(anyhow::Error::msg)?;
+    }
     let kcp = kube::Client::try_from(opts.kcp.clone()).context("building the kcp client")?;
     let service =
         kube::Client::try_from(opts.service.clone()).context("building the service cluster client")?;
@@ -218,8 +259,10 @@ pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
     } else {
         None
     };
-    tracing::info!(agent = %opts.agent_name, %export, virtual_workspace = %url, "api-syncagent started");
+    let fq_name = fully_qualified_name(&opts.agent_name, &export);
+    tracing::info!(agent = %fq_name, %export, virtual_workspace = %url, "api-syncagent started");
     Ok(RunningAgent {
+        fq_name,
         agent,
         syncer,
         export,
@@ -823,13 +866,14 @@ impl Publisher {
                         "Permission claim(s) for {} need the identityHash of the APIExport serving them: set identityHash on that related resource of the PublishedResource.",
                         names.join(", ")
                     ),
-                    &self.opts.agent_name,
+                    &fully_qualified_name(&self.opts.agent_name, &self.export),
                 );
                 written
             }
             Err(e) => return Err(anyhow::Error::new(e).context(format!("updating APIExport {name}"))),
         };
-        // The reference's Events on the export, for `kubectl describe apiexport`.
+        // The reference's Events on the export, for `kubectl describe apiexport`, from
+        // the agent's fully qualified name (their reportingInstance).
         let written = serde_json::to_value(written)?;
         let ty = crate::transform::ObjectType::new("apis.kcp.io/v1alpha1", "APIExport");
         let post = |reason: &str, message: String| {
@@ -840,7 +884,7 @@ impl Publisher {
                 crate::engine::events::EventType::Normal,
                 reason,
                 message,
-                &self.opts.agent_name,
+                &fully_qualified_name(&self.opts.agent_name, &self.export),
             );
         };
         if !added.is_empty() {
@@ -1024,6 +1068,31 @@ mod tests {
 
     fn spec(v: Value) -> PublishedResourceSpec {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn agent_names_are_dns_1035_labels() {
+        for good in ["nora", "oskar-2", "a", &"a".repeat(63)] {
+            assert_eq!(validate_agent_name(good), Ok(()), "{good}");
+        }
+        for (bad, says) in [
+            ("Nora", "DNS-1035"),
+            ("2nora", "start with an alphabetic character"),
+            ("nora-", "end with an alphanumeric"),
+            ("nora.databases", "DNS-1035"),
+            ("", "must not be empty"),
+            (&"a".repeat(64), "no more than 63 characters (it has 64)"),
+        ] {
+            let e = validate_agent_name(bad).unwrap_err();
+            assert!(
+                e.starts_with("--agent-name ") && e.contains(says) && e.contains("\"nora\""),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            fully_qualified_name("nora", "databases.examplecorp"),
+            "nora.databases.examplecorp"
+        );
     }
 
     #[test]
