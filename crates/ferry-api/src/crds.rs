@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-use crate::{edge, syncagent, well_known, workload};
+use crate::{control, edge, syncagent, well_known, workload};
 
 /// Names and options of one CRD; filled in by the `cluster_resource!` macro.
 #[doc(hidden)]
@@ -161,6 +161,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         edge::SinglePlacementSlice::crd(),
         edge::PlacementSummary::crd(),
         edge::Customizer::crd(),
+        control::CustomTransform::crd(),
         workload::SyncTarget::crd(),
         syncagent::PublishedResource::crd(),
     ]
