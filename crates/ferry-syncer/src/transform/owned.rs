@@ -96,6 +96,9 @@ mod tests {
     fn without_the_annotation_nothing_changes() {
         let plain = json!({"metadata": {"name": "d"}, "spec": {"replicas": 1}});
         assert!(!has_owned_downstream(&plain));
-        assert_eq!(keep_owned_downstream(&plain, &copy("OnSpokePresent", 5, "h1")), plain);
+        assert_eq!(
+            keep_owned_downstream(&plain, &copy("OnSpokePresent", 5, "h1")),
+            plain
+        );
     }
 }
