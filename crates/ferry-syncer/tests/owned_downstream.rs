@@ -56,6 +56,25 @@ async fn scaled_stage(condition: &str) -> (Stage, ferry_syncer::RunningSyncer) {
     (stage, syncer)
 }
 
+/// Merges `patch` into `web` on `side` (the mailbox or the cluster).
+async fn patch_web(side: &Cluster, patch: Value) {
+    side.merge(&deployments(), Some("default"), "web", patch).await;
+}
+
+/// The cluster's copy of `web` once its image is `nginx:<tag>`.
+async fn copy_with_image(stage: &Stage, tag: &str) -> Value {
+    let wanted = format!("nginx:{tag}");
+    wait_for(
+        &stage.down,
+        &deployments(),
+        Some("default"),
+        "web",
+        "the new image",
+        |d| image(d) == wanted,
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_downstream_autoscaler_keeps_its_replicas_while_other_changes_flow_down() {
     let (stage, syncer) = scaled_stage("OnSpokePresent").await;
@@ -63,80 +82,29 @@ async fn a_downstream_autoscaler_keeps_its_replicas_while_other_changes_flow_dow
         // The autoscaler scales the copy; then the source changes its image.
         // The image arriving means the syncer has handled the scaling: had it
         // written the source's replicas back, the copy would now say 1.
-        stage
-            .down
-            .merge(
-                &deployments(),
-                Some("default"),
-                "web",
-                json!({"spec": {"replicas": replicas}}),
-            )
-            .await;
-        stage
-            .mb
-            .merge(&deployments(), Some("default"), "web", set_image(tag))
-            .await;
-        let copy = wait_for(
-            &stage.down,
-            &deployments(),
-            Some("default"),
-            "web",
-            "the new image",
-            |d| image(d) == format!("nginx:{tag}"),
-        )
-        .await;
+        patch_web(&stage.down, json!({"spec": {"replicas": replicas}})).await;
+        patch_web(&stage.mb, set_image(tag)).await;
+        let copy = copy_with_image(&stage, tag).await;
         assert_eq!(copy["spec"]["replicas"], replicas, "the autoscaler's value stays");
     }
     // Even a new replica count at the source does not override the cluster's.
-    stage
-        .mb
-        .merge(
-            &deployments(),
-            Some("default"),
-            "web",
-            json!({"spec": {"replicas": 9}}),
-        )
-        .await;
-    stage
-        .mb
-        .merge(&deployments(), Some("default"), "web", set_image("2.0"))
-        .await;
-    let copy = wait_for(
-        &stage.down,
-        &deployments(),
-        Some("default"),
-        "web",
-        "the last image",
-        |d| image(d) == "nginx:2.0",
-    )
-    .await;
-    assert_eq!(copy["spec"]["replicas"], 2);
+    patch_web(&stage.mb, json!({"spec": {"replicas": 9}})).await;
+    patch_web(&stage.mb, set_image("2.0")).await;
+    assert_eq!(copy_with_image(&stage, "2.0").await["spec"]["replicas"], 2);
     syncer.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn on_spoke_change_keeps_a_downstream_change_until_the_source_changes() {
     let (stage, syncer) = scaled_stage("OnSpokeChange").await;
-    stage
-        .down
-        .merge(
-            &deployments(),
-            Some("default"),
-            "web",
-            json!({"spec": {"replicas": 4}}),
-        )
-        .await;
+    patch_web(&stage.down, json!({"spec": {"replicas": 4}})).await;
     // A change to the copy's annotations is drift the syncer corrects; the
     // replicas it leaves alone, since the source has not changed.
-    stage
-        .down
-        .merge(
-            &deployments(),
-            Some("default"),
-            "web",
-            json!({"metadata": {"annotations": {OWNED_DOWNSTREAM_ANNOTATION: "[]"}}}),
-        )
-        .await;
+    patch_web(
+        &stage.down,
+        json!({"metadata": {"annotations": {OWNED_DOWNSTREAM_ANNOTATION: "[]"}}}),
+    )
+    .await;
     let copy = wait_for(
         &stage.down,
         &deployments(),
@@ -148,19 +116,7 @@ async fn on_spoke_change_keeps_a_downstream_change_until_the_source_changes() {
     .await;
     assert_eq!(copy["spec"]["replicas"], 4);
     // The source changes: its next copy carries the source's replicas again.
-    stage
-        .mb
-        .merge(&deployments(), Some("default"), "web", set_image("1.5"))
-        .await;
-    let copy = wait_for(
-        &stage.down,
-        &deployments(),
-        Some("default"),
-        "web",
-        "the new image",
-        |d| image(d) == "nginx:1.5",
-    )
-    .await;
-    assert_eq!(copy["spec"]["replicas"], 1);
+    patch_web(&stage.mb, set_image("1.5")).await;
+    assert_eq!(copy_with_image(&stage, "1.5").await["spec"]["replicas"], 1);
     syncer.stop().await;
 }
