@@ -223,41 +223,25 @@ impl CustomTransform {
                 "ownedDownstream": owned,
             },
         });
-        serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {
-                "name": format!("{}.{}", Self::PLURAL, Self::GROUP),
-                "labels": {crate::well_known::KUBE_BIND_EXPORTED_LABEL: "true"},
-            },
-            "spec": {
-                "group": Self::GROUP,
-                "names": {
-                    "kind": Self::KIND, "listKind": "CustomTransformList",
-                    "plural": Self::PLURAL, "singular": "customtransform",
+        crate::crds::hand_written_crd(
+            (Self::GROUP, Self::VERSION, Self::KIND, Self::PLURAL),
+            "Cluster",
+            json!({
+                "type": "object",
+                "description": "KubeStellar's CustomTransform: fields removed from every copy of one resource's objects on their way to workload clusters, and (Ferry's addition, OCM's ignoreFields) fields the workload clusters own.",
+                "properties": {
+                    "apiVersion": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "metadata": {"type": "object"},
+                    "spec": spec,
                 },
-                "scope": "Cluster",
-                "versions": [{
-                    "name": Self::VERSION, "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {
-                        "type": "object",
-                        "description": "KubeStellar's CustomTransform: fields removed from every copy of one resource's objects on their way to workload clusters, and (Ferry's addition, OCM's ignoreFields) fields the workload clusters own.",
-                        "properties": {
-                            "apiVersion": {"type": "string"},
-                            "kind": {"type": "string"},
-                            "metadata": {"type": "object"},
-                            "spec": spec,
-                        },
-                    }},
-                    "additionalPrinterColumns": [
-                        {"name": "Group", "type": "string", "jsonPath": ".spec.apiGroup"},
-                        {"name": "Resource", "type": "string", "jsonPath": ".spec.resource"},
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                }],
-            },
-        }))
-        .expect("the CustomTransform CRD is a valid CRD")
+            }),
+            json!([
+                {"name": "Group", "type": "string", "jsonPath": ".spec.apiGroup"},
+                {"name": "Resource", "type": "string", "jsonPath": ".spec.resource"},
+                {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            ]),
+        )
     }
 }
 
