@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-use crate::{edge, syncagent, well_known, workload};
+use crate::{control, edge, syncagent, well_known, workload};
 
 /// Names and options of one CRD; filled in by the `cluster_resource!` macro.
 #[doc(hidden)]
@@ -150,6 +150,40 @@ pub fn build_crd<Spec: JsonSchema, Status: JsonSchema>(info: &CrdInfo) -> Custom
     }
 }
 
+/// A CRD for a kind whose schema is written by hand (no `spec`/`status`
+/// split to derive): one served and stored `version`, labelled for kube-bind
+/// like the generated ones. `scope` is `Cluster` or `Namespaced`.
+#[doc(hidden)]
+pub fn hand_written_crd(
+    (group, version, kind, plural): (&str, &str, &str, &str),
+    scope: &str,
+    schema: Value,
+    columns: Value,
+) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{plural}.{group}"),
+            "labels": {well_known::KUBE_BIND_EXPORTED_LABEL: "true"},
+        },
+        "spec": {
+            "group": group,
+            "names": {
+                "kind": kind, "listKind": format!("{kind}List"),
+                "plural": plural, "singular": kind.to_lowercase(),
+            },
+            "scope": scope,
+            "versions": [{
+                "name": version, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": schema},
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    }))
+    .expect("a hand-written CRD is a valid CRD")
+}
+
 /// Every CRD Ferry defines, in a stable order.
 pub fn all_crds() -> Vec<CustomResourceDefinition> {
     vec![
@@ -161,6 +195,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         edge::SinglePlacementSlice::crd(),
         edge::PlacementSummary::crd(),
         edge::Customizer::crd(),
+        control::CustomTransform::crd(),
         workload::SyncTarget::crd(),
         syncagent::PublishedResource::crd(),
     ]

@@ -9,6 +9,7 @@
 //! | [`scheduling`] | `scheduling.kcp.io/v1alpha1` | Location, Placement |
 //! | [`apiresource`] | `apiresource.kcp.io/v1alpha1` | APIResourceImport |
 //! | [`syncagent`] | `syncagent.kcp.io/v1alpha1` | PublishedResource |
+//! | [`control`] | `control.kubestellar.io/v1alpha1` | CustomTransform |
 //!
 //! Every kind is a plain struct (`metadata`, `spec`, `status`) that implements
 //! [`kube::Resource`] and [`kube::CustomResourceExt`], so it works with `kube::Api`.
@@ -28,8 +29,10 @@
 mod resource;
 
 pub mod apiresource;
+pub mod control;
 pub mod crds;
 pub mod edge;
+pub mod field_path;
 pub mod naming;
 pub mod scheduling;
 pub mod schema;

@@ -35,6 +35,11 @@ pub const EXPAND_PARAMETERS_ANNOTATION: &str = "edge.kubestellar.io/expand-param
 /// copies: `name` (in the object's namespace) or `namespace/name`.
 pub const CUSTOMIZER_ANNOTATION: &str = "edge.kubestellar.io/customizer";
 
+/// Annotation on an object (and on its copies): the fields its workload
+/// cluster owns (see [`crate::control`]), as JSON
+/// `[{"condition": "OnSpokePresent", "jsonPaths": ["$.spec.replicas"]}]`.
+pub const OWNED_DOWNSTREAM_ANNOTATION: &str = "ferry.dev/owned-downstream";
+
 /// Label the KubeStellar CRDs carry so kube-bind may export them.
 pub const KUBE_BIND_EXPORTED_LABEL: &str = "kube-bind.io/exported";
 

@@ -110,6 +110,7 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
             expect("singleplacementslices.edge.kubestellar.io", None, false),
             expect("placementsummaries.edge.ferry.dev", None, false),
             expect("customizers.edge.kubestellar.io", None, false),
+            expect("customtransforms.control.kubestellar.io", None, false),
             expect("synctargets.workload.kcp.io", None, true),
             expect("publishedresources.syncagent.kcp.io", None, true),
         ]

@@ -41,45 +41,29 @@ impl Customizer {
 
     /// The CRD (namespaced, no status subresource).
     pub fn crd() -> CustomResourceDefinition {
-        serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {
-                "name": format!("{}.{}", Self::PLURAL, Self::GROUP),
-                "labels": {crate::well_known::KUBE_BIND_EXPORTED_LABEL: "true"},
-            },
-            "spec": {
-                "group": Self::GROUP,
-                "names": {
-                    "kind": Self::KIND, "listKind": "CustomizerList",
-                    "plural": Self::PLURAL, "singular": "customizer",
-                },
-                "scope": "Namespaced",
-                "versions": [{
-                    "name": Self::VERSION, "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {
+        crate::crds::hand_written_crd(
+            (Self::GROUP, Self::VERSION, Self::KIND, Self::PLURAL),
+            "Namespaced",
+            json!({
+                "type": "object",
+                "properties": {
+                    "apiVersion": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "metadata": {"type": "object"},
+                    "replacements": {"type": "array", "items": {
                         "type": "object",
+                        "required": ["path", "value"],
                         "properties": {
-                            "apiVersion": {"type": "string"},
-                            "kind": {"type": "string"},
-                            "metadata": {"type": "object"},
-                            "replacements": {"type": "array", "items": {
-                                "type": "object",
-                                "required": ["path", "value"],
-                                "properties": {
-                                    "path": {"type": "string"},
-                                    "value": {"type": "string"},
-                                },
-                            }},
+                            "path": {"type": "string"},
+                            "value": {"type": "string"},
                         },
                     }},
-                    "additionalPrinterColumns": [
-                        {"name": "Paths", "type": "string", "jsonPath": ".replacements[*].path"},
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                }],
-            },
-        }))
-        .expect("the Customizer CRD is a valid CRD")
+                },
+            }),
+            json!([
+                {"name": "Paths", "type": "string", "jsonPath": ".replacements[*].path"},
+                {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            ]),
+        )
     }
 }

@@ -6,9 +6,9 @@
 //! workspace grants that user `bind` on it, so the record is the server's
 //! alone: whatever a client sends under [`PLACED_BY_ANNOTATION`] is replaced.
 //!
-//! It also bounds what the placement translator reads (EdgePlacements and
-//! Customizers), whoever installed the CRD, so nothing the translator cannot
-//! afford to evaluate is ever stored.
+//! It also bounds what the placement translator reads (EdgePlacements,
+//! Customizers and CustomTransforms), whoever installed the CRD, so nothing
+//! the translator cannot afford to evaluate is ever stored.
 
 use serde_json::Value;
 
@@ -198,6 +198,29 @@ impl Strategy for CustomizerStrategy {
 
     fn validate_update(&self, _r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
         ratchet(customize::limit_causes(obj), &customize::limit_causes(old))
+    }
+}
+
+/// KubeStellar's `control.kubestellar.io/v1alpha1` CustomTransform: paths
+/// checked on write (syntax, target, count and length), so the translator
+/// only ever reads transforms it can apply.
+pub struct CustomTransformStrategy;
+
+fn custom_transform_causes(obj: &Value) -> Vec<Cause> {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    ferry_api::control::spec_problems(&spec)
+        .into_iter()
+        .map(|(field, message)| Cause::invalid(field, message))
+        .collect()
+}
+
+impl Strategy for CustomTransformStrategy {
+    fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
+        custom_transform_causes(obj)
+    }
+
+    fn validate_update(&self, _r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
+        ratchet(custom_transform_causes(obj), &custom_transform_causes(old))
     }
 }
 

@@ -181,6 +181,7 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         return match (info.group.as_str(), info.resource.as_str()) {
             ("edge.kubestellar.io", "edgeplacements") => &edge::EdgePlacementStrategy,
             ("edge.kubestellar.io", "customizers") => &edge::CustomizerStrategy,
+            ("control.kubestellar.io", "customtransforms") => &edge::CustomTransformStrategy,
             _ => &Generic,
         };
     }

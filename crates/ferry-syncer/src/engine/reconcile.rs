@@ -17,7 +17,8 @@ use crate::metrics::SyncDirection;
 use crate::selection::Direction;
 use crate::side::Side;
 use crate::transform::{
-    desired_copy_with, merge_for_update, needs_update, status_differs, three_way_update, with_status,
+    desired_copy_with, has_owned_downstream, keep_owned_downstream, merge_for_update, needs_update,
+    status_differs, three_way_update, with_status,
 };
 
 /// Field manager of every write.
@@ -842,6 +843,21 @@ async fn update(
     verified: bool,
 ) -> Result<Option<Written>, SyncError> {
     let create_only = engine.profile.marks.is_create_only(source, flow.target.direction);
+    // Fields the workload cluster owns come from the copy, which must be whole for
+    // that; a verified copy with the same hash was verified against them already.
+    let (whole, kept);
+    let (desired, actual, verified) =
+        if has_owned_downstream(desired) && !(verified && desired_hash(desired) == desired_hash(actual)) {
+            whole = if verified {
+                dest.get().await?
+            } else {
+                actual.clone()
+            };
+            kept = keep_owned_downstream(desired, &whole);
+            (&kept, &whole, false)
+        } else {
+            (desired, actual, verified)
+        };
     // The hash covers everything `needs_update` compares, so a verified copy still
     // matches a desired object with the same hash.
     let matches = if verified {
@@ -1020,6 +1036,7 @@ async fn create_or_adopt(
         Err(e) if e.code() == Some(409) => {
             let existing = dest.get().await?;
             let ours = marks.is_own_copy(&existing);
+            let desired = &keep_owned_downstream(desired, &existing);
             if !ours && marks.is_create_only(source, direction) {
                 tracing::debug!(object = %dest.object, "create-only object already exists downstream; leaving it alone");
                 return Ok(None);

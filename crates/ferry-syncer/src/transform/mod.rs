@@ -17,9 +17,13 @@
 //!    [`with_status`]`(upstream, status)` to the upstream `/status`.
 //!
 //! Upsync is the mirror image with [`upstream_copy`], which keeps `status`.
+//!
+//! Fields the workload cluster owns ([`keep_owned_downstream`]) are taken from the
+//! copy into `desired` before steps 2's comparison and write.
 
 pub mod allocated;
 mod compare;
+mod owned;
 mod ownership;
 mod strip;
 
@@ -34,6 +38,7 @@ pub use compare::{
     apply_merge_patch, is_semantic_subset, merge_for_update, merge_patch_between, needs_update,
     three_way_update,
 };
+pub use owned::{has_owned_downstream, keep_owned_downstream};
 pub use ownership::{allows_overwrite, is_owned_by, mark, release_patch};
 pub use strip::{
     strip_server_fields, NEVER_COPIED_ANNOTATIONS, NEVER_COPIED_LABEL_PREFIXES, SERVER_SET_METADATA,

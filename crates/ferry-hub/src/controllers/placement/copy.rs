@@ -74,6 +74,7 @@ pub fn remark(copy: &mut Value, plain: &Value) {
         ("labels", PLACED_LABEL),
         ("annotations", SOURCE_ANNOTATION),
         ("annotations", SOURCE_RV_ANNOTATION),
+        ("annotations", super::transform::TRANSFORMED_BY_ANNOTATION),
     ];
     for (part, key) in marks {
         let Some(v) = plain

@@ -30,6 +30,10 @@
 //!   condition names the object, the destination and the problem. Every
 //!   pass recomputes the copies, so a changed label, annotation or
 //!   Customizer re-customizes them.
+//! - **User transforms** ([`transform`]): the WMW's `CustomTransform`s
+//!   (KubeStellar's, `control.kubestellar.io`) remove fields from every copy
+//!   of the objects of the resource they name, and list the fields the
+//!   workload clusters own, for the syncer to leave alone.
 //! - **Conflicts**: two WMWs wanting different objects under one name in
 //!   one mailbox: the copy already there stays (else the one from the
 //!   first workspace path), and every placement involved gets a
@@ -57,6 +61,7 @@ pub mod grant;
 pub mod resolve;
 pub mod select;
 pub mod summary;
+pub mod transform;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -106,6 +111,7 @@ pub const EDGE_PLACEMENTS: &str = "edge.kubestellar.io/edgeplacements";
 pub const LOCATIONS: &str = "edge.kubestellar.io/locations";
 pub const EDGE_GROUP: &str = "edge.kubestellar.io";
 const CUSTOMIZERS: &str = "edge.kubestellar.io/customizers";
+const CUSTOM_TRANSFORMS: &str = "control.kubestellar.io/customtransforms";
 const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
 const EDGE_VERSION: &str = "v2alpha1";
 
@@ -125,6 +131,7 @@ const MAILBOX_CONCURRENCY: usize = 16;
 const NEVER_PLACED_GROUPS: &[&str] = &[
     "edge.kubestellar.io",
     "edge.ferry.dev",
+    "control.kubestellar.io",
     "tenancy.kcp.io",
     "core.kcp.io",
     "apis.kcp.io",
@@ -521,10 +528,18 @@ fn select_objects(
             }
         }
     }
+    let transforms: Vec<transform::Transform> = hub
+        .store
+        .list(&scope, CUSTOM_TRANSFORMS, None, None)
+        .0
+        .iter()
+        .map(|(_, t)| transform::Transform::from_object(&t.value(), t.rv))
+        .collect();
     chosen
         .into_iter()
         .map(|(key, (info, obj))| {
             let value = obj.value();
+            let shaped = transform::transformed(&value, &info.group, &info.resource, &transforms);
             let overwrite = value
                 .pointer("/metadata/annotations")
                 .and_then(|a| a.get(DOWNSYNC_OVERWRITE_ANNOTATION))
@@ -532,7 +547,7 @@ fn select_objects(
                 != Some("false");
             let customizer = customizer_of(hub, &key, &value);
             Arc::new(Selected {
-                copy: copy::mailbox_copy(&value, path, obj.rv),
+                copy: copy::mailbox_copy(shaped.as_ref().unwrap_or(&value), path, obj.rv),
                 expand: customize::opted_in(&value),
                 customizer,
                 key,
@@ -1142,7 +1157,13 @@ async fn apply_mailbox(
                     .and_then(|a| a.get(SOURCE_RV_ANNOTATION))
                     .and_then(Value::as_str)
                     .unwrap_or_default();
+                let transformed_by = format!(
+                    "/metadata/annotations/{}",
+                    transform::TRANSFORMED_BY_ANNOTATION.replace('/', "~1")
+                );
+                // A copy is also stale when the transforms that shaped it changed.
                 let stale = recorded_rv != s.rv.to_string()
+                    || str_at(&current, &transformed_by) != str_at(copy, &transformed_by)
                     || str_at(
                         &current,
                         &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
