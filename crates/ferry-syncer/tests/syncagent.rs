@@ -2416,3 +2416,51 @@ async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_publi
     )
     .await;
 }
+
+/// However many copies the service cluster refuses, the PublishedResource's
+/// `Synced` condition names the first few with the cluster's message and
+/// counts the rest, so it stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_refused_copies_are_named_a_few_and_counted_on_the_published_resource() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.publish("Thing", "things", json!({})).await;
+    let remote = ar(EXPORT, "v1", "Thing", "things");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    // As above: kcp takes each, the service cluster finds each copy too large.
+    for i in 0..5 {
+        let mut big = remote_object("Thing", &format!("big{i}"), json!({}), json!({}));
+        big["metadata"]["annotations"] = json!({ "big": "x".repeat(262_144 - 3 - 64) });
+        stage.c1.create(&remote, big).await;
+    }
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "the Synced condition to count the five refusals",
+        |pr| {
+            condition(pr, "Synced").is_some_and(|c| {
+                c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("5 objects are not synced: "))
+            })
+        },
+    )
+    .await;
+    let synced = condition(&pr, "Synced").unwrap();
+    assert_eq!(synced["reason"], "CopyRefused");
+    let message = synced["message"].as_str().unwrap();
+    assert!(message.ends_with("; and 2 more"), "{message}");
+    assert_eq!(
+        message.matches("was refused by the service cluster").count(),
+        3,
+        "three named: {message}"
+    );
+    assert!(
+        message.contains("Too long") && !message.contains("ApiError"),
+        "{message}"
+    );
+    let Stage { agent, .. } = stage;
+    agent.stop().await;
+}
