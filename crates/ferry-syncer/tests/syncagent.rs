@@ -828,22 +828,6 @@ fn remote_object(kind: &str, name: &str, labels: Value, spec: Value) -> Value {
             "metadata": { "name": name, "namespace": "default", "labels": labels }, "spec": spec })
 }
 
-/// The Events in `ws`'s namespace `default` about `name`, as `reason: message`.
-async fn events_about(ws: &Cluster, name: &str) -> Vec<String> {
-    ws.list(&events(), Some("default"))
-        .await
-        .into_iter()
-        .filter(|e| e["involvedObject"]["name"] == name)
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e["reason"].as_str().unwrap_or_default(),
-                e["message"].as_str().unwrap_or_default()
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported() {
     let stage = Stage::start().await;
@@ -897,7 +881,7 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
         )
         .await;
     let seen = eventually(15, "an Event on the object naming the template", || async {
-        let events = events_about(&stage.c1, "bad").await;
+        let events = events_about(&stage.c1, "default", "bad").await;
         events.into_iter().find(|e| e.starts_with("InvalidNaming"))
     })
     .await;
@@ -954,7 +938,7 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
         .await;
     for ws in [&stage.c1, &stage.c2] {
         let seen = eventually(15, "a collision Event on both objects", || async {
-            events_about(ws, "a")
+            events_about(ws, "default", "a")
                 .await
                 .into_iter()
                 .find(|e| e.starts_with("NameCollision"))
@@ -2374,8 +2358,8 @@ async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_publi
         20,
         "an Event on the object with the cluster's message",
         || async {
-            let events = events_about(&stage.c1, "big").await;
-            events.into_iter().find(|e| e.starts_with("SyncFailed"))
+            let events = events_about(&stage.c1, "default", "big").await;
+            events.into_iter().find(|e| e.starts_with("CopyRefused"))
         },
     )
     .await;

@@ -1544,7 +1544,8 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
 
 /// A copy the physical cluster refuses shows on the SyncTarget (where kcp users
 /// look) in one line with the cluster's own message, naming the object by its
-/// workspace, namespace and name, and clears once the object is fixed.
+/// workspace, namespace and name, and as a `CopyRefused` Event on the object in
+/// its workspace; the condition clears once the object is fixed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
     let t = Tmc::start().await;
@@ -1576,6 +1577,22 @@ async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
     assert!(
         !message.contains("Status {") && !message.contains('\n'),
         "{message}"
+    );
+    // The object's owner sees it on the object too (`kubectl describe`).
+    let event = eventually(
+        20,
+        "a CopyRefused Event on the object in its workspace",
+        || async {
+            events_about(&t.app, "demo", "bad")
+                .await
+                .into_iter()
+                .find(|e| e.starts_with("CopyRefused: "))
+        },
+    )
+    .await;
+    assert!(
+        event.contains("metadata.annotations: Too long") && !event.contains("Status {"),
+        "{event}"
     );
 
     t.app

@@ -1107,15 +1107,19 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
             &engine.name,
         );
     }
-    // kcp TMC's syncer virtual workspace serves only what is synced: Events
-    // cannot be posted there (its refusals show on the SyncTarget instead).
     if let (Some(obj), true) = (upstream_obj, engine.profile.upstream_takes_events) {
+        // A copy refused as sent stays refused until someone changes something:
+        // its own reason, so the owner tells it from a passing failure.
+        let reason = match error.code() {
+            Some(code) if super::refusals::is_refusal(code) => "CopyRefused",
+            _ => "SyncFailed",
+        };
         events::post(
             engine.up.client_in(cluster),
             &obj,
             flow.object_type(Side::Upstream),
             EventType::Warning,
-            "SyncFailed",
+            reason,
             message,
             &engine.name,
         );
