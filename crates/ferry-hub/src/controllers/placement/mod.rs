@@ -718,10 +718,7 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
             continue;
         }
         for d in &p.destinations {
-            let path = format!(
-                "{MAILBOX_PARENT}:{}",
-                mailbox_name(&d.cluster, &d.sync_target_uid)
-            );
+            let path = mailbox_path(d);
             let ready = hub.workspaces.resolve(&path).filter(|lc| {
                 hub.registry
                     .lookup(Some(&lc.name), EDGE_GROUP, EDGE_VERSION, "syncerconfigs")
@@ -1310,6 +1307,14 @@ fn refusal_of(hub: &Hub, mb: &str, s: &Selected) -> Option<String> {
         .map(|r| str_at(r, "/message").to_string())
 }
 
+/// The workspace path of destination `d`'s mailbox.
+fn mailbox_path(d: &SinglePlacement) -> String {
+    format!(
+        "{MAILBOX_PARENT}:{}",
+        mailbox_name(&d.cluster, &d.sync_target_uid)
+    )
+}
+
 /// The copies of `p`'s objects that its destinations' clusters refused, one
 /// message each. Only `p`'s own destinations are asked, so a message never
 /// names a Location the placer has no grant for.
@@ -1319,10 +1324,7 @@ fn refusals(hub: &Hub, p: &Placement) -> BTreeSet<String> {
         return out;
     }
     for d in &p.destinations {
-        let path = format!(
-            "{MAILBOX_PARENT}:{}",
-            mailbox_name(&d.cluster, &d.sync_target_uid)
-        );
+        let path = mailbox_path(d);
         let Some(mb) = hub.workspaces.resolve(&path) else {
             continue;
         };
@@ -1404,10 +1406,7 @@ async fn report(
             continue;
         }
         let d = &p.destinations[0];
-        let path = format!(
-            "{MAILBOX_PARENT}:{}",
-            mailbox_name(&d.cluster, &d.sync_target_uid)
-        );
+        let path = mailbox_path(d);
         let Some(mb) = hub.workspaces.resolve(&path) else {
             continue;
         };
@@ -1592,10 +1591,7 @@ async fn write_summaries(
                 )) {
                     continue;
                 }
-                let path = format!(
-                    "{MAILBOX_PARENT}:{}",
-                    mailbox_name(&d.cluster, &d.sync_target_uid)
-                );
+                let path = mailbox_path(d);
                 let mb = mailbox_of
                     .entry(path.clone())
                     .or_insert_with(|| hub.workspaces.resolve(&path).map(|lc| lc.name))
