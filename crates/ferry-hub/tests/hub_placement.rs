@@ -956,6 +956,72 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     .await;
 }
 
+/// A copy a destination's cluster refuses (as its syncer lists it on the
+/// mailbox's `the-one`) is counted in the EdgePlacement's status and keeps it
+/// from `Ready=True`, naming the object, the SyncTarget and the cluster's
+/// message; once the refusal clears, so does the condition.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clears() {
+    let hub = TestHub::start().await;
+    let (_, guilder) = example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    apply(&wmw, placement_c()).await;
+    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
+    let ready = |want: &'static str| {
+        let placements = placements.clone();
+        move || {
+            let placements = placements.clone();
+            async move {
+                let p = placements.get("edge-placement-c").await.ok()?;
+                let (status, message) = condition(&p, "Ready");
+                (status == want).then_some((p, message))
+            }
+        }
+    };
+    eventually(20, "edge-placement-c to be Ready", ready("True")).await;
+
+    // guilder's syncer reports that its cluster refused commond.
+    let configs = api(
+        &client(&hub, &guilder).await,
+        &edge("SyncerConfig", "syncerconfigs"),
+        None,
+    );
+    let refused = json!({"status": {"refusedCount": 1, "refused": [{
+        "resource": "apps/deployments", "namespace": "commonstuff", "name": "commond", "side": "downstream",
+        "message": "Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""}]}});
+    configs
+        .patch("the-one", &PatchParams::default(), &Patch::Merge(&refused))
+        .await
+        .unwrap();
+    let (p, message) = eventually(15, "edge-placement-c not Ready for the refusal", ready("False")).await;
+    let ready_condition = p.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap();
+    assert_eq!(ready_condition["reason"], "CopiesRefused", "{ready_condition}");
+    assert_eq!(p.data["status"]["refusedCount"], 1);
+    assert_eq!(
+        message,
+        "1 copy refused by their clusters: deployments.apps commonstuff/commond on guilder: \
+         Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""
+    );
+
+    // The cluster takes the copy: the refusal goes, and Ready comes back.
+    configs
+        .patch(
+            "the-one",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"refusedCount": null, "refused": null}})),
+        )
+        .await
+        .unwrap();
+    let (p, _) = eventually(15, "edge-placement-c Ready again", ready("True")).await;
+    assert_eq!(p.data["status"]["refusedCount"], 0);
+}
+
 // ---------------------------------------------------------------- customization
 
 fn customizers() -> ApiResource {

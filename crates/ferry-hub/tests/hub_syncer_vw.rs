@@ -657,3 +657,94 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
         }
     }
 }
+
+/// A syncer may post an Event through its view about an object scheduled
+/// to its SyncTarget (how a copy its cluster refuses shows on the object for
+/// `kubectl describe`), and about nothing else: not about an unscheduled
+/// object or one that does not exist (the same answer), not in another
+/// target's workspace; and no Event is readable or rewritable through the view.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_syncer_posts_events_only_about_objects_scheduled_to_its_target() {
+    let w = world().await;
+    let event = |ns: &str, kind: &str, name: &str| {
+        json!({"apiVersion": "v1", "kind": "Event",
+               "metadata": {"generateName": "refused-", "namespace": ns},
+               "involvedObject": {"apiVersion": "v1", "kind": kind, "name": name, "namespace": ns},
+               "reason": "CopyRefused", "type": "Warning",
+               "message": "ConfigMap \"cm-app1\" is invalid: metadata.annotations: Too long"})
+    };
+    let app1 = w.east("syncer", &w.app1).await;
+    let (code, posted) = call(
+        &app1,
+        "POST",
+        "/api/v1/namespaces/work/events",
+        Some(&event("work", "ConfigMap", "cm-app1")),
+    )
+    .await;
+    assert_eq!(code, 201, "about a scheduled object: {posted}");
+    // The owner sees it in their workspace.
+    let name = posted["metadata"]["name"].as_str().unwrap();
+    let seen = get(
+        &w.hub,
+        "root:app1",
+        &format!("/api/v1/namespaces/work/events/{name}"),
+    )
+    .await;
+    assert_eq!(seen["reason"], "CopyRefused", "{seen}");
+
+    // The attacker side: an unscheduled object, a missing one, another
+    // namespace's, another target's workspace.
+    for (ns, kind, object) in [
+        ("private", "ConfigMap", "hidden"),
+        ("private", "Secret", "hidden"),
+        ("work", "ConfigMap", "no-such"),
+    ] {
+        let (code, answer) = call(
+            &app1,
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/events"),
+            Some(&event(ns, kind, object)),
+        )
+        .await;
+        assert_eq!(code, 403, "{ns}/{object}: {answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap()
+                .contains("scheduled to this SyncTarget"),
+            "{answer}"
+        );
+    }
+    // In namespace private, about work's scheduled ConfigMap.
+    let mut elsewhere = event("private", "ConfigMap", "cm-app1");
+    elsewhere["involvedObject"]["namespace"] = json!("work");
+    let (code, _) = call(
+        &app1,
+        "POST",
+        "/api/v1/namespaces/private/events",
+        Some(&elsewhere),
+    )
+    .await;
+    assert_eq!(code, 403, "an Event about another namespace's object");
+    // root:app3's objects are west's: its workspace may use root:loc, but
+    // nothing there is scheduled to east.
+    let app3 = w.east("syncer", "root:app3").await;
+    let (code, answer) = call(
+        &app3,
+        "POST",
+        "/api/v1/namespaces/work/events",
+        Some(&event("work", "ConfigMap", "cm-app3")),
+    )
+    .await;
+    assert_eq!(code, 403, "an Event about west's object: {answer}");
+
+    // Nothing is readable or rewritable through the view: create is its one
+    // verb, and no Event is visible there, not even the one just posted.
+    let (code, answer) = call(&app1, "GET", "/api/v1/namespaces/work/events", None).await;
+    assert_eq!(code, 405, "a list: {answer}");
+    let path = format!("/api/v1/namespaces/work/events/{name}");
+    for (method, body) in [("GET", None), ("PUT", Some(&posted)), ("DELETE", None)] {
+        let (code, answer) = call(&app1, method, &path, body).await;
+        assert_eq!(code, 404, "{method} {path}: {answer}");
+    }
+}

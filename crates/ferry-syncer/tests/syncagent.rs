@@ -829,22 +829,6 @@ fn remote_object(kind: &str, name: &str, labels: Value, spec: Value) -> Value {
             "metadata": { "name": name, "namespace": "default", "labels": labels }, "spec": spec })
 }
 
-/// The Events in `ws`'s namespace `default` about `name`, as `reason: message`.
-async fn events_about(ws: &Cluster, name: &str) -> Vec<String> {
-    ws.list(&events(), Some("default"))
-        .await
-        .into_iter()
-        .filter(|e| e["involvedObject"]["name"] == name)
-        .map(|e| {
-            format!(
-                "{}: {}",
-                e["reason"].as_str().unwrap_or_default(),
-                e["message"].as_str().unwrap_or_default()
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported() {
     let stage = Stage::start().await;
@@ -898,7 +882,7 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
         )
         .await;
     let seen = eventually(15, "an Event on the object naming the template", || async {
-        let events = events_about(&stage.c1, "bad").await;
+        let events = events_about(&stage.c1, "default", "bad").await;
         events.into_iter().find(|e| e.starts_with("InvalidNaming"))
     })
     .await;
@@ -955,7 +939,7 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
         .await;
     for ws in [&stage.c1, &stage.c2] {
         let seen = eventually(15, "a collision Event on both objects", || async {
-            events_about(ws, "a")
+            events_about(ws, "default", "a")
                 .await
                 .into_iter()
                 .find(|e| e.starts_with("NameCollision"))
@@ -2375,8 +2359,8 @@ async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_publi
         20,
         "an Event on the object with the cluster's message",
         || async {
-            let events = events_about(&stage.c1, "big").await;
-            events.into_iter().find(|e| e.starts_with("SyncFailed"))
+            let events = events_about(&stage.c1, "default", "big").await;
+            events.into_iter().find(|e| e.starts_with("CopyRefused"))
         },
     )
     .await;
@@ -2688,4 +2672,51 @@ async fn published_resources_are_immutable_on_every_service_cluster() {
         assert_eq!(pr["metadata"]["labels"]["team"], "db");
         assert_eq!(pr["status"]["resourceSchemaName"], "v1.databases.example.io");
     }
+
+/// However many copies the service cluster refuses, the PublishedResource's
+/// `Synced` condition names the first few with the cluster's message and
+/// counts the rest, so it stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_refused_copies_are_named_a_few_and_counted_on_the_published_resource() {
+    let stage = Stage::start().await;
+    stage.schema().await;
+    stage.publish("Thing", "things", json!({})).await;
+    let remote = ar(EXPORT, "v1", "Thing", "things");
+    stage.bind_accepting(&stage.c1, &remote).await;
+    // As above: kcp takes each, the service cluster finds each copy too large.
+    for i in 0..5 {
+        let mut big = remote_object("Thing", &format!("big{i}"), json!({}), json!({}));
+        big["metadata"]["annotations"] = json!({ "big": "x".repeat(262_144 - 3 - 64) });
+        stage.c1.create(&remote, big).await;
+    }
+    let pr = wait_for(
+        &stage.service,
+        &published_resources(),
+        None,
+        "things",
+        "the Synced condition to count the five refusals",
+        |pr| {
+            condition(pr, "Synced").is_some_and(|c| {
+                c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("5 objects are not synced: "))
+            })
+        },
+    )
+    .await;
+    let synced = condition(&pr, "Synced").unwrap();
+    assert_eq!(synced["reason"], "CopyRefused");
+    let message = synced["message"].as_str().unwrap();
+    assert!(message.ends_with("; and 2 more"), "{message}");
+    assert_eq!(
+        message.matches("was refused by the service cluster").count(),
+        3,
+        "three named: {message}"
+    );
+    assert!(
+        message.contains("Too long") && !message.contains("ApiError"),
+        "{message}"
+    );
+    let Stage { agent, .. } = stage;
+    agent.stop().await;
 }

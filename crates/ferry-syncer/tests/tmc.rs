@@ -1544,7 +1544,8 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
 
 /// A copy the physical cluster refuses shows on the SyncTarget (where kcp users
 /// look) in one line with the cluster's own message, naming the object by its
-/// workspace, namespace and name, and clears once the object is fixed.
+/// workspace, namespace and name, and as a `CopyRefused` Event on the object in
+/// its workspace; the condition clears once the object is fixed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
     let t = Tmc::start().await;
@@ -1577,6 +1578,22 @@ async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
         !message.contains("Status {") && !message.contains('\n'),
         "{message}"
     );
+    // The object's owner sees it on the object too (`kubectl describe`).
+    let event = eventually(
+        20,
+        "a CopyRefused Event on the object in its workspace",
+        || async {
+            events_about(&t.app, "demo", "bad")
+                .await
+                .into_iter()
+                .find(|e| e.starts_with("CopyRefused: "))
+        },
+    )
+    .await;
+    assert!(
+        event.contains("metadata.annotations: Too long") && !event.contains("Status {"),
+        "{event}"
+    );
 
     t.app
         .merge(
@@ -1604,5 +1621,58 @@ async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
         |st| condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "True"),
     )
     .await;
+    syncer.stop().await;
+}
+
+/// An object that leaves the SyncTarget (here its namespace is taken off the
+/// Placement; a drain or a reschedule is the same handshake) loses the status
+/// that cluster reported upstream, so it does not keep the old cluster's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_leaving_the_sync_target_loses_the_status_its_cluster_reported() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.app
+        .create(&deployments(), deployment("demo", "web", json!({})))
+        .await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(&t.down, &deployments(), Some(&kcp_ns), "web", "the copy", |_| {
+        true
+    })
+    .await;
+    t.down
+        .set_status(
+            &deployments(),
+            Some(&kcp_ns),
+            "web",
+            json!({ "replicas": 2, "readyReplicas": 2 }),
+        )
+        .await;
+    wait_for(
+        &t.app,
+        &deployments(),
+        Some("demo"),
+        "web",
+        "the cluster's status upstream",
+        |d| d["status"]["readyReplicas"] == 2,
+    )
+    .await;
+
+    t.unschedule("demo").await;
+    wait_gone(&t.down, &deployments(), Some(&kcp_ns), "web", "the copy").await;
+    let web = wait_for(
+        &t.app,
+        &deployments(),
+        Some("demo"),
+        "web",
+        "the old cluster's status cleared and the object released",
+        |d| d["status"].get("readyReplicas").is_none() && !has_finalizer(d, &t.finalizer()),
+    )
+    .await;
+    assert!(
+        web["status"].get("replicas").is_none(),
+        "nothing of the old cluster's status stays: {}",
+        web["status"]
+    );
     syncer.stop().await;
 }

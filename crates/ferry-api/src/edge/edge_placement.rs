@@ -178,6 +178,12 @@ pub struct EdgePlacementStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub executing_count: i32,
 
+    /// Ferry: how many of those copies their clusters refused (each destination's
+    /// syncer reports them; the objects' PlacementSummaries carry each message).
+    /// While any is refused, `Ready` is False with reason `CopiesRefused`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_count: i32,
+
     /// Ferry: `Ready` (everything placed), `Conflict` (another placement wants a
     /// different object under the same name in a mailbox), `InvalidSpec` (a selector
     /// or resource that cannot be used; the condition names the field).

@@ -12,7 +12,9 @@
 //! - **What:** syncer: namespaces, configmaps, secrets, and every version of
 //!   each `status.syncedResources` entry whose state is `Accepted`, with the
 //!   verbs a syncer needs (get, list, watch, update, patch; no create or
-//!   delete). Upsyncer: pods, persistentvolumes and endpoints, every verb.
+//!   delete); and, unlike kcp, `create` of core Events about those objects
+//!   ([`EventsAbout`]), so a copy the cluster refuses shows on the object.
+//!   Upsyncer: pods, persistentvolumes and endpoints, every verb.
 //! - **Which:** objects labelled `state.workload.kcp.io/<key>=Sync`
 //!   (upsyncer: `=Upsync`), in the target's own workspace and those whose
 //!   Placements may use its workspace (`controllers::scheduling::grant`),
@@ -211,10 +213,26 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
             resources.push(info);
         }
     }
+    // What an Event may be about: the kinds served above.
+    let served: Vec<(String, String, String)> = resources
+        .iter()
+        .map(|i| (i.api_version(), i.kind.clone(), i.storage_key()))
+        .collect();
+    if direction == Direction::Sync {
+        let events = hub
+            .registry
+            .resources(None)
+            .into_iter()
+            .filter(|i| i.group.is_empty() && i.resource == "events");
+        for mut info in events {
+            info.verbs = vec!["create".to_string()];
+            resources.push(info);
+        }
+    }
     let hub = hub.clone();
     let label = workload_state_label(&key);
     Ok(View::new(resources, move |info: &ResourceInfo| {
-        Arc::new(Labelled {
+        let labelled = Labelled {
             hub: hub.clone(),
             info: info.clone(),
             key: key.clone(),
@@ -222,7 +240,14 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
             label: label.clone(),
             direction,
             granted: Default::default(),
-        }) as Arc<dyn ScopeFilter>
+        };
+        if direction == Direction::Sync && info.group.is_empty() && info.resource == "events" {
+            return Arc::new(EventsAbout {
+                labelled,
+                served: served.clone(),
+            }) as Arc<dyn ScopeFilter>;
+        }
+        Arc::new(labelled) as Arc<dyn ScopeFilter>
     }))
 }
 
@@ -322,6 +347,74 @@ impl ScopeFilter for Labelled {
 
     fn sync_target_key(&self) -> Option<&str> {
         Some(&self.key)
+    }
+}
+
+/// Events through the syncer view (Ferry's addition to kcp's): a syncer may
+/// create one about an object scheduled to its SyncTarget — a copy its
+/// cluster refused, shown where the object's owner looks (`kubectl describe`).
+/// Nothing else: no Event is readable or writable through the view, and one
+/// about any other object is forbidden with the same answer whether or not
+/// that object exists.
+struct EventsAbout {
+    labelled: Labelled,
+    /// `(apiVersion, kind, storage key)` of each resource the view serves.
+    served: Vec<(String, String, String)>,
+}
+
+impl ScopeFilter for EventsAbout {
+    fn cluster(&self, cluster: &str) -> bool {
+        self.labelled.granted(cluster)
+    }
+
+    fn stored(&self, _key: &ObjectKey, _obj: &StoredObject) -> bool {
+        false
+    }
+
+    fn admit_write(&self, key: &ObjectKey, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+        if old.is_some() {
+            return Err(ApiError::method_not_allowed(
+                "events: the syncer virtual workspace only creates Events".to_string(),
+            ));
+        }
+        let about = |field: &str| {
+            new.pointer(&format!("/involvedObject/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let storage_key = self
+            .served
+            .iter()
+            .find(|(api_version, kind, _)| api_version == about("apiVersion") && kind == about("kind"))
+            .map(|(_, _, storage_key)| storage_key.clone());
+        // As in kube, an Event about a cluster-scoped object lives in `default`.
+        let namespace = about("namespace");
+        let in_place = namespace == key.namespace || (namespace.is_empty() && key.namespace == "default");
+        let object = storage_key
+            .filter(|_| in_place && self.labelled.granted(&key.cluster))
+            .and_then(|resource| {
+                self.labelled.hub.store.get(&ObjectKey {
+                    cluster: key.cluster.clone(),
+                    resource,
+                    namespace: namespace.to_string(),
+                    name: about("name").to_string(),
+                })
+            });
+        let scheduled = object.is_some_and(|o| {
+            o.labels.get(&self.labelled.label).map(String::as_str) == Some(WORKLOAD_STATE_SYNC)
+        });
+        if !scheduled {
+            return Err(ApiError::forbidden(format!(
+                "events {}/{}: through the syncer virtual workspace, an Event must be about an object \
+                 scheduled to this SyncTarget, in the Event's namespace (involvedObject)",
+                key.namespace, key.name
+            )));
+        }
+        Ok(())
+    }
+
+    fn sync_target_key(&self) -> Option<&str> {
+        Some(&self.labelled.key)
     }
 }
 

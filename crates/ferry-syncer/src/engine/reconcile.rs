@@ -606,6 +606,69 @@ async fn release_source(
     }
 }
 
+/// Whether the upstream object reports state this syncer returned: status
+/// goes back from copies only where the profile returns it, and never for CRDs
+/// (they keep their own).
+fn returns_status(engine: &Engine, flow: &Flow) -> bool {
+    engine.return_status
+        && flow.target.id.group != "apiextensions.k8s.io"
+        && engine
+            .profile
+            .mapping
+            .returns_status(&flow.target, flow.status_subresource)
+}
+
+/// The source `raw` (key `source_key`) stays but leaves this cluster (kcp TMC:
+/// drained, rescheduled or unscheduled from the SyncTarget): what this
+/// cluster reported into its status (a Service's load-balancer ingress, a
+/// Deployment's replicas) is cleared, so the object does not keep the old
+/// cluster's state; the cluster it moves to reports its own. Only a status
+/// that is still this copy's is cleared — one the new cluster already wrote
+/// stays (the write is based on the source's resourceVersion, so a concurrent
+/// report makes it a conflict and a retry).
+async fn clear_reported_status(
+    engine: &Engine,
+    flow: &Flow,
+    source_key: &ObjectRef,
+    raw: &Value,
+    copy: &Value,
+) -> Result<(), SyncError> {
+    if !returns_status(engine, flow) {
+        return Ok(());
+    }
+    let Some(reported) = engine
+        .profile
+        .mapping
+        .returned_status(&flow.target, source_key, raw, copy)
+    else {
+        return Ok(());
+    };
+    let current = raw.get("status");
+    if current.is_none_or(|s| s.as_object().is_some_and(|o| o.is_empty())) || current != Some(&reported) {
+        return Ok(());
+    }
+    let up = Writer {
+        engine,
+        flow,
+        side: Side::Upstream,
+        object: source_key,
+    };
+    let body = with_status(raw, serde_json::json!({}));
+    let written = if flow.status_subresource {
+        up.replace_status(&body).await
+    } else {
+        up.replace(&body).await
+    };
+    match written {
+        Ok(_) => {
+            tracing::debug!(object = %source_key, "cleared the status this cluster reported; the object left it");
+            Ok(())
+        }
+        Err(e) if e.code() == Some(404) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 fn post_params() -> PostParams {
     PostParams {
         dry_run: false,
@@ -703,6 +766,15 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             }
             let holds_wanted_copies =
                 namespace_copy && source_alive && engine.keeps_copies_in(&key.dest().name);
+            if let (Direction::Downsync, false, true, Some(source_key), Some(raw)) = (
+                direction,
+                namespace_copy,
+                source_alive,
+                key.source(),
+                raw_source.as_deref(),
+            ) {
+                clear_reported_status(engine, flow, source_key, raw, copy).await?;
+            }
             if holds_wanted_copies {
                 dest.release().await?;
                 tracing::info!(namespace = %key.dest(), "released the namespace copy (no longer wanted, but it holds other copies)");
@@ -782,11 +854,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             }
             // Reported state: the copy's status goes back to the source. The copy in the
             // store is what the destination last reported. CRDs keep their own status.
-            let returnable = engine.return_status
-                && id.group != "apiextensions.k8s.io"
-                && profile
-                    .mapping
-                    .returns_status(&flow.target, flow.status_subresource);
+            let returnable = returns_status(engine, flow);
             if let (true, Some((actual, _)), Some(source_key)) = (returnable, &copy, key.source()) {
                 if let Some(status) =
                     profile
@@ -1128,15 +1196,19 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
             &engine.name,
         );
     }
-    // kcp TMC's syncer virtual workspace serves only what is synced: Events
-    // cannot be posted there (its refusals show on the SyncTarget instead).
     if let (Some(obj), true) = (upstream_obj, engine.profile.upstream_takes_events) {
+        // A copy refused as sent stays refused until someone changes something:
+        // its own reason, so the owner tells it from a passing failure.
+        let reason = match error.code() {
+            Some(code) if super::refusals::is_refusal(code) => "CopyRefused",
+            _ => "SyncFailed",
+        };
         events::post(
             engine.up.client_in(cluster),
             &obj,
             flow.object_type(Side::Upstream),
             EventType::Warning,
-            "SyncFailed",
+            reason,
             message,
             &engine.name,
         );

@@ -318,9 +318,9 @@ pub struct Profile {
     /// deleted (or released while it holds wanted copies) at once.
     pub namespace_clean_delay: Option<std::time::Duration>,
     /// Whether Events can be posted on upstream objects (a mailbox workspace; an
-    /// APIExport's virtual workspace whose export claims events), so a copy that
-    /// fails says so on the object itself. kcp TMC's syncer virtual workspace serves
-    /// only what is synced: no Events.
+    /// APIExport's virtual workspace whose export claims events; Ferry's syncer
+    /// virtual workspace, about the objects scheduled to its SyncTarget), so a copy
+    /// that fails says so on the object itself (`CopyRefused` for a refusal).
     pub upstream_takes_events: bool,
 }
 

@@ -451,3 +451,19 @@ impl std::io::Write for CaptureWriter {
         Ok(())
     }
 }
+
+/// `<reason>: <message>` of each Event in `namespace` of `ws` about the object `name`.
+pub async fn events_about(ws: &Cluster, namespace: &str, name: &str) -> Vec<String> {
+    ws.list(&events(), Some(namespace))
+        .await
+        .into_iter()
+        .filter(|e| e["involvedObject"]["name"] == name)
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap_or_default(),
+                e["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}

@@ -344,6 +344,9 @@ struct Placement {
     executing: usize,
     /// Copies that could not be customized, one message each.
     customization: BTreeSet<String>,
+    /// Copies a destination's cluster refused, one message each
+    /// (`<object> on <SyncTarget>: <the API server's message>`).
+    refused: BTreeSet<String>,
 }
 
 fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -464,6 +467,7 @@ fn evaluate(
         selected,
         executing: 0,
         customization: BTreeSet::new(),
+        refused: BTreeSet::new(),
     }
 }
 
@@ -729,10 +733,7 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
             continue;
         }
         for d in &p.destinations {
-            let path = format!(
-                "{MAILBOX_PARENT}:{}",
-                mailbox_name(&d.cluster, &d.sync_target_uid)
-            );
+            let path = mailbox_path(d);
             let ready = hub.workspaces.resolve(&path).filter(|lc| {
                 hub.registry
                     .lookup(Some(&lc.name), EDGE_GROUP, EDGE_VERSION, "syncerconfigs")
@@ -794,6 +795,9 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
         }
     }
 
+    for p in placements.iter_mut() {
+        p.refused = refusals(hub, p);
+    }
     retry |= report(hub, &placements, &plans, &executing, &inventory).await;
     for p in &placements {
         write_status(hub, p).await;
@@ -1324,6 +1328,36 @@ fn refusal_of(hub: &Hub, mb: &str, s: &Selected) -> Option<String> {
         .map(|r| str_at(r, "/message").to_string())
 }
 
+/// The workspace path of destination `d`'s mailbox.
+fn mailbox_path(d: &SinglePlacement) -> String {
+    format!(
+        "{MAILBOX_PARENT}:{}",
+        mailbox_name(&d.cluster, &d.sync_target_uid)
+    )
+}
+
+/// The copies of `p`'s objects that its destinations' clusters refused, one
+/// message each. Only `p`'s own destinations are asked, so a message never
+/// names a Location the placer has no grant for.
+fn refusals(hub: &Hub, p: &Placement) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    if p.deleting {
+        return out;
+    }
+    for d in &p.destinations {
+        let path = mailbox_path(d);
+        let Some(mb) = hub.workspaces.resolve(&path) else {
+            continue;
+        };
+        for s in &p.selected {
+            if let Some(message) = refusal_of(hub, &mb.name, s) {
+                out.insert(format!("{} on {}: {message}", s.display(), d.sync_target_name));
+            }
+        }
+    }
+    out
+}
+
 // ---------------------------------------------------------------- reported state
 
 /// Workload management workspaces: where EdgePlacements are served, but not mailboxes.
@@ -1393,10 +1427,7 @@ async fn report(
             continue;
         }
         let d = &p.destinations[0];
-        let path = format!(
-            "{MAILBOX_PARENT}:{}",
-            mailbox_name(&d.cluster, &d.sync_target_uid)
-        );
+        let path = mailbox_path(d);
         let Some(mb) = hub.workspaces.resolve(&path) else {
             continue;
         };
@@ -1581,10 +1612,7 @@ async fn write_summaries(
                 )) {
                     continue;
                 }
-                let path = format!(
-                    "{MAILBOX_PARENT}:{}",
-                    mailbox_name(&d.cluster, &d.sync_target_uid)
-                );
+                let path = mailbox_path(d);
                 let mb = mailbox_of
                     .entry(path.clone())
                     .or_insert_with(|| hub.workspaces.resolve(&path).map(|lc| lc.name))
@@ -1768,6 +1796,33 @@ fn first_messages(messages: &BTreeSet<String>) -> Vec<String> {
     out
 }
 
+/// Refused copies the `Ready` condition names; `status.refusedCount` counts
+/// them all and the objects' PlacementSummaries say the rest.
+const MAX_REFUSALS_NAMED: usize = 3;
+
+/// `Ready`'s message while copies are refused: how many, the first few by
+/// object and SyncTarget with the cluster's message, and how many more.
+fn refused_message(refused: &BTreeSet<String>) -> String {
+    let named: Vec<&str> = refused
+        .iter()
+        .take(MAX_REFUSALS_NAMED)
+        .map(String::as_str)
+        .collect();
+    let copies = if refused.len() == 1 { "copy" } else { "copies" };
+    let mut message = format!(
+        "{} {copies} refused by their clusters: {}",
+        refused.len(),
+        named.join("; ")
+    );
+    if refused.len() > MAX_REFUSALS_NAMED {
+        message.push_str(&format!(
+            "; and {} more (the objects' PlacementSummaries say which)",
+            refused.len() - MAX_REFUSALS_NAMED
+        ));
+    }
+    message
+}
+
 /// How a placement gets a Location, for the messages of one that reaches none.
 fn grant_hint() -> String {
     format!(
@@ -1782,6 +1837,7 @@ fn status_of(p: &Placement) -> Value {
     let conflict = !p.conflicts.is_empty();
     let pending = !p.pending.is_empty();
     let uncustomized = !p.customization.is_empty();
+    let refused = !p.refused.is_empty();
     let problems: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
     let conflicts: Vec<String> = p.conflicts.iter().cloned().collect();
     let ready_message = if invalid {
@@ -1795,6 +1851,8 @@ fn status_of(p: &Placement) -> Value {
             "waiting for the mailbox workspaces of {}",
             p.pending.iter().cloned().collect::<Vec<_>>().join(", ")
         )
+    } else if refused {
+        refused_message(&p.refused)
     } else if p.placer.is_none() {
         "no placer is recorded (the EdgePlacement was written before Ferry recorded who places): \
          apply it again so the hub records you as its placer; until then it reaches no Location"
@@ -1818,6 +1876,7 @@ fn status_of(p: &Placement) -> Value {
         (_, true, ..) => "Conflict",
         (_, _, true, _) => "CustomizationError",
         (.., true) => "MailboxNotReady",
+        _ if refused => "CopiesRefused",
         _ if p.placer.is_none() => "NoPlacer",
         _ => "Placed",
     };
@@ -1826,8 +1885,10 @@ fn status_of(p: &Placement) -> Value {
         "specGeneration": p.generation,
         "matchingLocationCount": p.matching_locations,
         "executingCount": p.executing,
+        "refusedCount": p.refused.len(),
         "conditions": [
-            condition(&p.value, "Ready", !(invalid || conflict || uncustomized || pending || p.placer.is_none()),
+            condition(&p.value, "Ready",
+                !(invalid || conflict || uncustomized || pending || refused || p.placer.is_none()),
                 ready_reason,
                 &ready_message),
             condition(&p.value, "InvalidSpec", invalid, if invalid { "InvalidSpec" } else { "Valid" },
@@ -1875,5 +1936,26 @@ mod tests {
         assert_eq!(listed.len(), MAX_CUSTOMIZATION_MESSAGES + 1);
         assert_eq!(listed[0], "m0000");
         assert!(listed[MAX_CUSTOMIZATION_MESSAGES].starts_with("and 990 more"));
+    }
+
+    #[test]
+    fn a_refusal_message_names_a_few_copies_and_counts_the_rest() {
+        let one: BTreeSet<String> =
+            ["services default/web on florin: Service \"web\" is invalid".to_string()].into();
+        assert_eq!(
+            refused_message(&one),
+            "1 copy refused by their clusters: services default/web on florin: Service \"web\" is invalid"
+        );
+        let many: BTreeSet<String> = (0..500)
+            .map(|i| format!("services default/w{i:03} on florin: no"))
+            .collect();
+        let message = refused_message(&many);
+        assert!(message
+            .starts_with("500 copies refused by their clusters: services default/w000 on florin: no; "));
+        assert!(
+            message.ends_with("; and 497 more (the objects' PlacementSummaries say which)"),
+            "{message}"
+        );
+        assert!(!message.contains("w003"), "{message}");
     }
 }

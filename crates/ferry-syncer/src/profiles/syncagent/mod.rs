@@ -223,16 +223,18 @@ impl SyncAgent {
         self.published.read().clone()
     }
 
-    /// The problems that keep objects from syncing, by PublishedResource: `(reason,
-    /// message)` of one of them, and how many objects are affected.
-    pub fn problems(&self) -> BTreeMap<String, (&'static str, String, usize)> {
-        let mut out: BTreeMap<String, (&'static str, String, usize)> = BTreeMap::new();
+    /// The problems that keep objects from syncing, by PublishedResource: the
+    /// reason of the first, and one message per object (naming collisions
+    /// first, then refused copies, each in a stable order).
+    pub fn problems(&self) -> BTreeMap<String, (&'static str, Vec<String>)> {
+        let mut out: BTreeMap<String, (&'static str, Vec<String>)> = BTreeMap::new();
         let mut blocked: Vec<Blocked> = self.blocked.read().values().cloned().collect();
         blocked.sort_by(|a, b| a.message.cmp(&b.message));
         for b in blocked {
             out.entry(b.published)
-                .and_modify(|e| e.2 += 1)
-                .or_insert((b.reason, b.message, 1));
+                .or_insert((b.reason, Vec::new()))
+                .1
+                .push(b.message);
         }
         // Copies the service cluster (or kcp, for status) refused, by the
         // PublishedResource of their kcp resource.
@@ -259,10 +261,10 @@ impl SyncAgent {
                 Side::Downstream => "the service cluster",
                 Side::Upstream => "kcp",
             };
-            let message = format!("{object} was refused by {by}: {}", r.message);
             out.entry(p.name.clone())
-                .and_modify(|e| e.2 += 1)
-                .or_insert(("CopyRefused", message, 1));
+                .or_insert(("CopyRefused", Vec::new()))
+                .1
+                .push(format!("{object} was refused by {by}: {}", r.message));
         }
         out
     }

@@ -703,8 +703,9 @@ impl Publisher {
 
     /// Records the schema name, the `Ready` condition and (for a published resource
     /// that syncs) the `Synced` condition on the PublishedResource, if they changed.
-    /// `Synced=False` names one of the objects that do not sync and why (a naming
-    /// template that fails, two objects mapping to one local name).
+    /// `Synced=False` names the first objects that do not sync and why (a naming
+    /// template that fails, two objects mapping to one local name, a copy the
+    /// service cluster refused) and counts the rest ([`not_synced_message`]).
     async fn write_status(&self, pr: &Value, schema: &str, invalid: Option<&Invalid>) {
         let name = pr["metadata"]["name"].as_str().unwrap_or_default();
         let (status, reason, message) = match invalid {
@@ -718,12 +719,7 @@ impl Publisher {
         let syncs = invalid.is_none() && self.opts.enabled("sync");
         let synced = syncs.then(|| match self.agent.problems().remove(name) {
             None => ("True", "Synced", String::new()),
-            Some((reason, message, 1)) => ("False", reason, message),
-            Some((reason, message, n)) => (
-                "False",
-                reason,
-                format!("{n} objects are not synced; one of them: {message}"),
-            ),
+            Some((reason, messages)) => ("False", reason, not_synced_message(&messages)),
         });
         let old = |type_: &str| {
             pr["status"]["conditions"]
@@ -1048,6 +1044,24 @@ async fn watch_related(
     }
 }
 
+/// Objects a `Synced=False` condition names; the rest are counted.
+const NAMED_PROBLEMS: usize = 3;
+
+/// `Synced=False`'s message for one message per object that does not sync:
+/// that message alone, or how many, the first few, and how many more — a
+/// condition stays short however many objects a service cluster refuses.
+fn not_synced_message(messages: &[String]) -> String {
+    if let [only] = messages {
+        return only.clone();
+    }
+    let named: Vec<&str> = messages.iter().take(NAMED_PROBLEMS).map(String::as_str).collect();
+    let mut message = format!("{} objects are not synced: {}", messages.len(), named.join("; "));
+    if messages.len() > NAMED_PROBLEMS {
+        message.push_str(&format!("; and {} more", messages.len() - NAMED_PROBLEMS));
+    }
+    message
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1168,6 +1182,21 @@ mod tests {
         let e = project("x", &scope, &[crd()], "g").unwrap_err();
         assert_eq!(e.reason, "InvalidProjection");
         assert!(e.message.contains("spec.projection.scope"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_synced_condition_names_a_few_objects_and_counts_the_rest() {
+        let one = vec!["default/big was refused by the service cluster: Too long".to_string()];
+        assert_eq!(not_synced_message(&one), one[0]);
+        let many: Vec<String> = (0..40)
+            .map(|i| format!("default/o{i:02} was refused: no"))
+            .collect();
+        let message = not_synced_message(&many);
+        assert_eq!(
+            message,
+            "40 objects are not synced: default/o00 was refused: no; default/o01 was refused: no; \
+             default/o02 was refused: no; and 37 more"
+        );
     }
 
     #[test]

@@ -162,7 +162,9 @@ impl Tmc {
             config: self.clone(),
             upstream_clusters: true,
             namespace_clean_delay: Some(self.options.namespace_clean_delay),
-            upstream_takes_events: false,
+            // Ferry's syncer virtual workspace takes Events about the objects it
+            // serves (kcp's takes none), so a refused copy shows on the object.
+            upstream_takes_events: true,
         }
     }
 
