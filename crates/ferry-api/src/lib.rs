@@ -27,6 +27,7 @@
 #[macro_use]
 mod resource;
 
+pub mod allocated;
 pub mod apiresource;
 pub mod crds;
 pub mod edge;
