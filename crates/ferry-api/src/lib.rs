@@ -28,6 +28,7 @@
 #[macro_use]
 mod resource;
 
+pub mod allocated;
 pub mod apiresource;
 pub mod control;
 pub mod crds;

@@ -585,7 +585,7 @@ async fn register(
 
 /// The configuration a pod running as ServiceAccount `id` (namespace `id`)
 /// would get in-cluster: the cluster's CA and a token for that ServiceAccount.
-pub(crate) async fn in_cluster_config(
+pub async fn in_cluster_config(
     cluster: &RunningHub,
     admin: &kube::Client,
     id: &str,
@@ -598,7 +598,7 @@ pub(crate) async fn in_cluster_config(
 }
 
 /// [`in_cluster_config`] as kubeconfig text.
-pub(crate) async fn in_cluster_kubeconfig(
+pub async fn in_cluster_kubeconfig(
     cluster: &RunningHub,
     admin: &kube::Client,
     id: &str,

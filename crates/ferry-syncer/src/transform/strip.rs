@@ -26,9 +26,12 @@ pub const SERVER_SET_METADATA: &[&str] = &[
 ];
 
 /// Annotations never copied: source-cluster bookkeeping and the marks of other copies
-/// (each copy gets its own marks afterwards).
+/// (each copy gets its own marks afterwards). The TMC scheduler's placement annotation
+/// on a Namespace names kcp Placements, and a Ferry hub standing in for the cluster
+/// reserves it to its own scheduler: a copy carrying it is refused.
 pub const NEVER_COPIED_ANNOTATIONS: &[&str] = &[
     KCP_CLUSTER_ANNOTATION,
+    ferry_api::scheduling::PLACEMENT_ANNOTATION,
     LAST_APPLIED_CONFIG_ANNOTATION,
     DOWNSYNCED_ANNOTATION,
     UPSYNCED_ANNOTATION,

@@ -32,11 +32,15 @@ const SERVER_METADATA: &[&str] = &[
 ];
 
 /// The copy of WMW object `source` for a mailbox: no status, no server
-/// fields nor owner references (the owners are not in the mailbox), marked
-/// as placed, with where it came from (`source_path`) and at which
-/// resourceVersion (`source_rv`).
+/// fields nor owner references (the owners are not in the mailbox), nothing
+/// the WMW allocated for it ([`ferry_api::allocated`]: the mailbox refuses a
+/// Job selector generated for another uid), marked as placed, with where it
+/// came from (`source_path`) and at which resourceVersion (`source_rv`).
 pub fn mailbox_copy(source: &Value, source_path: &str, source_rv: u64) -> Value {
     let mut copy = source.clone();
+    let api_version = str_of(source, "apiVersion");
+    let kind = str_of(source, "kind");
+    ferry_api::allocated::drop_allocated(&mut copy, api_version, kind);
     let Some(obj) = copy.as_object_mut() else {
         return copy;
     };
@@ -67,6 +71,10 @@ pub fn mailbox_copy(source: &Value, source_path: &str, source_rv: u64) -> Value 
     copy
 }
 
+fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
 /// Put back on a customized `copy` the translator's marks from `plain` (the
 /// copy before customization), which a Customizer may not change.
 pub fn remark(copy: &mut Value, plain: &Value) {
@@ -93,10 +101,11 @@ pub fn remark(copy: &mut Value, plain: &Value) {
 }
 
 /// What decides whether two copies are the same object: everything but
-/// status, server metadata and the marks that only say where and when a copy
-/// came from.
+/// status, server metadata, what the server allocated (the mailbox allocates
+/// its own) and the marks that only say where and when a copy came from.
 pub fn content(obj: &Value) -> Value {
     let mut v = obj.clone();
+    ferry_api::allocated::drop_allocated(&mut v, str_of(obj, "apiVersion"), str_of(obj, "kind"));
     let Some(o) = v.as_object_mut() else {
         return v;
     };
@@ -264,6 +273,39 @@ mod tests {
         let mut changed = source.clone();
         changed["spec"]["replicas"] = json!(2);
         assert_ne!(content(&copy), content(&mailbox_copy(&changed, "root:wmw", 8)));
+    }
+
+    #[test]
+    fn a_copy_leaves_what_the_wmw_allocated_for_the_mailbox_to_allocate() {
+        let job = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "migrate", "namespace": "n", "uid": "u1"},
+            "spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u1"}},
+                     "template": {"metadata": {"labels": {"app": "m", "batch.kubernetes.io/controller-uid": "u1",
+                                                          "controller-uid": "u1", "job-name": "migrate",
+                                                          "batch.kubernetes.io/job-name": "migrate"}},
+                                  "spec": {"restartPolicy": "Never"}}},
+        });
+        let copy = mailbox_copy(&job, "root:wmw", 3);
+        assert!(copy["spec"].get("selector").is_none());
+        assert_eq!(
+            copy["spec"]["template"]["metadata"]["labels"],
+            json!({"app": "m"})
+        );
+        // The mailbox's Job, with the selector the mailbox generated, is the same content.
+        let mut in_mailbox = copy.clone();
+        in_mailbox["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u2"}});
+        in_mailbox["spec"]["template"]["metadata"]["labels"]["controller-uid"] = json!("u2");
+        assert_eq!(content(&in_mailbox), content(&copy));
+
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"},
+                             "spec": {"clusterIP": "10.96.0.7", "clusterIPs": ["10.96.0.7"], "ports": [{"port": 80}]}});
+        let copy = mailbox_copy(&service, "root:wmw", 3);
+        assert!(copy["spec"].get("clusterIP").is_none());
+        let mut in_mailbox = copy.clone();
+        in_mailbox["spec"]["clusterIP"] = json!("10.97.0.3");
+        in_mailbox["spec"]["clusterIPs"] = json!(["10.97.0.3"]);
+        assert_eq!(content(&in_mailbox), content(&copy));
     }
 
     #[test]
