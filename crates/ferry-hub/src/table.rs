@@ -416,6 +416,24 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
                 "",
             ),
             json_path("Heartbeat", "date", ".status.lastSyncerHeartbeatTime", ""),
+            json_path(
+                "Cluster",
+                "string",
+                ".spec.workloadCluster.name",
+                "The physical cluster behind the target",
+            ),
+            json_path(
+                "Resources",
+                "string",
+                ".spec.supportedAPIExports[*].resource",
+                "The only resources of their exports the target takes, when listed",
+            ),
+            json_path(
+                "Capabilities",
+                "string",
+                ".spec.capabilities[*].resource",
+                "What the cluster offers",
+            ),
             json_path("Age", "date", ".metadata.creationTimestamp", ""),
         ],
         ("scheduling.kcp.io", "locations") => vec![
@@ -577,9 +595,19 @@ fn cell(column: &PrinterColumn, obj: &Value, now: DateTime<Utc>) -> Value {
     if let Some(name) = column.json_path.strip_prefix("builtin:") {
         return builtin_cell(name, obj, now);
     }
-    match eval_json_path(&column.json_path, obj).first() {
-        Some(v) => typed_cell(&column.type_, v, now),
-        None => Value::Null,
+    // As kube-apiserver's table convertor: several results print space-separated.
+    match eval_json_path(&column.json_path, obj).as_slice() {
+        [] => Value::Null,
+        [v] => typed_cell(&column.type_, v, now),
+        many => Value::from(
+            many.iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
     }
 }
 
