@@ -38,9 +38,10 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
     about = "Keep Kubernetes objects in sync between a control plane and workload clusters"
 )]
 pub struct Cli {
-    /// Log verbosity (0: info, 1: debug, 2+: trace).
-    #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
-    verbosity: u8,
+    /// Log verbosity, kcp's levels: 0-1 operations, 2 sync operations, 3 sync events,
+    /// 4 debug, 5 trace [default: 2 for kcp's workload syncer, else 0].
+    #[arg(short = 'v', long = "v", global = true)]
+    verbosity: Option<u8>,
     /// Log format: text or json.
     #[arg(long, global = true, default_value = "text")]
     log_format: logging::LogFormat,
@@ -145,8 +146,18 @@ pub fn main(name: &'static str) -> anyhow::Result<()> {
         agent_allocator();
     }
     // The quickstart shows progress itself; its logs stay quiet unless asked for.
-    let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity == 0;
-    logging::init(cli.verbosity, cli.log_format, quiet);
+    let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity.is_none();
+    let tmc_syncer = match &cli.command {
+        Command::WorkloadSyncer(_) => true,
+        Command::Syncer(args) => args.profile == syncer_cmd::ProfileName::Tmc,
+        _ => false,
+    };
+    let verbosity = cli.verbosity.unwrap_or(if tmc_syncer {
+        logging::TMC_SYNCER_DEFAULT_VERBOSITY
+    } else {
+        0
+    });
+    logging::init(verbosity, cli.log_format, quiet);
     // A syncer is mostly waiting on its two servers; one thread avoids cross-thread
     // wake-ups and leaves the other cores to the servers beside it. The sync bench's
     // baseline client runs the same way, so the two are measured alike.
