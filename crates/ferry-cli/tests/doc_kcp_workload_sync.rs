@@ -61,16 +61,15 @@ async fn the_kcp_workload_sync_document_works_as_written() {
     kcp.ok(&["ferry", "ws", ".."]).await;
     kcp.ok(&["ferry", "ws", "create", "my-workloads", "--enter"])
         .await;
-    let err = kcp
-        .fails(&[
-            "ferry",
-            "bind",
-            "compute",
-            "root:my-org",
-            "--apiexports",
-            "root:my-org:imported-apis",
-        ])
-        .await;
+    let bind_imported_apis = [
+        "ferry",
+        "bind",
+        "compute",
+        "root:my-org",
+        "--apiexports",
+        "root:my-org:imported-apis",
+    ];
+    let err = kcp.fails(&bind_imported_apis).await;
     assert!(
         err.contains("apiexports.apis.kcp.io \"imported-apis\" not found in workspace \"root:my-org\"")
             && !err.contains("needs \"bind\""),
@@ -144,18 +143,7 @@ async fn the_kcp_workload_sync_document_works_as_written() {
     kcp.ok(&["ferry", "ws", "root:my-workloads"]).await;
     kcp.ok(&["ferry", "bind", "compute", "root:my-org"]).await;
     eventually(60, "imported-apis bound", || async {
-        kcp.run(&[
-            "ferry",
-            "bind",
-            "compute",
-            "root:my-org",
-            "--apiexports",
-            "root:my-org:imported-apis",
-        ])
-        .await
-        .status
-        .success()
-        .then_some(())
+        kcp.run(&bind_imported_apis).await.status.success().then_some(())
     })
     .await;
 
