@@ -422,18 +422,10 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
                 ".spec.workloadCluster.name",
                 "The physical cluster behind the target",
             ),
-            json_path(
-                "Resources",
-                "string",
-                ".spec.supportedAPIExports[*].resource",
-                "The only resources of their exports the target takes, when listed",
-            ),
-            json_path(
-                "Capabilities",
-                "string",
-                ".spec.capabilities[*].resource",
-                "What the cluster offers",
-            ),
+            // Every entry, not the first as a CRD's JSONPath column shows.
+            string("Resources", "each:/spec/supportedAPIExports:/resource")
+                .described("The only resources of their exports the target takes, when listed"),
+            string("Capabilities", "each:/spec/capabilities:/resource").described("What the cluster offers"),
             json_path("Age", "date", ".metadata.creationTimestamp", ""),
         ],
         ("scheduling.kcp.io", "locations") => vec![
@@ -595,19 +587,9 @@ fn cell(column: &PrinterColumn, obj: &Value, now: DateTime<Utc>) -> Value {
     if let Some(name) = column.json_path.strip_prefix("builtin:") {
         return builtin_cell(name, obj, now);
     }
-    // As kube-apiserver's table convertor: several results print space-separated.
-    match eval_json_path(&column.json_path, obj).as_slice() {
-        [] => Value::Null,
-        [v] => typed_cell(&column.type_, v, now),
-        many => Value::from(
-            many.iter()
-                .map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
+    match eval_json_path(&column.json_path, obj).first() {
+        Some(v) => typed_cell(&column.type_, v, now),
+        None => Value::Null,
     }
 }
 
@@ -888,6 +870,16 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
                     .unwrap_or_default(),
             ),
             "str" => Value::from(str_at(obj, arg)),
+            // `each:<list>:<field>`: the field of every entry, space-separated.
+            "each" => {
+                let (list, field) = arg.split_once(':').unwrap_or((arg, ""));
+                let values: Vec<&str> = array_at(obj, list)
+                    .iter()
+                    .map(|e| str_at(e, field))
+                    .filter(|v| !v.is_empty())
+                    .collect();
+                Value::from(values.join(" "))
+            }
             "len" => Value::from(match obj.pointer(arg) {
                 Some(Value::Array(a)) => a.len(),
                 Some(Value::Object(m)) => m.len(),

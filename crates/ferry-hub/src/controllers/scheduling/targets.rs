@@ -206,7 +206,7 @@ mod tests {
             &json!({"metadata": {"name": "east", "labels": {"env": "prod"}},
                     "spec": {"supportedAPIExports": [{"export": "kubernetes", "resource": "apps/v1/deployments"}],
                              "capabilities": [{"type": "compute", "resource": "cpu", "capacity": "1000"},
-                                              {"type": "compute", "resource": "nvidia.com/gpu", "capacity": "4"}]},
+                                              {"type": "compute", "resource": "memory", "capacity": "4000Gi"}]},
                     "status": {"syncedResources": [{"group": "apps", "resource": "deployments", "state": "Accepted"}]}}),
         )
         .unwrap();
