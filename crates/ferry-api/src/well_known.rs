@@ -78,6 +78,15 @@ pub const WORKLOAD_CLUSTER_LABEL: &str = "internal.workload.kcp.io/cluster";
 /// Label kcp puts on a SyncTarget: its sync target key.
 pub const WORKLOAD_KEY_LABEL: &str = "internal.workload.kcp.io/key";
 
+/// Annotation on a kcp TMC copy naming the SyncTarget whose syncer wrote it (the
+/// kcp workload syncer document's tracking annotations, for people reading the copy).
+pub const SYNCER_SYNC_TARGET_ANNOTATION: &str = "syncer.kcp.io/sync-target";
+/// Annotation on a kcp TMC copy naming the workspace of its source.
+pub const SYNCER_WORKSPACE_ANNOTATION: &str = "syncer.kcp.io/workspace";
+/// Annotation on a kcp TMC copy: when the syncer last wrote it (RFC 3339). It changes
+/// only when the copy is written for a change, so it is never compared as drift.
+pub const SYNCER_LAST_SYNC_ANNOTATION: &str = "syncer.kcp.io/last-sync";
+
 /// Annotation on downstream namespaces (and cluster-scoped copies) locating the upstream.
 pub const NAMESPACE_LOCATOR_ANNOTATION: &str = "kcp.io/namespace-locator";
 

@@ -94,6 +94,9 @@ cluster_resource! {
         printer_columns: [
             ("Ready", "string", ".status.conditions[?(@.type==\"Ready\")].status"),
             ("Heartbeat", "date", ".status.lastSyncerHeartbeatTime"),
+            ("Cluster", "string", ".spec.workloadCluster.name"),
+            ("Resources", "string", ".spec.supportedAPIExports[*].resource"),
+            ("Capabilities", "string", ".spec.capabilities[*].resource"),
             ("Age", "date", ".metadata.creationTimestamp"),
         ],
         spec: SyncTargetSpec,
@@ -126,6 +129,44 @@ pub struct SyncTargetSpec {
     /// Labels identifying the cells the target belongs to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cells: BTreeMap<String, String>,
+
+    /// The physical cluster behind the target, as the kcp workload syncer document
+    /// describes it: informational (the syncer's kubeconfig decides where it writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_cluster: Option<WorkloadCluster>,
+
+    /// What the cluster offers (`{type: compute, resource: cpu, capacity: "1000"}`).
+    /// A Location's `instanceSelector` selects on them as if they were labels
+    /// `capabilities.workload.kcp.io/<resource>: <capacity>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<Capability>,
+}
+
+/// The physical cluster a SyncTarget stands for.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadCluster {
+    /// The cluster's name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The cluster's API server URL.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub endpoint: String,
+}
+
+/// One thing a cluster offers, and how much of it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Capability {
+    /// The kind of capability, e.g. `compute`.
+    #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
+    pub type_: String,
+    /// What is offered, e.g. `cpu`, `memory`, `nvidia.com/gpu`.
+    #[serde(default)]
+    pub resource: String,
+    /// How much, as a quantity (`1000`, `4000Gi`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub capacity: String,
 }
 
 /// A reference to an APIExport (kcp `tenancy.v1alpha1.APIExportReference`).
@@ -138,6 +179,12 @@ pub struct ApiExportReference {
     /// Logical cluster path of the workspace holding it; empty means the local workspace.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
+    /// One resource of the export, as `<group>/<version>/<resource>` (`apps/v1/deployments`,
+    /// `v1/services` for the core group), in the kcp workload syncer document's form:
+    /// entries naming resources of an export limit the target to those resources of it.
+    /// Empty: every resource of the export.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource: String,
 }
 
 /// The observed state of a SyncTarget.
@@ -168,9 +215,39 @@ pub struct SyncTargetStatus {
     #[schemars(schema_with = "crate::schema::time")]
     pub last_syncer_heartbeat_time: Option<Time>,
 
+    /// The same as `lastSyncerHeartbeatTime`, under the name the kcp workload syncer
+    /// document uses; the hub keeps the two equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::time")]
+    pub last_heartbeat_time: Option<Time>,
+
+    /// Which syncer process sends the heartbeats (`syncer-<pod name>`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub syncer_identifier: String,
+
+    /// The syncer's heartbeat counters, as the kcp workload syncer document shows them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatStatus>,
+
     /// Virtual workspace URLs the syncer uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub virtual_workspaces: Vec<VirtualWorkspace>,
+}
+
+/// Heartbeats of the syncer process named in `syncerIdentifier`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatStatus {
+    /// Heartbeats this syncer process has sent.
+    #[serde(default)]
+    pub count: i64,
+    /// When the last one was sent (the same time as `lastHeartbeatTime`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::time")]
+    pub last_heartbeat: Option<Time>,
+    /// Heartbeats this syncer process failed to send.
+    #[serde(default)]
+    pub errors: i64,
 }
 
 /// A kcp condition (`third_party/conditions/apis/conditions/v1alpha1.Condition`): unlike

@@ -39,10 +39,11 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
     about = "Keep Kubernetes objects in sync between a control plane and workload clusters"
 )]
 pub struct Cli {
-    /// Log verbosity (0: info, 1: debug, 2+: trace; at 2 and above a failing command also
-    /// prints the error's causes one per line and where it arose).
-    #[arg(short = 'v', long = "v", global = true, default_value_t = 0)]
-    verbosity: u8,
+    /// Log verbosity, kcp's levels: 0-1 operations, 2 sync operations, 3 sync events,
+    /// 4 debug, 5 trace [default: 2 for kcp's workload syncer, else 0]. From 4 on, a
+    /// failing command also prints the error's causes one per line and where it arose.
+    #[arg(short = 'v', long = "v", global = true)]
+    verbosity: Option<u8>,
     /// Log format: text or json.
     #[arg(long, global = true, default_value = "text")]
     log_format: logging::LogFormat,
@@ -189,9 +190,12 @@ fn agent_allocator() {
     );
 }
 
+/// The `-v` level from which logs include debug lines (kcp's 4).
+const DEBUG: u8 = 4;
+
 /// Parse the command line (as `name`) and run the command. A failure is one line on
 /// standard error (`error: what failed: why`), whatever `RUST_BACKTRACE` says: a user
-/// reads the cause, not Rust's frames; `-v 2` adds the causes one per line and the
+/// reads the cause, not Rust's frames; `-v 4` adds the causes one per line and the
 /// backtrace.
 pub fn main(name: &'static str) -> std::process::ExitCode {
     let matches = Cli::command().name(name).bin_name(name).get_matches();
@@ -199,14 +203,14 @@ pub fn main(name: &'static str) -> std::process::ExitCode {
         Ok(cli) => cli,
         Err(error) => error.exit(),
     };
-    let verbosity = cli.verbosity;
-    if verbosity >= 2 && std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+    let verbosity = cli.verbosity.unwrap_or(0);
+    if verbosity >= DEBUG && std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
         // Read by anyhow when an error is made; no other thread runs yet.
         std::env::set_var("RUST_LIB_BACKTRACE", "1");
     }
     match run(name, cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) if verbosity >= 2 => {
+        Err(error) if verbosity >= DEBUG => {
             eprintln!("error: {error:?}");
             std::process::ExitCode::FAILURE
         }
@@ -225,8 +229,18 @@ fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
         agent_allocator();
     }
     // The quickstart shows progress itself; its logs stay quiet unless asked for.
-    let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity == 0;
-    logging::init(cli.verbosity, cli.log_format, quiet);
+    let quiet = matches!(cli.command, Command::Quickstart(_)) && cli.verbosity.is_none();
+    let tmc_syncer = match &cli.command {
+        Command::WorkloadSyncer(_) => true,
+        Command::Syncer(args) => args.profile == syncer_cmd::ProfileName::Tmc,
+        _ => false,
+    };
+    let verbosity = cli.verbosity.unwrap_or(if tmc_syncer {
+        logging::TMC_SYNCER_DEFAULT_VERBOSITY
+    } else {
+        0
+    });
+    logging::init(verbosity, cli.log_format, quiet);
     // A syncer is mostly waiting on its two servers; one thread avoids cross-thread
     // wake-ups and leaves the other cores to the servers beside it. The sync bench's
     // baseline client runs the same way, so the two are measured alike.

@@ -262,7 +262,7 @@ pub async fn apply_object(client: &kube::Client, doc: &Value) -> anyhow::Result<
 
 /// The kubelet the stand-in clusters do not have: mark every Deployment's
 /// replicas ready and available, as a real cluster would once pods run.
-pub(crate) fn simulate_kubelet(client: kube::Client) -> tokio::task::JoinHandle<()> {
+pub fn simulate_kubelet(client: kube::Client) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let api: Api<Deployment> = Api::all(client.clone());
         let mut events = watcher(api, watcher::Config::default())

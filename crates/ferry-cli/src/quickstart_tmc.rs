@@ -92,7 +92,7 @@ pub fn workload() -> Vec<Value> {
 
 /// The cloud the stand-in clusters do not have: give every Service of type
 /// LoadBalancer an ingress address, as a cloud controller would.
-fn simulate_load_balancer(client: kube::Client, address: &'static str) -> tokio::task::JoinHandle<()> {
+pub fn simulate_load_balancer(client: kube::Client, address: &'static str) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let api: Api<Service> = Api::all(client.clone());
         let mut events = watcher(api, watcher::Config::default())
@@ -348,9 +348,31 @@ async fn register(
     ));
     apply_manifest(&admin, &reg.manifest).await?;
 
-    // What the pod gets: the Secret mounted at /kcp, its Deployment's
-    // arguments, and an in-cluster token for its ServiceAccount.
-    let id = &reg.syncer_id;
+    let (syncer, container_args) = start_as_pod(&cluster_hub, &admin, &reg.syncer_id, &dir).await?;
+    pb.set_message(format!(
+        "{name}: started its syncer (ferry {})",
+        container_args.join(" ")
+    ));
+    Ok(Cluster {
+        name: name.to_string(),
+        hub: cluster_hub,
+        syncer,
+        background,
+    })
+}
+
+/// Starts the syncer of the applied `kubectl ferry workload sync` manifest
+/// whose identity is `id`, from what its pod would get on `cluster`: the
+/// Secret mounted at /kcp, its Deployment's arguments, and an in-cluster token
+/// for its ServiceAccount (files in `dir` instead of the pod's paths). Returns
+/// the running syncer and the Deployment's arguments.
+pub async fn start_as_pod(
+    cluster: &RunningHub,
+    admin: &kube::Client,
+    id: &str,
+    dir: &Path,
+) -> anyhow::Result<(ferry_syncer::RunningSyncer, Vec<String>)> {
+    std::fs::create_dir_all(dir)?;
     let secret = Api::<Secret>::namespaced(admin.clone(), id).get(id).await?;
     let kubeconfig = secret
         .data
@@ -363,9 +385,7 @@ async fn register(
     let in_cluster_kubeconfig = dir.join("in-cluster.kubeconfig");
     ferry_hub::server::write_private(
         &in_cluster_kubeconfig,
-        in_cluster_kubeconfig_text(&cluster_hub, &admin, id)
-            .await?
-            .as_bytes(),
+        in_cluster_kubeconfig_text(cluster, admin, id).await?.as_bytes(),
     )?;
     let deployment = Api::<DynamicObject>::namespaced_with(
         admin.clone(),
@@ -384,22 +404,13 @@ async fn register(
         .map(String::from)
         .collect();
     let syncer_args = pod_arguments(&container_args, &kcp_kubeconfig, &in_cluster_kubeconfig);
-    pb.set_message(format!(
-        "{name}: starting its syncer (ferry {})",
-        container_args.join(" ")
-    ));
     let parsed = PodCommand::try_parse_from(std::iter::once("ferry".to_string()).chain(syncer_args))
         .context("the generated syncer arguments do not parse")?;
     let mut syncer_opts = crate::syncer_cmd::options(parsed.args).await?;
     syncer_opts.metrics_address = None;
     syncer_opts.health_address = None;
     let syncer = ferry_syncer::start(syncer_opts).await?;
-    Ok(Cluster {
-        name: name.to_string(),
-        hub: cluster_hub,
-        syncer,
-        background,
-    })
+    Ok((syncer, container_args))
 }
 
 #[derive(clap::Parser)]

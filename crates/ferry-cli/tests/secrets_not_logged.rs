@@ -13,7 +13,7 @@ async fn secret_values_and_tokens_stay_out_of_trace_logs() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("hub.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["-v", "2", "hub", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["-v", "5", "hub", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env("FERRY_LOG", "trace")
         .stdout(Stdio::null())

@@ -416,6 +416,16 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
                 "",
             ),
             json_path("Heartbeat", "date", ".status.lastSyncerHeartbeatTime", ""),
+            json_path(
+                "Cluster",
+                "string",
+                ".spec.workloadCluster.name",
+                "The physical cluster behind the target",
+            ),
+            // Every entry, not the first as a CRD's JSONPath column shows.
+            string("Resources", "each:/spec/supportedAPIExports:/resource")
+                .described("The only resources of their exports the target takes, when listed"),
+            string("Capabilities", "each:/spec/capabilities:/resource").described("What the cluster offers"),
             json_path("Age", "date", ".metadata.creationTimestamp", ""),
         ],
         ("scheduling.kcp.io", "locations") => vec![
@@ -860,6 +870,16 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
                     .unwrap_or_default(),
             ),
             "str" => Value::from(str_at(obj, arg)),
+            // `each:<list>:<field>`: the field of every entry, space-separated.
+            "each" => {
+                let (list, field) = arg.split_once(':').unwrap_or((arg, ""));
+                let values: Vec<&str> = array_at(obj, list)
+                    .iter()
+                    .map(|e| str_at(e, field))
+                    .filter(|v| !v.is_empty())
+                    .collect();
+                Value::from(values.join(" "))
+            }
             "len" => Value::from(match obj.pointer(arg) {
                 Some(Value::Array(a)) => a.len(),
                 Some(Value::Object(m)) => m.len(),

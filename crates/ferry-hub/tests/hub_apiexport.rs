@@ -1883,3 +1883,73 @@ async fn impersonating_system_masters_in_ones_own_workspace_lends_no_bind_elsewh
         "{body}"
     );
 }
+
+/// Binding an export that does not exist (yet: kcp's `imported-apis` before the
+/// syncer has imported anything) says so, naming the export and the workspace,
+/// to whoever may read exports there; anyone else gets the same 403 as for an
+/// export that exists or a workspace that does not, so nothing leaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_a_missing_export_says_not_found_only_to_who_may_read_that_workspace() {
+    let t = Tenants::start().await;
+    t.workspace("alice", Some("alice")).await;
+    t.workspace("alice-apps", Some("alice")).await;
+    t.workspace("mal", Some("mal")).await;
+    create(
+        &t.hub,
+        "root:alice",
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "widgets"}, "spec": {}}),
+    )
+    .await;
+    let bind = |name: &str, path: &str, export: &str| {
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": name},
+               "spec": {"reference": {"export": {"path": path, "name": export}}}})
+    };
+
+    // alice, who reads root:alice, is told what is missing and where.
+    let alice = t.client_as("alice", "root:alice-apps").await;
+    let (code, body) = call(
+        &alice,
+        "POST",
+        &format!("{APIS}/apibindings"),
+        Some(&bind("early", "root:alice", "imported-apis")),
+    )
+    .await;
+    assert_eq!(code, 404, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("apiexports.apis.kcp.io \"imported-apis\" not found in workspace \"root:alice\"")
+            && message.contains("then bind again")
+            && !message.contains("needs \"bind\""),
+        "{message}"
+    );
+    assert_eq!(body["reason"], "NotFound", "{body}");
+
+    // mal, who reads nothing there, gets the same words for a missing export, an
+    // existing one and a workspace that does not exist: only the names differ.
+    let mal = t.client_as("mal", "root:mal").await;
+    let mut answers = Vec::new();
+    for (path, export) in [
+        ("root:alice", "imported-apis"),
+        ("root:alice", "widgets"),
+        ("root:nowhere", "imported-apis"),
+    ] {
+        let (code, body) = call(
+            &mal,
+            "POST",
+            &format!("{APIS}/apibindings"),
+            Some(&bind("probe", path, export)),
+        )
+        .await;
+        assert_eq!(code, 403, "{path}:{export}: {body}");
+        let message = body["message"]
+            .as_str()
+            .unwrap()
+            .replace(&format!("{path}:{export}"), "<export>")
+            .replace(&format!("{export:?}"), "<name>");
+        answers.push(message);
+    }
+    assert!(answers[0].contains("needs \"bind\""), "{}", answers[0]);
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0], answers[2]);
+}

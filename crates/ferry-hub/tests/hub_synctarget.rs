@@ -861,14 +861,22 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
         st["status"]["syncedResources"][0]["identityHash"], export["status"]["identityHash"],
         "{st}"
     );
-    // A target with no exports named gets the local `kubernetes` export, which
-    // root:org does not have: nothing to sync yet.
+    // A target with no exports named gets the `kubernetes` export, which root:org
+    // does not have: root:compute's, as the kcp workload syncer document's
+    // path-less reference means (each resource Pending until its syncer imports).
     create(&hub, "root:org", TARGETS, sync_target("west", json!([]))).await;
-    let west = wait_for(&hub, "root:org", &format!("{TARGETS}/west"), "west URLs", |o| {
-        o["status"]["virtualWorkspaces"].is_array()
-    })
+    let west = wait_for(
+        &hub,
+        "root:org",
+        &format!("{TARGETS}/west"),
+        "west's resources",
+        |o| o["status"]["virtualWorkspaces"].is_array() && o["status"]["syncedResources"].is_array(),
+    )
     .await;
-    assert!(west["status"]["syncedResources"].is_null(), "{west}");
+    assert!(
+        synced_states(&west).contains(&("deployments".into(), "Pending".into())),
+        "{west}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

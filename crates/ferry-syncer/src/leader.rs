@@ -82,7 +82,12 @@ impl LeaderElectionConfig {
 /// `<hostname>_<uuid>`, as client-go's components name themselves; in a pod
 /// the hostname is the pod's name.
 pub fn default_identity() -> String {
-    let host = std::env::var("HOSTNAME")
+    format!("{}_{}", hostname(), uuid::Uuid::new_v4())
+}
+
+/// This machine's name (`$HOSTNAME`, else the kernel's); in a pod, the pod's name.
+pub fn hostname() -> String {
+    std::env::var("HOSTNAME")
         .ok()
         .filter(|h| !h.is_empty())
         .or_else(|| {
@@ -91,8 +96,7 @@ pub fn default_identity() -> String {
                 .map(|h| h.trim().to_string())
         })
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "ferry".to_string());
-    format!("{host}_{}", uuid::Uuid::new_v4())
+        .unwrap_or_else(|| "ferry".to_string())
 }
 
 /// One contender in an election.

@@ -1,9 +1,11 @@
-//! Checks shared by the bench tests: every figure a bench reports must have the right
-//! type and be sane, so a bench that measured nothing (or measured nonsense) fails.
+//! Shared by the CLI tests: real kubectl with the built plugin ([`kubectl`]), and the
+//! bench checks: every figure a bench reports must have the right type and be sane, so a
+//! bench that measured nothing (or measured nonsense) fails.
 
 #![allow(dead_code)]
 
 pub mod kubectl;
+pub mod kubectl_async;
 
 use std::process::Command;
 

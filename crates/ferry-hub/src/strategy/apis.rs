@@ -352,21 +352,31 @@ impl Strategy for BindingStrategy {
             None => return Err(forbidden()),
         };
         let exists = r.hub.store.get(&export_key(&export_cluster.name, name)).is_some();
-        if !exists && !path.is_empty() && path != ROOT && export_cluster.name != cluster.name {
-            return Err(forbidden());
-        }
-        let attrs = Attributes {
-            request: RbacRequest::Resource {
-                verb: "bind".into(),
-                group: apis::GROUP.into(),
-                resource: "apiexports".into(),
-                subresource: String::new(),
-                namespace: String::new(),
-                name: name.into(),
-            },
-            workspace: Some(export_cluster),
+        let may = |verb: &str| {
+            let attrs = Attributes {
+                request: RbacRequest::Resource {
+                    verb: verb.into(),
+                    group: apis::GROUP.into(),
+                    resource: "apiexports".into(),
+                    subresource: String::new(),
+                    namespace: String::new(),
+                    name: name.into(),
+                },
+                workspace: Some(export_cluster.clone()),
+            };
+            authorize::authorize(&r.hub, &r.user, &attrs).allowed()
         };
-        if authorize::authorize(&r.hub, &r.user, &attrs).allowed() {
+        if !exists && !path.is_empty() && path != ROOT && export_cluster.name != cluster.name {
+            // Only a caller who may read the export there learns it is missing
+            // (they could GET it anyway); anyone else gets the same 403 as for an
+            // export they may not bind, so nothing leaks.
+            return Err(if may("get") {
+                export_not_found(json::str_at(obj, "/metadata/name"), name, path)
+            } else {
+                forbidden()
+            });
+        }
+        if may("bind") {
             Ok(())
         } else {
             Err(forbidden())
@@ -376,6 +386,21 @@ impl Strategy for BindingStrategy {
     fn after_commit(&self, hub: &Hub, cluster: &str) {
         hub.refresh_crds(cluster);
     }
+}
+
+/// 404 for a binding to an export that does not exist, naming where it was
+/// looked for and what to do.
+fn export_not_found(binding: &str, export: &str, path: &str) -> ApiError {
+    let mut e = ApiError::not_found(apis::GROUP, "apiexports", export);
+    let hint = if export == crate::synctarget::imported::EXPORT {
+        "the hub creates it once a SyncTarget's syncer there has imported a resource no supported export serves (`kubectl ferry workload sync --resources ...`): wait until that syncer runs and the SyncTarget is Ready, then bind again"
+    } else {
+        "create the APIExport there first, or correct the reference's path and name"
+    };
+    e.message = format!(
+        "unable to create APIBinding {binding:?}: apiexports.apis.kcp.io {export:?} not found in workspace {path:?}: {hint}"
+    );
+    e
 }
 
 /// The workspace an export reference names, from the binding's workspace.

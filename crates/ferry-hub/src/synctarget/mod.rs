@@ -5,10 +5,15 @@
 //! - `status.virtualWorkspaces`: the syncer and upsyncer virtual-workspace
 //!   URLs ([`ferry_api::workload::virtual_workspace`]);
 //! - conditions `HeartbeatHealthy` (the syncer's last heartbeat is younger
-//!   than the threshold), `SyncerReady` (a heartbeat ever arrived) and
-//!   `Ready` (their summary, with the syncer's own `APIImporterReady` and
-//!   `SyncerAuthorized` when it wrote them), plus `ResourcesCompatible`
-//!   naming the fields of any incompatible resource;
+//!   than the threshold) and its twin `HeartbeatReady` (the kcp workload
+//!   syncer document's name), `SyncerReady` (a heartbeat ever arrived,
+//!   reason `SyncerConnected`) and `Ready` (their summary, with the syncer's
+//!   own `APIImporterReady` and `SyncerAuthorized` when it wrote them; reason
+//!   `SyncTargetReady` when True), plus `ResourcesCompatible` naming the
+//!   fields of any incompatible resource;
+//! - the heartbeat under both documents' names: `lastSyncerHeartbeatTime`
+//!   (kcp), `lastHeartbeatTime` and `heartbeat.lastHeartbeat` (the workload
+//!   syncer document) always say the same time, the latest any of them says;
 //! - `status.syncedResources`: every resource of every supported APIExport,
 //!   `Pending` until the target's syncer imported its schema
 //!   (APIResourceImport with `spec.location` = the target), then `Accepted`
@@ -17,7 +22,7 @@
 pub mod compat;
 pub mod imported;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -43,7 +48,13 @@ const ALWAYS_SYNCED: &[(&str, &str)] = &[("", "namespaces"), ("", "configmaps"),
 
 /// Conditions this module owns on a SyncTarget; the others (`SyncerAuthorized`,
 /// `APIImporterReady`) are the syncer's and are kept as written.
-const OWNED: &[&str] = &["HeartbeatHealthy", "SyncerReady", "ResourcesCompatible", "Ready"];
+const OWNED: &[&str] = &[
+    "HeartbeatHealthy",
+    "HeartbeatReady",
+    "SyncerReady",
+    "ResourcesCompatible",
+    "Ready",
+];
 
 /// The conditions `Ready` summarises, in the order their reasons win.
 const SUMMARISED: &[&str] = &[
@@ -68,6 +79,47 @@ fn condition(type_: &str, ok: bool, severity: &str, reason: &str, message: &str)
         }
     }
     c
+}
+
+/// A True condition with a reason and message (the kcp workload syncer
+/// document shows them on `Ready` and `SyncerReady`).
+fn condition_true(type_: &str, reason: &str, message: &str) -> Value {
+    let mut c = condition(type_, true, "", "", "");
+    c["reason"] = json!(reason);
+    c["message"] = json!(message);
+    c
+}
+
+/// The latest heartbeat time the status names under any of its three names
+/// (an RFC 3339 string), if any parses; else the raw kcp field.
+fn heartbeat_time(status: &Value) -> String {
+    let names = [
+        "/lastSyncerHeartbeatTime",
+        "/lastHeartbeatTime",
+        "/heartbeat/lastHeartbeat",
+    ];
+    names
+        .iter()
+        .map(|p| json::str_at(status, p))
+        .filter_map(|raw| Some((DateTime::parse_from_rfc3339(raw).ok()?, raw)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, raw)| raw.to_string())
+        .unwrap_or_else(|| json::str_at(status, "/lastSyncerHeartbeatTime").to_string())
+}
+
+/// The heartbeat time under each of its names, so readers of either document
+/// see the same; the syncer's counters are kept.
+fn align_heartbeat(status: &mut Value) {
+    let at = heartbeat_time(status);
+    if at.is_empty() {
+        return;
+    }
+    status["lastSyncerHeartbeatTime"] = json!(at);
+    status["lastHeartbeatTime"] = json!(at);
+    if !status.get("heartbeat").is_some_and(Value::is_object) {
+        status["heartbeat"] = json!({"count": 0, "errors": 0});
+    }
+    status["heartbeat"]["lastHeartbeat"] = json!(at);
 }
 
 /// What one SyncTarget's status should be now, and when to look again.
@@ -120,8 +172,9 @@ pub fn desired(
     let uid = json::str_at(target, "/metadata/uid");
     let vw = ferry_api::workload::virtual_workspace(&hub.external_url(), &key.cluster, &key.name, uid);
     status["virtualWorkspaces"] = json!([vw]);
+    align_heartbeat(&mut status);
 
-    let (heartbeat, recheck_in) = heartbeat_conditions(&old, threshold, now);
+    let (heartbeat, recheck_in) = heartbeat_conditions(&status, threshold, now);
     let mut conditions = heartbeat;
     let kept = old
         .get("conditions")
@@ -184,15 +237,31 @@ fn resources_compatible(incompatible: &[String]) -> Value {
     }
 }
 
-/// `HeartbeatHealthy` and `SyncerReady` from `status.lastSyncerHeartbeatTime`,
-/// and how long the heartbeat stays fresh.
+/// `HeartbeatHealthy`, its twin `HeartbeatReady` and `SyncerReady` from the
+/// heartbeat time, and how long the heartbeat stays fresh.
 fn heartbeat_conditions(
     status: &Value,
     threshold: Duration,
     now: DateTime<Utc>,
 ) -> (Vec<Value>, Option<Duration>) {
+    let (conditions, recheck) = heartbeat_health(status, threshold, now);
+    // The workload syncer document's name for the same condition.
+    let mut twin = conditions[0].clone();
+    twin["type"] = json!("HeartbeatReady");
+    let mut all = vec![conditions[0].clone(), twin];
+    all.extend(conditions.into_iter().skip(1));
+    (all, recheck)
+}
+
+/// `HeartbeatHealthy` and `SyncerReady`, and how long the heartbeat stays fresh.
+fn heartbeat_health(
+    status: &Value,
+    threshold: Duration,
+    now: DateTime<Utc>,
+) -> (Vec<Value>, Option<Duration>) {
     const REASON: &str = "ErrorHeartbeat";
-    let raw = json::str_at(status, "/lastSyncerHeartbeatTime");
+    let raw = heartbeat_time(status);
+    let raw = raw.as_str();
     if raw.is_empty() {
         let waiting = "no heartbeat from the syncer yet: deploy it (`kubectl ferry workload sync <name>`) and check its logs";
         return (
@@ -224,7 +293,14 @@ fn heartbeat_conditions(
     let stale_at = last
         .checked_add_signed(threshold_chrono)
         .unwrap_or(DateTime::<Utc>::MAX_UTC);
-    let syncer_ready = condition("SyncerReady", true, "", "", "");
+    let syncer_ready = |fresh: bool| {
+        let message = if fresh {
+            "Syncer is connected and sending heartbeats".to_string()
+        } else {
+            format!("Syncer connected; no heartbeat since {raw} (see HeartbeatReady)")
+        };
+        condition_true("SyncerReady", "SyncerConnected", &message)
+    };
     if now > stale_at {
         let message = format!(
             "No heartbeat since {raw} (threshold {}s): is the syncer running and able to reach the hub?",
@@ -233,14 +309,17 @@ fn heartbeat_conditions(
         return (
             vec![
                 condition("HeartbeatHealthy", false, "Warning", REASON, &message),
-                syncer_ready,
+                syncer_ready(false),
             ],
             None,
         );
     }
     let fresh_for = (stale_at - now).to_std().unwrap_or_default();
     (
-        vec![condition("HeartbeatHealthy", true, "", "", ""), syncer_ready],
+        vec![
+            condition("HeartbeatHealthy", true, "", "", ""),
+            syncer_ready(true),
+        ],
         Some(fresh_for),
     )
 }
@@ -254,7 +333,7 @@ fn ready(conditions: &[Value]) -> Value {
             .find(|c| json::str_at(c, "/type") == *t && json::str_at(c, "/status") == "False")
     });
     match first_false {
-        None => condition("Ready", true, "", "", ""),
+        None => condition_true("Ready", "SyncTargetReady", "SyncTarget is ready and operational"),
         Some(c) => {
             let severity = match json::str_at(c, "/severity") {
                 "" => "Error",
@@ -401,6 +480,50 @@ pub fn supported_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> HashSe
 /// `spec.supportedAPIExports` names (the local `kubernetes` export when it
 /// names none) whose workspace exists.
 pub fn supported_exports(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<(String, String)> {
+    supported_export_refs(hub, key, target)
+        .into_iter()
+        .map(|e| (e.cluster, e.name))
+        .collect()
+}
+
+/// One export a SyncTarget supports, and which of its resources.
+pub struct SupportedExport {
+    /// The logical cluster holding the export.
+    pub cluster: String,
+    pub name: String,
+    /// `(group, resource)`s the target takes of it (the kcp workload syncer
+    /// document's `resource` entries); `None`: all of them.
+    pub resources: Option<BTreeSet<(String, String)>>,
+}
+
+/// The `(group, resource)` of a `resource` entry in `supportedAPIExports`:
+/// `<group>/<version>/<resource>`, or `<version>/<resource>` for the core group.
+pub fn parse_resource_entry(entry: &str) -> Option<(String, String)> {
+    let parts: Vec<&str> = entry.split('/').collect();
+    match parts.as_slice() {
+        [_version, resource] if !resource.is_empty() => Some((String::new(), resource.to_string())),
+        [group, _version, resource] if !resource.is_empty() => {
+            Some((group.to_string(), resource.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the SyncTarget limits itself to some resources of its exports
+/// (any `supportedAPIExports` entry names a `resource`).
+pub fn lists_resources(target: &Value) -> bool {
+    target
+        .pointer("/spec/supportedAPIExports")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| refs.iter().any(|r| !json::str_at(r, "/resource").is_empty()))
+}
+
+/// The exports `spec.supportedAPIExports` names (the local `kubernetes`
+/// export when it names none) whose workspace exists, entries naming the
+/// same export merged. `kubernetes` with no path, where the target's
+/// workspace has no such export, is kcp's in `root:compute` (what the kcp
+/// workload syncer document's SyncTarget means).
+pub fn supported_export_refs(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<SupportedExport> {
     let refs = match target
         .pointer("/spec/supportedAPIExports")
         .and_then(Value::as_array)
@@ -411,18 +534,47 @@ pub fn supported_exports(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<(Str
             .cloned()
             .unwrap_or_default(),
     };
-    refs.iter()
-        .filter_map(|r| {
-            let name = json::str_at(r, "/export");
-            let path = json::str_at(r, "/path");
-            let cluster = if path.is_empty() {
-                Some(key.cluster.clone())
-            } else {
-                hub.workspaces.resolve(path).map(|lc| lc.name)
-            };
-            Some((cluster?, name.to_string()))
-        })
-        .collect()
+    let mut out: Vec<SupportedExport> = Vec::new();
+    for r in &refs {
+        let name = json::str_at(r, "/export");
+        let path = json::str_at(r, "/path");
+        let cluster = if !path.is_empty() {
+            hub.workspaces.resolve(path).map(|lc| lc.name)
+        } else if name == crate::controllers::compute::EXPORT
+            && hub
+                .store
+                .get(&apis::key(&key.cluster, apis::EXPORTS, name))
+                .is_none()
+        {
+            hub.workspaces
+                .resolve(&format!(
+                    "{}:{}",
+                    crate::workspace::ROOT,
+                    crate::controllers::compute::WORKSPACE
+                ))
+                .map(|lc| lc.name)
+                .or_else(|| Some(key.cluster.clone()))
+        } else {
+            Some(key.cluster.clone())
+        };
+        let Some(cluster) = cluster else { continue };
+        let resource = parse_resource_entry(json::str_at(r, "/resource"));
+        match out.iter_mut().find(|e| e.cluster == cluster && e.name == name) {
+            Some(existing) => match (&mut existing.resources, resource) {
+                (Some(set), Some(one)) => {
+                    set.insert(one);
+                }
+                (slot, None) => *slot = None,
+                (None, Some(_)) => {}
+            },
+            None => out.push(SupportedExport {
+                cluster,
+                name: name.to_string(),
+                resources: resource.map(|one| BTreeSet::from([one])),
+            }),
+        }
+    }
+    out
 }
 
 /// Every resource of every export `spec.supportedAPIExports` names (the
@@ -438,8 +590,8 @@ fn upstream_resources_except(
     local_except: Option<&str>,
 ) -> Vec<Upstream> {
     let mut out: Vec<Upstream> = Vec::new();
-    for (export_cluster, name) in supported_exports(hub, key, target) {
-        let name = name.as_str();
+    for supported in supported_export_refs(hub, key, target) {
+        let (export_cluster, name) = (supported.cluster, supported.name.as_str());
         if local_except == Some(name) && export_cluster == key.cluster {
             continue;
         }
@@ -453,7 +605,12 @@ fn upstream_resources_except(
         };
         for schema in apis::listed_schemas(hub, &export_cluster, &export) {
             let (group, resource) = apis::schema_group_resource(&schema);
-            if ALWAYS_SYNCED.contains(&(group.as_str(), resource.as_str()))
+            let listed = supported
+                .resources
+                .as_ref()
+                .is_none_or(|only| only.contains(&(group.clone(), resource.clone())));
+            if !listed
+                || ALWAYS_SYNCED.contains(&(group.as_str(), resource.as_str()))
                 || out.iter().any(|u| u.group == group && u.resource == resource)
             {
                 continue;
@@ -500,9 +657,14 @@ mod tests {
         let (c, recheck) = heartbeat_conditions(&json!({}), DEFAULT_HEARTBEAT_THRESHOLD, Utc::now());
         assert_eq!(
             types(&c),
-            [("HeartbeatHealthy", "False"), ("SyncerReady", "False")]
+            [
+                ("HeartbeatHealthy", "False"),
+                ("HeartbeatReady", "False"),
+                ("SyncerReady", "False")
+            ]
         );
         assert_eq!(json::str_at(&c[0], "/reason"), "ErrorHeartbeat");
+        assert_eq!(json::str_at(&c[1], "/reason"), "ErrorHeartbeat");
         assert!(recheck.is_none());
     }
 
@@ -515,7 +677,15 @@ mod tests {
             Duration::from_secs(60),
             now,
         );
-        assert_eq!(types(&c), [("HeartbeatHealthy", "True"), ("SyncerReady", "True")]);
+        assert_eq!(
+            types(&c),
+            [
+                ("HeartbeatHealthy", "True"),
+                ("HeartbeatReady", "True"),
+                ("SyncerReady", "True")
+            ]
+        );
+        assert_eq!(json::str_at(&c[2], "/reason"), "SyncerConnected");
         let recheck = recheck.unwrap();
         assert!(
             recheck > Duration::from_secs(39) && recheck <= Duration::from_secs(40),
@@ -530,11 +700,58 @@ mod tests {
         );
         assert_eq!(
             types(&c),
-            [("HeartbeatHealthy", "False"), ("SyncerReady", "True")]
+            [
+                ("HeartbeatHealthy", "False"),
+                ("HeartbeatReady", "False"),
+                ("SyncerReady", "True")
+            ]
         );
         assert_eq!(json::str_at(&c[0], "/reason"), "ErrorHeartbeat");
         assert!(json::str_at(&c[0], "/message").contains(&at));
         assert!(recheck.is_none());
+    }
+
+    #[test]
+    fn the_heartbeat_time_is_the_same_under_every_name() {
+        // A kcp syncer writes only its field: the document's names follow it.
+        let mut s = json!({"lastSyncerHeartbeatTime": "2026-01-15T10:30:00Z"});
+        align_heartbeat(&mut s);
+        assert_eq!(s["lastHeartbeatTime"], "2026-01-15T10:30:00Z");
+        assert_eq!(
+            s["heartbeat"],
+            json!({"count": 0, "errors": 0, "lastHeartbeat": "2026-01-15T10:30:00Z"})
+        );
+        // One written under the document's name only is as good; the latest wins,
+        // and the syncer's counters stay.
+        let mut s = json!({"lastSyncerHeartbeatTime": "2026-01-15T10:30:00Z",
+                           "lastHeartbeatTime": "2026-01-15T10:31:00Z",
+                           "heartbeat": {"count": 7, "errors": 1}});
+        align_heartbeat(&mut s);
+        assert_eq!(s["lastSyncerHeartbeatTime"], "2026-01-15T10:31:00Z");
+        assert_eq!(s["heartbeat"]["count"], 7);
+        assert_eq!(s["heartbeat"]["lastHeartbeat"], "2026-01-15T10:31:00Z");
+        // No heartbeat: nothing invented.
+        let mut s = json!({});
+        align_heartbeat(&mut s);
+        assert_eq!(s, json!({}));
+    }
+
+    #[test]
+    fn resource_entries_name_group_and_resource() {
+        let entry = |s: &str| parse_resource_entry(s);
+        assert_eq!(
+            entry("apps/v1/deployments"),
+            Some(("apps".into(), "deployments".into()))
+        );
+        assert_eq!(entry("v1/services"), Some((String::new(), "services".into())));
+        assert_eq!(entry(""), None);
+        assert_eq!(entry("deployments"), None);
+        assert_eq!(entry("a/b/c/d"), None);
+        assert!(lists_resources(&json!({"spec": {"supportedAPIExports": [
+            {"export": "kubernetes", "resource": "v1/services"}]}})));
+        assert!(!lists_resources(
+            &json!({"spec": {"supportedAPIExports": [{"export": "kubernetes"}]}})
+        ));
     }
 
     #[test]
@@ -557,6 +774,7 @@ mod tests {
             ok("ResourcesCompatible"),
         ];
         assert_eq!(json::str_at(&ready(&all_ok), "/status"), "True");
+        assert_eq!(json::str_at(&ready(&all_ok), "/reason"), "SyncTargetReady");
         let unauthorized = condition(
             "SyncerAuthorized",
             false,

@@ -34,6 +34,11 @@ pub use queue::WorkQueue;
 pub use retry::{NextAttempt, WatchFailure, WatchRetry};
 pub use store::ObjectRef;
 
+/// The log target of what the syncer does to objects: each copy written or
+/// deleted and each status returned (INFO, shown from `-v 2`), each key reconciled
+/// (DEBUG, from `-v 3`). The CLI's `-v` levels filter on it.
+pub const SYNC_LOG: &str = "ferry_syncer::sync";
+
 /// How often a side that stopped answering is probed, so its return is noticed at once.
 pub const RECONNECT_PROBE_PERIOD: Duration = Duration::from_millis(250);
 /// How long a probe waits for `GET /version` while the side answers...
@@ -333,7 +338,9 @@ impl Engine {
 
     async fn reconcile_key(&self, flow: &Flow, key: &Key) {
         let started = Instant::now();
+        tracing::debug!(target: SYNC_LOG, resource = %flow.target.id, object = %key, "sync event: reconciling");
         let result = reconcile::reconcile(self, flow, key).await;
+        tracing::debug!(target: SYNC_LOG, resource = %flow.target.id, object = %key, ok = result.is_ok(), elapsed = ?started.elapsed(), "sync event: reconciled");
         let direction = match flow.target.direction {
             Direction::Downsync => SyncDirection::downsync,
             Direction::Upsync => SyncDirection::upsync,

@@ -12,7 +12,7 @@ use super::flow::Flow;
 use super::problems::{permission_message, Problem, ProblemKey};
 use super::raw::RawObject;
 use super::store::{ObjectRef, ObjectStore};
-use super::{Engine, Key};
+use super::{Engine, Key, SYNC_LOG};
 use crate::metrics::SyncDirection;
 use crate::selection::Direction;
 use crate::side::Side;
@@ -781,7 +781,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             } else {
                 dest.delete(copy).await?;
                 engine.metrics.synced(metric, &resource);
-                tracing::debug!(%resource, object = %key, side = %dest.side, "deleted copy");
+                tracing::info!(target: SYNC_LOG, %resource, object = %key, side = %dest.side, "deleted copy");
             }
         } else if let (Direction::Downsync, Some(source_key), Some(raw)) =
             (direction, key.source(), &raw_source)
@@ -875,6 +875,7 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                             up.replace(&body).await?;
                         }
                         engine.metrics.synced(SyncDirection::status, &resource);
+                        tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %source_key, side = %Side::Upstream, "wrote status back");
                     }
                 }
             }
@@ -968,7 +969,7 @@ async fn update(
         mapping.remember(&flow.target, s, desired).await;
     }
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
-    tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
+    tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
     keep_if_verified(flow, desired, &written.to_value());
     Ok(Some(Written::Raw(Box::new(written))))
 }
@@ -1029,7 +1030,7 @@ async fn apply_new(
     }
     let written = written?;
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
-    tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "applied copy");
+    tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %dest.object, side = %dest.side, "applied copy");
     keep_if_verified(flow, desired, &written.to_value());
     Ok(Some(Written::Raw(Box::new(written))))
 }
@@ -1097,7 +1098,7 @@ async fn create_or_adopt(
                 engine.profile.mapping.remember(&flow.target, s, desired).await;
             }
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
-            tracing::debug!(resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
+            tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
             keep_if_verified(flow, desired, &written.to_value());
             Ok(Some(Written::Raw(Box::new(written))))
         }

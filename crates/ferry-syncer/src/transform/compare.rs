@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use ferry_api::well_known::{DESIRED_HASH_ANNOTATION, MANAGED_METADATA_ANNOTATION};
 
 use super::ownership::str_at;
+use super::tracking::UNCOMPARED_ANNOTATIONS;
 
 /// Top-level keys that are not content: identity and metadata.
 const NOT_CONTENT: &[&str] = &["apiVersion", "kind", "metadata"];
@@ -32,6 +33,11 @@ fn managed_keys(obj: &Value, key: &str) -> Map<String, Value> {
     let mut map = string_map(obj, key).cloned().unwrap_or_default();
     map.remove(DESIRED_HASH_ANNOTATION);
     map.remove(MANAGED_METADATA_ANNOTATION);
+    if key == "annotations" {
+        for uncompared in UNCOMPARED_ANNOTATIONS {
+            map.remove(*uncompared);
+        }
+    }
     map
 }
 
@@ -162,7 +168,11 @@ pub fn needs_update(desired: &Value, actual: &Value) -> bool {
         .filter(|(key, _)| !NOT_CONTENT.contains(&key.as_str()))
         .any(|(key, value)| !is_semantic_subset(value, actual.get(key).unwrap_or(&Value::Null)));
     let metadata_differs = ["labels", "annotations"].iter().any(|key| {
-        let wanted = Value::Object(string_map(desired, key).cloned().unwrap_or_default());
+        let mut wanted = string_map(desired, key).cloned().unwrap_or_default();
+        for uncompared in UNCOMPARED_ANNOTATIONS {
+            wanted.remove(*uncompared);
+        }
+        let wanted = Value::Object(wanted);
         let present = Value::Object(string_map(actual, key).cloned().unwrap_or_default());
         !is_semantic_subset(&wanted, &present)
     });

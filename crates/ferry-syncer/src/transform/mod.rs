@@ -26,6 +26,7 @@ mod compare;
 mod owned;
 mod ownership;
 mod strip;
+mod tracking;
 
 use serde_json::Value;
 
@@ -43,6 +44,7 @@ pub use ownership::{allows_overwrite, is_owned_by, mark, release_patch};
 pub use strip::{
     strip_server_fields, NEVER_COPIED_ANNOTATIONS, NEVER_COPIED_LABEL_PREFIXES, SERVER_SET_METADATA,
 };
+pub use tracking::mark_tracking;
 
 /// `apiVersion` and `kind` of the objects being copied.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -308,3 +308,38 @@ fn a_released_copy_is_no_longer_owned_and_keeps_everything_else() {
         downstream_copy(&upstream_deployment(), &deployment_type(), "florin")["spec"]
     );
 }
+
+#[test]
+fn the_last_sync_time_alone_never_makes_a_copy_look_changed() {
+    let stamped = |at: &str| {
+        let dest = ObjectRef::of(&upstream_deployment()).unwrap();
+        desired_copy_with(
+            &upstream_deployment(),
+            Direction::Downsync,
+            &dest,
+            &deployment_type(),
+            &KubeStellarMarks::new(SYNCER),
+            |copy| mark_tracking(copy, "my-cluster", "root:my-workspace", at),
+        )
+    };
+    let written = stamped("2024-01-15T10:30:00Z");
+    let later = stamped("2024-01-15T11:00:00Z");
+    assert_eq!(
+        written["metadata"]["annotations"]["syncer.kcp.io/sync-target"],
+        "my-cluster"
+    );
+    assert_eq!(
+        written["metadata"]["annotations"]["syncer.kcp.io/workspace"],
+        "root:my-workspace"
+    );
+    assert!(!needs_update(&later, &written), "only last-sync differs");
+    // A real change is written, with the new time.
+    let mut changed = later.clone();
+    changed["spec"]["replicas"] = json!(5);
+    assert!(needs_update(&changed, &written));
+    let merged = merge_for_update(&changed, &written);
+    assert_eq!(
+        merged["metadata"]["annotations"]["syncer.kcp.io/last-sync"],
+        "2024-01-15T11:00:00Z"
+    );
+}

@@ -633,6 +633,28 @@ async fn label_contents(hub: &Arc<Hub>, ws: &str, namespace: &str) {
     }
 }
 
+/// The namespace's metadata as an object of `resource` follows it: without the
+/// targets that do not take that resource (a SyncTarget whose
+/// `supportedAPIExports` list resources and not this one), so the object is
+/// not scheduled there, or leaves it.
+fn without_targets_refusing(hub: &Hub, mut namespace: Meta, resource: &str) -> Meta {
+    let keys = namespace.keys();
+    if keys.is_empty() {
+        return namespace;
+    }
+    for target in all_targets(hub) {
+        if keys.contains(&target.key) && !target.takes(resource) {
+            namespace
+                .labels
+                .remove(&format!("{WORKLOAD_STATE_LABEL_PREFIX}{}", target.key));
+            namespace
+                .annotations
+                .remove(&ferry_api::well_known::workload_deletion_annotation(&target.key));
+        }
+    }
+    namespace
+}
+
 /// Label one object as its namespace is (`live`: target keys, empty to look them up).
 async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) {
     let Some(obj) = hub.store.get(key) else {
@@ -649,7 +671,7 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
         return;
     }
     let ns_value = ns.value();
-    let ns_meta = Meta::of(&ns_value);
+    let ns_meta = without_targets_refusing(hub, Meta::of(&ns_value), &key.resource);
     let (placements, _) = hub
         .store
         .list(&ClusterScope::One(key.cluster.clone()), PLACEMENTS, None, None);

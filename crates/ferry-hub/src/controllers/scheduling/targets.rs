@@ -1,7 +1,7 @@
 //! What the scheduler needs to know of SyncTargets and Locations, and the
 //! choice of a target for a namespace. Pure: values in, decisions out.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use ferry_api::workload::sync_target_key;
@@ -18,7 +18,14 @@ pub struct Target {
     pub name: String,
     /// `sync_target_key(cluster, name)`.
     pub key: String,
+    /// Its labels, and its `spec.capabilities` as labels
+    /// `capabilities.workload.kcp.io/<resource>: <capacity>` (what a
+    /// Location's `instanceSelector` selects on).
     pub labels: BTreeMap<String, String>,
+    /// The `(group, resource)`s it takes when its `supportedAPIExports` list
+    /// resources (its `status.syncedResources` and what always syncs);
+    /// `None`: every resource.
+    pub resources: Option<BTreeSet<(String, String)>>,
     /// Its `Ready` condition is `True`.
     pub ready: bool,
     /// `spec.unschedulable` (cordoned): no new namespaces.
@@ -31,13 +38,37 @@ impl Target {
     /// The SyncTarget `obj` stored in `cluster`.
     pub fn from_object(cluster: &str, obj: &Value) -> Option<Target> {
         let name = obj.pointer("/metadata/name")?.as_str()?.to_string();
-        let labels = obj
+        let mut labels: BTreeMap<String, String> = obj
             .pointer("/metadata/labels")
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
             .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
             .collect();
+        for capability in obj
+            .pointer("/spec/capabilities")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let str_of = |f: &str| capability.get(f).and_then(Value::as_str).unwrap_or_default();
+            if !str_of("resource").is_empty() {
+                labels
+                    .entry(format!("{CAPABILITY_LABEL_PREFIX}{}", str_of("resource")))
+                    .or_insert_with(|| str_of("capacity").to_string());
+            }
+        }
+        let resources = crate::synctarget::lists_resources(obj).then(|| {
+            obj.pointer("/status/syncedResources")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                    (f("group"), f("resource"))
+                })
+                .collect()
+        });
         let ready = obj
             .pointer("/status/conditions")
             .and_then(Value::as_array)
@@ -61,10 +92,22 @@ impl Target {
             cluster: cluster.to_string(),
             name,
             labels,
+            resources,
             ready,
             unschedulable,
             evict_after,
         })
+    }
+
+    /// Whether objects of `resource` (a storage key: `apps/deployments`,
+    /// `/services`) may be scheduled onto it.
+    pub fn takes(&self, resource: &str) -> bool {
+        let Some(only) = &self.resources else {
+            return true;
+        };
+        let (group, resource) = resource.split_once('/').unwrap_or(("", resource));
+        crate::synctarget::always_synced(group, resource)
+            || only.contains(&(group.to_string(), resource.to_string()))
     }
 
     /// Whether its namespaces must leave it (`evictAfter` has passed).
@@ -77,6 +120,9 @@ impl Target {
         self.ready && !self.unschedulable
     }
 }
+
+/// The prefix of the labels a SyncTarget's capabilities are selected by.
+pub const CAPABILITY_LABEL_PREFIX: &str = "capabilities.workload.kcp.io/";
 
 /// A selector field as the scheduler reads it: absent selects everything
 /// (kcp documents "all by default"), malformed selects nothing.
@@ -151,6 +197,37 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         Utc::now()
+    }
+
+    #[test]
+    fn capabilities_are_selectable_and_listed_resources_limit_what_is_taken() {
+        let t = Target::from_object(
+            "c1",
+            &json!({"metadata": {"name": "east", "labels": {"env": "prod"}},
+                    "spec": {"supportedAPIExports": [{"export": "kubernetes", "resource": "apps/v1/deployments"}],
+                             "capabilities": [{"type": "compute", "resource": "cpu", "capacity": "1000"},
+                                              {"type": "compute", "resource": "memory", "capacity": "4000Gi"}]},
+                    "status": {"syncedResources": [{"group": "apps", "resource": "deployments", "state": "Accepted"}]}}),
+        )
+        .unwrap();
+        let loc = |sel: Value| json!({"spec": {"instanceSelector": sel}});
+        let targets = [t.clone()];
+        let memory = loc(
+            json!({"matchExpressions": [{"key": "capabilities.workload.kcp.io/memory", "operator": "Exists"}]}),
+        );
+        assert_eq!(members(&targets, &memory).len(), 1);
+        let cpu = loc(json!({"matchLabels": {"capabilities.workload.kcp.io/cpu": "1000", "env": "prod"}}));
+        assert_eq!(members(&targets, &cpu).len(), 1);
+        let gpu = loc(
+            json!({"matchExpressions": [{"key": "capabilities.workload.kcp.io/gpu", "operator": "Exists"}]}),
+        );
+        assert!(members(&targets, &gpu).is_empty());
+
+        assert!(t.takes("apps/deployments"));
+        assert!(t.takes("/configmaps") && t.takes("/secrets"));
+        assert!(!t.takes("/services"));
+        // Without resource entries, everything.
+        assert!(target("west", true).takes("/services"));
     }
 
     #[test]

@@ -46,6 +46,9 @@ pub struct TmcOptions {
     pub resources: Vec<String>,
     /// `--api-import-poll-interval`: how often the cluster's schemas are imported.
     pub api_import_poll_interval: Duration,
+    /// The SyncTarget's workspace path (`root:my-org`), for the copies'
+    /// `syncer.kcp.io/workspace`; set from the upstream URL when connecting.
+    pub workspace_path: String,
 }
 
 impl TmcOptions {
@@ -58,6 +61,7 @@ impl TmcOptions {
             sync_target_poll: Duration::from_secs(5),
             resources: vec![],
             api_import_poll_interval: Duration::from_secs(60),
+            workspace_path: String::new(),
         }
     }
 }
@@ -79,10 +83,17 @@ pub struct Connection {
 /// Reads SyncTarget `name` through `workspace` (a config for its workspace), waiting
 /// until its virtual workspaces are set. Fails at once if its uid is not
 /// `options.sync_target_uid`.
-pub async fn connect(workspace: kube::Config, name: &str, options: TmcOptions) -> anyhow::Result<Connection> {
+pub async fn connect(
+    workspace: kube::Config,
+    name: &str,
+    mut options: TmcOptions,
+) -> anyhow::Result<Connection> {
     let client = kube::Client::try_from(workspace.clone()).context("building the upstream client")?;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &sync_targets());
     let url = workspace.cluster_url.to_string();
+    if let Some((_, path)) = url.trim_end_matches('/').rsplit_once("/clusters/") {
+        options.workspace_path = path.to_string();
+    }
     let mut said = String::new();
     let (target, syncer_url, upsyncer_url) = loop {
         let why = match api.get(name).await {
@@ -376,19 +387,30 @@ pub fn refusals_condition(refused: &[crate::engine::refusals::Refusal]) -> Value
             "reason": "CopiesRefused", "message": message })
 }
 
-/// Every heartbeat period: `status.lastSyncerHeartbeatTime`, by a JSON patch that first
-/// tests the uid, so a re-created SyncTarget is never taken for this one.
+/// Every heartbeat period: `status.lastSyncerHeartbeatTime` (kcp), and the kcp
+/// workload syncer document's `lastHeartbeatTime`, `syncerIdentifier` and
+/// `heartbeat {count, lastHeartbeat, errors}` (this process's heartbeats sent and
+/// failed), by one JSON patch that first tests the uid, so a re-created SyncTarget
+/// is never taken for this one.
 async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let name = tmc.target.name.clone();
+    let mut beat = Heartbeat {
+        identifier: syncer_identifier(),
+        ..Heartbeat::default()
+    };
     loop {
         let now = ferry_api::timestamp::now();
-        let result = send_heartbeat(&tmc.workspace, &name, &tmc.target.uid, &now).await;
+        beat.count += 1;
+        let result = send_heartbeat(&tmc.workspace, &name, &tmc.target.uid, &now, &beat).await;
         let next = match result {
             Ok(()) => {
                 engine.metrics.heartbeat();
+                tracing::debug!(sync_target = %name, count = beat.count, "heartbeat sent");
                 tmc.options.heartbeat_period
             }
             Err(e) => {
+                beat.count -= 1;
+                beat.errors += 1;
                 tracing::warn!(sync_target = %name, "heartbeat failed: {e}");
                 Duration::from_secs(1).min(tmc.options.heartbeat_period)
             }
@@ -397,14 +419,46 @@ async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     }
 }
 
-async fn send_heartbeat(client: &kube::Client, name: &str, uid: &str, now: &str) -> Result<(), kube::Error> {
+/// What a syncer process reports of its heartbeats.
+#[derive(Default)]
+struct Heartbeat {
+    /// `syncer-<pod name>-<random>`: one per process.
+    identifier: String,
+    /// Heartbeats sent, this one included.
+    count: u64,
+    /// Heartbeats that failed.
+    errors: u64,
+}
+
+/// This process's `syncerIdentifier`: the pod's name and a random part, as a
+/// restarted container is another process with its own counts.
+fn syncer_identifier() -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("syncer-{}-{}", crate::leader::hostname(), &random[..6])
+}
+
+/// The JSON patch of one heartbeat at `now` (`op` for the kcp field: `replace`,
+/// or `add` on the first heartbeat).
+fn heartbeat_patch(uid: &str, now: &str, beat: &Heartbeat, op: &str) -> Value {
+    json!([
+        { "op": "test", "path": "/metadata/uid", "value": uid },
+        { "op": op, "path": "/status/lastSyncerHeartbeatTime", "value": now },
+        { "op": "add", "path": "/status/lastHeartbeatTime", "value": now },
+        { "op": "add", "path": "/status/syncerIdentifier", "value": beat.identifier },
+        { "op": "add", "path": "/status/heartbeat",
+          "value": { "count": beat.count, "lastHeartbeat": now, "errors": beat.errors } },
+    ])
+}
+
+async fn send_heartbeat(
+    client: &kube::Client,
+    name: &str,
+    uid: &str,
+    now: &str,
+    beat: &Heartbeat,
+) -> Result<(), kube::Error> {
     let path = format!("/apis/workload.kcp.io/v1alpha1/synctargets/{name}/status");
-    let patch = |op: &str| {
-        json!([
-            { "op": "test", "path": "/metadata/uid", "value": uid },
-            { "op": op, "path": "/status/lastSyncerHeartbeatTime", "value": now },
-        ])
-    };
+    let patch = |op: &str| heartbeat_patch(uid, now, beat, op);
     let send = |body: Value| {
         let request = http::Request::patch(path.as_str())
             .header(http::header::CONTENT_TYPE, "application/json-patch+json")

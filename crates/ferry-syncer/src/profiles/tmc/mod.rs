@@ -506,6 +506,19 @@ impl Mapping for Tmc {
         match target.direction {
             Direction::Downsync => {
                 let cluster = source_key.cluster();
+                // The workspace by its path where the syncer knows it (the
+                // SyncTarget's own); elsewhere by its logical cluster name.
+                let workspace = if cluster == self.target.cluster && !self.options.workspace_path.is_empty() {
+                    self.options.workspace_path.as_str()
+                } else {
+                    cluster
+                };
+                crate::transform::mark_tracking(
+                    copy,
+                    &self.target.name,
+                    workspace,
+                    &ferry_api::timestamp::now(),
+                );
                 if id.is_namespaces() {
                     let locator = self.locator(cluster, &source_key.name).to_json();
                     copy["metadata"]["annotations"][NAMESPACE_LOCATOR_ANNOTATION] = Value::String(locator);
