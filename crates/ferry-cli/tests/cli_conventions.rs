@@ -85,9 +85,9 @@ fn a_failure_is_one_line_even_with_rust_backtrace_set() {
 }
 
 #[test]
-fn verbosity_two_adds_where_a_failure_arose() {
+fn verbosity_four_adds_where_a_failure_arose() {
     let out = ferry(
-        &["-v", "2", "ws", "--kubeconfig", "/nonexistent/kubeconfig", "tree"],
+        &["-v", "4", "ws", "--kubeconfig", "/nonexistent/kubeconfig", "tree"],
         &[],
     );
     let stderr = String::from_utf8_lossy(&out.stderr);

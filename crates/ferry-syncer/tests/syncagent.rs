@@ -2672,6 +2672,7 @@ async fn published_resources_are_immutable_on_every_service_cluster() {
         assert_eq!(pr["metadata"]["labels"]["team"], "db");
         assert_eq!(pr["status"]["resourceSchemaName"], "v1.databases.example.io");
     }
+}
 
 /// However many copies the service cluster refuses, the PublishedResource's
 /// `Synced` condition names the first few with the cluster's message and
