@@ -558,6 +558,7 @@ async fn corpus_lands_on_two_clusters_through_one_edge_placement() {
             kubeconfig: None,
             context: None,
             downstream_access: Default::default(),
+            with_default_esc: false,
         };
         let reg = ferry_cli::syncer_gen::generate(&hub.config(mailbox).await, &args)
             .await
@@ -715,6 +716,7 @@ async fn corpus_lands_through_a_kcp_sync_target() {
         timeout: Duration::from_secs(30),
         kubeconfig: None,
         context: None,
+        downstream_access: Default::default(),
     };
     let reg = ferry_cli::workload_cmd::sync(&hub.config("root:my-org").await, &args)
         .await
