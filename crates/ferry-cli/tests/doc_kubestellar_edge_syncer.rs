@@ -9,59 +9,19 @@
 
 #[path = "common/edge_syncer.rs"]
 mod edge_syncer;
+#[path = "common/kubectl.rs"]
+mod kubectl;
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-use edge_syncer::{ok, run_as_pod, PodSyncer};
+use edge_syncer::{run_as_pod, PodSyncer};
 use ferry_hub::testing::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kubectl::Kubectl;
 use serde_json::{json, Value};
-
-/// kubectl as the document's user runs it: `kubectl-ferry` on PATH, KUBECONFIG set.
-struct Kubectl {
-    kubeconfig: PathBuf,
-    path: OsString,
-    dir: PathBuf,
-}
-
-impl Kubectl {
-    fn new(kubeconfig: PathBuf, dir: &Path) -> Kubectl {
-        let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry")).parent().unwrap();
-        let mut dirs = vec![plugin_dir.to_path_buf()];
-        dirs.extend(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        ));
-        Kubectl {
-            kubeconfig,
-            path: std::env::join_paths(dirs).unwrap(),
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("kubectl")
-            .args(args)
-            .current_dir(&self.dir)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("PATH", &self.path)
-            .env("HOME", &self.dir)
-            .output()
-            .expect("kubectl runs")
-    }
-
-    /// Runs; it must succeed; stdout and stderr together, as a terminal shows them.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = ok(out, &format!("kubectl {args:?}"));
-        stdout + &stderr
-    }
-}
 
 fn edge(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
@@ -82,18 +42,18 @@ struct Registered {
 /// inventory workspace, syncer-gen in it, apply the manifest to the cluster, check
 /// the syncer's Deployment is there, and run the syncer as its pod would.
 async fn register(k: &Kubectl, name: &str, dir: &Path) -> Registered {
-    k.ok(&["ferry", "ws", "root:imw1"]);
-    let listed = k.ok(&["get", "synctargets.edge.kubestellar.io"]);
+    k.ok_all(&["ferry", "ws", "root:imw1"]);
+    let listed = k.ok_all(&["get", "synctargets.edge.kubestellar.io"]);
     assert!(listed.contains(name), "{listed}");
     let jsonpath = "jsonpath={.metadata.annotations['kcp\\.io/cluster']}-mb-{.metadata.uid}";
-    let mbws = k.ok(&["get", "synctargets.edge.kubestellar.io", name, "-o", jsonpath]);
+    let mbws = k.ok_all(&["get", "synctargets.edge.kubestellar.io", name, "-o", jsonpath]);
     let mbws = mbws.trim().to_string();
     assert!(mbws.contains("-mb-"), "mailbox workspace name = {mbws}");
 
-    let said = k.ok(&["ferry", "ws", &format!("root:{mbws}")]);
+    let said = k.ok_all(&["ferry", "ws", &format!("root:{mbws}")]);
     assert!(said.contains(&format!("root:{mbws}")), "{said}");
     let file = format!("{name}-syncer.yaml");
-    let said = k.ok(&[
+    let said = k.ok_all(&[
         "ferry",
         "syncer-gen",
         name,
@@ -221,9 +181,9 @@ async fn the_edge_syncer_document_runs_as_written() {
     let kubeconfig = dir.path().join("admin.kubeconfig");
     std::fs::copy(hub.kubeconfig(), &kubeconfig).unwrap();
     let k = Kubectl::new(kubeconfig, dir.path());
-    k.ok(&["ferry", "ws", "root"]);
-    k.ok(&["ferry", "ws", "create", "imw1", "--enter"]);
-    k.ok(&[
+    k.ok_all(&["ferry", "ws", "root"]);
+    k.ok_all(&["ferry", "ws", "create", "imw1", "--enter"]);
+    k.ok_all(&[
         "ferry",
         "ensure",
         "location",
@@ -231,7 +191,7 @@ async fn the_edge_syncer_document_runs_as_written() {
         "loc-name=florin",
         "env=prod",
     ]);
-    k.ok(&[
+    k.ok_all(&[
         "ferry",
         "ensure",
         "location",

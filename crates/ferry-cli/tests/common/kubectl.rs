@@ -2,6 +2,8 @@
 //! plugin on PATH, its own KUBECONFIG and HOME (also the working directory,
 //! where files a command writes land).
 
+#![allow(dead_code)]
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -51,6 +53,15 @@ impl Kubectl {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Run; it must succeed; stdout and stderr together, as a terminal shows them.
+    pub fn ok_all(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "kubectl {args:?} failed: {stdout}{stderr}");
+        stdout + &stderr
     }
 
     /// Run; it must fail without touching `file`; its stderr.
