@@ -4,43 +4,20 @@
 
 use std::process::{Command, Stdio};
 
-use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
+#[path = "syncagent_kit/mod.rs"]
+mod syncagent_kit;
+
 use ferry_hub::testing::{eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
-
-fn write_kubeconfig(hub: &TestHub, workspace: Option<&str>, file: &str) -> std::path::PathBuf {
-    let path = hub.data_dir().join(file);
-    let server = match workspace {
-        Some(ws) => format!("{}/clusters/{ws}", hub.url()),
-        None => hub.url().to_string(),
-    };
-    let text = kubeconfig(
-        "hub",
-        &server,
-        &hub.running.ca_pem,
-        AuthInfo::Token(hub.running.admin_token.clone()),
-        "hub",
-        None,
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
+use syncagent_kit::{client, write_kubeconfig};
 
 fn sync_targets() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("workload.kcp.io", "v1alpha1", "SyncTarget"),
         "synctargets",
     )
-}
-
-async fn client(path: &std::path::Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 /// A loopback address with a port nobody listens on now.
