@@ -500,6 +500,17 @@ async fn stand_in() -> (TestHub, kube::Client) {
     (hub, admin)
 }
 
+/// `kubectl apply` of a syncer's manifest on `cluster`, and the in-cluster identity
+/// its pod gets there (only the manifest's RBAC).
+async fn install(cluster: &TestHub, admin: &kube::Client, manifest: &str, syncer_id: &str) -> kube::Config {
+    apply_manifest(admin, manifest)
+        .await
+        .expect("the syncer's manifest applies");
+    in_cluster_config(&cluster.running, admin, syncer_id)
+        .await
+        .expect("in-cluster identity")
+}
+
 /// The config of the kubeconfig text `yaml`.
 async fn config_of(yaml: &str) -> kube::Config {
     kube::Config::from_custom_kubeconfig(
@@ -563,12 +574,7 @@ async fn corpus_lands_on_two_clusters_through_one_edge_placement() {
         let reg = ferry_cli::syncer_gen::generate(&hub.config(mailbox).await, &args)
             .await
             .expect("syncer-gen");
-        apply_manifest(&admin, &reg.manifest)
-            .await
-            .expect("the syncer's manifest applies");
-        let downstream = in_cluster_config(&cluster.running, &admin, &reg.syncer_id)
-            .await
-            .expect("in-cluster identity");
+        let downstream = install(&cluster, &admin, &reg.manifest, &reg.syncer_id).await;
         let mut opts =
             ferry_syncer::SyncerOptions::new(config_of(&reg.upstream_kubeconfig).await, downstream, name);
         opts.sync_target_uid = Some(reg.sync_target_uid.clone());
@@ -721,12 +727,7 @@ async fn corpus_lands_through_a_kcp_sync_target() {
     let reg = ferry_cli::workload_cmd::sync(&hub.config("root:my-org").await, &args)
         .await
         .expect("workload sync");
-    apply_manifest(&admin, &reg.manifest)
-        .await
-        .expect("the syncer's manifest applies");
-    let downstream = in_cluster_config(&cluster.running, &admin, &reg.syncer_id)
-        .await
-        .expect("in-cluster identity");
+    let downstream = install(&cluster, &admin, &reg.manifest, &reg.syncer_id).await;
     // The manifest runs it with --from-cluster <the SyncTarget's workspace>.
     let upstream =
         ferry_hub::kubeconfig::at_workspace(&config_of(&reg.upstream_kubeconfig).await, &reg.workspace)
