@@ -13,6 +13,7 @@ pub mod bench_syncagent;
 pub mod bind_cmd;
 pub mod crds_cmd;
 pub mod database_service;
+pub mod docs_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
 pub mod kubeconfig;
@@ -96,6 +97,9 @@ enum Command {
     Completion(CompletionArgs),
     /// Write man pages for `ferry` and each of its commands into a directory.
     Man(ManArgs),
+    /// Write the book's reference pages (commands and CRDs) from the code.
+    #[command(hide = true)]
+    Docs(docs_cmd::DocsArgs),
 }
 
 /// `ferry --version`: the release and the commit it was built from.
@@ -277,6 +281,7 @@ fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
             Command::Workload(cmd) => workload_cmd::run(cmd).await,
             Command::Completion(args) => completion(name, args),
             Command::Man(args) => man(args),
+            Command::Docs(args) => docs_cmd::run(Cli::command(), args),
         }
     })
 }
