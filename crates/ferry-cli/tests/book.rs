@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+mod common;
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -40,9 +42,16 @@ fn pages() -> BTreeMap<PathBuf, String> {
     pages
 }
 
-/// The lines of `text` outside fenced code blocks, and the fenced blocks as (info
-/// string, body, line number of the opening fence).
-fn split_fences(text: &str) -> (Vec<(usize, &str)>, Vec<(String, String, usize)>) {
+/// A fenced code block: its info string (`sh`, `yaml`), its text, and the line number
+/// of its opening fence.
+struct Block {
+    info: String,
+    body: String,
+    line: usize,
+}
+
+/// The lines of `text` outside fenced code blocks (with their numbers), and the blocks.
+fn split_fences(text: &str) -> (Vec<(usize, &str)>, Vec<Block>) {
     let mut prose = Vec::new();
     let mut blocks = Vec::new();
     let mut open: Option<(String, String, usize)> = None;
@@ -57,7 +66,7 @@ fn split_fences(text: &str) -> (Vec<(usize, &str)>, Vec<(String, String, usize)>
                 ))
             }
             None => prose.push((n + 1, line)),
-            Some(block) if trimmed.starts_with("```") => blocks.push(block),
+            Some((info, body, line)) if trimmed.starts_with("```") => blocks.push(Block { info, body, line }),
             Some((info, mut body, start)) => {
                 body.push_str(line);
                 body.push('\n');
@@ -230,7 +239,7 @@ fn yaml_blocks_and_examples_parse() {
     let mut named = BTreeSet::new();
     for (page, text) in pages() {
         let (_, blocks) = split_fences(&text);
-        for (info, body, line) in blocks {
+        for Block { info, body, line } in blocks {
             if info == "yaml" {
                 if let Err(e) = serde_saphyr::from_multiple::<Value>(&body) {
                     problems.push(format!(
@@ -317,4 +326,74 @@ fn anchor_rule_is_mdbooks() {
         links("see [x](a.md#b) and `[y](z)` and [w](c.md)"),
         ["a.md#b", "c.md"]
     );
+}
+
+/// The shell blocks of `page` marked `<!-- test: NAME -->` on the line before their
+/// fence, as (name, script), in the page's order.
+fn marked_blocks(page: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join(page)).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let (_, blocks) = split_fences(&text);
+    blocks
+        .into_iter()
+        .filter(|b| b.info == "sh")
+        .filter_map(|Block { body, line, .. }| {
+            let marker = lines.get(line.checked_sub(2)?)?.trim();
+            let name = marker.strip_prefix("<!-- test:")?.strip_suffix("-->")?.trim();
+            Some((name.to_string(), body))
+        })
+        .collect()
+}
+
+/// The KubeStellar walkthrough's placement block, run as written in bash with the
+/// built `ferry` and `kubectl-ferry` on PATH, against a hub as its admin: every
+/// command must succeed, and the EdgePlacement it applies must reach both Locations.
+#[tokio::test(flavor = "multi_thread")]
+async fn kubestellar_walkthrough_blocks_run_as_written() {
+    let blocks = marked_blocks("book/src/walkthroughs/kubestellar.md");
+    assert!(
+        !blocks.is_empty(),
+        "no block marked <!-- test: ... --> in the KubeStellar walkthrough"
+    );
+    let hub = ferry_hub::testing::TestHub::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig = common::kubectl::admin_copy(&hub, home.path());
+    let bin = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    for (name, script) in blocks {
+        let out = tokio::process::Command::new("bash")
+            .args(["-euo", "pipefail", "-c", &script])
+            .env("KUBECONFIG", &kubeconfig)
+            .env("PATH", &path)
+            .env("HOME", home.path())
+            .env("RUST_BACKTRACE", "0")
+            .current_dir(repo())
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the walkthrough's block {name:?} fails as written:\n{script}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let kubectl = common::kubectl::Kubectl::new(&kubeconfig, home.path());
+    ferry_hub::testing::eventually(30, "edge-placement-c to match florin and guilder", || {
+        let count = kubectl.ok(&[
+            "get",
+            "edgeplacement",
+            "edge-placement-c",
+            "-o",
+            "jsonpath={.status.matchingLocationCount}",
+        ]);
+        std::future::ready((count == "2").then_some(()))
+    })
+    .await;
 }
