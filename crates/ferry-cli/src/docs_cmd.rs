@@ -416,7 +416,7 @@ mod tests {
 
     #[test]
     fn flags_show_defaults_and_values() {
-        let command = clap::Command::new("x")
+        let mut command = clap::Command::new("x")
             .arg(
                 clap::Arg::new("qps")
                     .long("qps")
@@ -424,7 +424,9 @@ mod tests {
                     .help("Requests\nper second."),
             )
             .arg(clap::Arg::new("name").required(true));
-        let lines: Vec<_> = command.get_arguments().map(arg_line).collect();
+        // As `commands_markdown` does: clap settles each flag's arity when it builds.
+        command.build();
+        let lines: Vec<_> = command.get_arguments().take(2).map(arg_line).collect();
         assert_eq!(
             lines,
             [
