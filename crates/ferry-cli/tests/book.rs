@@ -357,26 +357,9 @@ async fn kubestellar_walkthrough_blocks_run_as_written() {
     );
     let hub = ferry_hub::testing::TestHub::start().await;
     let home = tempfile::tempdir().unwrap();
-    let kubeconfig = common::kubectl::admin_copy(&hub, home.path());
-    let bin = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .unwrap();
+    let kubectl = common::kubectl_async::Kubectl::admin_of(&hub, home.path(), "admin.kubeconfig");
     for (name, script) in blocks {
-        let out = tokio::process::Command::new("bash")
-            .args(["-euo", "pipefail", "-c", &script])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("PATH", &path)
-            .env("HOME", home.path())
-            .env("RUST_BACKTRACE", "0")
-            .current_dir(repo())
-            .output()
-            .await
-            .unwrap();
+        let out = kubectl.shell(&script, &repo()).await;
         assert!(
             out.status.success(),
             "the walkthrough's block {name:?} fails as written:\n{script}\nstdout:\n{}\nstderr:\n{}",
@@ -384,16 +367,17 @@ async fn kubestellar_walkthrough_blocks_run_as_written() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let kubectl = common::kubectl::Kubectl::new(&kubeconfig, home.path());
-    ferry_hub::testing::eventually(30, "edge-placement-c to match florin and guilder", || {
-        let count = kubectl.ok(&[
-            "get",
-            "edgeplacement",
-            "edge-placement-c",
-            "-o",
-            "jsonpath={.status.matchingLocationCount}",
-        ]);
-        std::future::ready((count == "2").then_some(()))
+    ferry_hub::testing::eventually(30, "edge-placement-c to match florin and guilder", || async {
+        let count = kubectl
+            .ok(&[
+                "get",
+                "edgeplacement",
+                "edge-placement-c",
+                "-o",
+                "jsonpath={.status.matchingLocationCount}",
+            ])
+            .await;
+        (count == "2").then_some(())
     })
     .await;
 }

@@ -89,6 +89,23 @@ impl Kubectl {
         String::from_utf8_lossy(&out.stdout).to_string()
     }
 
+    /// Runs `script` in `bash -euo pipefail` in `dir`, with this kubectl's KUBECONFIG,
+    /// PATH (the built `ferry` and `kubectl-ferry` first) and HOME: a document's
+    /// shell block as a user pastes it.
+    pub async fn shell(&self, script: &str, dir: &Path) -> Output {
+        let mut cmd = Command::new("bash");
+        cmd.args(["-euo", "pipefail", "-c", script])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("PATH", &self.path)
+            .env("HOME", &self.home)
+            .env("RUST_BACKTRACE", "0")
+            .current_dir(dir)
+            .stdin(Stdio::null());
+        tokio::task::spawn_blocking(move || cmd.output().expect("bash runs"))
+            .await
+            .unwrap()
+    }
+
     /// Runs; it must fail; its stderr.
     pub async fn fails(&self, args: &[&str]) -> String {
         let out = self.run(args).await;
