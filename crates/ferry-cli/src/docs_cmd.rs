@@ -104,7 +104,13 @@ fn command_section(out: &mut String, path: &str, command: &clap::Command, root: 
         );
     }
     let usage = command.clone().render_usage().to_string();
-    let usage = usage.trim_start_matches("Usage:").trim();
+    // clap indents the second form of a command that also takes a subcommand.
+    let usage: Vec<_> = usage
+        .trim_start_matches("Usage:")
+        .lines()
+        .map(str::trim)
+        .collect();
+    let usage = usage.join("\n");
     let _ = writeln!(out, "```text\n{usage}\n```\n");
     let args: Vec<_> = command
         .get_arguments()
