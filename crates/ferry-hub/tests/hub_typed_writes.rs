@@ -102,6 +102,40 @@ async fn a_new_pod_is_pending_with_its_qos_class() {
     assert_eq!(code, 200, "{body}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_with_ephemeral_containers_is_refused_on_create_as_kube_does() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let debug = json!([{"name": "debug", "image": "busybox:1.36"}]);
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "debugged"},
+                         "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
+    let mut copy = pod.clone();
+    copy["spec"]["ephemeralContainers"] = debug.clone();
+    let (code, body) = call(&client, "POST", pods, Some(&copy)).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "Pod \"debugged\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create"
+    );
+
+    // The positive twin: created without them, the pod takes them through
+    // its ephemeralcontainers subresource.
+    let (code, created) = call(&client, "POST", pods, Some(&pod)).await;
+    assert_eq!(code, 201, "{created}");
+    pod = created;
+    pod["spec"]["ephemeralContainers"] = debug;
+    let (code, body) = call(
+        &client,
+        "PUT",
+        "/api/v1/namespaces/default/pods/debugged/ephemeralcontainers",
+        Some(&pod),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["ephemeralContainers"][0]["name"], "debug", "{body}");
+}
+
 fn service(name: &str, ty: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
            "spec": {"type": ty, "selector": {"app": name}, "ports": [{"port": 80}]}})
