@@ -136,6 +136,81 @@ async fn a_pod_with_ephemeral_containers_is_refused_on_create_as_kube_does() {
     assert_eq!(body["spec"]["ephemeralContainers"][0]["name"], "debug", "{body}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_carrying_another_priority_than_its_class_gives_is_refused_as_kube_does() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                       "metadata": {"name": "high"}, "value": 1000});
+    let (code, body) = call(
+        &client,
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        Some(&class),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let pod = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "c", "image": "nginx:1.27"}]);
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+    };
+
+    // A copy from a cluster whose class "high" is worth 7.
+    let (code, body) = call(
+        &client,
+        "POST",
+        pods,
+        Some(&pod(
+            "copied",
+            json!({"priorityClassName": "high", "priority": 7}),
+        )),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(
+        body["message"],
+        "pods \"copied\" is forbidden: the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name"
+    );
+    let (code, body) = call(
+        &client,
+        "POST",
+        pods,
+        Some(&pod("unclassed", json!({"priority": 5}))),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    let (code, body) = call(
+        &client,
+        "POST",
+        pods,
+        Some(&pod(
+            "policy",
+            json!({"priorityClassName": "high", "preemptionPolicy": "Never"}),
+        )),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("computed PreemptLowerPriority"),
+        "{body}"
+    );
+
+    // The positive twins: what the class gives, or nothing.
+    for (name, spec) in [
+        ("same", json!({"priorityClassName": "high", "priority": 1000})),
+        ("plain", json!({"priorityClassName": "high"})),
+        ("zero", json!({"priority": 0})),
+    ] {
+        let (code, body) = call(&client, "POST", pods, Some(&pod(name, spec))).await;
+        assert_eq!(code, 201, "{name}: {body}");
+    }
+}
+
 fn service(name: &str, ty: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
            "spec": {"type": ty, "selector": {"app": name}, "ports": [{"port": 80}]}})

@@ -101,6 +101,13 @@ impl Strategy for PodStrategy {
         causes
     }
 
+    fn admit(&self, r: &Request, old: Option<&Value>, obj: &Value) -> Result<(), ApiError> {
+        match old {
+            None => crate::strategy::scheduling::admit_pod(r, obj),
+            Some(_) => Ok(()),
+        }
+    }
+
     fn warnings(&self, _r: &Request, obj: &Value) -> Vec<String> {
         pod_spec_warnings(obj, "spec")
     }
