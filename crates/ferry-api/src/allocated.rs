@@ -15,6 +15,7 @@
 //! | Pod | `spec.nodeName` | bound by the source's scheduler; a node of that name does not exist elsewhere, and the pod garbage collector deletes a pod bound to a missing node |
 //! | Pod | `spec.ephemeralContainers` | added through the `ephemeralcontainers` subresource; kube-apiserver refuses them on create (`cannot be set on create`) |
 //! | Pod | `spec.priority`, `spec.preemptionPolicy` | computed by the Priority admission plugin from the source's PriorityClass; the destination refuses a value its own class does not give (`must not be provided in pod spec`) |
+//! | Pod | `spec.overhead` | set by the RuntimeClass admission plugin from the source's RuntimeClass; the destination refuses one its class does not define (`Pod's Overhead doesn't match RuntimeClass's defined Overhead`) |
 //! | Pod | the `kube-api-access-*` volume and its mounts | injected by the ServiceAccount admission plugin; the destination injects its own |
 //! | Namespace | `spec.finalizers` | the source's finalizers; kube-apiserver adds `kubernetes` itself, and a finalizer no controller of the destination removes blocks the namespace's deletion |
 //! | Deployment | annotation `deployment.kubernetes.io/revision` | the source's rollout count, kept by its Deployment controller; the destination's sets its own, and a copy carrying another one fights it |
@@ -197,7 +198,13 @@ fn pod(obj: &mut Value) {
     let Some(spec) = spec(obj) else {
         return;
     };
-    for field in ["nodeName", "ephemeralContainers", "priority", "preemptionPolicy"] {
+    for field in [
+        "nodeName",
+        "ephemeralContainers",
+        "priority",
+        "preemptionPolicy",
+        "overhead",
+    ] {
         spec.remove(field);
     }
     let mut injected = Vec::new();
@@ -342,15 +349,16 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_loses_its_node_priority_and_ephemeral_containers() {
+    fn a_pod_loses_its_node_priority_overhead_and_ephemeral_containers() {
         let pod = json!({"spec": {"nodeName": "src-node-1", "priority": 1000, "preemptionPolicy": "Never",
             "priorityClassName": "high", "nodeSelector": {"disk": "ssd"},
+            "runtimeClassName": "kata", "overhead": {"cpu": "250m"},
             "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
             "containers": [{"name": "c", "image": "nginx"}]}});
         let copy = dropped(pod, "v1", "Pod");
         assert_eq!(
             copy["spec"],
-            json!({"priorityClassName": "high", "nodeSelector": {"disk": "ssd"},
+            json!({"priorityClassName": "high", "nodeSelector": {"disk": "ssd"}, "runtimeClassName": "kata",
                    "containers": [{"name": "c", "image": "nginx"}]})
         );
     }
