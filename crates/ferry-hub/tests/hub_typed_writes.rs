@@ -102,6 +102,115 @@ async fn a_new_pod_is_pending_with_its_qos_class() {
     assert_eq!(code, 200, "{body}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_with_ephemeral_containers_is_refused_on_create_as_kube_does() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let debug = json!([{"name": "debug", "image": "busybox:1.36"}]);
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "debugged"},
+                         "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
+    let mut copy = pod.clone();
+    copy["spec"]["ephemeralContainers"] = debug.clone();
+    let (code, body) = call(&client, "POST", pods, Some(&copy)).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "Pod \"debugged\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create"
+    );
+
+    // The positive twin: created without them, the pod takes them through
+    // its ephemeralcontainers subresource.
+    let (code, created) = call(&client, "POST", pods, Some(&pod)).await;
+    assert_eq!(code, 201, "{created}");
+    pod = created;
+    pod["spec"]["ephemeralContainers"] = debug;
+    let (code, body) = call(
+        &client,
+        "PUT",
+        "/api/v1/namespaces/default/pods/debugged/ephemeralcontainers",
+        Some(&pod),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["ephemeralContainers"][0]["name"], "debug", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_carrying_another_priority_than_its_class_gives_is_refused_as_kube_does() {
+    let hub = TestHub::start().await;
+    let client = hub.client("root").await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                       "metadata": {"name": "high"}, "value": 1000});
+    let (code, body) = call(
+        &client,
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        Some(&class),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let pod = |name: &str, spec: Value| {
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "c", "image": "nginx:1.27"}]);
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+    };
+
+    // A copy from a cluster whose class "high" is worth 7.
+    let (code, body) = call(
+        &client,
+        "POST",
+        pods,
+        Some(&pod(
+            "copied",
+            json!({"priorityClassName": "high", "priority": 7}),
+        )),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(
+        body["message"],
+        "pods \"copied\" is forbidden: the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name"
+    );
+    let (code, body) = call(
+        &client,
+        "POST",
+        pods,
+        Some(&pod("unclassed", json!({"priority": 5}))),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    let (code, body) = call(
+        &client,
+        "POST",
+        pods,
+        Some(&pod(
+            "policy",
+            json!({"priorityClassName": "high", "preemptionPolicy": "Never"}),
+        )),
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("computed PreemptLowerPriority"),
+        "{body}"
+    );
+
+    // The positive twins: what the class gives, or nothing.
+    for (name, spec) in [
+        ("same", json!({"priorityClassName": "high", "priority": 1000})),
+        ("plain", json!({"priorityClassName": "high"})),
+        ("zero", json!({"priority": 0})),
+    ] {
+        let (code, body) = call(&client, "POST", pods, Some(&pod(name, spec))).await;
+        assert_eq!(code, 201, "{name}: {body}");
+    }
+}
+
 fn service(name: &str, ty: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
            "spec": {"type": ty, "selector": {"app": name}, "ports": [{"port": 80}]}})

@@ -1,7 +1,8 @@
 //! scheduling.k8s.io/v1 PriorityClasses: kube-apiserver's default
 //! (`preemptionPolicy: PreemptLowerPriority`), validation, immutable
 //! `value` and `preemptionPolicy`, and its `Priority` admission plugin's
-//! rule that one PriorityClass at most is the global default.
+//! rule that one PriorityClass at most is the global default, and that a new
+//! Pod sets no `priority` or `preemptionPolicy` other than its class gives.
 
 use serde_json::{json, Value};
 
@@ -132,6 +133,79 @@ impl Strategy for PriorityClassStrategy {
     }
 }
 
+/// The storage key of PriorityClasses.
+const PRIORITY_CLASSES: &str = "scheduling.k8s.io/priorityclasses";
+
+/// kube's `Priority` admission plugin on a new Pod (403, as the plugin
+/// answers): a `spec.priority` or `spec.preemptionPolicy` other than what the
+/// pod's PriorityClass (or the workspace's global default class, or none)
+/// gives is refused, so a copy carrying another cluster's is refused here too.
+/// A class the workspace does not hold is left to the scheduler.
+pub fn admit_pod(r: &Request, pod: &Value) -> Result<(), ApiError> {
+    let Some(cluster) = &r.cluster else {
+        return Ok(());
+    };
+    let class_name = str_at(pod, "/spec/priorityClassName");
+    let class = if class_name.is_empty() {
+        let scope = crate::storage::ClusterScope::One(cluster.name.clone());
+        let (classes, _) = r.hub.store.list(&scope, PRIORITY_CLASSES, None, None);
+        classes
+            .into_iter()
+            .map(|(_, o)| o.value())
+            .filter(|c| c.get("globalDefault").and_then(Value::as_bool) == Some(true))
+            .min_by_key(|c| c.get("value").and_then(Value::as_i64).unwrap_or(0))
+    } else {
+        let key = crate::storage::ObjectKey {
+            cluster: cluster.name.clone(),
+            resource: PRIORITY_CLASSES.into(),
+            namespace: String::new(),
+            name: class_name.into(),
+        };
+        match r.hub.store.get(&key) {
+            Some(o) => Some(o.value()),
+            None => match SYSTEM_CLASSES.iter().find(|(n, _)| *n == class_name) {
+                Some((_, value)) => Some(json!({"value": value})),
+                None => return Ok(()),
+            },
+        }
+    };
+    match pod_priority_refusal(pod, class.as_ref()) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::forbidden(format!(
+            "pods {:?} is forbidden: {why}",
+            str_at(pod, "/metadata/name")
+        ))),
+    }
+}
+
+/// Why kube's `Priority` admission plugin refuses new pod `pod` whose class
+/// resolves to `class` (`None`: no class and no global default, priority 0),
+/// in the plugin's words; `None` when it admits it.
+pub fn pod_priority_refusal(pod: &Value, class: Option<&Value>) -> Option<String> {
+    let computed = class
+        .and_then(|c| c.get("value"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let policy = class
+        .and_then(|c| c.get("preemptionPolicy"))
+        .and_then(Value::as_str)
+        .unwrap_or("PreemptLowerPriority");
+    let spec = pod.get("spec")?;
+    if let Some(priority) = spec.get("priority").filter(|p| !p.is_null()) {
+        if priority.as_i64() != Some(computed) {
+            return Some(format!(
+                "the integer value of priority ({priority}) must not be provided in pod spec; priority admission controller computed {computed} from the given PriorityClass name"
+            ));
+        }
+    }
+    match spec.get("preemptionPolicy").and_then(Value::as_str) {
+        Some(sent) if sent != policy => Some(format!(
+            "the string value of PreemptionPolicy ({sent}) must not be provided in pod spec; priority admission controller computed {policy} from the given PriorityClass name"
+        )),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +227,34 @@ mod tests {
         assert!(validate(&fake)[0]
             .message
             .ends_with("system-mine is not a known system priority class"));
+    }
+
+    #[test]
+    fn a_pod_may_carry_only_the_priority_its_class_gives() {
+        let pod = |spec: Value| json!({"metadata": {"name": "p"}, "spec": spec});
+        let high = json!({"value": 1000, "preemptionPolicy": "Never"});
+        assert_eq!(
+            pod_priority_refusal(&pod(json!({"containers": []})), Some(&high)),
+            None
+        );
+        assert_eq!(
+            pod_priority_refusal(
+                &pod(json!({"priority": 1000, "preemptionPolicy": "Never"})),
+                Some(&high)
+            ),
+            None
+        );
+        assert_eq!(
+            pod_priority_refusal(&pod(json!({"priority": 7})), Some(&high)).unwrap(),
+            "the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name"
+        );
+        assert_eq!(
+            pod_priority_refusal(&pod(json!({"preemptionPolicy": "PreemptLowerPriority"})), Some(&high)).unwrap(),
+            "the string value of PreemptionPolicy (PreemptLowerPriority) must not be provided in pod spec; priority admission controller computed Never from the given PriorityClass name"
+        );
+        // No class and no global default: priority 0.
+        assert_eq!(pod_priority_refusal(&pod(json!({"priority": 0})), None), None);
+        assert!(pod_priority_refusal(&pod(json!({"priority": 2000000000})), None).is_some());
     }
 
     #[test]

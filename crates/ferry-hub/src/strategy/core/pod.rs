@@ -76,16 +76,36 @@ impl Strategy for PodStrategy {
     }
 
     fn validate(&self, _r: &Request, obj: &Value) -> Vec<Cause> {
-        validate_pod_spec(obj.get("spec"), "spec")
+        let mut causes = validate_pod_spec(obj.get("spec"), "spec");
+        // kube-apiserver's ValidatePodCreate: ephemeral containers come only
+        // through their subresource, so a copy of a debugged pod is refused.
+        if obj
+            .pointer("/spec/ephemeralContainers")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty())
+        {
+            causes.push(Cause::forbidden(
+                "spec.ephemeralContainers",
+                "Forbidden: cannot be set on create",
+            ));
+        }
+        causes
     }
 
     fn validate_update(&self, r: &Request, old: &Value, obj: &Value) -> Vec<Cause> {
         if r.subresource.as_deref() == Some("status") {
             return Vec::new();
         }
-        let mut causes = self.validate(r, obj);
+        let mut causes = validate_pod_spec(obj.get("spec"), "spec");
         causes.extend(pod_spec_update_forbidden(old, obj));
         causes
+    }
+
+    fn admit(&self, r: &Request, old: Option<&Value>, obj: &Value) -> Result<(), ApiError> {
+        match old {
+            None => crate::strategy::scheduling::admit_pod(r, obj),
+            Some(_) => Ok(()),
+        }
     }
 
     fn warnings(&self, _r: &Request, obj: &Value) -> Vec<String> {
