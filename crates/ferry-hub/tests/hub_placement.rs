@@ -1023,6 +1023,58 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
     assert_eq!(p.data["status"]["refusedCount"], 0);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
+    let hub = TestHub::start().await;
+    example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    let mut nowhere = placement_c();
+    nowhere["spec"]["locationSelectors"] = json!([{"matchLabels": {"env": "staging"}}]);
+    apply(&wmw, nowhere).await;
+    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
+    let ready = |want: &'static str| {
+        let placements = placements.clone();
+        move || {
+            let placements = placements.clone();
+            async move {
+                let p = placements.get("edge-placement-c").await.ok()?;
+                let c = p.data["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "Ready")?
+                    .clone();
+                (c["status"] == want).then_some(c)
+            }
+        }
+    };
+    let c = eventually(15, "edge-placement-c evaluated and not Ready", ready("False")).await;
+    assert_eq!(c["reason"], "NoLocations", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("no Location reached: a Location is used only when it matches a locationSelector"),
+        "{c}"
+    );
+
+    // florin's Location joins staging: the placement reaches it and is Ready.
+    api(
+        &client(&hub, "root:imw1").await,
+        &edge("Location", "locations"),
+        None,
+    )
+    .patch(
+        "florin",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"env": "staging"}}})),
+    )
+    .await
+    .unwrap();
+    let c = eventually(15, "edge-placement-c Ready on florin", ready("True")).await;
+    assert_eq!(c["reason"], "Placed", "{c}");
+}
+
 // ---------------------------------------------------------------- singleton status on the move
 
 /// `special` (a singleton placement reaching Locations labelled extended=yes,

@@ -1955,6 +1955,9 @@ fn status_of(p: &Placement) -> Value {
         (.., true) => "MailboxNotReady",
         _ if refused => "CopiesRefused",
         _ if p.placer.is_none() => "NoPlacer",
+        // Nothing runs anywhere: not Ready (kcp and KubeStellar users read
+        // Ready as "my workload is out there").
+        _ if p.destinations.is_empty() => "NoLocations",
         _ => "Placed",
     };
     let customization = first_messages(&p.customization);
@@ -1965,7 +1968,8 @@ fn status_of(p: &Placement) -> Value {
         "refusedCount": p.refused.len(),
         "conditions": [
             condition(&p.value, "Ready",
-                !(invalid || conflict || uncustomized || pending || refused || p.placer.is_none()),
+                !(invalid || conflict || uncustomized || pending || refused || p.placer.is_none()
+                    || p.destinations.is_empty()),
                 ready_reason,
                 &ready_message),
             condition(&p.value, "InvalidSpec", invalid, if invalid { "InvalidSpec" } else { "Valid" },
