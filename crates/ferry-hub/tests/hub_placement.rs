@@ -1079,7 +1079,8 @@ async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
 
 /// `special` (a singleton placement reaching Locations labelled extended=yes,
 /// guilder in example1) with its Deployments `reported` and `written` placed
-/// in guilder's mailbox; returns the WMW client and guilder's mailbox path.
+/// in guilder's mailbox, and guilder's status on `reported` returned to the WMW;
+/// returns the WMW client and florin's and guilder's mailbox paths.
 async fn singleton_stage(hub: &TestHub) -> (kube::Client, String, String) {
     let (florin, guilder) = example1(hub).await;
     let wmw = client(hub, "root:wmw1").await;
@@ -1099,6 +1100,17 @@ async fn singleton_stage(hub: &TestHub) -> (kube::Client, String, String) {
     )
     .await;
     wait_copy(hub, &guilder, "reported").await;
+    report_from(
+        hub,
+        &guilder,
+        "reported",
+        json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}),
+    )
+    .await;
+    wmw_status(&wmw, "reported", "guilder's status on the WMW object", |s| {
+        s["availableReplicas"] == 1
+    })
+    .await;
     (wmw, florin, guilder)
 }
 
@@ -1159,18 +1171,7 @@ async fn label_location(hub: &TestHub, name: &str, extended: Option<&str>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_singleton_object_whose_location_stops_matching_loses_only_the_status_its_cluster_reported() {
     let hub = TestHub::start().await;
-    let (wmw, _, guilder) = singleton_stage(&hub).await;
-    report_from(
-        &hub,
-        &guilder,
-        "reported",
-        json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}),
-    )
-    .await;
-    wmw_status(&wmw, "reported", "guilder's status on the WMW object", |s| {
-        s["availableReplicas"] == 1
-    })
-    .await;
+    let (wmw, _, _) = singleton_stage(&hub).await;
     // Someone other than the cluster writes `written`'s status.
     api(&wmw, &deployments(), Some("specialstuff"))
         .patch_status(
@@ -1211,17 +1212,6 @@ async fn a_singleton_object_whose_location_stops_matching_loses_only_the_status_
 async fn a_singleton_object_moved_to_another_cluster_shows_the_new_clusters_status_never_the_old() {
     let hub = TestHub::start().await;
     let (wmw, florin, guilder) = singleton_stage(&hub).await;
-    report_from(
-        &hub,
-        &guilder,
-        "reported",
-        json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}),
-    )
-    .await;
-    wmw_status(&wmw, "reported", "guilder's status on the WMW object", |s| {
-        s["availableReplicas"] == 1
-    })
-    .await;
 
     // The placement moves from guilder to florin.
     label_location(&hub, "florin", Some("yes")).await;
