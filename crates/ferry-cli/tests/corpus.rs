@@ -11,6 +11,10 @@
 #[allow(dead_code)]
 mod edge;
 
+/// The CLI tests' kit for registering KubeStellar syncers.
+#[path = "common/edge_syncer.rs"]
+mod edge_syncer;
+
 /// An admin client of `hub` at `workspace`.
 async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
     hub.client(workspace).await
@@ -19,10 +23,8 @@ async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ferry_cli::quickstart::{apply_manifest, in_cluster_config};
 use ferry_hub::testing::{eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;
 use serde_json::{json, Map, Value};
@@ -500,27 +502,6 @@ async fn stand_in() -> (TestHub, kube::Client) {
     (hub, admin)
 }
 
-/// `kubectl apply` of a syncer's manifest on `cluster`, and the in-cluster identity
-/// its pod gets there (only the manifest's RBAC).
-async fn install(cluster: &TestHub, admin: &kube::Client, manifest: &str, syncer_id: &str) -> kube::Config {
-    apply_manifest(admin, manifest)
-        .await
-        .expect("the syncer's manifest applies");
-    in_cluster_config(&cluster.running, admin, syncer_id)
-        .await
-        .expect("in-cluster identity")
-}
-
-/// The config of the kubeconfig text `yaml`.
-async fn config_of(yaml: &str) -> kube::Config {
-    kube::Config::from_custom_kubeconfig(
-        Kubeconfig::from_yaml(yaml).expect("kubeconfig"),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .expect("config")
-}
-
 /// Counts by kind, for the failure messages and the report.
 fn census(placed: &[Placed]) -> String {
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
@@ -556,31 +537,7 @@ async fn corpus_lands_on_two_clusters_through_one_edge_placement() {
     let mut running = Vec::new();
     for (name, mailbox) in [("florin", &florin_mb), ("guilder", &guilder_mb)] {
         let (cluster, admin) = stand_in().await;
-        let args = ferry_cli::syncer_gen::SyncerGenArgs {
-            name: name.into(),
-            syncer_image: "ferry:dev".into(),
-            output_file: cluster.data_dir().join("syncer.yaml"),
-            upstream_namespace: "default".into(),
-            namespace: None,
-            lifetime: Duration::from_secs(3600),
-            replicas: 1,
-            qps: None,
-            burst: None,
-            kubeconfig: None,
-            context: None,
-            downstream_access: Default::default(),
-            with_default_esc: false,
-        };
-        let reg = ferry_cli::syncer_gen::generate(&hub.config(mailbox).await, &args)
-            .await
-            .expect("syncer-gen");
-        let downstream = install(&cluster, &admin, &reg.manifest, &reg.syncer_id).await;
-        let mut opts =
-            ferry_syncer::SyncerOptions::new(config_of(&reg.upstream_kubeconfig).await, downstream, name);
-        opts.sync_target_uid = Some(reg.sync_target_uid.clone());
-        opts.heartbeat_period = Duration::from_millis(500);
-        opts.metrics_address = None;
-        let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+        let syncer = edge_syncer::generated_syncer(&hub, mailbox, name, &cluster, &admin).await;
         running.push((name, mailbox.clone(), cluster, admin, syncer));
     }
     for (name, mailbox, _cluster, admin, _syncer) in &running {
@@ -727,11 +684,13 @@ async fn corpus_lands_through_a_kcp_sync_target() {
     let reg = ferry_cli::workload_cmd::sync(&hub.config("root:my-org").await, &args)
         .await
         .expect("workload sync");
-    let downstream = install(&cluster, &admin, &reg.manifest, &reg.syncer_id).await;
+    let downstream = edge_syncer::install(&cluster, &admin, &reg.manifest, &reg.syncer_id).await;
     // The manifest runs it with --from-cluster <the SyncTarget's workspace>.
-    let upstream =
-        ferry_hub::kubeconfig::at_workspace(&config_of(&reg.upstream_kubeconfig).await, &reg.workspace)
-            .expect("workspace URL");
+    let upstream = ferry_hub::kubeconfig::at_workspace(
+        &edge_syncer::config_of(&reg.upstream_kubeconfig).await,
+        &reg.workspace,
+    )
+    .expect("workspace URL");
     let mut opts = ferry_syncer::SyncerOptions::new(upstream, downstream, "east");
     opts.sync_target_uid = Some(reg.sync_target_uid.clone());
     opts.metrics_address = None;

@@ -7,6 +7,7 @@ mod common;
 
 use common::edge::*;
 use common::{client, eventually};
+use ferry_hub::controllers::placement::reported::REPORTED_FROM_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
 use ferry_hub::testing::TestHub;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -1020,6 +1021,249 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
         .unwrap();
     let (p, _) = eventually(15, "edge-placement-c Ready again", ready("True")).await;
     assert_eq!(p.data["status"]["refusedCount"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
+    let hub = TestHub::start().await;
+    example1(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    let mut nowhere = placement_c();
+    nowhere["spec"]["locationSelectors"] = json!([{"matchLabels": {"env": "staging"}}]);
+    apply(&wmw, nowhere).await;
+    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
+    let ready = |want: &'static str| {
+        let placements = placements.clone();
+        move || {
+            let placements = placements.clone();
+            async move {
+                let p = placements.get("edge-placement-c").await.ok()?;
+                let c = p.data["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["type"] == "Ready")?
+                    .clone();
+                (c["status"] == want).then_some(c)
+            }
+        }
+    };
+    let c = eventually(15, "edge-placement-c evaluated and not Ready", ready("False")).await;
+    assert_eq!(c["reason"], "NoLocations", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("no Location reached: a Location is used only when it matches a locationSelector"),
+        "{c}"
+    );
+
+    // florin's Location joins staging: the placement reaches it and is Ready.
+    api(
+        &client(&hub, "root:imw1").await,
+        &edge("Location", "locations"),
+        None,
+    )
+    .patch(
+        "florin",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"env": "staging"}}})),
+    )
+    .await
+    .unwrap();
+    let c = eventually(15, "edge-placement-c Ready on florin", ready("True")).await;
+    assert_eq!(c["reason"], "Placed", "{c}");
+}
+
+// ---------------------------------------------------------------- singleton status on the move
+
+/// `special` (a singleton placement reaching Locations labelled extended=yes,
+/// guilder in example1) with its Deployments `reported` and `written` placed
+/// in guilder's mailbox, and guilder's status on `reported` returned to the WMW;
+/// returns the WMW client and florin's and guilder's mailbox paths.
+async fn singleton_stage(hub: &TestHub) -> (kube::Client, String, String) {
+    let (florin, guilder) = example1(hub).await;
+    let wmw = client(hub, "root:wmw1").await;
+    apply(
+        &wmw,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "specialstuff"}}),
+    )
+    .await;
+    for name in ["reported", "written"] {
+        apply(&wmw, deployment("specialstuff", name, 1)).await;
+    }
+    apply(
+        &wmw,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "special"},
+               "spec": {"locationSelectors": [{"matchLabels": {"extended": "yes"}}], "wantSingletonReportedState": true,
+                        "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["specialstuff"]}]}}),
+    )
+    .await;
+    wait_copy(hub, &guilder, "reported").await;
+    report_from(
+        hub,
+        &guilder,
+        "reported",
+        json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}),
+    )
+    .await;
+    wmw_status(&wmw, "reported", "guilder's status on the WMW object", |s| {
+        s["availableReplicas"] == 1
+    })
+    .await;
+    (wmw, florin, guilder)
+}
+
+async fn wait_copy(hub: &TestHub, mailbox: &str, name: &str) {
+    let copy = api(&client(hub, mailbox).await, &deployments(), Some("specialstuff"));
+    eventually(20, "the copy in the mailbox", || {
+        let copy = copy.clone();
+        async move { copy.get_opt(name).await.ok()?.map(|_| ()) }
+    })
+    .await;
+}
+
+/// What the syncer does when its cluster reports on the copy of `name`.
+async fn report_from(hub: &TestHub, mailbox: &str, name: &str, status: Value) {
+    api(&client(hub, mailbox).await, &deployments(), Some("specialstuff"))
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+}
+
+async fn wmw_status(
+    wmw: &kube::Client,
+    name: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> DynamicObject {
+    let a = api(wmw, &deployments(), Some("specialstuff"));
+    eventually(15, what, || {
+        let a = a.clone();
+        let done = &done;
+        async move {
+            let d = a.get(name).await.ok()?;
+            done(&d.data["status"]).then_some(d)
+        }
+    })
+    .await
+}
+
+async fn label_location(hub: &TestHub, name: &str, extended: Option<&str>) {
+    api(
+        &client(hub, "root:imw1").await,
+        &edge("Location", "locations"),
+        None,
+    )
+    .patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"extended": extended}}})),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_singleton_object_whose_location_stops_matching_loses_only_the_status_its_cluster_reported() {
+    let hub = TestHub::start().await;
+    let (wmw, _, _) = singleton_stage(&hub).await;
+    // Someone other than the cluster writes `written`'s status.
+    api(&wmw, &deployments(), Some("specialstuff"))
+        .patch_status(
+            "written",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 7, "observedGeneration": 1}})),
+        )
+        .await
+        .unwrap();
+
+    label_location(&hub, "guilder", None).await;
+    let a = api(&wmw, &deployments(), Some("specialstuff"));
+    let d = eventually(15, "guilder's status cleared, and the record of it", || {
+        let a = a.clone();
+        async move {
+            let d = a.get("reported").await.ok()?;
+            (d.data["status"].get("availableReplicas").is_none()
+                && !d.annotations().contains_key(REPORTED_FROM_ANNOTATION))
+            .then_some(d)
+        }
+    })
+    .await;
+    assert!(
+        d.data["status"].as_object().is_none_or(|o| o.is_empty()),
+        "nothing of guilder's status stays: {}",
+        d.data["status"]
+    );
+    let written = get(&wmw, &deployments(), Some("specialstuff"), "written")
+        .await
+        .unwrap();
+    assert_eq!(
+        written.data["status"]["replicas"], 7,
+        "a status the cluster did not report stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_singleton_object_moved_to_another_cluster_shows_the_new_clusters_status_never_the_old() {
+    let hub = TestHub::start().await;
+    let (wmw, florin, guilder) = singleton_stage(&hub).await;
+
+    // The placement moves from guilder to florin.
+    label_location(&hub, "florin", Some("yes")).await;
+    label_location(&hub, "guilder", None).await;
+    wait_copy(&hub, &florin, "reported").await;
+    wmw_status(
+        &wmw,
+        "reported",
+        "guilder's status cleared before florin reports",
+        |s| s.get("availableReplicas").is_none(),
+    )
+    .await;
+    report_from(
+        &hub,
+        &florin,
+        "reported",
+        json!({"replicas": 1, "readyReplicas": 0, "unavailableReplicas": 1}),
+    )
+    .await;
+    let d = wmw_status(&wmw, "reported", "florin's status on the WMW object", |s| {
+        s["unavailableReplicas"] == 1
+    })
+    .await;
+    assert_eq!(
+        d.annotations()
+            .get(REPORTED_FROM_ANNOTATION)
+            .map(|a| a.split(' ').next().unwrap()),
+        Some(florin.as_str()),
+        "the status is recorded as florin's"
+    );
+    let old = api(
+        &client(&hub, &guilder).await,
+        &deployments(),
+        Some("specialstuff"),
+    );
+    eventually(15, "guilder's copy to go", || {
+        let old = old.clone();
+        async move { old.get_opt("reported").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    let d = get(&wmw, &deployments(), Some("specialstuff"), "reported")
+        .await
+        .unwrap();
+    assert_eq!(
+        d.data["status"]["readyReplicas"], 0,
+        "guilder's status never comes back"
+    );
+    assert!(
+        d.data["status"].get("availableReplicas").is_none(),
+        "{}",
+        d.data["status"]
+    );
 }
 
 // ---------------------------------------------------------------- customization

@@ -6,11 +6,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use ferry_cli::quickstart::{apply_manifest, in_cluster_config};
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{eventually, TestHub};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{json, Value};
 
@@ -190,4 +194,68 @@ pub async fn run_as_pod(manifest: &Path, cluster: &TestHub, dir: &Path) -> PodSy
         .spawn()
         .unwrap();
     PodSyncer { child, log }
+}
+
+/// `kubectl apply` of a syncer's manifest on `cluster`, and the in-cluster identity
+/// its pod gets there (only the manifest's RBAC).
+pub async fn install(
+    cluster: &TestHub,
+    admin: &kube::Client,
+    manifest: &str,
+    syncer_id: &str,
+) -> kube::Config {
+    apply_manifest(admin, manifest)
+        .await
+        .expect("the syncer's manifest applies");
+    in_cluster_config(&cluster.running, admin, syncer_id)
+        .await
+        .expect("in-cluster identity")
+}
+
+/// The config of the kubeconfig text `yaml`.
+pub async fn config_of(yaml: &str) -> kube::Config {
+    kube::Config::from_custom_kubeconfig(
+        Kubeconfig::from_yaml(yaml).expect("kubeconfig"),
+        &KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config")
+}
+
+/// The KubeStellar syncer of SyncTarget `name` (mailbox workspace `mailbox` on
+/// `hub`) as `syncer-gen` makes it: its manifest applied to `cluster` (whose
+/// admin is `admin`) and the syncer run in this process with the identity that
+/// manifest gives it there, heartbeating every half second.
+pub async fn generated_syncer(
+    hub: &TestHub,
+    mailbox: &str,
+    name: &str,
+    cluster: &TestHub,
+    admin: &kube::Client,
+) -> ferry_syncer::RunningSyncer {
+    let args = ferry_cli::syncer_gen::SyncerGenArgs {
+        name: name.into(),
+        syncer_image: "ferry:dev".into(),
+        output_file: cluster.data_dir().join("syncer.yaml"),
+        upstream_namespace: "default".into(),
+        namespace: None,
+        lifetime: Duration::from_secs(3600),
+        replicas: 1,
+        qps: None,
+        burst: None,
+        kubeconfig: None,
+        context: None,
+        downstream_access: Default::default(),
+        with_default_esc: false,
+    };
+    let reg = ferry_cli::syncer_gen::generate(&hub.config(mailbox).await, &args)
+        .await
+        .expect("syncer-gen");
+    let downstream = install(cluster, admin, &reg.manifest, &reg.syncer_id).await;
+    let mut opts =
+        ferry_syncer::SyncerOptions::new(config_of(&reg.upstream_kubeconfig).await, downstream, name);
+    opts.sync_target_uid = Some(reg.sync_target_uid.clone());
+    opts.heartbeat_period = Duration::from_millis(500);
+    opts.metrics_address = None;
+    ferry_syncer::start(opts).await.expect("syncer starts")
 }

@@ -42,7 +42,8 @@
 //! - **Reported state**: `kubestellar.io/executing-count` on each selected
 //!   WMW object (the number of mailboxes holding its copy); with
 //!   `wantSingletonReportedState` and exactly one destination, that copy's
-//!   status is written to the WMW object; objects the syncer upsynced into
+//!   status is written to the WMW object, and cleared again when the
+//!   object stops going to that one destination ([`reported`]); objects the syncer upsynced into
 //!   a mailbox (annotated `edge.kubestellar.io/upsynced`) that a placement's
 //!   `upsync` names are copied into its WMW as `<syncTarget>-<name>`,
 //!   labelled [`RETURNED_LABEL`]`=<syncTarget>`, when the SyncTarget's
@@ -58,6 +59,7 @@
 pub mod copy;
 pub mod customize;
 pub mod grant;
+pub mod reported;
 pub mod resolve;
 pub mod select;
 pub mod summary;
@@ -1374,6 +1376,125 @@ fn wmw_clusters(hub: &Hub, mailboxes: &BTreeSet<String>) -> Vec<String> {
         .collect()
 }
 
+/// A singleton placement's one copy reports its status into the WMW object
+/// (recorded in [`reported::REPORTED_FROM_ANNOTATION`]); an object that no
+/// longer reports from the destination recorded there loses the status that
+/// destination reported, unless someone else has written it since.
+async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws: &[String]) -> bool {
+    let mut retry = false;
+    // The mailbox each WMW object's status comes from now. The first
+    // singleton placement (in the order placements are read) decides, so two
+    // placements naming different destinations never make it flap.
+    let mut reporters: BTreeMap<ObjectKey, String> = BTreeMap::new();
+    for p in placements {
+        if !p.spec.want_singleton_reported_state || p.destinations.len() != 1 || p.deleting {
+            continue;
+        }
+        let d = &p.destinations[0];
+        let path = mailbox_path(d);
+        let Some(mb) = hub.workspaces.resolve(&path) else {
+            continue;
+        };
+        for s in &p.selected {
+            if matches!(
+                s.key.resource.as_str(),
+                "/namespaces" | "apiextensions.k8s.io/customresourcedefinitions"
+            ) || reporters.contains_key(&s.key)
+            {
+                continue;
+            }
+            reporters.insert(s.key.clone(), path.clone());
+            let copy_key = ObjectKey {
+                cluster: mb.name.clone(),
+                ..s.key.clone()
+            };
+            let Some(copy) = hub.store.get(&copy_key) else {
+                continue;
+            };
+            let copy = copy.value();
+            if str_at(
+                &copy,
+                &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
+            ) != p.path
+            {
+                continue;
+            }
+            let Some(status) = reported::reported(&copy) else {
+                continue;
+            };
+            let note = reported::record(&path, status);
+            let noted = s
+                .value
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(reported::REPORTED_FROM_ANNOTATION))
+                .and_then(Value::as_str);
+            // The record first, so the status never shows without it.
+            if noted != Some(note.as_str()) {
+                let body = json!({"metadata": {"annotations": {reported::REPORTED_FROM_ANNOTATION: note}}});
+                if let Err(e) = patch(hub, &s.key, None, PatchType::Merge, body).await {
+                    retry |= failed("recording whose status was returned", &s.key, &e);
+                    continue;
+                }
+            }
+            if s.value.get("status") != Some(status) {
+                let sub = s.info.status_subresource.then_some("status");
+                let body = json!([{"op": "add", "path": "/status", "value": status}]);
+                if let Err(e) = patch(hub, &s.key, sub, PatchType::Json, body).await {
+                    retry |= failed("returning reported state", &s.key, &e);
+                    continue;
+                }
+            }
+        }
+    }
+
+    // Objects whose status came from a destination they no longer report from.
+    for cluster in wmws {
+        let scope = ClusterScope::One(cluster.clone());
+        for resource in hub.store.resources_in(cluster) {
+            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+            for (key, obj) in objects {
+                if memchr::memmem::find(&obj.json, reported::REPORTED_FROM_ANNOTATION.as_bytes()).is_none() {
+                    continue;
+                }
+                let v = obj.value();
+                let Some(note) = v
+                    .pointer("/metadata/annotations")
+                    .and_then(|a| a.get(reported::REPORTED_FROM_ANNOTATION))
+                    .and_then(Value::as_str)
+                else {
+                    continue;
+                };
+                let current = reporters.get(&key).map(String::as_str);
+                let leaving = reported::on_leaving(note, v.get("status"), current);
+                if leaving == reported::Leaving::Stay {
+                    continue;
+                }
+                if leaving == reported::Leaving::ClearStatus {
+                    let info = info_in(hub, &key.cluster, &key.resource).ok();
+                    let sub = info.is_some_and(|i| i.status_subresource).then_some("status");
+                    // Only while it is still that status: one written
+                    // meanwhile (by the new destination or the user) fails
+                    // the test and is looked at again, never wiped.
+                    let body = json!([{"op": "test", "path": "/status", "value": v["status"]},
+                                      {"op": "replace", "path": "/status", "value": {}}]);
+                    if let Err(e) = patch(hub, &key, sub, PatchType::Json, body).await {
+                        retry |=
+                            e.code != 404 && failed("clearing a moved object's reported state", &key, &e);
+                        continue;
+                    }
+                    tracing::debug!(cluster = %key.cluster, resource = %key.resource, namespace = %key.namespace,
+                        name = %key.name, "cleared the status its old destination reported");
+                }
+                let body = json!({"metadata": {"annotations": {reported::REPORTED_FROM_ANNOTATION: null}}});
+                if let Err(e) = patch(hub, &key, None, PatchType::Merge, body).await {
+                    retry |= e.code != 404 && failed("forgetting whose status was returned", &key, &e);
+                }
+            }
+        }
+    }
+    retry
+}
+
 async fn report(
     hub: &Arc<Hub>,
     placements: &[Placement],
@@ -1421,51 +1542,7 @@ async fn report(
 
     retry |= write_summaries(hub, placements, executing, &wmws, inventory).await;
 
-    // A singleton placement's one copy reports its status into the WMW object.
-    for p in placements {
-        if !p.spec.want_singleton_reported_state || p.destinations.len() != 1 {
-            continue;
-        }
-        let d = &p.destinations[0];
-        let path = mailbox_path(d);
-        let Some(mb) = hub.workspaces.resolve(&path) else {
-            continue;
-        };
-        for s in &p.selected {
-            if matches!(
-                s.key.resource.as_str(),
-                "/namespaces" | "apiextensions.k8s.io/customresourcedefinitions"
-            ) {
-                continue;
-            }
-            let copy_key = ObjectKey {
-                cluster: mb.name.clone(),
-                ..s.key.clone()
-            };
-            let Some(copy) = hub.store.get(&copy_key) else {
-                continue;
-            };
-            let copy = copy.value();
-            if str_at(
-                &copy,
-                &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
-            ) != p.path
-            {
-                continue;
-            }
-            let Some(status) = copy.get("status") else {
-                continue;
-            };
-            if s.value.get("status") == Some(status) {
-                continue;
-            }
-            let sub = s.info.status_subresource.then_some("status");
-            let body = json!([{"op": "add", "path": "/status", "value": status}]);
-            if let Err(e) = patch(hub, &s.key, sub, PatchType::Json, body).await {
-                retry |= failed("returning reported state", &s.key, &e);
-            }
-        }
-    }
+    retry |= return_singleton_status(hub, placements, &wmws).await;
 
     // Upsynced objects come back to the WMWs whose placements upsync them.
     let mut desired: BTreeMap<ObjectKey, Value> = BTreeMap::new();
@@ -1878,6 +1955,9 @@ fn status_of(p: &Placement) -> Value {
         (.., true) => "MailboxNotReady",
         _ if refused => "CopiesRefused",
         _ if p.placer.is_none() => "NoPlacer",
+        // Nothing runs anywhere: not Ready (kcp and KubeStellar users read
+        // Ready as "my workload is out there").
+        _ if p.destinations.is_empty() => "NoLocations",
         _ => "Placed",
     };
     let customization = first_messages(&p.customization);
@@ -1888,7 +1968,8 @@ fn status_of(p: &Placement) -> Value {
         "refusedCount": p.refused.len(),
         "conditions": [
             condition(&p.value, "Ready",
-                !(invalid || conflict || uncustomized || pending || refused || p.placer.is_none()),
+                !(invalid || conflict || uncustomized || pending || refused || p.placer.is_none()
+                    || p.destinations.is_empty()),
                 ready_reason,
                 &ready_message),
             condition(&p.value, "InvalidSpec", invalid, if invalid { "InvalidSpec" } else { "Valid" },
