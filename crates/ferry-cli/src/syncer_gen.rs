@@ -214,18 +214,22 @@ async fn mailbox(config: &kube::Config, path: &str, name: &str) -> anyhow::Resul
 }
 
 /// Rules for the syncer in its mailbox workspace: read everything placed
-/// there; update what it reports on (status, through the subresource or,
-/// for kinds without one, the object; heartbeats on SyncerConfigs); create
-/// Events and the Namespaces upsynced objects go into. It creates and
-/// deletes nothing else: the objects it upsyncs come from the ClusterRole
-/// the hub keeps from the SyncerConfigs' `upsync` sets
-/// ([`UPSYNC_ROLE`], bound beside this one), so the token can never make a
-/// ServiceAccount, a token, a Secret, RBAC or a workspace. Explicit verbs
-/// only, no escalate/bind/impersonate, no non-resource URLs, and the token is
-/// valid in that one workspace only.
+/// there; report on the SyncerConfigs and EdgeSyncConfigs (their `status`
+/// subresource only: their spec decides what it may upsync); create Events
+/// and the Namespaces upsynced objects go into. It updates no object: what it
+/// writes besides — the status of what it downsyncs, the objects it upsyncs —
+/// comes from the ClusterRole the hub keeps from the configs ([`UPSYNC_ROLE`],
+/// bound beside this one), which never reaches ServiceAccounts, tokens,
+/// Secrets, RBAC, bindings or workspaces. So a stolen token can neither hand
+/// its rights to anyone nor widen them. Explicit verbs only, no
+/// escalate/bind/impersonate, no non-resource URLs, and the token is valid in
+/// that one workspace only. syncer-gen owns these rules: running it again
+/// replaces whatever an earlier release granted.
 pub fn upstream_rules() -> Value {
     json!([
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["edge.kubestellar.io"], "resources": ["syncerconfigs/status", "edgesyncconfigs/status"],
+         "verbs": ["get", "update", "patch"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
     ])
@@ -764,6 +768,23 @@ mod tests {
             downstream_rules(DownstreamAccess::default())[0]["verbs"],
             json!(["*"])
         );
+    }
+
+    #[test]
+    fn upstream_rules_write_only_the_configs_status() {
+        for rule in upstream_rules().as_array().unwrap() {
+            let verbs = rule["verbs"].as_array().unwrap();
+            if verbs.iter().any(|v| v == "update" || v == "patch") {
+                assert_eq!(rule["apiGroups"], json!(["edge.kubestellar.io"]), "{rule}");
+                let resources = rule["resources"].as_array().unwrap();
+                assert!(
+                    resources
+                        .iter()
+                        .all(|r| r.as_str().unwrap().ends_with("configs/status")),
+                    "{rule}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -357,6 +357,219 @@ async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() 
     syncer.stop().await;
 }
 
+/// A merge patch of `path` through `client`; the status code and body.
+async fn merge_patch(client: &kube::Client, path: &str, body: &serde_json::Value) -> (u16, String) {
+    send_typed(client, "PATCH", path, "application/merge-patch+json", body).await
+}
+
+/// What the syncer's token may not touch in its mailbox, each a merge patch
+/// that would widen someone's rights or the syncer's own: its binding's
+/// subjects, a ClusterRole's rules, a Secret, an APIBinding, the configs'
+/// spec (which decides what it may upsync). `id`: the syncer's ID.
+fn widening_patches(id: &str) -> Vec<(&'static str, String, serde_json::Value)> {
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let edge = "/apis/edge.kubestellar.io/v2alpha1";
+    let everyone = json!([
+        {"kind": "ServiceAccount", "name": id, "namespace": "default"},
+        {"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"},
+    ]);
+    vec![
+        (
+            "its own ClusterRoleBinding's subjects",
+            format!("{rbac}/clusterrolebindings/{id}"),
+            json!({"subjects": everyone}),
+        ),
+        (
+            "its upsync binding's subjects",
+            format!("{rbac}/clusterrolebindings/{id}-kubestellar-syncer-upsync"),
+            json!({"subjects": everyone}),
+        ),
+        (
+            "another ClusterRole's rules",
+            format!("{rbac}/clusterroles/team"),
+            json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]}),
+        ),
+        (
+            "a Secret",
+            "/api/v1/namespaces/default/secrets/db".to_string(),
+            json!({"stringData": {"password": "mine"}}),
+        ),
+        (
+            "an APIBinding",
+            "/apis/apis.kcp.io/v1alpha1/apibindings/bind-edge".to_string(),
+            json!({"spec": {"reference": {"export": {"path": "root:mal", "name": "mine"}}}}),
+        ),
+        (
+            "the SyncerConfig's spec",
+            format!("{edge}/syncerconfigs/the-one"),
+            json!({"spec": {"upsync": [{"apiGroup": "*", "resources": ["*"], "namespaces": ["*"], "names": ["*"]}]}}),
+        ),
+        (
+            "the EdgeSyncConfig's spec",
+            format!("{edge}/edgesyncconfigs/florin"),
+            json!({"spec": {"upSyncedResources": [{"kind": "Deployment", "group": "apps", "name": "*", "namespace": "*"}]}}),
+        ),
+    ]
+}
+
+/// As the mailbox's admin: a ClusterRole `team`, a Secret `db` and the
+/// SyncerConfig `the-one` upsyncing ConfigMaps — what [`widening_patches`] aims at.
+async fn targets_in(mb: &kube::Client) {
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "team"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(mb.clone())
+        .patch("team", &PatchParams::apply("test"), &Patch::Apply(&role))
+        .await
+        .unwrap();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"},
+        "stringData": {"password": "owner's"}});
+    Api::<Secret>::namespaced(mb.clone(), "default")
+        .patch("db", &PatchParams::apply("test"), &Patch::Apply(&secret))
+        .await
+        .unwrap();
+    let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
+        "spec": {"upsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": ["*"], "names": ["*"]}]}});
+    apply_the_one(mb, &config).await;
+}
+
+/// Each of [`widening_patches`] through `stolen` is refused with 403.
+async fn assert_cannot_widen(stolen: &kube::Client, id: &str) {
+    for (what, path, body) in widening_patches(id) {
+        let (code, answer) = merge_patch(stolen, &path, &body).await;
+        assert_eq!(code, 403, "the syncer's token changed {what}: {answer}");
+    }
+}
+
+/// The token in a syncer's manifest cannot widen rights — its own or anyone's —
+/// by rewriting what already exists in its mailbox: bindings, roles, Secrets,
+/// APIBindings, the configs' spec. It still writes what syncing needs: the
+/// configs' status, the status of a downsynced object, and the objects it upsyncs.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
+    let hub = TestHub::start().await;
+    let Registered {
+        mailbox,
+        manifest,
+        upstream,
+        ..
+    } = register_florin(&hub).await;
+    let id = syncer_id_in(&manifest);
+    let mb = hub.client(&format!("root:{mailbox}")).await;
+    targets_in(&mb).await;
+    let stolen = kube::Client::try_from(upstream).unwrap();
+    assert_cannot_widen(&stolen, &id).await;
+    let (code, answer) = merge_patch(
+        &stolen,
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        &json!({"spec": {"replicas": 9}}),
+    )
+    .await;
+    assert_eq!(
+        code, 403,
+        "the token changed a downsynced object's spec: {answer}"
+    );
+
+    // Positive twins: what the syncer writes upstream.
+    let edge = "/apis/edge.kubestellar.io/v2alpha1";
+    for config in ["syncerconfigs/the-one", "edgesyncconfigs/florin"] {
+        let (code, answer) = merge_patch(
+            &stolen,
+            &format!("{edge}/{config}/status"),
+            &json!({"status": {"lastSyncerHeartbeatTime": "2026-11-27T00:00:00Z"}}),
+        )
+        .await;
+        assert_eq!(code, 200, "the syncer reports on {config}: {answer}");
+    }
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    Api::<Deployment>::namespaced(mb.clone(), "default")
+        .patch("web", &PatchParams::apply("test"), &Patch::Apply(&web))
+        .await
+        .unwrap();
+    eventually(20, "the syncer's token writing a Deployment's status", || {
+        let stolen = stolen.clone();
+        async move {
+            let (code, _) = merge_patch(
+                &stolen,
+                "/apis/apps/v1/namespaces/default/deployments/web/status",
+                &json!({"status": {"readyReplicas": 1}}),
+            )
+            .await;
+            (code == 200).then_some(())
+        }
+    })
+    .await;
+    let (code, answer) = send(
+        &stolen,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "report"}, "data": {"v": "1"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "the syncer upsyncs a ConfigMap: {answer}");
+    let (code, answer) = merge_patch(
+        &stolen,
+        "/api/v1/namespaces/default/configmaps/report",
+        &json!({"data": {"v": "2"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "the syncer updates what it upsynced: {answer}");
+}
+
+/// A syncer registered by an earlier release holds update/patch on
+/// everything in its workspace; running syncer-gen again replaces those
+/// rules, so the same token can no longer widen anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
+    let hub = TestHub::start().await;
+    let Registered {
+        mailbox,
+        manifest,
+        upstream,
+        mailbox_kubeconfig,
+        ..
+    } = register_florin(&hub).await;
+    let id = syncer_id_in(&manifest);
+    let mb = hub.client(&format!("root:{mailbox}")).await;
+    targets_in(&mb).await;
+    // The rules an earlier syncer-gen wrote, under its field manager.
+    let wide = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id},
+    "rules": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
+    ]});
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(mb.clone())
+        .patch(
+            &id,
+            &PatchParams::apply("ferry-syncer-gen").force(),
+            &Patch::Apply(&wide),
+        )
+        .await
+        .unwrap();
+    let stolen = kube::Client::try_from(upstream).unwrap();
+    let (code, answer) = merge_patch(
+        &stolen,
+        "/api/v1/namespaces/default/secrets/db",
+        &json!({"stringData": {"password": "mine"}}),
+    )
+    .await;
+    assert_eq!(
+        code, 200,
+        "the earlier role let the token rewrite a Secret: {answer}"
+    );
+
+    ok(
+        run_ferry(
+            &syncer_gen("florin", &hub.data_dir().join("again.yaml"), &[]),
+            &mailbox_kubeconfig,
+        ),
+        "syncer-gen again",
+    );
+    assert_cannot_widen(&stolen, &id).await;
+}
+
 /// By default the syncer's identity on the workload cluster is cluster-admin,
 /// as KubeStellar's is: applications ship RBAC with `*` rules, and a syncer
 /// holding less could not install them.
