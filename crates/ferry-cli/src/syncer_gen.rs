@@ -98,6 +98,8 @@ pub struct Registration {
     pub removed_legacy: Option<String>,
     /// Whether the default EdgeSyncConfig was created now.
     pub created_default_esc: bool,
+    /// The config CRDs given a status subresource now ([`upgrade_config_crds`]).
+    pub upgraded_crds: Vec<String>,
     /// The upstream kubeconfig the syncer uses (also inside the manifest's Secret).
     pub upstream_kubeconfig: String,
     /// Multi-document YAML for `kubectl apply -f` on the workload cluster.
@@ -294,6 +296,7 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         &prefixed_id(LEGACY_ID_PREFIX, &args.name, &identity),
     )
     .await?;
+    let upgraded_crds = upgrade_config_crds(config, &workspace).await?;
     let created_default_esc = if args.with_default_esc {
         default_edge_sync_config(config, &args.name, &workspace).await?
     } else {
@@ -309,6 +312,7 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         workspace,
         removed_legacy,
         created_default_esc,
+        upgraded_crds,
         upstream_kubeconfig,
         manifest,
     })
@@ -382,6 +386,48 @@ async fn remove_legacy_identity(
 
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Gives the SyncerConfig and EdgeSyncConfig CRDs of the workspace a status
+/// subresource where they lack one (an earlier release's, or KubeStellar's
+/// own): the syncer's role may write their status only, so without it the
+/// syncer could not report. Returns the CRDs changed.
+async fn upgrade_config_crds(config: &kube::Config, workspace: &str) -> anyhow::Result<Vec<String>> {
+    use ferry_api::edge::{EdgeSyncConfig, SyncerConfig};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    let crds: Api<CustomResourceDefinition> = Api::all(kube::Client::try_from(config.clone())?);
+    let mut upgraded = Vec::new();
+    for wanted in [SyncerConfig::crd(), EdgeSyncConfig::crd()] {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        // Served through an APIBinding, or not at all: nothing of the workspace's to change.
+        let Some(existing) = crds
+            .get_opt(&name)
+            .await
+            .with_context(|| format!("reading CRD {name}"))?
+        else {
+            continue;
+        };
+        let has_status = existing
+            .spec
+            .versions
+            .iter()
+            .all(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+        if has_status {
+            continue;
+        }
+        crds.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&wanted),
+        )
+        .await
+        .map_err(anyhow::Error::from)
+        .map_err(|e| forbidden_hint(e, workspace))
+        .with_context(|| format!("giving CRD {name} its status subresource in {workspace}"))?;
+        upgraded.push(name);
+    }
+    Ok(upgraded)
 }
 
 /// Creates the empty EdgeSyncConfig `name` unless one exists, installing its CRD
@@ -702,6 +748,9 @@ pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
             "Created the default EdgeSyncConfig {} (empty: it selects nothing).",
             args.name
         );
+    }
+    for crd in &reg.upgraded_crds {
+        eprintln!("Gave CRD {crd} a status subresource: the syncer reports there, and may no longer change the spec.");
     }
     if let Some(legacy) = &reg.removed_legacy {
         eprintln!("Removed the identity of the syncer an earlier Ferry release registered as {legacy}: it can no longer reach {}. Delete it from the workload cluster:", reg.workspace);

@@ -546,6 +546,27 @@ async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
     )
     .await;
     assert_eq!(code, 200, "the syncer updates what it upsynced: {answer}");
+
+    // An EdgeSyncConfig's upSyncedResources (by kind) grant as a SyncerConfig's do.
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "edge"}, "spec": {}});
+    let (code, answer) = send(&stolen, "POST", leases, &lease).await;
+    assert_eq!(code, 403, "no config upsyncs Leases yet: {answer}");
+    let esc_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "EdgeSyncConfig"),
+        "edgesyncconfigs",
+    );
+    let up = json!({"spec": {"upSyncedResources": [
+        {"kind": "Lease", "group": "coordination.k8s.io", "version": "v1", "name": "*", "namespace": "*"}]}});
+    Api::<DynamicObject>::all_with(mb.clone(), &esc_ar)
+        .patch("florin", &PatchParams::default(), &Patch::Merge(&up))
+        .await
+        .unwrap();
+    eventually(20, "the syncer's token upsyncing a Lease", || {
+        let (stolen, lease) = (stolen.clone(), lease.clone());
+        async move { (send(&stolen, "POST", leases, &lease).await.0 == 201).then_some(()) }
+    })
+    .await;
 }
 
 /// A syncer registered by an earlier release holds update/patch on
@@ -579,6 +600,23 @@ async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
         )
         .await
         .unwrap();
+    // ...and the SyncerConfig CRD it installed, without a status subresource.
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(mb.clone());
+    let mut old_crd =
+        serde_json::to_value(<ferry_api::edge::SyncerConfig as kube::CustomResourceExt>::crd()).unwrap();
+    old_crd["spec"]["versions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("subresources");
+    crds.patch(
+        "syncerconfigs.edge.kubestellar.io",
+        &PatchParams::apply("ferry-syncer-gen").force(),
+        &Patch::Apply(&old_crd),
+    )
+    .await
+    .unwrap();
     let stolen = kube::Client::try_from(upstream).unwrap();
     let (code, answer) = merge_patch(
         &stolen,
@@ -599,6 +637,15 @@ async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
         "syncer-gen again",
     );
     assert_cannot_widen(&stolen, &id).await;
+    // The syncer still reports: its config CRD got the status subresource back.
+    let status = "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/the-one/status";
+    let heartbeat = json!({"status": {"lastSyncerHeartbeatTime": "2026-11-27T00:00:00Z"}});
+    eventually(20, "the syncer's token writing the SyncerConfig's status", || {
+        let stolen = stolen.clone();
+        let heartbeat = heartbeat.clone();
+        async move { (merge_patch(&stolen, status, &heartbeat).await.0 == 200).then_some(()) }
+    })
+    .await;
 }
 
 /// By default the syncer's identity on the workload cluster is cluster-admin,
