@@ -600,23 +600,6 @@ async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
         )
         .await
         .unwrap();
-    // ...and the SyncerConfig CRD it installed, without a status subresource.
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(mb.clone());
-    let mut old_crd =
-        serde_json::to_value(<ferry_api::edge::SyncerConfig as kube::CustomResourceExt>::crd()).unwrap();
-    old_crd["spec"]["versions"][0]
-        .as_object_mut()
-        .unwrap()
-        .remove("subresources");
-    crds.patch(
-        "syncerconfigs.edge.kubestellar.io",
-        &PatchParams::apply("ferry-syncer-gen").force(),
-        &Patch::Apply(&old_crd),
-    )
-    .await
-    .unwrap();
     let stolen = kube::Client::try_from(upstream).unwrap();
     let (code, answer) = merge_patch(
         &stolen,
@@ -637,7 +620,7 @@ async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
         "syncer-gen again",
     );
     assert_cannot_widen(&stolen, &id).await;
-    // The syncer still reports: its config CRD got the status subresource back.
+    // The syncer still reports on its config.
     let status = "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/the-one/status";
     let heartbeat = json!({"status": {"lastSyncerHeartbeatTime": "2026-11-27T00:00:00Z"}});
     eventually(20, "the syncer's token writing the SyncerConfig's status", || {
@@ -728,17 +711,20 @@ async fn tenants() -> (TestHub, tempfile::TempDir) {
     (hub, dir)
 }
 
-/// The SyncerConfig CRD, installed in a workspace made by hand (a mailbox gets
-/// KubeStellar's API bound by the mailbox controller).
+/// The SyncerConfig CRD as KubeStellar ships it (no status subresource),
+/// installed in a workspace made by hand (a mailbox gets KubeStellar's API
+/// bound by the mailbox controller).
 async fn install_syncer_config_crd(client: &kube::Client) {
     use kube::CustomResourceExt;
     let crds: Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = Api::all(client.clone());
+    let mut crd = ferry_api::edge::SyncerConfig::crd();
+    crd.spec.versions[0].subresources = None;
     crds.patch(
         "syncerconfigs.edge.kubestellar.io",
         &PatchParams::apply("test"),
-        &Patch::Apply(&ferry_api::edge::SyncerConfig::crd()),
+        &Patch::Apply(&crd),
     )
     .await
     .unwrap();
@@ -783,6 +769,21 @@ async fn syncer_gen_registers_a_confined_syncer_in_a_workspace_made_by_hand() {
         "syncer-gen in ws1",
     );
     assert!(said.contains("EdgeSyncConfig guilder"), "{said}");
+    // KubeStellar's SyncerConfig CRD gets the status subresource the syncer reports through.
+    assert!(
+        said.contains("Gave CRD syncerconfigs.edge.kubestellar.io a status subresource"),
+        "{said}"
+    );
+    let crd = Api::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >::all(ws1.clone())
+    .get("syncerconfigs.edge.kubestellar.io")
+    .await
+    .unwrap();
+    assert!(crd.spec.versions[0]
+        .subresources
+        .as_ref()
+        .is_some_and(|s| s.status.is_some()));
     let id = syncer_id_in(&manifest);
     assert!(
         id.starts_with("kubestellar-syncer-guilder-") && id.len() == "kubestellar-syncer-guilder-".len() + 8,
