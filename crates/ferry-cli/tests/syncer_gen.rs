@@ -454,6 +454,16 @@ async fn targets_in(mb: &kube::Client, mailbox: &str) {
     apply_the_one(mb, &config).await;
 }
 
+/// `florin` registered ([`register_florin`]) with [`targets_in`] its mailbox:
+/// the registration, the syncer's ID and the mailbox's admin client.
+async fn florin_with_targets(hub: &TestHub) -> (Registered, String, kube::Client) {
+    let registered = register_florin(hub).await;
+    let id = syncer_id_in(&registered.manifest);
+    let mb = hub.client(&format!("root:{}", registered.mailbox)).await;
+    targets_in(&mb, &registered.mailbox).await;
+    (registered, id, mb)
+}
+
 /// Each of [`widening_patches`] through `stolen` is refused with 403 (all
 /// are tried, and every one that was not is named).
 async fn assert_cannot_widen(stolen: &kube::Client, id: &str) {
@@ -478,15 +488,7 @@ async fn assert_cannot_widen(stolen: &kube::Client, id: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
     let hub = TestHub::start().await;
-    let Registered {
-        mailbox,
-        manifest,
-        upstream,
-        ..
-    } = register_florin(&hub).await;
-    let id = syncer_id_in(&manifest);
-    let mb = hub.client(&format!("root:{mailbox}")).await;
-    targets_in(&mb, &mailbox).await;
+    let (Registered { upstream, .. }, id, mb) = florin_with_targets(&hub).await;
     let stolen = kube::Client::try_from(upstream).unwrap();
     assert_cannot_widen(&stolen, &id).await;
     let (code, answer) = merge_patch(
@@ -575,16 +577,15 @@ async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
     let hub = TestHub::start().await;
-    let Registered {
-        mailbox,
-        manifest,
-        upstream,
-        mailbox_kubeconfig,
-        ..
-    } = register_florin(&hub).await;
-    let id = syncer_id_in(&manifest);
-    let mb = hub.client(&format!("root:{mailbox}")).await;
-    targets_in(&mb, &mailbox).await;
+    let (
+        Registered {
+            upstream,
+            mailbox_kubeconfig,
+            ..
+        },
+        id,
+        mb,
+    ) = florin_with_targets(&hub).await;
     // The rules an earlier syncer-gen wrote, under its field manager.
     let wide = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id},
     "rules": [
