@@ -102,8 +102,8 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
     assert_eq!(
         summary,
         vec![
-            expect("syncerconfigs.edge.kubestellar.io", Some("escfg"), false),
-            expect("edgesyncconfigs.edge.kubestellar.io", Some("esc"), false),
+            expect("syncerconfigs.edge.kubestellar.io", Some("escfg"), true),
+            expect("edgesyncconfigs.edge.kubestellar.io", Some("esc"), true),
             expect("synctargets.edge.kubestellar.io", None, true),
             expect("locations.edge.kubestellar.io", None, true),
             expect("edgeplacements.edge.kubestellar.io", Some("epl"), true),

@@ -98,6 +98,8 @@ pub struct Registration {
     pub removed_legacy: Option<String>,
     /// Whether the default EdgeSyncConfig was created now.
     pub created_default_esc: bool,
+    /// The config CRDs given a status subresource now ([`upgrade_config_crds`]).
+    pub upgraded_crds: Vec<String>,
     /// The upstream kubeconfig the syncer uses (also inside the manifest's Secret).
     pub upstream_kubeconfig: String,
     /// Multi-document YAML for `kubectl apply -f` on the workload cluster.
@@ -214,18 +216,22 @@ async fn mailbox(config: &kube::Config, path: &str, name: &str) -> anyhow::Resul
 }
 
 /// Rules for the syncer in its mailbox workspace: read everything placed
-/// there; update what it reports on (status, through the subresource or,
-/// for kinds without one, the object; heartbeats on SyncerConfigs); create
-/// Events and the Namespaces upsynced objects go into. It creates and
-/// deletes nothing else: the objects it upsyncs come from the ClusterRole
-/// the hub keeps from the SyncerConfigs' `upsync` sets
-/// ([`UPSYNC_ROLE`], bound beside this one), so the token can never make a
-/// ServiceAccount, a token, a Secret, RBAC or a workspace. Explicit verbs
-/// only, no escalate/bind/impersonate, no non-resource URLs, and the token is
-/// valid in that one workspace only.
+/// there; report on the SyncerConfigs and EdgeSyncConfigs (their `status`
+/// subresource only: their spec decides what it may upsync); create Events
+/// and the Namespaces upsynced objects go into. It updates no object: what it
+/// writes besides — the status of what it downsyncs, the objects it upsyncs —
+/// comes from the ClusterRole the hub keeps from the configs ([`UPSYNC_ROLE`],
+/// bound beside this one), which never reaches ServiceAccounts, tokens,
+/// Secrets, RBAC, bindings or workspaces. So a stolen token can neither hand
+/// its rights to anyone nor widen them. Explicit verbs only, no
+/// escalate/bind/impersonate, no non-resource URLs, and the token is valid in
+/// that one workspace only. syncer-gen owns these rules: running it again
+/// replaces whatever an earlier release granted.
 pub fn upstream_rules() -> Value {
     json!([
-        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["edge.kubestellar.io"], "resources": ["syncerconfigs/status", "edgesyncconfigs/status"],
+         "verbs": ["get", "update", "patch"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
     ])
@@ -290,6 +296,7 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         &prefixed_id(LEGACY_ID_PREFIX, &args.name, &identity),
     )
     .await?;
+    let upgraded_crds = upgrade_config_crds(config, &workspace).await?;
     let created_default_esc = if args.with_default_esc {
         default_edge_sync_config(config, &args.name, &workspace).await?
     } else {
@@ -305,6 +312,7 @@ pub async fn generate(config: &kube::Config, args: &SyncerGenArgs) -> anyhow::Re
         workspace,
         removed_legacy,
         created_default_esc,
+        upgraded_crds,
         upstream_kubeconfig,
         manifest,
     })
@@ -378,6 +386,48 @@ async fn remove_legacy_identity(
 
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Gives the SyncerConfig and EdgeSyncConfig CRDs of the workspace a status
+/// subresource where they lack one (an earlier release's, or KubeStellar's
+/// own): the syncer's role may write their status only, so without it the
+/// syncer could not report. Returns the CRDs changed.
+async fn upgrade_config_crds(config: &kube::Config, workspace: &str) -> anyhow::Result<Vec<String>> {
+    use ferry_api::edge::{EdgeSyncConfig, SyncerConfig};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    let crds: Api<CustomResourceDefinition> = Api::all(kube::Client::try_from(config.clone())?);
+    let mut upgraded = Vec::new();
+    for wanted in [SyncerConfig::crd(), EdgeSyncConfig::crd()] {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        // Served through an APIBinding, or not at all: nothing of the workspace's to change.
+        let Some(existing) = crds
+            .get_opt(&name)
+            .await
+            .with_context(|| format!("reading CRD {name}"))?
+        else {
+            continue;
+        };
+        let has_status = existing
+            .spec
+            .versions
+            .iter()
+            .all(|v| v.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+        if has_status {
+            continue;
+        }
+        crds.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&wanted),
+        )
+        .await
+        .map_err(anyhow::Error::from)
+        .map_err(|e| forbidden_hint(e, workspace))
+        .with_context(|| format!("giving CRD {name} its status subresource in {workspace}"))?;
+        upgraded.push(name);
+    }
+    Ok(upgraded)
 }
 
 /// Creates the empty EdgeSyncConfig `name` unless one exists, installing its CRD
@@ -699,6 +749,9 @@ pub async fn run(args: SyncerGenArgs) -> anyhow::Result<()> {
             args.name
         );
     }
+    for crd in &reg.upgraded_crds {
+        eprintln!("Gave CRD {crd} a status subresource: the syncer reports there, and may no longer change the spec.");
+    }
     if let Some(legacy) = &reg.removed_legacy {
         eprintln!("Removed the identity of the syncer an earlier Ferry release registered as {legacy}: it can no longer reach {}. Delete it from the workload cluster:", reg.workspace);
         eprintln!("  KUBECONFIG=<workload-execution-cluster-config> kubectl delete namespace {legacy}");
@@ -764,6 +817,23 @@ mod tests {
             downstream_rules(DownstreamAccess::default())[0]["verbs"],
             json!(["*"])
         );
+    }
+
+    #[test]
+    fn upstream_rules_write_only_the_configs_status() {
+        for rule in upstream_rules().as_array().unwrap() {
+            let verbs = rule["verbs"].as_array().unwrap();
+            if verbs.iter().any(|v| v == "update" || v == "patch") {
+                assert_eq!(rule["apiGroups"], json!(["edge.kubestellar.io"]), "{rule}");
+                let resources = rule["resources"].as_array().unwrap();
+                assert!(
+                    resources
+                        .iter()
+                        .all(|r| r.as_str().unwrap().ends_with("configs/status")),
+                    "{rule}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -357,6 +357,281 @@ async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() 
     syncer.stop().await;
 }
 
+/// A merge patch of `path` through `client`; the status code and body.
+async fn merge_patch(client: &kube::Client, path: &str, body: &serde_json::Value) -> (u16, String) {
+    send_typed(client, "PATCH", path, "application/merge-patch+json", body).await
+}
+
+/// What the syncer's token may not touch in its mailbox, each a merge patch
+/// that would widen someone's rights or the syncer's own: its binding's
+/// subjects, a ClusterRole's rules, a Secret, an APIBinding, the configs'
+/// spec (which decides what it may upsync). `id`: the syncer's ID.
+fn widening_patches(id: &str) -> Vec<(&'static str, String, serde_json::Value)> {
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    let edge = "/apis/edge.kubestellar.io/v2alpha1";
+    let everyone = json!([
+        {"kind": "ServiceAccount", "name": id, "namespace": "default"},
+        {"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"},
+    ]);
+    vec![
+        (
+            "its own ClusterRoleBinding's subjects",
+            format!("{rbac}/clusterrolebindings/{id}"),
+            json!({"subjects": everyone}),
+        ),
+        (
+            "its upsync binding's subjects",
+            format!("{rbac}/clusterrolebindings/{id}-kubestellar-syncer-upsync"),
+            json!({"subjects": everyone}),
+        ),
+        (
+            "another ClusterRole's rules",
+            format!("{rbac}/clusterroles/team"),
+            json!({"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]}),
+        ),
+        (
+            "a Secret",
+            "/api/v1/namespaces/default/secrets/db".to_string(),
+            json!({"stringData": {"password": "mine"}}),
+        ),
+        (
+            "an APIBinding",
+            "/apis/apis.kcp.io/v1alpha1/apibindings/tools".to_string(),
+            json!({"spec": {"permissionClaims": [{"group": "", "resource": "secrets", "all": true, "state": "Accepted"}]}}),
+        ),
+        (
+            "the SyncerConfig's spec",
+            format!("{edge}/syncerconfigs/the-one"),
+            json!({"spec": {"upsync": [{"apiGroup": "*", "resources": ["*"], "namespaces": ["*"], "names": ["*"]}]}}),
+        ),
+        (
+            "the EdgeSyncConfig's spec",
+            format!("{edge}/edgesyncconfigs/florin"),
+            json!({"spec": {"upSyncedResources": [{"kind": "Deployment", "group": "apps", "name": "*", "namespace": "*"}]}}),
+        ),
+    ]
+}
+
+/// As the admin of `mailbox`: a ClusterRole `team`, a Secret `db`, an
+/// APIBinding `tools` (to an export of its own) and the SyncerConfig
+/// `the-one` upsyncing ConfigMaps — what [`widening_patches`] aims at.
+async fn targets_in(mb: &kube::Client, mailbox: &str) {
+    let apis = |kind: &str, plural: &str| {
+        Api::<DynamicObject>::all_with(
+            mb.clone(),
+            &ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("apis.kcp.io", "v1alpha1", kind),
+                plural,
+            ),
+        )
+    };
+    let export = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "tools"},
+        "spec": {"latestResourceSchemas": []}});
+    apis("APIExport", "apiexports")
+        .patch("tools", &PatchParams::apply("test"), &Patch::Apply(&export))
+        .await
+        .unwrap();
+    let binding = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "tools"},
+        "spec": {"reference": {"export": {"path": format!("root:{mailbox}"), "name": "tools"}}}});
+    apis("APIBinding", "apibindings")
+        .patch("tools", &PatchParams::apply("test"), &Patch::Apply(&binding))
+        .await
+        .unwrap();
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "team"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(mb.clone())
+        .patch("team", &PatchParams::apply("test"), &Patch::Apply(&role))
+        .await
+        .unwrap();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"},
+        "stringData": {"password": "owner's"}});
+    Api::<Secret>::namespaced(mb.clone(), "default")
+        .patch("db", &PatchParams::apply("test"), &Patch::Apply(&secret))
+        .await
+        .unwrap();
+    let config = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": {"name": "the-one"},
+        "spec": {"upsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": ["*"], "names": ["*"]}]}});
+    apply_the_one(mb, &config).await;
+}
+
+/// `florin` registered ([`register_florin`]) with [`targets_in`] its mailbox:
+/// the registration, the syncer's ID and the mailbox's admin client.
+async fn florin_with_targets(hub: &TestHub) -> (Registered, String, kube::Client) {
+    let registered = register_florin(hub).await;
+    let id = syncer_id_in(&registered.manifest);
+    let mb = hub.client(&format!("root:{}", registered.mailbox)).await;
+    targets_in(&mb, &registered.mailbox).await;
+    (registered, id, mb)
+}
+
+/// Each of [`widening_patches`] through `stolen` is refused with 403 (all
+/// are tried, and every one that was not is named).
+async fn assert_cannot_widen(stolen: &kube::Client, id: &str) {
+    let mut allowed = Vec::new();
+    for (what, path, body) in widening_patches(id) {
+        let (code, answer) = merge_patch(stolen, &path, &body).await;
+        if code != 403 {
+            allowed.push(format!("{what} ({code}): {answer}"));
+        }
+    }
+    assert!(
+        allowed.is_empty(),
+        "the syncer's token changed:\n{}",
+        allowed.join("\n")
+    );
+}
+
+/// The token in a syncer's manifest cannot widen rights — its own or anyone's —
+/// by rewriting what already exists in its mailbox: bindings, roles, Secrets,
+/// APIBindings, the configs' spec. It still writes what syncing needs: the
+/// configs' status, the status of a downsynced object, and the objects it upsyncs.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
+    let hub = TestHub::start().await;
+    let (Registered { upstream, .. }, id, mb) = florin_with_targets(&hub).await;
+    let stolen = kube::Client::try_from(upstream).unwrap();
+    assert_cannot_widen(&stolen, &id).await;
+    let (code, answer) = merge_patch(
+        &stolen,
+        "/apis/apps/v1/namespaces/default/deployments/web",
+        &json!({"spec": {"replicas": 9}}),
+    )
+    .await;
+    assert_eq!(
+        code, 403,
+        "the token changed a downsynced object's spec: {answer}"
+    );
+
+    // Positive twins: what the syncer writes upstream.
+    let edge = "/apis/edge.kubestellar.io/v2alpha1";
+    for config in ["syncerconfigs/the-one", "edgesyncconfigs/florin"] {
+        let (code, answer) = merge_patch(
+            &stolen,
+            &format!("{edge}/{config}/status"),
+            &json!({"status": {"lastSyncerHeartbeatTime": "2026-11-27T00:00:00Z"}}),
+        )
+        .await;
+        assert_eq!(code, 200, "the syncer reports on {config}: {answer}");
+    }
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    Api::<Deployment>::namespaced(mb.clone(), "default")
+        .patch("web", &PatchParams::apply("test"), &Patch::Apply(&web))
+        .await
+        .unwrap();
+    eventually(20, "the syncer's token writing a Deployment's status", || {
+        let stolen = stolen.clone();
+        async move {
+            let (code, _) = merge_patch(
+                &stolen,
+                "/apis/apps/v1/namespaces/default/deployments/web/status",
+                &json!({"status": {"readyReplicas": 1}}),
+            )
+            .await;
+            (code == 200).then_some(())
+        }
+    })
+    .await;
+    let (code, answer) = send(
+        &stolen,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "report"}, "data": {"v": "1"}}),
+    )
+    .await;
+    assert_eq!(code, 201, "the syncer upsyncs a ConfigMap: {answer}");
+    let (code, answer) = merge_patch(
+        &stolen,
+        "/api/v1/namespaces/default/configmaps/report",
+        &json!({"data": {"v": "2"}}),
+    )
+    .await;
+    assert_eq!(code, 200, "the syncer updates what it upsynced: {answer}");
+
+    // An EdgeSyncConfig's upSyncedResources (by kind) grant as a SyncerConfig's do.
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "edge"}, "spec": {}});
+    let (code, answer) = send(&stolen, "POST", leases, &lease).await;
+    assert_eq!(code, 403, "no config upsyncs Leases yet: {answer}");
+    let esc_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "EdgeSyncConfig"),
+        "edgesyncconfigs",
+    );
+    let up = json!({"spec": {"upSyncedResources": [
+        {"kind": "Lease", "group": "coordination.k8s.io", "version": "v1", "name": "*", "namespace": "*"}]}});
+    Api::<DynamicObject>::all_with(mb.clone(), &esc_ar)
+        .patch("florin", &PatchParams::default(), &Patch::Merge(&up))
+        .await
+        .unwrap();
+    eventually(20, "the syncer's token upsyncing a Lease", || {
+        let (stolen, lease) = (stolen.clone(), lease.clone());
+        async move { (send(&stolen, "POST", leases, &lease).await.0 == 201).then_some(()) }
+    })
+    .await;
+}
+
+/// A syncer registered by an earlier release holds update/patch on
+/// everything in its workspace; running syncer-gen again replaces those
+/// rules, so the same token can no longer widen anything.
+#[tokio::test(flavor = "multi_thread")]
+async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
+    let hub = TestHub::start().await;
+    let (
+        Registered {
+            upstream,
+            mailbox_kubeconfig,
+            ..
+        },
+        id,
+        mb,
+    ) = florin_with_targets(&hub).await;
+    // The rules an earlier syncer-gen wrote, under its field manager.
+    let wide = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": id},
+    "rules": [
+        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch", "update", "patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
+    ]});
+    Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(mb.clone())
+        .patch(
+            &id,
+            &PatchParams::apply("ferry-syncer-gen").force(),
+            &Patch::Apply(&wide),
+        )
+        .await
+        .unwrap();
+    let stolen = kube::Client::try_from(upstream).unwrap();
+    let (code, answer) = merge_patch(
+        &stolen,
+        "/api/v1/namespaces/default/secrets/db",
+        &json!({"stringData": {"password": "mine"}}),
+    )
+    .await;
+    assert_eq!(
+        code, 200,
+        "the earlier role let the token rewrite a Secret: {answer}"
+    );
+
+    ok(
+        run_ferry(
+            &syncer_gen("florin", &hub.data_dir().join("again.yaml"), &[]),
+            &mailbox_kubeconfig,
+        ),
+        "syncer-gen again",
+    );
+    assert_cannot_widen(&stolen, &id).await;
+    // The syncer still reports on its config.
+    let status = "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/the-one/status";
+    let heartbeat = json!({"status": {"lastSyncerHeartbeatTime": "2026-11-27T00:00:00Z"}});
+    eventually(20, "the syncer's token writing the SyncerConfig's status", || {
+        let stolen = stolen.clone();
+        let heartbeat = heartbeat.clone();
+        async move { (merge_patch(&stolen, status, &heartbeat).await.0 == 200).then_some(()) }
+    })
+    .await;
+}
+
 /// By default the syncer's identity on the workload cluster is cluster-admin,
 /// as KubeStellar's is: applications ship RBAC with `*` rules, and a syncer
 /// holding less could not install them.
@@ -437,17 +712,20 @@ async fn tenants() -> (TestHub, tempfile::TempDir) {
     (hub, dir)
 }
 
-/// The SyncerConfig CRD, installed in a workspace made by hand (a mailbox gets
-/// KubeStellar's API bound by the mailbox controller).
+/// The SyncerConfig CRD as KubeStellar ships it (no status subresource),
+/// installed in a workspace made by hand (a mailbox gets KubeStellar's API
+/// bound by the mailbox controller).
 async fn install_syncer_config_crd(client: &kube::Client) {
     use kube::CustomResourceExt;
     let crds: Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = Api::all(client.clone());
+    let mut crd = ferry_api::edge::SyncerConfig::crd();
+    crd.spec.versions[0].subresources = None;
     crds.patch(
         "syncerconfigs.edge.kubestellar.io",
         &PatchParams::apply("test"),
-        &Patch::Apply(&ferry_api::edge::SyncerConfig::crd()),
+        &Patch::Apply(&crd),
     )
     .await
     .unwrap();
@@ -492,6 +770,21 @@ async fn syncer_gen_registers_a_confined_syncer_in_a_workspace_made_by_hand() {
         "syncer-gen in ws1",
     );
     assert!(said.contains("EdgeSyncConfig guilder"), "{said}");
+    // KubeStellar's SyncerConfig CRD gets the status subresource the syncer reports through.
+    assert!(
+        said.contains("Gave CRD syncerconfigs.edge.kubestellar.io a status subresource"),
+        "{said}"
+    );
+    let crd = Api::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >::all(ws1.clone())
+    .get("syncerconfigs.edge.kubestellar.io")
+    .await
+    .unwrap();
+    assert!(crd.spec.versions[0]
+        .subresources
+        .as_ref()
+        .is_some_and(|s| s.status.is_some()));
     let id = syncer_id_in(&manifest);
     assert!(
         id.starts_with("kubestellar-syncer-guilder-") && id.len() == "kubestellar-syncer-guilder-".len() + 8,

@@ -922,7 +922,7 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
         "resource": "apps/deployments", "namespace": "commonstuff", "name": "commond", "side": "downstream",
         "message": "Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""}]}});
     configs
-        .patch("the-one", &PatchParams::default(), &Patch::Merge(&refused))
+        .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&refused))
         .await
         .unwrap();
     let refused_now = eventually(15, "guilder's refusal in the summary", || {
@@ -992,7 +992,7 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
         "resource": "apps/deployments", "namespace": "commonstuff", "name": "commond", "side": "downstream",
         "message": "Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""}]}});
     configs
-        .patch("the-one", &PatchParams::default(), &Patch::Merge(&refused))
+        .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&refused))
         .await
         .unwrap();
     let (p, message) = eventually(15, "edge-placement-c not Ready for the refusal", ready("False")).await;
@@ -1012,7 +1012,7 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
 
     // The cluster takes the copy: the refusal goes, and Ready comes back.
     configs
-        .patch(
+        .patch_status(
             "the-one",
             &PatchParams::default(),
             &Patch::Merge(json!({"status": {"refusedCount": null, "refused": null}})),

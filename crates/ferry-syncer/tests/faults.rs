@@ -333,7 +333,8 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
             json!([
                 { "apiGroups": [""], "resources": ["namespaces", "configmaps"], "verbs": ["get", "list", "watch"] },
                 { "apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"] },
-                { "apiGroups": ["edge.kubestellar.io"], "resources": ["syncerconfigs"], "verbs": ["get", "list", "watch", "update", "patch"] },
+                { "apiGroups": ["edge.kubestellar.io"], "resources": ["syncerconfigs"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["edge.kubestellar.io"], "resources": ["syncerconfigs/status"], "verbs": ["update", "patch"] },
                 { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"] }
             ]),
         ),

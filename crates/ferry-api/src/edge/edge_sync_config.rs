@@ -18,7 +18,8 @@ cluster_resource! {
         plural: "edgesyncconfigs",
         short_names: ["esc"],
         categories: [],
-        status_subresource: false,
+        // As SyncerConfig's: the syncer may report, not rewrite what it syncs.
+        status_subresource: true,
         printer_columns: [
             ("Heartbeat", "date", ".status.lastSyncerHeartbeatTime"),
             ("Age", "date", ".metadata.creationTimestamp"),

@@ -8,8 +8,10 @@ cluster_resource! {
     /// SyncerConfig tells a syncer what to sync down and up. KubeStellar keeps one per
     /// mailbox workspace (named `the-one`); a syncer merges every SyncerConfig it can see.
     ///
-    /// Not a status subresource (as in KubeStellar): the syncer writes `status` with a
-    /// merge patch on the object itself.
+    /// Its `status` is a subresource (KubeStellar's CRD has none): the syncer reports
+    /// there, so its identity may write status without being able to change the spec
+    /// that decides what it may upsync. It falls back to the object itself on servers
+    /// without the subresource.
     pub struct SyncerConfig {
         group: "edge.kubestellar.io",
         version: "v2alpha1",
@@ -17,7 +19,7 @@ cluster_resource! {
         plural: "syncerconfigs",
         short_names: ["escfg"],
         categories: [],
-        status_subresource: false,
+        status_subresource: true,
         printer_columns: [
             ("Heartbeat", "date", ".status.lastSyncerHeartbeatTime"),
             ("Age", "date", ".metadata.creationTimestamp"),

@@ -1,17 +1,24 @@
-//! The KubeStellar syncer's upsync rights. In every workspace holding
-//! SyncerConfigs (a mailbox, or a workspace set up by hand for a syncer),
-//! the ClusterRole [`UPSYNC_ROLE`] grants `create` and `delete` on exactly
-//! the resources those SyncerConfigs' `upsync` sets name (a `*` expanded to
-//! what the workspace serves), and nothing else. `ferry syncer-gen` binds
-//! the syncer to it beside a fixed role that reads everything and updates
-//! what it reports status on, so the syncer's token can make only the kinds
-//! it is asked to bring up — never ServiceAccounts or their tokens, Secrets,
-//! RBAC, workspaces, bindings or certificates, whatever a SyncerConfig says.
+//! The KubeStellar syncer's write rights. In every workspace holding
+//! SyncerConfigs or EdgeSyncConfigs (a mailbox, or a workspace set up by hand
+//! for a syncer), the ClusterRole [`UPSYNC_ROLE`] grants
+//!
+//! - `create`, `update`, `patch` and `delete` on exactly the resources those
+//!   configs upsync (SyncerConfig `upsync` sets, EdgeSyncConfig
+//!   `upSyncedResources` by kind; a `*` expanded to what the workspace serves);
+//! - `get`, `update` and `patch` on the `status` subresource of every served
+//!   resource that has one, so the syncer reports the state of what it
+//!   downsyncs;
+//!
+//! and nothing else: never ServiceAccounts or their tokens, Secrets, RBAC,
+//! workspaces, bindings or certificates — nor their status — whatever a config
+//! says. `ferry syncer-gen` binds the syncer to it beside a fixed role that
+//! only reads (and reports on the configs themselves), so a stolen syncer
+//! token can neither grant rights nor rewrite what decides its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use ferry_api::edge::UpsyncSet;
+use ferry_api::edge::{EdgeSyncConfigResource, UpsyncSet};
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
@@ -25,11 +32,14 @@ pub const UPSYNC_ROLE: &str = "kubestellar-syncer-upsync";
 /// Label on [`UPSYNC_ROLE`]: kept by the hub (value `true`).
 pub const MANAGED_LABEL: &str = "ferry.dev/upsync-role";
 const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
+const EDGE_SYNC_CONFIGS: &str = "edge.kubestellar.io/edgesyncconfigs";
 const CLUSTER_ROLES: &str = "rbac.authorization.k8s.io/clusterroles";
+/// What a workspace serves changes with these (a `*` and the status rules follow it).
+const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 const MANAGER: &str = "ferry-upsync-role";
 
-/// API groups whose objects the generated identity never creates or deletes:
-/// identities, credentials, rights and the tenancy machinery.
+/// API groups whose objects (and their status) the generated identity never
+/// writes: identities, credentials, rights and the tenancy machinery.
 const NEVER_GROUPS: &[&str] = &[
     "rbac.authorization.k8s.io",
     "authentication.k8s.io",
@@ -46,36 +56,73 @@ const NEVER_GROUPS: &[&str] = &[
     "scheduling.kcp.io",
     "edge.kubestellar.io",
 ];
-/// Core resources never created or deleted by it: a ServiceAccount or a
-/// Secret could carry a token for any identity in the workspace.
+/// Core resources never written by it: a ServiceAccount or a Secret could
+/// carry a token for any identity in the workspace.
 const NEVER_CORE: &[&str] = &["serviceaccounts", "secrets"];
 
-/// Whether the generated identity may be given create/delete on `group`/`resource`.
+/// Whether the generated identity may be given create/update/patch/delete on
+/// `group`/`resource`.
 pub fn upsync_writable(group: &str, resource: &str) -> bool {
     let never_core = group.is_empty() && NEVER_CORE.contains(&resource);
     !resource.contains('/') && !NEVER_GROUPS.contains(&group) && !never_core
 }
 
-/// The rules for `sets`, with `served` (group, resource) pairs standing in
-/// for `*`: one rule per group, resources sorted. Pure, so it is tested
-/// without a hub.
-pub fn upsync_rules<'a>(
-    sets: impl IntoIterator<Item = &'a UpsyncSet>,
-    served: &[(String, String)],
-) -> Vec<Value> {
+/// One resource a workspace serves, as far as the role is concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    pub group: String,
+    pub resource: String,
+    pub kind: String,
+    /// Whether it has a `status` subresource.
+    pub status: bool,
+}
+
+/// Verbs on the resources the syncer upsyncs: it creates, updates (its
+/// copy follows the edge object) and deletes them.
+const UPSYNC_VERBS: [&str; 4] = ["create", "delete", "patch", "update"];
+/// Verbs on `<resource>/status`: the syncer reports state there.
+const STATUS_VERBS: [&str; 3] = ["get", "patch", "update"];
+
+/// The upsync sets EdgeSyncConfig entries `resources` (by kind) stand for,
+/// resolved against `served`; a kind the workspace does not serve is left
+/// out (the controller looks again when a CRD arrives).
+pub fn edge_upsync_sets(resources: &[EdgeSyncConfigResource], served: &[Served]) -> Vec<UpsyncSet> {
+    resources
+        .iter()
+        .map(|r| UpsyncSet {
+            api_group: r.group.clone(),
+            resources: served
+                .iter()
+                .filter(|s| s.group == r.group && (r.kind == "*" || s.kind == r.kind))
+                .map(|s| s.resource.clone())
+                .collect(),
+            namespaces: vec!["*".into()],
+            names: vec!["*".into()],
+        })
+        .filter(|set| !set.resources.is_empty())
+        .collect()
+}
+
+/// The rules for `sets`, with `served` resources standing in for `*`: one
+/// upsync rule per group, then one status rule per group; resources sorted.
+/// Pure, so it is tested without a hub.
+pub fn upsync_rules<'a>(sets: impl IntoIterator<Item = &'a UpsyncSet>, served: &[Served]) -> Vec<Value> {
     let mut by_group: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for set in sets {
-        let groups: Vec<&str> = if set.api_group == "*" {
-            served.iter().map(|(g, _)| g.as_str()).collect()
+        let groups: BTreeSet<&str> = if set.api_group == "*" {
+            served.iter().map(|s| s.group.as_str()).collect()
         } else {
-            vec![set.api_group.as_str()]
+            BTreeSet::from([set.api_group.as_str()])
         };
         for group in groups {
             for resource in &set.resources {
                 if resource == "*" {
-                    for (g, r) in served.iter().filter(|(g, _)| g == group) {
-                        if upsync_writable(g, r) {
-                            by_group.entry(g.clone()).or_default().insert(r.clone());
+                    for s in served.iter().filter(|s| s.group == group) {
+                        if upsync_writable(&s.group, &s.resource) {
+                            by_group
+                                .entry(s.group.clone())
+                                .or_default()
+                                .insert(s.resource.clone());
                         }
                     }
                 } else if upsync_writable(group, resource) {
@@ -87,11 +134,25 @@ pub fn upsync_rules<'a>(
             }
         }
     }
-    by_group
-        .into_iter()
-        .filter(|(_, resources)| !resources.is_empty())
-        .map(|(group, resources)| json!({"apiGroups": [group], "resources": resources, "verbs": ["create", "delete"]}))
-        .collect()
+    let mut status: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in served
+        .iter()
+        .filter(|s| s.status && upsync_writable(&s.group, &s.resource))
+    {
+        status
+            .entry(s.group.clone())
+            .or_default()
+            .insert(format!("{}/status", s.resource));
+    }
+    let rules = |map: BTreeMap<String, BTreeSet<String>>, verbs: &[&str]| -> Vec<Value> {
+        map.into_iter()
+            .filter(|(_, resources)| !resources.is_empty())
+            .map(|(group, resources)| json!({"apiGroups": [group], "resources": resources, "verbs": verbs}))
+            .collect()
+    };
+    let mut all = rules(by_group, &UPSYNC_VERBS);
+    all.extend(rules(status, &STATUS_VERBS));
+    all
 }
 
 /// The controller as a watch follower (started by `controllers::spawn`).
@@ -99,13 +160,23 @@ pub struct UpsyncRoles;
 
 impl Follower for UpsyncRoles {
     fn follows(&self, storage_key: &str) -> bool {
-        storage_key == SYNCER_CONFIGS || storage_key == CLUSTER_ROLES
+        [
+            SYNCER_CONFIGS,
+            EDGE_SYNC_CONFIGS,
+            CLUSTER_ROLES,
+            CRDS,
+            crate::apis::BINDINGS,
+        ]
+        .contains(&storage_key)
     }
 
     fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let (configs, _) = hub.store.list(&ClusterScope::All, SYNCER_CONFIGS, None, None);
-            let clusters: BTreeSet<String> = configs.into_iter().map(|(k, _)| k.cluster).collect();
+            let mut clusters = BTreeSet::new();
+            for resource in [SYNCER_CONFIGS, EDGE_SYNC_CONFIGS] {
+                let (configs, _) = hub.store.list(&ClusterScope::All, resource, None, None);
+                clusters.extend(configs.into_iter().map(|(k, _)| k.cluster));
+            }
             for cluster in clusters {
                 keep(hub, &cluster).await;
             }
@@ -123,12 +194,13 @@ impl Follower for UpsyncRoles {
     }
 }
 
-/// Make [`UPSYNC_ROLE`] in `cluster` grant what its SyncerConfigs upsync.
-/// A workspace without SyncerConfigs and without the role is left alone.
+/// Make [`UPSYNC_ROLE`] in `cluster` grant what its configs upsync and the
+/// status of what it serves. A workspace without SyncerConfigs or
+/// EdgeSyncConfigs and without the role is left alone.
 async fn keep(hub: &Arc<Hub>, cluster: &str) {
-    let (configs, _) = hub
-        .store
-        .list(&ClusterScope::One(cluster.into()), SYNCER_CONFIGS, None, None);
+    let scope = ClusterScope::One(cluster.into());
+    let (configs, _) = hub.store.list(&scope, SYNCER_CONFIGS, None, None);
+    let (edge_configs, _) = hub.store.list(&scope, EDGE_SYNC_CONFIGS, None, None);
     let key = ObjectKey {
         cluster: cluster.into(),
         resource: CLUSTER_ROLES.into(),
@@ -136,10 +208,24 @@ async fn keep(hub: &Arc<Hub>, cluster: &str) {
         name: UPSYNC_ROLE.into(),
     };
     let existing = hub.store.get(&key);
-    if configs.is_empty() && existing.is_none() {
+    if configs.is_empty() && edge_configs.is_empty() && existing.is_none() {
         return;
     }
-    let sets: Vec<UpsyncSet> = configs
+    let mut served: Vec<Served> = hub
+        .registry
+        .resources(Some(cluster))
+        .into_iter()
+        .map(|r| Served {
+            group: r.group,
+            resource: r.resource,
+            kind: r.kind,
+            status: r.status_subresource,
+        })
+        .collect();
+    // One entry per resource, whichever versions serve it.
+    served.sort_by(|a, b| (&a.group, &a.resource, !a.status).cmp(&(&b.group, &b.resource, !b.status)));
+    served.dedup_by(|a, b| a.group == b.group && a.resource == b.resource);
+    let mut sets: Vec<UpsyncSet> = configs
         .iter()
         .filter_map(|(_, obj)| {
             let upsync = obj.value().pointer("/spec/upsync").cloned()?;
@@ -147,12 +233,14 @@ async fn keep(hub: &Arc<Hub>, cluster: &str) {
         })
         .flatten()
         .collect();
-    let served: Vec<(String, String)> = hub
-        .registry
-        .resources(Some(cluster))
-        .into_iter()
-        .map(|r| (r.group, r.resource))
-        .collect();
+    for (_, obj) in &edge_configs {
+        let Some(up) = obj.value().pointer("/spec/upSyncedResources").cloned() else {
+            continue;
+        };
+        if let Ok(up) = serde_json::from_value::<Vec<EdgeSyncConfigResource>>(up) {
+            sets.extend(edge_upsync_sets(&up, &served));
+        }
+    }
     let rules = Value::Array(upsync_rules(&sets, &served));
     let resource = ("rbac.authorization.k8s.io", "v1", "clusterroles");
     match existing {
@@ -223,29 +311,96 @@ mod tests {
         }
     }
 
-    fn served() -> Vec<(String, String)> {
+    /// `(group, resource, kind, status subresource)`.
+    fn served() -> Vec<Served> {
         [
-            ("", "configmaps"),
-            ("", "secrets"),
-            ("", "serviceaccounts"),
-            ("", "serviceaccounts/token"),
-            ("apps", "deployments"),
-            ("rbac.authorization.k8s.io", "clusterrolebindings"),
-            ("tenancy.kcp.io", "workspaces"),
-            ("wgpolicyk8s.io", "policyreports"),
+            ("", "configmaps", "ConfigMap", false),
+            ("", "namespaces", "Namespace", true),
+            ("", "secrets", "Secret", false),
+            ("", "serviceaccounts", "ServiceAccount", false),
+            ("apps", "deployments", "Deployment", true),
+            (
+                "certificates.k8s.io",
+                "certificatesigningrequests",
+                "CertificateSigningRequest",
+                true,
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                "ClusterRoleBinding",
+                false,
+            ),
+            ("tenancy.kcp.io", "workspaces", "Workspace", true),
+            ("apis.kcp.io", "apibindings", "APIBinding", true),
+            ("edge.kubestellar.io", "syncerconfigs", "SyncerConfig", true),
+            ("wgpolicyk8s.io", "policyreports", "PolicyReport", false),
         ]
         .iter()
-        .map(|(g, r)| (g.to_string(), r.to_string()))
+        .map(|(g, r, k, status)| Served {
+            group: g.to_string(),
+            resource: r.to_string(),
+            kind: k.to_string(),
+            status: *status,
+        })
         .collect()
     }
 
+    /// The rules without the status rules every workspace gets.
+    fn upsync_only(rules: Vec<Value>) -> Vec<Value> {
+        rules
+            .into_iter()
+            .filter(|r| r["verbs"] != json!(STATUS_VERBS))
+            .collect()
+    }
+
     #[test]
-    fn named_resources_are_granted_create_and_delete() {
+    fn named_resources_are_granted_create_update_and_delete() {
         let rules = upsync_rules(&[set("wgpolicyk8s.io", &["policyreports"])], &served());
+        assert_eq!(
+            upsync_only(rules),
+            vec![
+                json!({"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"],
+                "verbs": ["create", "delete", "patch", "update"]})
+            ]
+        );
+    }
+
+    #[test]
+    fn status_is_granted_where_served_but_never_of_identities_rights_or_tenancy() {
+        let rules = upsync_rules(&[], &served());
         assert_eq!(
             rules,
             vec![
-                json!({"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": ["create", "delete"]})
+                json!({"apiGroups": [""], "resources": ["namespaces/status"], "verbs": ["get", "patch", "update"]}),
+                json!({"apiGroups": ["apps"], "resources": ["deployments/status"], "verbs": ["get", "patch", "update"]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn edge_sync_config_kinds_resolve_to_served_resources() {
+        let entry = |group: &str, kind: &str| EdgeSyncConfigResource {
+            kind: kind.into(),
+            group: group.into(),
+            name: "*".into(),
+            namespace: "*".into(),
+            ..Default::default()
+        };
+        let sets = edge_upsync_sets(
+            &[
+                entry("wgpolicyk8s.io", "PolicyReport"),
+                entry("", "Secret"),
+                entry("example.com", "Unserved"),
+            ],
+            &served(),
+        );
+        assert_eq!(sets.len(), 2, "an unserved kind stands for nothing: {sets:?}");
+        assert_eq!(
+            upsync_only(upsync_rules(&sets, &served())),
+            vec![
+                json!({"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"],
+                "verbs": ["create", "delete", "patch", "update"]})
             ]
         );
     }
@@ -259,6 +414,9 @@ mod tests {
             "serviceaccounts",
             "clusterrolebindings",
             "workspaces",
+            "apibindings",
+            "syncerconfigs",
+            "certificatesigningrequests",
             "token",
         ] {
             assert!(!text.contains(never), "{never} in {text}");
@@ -275,6 +433,6 @@ mod tests {
             set("rbac.authorization.k8s.io", &["*"]),
             set("tenancy.kcp.io", &["workspaces"]),
         ];
-        assert!(upsync_rules(&sets, &served()).is_empty());
+        assert!(upsync_only(upsync_rules(&sets, &served())).is_empty());
     }
 }

@@ -1,7 +1,8 @@
 //! The heartbeat: every `--heartbeat-period`, and whenever conditions may have changed,
 //! each SyncerConfig and EdgeSyncConfig gets `status.lastSyncerHeartbeatTime` (heartbeat only) and its
-//! conditions. SyncerConfig has no status subresource, so status is merge-patched onto
-//! the object itself; nothing is written when no condition changed between heartbeats.
+//! conditions, merge-patched onto the status subresource (onto the object itself where
+//! the server's CRD has none); nothing is written when no condition changed between
+//! heartbeats.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,10 +145,14 @@ async fn write(
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        if let Err(e) = api
-            .patch(name, &params, &Patch::Merge(json!({ "status": status })))
-            .await
-        {
+        let patch = Patch::Merge(json!({ "status": status }));
+        // The status subresource first (Ferry's CRDs and the syncer's rights); a
+        // server whose CRD has none (KubeStellar's own) takes status on the object.
+        let written = match api.patch_status(name, &params, &patch).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => api.patch(name, &params, &patch).await,
+            other => other,
+        };
+        if let Err(e) = written {
             all_written = false;
             tracing::debug!(config = %name, "writing {} status failed: {e}", resource.kind);
         }
