@@ -829,7 +829,7 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             // without deployments.
             role(json!([
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
-                { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "pods", "pods/status"], "verbs": ["*"] },
+                { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "serviceaccounts", "pods", "pods/status"], "verbs": ["*"] },
                 { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"] },
                 { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
                 { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
@@ -903,7 +903,7 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             "kcp-syncer",
             json!({ "rules": [
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
-                { "apiGroups": [""], "resources": ["configmaps", "secrets", "pods"], "verbs": ["*"] },
+                { "apiGroups": [""], "resources": ["configmaps", "secrets", "serviceaccounts", "pods"], "verbs": ["*"] },
                 { "apiGroups": ["apps"], "resources": ["deployments", "deployments/status"], "verbs": ["*"] },
                 { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
             ] }),
