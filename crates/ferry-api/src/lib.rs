@@ -39,6 +39,7 @@ pub mod scheduling;
 pub mod schema;
 pub mod syncagent;
 pub mod timestamp;
+pub mod transform;
 pub mod well_known;
 pub mod workload;
 

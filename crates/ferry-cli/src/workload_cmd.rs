@@ -106,9 +106,10 @@ pub struct SyncArgs {
     pub context: Option<String>,
     /// The syncer's rights on the workload cluster: `cluster-admin` (it can install
     /// any application, RBAC that grants any rights included) or `synced` (kcp's
-    /// plugin's rules: the synced resources, namespaces, configmaps, secrets, pods and
-    /// persistent volumes; RBAC it may write only if roles or bindings are synced,
-    /// and then with escalate and bind).
+    /// plugin's rules: the synced resources, namespaces, configmaps, secrets,
+    /// serviceaccounts, pods and persistent volumes; Roles and RoleBindings it may
+    /// write only if `--resources` names them, and then with escalate and bind, as kube
+    /// requires of whoever writes RBAC granting what it does not hold itself).
     #[arg(long, value_enum, default_value_t = TmcDownstreamAccess::ClusterAdmin)]
     pub downstream_access: TmcDownstreamAccess,
 }
@@ -217,7 +218,7 @@ pub fn upstream_rules(name: &str) -> Value {
 /// verb on everything (the rules `syncer-gen` writes for KubeStellar). `Synced`: as
 /// kcp's plugin writes them: the namespaces it creates and deletes (never
 /// rewrites), CRDs it reads for imports, and full control of the synced resources
-/// and of configmaps, secrets, pods and persistent volumes (with their
+/// and of configmaps, secrets, serviceaccounts, pods and persistent volumes (with their
 /// subresources; pods and volumes for upsync) always. The syncer checks each synced
 /// resource with a SelfSubjectAccessReview for `*` before syncing it.
 pub fn downstream_rules(access: TmcDownstreamAccess, synced: &[(String, String)]) -> Value {
@@ -241,6 +242,7 @@ pub fn downstream_rules(access: TmcDownstreamAccess, synced: &[(String, String)]
         [
             "configmaps",
             "secrets",
+            "serviceaccounts",
             "pods",
             "pods/status",
             "persistentvolumes",

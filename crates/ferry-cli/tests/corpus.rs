@@ -608,22 +608,25 @@ async fn tmc_namespaces(admin: &kube::Client, cluster: &str) -> BTreeMap<String,
         .collect()
 }
 
-/// Why the TMC profile does not place `p`, if it does not: what no export may serve
-/// (the hub never publishes a workspace's RBAC or ServiceAccounts through
-/// `imported-apis`, so they are never `Accepted` on a SyncTarget), and what is in a
-/// namespace the scheduler leaves alone.
+/// Why the TMC profile does not place `p`, if it does not: kcp's scheduler never
+/// schedules a namespace every cluster has of its own (`kube-system`, `kube-public`,
+/// `kube-node-lease`; and `kcp-system`), so nothing in one reaches a SyncTarget.
 fn tmc_never_syncs(p: &Placed) -> Option<&'static str> {
-    if matches!(p.kind(), "ServiceAccount" | "Role" | "RoleBinding") {
-        return Some("ServiceAccounts and RBAC are reserved resources no export may serve");
-    }
-    (p.namespace() == Some("kube-system")).then_some("kube-system is not scheduled onto SyncTargets")
+    let blocked = ["kube-system", "kube-public", "kube-node-lease", "kcp-system"];
+    p.namespace().is_some_and(|ns| blocked.contains(&ns)).then_some(
+        "kcp does not schedule kube-system, kube-public, kube-node-lease or kcp-system onto SyncTargets",
+    )
 }
 
 /// kcp TMC: `kubectl ferry workload sync east --resources <every namespaced kind of the
-/// corpus>` in `root:my-org`, its manifest applied to the stand-in and the syncer run
-/// with that identity; `root:app` bound to compute there; the corpus's namespaced
-/// objects written into `root:app`. (TMC syncs namespaced objects only, as kcp's
-/// workload syncer does: the cluster-scoped part of the corpus is not placed here.)
+/// corpus>` in `root:my-org` (Roles and RoleBindings included: the workspace's own,
+/// served to the syncer from `root:app` itself; ServiceAccounts, ConfigMaps and Secrets
+/// go without asking), its manifest applied to the stand-in and the syncer run with
+/// that identity; `root:app` bound to compute there; the corpus's namespaced objects
+/// written into `root:app`. Every one lands but those in `kube-system`, which kcp never
+/// schedules: the test asserts that exactly those are left. (TMC syncs namespaced
+/// objects only, as kcp's workload syncer does: the cluster-scoped part of the corpus
+/// is not placed here.)
 #[tokio::test(flavor = "multi_thread")]
 async fn corpus_lands_through_a_kcp_sync_target() {
     let hub = TestHub::start_with(|o| o.compute_workspace = true).await;
@@ -634,7 +637,8 @@ async fn corpus_lands_through_a_kcp_sync_target() {
         .filter(|o| o["kind"] == "Namespace" || !CLUSTER_SCOPED.contains(&o["kind"].as_str().unwrap()))
         .collect();
     let (cluster, admin) = stand_in().await;
-    // The kinds, resolved by the stand-in's discovery (configmaps and secrets always go).
+    // The kinds, resolved by the stand-in's discovery (configmaps, secrets and
+    // serviceaccounts always go).
     let mut resources: Vec<String> = Vec::new();
     for o in &objects {
         let (group, version) = o["apiVersion"]
@@ -655,7 +659,7 @@ async fn corpus_lands_through_a_kcp_sync_target() {
         };
         if caps.scope == Scope::Namespaced
             && !resources.contains(&r)
-            && !["configmaps", "secrets"].contains(&r.as_str())
+            && !["configmaps", "secrets", "serviceaccounts"].contains(&r.as_str())
         {
             resources.push(r);
         }
@@ -728,6 +732,25 @@ async fn corpus_lands_through_a_kcp_sync_target() {
             "TMC does not place {}: {}",
             p.describe(),
             tmc_never_syncs(p).unwrap()
+        );
+    }
+    // Exactly the descheduler's objects, which its manifest puts in kube-system, are
+    // left; every kind lands somewhere.
+    let left: Vec<String> = not_placed.iter().map(Placed::describe).collect();
+    assert!(
+        not_placed.iter().all(|p| p.namespace() == Some("kube-system"))
+            && not_placed.len()
+                == objects
+                    .iter()
+                    .filter(|o| o["metadata"]["namespace"] == "kube-system")
+                    .count(),
+        "left out: {left:?}"
+    );
+    for kind in ["ServiceAccount", "Role", "RoleBinding"] {
+        assert!(
+            placed.iter().any(|p| p.kind() == kind),
+            "no {kind} placed: {}",
+            census(&placed)
         );
     }
     let landed = wait_all_land(

@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 const TOKENS: &str = "\
 syncer-token,syncer-east,u-syncer
 nobody-token,nobody,u-nobody
+mal-token,mal,u-mal
 ";
 
 struct World {
@@ -747,4 +748,253 @@ async fn a_syncer_posts_events_only_about_objects_scheduled_to_its_target() {
         let (code, answer) = call(&app1, method, &path, body).await;
         assert_eq!(code, 404, "{method} {path}: {answer}");
     }
+}
+
+/// What east's syncer started with `--resources roles.rbac.authorization.k8s.io`
+/// does: import the cluster's Role schema, so the SyncTarget controller accepts
+/// the workspaces' own Roles for `target` (a built-in of every workspace, no
+/// export's).
+async fn import_roles(hub: &TestHub, target: &str) {
+    create(
+        hub,
+        "root:loc",
+        "/apis/apiresource.kcp.io/v1alpha1/apiresourceimports",
+        json!({"apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+               "metadata": {"name": format!("roles.{target}.v1.rbac.authorization.k8s.io")},
+               "spec": {"location": target,
+                        "groupVersion": {"group": "rbac.authorization.k8s.io", "version": "v1"},
+                        "scope": "Namespaced", "plural": "roles", "kind": "Role",
+                        "openAPIV3Schema": {"type": "object"}}}),
+    )
+    .await;
+    wait_for(
+        hub,
+        "root:loc",
+        &format!("{WORKLOAD}/synctargets/{target}"),
+        "roles Accepted",
+        |o| {
+            o["status"]["syncedResources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| {
+                    r["group"] == "rbac.authorization.k8s.io"
+                        && r["resource"] == "roles"
+                        && r["state"] == "Accepted"
+                })
+        },
+    )
+    .await;
+}
+
+/// A Role `name` in `ns` of workspace `ws`, written by `c`.
+async fn role(c: &kube::Client, ns: &str, name: &str) {
+    let (code, body) = call(
+        c,
+        "POST",
+        &rbac_path(Some(ns), "roles"),
+        Some(
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                     "metadata": {"name": name},
+                     "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "Role {ns}/{name}: {body}");
+}
+
+/// CustomTransform `name` (dropping Deployments' `spec.paused`), written by `c`
+/// in its workspace after installing the CRDs there.
+async fn custom_transform(c: &kube::Client, name: &str) {
+    common::tenants::install_ferry_crds(c).await;
+    let (code, body) = call(
+        c,
+        "POST",
+        "/apis/control.kubestellar.io/v1alpha1/customtransforms",
+        Some(
+            &json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "CustomTransform",
+                     "metadata": {"name": name},
+                     "spec": {"apiGroup": "apps", "resource": "deployments", "remove": ["$.spec.paused"]}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, 201, "CustomTransform {name}: {body}");
+}
+
+/// The world, plus: east's syncer imported Roles; root:app1 (placed on east) has
+/// Role `app1-role` in `work` (placed) and `app1-private` in `private`, and
+/// CustomTransform `app1-transform`; root:app3 (placed on west) Role `app3-role`
+/// in `work`; the attacker `mal`, cluster-admin of root:mal only, wrote a
+/// Placement there naming root:loc, a `work` namespace like the others, Role
+/// `mal-role` and CustomTransform `mal-transform`.
+async fn rbac_world() -> (World, String) {
+    let w = world().await;
+    let hub = &w.hub;
+    import_roles(hub, "east").await;
+    let app1 = admin(hub, "root:app1").await;
+    role(&app1, "work", "app1-role").await;
+    role(&app1, "private", "app1-private").await;
+    custom_transform(&app1, "app1-transform").await;
+    role(&admin(hub, "root:app3").await, "work", "app3-role").await;
+
+    let mal_cluster = workspace(hub, "mal").await;
+    common::tenants::bind_cluster_role(hub, "root:mal", "mal-admin", "cluster-admin", "mal").await;
+    let mal = common::client_as(hub, "root:mal", common::token("mal-token")).await;
+    let (code, body) = call(
+        &mal,
+        "POST",
+        "/apis/scheduling.kcp.io/v1alpha1/placements",
+        Some(&json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
+                     "metadata": {"name": "steal"},
+                     "spec": {"locationWorkspace": "root:loc", "locationResource": {"group": "workload.kcp.io", "resource": "synctargets", "version": "v1alpha1"},
+                              "locationSelectors": [{"matchLabels": {"region": "east"}}],
+                              "namespaceSelector": {"matchLabels": {"purpose": "workload"}}}})),
+    )
+    .await;
+    assert!(code == 201 || code == 403, "{body}");
+    let (code, body) = call(
+        &mal,
+        "POST",
+        "/api/v1/namespaces",
+        Some(&json!({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": "work", "labels": {"purpose": "workload"}}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    role(&mal, "work", "mal-role").await;
+    custom_transform(&mal, "mal-transform").await;
+    // Scheduled where it may be: app1's Role on east.
+    wait_for(
+        hub,
+        "root:app1",
+        &rbac_path(Some("work"), "roles/app1-role"),
+        "app1-role scheduled",
+        |o| !states(o).is_empty(),
+    )
+    .await;
+    (w, mal_cluster)
+}
+
+/// Names of what east's syncer lists at `path` across every workspace.
+async fn east_lists(w: &World, path: &str) -> Vec<String> {
+    let (code, list) = call(&w.east("syncer", "*").await, "GET", path, None).await;
+    assert_eq!(code, 200, "{path}: {list}");
+    item_names(&list)
+}
+
+/// Positive twin of the next test: a syncer whose cluster imported Roles reads
+/// the Roles scheduled to its target from each workspace's own built-in
+/// resource (no APIExport serves them), and the CustomTransforms of the
+/// workspaces placed on it, read-only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syncer_that_imported_roles_reads_the_scheduled_roles_and_transforms_of_its_workspaces() {
+    let (w, _) = rbac_world().await;
+    let roles = "/apis/rbac.authorization.k8s.io/v1/roles";
+    let listed = eventually(20, "app1-role served to east", || {
+        let w = &w;
+        async move {
+            let names = east_lists(w, roles).await;
+            names.contains(&"app1-role".to_string()).then_some(names)
+        }
+    })
+    .await;
+    assert!(!listed.contains(&"app1-private".to_string()), "{listed:?}");
+    let one = w.east("syncer", &w.app1).await;
+    let (code, body) = call(&one, "GET", &rbac_path(Some("work"), "roles/app1-role"), None).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(states(&body).get(&w.east).map(String::as_str), Some("Sync"));
+
+    let transforms = "/apis/control.kubestellar.io/v1alpha1/customtransforms";
+    let listed = eventually(20, "app1's transform served to east", || {
+        let w = &w;
+        async move {
+            let names = east_lists(w, transforms).await;
+            names.contains(&"app1-transform".to_string()).then_some(names)
+        }
+    })
+    .await;
+    assert_eq!(listed, ["app1-transform"]);
+    let (code, body) = call(&one, "DELETE", &format!("{transforms}/app1-transform"), None).await;
+    assert!(
+        code == 403 || code == 405,
+        "the view only reads transforms: {code} {body}"
+    );
+    let (code, body) = call(
+        &one,
+        "PATCH",
+        &format!("{transforms}/app1-transform"),
+        Some(&json!({"spec": {"remove": []}})),
+    )
+    .await;
+    assert!(code >= 400, "the view only reads transforms: {code} {body}");
+    let (_, still) = call(
+        &admin(&w.hub, "root:app1").await,
+        "GET",
+        &format!("{transforms}/app1-transform"),
+        None,
+    )
+    .await;
+    assert_eq!(still["spec"]["remove"], json!(["$.spec.paused"]));
+}
+
+/// The attacker's side: the syncer view of east never serves a Role or a
+/// CustomTransform of a workspace not placed on east (root:mal, whose owner
+/// named root:loc without any grant there; root:app3, placed on west), nor an
+/// unscheduled Role of a placed workspace; and importing Roles made no
+/// APIExport serve them (the export guard holds: no schema for Roles).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_syncer_view_never_serves_roles_or_transforms_of_workspaces_not_placed_on_its_target() {
+    let (w, mal) = rbac_world().await;
+    let hub = &w.hub;
+    let roles = "/apis/rbac.authorization.k8s.io/v1/roles";
+    let transforms = "/apis/control.kubestellar.io/v1alpha1/customtransforms";
+    // Wait for what east does see, so the absences below are not early.
+    eventually(20, "east's own Role and transform served", || {
+        let w = &w;
+        async move {
+            let r = east_lists(w, roles).await;
+            let t = east_lists(w, transforms).await;
+            (r.contains(&"app1-role".to_string()) && t.contains(&"app1-transform".to_string())).then_some(())
+        }
+    })
+    .await;
+    let listed = east_lists(&w, roles).await;
+    for hidden in ["mal-role", "app3-role", "app1-private"] {
+        assert!(!listed.contains(&hidden.to_string()), "{hidden}: {listed:?}");
+    }
+    assert!(!east_lists(&w, transforms)
+        .await
+        .contains(&"mal-transform".to_string()));
+    // Named directly, in mal's workspace: as if nothing were there.
+    let in_mal = w.east("syncer", &mal).await;
+    for path in [
+        rbac_path(Some("work"), "roles/mal-role"),
+        format!("{transforms}/mal-transform"),
+    ] {
+        let (code, body) = call(&in_mal, "GET", &path, None).await;
+        assert!(code == 403 || code == 404, "{path}: {code} {body}");
+        assert!(!body.to_string().contains("\"rules\""), "{body}");
+    }
+    // mal's objects carry no state label for east (mal may not write one).
+    let (_, mal_role) = call(
+        &admin(hub, "root:mal").await,
+        "GET",
+        &rbac_path(Some("work"), "roles/mal-role"),
+        None,
+    )
+    .await;
+    assert!(states(&mal_role).is_empty(), "{mal_role}");
+    // The guard on exports holds: no schema stands for the workspaces' Roles.
+    let (_, schemas) = call(
+        &admin(hub, "root:loc").await,
+        "GET",
+        "/apis/apis.kcp.io/v1alpha1/apiresourceschemas",
+        None,
+    )
+    .await;
+    assert!(
+        !item_names(&schemas).iter().any(|n| n.contains(".roles.")),
+        "{}",
+        item_names(&schemas).join(", ")
+    );
 }

@@ -179,8 +179,15 @@ impl Tmc {
     }
 
     async fn syncer_with(&self, uid: &str) -> anyhow::Result<RunningSyncer> {
+        self.syncer_for(uid, &[]).await
+    }
+
+    /// A syncer for the target with uid `uid`, run with `--resources <resources>`.
+    async fn syncer_for(&self, uid: &str, resources: &[&str]) -> anyhow::Result<RunningSyncer> {
         let mut opts = syncer_options(&self.kcp, "root:org", &self.pcluster, "east").await;
-        opts.tmc = Some(self.options(uid));
+        let mut options = self.options(uid);
+        options.resources = resources.iter().map(|r| r.to_string()).collect();
+        opts.tmc = Some(options);
         ferry_syncer::start(opts).await
     }
 
@@ -822,7 +829,7 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             // without deployments.
             role(json!([
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
-                { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "pods", "pods/status"], "verbs": ["*"] },
+                { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "serviceaccounts", "pods", "pods/status"], "verbs": ["*"] },
                 { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"] },
                 { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
                 { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
@@ -896,7 +903,7 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             "kcp-syncer",
             json!({ "rules": [
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
-                { "apiGroups": [""], "resources": ["configmaps", "secrets", "pods"], "verbs": ["*"] },
+                { "apiGroups": [""], "resources": ["configmaps", "secrets", "serviceaccounts", "pods"], "verbs": ["*"] },
                 { "apiGroups": ["apps"], "resources": ["deployments", "deployments/status"], "verbs": ["*"] },
                 { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
             ] }),
@@ -1674,5 +1681,264 @@ async fn an_object_leaving_the_sync_target_loses_the_status_its_cluster_reported
         "nothing of the old cluster's status stays: {}",
         web["status"]
     );
+    syncer.stop().await;
+}
+
+fn roles() -> ApiResource {
+    ar("rbac.authorization.k8s.io", "v1", "Role", "roles")
+}
+
+fn role_bindings() -> ApiResource {
+    ar("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
+}
+
+fn service_accounts() -> ApiResource {
+    ar("", "v1", "ServiceAccount", "serviceaccounts")
+}
+
+/// kcp's `workload sync --resources roles.rbac.authorization.k8s.io,rolebindings...`:
+/// the workspace's own Roles and RoleBindings land in the object's `kcp-<hash>`
+/// namespace (served to the syncer from `root:app` itself, no APIExport involved),
+/// and ServiceAccounts without asking, but for each namespace's `default`, which the
+/// cluster makes itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
+    let t = Tmc::start().await;
+    let syncer = t
+        .syncer_for(
+            &t.uid,
+            &[
+                "roles.rbac.authorization.k8s.io",
+                "rolebindings.rbac.authorization.k8s.io",
+            ],
+        )
+        .await
+        .expect("syncer starts");
+    wait_ready(&syncer).await;
+    // The syncer imports the cluster's schemas; the hub then accepts both.
+    wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "roles and rolebindings Accepted",
+        |st| {
+            let accepted = |r: &str| {
+                st["status"]["syncedResources"]
+                    .as_array()
+                    .is_some_and(|e| e.iter().any(|e| e["resource"] == r && e["state"] == "Accepted"))
+            };
+            accepted("roles") && accepted("rolebindings")
+        },
+    )
+    .await;
+    t.scheduled_namespace("demo").await;
+    t.app
+        .create(
+            &service_accounts(),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": "demo"}}),
+        )
+        .await;
+    t.app
+        .create(
+            &roles(),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "reader", "namespace": "demo"},
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}),
+        )
+        .await;
+    t.app
+        .create(
+            &role_bindings(),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "builder-reads", "namespace": "demo"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "builder", "namespace": "demo"}]}),
+        )
+        .await;
+    let kcp_ns = t.downstream("demo");
+    let role = wait_for(
+        &t.down,
+        &roles(),
+        Some(&kcp_ns),
+        "reader",
+        "the Role's copy",
+        |_| true,
+    )
+    .await;
+    assert_eq!(role["rules"][0]["verbs"], json!(["get", "list"]));
+    assert_eq!(label(&role, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
+    let binding = wait_for(
+        &t.down,
+        &role_bindings(),
+        Some(&kcp_ns),
+        "builder-reads",
+        "the RoleBinding's copy",
+        |_| true,
+    )
+    .await;
+    assert_eq!(binding["roleRef"]["name"], "reader");
+    wait_for(
+        &t.down,
+        &service_accounts(),
+        Some(&kcp_ns),
+        "builder",
+        "the ServiceAccount's copy",
+        |sa| label(sa, WORKLOAD_CLUSTER_LABEL) == Some(t.key.as_str()),
+    )
+    .await;
+    // Upstream, the Role carries the syncer's finalizer like any synced object.
+    wait_for(
+        &t.app,
+        &roles(),
+        Some("demo"),
+        "reader",
+        "the syncer's finalizer",
+        |r| has_finalizer(r, &t.finalizer()),
+    )
+    .await;
+    // The cluster's own `default` account is left as the cluster made it.
+    let default = t.down.get(&service_accounts(), Some(&kcp_ns), "default").await;
+    assert!(
+        default
+            .as_ref()
+            .is_none_or(|sa| label(sa, WORKLOAD_CLUSTER_LABEL).is_none()),
+        "{default:?}"
+    );
+    syncer.stop().await;
+}
+
+fn custom_transforms() -> ApiResource {
+    ar(
+        "control.kubestellar.io",
+        "v1alpha1",
+        "CustomTransform",
+        "customtransforms",
+    )
+}
+
+/// KubeStellar's CustomTransform CRD in `ws`, and CustomTransform `name` removing
+/// `paths` from ConfigMaps.
+async fn configmap_transform(ws: &Cluster, name: &str, paths: Value) {
+    if ws
+        .get(&crds(), None, "customtransforms.control.kubestellar.io")
+        .await
+        .is_none()
+    {
+        let crd = serde_json::to_value(ferry_api::control::CustomTransform::crd()).unwrap();
+        ws.create(&crds(), crd).await;
+        eventually(15, "customtransforms served", || async {
+            ws.api(&custom_transforms(), None)
+                .list(&Default::default())
+                .await
+                .ok()
+                .map(drop)
+        })
+        .await;
+    }
+    ws.create(
+        &custom_transforms(),
+        json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "CustomTransform",
+               "metadata": {"name": name},
+               "spec": {"apiGroup": "", "resource": "configmaps", "remove": paths}}),
+    )
+    .await;
+}
+
+/// A workload workspace's CustomTransform shapes its copies through TMC as
+/// KubeStellar's placement translator does: the listed fields never reach the
+/// cluster, and deleting the transform brings them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspaces_custom_transform_removes_its_paths_from_the_copies() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    configmap_transform(&t.app, "no-token", json!(["$.data.token"])).await;
+    t.scheduled_namespace("demo").await;
+    t.app
+        .create(
+            &configmaps(),
+            configmap("demo", "settings", json!({"k": "v", "token": "s3cret"})),
+        )
+        .await;
+    let kcp_ns = t.downstream("demo");
+    let copy = wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "settings",
+        "the copy",
+        |c| c["data"]["k"] == "v",
+    )
+    .await;
+    assert!(copy["data"].get("token").is_none(), "{copy}");
+    assert!(
+        annotation(&copy, "ferry.dev/transformed-by").is_some_and(|a| a.starts_with("no-token@")),
+        "{copy}"
+    );
+    t.app.delete(&custom_transforms(), None, "no-token").await;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "settings",
+        "the token back",
+        |c| c["data"]["token"] == "s3cret",
+    )
+    .await;
+    syncer.stop().await;
+}
+
+/// The attacker's side: `root:mal`, placed on the same SyncTarget, writes a
+/// CustomTransform for ConfigMaps; it shapes mal's own copies and nothing of
+/// `root:app`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_workspaces_custom_transform_never_shapes_this_workspaces_copies() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    let mal = workspace(&t.kcp, "mal").await;
+    mal.create(
+        &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
+        json!({
+            "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
+            "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
+                "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
+                "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
+        }),
+    )
+    .await;
+    configmap_transform(&mal, "strip-everything", json!(["$.data"])).await;
+    let mut ns = namespace("loot");
+    ns["metadata"]["labels"] = json!({ "tmc": "yes" });
+    let loot = mal.create(&namespaces(), ns).await;
+    let mal_cluster = annotation(&loot, "kcp.io/cluster").unwrap().to_string();
+    mal.create(&configmaps(), configmap("loot", "bait", json!({"k": "v"})))
+        .await;
+    t.scheduled_namespace("demo").await;
+    let mut settings = configmap("demo", "settings", json!({"k": "v", "token": "s3cret"}));
+    settings["metadata"]["labels"] = json!({"team": "alice"});
+    t.app.create(&configmaps(), settings).await;
+    // mal's transform does shape mal's copy, so it was read and is in force.
+    let mal_ns = NamespaceLocator::new(&t.target, &mal_cluster, "loot").downstream_namespace();
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&mal_ns),
+        "bait",
+        "mal's transformed copy",
+        |c| c.get("data").is_none() && annotation(c, "ferry.dev/transformed-by").is_some(),
+    )
+    .await;
+    let copy = wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&t.downstream("demo")),
+        "settings",
+        "app's copy",
+        |_| true,
+    )
+    .await;
+    assert_eq!(copy["data"], json!({"k": "v", "token": "s3cret"}), "{copy}");
+    assert_eq!(label(&copy, "team"), Some("alice"), "{copy}");
+    assert!(annotation(&copy, "ferry.dev/transformed-by").is_none(), "{copy}");
     syncer.stop().await;
 }

@@ -17,7 +17,13 @@
 //! - `status.syncedResources`: every resource of every supported APIExport,
 //!   `Pending` until the target's syncer imported its schema
 //!   (APIResourceImport with `spec.location` = the target), then `Accepted`
-//!   or `Incompatible` by [`compat::differences`].
+//!   or `Incompatible` by [`compat::differences`]; and each namespaced
+//!   built-in resource of the workspace that no export may serve (Roles,
+//!   RoleBindings, LimitRanges, ...) once the syncer imported it (`--resources
+//!   roles.rbac.authorization.k8s.io`): `Accepted` when the cluster serves a
+//!   version the hub serves ([`workspace_builtin`]). Its objects reach the
+//!   syncer from each workspace's own built-in resource, through the syncer
+//!   virtual workspace, never through an APIExport.
 
 pub mod compat;
 pub mod imported;
@@ -43,8 +49,14 @@ pub const IMPORTS: &str = "apiresource.kcp.io/apiresourceimports";
 pub const DEFAULT_HEARTBEAT_THRESHOLD: Duration = Duration::from_secs(60);
 
 /// Resources every syncer syncs without an export listing them; kcp does
-/// not list them in `syncedResources`.
-const ALWAYS_SYNCED: &[(&str, &str)] = &[("", "namespaces"), ("", "configmaps"), ("", "secrets")];
+/// not list them in `syncedResources`. ServiceAccounts are among them as
+/// kcp's `workload sync` always adds them to `--resources`.
+pub const ALWAYS_SYNCED: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "configmaps"),
+    ("", "secrets"),
+    ("", "serviceaccounts"),
+];
 
 /// Conditions this module owns on a SyncTarget; the others (`SyncerAuthorized`,
 /// `APIImporterReady`) are the syncer's and are kept as written.
@@ -437,7 +449,71 @@ fn synced_resources(
             "state": state,
         }));
     }
+    // The workspace's own built-ins the syncer imported (`--resources`).
+    for ((group, resource), imported) in &by_resource {
+        if upstream
+            .iter()
+            .any(|u| &u.group == group && &u.resource == resource)
+        {
+            continue;
+        }
+        let served: Vec<String> = hub
+            .registry
+            .resources(None)
+            .into_iter()
+            .filter(|i| !i.from_crd && &i.group == group && &i.resource == resource)
+            .filter(|i| workspace_builtin(i, hub))
+            .map(|i| i.version)
+            .collect();
+        if served.is_empty() {
+            continue;
+        }
+        let accepted = imported.iter().any(|(v, _, _)| served.contains(v));
+        if !accepted {
+            let shown = if group.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}.{group}")
+            };
+            let versions: Vec<&str> = imported.iter().map(|(v, _, _)| v.as_str()).collect();
+            incompatible.push(format!(
+                "{shown}: the cluster serves {}, the workspace serves {}",
+                versions.join(", "),
+                served.join(", ")
+            ));
+        }
+        synced.push(json!({
+            "group": group,
+            "resource": resource,
+            "versions": served,
+            "identityHash": "",
+            "state": if accepted { "Accepted" } else { "Incompatible" },
+        }));
+    }
     (synced, incompatible, import_conditions)
+}
+
+/// Whether `info`, a resource the hub serves built in, is one a syncer may
+/// sync from each workspace itself once its `--resources` names it: a
+/// namespaced kind every workspace serves that no APIExport may serve (its
+/// objects are the workspace's own: Roles, RoleBindings, LimitRanges,
+/// Leases, ...), listable and watchable, and not Events (the syncer writes
+/// those) or one every syncer syncs anyway.
+pub fn workspace_builtin(info: &crate::registry::ResourceInfo, hub: &Hub) -> bool {
+    let verb = |v: &str| info.verbs.iter().any(|have| have == v);
+    info.namespaced
+        && !info.from_crd
+        && verb("list")
+        && verb("watch")
+        && verb("create")
+        && info.resource != "events"
+        && !always_synced(&info.group, &info.resource)
+        && apis::reserved_resource(
+            &info.group,
+            &info.resource,
+            hub.registry.is_builtin_group(&info.group),
+        )
+        .is_some()
 }
 
 /// How many differences a message names before it counts the rest.

@@ -9,11 +9,15 @@
 //!   the same whether or not the target exists. The target's uid must be
 //!   `<uid>` (a syncer of a deleted and recreated target is not let in);
 //!   otherwise the instance is not found.
-//! - **What:** syncer: namespaces, configmaps, secrets, and every version of
-//!   each `status.syncedResources` entry whose state is `Accepted`, with the
-//!   verbs a syncer needs (get, list, watch, update, patch; no create or
-//!   delete); and, unlike kcp, `create` of core Events about those objects
-//!   ([`EventsAbout`]), so a copy the cluster refuses shows on the object.
+//! - **What:** syncer: namespaces, configmaps, secrets, serviceaccounts, and
+//!   every version of each `status.syncedResources` entry whose state is
+//!   `Accepted` (an export's resource, or a workspace's own built-in such as
+//!   Roles, served from each workspace itself), with the verbs a syncer needs
+//!   (get, list, watch, update, patch; no create or delete); and, unlike kcp,
+//!   `create` of core Events about those objects ([`EventsAbout`]), so a copy
+//!   the cluster refuses shows on the object, and read-only KubeStellar
+//!   `CustomTransform`s ([`Transforms`]) of the workspaces placed on the
+//!   target, which the syncer applies to each workspace's own objects.
 //!   Upsyncer: pods, persistentvolumes and endpoints, every verb.
 //! - **Which:** objects labelled `state.workload.kcp.io/<key>=Sync`
 //!   (upsyncer: `=Upsync`), in the target's own workspace and those whose
@@ -170,12 +174,11 @@ fn sync_target(hub: &Hub, instance: &[String]) -> Result<(String, Value), ApiErr
     Ok((lc.name, target))
 }
 
-/// `(group, resource)` of what a syncer always syncs, besides its target's
-/// accepted resources.
-const ALWAYS_SYNCED: &[(&str, &str)] = &[("", "namespaces"), ("", "configmaps"), ("", "secrets")];
 /// What the upsyncer serves (kcp v0.11's VW: pods and PVs; endpoints as the syncer's ddsif asks).
 const UPSYNCED: &[(&str, &str)] = &[("", "pods"), ("", "persistentvolumes"), ("", "endpoints")];
 const SYNCER_VERBS: &[&str] = &["get", "list", "watch", "update", "patch"];
+/// What a syncer may do with CustomTransforms: read them.
+const TRANSFORM_VERBS: &[&str] = &["get", "list", "watch"];
 
 fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<View, ApiError> {
     let (cluster, target) = sync_target(hub, instance)?;
@@ -183,7 +186,7 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
     let mut wanted: Vec<(String, String, Option<Vec<String>>)> = Vec::new();
     match direction {
         Direction::Sync => {
-            for (g, r) in ALWAYS_SYNCED {
+            for (g, r) in crate::synctarget::ALWAYS_SYNCED {
                 wanted.push((g.to_string(), r.to_string(), None));
             }
             for (g, r, versions) in accepted_resources(&target) {
@@ -229,6 +232,15 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
             resources.push(info);
         }
     }
+    if direction == Direction::Sync {
+        let transforms = hub.registry.resources(None).into_iter().filter(|i| {
+            i.group == ferry_api::control::GROUP && i.resource == ferry_api::control::CustomTransform::PLURAL
+        });
+        for mut info in transforms {
+            info.verbs = TRANSFORM_VERBS.iter().map(|v| v.to_string()).collect();
+            resources.push(info);
+        }
+    }
     let hub = hub.clone();
     let label = workload_state_label(&key);
     Ok(View::new(resources, move |info: &ResourceInfo| {
@@ -241,6 +253,12 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
             direction,
             granted: Default::default(),
         };
+        if direction == Direction::Sync
+            && info.group == ferry_api::control::GROUP
+            && info.resource == ferry_api::control::CustomTransform::PLURAL
+        {
+            return Arc::new(Transforms { labelled }) as Arc<dyn ScopeFilter>;
+        }
         if direction == Direction::Sync && info.group.is_empty() && info.resource == "events" {
             return Arc::new(EventsAbout {
                 labelled,
@@ -411,6 +429,32 @@ impl ScopeFilter for EventsAbout {
             )));
         }
         Ok(())
+    }
+
+    fn sync_target_key(&self) -> Option<&str> {
+        Some(&self.labelled.key)
+    }
+}
+
+/// KubeStellar's `CustomTransform`s through the syncer view (Ferry's
+/// addition to kcp's): every one in each workspace that may have work on
+/// this target, unlabelled (a transform is configuration, not work), read
+/// only. The syncer applies a workspace's transforms to that workspace's
+/// objects alone, so one tenant's transform never shapes another's copies.
+struct Transforms {
+    labelled: Labelled,
+}
+
+impl ScopeFilter for Transforms {
+    fn cluster(&self, cluster: &str) -> bool {
+        self.labelled.cluster(cluster)
+    }
+
+    fn admit_write(&self, key: &ObjectKey, _old: Option<&Value>, _new: &Value) -> Result<(), ApiError> {
+        Err(ApiError::method_not_allowed(format!(
+            "customtransforms {:?}: the syncer virtual workspace only reads CustomTransforms; their workspace's owners write them",
+            key.name
+        )))
     }
 
     fn sync_target_key(&self) -> Option<&str> {

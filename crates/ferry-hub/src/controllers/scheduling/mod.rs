@@ -67,8 +67,11 @@ pub const MANAGER: &str = "ferry-scheduler";
 pub const PLACEMENT_ANNOTATION: &str = "scheduling.kcp.io/placement";
 /// kcp's Location annotation listing its labels (for a table column).
 pub const LOCATION_LABELS_ANNOTATION: &str = "scheduling.kcp.io/labels";
-/// Namespaces never scheduled (kcp's block list).
-const BLOCKED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease"];
+/// Namespaces never scheduled: kcp's block list (its resource scheduler's
+/// `namespaceBlocklist`): what every cluster has of its own, and `kcp-system`,
+/// where kcp keeps APIExport identities. `default` is scheduled like any
+/// other namespace.
+pub const BLOCKED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-node-lease", "kcp-system"];
 /// Namespaced resources whose objects are not labelled: events, and what
 /// syncers upsync (pods, endpoints).
 const NOT_LABELLED: &[&str] = &["/events", "events.k8s.io/events", "/pods", "/endpoints"];
@@ -193,6 +196,10 @@ async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
                 if ws != key.cluster {
                     reconcile_workspace(hub, &ws).await;
                 }
+            }
+            // A Role or RoleBinding is also workload a SyncTarget may sync.
+            if !key.namespace.is_empty() {
+                label_object(hub, key, &BTreeSet::new()).await;
             }
         }
         NAMESPACES => {

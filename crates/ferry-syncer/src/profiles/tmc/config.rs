@@ -188,6 +188,7 @@ impl ConfigSource for Tmc {
             tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
             tokio::spawn(heartbeat(engine.clone(), self.clone())),
             tokio::spawn(report_refusals(engine.clone(), self.clone())),
+            tokio::spawn(super::transforms::follow(engine.clone(), self.clone())),
             tokio::spawn(super::importer::run(
                 engine.clone(),
                 self.clone(),

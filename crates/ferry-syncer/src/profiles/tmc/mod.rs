@@ -4,7 +4,8 @@
 //!   root with admin credentials: the same shape), where `/clusters/*` lists and
 //!   watches objects of every workspace placed on the target, each annotated with its
 //!   `kcp.io/cluster`, and writes go to `/clusters/<cluster>/...`.
-//! - Selection: objects of the synced resource types (namespaces, configmaps, secrets and
+//! - Selection: objects of the synced resource types (namespaces, configmaps, secrets,
+//!   serviceaccounts (but each namespace's `default`, which every cluster makes itself) and
 //!   the SyncTarget's `status.syncedResources` in state `Accepted`, each allowed by a
 //!   downstream SelfSubjectAccessReview) labelled `state.workload.kcp.io/<key>=Sync` go
 //!   down, unless the per-target deletion annotation is set and no soft finalizer is
@@ -16,7 +17,8 @@
 //!   (another workspace's, or nobody's) is a collision, never written over.
 //! - Mapping: upstream namespace `ns` of workspace `c` lands in `kcp-<hash>` (see
 //!   [`locator`]), which carries the `kcp.io/namespace-locator` annotation;
-//!   `kube-root-ca.crt` becomes `kcp-root-ca.crt`; the mutators in [`mutate`].
+//!   `kube-root-ca.crt` becomes `kcp-root-ca.crt`; the mutators in [`mutate`]; the
+//!   object's own workspace's KubeStellar `CustomTransform`s ([`transforms`]).
 //! - Marks: label `internal.workload.kcp.io/cluster=<key>` on copies (the state label is
 //!   never copied), the upstream finalizer `workload.kcp.io/syncer-<key>`, writes by
 //!   server-side apply with field manager `syncer`.
@@ -28,6 +30,7 @@ pub mod config;
 pub mod importer;
 pub mod locator;
 pub mod mutate;
+pub mod transforms;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -93,9 +96,10 @@ impl SyncedType {
     }
 }
 
-/// The types every TMC syncer syncs, whatever the SyncTarget says.
+/// The types every TMC syncer syncs, whatever the SyncTarget says (kcp's `workload sync`
+/// always adds ServiceAccounts to `--resources`).
 pub fn always_synced() -> Vec<SyncedType> {
-    ["namespaces", "configmaps", "secrets"]
+    ["namespaces", "configmaps", "secrets", "serviceaccounts"]
         .into_iter()
         .map(SyncedType::core)
         .collect()
@@ -126,6 +130,8 @@ pub struct Tmc {
     options: TmcOptions,
     /// The SyncTarget's workspace (reads, heartbeats, conditions).
     workspace: kube::Client,
+    /// Each placed workspace's CustomTransforms.
+    transforms: transforms::WorkspaceTransforms,
 }
 
 impl Tmc {
@@ -149,6 +155,7 @@ impl Tmc {
             engine: OnceLock::new(),
             options,
             workspace,
+            transforms: Default::default(),
         })
     }
 
@@ -531,6 +538,28 @@ impl Mapping for Tmc {
                     mutate::mutate_secret(copy);
                 } else if mutate::has_pod_template(&id.group, &id.resource) {
                     mutate::mutate_pod_template(copy, source_key.namespace.as_deref().unwrap_or_default());
+                }
+                // The object's own workspace's transforms, and no other's.
+                if !id.is_namespaces() {
+                    let transforms = self.transforms.of(cluster);
+                    if let Some(mut shaped) =
+                        ferry_api::transform::transformed(copy, &id.group, &id.resource, &transforms)
+                    {
+                        // What names the copy is the syncer's, whatever a transform says.
+                        if !shaped.get("metadata").is_some_and(Value::is_object) {
+                            shaped["metadata"] = json!({});
+                        }
+                        for path in ["/apiVersion", "/kind", "/metadata/name", "/metadata/namespace"] {
+                            if let (Some(v), None) = (copy.pointer(path), shaped.pointer(path)) {
+                                let v = v.clone();
+                                let (parent, field) = path.rsplit_once('/').unwrap_or_default();
+                                if let Some(obj) = shaped.pointer_mut(parent).and_then(Value::as_object_mut) {
+                                    obj.insert(field.to_string(), v);
+                                }
+                            }
+                        }
+                        *copy = shaped;
+                    }
                 }
             }
             Direction::Upsync => {
