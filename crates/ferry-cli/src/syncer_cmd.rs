@@ -116,7 +116,11 @@ pub struct SyncerArgs {
 }
 
 pub async fn run(args: SyncerArgs) -> anyhow::Result<()> {
+    let kubestellar = args.profile == ProfileName::Kubestellar;
     let opts = options(args).await?;
+    if kubestellar {
+        crate::syncer_gen::check_mailbox_owner(&opts.upstream, &opts.sync_target_name).await?;
+    }
     // With --enable-leader-election, losing the Lease stops syncing and ends the
     // process with an error, as client-go's components do; its supervisor (the
     // Deployment) restarts it as a standby.
