@@ -36,18 +36,33 @@ use crate::workspace::LogicalCluster;
 use body::{json_value, MAX_BODY};
 use path::Target;
 
+/// The `tracing` target of the hub's request log: each request at debug
+/// (method, path, status, duration), failed ones (400 and up) at info with the
+/// answer's message. `ferry -v 2` shows the failures, `-v 3` every request.
+pub const REQUEST_LOG: &str = "ferry_hub::requests";
+
 /// The hub's HTTP API as an axum router.
 pub fn router(hub: Arc<Hub>) -> Router {
     Router::new().fallback(handle).with_state(hub)
 }
 
 async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+    let started = std::time::Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     match catch_panic(&method, &path, serve(hub, req)).await {
-        Ok(r) => r,
+        Ok(r) => {
+            let code = r.status().as_u16();
+            if code >= 400 {
+                tracing::info!(target: REQUEST_LOG, %method, %path, code, took = ?started.elapsed(), "{method} {path} {code}");
+            } else {
+                tracing::debug!(target: REQUEST_LOG, %method, %path, code, took = ?started.elapsed(), "{method} {path} {code}");
+            }
+            r
+        }
         Err(e) => {
-            tracing::debug!(%method, %path, code = e.code, "{}", e.message);
+            let code = e.code;
+            tracing::info!(target: REQUEST_LOG, %method, %path, code, took = ?started.elapsed(), "{method} {path} {code}: {}", e.message);
             e.into_response()
         }
     }
