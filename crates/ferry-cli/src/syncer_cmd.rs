@@ -25,7 +25,9 @@ pub enum ProfileName {
 
 #[derive(clap::Args)]
 pub struct SyncerArgs {
-    /// Which kind of syncer: kubestellar, or tmc (kcp's workload syncer).
+    /// Which kind of syncer: kubestellar (KubeStellar's edge syncer, reading a
+    /// mailbox workspace) or tmc (kcp's TMC workload syncer); syncagent is for
+    /// `ferry quickstart --profile syncagent` (the agent itself runs as `ferry syncagent`).
     #[arg(long, value_enum, default_value = "kubestellar")]
     pub profile: ProfileName,
     /// Kubeconfig of the upstream workspace (its server URL may end in /clusters/<path>).
