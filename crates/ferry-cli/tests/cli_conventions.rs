@@ -332,3 +332,21 @@ fn crd_descriptions_are_clean_prose() {
         );
     }
 }
+
+/// `/readyz?verbose` and `/livez?verbose` list their checks as kube-apiserver
+/// does; without `verbose` they answer `ok`.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_endpoints_list_their_checks_when_verbose() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = HubProcess::start(dir.path(), &[]).await;
+    let kubectl = hub.kubectl();
+    assert_eq!(
+        kubectl.ok(&["get", "--raw", "/readyz?verbose"]),
+        "[+]ping ok\n[+]storage ok\nreadyz check passed\n"
+    );
+    assert_eq!(
+        kubectl.ok(&["get", "--raw", "/livez?verbose"]),
+        "[+]ping ok\nlivez check passed\n"
+    );
+    assert_eq!(kubectl.ok(&["get", "--raw", "/readyz"]), "ok");
+}

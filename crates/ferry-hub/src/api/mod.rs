@@ -68,6 +68,32 @@ async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
     }
 }
 
+/// The answer of `/<check>` (livez, readyz, healthz) from the results of its
+/// checks, as kube-apiserver words it: `ok`, or with `?verbose` one line per
+/// check (`[+]ping ok`, `[-]storage failed: <why>`) and `<check> check passed`.
+/// A failing check fails the whole, with 503.
+fn health_report(check: &str, checks: &[(&str, Result<(), String>)], verbose: bool) -> (StatusCode, String) {
+    let failed = checks.iter().any(|(_, r)| r.is_err());
+    let code = if failed {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    if !verbose && !failed {
+        return (code, "ok".into());
+    }
+    let mut text = String::new();
+    for (name, result) in checks {
+        match result {
+            Ok(()) => text.push_str(&format!("[+]{name} ok\n")),
+            Err(why) => text.push_str(&format!("[-]{name} failed: {why}\n")),
+        }
+    }
+    let outcome = if failed { "failed" } else { "passed" };
+    text.push_str(&format!("{check} check {outcome}\n"));
+    (code, text)
+}
+
 /// Run a request's handler; a panic becomes a 500 `Status` and an error log
 /// naming the request, instead of a dropped connection.
 async fn catch_panic<F>(method: &http::Method, path: &str, handler: F) -> Result<Response, ApiError>
@@ -170,12 +196,13 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     if let Target::Health(check) = &parsed.target {
         // Liveness is the process's; readiness and health include storage
         // (etcd reachable), as kube-apiserver's etcd check.
+        let mut checks = vec![("ping", Ok(()))];
         if check != "livez" {
-            if let Err(why) = hub.store.ready().await {
-                return Ok((StatusCode::SERVICE_UNAVAILABLE, format!("storage: {why}")).into_response());
-            }
+            checks.push(("storage", hub.store.ready().await.map_err(|why| why.to_string())));
         }
-        return Ok((StatusCode::OK, "ok").into_response());
+        let verbose = query::Query::flag(parts.uri.query(), "verbose");
+        let (code, text) = health_report(check, &checks, verbose);
+        return Ok((code, text).into_response());
     }
     let caller = authenticate(&hub, &parts)?;
     if let Target::Version = parsed.target {
