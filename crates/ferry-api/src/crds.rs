@@ -81,6 +81,96 @@ fn strip_defaults(schema: &mut Value) {
     }
 }
 
+/// `text` (a doc comment) as `kubectl explain` should show it: intra-doc links
+/// become plain names (``[`Spec::field`]`` reads `` `field` ``, `[text](url)`
+/// reads text) and the lines of a paragraph are joined into one; paragraphs
+/// stay a blank line apart and list items (`- `, `* `, `| `) start a line.
+pub fn clean_description(text: &str) -> String {
+    let text = strip_links(text);
+    let mut paragraphs = Vec::new();
+    let mut current = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() {
+            if !current.is_empty() {
+                paragraphs.push(std::mem::take(&mut current));
+            }
+            continue;
+        }
+        if !current.is_empty() {
+            let item = ["- ", "* ", "| "].iter().any(|m| line.starts_with(m));
+            current.push(if item { '\n' } else { ' ' });
+        }
+        current.push_str(line);
+    }
+    if !current.is_empty() {
+        paragraphs.push(current);
+    }
+    paragraphs.join("\n\n")
+}
+
+/// Rustdoc's link syntax out of `text`: ``[`a::B`]`` → `` `B` ``, `[B]` → B
+/// (for a Rust path), `[text](url)` → text; other brackets stay.
+fn strip_links(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else {
+            out.push('[');
+            rest = after;
+            continue;
+        };
+        let inner = &after[..close];
+        let mut next = &after[close + 1..];
+        let mut has_url = false;
+        if let Some(url) = next.strip_prefix('(') {
+            if let Some(end) = url.find(')') {
+                next = &url[end + 1..];
+                has_url = true;
+            }
+        }
+        let name = inner.trim_matches('`');
+        let last = name.rsplit("::").next().unwrap_or(name);
+        let rust_path = !name.is_empty()
+            && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            && (name.contains("::") || name.starts_with(char::is_uppercase));
+        let code = inner.len() > 2 && inner.starts_with('`') && inner.ends_with('`');
+        if code && rust_path {
+            out.push('`');
+            out.push_str(last);
+            out.push('`');
+        } else if has_url {
+            out.push_str(inner);
+        } else if rust_path {
+            out.push_str(last);
+        } else {
+            out.push('[');
+            rest = after;
+            continue;
+        }
+        rest = next;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Cleans every `description` in `schema` (see [`clean_description`]).
+fn clean_descriptions(schema: &mut Value) {
+    match schema {
+        Value::Object(obj) => {
+            for (key, child) in obj.iter_mut() {
+                match (key.as_str(), child) {
+                    ("description", Value::String(text)) => *text = clean_description(text),
+                    (_, child) => clean_descriptions(child),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(clean_descriptions),
+        _ => {}
+    }
+}
+
 /// Builds the CRD for a root object whose spec is `Spec` and status is `Status`.
 ///
 /// Neither `spec` nor `status` is required, matching the reference objects.
@@ -92,7 +182,8 @@ pub fn build_crd<Spec: JsonSchema, Status: JsonSchema>(info: &CrdInfo) -> Custom
     properties.insert("metadata".into(), json!({ "type": "object" }));
     properties.insert("spec".into(), schema_for::<Spec>());
     properties.insert("status".into(), schema_for::<Status>());
-    let root = json!({ "type": "object", "properties": properties });
+    let mut root = json!({ "type": "object", "properties": properties });
+    clean_descriptions(&mut root);
     let schema: JSONSchemaProps =
         serde_json::from_value(root).expect("generated schema fits JSONSchemaProps");
 
@@ -157,9 +248,10 @@ pub fn build_crd<Spec: JsonSchema, Status: JsonSchema>(info: &CrdInfo) -> Custom
 pub fn hand_written_crd(
     (group, version, kind, plural): (&str, &str, &str, &str),
     scope: &str,
-    schema: Value,
+    mut schema: Value,
     columns: Value,
 ) -> CustomResourceDefinition {
+    clean_descriptions(&mut schema);
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -217,4 +309,24 @@ pub fn crds_yaml() -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_read_as_prose() {
+        assert_eq!(
+            clean_description(
+                "Objects placed here; see\n[`EdgePlacementSpec::effective_downsync`] and\n[Location].\n\nSecond [kcp](https://kcp.io)."
+            ),
+            "Objects placed here; see `effective_downsync` and Location.\n\nSecond kcp."
+        );
+        assert_eq!(
+            clean_description("Absent keeps; `[]` removes [all of them]."),
+            "Absent keeps; `[]` removes [all of them]."
+        );
+        assert_eq!(clean_description("One of:\n- a\n- b"), "One of:\n- a\n- b");
+    }
 }

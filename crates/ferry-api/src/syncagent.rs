@@ -129,7 +129,9 @@ pub struct ResourceNaming {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceProjection {
-    /// New API group (older agents only; current api-syncagent ignores it).
+    /// The API group the resource is published under (default: the group of
+    /// the agent's APIExport). Ferry honours it, as kcp's earlier api-syncagent
+    /// releases did (kcp's latest publishes under the APIExport's group only).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
     /// Deprecated: use `versions`.

@@ -210,12 +210,18 @@ pub async fn run(cmd: BindCommand) -> anyhow::Result<()> {
     if !claims.is_empty() {
         binding["spec"]["permissionClaims"] = json!(claims);
     }
-    create_and_wait(&client, binding, args.timeout).await
+    create_and_wait(&client, binding, args.timeout, &print_line).await
 }
 
 /// Creates the APIBinding `binding` and waits until it is Bound and what it
 /// binds is served.
-async fn create_and_wait(client: &kube::Client, binding: Value, timeout: Duration) -> anyhow::Result<()> {
+/// Each progress line goes to `say`.
+async fn create_and_wait(
+    client: &kube::Client,
+    binding: Value,
+    timeout: Duration,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<()> {
     let name = binding["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -227,9 +233,11 @@ async fn create_and_wait(client: &kube::Client, binding: Value, timeout: Duratio
         .create(&PostParams::default(), &obj)
         .await
         .with_context(|| format!("failed to create APIBinding {name:?}"))?;
-    println!("apibinding {name} created. Waiting to successfully bind ...");
+    say(&format!(
+        "apibinding {name} created. Waiting to successfully bind ..."
+    ));
     wait_bound(client, &name, timeout).await?;
-    println!("{name} created and bound.");
+    say(&format!("{name} created and bound."));
     Ok(())
 }
 
@@ -334,14 +342,23 @@ pub fn selector_json(text: &str) -> anyhow::Result<Value> {
 /// `kubectl ferry bind compute <location workspace>`.
 async fn compute(args: ComputeArgs) -> anyhow::Result<()> {
     let config = crate::kubeconfig::load(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let name = bind_compute(&kube::Client::try_from(config)?, &args).await?;
+    let name = bind_compute(&kube::Client::try_from(config)?, &args, &print_line).await?;
     println!("placement {name} created.");
     Ok(())
 }
 
+/// kcp's progress lines, on stdout as kubectl-kcp prints them.
+fn print_line(line: &str) {
+    println!("{line}");
+}
+
 /// Binds the workspace `client` points at to compute: the APIBindings, then the
-/// Placement, whose name it returns.
-pub async fn bind_compute(client: &kube::Client, args: &ComputeArgs) -> anyhow::Result<String> {
+/// Placement, whose name it returns. Each progress line goes to `say`.
+pub async fn bind_compute(
+    client: &kube::Client,
+    args: &ComputeArgs,
+    say: &dyn Fn(&str),
+) -> anyhow::Result<String> {
     let location_workspace = args.location_workspace.trim().to_string();
     if location_workspace.is_empty()
         || !location_workspace.split(':').all(|s| {
@@ -378,10 +395,10 @@ pub async fn bind_compute(client: &kube::Client, args: &ComputeArgs) -> anyhow::
             .iter()
             .find(|b| b.data.pointer("/spec/reference/export") == Some(&reference))
         {
-            println!(
+            say(&format!(
                 "apibinding {} already binds {path}:{export}.",
                 b.metadata.name.clone().unwrap_or_default()
-            );
+            ));
             continue;
         }
         let taken = existing
@@ -401,7 +418,7 @@ pub async fn bind_compute(client: &kube::Client, args: &ComputeArgs) -> anyhow::
             "metadata": {"name": name},
             "spec": {"reference": {"export": reference}},
         });
-        create_and_wait(client, binding, args.timeout).await?;
+        create_and_wait(client, binding, args.timeout, say).await?;
     }
     let spec = json!({
         "locationWorkspace": location_workspace,

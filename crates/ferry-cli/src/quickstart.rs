@@ -351,28 +351,29 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     print_table(&rows);
     println!();
     print_summary(&summary);
-    let dir = args.dir.display();
-    println!("\nLook around:");
-    println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig          # the hub (workspaces: kubectl get workspaces)");
-    println!(
-        "  kubectl --server {}/clusters/root:{WMW} get edgeplacements,placementsummaries   # the WMW",
-        hub.url
-    );
-    for r in &registered {
-        println!(
-            "  kubectl --server {}/clusters/root:{} get syncerconfigs,deployments -A   # {}'s mailbox",
-            hub.url, r.mailbox, r.name
-        );
-    }
-    for r in &registered {
-        println!(
-            "  KUBECONFIG={dir}/{}/admin.kubeconfig kubectl get deployments -A   # the {} cluster",
-            r.name, r.name
-        );
-    }
     let all_landed =
         rows.iter().all(|r| r.synced && r.reported != "pending") && summary.iter().all(WmwRow::counted);
+    // With --exit everything is stopped below: nothing is left to look at.
     if !args.exit {
+        let dir = args.dir.display();
+        println!("\nLook around:");
+        println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig          # the hub (workspaces: kubectl get workspaces)");
+        println!(
+            "  kubectl --server {}/clusters/root:{WMW} get edgeplacements,placementsummaries   # the WMW",
+            hub.url
+        );
+        for r in &registered {
+            println!(
+                "  kubectl --server {}/clusters/root:{} get syncerconfigs,deployments -A   # {}'s mailbox",
+                hub.url, r.mailbox, r.name
+            );
+        }
+        for r in &registered {
+            println!(
+                "  KUBECONFIG={dir}/{}/admin.kubeconfig kubectl get deployments -A   # the {} cluster",
+                r.name, r.name
+            );
+        }
         println!("\nSyncing until Ctrl-C.");
         let _ = tokio::signal::ctrl_c().await;
     }

@@ -93,18 +93,19 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     };
     println!("Databases the consumers made of APIExport root:{PROVIDER}:{EXPORT}:\n");
     print_table(&rows);
-    let dir = args.dir.display();
-    println!("\nLook around:");
-    println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig");
-    println!("  kubectl ferry ws use root:{PROVIDER}; kubectl get apiexports,apiresourceschemas");
-    for (ws, _) in CONSUMERS {
-        println!("  kubectl ferry ws use root:{ws}; kubectl get databases,secrets");
-    }
-    println!(
-        "  KUBECONFIG={dir}/service/admin.kubeconfig kubectl get publishedresources,databases,secrets -A   # the service cluster"
-    );
     let all_landed = rows.iter().all(Row::landed);
+    // With --exit everything is stopped below: nothing is left to look at.
     if !args.exit {
+        let dir = args.dir.display();
+        println!("\nLook around:");
+        println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig");
+        println!("  kubectl ferry ws use root:{PROVIDER}; kubectl get apiexports,apiresourceschemas");
+        for (ws, _) in CONSUMERS {
+            println!("  kubectl ferry ws use root:{ws}; kubectl get databases,secrets");
+        }
+        println!(
+            "  KUBECONFIG={dir}/service/admin.kubeconfig kubectl get publishedresources,databases,secrets -A   # the service cluster"
+        );
         println!("\nSyncing until Ctrl-C.");
         let _ = tokio::signal::ctrl_c().await;
     }

@@ -138,22 +138,25 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
     print_table(&before);
     println!("\nAfter `kubectl ferry workload drain {drained}`:\n");
     print_table(&after);
-    let dir = args.dir.display();
-    println!("\nLook around:");
-    println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig");
-    println!(
-        "  kubectl ferry ws use {ORG}; kubectl get synctargets,locations   # the targets, Ready by heartbeat"
-    );
-    println!("  kubectl ferry ws use {APP}; kubectl get deployments,services,placements   # the user's side");
-    println!("  kubectl rollout status deployment/kuard");
-    for c in &clusters {
-        println!(
-            "  KUBECONFIG={dir}/{}/admin.kubeconfig kubectl get deployments,services -A -l internal.workload.kcp.io/cluster   # {}",
-            c.name, c.name
-        );
-    }
     let all_landed = before.iter().chain(after.iter()).all(Row::landed);
+    // With --exit everything is stopped below: nothing is left to look at.
     if !args.exit {
+        let dir = args.dir.display();
+        println!("\nLook around:");
+        println!("  export KUBECONFIG={dir}/hub/admin.kubeconfig");
+        println!(
+            "  kubectl ferry ws use {ORG}; kubectl get synctargets,locations   # the targets, Ready by heartbeat"
+        );
+        println!(
+            "  kubectl ferry ws use {APP}; kubectl get deployments,services,placements   # the user's side"
+        );
+        println!("  kubectl rollout status deployment/kuard");
+        for c in &clusters {
+            println!(
+                "  KUBECONFIG={dir}/{}/admin.kubeconfig kubectl get deployments,services -A -l internal.workload.kcp.io/cluster   # {}",
+                c.name, c.name
+            );
+        }
         println!("\nSyncing until Ctrl-C.");
         let _ = tokio::signal::ctrl_c().await;
     }
@@ -230,6 +233,9 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
             kubeconfig: None,
             context: None,
         },
+        // The quickstart's own output is its tables; kcp's binding lines belong
+        // on its progress line, which names the step.
+        &|line| pb.set_message(format!("kubectl ferry bind compute {ORG}: {line}")),
     )
     .await?;
 

@@ -25,7 +25,9 @@ pub enum ProfileName {
 
 #[derive(clap::Args)]
 pub struct SyncerArgs {
-    /// Which kind of syncer: kubestellar, or tmc (kcp's workload syncer).
+    /// Which kind of syncer: kubestellar (KubeStellar's edge syncer, reading a
+    /// mailbox workspace) or tmc (kcp's TMC workload syncer); syncagent is for
+    /// `ferry quickstart --profile syncagent` (the agent itself runs as `ferry syncagent`).
     #[arg(long, value_enum, default_value = "kubestellar")]
     pub profile: ProfileName,
     /// Kubeconfig of the upstream workspace (its server URL may end in /clusters/<path>).
@@ -116,7 +118,11 @@ pub struct SyncerArgs {
 }
 
 pub async fn run(args: SyncerArgs) -> anyhow::Result<()> {
+    let kubestellar = args.profile == ProfileName::Kubestellar;
     let opts = options(args).await?;
+    if kubestellar {
+        crate::syncer_gen::check_mailbox_owner(&opts.upstream, &opts.sync_target_name).await?;
+    }
     // With --enable-leader-election, losing the Lease stops syncing and ends the
     // process with an error, as client-go's components do; its supervisor (the
     // Deployment) restarts it as a standby.

@@ -215,6 +215,52 @@ async fn mailbox(config: &kube::Config, path: &str, name: &str) -> anyhow::Resul
     }
 }
 
+/// Why SyncTarget `name`'s syncer must not run in workspace `path`, whose
+/// LogicalCluster carries `annotations`: it is another SyncTarget's mailbox.
+pub fn foreign_mailbox(
+    path: &str,
+    annotations: &std::collections::BTreeMap<String, String>,
+    name: &str,
+) -> Option<String> {
+    let owner = annotations.get(SYNC_TARGET_NAME_ANNOTATION)?;
+    if owner == name {
+        return None;
+    }
+    Some(format!(
+        "workspace {path} is the mailbox of SyncTarget {owner}, not of --sync-target-name {name}: \
+         point --from-kubeconfig at {name}'s mailbox (`kubectl get workspaces` in root shows whose each is), \
+         or run this syncer as --sync-target-name {owner}"
+    ))
+}
+
+/// Refuse to sync a mailbox workspace that is not SyncTarget `name`'s: its
+/// SyncerConfigs place another cluster's workloads. The mailbox says whose it
+/// is on its LogicalCluster `cluster`; where that cannot be read (a server
+/// without one, or no right to), nothing is checked.
+pub async fn check_mailbox_owner(config: &kube::Config, name: &str) -> anyhow::Result<()> {
+    let client = kube::Client::try_from(config.clone())?;
+    let logical_clusters: Api<DynamicObject> = Api::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("core.kcp.io", "v1alpha1", "LogicalCluster"),
+            "logicalclusters",
+        ),
+    );
+    let cluster = match logical_clusters.get_opt("cluster").await {
+        Ok(Some(cluster)) => cluster,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            tracing::debug!("not checking whose mailbox this is: reading LogicalCluster cluster: {e}");
+            return Ok(());
+        }
+    };
+    let annotations = cluster.metadata.annotations.unwrap_or_default();
+    match foreign_mailbox(&workspace_of(config), &annotations, name) {
+        Some(why) => bail!(why),
+        None => Ok(()),
+    }
+}
+
 /// Rules for the syncer in its mailbox workspace: read everything placed
 /// there; report on the SyncerConfigs and EdgeSyncConfigs (their `status`
 /// subresource only: their spec decides what it may upsync); create Events
@@ -791,6 +837,16 @@ mod tests {
         assert_eq!(a, syncer_id("guilder", &identity_of("root:ws1", "guilder", None)));
         assert_ne!(a, syncer_id("guilder", &identity_of("root:ws2", "guilder", None)));
         assert_eq!(identity_of("root:x-mb-u", "guilder", Some("u")), "u");
+    }
+
+    #[test]
+    fn another_sync_targets_mailbox_is_refused_naming_both() {
+        let annotations: std::collections::BTreeMap<String, String> =
+            [(SYNC_TARGET_NAME_ANNOTATION.to_string(), "florin".to_string())].into();
+        let why = foreign_mailbox("root:x-mb-1", &annotations, "guilder").expect("refused");
+        assert!(why.contains("mailbox of SyncTarget florin, not of --sync-target-name guilder"));
+        assert_eq!(foreign_mailbox("root:x-mb-1", &annotations, "florin"), None);
+        assert_eq!(foreign_mailbox("root:ws1", &Default::default(), "guilder"), None);
     }
 
     #[test]

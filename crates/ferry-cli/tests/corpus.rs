@@ -719,6 +719,7 @@ async fn corpus_lands_through_a_kcp_sync_target() {
             kubeconfig: None,
             context: None,
         },
+        &|_| {},
     )
     .await
     .expect("bind compute");

@@ -1,6 +1,9 @@
 //! `ferry quickstart --exit` runs to completion and its table matches what the
 //! hubs hold afterwards.
 
+#[path = "common/edge_syncer.rs"]
+mod edge_syncer;
+
 use std::process::Command;
 
 use ferry_hub::testing::TestHub;
@@ -40,6 +43,10 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
         .take_while(|l| !l.trim().is_empty())
         .map(|l| l.split_whitespace().map(String::from).collect())
         .collect();
+    assert!(
+        !stdout.contains("Look around"),
+        "with --exit the hubs are stopped: no commands to look around them\n{stdout}"
+    );
     assert_eq!(rows.len(), 9, "3 objects for florin, 6 for guilder:\n{stdout}");
     assert!(
         rows.iter().all(|r| r[3] == "yes"),
@@ -94,17 +101,11 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
         .unwrap();
     assert_eq!(speciald.data["destinations"][0]["cluster"], "guilder");
     assert_eq!(speciald.data["destinations"].as_array().unwrap().len(), 1);
-    let mailboxes: Vec<String> = stdout
-        .lines()
-        .filter(|l| l.ends_with("mailbox"))
-        .filter_map(|l| l.split("/clusters/").nth(1))
-        .map(|rest| rest.split_whitespace().next().unwrap().to_string())
-        .collect();
-    assert_eq!(mailboxes.len(), 2, "{stdout}");
-    for (cluster, mailbox) in ["florin", "guilder"].iter().zip(&mailboxes) {
+    for cluster in ["florin", "guilder"] {
+        let mailbox = format!("root:{}", edge_syncer::mailbox_of(&hub, cluster).await);
         let stand_in = TestHub::start_in(&dir.path().join(cluster)).await;
         let down = stand_in.client("root").await;
-        let up = hub.client(mailbox).await;
+        let up = hub.client(&mailbox).await;
         for row in rows.iter().filter(|r| r[0] == *cluster) {
             let ar = resource(&row[1]);
             let (ns, name) = match row[2].split_once('/') {
@@ -179,6 +180,12 @@ async fn quickstart_tmc_walks_seed_002_and_drain_moves_the_workload() {
             "the quickstart warns about files it wrote itself: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.starts_with("In root:"),
+            "the output starts with its tables, not kcp's binding lines:\n{stdout}"
+        );
+        assert!(!stdout.contains("Look around"), "{stdout}");
         if attempt == "first" {
             out = run();
         }

@@ -8,7 +8,7 @@ mod edge_syncer;
 
 use std::time::Duration;
 
-use edge_syncer::{admin_kubeconfig, ferry, kubeconfig_at, manifest_docs, ok, run_as_pod};
+use edge_syncer::{admin_kubeconfig, ferry, kubeconfig_at, manifest_docs, ok, run_as_pod, run_as_pod_for};
 use ferry_hub::testing::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -226,6 +226,49 @@ async fn syncer_gen_manifest_installs_a_working_confined_syncer() {
 }
 
 /// Server-side apply `config` as the mailbox's SyncerConfig `the-one`.
+/// florin's manifest run as guilder's syncer (`--sync-target-name guilder`
+/// against florin's mailbox) stops at once with one error naming both, rather
+/// than syncing florin's workloads into guilder's cluster; run as florin's it
+/// starts syncing.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_syncer_refuses_a_mailbox_that_is_not_its_sync_targets() {
+    let hub = TestHub::start().await;
+    let Registered {
+        manifest,
+        florin,
+        mailbox,
+        ..
+    } = register_florin(&hub).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut wrong = run_as_pod_for(&manifest, &florin, dir.path(), Some("guilder")).await;
+    let status = eventually(30, "the syncer run as guilder to stop", || {
+        let exited = wrong.exited();
+        async move { exited }
+    })
+    .await;
+    assert!(!status.success());
+    let log = wrong.log();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(
+        errors,
+        [format!(
+            "error: workspace root:{mailbox} is the mailbox of SyncTarget florin, not of \
+             --sync-target-name guilder: point --from-kubeconfig at guilder's mailbox (`kubectl get \
+             workspaces` in root shows whose each is), or run this syncer as --sync-target-name florin"
+        )],
+        "{log}"
+    );
+
+    // Positive twin: as florin's syncer it gets past the check and serves.
+    let mut right = run_as_pod(&manifest, &florin, &dir.path().join("right")).await;
+    eventually(30, "florin's syncer to start", || {
+        let started = right.log().contains("serving /healthz and /readyz");
+        assert_eq!(right.exited(), None, "{}", right.log());
+        async move { started.then_some(()) }
+    })
+    .await;
+}
+
 async fn apply_the_one(mb: &kube::Client, config: &serde_json::Value) {
     let sc_ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),

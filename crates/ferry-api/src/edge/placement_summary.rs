@@ -120,16 +120,18 @@ impl PlacementSummary {
 
     /// The CRD (cluster-scoped, no status subresource).
     pub fn crd() -> CustomResourceDefinition {
+        let text = |description: &str| json!({"type": "string", "description": description});
         let destination = json!({
             "type": "object",
+            "description": "One SyncTarget an EdgePlacement sends the object to.",
             "required": ["cluster", "synced", "statusDigest"],
             "properties": {
-                "cluster": {"type": "string"},
-                "inventory": {"type": "string"},
-                "mailbox": {"type": "string"},
-                "synced": {"type": "boolean"},
-                "statusDigest": {"type": "string"},
-                "lastUpdate": {"type": "string"},
+                "cluster": text("The SyncTarget's name (the cluster)."),
+                "inventory": text("The logical cluster of the SyncTarget's inventory workspace."),
+                "mailbox": text("The path of the SyncTarget's mailbox workspace."),
+                "synced": {"type": "boolean", "description": "Whether the mailbox holds a copy of the object's current version."},
+                "statusDigest": text("What came back from the cluster: `1/1 available`, `Ready=True`, a phase, `status <hash>`, `no status yet`, or why there is no copy."),
+                "lastUpdate": text("When synced or statusDigest last changed (RFC 3339)."),
             },
         });
         serde_json::from_value(json!({
@@ -147,19 +149,22 @@ impl PlacementSummary {
                     "name": Self::VERSION, "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {
                         "type": "object",
+                        "description": "Where one workload object of a workload management workspace is placed, and what came back from each destination. Written by the hub's placement translator.",
                         "properties": {
                             "apiVersion": {"type": "string"},
                             "kind": {"type": "string"},
                             "metadata": {"type": "object"},
-                            "object": {"type": "object", "properties": {
-                                "group": {"type": "string"}, "resource": {"type": "string"},
-                                "namespace": {"type": "string"}, "name": {"type": "string"},
+                            "object": {"type": "object", "description": "The workload object summarized.", "properties": {
+                                "group": text("Its API group, empty for the core group."),
+                                "resource": text("Its resource (plural), e.g. deployments."),
+                                "namespace": text("Its namespace, absent for a cluster-scoped object."),
+                                "name": text("Its name."),
                             }},
-                            "executingCount": {"type": "integer"},
-                            "destinations": {"type": "array", "items": destination},
-                            "clusters": {"type": "string"},
-                            "synced": {"type": "string"},
-                            "statuses": {"type": "string"},
+                            "executingCount": {"type": "integer", "description": "How many mailboxes hold its current copy (as the kubestellar.io/executing-count annotation on the object)."},
+                            "destinations": {"type": "array", "description": "One per SyncTarget some EdgePlacement sends the object to.", "items": destination},
+                            "clusters": text("The destinations' clusters, comma-separated (for kubectl get)."),
+                            "synced": text("<synced>/<destinations> (for kubectl get)."),
+                            "statuses": text("<cluster>: <statusDigest> for each destination, separated by `; ` (for kubectl get)."),
                         },
                     }},
                     "additionalPrinterColumns": [

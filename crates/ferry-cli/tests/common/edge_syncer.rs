@@ -111,6 +111,18 @@ pub struct PodSyncer {
     pub log: PathBuf,
 }
 
+impl PodSyncer {
+    /// How it exited, once it has.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    /// What it has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
 impl Drop for PodSyncer {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -123,6 +135,17 @@ impl Drop for PodSyncer {
 /// `dir` here) read from the cluster, and the in-cluster identity of its
 /// ServiceAccount (a token for it, in place of the pod's projected one).
 pub async fn run_as_pod(manifest: &Path, cluster: &TestHub, dir: &Path) -> PodSyncer {
+    run_as_pod_for(manifest, cluster, dir, None).await
+}
+
+/// [`run_as_pod`], with `--sync-target-name` changed to `sync_target_name` if given
+/// (a manifest edited by hand, or applied for the wrong cluster).
+pub async fn run_as_pod_for(
+    manifest: &Path,
+    cluster: &TestHub,
+    dir: &Path,
+    sync_target_name: Option<&str>,
+) -> PodSyncer {
     let docs = manifest_docs(manifest);
     let deployment = docs
         .iter()
@@ -176,6 +199,8 @@ pub async fn run_as_pod(manifest: &Path, cluster: &TestHub, dir: &Path) -> PodSy
             let a = a.replace(mount_path, &mounted.to_string_lossy());
             if a.starts_with("--health-address=") {
                 "--health-address=127.0.0.1:0".to_string()
+            } else if let (Some(name), true) = (sync_target_name, a.starts_with("--sync-target-name=")) {
+                format!("--sync-target-name={name}")
             } else {
                 a
             }

@@ -36,21 +36,62 @@ use crate::workspace::LogicalCluster;
 use body::{json_value, MAX_BODY};
 use path::Target;
 
+/// The `tracing` target of the hub's request log: each request at debug
+/// (method, path, status, duration), failed ones (400 and up) at info with the
+/// answer's message. `ferry -v 2` shows the failures, `-v 3` every request.
+pub const REQUEST_LOG: &str = "ferry_hub::requests";
+
 /// The hub's HTTP API as an axum router.
 pub fn router(hub: Arc<Hub>) -> Router {
     Router::new().fallback(handle).with_state(hub)
 }
 
 async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+    let started = std::time::Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     match catch_panic(&method, &path, serve(hub, req)).await {
-        Ok(r) => r,
+        Ok(r) => {
+            let code = r.status().as_u16();
+            if code >= 400 {
+                tracing::info!(target: REQUEST_LOG, %method, %path, code, took = ?started.elapsed(), "{method} {path} {code}");
+            } else {
+                tracing::debug!(target: REQUEST_LOG, %method, %path, code, took = ?started.elapsed(), "{method} {path} {code}");
+            }
+            r
+        }
         Err(e) => {
-            tracing::debug!(%method, %path, code = e.code, "{}", e.message);
+            let code = e.code;
+            tracing::info!(target: REQUEST_LOG, %method, %path, code, took = ?started.elapsed(), "{method} {path} {code}: {}", e.message);
             e.into_response()
         }
     }
+}
+
+/// The answer of `/<check>` (livez, readyz, healthz) from the results of its
+/// checks, as kube-apiserver words it: `ok`, or with `?verbose` one line per
+/// check (`[+]ping ok`, `[-]storage failed: <why>`) and `<check> check passed`.
+/// A failing check fails the whole, with 503.
+fn health_report(check: &str, checks: &[(&str, Result<(), String>)], verbose: bool) -> (StatusCode, String) {
+    let failed = checks.iter().any(|(_, r)| r.is_err());
+    let code = if failed {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    if !verbose && !failed {
+        return (code, "ok".into());
+    }
+    let mut text = String::new();
+    for (name, result) in checks {
+        match result {
+            Ok(()) => text.push_str(&format!("[+]{name} ok\n")),
+            Err(why) => text.push_str(&format!("[-]{name} failed: {why}\n")),
+        }
+    }
+    let outcome = if failed { "failed" } else { "passed" };
+    text.push_str(&format!("{check} check {outcome}\n"));
+    (code, text)
 }
 
 /// Run a request's handler; a panic becomes a 500 `Status` and an error log
@@ -155,12 +196,13 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     if let Target::Health(check) = &parsed.target {
         // Liveness is the process's; readiness and health include storage
         // (etcd reachable), as kube-apiserver's etcd check.
+        let mut checks = vec![("ping", Ok(()))];
         if check != "livez" {
-            if let Err(why) = hub.store.ready().await {
-                return Ok((StatusCode::SERVICE_UNAVAILABLE, format!("storage: {why}")).into_response());
-            }
+            checks.push(("storage", hub.store.ready().await.map_err(|why| why.to_string())));
         }
-        return Ok((StatusCode::OK, "ok").into_response());
+        let verbose = query::Query::flag(parts.uri.query(), "verbose");
+        let (code, text) = health_report(check, &checks, verbose);
+        return Ok((code, text).into_response());
     }
     let caller = authenticate(&hub, &parts)?;
     if let Target::Version = parsed.target {

@@ -97,6 +97,13 @@ impl Query {
             .into_iter()
             .any(|(k, v)| k == "watch" && boolean(&v))
     }
+
+    /// Whether the flag `name` is set: given bare (`?verbose`) or true.
+    pub fn flag(raw: Option<&str>, name: &str) -> bool {
+        first_values(raw)
+            .into_iter()
+            .any(|(k, v)| k == name && (v.is_empty() || boolean(&v)))
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,11 @@ pub const TYPE_ANNOTATION: &str = "internal.tenancy.kcp.io/type";
 /// kcp's label mirroring the phase.
 pub const PHASE_LABEL: &str = "tenancy.kcp.io/phase";
 
+/// Annotations of a Workspace copied onto its LogicalCluster: KubeStellar's
+/// mailbox annotations (`edge.kubestellar.io/sync-target-name`, `-uid`,
+/// `inventory-cluster`), so a syncer in a mailbox can tell whose it is.
+pub const MAILBOX_ANNOTATION_PREFIX: &str = "edge.kubestellar.io/";
+
 const GVR: (&str, &str, &str) = ("core.kcp.io", "v1alpha1", "logicalclusters");
 
 /// What the hub keeps on `cluster`'s LogicalCluster: the part compared with
@@ -45,6 +50,7 @@ fn desired(hub: &Hub, cluster: &str, parent: Option<&str>, workspace: Option<&Va
             .unwrap_or_default()
             .to_string()
     };
+    let mut annotations = json!({PATH_ANNOTATION: lc.path});
     let (type_, owner) = match workspace {
         None => ("root:root".to_string(), Value::Null),
         Some(ws) => {
@@ -55,6 +61,15 @@ fn desired(hub: &Hub, cluster: &str, parent: Option<&str>, workspace: Option<&Va
                 ("", name) => name.to_string(),
                 (path, name) => format!("{path}:{name}"),
             };
+            // A mailbox says whose it is from the inside too: its syncer's
+            // token reads this object, never the Workspace in the parent.
+            if let Some(Value::Object(ws_annotations)) = ws.pointer("/metadata/annotations") {
+                for (key, value) in ws_annotations {
+                    if key.starts_with(MAILBOX_ANNOTATION_PREFIX) {
+                        annotations[key] = value.clone();
+                    }
+                }
+            }
             let owner = json!({
                 "apiVersion": "tenancy.kcp.io/v1alpha1",
                 "resource": "workspaces",
@@ -65,13 +80,14 @@ fn desired(hub: &Hub, cluster: &str, parent: Option<&str>, workspace: Option<&Va
             (type_, owner)
         }
     };
+    annotations[TYPE_ANNOTATION] = json!(type_);
     let mut spec = json!({});
     if !owner.is_null() {
         spec["owner"] = owner;
     }
     Some(json!({
         "metadata": {
-            "annotations": {PATH_ANNOTATION: lc.path, TYPE_ANNOTATION: type_},
+            "annotations": annotations,
             "labels": {PHASE_LABEL: "Ready"},
         },
         "spec": spec,

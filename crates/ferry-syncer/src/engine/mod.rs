@@ -374,7 +374,7 @@ impl Engine {
             // and shown to whoever placed the object through the profile's status.
             let reason = refusal.reason.clone();
             if self.refusals.set(key.clone(), refusal) {
-                tracing::warn!(resource = %flow.target.id, object = %key, "refused: {error}");
+                tracing::warn!(resource = %flow.target.id, object = %key, "refused: {}", log_line(&error));
                 self.metrics.refused(&flow.resource_name(), &reason);
                 self.status_now.notify_one();
             } else {
@@ -387,7 +387,7 @@ impl Engine {
         }
         let failures = self.queue.failures(key);
         if failures == 3 {
-            tracing::warn!(resource = %flow.target.id, object = %key, "{error} (retrying)");
+            tracing::warn!(resource = %flow.target.id, object = %key, "{} (retrying)", log_line(&error));
         } else {
             tracing::debug!(resource = %flow.target.id, object = %key, "{error}");
         }
@@ -725,9 +725,36 @@ impl Engine {
     }
 }
 
+/// How long a failure's text may be in a warning: the API server's message
+/// is kept, an echoed object or schema is not.
+const LOG_LINE_MAX: usize = 300;
+
+/// `error` as one log line: line breaks become spaces and a long text is cut
+/// at [`LOG_LINE_MAX`] characters (the full text stays at debug and on the
+/// object's status and Events).
+pub fn log_line(error: &dyn std::fmt::Display) -> String {
+    let text = error.to_string();
+    let mut line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some((cut, _)) = line.char_indices().nth(LOG_LINE_MAX) {
+        line.truncate(cut);
+        line.push_str(" …");
+    }
+    line
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_is_one_line_of_bounded_length() {
+        let long = format!("admission webhook denied the request:\n{}", "x".repeat(5000));
+        let line = log_line(&long);
+        assert!(!line.contains('\n'));
+        assert!(line.starts_with("admission webhook denied the request: xxx"));
+        assert_eq!(line.chars().count(), LOG_LINE_MAX + 2);
+        assert_eq!(log_line(&"short"), "short");
+    }
 
     fn engine() -> Arc<Engine> {
         let side = |side| {

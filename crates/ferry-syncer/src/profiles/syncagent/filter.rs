@@ -113,12 +113,19 @@ impl NamespaceLabels {
     }
 
     /// Watches `client`'s namespaces (across clusters) until aborted; calls `changed`
-    /// when a namespace's labels change after the first list.
-    pub async fn watch(self: Arc<Self>, client: kube::Client, changed: impl Fn() + Send + 'static) {
+    /// when a namespace's labels change after the first list. A failing watch is
+    /// reported at info only while `needed` (some PublishedResource filters by
+    /// namespace): otherwise nobody asked for it.
+    pub async fn watch(
+        self: Arc<Self>,
+        client: kube::Client,
+        changed: impl Fn() + Send + 'static,
+        needed: impl Fn() -> bool + Send + 'static,
+    ) {
         let api: Api<Namespace> = Api::all(client);
         let mut stream = watcher(api, watcher::Config::default()).boxed();
         let mut fresh: HashMap<(String, String), BTreeMap<String, String>> = HashMap::new();
-        let mut said = false;
+        let (mut said, mut said_at_debug) = (false, false);
         while let Some(event) = stream.next().await {
             let key_of = |ns: &Namespace| {
                 let meta = &ns.metadata;
@@ -151,9 +158,12 @@ impl NamespaceLabels {
                     self.labels.write().remove(&key_of(&ns));
                 }
                 Err(e) => {
-                    if !said {
+                    if !said && needed() {
                         tracing::info!("watching kcp namespaces for spec.filter.namespace failed (does the workspace accept the export's namespaces claim?): {e}");
                         said = true;
+                    } else if !said && !said_at_debug {
+                        said_at_debug = true;
+                        tracing::debug!("watching kcp namespaces failed (no PublishedResource filters by namespace yet): {e}");
                     }
                     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 }

@@ -911,17 +911,19 @@ impl ConfigSource for SyncAgent {
         }
         // Namespace labels for spec.filter.namespace: a change judges every object again.
         let (weak_agent, weak_engine) = (Arc::downgrade(&self), Arc::downgrade(engine));
-        let namespaces = self
-            .namespaces
-            .clone()
-            .watch(engine.up.client_in(Some("*")), move || {
+        let asking = Arc::downgrade(&self);
+        let namespaces = self.namespaces.clone().watch(
+            engine.up.client_in(Some("*")),
+            move || {
                 let agent = weak_agent.upgrade();
                 if let (Some(agent), Some(engine)) = (agent, weak_engine.upgrade()) {
                     if agent.filters_namespaces() {
                         engine.reconcile_everything();
                     }
                 }
-            });
+            },
+            move || asking.upgrade().is_some_and(|agent| agent.filters_namespaces()),
+        );
         // Blocked objects are judged again every second: a collision ends when the
         // object holding the name goes.
         let agent = Arc::downgrade(&self);
