@@ -8,24 +8,21 @@ pub mod controllers;
 pub mod decode;
 pub mod discovery;
 pub mod hub;
-pub mod json;
 pub mod kubeconfig;
 pub mod openapi;
-pub mod patch;
-pub mod protobuf;
 pub mod registry;
 pub mod replicas;
-pub mod selector;
 pub mod server;
 pub mod service;
-pub mod status;
-pub mod storage;
 pub mod strategy;
 pub mod synctarget;
-pub mod table;
 pub mod testing;
-pub mod validation;
 pub mod virtual_workspace;
 pub mod workspace;
+
+// The layers below the hub, under the paths they had when they were modules
+// of this crate (`crate::status::ApiError`, `ferry_hub::storage::Store`).
+pub use ferry_apimachinery::{json, patch, protobuf, selector, status, table, validation};
+pub use ferry_storage as storage;
 
 pub use hub::{Hub, HubConfig};

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use ferry_hub::testing::{TestEtcd, TestEtcdCluster, TestHub};
+use ferry_hub::testing::{start_tls_etcd, TestEtcd, TestEtcdCluster, TestHub};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
@@ -612,7 +612,7 @@ async fn the_controllers_run_on_the_lease_holder_and_move_when_it_stops() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hub_talks_tls_to_etcd_with_a_client_certificate() {
-    let Some(etcd) = TestEtcd::start_tls() else { return };
+    let Some(etcd) = start_tls_etcd() else { return };
     // etcd requires a client certificate: without one the hub does not start,
     // and says which servers did not answer.
     let mut without = etcd.options();

@@ -24,12 +24,12 @@ pub use schema::{validate_and_prune, validate_and_prune_reporting};
 
 /// Kubernetes' `field.Invalid` body: `Invalid value: "x": detail`. Strings are
 /// quoted, numbers and booleans bare, `null` as `"null"`, the rest as JSON.
-pub(crate) fn invalid_value(value: &Value, detail: &str) -> String {
+pub fn invalid_value(value: &Value, detail: &str) -> String {
     format!("Invalid value: {}: {detail}", render_value(value))
 }
 
 /// A value as Kubernetes prints it inside a field error.
-pub(crate) fn render_value(value: &Value) -> String {
+pub fn render_value(value: &Value) -> String {
     match value {
         Value::Null => "\"null\"".to_string(),
         Value::String(s) => Value::String(s.clone()).to_string(),
@@ -39,7 +39,7 @@ pub(crate) fn render_value(value: &Value) -> String {
 
 /// Kubernetes' `field.NotSupported`: `Unsupported value: "x": supported
 /// values: "a", "b"`.
-pub(crate) fn not_supported(field: &str, value: &Value, supported: &[&str]) -> Cause {
+pub fn not_supported(field: &str, value: &Value, supported: &[&str]) -> Cause {
     let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
     Cause::unsupported(
         field,
@@ -52,7 +52,7 @@ pub(crate) fn not_supported(field: &str, value: &Value, supported: &[&str]) -> C
 }
 
 /// Kubernetes' `field.Required` with a detail: `Required value: detail`.
-pub(crate) fn required_because(field: &str, detail: &str) -> Cause {
+pub fn required_because(field: &str, detail: &str) -> Cause {
     Cause {
         message: format!("Required value: {detail}"),
         ..Cause::required(field)
@@ -60,7 +60,7 @@ pub(crate) fn required_because(field: &str, detail: &str) -> Cause {
 }
 
 /// Kubernetes' `field.Duplicate`: `Duplicate value: "x"`.
-pub(crate) fn duplicate(field: &str, value: &Value) -> Cause {
+pub fn duplicate(field: &str, value: &Value) -> Cause {
     Cause {
         reason: "FieldValueDuplicate".into(),
         field: field.into(),

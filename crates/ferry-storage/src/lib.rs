@@ -12,9 +12,18 @@
 //! the counter at the last committed revision, never reissues one a client
 //! has seen. Writers check their expectations against the newest state,
 //! pending included ([`Store::get`]), so concurrent writes stay serialized.
+//!
+//! This crate is Ferry's storage layer: [`Store`], its [`Backend`]s (SQLite,
+//! memory, [`Etcd`]), its watch history ([`WatchSubscription`],
+//! [`HistoryLimits`]), and [`testing`] (etcd processes for tests of
+//! `--storage etcd`). It stores JSON objects by key and knows nothing of
+//! kinds, validation, HTTP, workspaces (kcp's logical clusters) or Ferry's
+//! profiles; `ferry-hub` builds its API server on it and re-exports it as
+//! `ferry_hub::storage`.
 
 mod backend;
 mod etcd;
+pub mod testing;
 mod watch;
 
 pub use backend::{Backend, Loaded, MemoryBackend, Mutation, SqliteBackend};
@@ -87,7 +96,7 @@ pub enum StoreError {
     /// The object's JSON is larger than [`MAX_OBJECT_BYTES`].
     #[error("the object is {size} bytes when stored, over the limit of {limit} bytes")]
     TooLarge { size: usize, limit: usize },
-    /// The object nests deeper than [`crate::json::MAX_DEPTH`] at `at`: it
+    /// The object nests deeper than [`ferry_apimachinery::json::MAX_DEPTH`] at `at`: it
     /// could not be read back.
     #[error("the object nests more than {limit} levels deep at {at}")]
     TooDeep { at: String, limit: usize },
@@ -138,7 +147,7 @@ pub trait ScopeFilter: Send + Sync {
         _key: &ObjectKey,
         _old: Option<&Value>,
         _new: &Value,
-    ) -> Result<(), crate::status::ApiError> {
+    ) -> Result<(), ferry_apimachinery::status::ApiError> {
         Ok(())
     }
 
@@ -795,11 +804,11 @@ impl Store {
     /// new revision. Readers see the write once it is durable.
     pub fn put(&self, key: ObjectKey, expect: Expect, mut value: Value) -> Result<Committed, StoreError> {
         // Before serialising, which recurses once per level.
-        if let Some(at) = crate::json::too_deep(&value, crate::json::MAX_DEPTH) {
-            crate::json::drop_flat(value);
+        if let Some(at) = ferry_apimachinery::json::too_deep(&value, ferry_apimachinery::json::MAX_DEPTH) {
+            ferry_apimachinery::json::drop_flat(value);
             return Err(StoreError::TooDeep {
                 at,
-                limit: crate::json::MAX_DEPTH,
+                limit: ferry_apimachinery::json::MAX_DEPTH,
             });
         }
         let open = encode_open(&mut value);

@@ -1,0 +1,126 @@
+//! The crate graph is layered: a crate depends only on crates of lower
+//! layers, so no crate cycle can form and each layer builds and tests without
+//! the ones above it. The order is written once, in [`LAYERS`].
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The workspace's crates, lowest layer first. A crate's normal and build
+/// dependencies may only be crates of lower layers. Dev-dependencies are free:
+/// tests may use a higher crate's test kit (ferry-syncer's tests start hubs).
+const LAYERS: &[&[&str]] = &[
+    // API types; Kubernetes object machinery (no I/O).
+    &["ferry-api", "ferry-apimachinery"],
+    // The object store (SQLite, etcd, watch cache).
+    &["ferry-storage"],
+    // The hub (API server, kcp tenancy, controllers); the syncer agent.
+    &["ferry-hub", "ferry-syncer"],
+    // The binaries.
+    &["ferry-cli"],
+];
+
+/// Every dependency edge between workspace crates that breaks [`LAYERS`],
+/// worded for the person who added it; `edges` are (from, to) crate names.
+fn layering_violations(layers: &[&[&str]], edges: &[(String, String)]) -> Vec<String> {
+    let layer_of: BTreeMap<&str, usize> = layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, crates)| crates.iter().map(move |c| (*c, i)))
+        .collect();
+    let mut problems = Vec::new();
+    for (from, to) in edges {
+        match (layer_of.get(from.as_str()), layer_of.get(to.as_str())) {
+            (Some(f), Some(t)) if t < f => {}
+            (Some(_), Some(_)) => problems.push(format!(
+                "{from} depends on {to}, which is not in a lower layer: move the code {from} needs \
+                 down into a lower crate, or invert the dependency (LAYERS in crates/ferry-cli/tests/layers.rs)"
+            )),
+            (None, _) => problems.push(format!("{from} is not in LAYERS: add it to the layer it belongs to")),
+            (_, None) => problems.push(format!("{to} is not in LAYERS: add it to the layer it belongs to")),
+        }
+    }
+    problems
+}
+
+/// The (from, to) normal and build dependencies between workspace crates,
+/// as `cargo metadata` reads them from the Cargo.toml files.
+fn workspace_edges() -> (Vec<String>, Vec<(String, String)>) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    let names: Vec<String> = packages
+        .iter()
+        .map(|p| p["name"].as_str().expect("name").to_string())
+        .collect();
+    let mut edges = Vec::new();
+    for package in packages {
+        for dep in package["dependencies"].as_array().expect("dependencies") {
+            // `kind` is null for normal dependencies, "build" or "dev" otherwise.
+            let name = dep["name"].as_str().expect("dependency name");
+            if dep["kind"].as_str() != Some("dev") && names.iter().any(|n| n == name) {
+                edges.push((
+                    package["name"].as_str().expect("name").to_string(),
+                    name.to_string(),
+                ));
+            }
+        }
+    }
+    (names, edges)
+}
+
+#[test]
+fn no_crate_depends_on_a_crate_of_its_own_or_a_higher_layer() {
+    let (names, edges) = workspace_edges();
+    let mut problems = layering_violations(LAYERS, &edges);
+    for name in &names {
+        if !LAYERS.iter().any(|layer| layer.contains(&name.as_str())) {
+            problems.push(format!(
+                "{name} is not in LAYERS: add it to the layer it belongs to"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the crate graph breaks its layering:\n{}",
+        problems.join("\n")
+    );
+    // The graph really is read: the hub sits on the lower layers.
+    assert!(edges.contains(&("ferry-hub".into(), "ferry-apimachinery".into())));
+}
+
+#[test]
+fn an_upward_or_sideways_edge_is_named_with_the_fix() {
+    let edge = |from: &str, to: &str| (from.to_string(), to.to_string());
+    assert!(layering_violations(
+        LAYERS,
+        &[edge("ferry-hub", "ferry-storage"), edge("ferry-cli", "ferry-api")]
+    )
+    .is_empty());
+    let problems = layering_violations(
+        LAYERS,
+        &[
+            edge("ferry-storage", "ferry-hub"),
+            edge("ferry-hub", "ferry-syncer"),
+            edge("ferry-hub", "ferry-console"),
+        ],
+    );
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert!(problems[0].starts_with("ferry-storage depends on ferry-hub, which is not in a lower layer"));
+    assert!(problems[1].starts_with("ferry-hub depends on ferry-syncer"));
+    assert_eq!(
+        problems[2],
+        "ferry-console is not in LAYERS: add it to the layer it belongs to"
+    );
+}
