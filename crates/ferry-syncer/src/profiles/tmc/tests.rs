@@ -236,7 +236,16 @@ fn synced_types_are_the_fixed_ones_plus_accepted_synced_resources() {
         .iter()
         .map(SyncedType::group_resource)
         .collect();
-    assert_eq!(names, ["namespaces", "configmaps", "secrets", "deployments.apps"]);
+    assert_eq!(
+        names,
+        [
+            "namespaces",
+            "configmaps",
+            "secrets",
+            "serviceaccounts",
+            "deployments.apps"
+        ]
+    );
 }
 
 #[test]
