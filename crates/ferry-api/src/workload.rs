@@ -15,6 +15,17 @@ pub const GROUP: &str = "workload.kcp.io";
 /// The API version.
 pub const VERSION: &str = "v1alpha1";
 
+/// Resources every kcp TMC syncer syncs without an export listing them; kcp
+/// does not list them in `syncedResources`. ServiceAccounts are among them as
+/// kcp's `workload sync` always adds them to `--resources`. The hub serves them
+/// to each syncer and the syncer syncs them, from this one list.
+pub const ALWAYS_SYNCED: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "configmaps"),
+    ("", "secrets"),
+    ("", "serviceaccounts"),
+];
+
 /// A SyncTarget's key, the `<key>` in `state.workload.kcp.io/<key>` and the other
 /// per-target labels, annotations and finalizers (see [`crate::well_known`]):
 /// base62 of sha224(`<logical cluster>:<name>`), where the logical cluster is the

@@ -48,15 +48,7 @@ pub const IMPORTS: &str = "apiresource.kcp.io/apiresourceimports";
 /// kcp's default for `--sync-target-heartbeat-threshold`.
 pub const DEFAULT_HEARTBEAT_THRESHOLD: Duration = Duration::from_secs(60);
 
-/// Resources every syncer syncs without an export listing them; kcp does
-/// not list them in `syncedResources`. ServiceAccounts are among them as
-/// kcp's `workload sync` always adds them to `--resources`.
-pub const ALWAYS_SYNCED: &[(&str, &str)] = &[
-    ("", "namespaces"),
-    ("", "configmaps"),
-    ("", "secrets"),
-    ("", "serviceaccounts"),
-];
+pub use ferry_api::workload::ALWAYS_SYNCED;
 
 /// Conditions this module owns on a SyncTarget; the others (`SyncerAuthorized`,
 /// `APIImporterReady`) are the syncer's and are kept as written.

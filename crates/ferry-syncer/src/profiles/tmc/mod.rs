@@ -99,9 +99,12 @@ impl SyncedType {
 /// The types every TMC syncer syncs, whatever the SyncTarget says (kcp's `workload sync`
 /// always adds ServiceAccounts to `--resources`).
 pub fn always_synced() -> Vec<SyncedType> {
-    ["namespaces", "configmaps", "secrets", "serviceaccounts"]
-        .into_iter()
-        .map(SyncedType::core)
+    ferry_api::workload::ALWAYS_SYNCED
+        .iter()
+        .map(|(group, resource)| {
+            debug_assert!(group.is_empty(), "always-synced kinds are core kinds");
+            SyncedType::core(resource)
+        })
         .collect()
 }
 
