@@ -206,14 +206,15 @@ pub fn crds_markdown(crds: &[CustomResourceDefinition]) -> String {
     out
 }
 
-/// mdBook's heading anchor: lower case, spaces to `-`, other punctuation dropped.
+/// mdBook's heading anchor: lower case, whitespace to `-`, other punctuation
+/// dropped. The book test checks every link of the book with it.
 pub fn anchor(heading: &str) -> String {
     heading
         .trim()
         .to_lowercase()
         .chars()
         .filter_map(|c| match c {
-            ' ' => Some('-'),
+            c if c.is_whitespace() => Some('-'),
             c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
             _ => None,
         })

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use ferry_cli::docs_cmd::anchor;
 use serde_json::Value;
 
 mod common;
@@ -75,23 +76,6 @@ fn split_fences(text: &str) -> (Vec<(usize, &str)>, Vec<Block>) {
         }
     }
     (prose, blocks)
-}
-
-/// mdBook's heading id: lower case, whitespace to `-`, other punctuation dropped.
-fn anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .chars()
-        .filter_map(|c| {
-            if c.is_alphanumeric() || c == '-' || c == '_' {
-                Some(c.to_ascii_lowercase())
-            } else if c.is_whitespace() {
-                Some('-')
-            } else {
-                None
-            }
-        })
-        .collect()
 }
 
 /// Every heading id of a page, with mdBook's `-1`, `-2` ... for repeated headings.
