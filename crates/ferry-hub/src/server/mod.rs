@@ -76,6 +76,8 @@ pub struct HubOptions {
     /// Deployments, Services and Ingresses) at start unless it exists.
     /// Off by default for embedders; `ferry hub` turns it on.
     pub compute_workspace: bool,
+    /// Serve the web console at `/console/` (`--disable-console` turns it off).
+    pub console: bool,
 }
 
 /// kube-apiserver's `ReadHeaderTimeout`; Go's `http.Server` bounds the TLS
@@ -109,6 +111,7 @@ impl HubOptions {
             service_ranges: Default::default(),
             sync_target_heartbeat_threshold: crate::synctarget::DEFAULT_HEARTBEAT_THRESHOLD,
             compute_workspace: false,
+            console: true,
         }
     }
 }
@@ -352,7 +355,14 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     write_private(&kubeconfig_path, kubeconfig.as_bytes())?;
 
     let limit = Arc::new(Semaphore::new(opts.max_in_flight.max(1)));
-    let app = crate::api::router(hub.clone()).layer(axum::middleware::from_fn(move |req, next| {
+    let app = crate::api::router(hub.clone());
+    // The console's files need no credentials: the page signs in afterwards.
+    let app = if opts.console {
+        app.merge(ferry_console::router())
+    } else {
+        app
+    };
+    let app = app.layer(axum::middleware::from_fn(move |req, next| {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);

@@ -1,0 +1,208 @@
+// What the console shows of each kind: one section per collection, each row
+// built from the object alone. Everything reaches the page as text nodes
+// (never as HTML), so nothing an object holds can run in the page.
+
+/** An element with attributes and children (strings become text nodes). */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v !== undefined && v !== null && v !== false) el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+/** A link to workspace `path`'s page. */
+export function wsLink(path, text = path) {
+  return h("a", { href: `#/ws/${path}`, "data-workspace": path }, text);
+}
+
+/** `12s ago`, `3m ago`, `2h ago` from an RFC 3339 time; `never` without one. */
+export function age(time, now = Date.now()) {
+  if (!time) return "never";
+  const s = Math.max(0, Math.round((now - Date.parse(time)) / 1000));
+  if (Number.isNaN(s)) return time;
+  if (s < 120) return `${s}s ago`;
+  if (s < 7200) return `${Math.round(s / 60)}m ago`;
+  if (s < 172800) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86400)}d ago`;
+}
+
+function condition(o, type) {
+  return (o.status?.conditions || []).find((c) => c.type === type);
+}
+
+/** Each condition as a badge; a false one shows its reason and message. */
+function conditions(o) {
+  const list = o.status?.conditions || [];
+  if (!list.length) return "none yet";
+  return h("ul", { class: "conditions" }, list.map((c) => {
+    const good = c.status === "True";
+    const why = good ? "" : [c.reason, c.message].filter(Boolean).join(": ");
+    return h("li", { class: good ? "ok" : "bad", title: [c.reason, c.message].filter(Boolean).join(": ") },
+      `${c.type}=${c.status}`, why ? h("span", { class: "why" }, ` ${why}`) : null);
+  }));
+}
+
+function yesNo(v) {
+  return h("span", { class: v ? "ok" : "bad" }, v ? "yes" : "no");
+}
+
+/** A problem, red, with what the user can do about it. */
+function problem(reason, message, fix) {
+  return h("div", { class: "problem" },
+    h("strong", {}, reason), " ", h("span", { class: "message" }, message),
+    fix ? h("div", { class: "fix" }, fix) : null);
+}
+
+/** The mailbox workspace of a KubeStellar SyncTarget: `<inventory cluster>-mb-<uid>`. */
+function mailbox(o, ctx) {
+  const suffix = `-mb-${o.metadata.uid}`;
+  for (const path of ctx.known) if (path.endsWith(suffix)) return wsLink(path);
+  return ctx.cluster ? wsLink(`root:${ctx.cluster}${suffix}`) : `…${suffix}`;
+}
+
+function heartbeat(o, ctx) {
+  const at = o.status?.lastSyncerHeartbeatTime;
+  return h("span", { class: at ? "" : "bad", title: at || "no heartbeat yet" }, age(at, ctx.now));
+}
+
+function syncTargetRow(o, ctx, view) {
+  const ready = condition(o, "Ready");
+  const schedulable = !o.spec?.unschedulable && (!ready || ready.status === "True");
+  return {
+    bad: ready && ready.status !== "True",
+    cells: [o.metadata.name, heartbeat(o, ctx), conditions(o), yesNo(schedulable),
+      o.status?.syncerIdentifier || o.metadata.labels?.["ferry.dev/syncer-version"] || "not reported",
+      view],
+  };
+}
+
+const REFUSED = "refused: ";
+
+/**
+ * The sections of a workspace page. Each is shown when the workspace serves
+ * its resource; `rows(object, ctx)` gives one or more table rows, each
+ * `{cells, bad}`.
+ */
+export const SECTIONS = [
+  {
+    id: "workspaces", title: "Workspaces", group: "tenancy.kcp.io", version: "v1alpha1", resource: "workspaces",
+    columns: ["Name", "Type", "Phase", "Logical cluster"],
+    rows: (o, ctx) => [{
+      bad: o.status?.phase && o.status.phase !== "Ready",
+      cells: [wsLink(`${ctx.path}:${o.metadata.name}`, o.metadata.name), o.spec?.type?.name || "",
+        o.status?.phase || "", o.spec?.cluster || ""],
+    }],
+  },
+  {
+    id: "edge-synctargets", title: "Clusters (KubeStellar SyncTargets)", group: "edge.kubestellar.io",
+    version: "v2alpha1", resource: "synctargets",
+    columns: ["Name", "Heartbeat", "Conditions", "Schedulable", "Syncer", "Mailbox"],
+    rows: (o, ctx) => [syncTargetRow(o, ctx, mailbox(o, ctx))],
+  },
+  {
+    id: "tmc-synctargets", title: "Clusters (kcp TMC SyncTargets)", group: "workload.kcp.io",
+    version: "v1alpha1", resource: "synctargets",
+    columns: ["Name", "Heartbeat", "Conditions", "Schedulable", "Syncer", "Syncer view"],
+    rows: (o, ctx) => [syncTargetRow(o, ctx,
+      h("ul", { class: "plain" }, (o.status?.virtualWorkspaces || []).map((v) => h("li", {}, v.syncerURL || v.url || ""))))],
+  },
+  {
+    id: "edgeplacements", title: "EdgePlacements", group: "edge.kubestellar.io", version: "v2alpha1",
+    resource: "edgeplacements",
+    columns: ["Name", "Ready", "Refused copies", "Where", "What"],
+    rows: (o) => {
+      const ready = condition(o, "Ready");
+      const bad = ready && ready.status !== "True";
+      const state = !ready ? "not yet placed"
+        : bad ? problem(ready.reason, ready.message,
+          ready.reason === "CopiesRefused"
+            ? "Change the objects named so the clusters' API servers accept them; each new version is sent again."
+            : "See the condition's message.")
+          : h("span", { class: "ok" }, `${ready.reason || "Ready"}`);
+      const where = (o.spec?.locationSelectors || []).map((s) => JSON.stringify(s.matchLabels || s)).join(" or ");
+      const what = (o.spec?.downsync || []).map((d) =>
+        `${(d.resources || []).join(",")}${d.apiGroup ? "." + d.apiGroup : ""}${d.namespaces ? " in " + d.namespaces.join(",") : ""}`).join("; ");
+      return [{ bad, cells: [o.metadata.name, state, String(o.status?.refusedCount ?? 0), where, what] }];
+    },
+  },
+  {
+    id: "placed", title: "Placed objects (one row per destination cluster)", group: "edge.ferry.dev",
+    version: "v1alpha1", resource: "placementsummaries",
+    columns: ["Object", "Cluster", "Copied", "Reported status", "Mailbox", "Updated"],
+    rows: (o, ctx) => {
+      const obj = o.object || {};
+      const name = `${obj.resource}${obj.group ? "." + obj.group : ""} ${obj.namespace ? obj.namespace + "/" : ""}${obj.name}`;
+      const dests = o.destinations || [];
+      if (!dests.length) return [{ bad: false, cells: [name, "no destination", "", "", "", ""] }];
+      return dests.map((d) => {
+        const digest = d.statusDigest || "";
+        const refused = digest.startsWith(REFUSED);
+        const status = refused
+          ? problem("Refused by the cluster:", digest.slice(REFUSED.length),
+            "Change the object so the cluster's API server accepts it; the syncer sends each new version again.")
+          : digest;
+        return { bad: refused, cells: [name, d.cluster, yesNo(d.synced), status, wsLink(d.mailbox), age(d.lastUpdate, ctx.now)] };
+      });
+    },
+  },
+  {
+    id: "placements", title: "Placements (kcp)", group: "scheduling.kcp.io", version: "v1alpha1", resource: "placements",
+    columns: ["Name", "Phase", "Location workspace", "Conditions"],
+    rows: (o) => [{
+      bad: (o.status?.conditions || []).some((c) => c.status === "False"),
+      cells: [o.metadata.name, o.status?.phase || "", o.spec?.locationWorkspace || "", conditions(o)],
+    }],
+  },
+  {
+    id: "apibindings", title: "APIBindings", group: "apis.kcp.io", version: "v1alpha1", resource: "apibindings",
+    columns: ["Name", "Export", "Phase", "Bound resources", "Conditions"],
+    rows: (o) => {
+      const ref = o.spec?.reference?.export || {};
+      return [{
+        bad: (o.status?.conditions || []).some((c) => c.status === "False"),
+        cells: [o.metadata.name, `${ref.path ? ref.path + ":" : ""}${ref.name || ""}`, o.status?.phase || "",
+          (o.status?.boundResources || []).map((r) => `${r.resource}.${r.group}`).join(", "), conditions(o)],
+      }];
+    },
+  },
+  {
+    id: "apiexports", title: "APIExports", group: "apis.kcp.io", version: "v1alpha1", resource: "apiexports",
+    columns: ["Name", "Schemas", "Permission claims", "Identity", "Conditions"],
+    rows: (o) => [{
+      bad: (o.status?.conditions || []).some((c) => c.status === "False"),
+      cells: [o.metadata.name,
+        h("ul", { class: "plain" }, (o.spec?.latestResourceSchemas || []).map((s) => h("li", {}, s))),
+        h("ul", { class: "plain" }, (o.spec?.permissionClaims || []).map((c) =>
+          h("li", {}, `${c.resource}${c.group ? "." + c.group : ""}${c.identityHash ? " (identity " + c.identityHash.slice(0, 8) + "…)" : ""}`))),
+        (o.status?.identityHash || "").slice(0, 12), conditions(o)],
+    }],
+  },
+  {
+    id: "apiresourceschemas", title: "APIResourceSchemas", group: "apis.kcp.io", version: "v1alpha1",
+    resource: "apiresourceschemas",
+    columns: ["Name", "Group", "Kind", "Scope", "Versions"],
+    rows: (o) => [{
+      bad: false,
+      cells: [o.metadata.name, o.spec?.group || "", o.spec?.names?.kind || "", o.spec?.scope || "",
+        (o.spec?.versions || []).map((v) => v.name).join(", ")],
+    }],
+  },
+  {
+    id: "publishedresources", title: "PublishedResources (api-syncagent)", group: "syncagent.kcp.io",
+    version: "v1alpha1", resource: "publishedresources",
+    columns: ["Name", "Source", "Resource in kcp", "Conditions"],
+    rows: (o) => {
+      const r = o.spec?.resource || {};
+      const p = o.status?.resourceSchemaName || o.spec?.projection?.kind || "";
+      return [{
+        bad: (o.status?.conditions || []).some((c) => c.status === "False"),
+        cells: [o.metadata.name, `${r.kind || ""}.${r.apiGroup || ""}/${r.version || ""}`, p, conditions(o)],
+      }];
+    },
+  },
+];
