@@ -82,6 +82,10 @@ pub struct HubArgs {
     /// APIExport SyncTargets and `kubectl ferry bind compute` use).
     #[arg(long)]
     pub disable_compute_workspace: bool,
+    /// Do not serve the web console at /console/ (it reads the API with the
+    /// signed-in user's own token, so it shows nothing the API would not).
+    #[arg(long)]
+    pub disable_console: bool,
 }
 
 /// `--storage`.
@@ -147,6 +151,7 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
     opts.placement_translator = !args.disable_placement_translator;
     opts.sync_target_heartbeat_threshold = args.sync_target_heartbeat_threshold;
     opts.compute_workspace = !args.disable_compute_workspace;
+    opts.console = !args.disable_console;
     opts.service_ranges = ServiceRanges {
         cluster_ip: ServiceRanges::parse_cidr(&args.service_cluster_ip_range)
             .map_err(|e| anyhow::anyhow!("--service-cluster-ip-range: {e}"))?,
@@ -162,6 +167,12 @@ pub async fn run(args: HubArgs) -> anyhow::Result<()> {
         running.url,
         running.kubeconfig_path.display()
     );
+    if !args.disable_console {
+        println!(
+            "web console at {}/console/ (sign in with a bearer token)",
+            running.url
+        );
+    }
     shutdown_signal().await;
     tracing::info!("shutting down");
     running.stop().await;

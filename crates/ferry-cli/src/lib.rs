@@ -11,6 +11,7 @@ pub mod bench_stats;
 pub mod bench_sync;
 pub mod bench_syncagent;
 pub mod bind_cmd;
+pub mod console_cmd;
 pub mod crds_cmd;
 pub mod database_service;
 pub mod docs_cmd;
@@ -56,6 +57,8 @@ pub struct Cli {
 enum Command {
     /// Run the hub: a Kubernetes-compatible API server with kcp-style workspaces.
     Hub(hub_cmd::HubArgs),
+    /// Serve the web console against any hub (the hub serves it itself at /console/).
+    Console(console_cmd::ConsoleArgs),
     /// Run a syncer beside a workload cluster.
     Syncer(syncer_cmd::SyncerArgs),
     /// Run kcp's TMC workload syncer (`ferry syncer --profile tmc`).
@@ -262,6 +265,7 @@ fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Hub(args) => hub_cmd::run(args).await,
+            Command::Console(args) => console_cmd::run(args).await,
             Command::Syncer(args) => syncer_cmd::run(args).await,
             Command::WorkloadSyncer(mut args) => {
                 args.profile = syncer_cmd::ProfileName::Tmc;
