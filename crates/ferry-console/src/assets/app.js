@@ -114,9 +114,10 @@ function denied(path, e) {
 /** The page of workspace `path`: a live section for each kind it serves. */
 async function showWorkspace(path, signal) {
   const crumbs = path.split(":").map((_, i, parts) => parts.slice(0, i + 1).join(":"));
-  const header = h("h1", {}, crumbs.map((c, i) => [i ? ":" : "", wsLink(c, c.split(":").pop())]));
+  const header = h("h1", {}, crumbs.flatMap((c, i) => [i ? ":" : "", wsLink(c, c.split(":").pop())]));
   const body = h("div", { id: "sections" }, h("p", {}, "Reading…"));
-  main.replaceChildren(header, body);
+  const hidden = h("p", { class: "hint", id: "not-shown", hidden: "" });
+  main.replaceChildren(header, body, hidden);
   let groups;
   try {
     const discovery = await get(`/clusters/${path}/apis`, signal);
@@ -131,6 +132,7 @@ async function showWorkspace(path, signal) {
     return;
   }
   body.replaceChildren();
+  const notShown = [];
   const ctx = () => ({ path, now: Date.now(), known: [...known.keys()], cluster: known.get(path) || "" });
   for (const s of SECTIONS.filter((s) => groups.has(s.group))) {
     const tbody = h("tbody", {}, h("tr", {}, h("td", { colspan: s.columns.length }, "Reading…")));
@@ -148,9 +150,17 @@ async function showWorkspace(path, signal) {
       }
       if (!rows.length) rows.push(h("tr", {}, h("td", { colspan: s.columns.length, class: "empty" }, "none")));
       tbody.replaceChildren(...rows);
+      // A kind with no objects here stays out of the way until one arrives.
+      section.hidden = !items.size && !s.always;
     }, (e) => {
-      if (e.code === 404) section.remove();
-      else tbody.replaceChildren(h("tr", {}, h("td", { colspan: s.columns.length, class: "problem" }, denied(path, e))));
+      section.remove();
+      if (e.code === 404) return;
+      // What the token may not list is left out, and named once below.
+      notShown.push(`${s.resource}.${s.group}`);
+      hidden.textContent = e.code === 403
+        ? `Not shown, as your token may not list them here: ${notShown.join(", ")}.`
+        : `Not shown: ${notShown.join(", ")} (${e.message}).`;
+      hidden.hidden = false;
     });
   }
 }

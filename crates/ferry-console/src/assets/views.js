@@ -70,13 +70,22 @@ function heartbeat(o, ctx) {
   return h("span", { class: at ? "" : "bad", title: at || "no heartbeat yet" }, age(at, ctx.now));
 }
 
-function syncTargetRow(o, ctx, view) {
+/**
+ * A cluster's row. kcp TMC syncers report on their SyncTarget; KubeStellar
+ * syncers report on the SyncerConfig in the target's mailbox, which `elsewhere`
+ * names when the SyncTarget itself carries no heartbeat.
+ */
+function syncTargetRow(o, ctx, view, elsewhere) {
   const ready = condition(o, "Ready");
   const schedulable = !o.spec?.unschedulable && (!ready || ready.status === "True");
+  const reported = Boolean(o.status?.lastSyncerHeartbeatTime || o.status?.conditions?.length);
   return {
     bad: ready && ready.status !== "True",
-    cells: [o.metadata.name, heartbeat(o, ctx), conditions(o), yesNo(schedulable),
-      o.status?.syncerIdentifier || o.metadata.labels?.["ferry.dev/syncer-version"] || "not reported",
+    cells: [o.metadata.name,
+      reported || !elsewhere ? heartbeat(o, ctx) : elsewhere,
+      reported || !elsewhere ? conditions(o) : elsewhere,
+      yesNo(schedulable),
+      o.status?.syncerIdentifier || "not reported",
       view],
   };
 }
@@ -85,12 +94,13 @@ const REFUSED = "refused: ";
 
 /**
  * The sections of a workspace page. Each is shown when the workspace serves
- * its resource; `rows(object, ctx)` gives one or more table rows, each
- * `{cells, bad}`.
+ * its resource and holds objects (`always`: even when empty); `rows(object,
+ * ctx)` gives one or more table rows, each `{cells, bad}`.
  */
 export const SECTIONS = [
   {
     id: "workspaces", title: "Workspaces", group: "tenancy.kcp.io", version: "v1alpha1", resource: "workspaces",
+    always: true,
     columns: ["Name", "Type", "Phase", "Logical cluster"],
     rows: (o, ctx) => [{
       bad: o.status?.phase && o.status.phase !== "Ready",
@@ -102,7 +112,16 @@ export const SECTIONS = [
     id: "edge-synctargets", title: "Clusters (KubeStellar SyncTargets)", group: "edge.kubestellar.io",
     version: "v2alpha1", resource: "synctargets",
     columns: ["Name", "Heartbeat", "Conditions", "Schedulable", "Syncer", "Mailbox"],
-    rows: (o, ctx) => [syncTargetRow(o, ctx, mailbox(o, ctx))],
+    rows: (o, ctx) => [syncTargetRow(o, ctx, mailbox(o, ctx), "in its mailbox")],
+  },
+  {
+    id: "syncerconfigs", title: "Syncer (KubeStellar SyncerConfig in this mailbox)", group: "edge.kubestellar.io",
+    version: "v2alpha1", resource: "syncerconfigs",
+    columns: ["Name", "Heartbeat", "Conditions"],
+    rows: (o, ctx) => [{
+      bad: (o.status?.conditions || []).some((c) => c.status === "False"),
+      cells: [o.metadata.name, heartbeat(o, ctx), conditions(o)],
+    }],
   },
   {
     id: "tmc-synctargets", title: "Clusters (kcp TMC SyncTargets)", group: "workload.kcp.io",
