@@ -15,6 +15,10 @@ mod edge;
 #[path = "common/edge_syncer.rs"]
 mod edge_syncer;
 
+/// The refused copy's set-up, shared with the console test.
+#[path = "common/refusal.rs"]
+mod refusal;
+
 /// An admin client of `hub` at `workspace`.
 async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
     hub.client(workspace).await
@@ -22,24 +26,8 @@ async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
 
 use ferry_hub::strategy::core::service::ServiceRanges;
 use ferry_hub::testing::{eventually, TestHub};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::{json, Value};
-
-/// Node ports of the hub holding the WMW: 30000-30511.
-const HUB_RANGES: u32 = 0;
-/// Node ports of the stand-in cluster: 30512-31023.
-const CLUSTER_RANGES: u32 = 1;
-
-/// A NodePort Service whose port the user pinned (KubeStellar's
-/// `control.kubestellar.io/preserve: nodeport` keeps it on every copy) to one
-/// the hub's range holds and the cluster's does not.
-fn pinned_service() -> Value {
-    json!({"apiVersion": "v1", "kind": "Service",
-           "metadata": {"name": "web", "namespace": "shop",
-                        "annotations": {"control.kubestellar.io/preserve": "nodeport"}},
-           "spec": {"type": "NodePort", "selector": {"app": "web"},
-                    "ports": [{"name": "http", "port": 80, "nodePort": 30080}]}})
-}
+use kube::api::{Api, DynamicObject};
+use refusal::HUB_RANGES;
 
 /// The EdgePlacement `shop`: `(Ready status, reason, message, refusedCount)`.
 async fn ready(placements: &Api<DynamicObject>) -> Option<(String, String, String, u64)> {
@@ -61,32 +49,8 @@ async fn ready(placements: &Api<DynamicObject>) -> Option<(String, String, Strin
 #[tokio::test(flavor = "multi_thread")]
 async fn a_copy_the_cluster_refuses_is_named_on_its_placement_until_the_owner_fixes_it() {
     let hub = TestHub::start_with(|o| o.service_ranges = ServiceRanges::distinct(HUB_RANGES)).await;
-    let imw = edge::workspace(&hub, "imw1").await;
-    edge::workspace(&hub, "wmw1").await;
-    let mailbox = edge::location(&hub, &imw, "florin", json!({"env": "prod"})).await;
-    let cluster = TestHub::start_with(|o| {
-        o.mailbox_controller = false;
-        o.service_ranges = ServiceRanges::distinct(CLUSTER_RANGES);
-    })
-    .await;
-    let admin = cluster.client("root").await;
-    let syncer = edge_syncer::generated_syncer(&hub, &mailbox, "florin", &cluster, &admin).await;
-
-    let wmw = hub.client("root:wmw1").await;
-    edge::apply(
-        &wmw,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
-    )
-    .await;
-    edge::apply(&wmw, pinned_service()).await;
-    edge::apply(
-        &wmw,
-        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
-               "metadata": {"name": "shop"},
-               "spec": {"locationSelectors": [{"matchLabels": {"env": "prod"}}],
-                        "downsync": [{"apiGroup": "", "resources": ["services"], "namespaces": ["shop"]}]}}),
-    )
-    .await;
+    let refused = refusal::refused_copy(&hub).await;
+    let (wmw, admin) = (refused.wmw.clone(), refused.admin.clone());
 
     // The cluster's own message, on one line, on the Service's summary.
     let summaries = edge::api(&wmw, &edge::summaries(), None);
@@ -124,14 +88,7 @@ async fn a_copy_the_cluster_refuses_is_named_on_its_placement_until_the_owner_fi
     );
 
     // The owner lets the cluster choose the port: the copy lands, Ready comes back.
-    edge::api(&wmw, &edge::ar("", "v1", "Service", "services"), Some("shop"))
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"control.kubestellar.io/preserve": null}}})),
-        )
-        .await
-        .unwrap();
+    refusal::unpin(&wmw).await;
     let services = edge::api(&admin, &edge::ar("", "v1", "Service", "services"), Some("shop"));
     let landed = eventually(20, "web to land on the cluster", || {
         let services = services.clone();
@@ -155,6 +112,5 @@ async fn a_copy_the_cluster_refuses_is_named_on_its_placement_until_the_owner_fi
         d["synced"] == true && !d["statusDigest"].as_str().unwrap().starts_with("refused"),
         "{d}"
     );
-    syncer.stop().await;
-    cluster.running.stop().await;
+    refused.stop().await;
 }
