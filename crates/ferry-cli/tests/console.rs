@@ -7,7 +7,6 @@
 
 /// The hub tests' kits: clients, tenants with tokens, KubeStellar set-up.
 #[path = "../../ferry-hub/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod hubkit;
 
 /// The CLI tests' kit for registering KubeStellar syncers.
@@ -16,7 +15,6 @@ mod edge_syncer;
 
 /// The refused copy's set-up, shared with `edge_refusal`.
 #[path = "common/refusal.rs"]
-#[allow(dead_code)]
 mod refusal;
 
 /// Headless Chromium through chromedriver.

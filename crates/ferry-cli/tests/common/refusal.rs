@@ -5,6 +5,8 @@
 //! The test crate provides `edge` (the hub tests' KubeStellar kit) and
 //! `edge_syncer`.
 
+#![allow(dead_code)]
+
 use ferry_hub::strategy::core::service::ServiceRanges;
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
