@@ -262,8 +262,20 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // The session goes with its driver: chromedriver kills the browsers
-        // it started when it exits.
+        // A test that panicked never reached `quit`: end the session over a
+        // plain blocking request, as chromedriver leaves its browser running
+        // when it is killed.
+        if let Some((host, path)) = self.base.strip_prefix("http://").and_then(|r| r.split_once('/')) {
+            if let Ok(mut tcp) = std::net::TcpStream::connect(host) {
+                use std::io::{Read, Write};
+                let _ = tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                let request =
+                    format!("DELETE /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                if tcp.write_all(request.as_bytes()).is_ok() {
+                    let _ = tcp.read_to_end(&mut Vec::new());
+                }
+            }
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
