@@ -128,17 +128,33 @@ pub async fn create_many(
     count: usize,
     concurrency: usize,
 ) -> anyhow::Result<f64> {
+    create_many_labelled(api, prefix, count, concurrency, &[]).await
+}
+
+/// [`create_many`], each ConfigMap carrying `labels` (so a bench can tell its own
+/// objects from what a real cluster's controllers put in the same namespace).
+pub async fn create_many_labelled(
+    api: &Api<ConfigMap>,
+    prefix: &str,
+    count: usize,
+    concurrency: usize,
+    labels: &[(&str, &str)],
+) -> anyhow::Result<f64> {
     anyhow::ensure!(count > 0, "nothing to create for {prefix}-*");
     let start = Instant::now();
     futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
-            let name = format!("{prefix}-{i}");
-            async move {
-                api.create(&PostParams::default(), &kib_configmap(&name))
-                    .await
-                    .map(|_| ())
+            let mut cm = kib_configmap(&format!("{prefix}-{i}"));
+            if !labels.is_empty() {
+                cm.metadata.labels = Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                );
             }
+            async move { api.create(&PostParams::default(), &cm).await.map(|_| ()) }
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect::<Vec<()>>()
