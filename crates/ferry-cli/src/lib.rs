@@ -28,6 +28,7 @@ pub mod syncagent_cmd;
 pub mod syncagent_gen;
 pub mod syncer_cmd;
 pub mod syncer_gen;
+pub mod syncer_pod;
 pub mod workload_cmd;
 pub mod ws_cmd;
 

@@ -604,19 +604,33 @@ pub async fn in_cluster_kubeconfig(
     admin: &kube::Client,
     id: &str,
 ) -> anyhow::Result<String> {
+    in_cluster_kubeconfig_at(&cluster.url, &cluster.ca_pem, admin, id, id).await
+}
+
+/// What a pod running as ServiceAccount `namespace/service_account` gets in-cluster on
+/// the cluster at `url` (CA `ca_pem`), as kubeconfig text.
+pub async fn in_cluster_kubeconfig_at(
+    url: &str,
+    ca_pem: &str,
+    admin: &kube::Client,
+    namespace: &str,
+    service_account: &str,
+) -> anyhow::Result<String> {
     let request: TokenRequest =
         serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 86400}}))?;
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), id)
-        .create_token_request(id, &PostParams::default(), &request)
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), namespace)
+        .create_token_request(service_account, &PostParams::default(), &request)
         .await
-        .with_context(|| format!("requesting an in-cluster token for ServiceAccount {id}"))?
+        .with_context(|| {
+            format!("requesting an in-cluster token for ServiceAccount {namespace}/{service_account}")
+        })?
         .status
         .map(|s| s.token)
         .unwrap_or_default();
     Ok(ferry_hub::kubeconfig::kubeconfig(
         "in-cluster",
-        &format!("{}/clusters/root", cluster.url),
-        &cluster.ca_pem,
+        &format!("{url}/clusters/root"),
+        ca_pem,
         ferry_hub::kubeconfig::AuthInfo::Token(token),
         "in-cluster",
         None,
