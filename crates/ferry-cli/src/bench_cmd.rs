@@ -36,6 +36,9 @@ pub enum BenchCommand {
     /// Create, LIST, GET and watch figures against any API servers (a real cluster,
     /// kcp, a hub), side by side in one run.
     Compare(crate::bench_compare::CompareArgs),
+    /// One workload reaching N clusters, each a hub process with its own syncer process:
+    /// write → copy in every cluster, status return, one change everywhere, memory and CPU.
+    Fleet(crate::bench_fleet::FleetBenchArgs),
     /// The hub's placement translator: N SyncTargets, one EdgePlacement selecting all.
     Placement(crate::bench_placement::PlacementBenchArgs),
     /// The baseline client of `ferry bench sync`, run as a process of its own.
@@ -92,6 +95,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Hub(args) => bench_hub(args).await,
         BenchCommand::Sync(args) => crate::bench_sync::run(args).await,
         BenchCommand::Compare(args) => crate::bench_compare::run(args).await,
+        BenchCommand::Fleet(args) => crate::bench_fleet::run(args).await,
         BenchCommand::Placement(args) => crate::bench_placement::run(args).await,
         BenchCommand::CreateLoad(args) => crate::bench_load::run(args).await,
     }

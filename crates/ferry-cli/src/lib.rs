@@ -5,6 +5,7 @@
 pub mod bench_apiexport;
 pub mod bench_cmd;
 pub mod bench_compare;
+pub mod bench_fleet;
 pub mod bench_load;
 pub mod bench_placement;
 pub mod bench_stats;
