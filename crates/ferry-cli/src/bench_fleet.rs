@@ -281,21 +281,10 @@ async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> a
             let uid = target.metadata.uid.clone().unwrap_or_default();
             let mailbox = ferry_hub::controllers::mailbox::mailbox_name(imw_cluster, &uid);
             crate::quickstart::wait_ready_workspaces(root, &[&mailbox]).await?;
-            let gen_args = crate::syncer_gen::SyncerGenArgs {
-                name: name.clone(),
-                syncer_image: "ferry:dev".into(),
-                output_file: cluster.data_dir.path().join("syncer.yaml"),
-                upstream_namespace: "default".into(),
-                namespace: None,
-                lifetime: Duration::from_secs(24 * 3600),
-                replicas: 1,
-                qps: None,
-                burst: None,
-                kubeconfig: None,
-                context: None,
-                downstream_access: Default::default(),
-                with_default_esc: false,
-            };
+            let gen_args = crate::syncer_gen::SyncerGenArgs::stand_in(
+                &name,
+                cluster.data_dir.path().join("syncer.yaml"),
+            );
             let mailbox_config = at(&format!("root:{mailbox}"))?;
             let reg = crate::syncer_gen::generate(&mailbox_config, &gen_args).await?;
             crate::quickstart::apply_manifest(&cluster.client, &reg.manifest).await?;
@@ -367,25 +356,9 @@ async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::R
             let name = cluster_name(i);
             let cluster = cluster_hub(&name).await?;
             let sync_args = crate::workload_cmd::SyncArgs {
-                name: name.clone(),
-                syncer_image: "ferry:dev".into(),
-                output_file: cluster.data_dir.path().join("syncer.yaml"),
-                resources: Vec::new(),
-                apiexports: vec![crate::workload_cmd::DEFAULT_EXPORT.to_string()],
                 labels: vec![format!("{TMC_TO}={name}")],
-                kcp_namespace: "default".into(),
-                namespace: None,
-                replicas: 1,
-                qps: 20.0,
-                burst: 30,
-                downstream_namespace_clean_delay: "30s".into(),
-                api_import_poll_interval: "1m".into(),
-                feature_gates: None,
-                lifetime: Duration::from_secs(24 * 3600),
                 timeout: Duration::from_secs(60),
-                kubeconfig: None,
-                context: None,
-                downstream_access: Default::default(),
+                ..crate::workload_cmd::SyncArgs::stand_in(&name, cluster.data_dir.path().join("syncer.yaml"))
             };
             let reg = crate::workload_cmd::sync(org_config, &sync_args).await?;
             crate::quickstart::apply_manifest(&cluster.client, &reg.manifest).await?;

@@ -528,19 +528,8 @@ async fn register(
 
     pb.set_message(format!("{name}: syncer-gen against root:{mailbox}"));
     let gen_args = SyncerGenArgs {
-        name: name.to_string(),
         syncer_image: args.syncer_image.clone(),
-        output_file: args.dir.join(format!("{name}-syncer.yaml")),
-        upstream_namespace: "default".into(),
-        namespace: None,
-        lifetime: Duration::from_secs(8760 * 3600),
-        replicas: 1,
-        qps: None,
-        burst: None,
-        kubeconfig: None,
-        context: None,
-        downstream_access: Default::default(),
-        with_default_esc: false,
+        ..SyncerGenArgs::stand_in(name, args.dir.join(format!("{name}-syncer.yaml")))
     };
     let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
     // The manifest holds the syncer's token.

@@ -307,25 +307,9 @@ async fn register(
         "kubectl ferry workload sync {name} --labels {labels} in {ORG}"
     ));
     let sync_args = SyncArgs {
-        name: name.to_string(),
         syncer_image: args.syncer_image.clone(),
-        output_file: args.dir.join(format!("{name}-syncer.yaml")),
-        resources: Vec::new(),
-        apiexports: vec![workload_cmd::DEFAULT_EXPORT.to_string()],
         labels: vec![labels.to_string()],
-        kcp_namespace: "default".into(),
-        namespace: None,
-        replicas: 1,
-        qps: 20.0,
-        burst: 30,
-        downstream_namespace_clean_delay: "30s".into(),
-        api_import_poll_interval: "1m".into(),
-        feature_gates: None,
-        lifetime: Duration::from_secs(8760 * 3600),
-        timeout: Duration::from_secs(30),
-        kubeconfig: None,
-        context: None,
-        downstream_access: Default::default(),
+        ..SyncArgs::stand_in(name, args.dir.join(format!("{name}-syncer.yaml")))
     };
     let reg = workload_cmd::sync(&admin_config(hub, ORG).await?, &sync_args).await?;
     // The manifest and the kubeconfigs below hold the syncer's tokens.

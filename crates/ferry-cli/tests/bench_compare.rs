@@ -15,33 +15,58 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 
+/// Two hubs, each a `ferry hub` process (the second keeping nothing on disk), with
+/// their data directories.
+struct TwoHubs {
+    a: HubProcess,
+    b: HubProcess,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl TwoHubs {
+    fn start() -> TwoHubs {
+        let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ferry"));
+        let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = HubProcess::spawn(exe, dirs.0.path(), &[]).expect("hub a");
+        let b = HubProcess::spawn(exe, dirs.1.path(), &["--ephemeral"]).expect("hub b");
+        TwoHubs { a, b, _dirs: dirs }
+    }
+
+    /// Both kubeconfigs' paths.
+    fn kubeconfigs(&self) -> [String; 2] {
+        [&self.a, &self.b].map(|h| h.kubeconfig.display().to_string())
+    }
+
+    /// `ferry bench compare` of both, 2 rounds of 10 + 40 creates, with `lists` LISTs
+    /// and `watchers` × `events` watch deliveries.
+    fn compare(&self, lists: usize, watchers: usize, events: usize) -> serde_json::Value {
+        let [a, b] = self.kubeconfigs();
+        let [lists, watchers, events] = [lists, watchers, events].map(|n| n.to_string());
+        run_bench(&[
+            "compare",
+            "--kubeconfig",
+            &a,
+            "--kubeconfig",
+            &b,
+            "--objects",
+            "40",
+            "--rounds",
+            "2",
+            "--lists",
+            &lists,
+            "--watchers",
+            &watchers,
+            "--watch-events",
+            &events,
+        ])
+    }
+}
+
 #[test]
 fn bench_compare_measures_every_server_alike_and_cleans_up() {
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ferry"));
-    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = HubProcess::spawn(exe, a_dir.path(), &[]).expect("hub a");
-    let b = HubProcess::spawn(exe, b_dir.path(), &["--ephemeral"]).expect("hub b");
-    let (a_kc, b_kc) = (
-        a.kubeconfig.display().to_string(),
-        b.kubeconfig.display().to_string(),
-    );
-    let v = run_bench(&[
-        "compare",
-        "--kubeconfig",
-        &a_kc,
-        "--kubeconfig",
-        &b_kc,
-        "--objects",
-        "40",
-        "--rounds",
-        "2",
-        "--lists",
-        "3",
-        "--watchers",
-        "2",
-        "--watch-events",
-        "5",
-    ]);
+    let hubs = TwoHubs::start();
+    let [a_kc, b_kc] = hubs.kubeconfigs();
+    let v = hubs.compare(3, 2, 5);
     method(&v, 2);
     let targets = v["targets"].as_array().expect("targets");
     assert_eq!(targets.len(), 2, "{v:#}");
@@ -73,7 +98,7 @@ fn bench_compare_measures_every_server_alike_and_cleans_up() {
             assert!(line.ends_with("Terminating"), "left behind: {line}");
         }
     }
-    drop((a, b));
+    drop(hubs);
 }
 
 /// What kube-controller-manager's root-CA publisher does on a real cluster: a
@@ -116,34 +141,11 @@ fn publish_root_ca(rt: &tokio::runtime::Runtime, kubeconfig: &std::path::Path) -
 
 #[test]
 fn bench_compare_counts_only_its_own_objects_beside_a_clusters_own() {
-    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_ferry"));
-    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = HubProcess::spawn(exe, a_dir.path(), &[]).expect("hub a");
-    let b = HubProcess::spawn(exe, b_dir.path(), &["--ephemeral"]).expect("hub b");
+    let hubs = TwoHubs::start();
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Hub a runs a cluster's root-CA publisher; hub b does not.
-    let published = publish_root_ca(&rt, &a.kubeconfig);
-    let (a_kc, b_kc) = (
-        a.kubeconfig.display().to_string(),
-        b.kubeconfig.display().to_string(),
-    );
-    let v = run_bench(&[
-        "compare",
-        "--kubeconfig",
-        &a_kc,
-        "--kubeconfig",
-        &b_kc,
-        "--objects",
-        "40",
-        "--rounds",
-        "2",
-        "--lists",
-        "2",
-        "--watchers",
-        "1",
-        "--watch-events",
-        "3",
-    ]);
+    let published = publish_root_ca(&rt, &hubs.a.kubeconfig);
+    let v = hubs.compare(2, 1, 3);
     assert_eq!(
         published.load(Ordering::SeqCst),
         1,
@@ -166,5 +168,5 @@ fn bench_compare_counts_only_its_own_objects_beside_a_clusters_own() {
         let r = number(&v, &format!("/targets/1/relative_to_first/{name}"));
         assert!(r > 0.0, "{name} = {r}");
     }
-    drop((a, b, rt));
+    drop((hubs, rt));
 }
