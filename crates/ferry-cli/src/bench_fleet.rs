@@ -509,6 +509,77 @@ fn watch_cluster(m: &Member) -> Watches {
     }
 }
 
+/// Where the hub's part of each copy's journey ends, per cluster: for KubeStellar the
+/// copy in the cluster's mailbox workspace (the placement translator's work), for kcp
+/// TMC the object labelled for every cluster (the scheduler's). The rest of the journey
+/// is the syncer's.
+struct HubStage {
+    seen: Vec<Arc<Seen>>,
+    /// kcp TMC: the object's key once labelled for every cluster.
+    tmc_clusters: Option<usize>,
+    _trackers: Vec<Tracker>,
+}
+
+impl HubStage {
+    fn key(&self, name: &str) -> String {
+        match self.tmc_clusters {
+            Some(n) => format!("{name}#{n}"),
+            None => name.to_string(),
+        }
+    }
+}
+
+/// A ConfigMap's name and how many kcp TMC targets it is labelled to sync to.
+fn scheduled(cm: &ConfigMap) -> Option<String> {
+    let targets = cm
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, v)| {
+            k.starts_with(ferry_api::well_known::WORKLOAD_STATE_LABEL_PREFIX)
+                && *v == ferry_api::well_known::WORKLOAD_STATE_SYNC
+        })
+        .count();
+    Some(format!("{}#{targets}", cm.metadata.name.as_deref()?))
+}
+
+fn watch_hub_stage(args: &FleetBenchArgs, fleet: &Fleet) -> HubStage {
+    let labels = watcher::Config::default().labels(&format!("{LABEL}=yes"));
+    if args.tmc() {
+        let seen = Seen::new();
+        let tracker = track(
+            Api::<ConfigMap>::namespaced(fleet.workload.clone(), NS),
+            labels,
+            seen.clone(),
+            scheduled,
+        );
+        return HubStage {
+            seen: vec![seen; fleet.members.len()],
+            tmc_clusters: Some(fleet.members.len()),
+            _trackers: vec![tracker],
+        };
+    }
+    let mut seen = vec![];
+    let mut trackers = vec![];
+    for m in &fleet.members {
+        let s = Seen::new();
+        let mailbox = m.mailbox.clone().expect("a KubeStellar cluster has a mailbox");
+        trackers.push(track(
+            Api::<ConfigMap>::namespaced(mailbox, NS),
+            labels.clone(),
+            s.clone(),
+            crate::bench_sync::name_of,
+        ));
+        seen.push(s);
+    }
+    HubStage {
+        seen,
+        tmc_clusters: None,
+        _trackers: trackers,
+    }
+}
+
 /// Where each cluster's returned status shows upstream, one tracker per place.
 struct StatusWatches {
     /// Per cluster: the Seen its status marker arrives in, and the key's prefix.
@@ -591,6 +662,8 @@ async fn wait_idle(args: &FleetBenchArgs, fleet: &Fleet) -> anyhow::Result<Vec<S
 #[derive(Default)]
 struct Samples {
     copy_ms: Vec<f64>,
+    hub_stage_ms: Vec<f64>,
+    syncer_stage_ms: Vec<f64>,
     copy_p99_per_round: Vec<f64>,
     status_ms: Vec<f64>,
     converge_ms: Vec<f64>,
@@ -606,6 +679,7 @@ async fn measure(
 ) -> anyhow::Result<Value> {
     let watches: Vec<Watches> = fleet.members.iter().map(watch_cluster).collect();
     let status = watch_status(args, fleet);
+    let hub_stage = watch_hub_stage(args, fleet);
     progress("waiting until the fleet is idle");
     let probe_namespaces = wait_idle(args, fleet).await?;
     let hub_pid = fleet.hub.process.child.id();
@@ -644,11 +718,24 @@ async fn measure(
         })
         .await?;
         let mut round_ms = vec![];
-        for (w, (m, before)) in watches.iter().zip(fleet.members.iter().zip(before)) {
+        for (i, (w, (m, before))) in watches.iter().zip(fleet.members.iter().zip(before)).enumerate() {
             w.copies
                 .wait_for(before + args.objects, wait, &format!("the copies in {}", m.name))
                 .await?;
-            round_ms.extend(latencies(&sent, &*w.copies.at.lock().await));
+            let copies = w.copies.at.lock().await.clone();
+            round_ms.extend(latencies(&sent, &copies));
+            // The journey in two: the hub's part, then the syncer's.
+            for (name, t0) in &sent {
+                let what = format!("{name} at the end of the hub's part for {}", m.name);
+                let relayed = wait_key(&hub_stage.seen[i], &hub_stage.key(name), wait, &what).await?;
+                let copied = *copies
+                    .get(name)
+                    .with_context(|| format!("no copy of {name} was seen in {}", m.name))?;
+                s.hub_stage_ms
+                    .push(relayed.saturating_duration_since(*t0).as_secs_f64() * 1000.0);
+                s.syncer_stage_ms
+                    .push(copied.saturating_duration_since(relayed).as_secs_f64() * 1000.0);
+            }
         }
         anyhow::ensure!(
             round_ms.len() == args.objects * n,
@@ -737,6 +824,10 @@ async fn measure(
         "copy_latency_ms": Summary::of("copy latency", s.copy_ms)?,
         "copy_p99_ms": Rounds::of("copy latency p99", s.copy_p99_per_round)?,
         "copies_seen": copies_seen,
+        "copy_stages_ms": {
+            "hub": Summary::of("the hub's part of the copy latency", s.hub_stage_ms)?,
+            "syncer": Summary::of("the syncer's part of the copy latency", s.syncer_stage_ms)?,
+        },
         "status_return_ms": Summary::of("status return", s.status_ms)?,
         "converge_ms": Rounds::of("convergence of one change", s.converge_ms)?,
         "converge_per_cluster_ms": Summary::of("one change, per cluster", s.converge_per_cluster_ms)?,
@@ -799,6 +890,13 @@ fn method(args: &FleetBenchArgs, clusters: usize) -> Value {
             "status": "a Deployment's status written in each cluster (at the write rate) → upstream",
             "change": "one ConfigMap's data changed upstream → every cluster",
         },
+        "copy_stages": if args.tmc() {
+            "hub: the write → the object labelled for every SyncTarget (the scheduler), seen by a watch upstream; \
+             syncer: from then → the copy in the cluster"
+        } else {
+            "hub: the write → the copy in the cluster's mailbox workspace (the placement translator), seen by a \
+             watch of each mailbox; syncer: from then → the copy in the cluster"
+        },
         "rounds": args.rounds.max(1),
         "timing": "the fleet is idle (the workload in every cluster, every syncer's queue empty) before the first write; \
                    latencies from the write's request being sent to the watch seeing its effect",
@@ -819,6 +917,8 @@ fn print_table(args: &FleetBenchArgs, report: &Value) {
     );
     for (name, ptr) in [
         ("copy (write → each cluster)", "/copy_latency_ms"),
+        ("  of which the hub's part", "/copy_stages_ms/hub"),
+        ("  of which the syncer's part", "/copy_stages_ms/syncer"),
         ("status return", "/status_return_ms"),
         ("one change, per cluster", "/converge_per_cluster_ms"),
         ("syncer RSS MiB", "/syncers/rss_mib"),
@@ -875,5 +975,11 @@ mod tests {
         let pending: Deployment =
             serde_json::from_value(json!({"metadata": {"name": PROBE, "namespace": NS}})).unwrap();
         assert_eq!(status_marker(&pending), None);
+        let mut labelled = fleet_configmap("obj-r0-1", "v1");
+        let labels = labelled.metadata.labels.get_or_insert_with(Default::default);
+        labels.insert("state.workload.kcp.io/abc".into(), "Sync".into());
+        labels.insert("state.workload.kcp.io/def".into(), "Sync".into());
+        labels.insert("state.workload.kcp.io/ghi".into(), "Upsync".into());
+        assert_eq!(scheduled(&labelled).as_deref(), Some("obj-r0-1#2"));
     }
 }

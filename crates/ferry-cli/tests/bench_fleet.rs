@@ -25,6 +25,9 @@ fn fleet(profile: &str) {
     // 5 objects × 2 clusters × 2 rounds, each arrival measured once.
     summary(&v, "/copy_latency_ms", 20);
     assert_eq!(count(&v, "/copies_seen"), 20);
+    // The same journeys in two parts, the hub's and the syncer's.
+    summary(&v, "/copy_stages_ms/hub", 20);
+    summary(&v, "/copy_stages_ms/syncer", 20);
     rounds(&v, "/copy_p99_ms", 2);
     // A status from each cluster, and one change reaching each cluster, per round.
     summary(&v, "/status_return_ms", 4);
