@@ -137,12 +137,20 @@ pub async fn run(args: FleetBenchArgs) -> anyhow::Result<()> {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
+            // The clusters' directories (with the syncers' logs) outlive the run.
             let logs: Vec<String> = fleet
                 .members
-                .iter()
-                .map(|m| m.log.display().to_string())
+                .into_iter()
+                .map(|m| {
+                    let log = m.log.display().to_string();
+                    let _ = m.hub.data_dir.keep();
+                    log
+                })
                 .collect();
-            return Err(e.context(format!("the syncers' logs: {}", logs.join(", "))));
+            return Err(e.context(format!(
+                "ferry bench fleet failed; the syncers' logs are kept: {}",
+                logs.join(", ")
+            )));
         }
     };
     for mut m in fleet.members {
