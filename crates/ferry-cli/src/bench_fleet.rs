@@ -264,16 +264,7 @@ async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> a
     let at = |ws: &str| ferry_hub::kubeconfig::at_workspace(&config, ws);
     let init = crate::kubestellar_cmd::init(&config).await?;
     let root = kube::Client::try_from(at("root")?)?;
-    let imw = Api::<DynamicObject>::all_with(
-        root.clone(),
-        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-    )
-    .get(ferry_api::edge::espw::DEFAULT_IMW)
-    .await?;
-    let imw_cluster = imw.data["spec"]["cluster"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let imw_cluster = crate::quickstart::imw_cluster(&root).await?;
     let imw_config = at(&init.imw)?;
     let wmw = crate::ensure_cmd::ensure_wmw(&at("root")?, WMW).await?;
     let members = members(args.clusters, args.setup_concurrency, |i| {

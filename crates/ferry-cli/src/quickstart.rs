@@ -186,6 +186,22 @@ pub fn expected(cluster: &str) -> Vec<Expected> {
         .collect()
 }
 
+/// The logical cluster of `kubestellar init`'s inventory workspace (the child of the
+/// workspace `root` addresses); mailbox workspaces are named after it.
+pub async fn imw_cluster(root: &kube::Client) -> anyhow::Result<String> {
+    let imw = Api::<DynamicObject>::all_with(
+        root.clone(),
+        &crate::ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
+    )
+    .get(ferry_api::edge::espw::DEFAULT_IMW)
+    .await
+    .with_context(|| format!("reading Workspace {}", ferry_api::edge::espw::DEFAULT_IMW))?;
+    Ok(imw.data["spec"]["cluster"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string())
+}
+
 /// Waits until each of the workspaces `names` (children of the workspace `root`
 /// addresses) is Ready.
 pub async fn wait_ready_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
@@ -401,16 +417,7 @@ async fn quickstart(
 
     pb.set_message("kubestellar init: root:espw and the inventory workspace root:imw1");
     let init = crate::kubestellar_cmd::init(&admin_config(&hub, "root").await?).await?;
-    let imw = Api::<DynamicObject>::all_with(
-        root.clone(),
-        &crate::ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-    )
-    .get(ferry_api::edge::espw::DEFAULT_IMW)
-    .await?;
-    let imw_cluster = imw.data["spec"]["cluster"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let imw_cluster = imw_cluster(&root).await?;
     let imw_config = admin_config(&hub, &init.imw).await?;
 
     pb.set_message(format!("creating the workload management workspace root:{WMW}"));
