@@ -36,6 +36,9 @@ pub enum BenchCommand {
     /// Create, LIST, GET and watch figures against any API servers (a real cluster,
     /// kcp, a hub), side by side in one run.
     Compare(crate::bench_compare::CompareArgs),
+    /// One workload reaching N clusters, each a hub process with its own syncer process:
+    /// write → copy in every cluster, status return, one change everywhere, memory and CPU.
+    Fleet(crate::bench_fleet::FleetBenchArgs),
     /// The hub's placement translator: N SyncTargets, one EdgePlacement selecting all.
     Placement(crate::bench_placement::PlacementBenchArgs),
     /// The baseline client of `ferry bench sync`, run as a process of its own.
@@ -92,6 +95,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Hub(args) => bench_hub(args).await,
         BenchCommand::Sync(args) => crate::bench_sync::run(args).await,
         BenchCommand::Compare(args) => crate::bench_compare::run(args).await,
+        BenchCommand::Fleet(args) => crate::bench_fleet::run(args).await,
         BenchCommand::Placement(args) => crate::bench_placement::run(args).await,
         BenchCommand::CreateLoad(args) => crate::bench_load::run(args).await,
     }
@@ -128,17 +132,33 @@ pub async fn create_many(
     count: usize,
     concurrency: usize,
 ) -> anyhow::Result<f64> {
+    create_many_labelled(api, prefix, count, concurrency, &[]).await
+}
+
+/// [`create_many`], each ConfigMap carrying `labels` (so a bench can tell its own
+/// objects from what a real cluster's controllers put in the same namespace).
+pub async fn create_many_labelled(
+    api: &Api<ConfigMap>,
+    prefix: &str,
+    count: usize,
+    concurrency: usize,
+    labels: &[(&str, &str)],
+) -> anyhow::Result<f64> {
     anyhow::ensure!(count > 0, "nothing to create for {prefix}-*");
     let start = Instant::now();
     futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
-            let name = format!("{prefix}-{i}");
-            async move {
-                api.create(&PostParams::default(), &kib_configmap(&name))
-                    .await
-                    .map(|_| ())
+            let mut cm = kib_configmap(&format!("{prefix}-{i}"));
+            if !labels.is_empty() {
+                cm.metadata.labels = Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                );
             }
+            async move { api.create(&PostParams::default(), &cm).await.map(|_| ()) }
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect::<Vec<()>>()

@@ -4,7 +4,10 @@
 //!
 //! Every server gets the same client code and the same load; the create rounds
 //! alternate which server goes first. Everything is created in a fresh namespace
-//! (`ferry-bench-<time>`) that is deleted at the end.
+//! (`ferry-bench-<time>`) that is deleted at the end, and carries the run's label
+//! ([`RUN_LABEL`]): a real cluster's controllers put objects of their own in every
+//! namespace (kube-controller-manager's `kube-root-ca.crt` ConfigMap), so the bench
+//! lists and counts only what it made.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -14,7 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams};
 use serde_json::{json, Value};
 
-use crate::bench_cmd::{create_many, ensure_namespace, watch_fanout};
+use crate::bench_cmd::{create_many_labelled, ensure_namespace, watch_fanout};
 use crate::bench_stats::{Rounds, Summary};
 
 #[derive(clap::Args)]
@@ -42,6 +45,9 @@ pub struct CompareArgs {
     pub watch_events: usize,
 }
 
+/// The label on every object a run creates; its value names the run.
+pub const RUN_LABEL: &str = "bench.ferry.dev/run";
+
 /// One server measured.
 struct Target {
     kubeconfig: PathBuf,
@@ -49,6 +55,8 @@ struct Target {
     client: kube::Client,
     namespace: String,
     created: usize,
+    /// The run's label selector (`RUN_LABEL=<run>`).
+    selector: String,
 }
 
 pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
@@ -71,6 +79,7 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
             client,
             namespace,
             created: 0,
+            selector: format!("{RUN_LABEL}=run-{stamp}"),
         });
     }
     let result = measure(&args, &mut targets).await;
@@ -94,6 +103,10 @@ pub async fn run(args: CompareArgs) -> anyhow::Result<()> {
 async fn measure(args: &CompareArgs, targets: &mut [Target]) -> anyhow::Result<Value> {
     let rounds = args.rounds.max(1);
     let n = targets.len();
+    let run = targets
+        .first()
+        .and_then(|t| t.selector.split_once('=').map(|(_, v)| v.to_string()))
+        .unwrap_or_default();
     // creates[target][level] = per-round rates
     let mut creates = vec![[vec![], vec![]]; n];
     for round in 0..rounds {
@@ -107,7 +120,7 @@ async fn measure(args: &CompareArgs, targets: &mut [Target]) -> anyhow::Result<V
                 .enumerate()
             {
                 let prefix = format!("c{clients}-r{round}");
-                let rate = create_many(&api, &prefix, count, clients)
+                let rate = create_many_labelled(&api, &prefix, count, clients, &[(RUN_LABEL, &run)])
                     .await
                     .with_context(|| format!("on {}", t.server))?;
                 t.created += count;
@@ -118,7 +131,11 @@ async fn measure(args: &CompareArgs, targets: &mut [Target]) -> anyhow::Result<V
     let mut out = vec![];
     for (t, [c1, c32]) in targets.iter_mut().zip(creates) {
         let api: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.namespace);
-        let path = format!("/api/v1/namespaces/{}/configmaps", t.namespace);
+        let path = format!(
+            "/api/v1/namespaces/{}/configmaps?labelSelector={}",
+            t.namespace,
+            t.selector.replace('/', "%2F")
+        );
         let (mut list_ms, mut get_ms) = (vec![], vec![]);
         for _ in 0..args.lists.max(1) {
             let request = http::Request::get(&path).body(vec![])?;
@@ -134,8 +151,10 @@ async fn measure(args: &CompareArgs, targets: &mut [Target]) -> anyhow::Result<V
                 .map_or(0, Vec::len);
             anyhow::ensure!(
                 items == t.created,
-                "{} listed {items} of the {} ConfigMaps created",
+                "{} listed {items} ConfigMaps labelled {} in namespace {} where this run created {}",
                 t.server,
+                t.selector,
+                t.namespace,
                 t.created
             );
             let started = Instant::now();
@@ -162,6 +181,10 @@ async fn measure(args: &CompareArgs, targets: &mut [Target]) -> anyhow::Result<V
             },
         }));
     }
+    let first = out.first().cloned().unwrap_or(Value::Null);
+    for t in &mut out {
+        t["relative_to_first"] = relative(&first, t);
+    }
     Ok(json!({
         "method": {
             "processes": { "servers": "as given (each kubeconfig's current context)", "clients": "this process" },
@@ -173,12 +196,48 @@ async fn measure(args: &CompareArgs, targets: &mut [Target]) -> anyhow::Result<V
             },
             "rounds": rounds,
             "order": "the create rounds rotate which server goes first",
-            "list": "GET of the namespace's ConfigMaps as JSON through kube-rs, body read as text (not decoded)",
+            "list": "GET of the run's ConfigMaps (label selector) as JSON through kube-rs, body read as text \
+                     (not decoded)",
+            "labels": format!("every object created carries {RUN_LABEL}=<run>; only those are listed and counted"),
+            "relative": "each server's figures divided by the first server's (rates: higher is faster; \
+                         latencies: lower is faster)",
             "statistics": "latencies in ms as {p50, p90, p99, max, n}, nearest-rank percentiles over every \
                            sample; rates as {median, rounds}",
         },
         "targets": out,
     }))
+}
+
+/// The figures the ratio table compares: a name, where the figure is in a target's
+/// block, and whether more is better.
+const RATIO_FIGURES: &[(&str, &str, bool)] = &[
+    (
+        "creates_per_sec_1_client",
+        "/creates_per_sec/clients_1/median",
+        true,
+    ),
+    (
+        "creates_per_sec_32_clients",
+        "/creates_per_sec/clients_32/median",
+        true,
+    ),
+    ("list_p50", "/list/latency_ms/p50", false),
+    ("get_p50", "/get_ms/p50", false),
+    ("watch_delivery_p99", "/watch/delivery_ms/p99", false),
+];
+
+/// `target`'s figures divided by `first`'s, by the names of [`RATIO_FIGURES`]
+/// (`null` where either is missing or the first's is zero).
+fn relative(first: &Value, target: &Value) -> Value {
+    let ratios = RATIO_FIGURES.iter().map(|(name, ptr, _)| {
+        let of = |v: &Value| v.pointer(ptr).and_then(Value::as_f64);
+        let ratio = match (of(target), of(first)) {
+            (Some(a), Some(b)) if b > 0.0 => json!(crate::bench_stats::round3(a / b)),
+            _ => Value::Null,
+        };
+        ((*name).to_string(), ratio)
+    });
+    Value::Object(ratios.collect())
 }
 
 fn print_table(report: &Value) {
@@ -187,7 +246,7 @@ fn print_table(report: &Value) {
         "{:<40} {:>12} {:>12} {:>14} {:>12} {:>16}",
         "server", "creates/s 1", "creates/s 32", "LIST p50 ms", "GET p50 ms", "watch p99 ms"
     );
-    for t in targets {
+    for t in &targets {
         println!(
             "{:<40} {:>12.0} {:>12.0} {:>14.2} {:>12.2} {:>16.2}",
             t["server"].as_str().unwrap_or("?"),
@@ -201,5 +260,52 @@ fn print_table(report: &Value) {
             t["get_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
             t["watch"]["delivery_ms"]["p99"].as_f64().unwrap_or(f64::NAN),
         );
+    }
+    if targets.len() < 2 {
+        return;
+    }
+    println!(
+        "\nrelative to {} (rates: higher is faster; latencies: lower is faster)",
+        targets[0]["server"].as_str().unwrap_or("?")
+    );
+    println!(
+        "{:<40} {:>12} {:>12} {:>14} {:>12} {:>16}",
+        "server", "creates/s 1", "creates/s 32", "LIST p50", "GET p50", "watch p99"
+    );
+    for t in &targets {
+        let r = |name: &str| {
+            t["relative_to_first"][name]
+                .as_f64()
+                .map_or("-".to_string(), |v| format!("{v:.2}x"))
+        };
+        println!(
+            "{:<40} {:>12} {:>12} {:>14} {:>12} {:>16}",
+            t["server"].as_str().unwrap_or("?"),
+            r(RATIO_FIGURES[0].0),
+            r(RATIO_FIGURES[1].0),
+            r(RATIO_FIGURES[2].0),
+            r(RATIO_FIGURES[3].0),
+            r(RATIO_FIGURES[4].0),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_divide_by_the_first_server_and_skip_what_is_missing() {
+        let first = json!({"creates_per_sec": {"clients_1": {"median": 100.0}, "clients_32": {"median": 0.0}},
+                           "list": {"latency_ms": {"p50": 2.0}}});
+        let other = json!({"creates_per_sec": {"clients_1": {"median": 50.0}, "clients_32": {"median": 10.0}},
+                           "list": {"latency_ms": {"p50": 3.0}}});
+        let r = relative(&first, &other);
+        assert_eq!(r["creates_per_sec_1_client"], json!(0.5));
+        assert_eq!(r["list_p50"], json!(1.5));
+        // The first measured zero: no ratio, rather than an infinity.
+        assert_eq!(r["creates_per_sec_32_clients"], Value::Null);
+        assert_eq!(r["get_p50"], Value::Null);
+        assert_eq!(relative(&first, &first)["creates_per_sec_1_client"], json!(1.0));
     }
 }

@@ -254,7 +254,7 @@ pub(crate) fn name_of<K: kube::Resource>(obj: &K) -> Option<String> {
 }
 
 /// Every latency (ms) from `sent` to `seen`, for the objects in both.
-fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, Instant>) -> Vec<f64> {
+pub(crate) fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, Instant>) -> Vec<f64> {
     sent.iter()
         .filter_map(|(name, t0)| {
             seen.get(name)
@@ -306,7 +306,11 @@ pub(crate) async fn idle(addr: std::net::SocketAddr) -> anyhow::Result<()> {
 
 /// Runs `op` on each of `names` at `rate` per second, each spawned so a slow one does
 /// not slow the rate; returns when each was issued.
-async fn at_rate<F, Fut>(rate: u32, names: Vec<String>, op: F) -> anyhow::Result<HashMap<String, Instant>>
+pub(crate) async fn at_rate<F, Fut>(
+    rate: u32,
+    names: Vec<String>,
+    op: F,
+) -> anyhow::Result<HashMap<String, Instant>>
 where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,

@@ -5,6 +5,7 @@
 pub mod bench_apiexport;
 pub mod bench_cmd;
 pub mod bench_compare;
+pub mod bench_fleet;
 pub mod bench_load;
 pub mod bench_placement;
 pub mod bench_stats;
@@ -29,6 +30,7 @@ pub mod syncagent_cmd;
 pub mod syncagent_gen;
 pub mod syncer_cmd;
 pub mod syncer_gen;
+pub mod syncer_pod;
 pub mod workload_cmd;
 pub mod ws_cmd;
 

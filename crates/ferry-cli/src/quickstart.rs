@@ -186,6 +186,22 @@ pub fn expected(cluster: &str) -> Vec<Expected> {
         .collect()
 }
 
+/// The logical cluster of `kubestellar init`'s inventory workspace (the child of the
+/// workspace `root` addresses); mailbox workspaces are named after it.
+pub async fn imw_cluster(root: &kube::Client) -> anyhow::Result<String> {
+    let imw = Api::<DynamicObject>::all_with(
+        root.clone(),
+        &crate::ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
+    )
+    .get(ferry_api::edge::espw::DEFAULT_IMW)
+    .await
+    .with_context(|| format!("reading Workspace {}", ferry_api::edge::espw::DEFAULT_IMW))?;
+    Ok(imw.data["spec"]["cluster"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string())
+}
+
 /// Waits until each of the workspaces `names` (children of the workspace `root`
 /// addresses) is Ready.
 pub async fn wait_ready_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
@@ -401,16 +417,7 @@ async fn quickstart(
 
     pb.set_message("kubestellar init: root:espw and the inventory workspace root:imw1");
     let init = crate::kubestellar_cmd::init(&admin_config(&hub, "root").await?).await?;
-    let imw = Api::<DynamicObject>::all_with(
-        root.clone(),
-        &crate::ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-    )
-    .get(ferry_api::edge::espw::DEFAULT_IMW)
-    .await?;
-    let imw_cluster = imw.data["spec"]["cluster"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let imw_cluster = imw_cluster(&root).await?;
     let imw_config = admin_config(&hub, &init.imw).await?;
 
     pb.set_message(format!("creating the workload management workspace root:{WMW}"));
@@ -528,19 +535,8 @@ async fn register(
 
     pb.set_message(format!("{name}: syncer-gen against root:{mailbox}"));
     let gen_args = SyncerGenArgs {
-        name: name.to_string(),
         syncer_image: args.syncer_image.clone(),
-        output_file: args.dir.join(format!("{name}-syncer.yaml")),
-        upstream_namespace: "default".into(),
-        namespace: None,
-        lifetime: Duration::from_secs(8760 * 3600),
-        replicas: 1,
-        qps: None,
-        burst: None,
-        kubeconfig: None,
-        context: None,
-        downstream_access: Default::default(),
-        with_default_esc: false,
+        ..SyncerGenArgs::stand_in(name, args.dir.join(format!("{name}-syncer.yaml")))
     };
     let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
     // The manifest holds the syncer's token.
@@ -604,19 +600,33 @@ pub async fn in_cluster_kubeconfig(
     admin: &kube::Client,
     id: &str,
 ) -> anyhow::Result<String> {
+    in_cluster_kubeconfig_at(&cluster.url, &cluster.ca_pem, admin, id, id).await
+}
+
+/// What a pod running as ServiceAccount `namespace/service_account` gets in-cluster on
+/// the cluster at `url` (CA `ca_pem`), as kubeconfig text.
+pub async fn in_cluster_kubeconfig_at(
+    url: &str,
+    ca_pem: &str,
+    admin: &kube::Client,
+    namespace: &str,
+    service_account: &str,
+) -> anyhow::Result<String> {
     let request: TokenRequest =
         serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 86400}}))?;
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), id)
-        .create_token_request(id, &PostParams::default(), &request)
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), namespace)
+        .create_token_request(service_account, &PostParams::default(), &request)
         .await
-        .with_context(|| format!("requesting an in-cluster token for ServiceAccount {id}"))?
+        .with_context(|| {
+            format!("requesting an in-cluster token for ServiceAccount {namespace}/{service_account}")
+        })?
         .status
         .map(|s| s.token)
         .unwrap_or_default();
     Ok(ferry_hub::kubeconfig::kubeconfig(
         "in-cluster",
-        &format!("{}/clusters/root", cluster.url),
-        &cluster.ca_pem,
+        &format!("{url}/clusters/root"),
+        ca_pem,
         ferry_hub::kubeconfig::AuthInfo::Token(token),
         "in-cluster",
         None,

@@ -21,7 +21,7 @@ use ferry_hub::server::{start, HubOptions, RunningHub};
 use ferry_hub::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::ProgressBar;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
@@ -30,8 +30,8 @@ use serde_json::{json, Value};
 use crate::ar;
 use crate::bind_cmd::{bind_compute, ComputeArgs};
 use crate::quickstart::{
-    admin_config, apply_manifest, apply_object, in_cluster_kubeconfig as in_cluster_kubeconfig_text,
-    progress, simulate_kubelet, wait_ready_workspaces, QuickstartArgs,
+    admin_config, apply_manifest, apply_object, progress, simulate_kubelet, wait_ready_workspaces,
+    QuickstartArgs,
 };
 use crate::workload_cmd::{self, SyncArgs};
 
@@ -307,25 +307,9 @@ async fn register(
         "kubectl ferry workload sync {name} --labels {labels} in {ORG}"
     ));
     let sync_args = SyncArgs {
-        name: name.to_string(),
         syncer_image: args.syncer_image.clone(),
-        output_file: args.dir.join(format!("{name}-syncer.yaml")),
-        resources: Vec::new(),
-        apiexports: vec![workload_cmd::DEFAULT_EXPORT.to_string()],
         labels: vec![labels.to_string()],
-        kcp_namespace: "default".into(),
-        namespace: None,
-        replicas: 1,
-        qps: 20.0,
-        burst: 30,
-        downstream_namespace_clean_delay: "30s".into(),
-        api_import_poll_interval: "1m".into(),
-        feature_gates: None,
-        lifetime: Duration::from_secs(8760 * 3600),
-        timeout: Duration::from_secs(30),
-        kubeconfig: None,
-        context: None,
-        downstream_access: Default::default(),
+        ..SyncArgs::stand_in(name, args.dir.join(format!("{name}-syncer.yaml")))
     };
     let reg = workload_cmd::sync(&admin_config(hub, ORG).await?, &sync_args).await?;
     // The manifest and the kubeconfigs below hold the syncer's tokens.
@@ -378,45 +362,16 @@ pub async fn start_as_pod(
     id: &str,
     dir: &Path,
 ) -> anyhow::Result<(ferry_syncer::RunningSyncer, Vec<String>)> {
-    std::fs::create_dir_all(dir)?;
-    let secret = Api::<Secret>::namespaced(admin.clone(), id).get(id).await?;
-    let kubeconfig = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("kubeconfig"))
-        .map(|b| b.0.clone())
-        .context("the applied Secret has no kubeconfig key")?;
-    let kcp_kubeconfig = dir.join("kcp.kubeconfig");
-    ferry_hub::server::write_private(&kcp_kubeconfig, &kubeconfig)?;
-    let in_cluster_kubeconfig = dir.join("in-cluster.kubeconfig");
-    ferry_hub::server::write_private(
-        &in_cluster_kubeconfig,
-        in_cluster_kubeconfig_text(cluster, admin, id).await?.as_bytes(),
-    )?;
-    let deployment = Api::<DynamicObject>::namespaced_with(
-        admin.clone(),
-        id,
-        &ar("apps", "v1", "Deployment", "deployments"),
+    let pod = crate::syncer_pod::from_applied(&cluster.url, &cluster.ca_pem, admin, id, id, dir).await?;
+    let parsed = PodCommand::try_parse_from(
+        std::iter::once("ferry".to_string()).chain(quickstart_arguments(pod.args)),
     )
-    .get(id)
-    .await?;
-    let container_args: Vec<String> = deployment
-        .data
-        .pointer("/spec/template/spec/containers/0/args")
-        .and_then(Value::as_array)
-        .context("the syncer Deployment has no arguments")?
-        .iter()
-        .filter_map(Value::as_str)
-        .map(String::from)
-        .collect();
-    let syncer_args = pod_arguments(&container_args, &kcp_kubeconfig, &in_cluster_kubeconfig);
-    let parsed = PodCommand::try_parse_from(std::iter::once("ferry".to_string()).chain(syncer_args))
-        .context("the generated syncer arguments do not parse")?;
+    .context("the generated syncer arguments do not parse")?;
     let mut syncer_opts = crate::syncer_cmd::options(parsed.args).await?;
     syncer_opts.metrics_address = None;
     syncer_opts.health_address = None;
     let syncer = ferry_syncer::start(syncer_opts).await?;
-    Ok((syncer, container_args))
+    Ok((syncer, pod.container_args))
 }
 
 #[derive(clap::Parser)]
@@ -425,24 +380,10 @@ struct PodCommand {
     args: crate::syncer_cmd::SyncerArgs,
 }
 
-/// The Deployment's arguments as the pod runs them, with the mounted
-/// kubeconfig at `kcp` and the in-cluster configuration at `in_cluster`
-/// (files here instead of the pod's paths), a shorter heartbeat so the quickstart
-/// is quick, and without the pod's fixed health port.
-fn pod_arguments(container_args: &[String], kcp: &Path, in_cluster: &Path) -> Vec<String> {
-    let mut out: Vec<String> = container_args
-        .iter()
-        .skip_while(|a| *a == "syncer")
-        .filter(|a| !a.starts_with("--health-address"))
-        .map(|a| {
-            if a.starts_with("--from-kubeconfig=") {
-                format!("--from-kubeconfig={}", kcp.display())
-            } else {
-                a.clone()
-            }
-        })
-        .collect();
-    out.push(format!("--to-kubeconfig={}", in_cluster.display()));
+/// The pod's arguments (see [`crate::syncer_pod`]) as the quickstart runs them in its
+/// own process: a shorter heartbeat so the quickstart is quick.
+fn quickstart_arguments(pod_args: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = pod_args.into_iter().skip_while(|a| a == "syncer").collect();
     out.push("--heartbeat-period=2s".into());
     out.push("--metrics-address=127.0.0.1:0".into());
     out

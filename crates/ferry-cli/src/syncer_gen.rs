@@ -83,6 +83,29 @@ pub struct SyncerGenArgs {
     pub with_default_esc: bool,
 }
 
+impl SyncerGenArgs {
+    /// How the quickstart and the benches register a stand-in cluster `name`: the
+    /// command's defaults, with one replica (the stand-in runs one syncer), the image
+    /// `ferry:dev`, no default EdgeSyncConfig, and the manifest written to `output_file`.
+    pub fn stand_in(name: &str, output_file: PathBuf) -> SyncerGenArgs {
+        SyncerGenArgs {
+            name: name.to_string(),
+            syncer_image: "ferry:dev".into(),
+            output_file,
+            upstream_namespace: "default".into(),
+            namespace: None,
+            lifetime: Duration::from_secs(8760 * 3600),
+            replicas: 1,
+            qps: None,
+            burst: None,
+            kubeconfig: None,
+            context: None,
+            downstream_access: Default::default(),
+            with_default_esc: false,
+        }
+    }
+}
+
 /// What registration produced.
 #[derive(Debug, Clone)]
 pub struct Registration {

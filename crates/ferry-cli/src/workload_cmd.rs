@@ -114,6 +114,35 @@ pub struct SyncArgs {
     pub downstream_access: TmcDownstreamAccess,
 }
 
+impl SyncArgs {
+    /// How the quickstart and the benches register a stand-in cluster `name`: the
+    /// command's defaults, with one replica (the stand-in runs one syncer), the image
+    /// `ferry:dev` and the manifest written to `output_file`.
+    pub fn stand_in(name: &str, output_file: PathBuf) -> SyncArgs {
+        SyncArgs {
+            name: name.to_string(),
+            syncer_image: "ferry:dev".into(),
+            output_file,
+            resources: Vec::new(),
+            apiexports: vec![DEFAULT_EXPORT.to_string()],
+            labels: Vec::new(),
+            kcp_namespace: "default".into(),
+            namespace: None,
+            replicas: 1,
+            qps: 20.0,
+            burst: 30,
+            downstream_namespace_clean_delay: "30s".into(),
+            api_import_poll_interval: "1m".into(),
+            feature_gates: None,
+            lifetime: Duration::from_secs(8760 * 3600),
+            timeout: Duration::from_secs(30),
+            kubeconfig: None,
+            context: None,
+            downstream_access: Default::default(),
+        }
+    }
+}
+
 /// How much the TMC syncer may do on the workload cluster.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TmcDownstreamAccess {

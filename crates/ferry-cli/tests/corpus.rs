@@ -665,25 +665,9 @@ async fn corpus_lands_through_a_kcp_sync_target() {
         }
     }
     let args = ferry_cli::workload_cmd::SyncArgs {
-        name: "east".into(),
-        syncer_image: "ferry:dev".into(),
-        output_file: cluster.data_dir().join("syncer.yaml"),
         resources: resources.clone(),
-        apiexports: vec![ferry_cli::workload_cmd::DEFAULT_EXPORT.into()],
-        labels: Vec::new(),
-        kcp_namespace: "default".into(),
-        namespace: None,
-        replicas: 1,
-        qps: 20.0,
-        burst: 30,
-        downstream_namespace_clean_delay: "30s".into(),
-        api_import_poll_interval: "1m".into(),
-        feature_gates: None,
         lifetime: Duration::from_secs(3600),
-        timeout: Duration::from_secs(30),
-        kubeconfig: None,
-        context: None,
-        downstream_access: Default::default(),
+        ..ferry_cli::workload_cmd::SyncArgs::stand_in("east", cluster.data_dir().join("syncer.yaml"))
     };
     let reg = ferry_cli::workload_cmd::sync(&hub.config("root:my-org").await, &args)
         .await

@@ -259,19 +259,8 @@ pub async fn generated_syncer(
     admin: &kube::Client,
 ) -> ferry_syncer::RunningSyncer {
     let args = ferry_cli::syncer_gen::SyncerGenArgs {
-        name: name.into(),
-        syncer_image: "ferry:dev".into(),
-        output_file: cluster.data_dir().join("syncer.yaml"),
-        upstream_namespace: "default".into(),
-        namespace: None,
         lifetime: Duration::from_secs(3600),
-        replicas: 1,
-        qps: None,
-        burst: None,
-        kubeconfig: None,
-        context: None,
-        downstream_access: Default::default(),
-        with_default_esc: false,
+        ..ferry_cli::syncer_gen::SyncerGenArgs::stand_in(name, cluster.data_dir().join("syncer.yaml"))
     };
     let reg = ferry_cli::syncer_gen::generate(&hub.config(mailbox).await, &args)
         .await
