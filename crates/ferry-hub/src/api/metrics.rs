@@ -342,10 +342,14 @@ pub fn shape_of(hub: &Hub, req: &axum::extract::Request) -> RequestShape {
         req.uri().path(),
         req.uri().query(),
         content_type,
+        // Built-ins are found before any CRD is looked at; a resource that is
+        // not built in is never looked up (that would scan every workspace's CRDs).
         |group, version, resource| {
-            hub.registry
-                .lookup(None, group, version, resource)
-                .is_some_and(|info| !info.from_crd)
+            hub.registry.is_builtin(group, resource)
+                && hub
+                    .registry
+                    .lookup(None, group, version, resource)
+                    .is_some_and(|info| !info.from_crd)
         },
     )
 }
