@@ -445,11 +445,24 @@ async fn run_walkthrough(kubectl: &Kubectl, page: &str, dir: &Path) -> Backgroun
         .filter_map(|l| l.strip_prefix(">>> block "))
         .last()
         .unwrap_or("?");
-    assert!(
-        out.status.success(),
-        "{page}: the block {failed:?} fails as written\nstdout:\n{}\nstderr:\n{stderr}",
-        String::from_utf8_lossy(&out.stdout),
-    );
+    if !out.status.success() {
+        // What the page's background processes logged (`> syncer.log 2>&1 &`), the
+        // end of each: why a syncer or agent did not do what the block waited for.
+        let mut logs = String::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "log") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                logs.push_str(&format!("\n--- {} (end):\n", path.display()));
+                logs.extend(tail.into_iter().rev().map(|l| format!("{l}\n")));
+            }
+        }
+        panic!(
+            "{page}: the block {failed:?} fails as written\nstdout:\n{}\nstderr:\n{stderr}{logs}",
+            String::from_utf8_lossy(&out.stdout),
+        );
+    }
     background
 }
 
@@ -521,23 +534,26 @@ async fn kubestellar_walkthrough_blocks_run_as_written() {
 
 /// The kcp TMC walkthrough, run as written against a hub and a hub standing in
 /// for the cluster (`east.kubeconfig`): the syncer started as the page shows
-/// brings the Deployment's status back, and its copy is on the cluster.
+/// puts the Deployment's copy on the cluster.
 #[tokio::test(flavor = "multi_thread")]
 async fn tmc_walkthrough_blocks_run_as_written() {
     let run = run_against_stand_in("book/src/walkthroughs/tmc.md", "east.kubeconfig").await;
-    let copies = run
-        .cluster
-        .ok(&[
-            "get",
-            "deployments",
-            "-A",
-            "-l",
-            "internal.workload.kcp.io/cluster",
-            "-o",
-            "name",
-        ])
-        .await;
-    assert_eq!(copies.trim(), "deployment.apps/kuard", "{copies}");
+    eventually(60, "kuard's copy on the cluster", || async {
+        let copies = run
+            .cluster
+            .ok(&[
+                "get",
+                "deployments",
+                "-A",
+                "-l",
+                "internal.workload.kcp.io/cluster",
+                "-o",
+                "name",
+            ])
+            .await;
+        (copies.trim() == "deployment.apps/kuard").then_some(())
+    })
+    .await;
 }
 
 /// A walkthrough that starts its own servers and exports its own KUBECONFIG: what
