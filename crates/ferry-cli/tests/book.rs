@@ -442,8 +442,8 @@ async fn run_walkthrough(kubectl: &Kubectl, page: &str, dir: &Path) -> Backgroun
     let stderr = String::from_utf8_lossy(&out.stderr);
     let failed = stderr
         .lines()
-        .filter_map(|l| l.strip_prefix(">>> block "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix(">>> block "))
         .unwrap_or("?");
     if !out.status.success() {
         // What the page's background processes logged (`> syncer.log 2>&1 &`), the
