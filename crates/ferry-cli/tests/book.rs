@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use common::kubectl_async::Kubectl;
 use ferry_cli::docs_cmd::anchor;
+use ferry_hub::testing::{eventually, TestHub};
 use serde_json::Value;
 
 mod common;
@@ -312,47 +314,211 @@ fn anchor_rule_is_mdbooks() {
     );
 }
 
-/// The shell blocks of `page` marked `<!-- test: NAME -->` on the line before their
-/// fence, as (name, script), in the page's order.
-fn marked_blocks(page: &str) -> Vec<(String, String)> {
+/// What the line before a walkthrough's shell block says about it.
+#[derive(Debug, PartialEq)]
+enum Marker {
+    /// `<!-- test: NAME -->`: the page's test runs it.
+    Test(String),
+    /// `<!-- not tested: WHY -->`: it cannot run against stand-ins (a real
+    /// cluster, a foreground server, a synopsis with placeholders); the reason is
+    /// printed by every run of [`every_walkthrough_shell_block_runs_or_says_why_not`].
+    NotTested(String),
+}
+
+/// The shell blocks of `page` (relative to the repo) with their markers and the
+/// line of their opening fence, in the page's order.
+fn shell_blocks(page: &str) -> Vec<(Option<Marker>, usize, String)> {
     let text = std::fs::read_to_string(repo().join(page)).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let (_, blocks) = split_fences(&text);
     blocks
         .into_iter()
         .filter(|b| b.info == "sh")
-        .filter_map(|Block { body, line, .. }| {
-            let marker = lines.get(line.checked_sub(2)?)?.trim();
-            let name = marker.strip_prefix("<!-- test:")?.strip_suffix("-->")?.trim();
-            Some((name.to_string(), body))
+        .map(|Block { body, line, .. }| {
+            let marker = line
+                .checked_sub(2)
+                .and_then(|i| lines.get(i))
+                .and_then(|l| l.trim().strip_prefix("<!--")?.strip_suffix("-->"))
+                .and_then(|m| {
+                    let m = m.trim();
+                    if let Some(name) = m.strip_prefix("test:") {
+                        Some(Marker::Test(name.trim().to_string()))
+                    } else {
+                        m.strip_prefix("not tested:")
+                            .map(|why| Marker::NotTested(why.trim().to_string()))
+                    }
+                });
+            (marker, line, body)
         })
         .collect()
 }
 
-/// The KubeStellar walkthrough's placement block, run as written in bash with the
-/// built `ferry` and `kubectl-ferry` on PATH, against a hub as its admin: every
-/// command must succeed, and the EdgePlacement it applies must reach both Locations.
-#[tokio::test(flavor = "multi_thread")]
-async fn kubestellar_walkthrough_blocks_run_as_written() {
-    let blocks = marked_blocks("book/src/walkthroughs/kubestellar.md");
+/// The shell blocks of `page` marked `<!-- test: NAME -->`, as (name, script).
+fn marked_blocks(page: &str) -> Vec<(String, String)> {
+    shell_blocks(page)
+        .into_iter()
+        .filter_map(|(marker, _, body)| match marker {
+            Some(Marker::Test(name)) => Some((name, body)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every walkthrough's shell blocks are run by this file's tests, or say why not
+/// (and as few as possible do).
+#[test]
+fn every_walkthrough_shell_block_runs_or_says_why_not() {
+    let dir = repo().join("book/src/walkthroughs");
+    let mut unmarked = Vec::new();
+    let mut pages: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    for path in pages {
+        let page = path.strip_prefix(repo()).unwrap().display().to_string();
+        for (marker, line, _) in shell_blocks(&page) {
+            match marker {
+                Some(Marker::Test(_)) => {}
+                Some(Marker::NotTested(why)) => eprintln!("{page}:{line}: not run: {why}"),
+                None => unmarked.push(format!("{page}:{line}")),
+            }
+        }
+    }
     assert!(
-        !blocks.is_empty(),
-        "no block marked <!-- test: ... --> in the KubeStellar walkthrough"
+        unmarked.is_empty(),
+        "shell blocks neither run nor saying why not (put <!-- test: NAME --> or \
+         <!-- not tested: WHY --> on the line before the fence, and for a test name, run \
+         the page in crates/ferry-cli/tests/book.rs):\n{}",
+        unmarked.join("\n")
     );
-    let hub = ferry_hub::testing::TestHub::start().await;
-    let home = tempfile::tempdir().unwrap();
-    let kubectl = common::kubectl_async::Kubectl::admin_of(&hub, home.path(), "admin.kubeconfig");
-    for (name, script) in blocks {
-        let out = kubectl.shell(&script, &repo()).await;
-        assert!(
-            out.status.success(),
-            "the walkthrough's block {name:?} fails as written:\n{script}\nstdout:\n{}\nstderr:\n{}",
+}
+
+/// A directory for a walkthrough's blocks: what a user has after cloning the
+/// repository (`examples/`), and nothing else.
+fn walkthrough_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(repo().join("examples"), dir.path().join("examples")).unwrap();
+    dir
+}
+
+/// Processes a walkthrough started in the background (a syncer, an agent, a hub),
+/// stopped (SIGTERM) when this drops, so the test can check what they do first.
+struct Background(Vec<String>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = std::process::Command::new("kill").arg(pid).status();
+        }
+    }
+}
+
+/// Runs the marked blocks of `page` in order in one bash session in `dir`, as a
+/// user pasting them into one terminal (variables carry over), with the built
+/// `ferry` and `kubectl-ferry` on PATH and `kubectl`'s KUBECONFIG. Fails naming
+/// the block that failed, with its output (and stops what the blocks started);
+/// else returns what they left running in the background.
+async fn run_walkthrough(kubectl: &Kubectl, page: &str, dir: &Path) -> Background {
+    let blocks = marked_blocks(page);
+    assert!(!blocks.is_empty(), "no block marked <!-- test: ... --> in {page}");
+    let jobs = dir.join(".walkthrough-jobs");
+    let mut script = format!(
+        "trap 'if [ $? -ne 0 ]; then kill $(jobs -p) 2>/dev/null; else jobs -p > {}; fi' EXIT\n",
+        jobs.display()
+    );
+    for (name, body) in &blocks {
+        script.push_str(&format!("echo '>>> block {name}' >&2\n{body}\n"));
+    }
+    let out = kubectl.shell(&script, dir).await;
+    let background = Background(
+        std::fs::read_to_string(&jobs)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let failed = stderr
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(">>> block "))
+        .unwrap_or("?");
+    if !out.status.success() {
+        // What the page's background processes logged (`> syncer.log 2>&1 &`), the
+        // end of each: why a syncer or agent did not do what the block waited for.
+        let mut logs = String::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "log") {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                logs.push_str(&format!("\n--- {} (end):\n", path.display()));
+                logs.extend(tail.into_iter().rev().map(|l| format!("{l}\n")));
+            }
+        }
+        panic!(
+            "{page}: the block {failed:?} fails as written\nstdout:\n{}\nstderr:\n{stderr}{logs}",
             String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
         );
     }
-    ferry_hub::testing::eventually(30, "edge-placement-c to match florin and guilder", || async {
-        let count = kubectl
+    background
+}
+
+/// A walkthrough run against a hub, as its admin, and a hub standing in for the
+/// cluster the page names by its kubeconfig file (`east.kubeconfig`). Dropping it
+/// stops what the page started, then the hubs.
+struct StandInRun {
+    /// kubectl as the hub's admin, in the workspace the page left it in.
+    kubectl: Kubectl,
+    /// kubectl as the stand-in cluster's admin.
+    cluster: Kubectl,
+    _background: Background,
+    _hubs: (TestHub, TestHub),
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn run_against_stand_in(page: &str, cluster_kubeconfig: &str) -> StandInRun {
+    // As `ferry hub` starts by default: with kcp's root:compute.
+    let hub = TestHub::start_with(|o| o.compute_workspace = true).await;
+    let stand_in = TestHub::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::admin_of(&hub, home.path(), "admin.kubeconfig");
+    let dir = walkthrough_dir();
+    std::fs::copy(stand_in.kubeconfig(), dir.path().join(cluster_kubeconfig)).unwrap();
+    let background = run_walkthrough(&kubectl, page, dir.path()).await;
+    StandInRun {
+        cluster: Kubectl::admin_of(&stand_in, home.path(), cluster_kubeconfig),
+        kubectl,
+        _background: background,
+        _hubs: (hub, stand_in),
+        _dirs: (home, dir),
+    }
+}
+
+/// The KubeStellar walkthrough, run as written against a hub and a hub standing in
+/// for florin (`florin.kubeconfig`): every command must succeed, the syncer started
+/// as the page shows syncs what the EdgePlacement places on florin, and the
+/// EdgePlacement reaches both Locations.
+#[tokio::test(flavor = "multi_thread")]
+async fn kubestellar_walkthrough_blocks_run_as_written() {
+    let run = run_against_stand_in("book/src/walkthroughs/kubestellar.md", "florin.kubeconfig").await;
+    eventually(
+        60,
+        "the placed ConfigMap on florin, synced by the page's syncer",
+        || async {
+            let out = run
+                .cluster
+                .run(&["get", "configmap", "httpd-htdocs", "-n", "commonstuff"])
+                .await;
+            out.status.success().then_some(())
+        },
+    )
+    .await;
+    eventually(30, "edge-placement-c to match florin and guilder", || async {
+        let count = run
+            .kubectl
             .ok(&[
                 "get",
                 "edgeplacement",
@@ -364,4 +530,86 @@ async fn kubestellar_walkthrough_blocks_run_as_written() {
         (count == "2").then_some(())
     })
     .await;
+}
+
+/// The kcp TMC walkthrough, run as written against a hub and a hub standing in
+/// for the cluster (`east.kubeconfig`): the syncer started as the page shows
+/// puts the Deployment's copy on the cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn tmc_walkthrough_blocks_run_as_written() {
+    let run = run_against_stand_in("book/src/walkthroughs/tmc.md", "east.kubeconfig").await;
+    eventually(60, "kuard's copy on the cluster", || async {
+        let copies = run
+            .cluster
+            .ok(&[
+                "get",
+                "deployments",
+                "-A",
+                "-l",
+                "internal.workload.kcp.io/cluster",
+                "-o",
+                "name",
+            ])
+            .await;
+        (copies.trim() == "deployment.apps/kuard").then_some(())
+    })
+    .await;
+}
+
+/// A walkthrough that starts its own servers and exports its own KUBECONFIG: what
+/// it left running, the directory it ran in, and its HOME.
+async fn run_self_contained(page: &str) -> (Background, tempfile::TempDir, tempfile::TempDir) {
+    let home = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl::new(home.path().join("unused.kubeconfig"), home.path());
+    let dir = walkthrough_dir();
+    (run_walkthrough(&kubectl, page, dir.path()).await, dir, home)
+}
+
+/// The hub walkthrough: the hub the page starts answers kubectl, `/readyz` and
+/// `/metrics` as the page shows.
+#[tokio::test(flavor = "multi_thread")]
+async fn hub_walkthrough_blocks_run_as_written() {
+    let _hub = run_self_contained("book/src/walkthroughs/hub.md").await;
+}
+
+/// The api-syncagent walkthrough, run as written against a hub and a hub standing
+/// in for the service cluster (`service.kubeconfig`): the agent started as the page
+/// shows publishes the Database, and the consumer's Database lands on the cluster.
+#[tokio::test(flavor = "multi_thread")]
+async fn api_syncagent_walkthrough_blocks_run_as_written() {
+    let run = run_against_stand_in("book/src/walkthroughs/api-syncagent.md", "service.kubeconfig").await;
+    eventually(60, "the consumer's Database on the service cluster", || async {
+        let copies = run
+            .cluster
+            .ok(&[
+                "get",
+                "databases.example.com",
+                "-A",
+                "-o",
+                "jsonpath={.items[*].spec.engine}",
+            ])
+            .await;
+        (copies == "postgres").then_some(())
+    })
+    .await;
+}
+
+/// The HA walkthrough (three etcd members, three hub replicas, two syncers; the
+/// leading syncer, a replica and a member killed), run as written. It needs
+/// `etcd` on PATH (Debian's etcd-server, which CI installs); without it the test
+/// says so and passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn ha_walkthrough_blocks_run_as_written() {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    if !std::env::split_paths(&path).any(|d| d.join("etcd").is_file()) {
+        eprintln!("SKIPPED: the HA walkthrough needs etcd on PATH (apt-get install etcd-server)");
+        return;
+    }
+    let (_cluster, dir, _home) = run_self_contained("book/src/walkthroughs/ha-etcd.md").await;
+    let read = |f: &str| std::fs::read_to_string(dir.path().join("ha").join(f)).unwrap();
+    let (acked, present) = (read("acked"), read("present"));
+    let present: std::collections::BTreeSet<&str> = present.lines().collect();
+    let lost: Vec<&str> = acked.lines().filter(|w| !present.contains(w)).collect();
+    assert!(acked.lines().count() > 0, "the writer had no write acknowledged");
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
 }

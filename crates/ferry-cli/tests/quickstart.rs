@@ -20,20 +20,51 @@ fn resource(kind: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, "v1", kind), plural)
 }
 
+/// Runs `ferry quickstart --exit ARGS --dir DIR` twice in the same directory, as a
+/// user trying it again does: both runs must succeed, the second must not be much
+/// slower than the first (it must not wait out anything the first one left), and
+/// neither may warn about files the quickstart wrote itself. The second run's
+/// output, which the callers check against the hubs.
+fn quickstart_twice(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    let run = || {
+        let started = std::time::Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .arg("quickstart")
+            .args(args)
+            .args(["--exit", "--dir"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        (out, started.elapsed())
+    };
+    let (first, first_took) = run();
+    let (second, second_took) = run();
+    for (attempt, out) in [("first", &first), ("second", &second)] {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "the {attempt} quickstart {args:?} failed:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            !stderr.contains("0644") && !stderr.contains("WARN"),
+            "the {attempt} quickstart {args:?} warns (about files it wrote itself?): {stderr}"
+        );
+        assert!(!stdout.contains("Look around"), "{stdout}");
+    }
+    assert!(
+        second_took <= first_took * 2 + std::time::Duration::from_secs(10),
+        "re-running quickstart {args:?} in the same directory took {second_took:?}, the first run {first_took:?}"
+    );
+    second
+}
+
+/// Run twice in one directory (the second run's table is the one checked).
 #[tokio::test(flavor = "multi_thread")]
 async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["quickstart", "--exit", "--timeout", "120s", "--dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = quickstart_twice(&["--timeout", "120s"], dir.path());
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "quickstart failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 
     // Rows: CLUSTER KIND [NS/]NAME SYNCED REPORTED...
     let rows: Vec<Vec<String>> = stdout
@@ -150,46 +181,14 @@ async fn quickstart_lands_the_workload_and_its_table_matches_the_hubs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn quickstart_tmc_walks_seed_002_and_drain_moves_the_workload() {
     let dir = tempfile::tempdir().unwrap();
-    let run = || {
-        Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args([
-                "quickstart",
-                "--profile",
-                "tmc",
-                "--exit",
-                "--timeout",
-                "150s",
-                "--dir",
-            ])
-            .arg(dir.path())
-            .output()
-            .unwrap()
-    };
     // Twice in the same directory: the second run finds the target the first one
     // drained, and must still pass (the tables checked below are its own).
-    let mut out = run();
-    for attempt in ["first", "second"] {
-        assert!(
-            out.status.success(),
-            "the {attempt} quickstart failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            !String::from_utf8_lossy(&out.stderr).contains("0644"),
-            "the quickstart warns about files it wrote itself: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            stdout.starts_with("In root:"),
-            "the output starts with its tables, not kcp's binding lines:\n{stdout}"
-        );
-        assert!(!stdout.contains("Look around"), "{stdout}");
-        if attempt == "first" {
-            out = run();
-        }
-    }
+    let out = quickstart_twice(&["--profile", "tmc", "--timeout", "150s"], dir.path());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("In root:"),
+        "the output starts with its tables, not kcp's binding lines:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     // Two tables: OBJECT(kind name) TARGET DOWNSTREAM REPORTED...
     let tables: Vec<Vec<Vec<String>>> = stdout
@@ -273,29 +272,12 @@ async fn quickstart_tmc_walks_seed_002_and_drain_moves_the_workload() {
 
 /// `ferry quickstart --profile syncagent --exit`: seed 003's flow. Its table (per
 /// consumer object: the copy on the service cluster, the status back, the credentials
-/// Secret back) must match what the hubs hold afterwards.
+/// Secret back) must match what the hubs hold afterwards; run twice in one directory.
 #[tokio::test(flavor = "multi_thread")]
 async fn quickstart_syncagent_publishes_syncs_and_returns_status_and_credentials() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args([
-            "quickstart",
-            "--profile",
-            "syncagent",
-            "--exit",
-            "--timeout",
-            "90s",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = quickstart_twice(&["--profile", "syncagent", "--timeout", "90s"], dir.path());
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "quickstart failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     // Rows: WORKSPACE OBJECT SERVICE-COPY STATUS CREDENTIALS
     let rows: Vec<Vec<String>> = stdout
         .lines()

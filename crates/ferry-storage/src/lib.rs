@@ -779,6 +779,18 @@ impl Store {
         all
     }
 
+    /// How many committed objects each resource key holds, over every cluster
+    /// (the hub's `apiserver_storage_objects`); keys without objects are left out.
+    pub fn object_counts(&self) -> Vec<(String, usize)> {
+        let state = self.state.lock();
+        state
+            .resources
+            .iter()
+            .map(|(r, c)| (r.clone(), c.values().map(|o| o.len()).sum::<usize>()))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// Names of every cluster that holds at least one object.
     pub fn clusters(&self) -> Vec<String> {
         let state = self.state.lock();

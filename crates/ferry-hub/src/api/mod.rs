@@ -3,6 +3,7 @@
 
 pub(crate) mod body;
 mod component_status;
+pub mod metrics;
 pub(crate) mod negotiate;
 pub(crate) mod objects;
 mod offload;
@@ -41,16 +42,40 @@ use path::Target;
 /// answer's message. `ferry -v 2` shows the failures, `-v 3` every request.
 pub const REQUEST_LOG: &str = "ferry_hub::requests";
 
-/// The hub's HTTP API as an axum router.
+/// The hub's HTTP API as an axum router, with its own [`metrics::HubMetrics`].
 pub fn router(hub: Arc<Hub>) -> Router {
-    Router::new().fallback(handle).with_state(hub)
+    let metrics = Arc::new(metrics::HubMetrics::new());
+    Router::new()
+        .fallback(handle)
+        .with_state(hub)
+        .layer(axum::Extension(metrics))
 }
 
-async fn handle(State(hub): State<Arc<Hub>>, req: Request) -> Response {
+async fn handle(
+    State(hub): State<Arc<Hub>>,
+    axum::Extension(metrics): axum::Extension<Arc<metrics::HubMetrics>>,
+    req: Request,
+) -> Response {
     let started = std::time::Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
-    match catch_panic(&method, &path, serve(hub, req)).await {
+    let shape = metrics::shape_of(&hub, &req);
+    let in_flight = metrics.in_flight(&shape);
+    let response = answer(hub, &method, &path, started, req).await;
+    drop(in_flight);
+    let code = response.status().as_u16();
+    metrics.answered(shape, code, started.elapsed(), response)
+}
+
+/// Serves `req` and logs the answer.
+async fn answer(
+    hub: Arc<Hub>,
+    method: &http::Method,
+    path: &str,
+    started: std::time::Instant,
+    req: Request,
+) -> Response {
+    match catch_panic(method, path, serve(hub, req)).await {
         Ok(r) => {
             let code = r.status().as_u16();
             if code >= 400 {
@@ -247,6 +272,26 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     }
     match parsed.target {
         Target::Health(_) | Target::Version => unreachable!("answered above"),
+        Target::Root if parts.method == http::Method::GET => {
+            let served = resources.iter().map(|r| (r.group.as_str(), r.version.as_str()));
+            Ok(json_value(
+                StatusCode::OK,
+                &metrics::root_paths(served, parsed.cluster.is_none()),
+            ))
+        }
+        Target::Metrics if parts.method == http::Method::GET => {
+            let metrics = metrics::of_request(&parts)
+                .ok_or_else(|| ApiError::internal("the hub's metrics are not installed on this router"))?;
+            Ok((
+                [(
+                    http::header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )],
+                metrics.render(&hub),
+            )
+                .into_response())
+        }
+        Target::Root | Target::Metrics => Err(ApiError::verb_not_served()),
         Target::CoreVersions | Target::Groups | Target::Group(_) | Target::GroupVersion { .. } => {
             Err(ApiError::internal("discovery was not answered"))
         }

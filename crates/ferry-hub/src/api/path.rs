@@ -6,6 +6,10 @@ use crate::status::ApiError;
 /// What a request path addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
+    /// `/`: the paths served (kube-apiserver's `{"paths": [...]}`).
+    Root,
+    /// `/metrics`, served only outside `/clusters/...` (the hub's, not a workspace's).
+    Metrics,
     Version,
     Health(String),
     /// `/api`
@@ -69,6 +73,8 @@ pub fn parse(path: &str) -> Result<ParsedPath, ApiError> {
         parts.drain(..2);
     }
     let target = match parts.as_slice() {
+        [] => Target::Root,
+        ["metrics"] if cluster.is_none() => Target::Metrics,
         ["version"] => Target::Version,
         [h] | [h, ..] if matches!(*h, "healthz" | "readyz" | "livez") => Target::Health(h.to_string()),
         ["api"] => Target::CoreVersions,

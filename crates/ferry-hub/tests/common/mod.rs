@@ -19,8 +19,25 @@ pub async fn client_as(
     workspace: &str,
     auth: ferry_hub::kubeconfig::AuthInfo,
 ) -> kube::Client {
-    let yaml = user_kubeconfig(hub, workspace, auth);
-    let kc = Kubeconfig::from_yaml(&yaml).expect("kubeconfig parses");
+    client_from_yaml(&user_kubeconfig(hub, workspace, auth)).await
+}
+
+/// A kube-rs client for `hub`'s top, outside any `/clusters/<workspace>` (where
+/// `/metrics` and `/` are), authenticating with `auth`.
+pub async fn top_client_as(hub: &TestHub, auth: ferry_hub::kubeconfig::AuthInfo) -> kube::Client {
+    client_from_yaml(&ferry_hub::kubeconfig::kubeconfig(
+        "hub",
+        hub.url(),
+        &hub.running.ca_pem,
+        auth,
+        "user",
+        None,
+    ))
+    .await
+}
+
+async fn client_from_yaml(yaml: &str) -> kube::Client {
+    let kc = Kubeconfig::from_yaml(yaml).expect("kubeconfig parses");
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .expect("config");

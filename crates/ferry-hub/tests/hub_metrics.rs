@@ -1,0 +1,237 @@
+//! The hub's `/metrics` and `GET /`, as kube-apiserver serves them: who may read
+//! them (the admin, and whoever root grants `get` on the non-resource URL; not an
+//! anonymous client, not a tenant with rights only in its own workspace), and that a
+//! scrape tells nothing about what tenants named.
+
+mod common;
+
+use common::tenants::{bind_cluster_role, cluster_role, Tenants};
+use common::{call, eventually, get_raw, token, top_client_as};
+use ferry_hub::kubeconfig::AuthInfo;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, WatchParams};
+use serde_json::json;
+
+/// Every label value of a Prometheus text scrape.
+fn label_values(scrape: &str) -> Vec<&str> {
+    scrape
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| Some(&l[l.find('{')? + 1..l.rfind('}')?]))
+        .flat_map(|labels| labels.split("\",").filter_map(|kv| kv.split_once("=\"")))
+        .map(|(_, v)| v.trim_end_matches('"'))
+        .collect()
+}
+
+/// The value of the sample `name{...}` whose labels include every one of `has`.
+fn sample(scrape: &str, name: &str, has: &[&str]) -> Option<f64> {
+    scrape
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .find(|l| has.iter().all(|h| l.contains(h)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_are_read_by_the_admin_and_whom_root_grants_them_not_by_tenants_or_anonymous() {
+    let t = Tenants::start().await;
+    t.workspace("mal", Some("mal")).await;
+    let admin = top_client_as(&t.hub, token(&t.hub.running.admin_token)).await;
+    let (code, scrape) = get_raw(&admin, "/metrics").await;
+    assert_eq!(code, 200, "{scrape}");
+    for name in [
+        "apiserver_request_total",
+        "apiserver_request_duration_seconds_bucket",
+        "apiserver_current_inflight_requests",
+        "apiserver_storage_objects",
+    ] {
+        assert!(scrape.contains(name), "{name} missing from the scrape:\n{scrape}");
+    }
+
+    // The attacker: cluster-admin of root:mal (every non-resource URL there) and
+    // nothing in root.
+    let mal = top_client_as(&t.hub, token("mal-token")).await;
+    let (code, body) = get_raw(&mal, "/metrics").await;
+    assert_eq!(code, 403, "{body}");
+    assert!(!body.contains("apiserver_"), "{body}");
+    let in_own = t.client_as("mal", "root:mal").await;
+    let (code, body) = get_raw(&in_own, "/metrics").await;
+    assert_eq!(code, 404, "a workspace has no /metrics of its own: {body}");
+    assert!(!body.contains("apiserver_"), "{body}");
+    let anonymous = top_client_as(&t.hub, AuthInfo::Token(String::new())).await;
+    let (code, body) = get_raw(&anonymous, "/metrics").await;
+    assert_eq!(code, 401, "{body}");
+
+    // kube's way to let a scraper in: `get` on the non-resource URL, granted in root.
+    let bob = top_client_as(&t.hub, token("bob-token")).await;
+    assert_eq!(get_raw(&bob, "/metrics").await.0, 403);
+    cluster_role(
+        &t.hub,
+        "root",
+        "metrics-reader",
+        json!([{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]),
+    )
+    .await;
+    bind_cluster_role(&t.hub, "root", "bob-reads-metrics", "metrics-reader", "bob").await;
+    let (code, scrape) = eventually(10, "bob may read /metrics", || async {
+        let (code, body) = get_raw(&bob, "/metrics").await;
+        (code == 200).then_some((code, body))
+    })
+    .await;
+    assert!(scrape.contains("apiserver_request_total"), "{code}: {scrape}");
+    // ... and only that: the grant is not a way into the rest of root.
+    assert_eq!(get_raw(&bob, "/").await.0, 403);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scrape_counts_requests_watches_and_objects_but_names_no_workspace_object_or_tenant() {
+    let t = Tenants::start().await;
+    t.workspace("xq-distinctive-ws", Some("mal")).await;
+    let mal = t.client_as("mal", "root:xq-distinctive-ws").await;
+    let (code, body) = call(
+        &mal,
+        "POST",
+        "/api/v1/namespaces",
+        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "xq-distinctive-ns"}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = call(
+        &mal,
+        "POST",
+        "/api/v1/namespaces/xq-distinctive-ns/configmaps",
+        Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "xq-distinctive-cm"}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "xqwidgets.xq-distinctive.io"},
+        "spec": {"group": "xq-distinctive.io", "scope": "Namespaced",
+            "names": {"plural": "xqwidgets", "singular": "xqwidget", "kind": "XqWidget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let (code, body) = call(
+        &mal,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(&crd),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    eventually(10, "the CRD serves its widgets", || async {
+        let (code, _) = call(
+            &mal,
+            "POST",
+            "/apis/xq-distinctive.io/v1/namespaces/xq-distinctive-ns/xqwidgets",
+            Some(&json!({"apiVersion": "xq-distinctive.io/v1", "kind": "XqWidget",
+                "metadata": {"name": "xq-distinctive-widget"}})),
+        )
+        .await;
+        (code == 201).then_some(())
+    })
+    .await;
+    // A path nobody serves, and a method nobody knows: neither may become a label.
+    call(&mal, "GET", "/apis/xq-distinctive.io/v9/xq-nothing", None).await;
+    call(&mal, "XQ-DISTINCTIVE", "/api/v1/namespaces", None).await;
+
+    let admin = top_client_as(&t.hub, token(&t.hub.running.admin_token)).await;
+    let configmaps = Api::<ConfigMap>::namespaced(mal.clone(), "xq-distinctive-ns");
+    let watch = configmaps.watch(&WatchParams::default(), "0").await.unwrap();
+    let watching = [r#"verb="WATCH""#, r#"resource="configmaps""#];
+    let scrape = eventually(10, "the open watch to be counted", || async {
+        let (_, scrape) = get_raw(&admin, "/metrics").await;
+        (sample(&scrape, "apiserver_longrunning_requests", &watching) == Some(1.0)).then_some(scrape)
+    })
+    .await;
+
+    let created = [r#"verb="POST""#, r#"resource="configmaps""#, r#"code="201""#];
+    assert!(
+        sample(&scrape, "apiserver_request_total", &created).is_some_and(|n| n >= 1.0),
+        "the configmap's create is counted:\n{scrape}"
+    );
+    assert!(
+        sample(
+            &scrape,
+            "apiserver_request_duration_seconds_count",
+            &[r#"verb="POST""#, r#"resource="configmaps""#]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{scrape}"
+    );
+    assert!(
+        sample(
+            &scrape,
+            "apiserver_storage_objects",
+            &[r#"resource="configmaps""#]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{scrape}"
+    );
+    assert!(
+        sample(&scrape, "apiserver_storage_objects", &[r#"resource="(custom)""#]).is_some_and(|n| n >= 1.0),
+        "the widget and the CRD-served kinds are counted together:\n{scrape}"
+    );
+    assert!(
+        !scrape.contains("xq-distinctive") && !scrape.contains("xq-nothing"),
+        "the scrape names what a tenant chose:\n{scrape}"
+    );
+    for value in label_values(&scrape) {
+        assert!(
+            !["mal", "u-mal", "mal-token"].contains(&value) && !value.contains("root:"),
+            "a label value names a tenant or workspace: {value:?}\n{scrape}"
+        );
+    }
+
+    drop(watch);
+    eventually(10, "the closed watch to be uncounted", || async {
+        let (_, scrape) = get_raw(&admin, "/metrics").await;
+        (sample(&scrape, "apiserver_longrunning_requests", &watching) == Some(0.0)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
+    let t = Tenants::start().await;
+    t.workspace("mal", Some("mal")).await;
+    let admin = top_client_as(&t.hub, token(&t.hub.running.admin_token)).await;
+    let (code, body) = call(&admin, "GET", "/", None).await;
+    assert_eq!(code, 200, "{body}");
+    let paths: Vec<&str> = body["paths"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{{\"paths\": [...]}} expected: {body}"))
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    for want in [
+        "/api",
+        "/api/v1",
+        "/apis",
+        "/apis/apps",
+        "/apis/apps/v1",
+        "/healthz",
+        "/metrics",
+        "/version",
+    ] {
+        assert!(paths.contains(&want), "{want} missing: {paths:?}");
+    }
+
+    // The attacker: not at the top, which is root's.
+    let mal = top_client_as(&t.hub, token("mal-token")).await;
+    assert_eq!(call(&mal, "GET", "/", None).await.0, 403);
+    // Its own workspace answers, without the hub's /metrics.
+    let (code, own) = call(&t.client_as("mal", "root:mal").await, "GET", "/", None).await;
+    assert_eq!(code, 200, "{own}");
+    assert!(
+        own["paths"]
+            .as_array()
+            .is_some_and(|p| p.contains(&json!("/api/v1"))),
+        "{own}"
+    );
+    assert!(!own.to_string().contains("/metrics"), "{own}");
+    // Another tenant cannot list what root:mal serves.
+    let (code, body) = call(&t.client_as("bob", "root:mal").await, "GET", "/", None).await;
+    assert_eq!(code, 403, "{body}");
+}
