@@ -54,11 +54,15 @@
 //! Level-based: every change anywhere marks the world dirty and one pass
 //! (debounced) recomputes what every mailbox should hold from the stored
 //! objects alone, so a restart (or a missed event) converges on the next
-//! pass with nothing duplicated or left behind.
+//! pass with nothing duplicated or left behind. Locations and SyncTargets
+//! are read through an index the watch keeps current ([`index`]), so
+//! resolving a placement visits only the Locations and SyncTargets its
+//! selectors can reach, not every Location against every SyncTarget.
 
 pub mod copy;
 pub mod customize;
 pub mod grant;
+pub mod index;
 pub mod reported;
 pub mod resolve;
 pub mod select;
@@ -88,10 +92,11 @@ use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::service::{self, DeleteOptions, PatchType, Request};
 use crate::status::ApiError;
-use crate::storage::{ClusterScope, ObjectKey, StoredObject, WatchEvent};
+use crate::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 use crate::strategy::edge::{placer_of, PLACED_BY_ANNOTATION};
 use crate::workspace::WORKSPACES;
 use copy::Listed;
+use index::InventoryIndex;
 use select::{ObjectTest, SpecProblem};
 
 /// Field manager of the translator's writes.
@@ -158,6 +163,9 @@ pub fn spawn(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
+            // Read after the watch began: an event for what it already
+            // holds only sets it again.
+            let mut inventory = load_inventory(&hub);
             let mut due = Some(Instant::now());
             loop {
                 let wait = async {
@@ -174,12 +182,13 @@ pub fn spawn(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
                     }
                     _ = wait => {
                         due = None;
-                        if reconcile(&hub).await {
+                        if reconcile(&hub, &inventory).await {
                             due = Some(Instant::now() + RETRY);
                         }
                     }
                     event = events.next() => match event {
                         Some(event) => {
+                            track(&mut inventory, &event);
                             if relevant(&event) {
                                 let soon = Instant::now() + DEBOUNCE;
                                 due = Some(due.map_or(soon, |d| d.min(soon)));
@@ -249,22 +258,12 @@ enum DestCopy {
 
 /// Inventory objects by `(cluster, name)`, for the parameters of destinations.
 struct Inventory<'a> {
-    locations: HashMap<(&'a str, &'a str), &'a resolve::Location>,
-    targets: HashMap<(&'a str, &'a str), &'a resolve::Target>,
+    index: &'a InventoryIndex,
 }
 
 impl<'a> Inventory<'a> {
-    fn new(locations: &'a [resolve::Location], targets: &'a [resolve::Target]) -> Inventory<'a> {
-        Inventory {
-            locations: locations
-                .iter()
-                .map(|l| ((l.cluster.as_str(), l.name.as_str()), l))
-                .collect(),
-            targets: targets
-                .iter()
-                .map(|t| ((t.cluster.as_str(), t.name.as_str()), t))
-                .collect(),
-        }
+    fn new(index: &'a InventoryIndex) -> Inventory<'a> {
+        Inventory { index }
     }
 
     /// The copy of `s` for destination `d`.
@@ -273,12 +272,8 @@ impl<'a> Inventory<'a> {
             return DestCopy::Plain;
         }
         let empty = BTreeMap::new();
-        let loc = self
-            .locations
-            .get(&(d.cluster.as_str(), d.location_name.as_str()));
-        let target = self
-            .targets
-            .get(&(d.cluster.as_str(), d.sync_target_name.as_str()));
+        let loc = self.index.location(&d.cluster, &d.location_name);
+        let target = self.index.target(&d.cluster, &d.sync_target_name);
         let params = customize::Parameters {
             sources: [
                 loc.map_or(&empty, |l| &l.labels),
@@ -304,9 +299,7 @@ impl<'a> Inventory<'a> {
 
     /// What the owner of `d`'s SyncTarget lets come up from its cluster.
     fn upsync_allow(&self, d: &SinglePlacement) -> grant::UpsyncAllow {
-        let target = self
-            .targets
-            .get(&(d.cluster.as_str(), d.sync_target_name.as_str()));
+        let target = self.index.target(&d.cluster, &d.sync_target_name);
         grant::UpsyncAllow::parse(
             target
                 .and_then(|t| t.annotations.get(grant::UPSYNC_ALLOW_ANNOTATION))
@@ -407,13 +400,7 @@ fn served_resources(hub: &Hub, cluster: &str) -> BTreeMap<String, ResourceInfo> 
     out
 }
 
-fn evaluate(
-    hub: &Hub,
-    key: &ObjectKey,
-    value: Value,
-    locations: &[resolve::Location],
-    targets: &[resolve::Target],
-) -> Placement {
+fn evaluate(hub: &Hub, key: &ObjectKey, value: Value, inventory: &InventoryIndex) -> Placement {
     let path = path_of(hub, &key.cluster);
     let mut problems = Vec::new();
     let spec: EdgePlacementSpec =
@@ -431,7 +418,7 @@ fn evaluate(
     let selectors =
         select::compile_selectors("spec.locationSelectors", &spec.location_selectors, &mut problems);
     let placer = placer_of(&value);
-    let (matching_locations, destinations) = resolve::resolve(&selectors, locations, targets, |l| {
+    let (matching_locations, destinations) = inventory.resolve(&selectors, |l| {
         placer
             .as_ref()
             .is_some_and(|u| grant::may_place(hub, u, &l.cluster, &l.name))
@@ -701,26 +688,44 @@ fn mailboxes(hub: &Hub) -> Vec<Mailbox> {
         .collect()
 }
 
+/// Every stored Location and SyncTarget, indexed; the watch keeps it
+/// current from then on ([`track`]).
+fn load_inventory(hub: &Hub) -> InventoryIndex {
+    let (locations, _) = hub.store.list(&ClusterScope::All, LOCATIONS, None, None);
+    let (targets, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
+    InventoryIndex::of(
+        locations
+            .iter()
+            .filter_map(|(k, o)| resolve::Location::from_object(&k.cluster, &o.value())),
+        targets
+            .iter()
+            .filter_map(|(k, o)| resolve::Target::from_object(&k.cluster, &o.value())),
+    )
+}
+
+/// Fold one watch event into the inventory index (other resources: nothing).
+fn track(inventory: &mut InventoryIndex, event: &WatchEvent) {
+    let key = &event.key;
+    let value = (event.kind != EventType::Deleted).then(|| event.object.value());
+    match key.resource.as_str() {
+        LOCATIONS => inventory.apply_location(&key.cluster, &key.name, value.as_ref()),
+        SYNC_TARGETS => inventory.apply_target(&key.cluster, &key.name, value.as_ref()),
+        _ => {}
+    }
+}
+
 /// One pass over everything; true when something must be retried.
-async fn reconcile(hub: &Arc<Hub>) -> bool {
+/// Locations and SyncTargets come from `inventory`, not the store: the
+/// where-resolver visits only what a placement's selectors can reach.
+async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
     let mut retry = false;
-    let (objs, _) = hub.store.list(&ClusterScope::All, LOCATIONS, None, None);
-    let locations: Vec<resolve::Location> = objs
-        .iter()
-        .filter_map(|(k, o)| resolve::Location::from_object(&k.cluster, &o.value()))
-        .collect();
-    let (objs, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
-    let targets: Vec<resolve::Target> = objs
-        .iter()
-        .filter_map(|(k, o)| resolve::Target::from_object(&k.cluster, &o.value()))
-        .collect();
     let (objs, _) = hub.store.list(&ClusterScope::All, EDGE_PLACEMENTS, None, None);
     let all_mailboxes = mailboxes(hub);
     let mailbox_clusters: BTreeSet<&str> = all_mailboxes.iter().map(|m| m.cluster.as_str()).collect();
     let mut placements: Vec<Placement> = objs
         .iter()
         .filter(|(k, _)| !mailbox_clusters.contains(k.cluster.as_str()))
-        .map(|(k, o)| evaluate(hub, k, o.value(), &locations, &targets))
+        .map(|(k, o)| evaluate(hub, k, o.value(), inventory))
         .collect();
 
     for p in &placements {
@@ -728,7 +733,7 @@ async fn reconcile(hub: &Arc<Hub>) -> bool {
         retry |= ensure_customizer_kind(hub, p).await;
     }
 
-    let inventory = Inventory::new(&locations, &targets);
+    let inventory = Inventory::new(inventory);
     let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
     for (i, p) in placements.iter_mut().enumerate() {
         if p.deleting {
