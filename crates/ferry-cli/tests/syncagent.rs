@@ -8,9 +8,10 @@ mod syncagent_kit;
 
 use std::process::{Command, Stdio};
 
+use ferry_api::well_known::{SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_NAME_ANNOTATION};
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::eventually;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{json, Value};
 use syncagent_kit::*;
 
@@ -27,33 +28,8 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
         service,
         ..
     } = Stage::start(EXPORT).await;
-    let crds = ar(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
-    for crd in ferry_api::crds::all_crds() {
-        let crd = serde_json::to_value(crd).unwrap();
-        if crd["metadata"]["name"] == "publishedresources.syncagent.kcp.io" {
-            create(&service, &crds, None, crd).await;
-        }
-    }
-    let prs = ar(
-        "syncagent.kcp.io",
-        "v1alpha1",
-        "PublishedResource",
-        "publishedresources",
-    );
-    create(
-        &service,
-        &prs,
-        None,
-        json!({ "apiVersion": "syncagent.kcp.io/v1alpha1", "kind": "PublishedResource",
-                "metadata": { "name": "databases", "labels": { "team": "db" } },
-                "spec": { "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v1"] } } }),
-    )
-    .await;
+    publish_databases(&service).await;
+    let prs = published_resources();
 
     let agent = |extra: &[&str], metrics: &str| {
         Command::new(env!("CARGO_BIN_EXE_ferry"))
@@ -383,4 +359,147 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
         !stderr.contains("code: 403") && !stderr.to_lowercase().contains("forbidden"),
         "the agent lacked a right: {stderr}"
     );
+}
+
+/// A consumer object's name in the kill -9 test.
+fn killed_name(i: usize) -> String {
+    format!("db-{i}")
+}
+
+/// kill -9 in the middle of the initial sync, then a restart: every consumer object
+/// ends up with one copy, one last-known state and the finalizer once, and deleting
+/// them all leaves nothing behind (no copy, no state Secret, no object held by the
+/// finalizer). The first agent is throttled (`--qps`) so that the kill lands mid-sync.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_killed_mid_initial_sync_resumes_with_nothing_orphaned_or_doubled() {
+    const OBJECTS: usize = 60;
+    let Stage {
+        kcp: _kcp,
+        service_hub: _service_hub,
+        provider_kubeconfig,
+        c1,
+        service_kubeconfig,
+        service,
+        ..
+    } = Stage::start(EXPORT).await;
+    publish_databases(&service).await;
+    let agent = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args([
+                "syncagent",
+                "--kcp-kubeconfig",
+                provider_kubeconfig.to_str().unwrap(),
+                "--kubeconfig",
+                service_kubeconfig.to_str().unwrap(),
+                "--apiexportendpointslice-ref",
+                EXPORT,
+                "--namespace=ferry-system",
+                "--agent-name=nora",
+                "--metrics-address",
+                &free_address(),
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // The schema first (an agent that does not sync), so the objects exist before
+    // the syncing agent starts.
+    let mut publisher = agent(&["--disabled-controllers=sync"]);
+    eventually(30, "the schema in the PublishedResource's status", || async {
+        let pr = get(&service, &published_resources(), None, "databases").await?;
+        pr["status"]["resourceSchemaName"].as_str().map(drop)
+    })
+    .await;
+    create(
+        &c1,
+        &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
+        None,
+        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
+                "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
+    )
+    .await;
+    let remote = ar(EXPORT, "v1", "Database", "databases");
+    for i in 0..OBJECTS {
+        create(
+            &c1,
+            &remote,
+            Some("default"),
+            json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
+                    "metadata": { "name": killed_name(i), "namespace": "default" }, "spec": { "size": i } }),
+        )
+        .await;
+    }
+    publisher.kill().unwrap();
+    let _ = publisher.wait();
+
+    let local: Api<DynamicObject> =
+        Api::all_with(service.clone(), &ar("example.com", "v1", "Database", "databases"));
+    let copies = ListParams::default().labels("syncagent.kcp.io/agent-name=nora");
+    let states: Api<DynamicObject> = Api::namespaced_with(
+        service.clone(),
+        "ferry-system",
+        &ar("", "v1", "Secret", "secrets"),
+    );
+    let state_selector = ListParams::default().labels("syncagent.kcp.io/object-state=true");
+    let sources: Api<DynamicObject> = Api::namespaced_with(c1.clone(), "default", &remote);
+
+    // 10 requests a second, three per object: the kill comes a few copies in.
+    let mut first = agent(&["--qps=10"]);
+    let made = eventually(60, "the first copies", || async {
+        let n = local.list(&copies).await.ok()?.items.len();
+        (n >= 3).then_some(n)
+    })
+    .await;
+    first.kill().unwrap();
+    let _ = first.wait();
+    let copied = local.list(&copies).await.unwrap().items.len();
+    assert!(
+        (made..OBJECTS).contains(&copied),
+        "killed mid-sync: {copied} of {OBJECTS} copies"
+    );
+
+    let mut second = agent(&[]);
+    let listed = eventually(60, "every copy and its state", || async {
+        let copies = local.list(&copies).await.ok()?.items;
+        let states = states.list(&state_selector).await.ok()?.items;
+        (copies.len() >= OBJECTS && states.len() >= OBJECTS).then_some((copies, states))
+    })
+    .await;
+    let (copies_made, states_made) = listed;
+    let mut names: Vec<String> = copies_made
+        .iter()
+        .map(|c| c.metadata.annotations.as_ref().unwrap()[SYNCAGENT_REMOTE_NAME_ANNOTATION].clone())
+        .collect();
+    names.sort();
+    let mut wanted: Vec<String> = (0..OBJECTS).map(killed_name).collect();
+    wanted.sort();
+    assert_eq!(names, wanted, "one copy per object");
+    assert_eq!(states_made.len(), OBJECTS, "one last-known state per object");
+    for source in sources.list(&ListParams::default()).await.unwrap().items {
+        assert_eq!(
+            source.metadata.finalizers.unwrap_or_default(),
+            vec![SYNCAGENT_CLEANUP_FINALIZER.to_string()],
+            "{:?}",
+            source.metadata.name
+        );
+    }
+
+    // Deleted: the copies go, then their states, then the objects themselves.
+    for i in 0..OBJECTS {
+        sources
+            .delete(&killed_name(i), &Default::default())
+            .await
+            .unwrap();
+    }
+    eventually(60, "no object, copy or state left", || async {
+        let left = sources.list(&ListParams::default()).await.ok()?.items.len()
+            + local.list(&copies).await.ok()?.items.len()
+            + states.list(&state_selector).await.ok()?.items.len();
+        (left == 0).then_some(())
+    })
+    .await;
+    second.kill().unwrap();
+    let _ = second.wait();
 }

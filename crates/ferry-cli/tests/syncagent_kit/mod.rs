@@ -158,6 +158,41 @@ impl Stage {
     }
 }
 
+/// Installs the PublishedResource CRD on the service cluster and publishes its
+/// Databases (`databases`, labelled `team=db`).
+pub async fn publish_databases(service: &kube::Client) {
+    let crds = ar(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    for crd in ferry_api::crds::all_crds() {
+        let crd = serde_json::to_value(crd).unwrap();
+        if crd["metadata"]["name"] == "publishedresources.syncagent.kcp.io" {
+            create(service, &crds, None, crd).await;
+        }
+    }
+    create(
+        service,
+        &published_resources(),
+        None,
+        json!({ "apiVersion": "syncagent.kcp.io/v1alpha1", "kind": "PublishedResource",
+                "metadata": { "name": "databases", "labels": { "team": "db" } },
+                "spec": { "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v1"] } } }),
+    )
+    .await;
+}
+
+pub fn published_resources() -> ApiResource {
+    ar(
+        "syncagent.kcp.io",
+        "v1alpha1",
+        "PublishedResource",
+        "publishedresources",
+    )
+}
+
 /// The agent `nora` holds its Lease in `ferry-system` on the service cluster.
 pub async fn assert_holds_lease(service: &kube::Client) {
     let lease = get(

@@ -270,6 +270,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         match event {
             watcher::Event::Apply(obj) => {
                 if let Some((object, true)) = store.apply(&obj) {
+                    tracing::debug!(target: super::SYNC_LOG, resource = %id, %side, %object, "sync event: changed");
                     mapping.learn(&flow.target, side, &object, &obj);
                     engine.queue.add(key(object));
                 }

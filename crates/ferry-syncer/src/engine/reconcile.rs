@@ -810,7 +810,11 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                 "finalizers": finalizers,
                 "resourceVersion": based_on(&source),
             } });
-            std::sync::Arc::new(up.merge_patch(&patch).await?.to_value())
+            let patched = up.merge_patch(&patch).await?;
+            // Held as the source now, so its watch event is an echo, not a change
+            // that reconciles the object a second time.
+            flow.sources.written(&patched, based_on(&source));
+            std::sync::Arc::new(patched.to_value())
         }
         _ => source,
     };
@@ -935,7 +939,7 @@ async fn update(
         !needs_update(desired, actual)
     };
     if matches && !verified {
-        keep_if_verified(flow, desired, actual);
+        keep_if_verified(engine, flow, desired, actual);
     }
     // A profile writing by server-side apply (kcp TMC) makes destination namespaces
     // and deletes them, but never rewrites one: kcp's syncer does not, and the
@@ -970,7 +974,7 @@ async fn update(
     }
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
-    keep_if_verified(flow, desired, &written.to_value());
+    keep_if_verified(engine, flow, desired, &written.to_value());
     Ok(Some(Written::Raw(Box::new(written))))
 }
 
@@ -1031,7 +1035,7 @@ async fn apply_new(
     let written = written?;
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %dest.object, side = %dest.side, "applied copy");
-    keep_if_verified(flow, desired, &written.to_value());
+    keep_if_verified(engine, flow, desired, &written.to_value());
     Ok(Some(Written::Raw(Box::new(written))))
 }
 
@@ -1055,9 +1059,14 @@ fn desired_hash(obj: &Value) -> Option<&str> {
 
 /// Lets the copies' store keep `copy` without its content if it matches `desired`.
 /// Downsync only: an upsynced copy with a status subresource is the body of the
-/// status write that follows, so it stays whole.
-fn keep_if_verified(flow: &Flow, desired: &Value, copy: &Value) {
-    if flow.target.direction == Direction::Downsync && !needs_update(desired, copy) {
+/// status write that follows, so it stays whole. Nor where the profile keeps a
+/// last-known state: its updates are three-way merges into the whole copy, which a
+/// reduced one would have to read back first (a round trip in every update).
+fn keep_if_verified(engine: &Engine, flow: &Flow, desired: &Value, copy: &Value) {
+    if flow.target.direction == Direction::Downsync
+        && !engine.profile.mapping.keeps_last_known()
+        && !needs_update(desired, copy)
+    {
         flow.copies.keep_verified(copy);
     }
 }
@@ -1085,7 +1094,20 @@ async fn create_or_adopt(
     if let Some(manager) = apply_manager(engine, flow) {
         return apply_new(engine, flow, key, dest, desired, manager).await;
     }
-    let mut created = dest.create(desired).await;
+    // The last-known state is recorded beside the create, not after it: the source
+    // already holds the finalizer (so a state left by a create that failed goes with
+    // it), a retried create records the same state again (a no-op), and an adopted
+    // copy is overwritten with `desired`, which is then what the state says. One round
+    // trip per object fewer on the way to its copy.
+    let remember = match (direction, key.source()) {
+        (Direction::Downsync, Some(s)) => Some(engine.profile.mapping.remember(&flow.target, s, desired)),
+        _ => None,
+    };
+    let (mut created, ()) = tokio::join!(dest.create(desired), async {
+        if let Some(remember) = remember {
+            remember.await;
+        }
+    });
     if let Err(e) = &created {
         if e.code() == Some(404) && dest.object.namespace.is_some() {
             dest.ensure_namespace(key.source()).await?;
@@ -1094,12 +1116,9 @@ async fn create_or_adopt(
     }
     match created {
         Ok(written) => {
-            if let (Direction::Downsync, Some(s)) = (direction, key.source()) {
-                engine.profile.mapping.remember(&flow.target, s, desired).await;
-            }
             engine.metrics.synced(direction_of(flow), &flow.resource_name());
             tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %dest.object, side = %dest.side, "created copy");
-            keep_if_verified(flow, desired, &written.to_value());
+            keep_if_verified(engine, flow, desired, &written.to_value());
             Ok(Some(Written::Raw(Box::new(written))))
         }
         Err(e) if e.code() == Some(409) => {

@@ -176,6 +176,12 @@ pub trait Mapping: Send + Sync {
         Box::pin(async { None })
     }
 
+    /// Whether this profile keeps a last-known state of its copies (see
+    /// [`Mapping::last_known`]). No by default.
+    fn keeps_last_known(&self) -> bool {
+        false
+    }
+
     /// Records `desired` as what was just written as the copy of `source_key` (see
     /// [`Mapping::last_known`]). Nothing by default.
     fn remember(

@@ -1024,6 +1024,10 @@ impl Mapping for SyncAgent {
         crate::transform::status_for_upstream(&obj)
     }
 
+    fn keeps_last_known(&self) -> bool {
+        self.state.get().is_some()
+    }
+
     fn last_known(
         &self,
         target: &WatchTarget,

@@ -571,6 +571,15 @@ fn claim_name(c: &Value) -> String {
     }
 }
 
+/// Whether the condition `old` already says `(status, reason, message)`. A condition
+/// written without a message (it is left out when empty) says the empty one: the
+/// PublishedResource's status is not written again on every publishing pass.
+fn same_condition(old: &Value, (status, reason, message): (&str, &str, &str)) -> bool {
+    old["status"] == status
+        && old["reason"] == reason
+        && old["message"].as_str().unwrap_or_default() == message
+}
+
 /// The apiresourceschema and apiexport controllers.
 pub struct Publisher {
     kcp: kube::Client,
@@ -728,17 +737,14 @@ impl Publisher {
                 .cloned()
                 .unwrap_or(Value::Null)
         };
-        let same = |old: &Value, (status, reason, message): (&str, &str, &str)| {
-            old["status"] == status && old["reason"] == reason && old["message"] == message
-        };
         let old_ready = old("Ready");
         let old_synced = old("Synced");
         let old_schema = pr["status"]["resourceSchemaName"].as_str().unwrap_or_default();
         let synced_same = match &synced {
-            Some((s, r, m)) => same(&old_synced, (s, r, m)),
+            Some((s, r, m)) => same_condition(&old_synced, (s, r, m)),
             None => old_synced.is_null(),
         };
-        if same(&old_ready, (status, reason, &message))
+        if same_condition(&old_ready, (status, reason, &message))
             && synced_same
             && (schema.is_empty() || old_schema == schema)
         {
@@ -1084,6 +1090,21 @@ mod tests {
 
     fn spec(v: Value) -> PublishedResourceSpec {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_condition_without_a_message_is_one_with_the_empty_message() {
+        let synced = json!({ "type": "Synced", "status": "True", "reason": "Synced" });
+        assert!(same_condition(&synced, ("True", "Synced", "")));
+        assert!(!same_condition(&synced, ("True", "Synced", "2 objects wait")));
+        assert!(!same_condition(&synced, ("False", "Synced", "")));
+        let ready =
+            json!({ "status": "True", "reason": "Published", "message": "published as APIResourceSchema x" });
+        assert!(same_condition(
+            &ready,
+            ("True", "Published", "published as APIResourceSchema x")
+        ));
+        assert!(!same_condition(&Value::Null, ("True", "Published", "")));
     }
 
     #[test]
