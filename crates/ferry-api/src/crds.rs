@@ -299,8 +299,13 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
 /// The CRDs go through `serde_json::Value` first so that YAML sees plain maps, lists and
 /// scalars; serde-saphyr quotes strings that would otherwise read back as other types.
 pub fn crds_yaml() -> String {
+    to_yaml(&all_crds())
+}
+
+/// `crds` as one multi-document YAML stream, as [`crds_yaml`] writes them.
+pub fn to_yaml(crds: &[CustomResourceDefinition]) -> String {
     let mut out = String::new();
-    for crd in all_crds() {
+    for crd in crds {
         let value = serde_json::to_value(&crd).expect("CRD serializes to JSON");
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&value).expect("JSON value serializes to YAML"));

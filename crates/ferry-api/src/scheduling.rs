@@ -66,6 +66,8 @@ cluster_resource! {
         categories: ["kcp"],
         status_subresource: true,
         printer_columns: [
+            ("Phase", "string", ".status.phase"),
+            ("Location", "string", ".status.selectedLocation.locationName"),
             ("Age", "date", ".metadata.creationTimestamp"),
         ],
         spec: PlacementSpec,

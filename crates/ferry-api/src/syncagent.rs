@@ -27,6 +27,7 @@ cluster_resource! {
         status_subresource: true,
         printer_columns: [
             ("Kind", "string", ".spec.resource.kind"),
+            ("Ready", "string", ".status.conditions[?(@.type==\"Ready\")].status"),
             ("Schema", "string", ".status.resourceSchemaName"),
             ("Age", "date", ".metadata.creationTimestamp"),
         ],

@@ -385,6 +385,14 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
             ),
             json_path("Phase", "string", ".status.phase", KCP_PHASE_DESCRIPTION),
             json_path("URL", "string", ".spec.URL", "URL to access the workspace"),
+            // Ferry's: whose a KubeStellar mailbox workspace is (its name is
+            // `<inventory cluster>-mb-<SyncTarget uid>`, which says little).
+            json_path(
+                "SyncTarget",
+                "string",
+                ".metadata.annotations['edge.kubestellar.io/sync-target-name']",
+                "For a KubeStellar mailbox workspace: the SyncTarget it holds the workload of",
+            ),
             json_path("Age", "date", ".metadata.creationTimestamp", ""),
         ],
         ("core.kcp.io", "logicalclusters") => vec![
@@ -416,6 +424,9 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
                 "",
             ),
             json_path("Heartbeat", "date", ".status.lastSyncerHeartbeatTime", ""),
+            // Ferry's: Ready says the syncer is well, not that new work lands here.
+            string("Schedulable", "synctarget.schedulable")
+                .described("False while cordoned (spec.unschedulable) or draining (spec.evictAfter)"),
             json_path(
                 "Cluster",
                 "string",
@@ -426,6 +437,23 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
             string("Resources", "each:/spec/supportedAPIExports:/resource")
                 .described("The only resources of their exports the target takes, when listed"),
             string("Capabilities", "each:/spec/capabilities:/resource").described("What the cluster offers"),
+            json_path("Age", "date", ".metadata.creationTimestamp", ""),
+        ],
+        ("scheduling.kcp.io", "placements") => vec![
+            json_path("Phase", "string", ".status.phase", "Pending, Unbound or Bound"),
+            json_path(
+                "Location",
+                "string",
+                ".status.selectedLocation.locationName",
+                "The Location the Placement chose",
+            ),
+            json_path(
+                "Location Workspace",
+                "string",
+                ".status.selectedLocation.path",
+                "The workspace of that Location",
+            )
+            .wide(),
             json_path("Age", "date", ".metadata.creationTimestamp", ""),
         ],
         ("scheduling.kcp.io", "locations") => vec![
@@ -922,6 +950,11 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
         };
     }
     match name {
+        "synctarget.schedulable" => {
+            let cordoned = obj.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true);
+            let draining = !str_at(obj, "/spec/evictAfter").is_empty();
+            Value::from(if cordoned || draining { "False" } else { "True" })
+        }
         "name" => Value::from(str_at(obj, "/metadata/name")),
         "age" => Value::from(since(obj.pointer("/metadata/creationTimestamp"), now)),
         "created_at" => match str_at(obj, "/metadata/creationTimestamp") {

@@ -68,8 +68,9 @@ enum Command {
     /// Run kcp's api-syncagent beside a service cluster: publish its CRDs into an
     /// APIExport and sync the objects of every workspace that binds it.
     Syncagent(syncagent_cmd::SyncAgentArgs),
-    /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`).
-    Crds,
+    /// Print the CustomResourceDefinitions of Ferry's APIs (pipe to `kubectl apply -f -`),
+    /// less those of kinds the target server serves built in.
+    Crds(crds_cmd::CrdsArgs),
     /// Run the whole system on this machine: a hub, two stand-in clusters, their syncers, a workload.
     Quickstart(quickstart::QuickstartArgs),
     /// Register a workload cluster: write the manifest that installs its syncer.
@@ -274,7 +275,7 @@ fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
                 syncer_cmd::run(args).await
             }
             Command::Syncagent(args) => syncagent_cmd::run(args).await,
-            Command::Crds => crds_cmd::run(),
+            Command::Crds(args) => crds_cmd::run(args).await,
             Command::SyncerGen(args) => syncer_gen::run(args).await,
             Command::SyncagentGen(args) => syncagent_gen::run(args).await,
             Command::Quickstart(args) => quickstart::run(args).await,

@@ -322,6 +322,31 @@ pub struct TreeNode {
     pub children: Vec<TreeNode>,
 }
 
+/// Annotation on a KubeStellar mailbox Workspace: the logical cluster of its
+/// SyncTarget's inventory workspace (the hub's mailbox controller writes it).
+const INVENTORY_CLUSTER_ANNOTATION: &str = "edge.kubestellar.io/inventory-cluster";
+
+/// What `ws tree` learnt on its walk: each workspace's path by logical
+/// cluster, and each mailbox's SyncTarget and inventory cluster by shown name.
+#[derive(Default)]
+pub struct Seen {
+    pub paths: std::collections::HashMap<String, String>,
+    pub mailboxes: std::collections::HashMap<String, (String, String)>,
+}
+
+/// Mailbox workspaces say whose they are: `<name> (SyncTarget florin in
+/// root:imw1)`, the inventory workspace by path when the walk saw it, else
+/// by logical cluster.
+pub fn name_mailboxes(node: &mut TreeNode, seen: &Seen) {
+    if let Some((target, inventory)) = seen.mailboxes.get(&node.name) {
+        let inventory = seen.paths.get(inventory).unwrap_or(inventory);
+        node.name = format!("{} (SyncTarget {target} in {inventory})", node.name);
+    }
+    for child in &mut node.children {
+        name_mailboxes(child, seen);
+    }
+}
+
 /// The tree as kcp prints it (treeprint's layout, under a `.` line).
 pub fn render_tree(root: &TreeNode) -> String {
     fn walk(out: &mut String, node: &TreeNode, ended: &mut Vec<bool>, last: bool) {
@@ -619,8 +644,13 @@ impl Session {
         } else {
             current.rsplit(':').next().unwrap_or(&current).to_string()
         };
-        let children = self.children(&base, current.clone(), name.clone(), full).await?;
-        Ok(render_tree(&TreeNode { name, children }))
+        let seen = std::sync::Mutex::new(Seen::default());
+        let children = self
+            .children(&base, current.clone(), name.clone(), full, &seen)
+            .await?;
+        let mut root = TreeNode { name, children };
+        name_mailboxes(&mut root, &seen.into_inner().unwrap_or_default());
+        Ok(render_tree(&root))
     }
 
     fn children<'a>(
@@ -629,6 +659,7 @@ impl Session {
         path: String,
         shown: String,
         full: bool,
+        seen: &'a std::sync::Mutex<Seen>,
     ) -> BoxFuture<'a, anyhow::Result<Vec<TreeNode>>> {
         Box::pin(async move {
             let list = match self.workspaces(base, &path)?.list(&Default::default()).await {
@@ -659,7 +690,21 @@ impl Session {
                 } else {
                     ws_name
                 };
-                let children = self.children(base, child_path, name.clone(), full).await?;
+                if let Ok(mut seen) = seen.lock() {
+                    let at = |p: &str| ws.data.pointer(p).and_then(Value::as_str).map(String::from);
+                    if let Some(cluster) = at("/spec/cluster") {
+                        seen.paths.insert(cluster, child_path.clone());
+                    }
+                    let annotation =
+                        |k: &str| ws.metadata.annotations.as_ref().and_then(|a| a.get(k)).cloned();
+                    if let (Some(target), Some(inventory)) = (
+                        annotation(ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION),
+                        annotation(INVENTORY_CLUSTER_ANNOTATION),
+                    ) {
+                        seen.mailboxes.insert(name.clone(), (target, inventory));
+                    }
+                }
+                let children = self.children(base, child_path, name.clone(), full, seen).await?;
                 nodes.push(TreeNode { name, children });
             }
             Ok(nodes)
@@ -670,6 +715,34 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mailboxes_say_whose_they_are() {
+        let leaf = |name: &str| TreeNode {
+            name: name.into(),
+            children: vec![],
+        };
+        let mut root = TreeNode {
+            name: "root".into(),
+            children: vec![leaf("imw1"), leaf("c1-mb-u1"), leaf("c9-mb-u2")],
+        };
+        let mut seen = Seen::default();
+        seen.paths.insert("c1".into(), "root:imw1".into());
+        seen.mailboxes
+            .insert("c1-mb-u1".into(), ("florin".into(), "c1".into()));
+        seen.mailboxes
+            .insert("c9-mb-u2".into(), ("guilder".into(), "c9".into()));
+        name_mailboxes(&mut root, &seen);
+        let names: Vec<&str> = root.children.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "imw1",
+                "c1-mb-u1 (SyncTarget florin in root:imw1)",
+                "c9-mb-u2 (SyncTarget guilder in c9)"
+            ]
+        );
+    }
 
     #[test]
     fn cluster_urls_split_into_base_and_path() {

@@ -152,13 +152,13 @@ async fn ws_moves_between_workspaces_like_kcp() {
         ".\n└── root\n    └── root:my-org\n        └── root:my-org:team\n\n"
     );
 
-    // kubectl get workspaces: kcp's columns.
+    // kubectl get workspaces: kcp's columns, and Ferry's SYNCTARGET (mailboxes).
     let table = k.ok(&["get", "workspaces"]);
     let mut lines = table.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "TYPE", "REGION", "PHASE", "URL", "AGE"],
+        ["NAME", "TYPE", "REGION", "PHASE", "URL", "SYNCTARGET", "AGE"],
         "{table}"
     );
     let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();

@@ -315,7 +315,47 @@ fn group_views(resources: &[ResourceInfo]) -> Vec<GroupView<'_>> {
     for g in &mut groups {
         g.versions.sort_by(|a, b| compare_versions(a.0, b.0));
     }
+    own_groups_first(&mut groups);
     groups
+}
+
+/// kcp TMC's groups, which the hub serves built in in every workspace, and
+/// whose plurals KubeStellar reuses (`locations`, `synctargets`).
+const YIELDING_GROUPS: &[&str] = &["workload.kcp.io", "scheduling.kcp.io"];
+
+/// A group the workspace added itself (CRDs or an APIBinding) serving a
+/// plural of a [`YIELDING_GROUPS`] group moves just ahead of the first of
+/// them. kubectl resolves a plural served by several groups to the first
+/// group discovery lists, so in a KubeStellar inventory workspace
+/// `kubectl get locations` means KubeStellar's Locations, as the user put
+/// them there; where only kcp's kinds are served, nothing moves.
+fn own_groups_first(groups: &mut Vec<GroupView<'_>>) {
+    let Some(first) = groups.iter().position(|g| YIELDING_GROUPS.contains(&g.name)) else {
+        return;
+    };
+    let resources = |g: &GroupView<'_>| -> Vec<(String, bool)> {
+        g.versions
+            .iter()
+            .flat_map(|(_, rs)| rs.iter().map(|r| (r.resource.clone(), r.from_crd)))
+            .collect()
+    };
+    let plurals: std::collections::HashSet<String> = groups
+        .iter()
+        .filter(|g| YIELDING_GROUPS.contains(&g.name))
+        .flat_map(|g| resources(g).into_iter().map(|(r, _)| r))
+        .collect();
+    let (mut moving, mut staying) = (Vec::new(), Vec::new());
+    for (i, g) in std::mem::take(groups).into_iter().enumerate() {
+        let rs = resources(&g);
+        let own = i > first && rs.iter().all(|(_, crd)| *crd) && rs.iter().any(|(r, _)| plurals.contains(r));
+        if own {
+            moving.push(g);
+        } else {
+            staying.push(g);
+        }
+    }
+    staying.splice(first..first, moving);
+    *groups = staying;
 }
 
 /// `name`, `versions` and `preferredVersion` of an `APIGroup`.
@@ -463,6 +503,40 @@ pub(crate) mod tests {
             binding: None,
             terminating: false,
         }
+    }
+
+    #[test]
+    fn a_workspaces_own_group_comes_before_kcps_with_the_same_plural() {
+        let names = |rs: &[ResourceInfo]| -> Vec<String> {
+            group_views(rs).iter().map(|g| g.name.to_string()).collect()
+        };
+        let kcp = resource("scheduling.kcp.io", "v1alpha1", "Location", false);
+        let tmc = resource("workload.kcp.io", "v1alpha1", "SyncTarget", false);
+        let mut edge = resource("edge.kubestellar.io", "v2alpha1", "Location", false);
+        edge.from_crd = true;
+        let mut edge_target = resource("edge.kubestellar.io", "v2alpha1", "SyncTarget", false);
+        edge_target.from_crd = true;
+        let mut other = resource("example.com", "v1", "Widget", false);
+        other.from_crd = true;
+        let core = resource("", "v1", "Pod", true);
+        // Only kcp's: as listed.
+        let alone = [core.clone(), tmc.clone(), kcp.clone(), other.clone()];
+        assert_eq!(
+            names(&alone),
+            ["", "workload.kcp.io", "scheduling.kcp.io", "example.com"]
+        );
+        // KubeStellar's CRDs in the workspace: their group ahead of kcp's; others stay.
+        let both = [core, tmc, kcp, other, edge, edge_target];
+        assert_eq!(
+            names(&both),
+            [
+                "",
+                "edge.kubestellar.io",
+                "workload.kcp.io",
+                "scheduling.kcp.io",
+                "example.com"
+            ]
+        );
     }
 
     /// A small workspace: core pods and namespaces, apps deployments, and a

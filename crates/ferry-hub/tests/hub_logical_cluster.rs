@@ -336,14 +336,14 @@ async fn workspace_types_are_kcps() {
     assert_eq!(code, 200, "{updated}");
     assert_eq!(updated["spec"]["type"]["name"], "universal");
 
-    // kubectl prints kcp's columns.
+    // kubectl prints kcp's columns, and Ferry's SYNCTARGET (mailboxes).
     let out = hub.kubectl(&["get", "workspaces"]);
     let table = String::from_utf8_lossy(&out.stdout);
     let mut lines = table.lines();
     let header: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "TYPE", "REGION", "PHASE", "URL", "AGE"],
+        ["NAME", "TYPE", "REGION", "PHASE", "URL", "SYNCTARGET", "AGE"],
         "{table}"
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();

@@ -639,6 +639,9 @@ async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
 async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
     let hub = TestHub::start().await;
     let (florin, guilder) = example1(&hub).await;
+    // Both clusters' syncers run (an executing copy is one a syncer acknowledged).
+    stand_in_syncer(&hub, &florin).await;
+    stand_in_syncer(&hub, &guilder).await;
     let wmw = client(&hub, "root:wmw1").await;
     example1_workload(&wmw).await;
     // Kyverno-like: a CRD for policy reports and a policy (a ConfigMap standing in).
@@ -831,6 +834,8 @@ fn destinations(s: &DynamicObject) -> Vec<(String, bool, String, String)> {
 async fn placement_summaries_list_every_destination_and_follow_reported_status() {
     let hub = TestHub::start().await;
     let (florin, guilder) = example1(&hub).await;
+    stand_in_syncer(&hub, &florin).await;
+    stand_in_syncer(&hub, &guilder).await;
     let wmw = client(&hub, "root:wmw1").await;
     example1_workload(&wmw).await;
     apply(&wmw, placement_c()).await;

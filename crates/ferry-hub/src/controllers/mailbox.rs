@@ -58,6 +58,18 @@ impl Follower for Mailboxes {
                 return;
             }
             let target = event.object.value();
+            // Only the uid and a deletion matter here, not the status the
+            // heartbeat keeps changing (`controllers::edge_synctarget`).
+            let previous = event.previous.as_deref().map(|p| p.value());
+            if event.kind == EventType::Modified
+                && previous.as_ref().is_some_and(|p| {
+                    ["/metadata/uid", "/metadata/deletionTimestamp"]
+                        .iter()
+                        .all(|f| p.pointer(f) == target.pointer(f))
+                })
+            {
+                return;
+            }
             match event.kind {
                 EventType::Deleted => remove_mailbox(hub, &event.key.cluster, &target).await,
                 _ => ensure_mailbox(hub, &event.key.cluster, &target).await,

@@ -13,6 +13,7 @@ pub mod apis;
 pub mod apiservices;
 pub mod compute;
 pub mod crds;
+pub mod edge_synctarget;
 pub mod finalizing;
 pub mod follow;
 pub mod garbage_collector;

@@ -373,6 +373,11 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         if placement {
             controllers.push(crate::controllers::placement::spawn(hub.clone(), stop.clone()));
         }
+        controllers.extend(crate::controllers::edge_synctarget::spawn(
+            hub,
+            stop.clone(),
+            heartbeat,
+        ));
         controllers.extend(crate::controllers::synctarget::spawn(hub, stop, heartbeat));
         controllers
     };

@@ -26,6 +26,7 @@
 //!   virtual workspace, never through an APIExport.
 
 pub mod compat;
+pub mod edge;
 pub mod imported;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};

@@ -268,3 +268,36 @@ pub async fn served(c: &kube::Client, kind: &str, plural: &str) {
     })
     .await;
 }
+
+/// Stands in for the KubeStellar syncer of `mailbox` for the rest of the
+/// test: writes on `the-one` what a running syncer writes (a heartbeat, and
+/// `SyncerReady` at the generation it read), again whenever the generation
+/// moves or the heartbeat is a few seconds old, so the mailbox's copies
+/// count as synced. Tests of what a real syncer does start one instead.
+pub async fn stand_in_syncer(hub: &TestHub, mailbox: &str) -> tokio::task::JoinHandle<()> {
+    let client = client(hub, mailbox).await;
+    tokio::spawn(async move {
+        let configs = api(&client, &edge("SyncerConfig", "syncerconfigs"), None);
+        let mut written: Option<(i64, std::time::Instant)> = None;
+        loop {
+            if let Ok(Some(one)) = configs.get_opt("the-one").await {
+                let generation = one.metadata.generation.unwrap_or(0);
+                let due = written.is_none_or(|(g, at)| g != generation || at.elapsed().as_secs() >= 5);
+                if due {
+                    let now = ferry_api::timestamp::now();
+                    let status = json!({"status": {"lastSyncerHeartbeatTime": now, "conditions": [
+                        {"type": "SyncerReady", "status": "True", "reason": "Ready", "message": "stand-in",
+                         "observedGeneration": generation, "lastTransitionTime": now}]}});
+                    if configs
+                        .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&status))
+                        .await
+                        .is_ok()
+                    {
+                        written = Some((generation, std::time::Instant::now()));
+                    }
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+}

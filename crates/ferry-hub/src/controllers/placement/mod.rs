@@ -40,7 +40,9 @@
 //!   `Conflict` condition naming both sides. Decided the same way every
 //!   time, so nothing flaps.
 //! - **Reported state**: `kubestellar.io/executing-count` on each selected
-//!   WMW object (the number of mailboxes holding its copy); with
+//!   WMW object (the number of mailboxes holding its copy whose syncer
+//!   acknowledged it: its SyncTarget Ready and `the-one` read at its current
+//!   generation, `crate::synctarget::edge::pending`); with
 //!   `wantSingletonReportedState` and exactly one destination, that copy's
 //!   status is written to the WMW object, and cleared again when the
 //!   object stops going to that one destination ([`reported`]); objects the syncer upsynced into
@@ -49,7 +51,8 @@
 //!   labelled [`RETURNED_LABEL`]`=<syncTarget>`, when the SyncTarget's
 //!   upsync allow-list lets them come up ([`grant::UpsyncAllow`]). Every placed object also
 //!   gets a `PlacementSummary` ([`summary`]) in its WMW: each destination,
-//!   whether its mailbox holds the current copy, and a status digest.
+//!   whether it is synced (the mailbox holds the current copy and the
+//!   syncer acknowledged it; else `pending: <why>`), and a status digest.
 //!
 //! Level-based: every change anywhere marks the world dirty and one pass
 //! (debounced) recomputes what every mailbox should hold from the stored
@@ -660,6 +663,8 @@ impl Plan {
 struct Mailbox {
     cluster: String,
     target: String,
+    /// The logical cluster of the SyncTarget's inventory workspace.
+    inventory: String,
 }
 
 fn mailboxes(hub: &Hub) -> Vec<Mailbox> {
@@ -679,6 +684,11 @@ fn mailboxes(hub: &Hub) -> Vec<Mailbox> {
                 cluster: str_at(&ws, "/spec/cluster").to_string(),
                 target: annotations
                     .get(ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                inventory: annotations
+                    .get(super::mailbox::INVENTORY_CLUSTER_ANNOTATION)
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string(),
@@ -785,6 +795,8 @@ async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
             .collect()
             .await
     };
+    // A copy executes only where a syncer acknowledged it: a mailbox alone is
+    // not a cluster.
     let mut executing: HashMap<ObjectKey, usize> = HashMap::new();
     for o in outcomes {
         retry |= o.retry;
@@ -793,6 +805,9 @@ async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
         }
         for (i, message) in o.customization {
             placements[i].customization.insert(message);
+        }
+        if !o.acknowledged {
+            continue;
         }
         for key in o.executing {
             *executing.entry(key).or_default() += 1;
@@ -1210,7 +1225,27 @@ async fn apply_mailbox(
     }
 
     out.retry = retry | write_the_one(hub, mb, plan, &listed).await;
+    out.acknowledged = pending(hub, &mb.cluster, &mb.inventory, &mb.target).is_none();
     out
+}
+
+/// Why the copies in mailbox `mailbox` (of SyncTarget `target` in logical
+/// cluster `inventory`) do not count as synced yet; `None`: they do.
+fn pending(hub: &Hub, mailbox: &str, inventory: &str, target: &str) -> Option<String> {
+    let get = |cluster: &str, resource: &str, name: &str| {
+        hub.store
+            .get(&ObjectKey {
+                cluster: cluster.into(),
+                resource: resource.into(),
+                namespace: String::new(),
+                name: name.into(),
+            })
+            .map(|o| o.value())
+    };
+    crate::synctarget::edge::pending(
+        get(inventory, SYNC_TARGETS, target).as_ref(),
+        get(mailbox, SYNCER_CONFIGS, THE_ONE).as_ref(),
+    )
 }
 
 /// A placement's Conflict message about `what` in the mailbox of
@@ -1255,6 +1290,8 @@ struct MailboxOutcome {
     executing_placements: Vec<usize>,
     /// `(placement index, message)` for copies that could not be customized.
     customization: Vec<(usize, String)>,
+    /// Whether the mailbox's syncer acknowledged what it holds ([`pending`]).
+    acknowledged: bool,
 }
 
 /// The mailbox's SyncerConfig `the-one`: what is placed there and what its
@@ -1732,8 +1769,18 @@ async fn write_summaries(
                 };
                 // The cluster's own refusal, as its syncer reported it on the-one.
                 let mailbox_cluster = mailbox_of.get(&path).cloned().flatten();
-                let (synced, digest) = match mailbox_cluster.and_then(|mb| refusal_of(hub, &mb, s)) {
+                let (synced, digest) = match mailbox_cluster.as_deref().and_then(|mb| refusal_of(hub, mb, s))
+                {
                     Some(message) => (false, format!("refused: {message}")),
+                    None => (synced, digest),
+                };
+                // In the mailbox is not on the cluster: the syncer must have
+                // acknowledged it (`crate::synctarget::edge::pending`).
+                let (synced, digest) = match mailbox_cluster
+                    .filter(|_| synced)
+                    .and_then(|mb| pending(hub, &mb, &d.cluster, &d.sync_target_name))
+                {
+                    Some(why) => (false, format!("pending: {why}")),
                     None => (synced, digest),
                 };
                 summary.destinations.push(DestinationSummary {

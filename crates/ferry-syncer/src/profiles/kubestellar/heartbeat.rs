@@ -48,7 +48,7 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
             (name, entry.object, inputs)
         })
         .collect();
-    let mut all_written = write(engine, &syncer_config_resource(), &configs, heartbeat).await;
+    let mut all_written = write(engine, profile, &syncer_config_resource(), &configs, heartbeat).await;
     let edge: Vec<(String, Value, ConditionInputs)> = profile
         .edge_configs
         .snapshot()
@@ -58,9 +58,41 @@ async fn write_statuses(engine: &Engine, profile: &KubeStellar, heartbeat: bool)
             (name, entry.object, inputs)
         })
         .collect();
-    all_written &= write(engine, &edge_sync_config_resource(), &edge, heartbeat).await;
+    all_written &= write(engine, profile, &edge_sync_config_resource(), &edge, heartbeat).await;
     if heartbeat && all_written && engine.up.is_connected() {
         engine.metrics.heartbeat();
+    }
+}
+
+/// The False conditions last logged. A status write can run again before the
+/// watch brings back the previous one (a notification, then the heartbeat), and
+/// the syncer-wide `SyncerReady` is the same on every config: without this each
+/// of them would log the same message again.
+#[derive(Default)]
+pub struct LoggedConditions(parking_lot::Mutex<std::collections::HashMap<String, String>>);
+
+impl LoggedConditions {
+    /// Records condition `type_` of config `kind`/`name` as False with
+    /// `message` (`None`: not False); returns whether that is news to log.
+    pub fn changed(&self, kind: &str, name: &str, type_: &str, message: Option<&str>) -> bool {
+        // SyncerReady says how the syncer is, not the config: one entry for all.
+        let key = if type_ == super::config::SYNCER_READY {
+            type_.to_string()
+        } else {
+            format!("{kind}/{name}/{type_}")
+        };
+        let mut logged = self.0.lock();
+        match message {
+            None => {
+                logged.remove(&key);
+                false
+            }
+            Some(m) if logged.get(&key).is_some_and(|l| l == m) => false,
+            Some(m) => {
+                logged.insert(key, m.to_string());
+                true
+            }
+        }
     }
 }
 
@@ -95,6 +127,7 @@ fn refused_status(engine: &Engine) -> (Value, Value) {
 /// whether every write succeeded.
 async fn write(
     engine: &Engine,
+    profile: &KubeStellar,
     resource: &kube::core::ApiResource,
     configs: &[(String, Value, ConditionInputs)],
     heartbeat: bool,
@@ -124,11 +157,17 @@ async fn write(
         if !heartbeat && !changed {
             continue;
         }
-        if changed {
-            for c in &conditions {
-                if c["status"] == "False" {
-                    tracing::info!(config = %name, kind = %resource.kind, condition = %c["type"], "{}", c["message"].as_str().unwrap_or(""));
-                }
+        for c in &conditions {
+            let (type_, message) = (
+                c["type"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or(""),
+            );
+            let false_ = c["status"] == "False";
+            if profile
+                .logged
+                .changed(&resource.kind, name, type_, false_.then_some(message))
+            {
+                tracing::info!(config = %name, kind = %resource.kind, condition = %type_, "{message}");
             }
         }
         // Null removes the fields in a merge patch once nothing is refused.
@@ -158,4 +197,26 @@ async fn write(
         }
     }
     all_written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_false_condition_is_logged_once_per_change() {
+        let logged = LoggedConditions::default();
+        let not_synced = Some("syncer s: the initial sync has not completed");
+        // The same readiness on the-one and on an EdgeSyncConfig, written twice each.
+        assert!(logged.changed("SyncerConfig", "the-one", "SyncerReady", not_synced));
+        assert!(!logged.changed("SyncerConfig", "the-one", "SyncerReady", not_synced));
+        assert!(!logged.changed("EdgeSyncConfig", "e", "SyncerReady", not_synced));
+        // A new reason is news; so is the same one after the condition was True.
+        assert!(logged.changed("SyncerConfig", "the-one", "SyncerReady", Some("unreachable")));
+        assert!(!logged.changed("SyncerConfig", "the-one", "SyncerReady", None));
+        assert!(logged.changed("SyncerConfig", "the-one", "SyncerReady", Some("unreachable")));
+        // Per-config conditions are per config.
+        assert!(logged.changed("SyncerConfig", "a", "ConfigValid", Some("bad")));
+        assert!(logged.changed("SyncerConfig", "b", "ConfigValid", Some("bad")));
+    }
 }

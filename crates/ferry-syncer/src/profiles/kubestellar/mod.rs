@@ -56,6 +56,8 @@ pub struct KubeStellar {
     /// kind is served.
     discovery: RwLock<BothSides>,
     revision: AtomicU64,
+    /// The False conditions already logged, so each is logged once per change.
+    pub logged: heartbeat::LoggedConditions,
 }
 
 impl KubeStellar {
@@ -85,6 +87,7 @@ impl KubeStellar {
             switches: RwLock::new(SyncSwitches::default()),
             discovery: RwLock::default(),
             revision: AtomicU64::new(0),
+            logged: heartbeat::LoggedConditions::default(),
         }
     }
 
