@@ -59,7 +59,7 @@ pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 /// so what a restart interrupted is finished.
 ///
 /// The object service calls this; the controllers implement it
-/// (`controllers::BuiltIn`), so neither imports the other's internals.
+/// (`ferry_controllers::BuiltIn`), so the server never imports them.
 pub trait WriteObserver: Send + Sync {
     /// A create of `obj` at `key` is about to be stored.
     fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()>;
@@ -110,8 +110,9 @@ pub struct Hub {
 
 impl Hub {
     /// Build a hub over `store`: rebuild the workspace index and the CRD
-    /// registry from what is stored. Call [`crate::controllers::bootstrap`]
-    /// afterwards to create what a fresh cluster has.
+    /// registry from what is stored. The server then has the built-in
+    /// controllers ([`crate::server::Controllers`]) create what a fresh
+    /// cluster has.
     pub fn new(store: Arc<Store>, config: HubConfig) -> Arc<Hub> {
         let security = crate::auth::Security::new(crate::auth::SecurityConfig {
             admin_token: config.admin_token.clone(),

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::apis::BINDINGS;
 use crate::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
-use crate::controllers::follow::Follower;
+use crate::follow::Follower;
 use crate::hub::{logical_cluster_of, Hub, CRDS};
 use crate::service::{self, create_internal, Request};
 use crate::storage::{EventType, ObjectKey, WatchEvent};

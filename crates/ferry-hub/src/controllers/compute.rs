@@ -20,10 +20,7 @@ use crate::service::create_internal;
 use crate::storage::ObjectKey;
 use crate::workspace::{ROOT, WORKSPACES};
 
-/// The workspace's name under root.
-pub const WORKSPACE: &str = "compute";
-/// The export's name.
-pub const EXPORT: &str = "kubernetes";
+pub use crate::synctarget::{COMPUTE_EXPORT as EXPORT, COMPUTE_WORKSPACE as WORKSPACE};
 
 /// kcp's set: `(group, version, plural)`.
 const RESOURCES: &[(&str, &str, &str)] = &[

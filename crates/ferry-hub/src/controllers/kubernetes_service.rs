@@ -21,9 +21,7 @@ use crate::workspace::{ROOT, WORKSPACES};
 pub const NAME: &str = "kubernetes";
 /// Their namespace.
 pub const NAMESPACE: &str = "default";
-/// The Service's cluster IP: the first address of kubeadm's default service
-/// range (`10.96.0.0/12`), as kube-apiserver takes the first of its range.
-pub const CLUSTER_IP: &str = "10.96.0.1";
+pub use crate::strategy::core::service::KUBERNETES_CLUSTER_IP as CLUSTER_IP;
 
 /// One object this controller owns.
 struct Owned {

@@ -14,7 +14,7 @@ pub mod apiservices;
 pub mod compute;
 pub mod crds;
 pub mod finalizing;
-pub mod follow;
+pub use crate::follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;
 pub mod logical_cluster;
@@ -35,6 +35,7 @@ use tokio::task::JoinHandle;
 
 use crate::hub::{logical_cluster_of, Hub, WriteObserver, CRDS};
 use crate::registry::ResourceInfo;
+use crate::server::{Controllers, HubOptions};
 use crate::service::create_internal;
 use crate::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
 use crate::workspace::{ROOT, WORKSPACES};
@@ -109,6 +110,31 @@ impl WriteObserver for BuiltIn {
                 }
             }
         })
+    }
+}
+
+/// The built-in controllers as the server runs them: what `ferry hub`'s
+/// options turn on (the compute workspace, the mailbox controller, the
+/// placement translator) and the SyncTarget heartbeat threshold.
+pub struct BuiltInControllers;
+
+impl Controllers for BuiltInControllers {
+    fn bootstrap<'a>(&'a self, hub: &'a Arc<Hub>, opts: &'a HubOptions) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            bootstrap(hub).await;
+            if opts.compute_workspace {
+                compute::ensure(hub).await;
+            }
+        })
+    }
+
+    fn spawn(&self, hub: &Arc<Hub>, stop: watch::Receiver<bool>, opts: &HubOptions) -> Vec<JoinHandle<()>> {
+        let mut controllers = spawn(hub, stop.clone(), opts.mailbox_controller);
+        if opts.placement_translator {
+            controllers.push(placement::spawn(hub.clone(), stop.clone()));
+        }
+        controllers.extend(synctarget::spawn(hub, stop, opts.sync_target_heartbeat_threshold));
+        controllers
     }
 }
 

@@ -24,6 +24,11 @@ use crate::hub::Hub;
 use crate::storage::ClusterScope;
 
 /// The verb a Location's workspace grants to let a user place onto it.
+/// KubeStellar's API group of Locations and EdgePlacements.
+pub const EDGE_GROUP: &str = "edge.kubestellar.io";
+/// Storage key of KubeStellar Locations.
+pub const LOCATIONS: &str = "edge.kubestellar.io/locations";
+
 pub const BIND_VERB: &str = "bind";
 
 /// Annotation on a SyncTarget: what may come up from its cluster, as
@@ -41,7 +46,7 @@ pub fn may_place(hub: &Hub, placer: &UserInfo, cluster: &str, location: &str) ->
     let attrs = Attributes {
         request: RbacRequest::Resource {
             verb: BIND_VERB.into(),
-            group: super::EDGE_GROUP.into(),
+            group: EDGE_GROUP.into(),
             resource: "locations".into(),
             subresource: String::new(),
             namespace: String::new(),
@@ -54,7 +59,7 @@ pub fn may_place(hub: &Hub, placer: &UserInfo, cluster: &str, location: &str) ->
 
 /// Whether any Location, in any workspace, is granted to `placer`.
 pub fn may_place_somewhere(hub: &Hub, placer: &UserInfo) -> bool {
-    let (locations, _) = hub.store.list(&ClusterScope::All, super::LOCATIONS, None, None);
+    let (locations, _) = hub.store.list(&ClusterScope::All, LOCATIONS, None, None);
     locations
         .iter()
         .any(|(key, _)| may_place(hub, placer, &key.cluster, &key.name))

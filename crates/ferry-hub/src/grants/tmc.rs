@@ -30,6 +30,14 @@ use crate::workspace::LogicalCluster;
 /// Annotation on a Placement: the user whose grant it uses, as JSON
 /// `{"username", "uid", "groups", "cluster"}` (cluster: the workspace a
 /// ServiceAccount belongs to). Set by the hub on every write of the spec.
+/// Storage key of kcp Locations.
+pub const LOCATIONS: &str = "scheduling.kcp.io/locations";
+/// Storage key of kcp Placements.
+pub const PLACEMENTS: &str = "scheduling.kcp.io/placements";
+/// kcp's annotation on a namespace that some Placement selects (the
+/// scheduler writes it; clients may not).
+pub const PLACEMENT_ANNOTATION: &str = "scheduling.kcp.io/placement";
+
 pub const REQUESTER_ANNOTATION: &str = "scheduling.ferry.dev/requester";
 
 /// The RBAC verb, group and resource a grant names.
@@ -100,14 +108,14 @@ pub fn may_bind(hub: &Hub, user: &UserInfo, lc: &LogicalCluster, name: Option<&s
 pub fn bindable_locations(hub: &Hub, user: &UserInfo, lc: &LogicalCluster) -> Option<Vec<Value>> {
     let (objs, _) = hub
         .store
-        .list(&ClusterScope::One(lc.name.clone()), super::LOCATIONS, None, None);
+        .list(&ClusterScope::One(lc.name.clone()), LOCATIONS, None, None);
     let all: Vec<Value> = objs.iter().map(|(_, o)| o.value()).collect();
     if may_bind(hub, user, lc, None) {
         return Some(all);
     }
     let some: Vec<Value> = all
         .into_iter()
-        .filter(|l| may_bind(hub, user, lc, Some(super::name_of(l))))
+        .filter(|l| may_bind(hub, user, lc, Some(name_of(l))))
         .collect();
     (!some.is_empty()).then_some(some)
 }
@@ -143,7 +151,7 @@ pub fn location_source(hub: &Hub, cluster: &str, placement: &Value) -> LocationS
     if lc.name == cluster {
         let (objs, _) = hub
             .store
-            .list(&ClusterScope::One(lc.name.clone()), super::LOCATIONS, None, None);
+            .list(&ClusterScope::One(lc.name.clone()), LOCATIONS, None, None);
         return LocationSource::Usable(lc, objs.iter().map(|(_, o)| o.value()).collect());
     }
     // A Placement written before grants were recorded has no requester:
@@ -167,11 +175,17 @@ pub fn workspace_granted(hub: &Hub, cluster: &str, location_cluster: &str) -> bo
     }
     let (placements, _) = hub
         .store
-        .list(&ClusterScope::One(cluster.into()), super::PLACEMENTS, None, None);
+        .list(&ClusterScope::One(cluster.into()), PLACEMENTS, None, None);
     placements.iter().any(|(_, p)| {
         matches!(location_source(hub, cluster, &p.value()),
             LocationSource::Usable(lc, _) if lc.name == location_cluster)
     })
+}
+
+fn name_of(obj: &Value) -> &str {
+    obj.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

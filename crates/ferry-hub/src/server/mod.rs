@@ -14,10 +14,12 @@ use anyhow::Context;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
 
 use crate::hub::{Hub, HubConfig};
 use crate::status::ApiError;
@@ -270,8 +272,30 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Start a hub with `opts`; returns once it is accepting connections.
+/// The built-in controllers as the server runs them. The layer above the
+/// server provides them (the `ferry-hub` crate assembles the server with
+/// `ferry-controllers`), so the server never depends on a controller.
+pub trait Controllers: Send + Sync + 'static {
+    /// Before the hub serves: install the controllers' part of writes
+    /// ([`crate::hub::WriteObserver`]) and create what a fresh cluster has,
+    /// as `opts` asks (e.g. the compute workspace).
+    fn bootstrap<'a>(&'a self, hub: &'a Arc<Hub>, opts: &'a HubOptions) -> BoxFuture<'a, ()>;
+
+    /// Start the controllers that follow the store's watch, as `opts` asks;
+    /// they stop when `stop` turns true. With etcd, the server calls this
+    /// each time this hub wins the controllers' Lease.
+    fn spawn(&self, hub: &Arc<Hub>, stop: watch::Receiver<bool>, opts: &HubOptions) -> Vec<JoinHandle<()>>;
+}
+
+/// Start a hub with `opts` and the built-in controllers; returns once it is
+/// accepting connections.
 pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
+    start_with(opts, Arc::new(crate::controllers::BuiltInControllers)).await
+}
+
+/// Start a hub with `opts` running `controllers`; returns once it is
+/// accepting connections.
+pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> anyhow::Result<RunningHub> {
     let db = opts.data_dir.join("hub.db");
     let local_db = !opts.ephemeral && opts.etcd.is_none();
     data_dir::prepare(&opts.data_dir, local_db.then_some(db.as_path()))?;
@@ -341,10 +365,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     };
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
-    crate::controllers::bootstrap(&hub).await;
-    if opts.compute_workspace {
-        crate::controllers::compute::ensure(&hub).await;
-    }
+    controllers.bootstrap(&hub, &opts).await;
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
     let kubeconfig =
@@ -356,23 +377,16 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
         in_flight(limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
-    let (mailboxes, heartbeat) = (opts.mailbox_controller, opts.sync_target_heartbeat_threshold);
-    let placement = opts.placement_translator;
-    let built_in = move |hub: &Arc<Hub>, stop: watch::Receiver<bool>| {
-        let mut controllers = crate::controllers::spawn(hub, stop.clone(), mailboxes);
-        if placement {
-            controllers.push(crate::controllers::placement::spawn(hub.clone(), stop.clone()));
-        }
-        controllers.extend(crate::controllers::synctarget::spawn(hub, stop, heartbeat));
-        controllers
-    };
+    let spawn_opts = opts.clone();
+    let built_in =
+        move |hub: &Arc<Hub>, stop: watch::Receiver<bool>| controllers.spawn(hub, stop, &spawn_opts);
     let controllers = if opts.etcd.is_some() {
         // Other hubs on the same etcd write too: apply what their writes
         // change in this hub's memory, and run the controllers only while
         // this hub holds their Lease.
         let elected = hub.clone();
         vec![
-            crate::controllers::follow::spawn(hub.clone(), crate::replicas::PeerWrites, stop.clone()),
+            crate::follow::spawn(hub.clone(), crate::replicas::PeerWrites, stop.clone()),
             crate::replicas::spawn_elected(
                 hub.clone(),
                 stop.clone(),

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use ferry_api::well_known::WORKLOAD_STATE_LABEL_PREFIX;
 use serde_json::Value;
 
-use crate::controllers::scheduling::PLACEMENT_ANNOTATION;
+use crate::grants::tmc::PLACEMENT_ANNOTATION;
 
 /// Who is writing, as far as reserved metadata goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

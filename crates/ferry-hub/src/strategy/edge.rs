@@ -13,8 +13,8 @@
 use serde_json::Value;
 
 use crate::auth::{UserInfo, LOOPBACK_USER};
-use crate::controllers::placement::customize;
-use crate::controllers::placement::grant;
+use crate::customize;
+use crate::grants::edge as grant;
 use crate::json;
 use crate::selector::SelectorLimits;
 use crate::service::Request;
@@ -70,7 +70,7 @@ impl Strategy for EdgePlacementStrategy {
             json::str_at(obj, "/metadata/name"),
             r.user.name,
             grant::BIND_VERB,
-            crate::controllers::placement::EDGE_GROUP,
+            grant::EDGE_GROUP,
         )]
     }
 }

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::controllers::scheduling::grant;
+use crate::grants::tmc as grant;
 use crate::json;
 use crate::selector::{LabelSelector, SelectorLimits};
 use crate::service::Request;

@@ -42,6 +42,10 @@ use crate::strategy::tmc::default_supported_exports;
 
 /// Storage key of SyncTargets.
 pub const SYNC_TARGETS: &str = "workload.kcp.io/synctargets";
+/// The compute workspace's name under root (`ferry hub --compute-workspace`).
+pub const COMPUTE_WORKSPACE: &str = "compute";
+/// The name of the compute workspace's APIExport of Kubernetes kinds.
+pub const COMPUTE_EXPORT: &str = "kubernetes";
 /// Storage key of APIResourceImports.
 pub const IMPORTS: &str = "apiresource.kcp.io/apiresourceimports";
 
@@ -608,18 +612,14 @@ pub fn supported_export_refs(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<
         let path = json::str_at(r, "/path");
         let cluster = if !path.is_empty() {
             hub.workspaces.resolve(path).map(|lc| lc.name)
-        } else if name == crate::controllers::compute::EXPORT
+        } else if name == COMPUTE_EXPORT
             && hub
                 .store
                 .get(&apis::key(&key.cluster, apis::EXPORTS, name))
                 .is_none()
         {
             hub.workspaces
-                .resolve(&format!(
-                    "{}:{}",
-                    crate::workspace::ROOT,
-                    crate::controllers::compute::WORKSPACE
-                ))
+                .resolve(&format!("{}:{}", crate::workspace::ROOT, COMPUTE_WORKSPACE))
                 .map(|lc| lc.name)
                 .or_else(|| Some(key.cluster.clone()))
         } else {

@@ -21,7 +21,7 @@
 //!   Upsyncer: pods, persistentvolumes and endpoints, every verb.
 //! - **Which:** objects labelled `state.workload.kcp.io/<key>=Sync`
 //!   (upsyncer: `=Upsync`), in the target's own workspace and those whose
-//!   Placements may use its workspace (`controllers::scheduling::grant`),
+//!   Placements may use its workspace (`grants::tmc`),
 //!   re-checked at least every second; an object whose label changes
 //!   away leaves running watches as a deletion. A write may not touch the
 //!   state labels of other targets; through the upsyncer, what is written
@@ -41,7 +41,7 @@ use super::{View, VirtualWorkspace};
 use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::auth::UserInfo;
-use crate::controllers::scheduling::grant;
+use crate::grants::tmc as grant;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;

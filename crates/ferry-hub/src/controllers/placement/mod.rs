@@ -57,8 +57,8 @@
 //! pass with nothing duplicated or left behind.
 
 pub mod copy;
-pub mod customize;
-pub mod grant;
+pub use crate::customize;
+pub use crate::grants::edge as grant;
 pub mod reported;
 pub mod resolve;
 pub mod select;
@@ -110,8 +110,7 @@ pub const RETURNED_FROM_ANNOTATION: &str = "ferry.dev/upsynced-from-object";
 pub const THE_ONE: &str = "the-one";
 /// Storage keys read.
 pub const EDGE_PLACEMENTS: &str = "edge.kubestellar.io/edgeplacements";
-pub const LOCATIONS: &str = "edge.kubestellar.io/locations";
-pub const EDGE_GROUP: &str = "edge.kubestellar.io";
+pub use grant::{EDGE_GROUP, LOCATIONS};
 const CUSTOMIZERS: &str = "edge.kubestellar.io/customizers";
 const CUSTOM_TRANSFORMS: &str = "control.kubestellar.io/customtransforms";
 const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";

@@ -33,7 +33,7 @@
 //! triggers), so every reaction is idempotent and a resync catches up.
 
 pub mod assignment;
-pub mod grant;
+pub use crate::grants::tmc as grant;
 pub mod placement;
 pub mod targets;
 
@@ -58,13 +58,10 @@ use crate::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEven
 
 /// Storage keys the controller reads.
 pub const SYNC_TARGETS: &str = crate::virtual_workspace::syncer::SYNC_TARGETS;
-pub const LOCATIONS: &str = "scheduling.kcp.io/locations";
-pub const PLACEMENTS: &str = "scheduling.kcp.io/placements";
+pub use grant::{LOCATIONS, PLACEMENTS, PLACEMENT_ANNOTATION};
 const NAMESPACES: &str = "/namespaces";
 /// The field manager of the controller's writes.
 pub const MANAGER: &str = "ferry-scheduler";
-/// kcp's annotation on a namespace that some Placement selects.
-pub const PLACEMENT_ANNOTATION: &str = "scheduling.kcp.io/placement";
 /// kcp's Location annotation listing its labels (for a table column).
 pub const LOCATION_LABELS_ANNOTATION: &str = "scheduling.kcp.io/labels";
 /// Namespaces never scheduled: kcp's block list (its resource scheduler's

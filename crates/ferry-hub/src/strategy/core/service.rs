@@ -20,6 +20,11 @@ use crate::strategy::workload::immutable;
 use crate::strategy::Strategy;
 use crate::validation::{invalid_value, render_value};
 
+/// The `kubernetes` Service's cluster IP: the first address of kubeadm's
+/// default service range (`10.96.0.0/12`), as kube-apiserver takes the first
+/// of its range. Never allocated to another Service.
+pub const KUBERNETES_CLUSTER_IP: &str = "10.96.0.1";
+
 pub struct ServiceStrategy;
 
 /// Where Services' addresses and node ports come from.
@@ -188,7 +193,7 @@ fn taken(r: &Request, except: &str) -> (HashSet<String>, HashSet<u16>) {
         }
     }
     if except != "default/kubernetes" {
-        ips.insert(crate::controllers::kubernetes_service::CLUSTER_IP.to_string());
+        ips.insert(KUBERNETES_CLUSTER_IP.to_string());
     }
     (ips, ports)
 }
