@@ -24,13 +24,13 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::follow::Follower;
-use crate::apis::{self, condition, merge_conditions, Claim, ExportKey};
-use crate::hub::{Hub, CRDS};
-use crate::json;
-use crate::service::{self, Request};
-use crate::storage::{ClusterScope, EventType, Expect, ObjectKey, WatchEvent};
-use crate::strategy::apis::{claims_of, export_cluster, export_key};
 use ferry_api::edge::espw;
+use ferry_server::apis::{self, condition, merge_conditions, Claim, ExportKey};
+use ferry_server::hub::{Hub, CRDS};
+use ferry_server::json;
+use ferry_server::service::{self, Request};
+use ferry_server::storage::{ClusterScope, EventType, Expect, ObjectKey, WatchEvent};
+use ferry_server::strategy::apis::{claims_of, export_cluster, export_key};
 
 const MANAGER: &str = "apis-controller";
 

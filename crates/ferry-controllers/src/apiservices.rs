@@ -12,9 +12,9 @@ use serde_json::{json, Value};
 use futures::future::BoxFuture;
 
 use super::follow::Follower;
-use crate::hub::{Hub, CRDS};
-use crate::service::{self, create_internal, DeleteOptions, PatchType, Request};
-use crate::storage::{ClusterScope, WatchEvent};
+use ferry_server::hub::{Hub, CRDS};
+use ferry_server::service::{self, create_internal, DeleteOptions, PatchType, Request};
+use ferry_server::storage::{ClusterScope, WatchEvent};
 
 /// Storage key of APIServices.
 const APISERVICES: &str = "apiregistration.k8s.io/apiservices";
@@ -52,7 +52,7 @@ pub struct ApiServices;
 
 impl Follower for ApiServices {
     fn follows(&self, storage_key: &str) -> bool {
-        storage_key == CRDS || storage_key == crate::apis::BINDINGS
+        storage_key == CRDS || storage_key == ferry_server::apis::BINDINGS
     }
 
     fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {

@@ -14,13 +14,13 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::apis;
-use crate::hub::Hub;
-use crate::service::create_internal;
-use crate::storage::ObjectKey;
-use crate::workspace::{ROOT, WORKSPACES};
+use ferry_server::apis;
+use ferry_server::hub::Hub;
+use ferry_server::service::create_internal;
+use ferry_server::storage::ObjectKey;
+use ferry_server::workspace::{ROOT, WORKSPACES};
 
-pub use crate::synctarget::{COMPUTE_EXPORT as EXPORT, COMPUTE_WORKSPACE as WORKSPACE};
+pub use ferry_server::synctarget::{COMPUTE_EXPORT as EXPORT, COMPUTE_WORKSPACE as WORKSPACE};
 
 /// kcp's set: `(group, version, plural)`.
 const RESOURCES: &[(&str, &str, &str)] = &[
@@ -32,7 +32,7 @@ const RESOURCES: &[(&str, &str, &str)] = &[
 /// `v133` for a hub speaking Kubernetes 1.33: kcp names its schemas after
 /// the Kubernetes version they come from (`v124.deployments.apps`).
 fn schema_prefix() -> String {
-    let v = crate::discovery::GIT_VERSION.trim_start_matches('v');
+    let v = ferry_server::discovery::GIT_VERSION.trim_start_matches('v');
     let mut parts = v.split(['.', '+', '-']);
     let major = parts.next().unwrap_or("1");
     let minor = parts.next().unwrap_or("0");
@@ -43,7 +43,7 @@ fn schema_prefix() -> String {
 /// registry and OpenAPI.
 pub fn builtin_schema(hub: &Hub, group: &str, version: &str, resource: &str) -> Option<Value> {
     let info = hub.registry.lookup(None, group, version, resource)?;
-    let schema = crate::openapi::self_contained_builtin_schema(group, version, &info.kind)?;
+    let schema = ferry_server::openapi::self_contained_builtin_schema(group, version, &info.kind)?;
     let mut subresources = json!({});
     if info.status_subresource {
         subresources["status"] = json!({});
@@ -148,7 +148,7 @@ pub async fn ensure(hub: &Arc<Hub>) {
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
     });
-    let rbac = crate::auth::rbac::RBAC_GROUP;
+    let rbac = ferry_server::auth::rbac::RBAC_GROUP;
     create_if_missing(hub, &cluster, (rbac, "v1", "clusterroles"), role).await;
     create_if_missing(hub, &cluster, (rbac, "v1", "clusterrolebindings"), binding).await;
 }

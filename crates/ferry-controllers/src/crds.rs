@@ -17,11 +17,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::finalizing::{self, Finalizing};
-use crate::hub::{Hub, CRDS};
-use crate::service::propagation::PropagationPolicy;
-use crate::service::{self, DeleteOptions, PatchType, Request};
-use crate::storage::{ClusterScope, Expect, ObjectKey};
-pub use crate::strategy::apiextensions::crd::{terminating_condition, CLEANUP_FINALIZER};
+use ferry_server::hub::{Hub, CRDS};
+use ferry_server::service::propagation::PropagationPolicy;
+use ferry_server::service::{self, DeleteOptions, PatchType, Request};
+use ferry_server::storage::{ClusterScope, Expect, ObjectKey};
+pub use ferry_server::strategy::apiextensions::crd::{terminating_condition, CLEANUP_FINALIZER};
 
 /// Field manager of the controller's writes.
 const MANAGER: &str = "apiextensions-finalizer";
@@ -80,7 +80,7 @@ fn storage_key_of(hub: &Hub, crd: &Value) -> Option<String> {
     if hub.registry.is_builtin(group, plural) {
         return None;
     }
-    Some(crate::registry::storage_key(group, plural))
+    Some(ferry_server::registry::storage_key(group, plural))
 }
 
 /// Delete the custom resources left; when none is, drop the finalizer.

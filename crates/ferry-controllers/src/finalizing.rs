@@ -15,8 +15,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::hub::Hub;
-use crate::storage::{ClusterScope, EventType, ObjectKey, StoredObject};
+use ferry_server::hub::Hub;
+use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject};
 
 /// How long a waiting object goes without a look when nothing seems to
 /// change (a safety net: changes elsewhere can matter, e.g. a CRD gone).

@@ -12,16 +12,16 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
-use crate::hub::Hub;
-use crate::service::{self, create_internal, PatchType};
-use crate::storage::{ObjectKey, WatchEvent};
-use crate::workspace::{ROOT, WORKSPACES};
+use ferry_server::hub::Hub;
+use ferry_server::service::{self, create_internal, PatchType};
+use ferry_server::storage::{ObjectKey, WatchEvent};
+use ferry_server::workspace::{ROOT, WORKSPACES};
 
 /// Name of the Service, Endpoints and EndpointSlice.
 pub const NAME: &str = "kubernetes";
 /// Their namespace.
 pub const NAMESPACE: &str = "default";
-pub use crate::strategy::core::service::KUBERNETES_CLUSTER_IP as CLUSTER_IP;
+pub use ferry_server::strategy::core::service::KUBERNETES_CLUSTER_IP as CLUSTER_IP;
 
 /// One object this controller owns.
 struct Owned {
@@ -180,10 +180,14 @@ pub async fn ensure(hub: &Arc<Hub>, cluster: &str) {
     }
 }
 
-async fn ensure_one(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), crate::status::ApiError> {
+async fn ensure_one(
+    hub: &Arc<Hub>,
+    cluster: &str,
+    owned: &Owned,
+) -> Result<(), ferry_server::status::ApiError> {
     let key = ObjectKey {
         cluster: cluster.into(),
-        resource: crate::registry::storage_key(owned.group, owned.resource),
+        resource: ferry_server::registry::storage_key(owned.group, owned.resource),
         namespace: NAMESPACE.into(),
         name: NAME.into(),
     };
@@ -204,7 +208,7 @@ async fn ensure_one(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), 
     }
 }
 
-async fn create(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), crate::status::ApiError> {
+async fn create(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), ferry_server::status::ApiError> {
     let create = |object: Value| {
         create_internal(
             hub,

@@ -3,18 +3,23 @@
 //! mailboxes, garbage collection of `ownerReferences` dependents, kcp TMC
 //! placement and scheduling.
 //!
-//! They are clients of the object service ([`crate::service`]), writing as
+//! They are clients of the object service ([`ferry_server::service`]), writing as
 //! the loopback user with their own field managers. Each follows the
 //! store's watch and resyncs when it starts ([`follow`], [`finalizing`],
 //! [`garbage_collector`]); [`BuiltIn`] is their first pass within a write,
 //! for effects the client sees on its next request.
+//!
+//! The server runs them through [`BuiltInControllers`] (its
+//! [`ferry_server::server::Controllers`] hook) and [`BuiltIn`] (its
+//! [`ferry_server::hub::WriteObserver`]); the `ferry-hub` crate plugs them
+//! in. Nothing below this crate depends on it.
 
 pub mod apis;
 pub mod apiservices;
 pub mod compute;
 pub mod crds;
 pub mod finalizing;
-pub use crate::follow;
+pub use ferry_server::follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;
 pub mod logical_cluster;
@@ -33,12 +38,12 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::hub::{logical_cluster_of, Hub, WriteObserver, CRDS};
-use crate::registry::ResourceInfo;
-use crate::server::{Controllers, HubOptions};
-use crate::service::create_internal;
-use crate::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
-use crate::workspace::{ROOT, WORKSPACES};
+use ferry_server::hub::{logical_cluster_of, Hub, WriteObserver, CRDS};
+use ferry_server::registry::ResourceInfo;
+use ferry_server::server::{Controllers, HubOptions};
+use ferry_server::service::create_internal;
+use ferry_server::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
+use ferry_server::workspace::{ROOT, WORKSPACES};
 
 /// The built-in controllers' part of a write: the first pass that makes a
 /// write's effect visible to the client's next request. Their watch loops
@@ -289,7 +294,7 @@ pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value)
     if hub.registry.is_builtin(group, plural) {
         return; // served built in: the objects are not the CRD's
     }
-    let key = crate::registry::storage_key(group, plural);
+    let key = ferry_server::registry::storage_key(group, plural);
     let (objects, _) = hub
         .store
         .list(&ClusterScope::One(cluster.into()), &key, None, None);

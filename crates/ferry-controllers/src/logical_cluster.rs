@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::hub::Hub;
-use crate::service::{self, create_internal, PatchType};
-use crate::status::ApiError;
-use crate::storage::ObjectKey;
-use crate::workspace::{ROOT, WORKSPACES};
+use ferry_server::hub::Hub;
+use ferry_server::service::{self, create_internal, PatchType};
+use ferry_server::status::ApiError;
+use ferry_server::storage::ObjectKey;
+use ferry_server::workspace::{ROOT, WORKSPACES};
 
 /// The object's name in every workspace (kcp's `LogicalClusterName`).
 pub const NAME: &str = "cluster";

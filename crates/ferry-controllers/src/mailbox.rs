@@ -17,11 +17,11 @@ use serde_json::{json, Value};
 use futures::future::BoxFuture;
 
 use super::follow::Follower;
-use crate::apis;
-use crate::hub::Hub;
-use crate::service::{self, create_internal, DeleteOptions, Request};
-use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
-use crate::workspace::{ROOT, WORKSPACES};
+use ferry_server::apis;
+use ferry_server::hub::Hub;
+use ferry_server::service::{self, create_internal, DeleteOptions, Request};
+use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
+use ferry_server::workspace::{ROOT, WORKSPACES};
 
 /// Storage key of `edge.kubestellar.io` SyncTargets.
 pub const SYNC_TARGETS: &str = "edge.kubestellar.io/synctargets";

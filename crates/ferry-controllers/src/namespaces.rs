@@ -14,11 +14,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::finalizing::{self, Finalizing};
-use crate::hub::Hub;
-use crate::service::propagation::PropagationPolicy;
-use crate::service::{self, DeleteOptions, Request};
-use crate::storage::{ClusterScope, Expect, ObjectKey};
-use crate::strategy::core::namespace::KUBERNETES_FINALIZER;
+use ferry_server::hub::Hub;
+use ferry_server::service::propagation::PropagationPolicy;
+use ferry_server::service::{self, DeleteOptions, Request};
+use ferry_server::storage::{ClusterScope, Expect, ObjectKey};
+use ferry_server::strategy::core::namespace::KUBERNETES_FINALIZER;
 
 /// Field manager of the controller's writes.
 const MANAGER: &str = "namespace-controller";
@@ -123,7 +123,8 @@ async fn step(hub: &Arc<Hub>, ns_key: &ObjectKey) -> Result<bool, String> {
         .and_then(Value::as_array)
         .map(|f| f.iter().filter(|f| *f != KUBERNETES_FINALIZER).cloned().collect())
         .unwrap_or_default();
-    crate::json::set(&mut finalize, &["spec", "finalizers"], json!(kept)).map_err(|e| e.to_string())?;
+    ferry_server::json::set(&mut finalize, &["spec", "finalizers"], json!(kept))
+        .map_err(|e| e.to_string())?;
     let info = hub
         .registry
         .lookup(Some(cluster), "", "v1", "namespaces")

@@ -15,14 +15,14 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::follow::Follower;
-use crate::auth::defaults::default_rbac_objects;
-use crate::auth::rbac::RBAC_GROUP;
-use crate::auth::service_account::{ObjectRef, TokenSpec};
-use crate::hub::Hub;
-use crate::json;
-use crate::service::create_internal;
-use crate::service::{self, DeleteOptions, Request};
-use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
+use ferry_server::auth::defaults::default_rbac_objects;
+use ferry_server::auth::rbac::RBAC_GROUP;
+use ferry_server::auth::service_account::{ObjectRef, TokenSpec};
+use ferry_server::hub::Hub;
+use ferry_server::json;
+use ferry_server::service::create_internal;
+use ferry_server::service::{self, DeleteOptions, Request};
+use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 
 /// Storage key of CertificateSigningRequests.
 pub const CSRS: &str = "certificates.k8s.io/certificatesigningrequests";
@@ -428,11 +428,11 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
                 .unwrap_or(DEFAULT_CERT_DAYS);
             match pem {
                 None => Err("spec.request is not base64-encoded PEM".to_string()),
-                Some(pem) => match crate::server::tls::csr_identity(&pem) {
+                Some(pem) => match ferry_server::server::tls::csr_identity(&pem) {
                     Err(e) => Err(format!("spec.request: {e:#}")),
                     Ok((user, groups)) => match subject_refusal(&user, &groups) {
                         Some(why) => Err(why),
-                        None => crate::server::tls::sign_csr(&ca, &pem, days, Some(&key.cluster))
+                        None => ferry_server::server::tls::sign_csr(&ca, &pem, days, Some(&key.cluster))
                             .map_err(|e| format!("{e:#}")),
                     },
                 },

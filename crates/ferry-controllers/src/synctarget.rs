@@ -1,10 +1,10 @@
 //! Writes kcp TMC SyncTargets' label and status (what they should say is
-//! `crate::synctarget`): the key label `internal.workload.kcp.io/key`, the
+//! `ferry_server::synctarget`): the key label `internal.workload.kcp.io/key`, the
 //! virtual-workspace URLs, heartbeat conditions, `syncedResources`; and the
 //! `Compatible` condition of the APIResourceImports compared.
 //!
 //! It also keeps each workspace's `imported-apis` export
-//! (`crate::synctarget::imported`).
+//! (`ferry_server::synctarget::imported`).
 //!
 //! It follows SyncTargets, APIResourceImports, APIExports and
 //! APIResourceSchemas (a change reaches the targets that support the
@@ -23,13 +23,13 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::follow::{self, Follower};
-use crate::apis;
-use crate::hub::Hub;
-use crate::json;
-use crate::service::{self, Request};
-use crate::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
-use crate::synctarget::{self, imported, IMPORTS, SYNC_TARGETS};
 use ferry_api::well_known::WORKLOAD_KEY_LABEL;
+use ferry_server::apis;
+use ferry_server::hub::Hub;
+use ferry_server::json;
+use ferry_server::service::{self, Request};
+use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
+use ferry_server::synctarget::{self, imported, IMPORTS, SYNC_TARGETS};
 
 const MANAGER: &str = "synctarget-controller";
 

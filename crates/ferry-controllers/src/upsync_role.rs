@@ -23,9 +23,9 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::follow::Follower;
-use crate::hub::Hub;
-use crate::service::{self, create_internal, Request};
-use crate::storage::{ClusterScope, ObjectKey, WatchEvent};
+use ferry_server::hub::Hub;
+use ferry_server::service::{self, create_internal, Request};
+use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 
 /// The ClusterRole this controller keeps in each workspace with SyncerConfigs.
 pub const UPSYNC_ROLE: &str = "kubestellar-syncer-upsync";
@@ -165,7 +165,7 @@ impl Follower for UpsyncRoles {
             EDGE_SYNC_CONFIGS,
             CLUSTER_ROLES,
             CRDS,
-            crate::apis::BINDINGS,
+            ferry_server::apis::BINDINGS,
         ]
         .contains(&storage_key)
     }

@@ -1,10 +1,21 @@
-//! Ferry's hub: an embedded, Kubernetes-compatible API server with kcp-style
-//! workspaces (logical clusters), durable storage and watch.
+//! The hub's server: a Kubernetes-compatible API server with kcp-style
+//! workspaces (logical clusters), APIExports and APIBindings, virtual
+//! workspaces and the TMC SyncTarget side, over durable storage with watch —
+//! everything of the hub except its built-in controllers.
+//!
+//! - [`Hub`] holds the store, what each workspace serves and the workspace
+//!   index; [`service`] is the typed write path every write goes through
+//!   (admission, [`strategy`], validation, RBAC); [`api`] serves it over
+//!   HTTP with [`auth`], [`discovery`] and [`openapi`].
+//! - [`server::start_with`] starts a hub with the controllers it is given
+//!   ([`server::Controllers`]); the `ferry-controllers` crate provides the
+//!   built-in ones and `ferry-hub` assembles the two. The server never
+//!   depends on a controller: what both need (the grant rules in
+//!   [`grants`], [`customize`] limits, the watch [`follow`]er) lives here.
 
 pub mod api;
 pub mod apis;
 pub mod auth;
-pub mod controllers;
 pub mod customize;
 pub mod decode;
 pub mod discovery;
@@ -19,7 +30,6 @@ pub mod server;
 pub mod service;
 pub mod strategy;
 pub mod synctarget;
-pub mod testing;
 pub mod virtual_workspace;
 pub mod workspace;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::owners::{mentions_deletion, mentions_owner_references, OwnerRef, Ownership};
 use super::Work;
-use crate::storage::{EventType, ObjectKey, StoredObject, WatchEvent};
+use ferry_server::storage::{EventType, ObjectKey, StoredObject, WatchEvent};
 
 /// How an owner waits for the collector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,7 +22,7 @@ pub mod decide;
 pub mod index;
 pub mod owners;
 /// Propagation policies belong to the delete path; the collector honours them.
-pub use crate::service::propagation as policy;
+pub use ferry_server::service::propagation as policy;
 pub mod queue;
 mod reconcile;
 
@@ -36,8 +36,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::hub::Hub;
-use crate::storage::{ClusterScope, ObjectKey, WatchEvent, WatchSubscription};
+use ferry_server::hub::Hub;
+use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent, WatchSubscription};
 use index::DependentsIndex;
 use queue::WorkQueue;
 pub use reconcile::CollectError;

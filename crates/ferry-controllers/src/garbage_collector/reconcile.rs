@@ -11,11 +11,11 @@ use super::index::DependentsIndex;
 use super::owners::{OwnerRef, Ownership};
 use super::policy::{PropagationPolicy, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use super::Work;
-use crate::controllers::info_for_storage_key;
-use crate::hub::Hub;
-use crate::service::{self, DeleteOptions, PatchType, Request};
-use crate::status::ApiError;
-use crate::storage::ObjectKey;
+use crate::info_for_storage_key;
+use ferry_server::hub::Hub;
+use ferry_server::service::{self, DeleteOptions, PatchType, Request};
+use ferry_server::status::ApiError;
+use ferry_server::storage::ObjectKey;
 
 /// Field manager of the collector's writes.
 const MANAGER: &str = "garbage-collector";

@@ -57,8 +57,8 @@
 //! pass with nothing duplicated or left behind.
 
 pub mod copy;
-pub use crate::customize;
-pub use crate::grants::edge as grant;
+pub use ferry_server::customize;
+pub use ferry_server::grants::edge as grant;
 pub mod reported;
 pub mod resolve;
 pub mod select;
@@ -83,15 +83,15 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::mailbox::{mailbox_name, MAILBOX_PARENT, SYNC_TARGETS, SYNC_TARGET_UID_ANNOTATION};
-use crate::auth::UserInfo;
-use crate::hub::Hub;
-use crate::registry::ResourceInfo;
-use crate::service::{self, DeleteOptions, PatchType, Request};
-use crate::status::ApiError;
-use crate::storage::{ClusterScope, ObjectKey, StoredObject, WatchEvent};
-use crate::strategy::edge::{placer_of, PLACED_BY_ANNOTATION};
-use crate::workspace::WORKSPACES;
 use copy::Listed;
+use ferry_server::auth::UserInfo;
+use ferry_server::hub::Hub;
+use ferry_server::registry::ResourceInfo;
+use ferry_server::service::{self, DeleteOptions, PatchType, Request};
+use ferry_server::status::ApiError;
+use ferry_server::storage::{ClusterScope, ObjectKey, StoredObject, WatchEvent};
+use ferry_server::strategy::edge::{placer_of, PLACED_BY_ANNOTATION};
+use ferry_server::workspace::WORKSPACES;
 use select::{ObjectTest, SpecProblem};
 
 /// Field manager of the translator's writes.
@@ -943,7 +943,7 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
 /// The slice's annotations: whose grants its destinations are.
 fn placed_by(p: &Placement) -> Value {
     match &p.placer {
-        Some(u) => json!({PLACED_BY_ANNOTATION: crate::strategy::edge::placer_record(u)}),
+        Some(u) => json!({PLACED_BY_ANNOTATION: ferry_server::strategy::edge::placer_record(u)}),
         None => json!({}),
     }
 }

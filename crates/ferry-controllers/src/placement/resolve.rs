@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use ferry_api::edge::SinglePlacement;
 use serde_json::Value;
 
-use crate::selector::LabelSelector;
+use ferry_server::selector::LabelSelector;
 
 /// A Location as the resolver needs it.
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use ferry_api::edge::{DownsyncScope, EdgePlacementSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as MetaSelector;
 use serde_json::Value;
 
-use crate::selector::LabelSelector;
+use ferry_server::selector::LabelSelector;
 
 /// Something in a placement's spec that cannot be used, naming the field.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -33,7 +33,7 @@
 //! triggers), so every reaction is idempotent and a resync catches up.
 
 pub mod assignment;
-pub use crate::grants::tmc as grant;
+pub use ferry_server::grants::tmc as grant;
 pub mod placement;
 pub mod targets;
 
@@ -50,14 +50,14 @@ use tokio::task::JoinHandle;
 use assignment::{Meta, MetaPatch};
 use targets::Target;
 
-use crate::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
-use crate::hub::Hub;
-use crate::registry::ResourceInfo;
-use crate::service::{self, PatchType, Request};
-use crate::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
+use ferry_server::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
+use ferry_server::hub::Hub;
+use ferry_server::registry::ResourceInfo;
+use ferry_server::service::{self, PatchType, Request};
+use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 
 /// Storage keys the controller reads.
-pub const SYNC_TARGETS: &str = crate::virtual_workspace::syncer::SYNC_TARGETS;
+pub const SYNC_TARGETS: &str = ferry_server::virtual_workspace::syncer::SYNC_TARGETS;
 pub use grant::{LOCATIONS, PLACEMENTS, PLACEMENT_ANNOTATION};
 const NAMESPACES: &str = "/namespaces";
 /// The field manager of the controller's writes.
@@ -694,7 +694,7 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
     if patch_.is_empty() {
         return;
     }
-    let Some(info) = crate::controllers::info_for_storage_key(hub, &key.cluster, &key.resource) else {
+    let Some(info) = crate::info_for_storage_key(hub, &key.cluster, &key.resource) else {
         return;
     };
     patch(hub, info, key, None, patch_.to_merge_patch(obj.rv)).await;

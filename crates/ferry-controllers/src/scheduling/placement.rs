@@ -11,9 +11,9 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::targets::selector;
-use crate::apis::{condition, merge_conditions};
-use crate::selector::{LabelSelector, SelectorLimits};
-use crate::storage::StoredObject;
+use ferry_server::apis::{condition, merge_conditions};
+use ferry_server::selector::{LabelSelector, SelectorLimits};
+use ferry_server::storage::StoredObject;
 
 /// A Placement as the scheduler evaluates it: its value and its selectors,
 /// parsed once per stored version of it ([`compiled`]) rather than on every

@@ -8,7 +8,7 @@ use ferry_api::workload::sync_target_key;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::selector::LabelSelector;
+use ferry_server::selector::LabelSelector;
 
 /// One SyncTarget as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,7 +58,7 @@ impl Target {
                     .or_insert_with(|| str_of("capacity").to_string());
             }
         }
-        let resources = crate::synctarget::lists_resources(obj).then(|| {
+        let resources = ferry_server::synctarget::lists_resources(obj).then(|| {
             obj.pointer("/status/syncedResources")
                 .and_then(Value::as_array)
                 .into_iter()
@@ -106,7 +106,7 @@ impl Target {
             return true;
         };
         let (group, resource) = resource.split_once('/').unwrap_or(("", resource));
-        crate::synctarget::always_synced(group, resource)
+        ferry_server::synctarget::always_synced(group, resource)
             || only.contains(&(group.to_string(), resource.to_string()))
     }
 

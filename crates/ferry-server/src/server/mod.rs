@@ -287,12 +287,6 @@ pub trait Controllers: Send + Sync + 'static {
     fn spawn(&self, hub: &Arc<Hub>, stop: watch::Receiver<bool>, opts: &HubOptions) -> Vec<JoinHandle<()>>;
 }
 
-/// Start a hub with `opts` and the built-in controllers; returns once it is
-/// accepting connections.
-pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
-    start_with(opts, Arc::new(crate::controllers::BuiltInControllers)).await
-}
-
 /// Start a hub with `opts` running `controllers`; returns once it is
 /// accepting connections.
 pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> anyhow::Result<RunningHub> {
