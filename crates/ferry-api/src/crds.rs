@@ -306,7 +306,7 @@ pub fn crds_yaml() -> String {
 pub fn to_yaml(crds: &[CustomResourceDefinition]) -> String {
     let mut out = String::new();
     for crd in crds {
-        let value = serde_json::to_value(&crd).expect("CRD serializes to JSON");
+        let value = serde_json::to_value(crd).expect("CRD serializes to JSON");
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&value).expect("JSON value serializes to YAML"));
         if !out.ends_with('\n') {

@@ -15,7 +15,6 @@ mod edge;
 
 /// The CLI tests' kit for registering KubeStellar syncers.
 #[path = "common/edge_syncer.rs"]
-#[allow(dead_code)]
 mod edge_syncer;
 
 #[path = "common/kubectl_async.rs"]

@@ -1,28 +1,19 @@
 //! Ferry's hub: an embedded, Kubernetes-compatible API server with kcp-style
-//! workspaces (logical clusters), durable storage and watch.
+//! workspaces (logical clusters), durable storage and watch — the server
+//! (`ferry-server`) with its built-in controllers (`ferry-controllers`)
+//! plugged in, and [`testing`], the kit that starts hubs for tests and demos.
+//!
+//! The server's and the lower layers' modules are re-exported under the
+//! paths they had when they were modules of this crate
+//! (`ferry_hub::service`, `ferry_hub::storage::Store`), as are the
+//! controllers (`ferry_hub::controllers::placement::PLACED_LABEL`).
 
-pub mod api;
-pub mod apis;
-pub mod auth;
-pub mod controllers;
-pub mod decode;
-pub mod discovery;
-pub mod hub;
-pub mod kubeconfig;
-pub mod openapi;
-pub mod registry;
-pub mod replicas;
 pub mod server;
-pub mod service;
-pub mod strategy;
-pub mod synctarget;
 pub mod testing;
-pub mod virtual_workspace;
-pub mod workspace;
 
-// The layers below the hub, under the paths they had when they were modules
-// of this crate (`crate::status::ApiError`, `ferry_hub::storage::Store`).
-pub use ferry_apimachinery::{json, patch, protobuf, selector, status, table, validation};
-pub use ferry_storage as storage;
-
-pub use hub::{Hub, HubConfig};
+pub use ferry_controllers as controllers;
+pub use ferry_server::{
+    api, apis, auth, customize, decode, discovery, follow, grants, hub, json, kubeconfig, openapi, patch,
+    protobuf, registry, replicas, selector, service, status, storage, strategy, synctarget, table,
+    validation, virtual_workspace, workspace, Hub, HubConfig,
+};

@@ -1,0 +1,147 @@
+//! APIServices describing what each workspace serves, as kube-apiserver keeps
+//! them: one `apiregistration.k8s.io/v1` APIService per group/version
+//! (`v1.`, `v1.apps`, ...), served locally (`spec.service` unset,
+//! `Available=True` with reason `Local`), including the group/versions that
+//! CRDs add; removed when no CRD serves their group/version any more.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use futures::future::BoxFuture;
+
+use super::follow::Follower;
+use ferry_server::hub::{Hub, CRDS};
+use ferry_server::service::{self, create_internal, DeleteOptions, PatchType, Request};
+use ferry_server::storage::{ClusterScope, WatchEvent};
+
+/// Storage key of APIServices.
+const APISERVICES: &str = "apiregistration.k8s.io/apiservices";
+/// Group, version and resource of APIServices.
+const APISERVICES_GVR: (&str, &str, &str) = ("apiregistration.k8s.io", "v1", "apiservices");
+/// Field manager of the controller's writes.
+const MANAGER: &str = "apiservice-autoregistration";
+/// Marks APIServices this controller made for CRDs (and may remove).
+const AUTOREGISTER_LABEL: &str = "kube-aggregator.kubernetes.io/automanaged";
+
+fn name(group: &str, version: &str) -> String {
+    format!("{version}.{group}")
+}
+
+fn apiservice(group: &str, version: &str, automanaged: bool) -> Value {
+    let labels = if automanaged {
+        json!({ AUTOREGISTER_LABEL: "true" })
+    } else {
+        json!({})
+    };
+    json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": name(group, version), "labels": labels},
+        "spec": {
+            "group": group, "version": version,
+            "groupPriorityMinimum": if group.is_empty() { 18000 } else { 1000 },
+            "versionPriority": 15,
+        },
+    })
+}
+
+/// The controller as a watch follower: every workspace at start, then the
+/// workspace of each CRD change.
+pub struct ApiServices;
+
+impl Follower for ApiServices {
+    fn follows(&self, storage_key: &str) -> bool {
+        storage_key == CRDS || storage_key == ferry_server::apis::BINDINGS
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for cluster in hub.store.clusters() {
+                if hub.workspaces.by_name(&cluster).is_some() {
+                    sync(hub, &cluster).await;
+                }
+            }
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(sync(hub, &event.key.cluster))
+    }
+}
+
+/// Create the APIService of every group/version served in `cluster` that
+/// lacks one, and remove automanaged ones nothing serves any more.
+pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
+    let served: BTreeSet<(String, String, bool)> = hub
+        .registry
+        .resources(Some(cluster))
+        .into_iter()
+        .map(|r| (r.group, r.version, r.from_crd))
+        .collect();
+    let wanted: BTreeSet<String> = served.iter().map(|(g, v, _)| name(g, v)).collect();
+    let (existing, _) = hub
+        .store
+        .list(&ClusterScope::One(cluster.into()), APISERVICES, None, None);
+    let have: BTreeSet<String> = existing.iter().map(|(k, _)| k.name.clone()).collect();
+    for (group, version, from_crd) in &served {
+        if have.contains(&name(group, version)) {
+            continue;
+        }
+        let obj = apiservice(group, version, *from_crd);
+        match create_internal(
+            hub,
+            cluster,
+            ("apiregistration.k8s.io", "v1", "apiservices"),
+            None,
+            obj,
+        )
+        .await
+        {
+            Ok(_) => mark_available(hub, cluster, &name(group, version)).await,
+            Err(e) if e.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(cluster, apiservice = %name(group, version), "creating APIService failed: {e}")
+            }
+        }
+    }
+    for (key, obj) in existing {
+        let automanaged = obj.labels.get(AUTOREGISTER_LABEL).is_some_and(|v| v == "true");
+        if automanaged && !wanted.contains(&key.name) {
+            let request = Request::internal(
+                hub,
+                cluster,
+                APISERVICES_GVR,
+                None,
+                Some(&key.name),
+                "delete",
+                MANAGER,
+            );
+            if let Ok(r) = request {
+                let _ = service::delete(&r, &DeleteOptions::default()).await;
+            }
+        }
+    }
+}
+
+/// Local APIServices are available as soon as they exist.
+async fn mark_available(hub: &Arc<Hub>, cluster: &str, name: &str) {
+    let status = json!({"status": {"conditions": [{
+        "type": "Available", "status": "True", "reason": "Local",
+        "message": "Local APIServices are always available",
+        "lastTransitionTime": ferry_api::timestamp::now(),
+    }]}});
+    let Ok(request) = Request::internal(hub, cluster, APISERVICES_GVR, None, Some(name), "patch", MANAGER)
+    else {
+        return;
+    };
+    let body = serde_json::to_vec(&status).unwrap_or_default();
+    if let Err(e) = service::patch(&request.on_subresource("status"), PatchType::Merge, body.into()).await {
+        tracing::warn!(
+            cluster,
+            apiservice = name,
+            "marking an APIService available failed: {}",
+            e.message
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! Writes KubeStellar (`edge.kubestellar.io`) SyncTargets' status from what
+//! their syncers write on the SyncerConfig `the-one` in their mailbox
+//! workspaces (what it says is `ferry_server::synctarget::edge`), so
+//! `kubectl get synctargets` in an inventory workspace shows READY and
+//! HEARTBEAT while syncers run, and why not when they do not.
+//!
+//! It follows edge SyncTargets and SyncerConfigs, and keeps a timer per
+//! target whose heartbeat is fresh, so `Ready` turns False when the
+//! threshold passes with no write at all.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::follow::{self, Follower};
+use crate::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, MAILBOX_PARENT, SYNC_TARGETS};
+use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
+use ferry_server::hub::Hub;
+use ferry_server::json;
+use ferry_server::service::{self, Request};
+use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
+use ferry_server::synctarget::edge;
+use ferry_server::workspace::WORKSPACES;
+
+const MANAGER: &str = "edge-synctarget-controller";
+/// Storage key of KubeStellar SyncerConfigs.
+const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
+/// The SyncerConfig a KubeStellar syncer reports on.
+const THE_ONE: &str = "the-one";
+
+struct Shared {
+    threshold: Duration,
+    /// When each target's heartbeat turns stale, for those fresh now.
+    deadlines: parking_lot::Mutex<HashMap<ObjectKey, Instant>>,
+    wake: Notify,
+}
+
+/// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`
+/// (the same for KubeStellar's SyncTargets as for kcp's).
+pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, threshold: Duration) -> Vec<JoinHandle<()>> {
+    let shared = Arc::new(Shared {
+        threshold,
+        deadlines: Default::default(),
+        wake: Notify::new(),
+    });
+    vec![
+        follow::spawn(hub.clone(), EdgeSyncTargets(shared.clone()), stop.clone()),
+        tokio::spawn(heartbeat_timer(hub.clone(), shared, stop)),
+    ]
+}
+
+struct EdgeSyncTargets(Arc<Shared>);
+
+impl Follower for EdgeSyncTargets {
+    fn follows(&self, storage_key: &str) -> bool {
+        storage_key == SYNC_TARGETS || storage_key == SYNCER_CONFIGS
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for (key, _) in hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
+                reconcile(hub, &self.0, &key).await;
+            }
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let key = &event.key;
+            if key.resource == SYNC_TARGETS {
+                reconcile(hub, &self.0, key).await;
+            } else if key.name == THE_ONE {
+                if let Some(target) = target_of_mailbox(hub, &key.cluster) {
+                    reconcile(hub, &self.0, &target).await;
+                }
+            }
+        })
+    }
+}
+
+/// The SyncTarget whose mailbox is logical cluster `cluster`, from the
+/// annotations the mailbox controller puts on the mailbox Workspace.
+fn target_of_mailbox(hub: &Hub, cluster: &str) -> Option<ObjectKey> {
+    let lc = hub.workspaces.by_name(cluster)?;
+    if lc.parent.as_deref() != Some(MAILBOX_PARENT) {
+        return None;
+    }
+    let ws_name = lc.path.rsplit(':').next()?;
+    let ws = hub
+        .store
+        .get(&ObjectKey {
+            cluster: MAILBOX_PARENT.into(),
+            resource: WORKSPACES.into(),
+            namespace: String::new(),
+            name: ws_name.into(),
+        })?
+        .value();
+    let annotation = |name: &str| {
+        ws.pointer("/metadata/annotations")
+            .and_then(|a| a.get(name))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    Some(ObjectKey {
+        cluster: annotation(INVENTORY_CLUSTER_ANNOTATION)?,
+        resource: SYNC_TARGETS.into(),
+        namespace: String::new(),
+        name: annotation(SYNC_TARGET_NAME_ANNOTATION)?,
+    })
+}
+
+/// The SyncerConfig `the-one` in the mailbox of `target` (stored at `key`).
+fn the_one_of(hub: &Hub, key: &ObjectKey, target: &Value) -> Option<Value> {
+    let uid = json::str_at(target, "/metadata/uid");
+    let path = format!("{MAILBOX_PARENT}:{}", mailbox_name(&key.cluster, uid));
+    let mailbox = hub.workspaces.resolve(&path)?;
+    hub.store
+        .get(&ObjectKey {
+            cluster: mailbox.name,
+            resource: SYNCER_CONFIGS.into(),
+            namespace: String::new(),
+            name: THE_ONE.into(),
+        })
+        .map(|o| o.value())
+}
+
+/// Re-check each target whose heartbeat deadline passed.
+async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let next = shared.deadlines.lock().values().min().copied();
+        let sleep =
+            tokio::time::sleep_until(next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)));
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+            }
+            _ = shared.wake.notified() => {}
+            _ = sleep => {
+                let now = Instant::now();
+                let due: Vec<ObjectKey> = {
+                    let mut deadlines = shared.deadlines.lock();
+                    let due: Vec<ObjectKey> =
+                        deadlines.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
+                    for k in &due {
+                        deadlines.remove(k);
+                    }
+                    due
+                };
+                for key in due {
+                    reconcile(&hub, &shared, &key).await;
+                }
+            }
+        }
+    }
+}
+
+/// Bring one SyncTarget's status up to date. A conflict is left to the write
+/// that caused it, whose event brings the target back here.
+async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
+    let target = match hub.store.get(key) {
+        Some(stored) => stored.value(),
+        None => {
+            shared.deadlines.lock().remove(key);
+            return;
+        }
+    };
+    if target.pointer("/metadata/deletionTimestamp").is_some() {
+        shared.deadlines.lock().remove(key);
+        return;
+    }
+    let the_one = the_one_of(hub, key, &target);
+    let desired = edge::desired(
+        &key.name,
+        target.get("status"),
+        the_one.as_ref(),
+        shared.threshold,
+        chrono::Utc::now(),
+    );
+    match desired.recheck_in {
+        Some(d) => {
+            // A little past the deadline, so the check sees it passed.
+            let at = Instant::now() + d + Duration::from_millis(50);
+            shared.deadlines.lock().insert(key.clone(), at);
+            shared.wake.notify_one();
+        }
+        None => {
+            shared.deadlines.lock().remove(key);
+        }
+    }
+    if target.get("status") == Some(&desired.status) {
+        return;
+    }
+    let mut updated = target;
+    updated["status"] = desired.status;
+    let request = Request::internal(
+        hub,
+        &key.cluster,
+        (ferry_api::edge::GROUP, ferry_api::edge::VERSION, "synctargets"),
+        None,
+        Some(&key.name),
+        "update",
+        MANAGER,
+    );
+    let Ok(request) = request else { return };
+    match service::update(&request.on_subresource("status"), updated).await {
+        Ok(_) => {}
+        Err(e) if e.code == 409 || e.code == 404 => {}
+        Err(e) => {
+            tracing::warn!(cluster = %key.cluster, synctarget = %key.name, "writing SyncTarget status failed: {e}")
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! The garbage collector: deletes objects whose `ownerReferences` owners are
+//! all gone, as kube-controller-manager's garbage collector does, in every
+//! workspace separately.
+//!
+//! - A delete request's propagation policy ([`policy`]) is recorded on the
+//!   owner by the delete path: nothing for `Background` (the owner goes at
+//!   once), the `foregroundDeletion` or `orphan` finalizer otherwise.
+//! - The collector follows the store's watch stream and keeps a
+//!   [`index::DependentsIndex`] (owner uid → dependents). Only objects whose
+//!   stored JSON mentions `ownerReferences` or `deletionTimestamp` are parsed.
+//! - What needs a look goes into a [`queue::WorkQueue`]: a dependent whose
+//!   owner was deleted or whose references changed, an owner waiting for
+//!   the collector. Workers decide ([`decide`]) from the live store and act
+//!   through the same delete and patch paths as API clients, so finalizers,
+//!   namespace termination, watch events and after-write hooks all apply.
+//! - At start (and whenever the watch falls behind) the index is rebuilt
+//!   from the store and every dependent and waiting owner is looked at
+//!   again, so work left by a restart is picked up.
+//! - A failure on one object is logged and retried with backoff.
+
+pub mod decide;
+pub mod index;
+pub mod owners;
+/// Propagation policies belong to the delete path; the collector honours them.
+pub use ferry_server::service::propagation as policy;
+pub mod queue;
+mod reconcile;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use ferry_server::hub::Hub;
+use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent, WatchSubscription};
+use index::DependentsIndex;
+use queue::WorkQueue;
+pub use reconcile::CollectError;
+
+/// What the collector looks at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Work {
+    /// An object with owner references: is any owner left?
+    Dependent(ObjectKey),
+    /// An owner being deleted that waits for the collector (`foregroundDeletion` or `orphan`).
+    Owner(ObjectKey),
+}
+
+/// Items processed at once (deletes wait for durable commits, so a few run side by side).
+const WORKERS: usize = 8;
+
+/// Start the collector; it runs until `stop` turns true (or its sender is
+/// dropped). Await the handle to know it has stopped writing.
+pub fn spawn(hub: Arc<Hub>, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(run(hub, stop))
+}
+
+fn stopped(stop: &watch::Receiver<bool>) -> bool {
+    *stop.borrow() || stop.has_changed().is_err()
+}
+
+type Outcome = (Work, Result<Vec<Work>, CollectError>);
+
+/// The collector's state: the index, the queue, and the items in process.
+struct Collector {
+    hub: Arc<Hub>,
+    index: Arc<Mutex<DependentsIndex>>,
+    queue: WorkQueue<Work>,
+    workers: JoinSet<Outcome>,
+    in_process: HashMap<tokio::task::Id, Work>,
+}
+
+async fn run(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) {
+    let mut c = Collector {
+        hub,
+        index: Arc::default(),
+        queue: WorkQueue::default(),
+        workers: JoinSet::new(),
+        in_process: HashMap::new(),
+    };
+    while !stopped(&stop) {
+        let Some(mut events) = c.rebuild() else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        loop {
+            c.start_ready();
+            let retry = c.queue.next_retry();
+            let idle = c.workers.len() < WORKERS;
+            tokio::select! {
+                _ = stop.changed() => {
+                    if stopped(&stop) {
+                        break;
+                    }
+                }
+                event = events.next() => match event {
+                    Some(event) => {
+                        if !c.observe(event, &mut events) {
+                            break;
+                        }
+                    }
+                    // Fell behind the event stream: rebuild from the store.
+                    None => break,
+                },
+                Some(joined) = c.workers.join_next_with_id(), if !c.workers.is_empty() => c.finished(joined),
+                _ = sleep_until(retry), if retry.is_some() && idle => {}
+            }
+        }
+    }
+    c.workers.shutdown().await;
+}
+
+impl Collector {
+    /// Index everything stored and queue all pending work; returns the
+    /// events that follow (`None` if the store refuses a watch).
+    fn rebuild(&mut self) -> Option<WatchSubscription> {
+        let rv = self.hub.store.resource_version();
+        let events = self.hub.store.watch(rv).ok()?;
+        let store = &self.hub.store;
+        let stored = store
+            .resource_keys()
+            .into_iter()
+            .flat_map(|resource| store.list(&ClusterScope::All, &resource, None, None).0);
+        let pending = self.index.lock().reset(stored);
+        tracing::debug!(pending = pending.len(), "garbage collector (re)built its index");
+        self.queue.clear();
+        for w in pending {
+            self.queue.add(w);
+        }
+        Some(events)
+    }
+
+    /// Apply `first` and whatever else the stream already holds (up to a
+    /// batch: one wake-up per burst of writes, not one per event). Returns
+    /// false when the stream fell behind and the index must be rebuilt.
+    fn observe(&mut self, first: Arc<WatchEvent>, events: &mut WatchSubscription) -> bool {
+        const BATCH: usize = 1024;
+        let mut index = self.index.lock();
+        let mut event = first;
+        for _ in 0..BATCH {
+            for w in index.observe(&event) {
+                self.queue.add(w);
+            }
+            match events.next().now_or_never() {
+                Some(Some(next)) => event = next,
+                Some(None) => return false,
+                None => break,
+            }
+        }
+        true
+    }
+
+    /// Hand ready items to workers, up to [`WORKERS`] at a time.
+    fn start_ready(&mut self) {
+        while self.workers.len() < WORKERS {
+            let Some(item) = self.queue.next(Instant::now()) else {
+                return;
+            };
+            let (hub, index, work) = (self.hub.clone(), self.index.clone(), item.clone());
+            let handle = self.workers.spawn(async move {
+                let result = reconcile::process(&hub, &index, &work).await;
+                (work, result)
+            });
+            self.in_process.insert(handle.id(), item);
+        }
+    }
+
+    /// A worker is done: queue its follow-up work, or its retry.
+    fn finished(&mut self, joined: Result<(tokio::task::Id, Outcome), tokio::task::JoinError>) {
+        let (item, result) = match joined {
+            Ok((id, outcome)) => {
+                self.in_process.remove(&id);
+                outcome
+            }
+            Err(e) => {
+                let Some(item) = self.in_process.remove(&e.id()) else {
+                    return;
+                };
+                (item, Err(CollectError::Panicked(e.to_string())))
+            }
+        };
+        match result {
+            Ok(follow_up) => {
+                self.queue.done(item, true, Instant::now());
+                for w in follow_up {
+                    self.queue.add(w);
+                }
+            }
+            Err(e) => {
+                let delay = self.queue.done(item.clone(), false, Instant::now());
+                let failures = self.queue.failures(&item);
+                // Warn at the 1st, 2nd, 4th, 8th... failure in a row, so a
+                // lasting problem stays visible without flooding the log.
+                if failures.is_power_of_two() {
+                    tracing::warn!(failures, retry_in = ?delay, "garbage collector: {e}");
+                } else {
+                    tracing::debug!(failures, retry_in = ?delay, "garbage collector: {e}");
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}

@@ -1,0 +1,322 @@
+//! Built-in controllers: what a fresh cluster has, workspaces, namespace
+//! termination, CRD clean-up, APIServices, token Secrets and CSR signing,
+//! mailboxes, garbage collection of `ownerReferences` dependents, kcp TMC
+//! placement and scheduling.
+//!
+//! They are clients of the object service ([`ferry_server::service`]), writing as
+//! the loopback user with their own field managers. Each follows the
+//! store's watch and resyncs when it starts ([`follow`], [`finalizing`],
+//! [`garbage_collector`]); [`BuiltIn`] is their first pass within a write,
+//! for effects the client sees on its next request.
+//!
+//! The server runs them through [`BuiltInControllers`] (its
+//! [`ferry_server::server::Controllers`] hook) and [`BuiltIn`] (its
+//! [`ferry_server::hub::WriteObserver`]); the `ferry-hub` crate plugs them
+//! in. Nothing below this crate depends on it.
+
+pub mod apis;
+pub mod apiservices;
+pub mod compute;
+pub mod crds;
+pub mod edge_synctarget;
+pub mod finalizing;
+pub use ferry_server::follow;
+pub mod garbage_collector;
+pub mod kubernetes_service;
+pub mod logical_cluster;
+pub mod mailbox;
+pub mod namespaces;
+pub mod placement;
+pub mod scheduling;
+pub mod security;
+pub mod synctarget;
+pub mod upsync_role;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use ferry_server::hub::{logical_cluster_of, Hub, WriteObserver, CRDS};
+use ferry_server::registry::ResourceInfo;
+use ferry_server::server::{Controllers, HubOptions};
+use ferry_server::service::create_internal;
+use ferry_server::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
+use ferry_server::workspace::{ROOT, WORKSPACES};
+
+/// The built-in controllers' part of a write: the first pass that makes a
+/// write's effect visible to the client's next request. Their watch loops
+/// ([`spawn`], the garbage collector, the mailbox controller) do the rest.
+pub struct BuiltIn;
+
+impl WriteObserver for BuiltIn {
+    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == WORKSPACES {
+                // The new logical cluster gets what a fresh cluster has before its
+                // Workspace is visible as Ready, so clients can use it at once.
+                workspace_written(hub, &key.cluster, Some(obj)).await;
+            }
+        })
+    }
+
+    fn written<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        new: Option<&'a Value>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let storage_key = key.resource.as_str();
+            if storage_key == CRDS {
+                apiservices::sync(hub, &key.cluster).await;
+            } else if storage_key == WORKSPACES {
+                workspace_written(hub, &key.cluster, new).await;
+            } else if security::watches(storage_key) {
+                security::object_written(hub, storage_key, key, new).await;
+            } else if storage_key == "/namespaces" {
+                if let Some(ns) = new {
+                    if ns.pointer("/metadata/deletionTimestamp").is_none() {
+                        ensure_default_service_account(hub, &key.cluster, &key.name).await;
+                    }
+                }
+            }
+        })
+    }
+
+    fn deleting<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == CRDS {
+                crds::first_pass(hub, key).await;
+            }
+        })
+    }
+
+    fn removed<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        old: &'a Value,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if key.resource == CRDS {
+                remove_custom_resources(hub, &key.cluster, old).await;
+            } else if key.resource == WORKSPACES {
+                if let Some(cluster) = old.pointer("/spec/cluster").and_then(Value::as_str) {
+                    remove_cluster(hub, cluster).await;
+                }
+            }
+        })
+    }
+}
+
+/// The built-in controllers as the server runs them: what `ferry hub`'s
+/// options turn on (the compute workspace, the mailbox controller, the
+/// placement translator) and the SyncTarget heartbeat threshold.
+pub struct BuiltInControllers;
+
+impl Controllers for BuiltInControllers {
+    fn bootstrap<'a>(&'a self, hub: &'a Arc<Hub>, opts: &'a HubOptions) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            bootstrap(hub).await;
+            if opts.compute_workspace {
+                compute::ensure(hub).await;
+            }
+        })
+    }
+
+    fn spawn(&self, hub: &Arc<Hub>, stop: watch::Receiver<bool>, opts: &HubOptions) -> Vec<JoinHandle<()>> {
+        let mut controllers = spawn(hub, stop.clone(), opts.mailbox_controller);
+        if opts.placement_translator {
+            controllers.push(placement::spawn(hub.clone(), stop.clone()));
+        }
+        let heartbeat = opts.sync_target_heartbeat_threshold;
+        controllers.extend(edge_synctarget::spawn(hub, stop.clone(), heartbeat));
+        controllers.extend(synctarget::spawn(hub, stop, heartbeat));
+        controllers
+    }
+}
+
+/// Start the controllers that follow the store's watch (namespace
+/// termination, CRD clean-up, APIServices, token Secrets and CSR signing,
+/// the `kubernetes` Services, the garbage collector, and the mailbox controller when `mailboxes`);
+/// they stop when `stop` turns true. Await the handles to know they have
+/// stopped writing.
+pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Vec<JoinHandle<()>> {
+    let mut running = vec![
+        namespaces::spawn(hub.clone(), stop.clone()),
+        crds::spawn(hub.clone(), stop.clone()),
+        follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
+        follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
+        follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
+        scheduling::spawn(hub.clone(), stop.clone()),
+        follow::spawn(hub.clone(), kubernetes_service::KubernetesService, stop.clone()),
+        follow::spawn(hub.clone(), upsync_role::UpsyncRoles, stop.clone()),
+    ];
+    if mailboxes {
+        running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
+    }
+    running.push(garbage_collector::spawn(hub.clone(), stop));
+    running
+}
+
+/// Whether the stored object is being deleted (parses only when it may be).
+pub fn is_deleting(obj: &StoredObject) -> bool {
+    memchr::memmem::find(&obj.json, b"deletionTimestamp").is_some()
+        && obj.value().pointer("/metadata/deletionTimestamp").is_some()
+}
+
+/// Namespaces every logical cluster starts with.
+pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
+
+/// Install the built-in controllers' part of writes, and make sure the root
+/// cluster has what a fresh cluster has.
+pub async fn bootstrap(hub: &Arc<Hub>) {
+    hub.set_write_observer(Arc::new(BuiltIn));
+    bootstrap_cluster(hub, ROOT, None).await;
+    // Workspaces from before the hub had default RBAC objects (or their
+    // LogicalCluster) get them too.
+    for cluster in hub.store.clusters() {
+        if cluster != ROOT && hub.workspaces.by_name(&cluster).is_some() {
+            security::ensure_default_rbac(hub, &cluster).await;
+            kubernetes_service::repair(hub, &cluster).await;
+            logical_cluster::ensure(hub, &cluster, None).await;
+        }
+    }
+}
+
+/// What a fresh logical cluster has; `workspace` is the Workspace object
+/// being created for it (`None` for root).
+async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Value>) {
+    logical_cluster::ensure(hub, cluster, workspace).await;
+    security::ensure_default_rbac(hub, cluster).await;
+    for ns in DEFAULT_NAMESPACES {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        match create_internal(hub, cluster, ("", "v1", "namespaces"), None, obj).await {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => ensure_default_service_account(hub, cluster, ns).await,
+            Err(e) => tracing::warn!(
+                cluster,
+                namespace = ns,
+                "creating a default namespace failed: {e}"
+            ),
+        }
+    }
+    kubernetes_service::ensure(hub, cluster).await;
+    // Last: clients may use the workspace as soon as its namespaces exist.
+    apiservices::sync(hub, cluster).await;
+}
+
+/// Every namespace has a `default` ServiceAccount.
+pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, namespace: &str) {
+    let obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});
+    match create_internal(hub, cluster, ("", "v1", "serviceaccounts"), Some(namespace), obj).await {
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {
+            // Made by a racing write that may still be committing: wait for
+            // it, so the client's next read sees the account.
+            let key = ObjectKey {
+                cluster: cluster.into(),
+                resource: "/serviceaccounts".into(),
+                namespace: namespace.into(),
+                name: "default".into(),
+            };
+            if let Some(existing) = hub.store.get(&key) {
+                let _ = hub
+                    .store
+                    .wait_for(existing.rv, std::time::Duration::from_secs(5))
+                    .await;
+            }
+        }
+        Err(e) if e.code == 403 => {}
+        Err(e) => tracing::warn!(
+            cluster,
+            namespace,
+            "creating the default ServiceAccount failed: {e}"
+        ),
+    }
+}
+
+/// A Workspace object was written in `parent` (or deleted: `new` is None).
+pub async fn workspace_written(hub: &Arc<Hub>, parent: &str, new: Option<&Value>) {
+    let Some(ws) = new else { return };
+    let Some(parent_lc) = hub.workspaces.by_name(parent) else {
+        return;
+    };
+    let Some(lc) = logical_cluster_of(&parent_lc, ws) else {
+        return;
+    };
+    let fresh = hub.workspaces.by_name(&lc.name).is_none();
+    let name = lc.name.clone();
+    hub.workspaces.insert(lc);
+    if fresh {
+        bootstrap_cluster(hub, &name, Some(ws)).await;
+    }
+}
+
+/// Remove a logical cluster: its child workspaces first, then every object.
+pub fn remove_cluster<'a>(hub: &'a Arc<Hub>, cluster: &'a str) -> futures::future::BoxFuture<'a, ()> {
+    Box::pin(async move {
+        for child in hub.workspaces.children(cluster) {
+            remove_cluster(hub, &child.name).await;
+        }
+        for resource in hub.store.resources_in(cluster) {
+            let (objects, _) = hub
+                .store
+                .list(&ClusterScope::One(cluster.into()), &resource, None, None);
+            for (key, _) in objects {
+                if let Ok(c) = hub.store.delete(key, Expect::Exists) {
+                    let _ = c.durable().await;
+                }
+            }
+        }
+        hub.registry.set_crd_resources(cluster, Vec::new());
+        hub.security.rbac.invalidate(cluster);
+        hub.workspaces.remove(cluster);
+    })
+}
+
+/// A CRD is removed from storage: custom resources still left (its clean-up
+/// finalizer was removed by hand) go with it at once.
+pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value) {
+    let (Some(group), Some(plural)) = (
+        crd.pointer("/spec/group").and_then(Value::as_str),
+        crd.pointer("/spec/names/plural").and_then(Value::as_str),
+    ) else {
+        return;
+    };
+    if hub.registry.is_builtin(group, plural) {
+        return; // served built in: the objects are not the CRD's
+    }
+    let key = ferry_server::registry::storage_key(group, plural);
+    let (objects, _) = hub
+        .store
+        .list(&ClusterScope::One(cluster.into()), &key, None, None);
+    for (key, _) in objects {
+        if let Ok(c) = hub.store.delete(key, Expect::Exists) {
+            let _ = c.durable().await;
+        }
+    }
+}
+
+/// The resource stored under `storage_key` in `cluster`, at its storage
+/// version when it has several.
+pub fn info_for_storage_key(hub: &Hub, cluster: &str, storage_key: &str) -> Option<ResourceInfo> {
+    let served: Vec<ResourceInfo> = hub
+        .registry
+        .resources(Some(cluster))
+        .into_iter()
+        .filter(|r| r.storage_key() == storage_key)
+        .collect();
+    let storage = served.iter().position(|r| r.storage_version).unwrap_or(0);
+    served.into_iter().nth(storage)
+}

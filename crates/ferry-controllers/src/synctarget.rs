@@ -1,0 +1,487 @@
+//! Writes kcp TMC SyncTargets' label and status (what they should say is
+//! `ferry_server::synctarget`): the key label `internal.workload.kcp.io/key`, the
+//! virtual-workspace URLs, heartbeat conditions, `syncedResources`; and the
+//! `Compatible` condition of the APIResourceImports compared.
+//!
+//! It also keeps each workspace's `imported-apis` export
+//! (`ferry_server::synctarget::imported`).
+//!
+//! It follows SyncTargets, APIResourceImports, APIExports and
+//! APIResourceSchemas (a change reaches the targets that support the
+//! export), and keeps a timer per target whose heartbeat is fresh, so
+//! `HeartbeatHealthy` turns False when the threshold passes with no write
+//! at all.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::follow::{self, Follower};
+use ferry_api::well_known::WORKLOAD_KEY_LABEL;
+use ferry_server::apis;
+use ferry_server::hub::Hub;
+use ferry_server::json;
+use ferry_server::service::{self, Request};
+use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
+use ferry_server::synctarget::{self, imported, IMPORTS, SYNC_TARGETS};
+
+const MANAGER: &str = "synctarget-controller";
+
+/// What the follower and the heartbeat timer share.
+struct Shared {
+    threshold: Duration,
+    /// When each target's heartbeat turns stale, for those fresh now.
+    deadlines: parking_lot::Mutex<HashMap<ObjectKey, Instant>>,
+    /// Wakes the timer when a deadline is added.
+    wake: Notify,
+}
+
+/// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`.
+pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, threshold: Duration) -> Vec<JoinHandle<()>> {
+    let shared = Arc::new(Shared {
+        threshold,
+        deadlines: Default::default(),
+        wake: Notify::new(),
+    });
+    vec![
+        follow::spawn(hub.clone(), SyncTargets(shared.clone()), stop.clone()),
+        tokio::spawn(heartbeat_timer(hub.clone(), shared, stop)),
+    ]
+}
+
+struct SyncTargets(Arc<Shared>);
+
+impl Follower for SyncTargets {
+    fn follows(&self, storage_key: &str) -> bool {
+        matches!(
+            storage_key,
+            SYNC_TARGETS | IMPORTS | apis::EXPORTS | apis::SCHEMAS
+        )
+    }
+
+    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            ensure_imported_apis_everywhere(hub).await;
+            reconcile_all(hub, &self.0, ClusterScope::All).await;
+        })
+    }
+
+    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let key = &event.key;
+            match key.resource.as_str() {
+                SYNC_TARGETS => {
+                    let now = event.object.value();
+                    let before = event.previous.as_deref().map(|p| p.value());
+                    let at = |o: Option<&Value>, p: &str| o.and_then(|o| o.pointer(p)).cloned();
+                    let spec_changed = event.kind != EventType::Modified
+                        || at(before.as_ref(), "/spec") != at(Some(&now), "/spec");
+                    if spec_changed {
+                        ensure_imported_apis(hub, &key.cluster).await;
+                    }
+                    if event.kind == EventType::Deleted {
+                        self.0.deadlines.lock().remove(key);
+                    } else {
+                        // A heartbeat changes neither spec nor syncedResources:
+                        // the schemas need not be compared again.
+                        let resources = spec_changed
+                            || at(before.as_ref(), "/status/syncedResources")
+                                != at(Some(&now), "/status/syncedResources");
+                        reconcile(hub, &self.0, key, resources).await;
+                    }
+                }
+                // The targets of the import's workspace.
+                IMPORTS => {
+                    ensure_imported_apis(hub, &key.cluster).await;
+                    reconcile_all(hub, &self.0, ClusterScope::One(key.cluster.clone())).await;
+                }
+                // An export or schema may be supported by targets anywhere.
+                _ => {
+                    if key.resource == apis::EXPORTS && !export_changed(event) {
+                        return; // its status only (the apis controller's conditions)
+                    }
+                    let export = (key.resource == apis::EXPORTS).then_some(key.name.as_str());
+                    exports_changed(hub, &self.0, &key.cluster, export).await;
+                }
+            }
+        })
+    }
+}
+
+/// Whether an export event changes what SyncTargets see of it: its schemas
+/// or identity (not the conditions and URLs the apis controller writes).
+fn export_changed(event: &WatchEvent) -> bool {
+    let Some(previous) = event.previous.as_deref() else {
+        return true;
+    };
+    if event.kind != EventType::Modified {
+        return true;
+    }
+    let (before, now) = (previous.value(), event.object.value());
+    ["/spec", "/status/identityHash", "/metadata/uid"]
+        .iter()
+        .any(|p| before.pointer(p) != now.pointer(p))
+}
+
+/// The export `export` of `cluster` (any export there, for a schema
+/// change) changed: the SyncTargets supporting it look again, and the
+/// `imported-apis` of their workspaces.
+async fn exports_changed(hub: &Arc<Hub>, shared: &Shared, cluster: &str, export: Option<&str>) {
+    let mut workspaces = Vec::new();
+    for (key, obj) in hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
+        let supports = synctarget::supported_exports(hub, &key, &obj.value())
+            .iter()
+            .any(|(c, n)| c == cluster && export.is_none_or(|e| e == n));
+        if supports {
+            if !workspaces.contains(&key.cluster) {
+                workspaces.push(key.cluster.clone());
+            }
+            reconcile(hub, shared, &key, true).await;
+        }
+    }
+    for workspace in workspaces {
+        ensure_imported_apis(hub, &workspace).await;
+    }
+}
+
+/// [`ensure_imported_apis`] in every workspace that has SyncTargets.
+async fn ensure_imported_apis_everywhere(hub: &Arc<Hub>) {
+    let mut clusters: Vec<String> = hub
+        .store
+        .list(&ClusterScope::All, SYNC_TARGETS, None, None)
+        .0
+        .into_iter()
+        .map(|(k, _)| k.cluster)
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    for cluster in clusters {
+        ensure_imported_apis(hub, &cluster).await;
+    }
+}
+
+/// kcp's `imported-apis` export in `cluster`: schemas made from the
+/// imports of its SyncTargets that none of their exports serve
+/// (`synctarget::imported`). Created when first needed; stale schemas it
+/// owns are deleted.
+async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
+    let scope = ClusterScope::One(cluster.to_string());
+    let mut supported: HashMap<String, std::collections::HashSet<(String, String)>> = HashMap::new();
+    for (key, obj) in hub.store.list(&scope, SYNC_TARGETS, None, None).0 {
+        let target = obj.value();
+        supported.insert(
+            key.name.clone(),
+            synctarget::supported_resources(hub, &key, &target),
+        );
+    }
+    let imports: Vec<imported::Import> = hub
+        .store
+        .list(&scope, IMPORTS, None, None)
+        .0
+        .into_iter()
+        .filter_map(|(_, obj)| {
+            let v = obj.value();
+            let location = json::str_at(&v, "/spec/location").to_string();
+            supported.contains_key(&location).then(|| imported::Import {
+                location,
+                spec: v.get("spec").cloned().unwrap_or_default(),
+            })
+        })
+        .collect();
+    let desired = imported::desired_schemas(&imports, |location, group, resource| {
+        // A resource no export may serve (a workspace's own Secrets, RBAC, ...)
+        // is never published: listing it would have the export refused whole.
+        let reserved = apis::reserved_resource(group, resource, hub.registry.is_builtin_group(group));
+        synctarget::always_synced(group, resource)
+            || reserved.is_some()
+            || supported
+                .get(location)
+                .is_some_and(|s| s.contains(&(group.to_string(), resource.to_string())))
+    });
+    let export_key = apis::key(cluster, apis::EXPORTS, imported::EXPORT);
+    let export = match hub.store.get(&export_key) {
+        Some(e) => e.value(),
+        None if desired.is_empty() => return,
+        None => {
+            let export = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
+                                "metadata": {"name": imported::EXPORT}, "spec": {}});
+            match service::create_internal(
+                hub,
+                cluster,
+                (apis::GROUP, apis::VERSION, "apiexports"),
+                None,
+                export,
+            )
+            .await
+            {
+                Ok(created) => created,
+                Err(e) => {
+                    if e.code != 409 {
+                        tracing::warn!(cluster, "creating the imported-apis APIExport failed: {e}");
+                    }
+                    return;
+                }
+            }
+        }
+    };
+    let export_uid = json::str_at(&export, "/metadata/uid").to_string();
+    for (name, mut schema) in desired.clone() {
+        if hub.store.get(&apis::key(cluster, apis::SCHEMAS, &name)).is_some() {
+            continue;
+        }
+        schema["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
+            "name": imported::EXPORT, "uid": export_uid, "controller": true,
+        }]);
+        if let Err(e) = service::create_internal(
+            hub,
+            cluster,
+            (apis::GROUP, apis::VERSION, "apiresourceschemas"),
+            None,
+            schema,
+        )
+        .await
+        {
+            if e.code != 409 {
+                tracing::warn!(cluster, schema = %name, "creating an imported-apis schema failed: {e}");
+            }
+        }
+    }
+    let names: Vec<&String> = desired.keys().collect();
+    if export.pointer("/spec/latestResourceSchemas") != Some(&json!(names)) {
+        let mut updated = export.clone();
+        if json::set(&mut updated, &["spec", "latestResourceSchemas"], json!(names)).is_ok() {
+            let request = Request::internal(
+                hub,
+                cluster,
+                (apis::GROUP, apis::VERSION, "apiexports"),
+                None,
+                Some(imported::EXPORT),
+                "update",
+                MANAGER,
+            );
+            if let Ok(request) = request {
+                match service::update(&request, updated).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 409 || e.code == 404 => {}
+                    Err(e) => tracing::warn!(cluster, "updating the imported-apis APIExport failed: {e}"),
+                }
+            }
+        }
+    }
+    // Schemas the export owned and no longer lists.
+    for (key, obj) in hub.store.list(&scope, apis::SCHEMAS, None, None).0 {
+        if desired.contains_key(&key.name) {
+            continue;
+        }
+        let owned = obj
+            .value()
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| json::str_at(r, "/uid") == export_uid));
+        if !owned {
+            continue;
+        }
+        let request = Request::internal(
+            hub,
+            cluster,
+            (apis::GROUP, apis::VERSION, "apiresourceschemas"),
+            None,
+            Some(&key.name),
+            "delete",
+            MANAGER,
+        );
+        if let Ok(request) = request {
+            if let Err(e) = service::delete(&request, &Default::default()).await {
+                if e.code != 404 {
+                    tracing::warn!(cluster, schema = %key.name, "deleting a stale imported-apis schema failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+async fn reconcile_all(hub: &Arc<Hub>, shared: &Shared, scope: ClusterScope) {
+    for (key, _) in hub.store.list(&scope, SYNC_TARGETS, None, None).0 {
+        reconcile(hub, shared, &key, true).await;
+    }
+}
+
+/// Re-check each target whose heartbeat deadline passed.
+async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let next = shared.deadlines.lock().values().min().copied();
+        let sleep =
+            tokio::time::sleep_until(next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)));
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+            }
+            _ = shared.wake.notified() => {}
+            _ = sleep => {
+                let now = Instant::now();
+                let due: Vec<ObjectKey> = {
+                    let mut deadlines = shared.deadlines.lock();
+                    let due: Vec<ObjectKey> = deadlines
+                        .iter()
+                        .filter(|(_, at)| **at <= now)
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in &due {
+                        deadlines.remove(k);
+                    }
+                    due
+                };
+                for key in due {
+                    reconcile(&hub, &shared, &key, false).await;
+                }
+            }
+        }
+    }
+}
+
+/// Bring one SyncTarget's label and status (and its imports' conditions)
+/// up to date. Conflicts are left to the write that caused them, whose
+/// event brings the target back here.
+async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: bool) {
+    let Some(stored) = hub.store.get(key) else {
+        shared.deadlines.lock().remove(key);
+        return;
+    };
+    let mut target = stored.value();
+    if target.pointer("/metadata/deletionTimestamp").is_some() {
+        shared.deadlines.lock().remove(key);
+        return;
+    }
+    let sync_target_key = ferry_api::workload::sync_target_key(&key.cluster, &key.name);
+    let labelled = target
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(WORKLOAD_KEY_LABEL))
+        .and_then(Value::as_str)
+        == Some(sync_target_key.as_str());
+    let exports_set = target
+        .pointer("/spec/supportedAPIExports")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if !labelled || !exports_set {
+        // The strategy defaults `supportedAPIExports` on this update.
+        let mut updated = target.clone();
+        if json::set(
+            &mut updated,
+            &["metadata", "labels", WORKLOAD_KEY_LABEL],
+            json!(sync_target_key),
+        )
+        .is_err()
+        {
+            return;
+        }
+        match write(hub, key, None, updated).await {
+            Some(written) => target = written,
+            None => return,
+        }
+    }
+    let desired = synctarget::desired(hub, key, &target, shared.threshold, chrono::Utc::now(), resources);
+    match desired.recheck_in {
+        Some(d) => {
+            // A little past the deadline, so the check sees it passed.
+            let at = Instant::now() + d + Duration::from_millis(50);
+            shared.deadlines.lock().insert(key.clone(), at);
+            shared.wake.notify_one();
+        }
+        None => {
+            shared.deadlines.lock().remove(key);
+        }
+    }
+    if target.get("status") != Some(&desired.status) {
+        let mut updated = target;
+        if json::set(&mut updated, &["status"], desired.status).is_ok() {
+            write(hub, key, Some("status"), updated).await;
+        }
+    }
+    for (import_key, compatible) in desired.import_conditions {
+        set_import_condition(hub, &import_key, compatible).await;
+    }
+}
+
+/// Update the SyncTarget at `key` (its `subresource`) as the controller;
+/// the stored object, or `None` when the write did not happen.
+async fn write(hub: &Arc<Hub>, key: &ObjectKey, subresource: Option<&str>, obj: Value) -> Option<Value> {
+    let request = Request::internal(
+        hub,
+        &key.cluster,
+        (
+            ferry_api::workload::GROUP,
+            ferry_api::workload::VERSION,
+            "synctargets",
+        ),
+        None,
+        Some(&key.name),
+        "update",
+        MANAGER,
+    )
+    .ok()?;
+    let request = match subresource {
+        Some(s) => request.on_subresource(s),
+        None => request,
+    };
+    match service::update(&request, obj).await {
+        Ok(w) => Some(w.object),
+        Err(e) if e.code == 409 || e.code == 404 => None,
+        Err(e) => {
+            tracing::warn!(cluster = %key.cluster, synctarget = %key.name, "writing SyncTarget failed: {e}");
+            None
+        }
+    }
+}
+
+/// Put `condition` (`Compatible`) on the import at `key` when it differs.
+async fn set_import_condition(hub: &Arc<Hub>, key: &ObjectKey, condition: Value) {
+    let Some(stored) = hub.store.get(key) else { return };
+    let mut import = stored.value();
+    let old = import.pointer("/status/conditions").cloned();
+    let mut conditions: Vec<Value> = old
+        .as_ref()
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| json::str_at(c, "/type") != "Compatible")
+        .cloned()
+        .collect();
+    conditions.push(condition);
+    let merged = json!(apis::merge_conditions(old.as_ref(), conditions));
+    if old.as_ref() == Some(&merged) {
+        return;
+    }
+    if json::set(&mut import, &["status", "conditions"], merged).is_err() {
+        return;
+    }
+    let request = Request::internal(
+        hub,
+        &key.cluster,
+        (
+            ferry_api::apiresource::GROUP,
+            ferry_api::apiresource::VERSION,
+            "apiresourceimports",
+        ),
+        None,
+        Some(&key.name),
+        "update",
+        MANAGER,
+    );
+    let Ok(request) = request else { return };
+    match service::update(&request.on_subresource("status"), import).await {
+        Ok(_) => {}
+        Err(e) if e.code == 409 || e.code == 404 => {}
+        Err(e) => {
+            tracing::warn!(cluster = %key.cluster, import = %key.name, "writing APIResourceImport status failed: {e}")
+        }
+    }
+}

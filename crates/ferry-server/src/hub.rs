@@ -1,0 +1,310 @@
+//! The assembled control plane: storage, what each workspace serves, and the
+//! workspace index. Request handlers and built-in controllers share one `Hub`.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use crate::registry::{resources_from_crd, Registry, ResourceInfo};
+use crate::storage::{ClusterScope, ObjectKey, Store};
+use crate::workspace::{LogicalCluster, WorkspaceIndex, ROOT, WORKSPACES};
+
+/// Settings that shape what clients see.
+#[derive(Clone)]
+pub struct HubConfig {
+    /// The admin bearer token written into `admin.kubeconfig`.
+    pub admin_token: String,
+    /// Cap on requests served at once; past it, 429 with Retry-After.
+    pub max_in_flight: usize,
+    /// Users from `--token-auth-file`.
+    pub static_tokens: Vec<crate::auth::StaticToken>,
+    /// Key that signs ServiceAccount tokens (random per process when empty).
+    pub service_account_key: Vec<u8>,
+    /// Where Services' cluster IPs and node ports are allocated from.
+    pub service_ranges: crate::strategy::core::service::ServiceRanges,
+}
+
+impl std::fmt::Debug for HubConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Tokens and keys stay out of logs.
+        f.debug_struct("HubConfig")
+            .field("max_in_flight", &self.max_in_flight)
+            .field("static_tokens", &self.static_tokens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig {
+            admin_token: String::new(),
+            max_in_flight: 400,
+            static_tokens: Vec::new(),
+            service_account_key: Vec::new(),
+            service_ranges: Default::default(),
+        }
+    }
+}
+
+/// Storage key of CRDs.
+pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
+
+/// What the hub's built-in controllers do within a write, before it
+/// answers: their first pass over the object, for effects a client sees on
+/// its next request (a new workspace is usable, a CRD deleted with no
+/// custom resources left is gone, a token Secret has its token). Each
+/// controller also follows the store's watch and resyncs when it starts,
+/// so what a restart interrupted is finished.
+///
+/// The object service calls this; the controllers implement it
+/// (`ferry_controllers::BuiltIn`), so the server never imports them.
+pub trait WriteObserver: Send + Sync {
+    /// A create of `obj` at `key` is about to be stored.
+    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()>;
+    /// The object at `key` (served as `info`) was written (`new`) or removed (`None`).
+    fn written<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        new: Option<&'a Value>,
+    ) -> BoxFuture<'a, ()>;
+    /// The object at `key` was just marked as being deleted, held by finalizers.
+    fn deleting<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()>;
+    /// `old` was removed from storage: what goes with it goes now.
+    fn removed<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        old: &'a Value,
+    ) -> BoxFuture<'a, ()>;
+}
+
+pub struct Hub {
+    pub store: Arc<Store>,
+    pub registry: Registry,
+    pub workspaces: WorkspaceIndex,
+    pub config: HubConfig,
+    /// Authentication, RBAC and the CA that signs client certificates.
+    pub security: crate::auth::Security,
+    /// `https://host:port`, known once the listener is bound.
+    external_url: RwLock<String>,
+    /// The built-in controllers' part of a write (none until they are installed).
+    observer: RwLock<Option<Arc<dyn WriteObserver>>>,
+    /// OpenAPI documents per workspace generation.
+    pub openapi: crate::openapi::cache::OpenApiCache,
+    /// Which workspaces are bound to which APIExport.
+    pub bindings: crate::apis::BindingIndex,
+    /// Held across one [`Hub::refresh_crds`]: two writers refreshing at once
+    /// must not let the one that read older state install it last.
+    refreshing: parking_lot::Mutex<()>,
+}
+
+impl Hub {
+    /// Build a hub over `store`: rebuild the workspace index and the CRD
+    /// registry from what is stored. The server then has the built-in
+    /// controllers ([`crate::server::Controllers`]) create what a fresh
+    /// cluster has.
+    pub fn new(store: Arc<Store>, config: HubConfig) -> Arc<Hub> {
+        let security = crate::auth::Security::new(crate::auth::SecurityConfig {
+            admin_token: config.admin_token.clone(),
+            static_tokens: config.static_tokens.clone(),
+            service_account_key: config.service_account_key.clone(),
+        });
+        let hub = Hub {
+            store,
+            registry: Registry::default(),
+            workspaces: WorkspaceIndex::new(),
+            config,
+            security,
+            external_url: RwLock::new(String::new()),
+            observer: RwLock::new(None),
+            openapi: Default::default(),
+            bindings: Default::default(),
+            refreshing: Default::default(),
+        };
+        hub.rebuild_indexes();
+        Arc::new(hub)
+    }
+
+    pub fn external_url(&self) -> String {
+        self.external_url.read().clone()
+    }
+
+    pub fn set_external_url(&self, url: String) {
+        *self.external_url.write() = url;
+    }
+
+    /// Install what the built-in controllers do within a write.
+    pub fn set_write_observer(&self, observer: Arc<dyn WriteObserver>) {
+        *self.observer.write() = Some(observer);
+    }
+
+    pub fn write_observer(&self) -> Option<Arc<dyn WriteObserver>> {
+        self.observer.read().clone()
+    }
+
+    pub(crate) fn rebuild_indexes(&self) {
+        // Workspaces: parents first, so paths can be built top-down.
+        let (all, _) = self.store.list(&ClusterScope::All, WORKSPACES, None, None);
+        let mut pending: Vec<(String, Value)> =
+            all.into_iter().map(|(k, o)| (k.cluster, o.value())).collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            pending.retain(|(parent, ws)| {
+                let Some(parent_lc) = self.workspaces.by_name(parent) else {
+                    return true;
+                };
+                if let Some(lc) = logical_cluster_of(&parent_lc, ws) {
+                    self.workspaces.insert(lc);
+                }
+                false
+            });
+            if pending.len() == before {
+                tracing::warn!(
+                    orphans = pending.len(),
+                    "workspaces whose parent no longer exists are ignored"
+                );
+                break;
+            }
+        }
+        let (crds, _) = self.store.list(&ClusterScope::All, CRDS, None, None);
+        let (bindings, _) = self
+            .store
+            .list(&ClusterScope::All, crate::apis::BINDINGS, None, None);
+        let mut clusters: Vec<String> = crds
+            .iter()
+            .chain(bindings.iter())
+            .map(|(k, _)| k.cluster.clone())
+            .collect();
+        clusters.sort();
+        clusters.dedup();
+        for c in clusters {
+            self.refresh_crds(&c);
+        }
+    }
+
+    /// Recompute what `cluster` serves beyond the built-ins: its CRDs'
+    /// resources and those of its Bound APIBindings (and, for the virtual
+    /// workspaces, which exports it is bound to).
+    pub fn refresh_crds(&self, cluster: &str) {
+        // Read and install under one lock: a refresh that read the store
+        // later always installs later (the store's committed state only
+        // moves forward), so a Bound binding or a new CRD is never undone
+        // by a slower refresh that read before it.
+        let _serial = self.refreshing.lock();
+        let scope = ClusterScope::One(cluster.into());
+        let (crds, _) = self.store.list(&scope, CRDS, None, None);
+        let mut served = Vec::new();
+        for (key, obj) in crds {
+            // A CRD being deleted keeps serving until it is gone.
+            let crd = obj.value();
+            match resources_from_crd(&crd) {
+                // A CRD naming a built-in resource (`ferry crds` includes
+                // `synctargets.workload.kcp.io`, which the hub serves itself)
+                // is stored and Established, but the built-in serves.
+                Ok(rs) => served.extend(
+                    rs.into_iter()
+                        .filter(|r| !self.registry.is_builtin(&r.group, &r.resource)),
+                ),
+                Err(e) => tracing::warn!(crd = %key.name, cluster, "not serving CRD: {e}"),
+            }
+        }
+        let (bindings, _) = self.store.list(&scope, crate::apis::BINDINGS, None, None);
+        let mut bound = Vec::new();
+        for (key, obj) in bindings {
+            let binding = obj.value();
+            if let Some((export, b)) = self.bound_by(&key.name, &binding, &mut served) {
+                bound.push((export, b));
+            }
+        }
+        self.registry.set_crd_resources(cluster, served);
+        self.bindings.set_cluster(cluster, bound);
+    }
+
+    /// What a Bound APIBinding named `name` serves (added to `served`) and
+    /// gives its export.
+    fn bound_by(
+        &self,
+        name: &str,
+        binding: &Value,
+        served: &mut Vec<ResourceInfo>,
+    ) -> Option<(crate::apis::ExportKey, crate::apis::Bound)> {
+        let str_at = |p: &str| binding.pointer(p).and_then(Value::as_str);
+        if str_at("/status/phase") != Some("Bound") {
+            return None;
+        }
+        let export = crate::apis::ExportKey {
+            cluster: str_at("/status/apiExportClusterName")?.to_string(),
+            name: str_at("/spec/reference/export/name")?.to_string(),
+        };
+        let mut b = crate::apis::Bound::default();
+        for r in binding
+            .pointer("/status/boundResources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let group = r.get("group").and_then(Value::as_str).unwrap_or_default();
+            let resource = r.get("resource").and_then(Value::as_str).unwrap_or_default();
+            // A built-in resource is the workspace's own, never the export's,
+            // even where a binding stored before that rule lists it.
+            if self.registry.is_builtin(group, resource) {
+                continue;
+            }
+            b.resources.insert((group.to_string(), resource.to_string()));
+            if let Some(identity) = r.pointer("/schema/identityHash").and_then(Value::as_str) {
+                b.identities
+                    .insert((group.to_string(), resource.to_string()), identity.to_string());
+            }
+            let Some(schema_name) = r.pointer("/schema/name").and_then(Value::as_str) else {
+                continue;
+            };
+            let key = crate::apis::key(&export.cluster, crate::apis::SCHEMAS, schema_name);
+            let Some(schema) = self.store.get(&key) else {
+                tracing::warn!(
+                    binding = name,
+                    schema = schema_name,
+                    "bound APIResourceSchema is gone; not serving {resource}"
+                );
+                continue;
+            };
+            match crate::apis::resources_from_schema(&schema.value(), name) {
+                Ok(rs) => served.extend(rs),
+                Err(e) => tracing::warn!(binding = name, schema = schema_name, "not serving: {e}"),
+            }
+        }
+        b.claims = binding
+            .pointer("/status/appliedPermissionClaims")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(crate::apis::Claim::from_value)
+            .collect();
+        Some((export, b))
+    }
+
+    /// The logical cluster a client addressed (`None` in the URL means root).
+    pub fn resolve_cluster(&self, raw: Option<&str>) -> Option<LogicalCluster> {
+        self.workspaces.resolve(raw.unwrap_or(ROOT))
+    }
+}
+
+/// The logical cluster a Workspace object (stored in `parent`) stands for.
+pub fn logical_cluster_of(parent: &LogicalCluster, ws: &Value) -> Option<LogicalCluster> {
+    let name = ws.pointer("/metadata/name")?.as_str()?;
+    let cluster = ws.pointer("/spec/cluster")?.as_str()?;
+    Some(LogicalCluster {
+        name: cluster.to_string(),
+        path: format!("{}:{name}", parent.path),
+        parent: Some(parent.name.clone()),
+    })
+}

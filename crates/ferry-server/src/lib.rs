@@ -1,0 +1,41 @@
+//! The hub's server: a Kubernetes-compatible API server with kcp-style
+//! workspaces (logical clusters), APIExports and APIBindings, virtual
+//! workspaces and the TMC SyncTarget side, over durable storage with watch —
+//! everything of the hub except its built-in controllers.
+//!
+//! - [`Hub`] holds the store, what each workspace serves and the workspace
+//!   index; [`service`] is the typed write path every write goes through
+//!   (admission, [`strategy`], validation, RBAC); [`api`] serves it over
+//!   HTTP with [`auth`], [`discovery`] and [`openapi`].
+//! - [`server::start_with`] starts a hub with the controllers it is given
+//!   ([`server::Controllers`]); the `ferry-controllers` crate provides the
+//!   built-in ones and `ferry-hub` assembles the two. The server never
+//!   depends on a controller: what both need (the grant rules in
+//!   [`grants`], [`customize`] limits, the watch [`follow`]er) lives here.
+
+pub mod api;
+pub mod apis;
+pub mod auth;
+pub mod customize;
+pub mod decode;
+pub mod discovery;
+pub mod follow;
+pub mod grants;
+pub mod hub;
+pub mod kubeconfig;
+pub mod openapi;
+pub mod registry;
+pub mod replicas;
+pub mod server;
+pub mod service;
+pub mod strategy;
+pub mod synctarget;
+pub mod virtual_workspace;
+pub mod workspace;
+
+// The layers below the hub, under the paths they had when they were modules
+// of this crate (`crate::status::ApiError`, `ferry_hub::storage::Store`).
+pub use ferry_apimachinery::{json, patch, protobuf, selector, status, table, validation};
+pub use ferry_storage as storage;
+
+pub use hub::{Hub, HubConfig};

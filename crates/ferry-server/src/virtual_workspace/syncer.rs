@@ -1,0 +1,609 @@
+//! kcp TMC's syncer and upsyncer virtual workspaces,
+//! `/services/syncer/<cluster>/<synctarget>/<uid>/clusters/<c|*>/...` and
+//! `/services/upsyncer/...`: what one SyncTarget's syncer reads and writes
+//! upstream, across every workspace at once.
+//!
+//! - **Who:** as in kcp, verb `sync` on `synctargets` (group
+//!   `workload.kcp.io`) with that SyncTarget's name, in its workspace
+//!   (`<cluster>`: the logical cluster's name, or its path). The answer is
+//!   the same whether or not the target exists. The target's uid must be
+//!   `<uid>` (a syncer of a deleted and recreated target is not let in);
+//!   otherwise the instance is not found.
+//! - **What:** syncer: namespaces, configmaps, secrets, serviceaccounts, and
+//!   every version of each `status.syncedResources` entry whose state is
+//!   `Accepted` (an export's resource, or a workspace's own built-in such as
+//!   Roles, served from each workspace itself), with the verbs a syncer needs
+//!   (get, list, watch, update, patch; no create or delete); and, unlike kcp,
+//!   `create` of core Events about those objects ([`EventsAbout`]), so a copy
+//!   the cluster refuses shows on the object, and read-only KubeStellar
+//!   `CustomTransform`s ([`Transforms`]) of the workspaces placed on the
+//!   target, which the syncer applies to each workspace's own objects.
+//!   Upsyncer: pods, persistentvolumes and endpoints, every verb.
+//! - **Which:** objects labelled `state.workload.kcp.io/<key>=Sync`
+//!   (upsyncer: `=Upsync`), in the target's own workspace and those whose
+//!   Placements may use its workspace (`grants::tmc`),
+//!   re-checked at least every second; an object whose label changes
+//!   away leaves running watches as a deletion. A write may not touch the
+//!   state labels of other targets; through the upsyncer, what is written
+//!   must keep the `Upsync` label of this target.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_api::well_known::{
+    workload_state_label, WORKLOAD_STATE_LABEL_PREFIX, WORKLOAD_STATE_SYNC, WORKLOAD_STATE_UPSYNC,
+};
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::{View, VirtualWorkspace};
+use crate::auth::authorize::{self, Attributes};
+use crate::auth::rbac::Request as RbacRequest;
+use crate::auth::UserInfo;
+use crate::grants::tmc as grant;
+use crate::hub::Hub;
+use crate::registry::ResourceInfo;
+use crate::status::ApiError;
+use crate::storage::{ObjectKey, ScopeFilter, StoredObject};
+
+/// Storage key of `workload.kcp.io` SyncTargets.
+pub const SYNC_TARGETS: &str = "workload.kcp.io/synctargets";
+const WORKLOAD_GROUP: &str = "workload.kcp.io";
+
+/// Which of the two views.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Direction {
+    /// Down: the syncer reads what is scheduled to its target.
+    Sync,
+    /// Up: the syncer writes what runs on its cluster.
+    Upsync,
+}
+
+impl Direction {
+    fn state(self) -> &'static str {
+        match self {
+            Direction::Sync => WORKLOAD_STATE_SYNC,
+            Direction::Upsync => WORKLOAD_STATE_UPSYNC,
+        }
+    }
+}
+
+pub struct SyncerVirtualWorkspace;
+pub struct UpsyncerVirtualWorkspace;
+
+impl VirtualWorkspace for SyncerVirtualWorkspace {
+    fn name(&self) -> &'static str {
+        "syncer"
+    }
+
+    fn instance_segments(&self) -> usize {
+        3
+    }
+
+    fn authorize(
+        &self,
+        hub: &Hub,
+        user: &UserInfo,
+        instance: &[String],
+        _verb: &str,
+    ) -> Result<(), ApiError> {
+        authorize_sync(hub, user, instance)
+    }
+
+    fn view(&self, hub: &Arc<Hub>, instance: &[String]) -> Result<View, ApiError> {
+        view(hub, instance, Direction::Sync)
+    }
+}
+
+impl VirtualWorkspace for UpsyncerVirtualWorkspace {
+    fn name(&self) -> &'static str {
+        "upsyncer"
+    }
+
+    fn instance_segments(&self) -> usize {
+        3
+    }
+
+    fn authorize(
+        &self,
+        hub: &Hub,
+        user: &UserInfo,
+        instance: &[String],
+        _verb: &str,
+    ) -> Result<(), ApiError> {
+        authorize_sync(hub, user, instance)
+    }
+
+    fn view(&self, hub: &Arc<Hub>, instance: &[String]) -> Result<View, ApiError> {
+        view(hub, instance, Direction::Upsync)
+    }
+}
+
+/// Whatever the request, the caller needs `sync` on the SyncTarget.
+fn authorize_sync(hub: &Hub, user: &UserInfo, instance: &[String]) -> Result<(), ApiError> {
+    let (cluster, name) = (&instance[0], &instance[1]);
+    let denied = || {
+        ApiError::forbidden(format!(
+            "User {:?} cannot use the syncer virtual workspace of SyncTarget {name:?} in workspace {cluster:?}: it needs \"sync\" on synctargets {name:?} (group workload.kcp.io) there",
+            user.name
+        ))
+    };
+    let Some(lc) = hub.workspaces.resolve(cluster) else {
+        return Err(denied());
+    };
+    let attrs = Attributes {
+        request: RbacRequest::Resource {
+            verb: "sync".into(),
+            group: WORKLOAD_GROUP.into(),
+            resource: "synctargets".into(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: name.clone(),
+        },
+        workspace: Some(lc),
+    };
+    if authorize::authorize(hub, user, &attrs).allowed() {
+        Ok(())
+    } else {
+        Err(denied())
+    }
+}
+
+/// The SyncTarget named by `instance`, if it exists with that uid, and its
+/// logical cluster.
+fn sync_target(hub: &Hub, instance: &[String]) -> Result<(String, Value), ApiError> {
+    let (cluster, name, uid) = (&instance[0], &instance[1], &instance[2]);
+    // One answer for a missing target and a wrong uid.
+    let not_found = || {
+        ApiError::not_found_message(format!(
+            "SyncTarget {name:?} with uid {uid:?} not found in workspace {cluster:?}"
+        ))
+    };
+    let lc = hub.workspaces.resolve(cluster).ok_or_else(not_found)?;
+    let key = ObjectKey {
+        cluster: lc.name.clone(),
+        resource: SYNC_TARGETS.into(),
+        namespace: String::new(),
+        name: name.clone(),
+    };
+    let target = hub.store.get_committed(&key).ok_or_else(not_found)?.value();
+    if target.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
+        return Err(not_found());
+    }
+    Ok((lc.name, target))
+}
+
+/// What the upsyncer serves (kcp v0.11's VW: pods and PVs; endpoints as the syncer's ddsif asks).
+const UPSYNCED: &[(&str, &str)] = &[("", "pods"), ("", "persistentvolumes"), ("", "endpoints")];
+const SYNCER_VERBS: &[&str] = &["get", "list", "watch", "update", "patch"];
+/// What a syncer may do with CustomTransforms: read them.
+const TRANSFORM_VERBS: &[&str] = &["get", "list", "watch"];
+
+fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<View, ApiError> {
+    let (cluster, target) = sync_target(hub, instance)?;
+    let key = ferry_api::workload::sync_target_key(&cluster, &instance[1]);
+    let mut wanted: Vec<(String, String, Option<Vec<String>>)> = Vec::new();
+    match direction {
+        Direction::Sync => {
+            for (g, r) in crate::synctarget::ALWAYS_SYNCED {
+                wanted.push((g.to_string(), r.to_string(), None));
+            }
+            for (g, r, versions) in accepted_resources(&target) {
+                if !wanted.iter().any(|(wg, wr, _)| *wg == g && *wr == r) {
+                    wanted.push((g, r, Some(versions)));
+                }
+            }
+        }
+        Direction::Upsync => {
+            for (g, r) in UPSYNCED {
+                wanted.push((g.to_string(), r.to_string(), None));
+            }
+        }
+    }
+    let mut resources = Vec::new();
+    for (group, resource, versions) in wanted {
+        let served = hub
+            .registry
+            .resources(None)
+            .into_iter()
+            .filter(|i| i.group == group && i.resource == resource)
+            .filter(|i| versions.as_ref().is_none_or(|vs| vs.contains(&i.version)));
+        for mut info in served {
+            if direction == Direction::Sync {
+                info.verbs = SYNCER_VERBS.iter().map(|v| v.to_string()).collect();
+            }
+            resources.push(info);
+        }
+    }
+    // What an Event may be about: the kinds served above.
+    let served: Vec<(String, String, String)> = resources
+        .iter()
+        .map(|i| (i.api_version(), i.kind.clone(), i.storage_key()))
+        .collect();
+    if direction == Direction::Sync {
+        let events = hub
+            .registry
+            .resources(None)
+            .into_iter()
+            .filter(|i| i.group.is_empty() && i.resource == "events");
+        for mut info in events {
+            info.verbs = vec!["create".to_string()];
+            resources.push(info);
+        }
+    }
+    if direction == Direction::Sync {
+        let transforms = hub.registry.resources(None).into_iter().filter(|i| {
+            i.group == ferry_api::control::GROUP && i.resource == ferry_api::control::CustomTransform::PLURAL
+        });
+        for mut info in transforms {
+            info.verbs = TRANSFORM_VERBS.iter().map(|v| v.to_string()).collect();
+            resources.push(info);
+        }
+    }
+    let hub = hub.clone();
+    let label = workload_state_label(&key);
+    Ok(View::new(resources, move |info: &ResourceInfo| {
+        let labelled = Labelled {
+            hub: hub.clone(),
+            info: info.clone(),
+            key: key.clone(),
+            target_cluster: cluster.clone(),
+            label: label.clone(),
+            direction,
+            granted: Default::default(),
+        };
+        if direction == Direction::Sync
+            && info.group == ferry_api::control::GROUP
+            && info.resource == ferry_api::control::CustomTransform::PLURAL
+        {
+            return Arc::new(Transforms { labelled }) as Arc<dyn ScopeFilter>;
+        }
+        if direction == Direction::Sync && info.group.is_empty() && info.resource == "events" {
+            return Arc::new(EventsAbout {
+                labelled,
+                served: served.clone(),
+            }) as Arc<dyn ScopeFilter>;
+        }
+        Arc::new(labelled) as Arc<dyn ScopeFilter>
+    }))
+}
+
+/// `(group, resource, versions)` of each `Accepted` entry of the target's
+/// `status.syncedResources`.
+pub fn accepted_resources(target: &Value) -> Vec<(String, String, Vec<String>)> {
+    target
+        .pointer("/status/syncedResources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|r| r.get("state").and_then(Value::as_str) == Some("Accepted"))
+        .filter_map(|r| {
+            let resource = r.get("resource")?.as_str()?.to_string();
+            let group = r.get("group").and_then(Value::as_str).unwrap_or("").to_string();
+            let versions = r
+                .get("versions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect();
+            Some((group, resource, versions))
+        })
+        .collect()
+}
+
+/// Objects of one resource carrying this target's state label.
+struct Labelled {
+    hub: Arc<Hub>,
+    info: ResourceInfo,
+    /// The SyncTarget's key.
+    key: String,
+    /// The SyncTarget's logical cluster.
+    target_cluster: String,
+    /// `state.workload.kcp.io/<key>`.
+    label: String,
+    direction: Direction,
+    /// Workspaces asked about lately, and whether they may use the target
+    /// ([`grant::workspace_granted`]), so a list does not ask per object.
+    granted: Mutex<HashMap<String, (Instant, bool)>>,
+}
+
+/// How long an answer of [`grant::workspace_granted`] is reused.
+const GRANT_TTL: Duration = Duration::from_secs(1);
+
+impl Labelled {
+    /// Whether `cluster` may have work on this target: a label alone does
+    /// not put a workspace in view, only a grant does (the scheduler sets
+    /// labels only under one; this is the second lock).
+    fn granted(&self, cluster: &str) -> bool {
+        let now = Instant::now();
+        if let Some((at, ok)) = self.granted.lock().get(cluster) {
+            if now.duration_since(*at) < GRANT_TTL {
+                return *ok;
+            }
+        }
+        let ok = grant::workspace_granted(&self.hub, cluster, &self.target_cluster);
+        self.granted.lock().insert(cluster.to_string(), (now, ok));
+        ok
+    }
+}
+
+impl ScopeFilter for Labelled {
+    fn cluster(&self, cluster: &str) -> bool {
+        if !self.granted(cluster) {
+            return false;
+        }
+        // A custom resource is visible where it is served.
+        !self.info.from_crd
+            || self
+                .hub
+                .registry
+                .lookup(
+                    Some(cluster),
+                    &self.info.group,
+                    &self.info.version,
+                    &self.info.resource,
+                )
+                .is_some()
+    }
+
+    fn stored(&self, _key: &ObjectKey, obj: &StoredObject) -> bool {
+        obj.labels.get(&self.label).map(String::as_str) == Some(self.direction.state())
+    }
+
+    fn admit_write(&self, key: &ObjectKey, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+        if !self.granted(&key.cluster) {
+            return Err(ApiError::forbidden(format!(
+                "{} in workspace {:?}: no Placement there may use this SyncTarget's workspace, so its syncer writes nothing there",
+                self.info.resource, key.cluster
+            )));
+        }
+        check_write(&self.label, self.direction, &self.info, key, old, new)
+    }
+
+    fn sync_target_key(&self) -> Option<&str> {
+        Some(&self.key)
+    }
+}
+
+/// Events through the syncer view (Ferry's addition to kcp's): a syncer may
+/// create one about an object scheduled to its SyncTarget — a copy its
+/// cluster refused, shown where the object's owner looks (`kubectl describe`).
+/// Nothing else: no Event is readable or writable through the view, and one
+/// about any other object is forbidden with the same answer whether or not
+/// that object exists.
+struct EventsAbout {
+    labelled: Labelled,
+    /// `(apiVersion, kind, storage key)` of each resource the view serves.
+    served: Vec<(String, String, String)>,
+}
+
+impl ScopeFilter for EventsAbout {
+    fn cluster(&self, cluster: &str) -> bool {
+        self.labelled.granted(cluster)
+    }
+
+    fn stored(&self, _key: &ObjectKey, _obj: &StoredObject) -> bool {
+        false
+    }
+
+    fn admit_write(&self, key: &ObjectKey, old: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+        if old.is_some() {
+            return Err(ApiError::method_not_allowed(
+                "events: the syncer virtual workspace only creates Events".to_string(),
+            ));
+        }
+        let about = |field: &str| {
+            new.pointer(&format!("/involvedObject/{field}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let storage_key = self
+            .served
+            .iter()
+            .find(|(api_version, kind, _)| api_version == about("apiVersion") && kind == about("kind"))
+            .map(|(_, _, storage_key)| storage_key.clone());
+        // As in kube, an Event about a cluster-scoped object lives in `default`.
+        let namespace = about("namespace");
+        let in_place = namespace == key.namespace || (namespace.is_empty() && key.namespace == "default");
+        let object = storage_key
+            .filter(|_| in_place && self.labelled.granted(&key.cluster))
+            .and_then(|resource| {
+                self.labelled.hub.store.get(&ObjectKey {
+                    cluster: key.cluster.clone(),
+                    resource,
+                    namespace: namespace.to_string(),
+                    name: about("name").to_string(),
+                })
+            });
+        let scheduled = object.is_some_and(|o| {
+            o.labels.get(&self.labelled.label).map(String::as_str) == Some(WORKLOAD_STATE_SYNC)
+        });
+        if !scheduled {
+            return Err(ApiError::forbidden(format!(
+                "events {}/{}: through the syncer virtual workspace, an Event must be about an object \
+                 scheduled to this SyncTarget, in the Event's namespace (involvedObject)",
+                key.namespace, key.name
+            )));
+        }
+        Ok(())
+    }
+
+    fn sync_target_key(&self) -> Option<&str> {
+        Some(&self.labelled.key)
+    }
+}
+
+/// KubeStellar's `CustomTransform`s through the syncer view (Ferry's
+/// addition to kcp's): every one in each workspace that may have work on
+/// this target, unlabelled (a transform is configuration, not work), read
+/// only. The syncer applies a workspace's transforms to that workspace's
+/// objects alone, so one tenant's transform never shapes another's copies.
+struct Transforms {
+    labelled: Labelled,
+}
+
+impl ScopeFilter for Transforms {
+    fn cluster(&self, cluster: &str) -> bool {
+        self.labelled.cluster(cluster)
+    }
+
+    fn admit_write(&self, key: &ObjectKey, _old: Option<&Value>, _new: &Value) -> Result<(), ApiError> {
+        Err(ApiError::method_not_allowed(format!(
+            "customtransforms {:?}: the syncer virtual workspace only reads CustomTransforms; their workspace's owners write them",
+            key.name
+        )))
+    }
+
+    fn sync_target_key(&self) -> Option<&str> {
+        Some(&self.labelled.key)
+    }
+}
+
+fn state_labels(obj: Option<&Value>) -> BTreeMap<String, String> {
+    obj.and_then(|o| o.pointer("/metadata/labels"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with(WORKLOAD_STATE_LABEL_PREFIX))
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
+/// The rules of a write through the view (pure): other targets' state
+/// labels are not the writer's to change; the syncer may only drop its own
+/// label (kcp's syncer does, once the downstream copy is gone); what the
+/// upsyncer writes keeps its `Upsync` label.
+fn check_write(
+    label: &str,
+    direction: Direction,
+    info: &ResourceInfo,
+    key: &ObjectKey,
+    old: Option<&Value>,
+    new: &Value,
+) -> Result<(), ApiError> {
+    let before = state_labels(old);
+    let after = state_labels(Some(new));
+    let what = if key.namespace.is_empty() {
+        format!("{} {:?}", info.resource, key.name)
+    } else {
+        format!("{} {}/{}", info.resource, key.namespace, key.name)
+    };
+    if direction == Direction::Sync && old.is_none() {
+        // A server-side apply to a missing object would create it.
+        return Err(ApiError::method_not_allowed(format!(
+            "{what}: the syncer virtual workspace does not create objects; they are created in their workspace and scheduled to the SyncTarget"
+        )));
+    }
+    for k in before.keys().chain(after.keys()) {
+        if k != label && before.get(k) != after.get(k) {
+            return Err(ApiError::forbidden(format!(
+                "{what}: label {k:?} belongs to another SyncTarget; a syncer may not change it"
+            )));
+        }
+    }
+    match direction {
+        Direction::Sync => {
+            let own = after.get(label);
+            if own.is_some() && own != before.get(label) {
+                return Err(ApiError::forbidden(format!(
+                    "{what}: a syncer may remove its label {label:?} but not set it; the scheduler assigns objects to SyncTargets"
+                )));
+            }
+        }
+        Direction::Upsync => {
+            if after.get(label).map(String::as_str) != Some(WORKLOAD_STATE_UPSYNC) {
+                return Err(ApiError::bad_request(format!(
+                    "{what}: objects written through the upsyncer virtual workspace must carry the label {label}={WORKLOAD_STATE_UPSYNC}; add it to metadata.labels"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn info() -> ResourceInfo {
+        crate::registry::Registry::default()
+            .lookup(None, "", "v1", "pods")
+            .expect("pods are built in")
+    }
+
+    fn key() -> ObjectKey {
+        ObjectKey {
+            cluster: "c".into(),
+            resource: "/pods".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+        }
+    }
+
+    fn obj(labels: Value) -> Value {
+        json!({"metadata": {"name": "p", "labels": labels}})
+    }
+
+    const OWN: &str = "state.workload.kcp.io/own";
+    const OTHER: &str = "state.workload.kcp.io/other";
+
+    #[test]
+    fn the_upsyncer_needs_its_upsync_label_on_every_write() {
+        let ok = obj(json!({OWN: "Upsync"}));
+        assert!(check_write(OWN, Direction::Upsync, &info(), &key(), None, &ok).is_ok());
+        let missing = obj(json!({"app": "x"}));
+        let e = check_write(OWN, Direction::Upsync, &info(), &key(), None, &missing).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert!(
+            e.message.contains("pods ns/p") && e.message.contains(OWN),
+            "{}",
+            e.message
+        );
+        let sync = obj(json!({OWN: "Sync"}));
+        assert!(check_write(OWN, Direction::Upsync, &info(), &key(), Some(&ok), &sync).is_err());
+    }
+
+    #[test]
+    fn a_syncer_may_drop_its_own_label_but_not_touch_others() {
+        let both = obj(json!({OWN: "Sync", OTHER: "Sync"}));
+        let dropped = obj(json!({OTHER: "Sync"}));
+        assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &dropped).is_ok());
+        assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &both).is_ok());
+        let stolen = obj(json!({OWN: "Sync"}));
+        assert_eq!(
+            check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &stolen)
+                .unwrap_err()
+                .code,
+            403
+        );
+        let grabbed = obj(json!({OWN: "Sync", OTHER: "Sync", "state.workload.kcp.io/third": "Sync"}));
+        assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &grabbed).is_err());
+        let relabelled = obj(json!({OWN: "Upsync", OTHER: "Sync"}));
+        assert!(check_write(OWN, Direction::Sync, &info(), &key(), Some(&both), &relabelled).is_err());
+        // Nothing is created through the syncer's view, not even by an apply patch.
+        let e = check_write(OWN, Direction::Sync, &info(), &key(), None, &dropped).unwrap_err();
+        assert_eq!(e.code, 405);
+    }
+
+    #[test]
+    fn only_accepted_synced_resources_are_served() {
+        let target = json!({"status": {"syncedResources": [
+            {"group": "apps", "resource": "deployments", "versions": ["v1"], "state": "Accepted"},
+            {"group": "", "resource": "services", "versions": ["v1"], "state": "Pending"},
+            {"group": "example.io", "resource": "widgets", "versions": ["v1"], "state": "Incompatible"},
+        ]}});
+        assert_eq!(
+            accepted_resources(&target),
+            vec![(
+                "apps".to_string(),
+                "deployments".to_string(),
+                vec!["v1".to_string()]
+            )]
+        );
+        assert!(accepted_resources(&json!({})).is_empty());
+    }
+}
