@@ -1694,7 +1694,7 @@ mod tests {
         let table = render(&builtin_columns("tenancy.kcp.io", "workspaces"), &[ws]);
         assert_eq!(
             column_names(&table),
-            vec!["Name", "Type", "Region", "Phase", "URL", "Age"]
+            vec!["Name", "Type", "Region", "Phase", "URL", "SyncTarget", "Age"]
         );
         assert_eq!(
             table["rows"][0]["cells"],
@@ -1704,9 +1704,16 @@ mod tests {
                 null,
                 "Ready",
                 "https://h:6443/clusters/root:imw1",
+                null,
                 "64s"
             ])
         );
+        // A mailbox says whose it is.
+        let mailbox = json!({"metadata": {"name": "abc-mb-123", "creationTimestamp": "2024-05-01T11:58:56Z",
+                "annotations": {"edge.kubestellar.io/sync-target-name": "florin"}},
+            "spec": {"type": {"name": "universal", "path": "root"}}, "status": {"phase": "Ready"}});
+        let table = render(&builtin_columns("tenancy.kcp.io", "workspaces"), &[mailbox]);
+        assert_eq!(table["rows"][0]["cells"][5], "florin");
         let lc = json!({"metadata": {"name": "cluster", "creationTimestamp": "2024-05-01T11:00:00Z"},
             "status": {"phase": "Ready", "URL": "https://h:6443/clusters/abc"}});
         let table = render(&builtin_columns("core.kcp.io", "logicalclusters"), &[lc]);
