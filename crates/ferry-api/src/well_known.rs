@@ -100,13 +100,27 @@ pub fn workload_syncer_finalizer(sync_target_key: &str) -> String {
 
 /// The kcp TMC per-target deletion annotation: `deletion.internal.workload.kcp.io/<key>`.
 pub fn workload_deletion_annotation(sync_target_key: &str) -> String {
-    format!("deletion.internal.workload.kcp.io/{sync_target_key}")
+    format!("{WORKLOAD_DELETION_ANNOTATION_PREFIX}{sync_target_key}")
 }
 
 /// The kcp TMC soft-finalizer annotation: `finalizers.workload.kcp.io/<key>`.
 pub fn workload_soft_finalizers_annotation(sync_target_key: &str) -> String {
-    format!("finalizers.workload.kcp.io/{sync_target_key}")
+    format!("{WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX}{sync_target_key}")
 }
+
+const WORKLOAD_DELETION_ANNOTATION_PREFIX: &str = "deletion.internal.workload.kcp.io/";
+const WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX: &str = "finalizers.workload.kcp.io/";
+
+/// kcp TMC's per-SyncTarget bookkeeping on an upstream object
+/// (`<prefix><sync target key>`): the scheduler's deletion mark, syncers' soft
+/// finalizers and the status each syncer reports. It is about the upstream
+/// object's life in the control plane and means nothing to a cluster, so
+/// copies never carry it (a kcp-style server refuses it from anyone else).
+pub const WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES: &[&str] = &[
+    WORKLOAD_DELETION_ANNOTATION_PREFIX,
+    WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX,
+    "experimental.status.workload.kcp.io/",
+];
 
 // ---------------------------------------------------------------- api-syncagent
 

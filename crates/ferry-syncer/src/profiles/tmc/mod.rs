@@ -516,6 +516,16 @@ impl Mapping for Tmc {
         match target.direction {
             Direction::Downsync => {
                 let cluster = source_key.cluster();
+                if let Some(annotations) = copy
+                    .pointer_mut("/metadata/annotations")
+                    .and_then(Value::as_object_mut)
+                {
+                    annotations.retain(|key, _| {
+                        !ferry_api::well_known::WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES
+                            .iter()
+                            .any(|prefix| key.starts_with(prefix))
+                    });
+                }
                 // The workspace by its path where the syncer knows it (the
                 // SyncTarget's own); elsewhere by its logical cluster name.
                 let workspace = if cluster == self.target.cluster && !self.options.workspace_path.is_empty() {

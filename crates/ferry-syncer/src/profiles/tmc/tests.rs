@@ -126,7 +126,11 @@ fn a_copy_is_labelled_stripped_and_carries_the_locator_on_its_namespace() {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": "web", "namespace": "app", "uid": "u", "resourceVersion": "9",
             "labels": { label.as_str(): "Sync", "app": "web" },
-            "annotations": { "kcp.io/cluster": "ws1" },
+            "annotations": { "kcp.io/cluster": "ws1",
+                // Another SyncTarget's bookkeeping, set while it is drained.
+                "deletion.internal.workload.kcp.io/other": "2024-05-01T11:58:56Z",
+                "finalizers.workload.kcp.io/other": "",
+                "experimental.status.workload.kcp.io/other": "{}" },
             "finalizers": [tmc.finalizer().unwrap()],
             "ownerReferences": [{ "apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "x" }],
             "managedFields": [{}] },
@@ -155,7 +159,14 @@ fn a_copy_is_labelled_stripped_and_carries_the_locator_on_its_namespace() {
     ] {
         assert!(meta.get(gone).is_none(), "{gone}: {copy}");
     }
-    assert!(meta["annotations"].get("kcp.io/cluster").is_none());
+    for gone in [
+        "kcp.io/cluster",
+        "deletion.internal.workload.kcp.io/other",
+        "finalizers.workload.kcp.io/other",
+        "experimental.status.workload.kcp.io/other",
+    ] {
+        assert!(meta["annotations"].get(gone).is_none(), "{gone}: {copy}");
+    }
     assert!(copy.get("status").is_none());
     assert_eq!(
         copy["spec"]["template"]["spec"]["automountServiceAccountToken"],
