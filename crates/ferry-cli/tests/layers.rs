@@ -122,7 +122,7 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
             edge("ferry-server", "ferry-syncer"),
             edge("ferry-server", "ferry-controllers"),
             edge("ferry-controllers", "ferry-hub"),
-            edge("ferry-hub", "ferry-console"),
+            edge("ferry-hub", "ferry-dashboard"),
         ],
     );
     assert_eq!(problems.len(), 5, "{problems:#?}");
@@ -132,6 +132,6 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
     assert!(problems[3].starts_with("ferry-controllers depends on ferry-hub"));
     assert_eq!(
         problems[4],
-        "ferry-console is not in LAYERS: add it to the layer it belongs to"
+        "ferry-dashboard is not in LAYERS: add it to the layer it belongs to"
     );
 }
