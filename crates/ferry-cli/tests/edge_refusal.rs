@@ -106,11 +106,16 @@ async fn a_copy_the_cluster_refuses_is_named_on_its_placement_until_the_owner_fi
     })
     .await;
     assert_eq!((reason.as_str(), count), ("Placed", 0));
-    let s = summaries.get("services.core.shop.web").await.unwrap();
-    let d = &s.data["destinations"][0];
-    assert!(
-        d["synced"] == true && !d["statusDigest"].as_str().unwrap().starts_with("refused"),
-        "{d}"
-    );
+    // Synced once the syncer has acknowledged it (its next heartbeat).
+    let d = eventually(20, "web synced on florin", || {
+        let summaries = summaries.clone();
+        async move {
+            let s = summaries.get("services.core.shop.web").await.ok()?;
+            let d = s.data["destinations"][0].clone();
+            (d["synced"] == true).then_some(d)
+        }
+    })
+    .await;
+    assert!(!d["statusDigest"].as_str().unwrap().starts_with("refused"), "{d}");
     refused.stop().await;
 }
