@@ -41,7 +41,8 @@ pub async fn from_applied(
     id: &str,
     dir: &Path,
 ) -> anyhow::Result<PodSyncer> {
-    std::fs::create_dir_all(dir)?;
+    // It may be a cluster's data directory, which must stay owner-only.
+    ferry_hub::server::data_dir::create_private_dir(dir)?;
     let deployment = Api::<DynamicObject>::namespaced_with(
         admin.clone(),
         namespace,
@@ -84,7 +85,7 @@ pub async fn from_applied(
         .map(|b| b.0.clone())
         .with_context(|| format!("the Secret {namespace}/{secret_name} has no kubeconfig key"))?;
     let mounted = dir.join(mount_path.trim_start_matches('/'));
-    std::fs::create_dir_all(&mounted)?;
+    ferry_hub::server::data_dir::create_private_dir(&mounted)?;
     let upstream_kubeconfig = mounted.join("kubeconfig");
     // The kubeconfigs hold the syncer's tokens.
     ferry_hub::server::write_private(&upstream_kubeconfig, &kubeconfig)?;

@@ -46,7 +46,9 @@ pub fn prepare(dir: &Path, db: Option<&Path>) -> anyhow::Result<Vec<(PathBuf, u3
     Ok(changed)
 }
 
-fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+/// Create `dir` and its missing parents owner-only (`0700`), as everything
+/// in a data directory must be.
+pub fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
