@@ -8,13 +8,12 @@
 //! target whose heartbeat is fresh, so `Ready` turns False when the
 //! threshold passes with no write at all.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -36,9 +35,7 @@ const THE_ONE: &str = "the-one";
 
 struct Shared {
     threshold: Duration,
-    /// When each target's heartbeat turns stale, for those fresh now.
-    deadlines: parking_lot::Mutex<HashMap<ObjectKey, Instant>>,
-    wake: Notify,
+    deadlines: crate::heartbeat::Deadlines,
 }
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`
@@ -47,7 +44,6 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, threshold: Duration) -
     let shared = Arc::new(Shared {
         threshold,
         deadlines: Default::default(),
-        wake: Notify::new(),
     });
     vec![
         follow::spawn(hub.clone(), EdgeSyncTargets(shared.clone()), stop.clone()),
@@ -132,32 +128,9 @@ fn the_one_of(hub: &Hub, key: &ObjectKey, target: &Value) -> Option<Value> {
 
 /// Re-check each target whose heartbeat deadline passed.
 async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    loop {
-        let next = shared.deadlines.lock().values().min().copied();
-        let sleep =
-            tokio::time::sleep_until(next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)));
-        tokio::select! {
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    return;
-                }
-            }
-            _ = shared.wake.notified() => {}
-            _ = sleep => {
-                let now = Instant::now();
-                let due: Vec<ObjectKey> = {
-                    let mut deadlines = shared.deadlines.lock();
-                    let due: Vec<ObjectKey> =
-                        deadlines.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
-                    for k in &due {
-                        deadlines.remove(k);
-                    }
-                    due
-                };
-                for key in due {
-                    reconcile(&hub, &shared, &key).await;
-                }
-            }
+    while let Some(due) = shared.deadlines.due(&mut stop).await {
+        for key in due {
+            reconcile(&hub, &shared, &key).await;
         }
     }
 }
@@ -168,12 +141,12 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
     let target = match hub.store.get(key) {
         Some(stored) => stored.value(),
         None => {
-            shared.deadlines.lock().remove(key);
+            shared.deadlines.clear(key);
             return;
         }
     };
     if target.pointer("/metadata/deletionTimestamp").is_some() {
-        shared.deadlines.lock().remove(key);
+        shared.deadlines.clear(key);
         return;
     }
     let the_one = the_one_of(hub, key, &target);
@@ -188,11 +161,10 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
         Some(d) => {
             // A little past the deadline, so the check sees it passed.
             let at = Instant::now() + d + Duration::from_millis(50);
-            shared.deadlines.lock().insert(key.clone(), at);
-            shared.wake.notify_one();
+            shared.deadlines.set(key, at);
         }
         None => {
-            shared.deadlines.lock().remove(key);
+            shared.deadlines.clear(key);
         }
     }
     if target.get("status") == Some(&desired.status) {

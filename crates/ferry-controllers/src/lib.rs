@@ -20,6 +20,7 @@ pub mod compute;
 pub mod crds;
 pub mod edge_synctarget;
 pub mod finalizing;
+mod heartbeat;
 pub use ferry_server::follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;

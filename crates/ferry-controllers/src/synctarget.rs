@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -36,10 +36,7 @@ const MANAGER: &str = "synctarget-controller";
 /// What the follower and the heartbeat timer share.
 struct Shared {
     threshold: Duration,
-    /// When each target's heartbeat turns stale, for those fresh now.
-    deadlines: parking_lot::Mutex<HashMap<ObjectKey, Instant>>,
-    /// Wakes the timer when a deadline is added.
-    wake: Notify,
+    deadlines: crate::heartbeat::Deadlines,
 }
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`.
@@ -47,7 +44,6 @@ pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, threshold: Duration) -
     let shared = Arc::new(Shared {
         threshold,
         deadlines: Default::default(),
-        wake: Notify::new(),
     });
     vec![
         follow::spawn(hub.clone(), SyncTargets(shared.clone()), stop.clone()),
@@ -86,7 +82,7 @@ impl Follower for SyncTargets {
                         ensure_imported_apis(hub, &key.cluster).await;
                     }
                     if event.kind == EventType::Deleted {
-                        self.0.deadlines.lock().remove(key);
+                        self.0.deadlines.clear(key);
                     } else {
                         // A heartbeat changes neither spec nor syncedResources:
                         // the schemas need not be compared again.
@@ -315,35 +311,9 @@ async fn reconcile_all(hub: &Arc<Hub>, shared: &Shared, scope: ClusterScope) {
 
 /// Re-check each target whose heartbeat deadline passed.
 async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    loop {
-        let next = shared.deadlines.lock().values().min().copied();
-        let sleep =
-            tokio::time::sleep_until(next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)));
-        tokio::select! {
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    return;
-                }
-            }
-            _ = shared.wake.notified() => {}
-            _ = sleep => {
-                let now = Instant::now();
-                let due: Vec<ObjectKey> = {
-                    let mut deadlines = shared.deadlines.lock();
-                    let due: Vec<ObjectKey> = deadlines
-                        .iter()
-                        .filter(|(_, at)| **at <= now)
-                        .map(|(k, _)| k.clone())
-                        .collect();
-                    for k in &due {
-                        deadlines.remove(k);
-                    }
-                    due
-                };
-                for key in due {
-                    reconcile(&hub, &shared, &key, false).await;
-                }
-            }
+    while let Some(due) = shared.deadlines.due(&mut stop).await {
+        for key in due {
+            reconcile(&hub, &shared, &key, false).await;
         }
     }
 }
@@ -353,12 +323,12 @@ async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Re
 /// event brings the target back here.
 async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: bool) {
     let Some(stored) = hub.store.get(key) else {
-        shared.deadlines.lock().remove(key);
+        shared.deadlines.clear(key);
         return;
     };
     let mut target = stored.value();
     if target.pointer("/metadata/deletionTimestamp").is_some() {
-        shared.deadlines.lock().remove(key);
+        shared.deadlines.clear(key);
         return;
     }
     let sync_target_key = ferry_api::workload::sync_target_key(&key.cluster, &key.name);
@@ -393,11 +363,10 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: 
         Some(d) => {
             // A little past the deadline, so the check sees it passed.
             let at = Instant::now() + d + Duration::from_millis(50);
-            shared.deadlines.lock().insert(key.clone(), at);
-            shared.wake.notify_one();
+            shared.deadlines.set(key, at);
         }
         None => {
-            shared.deadlines.lock().remove(key);
+            shared.deadlines.clear(key);
         }
     }
     if target.get("status") != Some(&desired.status) {
