@@ -322,9 +322,9 @@ pub struct TreeNode {
     pub children: Vec<TreeNode>,
 }
 
-/// Annotation on a KubeStellar mailbox Workspace: the logical cluster of its
-/// SyncTarget's inventory workspace (the hub's mailbox controller writes it).
-const INVENTORY_CLUSTER_ANNOTATION: &str = "edge.kubestellar.io/inventory-cluster";
+// Annotation on a KubeStellar mailbox Workspace: the logical cluster of its
+// SyncTarget's inventory workspace (the hub's mailbox controller writes it).
+use ferry_hub::controllers::mailbox::INVENTORY_CLUSTER_ANNOTATION;
 
 /// What `ws tree` learnt on its walk: each workspace's path by logical
 /// cluster, and each mailbox's SyncTarget and inventory cluster by shown name.
