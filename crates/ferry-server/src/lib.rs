@@ -11,11 +11,14 @@
 //!   ([`server::Controllers`]); the `ferry-controllers` crate provides the
 //!   built-in ones and `ferry-hub` assembles the two. The server never
 //!   depends on a controller: what both need (the grant rules in
-//!   [`grants`], [`customize`] limits, the watch [`follow`]er) lives here.
+//!   [`grants`], [`customize`] limits, the watch [`follow`]er) lives here,
+//!   and the controllers reach the hub only through [`controller`]'s
+//!   narrow handle, [`controller::ControllerContext`].
 
 pub mod api;
 pub mod apis;
 pub mod auth;
+pub mod controller;
 pub mod customize;
 pub mod decode;
 pub mod discovery;
