@@ -18,19 +18,17 @@
 //! `NamingConflicts`, and a claim is applied only exactly as the binding
 //! accepted it.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::follow::Follower;
 use ferry_api::edge::espw;
 use ferry_server::apis::{self, condition, merge_conditions, Claim, ExportKey};
-use ferry_server::hub::{Hub, CRDS};
+use ferry_server::controller::{ControllerContext, CRDS};
 use ferry_server::json;
-use ferry_server::service::{self, Request};
+use ferry_server::service::{self};
 use ferry_server::storage::{ClusterScope, EventType, Expect, ObjectKey, WatchEvent};
-use ferry_server::strategy::apis::{claims_of, export_cluster, export_key};
+use ferry_server::strategy::apis::{claims_of, export_key};
 
 const MANAGER: &str = "apis-controller";
 
@@ -44,35 +42,34 @@ impl Follower for ApiExports {
         )
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            for (key, _) in hub.store.list(&ClusterScope::All, apis::EXPORTS, None, None).0 {
-                reconcile_export(hub, &key).await;
+            for (key, _) in ctx.list(&ClusterScope::All, apis::EXPORTS, None, None).0 {
+                reconcile_export(ctx, &key).await;
             }
-            for (key, _) in hub.store.list(&ClusterScope::All, apis::SLICES, None, None).0 {
-                reconcile_slice(hub, &key).await;
+            for (key, _) in ctx.list(&ClusterScope::All, apis::SLICES, None, None).0 {
+                reconcile_slice(ctx, &key).await;
             }
-            for (key, _) in hub.store.list(&ClusterScope::All, apis::BINDINGS, None, None).0 {
-                reconcile_binding(hub, &key).await;
+            for (key, _) in ctx.list(&ClusterScope::All, apis::BINDINGS, None, None).0 {
+                reconcile_binding(ctx, &key).await;
             }
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             match key.resource.as_str() {
                 apis::EXPORTS => {
                     if event.kind != EventType::Deleted {
-                        reconcile_export(hub, key).await;
+                        reconcile_export(ctx, key).await;
                     }
-                    export_changed(hub, &key.cluster, &key.name).await;
+                    export_changed(ctx, &key.cluster, &key.name).await;
                 }
                 apis::SCHEMAS => {
                     // Exports in the schema's workspace that list it.
                     let (exports, _) =
-                        hub.store
-                            .list(&ClusterScope::One(key.cluster.clone()), apis::EXPORTS, None, None);
+                        ctx.list(&ClusterScope::One(key.cluster.clone()), apis::EXPORTS, None, None);
                     for (export, obj) in exports {
                         let lists = obj
                             .value()
@@ -80,13 +77,13 @@ impl Follower for ApiExports {
                             .and_then(Value::as_array)
                             .is_some_and(|s| s.iter().any(|n| n == &json!(key.name)));
                         if lists {
-                            reconcile_export(hub, &export).await;
-                            export_changed(hub, &export.cluster, &export.name).await;
+                            reconcile_export(ctx, &export).await;
+                            export_changed(ctx, &export.cluster, &export.name).await;
                         }
                     }
                 }
-                apis::SLICES if event.kind != EventType::Deleted => reconcile_slice(hub, key).await,
-                apis::BINDINGS if event.kind != EventType::Deleted => reconcile_binding(hub, key).await,
+                apis::SLICES if event.kind != EventType::Deleted => reconcile_slice(ctx, key).await,
+                apis::BINDINGS if event.kind != EventType::Deleted => reconcile_binding(ctx, key).await,
                 _ => {}
             }
         })
@@ -95,41 +92,53 @@ impl Follower for ApiExports {
 
 /// Everything that refers to the export `cluster`/`name`: endpoint slices
 /// and bindings in any workspace.
-async fn export_changed(hub: &Arc<Hub>, cluster: &str, name: &str) {
-    for (key, obj) in hub.store.list(&ClusterScope::All, apis::SLICES, None, None).0 {
-        if refers_to(hub, &key.cluster, &obj.value(), "/spec/export", cluster, name) {
-            reconcile_slice(hub, &key).await;
+async fn export_changed(ctx: &ControllerContext, cluster: &str, name: &str) {
+    for (key, obj) in ctx.list(&ClusterScope::All, apis::SLICES, None, None).0 {
+        if refers_to(ctx, &key.cluster, &obj.value(), "/spec/export", cluster, name) {
+            reconcile_slice(ctx, &key).await;
         }
     }
-    for (key, obj) in hub.store.list(&ClusterScope::All, apis::BINDINGS, None, None).0 {
+    for (key, obj) in ctx.list(&ClusterScope::All, apis::BINDINGS, None, None).0 {
         if refers_to(
-            hub,
+            ctx,
             &key.cluster,
             &obj.value(),
             "/spec/reference/export",
             cluster,
             name,
         ) {
-            reconcile_binding(hub, &key).await;
+            reconcile_binding(ctx, &key).await;
         }
     }
 }
 
 /// Whether the export reference at `pointer` in `obj` (stored in `from`)
 /// names the export `cluster`/`name`.
-fn refers_to(hub: &Hub, from: &str, obj: &Value, pointer: &str, cluster: &str, name: &str) -> bool {
+fn refers_to(
+    ctx: &ControllerContext,
+    from: &str,
+    obj: &Value,
+    pointer: &str,
+    cluster: &str,
+    name: &str,
+) -> bool {
     let path = json::str_at(obj, &format!("{pointer}/path"));
     json::str_at(obj, &format!("{pointer}/name")) == name
-        && hub
-            .workspaces
-            .by_name(from)
-            .and_then(|lc| export_cluster(hub, &lc, path))
+        && ctx
+            .logical_cluster(from)
+            .and_then(|lc| ctx.export_cluster(&lc, path))
             .is_some_and(|lc| lc.name == cluster)
 }
 
 /// Replace `obj`'s status with `status` when it differs, through the status
 /// subresource as the hub's controller.
-async fn write_status(hub: &Arc<Hub>, key: &ObjectKey, resource: &str, mut obj: Value, status: Value) {
+async fn write_status(
+    ctx: &ControllerContext,
+    key: &ObjectKey,
+    resource: &str,
+    mut obj: Value,
+    status: Value,
+) {
     if obj.get("status") == Some(&status) {
         return;
     }
@@ -137,8 +146,7 @@ async fn write_status(hub: &Arc<Hub>, key: &ObjectKey, resource: &str, mut obj: 
         tracing::warn!(cluster = %key.cluster, name = %key.name, "{resource} status: {e}");
         return;
     }
-    let request = Request::internal(
-        hub,
+    let request = ctx.request(
         &key.cluster,
         (apis::GROUP, apis::VERSION, resource),
         None,
@@ -157,8 +165,8 @@ async fn write_status(hub: &Arc<Hub>, key: &ObjectKey, resource: &str, mut obj: 
     }
 }
 
-async fn reconcile_export(hub: &Arc<Hub>, key: &ObjectKey) {
-    let Some(stored) = hub.store.get(key) else { return };
+async fn reconcile_export(ctx: &ControllerContext, key: &ObjectKey) {
+    let Some(stored) = ctx.get(key) else { return };
     let export = stored.value();
     if export.pointer("/metadata/deletionTimestamp").is_some() {
         return;
@@ -174,16 +182,11 @@ async fn reconcile_export(hub: &Arc<Hub>, key: &ObjectKey) {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter(|s| {
-            hub.store
-                .get(&apis::key(&key.cluster, apis::SCHEMAS, s))
-                .is_none()
-        })
+        .filter(|s| ctx.get(&apis::key(&key.cluster, apis::SCHEMAS, s)).is_none())
         .map(String::from)
         .collect();
-    let path = hub
-        .workspaces
-        .by_name(&key.cluster)
+    let path = ctx
+        .logical_cluster(&key.cluster)
         .map(|lc| lc.path)
         .unwrap_or_else(|| key.cluster.clone());
     let schemas = if missing.is_empty() {
@@ -199,7 +202,7 @@ async fn reconcile_export(hub: &Arc<Hub>, key: &ObjectKey) {
             ),
         )
     };
-    let url = apis::virtual_workspace_url(&hub.external_url(), &ek);
+    let url = apis::virtual_workspace_url(&ctx.external_url(), &ek);
     let conditions = merge_conditions(
         export.pointer("/status/conditions"),
         vec![
@@ -213,14 +216,13 @@ async fn reconcile_export(hub: &Arc<Hub>, key: &ObjectKey) {
         "conditions": conditions,
         "virtualWorkspaces": [{"url": url}],
     });
-    ensure_own_slice(hub, key, &uid).await;
-    write_status(hub, key, "apiexports", export, status).await;
+    ensure_own_slice(ctx, key, &uid).await;
+    write_status(ctx, key, "apiexports", export, status).await;
 }
 
 /// kcp gives every APIExport an endpoint slice of the same name, owned by it.
-async fn ensure_own_slice(hub: &Arc<Hub>, key: &ObjectKey, uid: &str) {
-    if hub
-        .store
+async fn ensure_own_slice(ctx: &ControllerContext, key: &ObjectKey, uid: &str) {
+    if ctx
         .get(&apis::key(&key.cluster, apis::SLICES, &key.name))
         .is_some()
     {
@@ -231,16 +233,16 @@ async fn ensure_own_slice(hub: &Arc<Hub>, key: &ObjectKey, uid: &str) {
         "metadata": {"name": key.name, "ownerReferences": [{
             "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "name": key.name, "uid": uid,
         }]},
-        "spec": {"export": {"path": hub.workspaces.by_name(&key.cluster).map(|lc| lc.path).unwrap_or_default(), "name": key.name}},
+        "spec": {"export": {"path": ctx.logical_cluster(&key.cluster).map(|lc| lc.path).unwrap_or_default(), "name": key.name}},
     });
-    match service::create_internal(
-        hub,
-        &key.cluster,
-        (apis::GROUP, apis::VERSION, "apiexportendpointslices"),
-        None,
-        slice,
-    )
-    .await
+    match ctx
+        .create(
+            &key.cluster,
+            (apis::GROUP, apis::VERSION, "apiexportendpointslices"),
+            None,
+            slice,
+        )
+        .await
     {
         Ok(_) => {}
         Err(e) if e.code == 409 => {}
@@ -250,16 +252,15 @@ async fn ensure_own_slice(hub: &Arc<Hub>, key: &ObjectKey, uid: &str) {
     }
 }
 
-async fn reconcile_slice(hub: &Arc<Hub>, key: &ObjectKey) {
-    let Some(stored) = hub.store.get(key) else { return };
+async fn reconcile_slice(ctx: &ControllerContext, key: &ObjectKey) {
+    let Some(stored) = ctx.get(key) else { return };
     let slice = stored.value();
     let name = json::str_at(&slice, "/spec/export/name").to_string();
     let path = json::str_at(&slice, "/spec/export/path").to_string();
-    let export = hub
-        .workspaces
-        .by_name(&key.cluster)
-        .and_then(|lc| export_cluster(hub, &lc, &path))
-        .filter(|lc| hub.store.get(&export_key(&lc.name, &name)).is_some());
+    let export = ctx
+        .logical_cluster(&key.cluster)
+        .and_then(|lc| ctx.export_cluster(&lc, &path))
+        .filter(|lc| ctx.get(&export_key(&lc.name, &name)).is_some());
     let status = match export {
         Some(lc) => {
             let ek = ExportKey {
@@ -271,7 +272,7 @@ async fn reconcile_slice(hub: &Arc<Hub>, key: &ObjectKey) {
                     condition("APIExportValid", true, "", ""),
                     condition("EndpointURLsReady", true, "", ""),
                 ]),
-                "endpoints": [{"url": apis::virtual_workspace_url(&hub.external_url(), &ek)}],
+                "endpoints": [{"url": apis::virtual_workspace_url(&ctx.external_url(), &ek)}],
             })
         }
         None => json!({
@@ -281,18 +282,18 @@ async fn reconcile_slice(hub: &Arc<Hub>, key: &ObjectKey) {
             ]),
         }),
     };
-    write_status(hub, key, "apiexportendpointslices", slice, status).await;
+    write_status(ctx, key, "apiexportendpointslices", slice, status).await;
 }
 
-async fn reconcile_binding(hub: &Arc<Hub>, key: &ObjectKey) {
-    let Some(stored) = hub.store.get(key) else { return };
+async fn reconcile_binding(ctx: &ControllerContext, key: &ObjectKey) {
+    let Some(stored) = ctx.get(key) else { return };
     let binding = stored.value();
     if binding.pointer("/metadata/deletionTimestamp").is_some() {
         return;
     }
-    adopt_kubestellar_crds(hub, key, &binding).await;
-    let status = binding_status(hub, key, &binding);
-    write_status(hub, key, "apibindings", binding, status).await;
+    adopt_kubestellar_crds(ctx, key, &binding).await;
+    let status = binding_status(ctx, key, &binding);
+    write_status(ctx, key, "apibindings", binding, status).await;
 }
 
 /// Migration to KubeStellar's deployment shape: a workspace that an older
@@ -302,23 +303,21 @@ async fn reconcile_binding(hub: &Arc<Hub>, key: &ObjectKey) {
 /// so their objects stay: the same group, version and resource, served
 /// through the binding from then on. Only for the ESPW's export and the
 /// resources it exports; a CRD its owner is deleting is left to finish.
-async fn adopt_kubestellar_crds(hub: &Arc<Hub>, key: &ObjectKey, binding: &Value) {
+async fn adopt_kubestellar_crds(ctx: &ControllerContext, key: &ObjectKey, binding: &Value) {
     if json::str_at(binding, "/spec/reference/export/name") != espw::EXPORT {
         return;
     }
     let path = json::str_at(binding, "/spec/reference/export/path");
     let (Some(espw_lc), Some(here)) = (
-        hub.workspaces.resolve(espw::PATH),
-        hub.workspaces.by_name(&key.cluster),
+        ctx.resolve_workspace(espw::PATH),
+        ctx.logical_cluster(&key.cluster),
     ) else {
         return;
     };
-    if export_cluster(hub, &here, path).map(|lc| lc.name) != Some(espw_lc.name) {
+    if ctx.export_cluster(&here, path).map(|lc| lc.name) != Some(espw_lc.name) {
         return;
     }
-    let (crds, _) = hub
-        .store
-        .list(&ClusterScope::One(key.cluster.clone()), CRDS, None, None);
+    let (crds, _) = ctx.list(&ClusterScope::One(key.cluster.clone()), CRDS, None, None);
     let mut adopted = false;
     for (crd_key, crd) in crds {
         let crd = crd.value();
@@ -329,7 +328,7 @@ async fn adopt_kubestellar_crds(hub: &Arc<Hub>, key: &ObjectKey, binding: &Value
         if !espw::exports(group, plural) || crd.pointer("/metadata/deletionTimestamp").is_some() {
             continue;
         }
-        match hub.store.delete(crd_key.clone(), Expect::Exists) {
+        match ctx.purge(crd_key.clone(), Expect::Exists) {
             Ok(committed) => {
                 if let Err(e) = committed.durable().await {
                     tracing::warn!(cluster = %key.cluster, crd = %crd_key.name, "handing a CRD to APIBinding {}: {e}", key.name);
@@ -349,12 +348,12 @@ async fn adopt_kubestellar_crds(hub: &Arc<Hub>, key: &ObjectKey, binding: &Value
         }
     }
     if adopted {
-        hub.refresh_crds(&key.cluster);
+        ctx.refresh_served(&key.cluster);
     }
 }
 
 /// The status `binding` (stored at `key`) should have now.
-fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
+fn binding_status(ctx: &ControllerContext, key: &ObjectKey, binding: &Value) -> Value {
     let old = binding.get("status").cloned().unwrap_or_else(|| json!({}));
     let was_bound = json::str_at(&old, "/phase") == "Bound";
     let name = json::str_at(binding, "/spec/reference/export/name").to_string();
@@ -381,13 +380,11 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         s["conditions"] = json!(merge_conditions(old_conditions, conditions));
         s
     };
-    let export_lc = hub
-        .workspaces
-        .by_name(&key.cluster)
-        .and_then(|lc| export_cluster(hub, &lc, &path));
+    let export_lc = ctx
+        .logical_cluster(&key.cluster)
+        .and_then(|lc| ctx.export_cluster(&lc, &path));
     let export = export_lc.as_ref().and_then(|lc| {
-        hub.store
-            .get(&export_key(&lc.name, &name))
+        ctx.get(&export_key(&lc.name, &name))
             .map(|o| (lc.clone(), o.value()))
     });
     let Some((export_lc, export)) = export else {
@@ -410,10 +407,7 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         .flatten()
         .filter_map(Value::as_str)
     {
-        match hub
-            .store
-            .get(&apis::key(&export_lc.name, apis::SCHEMAS, schema_name))
-        {
+        match ctx.get(&apis::key(&export_lc.name, apis::SCHEMAS, schema_name)) {
             Some(s) => schemas.push(s.value()),
             None => missing.push(schema_name.to_string()),
         }
@@ -432,12 +426,12 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         return keep(conditions);
     }
     // Names already taken here by a CRD or another binding.
-    let served = hub.registry.resources(Some(&key.cluster));
+    let served = ctx.served_resources(Some(&key.cluster));
     let binding_name = &key.name;
     let conflicts: Vec<String> = schemas
         .iter()
         .map(apis::schema_group_resource)
-        .filter(|(g, r)| !hub.registry.is_builtin(g, r))
+        .filter(|(g, r)| !ctx.is_builtin(g, r))
         .filter_map(|(g, r)| {
             let other = served
                 .iter()
@@ -464,7 +458,7 @@ fn binding_status(hub: &Hub, key: &ObjectKey, binding: &Value) -> Value {
         .iter()
         .filter(|s| {
             let (group, resource) = apis::schema_group_resource(s);
-            !hub.registry.is_builtin(&group, &resource)
+            !ctx.is_builtin(&group, &resource)
         })
         .map(|s| {
             let (group, resource) = apis::schema_group_resource(s);

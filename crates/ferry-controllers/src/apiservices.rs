@@ -5,15 +5,14 @@
 //! CRDs add; removed when no CRD serves their group/version any more.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use futures::future::BoxFuture;
 
 use super::follow::Follower;
-use ferry_server::hub::{Hub, CRDS};
-use ferry_server::service::{self, create_internal, DeleteOptions, PatchType, Request};
+use ferry_server::controller::{ControllerContext, CRDS};
+use ferry_server::service::{self, DeleteOptions, PatchType};
 use ferry_server::storage::{ClusterScope, WatchEvent};
 
 /// Storage key of APIServices.
@@ -55,50 +54,47 @@ impl Follower for ApiServices {
         storage_key == CRDS || storage_key == ferry_server::apis::BINDINGS
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            for cluster in hub.store.clusters() {
-                if hub.workspaces.by_name(&cluster).is_some() {
-                    sync(hub, &cluster).await;
+            for cluster in ctx.clusters() {
+                if ctx.logical_cluster(&cluster).is_some() {
+                    sync(ctx, &cluster).await;
                 }
             }
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
-        Box::pin(sync(hub, &event.key.cluster))
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(sync(ctx, &event.key.cluster))
     }
 }
 
 /// Create the APIService of every group/version served in `cluster` that
 /// lacks one, and remove automanaged ones nothing serves any more.
-pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
-    let served: BTreeSet<(String, String, bool)> = hub
-        .registry
-        .resources(Some(cluster))
+pub async fn sync(ctx: &ControllerContext, cluster: &str) {
+    let served: BTreeSet<(String, String, bool)> = ctx
+        .served_resources(Some(cluster))
         .into_iter()
         .map(|r| (r.group, r.version, r.from_crd))
         .collect();
     let wanted: BTreeSet<String> = served.iter().map(|(g, v, _)| name(g, v)).collect();
-    let (existing, _) = hub
-        .store
-        .list(&ClusterScope::One(cluster.into()), APISERVICES, None, None);
+    let (existing, _) = ctx.list(&ClusterScope::One(cluster.into()), APISERVICES, None, None);
     let have: BTreeSet<String> = existing.iter().map(|(k, _)| k.name.clone()).collect();
     for (group, version, from_crd) in &served {
         if have.contains(&name(group, version)) {
             continue;
         }
         let obj = apiservice(group, version, *from_crd);
-        match create_internal(
-            hub,
-            cluster,
-            ("apiregistration.k8s.io", "v1", "apiservices"),
-            None,
-            obj,
-        )
-        .await
+        match ctx
+            .create(
+                cluster,
+                ("apiregistration.k8s.io", "v1", "apiservices"),
+                None,
+                obj,
+            )
+            .await
         {
-            Ok(_) => mark_available(hub, cluster, &name(group, version)).await,
+            Ok(_) => mark_available(ctx, cluster, &name(group, version)).await,
             Err(e) if e.code == 409 => {}
             Err(e) => {
                 tracing::warn!(cluster, apiservice = %name(group, version), "creating APIService failed: {e}")
@@ -108,15 +104,7 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
     for (key, obj) in existing {
         let automanaged = obj.labels.get(AUTOREGISTER_LABEL).is_some_and(|v| v == "true");
         if automanaged && !wanted.contains(&key.name) {
-            let request = Request::internal(
-                hub,
-                cluster,
-                APISERVICES_GVR,
-                None,
-                Some(&key.name),
-                "delete",
-                MANAGER,
-            );
+            let request = ctx.request(cluster, APISERVICES_GVR, None, Some(&key.name), "delete", MANAGER);
             if let Ok(r) = request {
                 let _ = service::delete(&r, &DeleteOptions::default()).await;
             }
@@ -125,14 +113,13 @@ pub async fn sync(hub: &Arc<Hub>, cluster: &str) {
 }
 
 /// Local APIServices are available as soon as they exist.
-async fn mark_available(hub: &Arc<Hub>, cluster: &str, name: &str) {
+async fn mark_available(ctx: &ControllerContext, cluster: &str, name: &str) {
     let status = json!({"status": {"conditions": [{
         "type": "Available", "status": "True", "reason": "Local",
         "message": "Local APIServices are always available",
         "lastTransitionTime": ferry_api::timestamp::now(),
     }]}});
-    let Ok(request) = Request::internal(hub, cluster, APISERVICES_GVR, None, Some(name), "patch", MANAGER)
-    else {
+    let Ok(request) = ctx.request(cluster, APISERVICES_GVR, None, Some(name), "patch", MANAGER) else {
         return;
     };
     let body = serde_json::to_vec(&status).unwrap_or_default();

@@ -5,18 +5,15 @@
 //! (`root:compute:kubernetes`, what `kubectl ferry workload sync` writes) and
 //! consumer workspaces bind it; the hub serves those kinds built in
 //! everywhere, so a binding to it is Bound and the built-ins keep serving
-//! (`Hub::refresh_crds` skips built-in bound resources).
+//! (what a workspace serves leaves built-in bound resources out).
 //!
 //! Create-only, as kcp's battery: what exists is never overwritten, what is
 //! missing is created at start.
 
-use std::sync::Arc;
-
 use serde_json::{json, Value};
 
 use ferry_server::apis;
-use ferry_server::hub::Hub;
-use ferry_server::service::create_internal;
+use ferry_server::controller::ControllerContext;
 use ferry_server::storage::ObjectKey;
 use ferry_server::workspace::{ROOT, WORKSPACES};
 
@@ -41,8 +38,8 @@ fn schema_prefix() -> String {
 
 /// The APIResourceSchema of a built-in resource, from the hub's own
 /// registry and OpenAPI.
-pub fn builtin_schema(hub: &Hub, group: &str, version: &str, resource: &str) -> Option<Value> {
-    let info = hub.registry.lookup(None, group, version, resource)?;
+pub fn builtin_schema(ctx: &ControllerContext, group: &str, version: &str, resource: &str) -> Option<Value> {
+    let info = ctx.lookup(None, group, version, resource)?;
     let schema = ferry_server::openapi::self_contained_builtin_schema(group, version, &info.kind)?;
     let mut subresources = json!({});
     if info.status_subresource {
@@ -85,10 +82,13 @@ pub fn builtin_schema(hub: &Hub, group: &str, version: &str, resource: &str) -> 
 }
 
 /// Create what is missing of `root:compute`.
-pub async fn ensure(hub: &Arc<Hub>) {
+pub async fn ensure(ctx: &ControllerContext) {
     let ws = json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace",
                     "metadata": {"name": WORKSPACE}});
-    if let Err(e) = create_internal(hub, ROOT, ("tenancy.kcp.io", "v1alpha1", "workspaces"), None, ws).await {
+    if let Err(e) = ctx
+        .create(ROOT, ("tenancy.kcp.io", "v1alpha1", "workspaces"), None, ws)
+        .await
+    {
         if e.code != 409 {
             tracing::warn!("creating workspace root:{WORKSPACE} failed: {e}");
             return;
@@ -100,7 +100,7 @@ pub async fn ensure(hub: &Arc<Hub>) {
         namespace: String::new(),
         name: WORKSPACE.into(),
     };
-    let Some(cluster) = hub.store.get(&key).and_then(|w| {
+    let Some(cluster) = ctx.get(&key).and_then(|w| {
         w.value()
             .pointer("/spec/cluster")
             .and_then(Value::as_str)
@@ -111,13 +111,13 @@ pub async fn ensure(hub: &Arc<Hub>) {
     };
     let mut schema_names = Vec::new();
     for (group, version, resource) in RESOURCES {
-        let Some(schema) = builtin_schema(hub, group, version, resource) else {
+        let Some(schema) = builtin_schema(ctx, group, version, resource) else {
             tracing::warn!("no OpenAPI schema for built-in {resource}; root:compute leaves it out");
             continue;
         };
         schema_names.push(schema["metadata"]["name"].clone());
         create_if_missing(
-            hub,
+            ctx,
             &cluster,
             (apis::GROUP, apis::VERSION, "apiresourceschemas"),
             schema,
@@ -129,7 +129,7 @@ pub async fn ensure(hub: &Arc<Hub>) {
         "metadata": {"name": EXPORT},
         "spec": {"latestResourceSchemas": schema_names},
     });
-    create_if_missing(hub, &cluster, (apis::GROUP, apis::VERSION, "apiexports"), export).await;
+    create_if_missing(ctx, &cluster, (apis::GROUP, apis::VERSION, "apiexports"), export).await;
     // Everyone may bind it, as in kcp. The hub asks for workspace membership
     // before RBAC (kcp's bind check skips it), so the role also lets every
     // authenticated user into root:compute: for `bind`, and nothing else.
@@ -149,12 +149,12 @@ pub async fn ensure(hub: &Arc<Hub>) {
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
     });
     let rbac = ferry_server::auth::rbac::RBAC_GROUP;
-    create_if_missing(hub, &cluster, (rbac, "v1", "clusterroles"), role).await;
-    create_if_missing(hub, &cluster, (rbac, "v1", "clusterrolebindings"), binding).await;
+    create_if_missing(ctx, &cluster, (rbac, "v1", "clusterroles"), role).await;
+    create_if_missing(ctx, &cluster, (rbac, "v1", "clusterrolebindings"), binding).await;
 }
 
-async fn create_if_missing(hub: &Arc<Hub>, cluster: &str, resource: (&str, &str, &str), obj: Value) {
-    if let Err(e) = create_internal(hub, cluster, resource, None, obj).await {
+async fn create_if_missing(ctx: &ControllerContext, cluster: &str, resource: (&str, &str, &str), obj: Value) {
+    if let Err(e) = ctx.create(cluster, resource, None, obj).await {
         if e.code != 409 {
             tracing::warn!(cluster, "root:{WORKSPACE}: creating {} failed: {e}", resource.2);
         }

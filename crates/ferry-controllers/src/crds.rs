@@ -9,17 +9,14 @@
 //! at once ([`first_pass`]), so a CRD whose custom resources have no
 //! finalizers is gone when the DELETE answers.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::finalizing::{self, Finalizing};
-use ferry_server::hub::{Hub, CRDS};
+use ferry_server::controller::{ControllerContext, CRDS};
 use ferry_server::service::propagation::PropagationPolicy;
-use ferry_server::service::{self, DeleteOptions, PatchType, Request};
+use ferry_server::service::{self, DeleteOptions, PatchType};
 use ferry_server::storage::{ClusterScope, Expect, ObjectKey};
 pub use ferry_server::strategy::apiextensions::crd::{terminating_condition, CLEANUP_FINALIZER};
 
@@ -28,20 +25,20 @@ const MANAGER: &str = "apiextensions-finalizer";
 
 struct CrdCleanup;
 
-/// Run CRD clean-up until `stop`.
-pub fn spawn(hub: Arc<Hub>, stop: watch::Receiver<bool>) -> JoinHandle<()> {
-    finalizing::spawn(hub, CrdCleanup, stop)
+/// Run CRD clean-up while `ctx`'s lease is held.
+pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
+    finalizing::spawn(ctx, CrdCleanup)
 }
 
 /// One clean-up pass over the CRD at `key`, as part of the request that
 /// marked it as being deleted.
-pub async fn first_pass(hub: &Arc<Hub>, key: &ObjectKey) {
-    if let Err(e) = step(hub, key).await {
+pub async fn first_pass(ctx: &ControllerContext, key: &ObjectKey) {
+    if let Err(e) = step(ctx, key).await {
         tracing::warn!(cluster = %key.cluster, crd = %key.name, "CRD clean-up: {e}");
     }
     // The watch-driven pass may have done the work a moment earlier, still
     // being committed: the DELETE answers once that is visible too.
-    hub.store.settle(std::time::Duration::from_secs(5)).await;
+    ctx.settle(std::time::Duration::from_secs(5)).await;
 }
 
 fn holds(crd: &Value) -> bool {
@@ -67,17 +64,21 @@ impl Finalizing for CrdCleanup {
         changed.cluster == waiting.cluster
     }
 
-    fn step<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(step(hub, key))
+    fn step<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(step(ctx, key))
     }
 }
 
 /// The storage key of the custom resources a CRD defines; `None` when the
 /// CRD names a built-in resource, whose objects are not the CRD's to delete.
-fn storage_key_of(hub: &Hub, crd: &Value) -> Option<String> {
+fn storage_key_of(ctx: &ControllerContext, crd: &Value) -> Option<String> {
     let group = crd.pointer("/spec/group").and_then(Value::as_str)?;
     let plural = crd.pointer("/spec/names/plural").and_then(Value::as_str)?;
-    if hub.registry.is_builtin(group, plural) {
+    if ctx.is_builtin(group, plural) {
         return None;
     }
     Some(ferry_server::registry::storage_key(group, plural))
@@ -85,12 +86,12 @@ fn storage_key_of(hub: &Hub, crd: &Value) -> Option<String> {
 
 /// Delete the custom resources left; when none is, drop the finalizer.
 /// Returns true when done.
-fn step<'a>(hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool, String>> {
+fn step<'a>(ctx: &'a ControllerContext, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool, String>> {
     // Boxed: deleting custom resources goes through the delete path, which
     // is what runs the first pass.
     Box::pin(async move {
         let cluster = key.cluster.as_str();
-        let Some(crd) = hub.store.get(key) else {
+        let Some(crd) = ctx.get(key) else {
             return Ok(true);
         };
         let v = crd.value();
@@ -98,11 +99,9 @@ fn step<'a>(hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool,
             return Ok(true);
         }
         let mut remaining = 0;
-        if let Some(storage_key) = storage_key_of(hub, &v) {
-            let (objects, _) = hub
-                .store
-                .list(&ClusterScope::One(cluster.into()), &storage_key, None, None);
-            let info = super::info_for_storage_key(hub, cluster, &storage_key);
+        if let Some(storage_key) = storage_key_of(ctx, &v) {
+            let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), &storage_key, None, None);
+            let info = super::info_for_storage_key(ctx, cluster, &storage_key);
             for (cr_key, obj) in objects {
                 match &info {
                     Some(info) if !super::is_deleting(&obj) => {
@@ -111,7 +110,8 @@ fn step<'a>(hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool,
                             propagation: Some(PropagationPolicy::Background),
                             ..Default::default()
                         };
-                        let request = Request::internal_at(hub, info.clone(), &cr_key, "delete", MANAGER)
+                        let request = ctx
+                            .request_at(info.clone(), &cr_key, "delete", MANAGER)
                             .map_err(|e| e.message)?;
                         if let Err(e) = service::delete(&request, &options).await {
                             tracing::debug!(object = %cr_key.name, "CRD clean-up: {}", e.message);
@@ -120,12 +120,12 @@ fn step<'a>(hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool,
                     Some(_) => {}
                     // Not served (an invalid CRD): nothing can finalize them.
                     None => {
-                        if let Ok(c) = hub.store.delete(cr_key.clone(), Expect::Exists) {
+                        if let Ok(c) = ctx.purge(cr_key.clone(), Expect::Exists) {
                             let _ = c.durable().await;
                         }
                     }
                 }
-                if hub.store.get(&cr_key).is_some() {
+                if ctx.get(&cr_key).is_some() {
                     remaining += 1;
                 }
             }
@@ -139,16 +139,16 @@ fn step<'a>(hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool,
             .map(|f| f.iter().filter(|f| *f != CLEANUP_FINALIZER).cloned().collect())
             .unwrap_or_default();
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": crd.rv.to_string()}});
-        let request = Request::internal(
-            hub,
-            cluster,
-            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-            None,
-            Some(&key.name),
-            "patch",
-            MANAGER,
-        )
-        .map_err(|e| e.message)?;
+        let request = ctx
+            .request(
+                cluster,
+                ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                None,
+                Some(&key.name),
+                "patch",
+                MANAGER,
+            )
+            .map_err(|e| e.message)?;
         let body = serde_json::to_vec(&patch).unwrap_or_default();
         match service::patch(&request, PatchType::Merge, body.into()).await {
             Ok(_) => Ok(true),

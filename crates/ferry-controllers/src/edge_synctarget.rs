@@ -13,16 +13,15 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::follow::{self, Follower};
 use crate::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, MAILBOX_PARENT, SYNC_TARGETS};
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::json;
-use ferry_server::service::{self, Request};
+use ferry_server::service::{self};
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 use ferry_server::synctarget::edge;
 use ferry_server::workspace::WORKSPACES;
@@ -40,14 +39,14 @@ struct Shared {
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`
 /// (the same for KubeStellar's SyncTargets as for kcp's).
-pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, threshold: Duration) -> Vec<JoinHandle<()>> {
+pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> Vec<JoinHandle<()>> {
     let shared = Arc::new(Shared {
         threshold,
         deadlines: Default::default(),
     });
     vec![
-        follow::spawn(hub.clone(), EdgeSyncTargets(shared.clone()), stop.clone()),
-        tokio::spawn(heartbeat_timer(hub.clone(), shared, stop)),
+        follow::spawn(ctx.clone(), EdgeSyncTargets(shared.clone())),
+        tokio::spawn(heartbeat_timer(ctx.clone(), shared)),
     ]
 }
 
@@ -58,22 +57,22 @@ impl Follower for EdgeSyncTargets {
         storage_key == SYNC_TARGETS || storage_key == SYNCER_CONFIGS
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            for (key, _) in hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
-                reconcile(hub, &self.0, &key).await;
+            for (key, _) in ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
+                reconcile(ctx, &self.0, &key).await;
             }
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             if key.resource == SYNC_TARGETS {
-                reconcile(hub, &self.0, key).await;
+                reconcile(ctx, &self.0, key).await;
             } else if key.name == THE_ONE {
-                if let Some(target) = target_of_mailbox(hub, &key.cluster) {
-                    reconcile(hub, &self.0, &target).await;
+                if let Some(target) = target_of_mailbox(ctx, &key.cluster) {
+                    reconcile(ctx, &self.0, &target).await;
                 }
             }
         })
@@ -82,14 +81,13 @@ impl Follower for EdgeSyncTargets {
 
 /// The SyncTarget whose mailbox is logical cluster `cluster`, from the
 /// annotations the mailbox controller puts on the mailbox Workspace.
-fn target_of_mailbox(hub: &Hub, cluster: &str) -> Option<ObjectKey> {
-    let lc = hub.workspaces.by_name(cluster)?;
+fn target_of_mailbox(ctx: &ControllerContext, cluster: &str) -> Option<ObjectKey> {
+    let lc = ctx.logical_cluster(cluster)?;
     if lc.parent.as_deref() != Some(MAILBOX_PARENT) {
         return None;
     }
     let ws_name = lc.path.rsplit(':').next()?;
-    let ws = hub
-        .store
+    let ws = ctx
         .get(&ObjectKey {
             cluster: MAILBOX_PARENT.into(),
             resource: WORKSPACES.into(),
@@ -112,33 +110,33 @@ fn target_of_mailbox(hub: &Hub, cluster: &str) -> Option<ObjectKey> {
 }
 
 /// The SyncerConfig `the-one` in the mailbox of `target` (stored at `key`).
-fn the_one_of(hub: &Hub, key: &ObjectKey, target: &Value) -> Option<Value> {
+fn the_one_of(ctx: &ControllerContext, key: &ObjectKey, target: &Value) -> Option<Value> {
     let uid = json::str_at(target, "/metadata/uid");
     let path = format!("{MAILBOX_PARENT}:{}", mailbox_name(&key.cluster, uid));
-    let mailbox = hub.workspaces.resolve(&path)?;
-    hub.store
-        .get(&ObjectKey {
-            cluster: mailbox.name,
-            resource: SYNCER_CONFIGS.into(),
-            namespace: String::new(),
-            name: THE_ONE.into(),
-        })
-        .map(|o| o.value())
+    let mailbox = ctx.resolve_workspace(&path)?;
+    ctx.get(&ObjectKey {
+        cluster: mailbox.name,
+        resource: SYNCER_CONFIGS.into(),
+        namespace: String::new(),
+        name: THE_ONE.into(),
+    })
+    .map(|o| o.value())
 }
 
 /// Re-check each target whose heartbeat deadline passed.
-async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    while let Some(due) = shared.deadlines.due(&mut stop).await {
+async fn heartbeat_timer(ctx: ControllerContext, shared: Arc<Shared>) {
+    let mut lease = ctx.lease();
+    while let Some(due) = shared.deadlines.due(&mut lease).await {
         for key in due {
-            reconcile(&hub, &shared, &key).await;
+            reconcile(&ctx, &shared, &key).await;
         }
     }
 }
 
 /// Bring one SyncTarget's status up to date. A conflict is left to the write
 /// that caused it, whose event brings the target back here.
-async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
-    let target = match hub.store.get(key) {
+async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey) {
+    let target = match ctx.get(key) {
         Some(stored) => stored.value(),
         None => {
             shared.deadlines.clear(key);
@@ -149,13 +147,13 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
         shared.deadlines.clear(key);
         return;
     }
-    let the_one = the_one_of(hub, key, &target);
+    let the_one = the_one_of(ctx, key, &target);
     let desired = edge::desired(
         &key.name,
         target.get("status"),
         the_one.as_ref(),
         shared.threshold,
-        chrono::Utc::now(),
+        ctx.now(),
     );
     match desired.recheck_in {
         Some(d) => {
@@ -172,8 +170,7 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey) {
     }
     let mut updated = target;
     updated["status"] = desired.status;
-    let request = Request::internal(
-        hub,
+    let request = ctx.request(
         &key.cluster,
         (ferry_api::edge::GROUP, ferry_api::edge::VERSION, "synctargets"),
         None,

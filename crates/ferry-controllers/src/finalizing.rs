@@ -6,16 +6,14 @@
 //! falls behind, so a deletion a restart interrupted is finished.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::Value;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject};
 
 /// How long a waiting object goes without a look when nothing seems to
@@ -38,11 +36,11 @@ pub trait Finalizing: Send + Sync + 'static {
     fn concerns(&self, waiting: &ObjectKey, changed: &ObjectKey) -> bool;
 
     /// One pass over the object at `key`; `Ok(true)` when nothing is left to do.
-    fn step<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool, String>>;
-}
-
-fn stopped(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow() || stop.has_changed().is_err()
+    fn step<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, Result<bool, String>>;
 }
 
 /// Whether `obj` (stored JSON) is being deleted; parses only when it may be.
@@ -50,20 +48,21 @@ fn waits_for<F: Finalizing>(f: &F, obj: &StoredObject) -> bool {
     memchr::memmem::find(&obj.json, b"deletionTimestamp").is_some() && f.waits(&obj.value())
 }
 
-/// Run `f` until `stop` turns true (or its sender is dropped).
-pub fn spawn<F: Finalizing>(hub: Arc<Hub>, f: F, stop: watch::Receiver<bool>) -> JoinHandle<()> {
-    tokio::spawn(run(hub, f, stop))
+/// Run `f` while `ctx`'s lease is held.
+pub fn spawn<F: Finalizing>(ctx: ControllerContext, f: F) -> JoinHandle<()> {
+    tokio::spawn(run(ctx, f))
 }
 
-async fn run<F: Finalizing>(hub: Arc<Hub>, f: F, mut stop: watch::Receiver<bool>) {
-    while !stopped(&stop) {
-        let rv = hub.store.resource_version();
-        let Ok(mut events) = hub.store.watch(rv) else {
+async fn run<F: Finalizing>(ctx: ControllerContext, f: F) {
+    let mut lease = ctx.lease();
+    while lease.is_held() {
+        let rv = ctx.resource_version();
+        let Ok(mut events) = ctx.watch(rv) else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         // Resync: everything stored that waits for us.
-        let (stored, _) = hub.store.list(&ClusterScope::All, f.resource(), None, None);
+        let (stored, _) = ctx.list(&ClusterScope::All, f.resource(), None, None);
         let mut waiting: BTreeSet<ObjectKey> = stored
             .into_iter()
             .filter(|(_, obj)| waits_for(&f, obj))
@@ -72,7 +71,7 @@ async fn run<F: Finalizing>(hub: Arc<Hub>, f: F, mut stop: watch::Receiver<bool>
         let mut dirty = waiting.clone();
         loop {
             for key in std::mem::take(&mut dirty) {
-                match f.step(&hub, &key).await {
+                match f.step(&ctx, &key).await {
                     Ok(true) => {
                         waiting.remove(&key);
                     }
@@ -81,11 +80,7 @@ async fn run<F: Finalizing>(hub: Arc<Hub>, f: F, mut stop: watch::Receiver<bool>
                 }
             }
             tokio::select! {
-                _ = stop.changed() => {
-                    if stopped(&stop) {
-                        return;
-                    }
-                }
+                _ = lease.lost() => return,
                 _ = tokio::time::sleep(RECHECK), if !waiting.is_empty() => {
                     dirty = waiting.clone();
                 }

@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
+use ferry_server::controller::Lease;
 use ferry_server::storage::ObjectKey;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 
 #[derive(Default)]
@@ -29,18 +30,14 @@ impl Deadlines {
     }
 
     /// Wait until some deadlines pass and return their targets (no longer
-    /// watched); `None` once `stop` turns true.
-    pub(crate) async fn due(&self, stop: &mut watch::Receiver<bool>) -> Option<Vec<ObjectKey>> {
+    /// watched); `None` once `lease` is lost.
+    pub(crate) async fn due(&self, lease: &mut Lease) -> Option<Vec<ObjectKey>> {
         loop {
             let next = self.at.lock().values().min().copied();
             let sleep =
                 tokio::time::sleep_until(next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)));
             tokio::select! {
-                changed = stop.changed() => {
-                    if changed.is_err() || *stop.borrow() {
-                        return None;
-                    }
-                }
+                _ = lease.lost() => return None,
                 _ = self.wake.notified() => {}
                 _ = sleep => {
                     let now = Instant::now();

@@ -7,13 +7,11 @@
 //! Only the fields this controller sets are compared, so defaults other
 //! parts of the hub add never make it write again.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
-use ferry_server::hub::Hub;
-use ferry_server::service::{self, create_internal, PatchType};
+use ferry_server::controller::ControllerContext;
+use ferry_server::service::{self, PatchType};
 use ferry_server::storage::{ObjectKey, WatchEvent};
 use ferry_server::workspace::{ROOT, WORKSPACES};
 
@@ -35,8 +33,8 @@ struct Owned {
 }
 
 /// The hub's address as the Endpoints name it: its IP and port.
-fn hub_address(hub: &Hub) -> Option<(String, u16)> {
-    let url = hub.external_url();
+fn hub_address(ctx: &ControllerContext) -> Option<(String, u16)> {
+    let url = ctx.external_url();
     let host_port = url.split("://").nth(1)?.split('/').next()?;
     let (host, port) = host_port.rsplit_once(':')?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -129,11 +127,11 @@ fn covers(actual: &Value, wanted: &Value) -> bool {
 
 /// Whether `cluster` is a live workspace (not one being removed, whose
 /// objects must not come back).
-fn is_live(hub: &Hub, cluster: &str) -> bool {
+fn is_live(ctx: &ControllerContext, cluster: &str) -> bool {
     if cluster == ROOT {
         return true;
     }
-    let Some(lc) = hub.workspaces.by_name(cluster) else {
+    let Some(lc) = ctx.logical_cluster(cluster) else {
         return false;
     };
     let (Some(parent), Some((_, name))) = (lc.parent, lc.path.rsplit_once(':')) else {
@@ -145,27 +143,26 @@ fn is_live(hub: &Hub, cluster: &str) -> bool {
         namespace: String::new(),
         name: name.into(),
     };
-    hub.store
-        .get(&key)
+    ctx.get(&key)
         .is_some_and(|ws| ws.value().pointer("/metadata/deletionTimestamp").is_none())
 }
 
 /// [`ensure`] for a workspace that still exists and is not being deleted.
-pub async fn repair(hub: &Arc<Hub>, cluster: &str) {
-    if is_live(hub, cluster) {
-        ensure(hub, cluster).await;
+pub async fn repair(ctx: &ControllerContext, cluster: &str) {
+    if is_live(ctx, cluster) {
+        ensure(ctx, cluster).await;
     }
 }
 
 /// Create, or repair, the `kubernetes` Service, Endpoints and EndpointSlice
 /// of `cluster`.
-pub async fn ensure(hub: &Arc<Hub>, cluster: &str) {
-    let Some((ip, port)) = hub_address(hub) else {
+pub async fn ensure(ctx: &ControllerContext, cluster: &str) {
+    let Some((ip, port)) = hub_address(ctx) else {
         return;
     };
     // Concurrently: the store commits them together.
     let results = futures::future::join_all(desired(&ip, port).map(|owned| async move {
-        let result = ensure_one(hub, cluster, &owned).await;
+        let result = ensure_one(ctx, cluster, &owned).await;
         (owned.resource, result)
     }))
     .await;
@@ -181,7 +178,7 @@ pub async fn ensure(hub: &Arc<Hub>, cluster: &str) {
 }
 
 async fn ensure_one(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     cluster: &str,
     owned: &Owned,
 ) -> Result<(), ferry_server::status::ApiError> {
@@ -191,27 +188,27 @@ async fn ensure_one(
         namespace: NAMESPACE.into(),
         name: NAME.into(),
     };
-    match hub.store.get(&key) {
+    match ctx.get(&key) {
         Some(stored) if covers(&stored.value(), &owned.owned) => Ok(()),
-        Some(_) => match hub
-            .registry
-            .lookup(Some(cluster), owned.group, owned.version, owned.resource)
-        {
+        Some(_) => match ctx.lookup(Some(cluster), owned.group, owned.version, owned.resource) {
             Some(info) => {
-                let r = service::Request::internal_at(hub, info, &key, "patch", "kube-apiserver")?;
+                let r = ctx.request_at(info, &key, "patch", "kube-apiserver")?;
                 let body = bytes::Bytes::from(serde_json::to_vec(&owned.owned).unwrap_or_default());
                 service::patch(&r, PatchType::Merge, body).await.map(|_| ())
             }
             None => Ok(()),
         },
-        None => create(hub, cluster, owned).await,
+        None => create(ctx, cluster, owned).await,
     }
 }
 
-async fn create(hub: &Arc<Hub>, cluster: &str, owned: &Owned) -> Result<(), ferry_server::status::ApiError> {
+async fn create(
+    ctx: &ControllerContext,
+    cluster: &str,
+    owned: &Owned,
+) -> Result<(), ferry_server::status::ApiError> {
     let create = |object: Value| {
-        create_internal(
-            hub,
+        ctx.create(
             cluster,
             (owned.group, owned.version, owned.resource),
             Some(NAMESPACE),
@@ -256,18 +253,18 @@ impl super::follow::Follower for KubernetesService {
         )
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            for cluster in hub.store.clusters() {
-                repair(hub, &cluster).await;
+            for cluster in ctx.clusters() {
+                repair(ctx, &cluster).await;
             }
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if is_owned_key(&event.key) {
-                repair(hub, &event.key.cluster).await;
+                repair(ctx, &event.key.cluster).await;
             }
         })
     }

@@ -11,7 +11,7 @@
 //!
 //! The server runs them through [`BuiltInControllers`] (its
 //! [`ferry_server::server::Controllers`] hook) and [`BuiltIn`] (its
-//! [`ferry_server::hub::WriteObserver`]); the `ferry-hub` crate plugs them
+//! [`ferry_server::controller::WriteObserver`]); the `ferry-hub` crate plugs them
 //! in. Nothing below this crate depends on it.
 
 pub mod apis;
@@ -37,13 +37,11 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use ferry_server::hub::{logical_cluster_of, Hub, WriteObserver, CRDS};
+use ferry_server::controller::{logical_cluster_of, ControllerContext, WriteObserver, CRDS};
 use ferry_server::registry::ResourceInfo;
 use ferry_server::server::{Controllers, HubOptions};
-use ferry_server::service::create_internal;
 use ferry_server::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
 use ferry_server::workspace::{ROOT, WORKSPACES};
 
@@ -53,19 +51,24 @@ use ferry_server::workspace::{ROOT, WORKSPACES};
 pub struct BuiltIn;
 
 impl WriteObserver for BuiltIn {
-    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()> {
+    fn creating<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        key: &'a ObjectKey,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if key.resource == WORKSPACES {
                 // The new logical cluster gets what a fresh cluster has before its
                 // Workspace is visible as Ready, so clients can use it at once.
-                workspace_written(hub, &key.cluster, Some(obj)).await;
+                workspace_written(ctx, &key.cluster, Some(obj)).await;
             }
         })
     }
 
     fn written<'a>(
         &'a self,
-        hub: &'a Arc<Hub>,
+        ctx: &'a ControllerContext,
         _info: &'a ResourceInfo,
         key: &'a ObjectKey,
         new: Option<&'a Value>,
@@ -73,15 +76,15 @@ impl WriteObserver for BuiltIn {
         Box::pin(async move {
             let storage_key = key.resource.as_str();
             if storage_key == CRDS {
-                apiservices::sync(hub, &key.cluster).await;
+                apiservices::sync(ctx, &key.cluster).await;
             } else if storage_key == WORKSPACES {
-                workspace_written(hub, &key.cluster, new).await;
+                workspace_written(ctx, &key.cluster, new).await;
             } else if security::watches(storage_key) {
-                security::object_written(hub, storage_key, key, new).await;
+                security::object_written(ctx, storage_key, key, new).await;
             } else if storage_key == "/namespaces" {
                 if let Some(ns) = new {
                     if ns.pointer("/metadata/deletionTimestamp").is_none() {
-                        ensure_default_service_account(hub, &key.cluster, &key.name).await;
+                        ensure_default_service_account(ctx, &key.cluster, &key.name).await;
                     }
                 }
             }
@@ -90,30 +93,30 @@ impl WriteObserver for BuiltIn {
 
     fn deleting<'a>(
         &'a self,
-        hub: &'a Arc<Hub>,
+        ctx: &'a ControllerContext,
         _info: &'a ResourceInfo,
         key: &'a ObjectKey,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if key.resource == CRDS {
-                crds::first_pass(hub, key).await;
+                crds::first_pass(ctx, key).await;
             }
         })
     }
 
     fn removed<'a>(
         &'a self,
-        hub: &'a Arc<Hub>,
+        ctx: &'a ControllerContext,
         _info: &'a ResourceInfo,
         key: &'a ObjectKey,
         old: &'a Value,
     ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if key.resource == CRDS {
-                remove_custom_resources(hub, &key.cluster, old).await;
+                remove_custom_resources(ctx, &key.cluster, old).await;
             } else if key.resource == WORKSPACES {
                 if let Some(cluster) = old.pointer("/spec/cluster").and_then(Value::as_str) {
-                    remove_cluster(hub, cluster).await;
+                    remove_cluster(ctx, cluster).await;
                 }
             }
         })
@@ -126,23 +129,27 @@ impl WriteObserver for BuiltIn {
 pub struct BuiltInControllers;
 
 impl Controllers for BuiltInControllers {
-    fn bootstrap<'a>(&'a self, hub: &'a Arc<Hub>, opts: &'a HubOptions) -> BoxFuture<'a, ()> {
+    fn write_observer(&self) -> Arc<dyn WriteObserver> {
+        Arc::new(BuiltIn)
+    }
+
+    fn bootstrap<'a>(&'a self, ctx: &'a ControllerContext, opts: &'a HubOptions) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            bootstrap(hub).await;
+            bootstrap(ctx).await;
             if opts.compute_workspace {
-                compute::ensure(hub).await;
+                compute::ensure(ctx).await;
             }
         })
     }
 
-    fn spawn(&self, hub: &Arc<Hub>, stop: watch::Receiver<bool>, opts: &HubOptions) -> Vec<JoinHandle<()>> {
-        let mut controllers = spawn(hub, stop.clone(), opts.mailbox_controller);
+    fn spawn(&self, ctx: &ControllerContext, opts: &HubOptions) -> Vec<JoinHandle<()>> {
+        let mut controllers = spawn(ctx, opts.mailbox_controller);
         if opts.placement_translator {
-            controllers.push(placement::spawn(hub.clone(), stop.clone()));
+            controllers.push(placement::spawn(ctx.clone()));
         }
         let heartbeat = opts.sync_target_heartbeat_threshold;
-        controllers.extend(edge_synctarget::spawn(hub, stop.clone(), heartbeat));
-        controllers.extend(synctarget::spawn(hub, stop, heartbeat));
+        controllers.extend(edge_synctarget::spawn(ctx, heartbeat));
+        controllers.extend(synctarget::spawn(ctx, heartbeat));
         controllers
     }
 }
@@ -150,23 +157,23 @@ impl Controllers for BuiltInControllers {
 /// Start the controllers that follow the store's watch (namespace
 /// termination, CRD clean-up, APIServices, token Secrets and CSR signing,
 /// the `kubernetes` Services, the garbage collector, and the mailbox controller when `mailboxes`);
-/// they stop when `stop` turns true. Await the handles to know they have
-/// stopped writing.
-pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, mailboxes: bool) -> Vec<JoinHandle<()>> {
+/// they stop when `ctx`'s lease is lost. Await the handles to know they
+/// have stopped writing.
+pub fn spawn(ctx: &ControllerContext, mailboxes: bool) -> Vec<JoinHandle<()>> {
     let mut running = vec![
-        namespaces::spawn(hub.clone(), stop.clone()),
-        crds::spawn(hub.clone(), stop.clone()),
-        follow::spawn(hub.clone(), apiservices::ApiServices, stop.clone()),
-        follow::spawn(hub.clone(), security::SecurityControllers, stop.clone()),
-        follow::spawn(hub.clone(), apis::ApiExports, stop.clone()),
-        scheduling::spawn(hub.clone(), stop.clone()),
-        follow::spawn(hub.clone(), kubernetes_service::KubernetesService, stop.clone()),
-        follow::spawn(hub.clone(), upsync_role::UpsyncRoles, stop.clone()),
+        namespaces::spawn(ctx.clone()),
+        crds::spawn(ctx.clone()),
+        follow::spawn(ctx.clone(), apiservices::ApiServices),
+        follow::spawn(ctx.clone(), security::SecurityControllers),
+        follow::spawn(ctx.clone(), apis::ApiExports),
+        scheduling::spawn(ctx.clone()),
+        follow::spawn(ctx.clone(), kubernetes_service::KubernetesService),
+        follow::spawn(ctx.clone(), upsync_role::UpsyncRoles),
     ];
     if mailboxes {
-        running.push(follow::spawn(hub.clone(), mailbox::Mailboxes, stop.clone()));
+        running.push(follow::spawn(ctx.clone(), mailbox::Mailboxes));
     }
-    running.push(garbage_collector::spawn(hub.clone(), stop));
+    running.push(garbage_collector::spawn(ctx.clone()));
     running
 }
 
@@ -179,32 +186,31 @@ pub fn is_deleting(obj: &StoredObject) -> bool {
 /// Namespaces every logical cluster starts with.
 pub const DEFAULT_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
-/// Install the built-in controllers' part of writes, and make sure the root
-/// cluster has what a fresh cluster has.
-pub async fn bootstrap(hub: &Arc<Hub>) {
-    hub.set_write_observer(Arc::new(BuiltIn));
-    bootstrap_cluster(hub, ROOT, None).await;
+/// Make sure the root cluster has what a fresh cluster has (the server has
+/// installed [`BuiltIn`] first).
+pub async fn bootstrap(ctx: &ControllerContext) {
+    bootstrap_cluster(ctx, ROOT, None).await;
     // Workspaces from before the hub had default RBAC objects (or their
     // LogicalCluster) get them too.
-    for cluster in hub.store.clusters() {
-        if cluster != ROOT && hub.workspaces.by_name(&cluster).is_some() {
-            security::ensure_default_rbac(hub, &cluster).await;
-            kubernetes_service::repair(hub, &cluster).await;
-            logical_cluster::ensure(hub, &cluster, None).await;
+    for cluster in ctx.clusters() {
+        if cluster != ROOT && ctx.logical_cluster(&cluster).is_some() {
+            security::ensure_default_rbac(ctx, &cluster).await;
+            kubernetes_service::repair(ctx, &cluster).await;
+            logical_cluster::ensure(ctx, &cluster, None).await;
         }
     }
 }
 
 /// What a fresh logical cluster has; `workspace` is the Workspace object
 /// being created for it (`None` for root).
-async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Value>) {
-    logical_cluster::ensure(hub, cluster, workspace).await;
-    security::ensure_default_rbac(hub, cluster).await;
+async fn bootstrap_cluster(ctx: &ControllerContext, cluster: &str, workspace: Option<&Value>) {
+    logical_cluster::ensure(ctx, cluster, workspace).await;
+    security::ensure_default_rbac(ctx, cluster).await;
     for ns in DEFAULT_NAMESPACES {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        match create_internal(hub, cluster, ("", "v1", "namespaces"), None, obj).await {
+        match ctx.create(cluster, ("", "v1", "namespaces"), None, obj).await {
             Ok(_) => {}
-            Err(e) if e.code == 409 => ensure_default_service_account(hub, cluster, ns).await,
+            Err(e) if e.code == 409 => ensure_default_service_account(ctx, cluster, ns).await,
             Err(e) => tracing::warn!(
                 cluster,
                 namespace = ns,
@@ -212,15 +218,18 @@ async fn bootstrap_cluster(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Val
             ),
         }
     }
-    kubernetes_service::ensure(hub, cluster).await;
+    kubernetes_service::ensure(ctx, cluster).await;
     // Last: clients may use the workspace as soon as its namespaces exist.
-    apiservices::sync(hub, cluster).await;
+    apiservices::sync(ctx, cluster).await;
 }
 
 /// Every namespace has a `default` ServiceAccount.
-pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, namespace: &str) {
+pub async fn ensure_default_service_account(ctx: &ControllerContext, cluster: &str, namespace: &str) {
     let obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});
-    match create_internal(hub, cluster, ("", "v1", "serviceaccounts"), Some(namespace), obj).await {
+    match ctx
+        .create(cluster, ("", "v1", "serviceaccounts"), Some(namespace), obj)
+        .await
+    {
         Ok(_) => {}
         Err(e) if e.code == 409 => {
             // Made by a racing write that may still be committing: wait for
@@ -231,11 +240,8 @@ pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, names
                 namespace: namespace.into(),
                 name: "default".into(),
             };
-            if let Some(existing) = hub.store.get(&key) {
-                let _ = hub
-                    .store
-                    .wait_for(existing.rv, std::time::Duration::from_secs(5))
-                    .await;
+            if let Some(existing) = ctx.get(&key) {
+                let _ = ctx.wait_for(existing.rv, std::time::Duration::from_secs(5)).await;
             }
         }
         Err(e) if e.code == 403 => {}
@@ -248,62 +254,59 @@ pub async fn ensure_default_service_account(hub: &Arc<Hub>, cluster: &str, names
 }
 
 /// A Workspace object was written in `parent` (or deleted: `new` is None).
-pub async fn workspace_written(hub: &Arc<Hub>, parent: &str, new: Option<&Value>) {
+pub async fn workspace_written(ctx: &ControllerContext, parent: &str, new: Option<&Value>) {
     let Some(ws) = new else { return };
-    let Some(parent_lc) = hub.workspaces.by_name(parent) else {
+    let Some(parent_lc) = ctx.logical_cluster(parent) else {
         return;
     };
     let Some(lc) = logical_cluster_of(&parent_lc, ws) else {
         return;
     };
-    let fresh = hub.workspaces.by_name(&lc.name).is_none();
+    let fresh = ctx.logical_cluster(&lc.name).is_none();
     let name = lc.name.clone();
-    hub.workspaces.insert(lc);
+    ctx.route_logical_cluster(lc);
     if fresh {
-        bootstrap_cluster(hub, &name, Some(ws)).await;
+        bootstrap_cluster(ctx, &name, Some(ws)).await;
     }
 }
 
 /// Remove a logical cluster: its child workspaces first, then every object.
-pub fn remove_cluster<'a>(hub: &'a Arc<Hub>, cluster: &'a str) -> futures::future::BoxFuture<'a, ()> {
+pub fn remove_cluster<'a>(
+    ctx: &'a ControllerContext,
+    cluster: &'a str,
+) -> futures::future::BoxFuture<'a, ()> {
     Box::pin(async move {
-        for child in hub.workspaces.children(cluster) {
-            remove_cluster(hub, &child.name).await;
+        for child in ctx.child_clusters(cluster) {
+            remove_cluster(ctx, &child.name).await;
         }
-        for resource in hub.store.resources_in(cluster) {
-            let (objects, _) = hub
-                .store
-                .list(&ClusterScope::One(cluster.into()), &resource, None, None);
+        for resource in ctx.resources_in(cluster) {
+            let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), &resource, None, None);
             for (key, _) in objects {
-                if let Ok(c) = hub.store.delete(key, Expect::Exists) {
+                if let Ok(c) = ctx.purge(key, Expect::Exists) {
                     let _ = c.durable().await;
                 }
             }
         }
-        hub.registry.set_crd_resources(cluster, Vec::new());
-        hub.security.rbac.invalidate(cluster);
-        hub.workspaces.remove(cluster);
+        ctx.forget_logical_cluster(cluster);
     })
 }
 
 /// A CRD is removed from storage: custom resources still left (its clean-up
 /// finalizer was removed by hand) go with it at once.
-pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value) {
+pub async fn remove_custom_resources(ctx: &ControllerContext, cluster: &str, crd: &Value) {
     let (Some(group), Some(plural)) = (
         crd.pointer("/spec/group").and_then(Value::as_str),
         crd.pointer("/spec/names/plural").and_then(Value::as_str),
     ) else {
         return;
     };
-    if hub.registry.is_builtin(group, plural) {
+    if ctx.is_builtin(group, plural) {
         return; // served built in: the objects are not the CRD's
     }
     let key = ferry_server::registry::storage_key(group, plural);
-    let (objects, _) = hub
-        .store
-        .list(&ClusterScope::One(cluster.into()), &key, None, None);
+    let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), &key, None, None);
     for (key, _) in objects {
-        if let Ok(c) = hub.store.delete(key, Expect::Exists) {
+        if let Ok(c) = ctx.purge(key, Expect::Exists) {
             let _ = c.durable().await;
         }
     }
@@ -311,10 +314,13 @@ pub async fn remove_custom_resources(hub: &Arc<Hub>, cluster: &str, crd: &Value)
 
 /// The resource stored under `storage_key` in `cluster`, at its storage
 /// version when it has several.
-pub fn info_for_storage_key(hub: &Hub, cluster: &str, storage_key: &str) -> Option<ResourceInfo> {
-    let served: Vec<ResourceInfo> = hub
-        .registry
-        .resources(Some(cluster))
+pub fn info_for_storage_key(
+    ctx: &ControllerContext,
+    cluster: &str,
+    storage_key: &str,
+) -> Option<ResourceInfo> {
+    let served: Vec<ResourceInfo> = ctx
+        .served_resources(Some(cluster))
         .into_iter()
         .filter(|r| r.storage_key() == storage_key)
         .collect();

@@ -11,12 +11,10 @@
 //! copy cannot drift from the workspace index. Clients may only read it:
 //! the resource serves `get`, `list` and `watch`, and other verbs answer 405.
 
-use std::sync::Arc;
-
 use serde_json::{json, Value};
 
-use ferry_server::hub::Hub;
-use ferry_server::service::{self, create_internal, PatchType};
+use ferry_server::controller::ControllerContext;
+use ferry_server::service::{self, PatchType};
 use ferry_server::status::ApiError;
 use ferry_server::storage::ObjectKey;
 use ferry_server::workspace::{ROOT, WORKSPACES};
@@ -42,8 +40,13 @@ const GVR: (&str, &str, &str) = ("core.kcp.io", "v1alpha1", "logicalclusters");
 /// What the hub keeps on `cluster`'s LogicalCluster: the part compared with
 /// the stored object, and patched back when it differs. `workspace` is the
 /// Workspace object that made the cluster (`None` for root).
-fn desired(hub: &Hub, cluster: &str, parent: Option<&str>, workspace: Option<&Value>) -> Option<Value> {
-    let lc = hub.workspaces.by_name(cluster)?;
+fn desired(
+    ctx: &ControllerContext,
+    cluster: &str,
+    parent: Option<&str>,
+    workspace: Option<&Value>,
+) -> Option<Value> {
+    let lc = ctx.logical_cluster(cluster)?;
     let str_at = |v: &Value, p: &str| {
         v.pointer(p)
             .and_then(Value::as_str)
@@ -93,14 +96,14 @@ fn desired(hub: &Hub, cluster: &str, parent: Option<&str>, workspace: Option<&Va
         "spec": spec,
         "status": {
             "phase": "Ready",
-            "URL": format!("{}/clusters/{}", hub.external_url().trim_end_matches('/'), lc.name),
+            "URL": format!("{}/clusters/{}", ctx.external_url().trim_end_matches('/'), lc.name),
         },
     }))
 }
 
 /// The Workspace object that made `cluster`, and the cluster it lives in.
-fn workspace_of(hub: &Hub, cluster: &str) -> Option<(String, Value)> {
-    let lc = hub.workspaces.by_name(cluster)?;
+fn workspace_of(ctx: &ControllerContext, cluster: &str) -> Option<(String, Value)> {
+    let lc = ctx.logical_cluster(cluster)?;
     let parent = lc.parent?;
     let (_, name) = lc.path.rsplit_once(':')?;
     let key = ObjectKey {
@@ -109,18 +112,18 @@ fn workspace_of(hub: &Hub, cluster: &str) -> Option<(String, Value)> {
         namespace: String::new(),
         name: name.into(),
     };
-    Some((parent, hub.store.get(&key)?.value()))
+    Some((parent, ctx.get(&key)?.value()))
 }
 
 /// Create or bring up to date `cluster`'s LogicalCluster. `workspace` is
 /// the Workspace object being created for it, which is not stored yet; for
 /// existing workspaces it is looked up.
-pub async fn ensure(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Value>) {
+pub async fn ensure(ctx: &ControllerContext, cluster: &str, workspace: Option<&Value>) {
     let found;
     let (parent, workspace) = match workspace {
-        Some(ws) => (hub.workspaces.by_name(cluster).and_then(|lc| lc.parent), Some(ws)),
+        Some(ws) => (ctx.logical_cluster(cluster).and_then(|lc| lc.parent), Some(ws)),
         None if cluster == ROOT => (None, None),
-        None => match workspace_of(hub, cluster) {
+        None => match workspace_of(ctx, cluster) {
             Some(f) => {
                 found = f;
                 (Some(found.0.clone()), Some(&found.1))
@@ -129,10 +132,10 @@ pub async fn ensure(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Value>) {
             None => return,
         },
     };
-    let Some(wanted) = desired(hub, cluster, parent.as_deref(), workspace) else {
+    let Some(wanted) = desired(ctx, cluster, parent.as_deref(), workspace) else {
         return;
     };
-    match ensure_object(hub, cluster, wanted).await {
+    match ensure_object(ctx, cluster, wanted).await {
         Ok(()) => {}
         // A racing write made it meanwhile.
         Err(e) if e.code == 409 => {}
@@ -140,20 +143,20 @@ pub async fn ensure(hub: &Arc<Hub>, cluster: &str, workspace: Option<&Value>) {
     }
 }
 
-async fn ensure_object(hub: &Arc<Hub>, cluster: &str, wanted: Value) -> Result<(), ApiError> {
+async fn ensure_object(ctx: &ControllerContext, cluster: &str, wanted: Value) -> Result<(), ApiError> {
     let key = ObjectKey {
         cluster: cluster.into(),
         resource: STORAGE_KEY.into(),
         namespace: String::new(),
         name: NAME.into(),
     };
-    match hub.store.get(&key) {
+    match ctx.get(&key) {
         Some(stored) if covers(&stored.value(), &wanted) => Ok(()),
         Some(_) => {
-            let Some(info) = hub.registry.lookup(Some(cluster), GVR.0, GVR.1, GVR.2) else {
+            let Some(info) = ctx.lookup(Some(cluster), GVR.0, GVR.1, GVR.2) else {
                 return Ok(());
             };
-            let r = service::Request::internal_at(hub, info, &key, "patch", service::HUB_MANAGER)?;
+            let r = ctx.request_at(info, &key, "patch", service::HUB_MANAGER)?;
             let body = bytes::Bytes::from(serde_json::to_vec(&wanted).unwrap_or_default());
             service::patch(&r, PatchType::Merge, body).await.map(|_| ())
         }
@@ -162,7 +165,7 @@ async fn ensure_object(hub: &Arc<Hub>, cluster: &str, wanted: Value) -> Result<(
             object["apiVersion"] = json!("core.kcp.io/v1alpha1");
             object["kind"] = json!("LogicalCluster");
             object["metadata"]["name"] = json!(NAME);
-            create_internal(hub, cluster, GVR, None, object).await.map(|_| ())
+            ctx.create(cluster, GVR, None, object).await.map(|_| ())
         }
     }
 }

@@ -8,8 +8,6 @@
 //! handed to the binding when it comes: `controllers::apis`).
 //! Deleting the SyncTarget deletes its mailbox workspace.
 
-use std::sync::Arc;
-
 use ferry_api::edge::espw;
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use serde_json::{json, Value};
@@ -18,8 +16,8 @@ use futures::future::BoxFuture;
 
 use super::follow::Follower;
 use ferry_server::apis;
-use ferry_server::hub::Hub;
-use ferry_server::service::{self, create_internal, DeleteOptions, Request};
+use ferry_server::controller::ControllerContext;
+use ferry_server::service::{self, DeleteOptions};
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 use ferry_server::workspace::{ROOT, WORKSPACES};
 
@@ -44,16 +42,16 @@ impl Follower for Mailboxes {
         storage_key == SYNC_TARGETS || storage_key == apis::EXPORTS
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
-        Box::pin(resync(hub))
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(resync(ctx))
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if event.key.resource == apis::EXPORTS {
                 // The ESPW's export appearing moves every mailbox to it.
-                if event.key.name == espw::EXPORT && espw_export(hub).is_some() {
-                    resync(hub).await;
+                if event.key.name == espw::EXPORT && espw_export(ctx).is_some() {
+                    resync(ctx).await;
                 }
                 return;
             }
@@ -71,27 +69,25 @@ impl Follower for Mailboxes {
                 return;
             }
             match event.kind {
-                EventType::Deleted => remove_mailbox(hub, &event.key.cluster, &target).await,
-                _ => ensure_mailbox(hub, &event.key.cluster, &target).await,
+                EventType::Deleted => remove_mailbox(ctx, &event.key.cluster, &target).await,
+                _ => ensure_mailbox(ctx, &event.key.cluster, &target).await,
             }
         })
     }
 }
 
 /// Make every SyncTarget's mailbox exist, and remove mailboxes whose SyncTarget is gone.
-async fn resync(hub: &Arc<Hub>) {
-    let (targets, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
+async fn resync(ctx: &ControllerContext) {
+    let (targets, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
     let mut wanted = Vec::new();
     for (key, obj) in &targets {
         let target = obj.value();
         if let Some(uid) = target.pointer("/metadata/uid").and_then(Value::as_str) {
             wanted.push(mailbox_name(&key.cluster, uid));
         }
-        ensure_mailbox(hub, &key.cluster, &target).await;
+        ensure_mailbox(ctx, &key.cluster, &target).await;
     }
-    let (mailboxes, _) = hub
-        .store
-        .list(&ClusterScope::One(MAILBOX_PARENT.into()), WORKSPACES, None, None);
+    let (mailboxes, _) = ctx.list(&ClusterScope::One(MAILBOX_PARENT.into()), WORKSPACES, None, None);
     for (key, obj) in mailboxes {
         let ws = obj.value();
         let is_mailbox = ws
@@ -101,22 +97,22 @@ async fn resync(hub: &Arc<Hub>) {
             ))
             .is_some();
         if is_mailbox && !wanted.contains(&key.name) {
-            delete_workspace(hub, MAILBOX_PARENT, &key.name).await;
+            delete_workspace(ctx, MAILBOX_PARENT, &key.name).await;
         }
     }
 }
 
-async fn ensure_workspace(hub: &Arc<Hub>, parent: &str, name: &str, annotations: Value) -> Option<String> {
+async fn ensure_workspace(
+    ctx: &ControllerContext,
+    parent: &str,
+    name: &str,
+    annotations: Value,
+) -> Option<String> {
     let ws = json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace",
                     "metadata": {"name": name, "annotations": annotations}});
-    match create_internal(
-        hub,
-        parent,
-        ("tenancy.kcp.io", "v1alpha1", "workspaces"),
-        None,
-        ws,
-    )
-    .await
+    match ctx
+        .create(parent, ("tenancy.kcp.io", "v1alpha1", "workspaces"), None, ws)
+        .await
     {
         Ok(_) => {}
         Err(e) if e.code == 409 => {}
@@ -131,15 +127,14 @@ async fn ensure_workspace(hub: &Arc<Hub>, parent: &str, name: &str, annotations:
         namespace: String::new(),
         name: name.into(),
     };
-    hub.store
-        .get(&key)?
+    ctx.get(&key)?
         .value()
         .pointer("/spec/cluster")
         .and_then(Value::as_str)
         .map(String::from)
 }
 
-async fn ensure_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value) {
+async fn ensure_mailbox(ctx: &ControllerContext, inventory_cluster: &str, target: &Value) {
     if target.pointer("/metadata/deletionTimestamp").is_some() {
         return;
     }
@@ -155,36 +150,35 @@ async fn ensure_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value)
         INVENTORY_CLUSTER_ANNOTATION: inventory_cluster,
     });
     let mailbox = mailbox_name(inventory_cluster, uid);
-    let Some(cluster) = ensure_workspace(hub, MAILBOX_PARENT, &mailbox, annotations).await else {
+    let Some(cluster) = ensure_workspace(ctx, MAILBOX_PARENT, &mailbox, annotations).await else {
         return;
     };
-    install_edge_api(hub, &cluster).await;
+    install_edge_api(ctx, &cluster).await;
 }
 
 /// The logical cluster of `root:espw` when it holds the export of the
 /// KubeStellar API.
-fn espw_export(hub: &Hub) -> Option<String> {
-    let lc = hub.workspaces.resolve(espw::PATH)?;
-    hub.store
-        .get(&apis::key(&lc.name, apis::EXPORTS, espw::EXPORT))
+fn espw_export(ctx: &ControllerContext) -> Option<String> {
+    let lc = ctx.resolve_workspace(espw::PATH)?;
+    ctx.get(&apis::key(&lc.name, apis::EXPORTS, espw::EXPORT))
         .map(|_| lc.name)
 }
 
 /// The `edge.kubestellar.io` API inside a mailbox: the ESPW's export bound as
 /// `bind-edge` when there is one, else Ferry's CRDs.
-async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
-    if espw_export(hub).is_none() {
-        install_crds(hub, cluster).await;
+async fn install_edge_api(ctx: &ControllerContext, cluster: &str) {
+    if espw_export(ctx).is_none() {
+        install_crds(ctx, cluster).await;
         return;
     }
-    match create_internal(
-        hub,
-        cluster,
-        (apis::GROUP, apis::VERSION, "apibindings"),
-        None,
-        espw::binding(espw::MAILBOX_BINDING),
-    )
-    .await
+    match ctx
+        .create(
+            cluster,
+            (apis::GROUP, apis::VERSION, "apibindings"),
+            None,
+            espw::binding(espw::MAILBOX_BINDING),
+        )
+        .await
     {
         Ok(_) => tracing::info!(
             cluster,
@@ -197,19 +191,19 @@ async fn install_edge_api(hub: &Arc<Hub>, cluster: &str) {
 }
 
 /// Ferry's CRDs inside a mailbox, for a hub without the ESPW.
-async fn install_crds(hub: &Arc<Hub>, cluster: &str) {
+async fn install_crds(ctx: &ControllerContext, cluster: &str) {
     for crd in ferry_api::all_crds() {
         let Ok(value) = serde_json::to_value(&crd) else {
             continue;
         };
-        match create_internal(
-            hub,
-            cluster,
-            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-            None,
-            value,
-        )
-        .await
+        match ctx
+            .create(
+                cluster,
+                ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                None,
+                value,
+            )
+            .await
         {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
@@ -222,16 +216,15 @@ async fn install_crds(hub: &Arc<Hub>, cluster: &str) {
     }
 }
 
-async fn remove_mailbox(hub: &Arc<Hub>, inventory_cluster: &str, target: &Value) {
+async fn remove_mailbox(ctx: &ControllerContext, inventory_cluster: &str, target: &Value) {
     let Some(uid) = target.pointer("/metadata/uid").and_then(Value::as_str) else {
         return;
     };
-    delete_workspace(hub, MAILBOX_PARENT, &mailbox_name(inventory_cluster, uid)).await;
+    delete_workspace(ctx, MAILBOX_PARENT, &mailbox_name(inventory_cluster, uid)).await;
 }
 
-async fn delete_workspace(hub: &Arc<Hub>, parent: &str, name: &str) {
-    let request = match Request::internal(
-        hub,
+async fn delete_workspace(ctx: &ControllerContext, parent: &str, name: &str) {
+    let request = match ctx.request(
         parent,
         ("tenancy.kcp.io", "v1alpha1", "workspaces"),
         None,

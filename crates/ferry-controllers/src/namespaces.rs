@@ -6,17 +6,14 @@
 //! the namespace goes. Driven by the store's watch; resynced at start, so a
 //! namespace left terminating by a restart finishes.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::finalizing::{self, Finalizing};
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::service::propagation::PropagationPolicy;
-use ferry_server::service::{self, DeleteOptions, Request};
+use ferry_server::service::{self, DeleteOptions};
 use ferry_server::storage::{ClusterScope, Expect, ObjectKey};
 use ferry_server::strategy::core::namespace::KUBERNETES_FINALIZER;
 
@@ -25,9 +22,9 @@ const MANAGER: &str = "namespace-controller";
 
 struct NamespaceTermination;
 
-/// Run namespace termination until `stop`.
-pub fn spawn(hub: Arc<Hub>, stop: watch::Receiver<bool>) -> JoinHandle<()> {
-    finalizing::spawn(hub, NamespaceTermination, stop)
+/// Run namespace termination while `ctx`'s lease is held.
+pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
+    finalizing::spawn(ctx, NamespaceTermination)
 }
 
 /// Whether namespace termination still has work on `ns`: it is being
@@ -56,15 +53,19 @@ impl Finalizing for NamespaceTermination {
         changed.cluster == waiting.cluster && changed.namespace == waiting.name
     }
 
-    fn step<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(step(hub, key))
+    fn step<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(step(ctx, key))
     }
 }
 
 /// Delete what is left; when nothing is, finalize. Returns true when done.
-async fn step(hub: &Arc<Hub>, ns_key: &ObjectKey) -> Result<bool, String> {
+async fn step(ctx: &ControllerContext, ns_key: &ObjectKey) -> Result<bool, String> {
     let (cluster, namespace) = (ns_key.cluster.as_str(), ns_key.name.as_str());
-    let Some(ns) = hub.store.get(ns_key) else {
+    let Some(ns) = ctx.get(ns_key) else {
         return Ok(true);
     };
     let ns = ns.value();
@@ -72,11 +73,11 @@ async fn step(hub: &Arc<Hub>, ns_key: &ObjectKey) -> Result<bool, String> {
         return Ok(true);
     }
     let mut remaining = 0;
-    for resource in hub.store.resources_in(cluster) {
+    for resource in ctx.resources_in(cluster) {
         if resource == "/namespaces" {
             continue;
         }
-        let (objects, _) = hub.store.list(
+        let (objects, _) = ctx.list(
             &ClusterScope::One(cluster.into()),
             &resource,
             Some(namespace),
@@ -85,10 +86,10 @@ async fn step(hub: &Arc<Hub>, ns_key: &ObjectKey) -> Result<bool, String> {
         if objects.is_empty() {
             continue;
         }
-        let Some(info) = super::info_for_storage_key(hub, cluster, &resource) else {
+        let Some(info) = super::info_for_storage_key(ctx, cluster, &resource) else {
             // Served by nothing any more (CRD gone): nothing can finalize them.
             for (key, _) in objects {
-                if let Ok(c) = hub.store.delete(key, Expect::Exists) {
+                if let Ok(c) = ctx.purge(key, Expect::Exists) {
                     let _ = c.durable().await;
                 }
             }
@@ -101,7 +102,8 @@ async fn step(hub: &Arc<Hub>, ns_key: &ObjectKey) -> Result<bool, String> {
                     propagation: Some(PropagationPolicy::Background),
                     ..Default::default()
                 };
-                let request = Request::internal_at(hub, info.clone(), &key, "delete", MANAGER)
+                let request = ctx
+                    .request_at(info.clone(), &key, "delete", MANAGER)
                     .map_err(|e| e.message)?;
                 match service::delete(&request, &options).await {
                     Ok(_) => {}
@@ -109,7 +111,7 @@ async fn step(hub: &Arc<Hub>, ns_key: &ObjectKey) -> Result<bool, String> {
                     Err(e) => tracing::debug!(object = %key.name, "namespace termination: {}", e.message),
                 }
             }
-            if hub.store.get(&key).is_some() {
+            if ctx.get(&key).is_some() {
                 remaining += 1;
             }
         }
@@ -125,11 +127,11 @@ async fn step(hub: &Arc<Hub>, ns_key: &ObjectKey) -> Result<bool, String> {
         .unwrap_or_default();
     ferry_server::json::set(&mut finalize, &["spec", "finalizers"], json!(kept))
         .map_err(|e| e.to_string())?;
-    let info = hub
-        .registry
+    let info = ctx
         .lookup(Some(cluster), "", "v1", "namespaces")
         .ok_or("namespaces are not served")?;
-    let request = Request::internal_at(hub, info, ns_key, "update", MANAGER)
+    let request = ctx
+        .request_at(info, ns_key, "update", MANAGER)
         .map_err(|e| e.message)?
         .on_subresource("finalize");
     match service::update(&request, finalize).await {

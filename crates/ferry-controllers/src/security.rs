@@ -8,8 +8,6 @@
 //! the effect is visible to the client's next request, and write through
 //! the object service like any client. Tokens are never logged.
 
-use std::sync::Arc;
-
 use base64::Engine;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
@@ -18,10 +16,9 @@ use super::follow::Follower;
 use ferry_server::auth::defaults::default_rbac_objects;
 use ferry_server::auth::rbac::RBAC_GROUP;
 use ferry_server::auth::service_account::{ObjectRef, TokenSpec};
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::json;
-use ferry_server::service::create_internal;
-use ferry_server::service::{self, DeleteOptions, Request};
+use ferry_server::service::{self, DeleteOptions};
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 
 /// Storage key of CertificateSigningRequests.
@@ -53,38 +50,38 @@ impl Follower for SecurityControllers {
         watches(storage_key)
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let (secrets, _) = hub.store.list(&ClusterScope::All, "/secrets", None, None);
+            let (secrets, _) = ctx.list(&ClusterScope::All, "/secrets", None, None);
             for (key, obj) in secrets {
                 if memchr::memmem::find(&obj.json, SERVICE_ACCOUNT_TOKEN_TYPE.as_bytes()).is_none() {
                     continue;
                 }
                 let secret = obj.value();
-                if token_owner_gone(hub, &key, &secret) {
-                    delete_token_secret(hub, &key, &secret).await;
+                if token_owner_gone(ctx, &key, &secret) {
+                    delete_token_secret(ctx, &key, &secret).await;
                 } else {
-                    fill_token_secret(hub, &key, &secret).await;
+                    fill_token_secret(ctx, &key, &secret).await;
                 }
             }
-            let (csrs, _) = hub.store.list(&ClusterScope::All, CSRS, None, None);
+            let (csrs, _) = ctx.list(&ClusterScope::All, CSRS, None, None);
             for (key, obj) in csrs {
-                sign_if_approved(hub, &key, &obj.value()).await;
+                sign_if_approved(ctx, &key, &obj.value()).await;
             }
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let value = (event.kind != EventType::Deleted).then(|| event.object.value());
-            object_written(hub, &event.key.resource, &event.key, value.as_ref()).await;
+            object_written(ctx, &event.key.resource, &event.key, value.as_ref()).await;
         })
     }
 }
 
 /// Whether `secret` is a filled token Secret whose ServiceAccount (the one
 /// whose uid it recorded) no longer exists.
-fn token_owner_gone(hub: &Hub, key: &ObjectKey, secret: &Value) -> bool {
+fn token_owner_gone(ctx: &ControllerContext, key: &ObjectKey, secret: &Value) -> bool {
     let annotation = |name: &str| {
         secret
             .pointer("/metadata/annotations")
@@ -106,26 +103,30 @@ fn token_owner_gone(hub: &Hub, key: &ObjectKey, secret: &Value) -> bool {
         namespace: key.namespace.clone(),
         name: sa_name,
     };
-    hub.store
-        .get(&sa_key)
+    ctx.get(&sa_key)
         .is_none_or(|sa| str_at(&sa.value(), "/metadata/uid") != sa_uid)
 }
 
 /// An object under a watched storage key was written (`new`) or deleted (`None`).
-pub async fn object_written(hub: &Arc<Hub>, storage_key: &str, key: &ObjectKey, new: Option<&Value>) {
+pub async fn object_written(
+    ctx: &ControllerContext,
+    storage_key: &str,
+    key: &ObjectKey,
+    new: Option<&Value>,
+) {
     match (storage_key, new) {
-        ("/secrets", Some(secret)) => fill_token_secret(hub, key, secret).await,
-        ("/serviceaccounts", None) => remove_token_secrets(hub, key).await,
-        (CSRS, Some(csr)) => sign_if_approved(hub, key, csr).await,
+        ("/secrets", Some(secret)) => fill_token_secret(ctx, key, secret).await,
+        ("/serviceaccounts", None) => remove_token_secrets(ctx, key).await,
+        (CSRS, Some(csr)) => sign_if_approved(ctx, key, csr).await,
         _ => {}
     }
 }
 
 /// Create the default ClusterRoles and ClusterRoleBindings in `cluster`;
 /// existing ones (possibly edited by an admin) are left alone.
-pub async fn ensure_default_rbac(hub: &Arc<Hub>, cluster: &str) {
+pub async fn ensure_default_rbac(ctx: &ControllerContext, cluster: &str) {
     for (resource, obj) in default_rbac_objects() {
-        match create_internal(hub, cluster, (RBAC_GROUP, "v1", resource), None, obj).await {
+        match ctx.create(cluster, (RBAC_GROUP, "v1", resource), None, obj).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
             Err(e) => tracing::warn!(cluster, resource, "creating a default RBAC object failed: {e}"),
@@ -151,7 +152,7 @@ const SIGNER_MANAGER: &str = "certificate-signer";
 /// resourceVersion and retried on conflicts. `change` returns `None` when
 /// nothing needs writing.
 async fn update_through_service(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     key: &ObjectKey,
     resource: (&str, &str, &str),
     subresource: Option<&str>,
@@ -160,15 +161,12 @@ async fn update_through_service(
 ) {
     let namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
     for _ in 0..8 {
-        let Some(current) = hub.store.get(key) else { return };
+        let Some(current) = ctx.get(key) else { return };
         let Some(mut new) = change(current.value()) else {
             // Done already, maybe by a write still being committed (the
             // controller's watch loop racing this first pass): wait for it,
             // so the client's next read sees it.
-            let _ = hub
-                .store
-                .wait_for(current.rv, std::time::Duration::from_secs(5))
-                .await;
+            let _ = ctx.wait_for(current.rv, std::time::Duration::from_secs(5)).await;
             return;
         };
         if json::set(
@@ -180,8 +178,7 @@ async fn update_through_service(
         {
             return;
         }
-        let request = match Request::internal(
-            hub,
+        let request = match ctx.request(
             &key.cluster,
             resource,
             namespace,
@@ -212,7 +209,7 @@ async fn update_through_service(
 
 /// A `kubernetes.io/service-account-token` Secret without a token gets one
 /// (plus `ca.crt` and `namespace`), as kube's token controller does.
-async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
+async fn fill_token_secret(ctx: &ControllerContext, key: &ObjectKey, secret: &Value) {
     if str_at(secret, "/type") != SERVICE_ACCOUNT_TOKEN_TYPE
         || !str_at(secret, "/data/token").is_empty()
         || secret.pointer("/metadata/deletionTimestamp").is_some()
@@ -234,7 +231,7 @@ async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
         namespace: key.namespace.clone(),
         name: sa_name.clone(),
     };
-    let Some(sa) = hub.store.get(&sa_key).map(|o| o.value()) else {
+    let Some(sa) = ctx.get(&sa_key).map(|o| o.value()) else {
         tracing::info!(
             cluster = %key.cluster,
             namespace = %key.namespace,
@@ -244,13 +241,12 @@ async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
         return;
     };
     let sa_uid = str_at(&sa, "/metadata/uid").to_string();
-    let ca = hub
-        .security
-        .ca()
+    let ca = ctx
+        .certificate_authority()
         .map(|m| m.ca_cert_pem.clone())
         .unwrap_or_default();
     update_through_service(
-        hub,
+        ctx,
         key,
         ("", "v1", "secrets"),
         None,
@@ -280,10 +276,7 @@ async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
                 }),
                 pod: None,
             };
-            let (token, _) = hub
-                .security
-                .service_accounts
-                .mint(&spec, chrono::Utc::now().timestamp());
+            let token = ctx.mint_service_account_token(&spec);
             let data = json::object_mut(&mut current, &["data"]).ok()?;
             data.insert("token".into(), json!(b64(token.as_bytes())));
             data.insert("namespace".into(), json!(b64(key.namespace.as_bytes())));
@@ -304,8 +297,8 @@ async fn fill_token_secret(hub: &Arc<Hub>, key: &ObjectKey, secret: &Value) {
 
 /// A ServiceAccount was deleted: its legacy token Secrets go too (their
 /// tokens are already refused, since the ServiceAccount is gone).
-async fn remove_token_secrets(hub: &Arc<Hub>, sa_key: &ObjectKey) {
-    let (secrets, _) = hub.store.list(
+async fn remove_token_secrets(ctx: &ControllerContext, sa_key: &ObjectKey) {
+    let (secrets, _) = ctx.list(
         &ClusterScope::One(sa_key.cluster.clone()),
         "/secrets",
         Some(&sa_key.namespace),
@@ -318,19 +311,18 @@ async fn remove_token_secrets(hub: &Arc<Hub>, sa_key: &ObjectKey) {
             .and_then(|a| a.get(SERVICE_ACCOUNT_NAME_ANNOTATION))
             .and_then(Value::as_str);
         if str_at(&v, "/type") == SERVICE_ACCOUNT_TOKEN_TYPE && owner == Some(sa_key.name.as_str()) {
-            delete_token_secret(hub, &key, &v).await;
+            delete_token_secret(ctx, &key, &v).await;
         }
     }
 }
 
 /// Delete the token Secret at `key` (if it is still `v`).
-async fn delete_token_secret(hub: &Arc<Hub>, key: &ObjectKey, v: &Value) {
+async fn delete_token_secret(ctx: &ControllerContext, key: &ObjectKey, v: &Value) {
     let options = DeleteOptions {
         uid: Some(str_at(v, "/metadata/uid").to_string()),
         ..Default::default()
     };
-    let request = Request::internal(
-        hub,
+    let request = ctx.request(
         &key.cluster,
         ("", "v1", "secrets"),
         Some(&key.namespace),
@@ -404,7 +396,7 @@ fn client_signer_refusal(csr: &Value) -> Option<String> {
 
 /// An Approved CSR for the hub's client signer gets `status.certificate`;
 /// one the signer cannot honour gets a `Failed` condition saying why.
-async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
+async fn sign_if_approved(ctx: &ControllerContext, key: &ObjectKey, csr: &Value) {
     if str_at(csr, "/spec/signerName") != CLIENT_SIGNER
         || !has_condition(csr, "Approved")
         || has_condition(csr, "Denied")
@@ -413,7 +405,9 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
     {
         return;
     }
-    let Some(ca) = hub.security.ca() else { return };
+    let Some(ca) = ctx.certificate_authority() else {
+        return;
+    };
     let outcome = match client_signer_refusal(csr) {
         Some(why) => Err(why),
         None => {
@@ -441,7 +435,7 @@ async fn sign_if_approved(hub: &Arc<Hub>, key: &ObjectKey, csr: &Value) {
     };
     let now = ferry_api::timestamp::now();
     let csrs = ("certificates.k8s.io", "v1", "certificatesigningrequests");
-    update_through_service(hub, key, csrs, Some("status"), SIGNER_MANAGER, |mut current| {
+    update_through_service(ctx, key, csrs, Some("status"), SIGNER_MANAGER, |mut current| {
         if !str_at(&current, "/status/certificate").is_empty() || has_condition(&current, "Failed") {
             return None;
         }

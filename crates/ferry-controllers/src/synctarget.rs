@@ -18,16 +18,15 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::follow::{self, Follower};
 use ferry_api::well_known::WORKLOAD_KEY_LABEL;
 use ferry_server::apis;
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::json;
-use ferry_server::service::{self, Request};
+use ferry_server::service::{self};
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 use ferry_server::synctarget::{self, imported, IMPORTS, SYNC_TARGETS};
 
@@ -40,14 +39,14 @@ struct Shared {
 }
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`.
-pub fn spawn(hub: &Arc<Hub>, stop: watch::Receiver<bool>, threshold: Duration) -> Vec<JoinHandle<()>> {
+pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> Vec<JoinHandle<()>> {
     let shared = Arc::new(Shared {
         threshold,
         deadlines: Default::default(),
     });
     vec![
-        follow::spawn(hub.clone(), SyncTargets(shared.clone()), stop.clone()),
-        tokio::spawn(heartbeat_timer(hub.clone(), shared, stop)),
+        follow::spawn(ctx.clone(), SyncTargets(shared.clone())),
+        tokio::spawn(heartbeat_timer(ctx.clone(), shared)),
     ]
 }
 
@@ -61,14 +60,14 @@ impl Follower for SyncTargets {
         )
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            ensure_imported_apis_everywhere(hub).await;
-            reconcile_all(hub, &self.0, ClusterScope::All).await;
+            ensure_imported_apis_everywhere(ctx).await;
+            reconcile_all(ctx, &self.0, ClusterScope::All).await;
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             match key.resource.as_str() {
@@ -79,7 +78,7 @@ impl Follower for SyncTargets {
                     let spec_changed = event.kind != EventType::Modified
                         || at(before.as_ref(), "/spec") != at(Some(&now), "/spec");
                     if spec_changed {
-                        ensure_imported_apis(hub, &key.cluster).await;
+                        ensure_imported_apis(ctx, &key.cluster).await;
                     }
                     if event.kind == EventType::Deleted {
                         self.0.deadlines.clear(key);
@@ -89,13 +88,13 @@ impl Follower for SyncTargets {
                         let resources = spec_changed
                             || at(before.as_ref(), "/status/syncedResources")
                                 != at(Some(&now), "/status/syncedResources");
-                        reconcile(hub, &self.0, key, resources).await;
+                        reconcile(ctx, &self.0, key, resources).await;
                     }
                 }
                 // The targets of the import's workspace.
                 IMPORTS => {
-                    ensure_imported_apis(hub, &key.cluster).await;
-                    reconcile_all(hub, &self.0, ClusterScope::One(key.cluster.clone())).await;
+                    ensure_imported_apis(ctx, &key.cluster).await;
+                    reconcile_all(ctx, &self.0, ClusterScope::One(key.cluster.clone())).await;
                 }
                 // An export or schema may be supported by targets anywhere.
                 _ => {
@@ -103,7 +102,7 @@ impl Follower for SyncTargets {
                         return; // its status only (the apis controller's conditions)
                     }
                     let export = (key.resource == apis::EXPORTS).then_some(key.name.as_str());
-                    exports_changed(hub, &self.0, &key.cluster, export).await;
+                    exports_changed(ctx, &self.0, &key.cluster, export).await;
                 }
             }
         })
@@ -128,28 +127,28 @@ fn export_changed(event: &WatchEvent) -> bool {
 /// The export `export` of `cluster` (any export there, for a schema
 /// change) changed: the SyncTargets supporting it look again, and the
 /// `imported-apis` of their workspaces.
-async fn exports_changed(hub: &Arc<Hub>, shared: &Shared, cluster: &str, export: Option<&str>) {
+async fn exports_changed(ctx: &ControllerContext, shared: &Shared, cluster: &str, export: Option<&str>) {
     let mut workspaces = Vec::new();
-    for (key, obj) in hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
-        let supports = synctarget::supported_exports(hub, &key, &obj.value())
+    for (key, obj) in ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
+        let supports = ctx
+            .supported_exports(&key, &obj.value())
             .iter()
             .any(|(c, n)| c == cluster && export.is_none_or(|e| e == n));
         if supports {
             if !workspaces.contains(&key.cluster) {
                 workspaces.push(key.cluster.clone());
             }
-            reconcile(hub, shared, &key, true).await;
+            reconcile(ctx, shared, &key, true).await;
         }
     }
     for workspace in workspaces {
-        ensure_imported_apis(hub, &workspace).await;
+        ensure_imported_apis(ctx, &workspace).await;
     }
 }
 
 /// [`ensure_imported_apis`] in every workspace that has SyncTargets.
-async fn ensure_imported_apis_everywhere(hub: &Arc<Hub>) {
-    let mut clusters: Vec<String> = hub
-        .store
+async fn ensure_imported_apis_everywhere(ctx: &ControllerContext) {
+    let mut clusters: Vec<String> = ctx
         .list(&ClusterScope::All, SYNC_TARGETS, None, None)
         .0
         .into_iter()
@@ -158,7 +157,7 @@ async fn ensure_imported_apis_everywhere(hub: &Arc<Hub>) {
     clusters.sort();
     clusters.dedup();
     for cluster in clusters {
-        ensure_imported_apis(hub, &cluster).await;
+        ensure_imported_apis(ctx, &cluster).await;
     }
 }
 
@@ -166,18 +165,14 @@ async fn ensure_imported_apis_everywhere(hub: &Arc<Hub>) {
 /// imports of its SyncTargets that none of their exports serve
 /// (`synctarget::imported`). Created when first needed; stale schemas it
 /// owns are deleted.
-async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
+async fn ensure_imported_apis(ctx: &ControllerContext, cluster: &str) {
     let scope = ClusterScope::One(cluster.to_string());
     let mut supported: HashMap<String, std::collections::HashSet<(String, String)>> = HashMap::new();
-    for (key, obj) in hub.store.list(&scope, SYNC_TARGETS, None, None).0 {
+    for (key, obj) in ctx.list(&scope, SYNC_TARGETS, None, None).0 {
         let target = obj.value();
-        supported.insert(
-            key.name.clone(),
-            synctarget::supported_resources(hub, &key, &target),
-        );
+        supported.insert(key.name.clone(), ctx.supported_resources(&key, &target));
     }
-    let imports: Vec<imported::Import> = hub
-        .store
+    let imports: Vec<imported::Import> = ctx
         .list(&scope, IMPORTS, None, None)
         .0
         .into_iter()
@@ -193,7 +188,7 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
     let desired = imported::desired_schemas(&imports, |location, group, resource| {
         // A resource no export may serve (a workspace's own Secrets, RBAC, ...)
         // is never published: listing it would have the export refused whole.
-        let reserved = apis::reserved_resource(group, resource, hub.registry.is_builtin_group(group));
+        let reserved = apis::reserved_resource(group, resource, ctx.is_builtin_group(group));
         synctarget::always_synced(group, resource)
             || reserved.is_some()
             || supported
@@ -201,20 +196,15 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
                 .is_some_and(|s| s.contains(&(group.to_string(), resource.to_string())))
     });
     let export_key = apis::key(cluster, apis::EXPORTS, imported::EXPORT);
-    let export = match hub.store.get(&export_key) {
+    let export = match ctx.get(&export_key) {
         Some(e) => e.value(),
         None if desired.is_empty() => return,
         None => {
             let export = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
                                 "metadata": {"name": imported::EXPORT}, "spec": {}});
-            match service::create_internal(
-                hub,
-                cluster,
-                (apis::GROUP, apis::VERSION, "apiexports"),
-                None,
-                export,
-            )
-            .await
+            match ctx
+                .create(cluster, (apis::GROUP, apis::VERSION, "apiexports"), None, export)
+                .await
             {
                 Ok(created) => created,
                 Err(e) => {
@@ -228,21 +218,21 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
     };
     let export_uid = json::str_at(&export, "/metadata/uid").to_string();
     for (name, mut schema) in desired.clone() {
-        if hub.store.get(&apis::key(cluster, apis::SCHEMAS, &name)).is_some() {
+        if ctx.get(&apis::key(cluster, apis::SCHEMAS, &name)).is_some() {
             continue;
         }
         schema["metadata"]["ownerReferences"] = json!([{
             "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
             "name": imported::EXPORT, "uid": export_uid, "controller": true,
         }]);
-        if let Err(e) = service::create_internal(
-            hub,
-            cluster,
-            (apis::GROUP, apis::VERSION, "apiresourceschemas"),
-            None,
-            schema,
-        )
-        .await
+        if let Err(e) = ctx
+            .create(
+                cluster,
+                (apis::GROUP, apis::VERSION, "apiresourceschemas"),
+                None,
+                schema,
+            )
+            .await
         {
             if e.code != 409 {
                 tracing::warn!(cluster, schema = %name, "creating an imported-apis schema failed: {e}");
@@ -253,8 +243,7 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
     if export.pointer("/spec/latestResourceSchemas") != Some(&json!(names)) {
         let mut updated = export.clone();
         if json::set(&mut updated, &["spec", "latestResourceSchemas"], json!(names)).is_ok() {
-            let request = Request::internal(
-                hub,
+            let request = ctx.request(
                 cluster,
                 (apis::GROUP, apis::VERSION, "apiexports"),
                 None,
@@ -272,7 +261,7 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
         }
     }
     // Schemas the export owned and no longer lists.
-    for (key, obj) in hub.store.list(&scope, apis::SCHEMAS, None, None).0 {
+    for (key, obj) in ctx.list(&scope, apis::SCHEMAS, None, None).0 {
         if desired.contains_key(&key.name) {
             continue;
         }
@@ -284,8 +273,7 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
         if !owned {
             continue;
         }
-        let request = Request::internal(
-            hub,
+        let request = ctx.request(
             cluster,
             (apis::GROUP, apis::VERSION, "apiresourceschemas"),
             None,
@@ -303,17 +291,18 @@ async fn ensure_imported_apis(hub: &Arc<Hub>, cluster: &str) {
     }
 }
 
-async fn reconcile_all(hub: &Arc<Hub>, shared: &Shared, scope: ClusterScope) {
-    for (key, _) in hub.store.list(&scope, SYNC_TARGETS, None, None).0 {
-        reconcile(hub, shared, &key, true).await;
+async fn reconcile_all(ctx: &ControllerContext, shared: &Shared, scope: ClusterScope) {
+    for (key, _) in ctx.list(&scope, SYNC_TARGETS, None, None).0 {
+        reconcile(ctx, shared, &key, true).await;
     }
 }
 
 /// Re-check each target whose heartbeat deadline passed.
-async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    while let Some(due) = shared.deadlines.due(&mut stop).await {
+async fn heartbeat_timer(ctx: ControllerContext, shared: Arc<Shared>) {
+    let mut lease = ctx.lease();
+    while let Some(due) = shared.deadlines.due(&mut lease).await {
         for key in due {
-            reconcile(&hub, &shared, &key, false).await;
+            reconcile(&ctx, &shared, &key, false).await;
         }
     }
 }
@@ -321,8 +310,8 @@ async fn heartbeat_timer(hub: Arc<Hub>, shared: Arc<Shared>, mut stop: watch::Re
 /// Bring one SyncTarget's label and status (and its imports' conditions)
 /// up to date. Conflicts are left to the write that caused them, whose
 /// event brings the target back here.
-async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: bool) {
-    let Some(stored) = hub.store.get(key) else {
+async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey, resources: bool) {
+    let Some(stored) = ctx.get(key) else {
         shared.deadlines.clear(key);
         return;
     };
@@ -353,12 +342,12 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: 
         {
             return;
         }
-        match write(hub, key, None, updated).await {
+        match write(ctx, key, None, updated).await {
             Some(written) => target = written,
             None => return,
         }
     }
-    let desired = synctarget::desired(hub, key, &target, shared.threshold, chrono::Utc::now(), resources);
+    let desired = ctx.sync_target_status(key, &target, shared.threshold, resources);
     match desired.recheck_in {
         Some(d) => {
             // A little past the deadline, so the check sees it passed.
@@ -372,31 +361,36 @@ async fn reconcile(hub: &Arc<Hub>, shared: &Shared, key: &ObjectKey, resources: 
     if target.get("status") != Some(&desired.status) {
         let mut updated = target;
         if json::set(&mut updated, &["status"], desired.status).is_ok() {
-            write(hub, key, Some("status"), updated).await;
+            write(ctx, key, Some("status"), updated).await;
         }
     }
     for (import_key, compatible) in desired.import_conditions {
-        set_import_condition(hub, &import_key, compatible).await;
+        set_import_condition(ctx, &import_key, compatible).await;
     }
 }
 
 /// Update the SyncTarget at `key` (its `subresource`) as the controller;
 /// the stored object, or `None` when the write did not happen.
-async fn write(hub: &Arc<Hub>, key: &ObjectKey, subresource: Option<&str>, obj: Value) -> Option<Value> {
-    let request = Request::internal(
-        hub,
-        &key.cluster,
-        (
-            ferry_api::workload::GROUP,
-            ferry_api::workload::VERSION,
-            "synctargets",
-        ),
-        None,
-        Some(&key.name),
-        "update",
-        MANAGER,
-    )
-    .ok()?;
+async fn write(
+    ctx: &ControllerContext,
+    key: &ObjectKey,
+    subresource: Option<&str>,
+    obj: Value,
+) -> Option<Value> {
+    let request = ctx
+        .request(
+            &key.cluster,
+            (
+                ferry_api::workload::GROUP,
+                ferry_api::workload::VERSION,
+                "synctargets",
+            ),
+            None,
+            Some(&key.name),
+            "update",
+            MANAGER,
+        )
+        .ok()?;
     let request = match subresource {
         Some(s) => request.on_subresource(s),
         None => request,
@@ -412,8 +406,8 @@ async fn write(hub: &Arc<Hub>, key: &ObjectKey, subresource: Option<&str>, obj: 
 }
 
 /// Put `condition` (`Compatible`) on the import at `key` when it differs.
-async fn set_import_condition(hub: &Arc<Hub>, key: &ObjectKey, condition: Value) {
-    let Some(stored) = hub.store.get(key) else { return };
+async fn set_import_condition(ctx: &ControllerContext, key: &ObjectKey, condition: Value) {
+    let Some(stored) = ctx.get(key) else { return };
     let mut import = stored.value();
     let old = import.pointer("/status/conditions").cloned();
     let mut conditions: Vec<Value> = old
@@ -432,8 +426,7 @@ async fn set_import_condition(hub: &Arc<Hub>, key: &ObjectKey, condition: Value)
     if json::set(&mut import, &["status", "conditions"], merged).is_err() {
         return;
     }
-    let request = Request::internal(
-        hub,
+    let request = ctx.request(
         &key.cluster,
         (
             ferry_api::apiresource::GROUP,

@@ -16,15 +16,14 @@
 //! token can neither grant rights nor rewrite what decides its own.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use ferry_api::edge::{EdgeSyncConfigResource, UpsyncSet};
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::follow::Follower;
-use ferry_server::hub::Hub;
-use ferry_server::service::{self, create_internal, Request};
+use ferry_server::controller::ControllerContext;
+use ferry_server::service::{self};
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 
 /// The ClusterRole this controller keeps in each workspace with SyncerConfigs.
@@ -170,26 +169,26 @@ impl Follower for UpsyncRoles {
         .contains(&storage_key)
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let mut clusters = BTreeSet::new();
             for resource in [SYNCER_CONFIGS, EDGE_SYNC_CONFIGS] {
-                let (configs, _) = hub.store.list(&ClusterScope::All, resource, None, None);
+                let (configs, _) = ctx.list(&ClusterScope::All, resource, None, None);
                 clusters.extend(configs.into_iter().map(|(k, _)| k.cluster));
             }
             for cluster in clusters {
-                keep(hub, &cluster).await;
+                keep(ctx, &cluster).await;
             }
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             // A change to the role itself is put back; other roles are none of ours.
             if event.key.resource == CLUSTER_ROLES && event.key.name != UPSYNC_ROLE {
                 return;
             }
-            keep(hub, &event.key.cluster).await;
+            keep(ctx, &event.key.cluster).await;
         })
     }
 }
@@ -197,23 +196,22 @@ impl Follower for UpsyncRoles {
 /// Make [`UPSYNC_ROLE`] in `cluster` grant what its configs upsync and the
 /// status of what it serves. A workspace without SyncerConfigs or
 /// EdgeSyncConfigs and without the role is left alone.
-async fn keep(hub: &Arc<Hub>, cluster: &str) {
+async fn keep(ctx: &ControllerContext, cluster: &str) {
     let scope = ClusterScope::One(cluster.into());
-    let (configs, _) = hub.store.list(&scope, SYNCER_CONFIGS, None, None);
-    let (edge_configs, _) = hub.store.list(&scope, EDGE_SYNC_CONFIGS, None, None);
+    let (configs, _) = ctx.list(&scope, SYNCER_CONFIGS, None, None);
+    let (edge_configs, _) = ctx.list(&scope, EDGE_SYNC_CONFIGS, None, None);
     let key = ObjectKey {
         cluster: cluster.into(),
         resource: CLUSTER_ROLES.into(),
         namespace: String::new(),
         name: UPSYNC_ROLE.into(),
     };
-    let existing = hub.store.get(&key);
+    let existing = ctx.get(&key);
     if configs.is_empty() && edge_configs.is_empty() && existing.is_none() {
         return;
     }
-    let mut served: Vec<Served> = hub
-        .registry
-        .resources(Some(cluster))
+    let mut served: Vec<Served> = ctx
+        .served_resources(Some(cluster))
         .into_iter()
         .map(|r| Served {
             group: r.group,
@@ -250,7 +248,7 @@ async fn keep(hub: &Arc<Hub>, cluster: &str) {
                 "metadata": {"name": UPSYNC_ROLE, "labels": {MANAGED_LABEL: "true"}},
                 "rules": rules,
             });
-            match create_internal(hub, cluster, resource, None, role).await {
+            match ctx.create(cluster, resource, None, role).await {
                 Ok(_) => {}
                 Err(e) if e.code == 409 => {}
                 Err(e) => tracing::warn!(
@@ -272,18 +270,17 @@ async fn keep(hub: &Arc<Hub>, cluster: &str) {
             if let Some(obj) = role.as_object_mut() {
                 obj.remove("aggregationRule");
             }
-            let request =
-                match Request::internal(hub, cluster, resource, None, Some(UPSYNC_ROLE), "update", MANAGER) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::warn!(
-                            cluster,
-                            "updating ClusterRole {UPSYNC_ROLE} failed: {}",
-                            e.message
-                        );
-                        return;
-                    }
-                };
+            let request = match ctx.request(cluster, resource, None, Some(UPSYNC_ROLE), "update", MANAGER) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(
+                        cluster,
+                        "updating ClusterRole {UPSYNC_ROLE} failed: {}",
+                        e.message
+                    );
+                    return;
+                }
+            };
             match service::update(&request, role).await {
                 Ok(_) => {}
                 // Someone wrote it meanwhile: the watch brings that write back here.

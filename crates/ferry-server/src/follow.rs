@@ -5,14 +5,12 @@
 //! object may already have been handled within the write that changed it
 //! (`controllers::BuiltIn`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::hub::Hub;
+use crate::controller::ControllerContext;
 use crate::storage::WatchEvent;
 
 /// One controller following the store.
@@ -21,35 +19,28 @@ pub trait Follower: Send + Sync + 'static {
     fn follows(&self, storage_key: &str) -> bool;
 
     /// Look at everything (at start, and after falling behind the watch).
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()>;
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()>;
 
     /// React to one change under a followed storage key.
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()>;
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()>;
 }
 
-fn stopped(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow() || stop.has_changed().is_err()
-}
-
-/// Run `f` until `stop` turns true (or its sender is dropped).
-pub fn spawn<F: Follower>(hub: Arc<Hub>, f: F, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
+/// Run `f` while `ctx`'s lease is held.
+pub fn spawn<F: Follower>(ctx: ControllerContext, f: F) -> JoinHandle<()> {
     tokio::spawn(async move {
-        while !stopped(&stop) {
-            let rv = hub.store.resource_version();
-            let Ok(mut events) = hub.store.watch(rv) else {
+        let mut lease = ctx.lease();
+        while lease.is_held() {
+            let rv = ctx.resource_version();
+            let Ok(mut events) = ctx.watch(rv) else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
-            f.resync(&hub).await;
+            f.resync(&ctx).await;
             loop {
                 tokio::select! {
-                    _ = stop.changed() => {
-                        if stopped(&stop) {
-                            return;
-                        }
-                    }
+                    _ = lease.lost() => return,
                     event = events.next() => match event {
-                        Some(event) if f.follows(&event.key.resource) => f.changed(&hub, &event).await,
+                        Some(event) if f.follows(&event.key.resource) => f.changed(&ctx, &event).await,
                         Some(_) => {}
                         None => break, // fell behind: resync
                     },

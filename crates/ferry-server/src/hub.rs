@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use parking_lot::RwLock;
 use serde_json::Value;
 
+use crate::controller::ControllerContext;
 use crate::registry::{resources_from_crd, Registry, ResourceInfo};
 use crate::storage::{ClusterScope, ObjectKey, Store};
 use crate::workspace::{LogicalCluster, WorkspaceIndex, ROOT, WORKSPACES};
@@ -58,15 +59,21 @@ pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 /// controller also follows the store's watch and resyncs when it starts,
 /// so what a restart interrupted is finished.
 ///
-/// The object service calls this; the controllers implement it
-/// (`ferry_controllers::BuiltIn`), so the server never imports them.
+/// The object service calls this, with the controllers' handle on the hub;
+/// the controllers implement it (`ferry_controllers::BuiltIn`), so the
+/// server never imports them.
 pub trait WriteObserver: Send + Sync {
     /// A create of `obj` at `key` is about to be stored.
-    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()>;
+    fn creating<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        key: &'a ObjectKey,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, ()>;
     /// The object at `key` (served as `info`) was written (`new`) or removed (`None`).
     fn written<'a>(
         &'a self,
-        hub: &'a Arc<Hub>,
+        ctx: &'a ControllerContext,
         info: &'a ResourceInfo,
         key: &'a ObjectKey,
         new: Option<&'a Value>,
@@ -74,14 +81,14 @@ pub trait WriteObserver: Send + Sync {
     /// The object at `key` was just marked as being deleted, held by finalizers.
     fn deleting<'a>(
         &'a self,
-        hub: &'a Arc<Hub>,
+        ctx: &'a ControllerContext,
         info: &'a ResourceInfo,
         key: &'a ObjectKey,
     ) -> BoxFuture<'a, ()>;
     /// `old` was removed from storage: what goes with it goes now.
     fn removed<'a>(
         &'a self,
-        hub: &'a Arc<Hub>,
+        ctx: &'a ControllerContext,
         info: &'a ResourceInfo,
         key: &'a ObjectKey,
         old: &'a Value,

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::apis::BINDINGS;
 use crate::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
+use crate::controller::ControllerContext;
 use crate::follow::Follower;
 use crate::hub::{logical_cluster_of, Hub, CRDS};
 use crate::service::{self, create_internal, Request};
@@ -37,8 +38,9 @@ impl Follower for PeerWrites {
         )
     }
 
-    fn resync<'a>(&'a self, hub: &'a Arc<Hub>) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            let hub = ctx.hub();
             hub.rebuild_indexes();
             for cluster in hub.store.clusters() {
                 hub.security.rbac.invalidate(&cluster);
@@ -46,8 +48,9 @@ impl Follower for PeerWrites {
         })
     }
 
-    fn changed<'a>(&'a self, hub: &'a Arc<Hub>, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            let hub = ctx.hub();
             let cluster = &event.key.cluster;
             match event.key.resource.as_str() {
                 CRDS | BINDINGS => hub.refresh_crds(cluster),

@@ -32,11 +32,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent, WatchSubscription};
 use index::DependentsIndex;
 use queue::WorkQueue;
@@ -54,36 +53,33 @@ pub enum Work {
 /// Items processed at once (deletes wait for durable commits, so a few run side by side).
 const WORKERS: usize = 8;
 
-/// Start the collector; it runs until `stop` turns true (or its sender is
-/// dropped). Await the handle to know it has stopped writing.
-pub fn spawn(hub: Arc<Hub>, stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run(hub, stop))
-}
-
-fn stopped(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow() || stop.has_changed().is_err()
+/// Start the collector; it runs while `ctx`'s lease is held. Await the
+/// handle to know it has stopped writing.
+pub fn spawn(ctx: ControllerContext) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(run(ctx))
 }
 
 type Outcome = (Work, Result<Vec<Work>, CollectError>);
 
 /// The collector's state: the index, the queue, and the items in process.
 struct Collector {
-    hub: Arc<Hub>,
+    ctx: ControllerContext,
     index: Arc<Mutex<DependentsIndex>>,
     queue: WorkQueue<Work>,
     workers: JoinSet<Outcome>,
     in_process: HashMap<tokio::task::Id, Work>,
 }
 
-async fn run(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) {
+async fn run(ctx: ControllerContext) {
+    let mut lease = ctx.lease();
     let mut c = Collector {
-        hub,
+        ctx,
         index: Arc::default(),
         queue: WorkQueue::default(),
         workers: JoinSet::new(),
         in_process: HashMap::new(),
     };
-    while !stopped(&stop) {
+    while lease.is_held() {
         let Some(mut events) = c.rebuild() else {
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
@@ -93,11 +89,7 @@ async fn run(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) {
             let retry = c.queue.next_retry();
             let idle = c.workers.len() < WORKERS;
             tokio::select! {
-                _ = stop.changed() => {
-                    if stopped(&stop) {
-                        break;
-                    }
-                }
+                _ = lease.lost() => break,
                 event = events.next() => match event {
                     Some(event) => {
                         if !c.observe(event, &mut events) {
@@ -119,13 +111,13 @@ impl Collector {
     /// Index everything stored and queue all pending work; returns the
     /// events that follow (`None` if the store refuses a watch).
     fn rebuild(&mut self) -> Option<WatchSubscription> {
-        let rv = self.hub.store.resource_version();
-        let events = self.hub.store.watch(rv).ok()?;
-        let store = &self.hub.store;
-        let stored = store
+        let rv = self.ctx.resource_version();
+        let events = self.ctx.watch(rv).ok()?;
+        let ctx = &self.ctx;
+        let stored = ctx
             .resource_keys()
             .into_iter()
-            .flat_map(|resource| store.list(&ClusterScope::All, &resource, None, None).0);
+            .flat_map(|resource| ctx.list(&ClusterScope::All, &resource, None, None).0);
         let pending = self.index.lock().reset(stored);
         tracing::debug!(pending = pending.len(), "garbage collector (re)built its index");
         self.queue.clear();
@@ -161,9 +153,9 @@ impl Collector {
             let Some(item) = self.queue.next(Instant::now()) else {
                 return;
             };
-            let (hub, index, work) = (self.hub.clone(), self.index.clone(), item.clone());
+            let (ctx, index, work) = (self.ctx.clone(), self.index.clone(), item.clone());
             let handle = self.workers.spawn(async move {
-                let result = reconcile::process(&hub, &index, &work).await;
+                let result = reconcile::process(&ctx, &index, &work).await;
                 (work, result)
             });
             self.in_process.insert(handle.id(), item);

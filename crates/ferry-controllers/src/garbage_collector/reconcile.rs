@@ -1,8 +1,6 @@
 //! Acting on one work item: read the live objects, decide, and delete or
 //! patch through the hub's API paths (as the loopback user).
 
-use std::sync::Arc;
-
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
@@ -12,8 +10,8 @@ use super::owners::{OwnerRef, Ownership};
 use super::policy::{PropagationPolicy, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use super::Work;
 use crate::info_for_storage_key;
-use ferry_server::hub::Hub;
-use ferry_server::service::{self, DeleteOptions, PatchType, Request};
+use ferry_server::controller::ControllerContext;
+use ferry_server::service::{self, DeleteOptions, PatchType};
 use ferry_server::status::ApiError;
 use ferry_server::storage::ObjectKey;
 
@@ -66,23 +64,20 @@ fn describe(key: &ObjectKey) -> String {
 
 /// Process one item; returns further items to look at.
 pub async fn process(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     index: &Mutex<DependentsIndex>,
     work: &Work,
 ) -> Result<Vec<Work>, CollectError> {
     match work {
-        Work::Dependent(key) => dependent(hub, index, key).await,
-        Work::Owner(key) => owner(hub, index, key).await,
+        Work::Dependent(key) => dependent(ctx, index, key).await,
+        Work::Owner(key) => owner(ctx, index, key).await,
     }
 }
 
 /// What the owner reference `r` of `dependent` points at, in the live store.
-fn owner_state(hub: &Hub, dependent: &ObjectKey, r: &OwnerRef) -> OwnerState {
+fn owner_state(ctx: &ControllerContext, dependent: &ObjectKey, r: &OwnerRef) -> OwnerState {
     let (group, version) = r.group_version();
-    let Some(info) = hub
-        .registry
-        .lookup_kind(&dependent.cluster, group, version, &r.kind)
-    else {
+    let Some(info) = ctx.lookup_kind(&dependent.cluster, group, version, &r.kind) else {
         return OwnerState::Unresolvable(format!(
             "its owner {} is of a kind workspace {} does not serve",
             r.describe(),
@@ -105,7 +100,7 @@ fn owner_state(hub: &Hub, dependent: &ObjectKey, r: &OwnerRef) -> OwnerState {
         },
         name: r.name.clone(),
     };
-    match hub.store.get(&key) {
+    match ctx.get(&key) {
         None => OwnerState::Absent,
         Some(obj) => {
             let owner = Ownership::parse(&obj.json);
@@ -121,18 +116,18 @@ fn owner_state(hub: &Hub, dependent: &ObjectKey, r: &OwnerRef) -> OwnerState {
 }
 
 async fn dependent(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     index: &Mutex<DependentsIndex>,
     key: &ObjectKey,
 ) -> Result<Vec<Work>, CollectError> {
-    let Some(stored) = hub.store.get(key) else {
+    let Some(stored) = ctx.get(key) else {
         return Ok(Vec::new());
     };
     let me = Ownership::parse(&stored.json);
     if me.deleting {
         // Already going; as an owner it may still wait for the collector.
         return if me.deleting_dependents() {
-            owner(hub, index, key).await
+            owner(ctx, index, key).await
         } else {
             Ok(Vec::new())
         };
@@ -152,7 +147,7 @@ async fn dependent(
         if deleted.contains(&r.uid) {
             OwnerState::Absent
         } else {
-            owner_state(hub, key, r)
+            owner_state(ctx, key, r)
         }
     };
     match decide(&me, descendants, lookup) {
@@ -165,7 +160,7 @@ async fn dependent(
             })
         }
         Verdict::RemoveReferences(uids) => {
-            patch_metadata(hub, key, &me.uid, |meta| without_references(meta, &uids))
+            patch_metadata(ctx, key, &me.uid, |meta| without_references(meta, &uids))
                 .await
                 .map_err(|source| CollectError::RemoveReferences {
                     object: object(),
@@ -174,7 +169,7 @@ async fn dependent(
         }
         Verdict::Delete { policy, unblock } => {
             if unblock {
-                patch_metadata(hub, key, &me.uid, unblocked)
+                patch_metadata(ctx, key, &me.uid, unblocked)
                     .await
                     .map_err(|source| CollectError::Unblock {
                         object: object(),
@@ -186,7 +181,7 @@ async fn dependent(
                 "garbage collector: deleting {}: no owner is left",
                 object()
             );
-            delete(hub, key, &me.uid, policy)
+            delete(ctx, key, &me.uid, policy)
                 .await
                 .map_err(|source| CollectError::DeleteDependent {
                     object: object(),
@@ -198,18 +193,18 @@ async fn dependent(
 }
 
 async fn owner(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     index: &Mutex<DependentsIndex>,
     key: &ObjectKey,
 ) -> Result<Vec<Work>, CollectError> {
-    let Some(stored) = hub.store.get(key) else {
+    let Some(stored) = ctx.get(key) else {
         return Ok(Vec::new());
     };
     let me = Ownership::parse(&stored.json);
     let dependents = index.lock().dependents_of(&key.cluster, &me.uid);
     let uid = me.uid.as_str();
     let remove_finalizer = |finalizer: &'static str| async move {
-        patch_metadata(hub, key, uid, |meta| without_finalizer(meta, finalizer))
+        patch_metadata(ctx, key, uid, |meta| without_finalizer(meta, finalizer))
             .await
             .map_err(|source| CollectError::RemoveFinalizer {
                 object: describe(key),
@@ -219,10 +214,10 @@ async fn owner(
     };
     if me.orphaning_dependents() {
         for d in &dependents {
-            let Some(dep) = hub.store.get(d) else { continue };
+            let Some(dep) = ctx.get(d) else { continue };
             let dep_uid = Ownership::parse(&dep.json).uid;
             let owner_uid = [me.uid.clone()];
-            patch_metadata(hub, d, &dep_uid, |meta| without_references(meta, &owner_uid))
+            patch_metadata(ctx, d, &dep_uid, |meta| without_references(meta, &owner_uid))
                 .await
                 .map_err(|source| CollectError::RemoveReferences {
                     object: describe(d),
@@ -238,7 +233,7 @@ async fn owner(
     let mut blocked = false;
     let mut follow_up = Vec::new();
     for d in dependents {
-        let Some(dep) = hub.store.get(&d) else { continue };
+        let Some(dep) = ctx.get(&d) else { continue };
         let dep = Ownership::parse(&dep.json);
         let Some(reference) = dep.owners.iter().find(|r| r.uid == me.uid) else {
             continue;
@@ -256,12 +251,12 @@ async fn owner(
 
 /// Delete the object at `key` if it still has `uid`, with `policy`.
 async fn delete(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     key: &ObjectKey,
     uid: &str,
     policy: PropagationPolicy,
 ) -> Result<(), ApiError> {
-    let Some(info) = info_for_storage_key(hub, &key.cluster, &key.resource) else {
+    let Some(info) = info_for_storage_key(ctx, &key.cluster, &key.resource) else {
         // Not served any more: its CRD's clean-up removes it.
         return Ok(());
     };
@@ -270,33 +265,31 @@ async fn delete(
         propagation: Some(policy),
         ..Default::default()
     };
-    let request = Request::internal_at(hub, info, key, "delete", MANAGER)?;
+    let request = ctx.request_at(info, key, "delete", MANAGER)?;
     match service::delete(&request, &options).await {
         Ok(_) => Ok(()),
         Err(e) if e.code == 404 => Ok(()),
         // A uid precondition failure: a new object took the name; it is not ours to delete.
-        Err(e) if e.code == 409 && !has_uid(hub, key, uid) => Ok(()),
+        Err(e) if e.code == 409 && !has_uid(ctx, key, uid) => Ok(()),
         Err(e) => Err(e),
     }
 }
 
-fn has_uid(hub: &Hub, key: &ObjectKey, uid: &str) -> bool {
-    hub.store
-        .get(key)
-        .is_some_and(|o| Ownership::parse(&o.json).uid == uid)
+fn has_uid(ctx: &ControllerContext, key: &ObjectKey, uid: &str) -> bool {
+    ctx.get(key).is_some_and(|o| Ownership::parse(&o.json).uid == uid)
 }
 
 /// Merge-patch the metadata of the object at `key` (if it still has `uid`)
 /// with what `change` makes of its current metadata (`None`: nothing to do),
 /// guarded by its resourceVersion and retried on conflicts.
 async fn patch_metadata(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     key: &ObjectKey,
     uid: &str,
     change: impl Fn(&Value) -> Option<Value>,
 ) -> Result<(), ApiError> {
     for _ in 0..CONFLICT_RETRIES {
-        let Some(stored) = hub.store.get(key) else {
+        let Some(stored) = ctx.get(key) else {
             return Ok(());
         };
         let current = stored.value();
@@ -308,10 +301,10 @@ async fn patch_metadata(
             return Ok(());
         };
         patch.insert("resourceVersion".into(), json!(stored.rv.to_string()));
-        let Some(info) = info_for_storage_key(hub, &key.cluster, &key.resource) else {
+        let Some(info) = info_for_storage_key(ctx, &key.cluster, &key.resource) else {
             return Ok(());
         };
-        let request = Request::internal_at(hub, info, key, "patch", MANAGER)?;
+        let request = ctx.request_at(info, key, "patch", MANAGER)?;
         let body = serde_json::to_vec(&json!({ "metadata": patch })).unwrap_or_default();
         match service::patch(&request, PatchType::Merge, body.into()).await {
             Ok(_) => return Ok(()),

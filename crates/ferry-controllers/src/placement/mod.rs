@@ -85,16 +85,15 @@ use ferry_api::well_known::{
 };
 use futures::StreamExt;
 use serde_json::{json, Value};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::mailbox::{mailbox_name, MAILBOX_PARENT, SYNC_TARGETS, SYNC_TARGET_UID_ANNOTATION};
 use copy::Listed;
 use ferry_server::auth::UserInfo;
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::registry::ResourceInfo;
-use ferry_server::service::{self, DeleteOptions, PatchType, Request};
+use ferry_server::service::{self, DeleteOptions, PatchType};
 use ferry_server::status::ApiError;
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 use ferry_server::strategy::edge::{placer_of, PLACED_BY_ANNOTATION};
@@ -152,22 +151,19 @@ const NEVER_PLACED_GROUPS: &[&str] = &[
     "coordination.k8s.io",
 ];
 
-fn stopped(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow() || stop.has_changed().is_err()
-}
-
-/// Run the translator until `stop` turns true.
-pub fn spawn(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
+/// Run the translator while `ctx`'s lease is held.
+pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
     tokio::spawn(async move {
-        while !stopped(&stop) {
-            let rv = hub.store.resource_version();
-            let Ok(mut events) = hub.store.watch(rv) else {
+        let mut lease = ctx.lease();
+        while lease.is_held() {
+            let rv = ctx.resource_version();
+            let Ok(mut events) = ctx.watch(rv) else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
             // Read after the watch began: an event for what it already
             // holds only sets it again.
-            let mut inventory = load_inventory(&hub);
+            let mut inventory = load_inventory(&ctx);
             let mut due = Some(Instant::now());
             loop {
                 let wait = async {
@@ -177,14 +173,10 @@ pub fn spawn(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
                     }
                 };
                 tokio::select! {
-                    _ = stop.changed() => {
-                        if stopped(&stop) {
-                            return;
-                        }
-                    }
+                    _ = lease.lost() => return,
                     _ = wait => {
                         due = None;
-                        if reconcile(&hub, &inventory).await {
+                        if reconcile(&ctx, &inventory).await {
                             due = Some(Instant::now() + RETRY);
                         }
                     }
@@ -350,9 +342,8 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
-fn path_of(hub: &Hub, cluster: &str) -> String {
-    hub.workspaces
-        .by_name(cluster)
+fn path_of(ctx: &ControllerContext, cluster: &str) -> String {
+    ctx.logical_cluster(cluster)
         .map(|lc| lc.path)
         .unwrap_or_else(|| cluster.to_string())
 }
@@ -388,9 +379,9 @@ fn never_placed(key: &ObjectKey, obj: &StoredObject) -> bool {
 }
 
 /// The resources served in `cluster`, one per storage key (at its storage version).
-fn served_resources(hub: &Hub, cluster: &str) -> BTreeMap<String, ResourceInfo> {
+fn served_resources(ctx: &ControllerContext, cluster: &str) -> BTreeMap<String, ResourceInfo> {
     let mut out: BTreeMap<String, ResourceInfo> = BTreeMap::new();
-    for info in hub.registry.resources(Some(cluster)) {
+    for info in ctx.served_resources(Some(cluster)) {
         let key = info.storage_key();
         match out.get(&key) {
             Some(existing) if existing.storage_version || !info.storage_version => {}
@@ -402,8 +393,8 @@ fn served_resources(hub: &Hub, cluster: &str) -> BTreeMap<String, ResourceInfo> 
     out
 }
 
-fn evaluate(hub: &Hub, key: &ObjectKey, value: Value, inventory: &InventoryIndex) -> Placement {
-    let path = path_of(hub, &key.cluster);
+fn evaluate(ctx: &ControllerContext, key: &ObjectKey, value: Value, inventory: &InventoryIndex) -> Placement {
+    let path = path_of(ctx, &key.cluster);
     let mut problems = Vec::new();
     let spec: EdgePlacementSpec =
         match serde_json::from_value(value.get("spec").cloned().unwrap_or(json!({}))) {
@@ -423,10 +414,10 @@ fn evaluate(hub: &Hub, key: &ObjectKey, value: Value, inventory: &InventoryIndex
     let (matching_locations, destinations) = inventory.resolve(&selectors, |l| {
         placer
             .as_ref()
-            .is_some_and(|u| grant::may_place(hub, u, &l.cluster, &l.name))
+            .is_some_and(|u| ctx.may_place(u, &l.cluster, &l.name))
     });
     let tests = select::compile(&spec, &mut problems);
-    let served = served_resources(hub, &key.cluster);
+    let served = served_resources(ctx, &key.cluster);
     let pairs: Vec<(String, String)> = served
         .values()
         .map(|i| (i.group.clone(), i.resource.clone()))
@@ -435,7 +426,7 @@ fn evaluate(hub: &Hub, key: &ObjectKey, value: Value, inventory: &InventoryIndex
     let selected = if deleting {
         Vec::new()
     } else {
-        select_objects(hub, &key.cluster, &path, &tests, &served)
+        select_objects(ctx, &key.cluster, &path, &tests, &served)
     };
     Placement {
         cluster: key.cluster.clone(),
@@ -464,7 +455,7 @@ fn evaluate(hub: &Hub, key: &ObjectKey, value: Value, inventory: &InventoryIndex
 
 /// The WMW objects the members select, and the Namespaces of the namespaced ones.
 fn select_objects(
-    hub: &Hub,
+    ctx: &ControllerContext,
     cluster: &str,
     path: &str,
     tests: &[ObjectTest],
@@ -480,7 +471,7 @@ fn select_objects(
         {
             continue;
         }
-        let (objects, _) = hub.store.list(&scope, storage_key, None, None);
+        let (objects, _) = ctx.list(&scope, storage_key, None, None);
         for (key, obj) in objects {
             if never_placed(&key, &obj) {
                 continue;
@@ -489,8 +480,7 @@ fn select_objects(
                 ns_labels
                     .entry(key.namespace.clone())
                     .or_insert_with(|| {
-                        hub.store
-                            .get(&ns_key(cluster, &key.namespace))
+                        ctx.get(&ns_key(cluster, &key.namespace))
                             .map(|ns| ns.labels.clone())
                     })
                     .as_ref()
@@ -516,15 +506,14 @@ fn select_objects(
             if chosen.contains_key(&key) {
                 continue;
             }
-            if let Some(obj) = hub.store.get(&key) {
+            if let Some(obj) = ctx.get(&key) {
                 if !never_placed(&key, &obj) {
                     chosen.insert(key, (info.clone(), obj));
                 }
             }
         }
     }
-    let transforms: Vec<transform::Transform> = hub
-        .store
+    let transforms: Vec<transform::Transform> = ctx
         .list(&scope, CUSTOM_TRANSFORMS, None, None)
         .0
         .iter()
@@ -540,7 +529,7 @@ fn select_objects(
                 .and_then(|a| a.get(DOWNSYNC_OVERWRITE_ANNOTATION))
                 .and_then(Value::as_str)
                 != Some("false");
-            let customizer = customizer_of(hub, &key, &value);
+            let customizer = customizer_of(ctx, &key, &value);
             Arc::new(Selected {
                 copy: copy::mailbox_copy(shaped.as_ref().unwrap_or(&value), path, obj.rv),
                 expand: customize::opted_in(&value),
@@ -558,7 +547,7 @@ fn select_objects(
 /// The Customizer object `value` (at `key`) names: `name` in its namespace,
 /// or `namespace/name`.
 fn customizer_of(
-    hub: &Hub,
+    ctx: &ControllerContext,
     key: &ObjectKey,
     value: &Value,
 ) -> Option<Result<customize::Customizer, customize::CustomizeError>> {
@@ -571,7 +560,7 @@ fn customizer_of(
         .split_once('/')
         .unwrap_or((key.namespace.as_str(), reference));
     let id = format!("{namespace}/{name}");
-    let found = hub.store.get(&ObjectKey {
+    let found = ctx.get(&ObjectKey {
         cluster: key.cluster.clone(),
         resource: CUSTOMIZERS.into(),
         namespace: namespace.into(),
@@ -666,10 +655,8 @@ struct Mailbox {
     inventory: String,
 }
 
-fn mailboxes(hub: &Hub) -> Vec<Mailbox> {
-    let (workspaces, _) = hub
-        .store
-        .list(&ClusterScope::One(MAILBOX_PARENT.into()), WORKSPACES, None, None);
+fn mailboxes(ctx: &ControllerContext) -> Vec<Mailbox> {
+    let (workspaces, _) = ctx.list(&ClusterScope::One(MAILBOX_PARENT.into()), WORKSPACES, None, None);
     workspaces
         .iter()
         .filter_map(|(_, obj)| {
@@ -699,9 +686,9 @@ fn mailboxes(hub: &Hub) -> Vec<Mailbox> {
 
 /// Every stored Location and SyncTarget, indexed; the watch keeps it
 /// current from then on ([`track`]).
-fn load_inventory(hub: &Hub) -> InventoryIndex {
-    let (locations, _) = hub.store.list(&ClusterScope::All, LOCATIONS, None, None);
-    let (targets, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
+fn load_inventory(ctx: &ControllerContext) -> InventoryIndex {
+    let (locations, _) = ctx.list(&ClusterScope::All, LOCATIONS, None, None);
+    let (targets, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
     InventoryIndex::of(
         locations
             .iter()
@@ -726,20 +713,20 @@ fn track(inventory: &mut InventoryIndex, event: &WatchEvent) {
 /// One pass over everything; true when something must be retried.
 /// Locations and SyncTargets come from `inventory`, not the store: the
 /// where-resolver visits only what a placement's selectors can reach.
-async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
+async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> bool {
     let mut retry = false;
-    let (objs, _) = hub.store.list(&ClusterScope::All, EDGE_PLACEMENTS, None, None);
-    let all_mailboxes = mailboxes(hub);
+    let (objs, _) = ctx.list(&ClusterScope::All, EDGE_PLACEMENTS, None, None);
+    let all_mailboxes = mailboxes(ctx);
     let mailbox_clusters: BTreeSet<&str> = all_mailboxes.iter().map(|m| m.cluster.as_str()).collect();
     let mut placements: Vec<Placement> = objs
         .iter()
         .filter(|(k, _)| !mailbox_clusters.contains(k.cluster.as_str()))
-        .map(|(k, o)| evaluate(hub, k, o.value(), inventory))
+        .map(|(k, o)| evaluate(ctx, k, o.value(), inventory))
         .collect();
 
     for p in &placements {
-        retry |= write_slice(hub, p).await;
-        retry |= ensure_customizer_kind(hub, p).await;
+        retry |= write_slice(ctx, p).await;
+        retry |= ensure_customizer_kind(ctx, p).await;
     }
 
     let inventory = Inventory::new(inventory);
@@ -750,9 +737,8 @@ async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
         }
         for d in &p.destinations {
             let path = mailbox_path(d);
-            let ready = hub.workspaces.resolve(&path).filter(|lc| {
-                hub.registry
-                    .lookup(Some(&lc.name), EDGE_GROUP, EDGE_VERSION, "syncerconfigs")
+            let ready = ctx.resolve_workspace(&path).filter(|lc| {
+                ctx.lookup(Some(&lc.name), EDGE_GROUP, EDGE_VERSION, "syncerconfigs")
                     .is_some()
             });
             let Some(lc) = ready else {
@@ -787,7 +773,7 @@ async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
     let outcomes: Vec<MailboxOutcome> = {
         let work: Vec<futures::future::BoxFuture<'_, MailboxOutcome>> = all_mailboxes
             .iter()
-            .map(|mb| Box::pin(apply_mailbox(hub, mb, plans.get(&mb.cluster), &placements)) as _)
+            .map(|mb| Box::pin(apply_mailbox(ctx, mb, plans.get(&mb.cluster), &placements)) as _)
             .collect();
         futures::stream::iter(work)
             .buffer_unordered(MAILBOX_CONCURRENCY)
@@ -817,11 +803,11 @@ async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
     }
 
     for p in placements.iter_mut() {
-        p.refused = refusals(hub, p);
+        p.refused = refusals(ctx, p);
     }
-    retry |= report(hub, &placements, &plans, &executing, &inventory).await;
+    retry |= report(ctx, &placements, &plans, &executing, &inventory).await;
     for p in &placements {
-        write_status(hub, p).await;
+        write_status(ctx, p).await;
     }
     retry
 }
@@ -829,15 +815,14 @@ async fn reconcile(hub: &Arc<Hub>, inventory: &InventoryIndex) -> bool {
 // ---------------------------------------------------------------- writes
 
 async fn create(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     cluster: &str,
     info: &ResourceInfo,
     ns: &str,
     obj: Value,
 ) -> Result<Value, ApiError> {
     let ns = (!ns.is_empty()).then_some(ns);
-    let r = Request::internal(
-        hub,
+    let r = ctx.request(
         cluster,
         (&info.group, &info.version, &info.resource),
         ns,
@@ -848,26 +833,26 @@ async fn create(
     service::create(&r, obj).await.map(|w| w.object)
 }
 
-fn info_in(hub: &Hub, cluster: &str, storage_key: &str) -> Result<ResourceInfo, ApiError> {
-    super::info_for_storage_key(hub, cluster, storage_key)
+fn info_in(ctx: &ControllerContext, cluster: &str, storage_key: &str) -> Result<ResourceInfo, ApiError> {
+    super::info_for_storage_key(ctx, cluster, storage_key)
         .ok_or_else(|| ApiError::not_found_message(format!("{storage_key} is not served in {cluster}")))
 }
 
-async fn update(hub: &Arc<Hub>, key: &ObjectKey, obj: Value) -> Result<Value, ApiError> {
-    let info = info_in(hub, &key.cluster, &key.resource)?;
-    let r = Request::internal_at(hub, info, key, "update", MANAGER)?;
+async fn update(ctx: &ControllerContext, key: &ObjectKey, obj: Value) -> Result<Value, ApiError> {
+    let info = info_in(ctx, &key.cluster, &key.resource)?;
+    let r = ctx.request_at(info, key, "update", MANAGER)?;
     service::update(&r, obj).await.map(|w| w.object)
 }
 
 async fn patch(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     key: &ObjectKey,
     subresource: Option<&str>,
     kind: PatchType,
     body: Value,
 ) -> Result<(), ApiError> {
-    let info = info_in(hub, &key.cluster, &key.resource)?;
-    let mut r = Request::internal_at(hub, info, key, "patch", MANAGER)?;
+    let info = info_in(ctx, &key.cluster, &key.resource)?;
+    let mut r = ctx.request_at(info, key, "patch", MANAGER)?;
     if let Some(s) = subresource {
         r = r.on_subresource(s);
     }
@@ -876,9 +861,9 @@ async fn patch(
         .map(|_| ())
 }
 
-async fn delete(hub: &Arc<Hub>, key: &ObjectKey) -> Result<(), ApiError> {
-    let info = info_in(hub, &key.cluster, &key.resource)?;
-    let r = Request::internal_at(hub, info, key, "delete", MANAGER)?;
+async fn delete(ctx: &ControllerContext, key: &ObjectKey) -> Result<(), ApiError> {
+    let info = info_in(ctx, &key.cluster, &key.resource)?;
+    let r = ctx.request_at(info, key, "delete", MANAGER)?;
     match service::delete(&r, &DeleteOptions::default()).await {
         Ok(_) => Ok(()),
         Err(e) if e.code == 404 => Ok(()),
@@ -894,7 +879,7 @@ fn failed(what: &str, key: &ObjectKey, e: &ApiError) -> bool {
 }
 
 /// The placement's SinglePlacementSlice (same name, owned by it).
-async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
+async fn write_slice(ctx: &ControllerContext, p: &Placement) -> bool {
     if p.deleting {
         return false;
     }
@@ -913,8 +898,7 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
         }]},
         "destinations": destinations,
     });
-    if hub
-        .registry
+    if ctx
         .lookup(
             Some(&p.cluster),
             EDGE_GROUP,
@@ -924,16 +908,16 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
         .is_none()
     {
         // A WMW made before the kind existed: give it the CRD.
-        install_crd(hub, &p.cluster, SinglePlacementSlice::crd()).await;
+        install_crd(ctx, &p.cluster, SinglePlacementSlice::crd()).await;
         return true;
     }
-    match hub.store.get(&key) {
+    match ctx.get(&key) {
         None => {
-            let info = match info_in(hub, &p.cluster, &key.resource) {
+            let info = match info_in(ctx, &p.cluster, &key.resource) {
                 Ok(i) => i,
                 Err(_) => return true,
             };
-            match create(hub, &p.cluster, &info, "", body).await {
+            match create(ctx, &p.cluster, &info, "", body).await {
                 Ok(_) => false,
                 Err(e) if e.code == 409 => true,
                 Err(e) => failed("creating the SinglePlacementSlice", &key, &e),
@@ -952,7 +936,7 @@ async fn write_slice(hub: &Arc<Hub>, p: &Placement) -> bool {
             }
             let mut body = body;
             body["metadata"]["resourceVersion"] = json!(existing.rv.to_string());
-            match update(hub, &key, body).await {
+            match update(ctx, &key, body).await {
                 Ok(_) => false,
                 Err(e) => failed("updating the SinglePlacementSlice", &key, &e),
             }
@@ -970,7 +954,7 @@ fn placed_by(p: &Placement) -> Value {
 
 /// A WMW made before the Customizer kind existed gets its CRD once one of
 /// its placed objects names a Customizer; true (retry) when just installed.
-async fn ensure_customizer_kind(hub: &Arc<Hub>, p: &Placement) -> bool {
+async fn ensure_customizer_kind(ctx: &ControllerContext, p: &Placement) -> bool {
     let wanted = p.selected.iter().any(|s| {
         matches!(
             &s.customizer,
@@ -978,22 +962,20 @@ async fn ensure_customizer_kind(hub: &Arc<Hub>, p: &Placement) -> bool {
         )
     });
     if !wanted
-        || hub
-            .registry
+        || ctx
             .lookup(Some(&p.cluster), EDGE_GROUP, EDGE_VERSION, Customizer::PLURAL)
             .is_some()
     {
         return false;
     }
-    install_crd(hub, &p.cluster, Customizer::crd()).await
+    install_crd(ctx, &p.cluster, Customizer::crd()).await
 }
 
 /// Install one of Ferry's CRDs in a WMW made before its kind existed;
 /// whether it was created.
-async fn install_crd(hub: &Arc<Hub>, cluster: &str, crd: impl serde::Serialize) -> bool {
+async fn install_crd(ctx: &ControllerContext, cluster: &str, crd: impl serde::Serialize) -> bool {
     let crd = serde_json::to_value(crd).unwrap_or_default();
-    service::create_internal(
-        hub,
+    ctx.create(
         cluster,
         ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
         None,
@@ -1005,13 +987,13 @@ async fn install_crd(hub: &Arc<Hub>, cluster: &str, crd: impl serde::Serialize) 
 
 /// Whether namespace `ns` of mailbox `cluster` holds objects the
 /// translator did not place (beyond what every namespace has).
-fn holds_others(hub: &Hub, cluster: &str, ns: &str) -> bool {
+fn holds_others(ctx: &ControllerContext, cluster: &str, ns: &str) -> bool {
     let scope = ClusterScope::One(cluster.to_string());
-    hub.store.resources_in(cluster).iter().any(|resource| {
+    ctx.resources_in(cluster).iter().any(|resource| {
         if matches!(resource.as_str(), "/events" | "events.k8s.io/events") {
             return false;
         }
-        let (objects, _) = hub.store.list(&scope, resource, Some(ns), None);
+        let (objects, _) = ctx.list(&scope, resource, Some(ns), None);
         objects.iter().any(|(key, obj)| {
             let every_namespace_has_it = matches!(
                 (key.resource.as_str(), key.name.as_str()),
@@ -1036,7 +1018,7 @@ fn write_rank(key: &CopyKey) -> u8 {
 
 /// Make one mailbox hold what its plan says (nothing placed, without one).
 async fn apply_mailbox(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     mb: &Mailbox,
     plan: Option<&Plan>,
     placements: &[Placement],
@@ -1045,11 +1027,11 @@ async fn apply_mailbox(
     let mut retry = false;
     let scope = ClusterScope::One(mb.cluster.clone());
     let mut actual: BTreeMap<CopyKey, (ObjectKey, Arc<StoredObject>)> = BTreeMap::new();
-    for resource in hub.store.resources_in(&mb.cluster) {
+    for resource in ctx.resources_in(&mb.cluster) {
         if resource == SYNCER_CONFIGS {
             continue;
         }
-        let (objects, _) = hub.store.list(&scope, &resource, None, None);
+        let (objects, _) = ctx.list(&scope, &resource, None, None);
         for (key, obj) in objects {
             if obj.labels.contains_key(PLACED_LABEL) {
                 actual.insert(
@@ -1116,16 +1098,16 @@ async fn apply_mailbox(
         )))
     });
     for (key, _) in unwanted {
-        if key.resource == "/namespaces" && holds_others(hub, &mb.cluster, &key.name) {
+        if key.resource == "/namespaces" && holds_others(ctx, &mb.cluster, &key.name) {
             // Deleting it would delete what others put there: let it go instead.
             let body = json!({"metadata": {"labels": {PLACED_LABEL: null},
                 "annotations": {SOURCE_ANNOTATION: null, SOURCE_RV_ANNOTATION: null}}});
-            if let Err(e) = patch(hub, key, None, PatchType::Merge, body).await {
+            if let Err(e) = patch(ctx, key, None, PatchType::Merge, body).await {
                 retry |= failed("releasing a namespace", key, &e);
             }
             continue;
         }
-        if let Err(e) = delete(hub, key).await {
+        if let Err(e) = delete(ctx, key).await {
             retry |= failed("removing an unplaced copy", key, &e);
         }
     }
@@ -1147,10 +1129,10 @@ async fn apply_mailbox(
                 out.customization.push((*i, message.clone()));
             }
         }
-        let present = match (hub.store.get(&key), winner.copy()) {
+        let present = match (ctx.get(&key), winner.copy()) {
             // Not customizable for this destination: nothing to make.
             (None, None) => false,
-            (None, Some(copy)) => match create(hub, &mb.cluster, &s.info, &ck.1, copy.clone()).await {
+            (None, Some(copy)) => match create(ctx, &mb.cluster, &s.info, &ck.1, copy.clone()).await {
                 Ok(_) => true,
                 Err(e) => {
                     refused(&mut out, s, winner, &mb.target, &e);
@@ -1202,7 +1184,7 @@ async fn apply_mailbox(
                     if let Some(status) = current.get("status") {
                         body["status"] = status.clone();
                     }
-                    if let Err(e) = update(hub, &key, body).await {
+                    if let Err(e) = update(ctx, &key, body).await {
                         refused(&mut out, s, winner, &mb.target, &e);
                         retry |= failed("updating a copy", &key, &e);
                     }
@@ -1223,23 +1205,22 @@ async fn apply_mailbox(
         }
     }
 
-    out.retry = retry | write_the_one(hub, mb, plan, &listed).await;
-    out.acknowledged = pending(hub, &mb.cluster, &mb.inventory, &mb.target).is_none();
+    out.retry = retry | write_the_one(ctx, mb, plan, &listed).await;
+    out.acknowledged = pending(ctx, &mb.cluster, &mb.inventory, &mb.target).is_none();
     out
 }
 
 /// Why the copies in mailbox `mailbox` (of SyncTarget `target` in logical
 /// cluster `inventory`) do not count as synced yet; `None`: they do.
-fn pending(hub: &Hub, mailbox: &str, inventory: &str, target: &str) -> Option<String> {
+fn pending(ctx: &ControllerContext, mailbox: &str, inventory: &str, target: &str) -> Option<String> {
     let get = |cluster: &str, resource: &str, name: &str| {
-        hub.store
-            .get(&ObjectKey {
-                cluster: cluster.into(),
-                resource: resource.into(),
-                namespace: String::new(),
-                name: name.into(),
-            })
-            .map(|o| o.value())
+        ctx.get(&ObjectKey {
+            cluster: cluster.into(),
+            resource: resource.into(),
+            namespace: String::new(),
+            name: name.into(),
+        })
+        .map(|o| o.value())
     };
     ferry_server::synctarget::edge::pending(
         get(inventory, SYNC_TARGETS, target).as_ref(),
@@ -1296,14 +1277,19 @@ struct MailboxOutcome {
 /// The mailbox's SyncerConfig `the-one`: what is placed there and what its
 /// placements upsync. Without a plan, one the translator made is emptied;
 /// a hand-written one is left alone.
-async fn write_the_one(hub: &Arc<Hub>, mb: &Mailbox, plan: Option<&Plan>, listed: &[Listed]) -> bool {
+async fn write_the_one(
+    ctx: &ControllerContext,
+    mb: &Mailbox,
+    plan: Option<&Plan>,
+    listed: &[Listed],
+) -> bool {
     let key = ObjectKey {
         cluster: mb.cluster.clone(),
         resource: SYNCER_CONFIGS.into(),
         namespace: String::new(),
         name: THE_ONE.into(),
     };
-    let existing = hub.store.get(&key);
+    let existing = ctx.get(&key);
     let mine = existing
         .as_ref()
         .is_some_and(|e| e.labels.contains_key(PLACED_LABEL));
@@ -1319,10 +1305,10 @@ async fn write_the_one(hub: &Arc<Hub>, mb: &Mailbox, plan: Option<&Plan>, listed
                 "metadata": {"name": THE_ONE, "labels": {PLACED_LABEL: "true"}},
                 "spec": spec,
             });
-            let Ok(info) = info_in(hub, &mb.cluster, SYNCER_CONFIGS) else {
+            let Ok(info) = info_in(ctx, &mb.cluster, SYNCER_CONFIGS) else {
                 return true;
             };
-            match create(hub, &mb.cluster, &info, "", body).await {
+            match create(ctx, &mb.cluster, &info, "", body).await {
                 Ok(_) => false,
                 Err(e) => failed("creating SyncerConfig the-one", &key, &e),
             }
@@ -1334,7 +1320,7 @@ async fn write_the_one(hub: &Arc<Hub>, mb: &Mailbox, plan: Option<&Plan>, listed
             }
             current["spec"] = spec;
             current["metadata"]["labels"][PLACED_LABEL] = json!("true");
-            match update(hub, &key, current).await {
+            match update(ctx, &key, current).await {
                 Ok(_) => false,
                 Err(e) => failed("updating SyncerConfig the-one", &key, &e),
             }
@@ -1345,14 +1331,14 @@ async fn write_the_one(hub: &Arc<Hub>, mb: &Mailbox, plan: Option<&Plan>, listed
 /// The message with which the cluster behind mailbox `mb` refused the copy of
 /// `s`, as its syncer lists it in the mailbox's SyncerConfig `the-one`
 /// (`status.refused`).
-fn refusal_of(hub: &Hub, mb: &str, s: &Selected) -> Option<String> {
+fn refusal_of(ctx: &ControllerContext, mb: &str, s: &Selected) -> Option<String> {
     let key = ObjectKey {
         cluster: mb.to_string(),
         resource: SYNCER_CONFIGS.into(),
         namespace: String::new(),
         name: THE_ONE.into(),
     };
-    let config = hub.store.get(&key)?.value();
+    let config = ctx.get(&key)?.value();
     let group = if s.info.group.is_empty() {
         "core"
     } else {
@@ -1382,18 +1368,18 @@ fn mailbox_path(d: &SinglePlacement) -> String {
 /// The copies of `p`'s objects that its destinations' clusters refused, one
 /// message each. Only `p`'s own destinations are asked, so a message never
 /// names a Location the placer has no grant for.
-fn refusals(hub: &Hub, p: &Placement) -> BTreeSet<String> {
+fn refusals(ctx: &ControllerContext, p: &Placement) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     if p.deleting {
         return out;
     }
     for d in &p.destinations {
         let path = mailbox_path(d);
-        let Some(mb) = hub.workspaces.resolve(&path) else {
+        let Some(mb) = ctx.resolve_workspace(&path) else {
             continue;
         };
         for s in &p.selected {
-            if let Some(message) = refusal_of(hub, &mb.name, s) {
+            if let Some(message) = refusal_of(ctx, &mb.name, s) {
                 out.insert(format!("{} on {}: {message}", s.display(), d.sync_target_name));
             }
         }
@@ -1404,14 +1390,12 @@ fn refusals(hub: &Hub, p: &Placement) -> BTreeSet<String> {
 // ---------------------------------------------------------------- reported state
 
 /// Workload management workspaces: where EdgePlacements are served, but not mailboxes.
-fn wmw_clusters(hub: &Hub, mailboxes: &BTreeSet<String>) -> Vec<String> {
-    hub.store
-        .clusters()
+fn wmw_clusters(ctx: &ControllerContext, mailboxes: &BTreeSet<String>) -> Vec<String> {
+    ctx.clusters()
         .into_iter()
         .filter(|c| !mailboxes.contains(c))
         .filter(|c| {
-            hub.registry
-                .lookup(Some(c), EDGE_GROUP, EDGE_VERSION, "edgeplacements")
+            ctx.lookup(Some(c), EDGE_GROUP, EDGE_VERSION, "edgeplacements")
                 .is_some()
         })
         .collect()
@@ -1421,7 +1405,7 @@ fn wmw_clusters(hub: &Hub, mailboxes: &BTreeSet<String>) -> Vec<String> {
 /// (recorded in [`reported::REPORTED_FROM_ANNOTATION`]); an object that no
 /// longer reports from the destination recorded there loses the status that
 /// destination reported, unless someone else has written it since.
-async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws: &[String]) -> bool {
+async fn return_singleton_status(ctx: &ControllerContext, placements: &[Placement], wmws: &[String]) -> bool {
     let mut retry = false;
     // The mailbox each WMW object's status comes from now. The first
     // singleton placement (in the order placements are read) decides, so two
@@ -1433,7 +1417,7 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
         }
         let d = &p.destinations[0];
         let path = mailbox_path(d);
-        let Some(mb) = hub.workspaces.resolve(&path) else {
+        let Some(mb) = ctx.resolve_workspace(&path) else {
             continue;
         };
         for s in &p.selected {
@@ -1449,7 +1433,7 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
                 cluster: mb.name.clone(),
                 ..s.key.clone()
             };
-            let Some(copy) = hub.store.get(&copy_key) else {
+            let Some(copy) = ctx.get(&copy_key) else {
                 continue;
             };
             let copy = copy.value();
@@ -1472,7 +1456,7 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
             // The record first, so the status never shows without it.
             if noted != Some(note.as_str()) {
                 let body = json!({"metadata": {"annotations": {reported::REPORTED_FROM_ANNOTATION: note}}});
-                if let Err(e) = patch(hub, &s.key, None, PatchType::Merge, body).await {
+                if let Err(e) = patch(ctx, &s.key, None, PatchType::Merge, body).await {
                     retry |= failed("recording whose status was returned", &s.key, &e);
                     continue;
                 }
@@ -1480,7 +1464,7 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
             if s.value.get("status") != Some(status) {
                 let sub = s.info.status_subresource.then_some("status");
                 let body = json!([{"op": "add", "path": "/status", "value": status}]);
-                if let Err(e) = patch(hub, &s.key, sub, PatchType::Json, body).await {
+                if let Err(e) = patch(ctx, &s.key, sub, PatchType::Json, body).await {
                     retry |= failed("returning reported state", &s.key, &e);
                     continue;
                 }
@@ -1491,8 +1475,8 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
     // Objects whose status came from a destination they no longer report from.
     for cluster in wmws {
         let scope = ClusterScope::One(cluster.clone());
-        for resource in hub.store.resources_in(cluster) {
-            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+        for resource in ctx.resources_in(cluster) {
+            let (objects, _) = ctx.list(&scope, &resource, None, None);
             for (key, obj) in objects {
                 if memchr::memmem::find(&obj.json, reported::REPORTED_FROM_ANNOTATION.as_bytes()).is_none() {
                     continue;
@@ -1511,14 +1495,14 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
                     continue;
                 }
                 if leaving == reported::Leaving::ClearStatus {
-                    let info = info_in(hub, &key.cluster, &key.resource).ok();
+                    let info = info_in(ctx, &key.cluster, &key.resource).ok();
                     let sub = info.is_some_and(|i| i.status_subresource).then_some("status");
                     // Only while it is still that status: one written
                     // meanwhile (by the new destination or the user) fails
                     // the test and is looked at again, never wiped.
                     let body = json!([{"op": "test", "path": "/status", "value": v["status"]},
                                       {"op": "replace", "path": "/status", "value": {}}]);
-                    if let Err(e) = patch(hub, &key, sub, PatchType::Json, body).await {
+                    if let Err(e) = patch(ctx, &key, sub, PatchType::Json, body).await {
                         retry |=
                             e.code != 404 && failed("clearing a moved object's reported state", &key, &e);
                         continue;
@@ -1527,7 +1511,7 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
                         name = %key.name, "cleared the status its old destination reported");
                 }
                 let body = json!({"metadata": {"annotations": {reported::REPORTED_FROM_ANNOTATION: null}}});
-                if let Err(e) = patch(hub, &key, None, PatchType::Merge, body).await {
+                if let Err(e) = patch(ctx, &key, None, PatchType::Merge, body).await {
                     retry |= e.code != 404 && failed("forgetting whose status was returned", &key, &e);
                 }
             }
@@ -1537,15 +1521,15 @@ async fn return_singleton_status(hub: &Arc<Hub>, placements: &[Placement], wmws:
 }
 
 async fn report(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     placements: &[Placement],
     plans: &BTreeMap<String, Plan>,
     executing: &HashMap<ObjectKey, usize>,
     inventory: &Inventory<'_>,
 ) -> bool {
     let mut retry = false;
-    let mailbox_clusters: BTreeSet<String> = mailboxes(hub).into_iter().map(|m| m.cluster).collect();
-    let wmws = wmw_clusters(hub, &mailbox_clusters);
+    let mailbox_clusters: BTreeSet<String> = mailboxes(ctx).into_iter().map(|m| m.cluster).collect();
+    let wmws = wmw_clusters(ctx, &mailbox_clusters);
 
     // kubestellar.io/executing-count on every selected object; gone from the others.
     let mut counted: BTreeMap<ObjectKey, usize> = BTreeMap::new();
@@ -1556,8 +1540,8 @@ async fn report(
     }
     for cluster in &wmws {
         let scope = ClusterScope::One(cluster.clone());
-        for resource in hub.store.resources_in(cluster) {
-            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+        for resource in ctx.resources_in(cluster) {
+            let (objects, _) = ctx.list(&scope, &resource, None, None);
             for (key, obj) in objects {
                 let want = counted.get(&key).map(|n| n.to_string());
                 let has = memchr::memmem::find(&obj.json, EXECUTING_COUNT_ANNOTATION.as_bytes()).is_some();
@@ -1574,16 +1558,16 @@ async fn report(
                     continue;
                 }
                 let body = json!({"metadata": {"annotations": {EXECUTING_COUNT_ANNOTATION: want}}});
-                if let Err(e) = patch(hub, &key, None, PatchType::Merge, body).await {
+                if let Err(e) = patch(ctx, &key, None, PatchType::Merge, body).await {
                     retry |= e.code != 404 && failed("annotating the executing count", &key, &e);
                 }
             }
         }
     }
 
-    retry |= write_summaries(hub, placements, executing, &wmws, inventory).await;
+    retry |= write_summaries(ctx, placements, executing, &wmws, inventory).await;
 
-    retry |= return_singleton_status(hub, placements, &wmws).await;
+    retry |= return_singleton_status(ctx, placements, &wmws).await;
 
     // Upsynced objects come back to the WMWs whose placements upsync them.
     let mut desired: BTreeMap<ObjectKey, Value> = BTreeMap::new();
@@ -1592,14 +1576,14 @@ async fn report(
             continue;
         }
         let scope = ClusterScope::One(mb_cluster.clone());
-        for resource in hub.store.resources_in(mb_cluster) {
+        for resource in ctx.resources_in(mb_cluster) {
             let Some((group, plural)) = resource.split_once('/') else {
                 continue;
             };
             if NEVER_PLACED_GROUPS.contains(&group) {
                 continue;
             }
-            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+            let (objects, _) = ctx.list(&scope, &resource, None, None);
             for (key, obj) in objects {
                 if obj.labels.contains_key(PLACED_LABEL)
                     || memchr::memmem::find(&obj.json, UPSYNCED_ANNOTATION.as_bytes()).is_none()
@@ -1634,8 +1618,8 @@ async fn report(
     let mut actual: BTreeMap<ObjectKey, Arc<StoredObject>> = BTreeMap::new();
     for cluster in &wmws {
         let scope = ClusterScope::One(cluster.clone());
-        for resource in hub.store.resources_in(cluster) {
-            let (objects, _) = hub.store.list(&scope, &resource, None, None);
+        for resource in ctx.resources_in(cluster) {
+            let (objects, _) = ctx.list(&scope, &resource, None, None);
             for (key, obj) in objects {
                 if obj.labels.contains_key(RETURNED_LABEL) {
                     actual.insert(key, obj);
@@ -1644,24 +1628,24 @@ async fn report(
         }
     }
     for (key, _) in actual.iter().filter(|(k, _)| !desired.contains_key(*k)) {
-        if let Err(e) = delete(hub, key).await {
+        if let Err(e) = delete(ctx, key).await {
             retry |= failed("removing a returned upsync", key, &e);
         }
     }
     for (key, body) in desired {
-        let Ok(info) = info_in(hub, &key.cluster, &key.resource) else {
+        let Ok(info) = info_in(ctx, &key.cluster, &key.resource) else {
             continue; // the WMW does not serve the kind: it stays in the mailboxes
         };
-        if !key.namespace.is_empty() && hub.store.get(&ns_key(&key.cluster, &key.namespace)).is_none() {
+        if !key.namespace.is_empty() && ctx.get(&ns_key(&key.cluster, &key.namespace)).is_none() {
             continue;
         }
         match actual.get(&key) {
-            None => match create(hub, &key.cluster, &info, &key.namespace, body.clone()).await {
+            None => match create(ctx, &key.cluster, &info, &key.namespace, body.clone()).await {
                 Ok(made) => {
                     if let (true, Some(status)) = (info.status_subresource, body.get("status")) {
                         if made.get("status") != Some(status) {
                             let patch_body = json!([{"op": "add", "path": "/status", "value": status}]);
-                            let _ = patch(hub, &key, Some("status"), PatchType::Json, patch_body).await;
+                            let _ = patch(ctx, &key, Some("status"), PatchType::Json, patch_body).await;
                         }
                     }
                 }
@@ -1672,7 +1656,7 @@ async fn report(
                 if copy::content(&current) != copy::content(&body) {
                     let mut update_body = body.clone();
                     update_body["metadata"]["resourceVersion"] = json!(existing.rv.to_string());
-                    if let Err(e) = update(hub, &key, update_body).await {
+                    if let Err(e) = update(ctx, &key, update_body).await {
                         retry |= failed("updating a returned upsync", &key, &e);
                     }
                 }
@@ -1680,7 +1664,7 @@ async fn report(
                     if current.get("status") != Some(status) {
                         let sub = info.status_subresource.then_some("status");
                         let patch_body = json!([{"op": "add", "path": "/status", "value": status}]);
-                        if let Err(e) = patch(hub, &key, sub, PatchType::Json, patch_body).await {
+                        if let Err(e) = patch(ctx, &key, sub, PatchType::Json, patch_body).await {
                             retry |= failed("updating a returned upsync's status", &key, &e);
                         }
                     }
@@ -1694,7 +1678,7 @@ async fn report(
 /// Keep one `PlacementSummary` per placed object in each WMW, and none for
 /// objects no placement selects any more.
 async fn write_summaries(
-    hub: &Arc<Hub>,
+    ctx: &ControllerContext,
     placements: &[Placement],
     executing: &HashMap<ObjectKey, usize>,
     wmws: &[String],
@@ -1733,13 +1717,13 @@ async fn write_summaries(
                 let path = mailbox_path(d);
                 let mb = mailbox_of
                     .entry(path.clone())
-                    .or_insert_with(|| hub.workspaces.resolve(&path).map(|lc| lc.name))
+                    .or_insert_with(|| ctx.resolve_workspace(&path).map(|lc| lc.name))
                     .clone();
                 let want = inventory.copy_for(s, d);
                 let (synced, digest) = match (mb, &want) {
                     (_, DestCopy::Failed(message)) => (false, format!("not customized: {message}")),
                     (None, _) => (false, "mailbox not ready".to_string()),
-                    (Some(mb), _) => match hub.store.get(&ObjectKey {
+                    (Some(mb), _) => match ctx.get(&ObjectKey {
                         cluster: mb,
                         ..s.key.clone()
                     }) {
@@ -1768,7 +1752,7 @@ async fn write_summaries(
                 };
                 // The cluster's own refusal, as its syncer reported it on the-one.
                 let mailbox_cluster = mailbox_of.get(&path).cloned().flatten();
-                let (synced, digest) = match mailbox_cluster.as_deref().and_then(|mb| refusal_of(hub, mb, s))
+                let (synced, digest) = match mailbox_cluster.as_deref().and_then(|mb| refusal_of(ctx, mb, s))
                 {
                     Some(message) => (false, format!("refused: {message}")),
                     None => (synced, digest),
@@ -1777,7 +1761,7 @@ async fn write_summaries(
                 // acknowledged it (`crate::synctarget::edge::pending`).
                 let (synced, digest) = match mailbox_cluster
                     .filter(|_| synced)
-                    .and_then(|mb| pending(hub, &mb, &d.cluster, &d.sync_target_name))
+                    .and_then(|mb| pending(ctx, &mb, &d.cluster, &d.sync_target_name))
                 {
                     Some(why) => (false, format!("pending: {why}")),
                     None => (synced, digest),
@@ -1796,8 +1780,7 @@ async fn write_summaries(
 
     let now = ferry_api::timestamp::now();
     for cluster in wmws {
-        if hub
-            .registry
+        if ctx
             .lookup(
                 Some(cluster),
                 PlacementSummary::GROUP,
@@ -1808,17 +1791,15 @@ async fn write_summaries(
         {
             if wanted.keys().any(|(c, _)| c == cluster) {
                 // A WMW made before the kind existed: give it the CRD.
-                install_crd(hub, cluster, PlacementSummary::crd()).await;
+                install_crd(ctx, cluster, PlacementSummary::crd()).await;
                 retry = true;
             }
             continue;
         }
-        let (existing, _) = hub
-            .store
-            .list(&ClusterScope::One(cluster.clone()), &resource, None, None);
+        let (existing, _) = ctx.list(&ClusterScope::One(cluster.clone()), &resource, None, None);
         for (key, _) in &existing {
             if !wanted.contains_key(&(cluster.clone(), key.name.clone())) {
-                if let Err(e) = delete(hub, key).await {
+                if let Err(e) = delete(ctx, key).await {
                     retry |= failed("removing a PlacementSummary", key, &e);
                 }
             }
@@ -1867,11 +1848,11 @@ async fn write_summaries(
             };
             match (existing.get(name), previous) {
                 (None, _) => {
-                    let Ok(info) = info_in(hub, cluster, &resource) else {
+                    let Ok(info) = info_in(ctx, cluster, &resource) else {
                         retry = true;
                         continue;
                     };
-                    if let Err(e) = create(hub, cluster, &info, "", body(None)).await {
+                    if let Err(e) = create(ctx, cluster, &info, "", body(None)).await {
                         retry |= failed("creating a PlacementSummary", &key, &e);
                     }
                 }
@@ -1881,7 +1862,7 @@ async fn write_summaries(
                         && p.destinations == summary.destinations
                         && p.statuses == summary.statuses => {}
                 (Some(o), _) => {
-                    if let Err(e) = update(hub, &key, body(Some(o.rv))).await {
+                    if let Err(e) = update(ctx, &key, body(Some(o.rv))).await {
                         retry |= failed("updating a PlacementSummary", &key, &e);
                     }
                 }
@@ -2033,7 +2014,7 @@ fn status_of(p: &Placement) -> Value {
     })
 }
 
-async fn write_status(hub: &Arc<Hub>, p: &Placement) {
+async fn write_status(ctx: &ControllerContext, p: &Placement) {
     if p.deleting {
         return;
     }
@@ -2048,7 +2029,7 @@ async fn write_status(hub: &Arc<Hub>, p: &Placement) {
         name: p.name.clone(),
     };
     let body = json!([{"op": "add", "path": "/status", "value": status}]);
-    if let Err(e) = patch(hub, &key, Some("status"), PatchType::Json, body).await {
+    if let Err(e) = patch(ctx, &key, Some("status"), PatchType::Json, body).await {
         if e.code != 404 {
             failed("writing EdgePlacement status", &key, &e);
         }

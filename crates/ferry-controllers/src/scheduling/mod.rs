@@ -44,16 +44,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use ferry_api::well_known::{WORKLOAD_STATE_LABEL_PREFIX, WORKLOAD_STATE_SYNC};
 use serde_json::{json, Value};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use assignment::{Meta, MetaPatch};
 use targets::Target;
 
 use ferry_server::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
-use ferry_server::hub::Hub;
+use ferry_server::controller::ControllerContext;
 use ferry_server::registry::ResourceInfo;
-use ferry_server::service::{self, PatchType, Request};
+use ferry_server::service::{self, PatchType};
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 
 /// Storage keys the controller reads.
@@ -73,42 +72,35 @@ pub const BLOCKED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-no
 /// syncers upsync (pods, endpoints).
 const NOT_LABELLED: &[&str] = &["/events", "events.k8s.io/events", "/pods", "/endpoints"];
 
-fn stopped(stop: &watch::Receiver<bool>) -> bool {
-    *stop.borrow() || stop.has_changed().is_err()
-}
-
-/// Run the scheduler until `stop` turns true.
-pub fn spawn(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
+/// Run the scheduler while `ctx`'s lease is held.
+pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
     tokio::spawn(async move {
-        while !stopped(&stop) {
-            let rv = hub.store.resource_version();
-            let Ok(mut events) = hub.store.watch(rv) else {
+        let mut lease = ctx.lease();
+        while lease.is_held() {
+            let rv = ctx.resource_version();
+            let Ok(mut events) = ctx.watch(rv) else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
-            resync(&hub).await;
-            let mut wake = next_eviction(&hub);
+            resync(&ctx).await;
+            let mut wake = next_eviction(&ctx);
             loop {
                 let sleep = wake.map(|at| {
-                    let wait = (at - Utc::now()).to_std().unwrap_or_default();
+                    let wait = (at - ctx.now()).to_std().unwrap_or_default();
                     // Past the second the time names, so the target counts as evicting.
                     tokio::time::sleep(wait + Duration::from_millis(50))
                 });
                 tokio::select! {
-                    _ = stop.changed() => {
-                        if stopped(&stop) {
-                            return;
-                        }
-                    }
+                    _ = lease.lost() => return,
                     _ = async { sleep.expect("guarded").await }, if sleep.is_some() => {
-                        resync(&hub).await;
-                        wake = next_eviction(&hub);
+                        resync(&ctx).await;
+                        wake = next_eviction(&ctx);
                     }
                     event = events.next() => match event {
                         Some(event) => {
-                            changed(&hub, &event).await;
+                            changed(&ctx, &event).await;
                             if event.key.resource == SYNC_TARGETS {
-                                wake = next_eviction(&hub);
+                                wake = next_eviction(&ctx);
                             }
                         }
                         None => break, // fell behind: resync
@@ -120,9 +112,9 @@ pub fn spawn(hub: Arc<Hub>, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
 }
 
 /// The next future `evictAfter` of any SyncTarget.
-fn next_eviction(hub: &Hub) -> Option<DateTime<Utc>> {
-    let now = Utc::now();
-    all_targets(hub)
+fn next_eviction(ctx: &ControllerContext) -> Option<DateTime<Utc>> {
+    let now = ctx.now();
+    all_targets(ctx)
         .into_iter()
         .filter_map(|t| t.evict_after)
         .filter(|t| *t > now)
@@ -130,90 +122,90 @@ fn next_eviction(hub: &Hub) -> Option<DateTime<Utc>> {
 }
 
 /// Look at everything.
-async fn resync(hub: &Arc<Hub>) {
-    let (targets, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
+async fn resync(ctx: &ControllerContext) {
+    let (targets, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
     let mut location_workspaces: BTreeSet<String> = targets.iter().map(|(k, _)| k.cluster.clone()).collect();
-    let (locations, _) = hub.store.list(&ClusterScope::All, LOCATIONS, None, None);
+    let (locations, _) = ctx.list(&ClusterScope::All, LOCATIONS, None, None);
     location_workspaces.extend(locations.iter().map(|(k, _)| k.cluster.clone()));
     for cluster in &location_workspaces {
-        reconcile_locations(hub, cluster).await;
+        reconcile_locations(ctx, cluster).await;
     }
-    let (placements, _) = hub.store.list(&ClusterScope::All, PLACEMENTS, None, None);
+    let (placements, _) = ctx.list(&ClusterScope::All, PLACEMENTS, None, None);
     let workspaces: BTreeSet<String> = placements.iter().map(|(k, _)| k.cluster.clone()).collect();
     for ws in &workspaces {
-        reconcile_workspace(hub, ws).await;
+        reconcile_workspace(ctx, ws).await;
     }
     // Namespaces and objects anywhere that still carry scheduling metadata
     // (a Placement that went away, a target deleted while the hub was
     // down): one pass over every namespaced object.
-    let (namespaces, _) = hub.store.list(&ClusterScope::All, NAMESPACES, None, None);
+    let (namespaces, _) = ctx.list(&ClusterScope::All, NAMESPACES, None, None);
     let mut scheduled_namespaces = BTreeSet::new();
     for (key, ns) in &namespaces {
         if mentions_workloads(ns) {
             if !workspaces.contains(&key.cluster) {
-                schedule_namespace(hub, &key.cluster, &key.name, None).await;
+                schedule_namespace(ctx, &key.cluster, &key.name, None).await;
             }
             scheduled_namespaces.insert((key.cluster.clone(), key.name.clone()));
         }
     }
-    let live = live_keys(hub);
-    for resource in hub.store.resource_keys() {
+    let live = live_keys(ctx);
+    for resource in ctx.resource_keys() {
         if NOT_LABELLED.contains(&resource.as_str()) || resource == NAMESPACES {
             continue;
         }
-        let (objects, _) = hub.store.list(&ClusterScope::All, &resource, None, None);
+        let (objects, _) = ctx.list(&ClusterScope::All, &resource, None, None);
         for (key, obj) in objects {
             let in_scheduled = scheduled_namespaces.contains(&(key.cluster.clone(), key.namespace.clone()));
             if !key.namespace.is_empty() && (in_scheduled || mentions_workloads(&obj)) {
-                label_object(hub, &key, &live).await;
+                label_object(ctx, &key, &live).await;
             }
         }
     }
 }
 
 /// React to one change.
-async fn changed(hub: &Arc<Hub>, event: &WatchEvent) {
+async fn changed(ctx: &ControllerContext, event: &WatchEvent) {
     let key = &event.key;
     match key.resource.as_str() {
         SYNC_TARGETS | LOCATIONS => {
             if !placement_relevant(event) {
                 return;
             }
-            reconcile_locations(hub, &key.cluster).await;
-            for ws in workspaces_placing_in(hub, &key.cluster) {
-                reconcile_workspace(hub, &ws).await;
+            reconcile_locations(ctx, &key.cluster).await;
+            for ws in workspaces_placing_in(ctx, &key.cluster) {
+                reconcile_workspace(ctx, &ws).await;
             }
         }
-        PLACEMENTS => reconcile_workspace(hub, &key.cluster).await,
+        PLACEMENTS => reconcile_workspace(ctx, &key.cluster).await,
         ROLES | CLUSTER_ROLES | ROLE_BINDINGS | CLUSTER_ROLE_BINDINGS => {
             // A grant given or taken back. The event can arrive before the
             // write's own invalidation: forget the cached RBAC first.
-            hub.security.rbac.invalidate(&key.cluster);
-            for ws in workspaces_placing_in(hub, &key.cluster) {
+            ctx.invalidate_rbac(&key.cluster);
+            for ws in workspaces_placing_in(ctx, &key.cluster) {
                 if ws != key.cluster {
-                    reconcile_workspace(hub, &ws).await;
+                    reconcile_workspace(ctx, &ws).await;
                 }
             }
             // A Role or RoleBinding is also workload a SyncTarget may sync.
             if !key.namespace.is_empty() {
-                label_object(hub, key, &BTreeSet::new()).await;
+                label_object(ctx, key, &BTreeSet::new()).await;
             }
         }
         NAMESPACES => {
-            if hub.store.get(key).is_none() {
+            if ctx.get(key).is_none() {
                 return;
             }
-            schedule_namespace(hub, &key.cluster, &key.name, None).await;
+            schedule_namespace(ctx, &key.cluster, &key.name, None).await;
             // Its objects follow what it has, or had: a namespace that
             // leaves its last target leaves no trace to look for.
             if mentions_workloads(&event.object) || event.previous.as_deref().is_some_and(mentions_workloads)
             {
-                label_contents(hub, &key.cluster, &key.name).await;
+                label_contents(ctx, &key.cluster, &key.name).await;
             }
-            update_placements(hub, &key.cluster).await;
+            update_placements(ctx, &key.cluster).await;
         }
         r if !key.namespace.is_empty() && !NOT_LABELLED.contains(&r) => {
-            label_object(hub, key, &BTreeSet::new()).await;
+            label_object(ctx, key, &BTreeSet::new()).await;
         }
         _ => {}
     }
@@ -242,30 +234,26 @@ fn now() -> String {
     ferry_api::timestamp::now()
 }
 
-fn all_targets(hub: &Hub) -> Vec<Target> {
-    let (objs, _) = hub.store.list(&ClusterScope::All, SYNC_TARGETS, None, None);
+fn all_targets(ctx: &ControllerContext) -> Vec<Target> {
+    let (objs, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
     objs.iter()
         .filter_map(|(k, o)| Target::from_object(&k.cluster, &o.value()))
         .collect()
 }
 
-fn live_keys(hub: &Hub) -> BTreeSet<String> {
-    all_targets(hub).into_iter().map(|t| t.key).collect()
+fn live_keys(ctx: &ControllerContext) -> BTreeSet<String> {
+    all_targets(ctx).into_iter().map(|t| t.key).collect()
 }
 
-fn targets_in(hub: &Hub, cluster: &str) -> Vec<Target> {
-    let (objs, _) = hub
-        .store
-        .list(&ClusterScope::One(cluster.into()), SYNC_TARGETS, None, None);
+fn targets_in(ctx: &ControllerContext, cluster: &str) -> Vec<Target> {
+    let (objs, _) = ctx.list(&ClusterScope::One(cluster.into()), SYNC_TARGETS, None, None);
     objs.iter()
         .filter_map(|(k, o)| Target::from_object(&k.cluster, &o.value()))
         .collect()
 }
 
-fn list_values(hub: &Hub, cluster: &str, resource: &str) -> Vec<Value> {
-    let (objs, _) = hub
-        .store
-        .list(&ClusterScope::One(cluster.into()), resource, None, None);
+fn list_values(ctx: &ControllerContext, cluster: &str, resource: &str) -> Vec<Value> {
+    let (objs, _) = ctx.list(&ClusterScope::One(cluster.into()), resource, None, None);
     objs.iter().map(|(_, o)| o.value()).collect()
 }
 
@@ -277,8 +265,14 @@ fn name_of(obj: &Value) -> &str {
 
 /// Merge-patch the object at `key` (served as `info`), pinned to `rv`; a
 /// conflict means a newer state is on its way, and with it another event.
-async fn patch(hub: &Arc<Hub>, info: ResourceInfo, key: &ObjectKey, subresource: Option<&str>, body: Value) {
-    let r = match Request::internal_at(hub, info, key, "patch", MANAGER) {
+async fn patch(
+    ctx: &ControllerContext,
+    info: ResourceInfo,
+    key: &ObjectKey,
+    subresource: Option<&str>,
+    body: Value,
+) {
+    let r = match ctx.request_at(info, key, "patch", MANAGER) {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(cluster = %key.cluster, name = %key.name, "scheduler cannot patch: {}", e.message);
@@ -303,8 +297,14 @@ async fn patch(hub: &Arc<Hub>, info: ResourceInfo, key: &ObjectKey, subresource:
     }
 }
 
-fn lookup(hub: &Hub, cluster: &str, group: &str, version: &str, resource: &str) -> Option<ResourceInfo> {
-    hub.registry.lookup(Some(cluster), group, version, resource)
+fn lookup(
+    ctx: &ControllerContext,
+    cluster: &str,
+    group: &str,
+    version: &str,
+    resource: &str,
+) -> Option<ResourceInfo> {
+    ctx.lookup(Some(cluster), group, version, resource)
 }
 
 fn key_of(cluster: &str, resource: &str, namespace: &str, name: &str) -> ObjectKey {
@@ -319,22 +319,22 @@ fn key_of(cluster: &str, resource: &str, namespace: &str, name: &str) -> ObjectK
 // ---------------------------------------------------------------- Locations
 
 /// The default Location, and every Location's status, in `cluster`.
-async fn reconcile_locations(hub: &Arc<Hub>, cluster: &str) {
-    let targets = targets_in(hub, cluster);
-    let mut locations = list_values(hub, cluster, LOCATIONS);
+async fn reconcile_locations(ctx: &ControllerContext, cluster: &str) {
+    let targets = targets_in(ctx, cluster);
+    let mut locations = list_values(ctx, cluster, LOCATIONS);
     if !targets.is_empty() && locations.is_empty() {
-        if let Some(created) = create_default_location(hub, cluster).await {
+        if let Some(created) = create_default_location(ctx, cluster).await {
             locations.push(created);
         }
     }
-    let Some(info) = lookup(hub, cluster, "scheduling.kcp.io", "v1alpha1", "locations") else {
+    let Some(info) = lookup(ctx, cluster, "scheduling.kcp.io", "v1alpha1", "locations") else {
         return;
     };
     for loc in locations {
         let members = targets::members(&targets, &loc);
         let available = members.iter().filter(|t| t.available()).count();
         let key = key_of(cluster, LOCATIONS, "", name_of(&loc));
-        let Some(rv) = hub.store.get(&key).map(|o| o.rv) else {
+        let Some(rv) = ctx.get(&key).map(|o| o.rv) else {
             continue;
         };
         let status = json!({"instances": members.len(), "availableInstances": available});
@@ -342,7 +342,7 @@ async fn reconcile_locations(hub: &Arc<Hub>, cluster: &str) {
             || loc.pointer("/status/availableInstances") != Some(&status["availableInstances"])
         {
             let body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
-            patch(hub, info.clone(), &key, Some("status"), body).await;
+            patch(ctx, info.clone(), &key, Some("status"), body).await;
         }
         let labels = location_labels(&loc);
         let current = loc
@@ -351,7 +351,7 @@ async fn reconcile_locations(hub: &Arc<Hub>, cluster: &str) {
             .and_then(Value::as_str);
         if current != Some(labels.as_str()) {
             let body = json!({"metadata": {"annotations": {LOCATION_LABELS_ANNOTATION: labels}}});
-            patch(hub, info.clone(), &key, None, body).await;
+            patch(ctx, info.clone(), &key, None, body).await;
         }
     }
 }
@@ -369,7 +369,7 @@ fn location_labels(loc: &Value) -> String {
     pairs.join(" ")
 }
 
-async fn create_default_location(hub: &Arc<Hub>, cluster: &str) -> Option<Value> {
+async fn create_default_location(ctx: &ControllerContext, cluster: &str) -> Option<Value> {
     let obj = json!({
         "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Location",
         "metadata": {"name": "default"},
@@ -378,14 +378,9 @@ async fn create_default_location(hub: &Arc<Hub>, cluster: &str) -> Option<Value>
             "instanceSelector": {},
         },
     });
-    match service::create_internal(
-        hub,
-        cluster,
-        ("scheduling.kcp.io", "v1alpha1", "locations"),
-        None,
-        obj,
-    )
-    .await
+    match ctx
+        .create(cluster, ("scheduling.kcp.io", "v1alpha1", "locations"), None, obj)
+        .await
     {
         Ok(v) => Some(v),
         Err(e) if e.code == 409 => None,
@@ -400,17 +395,16 @@ async fn create_default_location(hub: &Arc<Hub>, cluster: &str) -> Option<Value>
 
 /// The logical cluster a Placement in `cluster` takes Locations from, and
 /// that workspace's path as the Placement names it.
-fn location_workspace(hub: &Hub, cluster: &str, placement: &Value) -> (Option<String>, String) {
+fn location_workspace(ctx: &ControllerContext, cluster: &str, placement: &Value) -> (Option<String>, String) {
     match placement
         .pointer("/spec/locationWorkspace")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
     {
-        Some(path) => (hub.workspaces.resolve(path).map(|lc| lc.name), path.to_string()),
+        Some(path) => (ctx.resolve_workspace(path).map(|lc| lc.name), path.to_string()),
         None => {
-            let path = hub
-                .workspaces
-                .by_name(cluster)
+            let path = ctx
+                .logical_cluster(cluster)
                 .map(|lc| lc.path)
                 .unwrap_or_else(|| cluster.to_string());
             (Some(cluster.to_string()), path)
@@ -419,20 +413,18 @@ fn location_workspace(hub: &Hub, cluster: &str, placement: &Value) -> (Option<St
 }
 
 /// The Placements of `ws`, each decoded and parsed once per version.
-fn placements_in(hub: &Hub, ws: &str) -> Vec<Arc<placement::Compiled>> {
-    let (objs, _) = hub
-        .store
-        .list(&ClusterScope::One(ws.into()), PLACEMENTS, None, None);
+fn placements_in(ctx: &ControllerContext, ws: &str) -> Vec<Arc<placement::Compiled>> {
+    let (objs, _) = ctx.list(&ClusterScope::One(ws.into()), PLACEMENTS, None, None);
     objs.iter().map(|(_, o)| placement::compiled(o)).collect()
 }
 
 /// Workspaces with a Placement taking Locations from `location_cluster`.
-fn workspaces_placing_in(hub: &Hub, location_cluster: &str) -> BTreeSet<String> {
-    let (placements, _) = hub.store.list(&ClusterScope::All, PLACEMENTS, None, None);
+fn workspaces_placing_in(ctx: &ControllerContext, location_cluster: &str) -> BTreeSet<String> {
+    let (placements, _) = ctx.list(&ClusterScope::All, PLACEMENTS, None, None);
     placements
         .iter()
         .filter(|(k, p)| {
-            location_workspace(hub, &k.cluster, &placement::compiled(p).value)
+            location_workspace(ctx, &k.cluster, &placement::compiled(p).value)
                 .0
                 .as_deref()
                 == Some(location_cluster)
@@ -442,28 +434,28 @@ fn workspaces_placing_in(hub: &Hub, location_cluster: &str) -> BTreeSet<String> 
 }
 
 /// The Placements of `ws`, then its namespaces.
-async fn reconcile_workspace(hub: &Arc<Hub>, ws: &str) {
-    update_placements(hub, ws).await;
-    let namespaces = list_values(hub, ws, NAMESPACES);
+async fn reconcile_workspace(ctx: &ControllerContext, ws: &str) {
+    update_placements(ctx, ws).await;
+    let namespaces = list_values(ctx, ws, NAMESPACES);
     let mut load = load_of(&namespaces);
     for ns in &namespaces {
-        schedule_namespace(hub, ws, name_of(ns), Some(&mut load)).await;
+        schedule_namespace(ctx, ws, name_of(ns), Some(&mut load)).await;
     }
 }
 
 /// Every Placement's status in `ws`.
-async fn update_placements(hub: &Arc<Hub>, ws: &str) {
-    let placements = placements_in(hub, ws);
+async fn update_placements(ctx: &ControllerContext, ws: &str) {
+    let placements = placements_in(ctx, ws);
     if placements.is_empty() {
         return;
     }
-    let Some(info) = lookup(hub, ws, "scheduling.kcp.io", "v1alpha1", "placements") else {
+    let Some(info) = lookup(ctx, ws, "scheduling.kcp.io", "v1alpha1", "placements") else {
         return;
     };
-    let namespaces = list_values(hub, ws, NAMESPACES);
+    let namespaces = list_values(ctx, ws, NAMESPACES);
     for p in placements {
-        let (_, path) = location_workspace(hub, ws, &p.value);
-        let locations = match grant::location_source(hub, ws, &p.value) {
+        let (_, path) = location_workspace(ctx, ws, &p.value);
+        let locations = match ctx.location_source(ws, &p.value) {
             grant::LocationSource::Usable(_, locations) => Ok(locations),
             grant::LocationSource::NotUsable { requester } => Err(grant::not_usable(&path, &requester)),
         };
@@ -477,7 +469,7 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
             continue;
         }
         let key = key_of(ws, PLACEMENTS, "", name_of(&p.value));
-        let Some(rv) = hub.store.get(&key).map(|o| o.rv) else {
+        let Some(rv) = ctx.get(&key).map(|o| o.rv) else {
             continue;
         };
         let mut body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
@@ -486,7 +478,7 @@ async fn update_placements(hub: &Arc<Hub>, ws: &str) {
             // longer usable is named to go.
             body["status"]["selectedLocation"] = Value::Null;
         }
-        patch(hub, info.clone(), &key, Some("status"), body).await;
+        patch(ctx, info.clone(), &key, Some("status"), body).await;
     }
 }
 
@@ -519,17 +511,22 @@ fn managed(workspace_has_placements: bool, namespace: &Meta) -> bool {
 }
 
 /// The namespace's placement annotation and target labels.
-async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&mut HashMap<String, usize>>) {
+async fn schedule_namespace(
+    ctx: &ControllerContext,
+    ws: &str,
+    name: &str,
+    load: Option<&mut HashMap<String, usize>>,
+) {
     if BLOCKED_NAMESPACES.contains(&name) {
         return;
     }
     let key = key_of(ws, NAMESPACES, "", name);
-    let Some(stored) = hub.store.get(&key) else {
+    let Some(stored) = ctx.get(&key) else {
         return;
     };
     let obj = stored.value();
     let meta = Meta::of(&obj);
-    let all_placements = placements_in(hub, ws);
+    let all_placements = placements_in(ctx, ws);
     if !managed(!all_placements.is_empty(), &meta) {
         return;
     }
@@ -541,7 +538,7 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     let load = match load {
         Some(l) => l,
         None => {
-            own_load = load_of(&list_values(hub, ws, NAMESPACES));
+            own_load = load_of(&list_values(ctx, ws, NAMESPACES));
             &mut own_load
         }
     };
@@ -552,7 +549,7 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
             *l = l.saturating_sub(*n);
         }
     }
-    let now_time = Utc::now();
+    let now_time = ctx.now();
     let deleting = meta.deleting();
     let current: Vec<String> = meta
         .keys()
@@ -571,13 +568,13 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
         };
         // The grant again, not the status: a status is anyone's to write
         // who may write the Placement, and a grant may have gone since.
-        let grant::LocationSource::Usable(lc, usable) = grant::location_source(hub, ws, &p.value) else {
+        let grant::LocationSource::Usable(lc, usable) = ctx.location_source(ws, &p.value) else {
             continue;
         };
         let Some(location) = usable.iter().find(|l| name_of(l) == loc_name) else {
             continue;
         };
-        let all = targets_in(hub, &lc.name);
+        let all = targets_in(ctx, &lc.name);
         let members = targets::members(&all, location);
         let keep = current
             .iter()
@@ -587,7 +584,7 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
             desired.insert(chosen);
         }
     }
-    let mut patch_ = assignment::schedule_namespace(&meta, &desired, &live_keys(hub), &now());
+    let mut patch_ = assignment::schedule_namespace(&meta, &desired, &live_keys(ctx), &now());
     let annotated = meta.annotations.contains_key(PLACEMENT_ANNOTATION);
     if !placements.is_empty() && !annotated {
         patch_
@@ -605,34 +602,32 @@ async fn schedule_namespace(hub: &Arc<Hub>, ws: &str, name: &str, load: Option<&
     if patch_.is_empty() {
         return;
     }
-    let Some(info) = lookup(hub, ws, "", "v1", "namespaces") else {
+    let Some(info) = lookup(ctx, ws, "", "v1", "namespaces") else {
         return;
     };
-    patch(hub, info, &key, None, patch_.to_merge_patch(stored.rv)).await;
+    patch(ctx, info, &key, None, patch_.to_merge_patch(stored.rv)).await;
 }
 
 // ---------------------------------------------------------------- Objects
 
 /// Label every object in the namespace as the namespace is.
-async fn label_contents(hub: &Arc<Hub>, ws: &str, namespace: &str) {
+async fn label_contents(ctx: &ControllerContext, ws: &str, namespace: &str) {
     let ns_key = key_of(ws, NAMESPACES, "", namespace);
-    let Some(ns) = hub.store.get(&ns_key) else {
+    let Some(ns) = ctx.get(&ns_key) else {
         return;
     };
     let ns_mentions = mentions_workloads(&ns);
-    let live = live_keys(hub);
-    for resource in hub.store.resources_in(ws) {
+    let live = live_keys(ctx);
+    for resource in ctx.resources_in(ws) {
         if NOT_LABELLED.contains(&resource.as_str()) || resource == NAMESPACES {
             continue;
         }
-        let (objects, _) = hub
-            .store
-            .list(&ClusterScope::One(ws.into()), &resource, Some(namespace), None);
+        let (objects, _) = ctx.list(&ClusterScope::One(ws.into()), &resource, Some(namespace), None);
         for (key, obj) in objects {
             if key.namespace.is_empty() || (!ns_mentions && !mentions_workloads(&obj)) {
                 continue;
             }
-            label_object(hub, &key, &live).await;
+            label_object(ctx, &key, &live).await;
         }
     }
 }
@@ -641,12 +636,12 @@ async fn label_contents(hub: &Arc<Hub>, ws: &str, namespace: &str) {
 /// targets that do not take that resource (a SyncTarget whose
 /// `supportedAPIExports` list resources and not this one), so the object is
 /// not scheduled there, or leaves it.
-fn without_targets_refusing(hub: &Hub, mut namespace: Meta, resource: &str) -> Meta {
+fn without_targets_refusing(ctx: &ControllerContext, mut namespace: Meta, resource: &str) -> Meta {
     let keys = namespace.keys();
     if keys.is_empty() {
         return namespace;
     }
-    for target in all_targets(hub) {
+    for target in all_targets(ctx) {
         if keys.contains(&target.key) && !target.takes(resource) {
             namespace
                 .labels
@@ -660,12 +655,12 @@ fn without_targets_refusing(hub: &Hub, mut namespace: Meta, resource: &str) -> M
 }
 
 /// Label one object as its namespace is (`live`: target keys, empty to look them up).
-async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) {
-    let Some(obj) = hub.store.get(key) else {
+async fn label_object(ctx: &ControllerContext, key: &ObjectKey, live: &BTreeSet<String>) {
+    let Some(obj) = ctx.get(key) else {
         return;
     };
     let ns_key = key_of(&key.cluster, NAMESPACES, "", &key.namespace);
-    let Some(ns) = hub.store.get(&ns_key) else {
+    let Some(ns) = ctx.get(&ns_key) else {
         return;
     };
     if !mentions_workloads(&ns) && !mentions_workloads(&obj) {
@@ -675,16 +670,14 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
         return;
     }
     let ns_value = ns.value();
-    let ns_meta = without_targets_refusing(hub, Meta::of(&ns_value), &key.resource);
-    let (placements, _) = hub
-        .store
-        .list(&ClusterScope::One(key.cluster.clone()), PLACEMENTS, None, None);
+    let ns_meta = without_targets_refusing(ctx, Meta::of(&ns_value), &key.resource);
+    let (placements, _) = ctx.list(&ClusterScope::One(key.cluster.clone()), PLACEMENTS, None, None);
     if !managed(!placements.is_empty(), &ns_meta) {
         return;
     }
     let looked_up;
     let live = if live.is_empty() {
-        looked_up = live_keys(hub);
+        looked_up = live_keys(ctx);
         &looked_up
     } else {
         live
@@ -694,8 +687,8 @@ async fn label_object(hub: &Arc<Hub>, key: &ObjectKey, live: &BTreeSet<String>) 
     if patch_.is_empty() {
         return;
     }
-    let Some(info) = crate::info_for_storage_key(hub, &key.cluster, &key.resource) else {
+    let Some(info) = crate::info_for_storage_key(ctx, &key.cluster, &key.resource) else {
         return;
     };
-    patch(hub, info, key, None, patch_.to_merge_patch(obj.rv)).await;
+    patch(ctx, info, key, None, patch_.to_merge_patch(obj.rv)).await;
 }

@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::controller::{ControllerContext, Lease};
 use crate::hub::{Hub, HubConfig};
 use crate::status::ApiError;
 use crate::storage::{
@@ -279,15 +280,18 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 /// server provides them (the `ferry-hub` crate assembles the server with
 /// `ferry-controllers`), so the server never depends on a controller.
 pub trait Controllers: Send + Sync + 'static {
-    /// Before the hub serves: install the controllers' part of writes
-    /// ([`crate::hub::WriteObserver`]) and create what a fresh cluster has,
-    /// as `opts` asks (e.g. the compute workspace).
-    fn bootstrap<'a>(&'a self, hub: &'a Arc<Hub>, opts: &'a HubOptions) -> BoxFuture<'a, ()>;
+    /// The controllers' part of a write ([`crate::hub::WriteObserver`]),
+    /// installed before [`Controllers::bootstrap`].
+    fn write_observer(&self) -> Arc<dyn crate::hub::WriteObserver>;
+
+    /// Before the hub serves: create what a fresh cluster has, as `opts`
+    /// asks (e.g. the compute workspace).
+    fn bootstrap<'a>(&'a self, ctx: &'a ControllerContext, opts: &'a HubOptions) -> BoxFuture<'a, ()>;
 
     /// Start the controllers that follow the store's watch, as `opts` asks;
-    /// they stop when `stop` turns true. With etcd, the server calls this
+    /// they stop when `ctx`'s lease is lost. With etcd, the server calls this
     /// each time this hub wins the controllers' Lease.
-    fn spawn(&self, hub: &Arc<Hub>, stop: watch::Receiver<bool>, opts: &HubOptions) -> Vec<JoinHandle<()>>;
+    fn spawn(&self, ctx: &ControllerContext, opts: &HubOptions) -> Vec<JoinHandle<()>>;
 }
 
 /// Start a hub with `opts` running `controllers`; returns once it is
@@ -362,7 +366,10 @@ pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> 
     };
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
-    controllers.bootstrap(&hub, &opts).await;
+    hub.set_write_observer(controllers.write_observer());
+    controllers
+        .bootstrap(&ControllerContext::new(hub.clone()), &opts)
+        .await;
 
     let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
     let kubeconfig =
@@ -382,15 +389,22 @@ pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> 
     }));
     let (shutdown, mut stop) = watch::channel(false);
     let spawn_opts = opts.clone();
-    let built_in =
-        move |hub: &Arc<Hub>, stop: watch::Receiver<bool>| controllers.spawn(hub, stop, &spawn_opts);
+    let built_in = move |hub: &Arc<Hub>, stop: watch::Receiver<bool>| {
+        controllers.spawn(
+            &ControllerContext::new(hub.clone()).with_lease(Lease::until(stop)),
+            &spawn_opts,
+        )
+    };
     let controllers = if opts.etcd.is_some() {
         // Other hubs on the same etcd write too: apply what their writes
         // change in this hub's memory, and run the controllers only while
         // this hub holds their Lease.
         let elected = hub.clone();
         vec![
-            crate::follow::spawn(hub.clone(), crate::replicas::PeerWrites, stop.clone()),
+            crate::follow::spawn(
+                ControllerContext::new(hub.clone()).with_lease(Lease::until(stop.clone())),
+                crate::replicas::PeerWrites,
+            ),
             crate::replicas::spawn_elected(
                 hub.clone(),
                 stop.clone(),

@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::Request;
+use crate::controller::ControllerContext;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
@@ -52,7 +53,9 @@ pub fn ensure_namespace_accepts(s: &Request) -> Result<(), ApiError> {
 /// deleted outright or its last finalizer is removed.
 pub async fn remove_contents(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey, v: &Value) {
     if let Some(observer) = hub.write_observer() {
-        observer.removed(hub, info, key, v).await;
+        observer
+            .removed(&ControllerContext::new(hub.clone()), info, key, v)
+            .await;
     }
 }
 
@@ -68,7 +71,9 @@ pub fn after_write<'a>(
     Box::pin(async move {
         crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
         if let Some(observer) = hub.write_observer() {
-            observer.written(hub, info, key, new).await;
+            observer
+                .written(&ControllerContext::new(hub.clone()), info, key, new)
+                .await;
         }
     })
 }
@@ -78,6 +83,8 @@ pub async fn marked_deleting(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKe
     // A CRD's resources are served as terminating from now on (creates refused).
     crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
     if let Some(observer) = hub.write_observer() {
-        observer.deleting(hub, info, key).await;
+        observer
+            .deleting(&ControllerContext::new(hub.clone()), info, key)
+            .await;
     }
 }
