@@ -135,3 +135,74 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
         "ferry-dashboard is not in LAYERS: add it to the layer it belongs to"
     );
 }
+
+/// Where `source` (one Rust file) names the hub itself rather than the
+/// controllers' handle on it: the `Hub` type, or a path into
+/// `ferry_server::hub`. Comments are not read. Returns the offending lines,
+/// numbered from 1.
+fn mentions_of_the_hub(source: &str) -> Vec<(usize, String)> {
+    source
+        .lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let code = line.split("//").next().unwrap_or_default();
+            let names_hub = code
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == "Hub");
+            (names_hub || code.contains("ferry_server::hub")).then(|| (i + 1, line.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Every `.rs` file under `dir`, depth first.
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("the directory is readable") {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn the_controllers_reach_the_hub_only_through_their_handle() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ferry-controllers/src");
+    let files = rust_files(&src);
+    assert!(
+        files.len() > 20,
+        "the controllers' sources are read from {}",
+        src.display()
+    );
+    let mut problems = Vec::new();
+    for file in files {
+        let source = std::fs::read_to_string(&file).expect("a controller source is readable");
+        for (line, text) in mentions_of_the_hub(&source) {
+            problems.push(format!("{}:{line}: {text}", file.display()));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the built-in controllers take ferry_server::controller::ControllerContext, never the whole Hub \
+         (add what a controller needs to the handle, documented there):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_mention_of_the_hub_is_found_in_code_and_not_in_comments() {
+    let source = "use ferry_server::hub::CRDS;\n\
+                  // the Hub owns the store\n\
+                  fn f(hub: &Arc<Hub>) {}\n\
+                  fn g(ctx: &ControllerContext, opts: &HubOptions) {} // not the Hub\n\
+                  /// Reads the hub's store.\n";
+    let found: Vec<usize> = mentions_of_the_hub(source)
+        .into_iter()
+        .map(|(line, _)| line)
+        .collect();
+    assert_eq!(found, vec![1, 3]);
+}
