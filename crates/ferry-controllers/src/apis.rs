@@ -26,7 +26,7 @@ use ferry_api::edge::espw;
 use ferry_server::apis::{self, condition, merge_conditions, Claim, ExportKey};
 use ferry_server::controller::{ControllerContext, CRDS};
 use ferry_server::json;
-use ferry_server::service::{self};
+use ferry_server::service;
 use ferry_server::storage::{ClusterScope, EventType, Expect, ObjectKey, WatchEvent};
 use ferry_server::strategy::apis::{claims_of, export_key};
 

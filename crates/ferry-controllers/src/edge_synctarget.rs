@@ -21,7 +21,7 @@ use crate::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, MAILBOX_PARENT,
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use ferry_server::controller::ControllerContext;
 use ferry_server::json;
-use ferry_server::service::{self};
+use ferry_server::service;
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 use ferry_server::synctarget::edge;
 use ferry_server::workspace::WORKSPACES;

@@ -26,7 +26,7 @@ use ferry_api::well_known::WORKLOAD_KEY_LABEL;
 use ferry_server::apis;
 use ferry_server::controller::ControllerContext;
 use ferry_server::json;
-use ferry_server::service::{self};
+use ferry_server::service;
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 use ferry_server::synctarget::{self, imported, IMPORTS, SYNC_TARGETS};
 

@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use super::follow::Follower;
 use ferry_server::controller::ControllerContext;
-use ferry_server::service::{self};
+use ferry_server::service;
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 
 /// The ClusterRole this controller keeps in each workspace with SyncerConfigs.
