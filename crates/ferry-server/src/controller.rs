@@ -70,7 +70,8 @@ pub use crate::hub::{logical_cluster_of, WriteObserver, CRDS};
 pub struct ControllerContext {
     hub: Arc<Hub>,
     lease: Lease,
-    clock: Clock,
+    /// `None`: the system clock (no allocation for a write's first pass).
+    clock: Option<Clock>,
 }
 
 /// Where a controller reads the time: the system clock, or a test's.
@@ -83,7 +84,7 @@ impl ControllerContext {
         ControllerContext {
             hub,
             lease: Lease::unbounded(),
-            clock: Arc::new(Utc::now),
+            clock: None,
         }
     }
 
@@ -95,7 +96,7 @@ impl ControllerContext {
 
     /// The same handle reading the time from `clock`.
     pub fn with_clock(mut self, clock: Clock) -> ControllerContext {
-        self.clock = clock;
+        self.clock = Some(clock);
         self
     }
 
@@ -111,7 +112,7 @@ impl ControllerContext {
 
     /// The time now.
     pub fn now(&self) -> DateTime<Utc> {
-        (self.clock)()
+        self.clock.as_ref().map_or_else(Utc::now, |clock| clock())
     }
 
     // ------------------------------------------------------------ reads
@@ -412,5 +413,40 @@ impl Lease {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `lease.lost()` resolves within a moment.
+    async fn lost_now(lease: &mut Lease) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), lease.lost())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_lease_is_lost_when_its_term_ends_or_its_sender_is_dropped() {
+        let (end, ended) = watch::channel(false);
+        let mut lease = Lease::until(ended);
+        assert!(lease.is_held());
+        assert!(!lost_now(&mut lease).await);
+        end.send(false).expect("the lease listens");
+        assert!(
+            lease.is_held() && !lost_now(&mut lease).await,
+            "only true ends the term"
+        );
+        end.send(true).expect("the lease listens");
+        assert!(!lease.is_held() && lost_now(&mut lease).await);
+
+        let (end, ended) = watch::channel(false);
+        let mut lease = Lease::until(ended);
+        drop(end);
+        assert!(!lease.is_held() && lost_now(&mut lease).await);
+
+        let mut unbounded = Lease::unbounded();
+        assert!(unbounded.is_held() && !lost_now(&mut unbounded).await);
     }
 }
