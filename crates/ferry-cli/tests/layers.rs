@@ -206,3 +206,199 @@ fn a_mention_of_the_hub_is_found_in_code_and_not_in_comments() {
         .collect();
     assert_eq!(found, vec![1, 3]);
 }
+
+/// Module cycles that exist today, each as the set of a crate's top-level
+/// modules that import one another in a circle (the crate is named in the
+/// comment only, so moving the modules to another crate keeps them known).
+/// A cycle may shrink or go; a new one, or one that grows, fails
+/// [`no_module_cycle_beyond_the_known_ones`]. Remove an entry when its
+/// cycle is broken.
+const KNOWN_MODULE_CYCLES: &[&[&str]] = &[
+    // ferry-api: the control types, their CRDs and the edge types.
+    &["control", "crds", "edge"],
+    // ferry-server: the hub and everything it reaches (issue 27's circle).
+    &[
+        "api",
+        "apis",
+        "auth",
+        "controller",
+        "follow",
+        "grants",
+        "hub",
+        "replicas",
+        "server",
+        "service",
+        "strategy",
+        "synctarget",
+        "virtual_workspace",
+    ],
+    // ferry-syncer: the engine and its profiles.
+    &["engine", "profile", "profiles", "transform"],
+    // ferry-cli: commands that call one another.
+    &["bind_cmd", "workload_cmd"],
+    &[
+        "database_service",
+        "quickstart",
+        "quickstart_syncagent",
+        "quickstart_tmc",
+        "syncer_pod",
+    ],
+    &[
+        "bench_cmd",
+        "bench_compare",
+        "bench_fleet",
+        "bench_load",
+        "bench_placement",
+        "bench_sync",
+        "bench_syncagent",
+    ],
+];
+
+/// The top-level modules of one crate that import one another in a circle:
+/// `files` are (path under `src/`, source) pairs. A file belongs to the
+/// top-level module its path starts with (`a.rs`, `a/b.rs` → `a`); it
+/// depends on every other top-level module its code names as `crate::m`
+/// (in a path or a `use crate::{…}` list). Comments are not read. Returns
+/// each cycle (a strongly connected set of two or more modules), sorted.
+fn module_cycles(files: &[(String, String)]) -> Vec<Vec<String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let top_of = |path: &str| {
+        let first = path.split('/').next().unwrap_or_default();
+        first.strip_suffix(".rs").unwrap_or(first).to_string()
+    };
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|(path, _)| top_of(path))
+        .filter(|m| m != "lib" && m != "main")
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> =
+        modules.iter().map(|m| (m.clone(), BTreeSet::new())).collect();
+    for (path, source) in files {
+        let from = top_of(path);
+        let Some(out) = edges.get_mut(&from) else { continue };
+        for line in source.lines() {
+            let code = line.split("//").next().unwrap_or_default();
+            for (at, _) in code.match_indices("crate::") {
+                // `crate::`, not the tail of `other_crate::` or `$crate::`.
+                if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$') {
+                    continue;
+                }
+                let rest = &code[at + "crate::".len()..];
+                let named: Vec<&str> = match rest.strip_prefix('{') {
+                    // `use crate::{a, b::c}`: the first segment of each item.
+                    Some(list) => list
+                        .split('}')
+                        .next()
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(|item| item.trim().split("::").next().unwrap_or_default())
+                        .collect(),
+                    None => vec![rest
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .next()
+                        .unwrap_or_default()],
+                };
+                for m in named {
+                    if m != from && modules.contains(m) {
+                        out.insert(m.to_string());
+                    }
+                }
+            }
+        }
+    }
+    // Two modules are in one cycle when each reaches the other.
+    let reach = |start: &String| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![start.clone()];
+        while let Some(m) = todo.pop() {
+            for next in &edges[&m] {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, BTreeSet<String>> = modules.iter().map(|m| (m, reach(m))).collect();
+    let mut cycles: Vec<Vec<String>> = Vec::new();
+    for m in &modules {
+        if !reaches[m].contains(m) || cycles.iter().any(|c| c.contains(m)) {
+            continue;
+        }
+        let cycle: Vec<String> = modules
+            .iter()
+            .filter(|other| reaches[m].contains(*other) && reaches[*other].contains(m))
+            .cloned()
+            .collect();
+        cycles.push(cycle);
+    }
+    cycles
+}
+
+/// (path under `src/`, source) of every Rust file of the crate at `dir`.
+fn crate_sources(dir: &std::path::Path) -> Vec<(String, String)> {
+    let src = dir.join("src");
+    rust_files(&src)
+        .into_iter()
+        .map(|file| {
+            let path = file
+                .strip_prefix(&src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let source = std::fs::read_to_string(&file).expect("a source file is readable");
+            (path, source)
+        })
+        .collect()
+}
+
+#[test]
+fn no_module_cycle_beyond_the_known_ones() {
+    let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut problems = Vec::new();
+    let mut found = 0;
+    for entry in std::fs::read_dir(&crates).expect("the crates directory is readable") {
+        let dir = entry.expect("a directory entry").path();
+        if !dir.join("src").is_dir() {
+            continue;
+        }
+        for cycle in module_cycles(&crate_sources(&dir)) {
+            found += 1;
+            let known = KNOWN_MODULE_CYCLES
+                .iter()
+                .any(|k| cycle.iter().all(|m| k.contains(&m.as_str())));
+            if !known {
+                problems.push(format!(
+                    "{}: the modules {} import one another in a circle: move what they share into one \
+                     module the others use, or pass it in",
+                    dir.file_name().unwrap_or_default().to_string_lossy(),
+                    cycle.join(", ")
+                ));
+            }
+        }
+    }
+    // The sources really are read: today's known cycles are found.
+    assert!(found > 0, "no crate sources read under {}", crates.display());
+    assert!(problems.is_empty(), "new module cycles:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn a_module_cycle_is_found_through_paths_and_use_lists() {
+    let file = |path: &str, source: &str| (path.to_string(), source.to_string());
+    let files = [
+        file("lib.rs", "pub mod a; pub mod b; pub mod c; pub mod d;"),
+        file(
+            "a.rs",
+            "use crate::{b::Thing, json};\n// crate::d is only mentioned here",
+        ),
+        file("b/mod.rs", "pub mod inner;"),
+        file("b/inner.rs", "fn f() { crate::c::g() }"),
+        file("c.rs", "use crate::a::A;"),
+        file("d.rs", "use crate::a;"),
+    ];
+    assert_eq!(
+        module_cycles(&files),
+        vec![vec!["a".to_string(), "b".into(), "c".into()]]
+    );
+    assert!(module_cycles(&files[..3]).is_empty());
+}
