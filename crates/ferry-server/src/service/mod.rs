@@ -54,7 +54,8 @@ pub struct WriteOptions {
 
 /// What a call on the service is about, and on whose behalf.
 pub struct Request {
-    pub hub: Arc<Hub>,
+    /// Crate-private: a controller holds a request, never the hub it reaches.
+    pub(crate) hub: Arc<Hub>,
     /// `None`: the `/clusters/*` wildcard (reads only).
     pub cluster: Option<LogicalCluster>,
     /// A virtual workspace's view: what of the wildcard is visible.
