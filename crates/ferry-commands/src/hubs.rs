@@ -27,3 +27,23 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     })?;
     start_with(opts, controllers).await
 }
+
+#[cfg(test)]
+mod tests {
+    /// A program that never plugged controllers in is told how to, instead of
+    /// starting a hub that would run none.
+    #[tokio::test]
+    async fn starting_a_hub_without_plugged_controllers_names_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = super::start(ferry_server::server::HubOptions::new(dir.path()))
+            .await
+            .err()
+            .expect("no hub without controllers");
+        assert!(
+            error
+                .to_string()
+                .contains("ferry_controllers::BuiltInControllers"),
+            "{error}"
+        );
+    }
+}
