@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::{count, method, number, rounds, run_bench, summary};
-use ferry_hub::testing::HubProcess;
+use ferry_cli::hub_process::HubProcess;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PostParams};

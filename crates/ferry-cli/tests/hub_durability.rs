@@ -4,7 +4,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use ferry_hub::testing::{client_from, HubProcess};
+use ferry_cli::hub_process::HubProcess;
+use ferry_hub::testing::client_from;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 

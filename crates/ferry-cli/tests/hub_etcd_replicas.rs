@@ -9,7 +9,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ferry_hub::testing::{client_from, eventually, HubProcess, TestEtcdCluster};
+use ferry_cli::hub_process::HubProcess;
+use ferry_hub::testing::{client_from, eventually, TestEtcdCluster};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};

@@ -18,11 +18,14 @@ const LAYERS: &[&[&str]] = &[
     // The hub's server (API server, kcp tenancy, virtual workspaces); the
     // syncer agent.
     &["ferry-server", "ferry-syncer"],
-    // The built-in controllers: clients of the server through its hook.
-    &["ferry-controllers"],
+    // The built-in controllers: clients of the server through its hook. The
+    // command line's commands, which start hubs with whatever controllers the
+    // binaries plug in: neither depends on the other, so a controller change
+    // does not recompile the commands.
+    &["ferry-controllers", "ferry-commands"],
     // The hub: the server with its controllers, and the test kit.
     &["ferry-hub"],
-    // The binaries.
+    // The binaries: the commands with the controllers plugged in.
     &["ferry-cli"],
 ];
 
@@ -108,6 +111,26 @@ fn no_crate_depends_on_a_crate_of_its_own_or_a_higher_layer() {
 }
 
 #[test]
+fn the_binaries_crate_only_plugs_the_controllers_into_the_commands() {
+    // Whatever ferry-cli depends on recompiles it; kept to these two, a
+    // controller change rebuilds ferry-controllers, ferry-cli's few lines and
+    // the link, and the commands stay as they were.
+    let (_, edges) = workspace_edges();
+    let mut of_cli: Vec<&str> = edges
+        .iter()
+        .filter(|(from, _)| from == "ferry-cli")
+        .map(|(_, to)| to.as_str())
+        .collect();
+    of_cli.sort();
+    assert_eq!(
+        of_cli,
+        ["ferry-commands", "ferry-controllers"],
+        "ferry-cli plugs the controllers into the commands and nothing more: \
+         put what it needs into ferry-commands (or a lower crate) instead"
+    );
+}
+
+#[test]
 fn an_upward_or_sideways_edge_is_named_with_the_fix() {
     let edge = |from: &str, to: &str| (from.to_string(), to.to_string());
     assert!(layering_violations(
@@ -123,9 +146,11 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
             edge("ferry-server", "ferry-controllers"),
             edge("ferry-controllers", "ferry-hub"),
             edge("ferry-hub", "ferry-dashboard"),
+            edge("ferry-commands", "ferry-controllers"),
+            edge("ferry-commands", "ferry-hub"),
         ],
     );
-    assert_eq!(problems.len(), 5, "{problems:#?}");
+    assert_eq!(problems.len(), 7, "{problems:#?}");
     assert!(problems[0].starts_with("ferry-storage depends on ferry-hub, which is not in a lower layer"));
     assert!(problems[1].starts_with("ferry-server depends on ferry-syncer"));
     assert!(problems[2].starts_with("ferry-server depends on ferry-controllers"));
@@ -134,6 +159,8 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
         problems[4],
         "ferry-dashboard is not in LAYERS: add it to the layer it belongs to"
     );
+    assert!(problems[5].starts_with("ferry-commands depends on ferry-controllers"));
+    assert!(problems[6].starts_with("ferry-commands depends on ferry-hub"));
 }
 
 /// Where `source` (one Rust file) names the hub itself rather than the

@@ -25,14 +25,8 @@ use ferry_server::workspace::{ROOT, WORKSPACES};
 pub const SYNC_TARGETS: &str = "edge.kubestellar.io/synctargets";
 /// The workspace that holds every mailbox workspace.
 pub const MAILBOX_PARENT: &str = ROOT;
-/// Annotations recording which SyncTarget a mailbox belongs to.
-pub const SYNC_TARGET_UID_ANNOTATION: &str = "edge.kubestellar.io/sync-target-uid";
-pub const INVENTORY_CLUSTER_ANNOTATION: &str = "edge.kubestellar.io/inventory-cluster";
-
-/// `<inventory-workspace-cluster>-mb-<synctarget-uid>`.
-pub fn mailbox_name(inventory_cluster: &str, sync_target_uid: &str) -> String {
-    format!("{inventory_cluster}-mb-{sync_target_uid}")
-}
+/// Annotations recording which SyncTarget a mailbox belongs to, and its name.
+pub use ferry_api::edge::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, SYNC_TARGET_UID_ANNOTATION};
 
 /// The controller as a watch follower (started by `controllers::spawn`).
 pub struct Mailboxes;

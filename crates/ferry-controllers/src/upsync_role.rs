@@ -27,7 +27,7 @@ use ferry_server::service;
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 
 /// The ClusterRole this controller keeps in each workspace with SyncerConfigs.
-pub const UPSYNC_ROLE: &str = "kubestellar-syncer-upsync";
+pub use ferry_api::edge::mailbox::UPSYNC_ROLE;
 /// Label on [`UPSYNC_ROLE`]: kept by the hub (value `true`).
 pub const MANAGED_LABEL: &str = "ferry.dev/upsync-role";
 const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";

@@ -33,7 +33,7 @@ fn recovery_bound(baseline: Duration) -> Duration {
 }
 /// WARN/ERROR lines one outage may cost (one, when the side goes down, is expected).
 const WARNINGS_BOUND: usize = 3;
-/// What `ferry syncer` logs by default (`crates/ferry-cli/src/logging.rs`), less the
+/// What `ferry syncer` logs by default (`crates/ferry-commands/src/logging.rs`), less the
 /// hubs, which are other processes in production.
 const LOG_FILTER: &str = "ferry_syncer=info,hyper=warn,h2=warn,rustls=warn,tower=warn,kube_client=warn,kube_client::client=off,kube_runtime=warn";
 

@@ -7,6 +7,7 @@ mod edge_placement;
 mod edge_sync_config;
 pub mod espw;
 mod location;
+pub mod mailbox;
 mod placement_summary;
 mod single_placement_slice;
 mod sync_target;

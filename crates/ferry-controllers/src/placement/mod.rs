@@ -104,7 +104,7 @@ use select::{ObjectTest, SpecProblem};
 /// Field manager of the translator's writes.
 pub const MANAGER: &str = "ferry-placement-translator";
 /// Label on everything the translator put in a mailbox (value `true`).
-pub const PLACED_LABEL: &str = "ferry.dev/placed";
+pub use ferry_api::edge::mailbox::PLACED_LABEL;
 /// Annotation on a mailbox copy: the path of the WMW it came from.
 pub const SOURCE_ANNOTATION: &str = "ferry.dev/placed-from";
 /// Annotation on a mailbox copy: the WMW object's resourceVersion it was copied at.

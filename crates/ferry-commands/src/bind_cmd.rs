@@ -305,7 +305,7 @@ pub async fn wait_bound(client: &kube::Client, name: &str, timeout: Duration) ->
 /// A label selector written as kubectl takes it (`env=test,tier in (a,b)`) as
 /// `metav1.LabelSelector` JSON; the empty string selects everything (`{}`).
 pub fn selector_json(text: &str) -> anyhow::Result<Value> {
-    use ferry_hub::selector::{LabelSelector, Operator};
+    use ferry_server::selector::{LabelSelector, Operator};
     let parsed = LabelSelector::parse(text).map_err(|e| anyhow::anyhow!("selector {text:?}: {e}"))?;
     let mut labels = serde_json::Map::new();
     let mut expressions = Vec::new();

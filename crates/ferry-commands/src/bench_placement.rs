@@ -82,7 +82,7 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
     let hub = BenchHub::start(&[]).await?;
     let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
     let client_at = |path: &str| -> anyhow::Result<kube::Client> {
-        Ok(kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(
+        Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(
             &config, path,
         )?)?)
     };
@@ -188,7 +188,7 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
     // Placement: every mailbox holds the copies and the-one lists them.
     let copies: Api<DynamicObject> = Api::all_with(all.clone(), &ar("", "v1", "ConfigMap", "configmaps"));
     let configs: Api<DynamicObject> = Api::all_with(all.clone(), &edge("SyncerConfig", "syncerconfigs"));
-    let placed = ListParams::default().labels(ferry_hub::controllers::placement::PLACED_LABEL);
+    let placed = ListParams::default().labels(ferry_api::edge::mailbox::PLACED_LABEL);
     let placement: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
         "metadata": {"name": "all"},
@@ -240,7 +240,7 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
     .await
     .context("changing cm-0")?;
     let one = ListParams::default()
-        .labels(ferry_hub::controllers::placement::PLACED_LABEL)
+        .labels(ferry_api::edge::mailbox::PLACED_LABEL)
         .fields("metadata.name=cm-0");
     wait_until("every copy of cm-0 changed", args.timeout, || {
         let (copies, one, changed) = (copies.clone(), one.clone(), changed.clone());

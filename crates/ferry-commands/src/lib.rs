@@ -1,6 +1,10 @@
 //! The `ferry` command line: the hub, the syncer, registration, quickstart and
-//! benchmarks. The binaries `ferry` and `kubectl-ferry` (a kubectl plugin) are
-//! thin wrappers around [`main`].
+//! benchmarks. The binaries `ferry` and `kubectl-ferry` (a kubectl plugin, both
+//! in `ferry-cli`) are thin wrappers around [`main`], which they hand what this
+//! crate leaves out ([`Binary`]): the hub's built-in controllers, plugged into
+//! every hub the commands start ([`hubs`]), and the version they were built as.
+//! Leaving the controllers out keeps a controller change from recompiling the
+//! commands.
 
 pub mod bench_apiexport;
 pub mod bench_cmd;
@@ -18,6 +22,8 @@ pub mod database_service;
 pub mod docs_cmd;
 pub mod ensure_cmd;
 pub mod hub_cmd;
+pub mod hub_process;
+pub mod hubs;
 pub mod kubeconfig;
 pub mod kubeconfig_file;
 pub mod kubestellar_cmd;
@@ -39,7 +45,6 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "ferry",
-    version = VERSION,
     about = "Keep Kubernetes objects in sync between a control plane and workload clusters"
 )]
 pub struct Cli {
@@ -108,8 +113,18 @@ enum Command {
     Docs(docs_cmd::DocsArgs),
 }
 
-/// `ferry --version`: the release and the commit it was built from.
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("FERRY_COMMIT"), ")");
+/// What the binary supplies to [`main`].
+pub struct Binary {
+    /// `ferry --version`: the release and the commit it was built from.
+    pub version: &'static str,
+    /// The controllers of every hub the commands start.
+    pub controllers: std::sync::Arc<dyn ferry_server::server::Controllers>,
+}
+
+/// The command line as `name`, answering `--version` with `version`.
+fn command(name: &'static str, version: &'static str) -> clap::Command {
+    Cli::command().name(name).bin_name(name).version(version)
+}
 
 #[derive(clap::Args)]
 struct CompletionArgs {
@@ -125,8 +140,7 @@ struct ManArgs {
 }
 
 /// Prints the completion script for `shell` to standard output.
-fn completion(name: &'static str, args: CompletionArgs) -> anyhow::Result<()> {
-    let mut command = Cli::command().name(name);
+fn completion(mut command: clap::Command, name: &'static str, args: CompletionArgs) -> anyhow::Result<()> {
     // A kubectl plugin is completed through kubectl; its script is `ferry`'s.
     let bin = name.replace(' ', "-");
     // Into memory first: clap_complete panics when its writer fails, and a reader that
@@ -142,10 +156,10 @@ fn completion(name: &'static str, args: CompletionArgs) -> anyhow::Result<()> {
 }
 
 /// Writes `ferry.1` and a page per command (`ferry-syncer.1`, ...) into `out_dir`.
-fn man(args: ManArgs) -> anyhow::Result<()> {
+fn man(command: clap::Command, args: ManArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out_dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", args.out_dir.display()))?;
-    clap_mangen::generate_to(Cli::command(), &args.out_dir)
+    clap_mangen::generate_to(command, &args.out_dir)
         .map_err(|e| anyhow::anyhow!("cannot write man pages into {}: {e}", args.out_dir.display()))?;
     println!("wrote man pages into {}", args.out_dir.display());
     Ok(())
@@ -207,8 +221,9 @@ const DEBUG: u8 = 4;
 /// standard error (`error: what failed: why`), whatever `RUST_BACKTRACE` says: a user
 /// reads the cause, not Rust's frames; `-v 4` adds the causes one per line and the
 /// backtrace.
-pub fn main(name: &'static str) -> std::process::ExitCode {
-    let matches = Cli::command().name(name).bin_name(name).get_matches();
+pub fn main(name: &'static str, binary: Binary) -> std::process::ExitCode {
+    hubs::plug(binary.controllers);
+    let matches = command(name, binary.version).get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(error) => error.exit(),
@@ -218,7 +233,7 @@ pub fn main(name: &'static str) -> std::process::ExitCode {
         // Read by anyhow when an error is made; no other thread runs yet.
         std::env::set_var("RUST_LIB_BACKTRACE", "1");
     }
-    match run(name, cli) {
+    match run(name, binary.version, cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) if verbosity >= DEBUG => {
             eprintln!("error: {error:?}");
@@ -231,7 +246,7 @@ pub fn main(name: &'static str) -> std::process::ExitCode {
     }
 }
 
-fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
+fn run(name: &'static str, version: &'static str, cli: Cli) -> anyhow::Result<()> {
     if matches!(
         cli.command,
         Command::Syncer(_) | Command::WorkloadSyncer(_) | Command::Syncagent(_)
@@ -286,9 +301,9 @@ fn run(name: &'static str, cli: Cli) -> anyhow::Result<()> {
             Command::Bench(cmd) => bench_cmd::run(cmd).await,
             Command::Ws(args) => ws_cmd::run(args).await,
             Command::Workload(cmd) => workload_cmd::run(cmd).await,
-            Command::Completion(args) => completion(name, args),
-            Command::Man(args) => man(args),
-            Command::Docs(args) => docs_cmd::run(Cli::command(), args),
+            Command::Completion(args) => completion(command(name, version), name, args),
+            Command::Man(args) => man(Cli::command().version(version), args),
+            Command::Docs(args) => docs_cmd::run(Cli::command().version(version), args),
         }
     })
 }

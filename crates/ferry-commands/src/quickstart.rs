@@ -10,9 +10,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::hubs::start;
 use anyhow::{bail, Context};
-use ferry_hub::server::{start, HubOptions, RunningHub};
-use ferry_hub::strategy::core::service::ServiceRanges;
+use ferry_server::server::{HubOptions, RunningHub};
+use ferry_server::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -238,7 +239,7 @@ fn gvk_resource(kind: &str) -> ApiResource {
 
 pub(crate) async fn admin_config(hub: &RunningHub, workspace: &str) -> anyhow::Result<kube::Config> {
     let config = crate::kubeconfig::load(Some(&hub.kubeconfig_path), None).await?;
-    Ok(ferry_hub::kubeconfig::at_workspace(&config, workspace)?)
+    Ok(ferry_server::kubeconfig::at_workspace(&config, workspace)?)
 }
 
 /// Server-side apply every object of a multi-document manifest, resolving
@@ -432,7 +433,7 @@ async fn quickstart(
             .collect();
         let target = crate::ensure_cmd::ensure_location(&imw_config, name, &labels).await?;
         let uid = target.metadata.uid.clone().unwrap_or_default();
-        let mailbox = ferry_hub::controllers::mailbox::mailbox_name(&imw_cluster, &uid);
+        let mailbox = ferry_api::edge::mailbox::mailbox_name(&imw_cluster, &uid);
         pb.set_message(format!("{name}: waiting for the mailbox workspace {mailbox}"));
         wait_ready_workspaces(&root, &[&mailbox]).await?;
         registered.push(register(args, pb, &hub, name, &mailbox).await?);
@@ -540,7 +541,7 @@ async fn register(
     };
     let reg = syncer_gen::generate(&admin_config(hub, &format!("root:{mailbox}")).await?, &gen_args).await?;
     // The manifest holds the syncer's token.
-    ferry_hub::server::write_private(&gen_args.output_file, reg.manifest.as_bytes())?;
+    ferry_server::server::write_private(&gen_args.output_file, reg.manifest.as_bytes())?;
 
     pb.set_message(format!(
         "{name}: kubectl apply -f {}",
@@ -623,11 +624,11 @@ pub async fn in_cluster_kubeconfig_at(
         .status
         .map(|s| s.token)
         .unwrap_or_default();
-    Ok(ferry_hub::kubeconfig::kubeconfig(
+    Ok(ferry_server::kubeconfig::kubeconfig(
         "in-cluster",
         &format!("{url}/clusters/root"),
         ca_pem,
-        ferry_hub::kubeconfig::AuthInfo::Token(token),
+        ferry_server::kubeconfig::AuthInfo::Token(token),
         "in-cluster",
         None,
     ))

@@ -138,7 +138,7 @@ pub async fn options(args: SyncerArgs) -> anyhow::Result<ferry_syncer::SyncerOpt
     let mut upstream =
         crate::kubeconfig::load(Some(&args.from_kubeconfig), args.from_context.as_deref()).await?;
     if let Some(cluster) = &args.from_cluster {
-        upstream = ferry_hub::kubeconfig::at_workspace(&upstream, cluster)
+        upstream = ferry_server::kubeconfig::at_workspace(&upstream, cluster)
             .with_context(|| format!("--from-cluster {cluster:?} is not a workspace path"))?;
     }
     let downstream = match &args.to_kubeconfig {

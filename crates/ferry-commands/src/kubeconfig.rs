@@ -1,6 +1,6 @@
 //! Loading kube-rs configurations for the commands: one place that reads
 //! kubeconfig files and picks contexts. Pointing a configuration at another
-//! workspace is [`ferry_hub::kubeconfig::at_workspace`].
+//! workspace is [`ferry_server::kubeconfig::at_workspace`].
 
 use std::path::Path;
 

@@ -12,9 +12,10 @@
 
 use std::time::Duration;
 
+use crate::hubs::start;
 use anyhow::{bail, Context};
-use ferry_hub::server::{start, HubOptions, RunningHub};
-use ferry_hub::strategy::core::service::ServiceRanges;
+use ferry_server::server::{HubOptions, RunningHub};
+use ferry_server::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::ProgressBar;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};

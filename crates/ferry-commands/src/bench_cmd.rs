@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::hub_process::HubProcess;
 use anyhow::Context;
-use ferry_hub::testing::HubProcess;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
@@ -195,7 +195,7 @@ impl BenchHub {
         let token = std::fs::read_to_string(dir.join("admin.token"))?;
         std::fs::write(
             &path,
-            ferry_hub::kubeconfig::admin_kubeconfig(&self.process.url, &ca, token.trim(), workspace),
+            ferry_server::kubeconfig::admin_kubeconfig(&self.process.url, &ca, token.trim(), workspace),
         )?;
         Ok(path)
     }
@@ -210,8 +210,8 @@ pub struct EtcdHubs {
     /// Three hubs on a three-member cluster, and its members' URLs.
     pub cluster_hubs: Vec<BenchHub>,
     pub cluster_servers: Option<String>,
-    _etcd: Option<ferry_hub::testing::TestEtcd>,
-    _cluster: Option<ferry_hub::testing::TestEtcdCluster>,
+    _etcd: Option<ferry_storage::testing::TestEtcd>,
+    _cluster: Option<ferry_storage::testing::TestEtcdCluster>,
 }
 
 /// Hub replicas behind the same load in the `etcd` block.
@@ -219,9 +219,9 @@ pub const ETCD_REPLICAS: usize = 3;
 
 impl EtcdHubs {
     async fn start(args: &HubBenchArgs) -> anyhow::Result<EtcdHubs> {
-        let missing = || anyhow::anyhow!("{}", ferry_hub::testing::TestEtcd::MISSING);
+        let missing = || anyhow::anyhow!("{}", ferry_storage::testing::TestEtcd::MISSING);
         let (etcd, servers) = if args.etcd_servers.is_empty() {
-            let etcd = ferry_hub::testing::TestEtcd::start_on_disk().ok_or_else(missing)?;
+            let etcd = ferry_storage::testing::TestEtcd::start_on_disk().ok_or_else(missing)?;
             let url = etcd.url();
             (Some(etcd), url)
         } else {
@@ -229,7 +229,7 @@ impl EtcdHubs {
         };
         let hubs = Self::replicas(&servers).await?;
         let (cluster, cluster_hubs) = if args.etcd_servers.is_empty() {
-            let cluster = ferry_hub::testing::TestEtcdCluster::start_on_disk().ok_or_else(missing)?;
+            let cluster = ferry_storage::testing::TestEtcdCluster::start_on_disk().ok_or_else(missing)?;
             let hubs = Self::replicas(&cluster.urls()).await?;
             (Some(cluster), hubs)
         } else {

@@ -206,7 +206,7 @@ pub fn parse_labels(labels: &[String]) -> anyhow::Result<serde_json::Map<String,
             bail!("--labels {label:?}: write each label as key=value");
         };
         let selector = format!("{k}={v}");
-        ferry_hub::selector::LabelSelector::parse(&selector)
+        ferry_server::selector::LabelSelector::parse(&selector)
             .map_err(|e| anyhow::anyhow!("--labels {label:?}: {e}"))?;
         out.insert(k.to_string(), json!(v));
     }
@@ -435,11 +435,11 @@ pub async fn sync(config: &kube::Config, args: &SyncArgs) -> anyhow::Result<Regi
     let ca = ca_pem(config);
     // kcp's syncer kubeconfig points at the server's root; the syncer finds its
     // workspace from --from-cluster and its virtual workspaces from the SyncTarget.
-    let upstream_kubeconfig = ferry_hub::kubeconfig::kubeconfig(
+    let upstream_kubeconfig = ferry_server::kubeconfig::kubeconfig(
         "kcp",
         &base,
         &ca,
-        ferry_hub::kubeconfig::AuthInfo::Token(token),
+        ferry_server::kubeconfig::AuthInfo::Token(token),
         "kcp",
         None,
     );

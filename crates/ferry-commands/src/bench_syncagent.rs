@@ -129,7 +129,7 @@ impl Stage {
         let consumers: Vec<kube::Client> = consumer_names
             .iter()
             .map(|ws| {
-                let config = ferry_hub::kubeconfig::at_workspace(&admin, &format!("root:{ws}"))?;
+                let config = ferry_server::kubeconfig::at_workspace(&admin, &format!("root:{ws}"))?;
                 Ok(kube::Client::try_from(config)?)
             })
             .collect::<anyhow::Result<_>>()?;

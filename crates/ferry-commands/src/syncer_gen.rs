@@ -19,9 +19,9 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 const FIELD_MANAGER: &str = "ferry-syncer-gen";
+use ferry_api::edge::mailbox::UPSYNC_ROLE;
+use ferry_api::edge::mailbox::{INVENTORY_CLUSTER_ANNOTATION, SYNC_TARGET_UID_ANNOTATION};
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
-use ferry_hub::controllers::mailbox::{INVENTORY_CLUSTER_ANNOTATION, SYNC_TARGET_UID_ANNOTATION};
-use ferry_hub::controllers::upsync_role::UPSYNC_ROLE;
 /// Where the Deployment mounts the upstream kubeconfig Secret (KubeStellar's path).
 pub const UPSTREAM_MOUNT: &str = "/kcp";
 
@@ -200,7 +200,7 @@ async fn mailbox(config: &kube::Config, path: &str, name: &str) -> anyhow::Resul
     let Some((parent, ws_name)) = path.rsplit_once(':').map(|(p, n)| (p.to_string(), n.to_string())) else {
         bail!("{NOT_A_MAILBOX}; {path} is not one");
     };
-    let parent_client = kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(config, &parent)?)?;
+    let parent_client = kube::Client::try_from(ferry_server::kubeconfig::at_workspace(config, &parent)?)?;
     let workspaces: Api<DynamicObject> = Api::all_with(parent_client, &workspace_resource());
     let ws = workspaces
         .get_opt(&ws_name)
@@ -219,7 +219,7 @@ async fn mailbox(config: &kube::Config, path: &str, name: &str) -> anyhow::Resul
         bail!("workspace {path} is the mailbox of SyncTarget {target:?}, not {name:?}: run `syncer-gen {target}` here, or point at {name}'s mailbox");
     }
     let targets: Api<DynamicObject> = Api::all_with(
-        kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(config, inventory)?)?,
+        kube::Client::try_from(ferry_server::kubeconfig::at_workspace(config, inventory)?)?,
         &ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncTarget"),
             "synctargets",
@@ -667,11 +667,11 @@ pub async fn identity_kubeconfig(config: &kube::Config, who: &Identity<'_>) -> a
     }
     let token = service_account_token(&sas, id, who.lifetime).await?;
     let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
-    Ok(ferry_hub::kubeconfig::kubeconfig(
+    Ok(ferry_server::kubeconfig::kubeconfig(
         who.context,
         &server,
         &ca_pem(config),
-        ferry_hub::kubeconfig::AuthInfo::Token(token),
+        ferry_server::kubeconfig::AuthInfo::Token(token),
         who.context,
         None,
     ))
@@ -713,7 +713,7 @@ pub fn ca_pem(config: &kube::Config) -> String {
         .root_cert
         .as_ref()
         .and_then(|certs| certs.first())
-        .map(|der| ferry_hub::server::tls::pem_encode("CERTIFICATE", der))
+        .map(|der| ferry_server::server::tls::pem_encode("CERTIFICATE", der))
         .unwrap_or_default()
 }
 

@@ -324,7 +324,7 @@ pub struct TreeNode {
 
 // Annotation on a KubeStellar mailbox Workspace: the logical cluster of its
 // SyncTarget's inventory workspace (the hub's mailbox controller writes it).
-use ferry_hub::controllers::mailbox::INVENTORY_CLUSTER_ANNOTATION;
+use ferry_api::edge::mailbox::INVENTORY_CLUSTER_ANNOTATION;
 
 /// What `ws tree` learnt on its walk: each workspace's path by logical
 /// cluster, and each mailbox's SyncTarget and inventory cluster by shown name.

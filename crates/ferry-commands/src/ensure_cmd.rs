@@ -87,7 +87,7 @@ pub async fn ensure_edge_api(config: &kube::Config) -> anyhow::Result<()> {
 /// Whether `root:espw` on this server exports the KubeStellar API (every
 /// authenticated user may read the export there).
 pub async fn espw_exported(config: &kube::Config) -> bool {
-    let Ok(espw_config) = ferry_hub::kubeconfig::at_workspace(config, espw::PATH) else {
+    let Ok(espw_config) = ferry_server::kubeconfig::at_workspace(config, espw::PATH) else {
         return false;
     };
     let Ok(client) = kube::Client::try_from(espw_config) else {
@@ -196,7 +196,7 @@ pub async fn ensure_location(
 /// until it is Ready, and bind (or install) the KubeStellar API in it. Returns its path.
 pub async fn ensure_wmw(config: &kube::Config, name: &str) -> anyhow::Result<String> {
     let path = ensure_workspace(config, name, "universal").await?;
-    let inside = ferry_hub::kubeconfig::at_workspace(config, &path)?;
+    let inside = ferry_server::kubeconfig::at_workspace(config, &path)?;
     ensure_edge_api(&inside).await?;
     Ok(path)
 }

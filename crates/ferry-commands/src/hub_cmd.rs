@@ -3,9 +3,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use ferry_hub::server::{start, HubOptions};
-use ferry_hub::storage::{EtcdOptions, DEFAULT_ETCD_PREFIX};
-use ferry_hub::strategy::core::service::ServiceRanges;
+use crate::hubs::start;
+use ferry_server::server::HubOptions;
+use ferry_server::storage::{EtcdOptions, DEFAULT_ETCD_PREFIX};
+use ferry_server::strategy::core::service::ServiceRanges;
 
 #[derive(clap::Args)]
 pub struct HubArgs {

@@ -181,8 +181,9 @@ fn cluster_name(i: usize) -> String {
 /// A stand-in cluster's hub: a distinct cluster (its own service and node-port ranges),
 /// without the hub-side controllers a workload cluster does not run.
 async fn cluster_hub(name: &str) -> anyhow::Result<BenchHub> {
-    let ranges =
-        ferry_hub::strategy::core::service::ServiceRanges::distinct(crate::quickstart::stand_in_index(name));
+    let ranges = ferry_server::strategy::core::service::ServiceRanges::distinct(
+        crate::quickstart::stand_in_index(name),
+    );
     let (ip, prefix) = ranges.cluster_ip;
     let cidr = format!("{ip}/{prefix}");
     let ports = format!("{}-{}", ranges.node_ports.start(), ranges.node_ports.end());
@@ -261,7 +262,7 @@ where
 async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::Result<Fleet> {
     let hub = BenchHub::start(&[]).await?;
     let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
-    let at = |ws: &str| ferry_hub::kubeconfig::at_workspace(&config, ws);
+    let at = |ws: &str| ferry_server::kubeconfig::at_workspace(&config, ws);
     let init = crate::kubestellar_cmd::init(&config).await?;
     let root = kube::Client::try_from(at("root")?)?;
     let imw_cluster = crate::quickstart::imw_cluster(&root).await?;
@@ -278,7 +279,7 @@ async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> a
             ]);
             let target = crate::ensure_cmd::ensure_location(imw_config, &name, &labels).await?;
             let uid = target.metadata.uid.clone().unwrap_or_default();
-            let mailbox = ferry_hub::controllers::mailbox::mailbox_name(imw_cluster, &uid);
+            let mailbox = ferry_api::edge::mailbox::mailbox_name(imw_cluster, &uid);
             crate::quickstart::wait_ready_workspaces(root, &[&mailbox]).await?;
             let gen_args = crate::syncer_gen::SyncerGenArgs::stand_in(
                 &name,
@@ -336,7 +337,7 @@ async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> a
 async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::Result<Fleet> {
     let hub = BenchHub::start(&[]).await?;
     let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
-    let at = |ws: &str| ferry_hub::kubeconfig::at_workspace(&config, ws);
+    let at = |ws: &str| ferry_server::kubeconfig::at_workspace(&config, ws);
     let root = kube::Client::try_from(at("root")?)?;
     for ws in [ORG, APP] {
         crate::quickstart::apply_object(

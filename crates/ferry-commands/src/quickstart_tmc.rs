@@ -15,10 +15,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::hubs::start;
 use anyhow::{bail, Context};
 use clap::Parser;
-use ferry_hub::server::{start, HubOptions, RunningHub};
-use ferry_hub::strategy::core::service::ServiceRanges;
+use ferry_server::server::{HubOptions, RunningHub};
+use ferry_server::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::ProgressBar;
 use k8s_openapi::api::core::v1::Service;
@@ -313,7 +314,7 @@ async fn register(
     };
     let reg = workload_cmd::sync(&admin_config(hub, ORG).await?, &sync_args).await?;
     // The manifest and the kubeconfigs below hold the syncer's tokens.
-    ferry_hub::server::write_private(&sync_args.output_file, reg.manifest.as_bytes())?;
+    ferry_server::server::write_private(&sync_args.output_file, reg.manifest.as_bytes())?;
     // A run before this one in the same directory may have drained this target;
     // the walkthrough starts from two schedulable targets.
     let targets = Api::<DynamicObject>::all_with(

@@ -54,14 +54,14 @@ pub struct Initialized {
 
 /// `kubestellar init` against the hub `config` addresses (any workspace of it).
 pub async fn init(config: &kube::Config) -> anyhow::Result<Initialized> {
-    let root = ferry_hub::kubeconfig::at_workspace(config, "root")?;
+    let root = ferry_server::kubeconfig::at_workspace(config, "root")?;
     let espw_path = ensure_workspace(&root, espw::WORKSPACE, "organization").await?;
-    let inside = kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(config, &espw_path)?)?;
+    let inside = kube::Client::try_from(ferry_server::kubeconfig::at_workspace(config, &espw_path)?)?;
     for obj in espw::objects() {
         create_missing(&inside, &obj).await?;
     }
     let imw = ensure_workspace(&root, espw::DEFAULT_IMW, "organization").await?;
-    let imw_client = kube::Client::try_from(ferry_hub::kubeconfig::at_workspace(config, &imw)?)?;
+    let imw_client = kube::Client::try_from(ferry_server::kubeconfig::at_workspace(config, &imw)?)?;
     ensure_binding(&imw_client, espw::WMW_BINDING).await?;
     Ok(Initialized { espw: espw_path, imw })
 }

@@ -28,7 +28,7 @@ pub const TMC_SYNCER_DEFAULT_VERBOSITY: u8 = 2;
 /// The `tracing` filter for `-v verbosity` (`quiet`: warnings only at 0).
 pub fn filter(verbosity: u8, quiet: bool) -> String {
     let sync = ferry_syncer::engine::SYNC_LOG;
-    let requests = ferry_hub::api::REQUEST_LOG;
+    let requests = ferry_server::api::REQUEST_LOG;
     let level = match verbosity {
         0 if quiet => "warn".to_string(),
         0 | 1 => format!("info,{sync}=warn,{requests}=warn"),
@@ -84,7 +84,7 @@ mod tests {
     #[test]
     fn sync_operations_show_from_level_2_and_sync_events_from_level_3() {
         let sync = ferry_syncer::engine::SYNC_LOG;
-        let requests = ferry_hub::api::REQUEST_LOG;
+        let requests = ferry_server::api::REQUEST_LOG;
         assert!(filter(1, false).starts_with(&format!("info,{sync}=warn,{requests}=warn,")));
         assert!(filter(2, false).starts_with("info,hyper"));
         assert!(filter(3, false).starts_with(&format!("info,{sync}=debug,{requests}=debug,")));

@@ -42,7 +42,7 @@ pub async fn from_applied(
     dir: &Path,
 ) -> anyhow::Result<PodSyncer> {
     // It may be a cluster's data directory, which must stay owner-only.
-    ferry_hub::server::data_dir::create_private_dir(dir)?;
+    ferry_server::server::data_dir::create_private_dir(dir)?;
     let deployment = Api::<DynamicObject>::namespaced_with(
         admin.clone(),
         namespace,
@@ -85,15 +85,15 @@ pub async fn from_applied(
         .map(|b| b.0.clone())
         .with_context(|| format!("the Secret {namespace}/{secret_name} has no kubeconfig key"))?;
     let mounted = dir.join(mount_path.trim_start_matches('/'));
-    ferry_hub::server::data_dir::create_private_dir(&mounted)?;
+    ferry_server::server::data_dir::create_private_dir(&mounted)?;
     let upstream_kubeconfig = mounted.join("kubeconfig");
     // The kubeconfigs hold the syncer's tokens.
-    ferry_hub::server::write_private(&upstream_kubeconfig, &kubeconfig)?;
+    ferry_server::server::write_private(&upstream_kubeconfig, &kubeconfig)?;
     let service_account = pod["serviceAccountName"].as_str().unwrap_or(id);
     let in_cluster = dir.join("in-cluster.kubeconfig");
     let text =
         crate::quickstart::in_cluster_kubeconfig_at(url, ca_pem, admin, namespace, service_account).await?;
-    ferry_hub::server::write_private(&in_cluster, text.as_bytes())?;
+    ferry_server::server::write_private(&in_cluster, text.as_bytes())?;
     let mut args = local_arguments(&container_args, mount_path, &mounted);
     args.push(format!("--to-kubeconfig={}", in_cluster.display()));
     Ok(PodSyncer {
