@@ -301,3 +301,80 @@ pub async fn stand_in_syncer(hub: &TestHub, mailbox: &str) -> tokio::task::JoinH
         }
     })
 }
+
+pub fn status_collectors() -> ApiResource {
+    ar(
+        "control.kubestellar.io",
+        "v1alpha1",
+        "StatusCollector",
+        "statuscollectors",
+    )
+}
+
+pub fn combined_statuses() -> ApiResource {
+    ar(
+        "control.kubestellar.io",
+        "v1alpha1",
+        "CombinedStatus",
+        "combinedstatuses",
+    )
+}
+
+/// What a cluster's syncer does when the cluster reports on a copy: writes
+/// the copy's status in the mailbox (`r`'s status subresource).
+pub async fn return_status(
+    hub: &TestHub,
+    mailbox: &str,
+    r: &ApiResource,
+    ns: &str,
+    name: &str,
+    status: Value,
+) {
+    let mb = client(hub, mailbox).await;
+    api(&mb, r, Some(ns))
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": status})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("returning the status of {ns}/{name} into {mailbox}: {e}"));
+}
+
+/// The CombinedStatus the hub keeps for EdgePlacement `placement` in
+/// namespace `ns` of `c`'s workspace, if any.
+pub async fn combined_status(c: &kube::Client, ns: &str, placement: &str) -> Option<Value> {
+    let lp = ListParams::default().labels(&format!("status.kubestellar.io/binding-policy={placement}"));
+    let list = api(c, &combined_statuses(), Some(ns)).list(&lp).await.ok()?;
+    list.items
+        .into_iter()
+        .next()
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+/// The rows of result `name` of a CombinedStatus, as plain JSON values.
+pub fn result_rows(cs: &Value, name: &str) -> Option<Vec<Vec<Value>>> {
+    let result = cs["results"].as_array()?.iter().find(|r| r["name"] == name)?;
+    let rows = result["rows"].as_array().cloned().unwrap_or_default();
+    Some(
+        rows.iter()
+            .map(|row| {
+                row["columns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| match c["type"].as_str() {
+                        Some("Number") => {
+                            serde_json::from_str(c["float"].as_str().unwrap()).unwrap_or(Value::Null)
+                        }
+                        Some("String") => c["string"].clone(),
+                        Some("Bool") => c["bool"].clone(),
+                        Some("Object") => c["object"].clone(),
+                        Some("Array") => c["array"].clone(),
+                        _ => Value::Null,
+                    })
+                    .collect()
+            })
+            .collect(),
+    )
+}
