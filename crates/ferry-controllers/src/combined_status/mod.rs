@@ -290,7 +290,8 @@ async fn apply(hub: &Arc<Hub>, cluster: &str, mut wanted: BTreeMap<(String, Stri
             name,
         };
         if let Err(e) = write_object(hub, &key, body, true).await {
-            retry |= e.code != 404 && failed("creating a CombinedStatus", &key, &e);
+            // A namespace going away (403) or gone (404) is not worth a retry.
+            retry |= !matches!(e.code, 403 | 404) && failed("creating a CombinedStatus", &key, &e);
         }
     }
     retry

@@ -378,3 +378,57 @@ pub fn result_rows(cs: &Value, name: &str) -> Option<Vec<Vec<Value>>> {
             .collect(),
     )
 }
+
+// ---- combined status: Deployment shop/web placed with StatusCollectors
+
+/// Namespace `shop` and Deployment `shop/web` (2 replicas) in `c`'s workspace.
+pub async fn web(c: &kube::Client) {
+    apply(
+        c,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
+    )
+    .await;
+    apply(
+        c,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+    )
+    .await;
+}
+
+pub fn collector(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "StatusCollector",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// EdgePlacement `name` sending the Deployments of `shop` to `selector`'s
+/// Locations, combining their status with `collectors`.
+pub async fn place_web(c: &kube::Client, name: &str, selector: Value, collectors: &[&str]) {
+    apply(
+        c,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+               "metadata": {"name": name},
+               "spec": {"locationSelectors": [selector],
+                        "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["shop"],
+                                      "statusCollectors": collectors}]}}),
+    )
+    .await;
+}
+
+pub async fn copies_in(hub: &TestHub, mailboxes: &[String]) {
+    for mb in mailboxes {
+        let mbc = client(hub, mb).await;
+        eventually(20, &format!("the Deployment's copy in {mb}"), || {
+            let mbc = mbc.clone();
+            async move { get(&mbc, &deployments(), Some("shop"), "web").await.map(|_| ()) }
+        })
+        .await;
+    }
+}
+
+pub fn available(n: i64) -> Value {
+    json!({"replicas": 2, "readyReplicas": n, "availableReplicas": n,
+           "conditions": [{"type": "Available", "status": if n == 2 { "True" } else { "False" }}]})
+}
