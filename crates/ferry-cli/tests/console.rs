@@ -214,6 +214,7 @@ async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_liv
     .await;
     edge::place_web(&wmw, "shop", json!({"matchLabels": {"env": "prod"}}), &["broken"]).await;
     edge::copies_in(hub, std::slice::from_ref(&florin)).await;
+    let syncer = edge::stand_in_syncer(hub, &florin).await;
     edge::return_status(
         hub,
         &florin,
@@ -238,6 +239,11 @@ async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_liv
             && combined.contains("spec.filter"),
         "the tables and the bad collector's field: {combined}"
     );
+    b.run(
+        "document.querySelector('#combined').scrollIntoView(); return null;",
+        json!([]),
+    )
+    .await;
     b.screenshot("6-combined-status").await;
 
     b.run("window.ferryTestMark = 'not reloaded'; return null;", json!([]))
@@ -258,6 +264,7 @@ async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_liv
     let mark = b.run("return window.ferryTestMark || null;", json!([])).await;
     assert_eq!(mark, "not reloaded", "the change arrived over the watch");
     b.quit().await;
+    syncer.abort();
 }
 
 #[tokio::test(flavor = "multi_thread")]

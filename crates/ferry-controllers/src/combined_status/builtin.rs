@@ -175,14 +175,8 @@ fn ready(rows: &[Row]) -> Option<(Vec<NamedStatusCombination>, String)> {
 mod tests {
     use super::*;
     use crate::combined_status::collect::row;
+    use crate::combined_status::collect::tests::values;
     use std::collections::BTreeMap;
-
-    fn values(r: &NamedStatusCombination) -> Vec<Vec<Value>> {
-        r.rows
-            .iter()
-            .map(|row| row.columns.iter().map(ColumnValue::value).collect())
-            .collect()
-    }
 
     #[test]
     fn deployments_show_available_of_desired_per_cluster_and_in_total() {

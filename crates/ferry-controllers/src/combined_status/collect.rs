@@ -456,7 +456,7 @@ pub fn row(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ferry_api::combined_status::NamedAggregator;
 
@@ -481,7 +481,8 @@ mod tests {
         serde_json::from_value(v).unwrap()
     }
 
-    fn values(r: &NamedStatusCombination) -> Vec<Vec<Value>> {
+    /// A result's rows as plain JSON values.
+    pub(crate) fn values(r: &NamedStatusCombination) -> Vec<Vec<Value>> {
         r.rows
             .iter()
             .map(|row| row.columns.iter().map(ColumnValue::value).collect())
