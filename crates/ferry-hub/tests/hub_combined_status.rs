@@ -311,6 +311,22 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_oth
     assert!(fixed.data["status"].get("errors").is_none());
 }
 
+/// shop/web in `c`'s workspace with StatusCollector `name` listing what each
+/// cluster returned, placed on every `env=prod` Location by `placement`
+/// naming `collectors`.
+async fn web_listing_statuses(c: &kube::Client, name: &str, placement: &str, collectors: &[&str]) {
+    web(c).await;
+    apply(
+        c,
+        collector(
+            name,
+            json!({"select": [{"name": "wec", "def": "inventory.name"}, {"name": "status", "def": "returned.status"}]}),
+        ),
+    )
+    .await;
+    place_web(c, placement, json!({"matchLabels": {"env": "prod"}}), collectors).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_returned_status() {
     let t = Tenants::start().await;
@@ -320,22 +336,7 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     let florin = location(hub, &imw, "florin", json!({"env": "prod"})).await;
     // The victim (wmw1) places shop/web on florin, which reports a secret.
     let wmw = client(hub, "root:wmw1").await;
-    web(&wmw).await;
-    apply(
-        &wmw,
-        collector(
-            "statuses",
-            json!({"select": [{"name": "wec", "def": "inventory.name"}, {"name": "status", "def": "returned.status"}]}),
-        ),
-    )
-    .await;
-    place_web(
-        &wmw,
-        "shop",
-        json!({"matchLabels": {"env": "prod"}}),
-        &["statuses"],
-    )
-    .await;
+    web_listing_statuses(&wmw, "statuses", "shop", &["statuses"]).await;
     copies_in(hub, std::slice::from_ref(&florin)).await;
     let mut secret = available(2);
     secret["conditions"][0]["message"] = json!("victim-secret");
@@ -366,23 +367,8 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     )
     .await;
     assert_eq!(code, 201, "{body}");
-    web(&mal).await;
-    apply(
-        &mal,
-        collector(
-            "steal",
-            json!({"select": [{"name": "wec", "def": "inventory.name"}, {"name": "status", "def": "returned.status"}]}),
-        ),
-    )
-    .await;
     // "statuses" exists only in the victim's workspace.
-    place_web(
-        &mal,
-        "steal",
-        json!({"matchLabels": {"env": "prod"}}),
-        &["steal", "statuses"],
-    )
-    .await;
+    web_listing_statuses(&mal, "steal", "steal", &["steal", "statuses"]).await;
 
     // The victim's CombinedStatus carries what florin returned (the positive twin).
     let victims = eventually(20, "the victim's CombinedStatus", || {
