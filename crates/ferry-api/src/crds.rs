@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-use crate::{control, edge, syncagent, well_known, workload};
+use crate::{combined_status, control, edge, syncagent, well_known, workload};
 
 /// Names and options of one CRD; filled in by the `cluster_resource!` macro.
 #[doc(hidden)]
@@ -288,6 +288,8 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         edge::PlacementSummary::crd(),
         edge::Customizer::crd(),
         control::CustomTransform::crd(),
+        combined_status::StatusCollector::crd(),
+        combined_status::CombinedStatus::crd(),
         workload::SyncTarget::crd(),
         syncagent::PublishedResource::crd(),
     ]

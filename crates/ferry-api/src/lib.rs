@@ -10,6 +10,7 @@
 //! | [`apiresource`] | `apiresource.kcp.io/v1alpha1` | APIResourceImport |
 //! | [`syncagent`] | `syncagent.kcp.io/v1alpha1` | PublishedResource |
 //! | [`control`] | `control.kubestellar.io/v1alpha1` | CustomTransform |
+//! | [`combined_status`] | `control.kubestellar.io/v1alpha1` | StatusCollector, CombinedStatus |
 //!
 //! Every kind is a plain struct (`metadata`, `spec`, `status`) that implements
 //! [`kube::Resource`] and [`kube::CustomResourceExt`], so it works with `kube::Api`.
@@ -30,6 +31,7 @@ mod resource;
 
 pub mod allocated;
 pub mod apiresource;
+pub mod combined_status;
 pub mod control;
 pub mod crds;
 pub mod edge;

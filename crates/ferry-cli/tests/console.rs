@@ -3,6 +3,8 @@
 //! refused and sees the fix arrive without reloading; another tenant signed
 //! in never sees the first tenant's workspaces, not even their names. Also
 //! `ferry console` forwarding the page's reads with the browser's token only.
+//! A workload workspace's page shows each placed object's combined status,
+//! live.
 //! Screenshots of each page land in `target/console-screenshots/`.
 
 /// The hub tests' kits: clients, tenants with tokens, KubeStellar set-up.
@@ -187,6 +189,82 @@ async fn the_owner_walks_the_tree_finds_the_copy_a_cluster_refused_and_sees_the_
 
     b.quit().await;
     refused.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_live() {
+    if !browser::available() {
+        return;
+    }
+    let tenants = Tenants::start().await;
+    let hub = &tenants.hub;
+    let imw = edge::workspace(hub, "imw1").await;
+    edge::workspace(hub, "wmw1").await;
+    let florin = edge::location(hub, &imw, "florin", json!({"env": "prod"})).await;
+    bind_cluster_role(hub, "root:wmw1", "alice-admin", "cluster-admin", "alice").await;
+    let wmw = hubkit::client(hub, "root:wmw1").await;
+    edge::web(&wmw).await;
+    edge::apply(
+        &wmw,
+        edge::collector(
+            "broken",
+            json!({"filter": "returned.status.(", "combinedFields": [{"name": "n", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+    edge::place_web(&wmw, "shop", json!({"matchLabels": {"env": "prod"}}), &["broken"]).await;
+    edge::copies_in(hub, std::slice::from_ref(&florin)).await;
+    let syncer = edge::stand_in_syncer(hub, &florin).await;
+    edge::return_status(
+        hub,
+        &florin,
+        &edge::deployments(),
+        "shop",
+        "web",
+        edge::available(1),
+    )
+    .await;
+
+    let b = Browser::start("combined").await;
+    sign_in(&b, hub.url(), "alice-token", "root:wmw1").await;
+    let combined = b
+        .wait_text(30, "#combined", "web's combined status", |t| {
+            t.contains("1/2 available on 1 cluster")
+        })
+        .await;
+    assert!(
+        combined.contains("builtin:availability")
+            && combined.contains("florin")
+            && combined.contains("Not evaluated:")
+            && combined.contains("spec.filter"),
+        "the tables and the bad collector's field: {combined}"
+    );
+    b.run(
+        "document.querySelector('#combined').scrollIntoView(); return null;",
+        json!([]),
+    )
+    .await;
+    b.screenshot("6-combined-status").await;
+
+    b.run("window.ferryTestMark = 'not reloaded'; return null;", json!([]))
+        .await;
+    edge::return_status(
+        hub,
+        &florin,
+        &edge::deployments(),
+        "shop",
+        "web",
+        edge::available(2),
+    )
+    .await;
+    b.wait_text(15, "#combined", "florin's new status combined", |t| {
+        t.contains("2/2 available on 1 cluster")
+    })
+    .await;
+    let mark = b.run("return window.ferryTestMark || null;", json!([])).await;
+    assert_eq!(mark, "not reloaded", "the change arrived over the watch");
+    b.quit().await;
+    syncer.abort();
 }
 
 #[tokio::test(flavor = "multi_thread")]

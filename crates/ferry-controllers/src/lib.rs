@@ -16,6 +16,7 @@
 
 pub mod apis;
 pub mod apiservices;
+pub mod combined_status;
 pub mod compute;
 pub mod crds;
 pub mod edge_synctarget;

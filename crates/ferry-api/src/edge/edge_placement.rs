@@ -159,6 +159,12 @@ pub struct DownsyncObjectTest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "crate::schema::label_selectors")]
     pub label_selectors: Vec<LabelSelector>,
+
+    /// Names of StatusCollectors (KubeStellar's, `control.kubestellar.io`, in
+    /// this workspace) that combine the status returned from every cluster
+    /// into each matching object's CombinedStatus.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub status_collectors: Vec<String>,
 }
 
 /// The observed state of an EdgePlacement.

@@ -739,6 +739,34 @@ fn evaluate(
     rule.program.execute(&ctx)
 }
 
+/// Evaluate `rule` (from [`compiled`]) over named JSON variables, for CEL
+/// expressions that are not schema rules (KubeStellar's StatusCollectors).
+/// Bounded like a rule: refused when the estimated cost is over
+/// [`PER_CALL_LIMIT`]: the expression's size times the variables' weight
+/// per level of loop nesting.
+pub fn evaluate_json(rule: &Rule, vars: &[(&str, &Value)]) -> Result<Value, String> {
+    let total: u64 = vars.iter().map(|(_, v)| weight(v)).sum::<u64>().max(1);
+    let mut cost = rule.nodes;
+    for _ in 0..rule.depth.max(1) {
+        cost = cost.saturating_mul(total);
+    }
+    if cost > PER_CALL_LIMIT {
+        return Err(format!(
+            "the expression would cost too much to evaluate (estimated {cost}, limit {PER_CALL_LIMIT}); \
+             read less, or loop over smaller lists"
+        ));
+    }
+    let mut ctx = Context::with_env(ENV.clone());
+    for (name, value) in vars {
+        let val: Box<dyn Val> = to_cel(value, None)
+            .try_into()
+            .map_err(|e: ExecutionError| e.to_string())?;
+        ctx.add_variable_as_val(*name, val);
+    }
+    let out = rule.program.execute(&ctx).map_err(|e| e.to_string())?;
+    out.json().map_err(|e| format!("the result is not JSON: {e}"))
+}
+
 // ---- CRD-time checks ----
 
 /// Problems with the `x-kubernetes-validations` of one schema node at `at`
@@ -991,6 +1019,39 @@ mod tests {
             "{}",
             causes[0].message
         );
+    }
+}
+
+#[cfg(test)]
+mod expressions {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn expressions_read_named_variables_and_give_json() {
+        let obj = json!({"spec": {"replicas": 3}});
+        let returned =
+            json!({"status": {"availableReplicas": 2, "conditions": [{"type": "Ready", "status": "True"}]}});
+        let eval =
+            |src: &str| evaluate_json(&compiled(src).unwrap(), &[("obj", &obj), ("returned", &returned)]);
+        assert_eq!(
+            eval("obj.spec.replicas - returned.status.availableReplicas"),
+            Ok(json!(1))
+        );
+        assert_eq!(
+            eval("returned.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')"),
+            Ok(json!(true))
+        );
+        assert_eq!(eval("{'a': [1, 'x']}"), Ok(json!({"a": [1, "x"]})));
+        assert!(eval("returned.status.nope").is_err());
+    }
+
+    #[test]
+    fn costly_expressions_are_refused_before_they_run() {
+        let big = json!({"items": (0..2000).collect::<Vec<_>>()});
+        let rule = compiled("obj.items.all(a, obj.items.all(b, obj.items.all(c, a + b + c >= 0)))").unwrap();
+        let e = evaluate_json(&rule, &[("obj", &big)]).unwrap_err();
+        assert!(e.contains("cost too much"), "{e}");
     }
 }
 

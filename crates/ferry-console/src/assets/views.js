@@ -97,6 +97,33 @@ const REFUSED = "refused: ";
  * its resource and holds objects (`always`: even when empty); `rows(object,
  * ctx)` gives one or more table rows, each `{cells, bad}`.
  */
+/** A CombinedStatus value (KubeStellar's tagged union) as text. */
+function cell(v) {
+  switch (v?.type) {
+    case "String": return v.string ?? "";
+    case "Number": return v.float ?? "";
+    case "Bool": return String(v.bool);
+    case "Object": return JSON.stringify(v.object);
+    case "Array": return JSON.stringify(v.array);
+    default: return "null";
+  }
+}
+
+/** One result of a CombinedStatus: its table, or what keeps it from having one. */
+function combinedResult(r) {
+  if (r.error) {
+    return h("div", {}, h("strong", {}, r.name), " ",
+      problem("Not evaluated:", r.error, "Fix the StatusCollector; its Valid condition names the field."));
+  }
+  const errors = (r.rowErrors || []).map((e) =>
+    h("li", { class: "bad" }, `${e.wec?.clusterId || ""} ${e.columnName || "filter"}: ${e.error}`));
+  return h("div", {}, h("strong", {}, r.name),
+    h("table", { class: "result" },
+      h("tr", {}, (r.columnNames || []).map((c) => h("th", {}, c))),
+      (r.rows || []).map((row) => h("tr", {}, (row.columns || []).map((v) => h("td", {}, cell(v)))))),
+    errors.length ? h("ul", { class: "plain" }, errors) : "");
+}
+
 export const SECTIONS = [
   {
     id: "workspaces", title: "Workspaces", group: "tenancy.kcp.io", version: "v1alpha1", resource: "workspaces",
@@ -167,6 +194,20 @@ export const SECTIONS = [
           : digest;
         return { bad: refused, cells: [name, d.cluster, yesNo(d.synced), status, wsLink(d.mailbox), age(d.lastUpdate, ctx.now)] };
       });
+    },
+  },
+  {
+    id: "combined", title: "Combined status (one per placed object and EdgePlacement)", group: "control.kubestellar.io",
+    version: "v1alpha1", resource: "combinedstatuses",
+    columns: ["Object", "EdgePlacement", "Summary", "Results"],
+    rows: (o) => {
+      const failed = (o.results || []).filter((r) => r.error || (r.rowErrors || []).length);
+      const ns = o.metadata.namespace ? o.metadata.namespace + "/" : "";
+      return [{
+        bad: failed.length > 0,
+        cells: [`${o.subject || ""}`.replace("/", " " + ns), o.placement || "", o.summary || "",
+          h("div", {}, (o.results || []).map(combinedResult))],
+      }];
     },
   },
   {

@@ -62,6 +62,7 @@
 //! resolving a placement visits only the Locations and SyncTargets its
 //! selectors can reach, not every Location against every SyncTarget.
 
+mod combined;
 pub mod copy;
 pub use ferry_server::customize;
 pub use ferry_server::grants::edge as grant;
@@ -1566,6 +1567,8 @@ async fn report(
     }
 
     retry |= write_summaries(ctx, placements, executing, &wmws, inventory).await;
+
+    retry |= combined::write(ctx, placements, &wmws, inventory).await;
 
     retry |= return_singleton_status(ctx, placements, &wmws).await;
 

@@ -41,6 +41,8 @@ pub struct ObjectTest {
     pub object_names: Vec<String>,
     pub label_selectors: Vec<LabelSelector>,
     pub scope: DownsyncScope,
+    /// The StatusCollectors the member names for what it matches.
+    pub status_collectors: Vec<String>,
 }
 
 fn any_or(list: &[String], value: &str) -> bool {
@@ -144,6 +146,7 @@ pub fn compile(spec: &EdgePlacementSpec, problems: &mut Vec<SpecProblem>) -> Vec
             object_names: t.object_names.clone(),
             label_selectors,
             scope,
+            status_collectors: t.status_collectors.clone(),
         });
     }
     tests

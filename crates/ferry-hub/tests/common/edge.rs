@@ -301,3 +301,134 @@ pub async fn stand_in_syncer(hub: &TestHub, mailbox: &str) -> tokio::task::JoinH
         }
     })
 }
+
+pub fn status_collectors() -> ApiResource {
+    ar(
+        "control.kubestellar.io",
+        "v1alpha1",
+        "StatusCollector",
+        "statuscollectors",
+    )
+}
+
+pub fn combined_statuses() -> ApiResource {
+    ar(
+        "control.kubestellar.io",
+        "v1alpha1",
+        "CombinedStatus",
+        "combinedstatuses",
+    )
+}
+
+/// What a cluster's syncer does when the cluster reports on a copy: writes
+/// the copy's status in the mailbox (`r`'s status subresource).
+pub async fn return_status(
+    hub: &TestHub,
+    mailbox: &str,
+    r: &ApiResource,
+    ns: &str,
+    name: &str,
+    status: Value,
+) {
+    let mb = client(hub, mailbox).await;
+    api(&mb, r, Some(ns))
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": status})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("returning the status of {ns}/{name} into {mailbox}: {e}"));
+}
+
+/// The CombinedStatus the hub keeps for EdgePlacement `placement` in
+/// namespace `ns` of `c`'s workspace, if any.
+pub async fn combined_status(c: &kube::Client, ns: &str, placement: &str) -> Option<Value> {
+    let lp = ListParams::default().labels(&format!("status.kubestellar.io/binding-policy={placement}"));
+    let list = api(c, &combined_statuses(), Some(ns)).list(&lp).await.ok()?;
+    list.items
+        .into_iter()
+        .next()
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+/// The rows of result `name` of a CombinedStatus, as plain JSON values.
+pub fn result_rows(cs: &Value, name: &str) -> Option<Vec<Vec<Value>>> {
+    let result = cs["results"].as_array()?.iter().find(|r| r["name"] == name)?;
+    let rows = result["rows"].as_array().cloned().unwrap_or_default();
+    Some(
+        rows.iter()
+            .map(|row| {
+                row["columns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| match c["type"].as_str() {
+                        Some("Number") => {
+                            serde_json::from_str(c["float"].as_str().unwrap()).unwrap_or(Value::Null)
+                        }
+                        Some("String") => c["string"].clone(),
+                        Some("Bool") => c["bool"].clone(),
+                        Some("Object") => c["object"].clone(),
+                        Some("Array") => c["array"].clone(),
+                        _ => Value::Null,
+                    })
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+// ---- combined status: Deployment shop/web placed with StatusCollectors
+
+/// Namespace `shop` and Deployment `shop/web` (2 replicas) in `c`'s workspace.
+pub async fn web(c: &kube::Client) {
+    apply(
+        c,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
+    )
+    .await;
+    apply(
+        c,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
+               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                        "template": {"metadata": {"labels": {"app": "web"}},
+                                     "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+    )
+    .await;
+}
+
+pub fn collector(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "StatusCollector",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+/// EdgePlacement `name` sending the Deployments of `shop` to `selector`'s
+/// Locations, combining their status with `collectors`.
+pub async fn place_web(c: &kube::Client, name: &str, selector: Value, collectors: &[&str]) {
+    apply(
+        c,
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+               "metadata": {"name": name},
+               "spec": {"locationSelectors": [selector],
+                        "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["shop"],
+                                      "statusCollectors": collectors}]}}),
+    )
+    .await;
+}
+
+pub async fn copies_in(hub: &TestHub, mailboxes: &[String]) {
+    for mb in mailboxes {
+        let mbc = client(hub, mb).await;
+        eventually(20, &format!("the Deployment's copy in {mb}"), || {
+            let mbc = mbc.clone();
+            async move { get(&mbc, &deployments(), Some("shop"), "web").await.map(|_| ()) }
+        })
+        .await;
+    }
+}
+
+pub fn available(n: i64) -> Value {
+    json!({"replicas": 2, "readyReplicas": n, "availableReplicas": n,
+           "conditions": [{"type": "Available", "status": if n == 2 { "True" } else { "False" }}]})
+}

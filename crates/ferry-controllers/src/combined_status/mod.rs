@@ -1,0 +1,400 @@
+//! Combined status (KubeStellar's `StatusCollector` / `CombinedStatus`):
+//! for each workload object an EdgePlacement sends to clusters, one
+//! `CombinedStatus` next to the object in its workload management workspace
+//! (WMW), holding the built-in summary of its kind ([`builtin`]) and the
+//! result of every StatusCollector the placement's matching downsync
+//! members name ([`collect`]), over one row per destination: the
+//! destination's name and labels, the object, the status its cluster
+//! returned into the mailbox copy, and when that last changed.
+//!
+//! Run by the placement translator at the end of each pass (so it follows
+//! the same watch, and a cluster's status change shows within the pass that
+//! copies it back), with what the pass resolved: [`PlacedObjects`]. Only
+//! the placement's own copies are read — a mailbox copy that came from
+//! another workspace is never a row — and StatusCollectors are read from
+//! the placement's own workspace only. Each StatusCollector gets a `Valid`
+//! condition naming every field that cannot be used and the fix.
+//!
+//! This module is the one place here that reads and writes through the hub.
+
+pub mod builtin;
+pub mod collect;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use ferry_api::combined_status::{
+    CombinedStatus, NamedStatusCombination, StatusCollector, StatusCollectorSpec, API_GROUP_LABEL,
+    BINDING_POLICY_LABEL, NAMESPACE_LABEL, NAME_LABEL, RESOURCE_LABEL,
+};
+use serde_json::{json, Value};
+
+use ferry_server::controller::ControllerContext;
+use ferry_server::service::{self, DeleteOptions, PatchType, Request};
+use ferry_server::status::ApiError;
+use ferry_server::storage::{ClusterScope, ObjectKey};
+
+/// Field manager of the writes.
+pub const MANAGER: &str = "ferry-combined-status";
+const STATUS_COLLECTORS: &str = "control.kubestellar.io/statuscollectors";
+const COMBINED_STATUSES: &str = "control.kubestellar.io/combinedstatuses";
+
+/// One EdgePlacement as the translator resolved it.
+pub struct PlacedObjects {
+    /// The WMW's logical cluster.
+    pub cluster: String,
+    pub name: String,
+    pub uid: String,
+    pub objects: Vec<PlacedObject>,
+    pub destinations: Vec<Destination>,
+}
+
+/// A workload object the placement selects.
+pub struct PlacedObject {
+    pub key: ObjectKey,
+    pub group: String,
+    pub resource: String,
+    pub value: Value,
+    /// The StatusCollectors its matching downsync members name.
+    pub collectors: BTreeSet<String>,
+}
+
+/// One destination and what its cluster returned for one object.
+pub struct Destination {
+    /// The SyncTarget's name.
+    pub target: String,
+    /// The Location's labels, then the SyncTarget's.
+    pub labels: BTreeMap<String, String>,
+    /// The status each object's copy carries (by the object's key), when
+    /// the copy is this placement's and its cluster reported one, and when
+    /// it last changed.
+    pub returned: HashMap<ObjectKey, (Value, String)>,
+}
+
+/// A StatusCollector of a WMW, compiled (or why it cannot be).
+type Collectors = HashMap<String, Result<collect::Collector, Vec<String>>>;
+
+/// Bring every CombinedStatus in `wmws` up to date with `placements`;
+/// true when something must be retried.
+pub async fn write(ctx: &ControllerContext, placements: &[PlacedObjects], wmws: &[String]) -> bool {
+    let mut retry = false;
+    for cluster in wmws {
+        let served = ctx
+            .lookup(
+                Some(cluster),
+                CombinedStatus::GROUP,
+                CombinedStatus::VERSION,
+                CombinedStatus::PLURAL,
+            )
+            .is_some();
+        let mine: Vec<&PlacedObjects> = placements.iter().filter(|p| &p.cluster == cluster).collect();
+        if !served {
+            if mine.iter().any(|p| !p.objects.is_empty()) {
+                // A WMW made before the kinds existed: give it the CRDs.
+                install_crds(ctx, cluster).await;
+                retry = true;
+            }
+            continue;
+        }
+        let collectors = read_collectors(ctx, cluster, &mut retry).await;
+        let mut wanted: BTreeMap<(String, String), Value> = BTreeMap::new();
+        for p in mine {
+            for o in &p.objects {
+                if let Some((ns, name, body)) = combined(p, o, &collectors) {
+                    wanted.insert((ns, name), body);
+                }
+            }
+        }
+        retry |= apply(ctx, cluster, wanted).await;
+    }
+    retry
+}
+
+/// The CombinedStatus of `o` under `p`: `(namespace, name, object)`, or
+/// `None` when there is nothing to combine (a cluster-scoped object, or no
+/// built-in summary and no StatusCollector).
+fn combined(p: &PlacedObjects, o: &PlacedObject, collectors: &Collectors) -> Option<(String, String, Value)> {
+    if o.key.namespace.is_empty() {
+        return None;
+    }
+    let rows: Vec<collect::Row> = p
+        .destinations
+        .iter()
+        .map(|d| {
+            let (status, at) = match d.returned.get(&o.key) {
+                Some((s, at)) => (Some(s), at.as_str()),
+                None => (None, "0001-01-01T00:00:00Z"),
+            };
+            collect::row(&d.target, &d.labels, &o.value, status, at)
+        })
+        .collect();
+    let mut results: Vec<NamedStatusCombination> = Vec::new();
+    let mut summary = String::new();
+    if let Some((built_in, line)) = builtin::summarize(&o.group, &o.resource, &rows) {
+        results.extend(built_in);
+        summary = line;
+    }
+    for name in &o.collectors {
+        results.push(match collectors.get(name) {
+            Some(Ok(c)) => collect::evaluate(name, c, &rows),
+            Some(Err(errors)) => NamedStatusCombination {
+                name: name.clone(),
+                error: format!(
+                    "StatusCollector {name:?} is invalid ({}); fix it, see its Valid condition",
+                    errors.first().map(String::as_str).unwrap_or_default()
+                ),
+                ..Default::default()
+            },
+            None => NamedStatusCombination {
+                name: name.clone(),
+                error: format!(
+                    "StatusCollector {name:?} does not exist in this workspace; create it, or remove it from the EdgePlacement's statusCollectors"
+                ),
+                ..Default::default()
+            },
+        });
+    }
+    if results.is_empty() {
+        return None;
+    }
+    let uid = o
+        .value
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let name = CombinedStatus::name_for(uid, &p.uid);
+    let subject = if o.group.is_empty() {
+        format!("{}/{}", o.resource, o.key.name)
+    } else {
+        format!("{}.{}/{}", o.resource, o.group, o.key.name)
+    };
+    let body = json!({
+        "apiVersion": format!("{}/{}", CombinedStatus::GROUP, CombinedStatus::VERSION),
+        "kind": CombinedStatus::KIND,
+        "metadata": {
+            "name": name,
+            "namespace": o.key.namespace,
+            "labels": {
+                API_GROUP_LABEL: o.group,
+                RESOURCE_LABEL: o.resource,
+                NAMESPACE_LABEL: o.key.namespace,
+                NAME_LABEL: o.key.name,
+                BINDING_POLICY_LABEL: p.name,
+            },
+        },
+        "subject": subject,
+        "placement": p.name,
+        "summary": summary,
+        "results": results,
+    });
+    Some((o.key.namespace.clone(), name, body))
+}
+
+/// The StatusCollectors of `cluster`, compiled; each one's status says
+/// whether it can be used.
+async fn read_collectors(ctx: &ControllerContext, cluster: &str, retry: &mut bool) -> Collectors {
+    let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), STATUS_COLLECTORS, None, None);
+    let mut out = Collectors::new();
+    for (key, obj) in objects {
+        let value = obj.value();
+        let spec: Result<StatusCollectorSpec, _> =
+            serde_json::from_value(value.get("spec").cloned().unwrap_or(json!({})));
+        let compiled = match spec {
+            Ok(spec) => collect::compile(&spec),
+            Err(e) => Err(vec![format!("spec: cannot be read ({e}); fix its shape")]),
+        };
+        let status = collector_status(
+            &value,
+            compiled.as_ref().err().map(Vec::as_slice).unwrap_or_default(),
+        );
+        if value.get("status") != Some(&status) {
+            let body = json!([{"op": "add", "path": "/status", "value": status}]);
+            if let Err(e) = patch_status(ctx, &key, body).await {
+                *retry |= failed("writing a StatusCollector's status", &key, &e);
+            }
+        }
+        out.insert(key.name.clone(), compiled);
+    }
+    out
+}
+
+/// The status a StatusCollector (`value`) should have given `errors`,
+/// keeping the condition's transition time while it holds.
+fn collector_status(value: &Value, errors: &[String]) -> Value {
+    let generation = value
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let (status, reason, message) = if errors.is_empty() {
+        ("True", "Valid", "every expression compiles".to_string())
+    } else {
+        ("False", "InvalidSpec", errors.join("; "))
+    };
+    let since = value
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type") == Some(&json!("Valid")) && c.get("status") == Some(&json!(status)))
+        })
+        .and_then(|c| c.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| json!(ferry_api::timestamp::now()));
+    let mut out = json!({
+        "observedGeneration": generation,
+        "conditions": [{"type": "Valid", "status": status, "reason": reason, "message": message,
+                        "observedGeneration": generation, "lastTransitionTime": since}],
+    });
+    if !errors.is_empty() {
+        out["errors"] = json!(errors);
+    }
+    out
+}
+
+/// Make the CombinedStatuses of `cluster` exactly `wanted`.
+async fn apply(
+    ctx: &ControllerContext,
+    cluster: &str,
+    mut wanted: BTreeMap<(String, String), Value>,
+) -> bool {
+    let mut retry = false;
+    let (existing, _) = ctx.list(&ClusterScope::One(cluster.into()), COMBINED_STATUSES, None, None);
+    for (key, obj) in existing {
+        if !obj.labels.contains_key(BINDING_POLICY_LABEL) {
+            continue; // not one the hub wrote
+        }
+        let Some(body) = wanted.remove(&(key.namespace.clone(), key.name.clone())) else {
+            if let Err(e) = delete(ctx, &key).await {
+                retry |= failed("removing a CombinedStatus", &key, &e);
+            }
+            continue;
+        };
+        let current = obj.value();
+        let same = ["subject", "placement", "summary", "results"].iter().all(|f| {
+            current.get(*f) == body.get(*f) || (body.get(*f) == Some(&json!([])) && current.get(*f).is_none())
+        }) && current.pointer("/metadata/labels") == body.pointer("/metadata/labels");
+        if same {
+            continue;
+        }
+        let mut body = body;
+        body["metadata"]["resourceVersion"] = json!(obj.rv.to_string());
+        if let Err(e) = write_object(ctx, &key, body, false).await {
+            retry |= failed("updating a CombinedStatus", &key, &e);
+        }
+    }
+    for ((namespace, name), body) in wanted {
+        let key = ObjectKey {
+            cluster: cluster.into(),
+            resource: COMBINED_STATUSES.into(),
+            namespace,
+            name,
+        };
+        if let Err(e) = write_object(ctx, &key, body, true).await {
+            // A namespace going away (403) or gone (404) is not worth a retry.
+            retry |= !matches!(e.code, 403 | 404) && failed("creating a CombinedStatus", &key, &e);
+        }
+    }
+    retry
+}
+
+async fn install_crds(ctx: &ControllerContext, cluster: &str) {
+    for crd in [StatusCollector::crd(), CombinedStatus::crd()] {
+        let Ok(obj) = serde_json::to_value(crd) else {
+            continue;
+        };
+        match ctx
+            .create(
+                cluster,
+                ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+                None,
+                obj,
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.code == 409 => {}
+            Err(e) => tracing::debug!(
+                cluster,
+                "installing the combined-status CRDs failed: {}",
+                e.message
+            ),
+        }
+    }
+}
+
+fn request(ctx: &ControllerContext, key: &ObjectKey, verb: &str) -> Result<Request, ApiError> {
+    let info = crate::info_for_storage_key(ctx, &key.cluster, &key.resource).ok_or_else(|| {
+        ApiError::not_found_message(format!("{} is not served in {}", key.resource, key.cluster))
+    })?;
+    ctx.request_at(info, key, verb, MANAGER)
+}
+
+async fn write_object(
+    ctx: &ControllerContext,
+    key: &ObjectKey,
+    body: Value,
+    create: bool,
+) -> Result<(), ApiError> {
+    if create {
+        let info = crate::info_for_storage_key(ctx, &key.cluster, &key.resource)
+            .ok_or_else(|| ApiError::not_found_message(format!("{} is not served", key.resource)))?;
+        let r = ctx.request(
+            &key.cluster,
+            (&info.group, &info.version, &info.resource),
+            Some(&key.namespace),
+            None,
+            "create",
+            MANAGER,
+        )?;
+        service::create(&r, body).await.map(|_| ())
+    } else {
+        service::update(&request(ctx, key, "update")?, body)
+            .await
+            .map(|_| ())
+    }
+}
+
+async fn patch_status(ctx: &ControllerContext, key: &ObjectKey, body: Value) -> Result<(), ApiError> {
+    let r = request(ctx, key, "patch")?.on_subresource("status");
+    service::patch(&r, PatchType::Json, body.to_string().into())
+        .await
+        .map(|_| ())
+}
+
+async fn delete(ctx: &ControllerContext, key: &ObjectKey) -> Result<(), ApiError> {
+    match service::delete(&request(ctx, key, "delete")?, &DeleteOptions::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Log a failed write; true: retry.
+fn failed(what: &str, key: &ObjectKey, e: &ApiError) -> bool {
+    tracing::debug!(cluster = %key.cluster, namespace = %key.namespace, name = %key.name,
+        "combined status: {what} failed: {}", e.message);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_collectors_condition_names_the_fields_and_keeps_its_time() {
+        let bad = collector_status(
+            &json!({"metadata": {"generation": 2}}),
+            &["spec.filter: bad; fix".to_string()],
+        );
+        assert_eq!(bad["conditions"][0]["status"], "False");
+        assert_eq!(bad["conditions"][0]["message"], "spec.filter: bad; fix");
+        assert_eq!(bad["errors"], json!(["spec.filter: bad; fix"]));
+        assert_eq!(bad["observedGeneration"], 2);
+        let stored = json!({"metadata": {"generation": 2}, "status": bad});
+        assert_eq!(
+            collector_status(&stored, &["spec.filter: bad; fix".to_string()]),
+            stored["status"]
+        );
+        let good = collector_status(&stored, &[]);
+        assert_eq!(good["conditions"][0]["status"], "True");
+        assert!(good.get("errors").is_none());
+    }
+}

@@ -1,0 +1,434 @@
+//! Combined status (KubeStellar's StatusCollector and CombinedStatus): a
+//! Deployment placed on three clusters gets one CombinedStatus next to it,
+//! with the built-in availability per cluster and in total and the results
+//! of the StatusCollectors its EdgePlacement names, updated within a second
+//! of a cluster's status changing; a collector with a bad expression is
+//! named on its condition while the others keep working; and from an
+//! attacker's side, a tenant placing a same-named object onto a shared
+//! cluster never reads the status another workspace's copy returned.
+//!
+//! Each cluster's syncer is stood in for by writing what it returns (the
+//! copy's status) into the mailbox copy, as the syncer does.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::edge::*;
+use common::tenants::{Tenants, RBAC};
+use common::{call, client, eventually};
+use ferry_hub::testing::TestHub;
+use serde_json::{json, Value};
+
+/// `root:imw1` with florin and guilder (region eu) and pound (region uk),
+/// all `env=prod`, and `root:wmw1`; returns the three mailbox paths.
+async fn three_clusters(hub: &TestHub) -> Vec<String> {
+    let imw = workspace(hub, "imw1").await;
+    workspace(hub, "wmw1").await;
+    let mut mailboxes = Vec::new();
+    for (name, region) in [("florin", "eu"), ("guilder", "eu"), ("pound", "uk")] {
+        mailboxes.push(location(hub, &imw, name, json!({"env": "prod", "region": region})).await);
+    }
+    mailboxes
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_total_within_a_second() {
+    let hub = TestHub::start().await;
+    let mailboxes = three_clusters(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    web(&wmw).await;
+    apply(
+        &wmw,
+        collector(
+            "lagging",
+            json!({"filter": "obj.spec.replicas != returned.status.availableReplicas",
+                   "select": [{"name": "wec", "def": "inventory.name"},
+                              {"name": "region", "def": "inventory.labels.region"}]}),
+        ),
+    )
+    .await;
+    apply(
+        &wmw,
+        collector(
+            "histogram",
+            json!({"groupBy": [{"name": "numAvailable", "def": "returned.status.availableReplicas"}],
+                   "combinedFields": [{"name": "count", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+    apply(
+        &wmw,
+        collector(
+            "totals",
+            json!({"combinedFields": [
+                {"name": "clusters", "type": "COUNT"},
+                {"name": "available", "type": "SUM", "subject": "returned.status.availableReplicas"},
+                {"name": "fewest", "type": "MIN", "subject": "returned.status.availableReplicas"}]}),
+        ),
+    )
+    .await;
+    place_web(
+        &wmw,
+        "shop",
+        json!({"matchLabels": {"env": "prod"}}),
+        &["lagging", "histogram", "totals"],
+    )
+    .await;
+    copies_in(&hub, &mailboxes).await;
+
+    // Nothing reported yet: every cluster is listed, none available.
+    let cs = eventually(20, "the CombinedStatus of shop/web", || {
+        let wmw = wmw.clone();
+        async move { combined_status(&wmw, "shop", "shop").await }
+    })
+    .await;
+    assert_eq!(cs["subject"], "deployments.apps/web");
+    assert_eq!(cs["placement"], "shop");
+    assert_eq!(
+        cs["summary"], "0/6 available on 3 clusters (3 not reporting yet)",
+        "{cs}"
+    );
+
+    for (mb, n) in mailboxes.iter().zip([2, 2, 1]) {
+        return_status(&hub, mb, &deployments(), "shop", "web", available(n)).await;
+    }
+    let cs = eventually(10, "the three clusters' status combined", || {
+        let wmw = wmw.clone();
+        async move {
+            let cs = combined_status(&wmw, "shop", "shop").await?;
+            (cs["summary"] == "5/6 available on 3 clusters").then_some(cs)
+        }
+    })
+    .await;
+    assert_eq!(
+        result_rows(&cs, "builtin:availability").unwrap(),
+        vec![
+            vec![json!("florin"), json!(2), json!(2)],
+            vec![json!("guilder"), json!(2), json!(2)],
+            vec![json!("pound"), json!(1), json!(2)],
+        ]
+    );
+    assert_eq!(
+        result_rows(&cs, "builtin:availability-total").unwrap(),
+        vec![vec![json!(3), json!(5), json!(6)]]
+    );
+    assert_eq!(
+        result_rows(&cs, "lagging").unwrap(),
+        vec![vec![json!("pound"), json!("uk")]]
+    );
+    assert_eq!(
+        result_rows(&cs, "histogram").unwrap(),
+        vec![vec![json!(1), json!(1)], vec![json!(2), json!(2)]]
+    );
+    assert_eq!(
+        result_rows(&cs, "totals").unwrap(),
+        vec![vec![json!(3), json!(5), json!(1)]]
+    );
+
+    // pound catches up: every row and aggregate follows within a second.
+    let changed = Instant::now();
+    return_status(&hub, &mailboxes[2], &deployments(), "shop", "web", available(2)).await;
+    let cs = eventually(5, "pound's new status combined", || {
+        let wmw = wmw.clone();
+        async move {
+            let cs = combined_status(&wmw, "shop", "shop").await?;
+            (cs["summary"] == "6/6 available on 3 clusters").then_some(cs)
+        }
+    })
+    .await;
+    let took = changed.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "the combined status followed in {took:?}"
+    );
+    assert_eq!(result_rows(&cs, "lagging").unwrap(), Vec::<Vec<Value>>::new());
+    assert_eq!(
+        result_rows(&cs, "histogram").unwrap(),
+        vec![vec![json!(2), json!(3)]]
+    );
+    assert_eq!(
+        result_rows(&cs, "totals").unwrap(),
+        vec![vec![json!(3), json!(6), json!(2)]]
+    );
+
+    // kubectl get reads as a table.
+    let out = hub.kubectl(&[
+        "--server",
+        &format!("{}/clusters/root:wmw1", hub.url()),
+        "get",
+        "combinedstatuses",
+        "-n",
+        "shop",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("SUBJECT")
+            && text.contains("deployments.apps/web")
+            && text.contains("6/6 available on 3 clusters"),
+        "{text}"
+    );
+
+    // Written only when something changed: a handful of versions, not one per pass.
+    let cs = combined_status(&wmw, "shop", "shop").await.unwrap();
+    let generation = cs["metadata"]["generation"].as_i64().unwrap();
+    assert!(generation <= 10, "rewritten {generation} times");
+
+    // The placement lets go of the object: its CombinedStatus goes.
+    api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
+        .delete("shop", &Default::default())
+        .await
+        .unwrap();
+    eventually(20, "the CombinedStatus to go with the placement", || {
+        let wmw = wmw.clone();
+        async move {
+            combined_status(&wmw, "shop", "shop")
+                .await
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_others_keep_working() {
+    let hub = TestHub::start().await;
+    let mailboxes = three_clusters(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    web(&wmw).await;
+    apply(
+        &wmw,
+        collector(
+            "broken",
+            json!({"filter": "returned.status.(", "combinedFields": [{"name": "n", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+    apply(
+        &wmw,
+        collector(
+            "typo",
+            json!({"select": [{"name": "zone", "def": "inventory.labelz.zone"}]}),
+        ),
+    )
+    .await;
+    apply(
+        &wmw,
+        collector(
+            "count",
+            json!({"combinedFields": [{"name": "n", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+    place_web(
+        &wmw,
+        "shop",
+        json!({"matchLabels": {"env": "prod"}}),
+        &["broken", "typo", "count", "missing"],
+    )
+    .await;
+    copies_in(&hub, &mailboxes).await;
+    for mb in &mailboxes {
+        return_status(&hub, mb, &deployments(), "shop", "web", available(2)).await;
+    }
+
+    let collectors = api(&wmw, &status_collectors(), None);
+    let broken = eventually(10, "broken's Valid condition", || {
+        let collectors = collectors.clone();
+        async move {
+            let c = collectors.get("broken").await.ok()?;
+            (condition(&c, "Valid").0 == "False").then_some(c)
+        }
+    })
+    .await;
+    let (_, message) = condition(&broken, "Valid");
+    assert!(
+        message.starts_with("spec.filter: ") && message.contains("fix its syntax"),
+        "{message}"
+    );
+    assert_eq!(broken.data["status"]["errors"].as_array().unwrap().len(), 1);
+    let count = collectors.get("count").await.unwrap();
+    assert_eq!(condition(&count, "Valid").0, "True");
+
+    let cs = eventually(10, "the CombinedStatus with every result", || {
+        let wmw = wmw.clone();
+        async move {
+            let cs = combined_status(&wmw, "shop", "shop").await?;
+            (cs["summary"] == "6/6 available on 3 clusters").then_some(cs)
+        }
+    })
+    .await;
+    let result = |name: &str| {
+        cs["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no result {name}: {cs}"))
+    };
+    assert!(
+        result("broken")["error"]
+            .as_str()
+            .unwrap()
+            .contains("StatusCollector \"broken\" is invalid (spec.filter: "),
+        "{cs}"
+    );
+    assert!(
+        result("missing")["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist in this workspace"),
+        "{cs}"
+    );
+    // An expression that fails on every row: each row's error, and null cells.
+    let typo = result("typo");
+    assert_eq!(typo["rowErrors"].as_array().unwrap().len(), 3, "{typo}");
+    assert_eq!(typo["rowErrors"][0]["columnName"], "zone");
+    assert_eq!(result_rows(&cs, "count").unwrap(), vec![vec![json!(3)]]);
+
+    // Fixed, it works and its condition says so.
+    apply(
+        &wmw,
+        collector(
+            "broken",
+            json!({"filter": "returned.status.availableReplicas == 2", "combinedFields": [{"name": "n", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+    eventually(10, "the fixed collector's result", || {
+        let wmw = wmw.clone();
+        async move {
+            let cs = combined_status(&wmw, "shop", "shop").await?;
+            (result_rows(&cs, "broken")? == vec![vec![json!(3)]]).then_some(())
+        }
+    })
+    .await;
+    let fixed = collectors.get("broken").await.unwrap();
+    assert_eq!(condition(&fixed, "Valid").0, "True");
+    assert!(fixed.data["status"].get("errors").is_none());
+}
+
+/// shop/web in `c`'s workspace with StatusCollector `name` listing what each
+/// cluster returned, placed on every `env=prod` Location by `placement`
+/// naming `collectors`.
+async fn web_listing_statuses(c: &kube::Client, name: &str, placement: &str, collectors: &[&str]) {
+    web(c).await;
+    apply(
+        c,
+        collector(
+            name,
+            json!({"select": [{"name": "wec", "def": "inventory.name"}, {"name": "status", "def": "returned.status"}]}),
+        ),
+    )
+    .await;
+    place_web(c, placement, json!({"matchLabels": {"env": "prod"}}), collectors).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_returned_status() {
+    let t = Tenants::start().await;
+    let hub = &t.hub;
+    let imw = workspace(hub, "imw1").await;
+    workspace(hub, "wmw1").await;
+    let florin = location(hub, &imw, "florin", json!({"env": "prod"})).await;
+    // The victim (wmw1) places shop/web on florin, which reports a secret.
+    let wmw = client(hub, "root:wmw1").await;
+    web_listing_statuses(&wmw, "statuses", "shop", &["statuses"]).await;
+    copies_in(hub, std::slice::from_ref(&florin)).await;
+    let mut secret = available(2);
+    secret["conditions"][0]["message"] = json!("victim-secret");
+    return_status(hub, &florin, &deployments(), "shop", "web", secret).await;
+
+    // mal may place on florin too (granted bind on it), and places its own shop/web there.
+    t.workspace("mal", Some("mal")).await;
+    let mal = t.client_as("mal", "root:mal").await;
+    install_edge_api(&mal).await;
+    let admin = client(hub, "root:imw1").await;
+    let (code, body) = call(
+        &admin,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        Some(&json!({"metadata": {"name": "place-on-florin"},
+            "rules": [{"apiGroups": ["edge.kubestellar.io"], "resources": ["locations"],
+                       "verbs": ["bind"], "resourceNames": ["florin"]}]})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = call(
+        &admin,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        Some(&json!({"metadata": {"name": "mal-places-on-florin"},
+            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "place-on-florin"},
+            "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "mal"}]})),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    // "statuses" exists only in the victim's workspace.
+    web_listing_statuses(&mal, "steal", "steal", &["steal", "statuses"]).await;
+
+    // The victim's CombinedStatus carries what florin returned (the positive twin).
+    let victims = eventually(20, "the victim's CombinedStatus", || {
+        let wmw = wmw.clone();
+        async move {
+            let cs = combined_status(&wmw, "shop", "shop").await?;
+            cs.to_string().contains("victim-secret").then_some(cs)
+        }
+    })
+    .await;
+    assert_eq!(victims["summary"], "2/2 available on 1 cluster");
+
+    // mal's placement reaches florin, and its CombinedStatus exists — without the victim's status.
+    let placements = api(&mal, &edge("EdgePlacement", "edgeplacements"), None);
+    eventually(20, "mal's placement to reach florin", || {
+        let placements = placements.clone();
+        async move {
+            let p = placements.get("steal").await.ok()?;
+            (p.data["status"]["matchingLocationCount"] == 1).then_some(())
+        }
+    })
+    .await;
+    let mals = eventually(20, "mal's CombinedStatus", || {
+        let mal = mal.clone();
+        async move { combined_status(&mal, "shop", "steal").await }
+    })
+    .await;
+    let text = mals.to_string();
+    assert!(!text.contains("victim-secret"), "{text}");
+    assert_eq!(
+        mals["summary"], "0/2 available on 1 cluster (1 not reporting yet)",
+        "{text}"
+    );
+    assert_eq!(
+        result_rows(&mals, "steal").unwrap(),
+        vec![vec![json!("florin"), json!({})]]
+    );
+    let statuses = mals["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "statuses")
+        .unwrap();
+    assert!(
+        statuses["error"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist in this workspace"),
+        "{text}"
+    );
+    // Each CombinedStatus stays in its own workspace.
+    let in_victims = api(&wmw, &combined_statuses(), Some("shop"))
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert_eq!(in_victims.items.len(), 1);
+    let in_mals = api(&mal, &combined_statuses(), Some("shop"))
+        .list(&Default::default())
+        .await
+        .unwrap();
+    assert_eq!(in_mals.items.len(), 1);
+    assert_eq!(in_mals.items[0].data["placement"], "steal");
+}
