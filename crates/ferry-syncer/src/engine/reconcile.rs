@@ -486,6 +486,10 @@ impl Writer<'_> {
         let params = PatchParams::apply(manager).force();
         let api = self.api();
         let patch = Patch::Apply(&body);
+        // What the store held when the apply was sent, not when its answer is handled:
+        // the watch may deliver a newer version first (a controller's status on the
+        // object just written), which the older answer must not replace.
+        let held = self.store().resource_version(self.object);
         let written = self
             .send(
                 "apply",
@@ -494,10 +498,7 @@ impl Writer<'_> {
                 api.patch(&self.object.name, &params, &patch),
             )
             .await?;
-        self.store().written(
-            &written,
-            self.store().get(self.object).as_deref().and_then(based_on),
-        );
+        self.store().written(&written, held.as_deref());
         Ok(written)
     }
 }
@@ -1232,5 +1233,71 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
             message,
             &engine.name,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ResourceType;
+    use crate::selection::{ResourceId, WatchTarget};
+    use serde_json::json;
+
+    fn configmap(rv: &str, data: Value) -> Value {
+        json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "c", "namespace": "app", "uid": "u1", "resourceVersion": rv },
+                "data": data })
+    }
+
+    /// The answer to an apply can be handled after the watch has delivered a newer
+    /// version (on a busy machine, a controller's status on the object just written):
+    /// the store keeps the newer one. Holding the older one would hide that change
+    /// from every later reconcile, as nothing else changes the copy again (a kcp TMC
+    /// Deployment whose status never came back after a drain).
+    #[tokio::test]
+    async fn an_apply_answered_after_a_newer_watch_event_does_not_replace_it() {
+        let target = WatchTarget {
+            id: ResourceId::new("", "v1", "configmaps", true),
+            kind: "ConfigMap".into(),
+            direction: Direction::Downsync,
+        };
+        let flow = Flow::new(1, target.clone(), ResourceType::from(&target), false, false);
+        flow.copies.begin_list();
+        flow.copies
+            .list_item(&RawObject::from_value(&configmap("10", json!({}))).unwrap());
+        flow.copies.finish_list();
+
+        // The server: the apply is written as version 11, and before its answer is
+        // handled the watch delivers version 12.
+        let watched = flow.clone();
+        let server = tower::service_fn(move |_request: http::Request<kube::client::Body>| {
+            let newer = configmap("12", json!({ "reported": "by a controller" }));
+            watched.copies.apply(&RawObject::from_value(&newer).unwrap());
+            let answer = serde_json::to_vec(&configmap("11", json!({ "k": "v" }))).unwrap();
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(answer))
+                        .unwrap(),
+                )
+            }
+        });
+        let engine = super::super::tests::engine_with_downstream(Some(kube::Client::new(server, "default")));
+        let object = ObjectRef::new(Some("app"), "c");
+        let writer = Writer {
+            engine: &engine,
+            flow: &flow,
+            side: Side::Downstream,
+            object: &object,
+        };
+        let written = writer
+            .apply(&configmap("10", json!({ "k": "v" })), "syncer")
+            .await
+            .unwrap();
+        assert_eq!(written.metadata.resource_version.as_deref(), Some("11"));
+        let held = flow.copies.get(&object).unwrap();
+        assert_eq!(held["metadata"]["resourceVersion"], "12", "{held}");
+        assert_eq!(held["data"]["reported"], "by a controller");
     }
 }
