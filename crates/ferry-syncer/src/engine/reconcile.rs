@@ -585,6 +585,25 @@ async fn release_source(
         engine.queue_after(key.clone(), std::time::Duration::from_millis(200));
         return Ok(());
     }
+    release_source_now(engine, flow, source_key, raw).await
+}
+
+/// Removes this syncer's finalizer (and the profile's other marks of responsibility)
+/// from the upstream source `raw` (key `source_key`), if it carries it; the patch is
+/// based on `raw`'s resourceVersion, so a newer source is a conflict and a retry.
+async fn release_source_now(
+    engine: &Engine,
+    flow: &Flow,
+    source_key: &ObjectRef,
+    raw: &Value,
+) -> Result<(), SyncError> {
+    let marks = &*engine.profile.marks;
+    let Some(finalizer) = marks.finalizer() else {
+        return Ok(());
+    };
+    if !has_finalizer(raw, &finalizer) {
+        return Ok(());
+    }
     let remaining: Vec<Value> = finalizers_of(raw)
         .into_iter()
         .filter(|f| f.as_str() != Some(finalizer.as_str()))
@@ -599,7 +618,7 @@ async fn release_source(
     };
     match up.merge_patch(&patch).await {
         Ok(_) => {
-            tracing::debug!(object = %source_key, "the copy is gone; released the source");
+            tracing::debug!(object = %source_key, "released the source; this cluster no longer holds it");
             Ok(())
         }
         Err(e) if e.code() == Some(404) => Ok(()),
@@ -762,6 +781,13 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             let namespace_copy = direction == Direction::Downsync && flow.dest.id.is_namespaces();
             if let (true, Some(delay)) = (namespace_copy, profile.namespace_clean_delay) {
                 if !engine.namespace_may_go(&key.dest().name, delay, key) {
+                    // The namespace left this target but lives on upstream: it is let go
+                    // now, and its copy stays for the delay (kept track of by its
+                    // label). Held for the delay, it would stay "leaving" this target
+                    // that long, so scheduling it back here would wait it out too.
+                    if let (true, Some(source_key), Some(raw)) = (source_alive, key.source(), &raw_source) {
+                        release_source_now(engine, flow, source_key, raw).await?;
+                    }
                     return Ok(());
                 }
             }
