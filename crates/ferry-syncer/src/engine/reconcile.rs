@@ -558,10 +558,7 @@ async fn release_source(
     raw: &Value,
 ) -> Result<(), SyncError> {
     let marks = &*engine.profile.marks;
-    let Some(finalizer) = marks.finalizer() else {
-        return Ok(());
-    };
-    if !has_finalizer(raw, &finalizer) {
+    if held_with(engine, raw).is_none() {
         return Ok(());
     }
     match dest.get().await {
@@ -588,6 +585,16 @@ async fn release_source(
     release_source_now(engine, flow, source_key, raw).await
 }
 
+/// This syncer's finalizer, if the upstream source `raw` carries it (the syncer then
+/// holds the source until it lets go).
+fn held_with(engine: &Engine, raw: &Value) -> Option<String> {
+    engine
+        .profile
+        .marks
+        .finalizer()
+        .filter(|finalizer| has_finalizer(raw, finalizer))
+}
+
 /// Removes this syncer's finalizer (and the profile's other marks of responsibility)
 /// from the upstream source `raw` (key `source_key`), if it carries it; the patch is
 /// based on `raw`'s resourceVersion, so a newer source is a conflict and a retry.
@@ -598,12 +605,9 @@ async fn release_source_now(
     raw: &Value,
 ) -> Result<(), SyncError> {
     let marks = &*engine.profile.marks;
-    let Some(finalizer) = marks.finalizer() else {
+    let Some(finalizer) = held_with(engine, raw) else {
         return Ok(());
     };
-    if !has_finalizer(raw, &finalizer) {
-        return Ok(());
-    }
     let remaining: Vec<Value> = finalizers_of(raw)
         .into_iter()
         .filter(|f| f.as_str() != Some(finalizer.as_str()))
