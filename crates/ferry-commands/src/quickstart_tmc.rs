@@ -67,6 +67,45 @@ impl Row {
     fn landed(&self) -> bool {
         self.target != "-" && self.downstream != "-" && self.reported != "pending"
     }
+
+    /// What the object still waits for, if it has not landed on a target other than
+    /// `away_from`: the words after its name in the progress line.
+    fn waits_for(&self, away_from: Option<&str>) -> Option<String> {
+        let target = &self.target;
+        if target == "-" {
+            Some("to be scheduled onto a SyncTarget".into())
+        } else if Some(target.as_str()) == away_from {
+            Some(format!("to leave {target}"))
+        } else if self.downstream == "-" {
+            Some(format!("its copy on {target}"))
+        } else if self.reported == "pending" {
+            Some(format!("its status from {target}"))
+        } else {
+            None
+        }
+    }
+}
+
+/// The progress line of [`wait_landed`]: how many of `rows` landed (on a target
+/// other than `away_from`) and, until all have, which object it waits for and what
+/// that object lacks, so a timeout names it.
+fn landing_progress(rows: &[Row], away_from: Option<&str>) -> (String, bool) {
+    let waiting: Vec<(&Row, String)> = rows
+        .iter()
+        .filter_map(|r| Some((r, r.waits_for(away_from)?)))
+        .collect();
+    let mut line = format!(
+        "syncing: {}/{} objects landed with their reported state{}",
+        rows.len() - waiting.len(),
+        rows.len(),
+        away_from
+            .map(|t| format!(" (moving off {t})"))
+            .unwrap_or_default()
+    );
+    if let Some((row, what)) = waiting.first() {
+        line.push_str(&format!("; waiting for {} ({what})", row.object));
+    }
+    (line, waiting.is_empty())
 }
 
 /// The user's objects (seed 004's examples 1–3).
@@ -401,18 +440,9 @@ async fn wait_landed(
 ) -> anyhow::Result<Vec<Row>> {
     loop {
         let rows = table(hub, clusters).await?;
-        let landed = rows
-            .iter()
-            .filter(|r| r.landed() && Some(r.target.as_str()) != away_from)
-            .count();
-        pb.set_message(format!(
-            "syncing: {landed}/{} objects landed with their reported state{}",
-            rows.len(),
-            away_from
-                .map(|t| format!(" (moving off {t})"))
-                .unwrap_or_default()
-        ));
-        if landed == rows.len() {
+        let (line, all_landed) = landing_progress(&rows, away_from);
+        pb.set_message(line);
+        if all_landed {
             return Ok(rows);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -555,5 +585,48 @@ fn print_table(rows: &[Row]) {
             "{:<w$}  {:<t$}  {:<d$}  {}",
             r.object, r.target, r.downstream, r.reported
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(object: &str, target: &str, downstream: &str, reported: &str) -> Row {
+        Row {
+            object: object.into(),
+            target: target.into(),
+            downstream: downstream.into(),
+            reported: reported.into(),
+        }
+    }
+
+    #[test]
+    fn the_progress_line_names_the_object_it_waits_for_and_what_it_lacks() {
+        let landed = row("ConfigMap kuard-config", "kind-west", "kcp-x/kuard-config", "-");
+        let pending = row("Deployment kuard", "kind-west", "kcp-x/kuard", "pending");
+        let (line, done) = landing_progress(&[landed.clone(), pending], Some("kind-east"));
+        assert!(!done);
+        assert_eq!(
+            line,
+            "syncing: 1/2 objects landed with their reported state (moving off kind-east); \
+             waiting for Deployment kuard (its status from kind-west)"
+        );
+        let still_there = row("Service kuard", "kind-east", "kcp-y/kuard", "ingress 192.0.2.10");
+        let (line, _) = landing_progress(&[still_there], Some("kind-east"));
+        assert!(
+            line.ends_with("waiting for Service kuard (to leave kind-east)"),
+            "{line}"
+        );
+        let (line, _) = landing_progress(&[row("Secret s", "-", "-", "-")], None);
+        assert!(
+            line.ends_with("waiting for Secret s (to be scheduled onto a SyncTarget)"),
+            "{line}"
+        );
+        let (line, _) = landing_progress(&[row("Secret s", "kind-west", "-", "-")], None);
+        assert!(line.ends_with("(its copy on kind-west)"), "{line}");
+        let (line, done) = landing_progress(&[landed], None);
+        assert!(done);
+        assert_eq!(line, "syncing: 1/1 objects landed with their reported state");
     }
 }

@@ -856,9 +856,10 @@ async fn client_certificates_signed_by_the_hub_ca_authenticate() {
 }
 
 /// The cap: with every slot held by a request still uploading its body,
-/// a burst gets 429 with Retry-After (not a hang), and service resumes.
+/// a burst gets 429 with Retry-After (not a hang), counted in `/metrics` as
+/// kube-apiserver counts them, and service resumes.
 #[tokio::test(flavor = "multi_thread")]
-async fn burst_past_the_in_flight_cap_gets_429_with_retry_after() {
+async fn burst_past_the_in_flight_cap_gets_429_with_retry_after_and_is_counted() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let hub = TestHub::start_with(|o| {
         o.max_in_flight = 2;
@@ -919,6 +920,21 @@ async fn burst_past_the_in_flight_cap_gets_429_with_retry_after() {
             .0,
         200
     );
+    // Counted as kube-apiserver counts what its priority and fairness rejects.
+    // (Read once the slots are free: the scrape is a request like any other.)
+    let top = common::top_client_as(&hub, token(&hub.running.admin_token)).await;
+    let (code, scrape) = common::get_raw(&top, "/metrics").await;
+    assert_eq!(code, 200, "{scrape}");
+    let refused = scrape
+        .lines()
+        .find(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("code=\"429\"")
+                && l.contains("verb=\"LIST\"")
+                && l.contains("resource=\"namespaces\"")
+        })
+        .unwrap_or_else(|| panic!("no 429 in the scrape:\n{scrape}"));
+    assert!(refused.ends_with(" 20"), "{refused}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -794,6 +794,66 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
     syncer.stop().await;
 }
 
+/// A namespace taken off the SyncTarget is let go upstream at once, while its copy
+/// waits out `--downstream-namespace-clean-delay` (here 30 s): scheduled back within
+/// the delay, its objects land again at once, in the same namespace, rather than
+/// after the delay (what made a re-run of the kcp TMC quickstart wait 30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_once() {
+    let t = Tmc::start().await;
+    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    let mut options = t.options(&t.uid);
+    options.namespace_clean_delay = Duration::from_secs(30);
+    opts.tmc = Some(options);
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    wait_ready(&syncer).await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "cm").await;
+    let kcp_ns = t.downstream("demo");
+    wait_for(&t.down, &configmaps(), Some(&kcp_ns), "cm", "the copy", |_| true).await;
+    let namespace_copy = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
+
+    t.unschedule("demo").await;
+    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "cm", "the copy deleted").await;
+    wait_for(
+        &t.app,
+        &namespaces(),
+        None,
+        "demo",
+        "the namespace let go by the syncer, and so off the target",
+        |ns| !has_finalizer(ns, &t.finalizer()) && ns["metadata"]["labels"][&t.state_label()].is_null(),
+    )
+    .await;
+    assert!(
+        t.down.get(&namespaces(), None, &kcp_ns).await.is_some(),
+        "the namespace copy waits out the delay"
+    );
+
+    t.app
+        .merge(
+            &namespaces(),
+            None,
+            "demo",
+            json!({ "metadata": { "labels": { "tmc": "yes" } } }),
+        )
+        .await;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&kcp_ns),
+        "cm",
+        "the copy back",
+        |_| true,
+    )
+    .await;
+    let again = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
+    assert_eq!(
+        again["metadata"]["uid"], namespace_copy["metadata"]["uid"],
+        "the namespace copy is the same one"
+    );
+    syncer.stop().await;
+}
+
 /// A token for ServiceAccount `ns/sa` of `cluster` (TokenRequest).
 async fn service_account_token(cluster: &Cluster, ns: &str, sa: &str) -> String {
     let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });

@@ -44,7 +44,12 @@ pub const REQUEST_LOG: &str = "ferry_hub::requests";
 
 /// The hub's HTTP API as an axum router, with its own [`metrics::HubMetrics`].
 pub fn router(hub: Arc<Hub>) -> Router {
-    let metrics = Arc::new(metrics::HubMetrics::new());
+    router_with(hub, Arc::new(metrics::HubMetrics::new()))
+}
+
+/// The hub's HTTP API counting its requests in `metrics` (shared with what
+/// answers before it: the in-flight cap's 429s).
+pub fn router_with(hub: Arc<Hub>, metrics: Arc<metrics::HubMetrics>) -> Router {
     Router::new()
         .fallback(handle)
         .with_state(hub)

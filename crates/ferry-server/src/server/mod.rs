@@ -377,15 +377,17 @@ pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> 
     write_private(&kubeconfig_path, kubeconfig.as_bytes())?;
 
     let limit = Arc::new(Semaphore::new(opts.max_in_flight.max(1)));
-    let app = crate::api::router(hub.clone());
+    let metrics = Arc::new(crate::api::metrics::HubMetrics::new());
+    let app = crate::api::router_with(hub.clone(), metrics.clone());
     // The console's files need no credentials: the page signs in afterwards.
     let app = if opts.console {
         app.merge(ferry_console::router())
     } else {
         app
     };
+    let capped = hub.clone();
     let app = app.layer(axum::middleware::from_fn(move |req, next| {
-        in_flight(limit.clone(), req, next)
+        in_flight(capped.clone(), metrics.clone(), limit.clone(), req, next)
     }));
     let (shutdown, mut stop) = watch::channel(false);
     let spawn_opts = opts.clone();
@@ -620,8 +622,16 @@ where
 }
 
 /// Cap on requests served at once. Watches are long-running and exempt, as in
-/// kube-apiserver; everything else past the cap gets 429 with Retry-After.
-async fn in_flight(limit: Arc<Semaphore>, req: Request, next: Next) -> Response {
+/// kube-apiserver; everything else past the cap gets 429 with Retry-After,
+/// counted in `metrics` as kube-apiserver counts the requests its priority and
+/// fairness rejects (`apiserver_request_total{code="429"}`).
+async fn in_flight(
+    hub: Arc<Hub>,
+    metrics: Arc<crate::api::metrics::HubMetrics>,
+    limit: Arc<Semaphore>,
+    req: Request,
+    next: Next,
+) -> Response {
     let is_watch = req
         .uri()
         .query()
@@ -632,7 +642,10 @@ async fn in_flight(limit: Arc<Semaphore>, req: Request, next: Next) -> Response 
     match limit.try_acquire() {
         Ok(_permit) => next.run(req).await,
         Err(_) => {
-            ApiError::too_many_requests("too many requests in flight; retry shortly", 1).into_response()
+            let shape = crate::api::metrics::shape_of(&hub, &req);
+            let refused =
+                ApiError::too_many_requests("too many requests in flight; retry shortly", 1).into_response();
+            metrics.answered(shape, 429, Duration::ZERO, refused)
         }
     }
 }

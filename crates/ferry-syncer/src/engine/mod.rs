@@ -757,10 +757,20 @@ mod tests {
     }
 
     fn engine() -> Arc<Engine> {
+        engine_with_downstream(None)
+    }
+
+    /// An engine whose sides reach nothing, unless `down` answers its downstream
+    /// requests.
+    pub(super) fn engine_with_downstream(down: Option<kube::Client>) -> Arc<Engine> {
         let side = |side| {
             let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
             SideClient::new(side, config, crate::ratelimit::Pacing::from_flags(Some(0.0), 1)).unwrap()
         };
+        let mut downstream = side(Side::Downstream);
+        if let Some(client) = down {
+            downstream.client = client;
+        }
         let timing = Timing {
             discovery_refresh: Duration::from_secs(10),
             probe_period: Duration::from_secs(5),
@@ -773,7 +783,7 @@ mod tests {
             true,
             timing,
             side(Side::Upstream),
-            side(Side::Downstream),
+            downstream,
             min,
             max,
         )

@@ -486,6 +486,10 @@ impl Writer<'_> {
         let params = PatchParams::apply(manager).force();
         let api = self.api();
         let patch = Patch::Apply(&body);
+        // What the store held when the apply was sent, not when its answer is handled:
+        // the watch may deliver a newer version first (a controller's status on the
+        // object just written), which the older answer must not replace.
+        let held = self.store().resource_version(self.object);
         let written = self
             .send(
                 "apply",
@@ -494,10 +498,7 @@ impl Writer<'_> {
                 api.patch(&self.object.name, &params, &patch),
             )
             .await?;
-        self.store().written(
-            &written,
-            self.store().get(self.object).as_deref().and_then(based_on),
-        );
+        self.store().written(&written, held.as_deref());
         Ok(written)
     }
 }
@@ -557,10 +558,7 @@ async fn release_source(
     raw: &Value,
 ) -> Result<(), SyncError> {
     let marks = &*engine.profile.marks;
-    let Some(finalizer) = marks.finalizer() else {
-        return Ok(());
-    };
-    if !has_finalizer(raw, &finalizer) {
+    if held_with(engine, raw).is_none() {
         return Ok(());
     }
     match dest.get().await {
@@ -584,6 +582,32 @@ async fn release_source(
         engine.queue_after(key.clone(), std::time::Duration::from_millis(200));
         return Ok(());
     }
+    release_source_now(engine, flow, source_key, raw).await
+}
+
+/// This syncer's finalizer, if the upstream source `raw` carries it (the syncer then
+/// holds the source until it lets go).
+fn held_with(engine: &Engine, raw: &Value) -> Option<String> {
+    engine
+        .profile
+        .marks
+        .finalizer()
+        .filter(|finalizer| has_finalizer(raw, finalizer))
+}
+
+/// Removes this syncer's finalizer (and the profile's other marks of responsibility)
+/// from the upstream source `raw` (key `source_key`), if it carries it; the patch is
+/// based on `raw`'s resourceVersion, so a newer source is a conflict and a retry.
+async fn release_source_now(
+    engine: &Engine,
+    flow: &Flow,
+    source_key: &ObjectRef,
+    raw: &Value,
+) -> Result<(), SyncError> {
+    let marks = &*engine.profile.marks;
+    let Some(finalizer) = held_with(engine, raw) else {
+        return Ok(());
+    };
     let remaining: Vec<Value> = finalizers_of(raw)
         .into_iter()
         .filter(|f| f.as_str() != Some(finalizer.as_str()))
@@ -598,7 +622,7 @@ async fn release_source(
     };
     match up.merge_patch(&patch).await {
         Ok(_) => {
-            tracing::debug!(object = %source_key, "the copy is gone; released the source");
+            tracing::debug!(object = %source_key, "released the source; this cluster no longer holds it");
             Ok(())
         }
         Err(e) if e.code() == Some(404) => Ok(()),
@@ -761,6 +785,13 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             let namespace_copy = direction == Direction::Downsync && flow.dest.id.is_namespaces();
             if let (true, Some(delay)) = (namespace_copy, profile.namespace_clean_delay) {
                 if !engine.namespace_may_go(&key.dest().name, delay, key) {
+                    // The namespace left this target but lives on upstream: it is let go
+                    // now, and its copy stays for the delay (kept track of by its
+                    // label). Held for the delay, it would stay "leaving" this target
+                    // that long, so scheduling it back here would wait it out too.
+                    if let (true, Some(source_key), Some(raw)) = (source_alive, key.source(), &raw_source) {
+                        release_source_now(engine, flow, source_key, raw).await?;
+                    }
                     return Ok(());
                 }
             }
@@ -1232,5 +1263,71 @@ pub fn report_failure(engine: &Engine, flow: &Flow, key: &Key, error: &SyncError
             message,
             &engine.name,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ResourceType;
+    use crate::selection::{ResourceId, WatchTarget};
+    use serde_json::json;
+
+    fn configmap(rv: &str, data: Value) -> Value {
+        json!({ "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": "c", "namespace": "app", "uid": "u1", "resourceVersion": rv },
+                "data": data })
+    }
+
+    /// The answer to an apply can be handled after the watch has delivered a newer
+    /// version (on a busy machine, a controller's status on the object just written):
+    /// the store keeps the newer one. Holding the older one would hide that change
+    /// from every later reconcile, as nothing else changes the copy again (a kcp TMC
+    /// Deployment whose status never came back after a drain).
+    #[tokio::test]
+    async fn an_apply_answered_after_a_newer_watch_event_does_not_replace_it() {
+        let target = WatchTarget {
+            id: ResourceId::new("", "v1", "configmaps", true),
+            kind: "ConfigMap".into(),
+            direction: Direction::Downsync,
+        };
+        let flow = Flow::new(1, target.clone(), ResourceType::from(&target), false, false);
+        flow.copies.begin_list();
+        flow.copies
+            .list_item(&RawObject::from_value(&configmap("10", json!({}))).unwrap());
+        flow.copies.finish_list();
+
+        // The server: the apply is written as version 11, and before its answer is
+        // handled the watch delivers version 12.
+        let watched = flow.clone();
+        let server = tower::service_fn(move |_request: http::Request<kube::client::Body>| {
+            let newer = configmap("12", json!({ "reported": "by a controller" }));
+            watched.copies.apply(&RawObject::from_value(&newer).unwrap());
+            let answer = serde_json::to_vec(&configmap("11", json!({ "k": "v" }))).unwrap();
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(answer))
+                        .unwrap(),
+                )
+            }
+        });
+        let engine = super::super::tests::engine_with_downstream(Some(kube::Client::new(server, "default")));
+        let object = ObjectRef::new(Some("app"), "c");
+        let writer = Writer {
+            engine: &engine,
+            flow: &flow,
+            side: Side::Downstream,
+            object: &object,
+        };
+        let written = writer
+            .apply(&configmap("10", json!({ "k": "v" })), "syncer")
+            .await
+            .unwrap();
+        assert_eq!(written.metadata.resource_version.as_deref(), Some("11"));
+        let held = flow.copies.get(&object).unwrap();
+        assert_eq!(held["metadata"]["resourceVersion"], "12", "{held}");
+        assert_eq!(held["data"]["reported"], "by a controller");
     }
 }

@@ -452,6 +452,14 @@ impl ObjectStore {
         Some((Arc::new(stored.to_value(key)), stored.verified))
     }
 
+    /// The resourceVersion of the object held as `key`, if any: what a write sent now is
+    /// based on, for [`ObjectStore::written`] when the write carries no version itself.
+    pub fn resource_version(&self, key: &ObjectRef) -> Option<String> {
+        let inner = self.inner.read();
+        let stored = inner.objects.get(encode(key).as_str())?;
+        stored.resource_version().map(str::to_owned)
+    }
+
     /// Records that `copy` (as [`ObjectStore::get`] returned it, or a write's response)
     /// matches the desired object whose hash it carries, so that only a
     /// [`VerifiedCopy`] of it is kept. Nothing happens if the store has moved on to
