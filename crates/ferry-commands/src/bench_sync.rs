@@ -265,7 +265,7 @@ pub(crate) fn latencies(sent: &HashMap<String, Instant>, seen: &HashMap<String, 
 
 /// The syncer's answer to `GET path` on its metrics address (`None` if it does not
 /// answer).
-async fn get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
+pub(crate) async fn get(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     use tokio::io::AsyncReadExt;
     let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");

@@ -38,7 +38,8 @@ use ferry_api::well_known::{SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_REMOTE_NAME_AN
 
 use crate::bench_cmd::{client_for, ensure_namespace, BenchHub};
 use crate::bench_load::LoadKind;
-use crate::bench_stats::cpu_seconds;
+use crate::bench_requests::{self, Requests};
+use crate::bench_stats::{cpu_seconds, round3};
 use crate::bench_sync::{
     baseline, idle, initial_rounds, latency, print, report, rss_at_levels, track, Measured, RoundFigures,
     Seen, SyncBenchArgs, Tracker, STATISTICS,
@@ -73,8 +74,7 @@ fn agent_flags(args: &SyncBenchArgs) -> Vec<String> {
 
 /// The hubs, the workspaces bound to the export, and clients for them.
 struct Stage {
-    /// Kept for its process (stopped when dropped).
-    _kcp: BenchHub,
+    kcp: BenchHub,
     service: BenchHub,
     provider_kubeconfig: PathBuf,
     /// `root:consumer-<i>`, in order.
@@ -165,7 +165,7 @@ impl Stage {
         let mut vw = admin.clone();
         vw.cluster_url = format!("{}/clusters/*", url.trim_end_matches('/')).parse()?;
         Ok(Stage {
-            _kcp: kcp,
+            kcp,
             service,
             provider_kubeconfig,
             consumers,
@@ -271,6 +271,42 @@ struct InitialSync {
     agent: Agent,
     copies_seen: Arc<Seen>,
     tracker: Tracker,
+    /// Where the time went: see [`requests_made`].
+    requests: Value,
+}
+
+/// Both hubs' request counters, to tell what a step asked of each.
+async fn scrape_hubs(stage: &Stage) -> anyhow::Result<Requests> {
+    let (kcp, service) = (&stage.kcp.process, &stage.service.process);
+    let kcp = Requests::parse("kcp", &bench_requests::scrape(&kcp.kubeconfig, &kcp.url).await?);
+    let service = Requests::parse(
+        "service",
+        &bench_requests::scrape(&service.kubeconfig, &service.url).await?,
+    );
+    Ok(kcp.and(service))
+}
+
+/// What the initial sync asked of the hubs per object (by hub, verb, resource and
+/// code, with the hubs' time per request), and the agent's reconciles per object
+/// and time in each, from its own `/metrics`.
+async fn requests_made(before: &Requests, after: &Requests, objects: usize, agent: &Agent) -> Value {
+    let agent_metrics = crate::bench_sync::get(agent.metrics_at, "/metrics")
+        .await
+        .unwrap_or_default();
+    let value_of = |name: &str| {
+        agent_metrics
+            .lines()
+            .filter_map(|l| l.strip_prefix(name))
+            .filter_map(|rest| rest.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let reconciles = value_of("syncer_sync_duration_seconds_count");
+    let seconds = value_of("syncer_sync_duration_seconds_sum");
+    json!({
+        "by_kind": after.since(before).per_object(objects),
+        "agent_reconciles_per_object": round3(reconciles / objects.max(1) as f64),
+        "agent_ms_per_reconcile": round3(if reconciles > 0.0 { seconds * 1000.0 / reconciles } else { 0.0 }),
+    })
 }
 
 /// A copy's key: the name of the consumer object it is a copy of.
@@ -300,6 +336,7 @@ async fn initial_sync(
     let (copies, config) = stage.copies();
     let tracker = track(copies, config, copies_seen.clone(), source_name);
 
+    let before = scrape_hubs(stage).await?;
     progress("initial sync: starting the agent");
     let agent = launch_agent(
         args,
@@ -317,11 +354,13 @@ async fn initial_sync(
     // initial sync, so it says nothing about start-up here).
     let first = copies_seen.at.lock().await.values().min().copied();
     let startup = first.map_or(elapsed, |t| t.saturating_duration_since(agent.launched));
+    let requests = requests_made(&before, &scrape_hubs(stage).await?, args.objects, &agent).await;
     Ok(InitialSync {
         figures: RoundFigures::of(raw, args.objects, elapsed, cpu, startup),
         agent,
         copies_seen,
         tracker,
+        requests,
     })
 }
 
@@ -392,6 +431,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         mut agent,
         copies_seen,
         tracker,
+        requests,
         ..
     } = sync;
     let initial_seen = copies_seen.count();
@@ -480,11 +520,35 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         rss,
         rss_at_end,
     };
-    let report = report(&args, method(&args, samples), measured, json!({}))?;
+    let mut report = report(&args, method(&args, samples), measured, json!({}))?;
+    report["initial_sync"]["requests_last_round"] = requests;
     let title = format!(
         "ferry bench sync --profile syncagent ({} consumer workspaces; agent {}; baseline measured in this run; every process separate)",
         args.consumers,
         agent_flags(&args).join(" ")
     );
-    print(&args, &title, &report)
+    print(&args, &title, &report)?;
+    if !args.json {
+        print_requests(&report["initial_sync"]["requests_last_round"]);
+    }
+    Ok(())
+}
+
+/// The last round's requests per object, as table lines.
+fn print_requests(requests: &Value) {
+    println!(
+        "  last round        {} reconciles per object, {} ms each; requests per object (hub, verb, resource, code, hub ms each):",
+        requests["agent_reconciles_per_object"], requests["agent_ms_per_reconcile"]
+    );
+    for row in requests["by_kind"].as_array().into_iter().flatten() {
+        println!(
+            "                    {:>7} {:<7} {:<6} {:<28} {} {:>7} ms",
+            row["per_object"].to_string(),
+            row["server"].as_str().unwrap_or_default(),
+            row["verb"].as_str().unwrap_or_default(),
+            row["resource"].as_str().unwrap_or_default(),
+            row["code"].as_str().unwrap_or_default(),
+            row["server_ms_per_request"].to_string(),
+        );
+    }
 }

@@ -12,6 +12,7 @@ pub mod bench_compare;
 pub mod bench_fleet;
 pub mod bench_load;
 pub mod bench_placement;
+pub mod bench_requests;
 pub mod bench_stats;
 pub mod bench_sync;
 pub mod bench_syncagent;

@@ -1,0 +1,181 @@
+//! Where a bench's time goes on the API servers: the requests a measured step made,
+//! by server, verb and resource, read as the difference of the servers' own
+//! `apiserver_request_total` and `apiserver_request_duration_seconds` between two
+//! scrapes of their `/metrics`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+/// One kind of request: the server it went to, and its verb, resource (with
+/// subresource) and HTTP code.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RequestKind {
+    pub server: String,
+    pub verb: String,
+    pub resource: String,
+    pub code: String,
+}
+
+/// Request counts by kind, and the seconds spent answering each server's verb and
+/// resource (watches excluded), as one scrape saw them (counters since the server
+/// started).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Requests {
+    pub counts: BTreeMap<RequestKind, f64>,
+    pub seconds: BTreeMap<(String, String, String), f64>,
+}
+
+/// The labels of a Prometheus text line `name{k="v",...} value`, and its value, if the
+/// line is a sample of `name`.
+fn sample<'a>(line: &'a str, name: &str) -> Option<(BTreeMap<&'a str, &'a str>, f64)> {
+    let rest = line.strip_prefix(name)?.strip_prefix('{')?;
+    let (labels, value) = rest.rsplit_once("} ")?;
+    let value = value.trim().parse::<f64>().ok()?;
+    let labels = labels
+        .split(',')
+        .filter_map(|pair| {
+            let (k, v) = pair.split_once('=')?;
+            Some((k.trim(), v.trim().trim_matches('"')))
+        })
+        .collect();
+    Some((labels, value))
+}
+
+impl Requests {
+    /// The request tallies in `metrics` (a hub's `/metrics` text), under `server`.
+    pub fn parse(server: &str, metrics: &str) -> Requests {
+        let label =
+            |labels: &BTreeMap<&str, &str>, k: &str| labels.get(k).copied().unwrap_or_default().to_string();
+        let resource_of = |labels: &BTreeMap<&str, &str>| match label(labels, "subresource").as_str() {
+            "" => label(labels, "resource"),
+            sub => format!("{}/{sub}", label(labels, "resource")),
+        };
+        let mut out = Requests::default();
+        for line in metrics.lines() {
+            if let Some((labels, value)) = sample(line, "apiserver_request_total") {
+                let kind = RequestKind {
+                    server: server.to_string(),
+                    verb: label(&labels, "verb"),
+                    resource: resource_of(&labels),
+                    code: label(&labels, "code"),
+                };
+                *out.counts.entry(kind).or_default() += value;
+            } else if let Some((labels, value)) = sample(line, "apiserver_request_duration_seconds_sum") {
+                let pair = (server.to_string(), label(&labels, "verb"), resource_of(&labels));
+                *out.seconds.entry(pair).or_default() += value;
+            }
+        }
+        out
+    }
+
+    /// Both scrapes' tallies in one.
+    pub fn and(mut self, other: Requests) -> Requests {
+        self.counts.extend(other.counts);
+        self.seconds.extend(other.seconds);
+        self
+    }
+
+    /// What was answered between `before` and this scrape (kinds with no request left out).
+    pub fn since(&self, before: &Requests) -> Requests {
+        let counts = self
+            .counts
+            .iter()
+            .filter_map(|(kind, now)| {
+                let count = now - before.counts.get(kind).copied().unwrap_or_default();
+                (count > 0.0).then(|| (kind.clone(), count))
+            })
+            .collect();
+        let seconds = self
+            .seconds
+            .iter()
+            .map(|(pair, now)| {
+                let was = before.seconds.get(pair).copied().unwrap_or_default();
+                (pair.clone(), (now - was).max(0.0))
+            })
+            .collect();
+        Requests { counts, seconds }
+    }
+
+    /// Per `objects`: each kind's requests, and the mean server time of a request of its
+    /// verb and resource (whatever the code), most requests first, as JSON rows.
+    pub fn per_object(&self, objects: usize) -> Value {
+        let n = objects.max(1) as f64;
+        let mut of_pair: BTreeMap<(String, String, String), f64> = BTreeMap::new();
+        for (kind, count) in &self.counts {
+            let pair = (kind.server.clone(), kind.verb.clone(), kind.resource.clone());
+            *of_pair.entry(pair).or_default() += count;
+        }
+        let mut rows: Vec<(&RequestKind, f64)> = self.counts.iter().map(|(k, c)| (k, *c)).collect();
+        rows.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        rows.into_iter()
+            .map(|(kind, count)| {
+                let pair = (kind.server.clone(), kind.verb.clone(), kind.resource.clone());
+                let seconds = self.seconds.get(&pair).copied().unwrap_or_default();
+                let ms = seconds * 1000.0 / of_pair[&pair];
+                json!({
+                    "server": kind.server,
+                    "verb": kind.verb,
+                    "resource": kind.resource,
+                    "code": kind.code,
+                    "requests": count,
+                    "per_object": crate::bench_stats::round3(count / n),
+                    "server_ms_per_request": crate::bench_stats::round3(ms),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The `/metrics` text of the hub at `url` (its root, not a workspace), as the admin
+/// of its `kubeconfig`.
+pub async fn scrape(kubeconfig: &std::path::Path, url: &str) -> anyhow::Result<String> {
+    let mut config = crate::kubeconfig::load(Some(kubeconfig), None).await?;
+    config.cluster_url = url.parse()?;
+    let client = kube::Client::try_from(config)?;
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(client.request_text(request).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEFORE: &str = r#"# HELP apiserver_request_total Requests answered
+apiserver_request_total{verb="POST",group="",version="v1",resource="secrets",subresource="",scope="namespace",code="201"} 2
+apiserver_request_duration_seconds_sum{verb="POST",group="",version="v1",resource="secrets",subresource="",scope="namespace"} 0.02
+apiserver_request_duration_seconds_count{verb="POST",group="",version="v1",resource="secrets",subresource="",scope="namespace"} 2
+"#;
+
+    const AFTER: &str = r#"apiserver_request_total{verb="POST",group="",version="v1",resource="secrets",subresource="",scope="namespace",code="201"} 12
+apiserver_request_total{verb="POST",group="",version="v1",resource="secrets",subresource="",scope="namespace",code="409"} 10
+apiserver_request_duration_seconds_sum{verb="POST",group="",version="v1",resource="secrets",subresource="",scope="namespace"} 0.42
+apiserver_request_total{verb="PUT",group="",version="v1",resource="databases",subresource="status",scope="resource",code="200"} 5
+apiserver_request_duration_seconds_sum{verb="PUT",group="",version="v1",resource="databases",subresource="status",scope="resource"} 0.05
+"#;
+
+    #[test]
+    fn requests_between_two_scrapes_are_counted_by_kind_with_their_time() {
+        let before = Requests::parse("service", BEFORE);
+        let after = Requests::parse("service", AFTER);
+        let rows = after.since(&before).per_object(10);
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 3);
+        // Most requests first: ten 201s since, ten 409s, five status updates.
+        let created = &rows[0];
+        assert_eq!(created["code"], "201");
+        assert_eq!(created["requests"], 10.0);
+        assert_eq!(created["per_object"], 1.0);
+        // 0.4 s since, shared by the 20 POSTs: 20 ms each.
+        assert_eq!(created["server_ms_per_request"], 20.0);
+        assert_eq!(rows[1]["code"], "409");
+        assert_eq!(rows[2]["resource"], "databases/status");
+        assert_eq!(rows[2]["server_ms_per_request"], 10.0);
+    }
+
+    #[test]
+    fn lines_of_other_metrics_and_malformed_lines_are_ignored() {
+        let text = "apiserver_request_total_extra{verb=\"GET\"} 3\napiserver_request_total{verb=\"GET\"} x\n";
+        assert!(Requests::parse("kcp", text).counts.is_empty());
+    }
+}
