@@ -176,6 +176,28 @@ fn bench_sync_syncagent_figures_are_typed_and_sane() {
     }
     rounds(&v, "/syncer_startup_to_ready_ms", 1);
 
+    // Where the time went: every object's finalizer on kcp and copy on the service
+    // cluster are among the requests counted, each with the hub's time.
+    let requests = v
+        .pointer("/initial_sync/requests_last_round/by_kind")
+        .and_then(|r| r.as_array())
+        .unwrap_or_else(|| panic!("no requests per object in {v:#}"));
+    let per_object = |server: &str, verb: &str| -> f64 {
+        requests
+            .iter()
+            .filter(|r| r["server"] == server && r["verb"] == verb && r["resource"] == "(custom)")
+            .filter(|r| r["server_ms_per_request"].as_f64().is_some_and(|ms| ms > 0.0))
+            .filter_map(|r| r["per_object"].as_f64())
+            .sum()
+    };
+    assert!(per_object("kcp", "PATCH") >= 1.0, "{requests:#?}");
+    assert!(per_object("service", "POST") >= 1.0, "{requests:#?}");
+    let reconciles = v.pointer("/initial_sync/requests_last_round/agent_reconciles_per_object");
+    assert!(
+        reconciles.and_then(|r| r.as_f64()).is_some_and(|r| r >= 1.0),
+        "{v:#}"
+    );
+
     // One sample per spec changed and per status written.
     assert_eq!(count(&v, "/steady_state/objects_updated"), latency_objects);
     summary(&v, "/steady_state/latency_ms", latency_objects);
