@@ -291,7 +291,7 @@ impl StatusCollector {
                                "description": "Valid: False while an expression cannot be used; its message names the field."},
             },
         });
-        with_status(crate::crds::hand_written_crd(
+        with_status(crate::crd_builder::hand_written_crd(
             (Self::GROUP, Self::VERSION, Self::KIND, Self::PLURAL),
             "Cluster",
             json!({
@@ -350,7 +350,7 @@ impl CombinedStatus {
                 "error": text("Why there are no rows at all: the StatusCollector is missing or invalid."),
             },
         });
-        crate::crds::hand_written_crd(
+        crate::crd_builder::hand_written_crd(
             (Self::GROUP, Self::VERSION, Self::KIND, Self::PLURAL),
             "Namespaced",
             json!({

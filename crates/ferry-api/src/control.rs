@@ -223,7 +223,7 @@ impl CustomTransform {
                 "ownedDownstream": owned,
             },
         });
-        crate::crds::hand_written_crd(
+        crate::crd_builder::hand_written_crd(
             (Self::GROUP, Self::VERSION, Self::KIND, Self::PLURAL),
             "Cluster",
             json!({

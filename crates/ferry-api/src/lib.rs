@@ -33,6 +33,7 @@ pub mod allocated;
 pub mod apiresource;
 pub mod combined_status;
 pub mod control;
+pub mod crd_builder;
 pub mod crds;
 pub mod edge;
 pub mod field_path;

@@ -146,7 +146,7 @@ macro_rules! cluster_resource {
 
         impl ::kube::CustomResourceExt for $root {
             fn crd() -> ::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
-                $crate::crds::build_crd::<$spec, $status>(&$crate::crds::CrdInfo {
+                $crate::crd_builder::build_crd::<$spec, $status>(&$crate::crd_builder::CrdInfo {
                     group: $group,
                     version: $version,
                     kind: $kind,

@@ -41,7 +41,7 @@ impl Customizer {
 
     /// The CRD (namespaced, no status subresource).
     pub fn crd() -> CustomResourceDefinition {
-        crate::crds::hand_written_crd(
+        crate::crd_builder::hand_written_crd(
             (Self::GROUP, Self::VERSION, Self::KIND, Self::PLURAL),
             "Namespaced",
             json!({
