@@ -89,7 +89,7 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
     let expect = |name: &str, short: Option<&str>, status: bool| {
         (
             name.to_string(),
-            if name.starts_with("customizers.") {
+            if name.starts_with("customizers.") || name.starts_with("combinedstatuses.") {
                 "Namespaced"
             } else {
                 "Cluster"
@@ -111,6 +111,8 @@ fn crds_have_the_reference_names_scopes_and_subresources() {
             expect("placementsummaries.edge.ferry.dev", None, false),
             expect("customizers.edge.kubestellar.io", None, false),
             expect("customtransforms.control.kubestellar.io", None, false),
+            expect("statuscollectors.control.kubestellar.io", None, true),
+            expect("combinedstatuses.control.kubestellar.io", None, false),
             expect("synctargets.workload.kcp.io", None, true),
             expect("publishedresources.syncagent.kcp.io", None, true),
         ]
