@@ -187,25 +187,12 @@ async fn install_edge_api(ctx: &ControllerContext, cluster: &str) {
 /// Ferry's CRDs inside a mailbox, for a hub without the ESPW.
 async fn install_crds(ctx: &ControllerContext, cluster: &str) {
     for crd in ferry_api::all_crds() {
-        let Ok(value) = serde_json::to_value(&crd) else {
-            continue;
-        };
-        match ctx
-            .create(
-                cluster,
-                ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-                None,
-                value,
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => tracing::warn!(
+        if let Err(e) = crate::crds::install(ctx, cluster, &crd).await {
+            tracing::warn!(
                 cluster,
                 crd = crd.metadata.name.as_deref().unwrap_or_default(),
                 "installing CRD failed: {e}"
-            ),
+            );
         }
     }
 }

@@ -297,25 +297,12 @@ async fn apply(
 
 async fn install_crds(ctx: &ControllerContext, cluster: &str) {
     for crd in [StatusCollector::crd(), CombinedStatus::crd()] {
-        let Ok(obj) = serde_json::to_value(crd) else {
-            continue;
-        };
-        match ctx
-            .create(
-                cluster,
-                ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-                None,
-                obj,
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => tracing::debug!(
+        if let Err(e) = crate::crds::install(ctx, cluster, &crd).await {
+            tracing::debug!(
                 cluster,
                 "installing the combined-status CRDs failed: {}",
                 e.message
-            ),
+            );
         }
     }
 }

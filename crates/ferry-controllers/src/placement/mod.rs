@@ -975,15 +975,7 @@ async fn ensure_customizer_kind(ctx: &ControllerContext, p: &Placement) -> bool 
 /// Install one of Ferry's CRDs in a WMW made before its kind existed;
 /// whether it was created.
 async fn install_crd(ctx: &ControllerContext, cluster: &str, crd: impl serde::Serialize) -> bool {
-    let crd = serde_json::to_value(crd).unwrap_or_default();
-    ctx.create(
-        cluster,
-        ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-        None,
-        crd,
-    )
-    .await
-    .is_ok()
+    matches!(crate::crds::install(ctx, cluster, &crd).await, Ok(true))
 }
 
 /// Whether namespace `ns` of mailbox `cluster` holds objects the
