@@ -12,8 +12,8 @@
 //! `HeartbeatHealthy` turns False when the threshold passes with no write
 //! at all.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -28,7 +28,7 @@ use ferry_server::controller::ControllerContext;
 use ferry_server::json;
 use ferry_server::service;
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
-use ferry_server::synctarget::{self, imported, IMPORTS, SYNC_TARGETS};
+use ferry_server::synctarget::{self, imported, Resources, IMPORTS, SYNC_TARGETS};
 
 const MANAGER: &str = "synctarget-controller";
 
@@ -36,6 +36,9 @@ const MANAGER: &str = "synctarget-controller";
 struct Shared {
     threshold: Duration,
     deadlines: crate::heartbeat::Deadlines,
+    /// Targets whose resources were judged but whose status write did
+    /// not land: their next reconcile, even a heartbeat's, judges again.
+    unjudged: Mutex<HashSet<ObjectKey>>,
 }
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`.
@@ -43,6 +46,7 @@ pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> Vec<JoinHandle<()>
     let shared = Arc::new(Shared {
         threshold,
         deadlines: Default::default(),
+        unjudged: Default::default(),
     });
     vec![
         follow::spawn(ctx.clone(), SyncTargets(shared.clone())),
@@ -82,6 +86,7 @@ impl Follower for SyncTargets {
                     }
                     if event.kind == EventType::Deleted {
                         self.0.deadlines.clear(key);
+                        self.0.unjudged.lock().unwrap().remove(key);
                     } else {
                         // A heartbeat changes neither spec nor syncedResources:
                         // the schemas need not be compared again.
@@ -308,9 +313,16 @@ async fn heartbeat_timer(ctx: ControllerContext, shared: Arc<Shared>) {
 }
 
 /// Bring one SyncTarget's label and status (and its imports' conditions)
-/// up to date. Conflicts are left to the write that caused them, whose
-/// event brings the target back here.
+/// up to date; `resources` to judge its resources again (the exports or
+/// imports changed), which compares schemas and is the costly part.
+///
+/// A status write that conflicts (the syncer's heartbeat writes every few
+/// seconds, and a comparison under load can take longer than that) is made
+/// again on the target as it now is, with the judgement carried over; if
+/// it still does not land, the target's next reconcile judges again rather
+/// than keeping the stored (outdated) judgement.
 async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey, resources: bool) {
+    const ATTEMPTS: usize = 5;
     let Some(stored) = ctx.get(key) else {
         shared.deadlines.clear(key);
         return;
@@ -343,11 +355,38 @@ async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey, re
             return;
         }
         match write(ctx, key, None, updated).await {
-            Some(written) => target = written,
-            None => return,
+            Ok(written) => target = written,
+            Err(_) => return,
         }
     }
-    let desired = ctx.sync_target_status(key, &target, shared.threshold, resources);
+    let judge = resources || shared.unjudged.lock().unwrap().remove(key);
+    let how = if judge { Resources::Judged } else { Resources::Kept };
+    let mut desired = ctx.sync_target_status(key, &target, shared.threshold, how);
+    let import_conditions = std::mem::take(&mut desired.import_conditions);
+    for attempt in 1..=ATTEMPTS {
+        if target.get("status") == Some(&desired.status) {
+            break;
+        }
+        let mut updated = target;
+        if json::set(&mut updated, &["status"], desired.status.clone()).is_err() {
+            return;
+        }
+        match write(ctx, key, Some("status"), updated).await {
+            Ok(_) => break,
+            Err(409) if attempt < ATTEMPTS => {
+                let Some(now) = ctx.get(key) else { return };
+                target = now.value();
+                let judgement = desired.judgement.clone();
+                desired = ctx.sync_target_status(key, &target, shared.threshold, Resources::From(&judgement));
+            }
+            Err(_) => {
+                if judge {
+                    shared.unjudged.lock().unwrap().insert(key.clone());
+                }
+                break;
+            }
+        }
+    }
     match desired.recheck_in {
         Some(d) => {
             // A little past the deadline, so the check sees it passed.
@@ -358,25 +397,20 @@ async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey, re
             shared.deadlines.clear(key);
         }
     }
-    if target.get("status") != Some(&desired.status) {
-        let mut updated = target;
-        if json::set(&mut updated, &["status"], desired.status).is_ok() {
-            write(ctx, key, Some("status"), updated).await;
-        }
-    }
-    for (import_key, compatible) in desired.import_conditions {
+    for (import_key, compatible) in import_conditions {
         set_import_condition(ctx, &import_key, compatible).await;
     }
 }
 
-/// Update the SyncTarget at `key` (its `subresource`) as the controller;
-/// the stored object, or `None` when the write did not happen.
+/// Update the SyncTarget at `key` (its `subresource`) as the controller:
+/// the stored object, or the refusal's code (404 and 409 are expected and
+/// not logged).
 async fn write(
     ctx: &ControllerContext,
     key: &ObjectKey,
     subresource: Option<&str>,
     obj: Value,
-) -> Option<Value> {
+) -> Result<Value, u16> {
     let request = ctx
         .request(
             &key.cluster,
@@ -390,17 +424,18 @@ async fn write(
             "update",
             MANAGER,
         )
-        .ok()?;
+        .map_err(|e| e.code)?;
     let request = match subresource {
         Some(s) => request.on_subresource(s),
         None => request,
     };
     match service::update(&request, obj).await {
-        Ok(w) => Some(w.object),
-        Err(e) if e.code == 409 || e.code == 404 => None,
+        Ok(w) => Ok(w.object),
         Err(e) => {
-            tracing::warn!(cluster = %key.cluster, synctarget = %key.name, "writing SyncTarget failed: {e}");
-            None
+            if e.code != 409 && e.code != 404 {
+                tracing::warn!(cluster = %key.cluster, synctarget = %key.name, "writing SyncTarget failed: {e}");
+            }
+            Err(e.code)
         }
     }
 }

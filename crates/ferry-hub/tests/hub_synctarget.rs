@@ -7,6 +7,8 @@
 //! rights in a workspace cannot touch its SyncTargets.
 
 mod common;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
@@ -611,6 +613,108 @@ async fn synced_resources_go_from_pending_to_accepted_or_incompatible_by_schema(
         synced_states(o) == [("widgets".into(), "Accepted".into())]
     })
     .await;
+}
+
+/// The syncer heartbeats often and the hub's comparison of schemas takes a
+/// while: the write of an import's judgement then conflicts with a heartbeat.
+/// Heartbeats alone never judge again, so a lost judgement used to leave the
+/// resource `Pending` for good (and the syncer never synced it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imports_judgement_lands_while_heartbeats_keep_writing() {
+    let (hub, _dir) = hub_with(Duration::from_secs(60)).await;
+    workspace(&hub, "provider").await;
+    workspace(&hub, "org").await;
+    // As wide as a Deployment's, so that comparing takes a while.
+    let wide = |extra: u64| {
+        let mut schema = schema_with_size("integer");
+        for i in 0..500 {
+            schema["properties"]["spec"]["properties"][format!("field{i}")] = json!({"type": "object",
+                "properties": {"name": {"type": "string"}, "count": {"type": "integer"}}});
+        }
+        schema["properties"]["spec"]["properties"]["extra"] = json!({"type": "string", "maxLength": extra});
+        schema
+    };
+    let mut export_schema = widgets_schema("v1.widgets.example.io", "widgets", "Widget", "integer");
+    export_schema["spec"]["versions"][0]["schema"] = wide(0);
+    create(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiresourceschemas"),
+        export_schema,
+    )
+    .await;
+    create(
+        &hub,
+        "root:provider",
+        &format!("{APIS}/apiexports"),
+        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "widgets"},
+               "spec": {"latestResourceSchemas": ["v1.widgets.example.io"]}}),
+    )
+    .await;
+    create(
+        &hub,
+        "root:org",
+        TARGETS,
+        sync_target("east", json!([{"export": "widgets", "path": "root:provider"}])),
+    )
+    .await;
+    let path = format!("{TARGETS}/east");
+    wait_for(&hub, "root:org", &path, "widgets Pending", |o| {
+        synced_states(o) == [("widgets".into(), "Pending".into())]
+    })
+    .await;
+
+    // Three "syncers" write the heartbeat's counters back to back while
+    // the import arrives and is judged, and for 30 heartbeats after.
+    let client = admin(&hub, "root:org").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let beats = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            let (client, stop, beats) = (client.clone(), stop.clone(), beats.clone());
+            let path = format!("{path}/status");
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let count = beats.fetch_add(1, Ordering::Relaxed) + 1;
+                    let beat = json!({"status": {"heartbeat": {"count": count, "errors": 0}}});
+                    let (code, body) = call_merge(&client, &path, &beat).await;
+                    assert_eq!(code, 200, "{body}");
+                }
+            })
+        })
+        .collect();
+    for version in 0..4 {
+        // Each change of the import is judged again (and each may conflict).
+        let body = import(
+            "widgets.east.v1.example.io",
+            "east",
+            "widgets",
+            "Widget",
+            wide(version),
+        );
+        if version == 0 {
+            create(&hub, "root:org", IMPORTS, body).await;
+        } else {
+            let patch = json!({"spec": body["spec"]});
+            let (code, body) =
+                call_merge(&client, &format!("{IMPORTS}/widgets.east.v1.example.io"), &patch).await;
+            assert_eq!(code, 200, "{body}");
+        }
+    }
+    let after = beats.load(Ordering::Relaxed) + 30;
+    eventually(20, "30 more heartbeats", || async {
+        (beats.load(Ordering::Relaxed) >= after).then_some(())
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let st = wait_for(&hub, "root:org", &path, "widgets Accepted", |o| {
+        synced_states(o) == [("widgets".into(), "Accepted".into())]
+    })
+    .await;
+    assert_eq!(condition_status(&st, "ResourcesCompatible"), "True", "{st}");
 }
 
 async fn call_merge(client: &kube::Client, path: &str, patch: &Value) -> (u16, Value) {

@@ -351,7 +351,7 @@ impl ControllerContext {
         key: &ObjectKey,
         target: &Value,
         threshold: Duration,
-        resources: bool,
+        resources: crate::synctarget::Resources<'_>,
     ) -> crate::synctarget::Desired {
         crate::synctarget::desired(&self.hub, key, target, threshold, self.now(), resources)
     }

@@ -139,6 +139,30 @@ pub struct Desired {
     pub recheck_in: Option<Duration>,
     /// The `Compatible` condition each of the target's imports should carry.
     pub import_conditions: Vec<(ObjectKey, Value)>,
+    /// The resource judgement in `status`, to carry over to a retry.
+    pub judgement: Judgement,
+}
+
+/// What the exports and imports say of a target's resources: its
+/// `syncedResources` (`None` for none) and its `ResourcesCompatible`
+/// condition. It depends on the target's spec, the exports and the
+/// imports, never on the status fields a heartbeat writes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judgement {
+    pub synced: Option<Value>,
+    pub compatible: Value,
+}
+
+/// Where [`desired`] takes the resource judgement from.
+pub enum Resources<'a> {
+    /// As the stored status has it, when it has one (a heartbeat: cheap).
+    Kept,
+    /// Compared again from the exports' and imports' schemas.
+    Judged,
+    /// One made moments ago for the same spec, e.g. before a write
+    /// conflicted with a heartbeat: comparing again would only widen the
+    /// window for the next conflict.
+    From(&'a Judgement),
 }
 
 /// One resource an export serves, with its schema per served version.
@@ -162,16 +186,14 @@ impl Upstream {
 
 /// The status the SyncTarget `target` (stored at `key`) should have at `now`.
 ///
-/// With `resources` false, `syncedResources` and `ResourcesCompatible` are
-/// kept as they are (when present) instead of recomputed from the exports'
-/// and imports' schemas: what a heartbeat needs, cheaply.
+/// `resources` says where `syncedResources` and `ResourcesCompatible` come from.
 pub fn desired(
     hub: &Hub,
     key: &ObjectKey,
     target: &Value,
     threshold: Duration,
     now: DateTime<Utc>,
-    resources: bool,
+    resources: Resources<'_>,
 ) -> Desired {
     let old = target.get("status").cloned().unwrap_or_else(|| json!({}));
     let mut status = match &old {
@@ -185,29 +207,40 @@ pub fn desired(
 
     let (heartbeat, recheck_in) = heartbeat_conditions(&status, threshold, now);
     let mut conditions = heartbeat;
-    let kept = old
-        .get("conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| json::str_at(c, "/type") == "ResourcesCompatible")
+    let kept = || {
+        let compatible = old
+            .get("conditions")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|c| json::str_at(c, "/type") == "ResourcesCompatible")?;
+        Some(Judgement {
+            synced: old.get("syncedResources").cloned(),
+            compatible: compatible.clone(),
         })
-        .filter(|_| !resources);
+    };
     let mut import_conditions = Vec::new();
-    if let Some(compatible) = kept {
-        conditions.push(compatible.clone());
-    } else {
+    let reused = match resources {
+        Resources::From(judgement) => Some(judgement.clone()),
+        Resources::Kept => kept(),
+        Resources::Judged => None,
+    };
+    let judgement = reused.unwrap_or_else(|| {
         let (synced, incompatible, imports) = synced_resources(hub, key, target);
         import_conditions = imports;
-        if synced.is_empty() {
+        Judgement {
+            synced: (!synced.is_empty()).then(|| json!(synced)),
+            compatible: resources_compatible(&incompatible),
+        }
+    });
+    match &judgement.synced {
+        Some(synced) => status["syncedResources"] = synced.clone(),
+        None => {
             if let Some(m) = status.as_object_mut() {
                 m.remove("syncedResources");
             }
-        } else {
-            status["syncedResources"] = json!(synced);
         }
-        conditions.push(resources_compatible(&incompatible));
     }
+    conditions.push(judgement.compatible.clone());
     // The syncer's conditions stay as it wrote them.
     let theirs: Vec<Value> = old
         .get("conditions")
@@ -224,6 +257,7 @@ pub fn desired(
         status,
         recheck_in,
         import_conditions,
+        judgement,
     }
 }
 
