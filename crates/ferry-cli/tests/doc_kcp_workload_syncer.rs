@@ -277,16 +277,38 @@ async fn the_kcp_workload_syncer_document_works_as_written() {
     let syncer_ready = condition(&s, "SyncerReady").unwrap();
     assert_eq!(syncer_ready["reason"], "SyncerConnected", "{s}");
     assert_eq!(condition(&s, "HeartbeatReady").unwrap()["status"], "True");
-    // Only the listed resources of the export are synced.
-    let synced: Vec<&str> = s["syncedResources"]
+    // Only the listed resources of the export are synced, each accepted once
+    // the syncer imported the cluster's schema (what the syncer waits for).
+    let accepted = |s: &Value| {
+        let mut accepted: Vec<String> = s["syncedResources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["state"] == "Accepted")
+            .filter_map(|r| r["resource"].as_str().map(String::from))
+            .collect();
+        accepted.sort();
+        accepted
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let s = loop {
+        let s = status(&kcp).await;
+        if accepted(&s) == ["deployments", "services"] {
+            break s;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let imports = kcp.ok(&["get", "apiresourceimports", "-o", "yaml"]).await;
+            panic!("deployments and services not both Accepted after 60s:\n{s}\nimports:\n{imports}\nsyncer log:\n{}", read(&log2));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let listed: Vec<&str> = s["syncedResources"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(|r| r["resource"].as_str())
         .collect();
-    let mut synced = synced;
-    synced.sort();
-    assert_eq!(synced, ["deployments", "services"], "{s}");
+    assert_eq!(listed.len(), 2, "only the listed resources: {s}");
 
     // Example 1: the Deployment runs on the cluster and its status comes back.
     let out = kcp.ok_with(&["apply", "-f", "-"], Some(DEPLOYMENT)).await;
