@@ -570,6 +570,64 @@ async fn status_subresource_and_generation() {
     assert_eq!(api.get("web").await.unwrap().spec.unwrap().replicas, Some(4));
 }
 
+/// kube-apiserver serves `/status` only for kinds with a status
+/// subresource: for a ConfigMap, or a CRD without one, a write there is a
+/// 404 and changes nothing (a client that relies on it must find out here,
+/// not on a real cluster).
+#[tokio::test]
+async fn status_writes_to_a_kind_without_a_status_subresource_are_not_found() {
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    configmaps
+        .create(&PostParams::default(), &cm("plain", &[("a", "1")]))
+        .await
+        .unwrap();
+    let mut crd = serde_json::to_value(widget_crd()).unwrap();
+    crd["spec"]["versions"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("subresources");
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap())
+        .await
+        .unwrap();
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}
+    }))
+    .unwrap();
+    eventually(10, "widgets served", || {
+        let (widgets, widget) = (widgets.clone(), widget.clone());
+        async move { widgets.create(&PostParams::default(), &widget).await.ok() }
+    })
+    .await;
+
+    let patch = Patch::Merge(json!({"data": {"a": "2"}}));
+    let err = configmaps
+        .patch_status("plain", &PatchParams::default(), &patch)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(err), 404);
+    let current = configmaps.get("plain").await.unwrap();
+    let err = configmaps
+        .replace_status("plain", &PostParams::default(), &current)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(err), 404);
+    assert_eq!(configmaps.get("plain").await.unwrap().data.unwrap()["a"], "1");
+
+    let patch = Patch::Merge(json!({"status": {"ready": true}, "spec": {"size": 2}}));
+    let err = widgets
+        .patch_status("w", &PatchParams::default(), &patch)
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(err), 404);
+    assert_eq!(widgets.get("w").await.unwrap().data["spec"]["size"], 1);
+}
+
 #[tokio::test]
 async fn all_patch_types() {
     let hub = TestHub::start().await;

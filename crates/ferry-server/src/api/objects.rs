@@ -460,6 +460,17 @@ pub async fn delete_collection(s: &Scope, body: Bytes) -> Result<Response, ApiEr
 /// Route a resource request by method.
 pub async fn serve(s: Scope, method: &Method, body: Bytes) -> Result<Response, ApiError> {
     let has_name = s.name.is_some();
+    // A write to a subresource the kind does not have (`/status` of a
+    // ConfigMap, or of a CRD without the status subresource) is a 404, as
+    // kube-apiserver answers: it must not write the object.
+    if let (Some(sub), "PUT" | "PATCH") = (s.subresource.as_deref(), method.as_str()) {
+        let verb = if method == Method::PUT { "update" } else { "patch" };
+        match crate::discovery::subresource_verbs(&s.info, sub) {
+            None => return Err(unknown_subresource(&s, sub)),
+            Some(verbs) if !verbs.contains(&verb) => return Err(ApiError::verb_not_served()),
+            Some(_) => {}
+        }
+    }
     match (method.as_str(), has_name) {
         ("GET", true) => get(&s).await,
         ("GET", false) if s.query.watch => super::watch::watch(s).await,
