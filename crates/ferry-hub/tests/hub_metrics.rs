@@ -192,6 +192,48 @@ async fn a_scrape_counts_requests_watches_and_objects_but_names_no_workspace_obj
     .await;
 }
 
+/// Each controller following the store says how it keeps up: the changes it
+/// handled, how long each took, and how often it looked at everything.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scrape_shows_how_each_controller_keeps_up() {
+    let t = Tenants::start().await;
+    let admin = top_client_as(&t.hub, token(&t.hub.running.admin_token)).await;
+    let (_, before) = get_raw(&admin, "/metrics").await;
+    let handled = |scrape: &str| sample(scrape, "ferry_controller_events_total", &[r#"name="ApiExports""#]);
+    let export = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
+                        "metadata": {"name": "metered"}, "spec": {}});
+    let (code, body) = call(
+        &admin,
+        "POST",
+        "/apis/apis.kcp.io/v1alpha1/apiexports",
+        Some(&export),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let scrape = eventually(10, "the export's change to be counted", || async {
+        let (_, scrape) = get_raw(&admin, "/metrics").await;
+        (handled(&scrape) > handled(&before)).then_some(scrape)
+    })
+    .await;
+    for name in ["ApiExports", "SyncTargets", "Mailboxes"] {
+        let labels = [format!(r#"name="{name}""#)];
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        assert!(
+            sample(&scrape, "ferry_controller_resyncs_total", &labels).is_some_and(|n| n >= 1.0),
+            "{name} looked at everything once at start:\n{scrape}"
+        );
+        assert!(
+            sample(
+                &scrape,
+                "ferry_controller_handling_duration_seconds_count",
+                &labels
+            )
+            .is_some_and(|n| n >= 1.0),
+            "{name}'s handling is timed:\n{scrape}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
     let t = Tenants::start().await;

@@ -113,6 +113,8 @@ pub struct Hub {
     /// Held across one [`Hub::refresh_crds`]: two writers refreshing at once
     /// must not let the one that read older state install it last.
     refreshing: parking_lot::Mutex<()>,
+    /// How the controllers following the store keep up (on `/metrics`).
+    pub follow_metrics: crate::follow::FollowMetrics,
 }
 
 impl Hub {
@@ -137,6 +139,7 @@ impl Hub {
             openapi: Default::default(),
             bindings: Default::default(),
             refreshing: Default::default(),
+            follow_metrics: Default::default(),
         };
         hub.rebuild_indexes();
         Arc::new(hub)

@@ -185,6 +185,13 @@ impl Default for HubMetrics {
 }
 
 impl HubMetrics {
+    /// The metrics of a hub serving `hub`: its requests, and its controllers'.
+    pub fn of(hub: &Hub) -> Self {
+        let mut metrics = Self::new();
+        hub.follow_metrics.register(&mut metrics.registry);
+        metrics
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let requests = Family::<CodeLabels, Counter>::default();

@@ -377,7 +377,7 @@ pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> 
     write_private(&kubeconfig_path, kubeconfig.as_bytes())?;
 
     let limit = Arc::new(Semaphore::new(opts.max_in_flight.max(1)));
-    let metrics = Arc::new(crate::api::metrics::HubMetrics::new());
+    let metrics = Arc::new(crate::api::metrics::HubMetrics::of(&hub));
     let app = crate::api::router_with(hub.clone(), metrics.clone());
     // The console's files need no credentials: the page signs in afterwards.
     let app = if opts.console {
