@@ -18,7 +18,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::edge::{
-    api, apply, available, collector, combined_status, combined_statuses, condition, result_rows,
+    api, apply, available, broken_and_count_collectors, broken_collector_reported, collector,
+    combined_status, combined_status_table, combined_statuses, result_named, result_rows,
 };
 use common::tenants::{bind_cluster_role, cluster_role, Tenants};
 use common::tmc::*;
@@ -177,16 +178,7 @@ async fn deployment_status_from_three_sync_targets_is_combined_per_cluster_and_i
     );
 
     // kubectl get reads as a table.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:app", hub.url()),
-        "get",
-        "combinedstatuses",
-        "-n",
-        "shop",
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = combined_status_table(&hub, "root:app", "shop");
     assert!(
         text.contains("deployments.apps/web")
             && text.contains("on-florin")
@@ -276,22 +268,7 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_valid_condition_and_t
     }
     // The hub gives the workspace the combined-status kinds with the first one.
     combined_when(&app, "on-florin", "the CombinedStatus", |_| true).await;
-    apply(
-        &app,
-        collector(
-            "broken",
-            json!({"filter": "returned.status.(", "combinedFields": [{"name": "n", "type": "COUNT"}]}),
-        ),
-    )
-    .await;
-    apply(
-        &app,
-        collector(
-            "count",
-            json!({"combinedFields": [{"name": "n", "type": "COUNT"}]}),
-        ),
-    )
-    .await;
+    broken_and_count_collectors(&app).await;
     admin_patch(
         &hub,
         "root:app",
@@ -300,33 +277,12 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_valid_condition_and_t
     )
     .await;
 
-    let collectors = api(&app, &common::edge::status_collectors(), None);
-    let broken = eventually(10, "broken's Valid condition", || {
-        let collectors = collectors.clone();
-        async move {
-            let c = collectors.get("broken").await.ok()?;
-            (condition(&c, "Valid").0 == "False").then_some(c)
-        }
-    })
-    .await;
-    let (_, message) = condition(&broken, "Valid");
-    assert!(
-        message.starts_with("spec.filter: ") && message.contains("fix its syntax"),
-        "{message}"
-    );
+    broken_collector_reported(&app).await;
     let cs = combined_when(&app, "on-guilder", "every result", |cs| {
         result_rows(cs, "count").is_some() && result_rows(cs, "missing").is_some()
     })
     .await;
-    let result = |name: &str| {
-        cs["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no result {name}: {cs}"))
-    };
+    let result = |name: &str| result_named(&cs, name);
     let broken = result("broken")["error"].as_str().unwrap().to_string();
     assert!(
         broken.contains("StatusCollector \"broken\" is invalid (spec.filter: "),
@@ -354,13 +310,14 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
     let florin = sync_target_key(&loc, "florin");
 
     // The victim (root:app) runs shop/web on florin, which reports a secret.
+    let workload = json!({"matchLabels": {"purpose": "workload"}});
     placement(
         hub,
         "root:app",
         "compute",
         "root:loc",
         json!([{}]),
-        json!({"matchLabels": {"purpose": "workload"}}),
+        workload.clone(),
     )
     .await;
     namespace(hub, "root:app", "shop", json!({"purpose": "workload"})).await;
@@ -385,15 +342,9 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
             assert_eq!(code, 201, "mal creating {path}: {out}");
         }
     };
-    body(
-        &format!("{SCHEDULING}/placements"),
-        json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
-               "metadata": {"name": "steal", "annotations": {"ferry.dev/status-collectors": "statuses"}},
-               "spec": {"locationWorkspace": "root:loc", "locationSelectors": [{}],
-                        "locationResource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
-                        "namespaceSelector": {"matchLabels": {"purpose": "workload"}}}}),
-    )
-    .await;
+    let mut steal = placement_object("steal", "root:loc", json!([{}]), workload.clone());
+    steal["metadata"]["annotations"] = json!({"ferry.dev/status-collectors": "statuses"});
+    body(&format!("{SCHEDULING}/placements"), steal).await;
     body(
         "/api/v1/namespaces",
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"purpose": "workload"}}}),
@@ -401,10 +352,7 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
     .await;
     body(
         "/apis/apps/v1/namespaces/shop/deployments",
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-               "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
-                        "template": {"metadata": {"labels": {"app": "web"}},
-                                     "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+        deployment_object("web", 2),
     )
     .await;
     for ws in ["root:app", "root:mal"] {
@@ -459,12 +407,7 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
     .await;
     let text = mals.to_string();
     assert!(!text.contains("victim-secret"), "{text}");
-    let statuses = mals["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "statuses")
-        .unwrap();
+    let statuses = result_named(&mals, "statuses");
     assert!(
         statuses["error"]
             .as_str()

@@ -89,14 +89,24 @@ pub async fn placement(
         hub,
         ws,
         &format!("{SCHEDULING}/placements"),
-        json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
-               "metadata": {"name": name},
-               "spec": {"locationWorkspace": location_workspace,
-                        "locationSelectors": location_selectors,
-                        "locationResource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
-                        "namespaceSelector": namespace_selector}}),
+        placement_object(name, location_workspace, location_selectors, namespace_selector),
     )
     .await;
+}
+
+/// A Placement of SyncTargets, as a request body.
+pub fn placement_object(
+    name: &str,
+    location_workspace: &str,
+    location_selectors: Value,
+    namespace_selector: Value,
+) -> Value {
+    json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
+           "metadata": {"name": name},
+           "spec": {"locationWorkspace": location_workspace,
+                    "locationSelectors": location_selectors,
+                    "locationResource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
+                    "namespaceSelector": namespace_selector}})
 }
 
 pub async fn namespace(hub: &TestHub, ws: &str, name: &str, labels: Value) {
@@ -188,12 +198,17 @@ pub async fn deployment(hub: &TestHub, ws: &str, ns: &str, name: &str, replicas:
         hub,
         ws,
         &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-               "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                        "template": {"metadata": {"labels": {"app": name}},
-                                     "spec": {"containers": [{"name": name, "image": "nginx"}]}}}}),
+        deployment_object(name, replicas),
     )
     .await
+}
+
+/// Deployment `name` with `replicas`, as a request body.
+pub fn deployment_object(name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": name, "image": "nginx"}]}}}})
 }
 
 /// What the syncer of SyncTarget `key` writes when its cluster reports
