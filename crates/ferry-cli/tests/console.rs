@@ -274,13 +274,19 @@ async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_liv
     tmc::namespace(hub, "root:app", "shop", json!({})).await;
     tmc::deployment(hub, "root:app", "shop", "web", 2).await;
     let web = "/apis/apps/v1/namespaces/shop/deployments/web";
-    tmc::wait_for(hub, "root:app", web, "web synced to guilder", |d| !tmc::states(d).is_empty()).await;
+    tmc::wait_for(hub, "root:app", web, "web synced to guilder", |d| {
+        !tmc::states(d).is_empty()
+    })
+    .await;
     tmc::return_status_of_only_target(hub, "root:app", web, &edge::available(2)).await;
     sign_in(&b, hub.url(), "alice-token", "root:app").await;
     let combined = b
-        .wait_text(30, "#combined", "web's combined status under the kcp Placement", |t| {
-            t.contains("2/2 available on 1 cluster")
-        })
+        .wait_text(
+            30,
+            "#combined",
+            "web's combined status under the kcp Placement",
+            |t| t.contains("2/2 available on 1 cluster"),
+        )
         .await;
     assert!(
         combined.contains("Placement (kcp) compute") && combined.contains("guilder"),
