@@ -91,7 +91,9 @@ pub struct Target {
 pub type Targets = HashMap<String, Target>;
 
 /// The StatusCollectors Placement `placement` names (its
-/// [`STATUS_COLLECTORS_ANNOTATION`]), at most [`MAX_COLLECTORS`].
+/// [`STATUS_COLLECTORS_ANNOTATION`]), at most [`MAX_COLLECTORS`], each cut
+/// to the longest name an object can have (a longer one names none, and is
+/// reported missing without filling the CombinedStatus).
 pub fn collectors_of(placement: &Value) -> BTreeSet<String> {
     placement
         .pointer("/metadata/annotations")
@@ -102,9 +104,12 @@ pub fn collectors_of(placement: &Value) -> BTreeSet<String> {
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .take(MAX_COLLECTORS)
-        .map(String::from)
+        .map(|n| n.chars().take(MAX_NAME).collect())
         .collect()
 }
+
+/// The longest object name (a DNS subdomain).
+const MAX_NAME: usize = 253;
 
 /// The status the cluster of SyncTarget `key` returned on `obj`, if it has:
 /// its `experimental.status.workload.kcp.io/<key>` while several targets
@@ -531,6 +536,9 @@ mod tests {
         let many = (0..40).map(|i| format!("c{i}")).collect::<Vec<_>>().join(",");
         let p = json!({"metadata": {"annotations": {STATUS_COLLECTORS_ANNOTATION: many}}});
         assert_eq!(collectors_of(&p).len(), MAX_COLLECTORS);
+        let long = "x".repeat(100_000);
+        let p = json!({"metadata": {"annotations": {STATUS_COLLECTORS_ANNOTATION: long}}});
+        assert_eq!(collectors_of(&p).first().map(String::len), Some(MAX_NAME));
     }
 
     #[test]
