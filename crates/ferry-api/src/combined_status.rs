@@ -7,6 +7,11 @@
 //! result, one per (workload object, EdgePlacement). An EdgePlacement names
 //! its collectors in a downsync member's `statusCollectors`.
 //!
+//! Ferry does the same for kcp TMC: one CombinedStatus per (workload object,
+//! `scheduling.kcp.io` Placement selecting its namespace), with a row per
+//! SyncTarget the object is synced to; kcp's Placement has no field for
+//! collectors, so it names them in [`STATUS_COLLECTORS_ANNOTATION`].
+//!
 //! Kept in KubeStellar's group and shape so its documented StatusCollectors
 //! apply as written. Ferry adds to CombinedStatus the built-in summaries
 //! (results named `builtin:...`, see [`BUILTIN_PREFIX`]), and the one-line
@@ -28,6 +33,16 @@ pub const RESOURCE_LABEL: &str = "status.kubestellar.io/resource";
 pub const NAMESPACE_LABEL: &str = "status.kubestellar.io/namespace";
 pub const NAME_LABEL: &str = "status.kubestellar.io/name";
 pub const BINDING_POLICY_LABEL: &str = "status.kubestellar.io/binding-policy";
+/// Ferry: label on the CombinedStatus of a kcp TMC Placement (holding its
+/// name, as [`BINDING_POLICY_LABEL`] does), so the two kinds of placement
+/// each keep to their own.
+pub const TMC_PLACEMENT_LABEL: &str = "status.ferry.dev/tmc-placement";
+
+/// Ferry: annotation on a kcp TMC Placement naming the StatusCollectors of
+/// its workspace that combine the status of what it places, comma-separated
+/// (`ferry.dev/status-collectors: lagging,histogram`). kcp's Placement has no
+/// field for them, and an annotation keeps its schema as kcp wrote it.
+pub const STATUS_COLLECTORS_ANNOTATION: &str = "ferry.dev/status-collectors";
 
 /// Names of the built-in results start with this; a StatusCollector's name
 /// cannot contain `:`, so the two never collide.
@@ -109,7 +124,7 @@ pub struct CombinedStatus {
     /// Ferry: the workload object, `resource[.group]/name` (for kubectl get).
     #[serde(default)]
     pub subject: String,
-    /// Ferry: the EdgePlacement (for kubectl get).
+    /// Ferry: the EdgePlacement or kcp Placement (for kubectl get).
     #[serde(default)]
     pub placement: String,
     /// Ferry: the built-in summary in one line, e.g. `3/3 available on 3 clusters`.
@@ -296,7 +311,7 @@ impl StatusCollector {
             "Cluster",
             json!({
                 "type": "object",
-                "description": "KubeStellar's StatusCollector: how the status returned from the clusters an EdgePlacement sends an object to is combined into the object's CombinedStatus. An EdgePlacement names it in a downsync member's statusCollectors.",
+                "description": "KubeStellar's StatusCollector: how the status returned from the clusters an EdgePlacement (or a kcp Placement) sends an object to is combined into the object's CombinedStatus. An EdgePlacement names it in a downsync member's statusCollectors; a kcp Placement in its ferry.dev/status-collectors annotation.",
                 "properties": {
                     "apiVersion": {"type": "string"},
                     "kind": {"type": "string"},
@@ -355,13 +370,13 @@ impl CombinedStatus {
             "Namespaced",
             json!({
                 "type": "object",
-                "description": "KubeStellar's CombinedStatus: the status returned from every cluster an EdgePlacement sends one workload object to, combined by the StatusCollectors the placement names and by the hub's built-in summaries. Written by the hub, next to the workload object.",
+                "description": "KubeStellar's CombinedStatus: the status returned from every cluster an EdgePlacement (or, for kcp, a Placement) sends one workload object to, combined by the StatusCollectors the placement names and by the hub's built-in summaries. Written by the hub, next to the workload object.",
                 "properties": {
                     "apiVersion": {"type": "string"},
                     "kind": {"type": "string"},
                     "metadata": {"type": "object"},
                     "subject": text("The workload object: resource[.group]/name."),
-                    "placement": text("The EdgePlacement."),
+                    "placement": text("The EdgePlacement, or the kcp Placement."),
                     "summary": text("The built-in summary in one line."),
                     "results": {"type": "array", "items": result},
                 },

@@ -108,8 +108,29 @@ pub fn workload_soft_finalizers_annotation(sync_target_key: &str) -> String {
     format!("{WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX}{sync_target_key}")
 }
 
+/// The kcp TMC per-target status annotation: `experimental.status.workload.kcp.io/<key>`,
+/// where the syncer of that SyncTarget returns the status its cluster reports (as JSON)
+/// while several SyncTargets sync the object ([`status_per_target`]).
+pub fn workload_status_annotation(sync_target_key: &str) -> String {
+    format!("{WORKLOAD_STATUS_ANNOTATION_PREFIX}{sync_target_key}")
+}
+
+/// Whether the status each cluster reports on an upstream object with these labels is
+/// kept per SyncTarget, in [`workload_status_annotation`]s, rather than in its `status`:
+/// while more than one SyncTarget syncs it (kcp promotes a syncer's status to the
+/// object only when one target syncs it). Syncers write by this rule and the hub reads
+/// by it, so a status is never taken for another cluster's.
+pub fn status_per_target<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
+    labels
+        .into_iter()
+        .filter(|(k, v)| k.starts_with(WORKLOAD_STATE_LABEL_PREFIX) && *v == WORKLOAD_STATE_SYNC)
+        .nth(1)
+        .is_some()
+}
+
 const WORKLOAD_DELETION_ANNOTATION_PREFIX: &str = "deletion.internal.workload.kcp.io/";
 const WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX: &str = "finalizers.workload.kcp.io/";
+const WORKLOAD_STATUS_ANNOTATION_PREFIX: &str = "experimental.status.workload.kcp.io/";
 
 /// kcp TMC's per-SyncTarget bookkeeping on an upstream object
 /// (`<prefix><sync target key>`): the scheduler's deletion mark, syncers' soft
@@ -119,7 +140,7 @@ const WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX: &str = "finalizers.workload.kc
 pub const WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES: &[&str] = &[
     WORKLOAD_DELETION_ANNOTATION_PREFIX,
     WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX,
-    "experimental.status.workload.kcp.io/",
+    WORKLOAD_STATUS_ANNOTATION_PREFIX,
 ];
 
 // ---------------------------------------------------------------- api-syncagent
@@ -275,5 +296,25 @@ mod tests {
     fn kcp_names_are_built_from_the_target_key() {
         assert_eq!(workload_state_label("abc"), "state.workload.kcp.io/abc");
         assert_eq!(workload_syncer_finalizer("abc"), "workload.kcp.io/syncer-abc");
+        assert_eq!(
+            workload_status_annotation("abc"),
+            "experimental.status.workload.kcp.io/abc"
+        );
+    }
+
+    #[test]
+    fn status_is_kept_per_target_only_while_several_targets_sync_the_object() {
+        let one = [("state.workload.kcp.io/a", "Sync"), ("app", "web")];
+        assert!(!status_per_target(one));
+        let pending = [
+            ("state.workload.kcp.io/a", "Sync"),
+            ("state.workload.kcp.io/b", ""),
+        ];
+        assert!(!status_per_target(pending));
+        let two = [
+            ("state.workload.kcp.io/a", "Sync"),
+            ("state.workload.kcp.io/b", "Sync"),
+        ];
+        assert!(status_per_target(two));
     }
 }

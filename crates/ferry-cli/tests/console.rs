@@ -4,7 +4,7 @@
 //! in never sees the first tenant's workspaces, not even their names. Also
 //! `ferry console` forwarding the page's reads with the browser's token only.
 //! A workload workspace's page shows each placed object's combined status,
-//! live.
+//! live, under an EdgePlacement or a kcp Placement.
 //! Screenshots of each page land in `target/console-screenshots/`.
 
 /// The hub tests' kits: clients, tenants with tokens, KubeStellar set-up.
@@ -263,6 +263,36 @@ async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_liv
     .await;
     let mark = b.run("return window.ferryTestMark || null;", json!([])).await;
     assert_eq!(mark, "not reloaded", "the change arrived over the watch");
+
+    // A kcp TMC Placement's combined status shows on its workspace's page too.
+    use hubkit::tmc;
+    tmc::workspace(hub, "loc").await;
+    tmc::workspace(hub, "app").await;
+    bind_cluster_role(hub, "root:app", "alice-admin", "cluster-admin", "alice").await;
+    tmc::sync_target(hub, "root:loc", "guilder", json!({})).await;
+    tmc::placement(hub, "root:app", "compute", "root:loc", json!([{}]), json!({})).await;
+    tmc::namespace(hub, "root:app", "shop", json!({})).await;
+    tmc::deployment(hub, "root:app", "shop", "web", 2).await;
+    let web = "/apis/apps/v1/namespaces/shop/deployments/web";
+    tmc::wait_for(hub, "root:app", web, "web synced to guilder", |d| {
+        !tmc::states(d).is_empty()
+    })
+    .await;
+    tmc::return_status_of_only_target(hub, "root:app", web, &edge::available(2)).await;
+    sign_in(&b, hub.url(), "alice-token", "root:app").await;
+    let combined = b
+        .wait_text(
+            30,
+            "#combined",
+            "web's combined status under the kcp Placement",
+            |t| t.contains("2/2 available on 1 cluster"),
+        )
+        .await;
+    assert!(
+        combined.contains("Placement (kcp) compute") && combined.contains("guilder"),
+        "the Placement and the SyncTarget's row: {combined}"
+    );
+    b.screenshot("7-tmc-combined-status").await;
     b.quit().await;
     syncer.abort();
 }

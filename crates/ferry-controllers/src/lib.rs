@@ -157,7 +157,8 @@ impl Controllers for BuiltInControllers {
 
 /// Start the controllers that follow the store's watch (namespace
 /// termination, CRD clean-up, APIServices, token Secrets and CSR signing,
-/// the `kubernetes` Services, the garbage collector, and the mailbox controller when `mailboxes`);
+/// kcp TMC scheduling and its combined status, the `kubernetes` Services,
+/// the garbage collector, and the mailbox controller when `mailboxes`);
 /// they stop when `ctx`'s lease is lost. Await the handles to know they
 /// have stopped writing.
 pub fn spawn(ctx: &ControllerContext, mailboxes: bool) -> Vec<JoinHandle<()>> {
@@ -168,6 +169,7 @@ pub fn spawn(ctx: &ControllerContext, mailboxes: bool) -> Vec<JoinHandle<()>> {
         follow::spawn(ctx.clone(), security::SecurityControllers),
         follow::spawn(ctx.clone(), apis::ApiExports),
         scheduling::spawn(ctx.clone()),
+        combined_status::tmc::spawn(ctx.clone()),
         follow::spawn(ctx.clone(), kubernetes_service::KubernetesService),
         follow::spawn(ctx.clone(), upsync_role::UpsyncRoles),
     ];

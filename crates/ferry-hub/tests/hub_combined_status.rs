@@ -153,16 +153,7 @@ async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_to
     );
 
     // kubectl get reads as a table.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:wmw1", hub.url()),
-        "get",
-        "combinedstatuses",
-        "-n",
-        "shop",
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = combined_status_table(&hub, "root:wmw1", "shop");
     assert!(
         text.contains("SUBJECT")
             && text.contains("deployments.apps/web")
@@ -198,27 +189,12 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_oth
     let mailboxes = three_clusters(&hub).await;
     let wmw = client(&hub, "root:wmw1").await;
     web(&wmw).await;
-    apply(
-        &wmw,
-        collector(
-            "broken",
-            json!({"filter": "returned.status.(", "combinedFields": [{"name": "n", "type": "COUNT"}]}),
-        ),
-    )
-    .await;
+    broken_and_count_collectors(&wmw).await;
     apply(
         &wmw,
         collector(
             "typo",
             json!({"select": [{"name": "zone", "def": "inventory.labelz.zone"}]}),
-        ),
-    )
-    .await;
-    apply(
-        &wmw,
-        collector(
-            "count",
-            json!({"combinedFields": [{"name": "n", "type": "COUNT"}]}),
         ),
     )
     .await;
@@ -235,19 +211,7 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_oth
     }
 
     let collectors = api(&wmw, &status_collectors(), None);
-    let broken = eventually(10, "broken's Valid condition", || {
-        let collectors = collectors.clone();
-        async move {
-            let c = collectors.get("broken").await.ok()?;
-            (condition(&c, "Valid").0 == "False").then_some(c)
-        }
-    })
-    .await;
-    let (_, message) = condition(&broken, "Valid");
-    assert!(
-        message.starts_with("spec.filter: ") && message.contains("fix its syntax"),
-        "{message}"
-    );
+    let broken = broken_collector_reported(&wmw).await;
     assert_eq!(broken.data["status"]["errors"].as_array().unwrap().len(), 1);
     let count = collectors.get("count").await.unwrap();
     assert_eq!(condition(&count, "Valid").0, "True");
@@ -260,15 +224,7 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_oth
         }
     })
     .await;
-    let result = |name: &str| {
-        cs["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no result {name}: {cs}"))
-    };
+    let result = |name: &str| result_named(&cs, name);
     assert!(
         result("broken")["error"]
             .as_str()

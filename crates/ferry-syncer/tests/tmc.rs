@@ -2004,3 +2004,164 @@ async fn another_workspaces_custom_transform_never_shapes_this_workspaces_copies
     assert!(annotation(&copy, "ferry.dev/transformed-by").is_none(), "{copy}");
     syncer.stop().await;
 }
+
+/// Another SyncTarget `name` (labelled `target=<name>`) in `root:org`, its
+/// deployments schema imported, its own physical cluster and a syncer;
+/// returns the cluster, the syncer and the target's key.
+async fn another_target(t: &Tmc, name: &str) -> (Cluster, TestHub, RunningSyncer, String) {
+    let st = t
+        .org
+        .create(
+            &sync_targets(),
+            json!({ "apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                    "metadata": { "name": name, "labels": { "target": name } } }),
+        )
+        .await;
+    let uid = st["metadata"]["uid"].as_str().unwrap().to_string();
+    t.org
+        .create(
+            &ar("apiresource.kcp.io", "v1alpha1", "APIResourceImport", "apiresourceimports"),
+            json!({
+                "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+                "metadata": { "name": format!("deployments.{name}.v1.apps") },
+                "spec": { "location": name, "groupVersion": { "group": "apps", "version": "v1" },
+                    "scope": "Namespaced", "plural": "deployments", "kind": "Deployment", "openAPIV3Schema": open_schema() }
+            }),
+        )
+        .await;
+    wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        name,
+        "deployments Accepted",
+        |st| {
+            st["status"]["syncedResources"].as_array().is_some_and(|r| {
+                r.iter()
+                    .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
+            }) && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string()
+        },
+    )
+    .await;
+    let pcluster = TestHub::start().await;
+    let mut opts = syncer_options(&t.kcp, "root:org", &pcluster, name).await;
+    opts.tmc = Some(t.options(&uid));
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    wait_ready(&syncer).await;
+    let key = ferry_api::workload::sync_target_key(annotation(&st, "kcp.io/cluster").unwrap(), name);
+    (Cluster::of(&pcluster, None).await, pcluster, syncer, key)
+}
+
+/// Three SyncTargets sync one Deployment (three Placements select its
+/// namespace, each on a Location of one target: kcp's Placements are
+/// any-cast). Each syncer returns its cluster's status into its own
+/// `experimental.status.workload.kcp.io/<key>` annotation rather than the
+/// object's status, which none of them overwrites, and the hub combines the
+/// three into the Deployment's CombinedStatus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_sync_targets_each_return_status_into_their_own_annotation_and_it_is_combined() {
+    let t = Tmc::start().await;
+    let east = t.syncer().await;
+    t.org
+        .merge(
+            &sync_targets(),
+            None,
+            "east",
+            json!({ "metadata": { "labels": { "target": "east" } } }),
+        )
+        .await;
+    let west = another_target(&t, "west").await;
+    let north = another_target(&t, "north").await;
+    let scheduling = |kind: &str, plural: &str| ar("scheduling.kcp.io", "v1alpha1", kind, plural);
+    let synctargets = json!({ "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" });
+    for name in ["east", "west", "north"] {
+        t.org
+            .create(
+                &scheduling("Location", "locations"),
+                json!({ "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Location",
+                        "metadata": { "name": format!("only-{name}"), "labels": { "only": name } },
+                        "spec": { "resource": synctargets, "instanceSelector": { "matchLabels": { "target": name } } } }),
+            )
+            .await;
+        t.app
+            .create(
+                &scheduling("Placement", "placements"),
+                json!({ "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
+                        "metadata": { "name": format!("on-{name}") },
+                        "spec": { "locationWorkspace": "root:org",
+                                  "locationSelectors": [{ "matchLabels": { "only": name } }],
+                                  "locationResource": synctargets,
+                                  "namespaceSelector": { "matchLabels": { "fleet": "yes" } } } }),
+            )
+            .await;
+    }
+    let mut ns = namespace("fleet");
+    ns["metadata"]["labels"] = json!({ "fleet": "yes" });
+    t.app.create(&namespaces(), ns).await;
+    t.app
+        .create(&deployments(), deployment("fleet", "web", json!({})))
+        .await;
+
+    // Each cluster runs its copy and reports on it, as its Deployment controller would.
+    let clusters = [
+        (&t.down, t.key.clone()),
+        (&west.0, west.3.clone()),
+        (&north.0, north.3.clone()),
+    ];
+    for ((down, key), n) in clusters.iter().zip([2, 2, 1]) {
+        let copy = eventually(30, "the copy on each cluster", || async {
+            down.list(&deployments(), None)
+                .await
+                .into_iter()
+                .find(|d| d["metadata"]["name"] == "web")
+        })
+        .await;
+        let kcp_ns = copy["metadata"]["namespace"].as_str().unwrap().to_string();
+        down.set_status(
+            &deployments(),
+            Some(&kcp_ns),
+            "web",
+            json!({ "replicas": 2, "readyReplicas": n, "availableReplicas": n }),
+        )
+        .await;
+        let annotation = ferry_api::well_known::workload_status_annotation(key);
+        wait_for(
+            &t.app,
+            &deployments(),
+            Some("fleet"),
+            "web",
+            "the cluster's own annotation",
+            |d| {
+                d["metadata"]["annotations"][&annotation]
+                    .as_str()
+                    .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                    .is_some_and(|s| s["availableReplicas"] == n)
+            },
+        )
+        .await;
+    }
+    let combined = ar(
+        "control.kubestellar.io",
+        "v1alpha1",
+        "CombinedStatus",
+        "combinedstatuses",
+    );
+    let cs = eventually(30, "the three clusters' reports combined", || async {
+        t.app
+            .list(&combined, Some("fleet"))
+            .await
+            .into_iter()
+            .find(|cs| cs["placement"] == "on-east" && cs["summary"] == "5/6 available on 3 clusters")
+    })
+    .await;
+    assert_eq!(cs["subject"], "deployments.apps/web", "{cs}");
+    let web = t.app.get(&deployments(), Some("fleet"), "web").await.unwrap();
+    assert!(
+        web["status"].get("availableReplicas").is_none(),
+        "no syncer writes the object's status while three sync it: {}",
+        web["status"]
+    );
+    for syncer in [east, west.2, north.2] {
+        syncer.stop().await;
+    }
+}

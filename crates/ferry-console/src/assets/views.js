@@ -197,15 +197,17 @@ export const SECTIONS = [
     },
   },
   {
-    id: "combined", title: "Combined status (one per placed object and EdgePlacement)", group: "control.kubestellar.io",
+    id: "combined", title: "Combined status (one per placed object and placement)", group: "control.kubestellar.io",
     version: "v1alpha1", resource: "combinedstatuses",
-    columns: ["Object", "EdgePlacement", "Summary", "Results"],
+    columns: ["Object", "Placement", "Summary", "Results"],
     rows: (o) => {
       const failed = (o.results || []).filter((r) => r.error || (r.rowErrors || []).length);
       const ns = o.metadata.namespace ? o.metadata.namespace + "/" : "";
+      // kcp TMC Placements' are labelled so; the rest are EdgePlacements'.
+      const kind = o.metadata.labels?.["status.ferry.dev/tmc-placement"] ? "Placement (kcp)" : "EdgePlacement";
       return [{
         bad: failed.length > 0,
-        cells: [`${o.subject || ""}`.replace("/", " " + ns), o.placement || "", o.summary || "",
+        cells: [`${o.subject || ""}`.replace("/", " " + ns), `${kind} ${o.placement || ""}`, o.summary || "",
           h("div", {}, (o.results || []).map(combinedResult))],
       }];
     },

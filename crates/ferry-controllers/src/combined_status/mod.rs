@@ -9,7 +9,8 @@
 //!
 //! Run by the placement translator at the end of each pass (so it follows
 //! the same watch, and a cluster's status change shows within the pass that
-//! copies it back), with what the pass resolved: [`PlacedObjects`]. Only
+//! copies it back), with what the pass resolved: [`PlacedObjects`]; for kcp
+//! TMC Placements, by its own controller ([`tmc`]). Only
 //! the placement's own copies are read — a mailbox copy that came from
 //! another workspace is never a row — and StatusCollectors are read from
 //! the placement's own workspace only. Each StatusCollector gets a `Valid`
@@ -19,24 +20,55 @@
 
 pub mod builtin;
 pub mod collect;
+pub mod tmc;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ferry_api::combined_status::{
     CombinedStatus, NamedStatusCombination, StatusCollector, StatusCollectorSpec, API_GROUP_LABEL,
-    BINDING_POLICY_LABEL, NAMESPACE_LABEL, NAME_LABEL, RESOURCE_LABEL,
+    BINDING_POLICY_LABEL, NAMESPACE_LABEL, NAME_LABEL, RESOURCE_LABEL, STATUS_COLLECTORS_ANNOTATION,
+    TMC_PLACEMENT_LABEL,
 };
 use serde_json::{json, Value};
 
 use ferry_server::controller::ControllerContext;
 use ferry_server::service::{self, DeleteOptions, PatchType, Request};
 use ferry_server::status::ApiError;
-use ferry_server::storage::{ClusterScope, ObjectKey};
+use ferry_server::storage::{ClusterScope, ObjectKey, StoredObject};
 
 /// Field manager of the writes.
 pub const MANAGER: &str = "ferry-combined-status";
 const STATUS_COLLECTORS: &str = "control.kubestellar.io/statuscollectors";
 const COMBINED_STATUSES: &str = "control.kubestellar.io/combinedstatuses";
+
+/// Which kind of placement a CombinedStatus is for: each kind's writer keeps
+/// to its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlacementKind {
+    /// KubeStellar's EdgePlacement (the placement translator).
+    EdgePlacement,
+    /// kcp TMC's `scheduling.kcp.io` Placement ([`tmc`]).
+    Placement,
+}
+
+impl PlacementKind {
+    /// Whether the stored CombinedStatus `obj` is one the hub wrote for this kind.
+    fn owns(self, obj: &StoredObject) -> bool {
+        let tmc = obj.labels.contains_key(TMC_PLACEMENT_LABEL);
+        match self {
+            PlacementKind::EdgePlacement => obj.labels.contains_key(BINDING_POLICY_LABEL) && !tmc,
+            PlacementKind::Placement => tmc,
+        }
+    }
+
+    /// Where the placement names its StatusCollectors, for messages.
+    fn collectors_field(self) -> String {
+        match self {
+            PlacementKind::EdgePlacement => "the EdgePlacement's statusCollectors".into(),
+            PlacementKind::Placement => format!("the Placement's {STATUS_COLLECTORS_ANNOTATION} annotation"),
+        }
+    }
+}
 
 /// One EdgePlacement as the translator resolved it.
 pub struct PlacedObjects {
@@ -59,6 +91,7 @@ pub struct PlacedObject {
 }
 
 /// One destination and what its cluster returned for one object.
+#[derive(Clone)]
 pub struct Destination {
     /// The SyncTarget's name.
     pub target: String,
@@ -77,6 +110,7 @@ type Collectors = HashMap<String, Result<collect::Collector, Vec<String>>>;
 /// true when something must be retried.
 pub async fn write(ctx: &ControllerContext, placements: &[PlacedObjects], wmws: &[String]) -> bool {
     let mut retry = false;
+    let kind = PlacementKind::EdgePlacement;
     for cluster in wmws {
         let served = ctx
             .lookup(
@@ -99,12 +133,12 @@ pub async fn write(ctx: &ControllerContext, placements: &[PlacedObjects], wmws: 
         let mut wanted: BTreeMap<(String, String), Value> = BTreeMap::new();
         for p in mine {
             for o in &p.objects {
-                if let Some((ns, name, body)) = combined(p, o, &collectors) {
+                if let Some((ns, name, body)) = combined(kind, p, o, &collectors) {
                     wanted.insert((ns, name), body);
                 }
             }
         }
-        retry |= apply(ctx, cluster, wanted).await;
+        retry |= apply(ctx, cluster, wanted, |obj| kind.owns(obj)).await;
     }
     retry
 }
@@ -112,7 +146,12 @@ pub async fn write(ctx: &ControllerContext, placements: &[PlacedObjects], wmws: 
 /// The CombinedStatus of `o` under `p`: `(namespace, name, object)`, or
 /// `None` when there is nothing to combine (a cluster-scoped object, or no
 /// built-in summary and no StatusCollector).
-fn combined(p: &PlacedObjects, o: &PlacedObject, collectors: &Collectors) -> Option<(String, String, Value)> {
+fn combined(
+    kind: PlacementKind,
+    p: &PlacedObjects,
+    o: &PlacedObject,
+    collectors: &Collectors,
+) -> Option<(String, String, Value)> {
     if o.key.namespace.is_empty() {
         return None;
     }
@@ -147,7 +186,8 @@ fn combined(p: &PlacedObjects, o: &PlacedObject, collectors: &Collectors) -> Opt
             None => NamedStatusCombination {
                 name: name.clone(),
                 error: format!(
-                    "StatusCollector {name:?} does not exist in this workspace; create it, or remove it from the EdgePlacement's statusCollectors"
+                    "StatusCollector {name:?} does not exist in this workspace; create it, or remove it from {}",
+                    kind.collectors_field()
                 ),
                 ..Default::default()
             },
@@ -167,7 +207,7 @@ fn combined(p: &PlacedObjects, o: &PlacedObject, collectors: &Collectors) -> Opt
     } else {
         format!("{}.{}/{}", o.resource, o.group, o.key.name)
     };
-    let body = json!({
+    let mut body = json!({
         "apiVersion": format!("{}/{}", CombinedStatus::GROUP, CombinedStatus::VERSION),
         "kind": CombinedStatus::KIND,
         "metadata": {
@@ -186,6 +226,9 @@ fn combined(p: &PlacedObjects, o: &PlacedObject, collectors: &Collectors) -> Opt
         "summary": summary,
         "results": results,
     });
+    if kind == PlacementKind::Placement {
+        body["metadata"]["labels"][TMC_PLACEMENT_LABEL] = json!(p.name);
+    }
     Some((o.key.namespace.clone(), name, body))
 }
 
@@ -249,17 +292,18 @@ fn collector_status(value: &Value, errors: &[String]) -> Value {
     out
 }
 
-/// Make the CombinedStatuses of `cluster` exactly `wanted`.
+/// Make the CombinedStatuses of `cluster` that `owned` selects exactly `wanted`.
 async fn apply(
     ctx: &ControllerContext,
     cluster: &str,
     mut wanted: BTreeMap<(String, String), Value>,
+    owned: impl Fn(&StoredObject) -> bool,
 ) -> bool {
     let mut retry = false;
     let (existing, _) = ctx.list(&ClusterScope::One(cluster.into()), COMBINED_STATUSES, None, None);
     for (key, obj) in existing {
-        if !obj.labels.contains_key(BINDING_POLICY_LABEL) {
-            continue; // not one the hub wrote
+        if !owned(&obj) {
+            continue; // not one this writer keeps
         }
         let Some(body) = wanted.remove(&(key.namespace.clone(), key.name.clone())) else {
             if let Err(e) = delete(ctx, &key).await {
@@ -268,13 +312,21 @@ async fn apply(
             continue;
         };
         let current = obj.value();
+        // Labels others set stay (kcp TMC's scheduler labels every object in
+        // a scheduled namespace, these too): only the hub's own are compared.
+        let mut labels = obj.labels.clone();
+        let own_labels = body.pointer("/metadata/labels").and_then(Value::as_object);
+        for (k, v) in own_labels.into_iter().flatten() {
+            labels.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+        }
         let same = ["subject", "placement", "summary", "results"].iter().all(|f| {
             current.get(*f) == body.get(*f) || (body.get(*f) == Some(&json!([])) && current.get(*f).is_none())
-        }) && current.pointer("/metadata/labels") == body.pointer("/metadata/labels");
+        }) && labels == obj.labels;
         if same {
             continue;
         }
         let mut body = body;
+        body["metadata"]["labels"] = json!(labels);
         body["metadata"]["resourceVersion"] = json!(obj.rv.to_string());
         if let Err(e) = write_object(ctx, &key, body, false).await {
             retry |= failed("updating a CombinedStatus", &key, &e);

@@ -352,6 +352,20 @@ pub async fn combined_status(c: &kube::Client, ns: &str, placement: &str) -> Opt
         .map(|o| serde_json::to_value(o).unwrap())
 }
 
+/// `kubectl get combinedstatuses -n <ns>` in `workspace`: the table it prints.
+pub fn combined_status_table(hub: &TestHub, workspace: &str, ns: &str) -> String {
+    let out = hub.kubectl(&[
+        "--server",
+        &format!("{}/clusters/{workspace}", hub.url()),
+        "get",
+        "combinedstatuses",
+        "-n",
+        ns,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The rows of result `name` of a CombinedStatus, as plain JSON values.
 pub fn result_rows(cs: &Value, name: &str) -> Option<Vec<Vec<Value>>> {
     let result = cs["results"].as_array()?.iter().find(|r| r["name"] == name)?;
@@ -396,6 +410,58 @@ pub async fn web(c: &kube::Client) {
                                      "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
     )
     .await;
+}
+
+/// StatusCollectors `broken` (a filter that does not parse) and `count`
+/// (the clusters reporting) in `c`'s workspace.
+pub async fn broken_and_count_collectors(c: &kube::Client) {
+    apply(
+        c,
+        collector(
+            "broken",
+            json!({"filter": "returned.status.(", "combinedFields": [{"name": "n", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+    apply(
+        c,
+        collector(
+            "count",
+            json!({"combinedFields": [{"name": "n", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+}
+
+/// StatusCollector `broken` of [`broken_and_count_collectors`] once its
+/// `Valid` condition is False, after checking its message names the field.
+pub async fn broken_collector_reported(c: &kube::Client) -> DynamicObject {
+    let collectors = api(c, &status_collectors(), None);
+    let broken = eventually(10, "broken's Valid condition", || {
+        let collectors = collectors.clone();
+        async move {
+            let b = collectors.get("broken").await.ok()?;
+            (condition(&b, "Valid").0 == "False").then_some(b)
+        }
+    })
+    .await;
+    let (_, message) = condition(&broken, "Valid");
+    assert!(
+        message.starts_with("spec.filter: ") && message.contains("fix its syntax"),
+        "{message}"
+    );
+    broken
+}
+
+/// Result `name` of a CombinedStatus; it must be there.
+pub fn result_named(cs: &Value, name: &str) -> Value {
+    cs["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no result {name}: {cs}"))
 }
 
 pub fn collector(name: &str, spec: Value) -> Value {

@@ -89,14 +89,24 @@ pub async fn placement(
         hub,
         ws,
         &format!("{SCHEDULING}/placements"),
-        json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
-               "metadata": {"name": name},
-               "spec": {"locationWorkspace": location_workspace,
-                        "locationSelectors": location_selectors,
-                        "locationResource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
-                        "namespaceSelector": namespace_selector}}),
+        placement_object(name, location_workspace, location_selectors, namespace_selector),
     )
     .await;
+}
+
+/// A Placement of SyncTargets, as a request body.
+pub fn placement_object(
+    name: &str,
+    location_workspace: &str,
+    location_selectors: Value,
+    namespace_selector: Value,
+) -> Value {
+    json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
+           "metadata": {"name": name},
+           "spec": {"locationWorkspace": location_workspace,
+                    "locationSelectors": location_selectors,
+                    "locationResource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
+                    "namespaceSelector": namespace_selector}})
 }
 
 pub async fn namespace(hub: &TestHub, ws: &str, name: &str, labels: Value) {
@@ -180,4 +190,43 @@ pub fn item_names(list: &Value) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Deployment `ns/name` with `replicas` in `ws`, as admin.
+pub async fn deployment(hub: &TestHub, ws: &str, ns: &str, name: &str, replicas: i64) -> Value {
+    create(
+        hub,
+        ws,
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        deployment_object(name, replicas),
+    )
+    .await
+}
+
+/// Deployment `name` with `replicas`, as a request body.
+pub fn deployment_object(name: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": name, "image": "nginx"}]}}}})
+}
+
+/// What the syncer of SyncTarget `key` writes when its cluster reports
+/// `status` on the object at `path` while several SyncTargets sync it: the
+/// object's `experimental.status.workload.kcp.io/<key>` annotation.
+pub async fn return_status_for_target(hub: &TestHub, ws: &str, path: &str, key: &str, status: &Value) {
+    let annotation = ferry_api::well_known::workload_status_annotation(key);
+    admin_patch(
+        hub,
+        ws,
+        path,
+        json!({"metadata": {"annotations": {annotation: status.to_string()}}}),
+    )
+    .await;
+}
+
+/// What the syncer of the one SyncTarget syncing the object at `path`
+/// writes when its cluster reports `status`: the object's status.
+pub async fn return_status_of_only_target(hub: &TestHub, ws: &str, path: &str, status: &Value) {
+    admin_patch(hub, ws, &format!("{path}/status"), json!({"status": status})).await;
 }

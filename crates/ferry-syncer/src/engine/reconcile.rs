@@ -630,6 +630,12 @@ async fn release_source_now(
     }
 }
 
+/// The status held, as JSON text, in `source`'s annotation `name`.
+fn annotated_status(source: &Value, name: &str) -> Option<Value> {
+    let text = source.pointer("/metadata/annotations")?.get(name)?.as_str()?;
+    serde_json::from_str(text).ok()
+}
+
 /// Whether the upstream object reports state this syncer returned: status
 /// goes back from copies only where the profile returns it, and never for CRDs
 /// (they keep their own).
@@ -896,13 +902,22 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                         .mapping
                         .returned_status(&flow.target, source_key, &source, actual)
                 {
-                    if status_differs(&source, &status) {
-                        let up = Writer {
-                            engine,
-                            flow,
-                            side: Side::Upstream,
-                            object: source_key,
-                        };
+                    let up = Writer {
+                        engine,
+                        flow,
+                        side: Side::Upstream,
+                        object: source_key,
+                    };
+                    if let Some(annotation) = profile.mapping.status_annotation(&flow.target, &source) {
+                        if annotated_status(&source, &annotation).as_ref() != Some(&status) {
+                            let patch = serde_json::json!({ "metadata": { "annotations": {
+                                annotation.as_str(): status.to_string(),
+                            } } });
+                            up.merge_patch(&patch).await?;
+                            engine.metrics.synced(SyncDirection::status, &resource);
+                            tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %source_key, side = %Side::Upstream, %annotation, "wrote status back into this cluster's annotation");
+                        }
+                    } else if status_differs(&source, &status) {
                         let body = with_status(&source, status);
                         if flow.status_subresource {
                             up.replace_status(&body).await?;

@@ -200,6 +200,15 @@ pub trait Mapping: Send + Sync {
         true
     }
 
+    /// The annotation of the source `source` that the returned status goes into (as
+    /// JSON text) instead of its `status`, if any: kcp TMC's per-SyncTarget
+    /// `experimental.status.workload.kcp.io/<key>` while several SyncTargets sync the
+    /// source, so their syncers do not overwrite each other's reports (kcp promotes a
+    /// status to the object only when one target syncs it). `None` by default.
+    fn status_annotation(&self, _target: &WatchTarget, _source: &Value) -> Option<String> {
+        None
+    }
+
     /// Whether a downsynced copy whose source is gone (or no longer selected) is
     /// deleted. Always by default; KubeStellar's SyncerConfig can turn it off
     /// (`propagateDeletion: false`), leaving such copies in the cluster.

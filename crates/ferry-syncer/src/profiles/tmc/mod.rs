@@ -41,8 +41,9 @@ use parking_lot::RwLock;
 use serde_json::{json, Value};
 
 use ferry_api::well_known::{
-    workload_deletion_annotation, workload_soft_finalizers_annotation, workload_state_label,
-    workload_syncer_finalizer, NAMESPACE_LOCATOR_ANNOTATION, WORKLOAD_CLUSTER_LABEL, WORKLOAD_RV_ANNOTATION,
+    status_per_target, workload_deletion_annotation, workload_soft_finalizers_annotation,
+    workload_state_label, workload_status_annotation, workload_syncer_finalizer,
+    NAMESPACE_LOCATOR_ANNOTATION, WORKLOAD_CLUSTER_LABEL, WORKLOAD_RV_ANNOTATION,
 };
 
 use crate::engine::raw::RawObject;
@@ -117,6 +118,8 @@ pub struct Tmc {
     finalizer: String,
     deletion_annotation: String,
     soft_finalizers_annotation: String,
+    /// Where the status goes while several SyncTargets sync an object.
+    status_annotation: String,
     /// Downstream namespace → (logical cluster, upstream namespace).
     upstream_of: RwLock<HashMap<String, (Arc<str>, String)>>,
     /// (logical cluster, upstream namespace) → downstream namespace.
@@ -146,6 +149,7 @@ impl Tmc {
             finalizer: workload_syncer_finalizer(&key),
             deletion_annotation: workload_deletion_annotation(&key),
             soft_finalizers_annotation: workload_soft_finalizers_annotation(&key),
+            status_annotation: workload_status_annotation(&key),
             key,
             target,
             upstream_of: RwLock::default(),
@@ -429,6 +433,14 @@ impl Selection for Tmc {
 }
 
 impl Mapping for Tmc {
+    /// This target's status annotation while another target syncs the object too.
+    fn status_annotation(&self, target: &WatchTarget, source: &Value) -> Option<String> {
+        let labels = source.pointer("/metadata/labels").and_then(Value::as_object)?;
+        let per_target =
+            status_per_target(labels.iter().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))));
+        (target.direction == Direction::Downsync && per_target).then(|| self.status_annotation.clone())
+    }
+
     fn dest_type(&self, target: &WatchTarget) -> ResourceType {
         ResourceType::from(target)
     }
@@ -711,13 +723,16 @@ impl Marks for Tmc {
         Some(self.finalizer.clone())
     }
 
-    /// The finalizer, the deletion annotation and the state label go together (kcp's
-    /// `EnsureUpstreamFinalizerRemoved`).
+    /// The finalizer, the deletion and status annotations and the state label go
+    /// together (kcp's `EnsureUpstreamFinalizerRemoved`).
     fn release_source_patch(&self, remaining: Vec<Value>) -> Value {
         json!({ "metadata": {
             "finalizers": remaining,
             "labels": { self.state_label.as_str(): null },
-            "annotations": { self.deletion_annotation.as_str(): null },
+            "annotations": {
+                self.deletion_annotation.as_str(): null,
+                self.status_annotation.as_str(): null,
+            },
         } })
     }
 

@@ -202,11 +202,27 @@ fn releasing_a_source_drops_the_finalizer_the_deletion_annotation_and_the_state_
     let patch = tmc.release_source_patch(vec![json!("other")]);
     assert_eq!(patch["metadata"]["finalizers"], json!(["other"]));
     assert!(patch["metadata"]["labels"][workload_state_label(tmc.key())].is_null());
-    assert!(patch["metadata"]["annotations"]
-        .as_object()
-        .unwrap()
-        .contains_key(&workload_deletion_annotation(tmc.key())));
+    let annotations = patch["metadata"]["annotations"].as_object().unwrap();
+    assert!(annotations.contains_key(&workload_deletion_annotation(tmc.key())));
+    assert!(annotations.contains_key(&workload_status_annotation(tmc.key())));
     assert_eq!(tmc.apply_manager(), Some("syncer"));
+}
+
+#[test]
+fn status_goes_into_this_targets_annotation_only_while_another_target_syncs_the_object() {
+    let tmc = tmc();
+    let deployments = target("apps", "deployments", "Deployment", true, Direction::Downsync);
+    let mine = workload_state_label(tmc.key());
+    let alone = json!({ "metadata": { "labels": { mine.as_str(): "Sync" } } });
+    assert_eq!(tmc.status_annotation(&deployments, &alone), None);
+    let shared =
+        json!({ "metadata": { "labels": { mine.as_str(): "Sync", "state.workload.kcp.io/other": "Sync" } } });
+    assert_eq!(
+        tmc.status_annotation(&deployments, &shared),
+        Some(workload_status_annotation(tmc.key()))
+    );
+    let pods = target("", "pods", "Pod", true, Direction::Upsync);
+    assert_eq!(tmc.status_annotation(&pods, &shared), None);
 }
 
 #[test]
