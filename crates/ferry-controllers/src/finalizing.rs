@@ -62,6 +62,7 @@ async fn run<F: Finalizing>(ctx: ControllerContext, f: F) {
             continue;
         };
         // Resync: everything stored that waits for us.
+        ctx.metrics().resynced(F::NAME);
         let (stored, _) = ctx.list(&ClusterScope::All, f.resource(), None, None);
         let mut waiting: BTreeSet<ObjectKey> = stored
             .into_iter()
@@ -70,6 +71,8 @@ async fn run<F: Finalizing>(ctx: ControllerContext, f: F) {
             .collect();
         let mut dirty = waiting.clone();
         loop {
+            let started = std::time::Instant::now();
+            let handling = !dirty.is_empty();
             for key in std::mem::take(&mut dirty) {
                 match f.step(&ctx, &key).await {
                     Ok(true) => {
@@ -78,6 +81,9 @@ async fn run<F: Finalizing>(ctx: ControllerContext, f: F) {
                     Ok(false) => {}
                     Err(e) => tracing::warn!(cluster = %key.cluster, name = %key.name, "{}: {e}", F::NAME),
                 }
+            }
+            if handling {
+                ctx.metrics().handled(F::NAME, started);
             }
             tokio::select! {
                 _ = lease.lost() => return,

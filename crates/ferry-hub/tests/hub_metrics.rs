@@ -215,7 +215,7 @@ async fn a_scrape_shows_how_each_controller_keeps_up() {
         (handled(&scrape) > handled(&before)).then_some(scrape)
     })
     .await;
-    for name in ["ApiExports", "SyncTargets", "Mailboxes"] {
+    for name in ["ApiExports", "SyncTargets", "Mailboxes", "GarbageCollector"] {
         let labels = [format!(r#"name="{name}""#)];
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         assert!(

@@ -108,6 +108,24 @@ impl Default for FollowMetrics {
 }
 
 impl FollowMetrics {
+    /// Count one change (or batch of changes) `controller` handled, from
+    /// `started` until now: for controllers with a loop of their own.
+    pub fn handled(&self, controller: &str, started: Instant) {
+        let labels = ControllerLabels {
+            name: controller.to_string(),
+        };
+        self.events.get_or_create(&labels).inc();
+        self.observe(&labels, started);
+    }
+
+    /// Count one look at everything by `controller`.
+    pub fn resynced(&self, controller: &str) {
+        let labels = ControllerLabels {
+            name: controller.to_string(),
+        };
+        self.resyncs.get_or_create(&labels).inc();
+    }
+
     fn observe(&self, labels: &ControllerLabels, started: Instant) {
         self.duration
             .get_or_create(labels)

@@ -168,6 +168,9 @@ pub fn destinations(key: &ObjectKey, obj: &Value, targets: &Targets) -> Vec<Dest
     out
 }
 
+/// The controller's name in metrics.
+const NAME: &str = "TmcCombinedStatus";
+
 /// Run the controller while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -178,6 +181,7 @@ pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
+            ctx.metrics().resynced(NAME);
             let mut state = State::load(&ctx);
             let mut due = Some(Instant::now());
             loop {
@@ -191,9 +195,11 @@ pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
                     _ = lease.lost() => return,
                     _ = wait => {
                         due = None;
+                        let started = std::time::Instant::now();
                         if state.reconcile(&ctx).await {
                             due = Some(Instant::now() + RETRY);
                         }
+                        ctx.metrics().handled(NAME, started);
                     }
                     event = events.next() => match event {
                         Some(event) => {

@@ -61,6 +61,9 @@ pub fn spawn(ctx: ControllerContext) -> tokio::task::JoinHandle<()> {
 
 type Outcome = (Work, Result<Vec<Work>, CollectError>);
 
+/// The collector's name in metrics.
+const NAME: &str = "GarbageCollector";
+
 /// The collector's state: the index, the queue, and the items in process.
 struct Collector {
     ctx: ControllerContext,
@@ -118,6 +121,7 @@ impl Collector {
             .resource_keys()
             .into_iter()
             .flat_map(|resource| ctx.list(&ClusterScope::All, &resource, None, None).0);
+        self.ctx.metrics().resynced(NAME);
         let pending = self.index.lock().reset(stored);
         tracing::debug!(pending = pending.len(), "garbage collector (re)built its index");
         self.queue.clear();
@@ -132,6 +136,7 @@ impl Collector {
     /// false when the stream fell behind and the index must be rebuilt.
     fn observe(&mut self, first: Arc<WatchEvent>, events: &mut WatchSubscription) -> bool {
         const BATCH: usize = 1024;
+        let started = std::time::Instant::now();
         let mut index = self.index.lock();
         let mut event = first;
         for _ in 0..BATCH {
@@ -144,6 +149,7 @@ impl Collector {
                 None => break,
             }
         }
+        self.ctx.metrics().handled(NAME, started);
         true
     }
 
