@@ -357,3 +357,110 @@ fn a_quickstart_timeout_names_the_step_it_waited_at() {
         "stderr: {stderr}"
     );
 }
+
+/// The quickstarts' stand-in kubelet marks a Deployment available even when
+/// its first status write is refused: it retries as a controller's work
+/// queue would, since no other event of the Deployment may come.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stand_in_kubelet_retries_a_refused_status_write() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "kubelet-token,kubelet,u-kubelet\n").unwrap();
+    let hub = TestHub::start_with(|o| o.token_auth_file = Some(tokens.clone())).await;
+    let admin = hub.client("root").await;
+    let roles = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"),
+        "clusterroles",
+    );
+    let roles: Api<DynamicObject> = Api::all_with(admin.clone(), &roles);
+    let role = |status_rights: bool| {
+        let mut rules = vec![
+            json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch"]}),
+        ];
+        if status_rights {
+            rules.push(
+                json!({"apiGroups": ["apps"], "resources": ["deployments/status"], "verbs": ["patch"]}),
+            );
+        }
+        serde_json::from_value::<DynamicObject>(json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "stand-in-kubelet"}, "rules": rules,
+        }))
+        .unwrap()
+    };
+    roles.create(&Default::default(), &role(false)).await.unwrap();
+    let bindings = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+        "clusterrolebindings",
+    );
+    let binding: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "stand-in-kubelet"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "stand-in-kubelet"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "kubelet"}],
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(admin.clone(), &bindings)
+        .create(&Default::default(), &binding)
+        .await
+        .unwrap();
+    let mut config = hub.config("root").await;
+    config.auth_info = kube::config::AuthInfo {
+        token: Some("kubelet-token".to_string().into()),
+        ..Default::default()
+    };
+    let kubelet = ferry_cli::quickstart::simulate_kubelet(kube::Client::try_from(config).unwrap());
+
+    let deployments: Api<DynamicObject> =
+        Api::namespaced_with(admin.clone(), "default", &resource("Deployment"));
+    let web: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}
+    }))
+    .unwrap();
+    deployments.create(&Default::default(), &web).await.unwrap();
+    // Its first write is refused (403, counted on the hub's /metrics) ...
+    let refused = |scrape: &str| {
+        scrape.lines().any(|l| {
+            l.starts_with("apiserver_request_total{")
+                && [
+                    "verb=\"PATCH\"",
+                    "resource=\"deployments\"",
+                    "subresource=\"status\"",
+                    "code=\"403\"",
+                ]
+                .iter()
+                .all(|h| l.contains(h))
+        })
+    };
+    let mut top = hub.config("root").await;
+    top.cluster_url = hub.url().parse().unwrap();
+    let top = kube::Client::try_from(top).unwrap();
+    ferry_hub::testing::eventually(20, "the kubelet's status write refused", || async {
+        let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let scrape = top.request_text(req).await.unwrap_or_default();
+        refused(&scrape).then_some(())
+    })
+    .await;
+    // ... and once the rights come, a retry lands.
+    let mut granted = role(true);
+    granted.metadata.resource_version = roles
+        .get("stand-in-kubelet")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    roles
+        .replace("stand-in-kubelet", &Default::default(), &granted)
+        .await
+        .unwrap();
+    ferry_hub::testing::eventually(20, "web marked available", || async {
+        let d = deployments.get("web").await.ok()?;
+        (d.data["status"]["availableReplicas"] == 2).then_some(())
+    })
+    .await;
+    kubelet.abort();
+}

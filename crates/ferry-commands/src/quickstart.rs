@@ -305,14 +305,39 @@ pub fn simulate_kubelet(client: kube::Client) -> tokio::task::JoinHandle<()> {
                                 "message": "Deployment has minimum availability.", "lastUpdateTime": now, "lastTransitionTime": now}],
             }});
             let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-            if let Err(e) = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                tracing::debug!(deployment = %name, "marking available failed: {e}");
-            }
+            tokio::spawn(async move { patch_status_retrying(&api, &name, &patch, "Deployment").await });
         }
     })
+}
+
+/// Merge `patch` into the status of `kind` `name`, as the stand-in kubelet
+/// and cloud do: a refusal a real controller's work queue would retry (the
+/// hub's 429, a dropped connection, rights not granted yet) is retried with
+/// backoff for about 20 s, since the watch may bring no other event for the
+/// object; then it is logged and left to the object's next change.
+pub async fn patch_status_retrying<K>(api: &Api<K>, name: &str, patch: &Value, kind: &str)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    const ATTEMPTS: u32 = 10;
+    let mut delay = Duration::from_millis(100);
+    for attempt in 1..=ATTEMPTS {
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 404 => return, // gone: nothing to mark
+            Err(e) if attempt == ATTEMPTS => {
+                tracing::warn!("writing the status of {kind} {name} failed {ATTEMPTS} times; the next change of it tries again: {e}");
+            }
+            Err(e) => {
+                tracing::debug!("writing the status of {kind} {name} failed, retrying in {delay:?}: {e}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
 }
 
 /// A cluster registered and syncing.

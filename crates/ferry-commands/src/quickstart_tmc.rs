@@ -156,12 +156,9 @@ pub fn simulate_load_balancer(client: kube::Client, address: &'static str) -> to
             }
             let patch = json!({"status": {"loadBalancer": {"ingress": [{"ip": address}]}}});
             let api: Api<Service> = Api::namespaced(client.clone(), &ns);
-            if let Err(e) = api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                tracing::debug!(service = %name, "setting the load balancer's ingress failed: {e}");
-            }
+            tokio::spawn(async move {
+                crate::quickstart::patch_status_retrying(&api, &name, &patch, "Service").await
+            });
         }
     })
 }
