@@ -120,6 +120,8 @@ pub const WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES: &[&str] = &[
     WORKLOAD_DELETION_ANNOTATION_PREFIX,
     WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX,
     "experimental.status.workload.kcp.io/",
+    // Ferry's: the last drift each SyncTarget's syncer restored.
+    crate::drift::DRIFT_ANNOTATION_PREFIX,
 ];
 
 // ---------------------------------------------------------------- api-syncagent
