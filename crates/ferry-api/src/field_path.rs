@@ -177,6 +177,12 @@ impl FieldPath {
         &self.steps
     }
 
+    /// The path of `steps` as found in an object (where a syncer saw a copy
+    /// drift), unchecked: for display in the syntax a user writes paths in.
+    pub fn from_steps(steps: Vec<Step>) -> FieldPath {
+        FieldPath { steps }
+    }
+
     /// Removes what the path names from `obj`; a path that names nothing there
     /// changes nothing. An emptied label or annotation map is removed too.
     pub fn remove(&self, obj: &mut Value) {

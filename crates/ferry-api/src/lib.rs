@@ -35,6 +35,7 @@ pub mod combined_status;
 pub mod control;
 pub mod crd_builder;
 pub mod crds;
+pub mod drift;
 pub mod edge;
 pub mod field_path;
 pub mod naming;

@@ -141,6 +141,8 @@ pub const WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES: &[&str] = &[
     WORKLOAD_DELETION_ANNOTATION_PREFIX,
     WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX,
     WORKLOAD_STATUS_ANNOTATION_PREFIX,
+    // Ferry's: the last drift each SyncTarget's syncer restored.
+    crate::drift::DRIFT_ANNOTATION_PREFIX,
 ];
 
 // ---------------------------------------------------------------- api-syncagent

@@ -4,7 +4,8 @@
 //! in never sees the first tenant's workspaces, not even their names. Also
 //! `ferry console` forwarding the page's reads with the browser's token only.
 //! A workload workspace's page shows each placed object's combined status,
-//! live, under an EdgePlacement or a kcp Placement.
+//! live, under an EdgePlacement or a kcp Placement, and the drift each
+//! cluster's syncer restored.
 //! Screenshots of each page land in `target/console-screenshots/`.
 
 /// The hub tests' kits: clients, tenants with tokens, KubeStellar set-up.
@@ -261,6 +262,26 @@ async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_liv
         t.contains("2/2 available on 1 cluster")
     })
     .await;
+    // florin's syncer restores the copy someone changed there: the drift
+    // shows on florin's row of the placed object, and in its combined status.
+    let image = "$.spec.template.spec.containers[0].image";
+    edge::report_drift(hub, &florin, "apps/deployments", "shop", "web", &[image]).await;
+    let placed = b
+        .wait_text(15, "#placed", "florin's drift on the placed object", |t| {
+            t.contains(image)
+        })
+        .await;
+    assert!(placed.contains("(1 correction)"), "{placed}");
+    b.wait_text(15, "#combined", "the drift combined", |t| {
+        t.contains("1 drift correction on florin")
+    })
+    .await;
+    b.run(
+        "document.querySelector('#placed').scrollIntoView(); return null;",
+        json!([]),
+    )
+    .await;
+    b.screenshot("7-drift").await;
     let mark = b.run("return window.ferryTestMark || null;", json!([])).await;
     assert_eq!(mark, "not reloaded", "the change arrived over the watch");
 

@@ -5,10 +5,12 @@
 //! of a cluster's status changing; a collector with a bad expression is
 //! named on its condition while the others keep working; and from an
 //! attacker's side, a tenant placing a same-named object onto a shared
-//! cluster never reads the status another workspace's copy returned.
+//! cluster never reads the status another workspace's copy returned, nor
+//! the drift its syncer restored there.
 //!
 //! Each cluster's syncer is stood in for by writing what it returns (the
-//! copy's status) into the mailbox copy, as the syncer does.
+//! copy's status) into the mailbox copy, and what it restored (the drift)
+//! on the mailbox's SyncerConfig, as the syncer does.
 
 mod common;
 
@@ -19,6 +21,9 @@ use common::tenants::{Tenants, RBAC};
 use common::{call, client, eventually};
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
+
+/// The field a drift reported in these tests changed.
+const IMAGE: &str = "$.spec.template.spec.containers[0].image";
 
 /// `root:imw1` with florin and guilder (region eu) and pound (region uk),
 /// all `env=prod`, and `root:wmw1`; returns the three mailbox paths.
@@ -297,6 +302,8 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     let mut secret = available(2);
     secret["conditions"][0]["message"] = json!("victim-secret");
     return_status(hub, &florin, &deployments(), "shop", "web", secret).await;
+    // ... and whose syncer restored its copy there.
+    report_drift(hub, &florin, "apps/deployments", "shop", "web", &[IMAGE]).await;
 
     // mal may place on florin too (granted bind on it), and places its own shop/web there.
     t.workspace("mal", Some("mal")).await;
@@ -326,16 +333,23 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     // "statuses" exists only in the victim's workspace.
     web_listing_statuses(&mal, "steal", "steal", &["steal", "statuses"]).await;
 
-    // The victim's CombinedStatus carries what florin returned (the positive twin).
+    // The victim's CombinedStatus carries what florin returned and the drift
+    // there (the positive twin), and so does its PlacementSummary.
     let victims = eventually(20, "the victim's CombinedStatus", || {
         let wmw = wmw.clone();
         async move {
             let cs = combined_status(&wmw, "shop", "shop").await?;
-            cs.to_string().contains("victim-secret").then_some(cs)
+            (cs.to_string().contains("victim-secret") && result_rows(&cs, "builtin:drift").is_some())
+                .then_some(cs)
         }
     })
     .await;
-    assert_eq!(victims["summary"], "2/2 available on 1 cluster");
+    assert_eq!(
+        victims["summary"],
+        "2/2 available on 1 cluster; 1 drift correction on florin"
+    );
+    let summary = web_summary(&wmw).await.unwrap();
+    assert_eq!(drift_on(&summary, "florin").unwrap()["fields"], json!([IMAGE]));
 
     // mal's placement reaches florin, and its CombinedStatus exists — without the victim's status.
     let placements = api(&mal, &edge("EdgePlacement", "edgeplacements"), None);
@@ -356,8 +370,16 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     assert!(!text.contains("victim-secret"), "{text}");
     assert_eq!(
         mals["summary"], "0/2 available on 1 cluster (1 not reporting yet)",
-        "{text}"
+        "no drift either: {text}"
     );
+    assert!(result_rows(&mals, "builtin:drift").is_none(), "{text}");
+    let summary = eventually(20, "mal's PlacementSummary", || {
+        let mal = mal.clone();
+        async move { web_summary(&mal).await }
+    })
+    .await;
+    assert_eq!(drift_on(&summary, "florin"), None, "{summary}");
+    assert_eq!(summary["driftCorrections"], 0, "{summary}");
     assert_eq!(
         result_rows(&mals, "steal").unwrap(),
         vec![vec![json!("florin"), json!({})]]

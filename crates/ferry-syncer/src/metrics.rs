@@ -1,6 +1,7 @@
 //! Prometheus metrics, named as in the reference syncer documentation
 //! (`syncer_resources_synced_total`, `syncer_sync_duration_seconds`,
-//! `syncer_sync_errors_total`, `syncer_heartbeat_total`, `syncer_connection_status`).
+//! `syncer_sync_errors_total`, `syncer_heartbeat_total`, `syncer_connection_status`),
+//! and Ferry's own (`syncer_sync_refusals_total`, `syncer_drift_corrections_total`, ...).
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
@@ -36,6 +37,11 @@ struct RefusalLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DriftLabels {
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DirectionLabels {
     direction: SyncDirection,
 }
@@ -51,6 +57,7 @@ pub struct Metrics {
     synced: Family<ResourceLabels, Counter>,
     errors: Family<ResourceLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
+    drift_corrections: Family<DriftLabels, Counter>,
     duration: Family<DirectionLabels, Histogram>,
     heartbeats: Counter,
     connection: Family<SideLabels, Gauge>,
@@ -87,6 +94,7 @@ impl Metrics {
         let synced = Family::<ResourceLabels, Counter>::default();
         let errors = Family::<ResourceLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
+        let drift_corrections = Family::<DriftLabels, Counter>::default();
         let duration = Family::<DirectionLabels, Histogram>::new_with_constructor(|| {
             Histogram::new([
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -117,6 +125,11 @@ impl Metrics {
             refusals.clone(),
         );
         registry.register(
+            "syncer_drift_corrections",
+            "Copies someone other than the syncer changed in the cluster, restored by the syncer, by resource",
+            drift_corrections.clone(),
+        );
+        registry.register(
             "syncer_heartbeat",
             "Heartbeats written upstream",
             heartbeats.clone(),
@@ -139,6 +152,7 @@ impl Metrics {
             synced,
             errors,
             refusals,
+            drift_corrections,
             duration,
             heartbeats,
             connection,
@@ -153,6 +167,15 @@ impl Metrics {
             .get_or_create(&RefusalLabels {
                 resource: resource.into(),
                 reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// A copy of `resource` changed in the cluster was restored.
+    pub fn drift_corrected(&self, resource: &str) {
+        self.drift_corrections
+            .get_or_create(&DriftLabels {
+                resource: resource.into(),
             })
             .inc();
     }
@@ -254,12 +277,14 @@ mod tests {
         m.observe(SyncDirection::downsync, 0.01);
         m.heartbeat();
         m.connection(Side::Downstream, true);
+        m.drift_corrected("apps/v1/deployments");
         let text = m.render();
         for needle in [
             "syncer_resources_synced_total{direction=\"downsync\",resource=\"v1/configmaps\"} 1",
             "syncer_sync_errors_total{direction=\"upsync\",resource=\"v1/secrets\"} 1",
             "syncer_sync_duration_seconds_count{direction=\"downsync\"} 1",
             "syncer_heartbeat_total 1",
+            "syncer_drift_corrections_total{resource=\"apps/v1/deployments\"} 1",
             "syncer_connection_status{side=\"downstream\"} 1",
             "syncer_connection_status{side=\"upstream\"} 0",
         ] {

@@ -2165,3 +2165,60 @@ async fn several_sync_targets_each_return_status_into_their_own_annotation_and_i
         syncer.stop().await;
     }
 }
+
+/// Someone edits a copy in the cluster: the syncer restores it, counts it, and
+/// records the drift on the upstream object under its SyncTarget's key
+/// (`drift.ferry.dev/<key>`, as kcp keeps per-target state), which never
+/// travels to the copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_changed_in_the_cluster_is_restored_counted_and_recorded_on_the_upstream_object() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    t.scheduled_namespace("demo").await;
+    t.scheduled_configmap("demo", "settings").await;
+    let ns = t.downstream("demo");
+    wait_for(&t.down, &configmaps(), Some(&ns), "settings", "the copy", |_| {
+        true
+    })
+    .await;
+    assert_eq!(drift_corrections(&syncer.metrics_text(), "v1/configmaps"), 0);
+
+    t.down
+        .merge(
+            &configmaps(),
+            Some(&ns),
+            "settings",
+            json!({ "data": { "k": "edited" } }),
+        )
+        .await;
+    wait_for(
+        &t.down,
+        &configmaps(),
+        Some(&ns),
+        "settings",
+        "the copy restored",
+        |c| c["data"]["k"] == "v",
+    )
+    .await;
+    let key = ferry_api::drift::drift_annotation(&t.key);
+    let source = wait_for(
+        &t.app,
+        &configmaps(),
+        Some("demo"),
+        "settings",
+        "the drift on the upstream object",
+        |c| annotation(c, &key).is_some(),
+    )
+    .await;
+    let recorded = annotation(&source, &key).unwrap();
+    let drift = ferry_api::drift::Drift::parse(recorded).expect("a drift");
+    assert_eq!(drift.fields, vec!["$.data.k"]);
+    assert_eq!(drift.corrections, 1);
+    assert!(!recorded.contains("edited"), "never the value: {recorded}");
+    assert_eq!(drift_corrections(&syncer.metrics_text(), "v1/configmaps"), 1);
+    // Recording it there changed nothing the copy carries.
+    let copy = t.down.get(&configmaps(), Some(&ns), "settings").await.unwrap();
+    assert!(annotation(&copy, &key).is_none(), "{copy}");
+    assert_eq!(drift_corrections(&syncer.metrics_text(), "v1/configmaps"), 1);
+    syncer.stop().await;
+}

@@ -1,8 +1,9 @@
 //! `PlacementSummary` (`edge.ferry.dev/v1alpha1`): beyond KubeStellar, one
 //! object per placed workload object in its workload management workspace,
 //! listing every destination (SyncTarget) with whether its mailbox holds the
-//! current copy, a digest of the status that came back, and when that last
-//! changed. Written by the hub's placement translator; read with
+//! current copy, a digest of the status that came back, when that last
+//! changed, and the last drift its syncer restored ([`crate::drift`]).
+//! Written by the hub's placement translator; read with
 //! `kubectl get placementsummaries`.
 //!
 //! A separate kind rather than annotations on the workload object: a list of
@@ -40,6 +41,10 @@ pub struct PlacementSummary {
     /// For `kubectl get`: `<cluster>: <statusDigest>` for each destination, `; `-separated.
     #[serde(default)]
     pub statuses: String,
+    /// How many times the destinations' syncers restored a copy someone had
+    /// changed in its cluster, over all destinations.
+    #[serde(default)]
+    pub drift_corrections: u64,
 }
 
 /// Which object a summary is about.
@@ -72,6 +77,10 @@ pub struct DestinationSummary {
     pub status_digest: String,
     /// When `synced` or `statusDigest` last changed (RFC 3339).
     pub last_update: String,
+    /// The last change someone made to the copy in the cluster, which its
+    /// syncer restored (the fields, never their values), and how many so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::drift::Drift>,
 }
 
 impl PlacementSummary {
@@ -94,6 +103,10 @@ impl PlacementSummary {
             .map(|d| format!("{}: {}", d.cluster, d.status_digest))
             .collect::<Vec<_>>()
             .join("; ");
+        self.drift_corrections = ds
+            .iter()
+            .filter_map(|d| d.drift.as_ref())
+            .fold(0u64, |sum, d| sum.saturating_add(d.corrections));
     }
 
     /// The summary's name for an object: `<resource>.<group or core>[.<namespace>].<name>`,
@@ -132,6 +145,15 @@ impl PlacementSummary {
                 "synced": {"type": "boolean", "description": "Whether the mailbox holds a copy of the object's current version."},
                 "statusDigest": text("What came back from the cluster: `1/1 available`, `Ready=True`, a phase, `status <hash>`, `no status yet`, or why there is no copy."),
                 "lastUpdate": text("When synced or statusDigest last changed (RFC 3339)."),
+                "drift": {
+                    "type": "object",
+                    "description": "The last change someone made to the copy in the cluster, which its syncer restored, and how many so far.",
+                    "properties": {
+                        "time": text("When the syncer last restored the copy (RFC 3339)."),
+                        "fields": {"type": "array", "items": {"type": "string"}, "description": "The fields found changed, as field paths such as $.spec.template.spec.containers[0].image (never their values)."},
+                        "corrections": {"type": "integer", "description": "How many times the syncer has restored this copy."},
+                    },
+                },
             },
         });
         serde_json::from_value(json!({
@@ -165,6 +187,7 @@ impl PlacementSummary {
                             "clusters": text("The destinations' clusters, comma-separated (for kubectl get)."),
                             "synced": text("<synced>/<destinations> (for kubectl get)."),
                             "statuses": text("<cluster>: <statusDigest> for each destination, separated by `; ` (for kubectl get)."),
+                            "driftCorrections": {"type": "integer", "description": "How many times the destinations' syncers restored a copy someone had changed in its cluster, over all destinations."},
                         },
                     }},
                     "additionalPrinterColumns": [
@@ -172,6 +195,7 @@ impl PlacementSummary {
                         {"name": "Clusters", "type": "string", "jsonPath": ".clusters"},
                         {"name": "Synced", "type": "string", "jsonPath": ".synced"},
                         {"name": "Status", "type": "string", "jsonPath": ".statuses"},
+                        {"name": "Drift", "type": "integer", "jsonPath": ".driftCorrections"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                 }],

@@ -232,6 +232,28 @@ pub struct SyncerConfigStatus {
     /// How many objects are refused in all (the list stops at 50).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_count: Option<i64>,
+
+    /// Objects whose copy someone changed in the cluster and the syncer
+    /// restored, the most recently restored first (at most 50 are listed).
+    /// Added by Ferry; the hub's placement translator shows each on the
+    /// object's PlacementSummary and CombinedStatus.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted: Vec<DriftedObject>,
+}
+
+/// An object whose copy drifted, named as it is in this workspace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedObject {
+    /// API group and resource, e.g. `apps/deployments` or `core/configmaps`.
+    pub resource: String,
+    /// Namespace; empty for a cluster-scoped object.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The last drift the syncer restored, and how many in all.
+    pub drift: crate::drift::Drift,
 }
 
 /// An object an API server refused, named as it is in this workspace.

@@ -93,6 +93,18 @@ function syncTargetRow(o, ctx, view, elsewhere) {
 const REFUSED = "refused: ";
 
 /**
+ * A destination's last drift: someone changed the copy in the cluster and its
+ * syncer restored it. When, how often, and which fields (never their values).
+ */
+function drift(d, ctx) {
+  if (!d) return h("span", { class: "empty" }, "none");
+  const times = d.corrections === 1 ? "1 correction" : `${d.corrections || 0} corrections`;
+  return h("div", { class: "drift", title: d.time || "" },
+    `restored ${age(d.time, ctx.now)} (${times}): `,
+    h("span", { class: "fields" }, (d.fields || []).join(", ")));
+}
+
+/**
  * The sections of a workspace page. Each is shown when the workspace serves
  * its resource and holds objects (`always`: even when empty); `rows(object,
  * ctx)` gives one or more table rows, each `{cells, bad}`.
@@ -179,12 +191,12 @@ export const SECTIONS = [
   {
     id: "placed", title: "Placed objects (one row per destination cluster)", group: "edge.ferry.dev",
     version: "v1alpha1", resource: "placementsummaries",
-    columns: ["Object", "Cluster", "Copied", "Reported status", "Mailbox", "Updated"],
+    columns: ["Object", "Cluster", "Copied", "Reported status", "Drift", "Mailbox", "Updated"],
     rows: (o, ctx) => {
       const obj = o.object || {};
       const name = `${obj.resource}${obj.group ? "." + obj.group : ""} ${obj.namespace ? obj.namespace + "/" : ""}${obj.name}`;
       const dests = o.destinations || [];
-      if (!dests.length) return [{ bad: false, cells: [name, "no destination", "", "", "", ""] }];
+      if (!dests.length) return [{ bad: false, cells: [name, "no destination", "", "", "", "", ""] }];
       return dests.map((d) => {
         const digest = d.statusDigest || "";
         const refused = digest.startsWith(REFUSED);
@@ -192,7 +204,10 @@ export const SECTIONS = [
           ? problem("Refused by the cluster:", digest.slice(REFUSED.length),
             "Change the object so the cluster's API server accepts it; the syncer sends each new version again.")
           : digest;
-        return { bad: refused, cells: [name, d.cluster, yesNo(d.synced), status, wsLink(d.mailbox), age(d.lastUpdate, ctx.now)] };
+        return {
+          bad: refused,
+          cells: [name, d.cluster, yesNo(d.synced), status, drift(d.drift, ctx), wsLink(d.mailbox), age(d.lastUpdate, ctx.now)],
+        };
       });
     },
   },

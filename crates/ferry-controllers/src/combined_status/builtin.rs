@@ -2,11 +2,14 @@
 //! Deployments — available of desired replicas per cluster and in total;
 //! Jobs — succeeded and failed pods per cluster and in total; any other
 //! object whose status has a `Ready` condition — that condition per cluster
-//! and how many are Ready. Results are named `builtin:<what>` (a
-//! StatusCollector's name cannot hold `:`), and the total goes into the
-//! CombinedStatus's one-line `summary`. Pure.
+//! and how many are Ready; and for any object whose copies drifted (someone
+//! changed one in its cluster and the syncer restored it), the last drift
+//! per cluster. Results are named `builtin:<what>` (a StatusCollector's name
+//! cannot hold `:`), and the totals go into the CombinedStatus's one-line
+//! `summary`. Pure.
 
 use ferry_api::combined_status::{ColumnValue, NamedStatusCombination, StatusCombinationRow, BUILTIN_PREFIX};
+use ferry_api::drift::Drift;
 use serde_json::{json, Value};
 
 use super::collect::{number_value, Row};
@@ -134,6 +137,46 @@ fn jobs(rows: &[Row]) -> (Vec<NamedStatusCombination>, String) {
     )
 }
 
+/// `builtin:drift` over each destination's last drift — corrections, when
+/// the last one was restored, the fields it changed — and the one-line total
+/// (`2 drift corrections on florin`); `None` when no copy drifted.
+pub fn drift(destinations: &[(&str, Option<&Drift>)]) -> Option<(NamedStatusCombination, String)> {
+    let drifted: Vec<&str> = destinations
+        .iter()
+        .filter(|(_, d)| d.is_some())
+        .map(|(target, _)| *target)
+        .collect();
+    if drifted.is_empty() {
+        return None;
+    }
+    let total = destinations
+        .iter()
+        .filter_map(|(_, d)| *d)
+        .fold(0u64, |sum, d| sum.saturating_add(d.corrections));
+    let rows = destinations
+        .iter()
+        .map(|(target, d)| match d {
+            Some(d) => vec![
+                text(target),
+                count(i64::try_from(d.corrections).unwrap_or(i64::MAX)),
+                text(&d.time),
+                ColumnValue::of(&json!(d.fields)),
+            ],
+            None => vec![
+                text(target),
+                count(0),
+                ColumnValue::of(&Value::Null),
+                ColumnValue::of(&Value::Null),
+            ],
+        })
+        .collect();
+    let corrections = if total == 1 { "correction" } else { "corrections" };
+    Some((
+        table("drift", &["cluster", "corrections", "lastDrift", "fields"], rows),
+        format!("{total} drift {corrections} on {}", drifted.join(", ")),
+    ))
+}
+
 /// The `Ready` condition of a returned status: `(status, reason)`.
 fn ready_condition(row: &Row) -> Option<(String, String)> {
     let conditions = status(row)?.get("conditions")?.as_array()?;
@@ -199,6 +242,31 @@ mod tests {
             ]
         );
         assert_eq!(values(&results[1]), vec![vec![json!(3), json!(2), json!(6)]]);
+    }
+
+    #[test]
+    fn drift_shows_per_cluster_only_once_a_copy_drifted() {
+        let d = Drift {
+            time: "2026-11-27T12:00:00Z".into(),
+            fields: vec!["$.spec.template.spec.containers[0].image".into()],
+            corrections: 2,
+        };
+        assert!(drift(&[("florin", None), ("guilder", None)]).is_none());
+        let (result, line) = drift(&[("florin", Some(&d)), ("guilder", None)]).unwrap();
+        assert_eq!(line, "2 drift corrections on florin");
+        assert_eq!(result.name, "builtin:drift");
+        assert_eq!(
+            values(&result),
+            vec![
+                vec![
+                    json!("florin"),
+                    json!(2),
+                    json!("2026-11-27T12:00:00Z"),
+                    json!(["$.spec.template.spec.containers[0].image"])
+                ],
+                vec![json!("guilder"), json!(0), Value::Null, Value::Null],
+            ]
+        );
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub struct Destination {
     /// the copy is this placement's and its cluster reported one, and when
     /// it last changed.
     pub returned: HashMap<ObjectKey, (Value, String)>,
+    /// The last drift the cluster's syncer restored on each object's copy
+    /// (by the object's key), where it restored one.
+    pub drift: HashMap<ObjectKey, ferry_api::drift::Drift>,
 }
 
 /// A StatusCollector of a WMW, compiled (or why it cannot be).
@@ -171,6 +174,19 @@ fn combined(
     if let Some((built_in, line)) = builtin::summarize(&o.group, &o.resource, &rows) {
         results.extend(built_in);
         summary = line;
+    }
+    let drifts: Vec<(&str, Option<&ferry_api::drift::Drift>)> = p
+        .destinations
+        .iter()
+        .map(|d| (d.target.as_str(), d.drift.get(&o.key)))
+        .collect();
+    if let Some((drift, line)) = builtin::drift(&drifts) {
+        results.push(drift);
+        summary = if summary.is_empty() {
+            line
+        } else {
+            format!("{summary}; {line}")
+        };
     }
     for name in &o.collectors {
         results.push(match collectors.get(name) {

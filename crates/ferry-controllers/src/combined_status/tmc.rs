@@ -157,10 +157,18 @@ pub fn destinations(key: &ObjectKey, obj: &Value, targets: &Targets) -> Vec<Dest
             let returned = returned_status(obj, target_key)
                 .map(|s| HashMap::from([(key.clone(), (s, String::new()))]))
                 .unwrap_or_default();
+            // The last drift this target's syncer restored, as it annotates it.
+            let drift = annotations
+                .and_then(|a| a.get(ferry_api::drift::drift_annotation(target_key)))
+                .and_then(Value::as_str)
+                .and_then(ferry_api::drift::Drift::parse)
+                .map(|d| HashMap::from([(key.clone(), d)]))
+                .unwrap_or_default();
             Some(Destination {
                 target: target.name.clone(),
                 labels: target.labels.clone(),
                 returned,
+                drift,
             })
         })
         .collect();

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use ferry_api::drift::Drift;
 use ferry_api::edge::PlacementSummary;
 use serde_json::Value;
 
@@ -68,9 +69,11 @@ fn placed_objects(ctx: &ControllerContext, p: &Placement, inventory: &Inventory<
             collectors,
         });
     }
-    // When each destination's returned status last changed, as the
-    // object's PlacementSummary (written earlier in the pass) recorded it.
+    // When each destination's returned status last changed, and its last
+    // drift, as the object's PlacementSummary (written earlier in the pass)
+    // recorded them.
     let mut last_update: HashMap<(ObjectKey, String, String), String> = HashMap::new();
+    let mut drifts: HashMap<(ObjectKey, String, String), Drift> = HashMap::new();
     for o in &objects {
         let name = PlacementSummary::name_for(&o.group, &o.resource, &o.key.namespace, &o.key.name);
         let key = ObjectKey {
@@ -86,7 +89,11 @@ fn placed_objects(ctx: &ControllerContext, p: &Placement, inventory: &Inventory<
             continue;
         };
         for d in summary.destinations {
-            last_update.insert((o.key.clone(), d.cluster, d.inventory), d.last_update);
+            let at = (o.key.clone(), d.cluster, d.inventory);
+            if let Some(drift) = d.drift {
+                drifts.insert(at.clone(), drift);
+            }
+            last_update.insert(at, d.last_update);
         }
     }
     let destinations = p
@@ -131,10 +138,18 @@ fn placed_objects(ctx: &ControllerContext, p: &Placement, inventory: &Inventory<
                     returned.insert(o.key.clone(), (status.clone(), at));
                 }
             }
+            let drift = objects
+                .iter()
+                .filter_map(|o| {
+                    let at = (o.key.clone(), d.sync_target_name.clone(), d.cluster.clone());
+                    Some((o.key.clone(), drifts.get(&at)?.clone()))
+                })
+                .collect();
             Destination {
                 target: d.sync_target_name.clone(),
                 labels,
                 returned,
+                drift,
             }
         })
         .collect();

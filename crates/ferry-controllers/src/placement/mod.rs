@@ -1325,13 +1325,7 @@ async fn write_the_one(
 /// `s`, as its syncer lists it in the mailbox's SyncerConfig `the-one`
 /// (`status.refused`).
 fn refusal_of(ctx: &ControllerContext, mb: &str, s: &Selected) -> Option<String> {
-    let key = ObjectKey {
-        cluster: mb.to_string(),
-        resource: SYNCER_CONFIGS.into(),
-        namespace: String::new(),
-        name: THE_ONE.into(),
-    };
-    let config = ctx.get(&key)?.value();
+    let config = the_one_in(ctx, mb)?;
     let group = if s.info.group.is_empty() {
         "core"
     } else {
@@ -1348,6 +1342,31 @@ fn refusal_of(ctx: &ControllerContext, mb: &str, s: &Selected) -> Option<String>
                 && str_at(r, "/name") == s.key.name
         })
         .map(|r| str_at(r, "/message").to_string())
+}
+
+/// The last drift the syncer of the cluster behind mailbox `mb` restored on
+/// the copy of `s`, as it lists them in the mailbox's SyncerConfig `the-one`
+/// (`status.drifted`).
+fn drift_of(ctx: &ControllerContext, mb: &str, s: &Selected) -> Option<ferry_api::drift::Drift> {
+    let config = the_one_in(ctx, mb)?;
+    summary::drift_of(
+        &config,
+        &s.info.group,
+        &s.info.resource,
+        &s.key.namespace,
+        &s.key.name,
+    )
+}
+
+/// The SyncerConfig `the-one` of mailbox `mb`.
+fn the_one_in(ctx: &ControllerContext, mb: &str) -> Option<Value> {
+    let key = ObjectKey {
+        cluster: mb.to_string(),
+        resource: SYNCER_CONFIGS.into(),
+        namespace: String::new(),
+        name: THE_ONE.into(),
+    };
+    Some(ctx.get(&key)?.value())
 }
 
 /// The workspace path of destination `d`'s mailbox.
@@ -1715,17 +1734,21 @@ async fn write_summaries(
                     .or_insert_with(|| ctx.resolve_workspace(&path).map(|lc| lc.name))
                     .clone();
                 let want = inventory.copy_for(s, d);
-                let (synced, digest) = match (mb, &want) {
-                    (_, DestCopy::Failed(message)) => (false, format!("not customized: {message}")),
-                    (None, _) => (false, "mailbox not ready".to_string()),
+                // `ours`: the mailbox holds this workspace's copy, so what its
+                // syncer reports about that copy (its drift) is this object's.
+                let (synced, digest, ours) = match (mb, &want) {
+                    (_, DestCopy::Failed(message)) => (false, format!("not customized: {message}"), false),
+                    (None, _) => (false, "mailbox not ready".to_string(), false),
                     (Some(mb), _) => match ctx.get(&ObjectKey {
                         cluster: mb,
                         ..s.key.clone()
                     }) {
-                        None => (false, "not in the mailbox".to_string()),
-                        Some(c) if !c.labels.contains_key(PLACED_LABEL) => {
-                            (false, "the mailbox holds another object of this name".to_string())
-                        }
+                        None => (false, "not in the mailbox".to_string(), false),
+                        Some(c) if !c.labels.contains_key(PLACED_LABEL) => (
+                            false,
+                            "the mailbox holds another object of this name".to_string(),
+                            false,
+                        ),
                         Some(c) => {
                             let v = c.value();
                             let from = str_at(
@@ -1733,20 +1756,28 @@ async fn write_summaries(
                                 &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
                             );
                             if from != p.path {
-                                (false, "the mailbox holds another workspace's copy".to_string())
+                                (
+                                    false,
+                                    "the mailbox holds another workspace's copy".to_string(),
+                                    false,
+                                )
                             } else {
                                 let want = match &want {
                                     DestCopy::Customized(v) => v,
                                     _ => &s.copy,
                                 };
                                 let current = !s.overwrite || copy::content(&v) == copy::content(want);
-                                (current, summary::status_digest(&v))
+                                (current, summary::status_digest(&v), true)
                             }
                         }
                     },
                 };
                 // The cluster's own refusal, as its syncer reported it on the-one.
                 let mailbox_cluster = mailbox_of.get(&path).cloned().flatten();
+                let drift = mailbox_cluster
+                    .as_deref()
+                    .filter(|_| ours)
+                    .and_then(|mb| drift_of(ctx, mb, s));
                 let (synced, digest) = match mailbox_cluster.as_deref().and_then(|mb| refusal_of(ctx, mb, s))
                 {
                     Some(message) => (false, format!("refused: {message}")),
@@ -1768,6 +1799,7 @@ async fn write_summaries(
                     synced,
                     status_digest: digest,
                     last_update: String::new(),
+                    drift,
                 });
             }
         }
@@ -1835,6 +1867,7 @@ async fn write_summaries(
                     "clusters": summary.clusters,
                     "synced": summary.synced,
                     "statuses": summary.statuses,
+                    "driftCorrections": summary.drift_corrections,
                 });
                 if let Some(rv) = rv {
                     v["metadata"]["resourceVersion"] = json!(rv.to_string());
@@ -1855,7 +1888,8 @@ async fn write_summaries(
                     if p.object == summary.object
                         && p.executing_count == summary.executing_count
                         && p.destinations == summary.destinations
-                        && p.statuses == summary.statuses => {}
+                        && p.statuses == summary.statuses
+                        && p.drift_corrections == summary.drift_corrections => {}
                 (Some(o), _) => {
                     if let Err(e) = update(ctx, &key, body(Some(o.rv))).await {
                         retry |= failed("updating a PlacementSummary", &key, &e);

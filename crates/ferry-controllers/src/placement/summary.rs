@@ -1,9 +1,25 @@
 //! The per-object `PlacementSummary` in a WMW: every destination of a placed
-//! object, whether its mailbox holds the current copy, and a digest of the
-//! status that came back. Pure; the translator writes what this computes.
+//! object, whether its mailbox holds the current copy, a digest of the
+//! status that came back, and the last drift its syncer restored. Pure; the
+//! translator writes what this computes.
 
-use ferry_api::edge::DestinationSummary;
+use ferry_api::drift::Drift;
+use ferry_api::edge::{DestinationSummary, DriftedObject};
 use serde_json::Value;
+
+/// The last drift of the object `group`/`resource` `namespace`/`name` that a
+/// syncer lists on its SyncerConfig `config` (`status.drifted`), if any.
+pub fn drift_of(config: &Value, group: &str, resource: &str, namespace: &str, name: &str) -> Option<Drift> {
+    let group = if group.is_empty() { "core" } else { group };
+    let wanted = format!("{group}/{resource}");
+    config
+        .pointer("/status/drifted")?
+        .as_array()?
+        .iter()
+        .filter_map(|d| serde_json::from_value::<DriftedObject>(d.clone()).ok())
+        .find(|d| d.resource == wanted && d.namespace == namespace && d.name == name)
+        .map(|d| d.drift)
+}
 
 /// A short, stable description of a copy's reported status.
 pub fn status_digest(copy: &Value) -> String {
@@ -86,6 +102,26 @@ mod tests {
     }
 
     #[test]
+    fn a_drift_is_found_by_the_object_it_copies() {
+        let drift = json!({"time": "2026-11-27T12:00:00Z", "fields": ["$.spec.replicas"], "corrections": 2});
+        let config = json!({"status": {"drifted": [
+            {"resource": "core/configmaps", "namespace": "shop", "name": "web", "drift": {"time": "t", "fields": []}},
+            {"resource": "apps/deployments", "namespace": "shop", "name": "web", "drift": drift},
+            {"resource": "apps/deployments", "namespace": "shop", "name": "bad", "drift": "not a drift"},
+        ]}});
+        let found = drift_of(&config, "apps", "deployments", "shop", "web").unwrap();
+        assert_eq!(found.fields, vec!["$.spec.replicas"]);
+        assert_eq!(found.corrections, 2);
+        assert_eq!(
+            drift_of(&config, "", "configmaps", "shop", "web").unwrap().time,
+            "t"
+        );
+        assert!(drift_of(&config, "apps", "deployments", "other", "web").is_none());
+        assert!(drift_of(&config, "apps", "deployments", "shop", "bad").is_none());
+        assert!(drift_of(&json!({}), "apps", "deployments", "shop", "web").is_none());
+    }
+
+    #[test]
     fn last_update_moves_only_on_change() {
         let d = |synced, digest: &str, at: &str| DestinationSummary {
             cluster: "florin".into(),
@@ -94,6 +130,7 @@ mod tests {
             synced,
             status_digest: digest.into(),
             last_update: at.into(),
+            drift: None,
         };
         let prev = vec![d(true, "1/1 available", "t0")];
         let same = carry_last_update(&prev, vec![d(true, "1/1 available", "")], "t1");

@@ -498,3 +498,56 @@ pub fn available(n: i64) -> Value {
     json!({"replicas": 2, "readyReplicas": n, "availableReplicas": n,
            "conditions": [{"type": "Available", "status": if n == 2 { "True" } else { "False" }}]})
 }
+
+// ---- drift: copies changed in their cluster and restored by the syncer
+
+/// What a cluster's syncer writes on `the-one` in `mailbox` once it has
+/// restored the copy of `resource` (`group/resource`, `core/...` for the
+/// core group) `ns`/`name`, changed in its cluster in `fields`.
+pub async fn report_drift(
+    hub: &TestHub,
+    mailbox: &str,
+    resource: &str,
+    ns: &str,
+    name: &str,
+    fields: &[&str],
+) {
+    let mb = client(hub, mailbox).await;
+    let drifted = json!([{"resource": resource, "namespace": ns, "name": name,
+                          "drift": {"time": ferry_api::timestamp::now(), "fields": fields, "corrections": 1}}]);
+    let patch = json!({"status": {"drifted": drifted}});
+    let configs = api(&mb, &edge("SyncerConfig", "syncerconfigs"), None);
+    eventually(
+        15,
+        &format!("the drift of {ns}/{name} reported in {mailbox}"),
+        || {
+            let (configs, patch) = (configs.clone(), patch.clone());
+            async move {
+                configs
+                    .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .ok()
+                    .map(drop)
+            }
+        },
+    )
+    .await;
+}
+
+/// The PlacementSummary of the Deployment `shop/web` in `c`'s workspace, if any.
+pub async fn web_summary(c: &kube::Client) -> Option<Value> {
+    let name = ferry_api::edge::PlacementSummary::name_for("apps", "deployments", "shop", "web");
+    get(c, &summaries(), None, &name)
+        .await
+        .map(|o| serde_json::to_value(o).unwrap())
+}
+
+/// The drift the PlacementSummary `summary` lists for destination `cluster`.
+pub fn drift_on(summary: &Value, cluster: &str) -> Option<Value> {
+    summary["destinations"]
+        .as_array()?
+        .iter()
+        .find(|d| d["cluster"] == cluster)?
+        .get("drift")
+        .cloned()
+}

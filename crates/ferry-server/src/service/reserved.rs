@@ -90,6 +90,12 @@ const RESERVED: &[Reserved] = &[
     },
     Reserved {
         place: Place::Annotation,
+        key: ferry_api::drift::DRIFT_ANNOTATION_PREFIX,
+        per_target: true,
+        owner: SYNCER,
+    },
+    Reserved {
+        place: Place::Annotation,
         key: PLACEMENT_ANNOTATION,
         per_target: false,
         owner: SCHEDULER,
@@ -203,6 +209,10 @@ mod tests {
         );
         assert_eq!(refusal(Writer::Syncer("abc"), Some(&before), &soft), None);
         assert!(refusal(Writer::Syncer("other"), Some(&before), &soft).is_some());
+        // A syncer records drift on its own target's key only.
+        let drifted = obj(json!({STATE: "Sync"}), json!({"drift.ferry.dev/abc": "{}"}));
+        assert_eq!(refusal(Writer::Syncer("abc"), Some(&before), &drifted), None);
+        assert!(refusal(Writer::Syncer("other"), Some(&before), &drifted).is_some());
         let placed = obj(json!({STATE: "Sync"}), json!({"scheduling.kcp.io/placement": ""}));
         assert!(refusal(Writer::Syncer("abc"), Some(&before), &placed).is_some());
         assert_eq!(refusal(Writer::Hub, Some(&before), &placed), None);
@@ -214,6 +224,7 @@ mod tests {
             (json!({}), json!({"scheduling.kcp.io/placement": ""})),
             (json!({}), json!({"finalizers.workload.kcp.io/abc": "x"})),
             (json!({}), json!({"deletion.internal.workload.kcp.io/abc": "now"})),
+            (json!({}), json!({"drift.ferry.dev/abc": "{}"})),
         ] {
             let o = obj(labels, annotations);
             let r = refusal(Writer::User, None, &o).expect("refused");

@@ -4,6 +4,7 @@
 //! selection plus discovery into the set of flows. What differs between profiles is
 //! behind [`crate::profile::Profile`].
 
+pub mod drifts;
 pub mod events;
 pub mod flow;
 pub mod orphans;
@@ -104,6 +105,19 @@ impl std::fmt::Display for Key {
     }
 }
 
+/// An upstream object, as refusals and drifts name it: what the user placed.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UpstreamObject {
+    /// `group/resource` (`core/configmaps` for the core group).
+    pub resource: String,
+    /// Its logical cluster, on an upstream that spans several.
+    pub cluster: Option<String>,
+    /// Its namespace (empty for a cluster-scoped object).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
 /// Timers and retry limits.
 #[derive(Clone, Debug)]
 pub struct Timing {
@@ -159,6 +173,8 @@ pub struct Engine {
     pub last_errors: Mutex<HashMap<Key, String>>,
     /// Objects an API server refused, until they sync or go.
     pub refusals: refusals::Refusals,
+    /// Copies changed in their cluster that the syncer restored, until they go.
+    pub drifts: drifts::Drifts,
     /// Keys whose work waits for an unreachable side, queued again when it answers.
     waiting: Mutex<HashMap<Side, HashSet<Key>>>,
     /// Destination namespaces no longer wanted, and since when (see
@@ -199,6 +215,7 @@ impl Engine {
             initial_sync: AtomicBool::new(false),
             last_errors: Mutex::new(HashMap::new()),
             refusals: refusals::Refusals::default(),
+            drifts: drifts::Drifts::default(),
             waiting: Mutex::new(HashMap::new()),
             unwanted_namespaces: Mutex::new(HashMap::new()),
         })
@@ -415,6 +432,22 @@ impl Engine {
         if !refusals::is_refusal(status.code) {
             return None;
         }
+        let upstream = self.upstream_object(flow, key);
+        Some(refusals::Refusal {
+            side: *side,
+            resource: upstream.resource,
+            cluster: upstream.cluster,
+            namespace: upstream.namespace,
+            name: upstream.name,
+            reason: status.reason.clone(),
+            message: refusals::server_message(&kube::Error::Api(status.clone())),
+        })
+    }
+
+    /// The upstream object of `key` (the source of a downsynced copy, the copy of
+    /// an upsynced object), which is what the user placed, named as refusals and
+    /// drifts name it.
+    pub fn upstream_object(&self, flow: &Flow, key: &Key) -> UpstreamObject {
         let upstream = match flow.target.direction {
             Direction::Downsync => key.source().unwrap_or(key.dest()),
             Direction::Upsync => key.dest(),
@@ -425,15 +458,12 @@ impl Engine {
         } else {
             id.group.as_str()
         };
-        Some(refusals::Refusal {
-            side: *side,
+        UpstreamObject {
             resource: format!("{group}/{}", id.resource),
             cluster: upstream.cluster.as_deref().map(String::from),
             namespace: upstream.namespace.clone().unwrap_or_default(),
             name: upstream.name.clone(),
-            reason: status.reason.clone(),
-            message: refusals::server_message(&kube::Error::Api(status.clone())),
-        })
+        }
     }
 
     /// Re-resolves whenever woken, and every `discovery_refresh` while something is missing.

@@ -5,6 +5,7 @@
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::Value;
 
+use ferry_api::drift::MAX_DRIFT_FIELDS;
 use ferry_api::well_known::DESIRED_HASH_ANNOTATION;
 
 use super::events::{self, EventType};
@@ -18,7 +19,7 @@ use crate::selection::Direction;
 use crate::side::Side;
 use crate::transform::{
     desired_copy_with, has_owned_downstream, keep_owned_downstream, merge_for_update, needs_update,
-    status_differs, three_way_update, with_status,
+    restored_fields, status_differs, three_way_update, with_status,
 };
 
 /// Field manager of every write.
@@ -817,6 +818,9 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                 tracing::info!(namespace = %key.dest(), "released the namespace copy (no longer wanted, but it holds other copies)");
             } else {
                 dest.delete(copy).await?;
+                if !engine.drifts.is_empty() && engine.drifts.forget(&engine.upstream_object(flow, key)) {
+                    engine.status_now.notify_one();
+                }
                 engine.metrics.synced(metric, &resource);
                 tracing::info!(target: SYNC_LOG, %resource, object = %key, side = %dest.side, "deleted copy");
             }
@@ -1002,6 +1006,14 @@ async fn update(
         Some(s) => mapping.last_known(&flow.target, s).await,
         None => None,
     };
+    // Someone else changed the copy since this syncer wrote it for this very
+    // source (the copy's desired hash is the source's): what the write puts
+    // back is drift. Not where the profile merges three ways (api-syncagent):
+    // that keeps such a change until the source changes, as kcp's agent does.
+    let drifted = flow.target.direction == Direction::Downsync
+        && desired_hash(desired).is_some()
+        && desired_hash(desired) == desired_hash(actual)
+        && (apply_manager(engine, flow).is_some() || last.is_none());
     let written = match (apply_manager(engine, flow), &last) {
         (Some(manager), _) => dest.apply(desired, manager).await?,
         (None, Some(last)) => {
@@ -1020,8 +1032,55 @@ async fn update(
     }
     engine.metrics.synced(direction_of(flow), &flow.resource_name());
     tracing::info!(target: SYNC_LOG, resource = %flow.target.id, object = %dest.object, side = %dest.side, "updated copy");
-    keep_if_verified(engine, flow, desired, &written.to_value());
+    let written_value = written.to_value();
+    if drifted {
+        record_drift(engine, flow, key, desired, actual, &written_value).await;
+    }
+    keep_if_verified(engine, flow, desired, &written_value);
     Ok(Some(Written::Raw(Box::new(written))))
+}
+
+/// Counts and records the drift a write of `desired` restored
+/// ([`restored_fields`] of the copy `before` and as `written`). Logs the
+/// fields (never their values, which may be secret), and has the profile mark
+/// the upstream object.
+async fn record_drift(
+    engine: &Engine,
+    flow: &Flow,
+    key: &Key,
+    desired: &Value,
+    before: &Value,
+    written: &Value,
+) {
+    let restored = restored_fields(desired, before, written, MAX_DRIFT_FIELDS);
+    if restored.is_empty() {
+        return;
+    }
+    let now = ferry_api::timestamp::now();
+    let drift = engine
+        .drifts
+        .record(engine.upstream_object(flow, key), restored, &now);
+    engine.metrics.drift_corrected(&flow.resource_name());
+    engine.status_now.notify_one();
+    tracing::info!(
+        resource = %flow.target.id,
+        object = %key,
+        fields = %drift.fields.join(", "),
+        corrections = drift.corrections,
+        "restored the copy in the cluster, which someone other than the syncer had changed (drift)"
+    );
+    let (Some(patch), Some(source_key)) = (engine.profile.marks.drift_mark(&drift), key.source()) else {
+        return;
+    };
+    let up = Writer {
+        engine,
+        flow,
+        side: Side::Upstream,
+        object: source_key,
+    };
+    if let Err(e) = up.merge_patch(&patch).await {
+        tracing::debug!(object = %source_key, "recording the drift on the upstream object failed: {e}");
+    }
 }
 
 /// The field manager of server-side apply, when the profile writes this flow's copies

@@ -301,6 +301,14 @@ pub trait Marks: Send + Sync {
     fn apply_manager(&self) -> Option<&str> {
         None
     }
+
+    /// The merge patch recording `drift` (a copy restored after someone changed it in
+    /// the cluster) on its upstream source: kcp TMC's per-SyncTarget annotation. `None`
+    /// (the default): the profile reports drifts elsewhere (KubeStellar: on its
+    /// SyncerConfigs, from [`crate::engine::Engine::drifts`]).
+    fn drift_mark(&self, _drift: &ferry_api::drift::Drift) -> Option<Value> {
+        None
+    }
 }
 
 /// Where the selection comes from, and where the syncer reports back.

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use ferry_api::field_path::{FieldPath, Step, MAX_PATH_STEPS};
 use ferry_api::well_known::{DESIRED_HASH_ANNOTATION, MANAGED_METADATA_ANNOTATION};
 
 use super::ownership::str_at;
@@ -179,6 +180,102 @@ pub fn needs_update(desired: &Value, actual: &Value) -> bool {
     content_differs || metadata_differs
 }
 
+/// The fields that make [`needs_update`] true, the recorded hash aside: where
+/// `actual` does not hold what `desired` says, as field paths
+/// (`$.spec.template.spec.containers[0].image`, `$.metadata.labels.app`),
+/// at most `limit` of them. A list of another length is named as a whole;
+/// below [`MAX_PATH_STEPS`] steps the deepest differing field is named.
+/// Never values: they may be secret.
+pub fn differing_fields(desired: &Value, actual: &Value, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut path = Vec::new();
+    let content = desired
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(key, _)| !NOT_CONTENT.contains(&key.as_str()));
+    for (key, value) in content {
+        path.push(Step::Member(key.clone()));
+        collect_differences(
+            value,
+            actual.get(key).unwrap_or(&Value::Null),
+            &mut path,
+            &mut out,
+            limit,
+        );
+        path.pop();
+    }
+    for map in ["labels", "annotations"] {
+        let present = string_map(actual, map);
+        for (key, value) in string_map(desired, map).into_iter().flatten() {
+            if UNCOMPARED_ANNOTATIONS.contains(&key.as_str()) || out.len() >= limit {
+                continue;
+            }
+            if present
+                .and_then(|p| p.get(key))
+                .is_none_or(|p| !is_semantic_subset(value, p))
+            {
+                let steps = vec![
+                    Step::Member("metadata".into()),
+                    Step::Member(map.into()),
+                    Step::Member(key.clone()),
+                ];
+                out.push(FieldPath::from_steps(steps).to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Fields looked at for drift, of which [`restored_fields`] names at most its `limit`.
+const DRIFT_FIELDS_SEEN: usize = 64;
+
+/// The drift a write of `desired` restored: the fields in which the copy
+/// `before` the write differed from `desired` and the copy as `written` no
+/// longer does, at most `limit`. A value the cluster only stores in another
+/// form (a quantity `1000m` kept as `1`) differs after the write too:
+/// rewriting it restores nothing, so it is no drift.
+pub fn restored_fields(desired: &Value, before: &Value, written: &Value, limit: usize) -> Vec<String> {
+    let after = differing_fields(desired, written, DRIFT_FIELDS_SEEN);
+    differing_fields(desired, before, DRIFT_FIELDS_SEEN)
+        .into_iter()
+        .filter(|field| !after.contains(field))
+        .take(limit)
+        .collect()
+}
+
+/// [`differing_fields`] below `path` (depth bounded by [`MAX_PATH_STEPS`]).
+fn collect_differences(
+    desired: &Value,
+    actual: &Value,
+    path: &mut Vec<Step>,
+    out: &mut Vec<String>,
+    limit: usize,
+) {
+    if out.len() >= limit {
+        return;
+    }
+    let deeper = path.len() < MAX_PATH_STEPS;
+    match (desired, actual) {
+        (Value::Object(d), Value::Object(a)) if deeper => {
+            for (key, dv) in d {
+                path.push(Step::Member(key.clone()));
+                collect_differences(dv, a.get(key).unwrap_or(&Value::Null), path, out, limit);
+                path.pop();
+            }
+        }
+        (Value::Array(d), Value::Array(a)) if deeper && d.len() == a.len() => {
+            for (i, (dv, av)) in d.iter().zip(a).enumerate() {
+                path.push(Step::Index(i));
+                collect_differences(dv, av, path, out, limit);
+                path.pop();
+            }
+        }
+        _ if is_semantic_subset(desired, actual) => {}
+        _ => out.push(FieldPath::from_steps(path.clone()).to_string()),
+    }
+}
+
 /// Keys previously set by the syncer on `actual`, from its managed-metadata record.
 fn previously_managed(actual: &Value, key: &str) -> BTreeSet<String> {
     str_at(actual, &["metadata", "annotations", MANAGED_METADATA_ANNOTATION])
@@ -332,6 +429,79 @@ pub fn three_way_update(desired: &Value, actual: &Value, last: &Value) -> Value 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn differing_fields_name_the_paths_that_changed_never_the_values() {
+        let desired = json!({
+            "metadata": { "name": "web", "labels": { "app": "web", "tier": "front" },
+                          "annotations": { "team.example/owner": "a" } },
+            "spec": { "replicas": 2, "template": { "spec": { "containers": [
+                { "name": "web", "image": "nginx:1.0" }, { "name": "log", "image": "fluent" } ] } } },
+            "data": { "password": "hunter2" },
+        });
+        let mut actual = desired.clone();
+        actual["metadata"]["resourceVersion"] = json!("7");
+        actual["status"] = json!({ "ready": true });
+        actual["spec"]["defaulted"] = json!("by the server");
+        assert!(differing_fields(&desired, &actual, 10).is_empty());
+
+        actual["spec"]["template"]["spec"]["containers"][0]["image"] = json!("evil:latest");
+        actual["data"]["password"] = json!("changed");
+        actual["metadata"]["labels"]["tier"] = json!("back");
+        actual["metadata"]["annotations"] = json!({});
+        let fields = differing_fields(&desired, &actual, 10);
+        assert_eq!(
+            fields,
+            vec![
+                "$.spec.template.spec.containers[0].image",
+                "$.data.password",
+                "$.metadata.labels.tier",
+                "$.metadata.annotations[\"team.example/owner\"]",
+            ]
+        );
+        assert!(!fields.iter().any(|f| f.contains("hunter2") || f.contains("evil")));
+        // Each path reads back as a path a CustomTransform may name.
+        for f in &fields {
+            FieldPath::parse(f).unwrap_or_else(|e| panic!("{f}: {e}"));
+        }
+        assert_eq!(differing_fields(&desired, &actual, 2).len(), 2);
+
+        // A list of another length is named as a whole.
+        let mut shorter = desired.clone();
+        shorter["spec"]["template"]["spec"]["containers"] = json!([{ "name": "web", "image": "nginx:1.0" }]);
+        assert_eq!(
+            differing_fields(&desired, &shorter, 10),
+            vec!["$.spec.template.spec.containers"]
+        );
+    }
+
+    #[test]
+    fn only_what_the_write_put_back_is_drift() {
+        let desired = json!({ "spec": { "cpu": "1000m", "image": "nginx", "paused": false } });
+        // The cluster keeps the quantity as `1` and someone changed the image.
+        let before = json!({ "spec": { "cpu": "1", "image": "evil", "paused": false } });
+        let written = json!({ "spec": { "cpu": "1", "image": "nginx", "paused": false } });
+        assert_eq!(
+            restored_fields(&desired, &before, &written, 10),
+            vec!["$.spec.image"]
+        );
+        // Only the stored form differs: nothing was restored.
+        assert!(restored_fields(&desired, &written, &written, 10).is_empty());
+    }
+
+    #[test]
+    fn differing_fields_stop_at_the_deepest_path_a_transform_may_name() {
+        let nested = |leaf: &str| {
+            let mut deep = json!(leaf);
+            for _ in 0..100 {
+                deep = json!({ "n": deep });
+            }
+            json!({ "spec": deep })
+        };
+        let fields = differing_fields(&nested("leaf"), &nested("changed"), 10);
+        assert_eq!(fields.len(), 1);
+        assert_eq!(fields[0].matches(".n").count(), MAX_PATH_STEPS - 1);
+    }
 
     #[test]
     fn a_three_way_update_keeps_what_the_destination_added() {

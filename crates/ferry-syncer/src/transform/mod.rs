@@ -36,8 +36,8 @@ use crate::profiles::kubestellar::KubeStellarMarks;
 use crate::selection::{Direction, WatchTarget};
 
 pub use compare::{
-    apply_merge_patch, is_semantic_subset, merge_for_update, merge_patch_between, needs_update,
-    three_way_update,
+    apply_merge_patch, differing_fields, is_semantic_subset, merge_for_update, merge_patch_between,
+    needs_update, restored_fields, three_way_update,
 };
 pub use owned::{has_owned_downstream, keep_owned_downstream};
 pub use ownership::{allows_overwrite, is_owned_by, mark, release_patch};

@@ -467,3 +467,14 @@ pub async fn events_about(ws: &Cluster, namespace: &str, name: &str) -> Vec<Stri
         })
         .collect()
 }
+
+/// `syncer_drift_corrections_total` of `resource` (`apps/v1/deployments`) in the
+/// metrics text `metrics`; 0 before the first.
+pub fn drift_corrections(metrics: &str, resource: &str) -> u64 {
+    let prefix = format!("syncer_drift_corrections_total{{resource=\"{resource}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -1,11 +1,15 @@
 //! The heartbeat: every `--heartbeat-period`, and whenever conditions may have changed,
 //! each SyncerConfig and EdgeSyncConfig gets `status.lastSyncerHeartbeatTime` (heartbeat only) and its
-//! conditions, merge-patched onto the status subresource (onto the object itself where
-//! the server's CRD has none); nothing is written when no condition changed between
-//! heartbeats.
+//! conditions (a SyncerConfig also the refused and the drifted objects), merge-patched
+//! onto the status subresource (onto the object itself where the server's CRD has
+//! none); nothing is written when none of them changed between heartbeats.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+
+use ferry_api::drift::Drift;
+use ferry_api::edge::DriftedObject;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
@@ -16,7 +20,7 @@ use super::config::{
 };
 use super::KubeStellar;
 use crate::engine::reconcile::FIELD_MANAGER;
-use crate::engine::Engine;
+use crate::engine::{Engine, UpstreamObject};
 use crate::side::Reachability;
 
 /// Writes heartbeats and conditions until aborted.
@@ -123,6 +127,43 @@ fn refused_status(engine: &Engine) -> (Value, Value) {
     )
 }
 
+/// Drifted objects listed in a SyncerConfig's status.
+const LISTED_DRIFTS: usize = 50;
+
+/// `status.drifted`: the engine's most recent drifts (at most
+/// [`LISTED_DRIFTS`]), null when there are none.
+fn drifted_status(engine: &Engine) -> Value {
+    let recent = engine.drifts.recent(LISTED_DRIFTS);
+    if recent.is_empty() {
+        return Value::Null;
+    }
+    serde_json::to_value(recent).unwrap_or(Value::Null)
+}
+
+/// The drifts a previous run of this syncer listed on `configs`, so that counts
+/// go on from there (a restarted syncer starts with none).
+fn reported_drifts(configs: &[(String, Value, ConditionInputs)]) -> Vec<(UpstreamObject, Drift)> {
+    let Some(listed) = configs
+        .iter()
+        .find_map(|(_, config, _)| config.pointer("/status/drifted"))
+    else {
+        return Vec::new();
+    };
+    let listed: Vec<DriftedObject> = serde_json::from_value(listed.clone()).unwrap_or_default();
+    listed
+        .into_iter()
+        .map(|d| {
+            let source = UpstreamObject {
+                resource: d.resource,
+                cluster: None,
+                namespace: d.namespace,
+                name: d.name,
+            };
+            (source, d.drift)
+        })
+        .collect()
+}
+
 /// Writes the conditions (and the heartbeat) of `configs` of `resource`; returns
 /// whether every write succeeded.
 async fn write(
@@ -140,6 +181,15 @@ async fn write(
     } else {
         (Value::Null, Value::Null)
     };
+    // Drifts too; those an earlier run listed are taken over at the first write.
+    if resource.kind == "SyncerConfig" && !profile.drifts_taken_over.swap(true, Ordering::Relaxed) {
+        engine.drifts.carry_over(reported_drifts(configs));
+    }
+    let drifted = if resource.kind == "SyncerConfig" {
+        drifted_status(engine)
+    } else {
+        Value::Null
+    };
     let mut all_written = true;
     for (name, entry_object, inputs) in configs.iter() {
         let existing: Vec<Value> = entry_object
@@ -148,12 +198,13 @@ async fn write(
             .cloned()
             .unwrap_or_default();
         let conditions = build_conditions(inputs, &existing, &now, &engine.name);
-        let refused_changed = entry_object.pointer("/status/refused").unwrap_or(&Value::Null) != &refused
+        let reports_changed = entry_object.pointer("/status/refused").unwrap_or(&Value::Null) != &refused
             || entry_object
                 .pointer("/status/refusedCount")
                 .unwrap_or(&Value::Null)
-                != &refused_count;
-        let changed = !same_conditions(&existing, &conditions) || refused_changed;
+                != &refused_count
+            || entry_object.pointer("/status/drifted").unwrap_or(&Value::Null) != &drifted;
+        let changed = !same_conditions(&existing, &conditions) || reports_changed;
         if !heartbeat && !changed {
             continue;
         }
@@ -175,6 +226,7 @@ async fn write(
         if resource.kind == "SyncerConfig" {
             status["refused"] = refused.clone();
             status["refusedCount"] = refused_count.clone();
+            status["drifted"] = drifted.clone();
         }
         if heartbeat {
             status["lastSyncerHeartbeatTime"] = now.clone().into();

@@ -58,6 +58,8 @@ pub struct KubeStellar {
     revision: AtomicU64,
     /// The False conditions already logged, so each is logged once per change.
     pub logged: heartbeat::LoggedConditions,
+    /// Whether the drifts an earlier run listed on the SyncerConfigs were taken over.
+    pub drifts_taken_over: std::sync::atomic::AtomicBool,
 }
 
 impl KubeStellar {
@@ -88,6 +90,7 @@ impl KubeStellar {
             discovery: RwLock::default(),
             revision: AtomicU64::new(0),
             logged: heartbeat::LoggedConditions::default(),
+            drifts_taken_over: Default::default(),
         }
     }
 

@@ -21,7 +21,8 @@
 //!   object's own workspace's KubeStellar `CustomTransform`s ([`transforms`]).
 //! - Marks: label `internal.workload.kcp.io/cluster=<key>` on copies (the state label is
 //!   never copied), the upstream finalizer `workload.kcp.io/syncer-<key>`, writes by
-//!   server-side apply with field manager `syncer`.
+//!   server-side apply with field manager `syncer`, and the last drift restored on a
+//!   copy as `drift.ferry.dev/<key>` on its upstream object ([`ferry_api::drift`]).
 //! - Configuration source ([`config`]): the SyncTarget (its uid checked, its virtual
 //!   workspace URLs and synced resources followed), the heartbeat, and the cluster's
 //!   schemas imported upstream ([`importer`]).
@@ -738,6 +739,14 @@ impl Marks for Tmc {
 
     fn apply_manager(&self) -> Option<&str> {
         Some(FIELD_MANAGER)
+    }
+
+    /// `drift.ferry.dev/<key>` on the upstream object, as kcp keeps its other
+    /// per-SyncTarget state there; never copied to a cluster.
+    fn drift_mark(&self, drift: &ferry_api::drift::Drift) -> Option<Value> {
+        let annotation = ferry_api::drift::drift_annotation(&self.key);
+        let value = serde_json::to_string(drift).ok()?;
+        Some(json!({ "metadata": { "annotations": { annotation: value } } }))
     }
 }
 
