@@ -176,7 +176,16 @@ pub struct BenchHub {
 
 impl BenchHub {
     pub async fn start(extra_args: &[&str]) -> anyhow::Result<BenchHub> {
-        let exe = std::env::current_exe()?;
+        Self::start_with(None, extra_args).await
+    }
+
+    /// A hub run by the `ferry` executable `exe` (`None`: this one), to measure
+    /// another build with the same bench.
+    pub async fn start_with(exe: Option<&std::path::Path>, extra_args: &[&str]) -> anyhow::Result<BenchHub> {
+        let exe = match exe {
+            Some(exe) => exe.to_path_buf(),
+            None => std::env::current_exe()?,
+        };
         let data_dir = tempfile::tempdir()?;
         let process = HubProcess::spawn(&exe, data_dir.path(), extra_args).context("starting `ferry hub`")?;
         let client = client_for(&process.kubeconfig).await?;

@@ -207,7 +207,7 @@ impl InventoryIndex {
 /// `in`) of `s`, looked up with `by_label`; `None` when `s` has none, and
 /// every object in scope is a candidate. A superset of what `s` matches:
 /// the caller still checks `s`.
-fn narrowest<'a, T: Ord + 'a>(
+pub(crate) fn narrowest<'a, T: Ord + 'a>(
     s: &LabelSelector,
     by_label: impl Fn(&str, &str) -> Option<&'a BTreeSet<T>>,
 ) -> Option<BTreeSet<&'a T>> {

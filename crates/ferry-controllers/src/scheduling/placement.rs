@@ -56,6 +56,11 @@ impl Compiled {
             over_limits: None,
         }
     }
+
+    /// `spec.locationSelectors`, parsed; empty: every Location.
+    pub fn location_selectors(&self) -> &[LabelSelector] {
+        &self.location_selectors
+    }
 }
 
 /// Parsed Placements by the stored version they were parsed from. Each entry
