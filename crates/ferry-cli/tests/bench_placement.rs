@@ -37,7 +37,9 @@ fn figures_are_sane(v: &Value, profile: &str) {
     let placed = positive(v, "/rss_mib/placed");
     assert!(empty < placed && placed < 4096.0, "{v:#}");
     assert_eq!(
-        v.pointer("/machine/loadavg_before").and_then(Value::as_array).map(Vec::len),
+        v.pointer("/machine/loadavg_before")
+            .and_then(Value::as_array)
+            .map(Vec::len),
         Some(3),
         "{v:#}"
     );

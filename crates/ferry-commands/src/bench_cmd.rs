@@ -39,7 +39,8 @@ pub enum BenchCommand {
     /// One workload reaching N clusters, each a hub process with its own syncer process:
     /// write → copy in every cluster, status return, one change everywhere, memory and CPU.
     Fleet(crate::bench_fleet::FleetBenchArgs),
-    /// The hub's placement translator: N SyncTargets, one EdgePlacement selecting all.
+    /// How fast the hub places one workload on N SyncTargets: KubeStellar's placement
+    /// translator (`--profile kubestellar`) or kcp TMC's scheduler (`--profile tmc`).
     Placement(crate::bench_placement::PlacementBenchArgs),
     /// The baseline client of `ferry bench sync`, run as a process of its own.
     #[command(hide = true)]

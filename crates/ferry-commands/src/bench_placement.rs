@@ -325,7 +325,11 @@ async fn kubestellar(
         let ns = round_namespace(r);
         crate::bench_cmd::ensure_namespace(&wmw, &ns).await?;
         let cms = Api::namespaced_with(wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
-        create_all(&cms, (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload))).await?;
+        create_all(
+            &cms,
+            (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload)),
+        )
+        .await?;
     }
     let setup_seconds = setup_start.elapsed().as_secs_f64();
     log(&format!("setup: {n} mailboxes ready after {setup_seconds:.1}s"));
@@ -383,7 +387,8 @@ async fn kubestellar(
 
         // One object changes: every copy follows.
         let changed = format!("{r}").repeat(1024);
-        let cms: Api<DynamicObject> = Api::namespaced_with(wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        let cms: Api<DynamicObject> =
+            Api::namespaced_with(wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
         let start = Instant::now();
         cms.patch(
             "cm-0",
@@ -446,7 +451,9 @@ async fn tmc(
 ) -> anyhow::Result<(f64, f64, Vec<Round>)> {
     let n = args.sync_targets;
     let at = |ws: &str| -> anyhow::Result<kube::Client> {
-        Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(config, ws)?)?)
+        Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(
+            config, ws,
+        )?)?)
     };
     log(&format!("setup: {n} SyncTargets, Locations and Placements"));
     let setup_start = Instant::now();
@@ -462,8 +469,10 @@ async fn tmc(
     let org = at(&format!("root:{ORG}"))?;
     let app = at(&format!("root:{APP}"))?;
     let scheduling = |kind: &str, plural: &str| ar("scheduling.kcp.io", "v1alpha1", kind, plural);
-    let targets: Api<DynamicObject> =
-        Api::all_with(org.clone(), &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"));
+    let targets: Api<DynamicObject> = Api::all_with(
+        org.clone(),
+        &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"),
+    );
     create_all(
         &targets,
         (0..n).map(|i| {
@@ -504,7 +513,11 @@ async fn tmc(
         let ns = round_namespace(r);
         crate::bench_cmd::ensure_namespace(&app, &ns).await?;
         let cms = Api::namespaced_with(app.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
-        create_all(&cms, (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload))).await?;
+        create_all(
+            &cms,
+            (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload)),
+        )
+        .await?;
     }
     // Ready when every Placement has selected its Location.
     wait_until("every Placement's Location", args.timeout, || {
@@ -522,14 +535,17 @@ async fn tmc(
     })
     .await?;
     let setup_seconds = setup_start.elapsed().as_secs_f64();
-    log(&format!("setup: {n} Placements with a Location after {setup_seconds:.1}s"));
+    log(&format!(
+        "setup: {n} Placements with a Location after {setup_seconds:.1}s"
+    ));
     let setup_rss_mib = bytes_to_mib(hub.process.rss_bytes());
 
     let namespaces: Api<DynamicObject> = Api::all_with(app.clone(), &ar("", "v1", "Namespace", "namespaces"));
     let mut rounds = Vec::new();
     for r in 0..args.rounds {
         let ns = round_namespace(r);
-        let cms: Api<DynamicObject> = Api::namespaced_with(app.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        let cms: Api<DynamicObject> =
+            Api::namespaced_with(app.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
         log(&format!("round {r}: namespace {ns} selected by every Placement"));
         let start = Instant::now();
         namespaces
@@ -575,10 +591,14 @@ async fn tmc(
         // One more object: labelled for every target.
         let start = Instant::now();
         create(&cms, configmap(&ns, "new", &payload)).await?;
-        wait_until("the new object labelled for every SyncTarget", args.timeout, || {
-            let cms = cms.clone();
-            async move { Ok(cms.get_opt("new").await?.is_some_and(|c| sync_labels(&c) >= n)) }
-        })
+        wait_until(
+            "the new object labelled for every SyncTarget",
+            args.timeout,
+            || {
+                let cms = cms.clone();
+                async move { Ok(cms.get_opt("new").await?.is_some_and(|c| sync_labels(&c) >= n)) }
+            },
+        )
         .await?;
         let update = start.elapsed().as_secs_f64();
         log(&format!(

@@ -342,7 +342,12 @@ impl ControllerContext {
     /// Whether `user` may bind Location `name` (`None`: every Location) in
     /// `lc` ([`crate::grants::tmc::may_bind`]): one Location's grant, where
     /// [`Self::location_source`] reads every Location of the workspace.
-    pub fn may_bind_location(&self, user: &crate::auth::UserInfo, lc: &LogicalCluster, name: Option<&str>) -> bool {
+    pub fn may_bind_location(
+        &self,
+        user: &crate::auth::UserInfo,
+        lc: &LogicalCluster,
+        name: Option<&str>,
+    ) -> bool {
         crate::grants::tmc::may_bind(&self.hub, user, lc, name)
     }
 

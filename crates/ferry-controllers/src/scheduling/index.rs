@@ -65,7 +65,12 @@ impl Location {
         self.instance_selector
             .requirements()
             .iter()
-            .filter(|r| matches!(r.operator(), Operator::Equals | Operator::DoubleEquals | Operator::In))
+            .filter(|r| {
+                matches!(
+                    r.operator(),
+                    Operator::Equals | Operator::DoubleEquals | Operator::In
+                )
+            })
             .min_by_key(|r| r.values().len())
             .map(|r| (r.key(), r.values()))
     }
@@ -124,7 +129,12 @@ impl SchedulingIndex {
 
     /// A SyncTarget stored (`obj`) or deleted (`None`): what it was and
     /// what it is now, as the scheduler sees it.
-    pub fn apply_target(&mut self, cluster: &str, name: &str, obj: Option<&Value>) -> (Option<Target>, Option<Target>) {
+    pub fn apply_target(
+        &mut self,
+        cluster: &str,
+        name: &str,
+        obj: Option<&Value>,
+    ) -> (Option<Target>, Option<Target>) {
         let old = self.remove_target(cluster, name);
         let new = obj.and_then(|o| Target::from_object(cluster, o));
         if let Some(t) = &new {
@@ -287,9 +297,9 @@ impl SchedulingIndex {
         let mut candidates: BTreeSet<&String> = self.unanchored.get(cluster).into_iter().flatten().collect();
         for t in targets {
             for (k, v) in &t.labels {
-                if let Some(names) = self
-                    .locations_by_anchor
-                    .get(&(cluster.to_string(), k.clone(), v.clone()))
+                if let Some(names) =
+                    self.locations_by_anchor
+                        .get(&(cluster.to_string(), k.clone(), v.clone()))
                 {
                     candidates.extend(names);
                 }
@@ -527,7 +537,10 @@ mod tests {
         match rng.random_range(0..4) {
             0 => {}
             1 => spec["locationWorkspace"] = json!(""),
-            _ => spec["locationWorkspace"] = json!(format!("root:{}", CLUSTERS[rng.random_range(0..CLUSTERS.len())])),
+            _ => {
+                spec["locationWorkspace"] =
+                    json!(format!("root:{}", CLUSTERS[rng.random_range(0..CLUSTERS.len())]))
+            }
         }
         json!({"metadata": {"name": name}, "spec": spec})
     }
@@ -602,7 +615,11 @@ mod tests {
                             None => stored.targets.remove(&id),
                         };
                         assert_eq!(old, before.iter().find(|t| t.name == name).cloned(), "{ctx}");
-                        assert_eq!(new, obj.as_ref().and_then(|o| Target::from_object(cluster, o)), "{ctx}");
+                        assert_eq!(
+                            new,
+                            obj.as_ref().and_then(|o| Target::from_object(cluster, o)),
+                            "{ctx}"
+                        );
                         // The Locations whose members changed are among those
                         // the index names for the change, and those are exactly
                         // the ones selecting the target before or after.
@@ -610,12 +627,15 @@ mod tests {
                         let changed: Vec<&Target> = old.iter().chain(new.iter()).collect();
                         let affected = index.locations_selecting(cluster, &changed);
                         for (lname, lvalue) in stored.locations_in(cluster) {
-                            let selects = changed
-                                .iter()
-                                .any(|t| targets::selector(lvalue.pointer("/spec/instanceSelector")).matches(&t.labels));
+                            let selects = changed.iter().any(|t| {
+                                targets::selector(lvalue.pointer("/spec/instanceSelector")).matches(&t.labels)
+                            });
                             assert_eq!(affected.contains(lname), selects, "{ctx}, location {lname}");
                             let keys = |ts: &[Target]| -> Vec<String> {
-                                targets::members(ts, lvalue).iter().map(|t| t.key.clone()).collect()
+                                targets::members(ts, lvalue)
+                                    .iter()
+                                    .map(|t| t.key.clone())
+                                    .collect()
                             };
                             if keys(&before) != keys(&after) {
                                 assert!(affected.contains(lname), "{ctx}: {lname}'s members changed");
@@ -625,11 +645,7 @@ mod tests {
                     1 => {
                         let obj = (!delete).then(|| location(&mut rng, &name));
                         let old = index.apply_location(cluster, &name, obj.as_ref());
-                        assert_eq!(
-                            old.map(|l| l.value),
-                            stored.locations.get(&id).cloned(),
-                            "{ctx}"
-                        );
+                        assert_eq!(old.map(|l| l.value), stored.locations.get(&id).cloned(), "{ctx}");
                         match obj {
                             Some(o) => stored.locations.insert(id, o),
                             None => stored.locations.remove(&id),
@@ -644,13 +660,18 @@ mod tests {
                         };
                     }
                 }
-                let compiled: Vec<Arc<Compiled>> = stored.placements.values().map(placement::compiled).collect();
+                let compiled: Vec<Arc<Compiled>> =
+                    stored.placements.values().map(placement::compiled).collect();
                 for c in CLUSTERS {
                     // Members of every Location.
                     let all = stored.targets_in(c);
                     for (lname, lvalue) in stored.locations_in(c) {
-                        let full: Vec<&str> = targets::members(&all, lvalue).iter().map(|t| t.key.as_str()).collect();
-                        let indexed: Vec<&str> = index.members(c, lname).iter().map(|t| t.key.as_str()).collect();
+                        let full: Vec<&str> = targets::members(&all, lvalue)
+                            .iter()
+                            .map(|t| t.key.as_str())
+                            .collect();
+                        let indexed: Vec<&str> =
+                            index.members(c, lname).iter().map(|t| t.key.as_str()).collect();
                         assert_eq!(indexed, full, "{ctx}: members of {c}/{lname}");
                     }
                     assert_eq!(index.has_targets(c), !all.is_empty(), "{ctx}");
@@ -665,7 +686,11 @@ mod tests {
                             .filter(|(_, l)| placement::selects_location(p, l))
                             .map(|(n, _)| n)
                             .collect();
-                        let indexed: Vec<&String> = index.locations_selected_by(c, p).iter().map(|l| &l.name).collect();
+                        let indexed: Vec<&String> = index
+                            .locations_selected_by(c, p)
+                            .iter()
+                            .map(|l| &l.name)
+                            .collect();
                         assert_eq!(indexed, full, "{ctx}: {} in {c}", p.value);
                     }
                     // The workspaces placing in it.
@@ -674,12 +699,20 @@ mod tests {
                         .iter()
                         .filter(|((ws, _), p)| {
                             let path = path_of(&p.value());
-                            let lc = if path.is_empty() { Some(ws.clone()) } else { resolve(&path) };
+                            let lc = if path.is_empty() {
+                                Some(ws.clone())
+                            } else {
+                                resolve(&path)
+                            };
                             lc.as_deref() == Some(*c)
                         })
                         .map(|((ws, _), _)| ws.clone())
                         .collect();
-                    assert_eq!(index.workspaces_placing_in(c, resolve), full, "{ctx}: placing in {c}");
+                    assert_eq!(
+                        index.workspaces_placing_in(c, resolve),
+                        full,
+                        "{ctx}: placing in {c}"
+                    );
                     let names: Vec<String> = index.placements_in(c).map(|p| name_of(&p.value)).collect();
                     let full: Vec<String> = stored
                         .placements
@@ -719,9 +752,16 @@ mod tests {
         let loc = json!({"metadata": {"name": "edge"}, "spec": {"instanceSelector": {"matchLabels": {"id": "one"}}}});
         index.apply_location("org", "edge", Some(&loc));
         let members = index.members("org", "edge");
-        assert_eq!(members.len(), 1, "the same label in another workspace is not reached");
+        assert_eq!(
+            members.len(),
+            1,
+            "the same label in another workspace is not reached"
+        );
         assert_eq!(members[0].cluster, "org");
-        let mal_target = index.target_by_key(&ferry_api::workload::sync_target_key("mal", "one")).unwrap().clone();
+        let mal_target = index
+            .target_by_key(&ferry_api::workload::sync_target_key("mal", "one"))
+            .unwrap()
+            .clone();
         assert!(
             index.locations_selecting("mal", &[&mal_target]).is_empty(),
             "a target's change reaches no Location of another workspace"
@@ -770,7 +810,10 @@ mod tests {
         index.apply_placement("org-b", "p", Some(&p(Some("root:org-a"))));
         index.apply_placement("org-c", "p", Some(&p(Some("root:nowhere"))));
         let placing = index.workspaces_placing_in("org-a", resolve);
-        assert_eq!(placing, ["org-a".to_string(), "org-b".to_string()].into_iter().collect());
+        assert_eq!(
+            placing,
+            ["org-a".to_string(), "org-b".to_string()].into_iter().collect()
+        );
         // Moving a Placement elsewhere takes its workspace off the list.
         index.apply_placement("org-b", "p", Some(&p(Some("root:org-c"))));
         assert_eq!(index.workspaces_placing_in("org-a", resolve).len(), 1);

@@ -215,7 +215,9 @@ async fn changed(ctx: &ControllerContext, index: &mut SchedulingIndex, event: &W
                         .into_iter()
                         .flatten()
                         .any(|l| placement::selects_location(p, l))
-                        || p.value.pointer("/status/selectedLocation/locationName").and_then(Value::as_str)
+                        || p.value
+                            .pointer("/status/selectedLocation/locationName")
+                            .and_then(Value::as_str)
                             == Some(key.name.as_str())
                 };
                 if update_placements(ctx, index, &ws, concerned).await > 0 {
@@ -563,7 +565,13 @@ fn usable_selected(
 
 /// The Location `name` of the Placement's location workspace, if the
 /// Placement may use it: its workspace's logical cluster.
-fn usable_location(ctx: &ControllerContext, index: &SchedulingIndex, ws: &str, p: &Value, name: &str) -> Option<String> {
+fn usable_location(
+    ctx: &ControllerContext,
+    index: &SchedulingIndex,
+    ws: &str,
+    p: &Value,
+    name: &str,
+) -> Option<String> {
     let lc = match source_of(ctx, ws, p) {
         Source::NotUsable(_) => return None,
         Source::Own(lc) => lc,
@@ -626,7 +634,9 @@ async fn update_placements(
         let (_, path) = location_workspace(ctx, ws, &p.value);
         let locations =
             usable_selected(ctx, index, ws, &p).map_err(|requester| grant::not_usable(&path, &requester));
-        let used = placed.iter().any(|meta| placement::selects_namespace(&p, &meta.labels));
+        let used = placed
+            .iter()
+            .any(|meta| placement::selects_namespace(&p, &meta.labels));
         let status = placement::status(&p, &path, locations.as_deref().map_err(String::as_str), used);
         if p.value.get("status") == Some(&status) {
             continue;
