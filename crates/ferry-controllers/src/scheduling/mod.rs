@@ -255,8 +255,13 @@ async fn changed(ctx: &ControllerContext, index: &mut SchedulingIndex, event: &W
             };
             schedule_namespace(ctx, index, &key.cluster, &key.name, None).await;
             // Its objects follow what it has, or had: a namespace that
-            // leaves its last target leaves no trace to look for.
-            if mentions_workloads(&event.object) || event.previous.as_deref().is_some_and(mentions_workloads)
+            // leaves its last target leaves no trace to look for. What it
+            // has now counts too, so the objects follow a namespace just
+            // placed before the Placements' statuses are written.
+            let placed_now = ctx.get(key).is_some_and(|ns| mentions_workloads(&ns));
+            if placed_now
+                || mentions_workloads(&event.object)
+                || event.previous.as_deref().is_some_and(mentions_workloads)
             {
                 label_contents(ctx, index, &key.cluster, &key.name).await;
             }
