@@ -39,7 +39,8 @@ pub enum BenchCommand {
     /// One workload reaching N clusters, each a hub process with its own syncer process:
     /// write → copy in every cluster, status return, one change everywhere, memory and CPU.
     Fleet(crate::bench_fleet::FleetBenchArgs),
-    /// The hub's placement translator: N SyncTargets, one EdgePlacement selecting all.
+    /// How fast the hub places one workload on N SyncTargets: KubeStellar's placement
+    /// translator (`--profile kubestellar`) or kcp TMC's scheduler (`--profile tmc`).
     Placement(crate::bench_placement::PlacementBenchArgs),
     /// The baseline client of `ferry bench sync`, run as a process of its own.
     #[command(hide = true)]
@@ -176,7 +177,16 @@ pub struct BenchHub {
 
 impl BenchHub {
     pub async fn start(extra_args: &[&str]) -> anyhow::Result<BenchHub> {
-        let exe = std::env::current_exe()?;
+        Self::start_with(None, extra_args).await
+    }
+
+    /// A hub run by the `ferry` executable `exe` (`None`: this one), to measure
+    /// another build with the same bench.
+    pub async fn start_with(exe: Option<&std::path::Path>, extra_args: &[&str]) -> anyhow::Result<BenchHub> {
+        let exe = match exe {
+            Some(exe) => exe.to_path_buf(),
+            None => std::env::current_exe()?,
+        };
         let data_dir = tempfile::tempdir()?;
         let process = HubProcess::spawn(&exe, data_dir.path(), extra_args).context("starting `ferry hub`")?;
         let client = client_for(&process.kubeconfig).await?;

@@ -165,7 +165,7 @@ pub async fn run(args: FleetBenchArgs) -> anyhow::Result<()> {
 }
 
 /// The 1-, 5- and 15-minute load averages (`/proc/loadavg`).
-fn loadavg() -> Vec<f64> {
+pub(crate) fn loadavg() -> Vec<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .split_whitespace()

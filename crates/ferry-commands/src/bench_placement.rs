@@ -1,16 +1,30 @@
-//! `ferry bench placement`: how fast the hub's placement translator fills
-//! mailboxes. One `ferry hub` child process, N SyncTargets (each with its
-//! Location and the mailbox workspace the hub makes for it), a WMW holding
-//! `--objects` ConfigMaps, then one EdgePlacement selecting every Location:
+//! `ferry bench placement`: how fast the hub places one workload on N
+//! SyncTargets, with one `ferry hub` child process (`--hub-binary`: another
+//! build's, for a before/after on the same bench) and no syncers.
 //!
-//! - `place_seconds`: from the EdgePlacement's creation until every mailbox
-//!   holds its copies and its SyncerConfig `the-one` lists them;
-//! - `update_seconds`: from a change to one WMW object until every mailbox's
-//!   copy has it;
-//! - the hub's RSS before and after.
+//! - `--profile kubestellar`: N SyncTargets, each with its Location and the
+//!   mailbox workspace the hub makes for it; a WMW holding a namespace of
+//!   `--objects` ConfigMaps per round. Round r creates an EdgePlacement
+//!   selecting every Location for namespace `bench-r`: `copies` is until
+//!   every mailbox holds its copies, `complete` until every SyncerConfig
+//!   `the-one` lists them too; `update` is from a change to one WMW object
+//!   until every mailbox's copy has it. Mailboxes are observed with one
+//!   wildcard LIST (`/clusters/*/...`, labelSelector `ferry.dev/placed`) per
+//!   poll, not N requests.
+//! - `--profile tmc` (kcp TMC): N SyncTargets with a Location each in
+//!   `root:bench-org`, and a Placement per Location in `root:bench-app` (kcp
+//!   schedules one target per Placement) selecting namespaces labelled
+//!   `bench.ferry.dev/placed`. Round r labels namespace `bench-r`: `copies`
+//!   is until every ConfigMap in it is labelled
+//!   `state.workload.kcp.io/<key>=Sync` for every target (what each target's
+//!   syncer then reads), `complete` until every Placement is `Bound` too;
+//!   `update` is from the creation of one more object until it is labelled
+//!   for every target. The set-up ends once a warm-up namespace of one
+//!   object is labelled for every target: the scheduler has caught up with
+//!   the inventory's own events.
 //!
-//! Mailboxes are observed with one wildcard LIST (`/clusters/*/...`,
-//! labelSelector `ferry.dev/placed`) per poll, not N requests.
+//! Each figure is the median of `--rounds`, every round listed; the hub's RSS
+//! and the machine's load average before and after are in the report.
 
 use std::time::{Duration, Instant};
 
@@ -22,35 +36,89 @@ use serde_json::{json, Value};
 
 use crate::ar;
 use crate::bench_cmd::BenchHub;
-use crate::bench_stats::round3;
+use crate::bench_stats::{round3, Rounds};
+use crate::syncer_cmd::ProfileName;
 
 #[derive(clap::Args)]
 pub struct PlacementBenchArgs {
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
-    /// SyncTargets (and mailbox workspaces) the EdgePlacement selects.
+    /// Which placement: kubestellar (an EdgePlacement selecting every Location; a
+    /// mailbox workspace per SyncTarget) or tmc (kcp's scheduler: a Location and a
+    /// Placement per SyncTarget).
+    #[arg(long, value_enum, default_value = "kubestellar")]
+    pub profile: ProfileName,
+    /// SyncTargets the workload is placed on.
     #[arg(long, default_value_t = 1000)]
     pub sync_targets: usize,
-    /// ConfigMaps (1 KiB each) the EdgePlacement downsyncs.
+    /// ConfigMaps (1 KiB each) placed per round.
     #[arg(long, default_value_t = 10)]
     pub objects: usize,
+    /// Rounds on the same inventory, each placing a namespace of its own; figures are
+    /// the median with every round listed.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// The `ferry` executable that runs the hub (default: this one), to measure
+    /// another build with the same bench.
+    #[arg(long)]
+    pub hub_binary: Option<std::path::PathBuf>,
     /// Give up after this long per phase (setup, placement, update).
     #[arg(long, default_value = "900s", value_parser = crate::kubeconfig::parse_duration)]
     pub timeout: Duration,
 }
 
-const NS: &str = "bench";
 const POLL: Duration = Duration::from_millis(100);
 
 fn edge(kind: &str, plural: &str) -> ApiResource {
     ar("edge.kubestellar.io", "v2alpha1", kind, plural)
 }
 
-fn configmap(i: usize, payload: &str) -> Value {
+/// kcp TMC: the workspace of the SyncTargets and Locations, and the workload's.
+const ORG: &str = "bench-org";
+const APP: &str = "bench-app";
+/// kcp TMC: the SyncTarget and Location label a Placement selects its Location by.
+const TMC_TO: &str = "bench.ferry.dev/to";
+/// kcp TMC: the namespace label every Placement selects.
+const TMC_PLACED: &str = "bench.ferry.dev/placed";
+
+/// The namespace round `r` places.
+fn round_namespace(r: usize) -> String {
+    format!("bench-{r}")
+}
+
+fn configmap(ns: &str, name: &str, payload: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
-           "metadata": {"name": format!("cm-{i}"), "namespace": NS},
+           "metadata": {"name": name, "namespace": ns},
            "data": {"payload": payload}})
+}
+
+/// Create `obj` with `api`; one that exists already is fine (a rerun).
+async fn create(api: &Api<DynamicObject>, obj: Value) -> anyhow::Result<()> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let obj: DynamicObject = serde_json::from_value(obj)?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(anyhow::Error::from(e).context(format!("creating {name}"))),
+    }
+}
+
+/// Create every object of `objects` with `api`, 16 at a time.
+async fn create_all(api: &Api<DynamicObject>, objects: impl Iterator<Item = Value>) -> anyhow::Result<()> {
+    futures::stream::iter(objects)
+        .map(|obj| create(api, obj))
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// One round's figures, in seconds.
+struct Round {
+    copies: f64,
+    complete: f64,
+    update: f64,
 }
 
 async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut done: F) -> anyhow::Result<f64>
@@ -73,56 +141,144 @@ where
 pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.sync_targets > 0, "--sync-targets must be at least 1");
     anyhow::ensure!(args.objects > 0, "--objects must be at least 1");
+    anyhow::ensure!(args.rounds > 0, "--rounds must be at least 1");
+    anyhow::ensure!(
+        args.profile != ProfileName::Syncagent,
+        "ferry bench placement measures placement onto SyncTargets: --profile kubestellar or tmc"
+    );
     let log = |msg: &str| {
         if !args.json {
             eprintln!("{msg}");
         }
     };
-    let n = args.sync_targets;
-    let hub = BenchHub::start(&[]).await?;
+    let load_before = crate::bench_fleet::loadavg();
+    let hub = BenchHub::start_with(args.hub_binary.as_deref(), &[]).await?;
     let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
+    let empty_rss_mib = bytes_to_mib(hub.process.rss_bytes());
+    let (setup_seconds, setup_rss_mib, rounds) = match args.profile {
+        ProfileName::Tmc => tmc(&args, &hub, &config, &log).await?,
+        _ => kubestellar(&args, &hub, &config, &log).await?,
+    };
+    let placed_rss_mib = bytes_to_mib(hub.process.rss_bytes());
+    let load_after = crate::bench_fleet::loadavg();
+    let (n, objects) = (args.sync_targets, args.objects);
+    let figure = |what: &str, f: fn(&Round) -> f64| Rounds::of(what, rounds.iter().map(f).collect());
+    let copies = figure("copies", |r| r.copies)?;
+    let complete = figure("complete", |r| r.complete)?;
+    let update = figure("update", |r| r.update)?;
+    let tmc = args.profile == ProfileName::Tmc;
+    let report = json!({
+        "method": {
+            "profile": if tmc { "tmc" } else { "kubestellar" },
+            "processes": {
+                "hub": format!("`ferry hub` child process ({}), SQLite in a temporary directory, controllers on, no syncers",
+                    args.hub_binary.as_ref().map_or("this binary".to_string(), |p| p.display().to_string())),
+                "clients": if tmc {
+                    "this process: creates the inventory and workload, then polls the round's namespace with one LIST every 100 ms"
+                } else {
+                    "this process: creates the inventory and workload, then polls with one wildcard \
+                     LIST (/clusters/*, labelSelector ferry.dev/placed) every 100 ms"
+                },
+            },
+            "concurrency": {"inventory_creates": 16, "observer": "one LIST at a time"},
+            "objects": {
+                "sync_targets": n,
+                "placement": if tmc {
+                    json!({"locations": n, "placements": n, "mailboxes": 0})
+                } else {
+                    json!({"locations": n, "edge_placements_per_round": 1, "mailboxes": n})
+                },
+                "downsynced": {"kind": "ConfigMap with a 1 KiB value", "count": objects, "namespace": "bench-<round>"},
+                "copies": n * objects,
+            },
+            "rounds": args.rounds,
+            "statistics": "wall-clock seconds from the triggering write's response to the first poll \
+                           that saw everything; resolution is the 100 ms poll plus one LIST; the median \
+                           of the rounds, every round listed",
+            "copies": if tmc {
+                "every ConfigMap of the round's namespace labelled state.workload.kcp.io/<key>=Sync for every SyncTarget"
+            } else {
+                "every mailbox holds a copy of every ConfigMap of the round's namespace"
+            },
+            "complete": if tmc { "copies, and every Placement Bound" } else { "copies, and every SyncerConfig the-one lists them" },
+            "update": if tmc {
+                "one new ConfigMap in the round's namespace until it is labelled for every SyncTarget"
+            } else {
+                "a change to one ConfigMap until every mailbox's copy has it"
+            },
+        },
+        "machine": {"loadavg_before": load_before, "loadavg_after": load_after},
+        "setup": {"inventory_ready_seconds": round3(setup_seconds)},
+        "place": {"copies_seconds": copies, "complete_seconds": complete},
+        "update": {"one_object_everywhere_seconds": update},
+        "rss_mib": {
+            "empty": round3(empty_rss_mib),
+            "inventory": round3(setup_rss_mib),
+            "placed": round3(placed_rss_mib),
+        },
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let list = |r: &Rounds| {
+            let each: Vec<String> = r.rounds.iter().map(|v| format!("{v:.2}")).collect();
+            format!("{:.2}s ({})", r.median, each.join(", "))
+        };
+        println!(
+            "{} profile, {n} SyncTargets, {objects} objects, {} rounds: copies everywhere {}, complete {}, \
+             one change everywhere {}; hub RSS {placed_rss_mib:.0} MiB (empty {empty_rss_mib:.0} MiB); \
+             load {load_before:?} → {load_after:?}",
+            if tmc { "kcp TMC" } else { "KubeStellar" },
+            args.rounds,
+            list(&copies),
+            list(&complete),
+            list(&update),
+        );
+    }
+    Ok(())
+}
+
+/// KubeStellar: the inventory and its mailboxes, then the rounds. Returns the
+/// set-up's seconds, the hub's RSS after it, and each round.
+async fn kubestellar(
+    args: &PlacementBenchArgs,
+    hub: &BenchHub,
+    config: &kube::Config,
+    log: &impl Fn(&str),
+) -> anyhow::Result<(f64, f64, Vec<Round>)> {
+    let n = args.sync_targets;
     let client_at = |path: &str| -> anyhow::Result<kube::Client> {
         Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(
-            &config, path,
+            config, path,
         )?)?)
     };
-    let empty_rss_mib = bytes_to_mib(hub.process.rss_bytes());
-
     // Inventory: N SyncTargets and Locations, and their mailboxes.
     log(&format!("setup: {n} SyncTargets and Locations in root:imw1"));
     let setup_start = Instant::now();
-    crate::ensure_cmd::ensure_wmw(&config, "imw1").await?;
+    crate::ensure_cmd::ensure_wmw(config, "imw1").await?;
     let imw = client_at("root:imw1")?;
     let targets: Api<DynamicObject> = Api::all_with(imw.clone(), &edge("SyncTarget", "synctargets"));
     let locations: Api<DynamicObject> = Api::all_with(imw.clone(), &edge("Location", "locations"));
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let (targets, locations) = (targets.clone(), locations.clone());
-            async move {
-                let name = format!("target-{i}");
-                let st: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncTarget",
-                    "metadata": {"name": name, "labels": {"id": name, "bench": "yes"}},
-                }))?;
-                let loc: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Location",
-                    "metadata": {"name": name, "labels": {"bench": "yes"}},
-                    "spec": {"resource": {"group": "edge.kubestellar.io", "version": "v2alpha1", "resource": "synctargets"},
-                             "instanceSelector": {"matchLabels": {"id": name}}},
-                }))?;
-                for (api, obj) in [(&targets, st), (&locations, loc)] {
-                    match api.create(&PostParams::default(), &obj).await {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(e)) if e.code == 409 => {}
-                        Err(e) => return Err(anyhow::Error::from(e).context(format!("creating {name}"))),
-                    }
-                }
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(16)
-        .try_collect::<Vec<()>>()
-        .await?;
+    create_all(
+        &targets,
+        (0..n).map(|i| {
+            let name = format!("target-{i}");
+            json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncTarget",
+                   "metadata": {"name": name, "labels": {"id": name, "bench": "yes"}}})
+        }),
+    )
+    .await?;
+    create_all(
+        &locations,
+        (0..n).map(|i| {
+            let name = format!("target-{i}");
+            json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Location",
+                   "metadata": {"name": name, "labels": {"bench": "yes"}},
+                   "spec": {"resource": {"group": "edge.kubestellar.io", "version": "v2alpha1", "resource": "synctargets"},
+                            "instanceSelector": {"matchLabels": {"id": name}}}})
+        }),
+    )
+    .await?;
     // A mailbox is ready when it serves SyncerConfigs: the wildcard list of
     // the CRD objects installed in every mailbox counts them.
     let all = client_at("*")?;
@@ -138,7 +294,7 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
     let root = client_at("root")?;
     let workspaces: Api<DynamicObject> =
         Api::all_with(root, &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"));
-    let mailboxes_seconds = wait_until("mailbox workspaces", args.timeout, || {
+    wait_until("mailbox workspaces", args.timeout, || {
         let (workspaces, crds) = (workspaces.clone(), crds.clone());
         async move {
             let ready = workspaces
@@ -163,142 +319,323 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
         }
     })
     .await?;
-    log(&format!(
-        "setup: {n} mailboxes ready after {:.1}s",
-        setup_start.elapsed().as_secs_f64()
-    ));
-
-    // The workload: namespace `bench` and the ConfigMaps, in a WMW.
-    crate::ensure_cmd::ensure_wmw(&config, "bench-wmw").await?;
+    // The workload: a namespace of ConfigMaps per round, in a WMW.
+    crate::ensure_cmd::ensure_wmw(config, "bench-wmw").await?;
     let wmw = client_at("root:bench-wmw")?;
-    crate::bench_cmd::ensure_namespace(&wmw, NS).await?;
     let payload = "x".repeat(1024);
-    let cms: Api<DynamicObject> =
-        Api::namespaced_with(wmw.clone(), NS, &ar("", "v1", "ConfigMap", "configmaps"));
-    for i in 0..args.objects {
-        let cm: DynamicObject = serde_json::from_value(configmap(i, &payload))?;
-        match cms.create(&PostParams::default(), &cm).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(e).context("creating the workload"),
-        }
+    for r in 0..args.rounds {
+        let ns = round_namespace(r);
+        crate::bench_cmd::ensure_namespace(&wmw, &ns).await?;
+        let cms = Api::namespaced_with(wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        create_all(
+            &cms,
+            (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload)),
+        )
+        .await?;
     }
+    let setup_seconds = setup_start.elapsed().as_secs_f64();
+    log(&format!("setup: {n} mailboxes ready after {setup_seconds:.1}s"));
     let setup_rss_mib = bytes_to_mib(hub.process.rss_bytes());
 
-    // Placement: every mailbox holds the copies and the-one lists them.
     let copies: Api<DynamicObject> = Api::all_with(all.clone(), &ar("", "v1", "ConfigMap", "configmaps"));
     let configs: Api<DynamicObject> = Api::all_with(all.clone(), &edge("SyncerConfig", "syncerconfigs"));
-    let placed = ListParams::default().labels(ferry_api::edge::mailbox::PLACED_LABEL);
-    let placement: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
-        "metadata": {"name": "all"},
-        "spec": {"locationSelectors": [{"matchLabels": {"bench": "yes"}}],
-                 "downsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": [NS]}]},
-    }))?;
-    log("placing: one EdgePlacement selecting every Location");
+    let placements: Api<DynamicObject> = Api::all_with(wmw.clone(), &edge("EdgePlacement", "edgeplacements"));
     let objects = args.objects;
-    let start = Instant::now();
-    Api::<DynamicObject>::all_with(wmw.clone(), &edge("EdgePlacement", "edgeplacements"))
-        .create(&PostParams::default(), &placement)
+    let mut rounds = Vec::new();
+    for r in 0..args.rounds {
+        let ns = round_namespace(r);
+        let placed = ListParams::default()
+            .labels(ferry_api::edge::mailbox::PLACED_LABEL)
+            .fields(&format!("metadata.namespace={ns}"));
+        let placement: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+            "metadata": {"name": format!("round-{r}")},
+            "spec": {"locationSelectors": [{"matchLabels": {"bench": "yes"}}],
+                     "downsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": [ns]}]},
+        }))?;
+        log(&format!("round {r}: one EdgePlacement selecting every Location"));
+        let start = Instant::now();
+        placements
+            .create(&PostParams::default(), &placement)
+            .await
+            .context("creating the EdgePlacement")?;
+        let copies_done_at = std::cell::Cell::new(None);
+        // Every earlier round's names are listed too.
+        let listed = objects * (r + 1);
+        wait_until("every mailbox's copies and the-one", args.timeout, || {
+            let (copies, configs, placed) = (copies.clone(), configs.clone(), placed.clone());
+            let copies_done_at = &copies_done_at;
+            async move {
+                let held = copies.list(&placed).await?.items.len();
+                if held < n * objects {
+                    return Ok(false);
+                }
+                if copies_done_at.get().is_none() {
+                    copies_done_at.set(Some(start.elapsed().as_secs_f64()));
+                }
+                let complete = configs
+                    .list(&ListParams::default().labels(ferry_api::edge::mailbox::PLACED_LABEL))
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|c| listed_names(&c.data) >= listed)
+                    .count();
+                Ok(complete >= n)
+            }
+        })
+        .await?;
+        let complete = start.elapsed().as_secs_f64();
+        let copies_seconds = copies_done_at.get().unwrap_or(complete);
+
+        // One object changes: every copy follows.
+        let changed = format!("{r}").repeat(1024);
+        let cms: Api<DynamicObject> =
+            Api::namespaced_with(wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        let start = Instant::now();
+        cms.patch(
+            "cm-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"payload": changed}})),
+        )
         .await
-        .context("creating the EdgePlacement")?;
-    let copies_done_at = std::cell::Cell::new(None);
-    wait_until("every mailbox's copies and the-one", args.timeout, || {
-        let (copies, configs, placed) = (copies.clone(), configs.clone(), placed.clone());
-        let copies_done_at = &copies_done_at;
-        async move {
-            let held = copies.list(&placed).await?.items.len();
-            if held < n * objects {
-                return Ok(false);
+        .context("changing cm-0")?;
+        let one = ListParams::default()
+            .labels(ferry_api::edge::mailbox::PLACED_LABEL)
+            .fields(&format!("metadata.name=cm-0,metadata.namespace={ns}"));
+        wait_until("every copy of cm-0 changed", args.timeout, || {
+            let (copies, one, changed) = (copies.clone(), one.clone(), changed.clone());
+            async move {
+                let updated = copies
+                    .list(&one)
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|c| c.data["data"]["payload"] == changed.as_str())
+                    .count();
+                Ok(updated >= n)
             }
-            if copies_done_at.get().is_none() {
-                copies_done_at.set(Some(start.elapsed().as_secs_f64()));
-            }
-            let complete = configs
-                .list(&placed)
-                .await?
-                .items
-                .iter()
-                .filter(|c| listed_names(&c.data) >= objects)
-                .count();
-            Ok(complete >= n)
-        }
-    })
-    .await?;
-    let place_seconds = start.elapsed().as_secs_f64();
-    let copies_seconds = copies_done_at.get().unwrap_or(place_seconds);
-    log(&format!("placed: {place_seconds:.2}s"));
-
-    // One object changes: every copy follows.
-    let changed = "y".repeat(1024);
-    let start = Instant::now();
-    cms.patch(
-        "cm-0",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"payload": changed}})),
-    )
-    .await
-    .context("changing cm-0")?;
-    let one = ListParams::default()
-        .labels(ferry_api::edge::mailbox::PLACED_LABEL)
-        .fields("metadata.name=cm-0");
-    wait_until("every copy of cm-0 changed", args.timeout, || {
-        let (copies, one, changed) = (copies.clone(), one.clone(), changed.clone());
-        async move {
-            let updated = copies
-                .list(&one)
-                .await?
-                .items
-                .iter()
-                .filter(|c| c.data["data"]["payload"] == changed.as_str())
-                .count();
-            Ok(updated >= n)
-        }
-    })
-    .await?;
-    let update_seconds = start.elapsed().as_secs_f64();
-    log(&format!("updated: {update_seconds:.2}s"));
-    let placed_rss_mib = bytes_to_mib(hub.process.rss_bytes());
-
-    let report = json!({
-        "method": {
-            "processes": {
-                "hub": "`ferry hub` child process, SQLite in a temporary directory, placement translator on",
-                "clients": "this process: creates the inventory and workload, then polls with one wildcard \
-                            LIST (/clusters/*, labelSelector ferry.dev/placed) every 100 ms",
-            },
-            "concurrency": {"inventory_creates": 16, "observer": "one LIST at a time"},
-            "objects": {
-                "sync_targets": n, "mailboxes": n,
-                "downsynced": {"kind": "ConfigMap with a 1 KiB value", "count": objects, "namespace": NS},
-                "copies": n * objects,
-            },
-            "rounds": 1,
-            "statistics": "wall-clock seconds from the triggering write's response to the first poll \
-                           that saw everything; resolution is the 100 ms poll plus one LIST",
-        },
-        "setup": {"mailboxes_ready_seconds": round3(mailboxes_seconds)},
-        "place": {
-            "copies_seconds": round3(copies_seconds),
-            "copies_and_syncer_configs_seconds": round3(place_seconds),
-        },
-        "update": {"one_object_everywhere_seconds": round3(update_seconds)},
-        "rss_mib": {
-            "empty": round3(empty_rss_mib),
-            "inventory_and_mailboxes": round3(setup_rss_mib),
-            "placed": round3(placed_rss_mib),
-        },
-    });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "{n} SyncTargets, {objects} objects: placed in {place_seconds:.2}s (copies {copies_seconds:.2}s), \
-             one change everywhere in {update_seconds:.2}s, hub RSS {placed_rss_mib:.0} MiB \
-             (empty {empty_rss_mib:.0} MiB)"
-        );
+        })
+        .await?;
+        let update = start.elapsed().as_secs_f64();
+        log(&format!(
+            "round {r}: copies {copies_seconds:.2}s, complete {complete:.2}s, one change everywhere {update:.2}s"
+        ));
+        rounds.push(Round {
+            copies: copies_seconds,
+            complete,
+            update,
+        });
     }
-    Ok(())
+    Ok((setup_seconds, setup_rss_mib, rounds))
+}
+
+/// How many `state.workload.kcp.io/<key>=Sync` labels an object carries.
+fn sync_labels(obj: &DynamicObject) -> usize {
+    obj.metadata
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, v)| {
+            k.starts_with(ferry_api::well_known::WORKLOAD_STATE_LABEL_PREFIX)
+                && v.as_str() == ferry_api::well_known::WORKLOAD_STATE_SYNC
+        })
+        .count()
+}
+
+/// kcp TMC: the inventory in `root:bench-org`, the Placements and a namespace
+/// of ConfigMaps per round in `root:bench-app`, then the rounds. Returns the
+/// set-up's seconds, the hub's RSS after it, and each round.
+async fn tmc(
+    args: &PlacementBenchArgs,
+    hub: &BenchHub,
+    config: &kube::Config,
+    log: &impl Fn(&str),
+) -> anyhow::Result<(f64, f64, Vec<Round>)> {
+    let n = args.sync_targets;
+    let at = |ws: &str| -> anyhow::Result<kube::Client> {
+        Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(
+            config, ws,
+        )?)?)
+    };
+    log(&format!("setup: {n} SyncTargets, Locations and Placements"));
+    let setup_start = Instant::now();
+    let root = at("root")?;
+    for ws in [ORG, APP] {
+        crate::quickstart::apply_object(
+            &root,
+            &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
+        )
+        .await?;
+    }
+    crate::quickstart::wait_ready_workspaces(&root, &[ORG, APP]).await?;
+    let org = at(&format!("root:{ORG}"))?;
+    let app = at(&format!("root:{APP}"))?;
+    let scheduling = |kind: &str, plural: &str| ar("scheduling.kcp.io", "v1alpha1", kind, plural);
+    let targets: Api<DynamicObject> = Api::all_with(
+        org.clone(),
+        &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"),
+    );
+    create_all(
+        &targets,
+        (0..n).map(|i| {
+            let name = format!("target-{i}");
+            json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
+                   "metadata": {"name": name, "labels": {TMC_TO: name}}})
+        }),
+    )
+    .await?;
+    let locations: Api<DynamicObject> = Api::all_with(org.clone(), &scheduling("Location", "locations"));
+    create_all(
+        &locations,
+        (0..n).map(|i| {
+            let name = format!("target-{i}");
+            json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Location",
+                   "metadata": {"name": name, "labels": {TMC_TO: name}},
+                   "spec": {"resource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
+                            "instanceSelector": {"matchLabels": {TMC_TO: name}}}})
+        }),
+    )
+    .await?;
+    let placements: Api<DynamicObject> = Api::all_with(app.clone(), &scheduling("Placement", "placements"));
+    create_all(
+        &placements,
+        (0..n).map(|i| {
+            let name = format!("target-{i}");
+            json!({"apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement",
+                   "metadata": {"name": name},
+                   "spec": {"locationWorkspace": format!("root:{ORG}"),
+                            "locationSelectors": [{"matchLabels": {TMC_TO: name}}],
+                            "locationResource": {"group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets"},
+                            "namespaceSelector": {"matchLabels": {TMC_PLACED: "yes"}}}})
+        }),
+    )
+    .await?;
+    let payload = "x".repeat(1024);
+    for r in 0..args.rounds {
+        let ns = round_namespace(r);
+        crate::bench_cmd::ensure_namespace(&app, &ns).await?;
+        let cms = Api::namespaced_with(app.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        create_all(
+            &cms,
+            (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload)),
+        )
+        .await?;
+    }
+    // Ready when every Placement has selected its Location.
+    wait_until("every Placement's Location", args.timeout, || {
+        let placements = placements.clone();
+        async move {
+            let selected = placements
+                .list(&ListParams::default())
+                .await?
+                .items
+                .iter()
+                .filter(|p| p.data.pointer("/status/selectedLocation/locationName").is_some())
+                .count();
+            Ok(selected >= n)
+        }
+    })
+    .await?;
+    // Then the scheduler has caught up with the set-up (every Location's
+    // status, every SyncTarget's first status) when a namespace of one
+    // object, placed now, is labelled for every target: the rounds measure
+    // placement, not that backlog.
+    let warmup = "bench-warmup";
+    crate::quickstart::apply_object(
+        &app,
+        &json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": warmup, "labels": {TMC_PLACED: "yes"}}}),
+    )
+    .await?;
+    let warm: Api<DynamicObject> =
+        Api::namespaced_with(app.clone(), warmup, &ar("", "v1", "ConfigMap", "configmaps"));
+    create(&warm, configmap(warmup, "cm-0", &payload)).await?;
+    wait_until(
+        "the warm-up object labelled for every SyncTarget",
+        args.timeout,
+        || {
+            let warm = warm.clone();
+            async move { Ok(warm.get_opt("cm-0").await?.is_some_and(|c| sync_labels(&c) >= n)) }
+        },
+    )
+    .await?;
+    let setup_seconds = setup_start.elapsed().as_secs_f64();
+    log(&format!(
+        "setup: {n} Placements with a Location, the scheduler caught up after {setup_seconds:.1}s"
+    ));
+    let setup_rss_mib = bytes_to_mib(hub.process.rss_bytes());
+
+    let namespaces: Api<DynamicObject> = Api::all_with(app.clone(), &ar("", "v1", "Namespace", "namespaces"));
+    let mut rounds = Vec::new();
+    for r in 0..args.rounds {
+        let ns = round_namespace(r);
+        let cms: Api<DynamicObject> =
+            Api::namespaced_with(app.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        log(&format!("round {r}: namespace {ns} selected by every Placement"));
+        let start = Instant::now();
+        namespaces
+            .patch(
+                &ns,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {TMC_PLACED: "yes"}}})),
+            )
+            .await
+            .with_context(|| format!("labelling namespace {ns}"))?;
+        let copies_done_at = std::cell::Cell::new(None);
+        wait_until("every object labelled for every SyncTarget", args.timeout, || {
+            let (cms, placements) = (cms.clone(), placements.clone());
+            let copies_done_at = &copies_done_at;
+            async move {
+                let labelled = cms
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|c| sync_labels(c) >= n)
+                    .count();
+                if labelled < args.objects {
+                    return Ok(false);
+                }
+                if copies_done_at.get().is_none() {
+                    copies_done_at.set(Some(start.elapsed().as_secs_f64()));
+                }
+                let bound = placements
+                    .list(&ListParams::default())
+                    .await?
+                    .items
+                    .iter()
+                    .filter(|p| p.data.pointer("/status/phase").and_then(Value::as_str) == Some("Bound"))
+                    .count();
+                Ok(bound >= n)
+            }
+        })
+        .await?;
+        let complete = start.elapsed().as_secs_f64();
+        let copies_seconds = copies_done_at.get().unwrap_or(complete);
+
+        // One more object: labelled for every target.
+        let start = Instant::now();
+        create(&cms, configmap(&ns, "new", &payload)).await?;
+        wait_until(
+            "the new object labelled for every SyncTarget",
+            args.timeout,
+            || {
+                let cms = cms.clone();
+                async move { Ok(cms.get_opt("new").await?.is_some_and(|c| sync_labels(&c) >= n)) }
+            },
+        )
+        .await?;
+        let update = start.elapsed().as_secs_f64();
+        log(&format!(
+            "round {r}: copies {copies_seconds:.2}s, complete {complete:.2}s, one new object everywhere {update:.2}s"
+        ));
+        rounds.push(Round {
+            copies: copies_seconds,
+            complete,
+            update,
+        });
+    }
+    Ok((setup_seconds, setup_rss_mib, rounds))
 }
 
 /// How many objects a SyncerConfig's `namespacedObjects` name.

@@ -29,6 +29,8 @@ pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;
 pub mod placement;
+#[cfg(test)]
+mod random_labels;
 pub mod scheduling;
 pub mod security;
 pub mod synctarget;

@@ -345,6 +345,18 @@ impl ControllerContext {
         crate::grants::tmc::location_source(&self.hub, cluster, placement)
     }
 
+    /// Whether `user` may bind Location `name` (`None`: every Location) in
+    /// `lc` ([`crate::grants::tmc::may_bind`]): one Location's grant, where
+    /// [`Self::location_source`] reads every Location of the workspace.
+    pub fn may_bind_location(
+        &self,
+        user: &crate::auth::UserInfo,
+        lc: &LogicalCluster,
+        name: Option<&str>,
+    ) -> bool {
+        crate::grants::tmc::may_bind(&self.hub, user, lc, name)
+    }
+
     /// The workspace an APIBinding's export reference names
     /// ([`crate::strategy::apis::export_cluster`]).
     pub fn export_cluster(&self, binding_cluster: &LogicalCluster, path: &str) -> Option<LogicalCluster> {

@@ -207,7 +207,7 @@ impl InventoryIndex {
 /// `in`) of `s`, looked up with `by_label`; `None` when `s` has none, and
 /// every object in scope is a candidate. A superset of what `s` matches:
 /// the caller still checks `s`.
-fn narrowest<'a, T: Ord + 'a>(
+pub(crate) fn narrowest<'a, T: Ord + 'a>(
     s: &LabelSelector,
     by_label: impl Fn(&str, &str) -> Option<&'a BTreeSet<T>>,
 ) -> Option<BTreeSet<&'a T>> {
@@ -255,44 +255,7 @@ mod tests {
     use serde_json::{json, Value};
 
     const CLUSTERS: &[&str] = &["imw-a", "imw-b", "imw-c"];
-    const KEYS: &[&str] = &["env", "region", "id", "tier"];
-    const VALUES: &[&str] = &["prod", "dev", "eu", "us", "1", "2", "3"];
-
-    fn labels(rng: &mut StdRng) -> Value {
-        let mut m = serde_json::Map::new();
-        for k in KEYS {
-            if rng.random_bool(0.5) {
-                m.insert(k.to_string(), json!(VALUES[rng.random_range(0..VALUES.len())]));
-            }
-        }
-        Value::Object(m)
-    }
-
-    /// A selector of any shape the API allows, from empty to `null`.
-    fn selector_json(rng: &mut StdRng) -> Value {
-        if rng.random_ratio(1, 12) {
-            return Value::Null;
-        }
-        let mut match_labels = serde_json::Map::new();
-        let mut exprs = Vec::new();
-        for _ in 0..rng.random_range(0..3) {
-            let k = KEYS[rng.random_range(0..KEYS.len())];
-            let v = VALUES[rng.random_range(0..VALUES.len())];
-            match rng.random_range(0..5) {
-                0 | 1 => {
-                    match_labels.insert(k.into(), json!(v));
-                }
-                2 => exprs.push(json!({"key": k, "operator": "In",
-                    "values": [v, VALUES[rng.random_range(0..VALUES.len())]]})),
-                3 => exprs.push(json!({"key": k, "operator": "NotIn", "values": [v]})),
-                _ => {
-                    let op = ["Exists", "DoesNotExist"][rng.random_range(0..2)];
-                    exprs.push(json!({"key": k, "operator": op}))
-                }
-            }
-        }
-        json!({"matchLabels": match_labels, "matchExpressions": exprs})
-    }
+    use crate::random_labels::{labels, selector_json};
 
     fn location(rng: &mut StdRng, name: &str) -> Value {
         let mut obj = json!({"metadata": {"name": name, "labels": labels(rng)}, "spec": {}});

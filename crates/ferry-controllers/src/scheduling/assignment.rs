@@ -155,16 +155,27 @@ impl MetaPatch {
     }
 }
 
-/// Syncer finalizers of targets that no longer exist (`live`: every
-/// existing target's key) are dropped, as kcp does: nothing would ever
-/// remove them.
-fn strip_dead_finalizers(meta: &Meta, live: &BTreeSet<String>, patch: &mut MetaPatch) {
+/// Which SyncTarget keys exist.
+pub trait LiveTargets {
+    fn is_live(&self, key: &str) -> bool;
+}
+
+/// The keys of every existing target.
+impl LiveTargets for BTreeSet<String> {
+    fn is_live(&self, key: &str) -> bool {
+        self.contains(key)
+    }
+}
+
+/// Syncer finalizers of targets that no longer exist (`live`: the existing
+/// targets) are dropped, as kcp does: nothing would ever remove them.
+fn strip_dead_finalizers(meta: &Meta, live: &impl LiveTargets, patch: &mut MetaPatch) {
     let kept: Vec<String> = meta
         .finalizers
         .iter()
         .filter(|f| {
             f.strip_prefix(SYNCER_FINALIZER_PREFIX)
-                .is_none_or(|key| live.contains(key))
+                .is_none_or(|key| live.is_live(key))
         })
         .cloned()
         .collect();
@@ -190,7 +201,7 @@ fn leave(meta: &Meta, key: &str, now: &str, patch: &mut MetaPatch) {
 pub fn schedule_namespace(
     meta: &Meta,
     desired: &BTreeSet<String>,
-    live: &BTreeSet<String>,
+    live: &impl LiveTargets,
     now: &str,
 ) -> MetaPatch {
     let mut patch = MetaPatch::default();
@@ -232,7 +243,7 @@ fn propagate_deletion(meta: &Meta, deletion_timestamp: &str, patch: &mut MetaPat
 /// An object's labels in a namespace (`namespace`: the namespace's
 /// metadata), as kcp's resource controller computes them: the namespace's
 /// targets, with the namespace's deletion annotations.
-pub fn schedule_object(meta: &Meta, namespace: &Meta, live: &BTreeSet<String>, now: &str) -> MetaPatch {
+pub fn schedule_object(meta: &Meta, namespace: &Meta, live: &impl LiveTargets, now: &str) -> MetaPatch {
     let mut patch = MetaPatch::default();
     if meta.upsynced() {
         return patch;

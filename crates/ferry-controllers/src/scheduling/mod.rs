@@ -34,6 +34,7 @@
 
 pub mod assignment;
 pub use ferry_server::grants::tmc as grant;
+pub mod index;
 pub mod placement;
 pub mod targets;
 
@@ -47,13 +48,16 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
 use assignment::{Meta, MetaPatch};
+use index::SchedulingIndex;
 use targets::Target;
 
 use ferry_server::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
+use ferry_server::auth::UserInfo;
 use ferry_server::controller::ControllerContext;
 use ferry_server::registry::ResourceInfo;
 use ferry_server::service::{self, PatchType};
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
+use ferry_server::workspace::LogicalCluster;
 
 /// Storage keys the controller reads.
 pub const SYNC_TARGETS: &str = ferry_server::virtual_workspace::syncer::SYNC_TARGETS;
@@ -73,17 +77,19 @@ pub const BLOCKED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-no
 const NOT_LABELLED: &[&str] = &["/events", "events.k8s.io/events", "/pods", "/endpoints"];
 
 /// Run the scheduler while `ctx`'s lease is held.
+/// Run the scheduler while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut lease = ctx.lease();
+        let mut index = SchedulingIndex::default();
         while lease.is_held() {
             let rv = ctx.resource_version();
             let Ok(mut events) = ctx.watch(rv) else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             };
-            resync(&ctx).await;
-            let mut wake = next_eviction(&ctx);
+            resync(&ctx, &mut index).await;
+            let mut wake = next_eviction(&ctx, &index);
             loop {
                 let sleep = wake.map(|at| {
                     let wait = (at - ctx.now()).to_std().unwrap_or_default();
@@ -93,14 +99,14 @@ pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
                 tokio::select! {
                     _ = lease.lost() => return,
                     _ = async { sleep.expect("guarded").await }, if sleep.is_some() => {
-                        resync(&ctx).await;
-                        wake = next_eviction(&ctx);
+                        resync(&ctx, &mut index).await;
+                        wake = next_eviction(&ctx, &index);
                     }
                     event = events.next() => match event {
                         Some(event) => {
-                            changed(&ctx, &event).await;
+                            changed(&ctx, &mut index, &event).await;
                             if event.key.resource == SYNC_TARGETS {
-                                wake = next_eviction(&ctx);
+                                wake = next_eviction(&ctx, &index);
                             }
                         }
                         None => break, // fell behind: resync
@@ -112,28 +118,29 @@ pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
 }
 
 /// The next future `evictAfter` of any SyncTarget.
-fn next_eviction(ctx: &ControllerContext) -> Option<DateTime<Utc>> {
+fn next_eviction(ctx: &ControllerContext, index: &SchedulingIndex) -> Option<DateTime<Utc>> {
     let now = ctx.now();
-    all_targets(ctx)
-        .into_iter()
-        .filter_map(|t| t.evict_after)
-        .filter(|t| *t > now)
-        .min()
+    index.evictions().filter(|t| *t > now).min()
 }
 
-/// Look at everything.
-async fn resync(ctx: &ControllerContext) {
+/// Look at everything, starting the index over.
+async fn resync(ctx: &ControllerContext, index: &mut SchedulingIndex) {
     let (targets, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
-    let mut location_workspaces: BTreeSet<String> = targets.iter().map(|(k, _)| k.cluster.clone()).collect();
     let (locations, _) = ctx.list(&ClusterScope::All, LOCATIONS, None, None);
+    let (placements, _) = ctx.list(&ClusterScope::All, PLACEMENTS, None, None);
+    index.reset(
+        targets.iter().map(|(k, o)| (k.cluster.as_str(), o.value())),
+        locations.iter().map(|(k, o)| (k.cluster.as_str(), o.value())),
+        placements.iter().map(|(k, o)| (k.cluster.as_str(), o)),
+    );
+    let mut location_workspaces: BTreeSet<String> = targets.iter().map(|(k, _)| k.cluster.clone()).collect();
     location_workspaces.extend(locations.iter().map(|(k, _)| k.cluster.clone()));
     for cluster in &location_workspaces {
-        reconcile_locations(ctx, cluster).await;
+        reconcile_locations(ctx, index, cluster, None).await;
     }
-    let (placements, _) = ctx.list(&ClusterScope::All, PLACEMENTS, None, None);
-    let workspaces: BTreeSet<String> = placements.iter().map(|(k, _)| k.cluster.clone()).collect();
+    let workspaces = index.placement_workspaces();
     for ws in &workspaces {
-        reconcile_workspace(ctx, ws).await;
+        reconcile_workspace(ctx, index, ws).await;
     }
     // Namespaces and objects anywhere that still carry scheduling metadata
     // (a Placement that went away, a target deleted while the hub was
@@ -143,12 +150,11 @@ async fn resync(ctx: &ControllerContext) {
     for (key, ns) in &namespaces {
         if mentions_workloads(ns) {
             if !workspaces.contains(&key.cluster) {
-                schedule_namespace(ctx, &key.cluster, &key.name, None).await;
+                schedule_namespace(ctx, index, &key.cluster, &key.name, None).await;
             }
             scheduled_namespaces.insert((key.cluster.clone(), key.name.clone()));
         }
     }
-    let live = live_keys(ctx);
     for resource in ctx.resource_keys() {
         if NOT_LABELLED.contains(&resource.as_str()) || resource == NAMESPACES {
             continue;
@@ -157,72 +163,152 @@ async fn resync(ctx: &ControllerContext) {
         for (key, obj) in objects {
             let in_scheduled = scheduled_namespaces.contains(&(key.cluster.clone(), key.namespace.clone()));
             if !key.namespace.is_empty() && (in_scheduled || mentions_workloads(&obj)) {
-                label_object(ctx, &key, &live).await;
+                label_object(ctx, index, &key).await;
             }
         }
     }
 }
 
-/// React to one change.
-async fn changed(ctx: &ControllerContext, event: &WatchEvent) {
+/// React to one change: the index takes the object's current state, then
+/// only what the change can affect is reconciled.
+async fn changed(ctx: &ControllerContext, index: &mut SchedulingIndex, event: &WatchEvent) {
     let key = &event.key;
     match key.resource.as_str() {
-        SYNC_TARGETS | LOCATIONS => {
+        SYNC_TARGETS => {
+            let current = ctx.get(key).map(|o| o.value());
+            let (old, new) = index.apply_target(&key.cluster, &key.name, current.as_ref());
+            if old == new {
+                return; // a heartbeat, or nothing the scheduler reads
+            }
+            let touched: Vec<&Target> = old.iter().chain(new.iter()).collect();
+            let affected = index.locations_selecting(&key.cluster, &touched);
+            reconcile_locations(ctx, index, &key.cluster, Some(&affected)).await;
+            for ws in workspaces_placing_in(ctx, index, &key.cluster) {
+                // A deleted target's finalizers go from every namespace
+                // that may hold them; otherwise only namespaces of
+                // Placements on a Location whose members changed move.
+                let uses_affected = index.placements_in(&ws).any(|p| {
+                    p.value
+                        .pointer("/status/selectedLocation/locationName")
+                        .and_then(Value::as_str)
+                        .is_some_and(|l| affected.contains(l))
+                });
+                if new.is_none() || uses_affected {
+                    reconcile_namespaces(ctx, index, &ws).await;
+                }
+            }
+        }
+        LOCATIONS => {
+            let current = ctx.get(key).map(|o| o.value());
+            let old = index.apply_location(&key.cluster, &key.name, current.as_ref());
             if !placement_relevant(event) {
                 return;
             }
-            reconcile_locations(ctx, &key.cluster).await;
-            for ws in workspaces_placing_in(ctx, &key.cluster) {
-                reconcile_workspace(ctx, &ws).await;
+            let only = BTreeSet::from([key.name.clone()]);
+            reconcile_locations(ctx, index, &key.cluster, Some(&only)).await;
+            for ws in workspaces_placing_in(ctx, index, &key.cluster) {
+                // Placements that select the Location before or after, or
+                // are on it: no other's status or namespaces can change.
+                let new = index.location(&key.cluster, &key.name).map(|l| l.value.clone());
+                let concerned = |p: &placement::Compiled| {
+                    [old.as_ref().map(|l| &l.value), new.as_ref()]
+                        .into_iter()
+                        .flatten()
+                        .any(|l| placement::selects_location(p, l))
+                        || p.value
+                            .pointer("/status/selectedLocation/locationName")
+                            .and_then(Value::as_str)
+                            == Some(key.name.as_str())
+                };
+                if update_placements(ctx, index, &ws, concerned).await > 0 {
+                    reconcile_namespaces(ctx, index, &ws).await;
+                }
             }
         }
-        PLACEMENTS => reconcile_workspace(ctx, &key.cluster).await,
+        PLACEMENTS => {
+            let stored = ctx.get(key);
+            let old = index.apply_placement(&key.cluster, &key.name, stored.as_ref());
+            let name = key.name.as_str();
+            update_placements(ctx, index, &key.cluster, |p| name_of(&p.value) == name).await;
+            let new = index.placement(&key.cluster, name).cloned();
+            if schedules_differently(old.as_deref(), new.as_deref()) {
+                reconcile_namespaces(ctx, index, &key.cluster).await;
+            }
+        }
         ROLES | CLUSTER_ROLES | ROLE_BINDINGS | CLUSTER_ROLE_BINDINGS => {
             // A grant given or taken back. The event can arrive before the
             // write's own invalidation: forget the cached RBAC first.
             ctx.invalidate_rbac(&key.cluster);
-            for ws in workspaces_placing_in(ctx, &key.cluster) {
+            for ws in workspaces_placing_in(ctx, index, &key.cluster) {
                 if ws != key.cluster {
-                    reconcile_workspace(ctx, &ws).await;
+                    reconcile_workspace(ctx, index, &ws).await;
                 }
             }
             // A Role or RoleBinding is also workload a SyncTarget may sync.
             if !key.namespace.is_empty() {
-                label_object(ctx, key, &BTreeSet::new()).await;
+                label_object(ctx, index, key).await;
             }
         }
         NAMESPACES => {
-            if ctx.get(key).is_none() {
+            let Some(stored) = ctx.get(key) else {
                 return;
-            }
-            schedule_namespace(ctx, &key.cluster, &key.name, None).await;
+            };
+            schedule_namespace(ctx, index, &key.cluster, &key.name, None).await;
             // Its objects follow what it has, or had: a namespace that
-            // leaves its last target leaves no trace to look for.
-            if mentions_workloads(&event.object) || event.previous.as_deref().is_some_and(mentions_workloads)
+            // leaves its last target leaves no trace to look for. What it
+            // has now counts too, so the objects follow a namespace just
+            // placed before the Placements' statuses are written.
+            let placed_now = ctx.get(key).is_some_and(|ns| mentions_workloads(&ns));
+            if placed_now
+                || mentions_workloads(&event.object)
+                || event.previous.as_deref().is_some_and(mentions_workloads)
             {
-                label_contents(ctx, &key.cluster, &key.name).await;
+                label_contents(ctx, index, &key.cluster, &key.name).await;
             }
-            update_placements(ctx, &key.cluster).await;
+            // Whether a Placement is used changes only for those that
+            // select the namespace, as it was or is.
+            let mut labels = vec![&stored.labels, &event.object.labels];
+            labels.extend(event.previous.as_deref().map(|p| &p.labels));
+            update_placements(ctx, index, &key.cluster, |p| {
+                labels.iter().any(|l| placement::selects_namespace(p, l))
+            })
+            .await;
         }
         r if !key.namespace.is_empty() && !NOT_LABELLED.contains(&r) => {
-            label_object(ctx, key, &BTreeSet::new()).await;
+            label_object(ctx, index, key).await;
         }
         _ => {}
     }
 }
 
-/// Whether a SyncTarget or Location change can matter to scheduling: not
-/// a heartbeat, nor a Location's status (the controller's own write).
+/// Whether a Placement change can change where namespaces go: created or
+/// deleted, or its spec, requester, selected Location or usability
+/// changed — not its phase alone (the controller's own status write).
+fn schedules_differently(old: Option<&placement::Compiled>, new: Option<&placement::Compiled>) -> bool {
+    let (Some(old), Some(new)) = (old, new) else {
+        return old.is_some() || new.is_some();
+    };
+    let requester = |p: &placement::Compiled| {
+        p.value
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(grant::REQUESTER_ANNOTATION))
+            .cloned()
+    };
+    let selected = |p: &placement::Compiled| p.value.pointer("/status/selectedLocation").cloned();
+    old.value.get("spec") != new.value.get("spec")
+        || requester(old) != requester(new)
+        || selected(old) != selected(new)
+        || placement::usable(&old.value) != placement::usable(&new.value)
+}
+
+/// Whether a Location change can matter to scheduling: not its status
+/// (the controller's own write).
 fn placement_relevant(event: &WatchEvent) -> bool {
     let (Some(previous), EventType::Modified) = (event.previous.as_deref(), event.kind) else {
         return true;
     };
     let (before, after) = (previous.value(), event.object.value());
-    if event.key.resource == SYNC_TARGETS {
-        Target::from_object(&event.key.cluster, &before) != Target::from_object(&event.key.cluster, &after)
-    } else {
-        before.get("spec") != after.get("spec") || previous.labels != event.object.labels
-    }
+    before.get("spec") != after.get("spec") || previous.labels != event.object.labels
 }
 
 /// Whether the JSON may carry TMC labels, annotations or finalizers.
@@ -232,24 +318,6 @@ fn mentions_workloads(obj: &StoredObject) -> bool {
 
 fn now() -> String {
     ferry_api::timestamp::now()
-}
-
-fn all_targets(ctx: &ControllerContext) -> Vec<Target> {
-    let (objs, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
-    objs.iter()
-        .filter_map(|(k, o)| Target::from_object(&k.cluster, &o.value()))
-        .collect()
-}
-
-fn live_keys(ctx: &ControllerContext) -> BTreeSet<String> {
-    all_targets(ctx).into_iter().map(|t| t.key).collect()
-}
-
-fn targets_in(ctx: &ControllerContext, cluster: &str) -> Vec<Target> {
-    let (objs, _) = ctx.list(&ClusterScope::One(cluster.into()), SYNC_TARGETS, None, None);
-    objs.iter()
-        .filter_map(|(k, o)| Target::from_object(&k.cluster, &o.value()))
-        .collect()
 }
 
 fn list_values(ctx: &ControllerContext, cluster: &str, resource: &str) -> Vec<Value> {
@@ -318,30 +386,41 @@ fn key_of(cluster: &str, resource: &str, namespace: &str, name: &str) -> ObjectK
 
 // ---------------------------------------------------------------- Locations
 
-/// The default Location, and every Location's status, in `cluster`.
-async fn reconcile_locations(ctx: &ControllerContext, cluster: &str) {
-    let targets = targets_in(ctx, cluster);
-    let mut locations = list_values(ctx, cluster, LOCATIONS);
-    if !targets.is_empty() && locations.is_empty() {
+/// The default Location of `cluster`, and the status of its Locations
+/// named in `only` (`None`: every one).
+async fn reconcile_locations(
+    ctx: &ControllerContext,
+    index: &mut SchedulingIndex,
+    cluster: &str,
+    only: Option<&BTreeSet<String>>,
+) {
+    let mut names: BTreeSet<String> = match only {
+        Some(names) => names.clone(),
+        None => index.locations_in(cluster).map(|l| l.name.clone()).collect(),
+    };
+    if index.has_targets(cluster) && index.locations_in(cluster).next().is_none() {
         if let Some(created) = create_default_location(ctx, cluster).await {
-            locations.push(created);
+            let name = name_of(&created).to_string();
+            index.apply_location(cluster, &name, Some(&created));
+            names.insert(name);
         }
     }
     let Some(info) = lookup(ctx, cluster, "scheduling.kcp.io", "v1alpha1", "locations") else {
         return;
     };
-    for loc in locations {
-        let members = targets::members(&targets, &loc);
+    for name in names {
+        let members = index.members(cluster, &name);
         let available = members.iter().filter(|t| t.available()).count();
-        let key = key_of(cluster, LOCATIONS, "", name_of(&loc));
-        let Some(rv) = ctx.get(&key).map(|o| o.rv) else {
+        let key = key_of(cluster, LOCATIONS, "", &name);
+        let Some(stored) = ctx.get(&key) else {
             continue;
         };
+        let loc = stored.value();
         let status = json!({"instances": members.len(), "availableInstances": available});
         if loc.pointer("/status/instances") != Some(&status["instances"])
             || loc.pointer("/status/availableInstances") != Some(&status["availableInstances"])
         {
-            let body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
+            let body = json!({"metadata": {"resourceVersion": stored.rv.to_string()}, "status": status});
             patch(ctx, info.clone(), &key, Some("status"), body).await;
         }
         let labels = location_labels(&loc);
@@ -412,74 +491,172 @@ fn location_workspace(ctx: &ControllerContext, cluster: &str, placement: &Value)
     }
 }
 
-/// The Placements of `ws`, each decoded and parsed once per version.
-fn placements_in(ctx: &ControllerContext, ws: &str) -> Vec<Arc<placement::Compiled>> {
-    let (objs, _) = ctx.list(&ClusterScope::One(ws.into()), PLACEMENTS, None, None);
-    objs.iter().map(|(_, o)| placement::compiled(o)).collect()
+/// Workspaces with a Placement taking Locations from `location_cluster`.
+fn workspaces_placing_in(
+    ctx: &ControllerContext,
+    index: &SchedulingIndex,
+    location_cluster: &str,
+) -> BTreeSet<String> {
+    index.workspaces_placing_in(location_cluster, |path| {
+        ctx.resolve_workspace(path).map(|lc| lc.name)
+    })
 }
 
-/// Workspaces with a Placement taking Locations from `location_cluster`.
-fn workspaces_placing_in(ctx: &ControllerContext, location_cluster: &str) -> BTreeSet<String> {
-    let (placements, _) = ctx.list(&ClusterScope::All, PLACEMENTS, None, None);
-    placements
-        .iter()
-        .filter(|(k, p)| {
-            location_workspace(ctx, &k.cluster, &placement::compiled(p).value)
-                .0
-                .as_deref()
-                == Some(location_cluster)
-        })
-        .map(|(k, _)| k.cluster.clone())
-        .collect()
+/// Where a Placement of `ws` may take Locations from, as
+/// [`grant::location_source`] decides, without reading every Location.
+enum Source {
+    /// Its own workspace: no grant needed.
+    Own(LogicalCluster),
+    /// Another workspace, and the user whose grant there counts.
+    Granted(LogicalCluster, UserInfo),
+    /// The workspace does not exist, or nobody's grant can count; the
+    /// recorded requester's name.
+    NotUsable(String),
+}
+
+fn source_of(ctx: &ControllerContext, ws: &str, placement: &Value) -> Source {
+    let requester = grant::requester(placement);
+    let path = placement
+        .pointer("/spec/locationWorkspace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let lc = match path {
+        Some(p) => ctx.resolve_workspace(p),
+        None => ctx.logical_cluster(ws),
+    };
+    match (lc, requester) {
+        (Some(lc), _) if lc.name == ws => Source::Own(lc),
+        (Some(lc), Some(user)) => Source::Granted(lc, user),
+        (_, requester) => Source::NotUsable(requester.map(|u| u.name).unwrap_or_default()),
+    }
+}
+
+/// The Locations the Placement `p` of `ws` selects among those it may use
+/// (`Err`: the requester's name, who may use none): what
+/// [`grant::location_source`] then [`placement::status`] would keep, through
+/// the index.
+fn usable_selected(
+    ctx: &ControllerContext,
+    index: &SchedulingIndex,
+    ws: &str,
+    p: &placement::Compiled,
+) -> Result<Vec<Value>, String> {
+    let values = |ls: Vec<&index::Location>| ls.into_iter().map(|l| l.value.clone()).collect();
+    match source_of(ctx, ws, &p.value) {
+        Source::NotUsable(requester) => Err(requester),
+        Source::Own(lc) => Ok(values(index.locations_selected_by(&lc.name, p))),
+        Source::Granted(lc, user) => {
+            let selected = index.locations_selected_by(&lc.name, p);
+            if ctx.may_bind_location(&user, &lc, None) {
+                return Ok(values(selected));
+            }
+            let bindable: Vec<&index::Location> = selected
+                .into_iter()
+                .filter(|l| ctx.may_bind_location(&user, &lc, Some(&l.name)))
+                .collect();
+            // A grant for some Location makes the workspace usable even when
+            // none of them is selected; a grant for none does not.
+            if bindable.is_empty()
+                && !index
+                    .locations_in(&lc.name)
+                    .any(|l| ctx.may_bind_location(&user, &lc, Some(&l.name)))
+            {
+                return Err(user.name);
+            }
+            Ok(values(bindable))
+        }
+    }
+}
+
+/// The Location `name` of the Placement's location workspace, if the
+/// Placement may use it: its workspace's logical cluster.
+fn usable_location(
+    ctx: &ControllerContext,
+    index: &SchedulingIndex,
+    ws: &str,
+    p: &Value,
+    name: &str,
+) -> Option<String> {
+    let lc = match source_of(ctx, ws, p) {
+        Source::NotUsable(_) => return None,
+        Source::Own(lc) => lc,
+        Source::Granted(lc, user) => {
+            if !(ctx.may_bind_location(&user, &lc, None) || ctx.may_bind_location(&user, &lc, Some(name))) {
+                return None;
+            }
+            lc
+        }
+    };
+    index.location(&lc.name, name).map(|_| lc.name)
 }
 
 /// The Placements of `ws`, then its namespaces.
-async fn reconcile_workspace(ctx: &ControllerContext, ws: &str) {
-    update_placements(ctx, ws).await;
+async fn reconcile_workspace(ctx: &ControllerContext, index: &mut SchedulingIndex, ws: &str) {
+    update_placements(ctx, index, ws, |_| true).await;
+    reconcile_namespaces(ctx, index, ws).await;
+}
+
+/// Every namespace of `ws`.
+async fn reconcile_namespaces(ctx: &ControllerContext, index: &SchedulingIndex, ws: &str) {
     let namespaces = list_values(ctx, ws, NAMESPACES);
     let mut load = load_of(&namespaces);
     for ns in &namespaces {
-        schedule_namespace(ctx, ws, name_of(ns), Some(&mut load)).await;
+        schedule_namespace(ctx, index, ws, name_of(ns), Some(&mut load)).await;
     }
 }
 
-/// Every Placement's status in `ws`.
-async fn update_placements(ctx: &ControllerContext, ws: &str) {
-    let placements = placements_in(ctx, ws);
-    if placements.is_empty() {
-        return;
+/// The status of the Placements of `ws` that `concerned` picks; how many
+/// it picked. The index takes each status written.
+async fn update_placements(
+    ctx: &ControllerContext,
+    index: &mut SchedulingIndex,
+    ws: &str,
+    concerned: impl Fn(&placement::Compiled) -> bool,
+) -> usize {
+    let names: Vec<String> = index
+        .placements_in(ws)
+        .filter(|p| concerned(p))
+        .map(|p| name_of(&p.value).to_string())
+        .collect();
+    if names.is_empty() {
+        return 0;
     }
     let Some(info) = lookup(ctx, ws, "scheduling.kcp.io", "v1alpha1", "placements") else {
-        return;
+        return names.len();
     };
-    let namespaces = list_values(ctx, ws, NAMESPACES);
-    for p in placements {
-        let (_, path) = location_workspace(ctx, ws, &p.value);
-        let locations = match ctx.location_source(ws, &p.value) {
-            grant::LocationSource::Usable(_, locations) => Ok(locations),
-            grant::LocationSource::NotUsable { requester } => Err(grant::not_usable(&path, &requester)),
+    // The namespaces placed by some Placement, read once for all of them.
+    let placed: Vec<Meta> = list_values(ctx, ws, NAMESPACES)
+        .iter()
+        .map(Meta::of)
+        .filter(|meta| meta.annotations.contains_key(PLACEMENT_ANNOTATION))
+        .collect();
+    for name in &names {
+        let key = key_of(ws, PLACEMENTS, "", name);
+        let Some(stored) = ctx.get(&key) else {
+            continue;
         };
-        let used = namespaces.iter().any(|ns| {
-            let meta = Meta::of(ns);
-            meta.annotations.contains_key(PLACEMENT_ANNOTATION)
-                && placement::selects_namespace(&p, &meta.labels)
-        });
+        let p = placement::compiled(&stored);
+        let (_, path) = location_workspace(ctx, ws, &p.value);
+        let locations =
+            usable_selected(ctx, index, ws, &p).map_err(|requester| grant::not_usable(&path, &requester));
+        let used = placed
+            .iter()
+            .any(|meta| placement::selects_namespace(&p, &meta.labels));
         let status = placement::status(&p, &path, locations.as_deref().map_err(String::as_str), used);
         if p.value.get("status") == Some(&status) {
             continue;
         }
-        let key = key_of(ws, PLACEMENTS, "", name_of(&p.value));
-        let Some(rv) = ctx.get(&key).map(|o| o.rv) else {
-            continue;
-        };
-        let mut body = json!({"metadata": {"resourceVersion": rv.to_string()}, "status": status});
+        let mut body = json!({"metadata": {"resourceVersion": stored.rv.to_string()}, "status": status});
         if status.get("selectedLocation").is_none() && p.value.pointer("/status/selectedLocation").is_some() {
             // A merge patch keeps what it does not name: a Location no
             // longer usable is named to go.
             body["status"]["selectedLocation"] = Value::Null;
         }
         patch(ctx, info.clone(), &key, Some("status"), body).await;
+        // What namespaces are scheduled by next is the status just written.
+        index.apply_placement(ws, name, ctx.get(&key).as_ref());
     }
+    names.len()
 }
 
 // ---------------------------------------------------------------- Namespaces
@@ -513,6 +690,7 @@ fn managed(workspace_has_placements: bool, namespace: &Meta) -> bool {
 /// The namespace's placement annotation and target labels.
 async fn schedule_namespace(
     ctx: &ControllerContext,
+    index: &SchedulingIndex,
     ws: &str,
     name: &str,
     load: Option<&mut HashMap<String, usize>>,
@@ -526,12 +704,11 @@ async fn schedule_namespace(
     };
     let obj = stored.value();
     let meta = Meta::of(&obj);
-    let all_placements = placements_in(ctx, ws);
-    if !managed(!all_placements.is_empty(), &meta) {
+    if !managed(index.has_placements(ws), &meta) {
         return;
     }
-    let placements: Vec<Arc<placement::Compiled>> = all_placements
-        .into_iter()
+    let placements: Vec<&Arc<placement::Compiled>> = index
+        .placements_in(ws)
         .filter(|p| placement::usable(&p.value) && placement::selects_namespace(p, &meta.labels))
         .collect();
     let mut own_load;
@@ -568,14 +745,10 @@ async fn schedule_namespace(
         };
         // The grant again, not the status: a status is anyone's to write
         // who may write the Placement, and a grant may have gone since.
-        let grant::LocationSource::Usable(lc, usable) = ctx.location_source(ws, &p.value) else {
+        let Some(lc) = usable_location(ctx, index, ws, &p.value, loc_name) else {
             continue;
         };
-        let Some(location) = usable.iter().find(|l| name_of(l) == loc_name) else {
-            continue;
-        };
-        let all = targets_in(ctx, &lc.name);
-        let members = targets::members(&all, location);
+        let members = index.members(&lc, loc_name);
         let keep = current
             .iter()
             .find(|k| members.iter().any(|t| t.key == **k))
@@ -584,7 +757,7 @@ async fn schedule_namespace(
             desired.insert(chosen);
         }
     }
-    let mut patch_ = assignment::schedule_namespace(&meta, &desired, &live_keys(ctx), &now());
+    let mut patch_ = assignment::schedule_namespace(&meta, &desired, index, &now());
     let annotated = meta.annotations.contains_key(PLACEMENT_ANNOTATION);
     if !placements.is_empty() && !annotated {
         patch_
@@ -611,13 +784,12 @@ async fn schedule_namespace(
 // ---------------------------------------------------------------- Objects
 
 /// Label every object in the namespace as the namespace is.
-async fn label_contents(ctx: &ControllerContext, ws: &str, namespace: &str) {
+async fn label_contents(ctx: &ControllerContext, index: &SchedulingIndex, ws: &str, namespace: &str) {
     let ns_key = key_of(ws, NAMESPACES, "", namespace);
     let Some(ns) = ctx.get(&ns_key) else {
         return;
     };
     let ns_mentions = mentions_workloads(&ns);
-    let live = live_keys(ctx);
     for resource in ctx.resources_in(ws) {
         if NOT_LABELLED.contains(&resource.as_str()) || resource == NAMESPACES {
             continue;
@@ -627,7 +799,7 @@ async fn label_contents(ctx: &ControllerContext, ws: &str, namespace: &str) {
             if key.namespace.is_empty() || (!ns_mentions && !mentions_workloads(&obj)) {
                 continue;
             }
-            label_object(ctx, &key, &live).await;
+            label_object(ctx, index, &key).await;
         }
     }
 }
@@ -636,26 +808,22 @@ async fn label_contents(ctx: &ControllerContext, ws: &str, namespace: &str) {
 /// targets that do not take that resource (a SyncTarget whose
 /// `supportedAPIExports` list resources and not this one), so the object is
 /// not scheduled there, or leaves it.
-fn without_targets_refusing(ctx: &ControllerContext, mut namespace: Meta, resource: &str) -> Meta {
-    let keys = namespace.keys();
-    if keys.is_empty() {
-        return namespace;
-    }
-    for target in all_targets(ctx) {
-        if keys.contains(&target.key) && !target.takes(resource) {
+fn without_targets_refusing(index: &SchedulingIndex, mut namespace: Meta, resource: &str) -> Meta {
+    for key in namespace.keys() {
+        if index.target_by_key(&key).is_some_and(|t| !t.takes(resource)) {
             namespace
                 .labels
-                .remove(&format!("{WORKLOAD_STATE_LABEL_PREFIX}{}", target.key));
+                .remove(&format!("{WORKLOAD_STATE_LABEL_PREFIX}{key}"));
             namespace
                 .annotations
-                .remove(&ferry_api::well_known::workload_deletion_annotation(&target.key));
+                .remove(&ferry_api::well_known::workload_deletion_annotation(&key));
         }
     }
     namespace
 }
 
-/// Label one object as its namespace is (`live`: target keys, empty to look them up).
-async fn label_object(ctx: &ControllerContext, key: &ObjectKey, live: &BTreeSet<String>) {
+/// Label one object as its namespace is.
+async fn label_object(ctx: &ControllerContext, index: &SchedulingIndex, key: &ObjectKey) {
     let Some(obj) = ctx.get(key) else {
         return;
     };
@@ -670,20 +838,12 @@ async fn label_object(ctx: &ControllerContext, key: &ObjectKey, live: &BTreeSet<
         return;
     }
     let ns_value = ns.value();
-    let ns_meta = without_targets_refusing(ctx, Meta::of(&ns_value), &key.resource);
-    let (placements, _) = ctx.list(&ClusterScope::One(key.cluster.clone()), PLACEMENTS, None, None);
-    if !managed(!placements.is_empty(), &ns_meta) {
+    let ns_meta = without_targets_refusing(index, Meta::of(&ns_value), &key.resource);
+    if !managed(index.has_placements(&key.cluster), &ns_meta) {
         return;
     }
-    let looked_up;
-    let live = if live.is_empty() {
-        looked_up = live_keys(ctx);
-        &looked_up
-    } else {
-        live
-    };
     let value = obj.value();
-    let patch_: MetaPatch = assignment::schedule_object(&Meta::of(&value), &ns_meta, live, &now());
+    let patch_: MetaPatch = assignment::schedule_object(&Meta::of(&value), &ns_meta, index, &now());
     if patch_.is_empty() {
         return;
     }

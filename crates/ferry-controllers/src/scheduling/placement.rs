@@ -56,6 +56,11 @@ impl Compiled {
             over_limits: None,
         }
     }
+
+    /// `spec.locationSelectors`, parsed; empty: every Location.
+    pub fn location_selectors(&self) -> &[LabelSelector] {
+        &self.location_selectors
+    }
 }
 
 /// Parsed Placements by the stored version they were parsed from. Each entry
@@ -119,13 +124,7 @@ pub fn selects_location(placement: &Compiled, location: &Value) -> bool {
     if !(same("group", &g) && same("version", &v) && same("resource", &r)) {
         return false;
     }
-    let labels = location
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-        .collect();
+    let labels = super::targets::labels_of(location);
     placement.location_selectors.is_empty() || placement.location_selectors.iter().any(|s| s.matches(&labels))
 }
 

@@ -38,13 +38,7 @@ impl Target {
     /// The SyncTarget `obj` stored in `cluster`.
     pub fn from_object(cluster: &str, obj: &Value) -> Option<Target> {
         let name = obj.pointer("/metadata/name")?.as_str()?.to_string();
-        let mut labels: BTreeMap<String, String> = obj
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-            .collect();
+        let mut labels = labels_of(obj);
         for capability in obj
             .pointer("/spec/capabilities")
             .and_then(Value::as_array)
@@ -119,6 +113,16 @@ impl Target {
     pub fn available(&self) -> bool {
         self.ready && !self.unschedulable
     }
+}
+
+/// An object's `metadata.labels` (values that are not strings left out).
+pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect()
 }
 
 /// The prefix of the labels a SyncTarget's capabilities are selected by.
