@@ -7,10 +7,6 @@
 //! live.
 //! Screenshots of each page land in `target/console-screenshots/`.
 
-/// The hub tests' kits: clients, tenants with tokens, KubeStellar set-up.
-#[path = "../../ferry-hub/tests/common/mod.rs"]
-mod hubkit;
-
 /// The CLI tests' kit for registering KubeStellar syncers.
 #[path = "common/edge_syncer.rs"]
 mod edge_syncer;
@@ -29,8 +25,9 @@ use std::process::{Child, Command, Stdio};
 use browser::Browser;
 use ferry_hub::strategy::core::service::ServiceRanges;
 use ferry_hub::testing::TestHub;
-use hubkit::edge;
-use hubkit::tenants::{bind_cluster_role, cluster_role, Tenants};
+use ferry_testkit::clients as hubkit;
+use ferry_testkit::edge;
+use ferry_testkit::tenants::{bind_cluster_role, cluster_role, Tenants};
 use serde_json::{json, Value};
 
 /// `ferry console` serving against a hub, killed when dropped.

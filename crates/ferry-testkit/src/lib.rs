@@ -1,0 +1,27 @@
+//! Ferry's test kit, the one set-up every crate's tests share (a
+//! dev-dependency only; nothing ships with it).
+//!
+//! - Hubs: [`TestHub`] starts a hub with the built-in controllers on a free
+//!   loopback port, in memory over SQLite or on etcd ([`TestEtcd`],
+//!   [`TestEtcdCluster`], `FERRY_TEST_STORAGE=etcd`); every hub is a distinct
+//!   cluster with its own Service and node-port ranges, so a hub also stands
+//!   in for a workload cluster. (These are `ferry_hub::testing`, re-exported.)
+//! - [`eventually`]: waiting with a deadline, never with a bare sleep.
+//! - [`clients`]: kube-rs clients of a hub as admin or as any credential, and
+//!   raw requests that return the status and body as the server sent them.
+//! - [`tenants`]: a hub that knows users by bearer token (`mal`, the
+//!   attacker, `alice`, `bob`), workspaces each administered by one of them,
+//!   RBAC grants.
+//! - [`edge`]: the KubeStellar set-up (workspaces with the edge API,
+//!   SyncTargets and Locations with their mailboxes, the ESPW and binding its
+//!   export, combined status); [`tmc`]: the kcp TMC set-up (SyncTargets,
+//!   Locations, Placements, the syncer's virtual workspace).
+//! - [`resources`]: the `ApiResource`s tests name.
+
+pub mod clients;
+pub mod edge;
+pub mod resources;
+pub mod tenants;
+pub mod tmc;
+
+pub use ferry_hub::testing::*;
