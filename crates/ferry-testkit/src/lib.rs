@@ -16,11 +16,19 @@
 //!   SyncTargets and Locations with their mailboxes, the ESPW and binding its
 //!   export, combined status); [`tmc`]: the kcp TMC set-up (SyncTargets,
 //!   Locations, Placements, the syncer's virtual workspace).
-//! - [`resources`]: the `ApiResource`s tests name.
+//! - [`cluster`]: objects on a hub or workspace addressed dynamically, the
+//!   usual syncer stage (an upstream mailbox and a stand-in cluster);
+//!   [`resources`]: the `ApiResource`s tests name.
+//! - [`syncer`]: a syncer run in-process with test-speed timers, its
+//!   readiness and its log.
+//! - [`net`]: free loopback ports and plain HTTP reads of agents' endpoints.
 
 pub mod clients;
+pub mod cluster;
 pub mod edge;
+pub mod net;
 pub mod resources;
+pub mod syncer;
 pub mod tenants;
 pub mod tmc;
 
