@@ -22,10 +22,13 @@
 //! - [`syncer`]: a syncer run in-process with test-speed timers, its
 //!   readiness and its log.
 //! - [`net`]: free loopback ports and plain HTTP reads of agents' endpoints.
+//! - [`kubectl`]: real kubectl as a user runs it, with the `kubectl-ferry`
+//!   plugin on PATH, from blocking or async tests.
 
 pub mod clients;
 pub mod cluster;
 pub mod edge;
+pub mod kubectl;
 pub mod net;
 pub mod resources;
 pub mod syncer;
