@@ -78,12 +78,36 @@ pub async fn call(
     let bytes = body
         .map(|b| serde_json::to_vec(b).expect("json"))
         .unwrap_or_default();
+    exchange(client, method, path, body.map(|_| "application/json"), bytes).await
+}
+
+/// Send `body` as `content_type` (a patch's, YAML, ...) with `method path`;
+/// returns the status code and the body as JSON (`Value::Null` when it is
+/// not JSON).
+pub async fn send(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, serde_json::Value) {
+    exchange(client, method, path, Some(content_type), body.as_bytes().to_vec()).await
+}
+
+/// One request and its answer: the status code and the body as JSON.
+async fn exchange(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, serde_json::Value) {
     let mut req = http::Request::builder().method(method).uri(path);
-    if body.is_some() {
-        req = req.header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(content_type) = content_type {
+        req = req.header(http::header::CONTENT_TYPE, content_type);
     }
-    let req = req.body(kube::client::Body::from(bytes)).expect("request");
-    let resp = client.send(req).await.expect("response");
+    let req = req.body(kube::client::Body::from(body)).expect("request");
+    let resp = client.send(req).await.expect("the hub answers");
     let code = resp.status().as_u16();
     let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
     (

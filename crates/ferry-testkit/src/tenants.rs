@@ -31,15 +31,8 @@ impl Tenants {
 
     /// A hub with the tenants' tokens and `adjust` applied to its options.
     pub async fn start_with(adjust: impl FnOnce(&mut HubOptions)) -> Tenants {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("tokens.csv");
         let lines: String = USERS.iter().map(|u| format!("{u}-token,{u},u-{u}\n")).collect();
-        std::fs::write(&file, lines).unwrap();
-        let hub = TestHub::start_with(|o| {
-            o.token_auth_file = Some(file.clone());
-            adjust(o);
-        })
-        .await;
+        let (hub, dir) = hub_with_tokens(&lines, adjust).await;
         Tenants { hub, _dir: dir }
     }
 
@@ -65,6 +58,25 @@ impl Tenants {
         }
         cluster
     }
+}
+
+/// A hub that knows the users of `tokens` (a static token file as kube's
+/// `--token-auth-file` reads it: `token,user,uid[,"group,..."]` a line), with
+/// `adjust` applied to its options. The file lives in the returned
+/// directory, which must outlive the hub.
+pub async fn hub_with_tokens(
+    tokens: &str,
+    adjust: impl FnOnce(&mut HubOptions),
+) -> (TestHub, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a directory for the token file");
+    let file = dir.path().join("tokens.csv");
+    std::fs::write(&file, tokens).expect("writing the token file");
+    let hub = TestHub::start_with(|o| {
+        o.token_auth_file = Some(file.clone());
+        adjust(o);
+    })
+    .await;
+    (hub, dir)
 }
 
 /// Ferry's CRDs installed by client `c` in its workspace, as `ferry crds |

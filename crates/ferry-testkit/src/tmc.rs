@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
 
-use crate::clients::{admin, call, create};
+use crate::clients::{admin, call, create, send};
 use crate::eventually;
 
 pub const WORKLOAD: &str = "/apis/workload.kcp.io/v1alpha1";
@@ -33,16 +33,8 @@ pub async fn try_get(hub: &TestHub, ws: &str, path: &str) -> Option<Value> {
 
 /// A JSON merge patch as `client`; returns the status and body.
 pub async fn merge_patch(client: &kube::Client, path: &str, body: &Value) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method("PATCH")
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
-        .body(kube::client::Body::from(serde_json::to_vec(body).expect("json")))
-        .expect("request");
-    let resp = client.send(req).await.expect("response");
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    let body = serde_json::to_string(body).expect("json");
+    send(client, "PATCH", path, "application/merge-patch+json", &body).await
 }
 
 /// A merge patch as admin in `ws`; it must succeed.
