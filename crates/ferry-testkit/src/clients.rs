@@ -53,6 +53,26 @@ pub fn kubeconfig_for(
     ferry_hub::kubeconfig::kubeconfig("hub", &server, &hub.running.ca_pem, auth, context, None)
 }
 
+/// An admin kubeconfig for `hub` at workspace `path`, in the hub's data
+/// directory (`root-a.kubeconfig` for `root:a`), its cluster and context
+/// named after the workspace as a user keeping one per workspace names
+/// them; returns its path.
+pub fn workspace_kubeconfig(hub: &TestHub, path: &str) -> std::path::PathBuf {
+    let file = hub
+        .data_dir()
+        .join(format!("{}.kubeconfig", path.replace(':', "-")));
+    let text = ferry_hub::kubeconfig::kubeconfig(
+        path,
+        &format!("{}/clusters/{path}", hub.url()),
+        &hub.running.ca_pem,
+        token(&hub.running.admin_token),
+        path,
+        None,
+    );
+    std::fs::write(&file, text).unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+    file
+}
+
 /// [`kubeconfig_for`] written to `path` (context `hub`), for a process or
 /// kubectl to read; returns `path`.
 pub fn write_kubeconfig(
