@@ -3,11 +3,12 @@
 //! the permission-claim decisions; bad references and claims are refused
 //! with a message saying what to write.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{client_from, eventually, TestHub};
+use ferry_testkit::clients::workspace_kubeconfig;
+use ferry_testkit::kubectl::{AsyncKubectl, Kubectl};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{json, Value};
@@ -24,47 +25,10 @@ async fn create(client: &kube::Client, resource: &ApiResource, obj: Value) {
         .expect("created");
 }
 
-fn workspace_kubeconfig(hub: &TestHub, path: &str) -> PathBuf {
-    let file = hub
-        .data_dir()
-        .join(format!("{}.kubeconfig", path.replace(':', "-")));
-    let text = kubeconfig(
-        path,
-        &format!("{}/clusters/{path}", hub.url()),
-        &hub.running.ca_pem,
-        AuthInfo::Token(hub.running.admin_token.clone()),
-        path,
-        None,
-    );
-    std::fs::write(&file, text).unwrap();
-    file
-}
-
-/// kubectl with the built `kubectl-ferry` on PATH and `kubeconfig` as KUBECONFIG.
-fn kubectl(kubeconfig: &Path) -> Command {
-    let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let path = format!(
-        "{}:{}",
-        plugin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut cmd = Command::new("kubectl");
-    cmd.env("PATH", path)
-        .env("KUBECONFIG", kubeconfig)
-        .env("RUST_BACKTRACE", "0");
-    cmd
-}
-
-/// `kubectl ferry ARGS`.
+/// `kubectl ferry ARGS` with `kubeconfig` (in its own directory, kubectl's HOME).
 fn kubectl_ferry(kubeconfig: &Path, args: &[&str]) -> Output {
-    kubectl(kubeconfig)
-        .arg("ferry")
-        .args(args)
-        .output()
-        .expect("kubectl runs")
+    let home = kubeconfig.parent().expect("the kubeconfig's directory");
+    Kubectl::new(kubeconfig, home).run(&[&["ferry"], args].concat())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -191,37 +155,8 @@ async fn kubectl_ferry_bind_apiexport_binds_and_records_claims() {
 async fn the_walk_through_with_ws_and_bind() {
     let hub = TestHub::start().await;
     let kc = workspace_kubeconfig(&hub, "root");
-    let run = |args: &'static [&'static str], stdin: Option<&'static str>| {
-        let kc = kc.clone();
-        async move {
-            tokio::task::spawn_blocking(move || {
-                use std::io::Write;
-                let mut child = kubectl(&kc)
-                    .args(args)
-                    .stdin(std::process::Stdio::piped())
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("kubectl runs");
-                child
-                    .stdin
-                    .take()
-                    .unwrap()
-                    .write_all(stdin.unwrap_or("").as_bytes())
-                    .unwrap();
-                let out = child.wait_with_output().unwrap();
-                assert!(
-                    out.status.success(),
-                    "kubectl {args:?}: {}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                String::from_utf8_lossy(&out.stdout).into_owned()
-            })
-            .await
-            .unwrap()
-        }
-    };
+    let kubectl = AsyncKubectl::new(kc.clone(), hub.data_dir());
+    let run = |args: &'static [&'static str], stdin: Option<&'static str>| kubectl.ok_with(args, stdin);
     run(&["ferry", "ws", "create", "provider", "--enter"], None).await;
     let out = run(&["apply", "-f", "-"], Some(SCHEMA_AND_EXPORT)).await;
     assert!(

@@ -8,10 +8,6 @@
 //! cluster's syncer restored.
 //! Screenshots of each page land in `target/console-screenshots/`.
 
-/// The hub tests' kits: clients, tenants with tokens, KubeStellar set-up.
-#[path = "../../ferry-hub/tests/common/mod.rs"]
-mod hubkit;
-
 /// The CLI tests' kit for registering KubeStellar syncers.
 #[path = "common/edge_syncer.rs"]
 mod edge_syncer;
@@ -30,8 +26,9 @@ use std::process::{Child, Command, Stdio};
 use browser::Browser;
 use ferry_hub::strategy::core::service::ServiceRanges;
 use ferry_hub::testing::TestHub;
-use hubkit::edge;
-use hubkit::tenants::{bind_cluster_role, cluster_role, Tenants};
+use ferry_testkit::clients as hubkit;
+use ferry_testkit::edge;
+use ferry_testkit::tenants::{bind_cluster_role, cluster_role, Tenants};
 use serde_json::{json, Value};
 
 /// `ferry console` serving against a hub, killed when dropped.
@@ -286,7 +283,7 @@ async fn the_workload_page_shows_each_objects_combined_status_and_follows_it_liv
     assert_eq!(mark, "not reloaded", "the change arrived over the watch");
 
     // A kcp TMC Placement's combined status shows on its workspace's page too.
-    use hubkit::tmc;
+    use ferry_testkit::tmc;
     tmc::workspace(hub, "loc").await;
     tmc::workspace(hub, "app").await;
     bind_cluster_role(hub, "root:app", "alice-admin", "cluster-admin", "alice").await;

@@ -5,25 +5,15 @@
 //! less exactly what README's "What a copy never carries" lists ([`intent`] encodes
 //! that list); no refusal is recorded anywhere.
 
-/// The hub tests' KubeStellar kit (inventory, workspaces), shared rather than copied; it
-/// finds `client` and `eventually` here.
-#[path = "../../ferry-hub/tests/common/edge.rs"]
-#[allow(dead_code)]
-mod edge;
-
 /// The CLI tests' kit for registering KubeStellar syncers.
 #[path = "common/edge_syncer.rs"]
 mod edge_syncer;
-
-/// An admin client of `hub` at `workspace`.
-async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
-    hub.client(workspace).await
-}
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::edge;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;

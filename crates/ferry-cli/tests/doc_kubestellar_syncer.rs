@@ -19,6 +19,7 @@ use std::process::{Child, Command, Stdio};
 
 use common::kubectl::{admin_copy, Kubectl};
 use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::net::free_port;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
@@ -91,14 +92,6 @@ impl Drop for Pod {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Runs the pods of Deployment `ns`/`name` on `cluster` as a kubelet would:

@@ -5,12 +5,6 @@
 //! API server and reaches the person who placed the object, on the object's
 //! PlacementSummary and on the EdgePlacement, until they fix the object.
 
-/// The hub tests' KubeStellar kit (inventory, workspaces); it finds `client` and
-/// `eventually` here.
-#[path = "../../ferry-hub/tests/common/edge.rs"]
-#[allow(dead_code)]
-mod edge;
-
 /// The CLI tests' kit for registering KubeStellar syncers.
 #[path = "common/edge_syncer.rs"]
 mod edge_syncer;
@@ -19,13 +13,9 @@ mod edge_syncer;
 #[path = "common/refusal.rs"]
 mod refusal;
 
-/// An admin client of `hub` at `workspace`.
-async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
-    hub.client(workspace).await
-}
-
 use ferry_hub::strategy::core::service::ServiceRanges;
 use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::edge;
 use kube::api::{Api, DynamicObject};
 use refusal::HUB_RANGES;
 

@@ -4,69 +4,37 @@
 use std::process::Command;
 use std::time::Duration;
 
-use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{client_from, TestHub};
-use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::json;
-
-fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
+use ferry_testkit::clients::workspace_kubeconfig;
+use ferry_testkit::resources::{ar, workspaces};
+use ferry_testkit::tenants::ready_workspace;
+use kube::api::{Api, DynamicObject};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ensure_location_creates_sync_target_location_and_mailbox() {
     let hub = TestHub::start().await;
     let root = client_from(hub.kubeconfig(), None).await;
-    let workspaces = ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces");
-    let ws: DynamicObject = serde_json::from_value(
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "imw1"}}),
-    )
-    .unwrap();
-    let imw = Api::<DynamicObject>::all_with(root.clone(), &workspaces)
-        .create(&PostParams::default(), &ws)
-        .await
-        .unwrap();
-    let imw_cluster = imw.data["spec"]["cluster"].as_str().unwrap().to_string();
-    let imw_kubeconfig = hub.data_dir().join("imw1.kubeconfig");
-    let text = kubeconfig(
-        "imw1",
-        &format!("{}/clusters/root:imw1", hub.url()),
-        &hub.running.ca_pem,
-        AuthInfo::Token(hub.running.admin_token.clone()),
-        "imw1",
-        None,
-    );
-    std::fs::write(&imw_kubeconfig, text).unwrap();
-
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args([
-            "ensure",
-            "location",
-            "guilder",
-            "loc-name=guilder",
-            "env=prod",
-            "extended=yes",
-            "--kubeconfig",
-        ])
-        .arg(&imw_kubeconfig)
-        .output()
-        .unwrap();
+    let imw_cluster = ready_workspace(&hub, "imw1").await;
+    let imw_kubeconfig = workspace_kubeconfig(&hub, "root:imw1");
+    let ensure = || {
+        Command::new(env!("CARGO_BIN_EXE_ferry"))
+            .args([
+                "ensure",
+                "location",
+                "guilder",
+                "loc-name=guilder",
+                "env=prod",
+                "extended=yes",
+                "--kubeconfig",
+            ])
+            .arg(&imw_kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let out = ensure();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Running it twice is fine (ensure, not create).
-    let again = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args([
-            "ensure",
-            "location",
-            "guilder",
-            "loc-name=guilder",
-            "env=prod",
-            "extended=yes",
-            "--kubeconfig",
-        ])
-        .arg(&imw_kubeconfig)
-        .output()
-        .unwrap();
+    let again = ensure();
     assert!(
         again.status.success(),
         "{}",
@@ -100,7 +68,7 @@ async fn ensure_location_creates_sync_target_location_and_mailbox() {
     assert_eq!(loc.data["spec"]["resource"]["resource"], "synctargets");
 
     let mailbox = format!("{imw_cluster}-mb-{}", st.metadata.uid.unwrap());
-    let all_ws = Api::<DynamicObject>::all_with(root, &workspaces);
+    let all_ws = Api::<DynamicObject>::all_with(root, &workspaces());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while all_ws.get_opt(&mailbox).await.unwrap().is_none() {
         assert!(

@@ -23,10 +23,13 @@ const LAYERS: &[&[&str]] = &[
     // binaries plug in: neither depends on the other, so a controller change
     // does not recompile the commands.
     &["ferry-controllers", "ferry-commands"],
-    // The hub: the server with its controllers, and the test kit.
+    // The hub: the server with its controllers, and what starts hubs in tests.
     &["ferry-hub"],
     // The binaries: the commands with the controllers plugged in.
     &["ferry-cli"],
+    // The tests' kit, on top of everything it sets up; crates use it only as
+    // a dev-dependency.
+    &["ferry-testkit"],
 ];
 
 /// Every dependency edge between workspace crates that breaks [`LAYERS`],

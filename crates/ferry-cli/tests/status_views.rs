@@ -7,12 +7,6 @@
 //! TMC SyncTarget does not look schedulable; mailbox workspaces say whose
 //! they are; `ferry crds` on a hub leaves out what the hub serves built in.
 
-/// The hub tests' KubeStellar kit (inventory, workspaces); it finds `client` and
-/// `eventually` here.
-#[path = "../../ferry-hub/tests/common/edge.rs"]
-#[allow(dead_code)]
-mod edge;
-
 /// The CLI tests' kit for registering KubeStellar syncers.
 #[path = "common/edge_syncer.rs"]
 mod edge_syncer;
@@ -21,13 +15,9 @@ mod edge_syncer;
 #[allow(dead_code)]
 mod kubectl_async;
 
-/// An admin client of `hub` at `workspace`.
-async fn client(hub: &TestHub, workspace: &str) -> kube::Client {
-    hub.client(workspace).await
-}
-
 use ferry_hub::strategy::core::service::ServiceRanges;
 use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::edge;
 use kube::api::{Api, DynamicObject};
 use kubectl_async::Kubectl;
 use serde_json::json;

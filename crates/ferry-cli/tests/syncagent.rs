@@ -6,6 +6,7 @@
 
 mod syncagent_kit;
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use ferry_api::well_known::{SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_NAME_ANNOTATION};
@@ -16,6 +17,29 @@ use serde_json::{json, Value};
 use syncagent_kit::*;
 
 const EXPORT: &str = "databases.example.io";
+
+/// `ferry syncagent` as agent `nora` with the reference's flags: the provider
+/// workspace's endpoint slice of [`EXPORT`] on one side, the service cluster
+/// (its Lease in `ferry-system`) on the other, metrics on `metrics`.
+fn agent_command(provider_kubeconfig: &Path, service_kubeconfig: &Path, metrics: &str) -> Command {
+    let mut agent = Command::new(env!("CARGO_BIN_EXE_ferry"));
+    agent
+        .arg("syncagent")
+        .arg("--kcp-kubeconfig")
+        .arg(provider_kubeconfig)
+        .arg("--kubeconfig")
+        .arg(service_kubeconfig)
+        .args([
+            "--apiexportendpointslice-ref",
+            EXPORT,
+            "--namespace=ferry-system",
+            "--agent-name=nora",
+            "--metrics-address",
+            metrics,
+        ])
+        .stdout(Stdio::null());
+    agent
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
@@ -32,23 +56,9 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
     let prs = published_resources();
 
     let agent = |extra: &[&str], metrics: &str| {
-        Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args([
-                "syncagent",
-                "--kcp-kubeconfig",
-                provider_kubeconfig.to_str().unwrap(),
-                "--kubeconfig",
-                service_kubeconfig.to_str().unwrap(),
-                "--apiexportendpointslice-ref",
-                EXPORT,
-                "--namespace=ferry-system",
-                "--agent-name=nora",
-                "--published-resource-selector=team=db",
-                "--metrics-address",
-                metrics,
-            ])
+        agent_command(&provider_kubeconfig, &service_kubeconfig, metrics)
+            .arg("--published-resource-selector=team=db")
             .args(extra)
-            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
@@ -102,23 +112,9 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
     })
     .await;
 
-    create(
-        &c1,
-        &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
-        None,
-        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
-                "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
-    )
-    .await;
+    bind_provider_export(&c1, "databases", EXPORT).await;
     let remote = ar(EXPORT, "v1", "Database", "databases");
-    create(
-        &c1,
-        &remote,
-        Some("default"),
-        json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
-                "metadata": { "name": "my-db", "namespace": "default" }, "spec": { "size": 1 } }),
-    )
-    .await;
+    create_database(&c1, EXPORT, "my-db", 1).await;
     let source = get(&c1, &remote, Some("default"), "my-db").await.unwrap();
     let cluster = source["metadata"]["annotations"]["kcp.io/cluster"]
         .as_str()
@@ -312,10 +308,7 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
         json!({ "apiVersion": "syncagent.kcp.io/v1alpha1", "kind": "PublishedResource", "metadata": { "name": "databases" },
                 "spec": { "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v1"] } } }))
     .await;
-    create(&c1, &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"), None,
-        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
-                "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }))
-    .await;
+    bind_provider_export(&c1, "databases", EXPORT).await;
     let remote = ar(EXPORT, "v1", "Database", "databases");
     eventually(30, "Databases served in root:c1", || async {
         Api::<DynamicObject>::namespaced_with(c1.clone(), "default", &remote)
@@ -325,14 +318,7 @@ async fn syncagent_gen_installs_an_agent_that_works_with_only_its_rights() {
             .map(drop)
     })
     .await;
-    create(
-        &c1,
-        &remote,
-        Some("default"),
-        json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
-        "metadata": { "name": "my-db", "namespace": "default" }, "spec": { "size": 2 } }),
-    )
-    .await;
+    create_database(&c1, EXPORT, "my-db", 2).await;
     let source = get(&c1, &remote, Some("default"), "my-db").await.unwrap();
     let cluster = source["metadata"]["annotations"]["kcp.io/cluster"]
         .as_str()
@@ -384,22 +370,8 @@ async fn an_agent_killed_mid_initial_sync_resumes_with_nothing_orphaned_or_doubl
     } = Stage::start(EXPORT).await;
     publish_databases(&service).await;
     let agent = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_ferry"))
-            .args([
-                "syncagent",
-                "--kcp-kubeconfig",
-                provider_kubeconfig.to_str().unwrap(),
-                "--kubeconfig",
-                service_kubeconfig.to_str().unwrap(),
-                "--apiexportendpointslice-ref",
-                EXPORT,
-                "--namespace=ferry-system",
-                "--agent-name=nora",
-                "--metrics-address",
-                &free_address(),
-            ])
+        agent_command(&provider_kubeconfig, &service_kubeconfig, &free_address())
             .args(extra)
-            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap()
@@ -412,24 +384,10 @@ async fn an_agent_killed_mid_initial_sync_resumes_with_nothing_orphaned_or_doubl
         pr["status"]["resourceSchemaName"].as_str().map(drop)
     })
     .await;
-    create(
-        &c1,
-        &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
-        None,
-        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": "databases" },
-                "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
-    )
-    .await;
+    bind_provider_export(&c1, "databases", EXPORT).await;
     let remote = ar(EXPORT, "v1", "Database", "databases");
     for i in 0..OBJECTS {
-        create(
-            &c1,
-            &remote,
-            Some("default"),
-            json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Database",
-                    "metadata": { "name": killed_name(i), "namespace": "default" }, "spec": { "size": i } }),
-        )
-        .await;
+        create_database(&c1, EXPORT, &killed_name(i), i).await;
     }
     publisher.kill().unwrap();
     let _ = publisher.wait();

@@ -4,11 +4,12 @@
 //! carries what the syncer needs, the token can do no more than the syncer's
 //! job, and the scheduling switches land in the SyncTarget's spec.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
 use ferry_hub::testing::{client_from, eventually, TestHub};
+use ferry_testkit::clients::workspace_kubeconfig;
+use ferry_testkit::kubectl::AsyncKubectl;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -36,47 +37,12 @@ async fn create_workspace(root: &kube::Client, name: &str) {
     .expect("workspace created");
 }
 
-fn workspace_kubeconfig(hub: &TestHub, path: &str) -> PathBuf {
-    let file = hub
-        .data_dir()
-        .join(format!("{}.kubeconfig", path.replace(':', "-")));
-    let text = kubeconfig(
-        path,
-        &format!("{}/clusters/{path}", hub.url()),
-        &hub.running.ca_pem,
-        AuthInfo::Token(hub.running.admin_token.clone()),
-        path,
-        None,
-    );
-    std::fs::write(&file, text).unwrap();
-    file
-}
-
 /// `kubectl ferry ARGS` with the built plugin on PATH, run off the async runtime.
 async fn kubectl_ferry(kubeconfig: &Path, args: &[&str]) -> Output {
-    let plugin_dir = Path::new(env!("CARGO_BIN_EXE_kubectl-ferry"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let path = format!(
-        "{}:{}",
-        plugin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let kubeconfig = kubeconfig.to_path_buf();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        Command::new("kubectl")
-            .env("PATH", path)
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_BACKTRACE", "0")
-            .arg("ferry")
-            .args(args)
-            .output()
-            .expect("kubectl runs")
-    })
-    .await
-    .unwrap()
+    let home = kubeconfig.parent().expect("the kubeconfig's directory");
+    AsyncKubectl::new(kubeconfig.to_path_buf(), home)
+        .run(&[&["ferry"], args].concat())
+        .await
 }
 
 fn ok(out: &Output) -> String {

@@ -9,22 +9,10 @@ mod syncagent_kit;
 
 use ferry_hub::testing::{eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
-use syncagent_kit::{client, write_kubeconfig};
+use syncagent_kit::{client, free_address, write_kubeconfig};
 
-fn sync_targets() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("workload.kcp.io", "v1alpha1", "SyncTarget"),
-        "synctargets",
-    )
-}
-
-/// A loopback address with a port nobody listens on now.
-fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
+use ferry_testkit::resources::{workload_sync_targets as sync_targets, workspaces};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn workload_syncer_takes_the_seed_flags_refuses_a_wrong_uid_and_heartbeats() {
@@ -32,13 +20,7 @@ async fn workload_syncer_takes_the_seed_flags_refuses_a_wrong_uid_and_heartbeats
     let pcluster = TestHub::start().await;
     let root = write_kubeconfig(&kcp, None, "kcp.kubeconfig");
     let cluster = write_kubeconfig(&pcluster, None, "pcluster.kubeconfig");
-    let workspaces = Api::<DynamicObject>::all_with(
-        client(&root).await,
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
-            "workspaces",
-        ),
-    );
+    let workspaces = Api::<DynamicObject>::all_with(client(&root).await, &workspaces());
     let ws: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": "org" }
     }))

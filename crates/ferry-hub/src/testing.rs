@@ -226,27 +226,10 @@ impl TestHub {
 
     /// Same, feeding `stdin`.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        use std::io::Write;
-        use std::process::{Command, Stdio};
-        let mut cmd = Command::new("kubectl");
+        let mut cmd = std::process::Command::new("kubectl");
         cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
         cmd.env("HOME", &self.data_dir);
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("kubectl is installed");
-        if let Some(input) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(input.as_bytes())
-                .expect("write stdin");
-        }
-        child.wait_with_output().expect("kubectl runs")
+        output_feeding(cmd, stdin)
     }
 
     /// Stops the hub, awaits `outage` (the world without it), then starts a hub with
@@ -274,6 +257,34 @@ impl TestHub {
         }
         (self.running, dir)
     }
+}
+
+/// Runs `cmd` (kubectl, as the program's name says in a failure) to its end,
+/// feeding it `stdin` (none: an empty one), and returns what it printed.
+pub fn output_feeding(mut cmd: std::process::Command, stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program} is installed: {e}"));
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .unwrap_or_else(|e| panic!("writing {program}'s stdin: {e}"));
+    }
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"))
 }
 
 pub use ferry_storage::testing::{EtcdPki, TestEtcd, TestEtcdCluster};

@@ -128,10 +128,7 @@ struct World {
 
 /// A hub that knows the users of [`TOKENS`] (the directory holds the file).
 async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let (hub, dir) = common::tenants::hub_with_tokens(TOKENS, |_| {}).await;
     (hub, dir)
 }
 

@@ -29,10 +29,7 @@ carol-token,carol,u-carol
 /// root:b. Every user is a member of both workspaces (kcp's `access` verb on
 /// `/`) and holds nothing else there.
 async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let (hub, dir) = common::tenants::hub_with_tokens(TOKENS, |_| {}).await;
     for ws in ["a", "b"] {
         admin_create(
             &hub,

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{call, client_as};
+use common::{call, client_as, send};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
@@ -27,10 +27,7 @@ carl-token,carl,u-carl
 
 /// A hub with the users of [`TOKENS`].
 async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let (hub, dir) = common::tenants::hub_with_tokens(TOKENS, |_| {}).await;
     (hub, dir)
 }
 
@@ -161,26 +158,6 @@ async fn setup(hub: &TestHub) {
 
 fn message(body: &Value) -> &str {
     body["message"].as_str().unwrap_or_default()
-}
-
-/// Send `body` with `content_type` (for patches); returns code and JSON body.
-async fn send(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(kube::client::Body::from(body.as_bytes().to_vec()))
-        .unwrap();
-    let resp = client.send(req).await.expect("response");
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
 #[tokio::test(flavor = "multi_thread")]

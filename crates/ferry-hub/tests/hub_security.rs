@@ -5,11 +5,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use base64::Engine;
-use common::{admin, call, client_as, create, rbac_path, token, user_kubeconfig};
+use common::{admin, call, client_as, create, ok, rbac_path, token, user_kubeconfig};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
@@ -22,10 +22,7 @@ carol-token,carol,u-carol,system:masters
 
 /// A hub with the users of [`TOKENS`].
 async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let (hub, dir) = common::tenants::hub_with_tokens(TOKENS, |_| {}).await;
     (hub, dir)
 }
 
@@ -957,33 +954,12 @@ async fn plain_http_listener_is_loopback_only_and_still_authenticates() {
 // kubectl
 
 fn kubectl(home: &Path, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write;
     let mut cmd = Command::new("kubectl");
     cmd.arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)
         .env("HOME", home);
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("kubectl is installed");
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn ok(out: Output, what: &str) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    ferry_testkit::output_feeding(cmd, stdin)
 }
 
 fn write_kubeconfig(hub: &TestHub, name: &str, workspace: &str, auth: AuthInfo) -> PathBuf {

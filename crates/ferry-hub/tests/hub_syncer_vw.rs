@@ -64,14 +64,7 @@ impl World {
 /// `work` (placed) with ConfigMap `cm-<ws>`, and namespace `private`
 /// (not placed) with ConfigMap and Secret `hidden`.
 async fn world() -> World {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| {
-        o.token_auth_file = Some(file.clone());
-        o.compute_workspace = true;
-    })
-    .await;
+    let (hub, dir) = common::tenants::hub_with_tokens(TOKENS, |o| o.compute_workspace = true).await;
     let loc = workspace(&hub, "loc").await;
     location(
         &hub,

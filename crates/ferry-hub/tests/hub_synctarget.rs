@@ -30,14 +30,8 @@ mallory-token,mallory,u-mallory
 /// A hub that knows alice and mallory, with `threshold` as
 /// `--sync-target-heartbeat-threshold`.
 async fn hub_with(threshold: Duration) -> (TestHub, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| {
-        o.token_auth_file = Some(file.clone());
-        o.sync_target_heartbeat_threshold = threshold;
-    })
-    .await;
+    let (hub, dir) =
+        common::tenants::hub_with_tokens(TOKENS, |o| o.sync_target_heartbeat_threshold = threshold).await;
     (hub, dir)
 }
 
@@ -810,14 +804,7 @@ async fn a_user_without_rights_cannot_read_or_write_sync_targets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_ins_serving() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| {
-        o.token_auth_file = Some(file.clone());
-        o.compute_workspace = true;
-    })
-    .await;
+    let (hub, _dir) = common::tenants::hub_with_tokens(TOKENS, |o| o.compute_workspace = true).await;
     // The workspace, its export and kcp's three schemas, from the hub's OpenAPI.
     let export = wait_for(
         &hub,

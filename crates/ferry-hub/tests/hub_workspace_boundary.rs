@@ -26,10 +26,7 @@ eve-token,eve,u-eve
 /// `default/crown-jewels` in each), mallory cluster-admin of root:a and alice
 /// of root:b.
 async fn tenants() -> (TestHub, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens.csv");
-    std::fs::write(&file, TOKENS).unwrap();
-    let hub = TestHub::start_with(|o| o.token_auth_file = Some(file.clone())).await;
+    let (hub, dir) = common::tenants::hub_with_tokens(TOKENS, |_| {}).await;
     for ws in ["a", "b"] {
         ready_workspace(&hub, ws).await;
         let path = format!("root:{ws}");

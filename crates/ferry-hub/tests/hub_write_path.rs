@@ -4,29 +4,9 @@
 
 mod common;
 
-use common::{call, client};
+use common::{call, client, send};
 use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
-
-/// Send `body` as `content_type`; the status code and the body as JSON.
-async fn send(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(http::header::CONTENT_TYPE, content_type)
-        .body(kube::client::Body::from(body.as_bytes().to_vec()))
-        .expect("request");
-    let resp = client.send(req).await.expect("the hub answers");
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 

@@ -4,15 +4,12 @@
 //! Deployment's CombinedStatus in the workload management workspace.
 
 mod common;
-/// The hub tests' kits: clients and the KubeStellar set-up.
-#[path = "../../ferry-hub/tests/common/mod.rs"]
-mod hubkit;
 
 use std::time::Instant;
 
 use common::{deployments, start_syncer, wait_ready, Cluster};
 use ferry_hub::testing::TestHub;
-use hubkit::edge;
+use ferry_testkit::{clients::client, edge, eventually};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -20,7 +17,7 @@ async fn three_clusters_report_through_their_syncers_into_one_combined_status() 
     let hub = TestHub::start().await;
     let imw = edge::workspace(&hub, "imw1").await;
     edge::workspace(&hub, "wmw1").await;
-    let wmw = hubkit::client(&hub, "root:wmw1").await;
+    let wmw = client(&hub, "root:wmw1").await;
     edge::web(&wmw).await;
     edge::apply(
         &wmw,
@@ -49,14 +46,14 @@ async fn three_clusters_report_through_their_syncers_into_one_combined_status() 
     }
     // Each cluster runs the copy and reports on it, as its Deployment controller would.
     for ((down, _, _), n) in clusters.iter().zip([2, 2, 1]) {
-        hubkit::eventually(30, "the Deployment on the cluster", || async {
+        eventually(30, "the Deployment on the cluster", || async {
             down.get(&deployments(), Some("shop"), "web").await
         })
         .await;
         down.set_status(&deployments(), Some("shop"), "web", edge::available(n))
             .await;
     }
-    let cs = hubkit::eventually(30, "the three clusters' reports combined", || {
+    let cs = eventually(30, "the three clusters' reports combined", || {
         let wmw = wmw.clone();
         async move {
             let cs = edge::combined_status(&wmw, "shop", "shop").await?;
@@ -74,7 +71,7 @@ async fn three_clusters_report_through_their_syncers_into_one_combined_status() 
         .0
         .set_status(&deployments(), Some("shop"), "web", edge::available(2))
         .await;
-    hubkit::eventually(10, "pound's catching up combined", || {
+    eventually(10, "pound's catching up combined", || {
         let wmw = wmw.clone();
         async move {
             let cs = edge::combined_status(&wmw, "shop", "shop").await?;

@@ -20,14 +20,6 @@ fn edge_sync_configs() -> kube::core::ApiResource {
         "edgesyncconfigs",
     )
 }
-fn cluster_role_bindings() -> kube::core::ApiResource {
-    ar(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-    )
-}
 fn denatured_bindings() -> kube::core::ApiResource {
     ar(
         "denatured.example.io",

@@ -233,21 +233,6 @@ async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() 
     syncer.stop().await;
 }
 
-fn service_accounts() -> kube::core::ApiResource {
-    ar("", "v1", "ServiceAccount", "serviceaccounts")
-}
-fn cluster_roles() -> kube::core::ApiResource {
-    ar("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles")
-}
-fn cluster_role_bindings() -> kube::core::ApiResource {
-    ar(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-    )
-}
-
 fn cluster_role(name: &str, rules: serde_json::Value) -> serde_json::Value {
     json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": { "name": name }, "rules": rules })
 }

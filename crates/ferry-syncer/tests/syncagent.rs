@@ -28,15 +28,6 @@ fn apis(kind: &str, plural: &str) -> ApiResource {
     ar("apis.kcp.io", "v1alpha1", kind, plural)
 }
 
-fn published_resources() -> ApiResource {
-    ar(
-        "syncagent.kcp.io",
-        "v1alpha1",
-        "PublishedResource",
-        "publishedresources",
-    )
-}
-
 /// The Database as consumers see it (group = the export's name).
 fn remote_databases() -> ApiResource {
     ar(EXPORT, "v1", "Database", "databases")
@@ -45,22 +36,6 @@ fn remote_databases() -> ApiResource {
 /// The Database on the service cluster.
 fn local_databases() -> ApiResource {
     ar("example.com", "v1", "Database", "databases")
-}
-
-/// Workspace `root:<name>`, once it serves.
-async fn workspace(hub: &TestHub, name: &str) -> Cluster {
-    let root = Cluster::of(hub, Some("root")).await;
-    root.create(
-        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
-    )
-    .await;
-    let ws = Cluster::of(hub, Some(&format!("root:{name}"))).await;
-    eventually(10, "the workspace to serve", || async {
-        ws.api(&namespaces(), None).get("default").await.ok().map(drop)
-    })
-    .await;
-    ws
 }
 
 fn published(name: &str, kind: &str) -> Value {

@@ -22,29 +22,7 @@ use ferry_syncer::RunningSyncer;
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 
-fn sync_targets() -> ApiResource {
-    ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets")
-}
-
-fn pods() -> ApiResource {
-    ar("", "v1", "Pod", "pods")
-}
-
-/// Workspace `root:<name>`, once it serves.
-async fn workspace(hub: &TestHub, name: &str) -> Cluster {
-    let root = Cluster::of(hub, Some("root")).await;
-    root.create(
-        &ar("tenancy.kcp.io", "v1alpha1", "Workspace", "workspaces"),
-        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
-    )
-    .await;
-    let ws = Cluster::of(hub, Some(&format!("root:{name}"))).await;
-    eventually(10, "the workspace to serve", || async {
-        ws.api(&namespaces(), None).get("default").await.ok().map(drop)
-    })
-    .await;
-    ws
-}
+use ferry_testkit::resources::workload_sync_targets as sync_targets;
 
 /// A deployments schema anything fits (the test stands in for the syncer's schema import).
 fn open_schema() -> Value {

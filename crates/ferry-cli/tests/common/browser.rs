@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 
 use base64::Engine;
 use ferry_hub::testing::eventually;
+use ferry_testkit::net::free_port;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
@@ -51,14 +52,6 @@ pub fn available() -> bool {
         "the console's browser test needs {CHROMIUM} and {CHROMEDRIVER} (Debian: apt-get install chromium chromium-driver; \
          .ci/run installs them); set {SKIP_ENV}=1 to skip it"
     );
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Browser {

@@ -10,27 +10,22 @@ use std::time::Duration;
 
 use ferry_cli::quickstart::{apply_manifest, in_cluster_config};
 
-use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
+use ferry_hub::kubeconfig::AuthInfo;
 use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::clients::write_kubeconfig;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{json, Value};
 
 /// Writes `dir/file`: a kubeconfig for `hub` at `workspace` authenticating with `token`.
 pub fn kubeconfig_at(hub: &TestHub, workspace: &str, token: &str, dir: &Path, file: &str) -> PathBuf {
-    let path = dir.join(file);
-    let text = kubeconfig(
-        "hub",
-        &format!("{}/clusters/{workspace}", hub.url()),
-        &hub.running.ca_pem,
+    write_kubeconfig(
+        dir.join(file),
+        hub,
+        Some(workspace),
         AuthInfo::Token(token.to_string()),
-        "hub",
-        None,
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+    )
 }
 
 /// A kubeconfig for `hub`'s admin at `workspace`, in the hub's data directory.
@@ -59,12 +54,7 @@ pub fn ok(out: Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-pub fn workspaces() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("tenancy.kcp.io", "v1alpha1", "Workspace"),
-        "workspaces",
-    )
-}
+pub use ferry_testkit::resources::workspaces;
 
 /// The name of SyncTarget `target`'s mailbox workspace (in root), once Ready.
 pub async fn mailbox_of(hub: &TestHub, target: &str) -> String {

@@ -2,42 +2,31 @@
 //! APIExport, and `root:c1`) and a service cluster (another hub with a Database CRD),
 //! each with an admin kubeconfig file and client.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
-use ferry_hub::testing::{eventually, TestHub};
+use ferry_hub::kubeconfig::AuthInfo;
+use ferry_hub::testing::{client_from, eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use serde_json::{json, Value};
 
+pub use ferry_testkit::net::{free_address, response_of, status_of};
+pub use ferry_testkit::resources::{ar, crds, published_resources};
+
+/// Writes `file` in `hub`'s data directory: an admin kubeconfig for `hub` at
+/// `workspace` (its top when `None`); returns its path.
 pub fn write_kubeconfig(hub: &TestHub, workspace: Option<&str>, file: &str) -> std::path::PathBuf {
-    let path = hub.data_dir().join(file);
-    let server = match workspace {
-        Some(ws) => format!("{}/clusters/{ws}", hub.url()),
-        None => hub.url().to_string(),
-    };
-    let text = kubeconfig(
-        "hub",
-        &server,
-        &hub.running.ca_pem,
+    ferry_testkit::clients::write_kubeconfig(
+        hub.data_dir().join(file),
+        hub,
+        workspace,
         AuthInfo::Token(hub.running.admin_token.clone()),
-        "hub",
-        None,
-    );
-    std::fs::write(&path, text).unwrap();
-    path
+    )
 }
 
-pub fn ar(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
+/// An admin client from the kubeconfig file at `path`.
 pub async fn client(path: &std::path::Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(path).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
+    client_from(path, None).await
 }
 
 pub async fn create(client: &kube::Client, resource: &ApiResource, ns: Option<&str>, obj: Value) {
@@ -63,28 +52,6 @@ pub async fn get(
         None => Api::all_with(client.clone(), resource),
     };
     api.get(name).await.ok().map(|o| serde_json::to_value(o).unwrap())
-}
-
-/// A loopback address with a port nobody listens on now.
-pub fn free_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().to_string()
-}
-
-/// `GET http://addr/path`: the status code, if it answered.
-pub fn status_of(addr: &str, path: &str) -> Option<u16> {
-    response_of(addr, path)?.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// `GET http://addr/path`: the whole response, if it answered.
-pub fn response_of(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    let _ = stream.read_to_string(&mut response);
-    Some(response)
 }
 
 /// kcp (`root:provider` holding the APIExport `export`, `root:c1`) and a service
@@ -126,15 +93,9 @@ impl Stage {
         .await;
         let service_kubeconfig = write_kubeconfig(&service_hub, None, "service.kubeconfig");
         let service = client(&service_kubeconfig).await;
-        let crds = ar(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-        );
         create(
             &service,
-            &crds,
+            &crds(),
             None,
             json!({
                 "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -161,16 +122,10 @@ impl Stage {
 /// Installs the PublishedResource CRD on the service cluster and publishes its
 /// Databases (`databases`, labelled `team=db`).
 pub async fn publish_databases(service: &kube::Client) {
-    let crds = ar(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-    );
     for crd in ferry_api::crds::all_crds() {
         let crd = serde_json::to_value(crd).unwrap();
         if crd["metadata"]["name"] == "publishedresources.syncagent.kcp.io" {
-            create(service, &crds, None, crd).await;
+            create(service, &crds(), None, crd).await;
         }
     }
     create(
@@ -182,15 +137,6 @@ pub async fn publish_databases(service: &kube::Client) {
                 "spec": { "resource": { "apiGroup": "example.com", "kind": "Database", "versions": ["v1"] } } }),
     )
     .await;
-}
-
-pub fn published_resources() -> ApiResource {
-    ar(
-        "syncagent.kcp.io",
-        "v1alpha1",
-        "PublishedResource",
-        "publishedresources",
-    )
 }
 
 /// The agent `nora` holds its Lease in `ferry-system` on the service cluster.
@@ -209,4 +155,30 @@ pub async fn assert_holds_lease(service: &kube::Client) {
             .is_some_and(|h| !h.is_empty()),
         "{lease}"
     );
+}
+
+/// The APIBinding `name` in `consumer`'s workspace of the APIExport `export`
+/// in `root:provider`.
+pub async fn bind_provider_export(consumer: &kube::Client, name: &str, export: &str) {
+    create(
+        consumer,
+        &ar("apis.kcp.io", "v1alpha1", "APIBinding", "apibindings"),
+        None,
+        json!({ "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": { "name": name },
+                "spec": { "reference": { "export": { "path": "root:provider", "name": export } } } }),
+    )
+    .await;
+}
+
+/// A consumer's Database `default/name` of size `size`, in the group
+/// `export` serves it under.
+pub async fn create_database(consumer: &kube::Client, export: &str, name: &str, size: usize) {
+    create(
+        consumer,
+        &ar(export, "v1", "Database", "databases"),
+        Some("default"),
+        json!({ "apiVersion": format!("{export}/v1"), "kind": "Database",
+                "metadata": { "name": name, "namespace": "default" }, "spec": { "size": size } }),
+    )
+    .await;
 }
