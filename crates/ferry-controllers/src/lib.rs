@@ -25,6 +25,7 @@ mod heartbeat;
 pub use ferry_server::follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;
+mod label_index;
 pub mod logical_cluster;
 pub mod mailbox;
 pub mod namespaces;

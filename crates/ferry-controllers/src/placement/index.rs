@@ -22,7 +22,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ferry_api::edge::SinglePlacement;
 
 use super::resolve::{self, Location, Target};
-use ferry_server::selector::{LabelSelector, Operator};
+use crate::label_index::narrowest;
+use ferry_server::selector::LabelSelector;
 
 /// `(logical cluster, name)`.
 type Id = (String, String);
@@ -201,32 +202,6 @@ impl InventoryIndex {
         }
         (matching.len(), by_target.into_values().collect())
     }
-}
-
-/// The candidates of the most selective equality requirement (`=`, `==`,
-/// `in`) of `s`, looked up with `by_label`; `None` when `s` has none, and
-/// every object in scope is a candidate. A superset of what `s` matches:
-/// the caller still checks `s`.
-pub(crate) fn narrowest<'a, T: Ord + 'a>(
-    s: &LabelSelector,
-    by_label: impl Fn(&str, &str) -> Option<&'a BTreeSet<T>>,
-) -> Option<BTreeSet<&'a T>> {
-    s.requirements()
-        .iter()
-        .filter(|r| {
-            matches!(
-                r.operator(),
-                Operator::Equals | Operator::DoubleEquals | Operator::In
-            )
-        })
-        .map(|r| {
-            r.values()
-                .iter()
-                .filter_map(|v| by_label(r.key(), v))
-                .flatten()
-                .collect::<BTreeSet<&T>>()
-        })
-        .min_by_key(BTreeSet::len)
 }
 
 /// A full rebuild's twin, for the watch: what a stored Location or

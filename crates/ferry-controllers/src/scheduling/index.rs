@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::placement::{self, Compiled};
 use super::targets::{self, Target};
-use crate::placement::index::narrowest;
+use crate::label_index::narrowest;
 
 /// `(logical cluster, name)`.
 type Id = (String, String);
