@@ -152,6 +152,9 @@ const NEVER_PLACED_GROUPS: &[&str] = &[
     "coordination.k8s.io",
 ];
 
+/// The translator's name in metrics.
+const NAME: &str = "PlacementTranslator";
+
 /// Run the translator while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -164,6 +167,7 @@ pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
             };
             // Read after the watch began: an event for what it already
             // holds only sets it again.
+            ctx.metrics().resynced(NAME);
             let mut inventory = load_inventory(&ctx);
             let mut due = Some(Instant::now());
             loop {
@@ -177,9 +181,11 @@ pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
                     _ = lease.lost() => return,
                     _ = wait => {
                         due = None;
+                        let started = std::time::Instant::now();
                         if reconcile(&ctx, &inventory).await {
                             due = Some(Instant::now() + RETRY);
                         }
+                        ctx.metrics().handled(NAME, started);
                     }
                     event = events.next() => match event {
                         Some(event) => {

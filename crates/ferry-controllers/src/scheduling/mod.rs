@@ -76,7 +76,9 @@ pub const BLOCKED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-no
 /// syncers upsync (pods, endpoints).
 const NOT_LABELLED: &[&str] = &["/events", "events.k8s.io/events", "/pods", "/endpoints"];
 
-/// Run the scheduler while `ctx`'s lease is held.
+/// The scheduler's name in metrics.
+const NAME: &str = "TmcScheduler";
+
 /// Run the scheduler while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -104,7 +106,9 @@ pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
                     }
                     event = events.next() => match event {
                         Some(event) => {
+                            let started = std::time::Instant::now();
                             changed(&ctx, &mut index, &event).await;
+                            ctx.metrics().handled(NAME, started);
                             if event.key.resource == SYNC_TARGETS {
                                 wake = next_eviction(&ctx, &index);
                             }
@@ -125,6 +129,7 @@ fn next_eviction(ctx: &ControllerContext, index: &SchedulingIndex) -> Option<Dat
 
 /// Look at everything, starting the index over.
 async fn resync(ctx: &ControllerContext, index: &mut SchedulingIndex) {
+    ctx.metrics().resynced(NAME);
     let (targets, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
     let (locations, _) = ctx.list(&ClusterScope::All, LOCATIONS, None, None);
     let (placements, _) = ctx.list(&ClusterScope::All, PLACEMENTS, None, None);
