@@ -70,15 +70,15 @@ pub fn spawn<F: Follower>(ctx: ControllerContext, f: F) -> JoinHandle<()> {
 
 /// The controller's name in metrics: its follower's type name, without the
 /// module path (`SyncTargets`, `Placements`, ...).
-fn controller_name<F>() -> String {
+fn controller_name<F>() -> &'static str {
     let full = std::any::type_name::<F>();
     let base = full.split('<').next().unwrap_or(full);
-    base.rsplit("::").next().unwrap_or(base).to_string()
+    base.rsplit("::").next().unwrap_or(base)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
-    name: String,
+    name: &'static str,
 }
 
 /// How the hub's controllers keep up with the store, per controller: the
@@ -110,19 +110,15 @@ impl Default for FollowMetrics {
 impl FollowMetrics {
     /// Count one change (or batch of changes) `controller` handled, from
     /// `started` until now: for controllers with a loop of their own.
-    pub fn handled(&self, controller: &str, started: Instant) {
-        let labels = ControllerLabels {
-            name: controller.to_string(),
-        };
+    pub fn handled(&self, controller: &'static str, started: Instant) {
+        let labels = ControllerLabels { name: controller };
         self.events.get_or_create(&labels).inc();
         self.observe(&labels, started);
     }
 
     /// Count one look at everything by `controller`.
-    pub fn resynced(&self, controller: &str) {
-        let labels = ControllerLabels {
-            name: controller.to_string(),
-        };
+    pub fn resynced(&self, controller: &'static str) {
+        let labels = ControllerLabels { name: controller };
         self.resyncs.get_or_create(&labels).inc();
     }
 
