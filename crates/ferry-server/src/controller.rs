@@ -17,7 +17,7 @@ use crate::auth::UserInfo;
 use crate::grants::tmc::LocationSource;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
-use crate::server::tls::TlsMaterial;
+use crate::tls::TlsMaterial;
 use crate::service::{Request, HUB_MANAGER};
 use crate::status::ApiError;
 use crate::storage::{

@@ -33,6 +33,7 @@ pub mod server;
 pub mod service;
 pub mod strategy;
 pub mod synctarget;
+pub mod tls;
 pub mod virtual_workspace;
 pub mod workspace;
 

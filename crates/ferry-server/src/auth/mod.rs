@@ -26,7 +26,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde_json::{json, Value};
 
-use crate::server::tls::TlsMaterial;
+use crate::tls::TlsMaterial;
 use crate::status::ApiError;
 pub use authorize::{Attributes, Decision};
 pub use rbac::RbacCache;
@@ -266,7 +266,7 @@ impl Security {
         peer: Option<&PeerCertificate>,
     ) -> Result<UserInfo, AuthError> {
         if let Some(cert) = peer {
-            let id = crate::server::tls::client_cert_identity(&cert.0)
+            let id = crate::tls::client_cert_identity(&cert.0)
                 .map_err(|e| AuthError::BadCertificate(e.to_string()))?;
             if id.user.is_empty() {
                 return Err(AuthError::BadCertificate("the common name is empty".into()));

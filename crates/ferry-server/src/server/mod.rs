@@ -3,7 +3,10 @@
 
 pub mod data_dir;
 mod drain;
-pub mod tls;
+
+// The PKI is its own module (authentication reads client certificates
+// below the server); callers still find it under its old path.
+pub use crate::tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
