@@ -8,6 +8,7 @@ pub(crate) mod negotiate;
 pub(crate) mod objects;
 mod offload;
 pub mod path;
+pub mod request_info;
 pub(crate) mod query;
 mod special;
 mod virtual_workspace;
@@ -179,7 +180,7 @@ fn authorize(
     watch: bool,
 ) -> Result<(), ApiError> {
     let attrs = authz::Attributes {
-        request: authz::request_of(&parts.method, parts.uri.path(), watch, resource),
+        request: request_info::request_of(&parts.method, parts.uri.path(), watch, resource),
         workspace: cluster.cloned(),
     };
     match authz::authorize(hub, user, &attrs) {
@@ -209,7 +210,7 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             // authorization come before routing: an unknown path is a
             // non-resource URL.
             let caller = authenticate(&hub, &parts)?;
-            let raw = authz::split_workspace(parts.uri.path()).0.map(str::to_string);
+            let raw = request_info::split_workspace(parts.uri.path()).0.map(str::to_string);
             let raw = raw.as_deref();
             let cluster = hub.resolve_cluster(raw).filter(|_| raw != Some("*"));
             authz::enter_workspace(&hub, &caller, raw, cluster.as_ref())?;
@@ -376,7 +377,7 @@ pub(crate) async fn serve_resource(
             &body,
         );
     }
-    let verb = authz::resource_verb(&parts.method, rp.name.is_some(), query.watch);
+    let verb = request_info::resource_verb(&parts.method, rp.name.is_some(), query.watch);
     // A resource that does not serve a verb answers 405, as
     // kube-apiserver does (LogicalClusters are read-only).
     if crate::registry::ALL_VERBS.contains(&verb.as_str()) && !info.verbs.contains(&verb) {

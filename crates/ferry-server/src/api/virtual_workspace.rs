@@ -11,7 +11,6 @@ use http::StatusCode;
 use super::body::json_value;
 use super::path::{self, Target};
 use super::{authenticate, discovery_answer, query, serve_resource};
-use crate::auth::authorize as authz;
 use crate::discovery;
 use crate::hub::Hub;
 use crate::status::ApiError;
@@ -62,7 +61,7 @@ pub async fn serve(hub: Arc<Hub>, req: axum::extract::Request) -> Result<Respons
         _ => None,
     };
     let verb = match &resource {
-        Some(rp) => authz::resource_verb(&parts.method, rp.name.is_some(), watch),
+        Some(rp) => super::request_info::resource_verb(&parts.method, rp.name.is_some(), watch),
         None => "get".to_string(),
     };
     kind.authorize(&hub, &user, &instance, &verb)?;
