@@ -308,6 +308,20 @@ impl Hub {
     }
 }
 
+impl crate::auth::AuthContext for Hub {
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn security(&self) -> &crate::auth::Security {
+        &self.security
+    }
+
+    fn workspaces(&self) -> &WorkspaceIndex {
+        &self.workspaces
+    }
+}
+
 /// The logical cluster a Workspace object (stored in `parent`) stands for.
 pub fn logical_cluster_of(parent: &LogicalCluster, ws: &Value) -> Option<LogicalCluster> {
     let name = ws.pointer("/metadata/name")?.as_str()?;

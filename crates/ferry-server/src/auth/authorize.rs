@@ -4,8 +4,7 @@
 use serde_json::json;
 
 use super::rbac::{combined_resource, Request};
-use super::UserInfo;
-use crate::hub::Hub;
+use super::{AuthContext, UserInfo};
 use crate::status::ApiError;
 use crate::workspace::LogicalCluster;
 
@@ -33,7 +32,7 @@ impl Decision {
 }
 
 /// Decide whether `user` may make `attrs.request` in `attrs.workspace`.
-pub fn authorize(hub: &Hub, user: &UserInfo, attrs: &Attributes) -> Decision {
+pub fn authorize(hub: &dyn AuthContext, user: &UserInfo, attrs: &Attributes) -> Decision {
     // A credential bound to a workspace stays there, whatever its groups (an
     // identity a workspace's admin impersonated is bound to that workspace).
     if let Some(home) = &user.cluster {
@@ -47,7 +46,7 @@ pub fn authorize(hub: &Hub, user: &UserInfo, attrs: &Attributes) -> Decision {
     let Some(ws) = &attrs.workspace else {
         return Decision::Deny("only members of system:masters may use the /clusters/* wildcard".into());
     };
-    let rbac = hub.security.rbac.get(&hub.store, &ws.name);
+    let rbac = hub.security().rbac.get(hub.store(), &ws.name);
     if user.cluster.is_none() && !rbac.is_member(user) {
         return Decision::Deny(format!(
             "{:?} is not a member of workspace {:?}",
@@ -61,9 +60,9 @@ pub fn authorize(hub: &Hub, user: &UserInfo, attrs: &Attributes) -> Decision {
 }
 
 /// Why a credential bound to workspace `home` is refused elsewhere.
-fn home_only(hub: &Hub, user: &UserInfo, home: &str) -> String {
+fn home_only(hub: &dyn AuthContext, user: &UserInfo, home: &str) -> String {
     let home_path = hub
-        .workspaces
+        .workspaces()
         .by_name(home)
         .map(|lc| lc.path)
         .unwrap_or_else(|| home.to_string());
@@ -83,7 +82,7 @@ fn home_only(hub: &Hub, user: &UserInfo, home: &str) -> String {
 /// everything in it, discovery included — and the same 403 for a workspace
 /// that does not exist, so that existence does not leak.
 pub fn enter_workspace(
-    hub: &Hub,
+    hub: &dyn AuthContext,
     user: &UserInfo,
     raw: Option<&str>,
     cluster: Option<&LogicalCluster>,
@@ -105,7 +104,7 @@ pub fn enter_workspace(
         }
         return Ok(());
     }
-    let member = cluster.is_some_and(|lc| hub.security.rbac.get(&hub.store, &lc.name).is_member(user));
+    let member = cluster.is_some_and(|lc| hub.security().rbac.get(hub.store(), &lc.name).is_member(user));
     if member {
         return Ok(());
     }

@@ -13,8 +13,7 @@ use serde_json::Value;
 
 use super::authorize::{self, qualified, Attributes};
 use super::rbac::{rules_of, PolicyRule, Request, RoleRef, RBAC_GROUP};
-use super::UserInfo;
-use crate::hub::Hub;
+use super::{AuthContext, UserInfo};
 use crate::status::ApiError;
 
 /// How many missing permissions a 403 lists before "and N more".
@@ -200,7 +199,7 @@ fn only_gc_fields_change(old: &Value, new: &Value) -> bool {
 /// permissions they do not hold. `attrs` is the write as authorized (verb,
 /// resource, namespace and name as in the URL); other resources pass.
 pub fn check_rbac_write(
-    hub: &Hub,
+    hub: &dyn AuthContext,
     user: &UserInfo,
     attrs: &Attributes,
     old: Option<&Value>,
@@ -249,7 +248,7 @@ pub fn check_rbac_write(
         };
         authorize::authorize(hub, user, &attrs).allowed()
     };
-    let rbac = hub.security.rbac.get(&hub.store, &ws.name);
+    let rbac = hub.security().rbac.get(hub.store(), &ws.name);
     let held = || {
         let (resource_rules, url_rules) = rbac.rules_for(user, namespace);
         [resource_rules, url_rules].concat()

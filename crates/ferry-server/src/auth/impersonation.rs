@@ -15,10 +15,9 @@ use http::HeaderMap;
 use super::authorize::{self, Attributes, Decision};
 use super::rbac::Request;
 use super::{
-    parse_service_account_user, UserInfo, ANONYMOUS, AUTHENTICATED, EXTRA_CLUSTER_NAME, SERVICE_ACCOUNTS,
+    parse_service_account_user, AuthContext, UserInfo, ANONYMOUS, AUTHENTICATED, EXTRA_CLUSTER_NAME, SERVICE_ACCOUNTS,
     UNAUTHENTICATED,
 };
-use crate::hub::Hub;
 use crate::status::ApiError;
 use crate::workspace::LogicalCluster;
 
@@ -222,7 +221,7 @@ impl Impersonation {
 /// requester is a superuser, that identity is bound to `workspace`. 400 for
 /// malformed headers; 403 naming the requester and the first part refused.
 pub fn impersonate(
-    hub: &Hub,
+    hub: &dyn AuthContext,
     requester: UserInfo,
     headers: &HeaderMap,
     workspace: Option<&LogicalCluster>,

@@ -26,8 +26,10 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde_json::{json, Value};
 
-use crate::tls::TlsMaterial;
 use crate::status::ApiError;
+use crate::storage::Store;
+use crate::tls::TlsMaterial;
+use crate::workspace::WorkspaceIndex;
 pub use authorize::{Attributes, Decision};
 pub use rbac::RbacCache;
 pub use service_account::{ServiceAccountTokens, TokenError};
@@ -175,7 +177,32 @@ pub fn parse_service_account_user(user: &str) -> Option<(&str, &str)> {
 #[derive(Clone)]
 pub struct PeerCertificate(pub Arc<Vec<u8>>);
 
-/// Everything authentication and authorization need, held by the [`crate::Hub`].
+/// What authentication and authorization read of the server they run in:
+/// stored objects (ServiceAccounts, their Secrets and Pods, RBAC objects),
+/// its [`Security`] and its workspaces. The hub provides it, so this module
+/// sits below the hub and never names it.
+pub trait AuthContext {
+    fn store(&self) -> &Store;
+    fn security(&self) -> &Security;
+    fn workspaces(&self) -> &WorkspaceIndex;
+}
+
+impl<T: AuthContext + ?Sized> AuthContext for Arc<T> {
+    fn store(&self) -> &Store {
+        (**self).store()
+    }
+
+    fn security(&self) -> &Security {
+        (**self).security()
+    }
+
+    fn workspaces(&self) -> &WorkspaceIndex {
+        (**self).workspaces()
+    }
+}
+
+/// Everything authentication and authorization need, held by the server
+/// (and read back through [`AuthContext`]).
 pub struct Security {
     admin_token: String,
     static_tokens: StaticTokens,
@@ -261,7 +288,7 @@ impl Security {
     /// bearer token. `Err(AuthError::Anonymous)` when there is neither.
     pub fn authenticate(
         &self,
-        hub: &crate::Hub,
+        hub: &dyn AuthContext,
         headers: &http::HeaderMap,
         peer: Option<&PeerCertificate>,
     ) -> Result<UserInfo, AuthError> {
@@ -301,7 +328,7 @@ impl Security {
     /// for (`None`: this hub's API audience).
     pub fn authenticate_token(
         &self,
-        hub: &crate::Hub,
+        hub: &dyn AuthContext,
         token: &str,
         audiences: Option<&[String]>,
     ) -> Result<UserInfo, AuthError> {

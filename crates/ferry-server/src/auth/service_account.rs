@@ -12,7 +12,7 @@ use ring::hmac;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::UserInfo;
+use super::{AuthContext, UserInfo};
 use crate::storage::ObjectKey;
 
 /// The audience the hub's own API accepts (kube-apiserver's default issuer).
@@ -258,7 +258,7 @@ impl ServiceAccountTokens {
     /// ServiceAccount (and any bound object) still exists with the same uid.
     pub fn authenticate(
         &self,
-        hub: &crate::Hub,
+        hub: &dyn AuthContext,
         token: &str,
         audiences: Option<&[String]>,
     ) -> Result<UserInfo, TokenError> {
@@ -290,14 +290,14 @@ impl ServiceAccountTokens {
     }
 }
 
-fn stored(hub: &crate::Hub, cluster: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+fn stored(hub: &dyn AuthContext, cluster: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
     let key = ObjectKey {
         cluster: cluster.into(),
         resource: resource.into(),
         namespace: namespace.into(),
         name: name.into(),
     };
-    hub.store.get(&key).map(|o| o.value())
+    hub.store().get(&key).map(|o| o.value())
 }
 
 fn uid_of(v: &Value) -> &str {
@@ -309,9 +309,9 @@ fn deleting(v: &Value) -> bool {
 }
 
 /// The objects a token names must still be there (same uid, not being deleted).
-fn check_still_bound(hub: &crate::Hub, claims: &Claims, token: &str) -> Result<(), TokenError> {
+fn check_still_bound(hub: &dyn AuthContext, claims: &Claims, token: &str) -> Result<(), TokenError> {
     let k = &claims.kubernetes;
-    if hub.workspaces.by_name(&claims.cluster).is_none() {
+    if hub.workspaces().by_name(&claims.cluster).is_none() {
         return Err(TokenError::WorkspaceGone);
     }
     let sa_name = format!("{}/{}", k.namespace, k.serviceaccount.name);
