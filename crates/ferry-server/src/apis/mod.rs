@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::registry::{resources_from_crd, CrdError, ResourceInfo};
-use crate::storage::ObjectKey;
+use crate::storage::{ObjectKey, Store};
 
 pub const GROUP: &str = "apis.kcp.io";
 pub const VERSION: &str = "v1alpha1";
@@ -114,14 +114,14 @@ pub fn resources_from_schema(schema: &Value, binding: &str) -> Result<Vec<Resour
 }
 
 /// The APIResourceSchemas `export` (in `cluster`) lists that exist, in its order.
-pub fn listed_schemas(hub: &crate::hub::Hub, cluster: &str, export: &Value) -> Vec<Value> {
+pub fn listed_schemas(store: &Store, cluster: &str, export: &Value) -> Vec<Value> {
     export
         .pointer("/spec/latestResourceSchemas")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .filter_map(|name| hub.store.get(&key(cluster, SCHEMAS, name)))
+        .filter_map(|name| store.get(&key(cluster, SCHEMAS, name)))
         .map(|schema| schema.value())
         .collect()
 }

@@ -706,7 +706,7 @@ fn upstream_resources_except(
             "" => apis::identity_hash(&export_cluster, name, json::str_at(&export, "/metadata/uid")),
             h => h.to_string(),
         };
-        for schema in apis::listed_schemas(hub, &export_cluster, &export) {
+        for schema in apis::listed_schemas(&hub.store, &export_cluster, &export) {
             let (group, resource) = apis::schema_group_resource(&schema);
             let listed = supported
                 .resources

@@ -90,7 +90,7 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
             name: name.clone(),
         };
         let mut resources: Vec<ResourceInfo> = Vec::new();
-        for schema in apis::listed_schemas(hub, &lc.name, &export) {
+        for schema in apis::listed_schemas(&hub.store, &lc.name, &export) {
             let (group, resource) = apis::schema_group_resource(&schema);
             // A built-in resource is every consumer's own: only a claim reaches it.
             if hub.registry.is_builtin(&group, &resource) {
@@ -170,7 +170,7 @@ fn foreign(hub: &Hub, identity: &str, group: &str, resource: &str) -> Vec<Resour
         .collect();
     exports.sort_by(|a, b| (&a.0.cluster, &a.0.name).cmp(&(&b.0.cluster, &b.0.name)));
     for (key, export) in exports {
-        for schema in apis::listed_schemas(hub, &key.cluster, &export) {
+        for schema in apis::listed_schemas(&hub.store, &key.cluster, &export) {
             if apis::schema_group_resource(&schema) != (group.to_string(), resource.to_string()) {
                 continue;
             }
