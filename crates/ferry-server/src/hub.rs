@@ -24,7 +24,7 @@ pub struct HubConfig {
     /// Key that signs ServiceAccount tokens (random per process when empty).
     pub service_account_key: Vec<u8>,
     /// Where Services' cluster IPs and node ports are allocated from.
-    pub service_ranges: crate::strategy::core::service::ServiceRanges,
+    pub service_ranges: crate::service_ranges::ServiceRanges,
 }
 
 impl std::fmt::Debug for HubConfig {

@@ -31,6 +31,7 @@ pub mod registry;
 pub mod replicas;
 pub mod server;
 pub mod service;
+pub mod service_ranges;
 pub mod strategy;
 pub mod synctarget;
 pub mod tls;

@@ -74,7 +74,7 @@ pub struct HubOptions {
     /// not arrived in full this long after the previous response.
     pub idle_timeout: Duration,
     /// `--service-cluster-ip-range` and `--service-node-port-range`.
-    pub service_ranges: crate::strategy::core::service::ServiceRanges,
+    pub service_ranges: crate::service_ranges::ServiceRanges,
     /// `--sync-target-heartbeat-threshold`: a SyncTarget whose syncer has
     /// not sent a heartbeat for this long is `HeartbeatHealthy=False`.
     pub sync_target_heartbeat_threshold: Duration,
