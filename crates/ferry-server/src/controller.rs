@@ -152,7 +152,7 @@ impl ControllerContext {
 
     /// Where controllers with a watch loop of their own count what they
     /// handle (those built on `follow::spawn` are counted already).
-    pub fn metrics(&self) -> &crate::follow::FollowMetrics {
+    pub fn metrics(&self) -> &crate::follow_metrics::FollowMetrics {
         &self.hub.follow_metrics
     }
 

@@ -114,7 +114,7 @@ pub struct Hub {
     /// must not let the one that read older state install it last.
     refreshing: parking_lot::Mutex<()>,
     /// How the controllers following the store keep up (on `/metrics`).
-    pub follow_metrics: crate::follow::FollowMetrics,
+    pub follow_metrics: crate::follow_metrics::FollowMetrics,
 }
 
 impl Hub {

@@ -23,6 +23,7 @@ pub mod customize;
 pub mod decode;
 pub mod discovery;
 pub mod follow;
+pub mod follow_metrics;
 pub mod grants;
 pub mod hub;
 pub mod kubeconfig;
