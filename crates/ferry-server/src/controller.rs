@@ -9,13 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::auth::service_account::TokenSpec;
 use crate::auth::UserInfo;
 use crate::grants::tmc::LocationSource;
-use crate::hub::Hub;
+use crate::hub::{Hub, WriteHooks};
 use crate::registry::ResourceInfo;
 use crate::tls::TlsMaterial;
 use crate::service::{Request, HUB_MANAGER};
@@ -25,9 +26,99 @@ use crate::storage::{
 };
 use crate::workspace::LogicalCluster;
 
-// What the controllers implement and name besides the handle: their part of
-// a write, the storage key of CRDs, and the logical cluster of a Workspace.
-pub use crate::hub::{logical_cluster_of, WriteObserver, CRDS};
+// What the controllers name besides the handle: the storage key of CRDs
+// and the logical cluster of a Workspace.
+pub use crate::hub::{logical_cluster_of, CRDS};
+
+/// What the hub's built-in controllers do within a write, before it
+/// answers: their first pass over the object, for effects a client sees on
+/// its next request (a new workspace is usable, a CRD deleted with no
+/// custom resources left is gone, a token Secret has its token). Each
+/// controller also follows the store's watch and resyncs when it starts,
+/// so what a restart interrupted is finished.
+///
+/// The object service runs it, through the hub's [`WriteHooks`] that
+/// [`ObservedWrites`] provides, with the controllers' handle on the hub;
+/// the controllers implement it (`ferry_controllers::BuiltIn`), so the
+/// server never imports them.
+pub trait WriteObserver: Send + Sync {
+    /// A create of `obj` at `key` is about to be stored.
+    fn creating<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        key: &'a ObjectKey,
+        obj: &'a Value,
+    ) -> BoxFuture<'a, ()>;
+    /// The object at `key` (served as `info`) was written (`new`) or removed (`None`).
+    fn written<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        new: Option<&'a Value>,
+    ) -> BoxFuture<'a, ()>;
+    /// The object at `key` was just marked as being deleted, held by finalizers.
+    fn deleting<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()>;
+    /// `old` was removed from storage: what goes with it goes now.
+    fn removed<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        old: &'a Value,
+    ) -> BoxFuture<'a, ()>;
+}
+
+/// The hub's [`WriteHooks`] that run the controllers' [`WriteObserver`],
+/// each call with a fresh [`ControllerContext`] on the hub.
+pub struct ObservedWrites(pub Arc<dyn WriteObserver>);
+
+impl WriteHooks for ObservedWrites {
+    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let ctx = ControllerContext::new(hub.clone());
+            self.0.creating(&ctx, key, obj).await;
+        })
+    }
+
+    fn written<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        new: Option<&'a Value>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let ctx = ControllerContext::new(hub.clone());
+            self.0.written(&ctx, info, key, new).await;
+        })
+    }
+
+    fn deleting<'a>(&'a self, hub: &'a Arc<Hub>, info: &'a ResourceInfo, key: &'a ObjectKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let ctx = ControllerContext::new(hub.clone());
+            self.0.deleting(&ctx, info, key).await;
+        })
+    }
+
+    fn removed<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+        old: &'a Value,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let ctx = ControllerContext::new(hub.clone());
+            self.0.removed(&ctx, info, key, old).await;
+        })
+    }
+}
 
 /// The built-in controllers' handle on the hub: reads, watches and writes
 /// of objects per logical cluster and resource, the workspace lookups they

@@ -7,7 +7,6 @@ use futures::future::BoxFuture;
 use parking_lot::RwLock;
 use serde_json::Value;
 
-use crate::controller::ControllerContext;
 use crate::registry::{resources_from_crd, Registry, ResourceInfo};
 use crate::storage::{ClusterScope, ObjectKey, Store};
 use crate::workspace::{LogicalCluster, WorkspaceIndex, ROOT, WORKSPACES};
@@ -52,43 +51,30 @@ impl Default for HubConfig {
 /// Storage key of CRDs.
 pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
-/// What the hub's built-in controllers do within a write, before it
-/// answers: their first pass over the object, for effects a client sees on
-/// its next request (a new workspace is usable, a CRD deleted with no
-/// custom resources left is gone, a token Secret has its token). Each
-/// controller also follows the store's watch and resyncs when it starts,
-/// so what a restart interrupted is finished.
+/// What runs within a write, before it answers, beyond storage and the
+/// hub's own indexes: the built-in controllers' first pass over the object.
 ///
-/// The object service calls this, with the controllers' handle on the hub;
-/// the controllers implement it (`ferry_controllers::BuiltIn`), so the
-/// server never imports them.
-pub trait WriteObserver: Send + Sync {
+/// The object service calls it with the hub; the server installs the
+/// controllers' [`crate::controller::WriteObserver`] through
+/// [`crate::controller::ObservedWrites`], which hands each call the
+/// controllers' narrow handle, so the hub names neither.
+pub trait WriteHooks: Send + Sync {
     /// A create of `obj` at `key` is about to be stored.
-    fn creating<'a>(
-        &'a self,
-        ctx: &'a ControllerContext,
-        key: &'a ObjectKey,
-        obj: &'a Value,
-    ) -> BoxFuture<'a, ()>;
+    fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()>;
     /// The object at `key` (served as `info`) was written (`new`) or removed (`None`).
     fn written<'a>(
         &'a self,
-        ctx: &'a ControllerContext,
+        hub: &'a Arc<Hub>,
         info: &'a ResourceInfo,
         key: &'a ObjectKey,
         new: Option<&'a Value>,
     ) -> BoxFuture<'a, ()>;
     /// The object at `key` was just marked as being deleted, held by finalizers.
-    fn deleting<'a>(
-        &'a self,
-        ctx: &'a ControllerContext,
-        info: &'a ResourceInfo,
-        key: &'a ObjectKey,
-    ) -> BoxFuture<'a, ()>;
+    fn deleting<'a>(&'a self, hub: &'a Arc<Hub>, info: &'a ResourceInfo, key: &'a ObjectKey) -> BoxFuture<'a, ()>;
     /// `old` was removed from storage: what goes with it goes now.
     fn removed<'a>(
         &'a self,
-        ctx: &'a ControllerContext,
+        hub: &'a Arc<Hub>,
         info: &'a ResourceInfo,
         key: &'a ObjectKey,
         old: &'a Value,
@@ -105,7 +91,7 @@ pub struct Hub {
     /// `https://host:port`, known once the listener is bound.
     external_url: RwLock<String>,
     /// The built-in controllers' part of a write (none until they are installed).
-    observer: RwLock<Option<Arc<dyn WriteObserver>>>,
+    write_hooks: RwLock<Option<Arc<dyn WriteHooks>>>,
     /// OpenAPI documents per workspace generation.
     pub openapi: crate::openapi::cache::OpenApiCache,
     /// Which workspaces are bound to which APIExport.
@@ -135,7 +121,7 @@ impl Hub {
             config,
             security,
             external_url: RwLock::new(String::new()),
-            observer: RwLock::new(None),
+            write_hooks: RwLock::new(None),
             openapi: Default::default(),
             bindings: Default::default(),
             refreshing: Default::default(),
@@ -154,12 +140,12 @@ impl Hub {
     }
 
     /// Install what the built-in controllers do within a write.
-    pub fn set_write_observer(&self, observer: Arc<dyn WriteObserver>) {
-        *self.observer.write() = Some(observer);
+    pub fn set_write_hooks(&self, hooks: Arc<dyn WriteHooks>) {
+        *self.write_hooks.write() = Some(hooks);
     }
 
-    pub fn write_observer(&self) -> Option<Arc<dyn WriteObserver>> {
-        self.observer.read().clone()
+    pub fn write_hooks(&self) -> Option<Arc<dyn WriteHooks>> {
+        self.write_hooks.read().clone()
     }
 
     pub(crate) fn rebuild_indexes(&self) {

@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::controller::{ControllerContext, Lease};
+use crate::controller::{ControllerContext, Lease, ObservedWrites};
 use crate::hub::{Hub, HubConfig};
 use crate::status::ApiError;
 use crate::storage::{
@@ -283,9 +283,9 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 /// server provides them (the `ferry-hub` crate assembles the server with
 /// `ferry-controllers`), so the server never depends on a controller.
 pub trait Controllers: Send + Sync + 'static {
-    /// The controllers' part of a write ([`crate::hub::WriteObserver`]),
+    /// The controllers' part of a write ([`crate::controller::WriteObserver`]),
     /// installed before [`Controllers::bootstrap`].
-    fn write_observer(&self) -> Arc<dyn crate::hub::WriteObserver>;
+    fn write_observer(&self) -> Arc<dyn crate::controller::WriteObserver>;
 
     /// Before the hub serves: create what a fresh cluster has, as `opts`
     /// asks (e.g. the compute workspace).
@@ -369,7 +369,7 @@ pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> 
     };
     let url = format!("https://{host}:{}", addr.port());
     hub.set_external_url(url.clone());
-    hub.set_write_observer(controllers.write_observer());
+    hub.set_write_hooks(Arc::new(ObservedWrites(controllers.write_observer())));
     controllers
         .bootstrap(&ControllerContext::new(hub.clone()), &opts)
         .await;

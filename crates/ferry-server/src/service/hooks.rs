@@ -9,7 +9,6 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::Request;
-use crate::controller::ControllerContext;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
@@ -52,16 +51,14 @@ pub fn ensure_namespace_accepts(s: &Request) -> Result<(), ApiError> {
 /// resources, a Workspace's logical cluster). Runs whether the object is
 /// deleted outright or its last finalizer is removed.
 pub async fn remove_contents(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey, v: &Value) {
-    if let Some(observer) = hub.write_observer() {
-        observer
-            .removed(&ControllerContext::new(hub.clone()), info, key, v)
-            .await;
+    if let Some(hooks) = hub.write_hooks() {
+        hooks.removed(hub, info, key, v).await;
     }
 }
 
 /// What makes a write take effect beyond storage: the hub's own indexes
 /// (the resources CRDs serve, RBAC), then the built-in controllers' first
-/// pass ([`crate::hub::WriteObserver`]).
+/// pass ([`crate::hub::WriteHooks`]).
 pub fn after_write<'a>(
     hub: &'a Arc<Hub>,
     info: &'a ResourceInfo,
@@ -70,10 +67,8 @@ pub fn after_write<'a>(
 ) -> BoxFuture<'a, ()> {
     Box::pin(async move {
         crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
-        if let Some(observer) = hub.write_observer() {
-            observer
-                .written(&ControllerContext::new(hub.clone()), info, key, new)
-                .await;
+        if let Some(hooks) = hub.write_hooks() {
+            hooks.written(hub, info, key, new).await;
         }
     })
 }
@@ -82,9 +77,7 @@ pub fn after_write<'a>(
 pub async fn marked_deleting(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey) {
     // A CRD's resources are served as terminating from now on (creates refused).
     crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
-    if let Some(observer) = hub.write_observer() {
-        observer
-            .deleting(&ControllerContext::new(hub.clone()), info, key)
-            .await;
+    if let Some(hooks) = hub.write_hooks() {
+        hooks.deleting(hub, info, key).await;
     }
 }

@@ -470,9 +470,8 @@ pub async fn create(r: &Request, obj: Value) -> Result<Written, ApiError> {
         }
         // The new logical cluster gets what a fresh cluster has before its
         // Workspace is visible as Ready, so clients can use it at once.
-        if let Some(observer) = r.hub.write_observer() {
-            let ctx = crate::controller::ControllerContext::new(r.hub.clone());
-            observer.creating(&ctx, &key, &obj).await;
+        if let Some(hooks) = r.hub.write_hooks() {
+            hooks.creating(&r.hub, &key, &obj).await;
         }
     }
     let committed = r
