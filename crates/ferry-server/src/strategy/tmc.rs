@@ -10,17 +10,12 @@ use serde_json::{json, Value};
 use crate::grants::tmc as grant;
 use crate::json;
 use crate::selector::{LabelSelector, SelectorLimits};
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::apis::valid_path;
 use crate::strategy::{ratchet, Strategy};
+use crate::synctarget::default_supported_exports;
 use crate::validation::names::{label_value_errors, qualified_name_errors};
-
-/// What `supportedAPIExports` means when it is empty: the `kubernetes`
-/// export of the SyncTarget's own workspace (kcp's default).
-pub fn default_supported_exports() -> Value {
-    json!([{"export": "kubernetes"}])
-}
 
 fn is_empty_list(v: Option<&Value>) -> bool {
     v.and_then(Value::as_array).is_none_or(Vec::is_empty)

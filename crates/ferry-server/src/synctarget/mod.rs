@@ -39,7 +39,12 @@ use crate::apis::{self, merge_conditions};
 use crate::hub::Hub;
 use crate::json;
 use crate::storage::{ClusterScope, ObjectKey};
-use crate::strategy::tmc::default_supported_exports;
+
+/// What `supportedAPIExports` means when it is empty: the `kubernetes`
+/// export of the SyncTarget's own workspace (kcp's default).
+pub fn default_supported_exports() -> Value {
+    json!([{"export": "kubernetes"}])
+}
 
 /// Storage key of SyncTargets.
 pub const SYNC_TARGETS: &str = "workload.kcp.io/synctargets";
