@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::hooks::{after_write, marked_deleting, remove_contents};
-use super::propagation::PropagationPolicy;
+use crate::propagation::PropagationPolicy;
 use crate::hub::Hub;
 use crate::json;
 use crate::registry::ResourceInfo;

@@ -174,7 +174,7 @@ pub(super) fn prepare_with(
         }
     }
     // What the client changed, before the strategy adds the server's own.
-    if let Some(refused) = super::reserved::refusal(s.reserved_writer(), old, &new) {
+    if let Some(refused) = super::reserved::refusal(super::reserved::Writer::of(s), old, &new) {
         let name = new
             .pointer("/metadata/name")
             .and_then(Value::as_str)

@@ -22,6 +22,7 @@ use ferry_api::well_known::WORKLOAD_STATE_LABEL_PREFIX;
 use serde_json::Value;
 
 use crate::grants::tmc::PLACEMENT_ANNOTATION;
+use crate::request::Request;
 
 /// Who is writing, as far as reserved metadata goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,19 @@ pub enum Writer<'a> {
     Syncer(&'a str),
     /// Anyone else.
     User,
+}
+
+impl<'a> Writer<'a> {
+    /// Who writes in `r`.
+    pub fn of(r: &'a Request) -> Writer<'a> {
+        if r.user.is_superuser() {
+            return Writer::Hub;
+        }
+        match r.visibility.as_ref().and_then(|v| v.sync_target_key()) {
+            Some(key) => Writer::Syncer(key),
+            None => Writer::User,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::hub::Hub;
 use crate::json;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::Strategy;
 use crate::workspace::{LogicalCluster, ROOT};

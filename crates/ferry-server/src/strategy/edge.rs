@@ -17,7 +17,7 @@ use crate::customize;
 use crate::grants::edge as grant;
 use crate::json;
 use crate::selector::SelectorLimits;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::{ratchet, Strategy};
 

@@ -40,8 +40,8 @@ use serde_json::Value;
 
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
-use crate::service::propagation::{self, PropagationPolicy};
-use crate::service::Request;
+use crate::propagation::{self, PropagationPolicy};
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 
 /// What is special about writing one resource. Every method has a default

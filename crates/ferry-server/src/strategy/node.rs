@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::json::str_at;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::Cause;
 use crate::strategy::workload::immutable;
 use crate::strategy::Strategy;

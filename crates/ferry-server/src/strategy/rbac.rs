@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::auth::{escalation, rbac};
 use crate::hub::Hub;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::Strategy;
 

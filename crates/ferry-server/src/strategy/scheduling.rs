@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use crate::json::str_at;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::core::pod_spec::{default_field, object_at};
 use crate::strategy::workload::immutable;

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use crate::hub::Hub;
 use crate::json;
 use crate::registry::ResourceInfo;
-use crate::service::propagation::{self, PropagationPolicy};
-use crate::service::Request;
+use crate::propagation::{self, PropagationPolicy};
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::Strategy;
 

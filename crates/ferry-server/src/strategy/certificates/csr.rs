@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::json;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::ApiError;
 use crate::strategy::Strategy;
 

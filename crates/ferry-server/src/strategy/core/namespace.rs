@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 
 use crate::json;
 use crate::registry::ResourceInfo;
-use crate::service::propagation::PropagationPolicy;
-use crate::service::Request;
+use crate::propagation::PropagationPolicy;
+use crate::request::Request;
 use crate::status::ApiError;
 use crate::strategy::Strategy;
 

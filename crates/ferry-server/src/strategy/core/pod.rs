@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::json;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::core::pod_spec::{
     default_field, default_pod_requests, default_pod_spec, object_at, pod_spec_update_forbidden, qos_class,

@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::json;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::ApiError;
 use crate::strategy::Strategy;
 

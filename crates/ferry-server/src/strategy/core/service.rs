@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 
 use serde_json::{json, Map, Value};
 
-use crate::service::Request;
+use crate::request::Request;
 pub use crate::service_ranges::ServiceRanges;
 use crate::service_ranges::{allocate_ip, allocate_port};
 use crate::status::{ApiError, Cause};

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::json;
-use crate::service::Request;
+use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::Strategy;
 use crate::workspace::{cluster_name_for, ROOT};
