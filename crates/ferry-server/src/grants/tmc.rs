@@ -36,7 +36,7 @@ pub const LOCATIONS: &str = "scheduling.kcp.io/locations";
 pub const PLACEMENTS: &str = "scheduling.kcp.io/placements";
 /// kcp's annotation on a namespace that some Placement selects (the
 /// scheduler writes it; clients may not).
-pub const PLACEMENT_ANNOTATION: &str = "scheduling.kcp.io/placement";
+pub use ferry_api::scheduling::PLACEMENT_ANNOTATION;
 
 pub const REQUESTER_ANNOTATION: &str = "scheduling.ferry.dev/requester";
 

@@ -18,10 +18,10 @@
 
 use std::collections::BTreeMap;
 
+use ferry_api::scheduling::PLACEMENT_ANNOTATION;
 use ferry_api::well_known::WORKLOAD_STATE_LABEL_PREFIX;
 use serde_json::Value;
 
-use crate::grants::tmc::PLACEMENT_ANNOTATION;
 use crate::request::Request;
 
 /// Who is writing, as far as reserved metadata goes.
