@@ -18,12 +18,12 @@ use crate::auth::UserInfo;
 use crate::grants::tmc::LocationSource;
 use crate::hub::{Hub, WriteHooks};
 use crate::registry::ResourceInfo;
-use crate::tls::TlsMaterial;
 use crate::service::{Request, HUB_MANAGER};
 use crate::status::ApiError;
 use crate::storage::{
     ClusterScope, Committed, Expect, ObjectKey, StoreError, StoredObject, WatchError, WatchSubscription,
 };
+use crate::tls::TlsMaterial;
 use crate::workspace::LogicalCluster;
 
 // What the controllers name besides the handle: the storage key of CRDs
@@ -99,7 +99,12 @@ impl WriteHooks for ObservedWrites {
         })
     }
 
-    fn deleting<'a>(&'a self, hub: &'a Arc<Hub>, info: &'a ResourceInfo, key: &'a ObjectKey) -> BoxFuture<'a, ()> {
+    fn deleting<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let ctx = ControllerContext::new(hub.clone());
             self.0.deleting(&ctx, info, key).await;

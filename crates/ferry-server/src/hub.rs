@@ -70,7 +70,12 @@ pub trait WriteHooks: Send + Sync {
         new: Option<&'a Value>,
     ) -> BoxFuture<'a, ()>;
     /// The object at `key` was just marked as being deleted, held by finalizers.
-    fn deleting<'a>(&'a self, hub: &'a Arc<Hub>, info: &'a ResourceInfo, key: &'a ObjectKey) -> BoxFuture<'a, ()>;
+    fn deleting<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, ()>;
     /// `old` was removed from storage: what goes with it goes now.
     fn removed<'a>(
         &'a self,

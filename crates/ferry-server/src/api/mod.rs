@@ -8,8 +8,8 @@ pub(crate) mod negotiate;
 pub(crate) mod objects;
 mod offload;
 pub mod path;
-pub mod request_info;
 pub(crate) mod query;
+pub mod request_info;
 mod special;
 mod virtual_workspace;
 mod watch;
@@ -210,7 +210,9 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
             // authorization come before routing: an unknown path is a
             // non-resource URL.
             let caller = authenticate(&hub, &parts)?;
-            let raw = request_info::split_workspace(parts.uri.path()).0.map(str::to_string);
+            let raw = request_info::split_workspace(parts.uri.path())
+                .0
+                .map(str::to_string);
             let raw = raw.as_deref();
             let cluster = hub.resolve_cluster(raw).filter(|_| raw != Some("*"));
             authz::enter_workspace(&hub, &caller, raw, cluster.as_ref())?;

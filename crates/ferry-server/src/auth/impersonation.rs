@@ -15,8 +15,8 @@ use http::HeaderMap;
 use super::authorize::{self, Attributes, Decision};
 use super::rbac::Request;
 use super::{
-    parse_service_account_user, AuthContext, UserInfo, ANONYMOUS, AUTHENTICATED, EXTRA_CLUSTER_NAME, SERVICE_ACCOUNTS,
-    UNAUTHENTICATED,
+    parse_service_account_user, AuthContext, UserInfo, ANONYMOUS, AUTHENTICATED, EXTRA_CLUSTER_NAME,
+    SERVICE_ACCOUNTS, UNAUTHENTICATED,
 };
 use crate::status::ApiError;
 use crate::workspace::LogicalCluster;

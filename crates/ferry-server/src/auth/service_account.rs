@@ -290,7 +290,13 @@ impl ServiceAccountTokens {
     }
 }
 
-fn stored(hub: &dyn AuthContext, cluster: &str, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+fn stored(
+    hub: &dyn AuthContext,
+    cluster: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Option<Value> {
     let key = ObjectKey {
         cluster: cluster.into(),
         resource: resource.into(),

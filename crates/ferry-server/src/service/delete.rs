@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::hooks::{after_write, marked_deleting, remove_contents};
-use crate::propagation::PropagationPolicy;
 use crate::hub::Hub;
 use crate::json;
+use crate::propagation::PropagationPolicy;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 use crate::storage::{Expect, ObjectKey, StoreError, StoredObject};

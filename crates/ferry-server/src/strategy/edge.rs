@@ -16,8 +16,8 @@ use crate::auth::{UserInfo, LOOPBACK_USER};
 use crate::customize;
 use crate::grants::edge as grant;
 use crate::json;
-use crate::selector::SelectorLimits;
 use crate::request::Request;
+use crate::selector::SelectorLimits;
 use crate::status::{ApiError, Cause};
 use crate::strategy::{ratchet, Strategy};
 

@@ -39,8 +39,8 @@ pub mod workload;
 use serde_json::Value;
 
 use crate::hub::Hub;
-use crate::registry::ResourceInfo;
 use crate::propagation::{self, PropagationPolicy};
+use crate::registry::ResourceInfo;
 use crate::request::Request;
 use crate::status::{ApiError, Cause};
 

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use crate::grants::tmc as grant;
 use crate::json;
-use crate::selector::{LabelSelector, SelectorLimits};
 use crate::request::Request;
+use crate::selector::{LabelSelector, SelectorLimits};
 use crate::status::{ApiError, Cause};
 use crate::strategy::apis::valid_path;
 use crate::strategy::{ratchet, Strategy};

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::selector::LabelSelector;
 use crate::request::Request;
+use crate::selector::LabelSelector;
 use crate::status::{ApiError, Cause};
 use crate::strategy::core::pod::pod_spec_warnings;
 use crate::strategy::core::pod_spec::{default_pod_spec, object_at, validate_pod_spec};

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use crate::hub::Hub;
 use crate::json;
-use crate::registry::ResourceInfo;
 use crate::propagation::{self, PropagationPolicy};
+use crate::registry::ResourceInfo;
 use crate::request::Request;
 use crate::status::{ApiError, Cause};
 use crate::strategy::Strategy;

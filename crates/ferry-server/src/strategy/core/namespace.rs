@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use crate::json;
-use crate::registry::ResourceInfo;
 use crate::propagation::PropagationPolicy;
+use crate::registry::ResourceInfo;
 use crate::request::Request;
 use crate::status::ApiError;
 use crate::strategy::Strategy;
