@@ -244,22 +244,6 @@ fn a_mention_of_the_hub_is_found_in_code_and_not_in_comments() {
 /// [`no_module_cycle_beyond_the_known_ones`]. Remove an entry when its
 /// cycle is broken.
 const KNOWN_MODULE_CYCLES: &[&[&str]] = &[
-    // ferry-server: the hub and everything it reaches (issue 27's circle).
-    &[
-        "api",
-        "apis",
-        "auth",
-        "controller",
-        "follow",
-        "grants",
-        "hub",
-        "replicas",
-        "server",
-        "service",
-        "strategy",
-        "synctarget",
-        "virtual_workspace",
-    ],
     // ferry-syncer: the engine and its profiles.
     &["engine", "profile", "profiles", "transform"],
     // ferry-cli: commands that call one another.

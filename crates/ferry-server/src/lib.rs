@@ -14,6 +14,11 @@
 //!   [`grants`], [`customize`] limits, the watch [`follow`]er) lives here,
 //!   and the controllers reach the hub only through [`controller`]'s
 //!   narrow handle, [`controller::ControllerContext`].
+//! - The modules import one another without a circle: [`hub`] holds the
+//!   state and names only the modules below it ([`auth`] reads it through
+//!   [`auth::AuthContext`]; the controllers' part of a write reaches it as
+//!   [`hub::WriteHooks`]); [`request`], [`strategy`], [`service`], [`api`]
+//!   and [`server`] build on it in that order.
 
 pub mod api;
 pub mod apis;
