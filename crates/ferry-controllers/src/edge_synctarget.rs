@@ -57,7 +57,7 @@ impl Follower for EdgeSyncTargets {
         storage_key == SYNC_TARGETS || storage_key == SYNCER_CONFIGS
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for (key, _) in ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
                 reconcile(ctx, &self.0, &key).await;
@@ -65,7 +65,7 @@ impl Follower for EdgeSyncTargets {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             if key.resource == SYNC_TARGETS {
