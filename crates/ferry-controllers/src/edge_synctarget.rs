@@ -8,7 +8,6 @@
 //! target whose heartbeat is fresh, so `Ready` turns False when the
 //! threshold passes with no write at all.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -16,7 +15,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::follow::{self, Follower};
+use crate::follow::{self, Due, Follower};
 use crate::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, MAILBOX_PARENT, SYNC_TARGETS};
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use ferry_server::controller::ControllerContext;
@@ -32,6 +31,7 @@ const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
 /// The SyncerConfig a KubeStellar syncer reports on.
 const THE_ONE: &str = "the-one";
 
+/// What the controller keeps between changes.
 struct Shared {
     threshold: Duration,
     deadlines: crate::heartbeat::Deadlines,
@@ -39,18 +39,15 @@ struct Shared {
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`
 /// (the same for KubeStellar's SyncTargets as for kcp's).
-pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> Vec<JoinHandle<()>> {
-    let shared = Arc::new(Shared {
+pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> JoinHandle<()> {
+    let shared = Shared {
         threshold,
         deadlines: Default::default(),
-    });
-    vec![
-        follow::spawn(ctx.clone(), EdgeSyncTargets(shared.clone())),
-        tokio::spawn(heartbeat_timer(ctx.clone(), shared)),
-    ]
+    };
+    follow::spawn(ctx.clone(), EdgeSyncTargets(shared))
 }
 
-struct EdgeSyncTargets(Arc<Shared>);
+struct EdgeSyncTargets(Shared);
 
 impl Follower for EdgeSyncTargets {
     fn follows(&self, storage_key: &str) -> bool {
@@ -74,6 +71,19 @@ impl Follower for EdgeSyncTargets {
                 if let Some(target) = target_of_mailbox(ctx, &key.cluster) {
                     reconcile(ctx, &self.0, &target).await;
                 }
+            }
+        })
+    }
+
+    /// A target whose heartbeat deadline passed, with no write since.
+    fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
+        Box::pin(self.0.deadlines.next())
+    }
+
+    fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for key in self.0.deadlines.take_due() {
+                reconcile(ctx, &self.0, &key).await;
             }
         })
     }
@@ -121,16 +131,6 @@ fn the_one_of(ctx: &ControllerContext, key: &ObjectKey, target: &Value) -> Optio
         name: THE_ONE.into(),
     })
     .map(|o| o.value())
-}
-
-/// Re-check each target whose heartbeat deadline passed.
-async fn heartbeat_timer(ctx: ControllerContext, shared: Arc<Shared>) {
-    let mut lease = ctx.lease();
-    while let Some(due) = shared.deadlines.due(&mut lease).await {
-        for key in due {
-            reconcile(&ctx, &shared, &key).await;
-        }
-    }
 }
 
 /// Bring one SyncTarget's status up to date. A conflict is left to the write

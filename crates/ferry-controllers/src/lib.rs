@@ -152,8 +152,8 @@ impl Controllers for BuiltInControllers {
             controllers.push(placement::spawn(ctx.clone()));
         }
         let heartbeat = opts.sync_target_heartbeat_threshold;
-        controllers.extend(edge_synctarget::spawn(ctx, heartbeat));
-        controllers.extend(synctarget::spawn(ctx, heartbeat));
+        controllers.push(edge_synctarget::spawn(ctx, heartbeat));
+        controllers.push(synctarget::spawn(ctx, heartbeat));
         controllers
     }
 }
