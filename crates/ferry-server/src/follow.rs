@@ -198,8 +198,9 @@ pub struct ControllerLabels {
     name: &'static str,
 }
 
-/// How the hub's controllers keep up with the store, per controller: the
-/// changes each handled, how long each took (the look at everything on a
+/// How the hub's controllers keep up with the store, per controller, as
+/// [`run`] counts them: the changes each handled (a pass over a burst of
+/// noted changes counts once), how long each took (the look at everything on a
 /// start or after falling behind included), and how often each had to look
 /// at everything again. A controller whose handling time grows, or whose
 /// resyncs climb (it fell behind the watch), is where a slow hub waits.
@@ -233,22 +234,6 @@ impl FollowMetrics {
             duration: self.duration.get_or_create(&labels).clone(),
             resyncs: self.resyncs.get_or_create(&labels).clone(),
         }
-    }
-
-    /// Count one change (or batch of changes) `controller` handled, from
-    /// `started` until now: for controllers with a loop of their own.
-    pub fn handled(&self, controller: &'static str, started: Instant) {
-        let labels = ControllerLabels { name: controller };
-        self.events.get_or_create(&labels).inc();
-        self.duration
-            .get_or_create(&labels)
-            .observe(started.elapsed().as_secs_f64());
-    }
-
-    /// Count one look at everything by `controller`.
-    pub fn resynced(&self, controller: &'static str) {
-        let labels = ControllerLabels { name: controller };
-        self.resyncs.get_or_create(&labels).inc();
     }
 
     /// Add these metrics to `registry` (the hub's `/metrics`).
@@ -334,7 +319,11 @@ mod tests {
             Box::pin(async {})
         }
 
-        fn changed<'a>(&'a mut self, _ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        fn changed<'a>(
+            &'a mut self,
+            _ctx: &'a ControllerContext,
+            event: &'a WatchEvent,
+        ) -> BoxFuture<'a, ()> {
             self.again |= event.key.name == "again";
             self.seen.lock().push(format!("changed {}", event.key.name));
             Box::pin(async {})
@@ -432,8 +421,16 @@ mod tests {
         let seen_now = until_seen(&seen, |s| s.len() >= 4).await;
         assert_eq!(seen_now, ["resync", "changed a", "changed again", "resync"]);
         let metrics = &hub.follow_metrics;
-        assert_eq!(count(&metrics.resyncs, "OneByOne"), 2, "at start and when wait said so");
-        assert_eq!(count(&metrics.events, "OneByOne"), 2, "each followed change handled");
+        assert_eq!(
+            count(&metrics.resyncs, "OneByOne"),
+            2,
+            "at start and when wait said so"
+        );
+        assert_eq!(
+            count(&metrics.events, "OneByOne"),
+            2,
+            "each followed change handled"
+        );
         stop.send(true).expect("the loop listens");
         tokio::time::timeout(Duration::from_secs(10), running)
             .await
