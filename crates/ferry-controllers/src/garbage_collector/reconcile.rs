@@ -68,9 +68,13 @@ pub async fn process(
     index: &Mutex<DependentsIndex>,
     work: &Work,
 ) -> Result<Vec<Work>, CollectError> {
+    let (Work::Dependent(key) | Work::Owner(key)) = work;
+    let Some(me) = stored_ownership(ctx, key) else {
+        return Ok(Vec::new()); // gone already
+    };
     match work {
-        Work::Dependent(key) => dependent(ctx, index, key).await,
-        Work::Owner(key) => owner(ctx, index, key).await,
+        Work::Dependent(_) => dependent(ctx, index, key, me).await,
+        Work::Owner(_) => owner(ctx, index, key, me).await,
     }
 }
 
@@ -123,14 +127,12 @@ async fn dependent(
     ctx: &ControllerContext,
     index: &Mutex<DependentsIndex>,
     key: &ObjectKey,
+    me: Ownership,
 ) -> Result<Vec<Work>, CollectError> {
-    let Some(me) = stored_ownership(ctx, key) else {
-        return Ok(Vec::new()); // gone already
-    };
     if me.deleting {
         // Already going; as an owner it may still wait for the collector.
         return if me.deleting_dependents() {
-            owner(ctx, index, key).await
+            owner(ctx, index, key, me).await
         } else {
             Ok(Vec::new())
         };
@@ -199,10 +201,8 @@ async fn owner(
     ctx: &ControllerContext,
     index: &Mutex<DependentsIndex>,
     key: &ObjectKey,
+    me: Ownership,
 ) -> Result<Vec<Work>, CollectError> {
-    let Some(me) = stored_ownership(ctx, key) else {
-        return Ok(Vec::new()); // gone already
-    };
     let dependents = index.lock().dependents_of(&key.cluster, &me.uid);
     let uid = me.uid.as_str();
     let remove_finalizer = |finalizer: &'static str| async move {
