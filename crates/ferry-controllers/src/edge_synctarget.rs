@@ -20,7 +20,6 @@ use crate::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, MAILBOX_PARENT,
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use ferry_server::controller::ControllerContext;
 use ferry_server::json;
-use ferry_server::service;
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 use ferry_server::synctarget::edge;
 use ferry_server::workspace::WORKSPACES;
@@ -170,20 +169,6 @@ async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey) {
     }
     let mut updated = target;
     updated["status"] = desired.status;
-    let request = ctx.request(
-        &key.cluster,
-        (ferry_api::edge::GROUP, ferry_api::edge::VERSION, "synctargets"),
-        None,
-        Some(&key.name),
-        "update",
-        MANAGER,
-    );
-    let Ok(request) = request else { return };
-    match service::update(&request.on_subresource("status"), updated).await {
-        Ok(_) => {}
-        Err(e) if e.code == 409 || e.code == 404 => {}
-        Err(e) => {
-            tracing::warn!(cluster = %key.cluster, synctarget = %key.name, "writing SyncTarget status failed: {e}")
-        }
-    }
+    let resource = (ferry_api::edge::GROUP, ferry_api::edge::VERSION, "synctargets");
+    crate::update_status(ctx, key, resource, MANAGER, updated).await;
 }

@@ -461,24 +461,10 @@ async fn set_import_condition(ctx: &ControllerContext, key: &ObjectKey, conditio
     if json::set(&mut import, &["status", "conditions"], merged).is_err() {
         return;
     }
-    let request = ctx.request(
-        &key.cluster,
-        (
-            ferry_api::apiresource::GROUP,
-            ferry_api::apiresource::VERSION,
-            "apiresourceimports",
-        ),
-        None,
-        Some(&key.name),
-        "update",
-        MANAGER,
+    let resource = (
+        ferry_api::apiresource::GROUP,
+        ferry_api::apiresource::VERSION,
+        "apiresourceimports",
     );
-    let Ok(request) = request else { return };
-    match service::update(&request.on_subresource("status"), import).await {
-        Ok(_) => {}
-        Err(e) if e.code == 409 || e.code == 404 => {}
-        Err(e) => {
-            tracing::warn!(cluster = %key.cluster, import = %key.name, "writing APIResourceImport status failed: {e}")
-        }
-    }
+    crate::update_status(ctx, key, resource, MANAGER, import).await;
 }
