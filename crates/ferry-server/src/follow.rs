@@ -13,6 +13,7 @@
 //! ([`FollowMetrics`]). The controller owns what it keeps between changes
 //! and when it wants to act without news ([`Follower::wait`]).
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -105,6 +106,11 @@ impl Passes {
         }
     }
 
+    /// A pass due at once again (after a resync).
+    pub fn restart(&mut self) {
+        self.due = Some(tokio::time::Instant::now());
+    }
+
     /// A change calls for a pass: due within the debounce time.
     pub fn changed(&mut self) {
         let soon = tokio::time::Instant::now() + self.debounce;
@@ -114,6 +120,13 @@ impl Passes {
     /// A pass ran; `unfinished`: it runs again after the retry time.
     pub fn passed(&mut self, unfinished: bool) {
         self.due = unfinished.then(|| tokio::time::Instant::now() + self.retry);
+    }
+
+    /// Run `pass` (for [`Follower::pass`]); when it could not finish
+    /// (`true`), the next runs after the retry time.
+    pub async fn run(&mut self, pass: impl Future<Output = bool>) {
+        let unfinished = pass.await;
+        self.passed(unfinished);
     }
 
     /// Wait until a pass is due (for [`Follower::wait`]).

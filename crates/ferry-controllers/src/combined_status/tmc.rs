@@ -203,7 +203,7 @@ impl Follower for TmcCombinedStatus {
     fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             self.state = State::load(ctx);
-            self.passes = Passes::now(DEBOUNCE, RETRY);
+            self.passes.restart();
         })
     }
 
@@ -219,10 +219,7 @@ impl Follower for TmcCombinedStatus {
     }
 
     fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let unfinished = self.state.reconcile(ctx).await;
-            self.passes.passed(unfinished);
-        })
+        Box::pin(self.passes.run(self.state.reconcile(ctx)))
     }
 }
 

@@ -183,7 +183,7 @@ impl Follower for PlacementTranslator {
     fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             self.inventory = load_inventory(ctx);
-            self.passes = Passes::now(DEBOUNCE, RETRY);
+            self.passes.restart();
         })
     }
 
@@ -198,10 +198,7 @@ impl Follower for PlacementTranslator {
     }
 
     fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let unfinished = reconcile(ctx, &self.inventory).await;
-            self.passes.passed(unfinished);
-        })
+        Box::pin(self.passes.run(reconcile(ctx, &self.inventory)))
     }
 }
 
