@@ -7,6 +7,7 @@
 //! deletion a restart interrupted is finished.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -15,7 +16,10 @@ use tokio::task::JoinHandle;
 
 use crate::follow::{self, Due, Follower};
 use ferry_server::controller::ControllerContext;
-use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
+use ferry_server::registry::ResourceInfo;
+use ferry_server::service::propagation::PropagationPolicy;
+use ferry_server::service::{self, DeleteOptions};
+use ferry_server::storage::{ClusterScope, EventType, Expect, ObjectKey, StoredObject, WatchEvent};
 
 /// How long a waiting object goes without a look when nothing seems to
 /// change (a safety net: changes elsewhere can matter, e.g. a CRD gone).
@@ -138,4 +142,47 @@ impl<F: Finalizing> Follower for Finalizer<F> {
             }
         })
     }
+}
+
+/// Delete `objects`, the contents a finalizer waits for (of the resource
+/// served as `info`), as `manager`: in the background, as Kubernetes'
+/// namespace and CRD finalizers do. Not served (`None`: its CRD is gone or
+/// invalid), nothing can finalize them, and they leave storage at once.
+/// Returns how many are left; `what` names the controller in logs.
+pub(crate) async fn delete_contents(
+    ctx: &ControllerContext,
+    info: Option<&ResourceInfo>,
+    objects: Vec<(ObjectKey, Arc<StoredObject>)>,
+    manager: &str,
+    what: &str,
+) -> Result<usize, String> {
+    let mut remaining = 0;
+    for (key, obj) in objects {
+        match info {
+            Some(info) if !crate::is_deleting(&obj) => {
+                let options = DeleteOptions {
+                    propagation: Some(PropagationPolicy::Background),
+                    ..Default::default()
+                };
+                let request = ctx
+                    .request_at(info.clone(), &key, "delete", manager)
+                    .map_err(|e| e.message)?;
+                match service::delete(&request, &options).await {
+                    Ok(_) => {}
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => tracing::debug!(object = %key.name, "{what}: {}", e.message),
+                }
+            }
+            Some(_) => {}
+            None => {
+                if let Ok(c) = ctx.purge(key.clone(), Expect::Exists) {
+                    let _ = c.durable().await;
+                }
+            }
+        }
+        if ctx.get(&key).is_some() {
+            remaining += 1;
+        }
+    }
+    Ok(remaining)
 }
