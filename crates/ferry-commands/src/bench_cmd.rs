@@ -145,11 +145,24 @@ pub async fn create_many_labelled(
     concurrency: usize,
     labels: &[(&str, &str)],
 ) -> anyhow::Result<f64> {
-    anyhow::ensure!(count > 0, "nothing to create for {prefix}-*");
+    create_round_robin(std::slice::from_ref(api), prefix, count, concurrency, labels).await
+}
+
+/// `count` creates of ConfigMaps `<prefix>-<i>` carrying `labels`, with
+/// `concurrency` requests in flight, create `i` through `apis[i mod n]`;
+/// creates per second overall.
+async fn create_round_robin(
+    apis: &[Api<ConfigMap>],
+    prefix: &str,
+    count: usize,
+    concurrency: usize,
+    labels: &[(&str, &str)],
+) -> anyhow::Result<f64> {
+    anyhow::ensure!(count > 0 && !apis.is_empty(), "nothing to create for {prefix}-*");
     let start = Instant::now();
     futures::stream::iter(0..count)
         .map(|i| {
-            let api = api.clone();
+            let api = apis[i % apis.len()].clone();
             let mut cm = kib_configmap(&format!("{prefix}-{i}"));
             if !labels.is_empty() {
                 cm.metadata.labels = Some(
@@ -288,23 +301,7 @@ async fn create_spread(
     count: usize,
     concurrency: usize,
 ) -> anyhow::Result<f64> {
-    anyhow::ensure!(count > 0 && !apis.is_empty(), "nothing to create for {prefix}-*");
-    let start = Instant::now();
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let api = apis[i % apis.len()].clone();
-            let name = format!("{prefix}-{i}");
-            async move {
-                api.create(&PostParams::default(), &kib_configmap(&name))
-                    .await
-                    .map(|_| ())
-            }
-        })
-        .buffer_unordered(concurrency.max(1))
-        .try_collect::<Vec<()>>()
-        .await
-        .with_context(|| format!("creating {prefix}-*"))?;
-    Ok(count as f64 / start.elapsed().as_secs_f64())
+    create_round_robin(apis, prefix, count, concurrency, &[]).await
 }
 
 /// What every block of `ferry bench hub` measures with: both hubs and the arguments.

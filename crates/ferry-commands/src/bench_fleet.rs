@@ -339,14 +339,7 @@ async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::R
     let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
     let at = |ws: &str| ferry_server::kubeconfig::at_workspace(&config, ws);
     let root = kube::Client::try_from(at("root")?)?;
-    for ws in [ORG, APP] {
-        crate::quickstart::apply_object(
-            &root,
-            &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
-        )
-        .await?;
-    }
-    crate::quickstart::wait_ready_workspaces(&root, &[ORG, APP]).await?;
+    crate::quickstart::apply_workspaces(&root, &[ORG, APP]).await?;
     let org_config = at(&format!("root:{ORG}"))?;
     let org = kube::Client::try_from(org_config.clone())?;
     let workload = kube::Client::try_from(at(&format!("root:{APP}"))?)?;

@@ -238,6 +238,272 @@ pub async fn run(args: PlacementBenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A client of `config`'s server at workspace `path`.
+fn client_at(config: &kube::Config, path: &str) -> anyhow::Result<kube::Client> {
+    Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(
+        config, path,
+    )?)?)
+}
+
+/// Each ConfigMap's 1 KiB value.
+fn payload() -> String {
+    "x".repeat(1024)
+}
+
+/// Through `client` (the workload's workspace): a namespace of
+/// `--objects` ConfigMaps for each round.
+async fn create_round_namespaces(args: &PlacementBenchArgs, client: &kube::Client) -> anyhow::Result<()> {
+    let payload = payload();
+    for r in 0..args.rounds {
+        let ns = round_namespace(r);
+        crate::bench_cmd::ensure_namespace(client, &ns).await?;
+        let cms = Api::namespaced_with(client.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        create_all(
+            &cms,
+            (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload)),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// What a round does in one profile; [`run_rounds`] runs and times the
+/// rounds of both alike.
+trait RoundSteps {
+    /// The wait for the copies, the wait for the rest of the placement, and
+    /// the round's further change (`one change`), for logs and errors.
+    const COPIES: &'static str;
+    const COMPLETE: &'static str;
+    const CHANGE: &'static str;
+
+    /// What round `r` places, for the log.
+    fn placing(&self, r: usize) -> String;
+    /// Place round `r`'s namespace.
+    async fn place(&self, r: usize) -> anyhow::Result<()>;
+    /// Whether every copy of round `r`'s objects is there.
+    async fn copied(&self, r: usize) -> anyhow::Result<bool>;
+    /// Whether the rest of round `r`'s placement is done.
+    async fn complete(&self, r: usize) -> anyhow::Result<bool>;
+    /// Make round `r`'s further change.
+    async fn change(&self, r: usize) -> anyhow::Result<()>;
+    /// Whether round `r`'s change has reached every copy.
+    async fn changed(&self, r: usize) -> anyhow::Result<bool>;
+}
+
+/// Every round of `steps`: the seconds from placing until the copies, and
+/// until the rest, are there (one poll sees the copies, the next ones the
+/// rest); then from the further change until every copy has it.
+async fn run_rounds<S: RoundSteps>(
+    args: &PlacementBenchArgs,
+    log: &impl Fn(&str),
+    steps: &S,
+) -> anyhow::Result<Vec<Round>> {
+    let mut rounds = Vec::new();
+    for r in 0..args.rounds {
+        log(&format!("round {r}: {}", steps.placing(r)));
+        let start = Instant::now();
+        steps.place(r).await?;
+        wait_until(S::COPIES, args.timeout, || steps.copied(r)).await?;
+        let copies = start.elapsed().as_secs_f64();
+        wait_until(S::COMPLETE, args.timeout, || steps.complete(r)).await?;
+        let complete = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        steps.change(r).await?;
+        wait_until(S::CHANGE, args.timeout, || steps.changed(r)).await?;
+        let update = start.elapsed().as_secs_f64();
+        log(&format!(
+            "round {r}: copies {copies:.2}s, complete {complete:.2}s, {} everywhere {update:.2}s",
+            S::CHANGE
+        ));
+        rounds.push(Round {
+            copies,
+            complete,
+            update,
+        });
+    }
+    Ok(rounds)
+}
+
+/// KubeStellar's rounds: an EdgePlacement per round selecting every
+/// Location; mailboxes observed with wildcard LISTs.
+struct KubeStellarRounds {
+    n: usize,
+    objects: usize,
+    wmw: kube::Client,
+    /// Every ConfigMap in every workspace, and every SyncerConfig.
+    copies: Api<DynamicObject>,
+    configs: Api<DynamicObject>,
+}
+
+impl KubeStellarRounds {
+    /// Round `r`'s new value of `cm-0`.
+    fn changed_payload(r: usize) -> String {
+        format!("{r}").repeat(1024)
+    }
+}
+
+impl RoundSteps for KubeStellarRounds {
+    const COPIES: &'static str = "every mailbox's copies";
+    const COMPLETE: &'static str = "every mailbox's the-one listing them";
+    const CHANGE: &'static str = "one change";
+
+    fn placing(&self, _r: usize) -> String {
+        "one EdgePlacement selecting every Location".into()
+    }
+
+    async fn place(&self, r: usize) -> anyhow::Result<()> {
+        let placement: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
+            "metadata": {"name": format!("round-{r}")},
+            "spec": {"locationSelectors": [{"matchLabels": {"bench": "yes"}}],
+                     "downsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": [round_namespace(r)]}]},
+        }))?;
+        Api::<DynamicObject>::all_with(self.wmw.clone(), &edge("EdgePlacement", "edgeplacements"))
+            .create(&PostParams::default(), &placement)
+            .await
+            .context("creating the EdgePlacement")?;
+        Ok(())
+    }
+
+    async fn copied(&self, r: usize) -> anyhow::Result<bool> {
+        let placed = ListParams::default()
+            .labels(ferry_api::edge::mailbox::PLACED_LABEL)
+            .fields(&format!("metadata.namespace={}", round_namespace(r)));
+        Ok(self.copies.list(&placed).await?.items.len() >= self.n * self.objects)
+    }
+
+    async fn complete(&self, r: usize) -> anyhow::Result<bool> {
+        // Every earlier round's names are listed too.
+        let listed = self.objects * (r + 1);
+        let complete = self
+            .configs
+            .list(&ListParams::default().labels(ferry_api::edge::mailbox::PLACED_LABEL))
+            .await?
+            .items
+            .iter()
+            .filter(|c| listed_names(&c.data) >= listed)
+            .count();
+        Ok(complete >= self.n)
+    }
+
+    async fn change(&self, r: usize) -> anyhow::Result<()> {
+        let ns = round_namespace(r);
+        let cms: Api<DynamicObject> =
+            Api::namespaced_with(self.wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
+        cms.patch(
+            "cm-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"payload": Self::changed_payload(r)}})),
+        )
+        .await
+        .context("changing cm-0")?;
+        Ok(())
+    }
+
+    async fn changed(&self, r: usize) -> anyhow::Result<bool> {
+        let one = ListParams::default()
+            .labels(ferry_api::edge::mailbox::PLACED_LABEL)
+            .fields(&format!(
+                "metadata.name=cm-0,metadata.namespace={}",
+                round_namespace(r)
+            ));
+        let changed = Self::changed_payload(r);
+        let updated = self
+            .copies
+            .list(&one)
+            .await?
+            .items
+            .iter()
+            .filter(|c| c.data["data"]["payload"] == changed.as_str())
+            .count();
+        Ok(updated >= self.n)
+    }
+}
+
+/// kcp TMC's rounds: a label on the round's namespace that every
+/// Placement selects.
+struct TmcRounds {
+    n: usize,
+    objects: usize,
+    app: kube::Client,
+    namespaces: Api<DynamicObject>,
+    placements: Api<DynamicObject>,
+}
+
+impl TmcRounds {
+    fn configmaps(&self, r: usize) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.app.clone(),
+            &round_namespace(r),
+            &ar("", "v1", "ConfigMap", "configmaps"),
+        )
+    }
+}
+
+impl RoundSteps for TmcRounds {
+    const COPIES: &'static str = "every object labelled for every SyncTarget";
+    const COMPLETE: &'static str = "every Placement Bound";
+    const CHANGE: &'static str = "one new object";
+
+    fn placing(&self, r: usize) -> String {
+        format!("namespace {} selected by every Placement", round_namespace(r))
+    }
+
+    async fn place(&self, r: usize) -> anyhow::Result<()> {
+        let ns = round_namespace(r);
+        self.namespaces
+            .patch(
+                &ns,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {TMC_PLACED: "yes"}}})),
+            )
+            .await
+            .with_context(|| format!("labelling namespace {ns}"))?;
+        Ok(())
+    }
+
+    async fn copied(&self, r: usize) -> anyhow::Result<bool> {
+        let labelled = self
+            .configmaps(r)
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|c| sync_labels(c) >= self.n)
+            .count();
+        Ok(labelled >= self.objects)
+    }
+
+    async fn complete(&self, _r: usize) -> anyhow::Result<bool> {
+        let bound = self
+            .placements
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|p| p.data.pointer("/status/phase").and_then(Value::as_str) == Some("Bound"))
+            .count();
+        Ok(bound >= self.n)
+    }
+
+    /// One more object, labelled for every target.
+    async fn change(&self, r: usize) -> anyhow::Result<()> {
+        create(
+            &self.configmaps(r),
+            configmap(&round_namespace(r), "new", &payload()),
+        )
+        .await
+    }
+
+    async fn changed(&self, r: usize) -> anyhow::Result<bool> {
+        Ok(self
+            .configmaps(r)
+            .get_opt("new")
+            .await?
+            .is_some_and(|c| sync_labels(&c) >= self.n))
+    }
+}
+
 /// KubeStellar: the inventory and its mailboxes, then the rounds. Returns the
 /// set-up's seconds, the hub's RSS after it, and each round.
 async fn kubestellar(
@@ -247,11 +513,7 @@ async fn kubestellar(
     log: &impl Fn(&str),
 ) -> anyhow::Result<(f64, f64, Vec<Round>)> {
     let n = args.sync_targets;
-    let client_at = |path: &str| -> anyhow::Result<kube::Client> {
-        Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(
-            config, path,
-        )?)?)
-    };
+    let client_at = |path: &str| client_at(config, path);
     // Inventory: N SyncTargets and Locations, and their mailboxes.
     log(&format!("setup: {n} SyncTargets and Locations in root:imw1"));
     let setup_start = Instant::now();
@@ -322,110 +584,19 @@ async fn kubestellar(
     // The workload: a namespace of ConfigMaps per round, in a WMW.
     crate::ensure_cmd::ensure_wmw(config, "bench-wmw").await?;
     let wmw = client_at("root:bench-wmw")?;
-    let payload = "x".repeat(1024);
-    for r in 0..args.rounds {
-        let ns = round_namespace(r);
-        crate::bench_cmd::ensure_namespace(&wmw, &ns).await?;
-        let cms = Api::namespaced_with(wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
-        create_all(
-            &cms,
-            (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload)),
-        )
-        .await?;
-    }
+    create_round_namespaces(args, &wmw).await?;
     let setup_seconds = setup_start.elapsed().as_secs_f64();
     log(&format!("setup: {n} mailboxes ready after {setup_seconds:.1}s"));
     let setup_rss_mib = bytes_to_mib(hub.process.rss_bytes());
 
-    let copies: Api<DynamicObject> = Api::all_with(all.clone(), &ar("", "v1", "ConfigMap", "configmaps"));
-    let configs: Api<DynamicObject> = Api::all_with(all.clone(), &edge("SyncerConfig", "syncerconfigs"));
-    let placements: Api<DynamicObject> = Api::all_with(wmw.clone(), &edge("EdgePlacement", "edgeplacements"));
-    let objects = args.objects;
-    let mut rounds = Vec::new();
-    for r in 0..args.rounds {
-        let ns = round_namespace(r);
-        let placed = ListParams::default()
-            .labels(ferry_api::edge::mailbox::PLACED_LABEL)
-            .fields(&format!("metadata.namespace={ns}"));
-        let placement: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
-            "metadata": {"name": format!("round-{r}")},
-            "spec": {"locationSelectors": [{"matchLabels": {"bench": "yes"}}],
-                     "downsync": [{"apiGroup": "", "resources": ["configmaps"], "namespaces": [ns]}]},
-        }))?;
-        log(&format!("round {r}: one EdgePlacement selecting every Location"));
-        let start = Instant::now();
-        placements
-            .create(&PostParams::default(), &placement)
-            .await
-            .context("creating the EdgePlacement")?;
-        let copies_done_at = std::cell::Cell::new(None);
-        // Every earlier round's names are listed too.
-        let listed = objects * (r + 1);
-        wait_until("every mailbox's copies and the-one", args.timeout, || {
-            let (copies, configs, placed) = (copies.clone(), configs.clone(), placed.clone());
-            let copies_done_at = &copies_done_at;
-            async move {
-                let held = copies.list(&placed).await?.items.len();
-                if held < n * objects {
-                    return Ok(false);
-                }
-                if copies_done_at.get().is_none() {
-                    copies_done_at.set(Some(start.elapsed().as_secs_f64()));
-                }
-                let complete = configs
-                    .list(&ListParams::default().labels(ferry_api::edge::mailbox::PLACED_LABEL))
-                    .await?
-                    .items
-                    .iter()
-                    .filter(|c| listed_names(&c.data) >= listed)
-                    .count();
-                Ok(complete >= n)
-            }
-        })
-        .await?;
-        let complete = start.elapsed().as_secs_f64();
-        let copies_seconds = copies_done_at.get().unwrap_or(complete);
-
-        // One object changes: every copy follows.
-        let changed = format!("{r}").repeat(1024);
-        let cms: Api<DynamicObject> =
-            Api::namespaced_with(wmw.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
-        let start = Instant::now();
-        cms.patch(
-            "cm-0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"payload": changed}})),
-        )
-        .await
-        .context("changing cm-0")?;
-        let one = ListParams::default()
-            .labels(ferry_api::edge::mailbox::PLACED_LABEL)
-            .fields(&format!("metadata.name=cm-0,metadata.namespace={ns}"));
-        wait_until("every copy of cm-0 changed", args.timeout, || {
-            let (copies, one, changed) = (copies.clone(), one.clone(), changed.clone());
-            async move {
-                let updated = copies
-                    .list(&one)
-                    .await?
-                    .items
-                    .iter()
-                    .filter(|c| c.data["data"]["payload"] == changed.as_str())
-                    .count();
-                Ok(updated >= n)
-            }
-        })
-        .await?;
-        let update = start.elapsed().as_secs_f64();
-        log(&format!(
-            "round {r}: copies {copies_seconds:.2}s, complete {complete:.2}s, one change everywhere {update:.2}s"
-        ));
-        rounds.push(Round {
-            copies: copies_seconds,
-            complete,
-            update,
-        });
-    }
+    let profile = KubeStellarRounds {
+        n,
+        objects: args.objects,
+        wmw,
+        copies: Api::all_with(all.clone(), &ar("", "v1", "ConfigMap", "configmaps")),
+        configs: Api::all_with(all, &edge("SyncerConfig", "syncerconfigs")),
+    };
+    let rounds = run_rounds(args, log, &profile).await?;
     Ok((setup_seconds, setup_rss_mib, rounds))
 }
 
@@ -452,22 +623,11 @@ async fn tmc(
     log: &impl Fn(&str),
 ) -> anyhow::Result<(f64, f64, Vec<Round>)> {
     let n = args.sync_targets;
-    let at = |ws: &str| -> anyhow::Result<kube::Client> {
-        Ok(kube::Client::try_from(ferry_server::kubeconfig::at_workspace(
-            config, ws,
-        )?)?)
-    };
+    let at = |ws: &str| client_at(config, ws);
     log(&format!("setup: {n} SyncTargets, Locations and Placements"));
     let setup_start = Instant::now();
     let root = at("root")?;
-    for ws in [ORG, APP] {
-        crate::quickstart::apply_object(
-            &root,
-            &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
-        )
-        .await?;
-    }
-    crate::quickstart::wait_ready_workspaces(&root, &[ORG, APP]).await?;
+    crate::quickstart::apply_workspaces(&root, &[ORG, APP]).await?;
     let org = at(&format!("root:{ORG}"))?;
     let app = at(&format!("root:{APP}"))?;
     let scheduling = |kind: &str, plural: &str| ar("scheduling.kcp.io", "v1alpha1", kind, plural);
@@ -510,17 +670,7 @@ async fn tmc(
         }),
     )
     .await?;
-    let payload = "x".repeat(1024);
-    for r in 0..args.rounds {
-        let ns = round_namespace(r);
-        crate::bench_cmd::ensure_namespace(&app, &ns).await?;
-        let cms = Api::namespaced_with(app.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
-        create_all(
-            &cms,
-            (0..args.objects).map(|i| configmap(&ns, &format!("cm-{i}"), &payload)),
-        )
-        .await?;
-    }
+    create_round_namespaces(args, &app).await?;
     // Ready when every Placement has selected its Location.
     wait_until("every Placement's Location", args.timeout, || {
         let placements = placements.clone();
@@ -549,7 +699,7 @@ async fn tmc(
     .await?;
     let warm: Api<DynamicObject> =
         Api::namespaced_with(app.clone(), warmup, &ar("", "v1", "ConfigMap", "configmaps"));
-    create(&warm, configmap(warmup, "cm-0", &payload)).await?;
+    create(&warm, configmap(warmup, "cm-0", &payload())).await?;
     wait_until(
         "the warm-up object labelled for every SyncTarget",
         args.timeout,
@@ -565,76 +715,14 @@ async fn tmc(
     ));
     let setup_rss_mib = bytes_to_mib(hub.process.rss_bytes());
 
-    let namespaces: Api<DynamicObject> = Api::all_with(app.clone(), &ar("", "v1", "Namespace", "namespaces"));
-    let mut rounds = Vec::new();
-    for r in 0..args.rounds {
-        let ns = round_namespace(r);
-        let cms: Api<DynamicObject> =
-            Api::namespaced_with(app.clone(), &ns, &ar("", "v1", "ConfigMap", "configmaps"));
-        log(&format!("round {r}: namespace {ns} selected by every Placement"));
-        let start = Instant::now();
-        namespaces
-            .patch(
-                &ns,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"labels": {TMC_PLACED: "yes"}}})),
-            )
-            .await
-            .with_context(|| format!("labelling namespace {ns}"))?;
-        let copies_done_at = std::cell::Cell::new(None);
-        wait_until("every object labelled for every SyncTarget", args.timeout, || {
-            let (cms, placements) = (cms.clone(), placements.clone());
-            let copies_done_at = &copies_done_at;
-            async move {
-                let labelled = cms
-                    .list(&ListParams::default())
-                    .await?
-                    .items
-                    .iter()
-                    .filter(|c| sync_labels(c) >= n)
-                    .count();
-                if labelled < args.objects {
-                    return Ok(false);
-                }
-                if copies_done_at.get().is_none() {
-                    copies_done_at.set(Some(start.elapsed().as_secs_f64()));
-                }
-                let bound = placements
-                    .list(&ListParams::default())
-                    .await?
-                    .items
-                    .iter()
-                    .filter(|p| p.data.pointer("/status/phase").and_then(Value::as_str) == Some("Bound"))
-                    .count();
-                Ok(bound >= n)
-            }
-        })
-        .await?;
-        let complete = start.elapsed().as_secs_f64();
-        let copies_seconds = copies_done_at.get().unwrap_or(complete);
-
-        // One more object: labelled for every target.
-        let start = Instant::now();
-        create(&cms, configmap(&ns, "new", &payload)).await?;
-        wait_until(
-            "the new object labelled for every SyncTarget",
-            args.timeout,
-            || {
-                let cms = cms.clone();
-                async move { Ok(cms.get_opt("new").await?.is_some_and(|c| sync_labels(&c) >= n)) }
-            },
-        )
-        .await?;
-        let update = start.elapsed().as_secs_f64();
-        log(&format!(
-            "round {r}: copies {copies_seconds:.2}s, complete {complete:.2}s, one new object everywhere {update:.2}s"
-        ));
-        rounds.push(Round {
-            copies: copies_seconds,
-            complete,
-            update,
-        });
-    }
+    let profile = TmcRounds {
+        n,
+        objects: args.objects,
+        namespaces: Api::all_with(app.clone(), &ar("", "v1", "Namespace", "namespaces")),
+        app,
+        placements,
+    };
+    let rounds = run_rounds(args, log, &profile).await?;
     Ok((setup_seconds, setup_rss_mib, rounds))
 }
 

@@ -203,6 +203,19 @@ pub async fn imw_cluster(root: &kube::Client) -> anyhow::Result<String> {
         .to_string())
 }
 
+/// Apply a Workspace of each of `names` in `root`'s workspace, and wait
+/// until every one is Ready.
+pub async fn apply_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {
+    for ws in names {
+        apply_object(
+            root,
+            &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
+        )
+        .await?;
+    }
+    wait_ready_workspaces(root, names).await
+}
+
 /// Waits until each of the workspaces `names` (children of the workspace `root`
 /// addresses) is Ready.
 pub async fn wait_ready_workspaces(root: &kube::Client, names: &[&str]) -> anyhow::Result<()> {

@@ -31,8 +31,7 @@ use serde_json::{json, Value};
 use crate::ar;
 use crate::bind_cmd::{bind_compute, ComputeArgs};
 use crate::quickstart::{
-    admin_config, apply_manifest, apply_object, progress, simulate_kubelet, wait_ready_workspaces,
-    QuickstartArgs,
+    admin_config, apply_manifest, apply_object, apply_workspaces, progress, simulate_kubelet, QuickstartArgs,
 };
 use crate::workload_cmd::{self, SyncArgs};
 
@@ -221,15 +220,8 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
     opts.sync_target_heartbeat_threshold = Duration::from_secs(20);
     let hub = start(opts).await.context("starting the hub")?;
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
-    for ws in ["my-org", "app"] {
-        pb.set_message(format!("kubectl ferry ws create {ws}"));
-        apply_object(
-            &root,
-            &json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
-        )
-        .await?;
-    }
-    wait_ready_workspaces(&root, &["my-org", "app"]).await?;
+    pb.set_message("kubectl ferry ws create my-org; kubectl ferry ws create app");
+    apply_workspaces(&root, &["my-org", "app"]).await?;
 
     let mut clusters = Vec::new();
     for (i, (name, labels)) in CLUSTERS.iter().enumerate() {

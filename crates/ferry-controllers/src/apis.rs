@@ -26,7 +26,6 @@ use ferry_api::edge::espw;
 use ferry_server::apis::{self, condition, merge_conditions, Claim, ExportKey};
 use ferry_server::controller::{ControllerContext, CRDS};
 use ferry_server::json;
-use ferry_server::service;
 use ferry_server::storage::{ClusterScope, EventType, Expect, ObjectKey, WatchEvent};
 use ferry_server::strategy::apis::{claims_of, export_key};
 
@@ -42,7 +41,7 @@ impl Follower for ApiExports {
         )
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for (key, _) in ctx.list(&ClusterScope::All, apis::EXPORTS, None, None).0 {
                 reconcile_export(ctx, &key).await;
@@ -56,7 +55,7 @@ impl Follower for ApiExports {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             match key.resource.as_str() {
@@ -146,23 +145,8 @@ async fn write_status(
         tracing::warn!(cluster = %key.cluster, name = %key.name, "{resource} status: {e}");
         return;
     }
-    let request = ctx.request(
-        &key.cluster,
-        (apis::GROUP, apis::VERSION, resource),
-        None,
-        Some(&key.name),
-        "update",
-        MANAGER,
-    );
-    let Ok(request) = request else { return };
-    match service::update(&request.on_subresource("status"), obj).await {
-        Ok(_) => {}
-        // Someone wrote it meanwhile: that write's event brings it back here.
-        Err(e) if e.code == 409 || e.code == 404 => {}
-        Err(e) => {
-            tracing::warn!(cluster = %key.cluster, name = %key.name, "writing {resource} status failed: {e}")
-        }
-    }
+    // A conflict: someone wrote it meanwhile, and that write's event brings it back here.
+    crate::update_status(ctx, key, (apis::GROUP, apis::VERSION, resource), MANAGER, obj).await;
 }
 
 async fn reconcile_export(ctx: &ControllerContext, key: &ObjectKey) {

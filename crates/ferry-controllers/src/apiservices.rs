@@ -54,7 +54,7 @@ impl Follower for ApiServices {
         storage_key == CRDS || storage_key == ferry_server::apis::BINDINGS
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for cluster in ctx.clusters() {
                 if ctx.logical_cluster(&cluster).is_some() {
@@ -64,7 +64,7 @@ impl Follower for ApiServices {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(sync(ctx, &event.key.cluster))
     }
 }

@@ -15,9 +15,8 @@ use tokio::task::JoinHandle;
 
 use super::finalizing::{self, Finalizing};
 use ferry_server::controller::{ControllerContext, CRDS};
-use ferry_server::service::propagation::PropagationPolicy;
-use ferry_server::service::{self, DeleteOptions, PatchType};
-use ferry_server::storage::{ClusterScope, Expect, ObjectKey};
+use ferry_server::service::{self, PatchType};
+use ferry_server::storage::{ClusterScope, ObjectKey};
 pub use ferry_server::strategy::apiextensions::crd::{terminating_condition, CLEANUP_FINALIZER};
 
 /// Field manager of the controller's writes.
@@ -102,33 +101,8 @@ fn step<'a>(ctx: &'a ControllerContext, key: &'a ObjectKey) -> BoxFuture<'a, Res
         if let Some(storage_key) = storage_key_of(ctx, &v) {
             let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), &storage_key, None, None);
             let info = super::info_for_storage_key(ctx, cluster, &storage_key);
-            for (cr_key, obj) in objects {
-                match &info {
-                    Some(info) if !super::is_deleting(&obj) => {
-                        // As Kubernetes' finalizing controller: dependents go in the background.
-                        let options = DeleteOptions {
-                            propagation: Some(PropagationPolicy::Background),
-                            ..Default::default()
-                        };
-                        let request = ctx
-                            .request_at(info.clone(), &cr_key, "delete", MANAGER)
-                            .map_err(|e| e.message)?;
-                        if let Err(e) = service::delete(&request, &options).await {
-                            tracing::debug!(object = %cr_key.name, "CRD clean-up: {}", e.message);
-                        }
-                    }
-                    Some(_) => {}
-                    // Not served (an invalid CRD): nothing can finalize them.
-                    None => {
-                        if let Ok(c) = ctx.purge(cr_key.clone(), Expect::Exists) {
-                            let _ = c.durable().await;
-                        }
-                    }
-                }
-                if ctx.get(&cr_key).is_some() {
-                    remaining += 1;
-                }
-            }
+            remaining =
+                finalizing::delete_contents(ctx, info.as_ref(), objects, MANAGER, CrdCleanup::NAME).await?;
         }
         if remaining > 0 {
             return Ok(false);

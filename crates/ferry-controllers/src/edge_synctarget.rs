@@ -8,7 +8,6 @@
 //! target whose heartbeat is fresh, so `Ready` turns False when the
 //! threshold passes with no write at all.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -16,12 +15,11 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::follow::{self, Follower};
+use crate::follow::{self, Due, Follower};
 use crate::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, MAILBOX_PARENT, SYNC_TARGETS};
 use ferry_api::well_known::SYNC_TARGET_NAME_ANNOTATION;
 use ferry_server::controller::ControllerContext;
 use ferry_server::json;
-use ferry_server::service;
 use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 use ferry_server::synctarget::edge;
 use ferry_server::workspace::WORKSPACES;
@@ -32,6 +30,7 @@ const SYNCER_CONFIGS: &str = "edge.kubestellar.io/syncerconfigs";
 /// The SyncerConfig a KubeStellar syncer reports on.
 const THE_ONE: &str = "the-one";
 
+/// What the controller keeps between changes.
 struct Shared {
     threshold: Duration,
     deadlines: crate::heartbeat::Deadlines,
@@ -39,25 +38,22 @@ struct Shared {
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`
 /// (the same for KubeStellar's SyncTargets as for kcp's).
-pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> Vec<JoinHandle<()>> {
-    let shared = Arc::new(Shared {
+pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> JoinHandle<()> {
+    let shared = Shared {
         threshold,
         deadlines: Default::default(),
-    });
-    vec![
-        follow::spawn(ctx.clone(), EdgeSyncTargets(shared.clone())),
-        tokio::spawn(heartbeat_timer(ctx.clone(), shared)),
-    ]
+    };
+    follow::spawn(ctx.clone(), EdgeSyncTargets(shared))
 }
 
-struct EdgeSyncTargets(Arc<Shared>);
+struct EdgeSyncTargets(Shared);
 
 impl Follower for EdgeSyncTargets {
     fn follows(&self, storage_key: &str) -> bool {
         storage_key == SYNC_TARGETS || storage_key == SYNCER_CONFIGS
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for (key, _) in ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
                 reconcile(ctx, &self.0, &key).await;
@@ -65,7 +61,7 @@ impl Follower for EdgeSyncTargets {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             if key.resource == SYNC_TARGETS {
@@ -74,6 +70,19 @@ impl Follower for EdgeSyncTargets {
                 if let Some(target) = target_of_mailbox(ctx, &key.cluster) {
                     reconcile(ctx, &self.0, &target).await;
                 }
+            }
+        })
+    }
+
+    /// A target whose heartbeat deadline passed, with no write since.
+    fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
+        Box::pin(self.0.deadlines.next())
+    }
+
+    fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for key in self.0.deadlines.take_due() {
+                reconcile(ctx, &self.0, &key).await;
             }
         })
     }
@@ -123,16 +132,6 @@ fn the_one_of(ctx: &ControllerContext, key: &ObjectKey, target: &Value) -> Optio
     .map(|o| o.value())
 }
 
-/// Re-check each target whose heartbeat deadline passed.
-async fn heartbeat_timer(ctx: ControllerContext, shared: Arc<Shared>) {
-    let mut lease = ctx.lease();
-    while let Some(due) = shared.deadlines.due(&mut lease).await {
-        for key in due {
-            reconcile(&ctx, &shared, &key).await;
-        }
-    }
-}
-
 /// Bring one SyncTarget's status up to date. A conflict is left to the write
 /// that caused it, whose event brings the target back here.
 async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey) {
@@ -170,20 +169,6 @@ async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey) {
     }
     let mut updated = target;
     updated["status"] = desired.status;
-    let request = ctx.request(
-        &key.cluster,
-        (ferry_api::edge::GROUP, ferry_api::edge::VERSION, "synctargets"),
-        None,
-        Some(&key.name),
-        "update",
-        MANAGER,
-    );
-    let Ok(request) = request else { return };
-    match service::update(&request.on_subresource("status"), updated).await {
-        Ok(_) => {}
-        Err(e) if e.code == 409 || e.code == 404 => {}
-        Err(e) => {
-            tracing::warn!(cluster = %key.cluster, synctarget = %key.name, "writing SyncTarget status failed: {e}")
-        }
-    }
+    let resource = (ferry_api::edge::GROUP, ferry_api::edge::VERSION, "synctargets");
+    crate::update_status(ctx, key, resource, MANAGER, updated).await;
 }

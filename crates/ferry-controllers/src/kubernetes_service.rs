@@ -253,7 +253,7 @@ impl super::follow::Follower for KubernetesService {
         )
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             for cluster in ctx.clusters() {
                 repair(ctx, &cluster).await;
@@ -261,7 +261,7 @@ impl super::follow::Follower for KubernetesService {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if is_owned_key(&event.key) {
                 repair(ctx, &event.key.cluster).await;

@@ -152,8 +152,8 @@ impl Controllers for BuiltInControllers {
             controllers.push(placement::spawn(ctx.clone()));
         }
         let heartbeat = opts.sync_target_heartbeat_threshold;
-        controllers.extend(edge_synctarget::spawn(ctx, heartbeat));
-        controllers.extend(synctarget::spawn(ctx, heartbeat));
+        controllers.push(edge_synctarget::spawn(ctx, heartbeat));
+        controllers.push(synctarget::spawn(ctx, heartbeat));
         controllers
     }
 }
@@ -314,6 +314,35 @@ pub async fn remove_custom_resources(ctx: &ControllerContext, cluster: &str, crd
     for (key, _) in objects {
         if let Ok(c) = ctx.purge(key, Expect::Exists) {
             let _ = c.durable().await;
+        }
+    }
+}
+
+/// Update the status of the cluster-scoped object at `key`, of `resource`
+/// (group, version, plural), to `obj`'s, as `manager`. A conflict or a gone
+/// object is left to the write that caused it, whose event brings the
+/// object back to the controller; another refusal is logged, naming the
+/// object.
+pub async fn update_status(
+    ctx: &ControllerContext,
+    key: &ObjectKey,
+    resource: (&str, &str, &str),
+    manager: &str,
+    obj: Value,
+) {
+    let request = ctx.request(&key.cluster, resource, None, Some(&key.name), "update", manager);
+    let Ok(request) = request else { return };
+    match ferry_server::service::update(&request.on_subresource("status"), obj).await {
+        Ok(_) => {}
+        Err(e) if e.code == 409 || e.code == 404 => {}
+        Err(e) => {
+            let (group, _, plural) = resource;
+            tracing::warn!(
+                cluster = %key.cluster,
+                name = %key.name,
+                "writing the status of {plural}.{group} {} failed: {e}",
+                key.name
+            )
         }
     }
 }

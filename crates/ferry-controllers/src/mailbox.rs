@@ -36,11 +36,11 @@ impl Follower for Mailboxes {
         storage_key == SYNC_TARGETS || storage_key == apis::EXPORTS
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(resync(ctx))
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             if event.key.resource == apis::EXPORTS {
                 // The ESPW's export appearing moves every mailbox to it.

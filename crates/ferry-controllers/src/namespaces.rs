@@ -12,9 +12,8 @@ use tokio::task::JoinHandle;
 
 use super::finalizing::{self, Finalizing};
 use ferry_server::controller::ControllerContext;
-use ferry_server::service::propagation::PropagationPolicy;
-use ferry_server::service::{self, DeleteOptions};
-use ferry_server::storage::{ClusterScope, Expect, ObjectKey};
+use ferry_server::service;
+use ferry_server::storage::{ClusterScope, ObjectKey};
 use ferry_server::strategy::core::namespace::KUBERNETES_FINALIZER;
 
 /// Field manager of the controller's writes.
@@ -86,35 +85,10 @@ async fn step(ctx: &ControllerContext, ns_key: &ObjectKey) -> Result<bool, Strin
         if objects.is_empty() {
             continue;
         }
-        let Some(info) = super::info_for_storage_key(ctx, cluster, &resource) else {
-            // Served by nothing any more (CRD gone): nothing can finalize them.
-            for (key, _) in objects {
-                if let Ok(c) = ctx.purge(key, Expect::Exists) {
-                    let _ = c.durable().await;
-                }
-            }
-            continue;
-        };
-        for (key, obj) in objects {
-            if !super::is_deleting(&obj) {
-                // As Kubernetes' namespace controller: dependents go in the background.
-                let options = DeleteOptions {
-                    propagation: Some(PropagationPolicy::Background),
-                    ..Default::default()
-                };
-                let request = ctx
-                    .request_at(info.clone(), &key, "delete", MANAGER)
-                    .map_err(|e| e.message)?;
-                match service::delete(&request, &options).await {
-                    Ok(_) => {}
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => tracing::debug!(object = %key.name, "namespace termination: {}", e.message),
-                }
-            }
-            if ctx.get(&key).is_some() {
-                remaining += 1;
-            }
-        }
+        let info = super::info_for_storage_key(ctx, cluster, &resource);
+        remaining +=
+            finalizing::delete_contents(ctx, info.as_ref(), objects, MANAGER, NamespaceTermination::NAME)
+                .await?;
     }
     if remaining > 0 {
         return Ok(false);

@@ -50,7 +50,7 @@ impl Follower for SecurityControllers {
         watches(storage_key)
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let (secrets, _) = ctx.list(&ClusterScope::All, "/secrets", None, None);
             for (key, obj) in secrets {
@@ -71,7 +71,7 @@ impl Follower for SecurityControllers {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let value = (event.kind != EventType::Deleted).then(|| event.object.value());
             object_written(ctx, &event.key.resource, &event.key, value.as_ref()).await;

@@ -13,7 +13,7 @@
 //! at all.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::follow::{self, Follower};
+use super::follow::{self, Due, Follower};
 use ferry_api::well_known::WORKLOAD_KEY_LABEL;
 use ferry_server::apis;
 use ferry_server::controller::ControllerContext;
@@ -32,7 +32,7 @@ use ferry_server::synctarget::{self, imported, Resources, IMPORTS, SYNC_TARGETS}
 
 const MANAGER: &str = "synctarget-controller";
 
-/// What the follower and the heartbeat timer share.
+/// What the controller keeps between changes.
 struct Shared {
     threshold: Duration,
     deadlines: crate::heartbeat::Deadlines,
@@ -42,19 +42,16 @@ struct Shared {
 }
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`.
-pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> Vec<JoinHandle<()>> {
-    let shared = Arc::new(Shared {
+pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> JoinHandle<()> {
+    let shared = Shared {
         threshold,
         deadlines: Default::default(),
         unjudged: Default::default(),
-    });
-    vec![
-        follow::spawn(ctx.clone(), SyncTargets(shared.clone())),
-        tokio::spawn(heartbeat_timer(ctx.clone(), shared)),
-    ]
+    };
+    follow::spawn(ctx.clone(), SyncTargets(shared))
 }
 
-struct SyncTargets(Arc<Shared>);
+struct SyncTargets(Shared);
 
 impl Follower for SyncTargets {
     fn follows(&self, storage_key: &str) -> bool {
@@ -64,14 +61,14 @@ impl Follower for SyncTargets {
         )
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             ensure_imported_apis_everywhere(ctx).await;
             reconcile_all(ctx, &self.0, ClusterScope::All).await;
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let key = &event.key;
             match key.resource.as_str() {
@@ -109,6 +106,19 @@ impl Follower for SyncTargets {
                     let export = (key.resource == apis::EXPORTS).then_some(key.name.as_str());
                     exports_changed(ctx, &self.0, &key.cluster, export).await;
                 }
+            }
+        })
+    }
+
+    /// A target whose heartbeat deadline passed, with no write since.
+    fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
+        Box::pin(self.0.deadlines.next())
+    }
+
+    fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for key in self.0.deadlines.take_due() {
+                reconcile(ctx, &self.0, &key, false).await;
             }
         })
     }
@@ -302,16 +312,6 @@ async fn reconcile_all(ctx: &ControllerContext, shared: &Shared, scope: ClusterS
     }
 }
 
-/// Re-check each target whose heartbeat deadline passed.
-async fn heartbeat_timer(ctx: ControllerContext, shared: Arc<Shared>) {
-    let mut lease = ctx.lease();
-    while let Some(due) = shared.deadlines.due(&mut lease).await {
-        for key in due {
-            reconcile(&ctx, &shared, &key, false).await;
-        }
-    }
-}
-
 /// Bring one SyncTarget's label and status (and its imports' conditions)
 /// up to date; `resources` to judge its resources again (the exports or
 /// imports changed), which compares schemas and is the costly part.
@@ -461,24 +461,10 @@ async fn set_import_condition(ctx: &ControllerContext, key: &ObjectKey, conditio
     if json::set(&mut import, &["status", "conditions"], merged).is_err() {
         return;
     }
-    let request = ctx.request(
-        &key.cluster,
-        (
-            ferry_api::apiresource::GROUP,
-            ferry_api::apiresource::VERSION,
-            "apiresourceimports",
-        ),
-        None,
-        Some(&key.name),
-        "update",
-        MANAGER,
+    let resource = (
+        ferry_api::apiresource::GROUP,
+        ferry_api::apiresource::VERSION,
+        "apiresourceimports",
     );
-    let Ok(request) = request else { return };
-    match service::update(&request.on_subresource("status"), import).await {
-        Ok(_) => {}
-        Err(e) if e.code == 409 || e.code == 404 => {}
-        Err(e) => {
-            tracing::warn!(cluster = %key.cluster, import = %key.name, "writing APIResourceImport status failed: {e}")
-        }
-    }
+    crate::update_status(ctx, key, resource, MANAGER, import).await;
 }

@@ -169,7 +169,7 @@ impl Follower for UpsyncRoles {
         .contains(&storage_key)
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let mut clusters = BTreeSet::new();
             for resource in [SYNCER_CONFIGS, EDGE_SYNC_CONFIGS] {
@@ -182,7 +182,7 @@ impl Follower for UpsyncRoles {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             // A change to the role itself is put back; other roles are none of ours.
             if event.key.resource == CLUSTER_ROLES && event.key.name != UPSYNC_ROLE {

@@ -246,12 +246,6 @@ impl ControllerContext {
         self.hub.store.clusters()
     }
 
-    /// Where controllers with a watch loop of their own count what they
-    /// handle (those built on `follow::spawn` are counted already).
-    pub fn metrics(&self) -> &crate::follow_metrics::FollowMetrics {
-        &self.hub.follow_metrics
-    }
-
     /// The committed resourceVersion: where a watch that misses nothing starts.
     pub fn resource_version(&self) -> u64 {
         self.hub.store.resource_version()

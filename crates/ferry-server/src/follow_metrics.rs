@@ -1,8 +1,10 @@
 //! How the hub's controllers keep up with the store, on `/metrics`. The hub
-//! holds the counters; a controller following the store
-//! ([`crate::follow`]) or running a loop of its own counts into them.
+//! holds the counters; the one loop every controller runs on
+//! ([`crate::follow`]) counts into them.
 
 use std::time::Instant;
+
+use futures::future::BoxFuture;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -17,7 +19,8 @@ pub struct ControllerLabels {
 }
 
 /// How the hub's controllers keep up with the store, per controller: the
-/// changes each handled, how long each took (the look at everything on a
+/// changes each handled (a pass over a burst of noted changes counts once),
+/// how long each took (the look at everything on a
 /// start or after falling behind included), and how often each had to look
 /// at everything again. A controller whose handling time grows, or whose
 /// resyncs climb (it fell behind the watch), is where a slow hub waits.
@@ -43,24 +46,14 @@ impl Default for FollowMetrics {
 }
 
 impl FollowMetrics {
-    /// Count one change (or batch of changes) `controller` handled, from
-    /// `started` until now: for controllers with a loop of their own.
-    pub fn handled(&self, controller: &'static str, started: Instant) {
-        let labels = ControllerLabels { name: controller };
-        self.events.get_or_create(&labels).inc();
-        self.observe(&labels, started);
-    }
-
-    /// Count one look at everything by `controller`.
-    pub fn resynced(&self, controller: &'static str) {
-        let labels = ControllerLabels { name: controller };
-        self.resyncs.get_or_create(&labels).inc();
-    }
-
-    pub(crate) fn observe(&self, labels: &ControllerLabels, started: Instant) {
-        self.duration
-            .get_or_create(labels)
-            .observe(started.elapsed().as_secs_f64());
+    /// The metrics of the controller named `name`, looked up once.
+    pub(crate) fn of(&self, name: &'static str) -> Counted {
+        let labels = ControllerLabels { name };
+        Counted {
+            events: self.events.get_or_create(&labels).clone(),
+            duration: self.duration.get_or_create(&labels).clone(),
+            resyncs: self.resyncs.get_or_create(&labels).clone(),
+        }
     }
 
     /// Add these metrics to `registry` (the hub's `/metrics`).
@@ -81,5 +74,33 @@ impl FollowMetrics {
             "Times a hub controller looked at everything: at start and after falling behind the store's watch",
             self.resyncs.clone(),
         );
+    }
+}
+
+/// One controller's metrics, as `follow::run` counts them: a look at everything
+/// is a resync, a change handled or a pass is an event, and each is timed.
+pub(crate) struct Counted {
+    events: Counter,
+    duration: Histogram,
+    resyncs: Counter,
+}
+
+impl Counted {
+    /// Count and time a look at everything.
+    pub(crate) async fn resync(&self, work: BoxFuture<'_, ()>) {
+        self.resyncs.inc();
+        self.time(work).await;
+    }
+
+    /// Count and time a change handled, or a pass.
+    pub(crate) async fn handle(&self, work: BoxFuture<'_, ()>) {
+        self.time(work).await;
+        self.events.inc();
+    }
+
+    async fn time(&self, work: BoxFuture<'_, ()>) {
+        let started = Instant::now();
+        work.await;
+        self.duration.observe(started.elapsed().as_secs_f64());
     }
 }

@@ -38,7 +38,7 @@ impl Follower for PeerWrites {
         )
     }
 
-    fn resync<'a>(&'a self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let hub = ctx.hub();
             hub.rebuild_indexes();
@@ -48,7 +48,7 @@ impl Follower for PeerWrites {
         })
     }
 
-    fn changed<'a>(&'a self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let hub = ctx.hub();
             let cluster = &event.key.cluster;

@@ -49,14 +49,15 @@ use ferry_api::well_known::{
     status_per_target, workload_deletion_annotation, workload_status_annotation, WORKLOAD_STATE_LABEL_PREFIX,
     WORKLOAD_STATE_SYNC,
 };
+use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use super::{
     apply, combined, install_crds, read_collectors, Destination, PlacedObject, PlacedObjects, PlacementKind,
     COMBINED_STATUSES, STATUS_COLLECTORS,
 };
+use crate::follow::{self, Due, Follower, Passes};
 use crate::scheduling::{placement, BLOCKED_NAMESPACES, PLACEMENTS, SYNC_TARGETS};
 use ferry_server::controller::ControllerContext;
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
@@ -176,55 +177,54 @@ pub fn destinations(key: &ObjectKey, obj: &Value, targets: &Targets) -> Vec<Dest
     out
 }
 
-/// The controller's name in metrics.
-const NAME: &str = "TmcCombinedStatus";
-
 /// Run the controller while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut lease = ctx.lease();
-        while lease.is_held() {
-            let rv = ctx.resource_version();
-            let Ok(mut events) = ctx.watch(rv) else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            ctx.metrics().resynced(NAME);
-            let mut state = State::load(&ctx);
-            let mut due = Some(Instant::now());
-            loop {
-                let wait = async {
-                    match due {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    _ = lease.lost() => return,
-                    _ = wait => {
-                        due = None;
-                        let started = std::time::Instant::now();
-                        if state.reconcile(&ctx).await {
-                            due = Some(Instant::now() + RETRY);
-                        }
-                        ctx.metrics().handled(NAME, started);
-                    }
-                    event = events.next() => match event {
-                        Some(event) => {
-                            if state.track(&ctx, &event) {
-                                let soon = Instant::now() + DEBOUNCE;
-                                due = Some(due.map_or(soon, |d| d.min(soon)));
-                            }
-                        }
-                        None => break, // fell behind: start over
-                    },
-                }
-            }
+    follow::spawn(
+        ctx,
+        TmcCombinedStatus {
+            state: State::default(),
+            passes: Passes::now(DEBOUNCE, RETRY),
+        },
+    )
+}
+
+/// The controller as it follows the store: what it keeps between passes,
+/// and when the next is due.
+struct TmcCombinedStatus {
+    state: State,
+    passes: Passes,
+}
+
+impl Follower for TmcCombinedStatus {
+    fn follows(&self, _storage_key: &str) -> bool {
+        true
+    }
+
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.state = State::load(ctx);
+            self.passes.restart();
+        })
+    }
+
+    fn note(&mut self, ctx: &ControllerContext, event: &WatchEvent) -> bool {
+        if self.state.track(ctx, event) {
+            self.passes.changed();
         }
-    })
+        false
+    }
+
+    fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
+        Box::pin(self.passes.due())
+    }
+
+    fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(self.passes.run(self.state.reconcile(ctx)))
+    }
 }
 
 /// What the controller keeps between passes.
+#[derive(Default)]
 struct State {
     targets: Targets,
     /// Logical clusters with at least one Placement.

@@ -5,7 +5,7 @@
 //! - A delete request's propagation policy ([`policy`]) is recorded on the
 //!   owner by the delete path: nothing for `Background` (the owner goes at
 //!   once), the `foregroundDeletion` or `orphan` finalizer otherwise.
-//! - The collector follows the store's watch stream and keeps a
+//! - The collector follows the store's watch ([`follow`]) and keeps a
 //!   [`index::DependentsIndex`] (owner uid → dependents). Only objects whose
 //!   stored JSON mentions `ownerReferences` or `deletionTimestamp` are parsed.
 //! - What needs a look goes into a [`queue::WorkQueue`]: a dependent whose
@@ -28,15 +28,15 @@ mod reconcile;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::FutureExt;
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::follow::{self, Due, Follower};
 use ferry_server::controller::ControllerContext;
-use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent, WatchSubscription};
+use ferry_server::storage::{ClusterScope, ObjectKey, WatchEvent};
 use index::DependentsIndex;
 use queue::WorkQueue;
 pub use reconcile::CollectError;
@@ -56,16 +56,23 @@ const WORKERS: usize = 8;
 /// Start the collector; it runs while `ctx`'s lease is held. Await the
 /// handle to know it has stopped writing.
 pub fn spawn(ctx: ControllerContext) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run(ctx))
+    let collector = GarbageCollector {
+        ctx: ctx.clone(),
+        index: Arc::default(),
+        queue: WorkQueue::default(),
+        workers: JoinSet::new(),
+        in_process: HashMap::new(),
+    };
+    tokio::spawn(async move {
+        let mut collector = follow::run(ctx, collector).await;
+        collector.workers.shutdown().await;
+    })
 }
 
 type Outcome = (Work, Result<Vec<Work>, CollectError>);
 
-/// The collector's name in metrics.
-const NAME: &str = "GarbageCollector";
-
 /// The collector's state: the index, the queue, and the items in process.
-struct Collector {
+struct GarbageCollector {
     ctx: ControllerContext,
     index: Arc<Mutex<DependentsIndex>>,
     queue: WorkQueue<Work>,
@@ -73,84 +80,55 @@ struct Collector {
     in_process: HashMap<tokio::task::Id, Work>,
 }
 
-async fn run(ctx: ControllerContext) {
-    let mut lease = ctx.lease();
-    let mut c = Collector {
-        ctx,
-        index: Arc::default(),
-        queue: WorkQueue::default(),
-        workers: JoinSet::new(),
-        in_process: HashMap::new(),
-    };
-    while lease.is_held() {
-        let Some(mut events) = c.rebuild() else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        loop {
-            c.start_ready();
-            let retry = c.queue.next_retry();
-            let idle = c.workers.len() < WORKERS;
-            tokio::select! {
-                _ = lease.lost() => break,
-                event = events.next() => match event {
-                    Some(event) => {
-                        if !c.observe(event, &mut events) {
-                            break;
-                        }
-                    }
-                    // Fell behind the event stream: rebuild from the store.
-                    None => break,
-                },
-                Some(joined) = c.workers.join_next_with_id(), if !c.workers.is_empty() => c.finished(joined),
-                _ = sleep_until(retry), if retry.is_some() && idle => {}
-            }
-        }
-    }
-    c.workers.shutdown().await;
-}
-
-impl Collector {
-    /// Index everything stored and queue all pending work; returns the
-    /// events that follow (`None` if the store refuses a watch).
-    fn rebuild(&mut self) -> Option<WatchSubscription> {
-        let rv = self.ctx.resource_version();
-        let events = self.ctx.watch(rv).ok()?;
-        let ctx = &self.ctx;
-        let stored = ctx
-            .resource_keys()
-            .into_iter()
-            .flat_map(|resource| ctx.list(&ClusterScope::All, &resource, None, None).0);
-        self.ctx.metrics().resynced(NAME);
-        let pending = self.index.lock().reset(stored);
-        tracing::debug!(pending = pending.len(), "garbage collector (re)built its index");
-        self.queue.clear();
-        for w in pending {
-            self.queue.add(w);
-        }
-        Some(events)
+impl Follower for GarbageCollector {
+    /// Any object may have owners, or be one.
+    fn follows(&self, _storage_key: &str) -> bool {
+        true
     }
 
-    /// Apply `first` and whatever else the stream already holds (up to a
-    /// batch: one wake-up per burst of writes, not one per event). Returns
-    /// false when the stream fell behind and the index must be rebuilt.
-    fn observe(&mut self, first: Arc<WatchEvent>, events: &mut WatchSubscription) -> bool {
-        const BATCH: usize = 1024;
-        let started = std::time::Instant::now();
-        let mut index = self.index.lock();
-        let mut event = first;
-        for _ in 0..BATCH {
-            for w in index.observe(&event) {
+    /// Index everything stored and queue all pending work.
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let stored = ctx
+                .resource_keys()
+                .into_iter()
+                .flat_map(|resource| ctx.list(&ClusterScope::All, &resource, None, None).0);
+            let pending = self.index.lock().reset(stored);
+            tracing::debug!(pending = pending.len(), "garbage collector (re)built its index");
+            self.queue.clear();
+            for w in pending {
                 self.queue.add(w);
             }
-            match events.next().now_or_never() {
-                Some(Some(next)) => event = next,
-                Some(None) => return false,
-                None => break,
+        })
+    }
+
+    fn changed<'a>(&'a mut self, _ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for w in self.index.lock().observe(event) {
+                self.queue.add(w);
+            }
+        })
+    }
+
+    /// The workers: ready items start, finished ones queue their
+    /// follow-up work or their retry. Never due: they run between changes.
+    fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
+        Box::pin(self.work())
+    }
+}
+
+impl GarbageCollector {
+    async fn work(&mut self) -> Due {
+        loop {
+            self.start_ready();
+            let retry = self.queue.next_retry();
+            let idle = self.workers.len() < WORKERS;
+            tokio::select! {
+                Some(joined) = self.workers.join_next_with_id(), if !self.workers.is_empty() => self.finished(joined),
+                _ = sleep_until(retry), if retry.is_some() && idle => {}
+                else => std::future::pending::<()>().await,
             }
         }
-        self.ctx.metrics().handled(NAME, started);
-        true
     }
 
     /// Hand ready items to workers, up to [`WORKERS`] at a time.

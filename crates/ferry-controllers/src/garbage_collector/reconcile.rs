@@ -68,9 +68,13 @@ pub async fn process(
     index: &Mutex<DependentsIndex>,
     work: &Work,
 ) -> Result<Vec<Work>, CollectError> {
+    let (Work::Dependent(key) | Work::Owner(key)) = work;
+    let Some(me) = stored_ownership(ctx, key) else {
+        return Ok(Vec::new()); // gone already
+    };
     match work {
-        Work::Dependent(key) => dependent(ctx, index, key).await,
-        Work::Owner(key) => owner(ctx, index, key).await,
+        Work::Dependent(_) => dependent(ctx, index, key, me).await,
+        Work::Owner(_) => owner(ctx, index, key, me).await,
     }
 }
 
@@ -100,10 +104,9 @@ fn owner_state(ctx: &ControllerContext, dependent: &ObjectKey, r: &OwnerRef) -> 
         },
         name: r.name.clone(),
     };
-    match ctx.get(&key) {
+    match stored_ownership(ctx, &key) {
         None => OwnerState::Absent,
-        Some(obj) => {
-            let owner = Ownership::parse(&obj.json);
+        Some(owner) => {
             if owner.uid != r.uid {
                 OwnerState::Absent
             } else if owner.deleting_dependents() {
@@ -115,19 +118,21 @@ fn owner_state(ctx: &ControllerContext, dependent: &ObjectKey, r: &OwnerRef) -> 
     }
 }
 
+/// The ownership metadata of the object at `key`, while it is stored.
+fn stored_ownership(ctx: &ControllerContext, key: &ObjectKey) -> Option<Ownership> {
+    ctx.get(key).map(|stored| Ownership::parse(&stored.json))
+}
+
 async fn dependent(
     ctx: &ControllerContext,
     index: &Mutex<DependentsIndex>,
     key: &ObjectKey,
+    me: Ownership,
 ) -> Result<Vec<Work>, CollectError> {
-    let Some(stored) = ctx.get(key) else {
-        return Ok(Vec::new());
-    };
-    let me = Ownership::parse(&stored.json);
     if me.deleting {
         // Already going; as an owner it may still wait for the collector.
         return if me.deleting_dependents() {
-            owner(ctx, index, key).await
+            owner(ctx, index, key, me).await
         } else {
             Ok(Vec::new())
         };
@@ -196,11 +201,8 @@ async fn owner(
     ctx: &ControllerContext,
     index: &Mutex<DependentsIndex>,
     key: &ObjectKey,
+    me: Ownership,
 ) -> Result<Vec<Work>, CollectError> {
-    let Some(stored) = ctx.get(key) else {
-        return Ok(Vec::new());
-    };
-    let me = Ownership::parse(&stored.json);
     let dependents = index.lock().dependents_of(&key.cluster, &me.uid);
     let uid = me.uid.as_str();
     let remove_finalizer = |finalizer: &'static str| async move {

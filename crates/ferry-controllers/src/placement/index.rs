@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ferry_api::edge::SinglePlacement;
 
 use super::resolve::{self, Location, Target};
-use crate::label_index::narrowest;
+use crate::label_index::{narrowest, WorkspaceLabels};
 use ferry_server::selector::LabelSelector;
 
 /// `(logical cluster, name)`.
@@ -35,10 +35,8 @@ pub struct InventoryIndex {
     targets: BTreeMap<Id, Target>,
     /// `(label key, value)` → Locations carrying it.
     locations_by_label: HashMap<(String, String), BTreeSet<Id>>,
-    /// Workspace → its SyncTargets' names.
-    targets_by_cluster: HashMap<String, BTreeSet<String>>,
-    /// `(workspace, label key, value)` → SyncTargets there carrying it.
-    targets_by_label: HashMap<(String, String, String), BTreeSet<String>>,
+    /// SyncTargets' names by workspace and label.
+    targets_by_workspace: WorkspaceLabels,
 }
 
 impl InventoryIndex {
@@ -105,16 +103,7 @@ impl InventoryIndex {
     /// Add or replace a SyncTarget.
     pub fn put_target(&mut self, t: Target) {
         self.remove_target(&t.cluster, &t.name);
-        self.targets_by_cluster
-            .entry(t.cluster.clone())
-            .or_default()
-            .insert(t.name.clone());
-        for (k, v) in &t.labels {
-            self.targets_by_label
-                .entry((t.cluster.clone(), k.clone(), v.clone()))
-                .or_default()
-                .insert(t.name.clone());
-        }
+        self.targets_by_workspace.insert(&t.cluster, &t.name, &t.labels);
         self.targets.insert((t.cluster.clone(), t.name.clone()), t);
     }
 
@@ -122,21 +111,7 @@ impl InventoryIndex {
         let Some(old) = self.targets.remove(&(cluster.to_string(), name.to_string())) else {
             return;
         };
-        if let Some(set) = self.targets_by_cluster.get_mut(cluster) {
-            set.remove(name);
-            if set.is_empty() {
-                self.targets_by_cluster.remove(cluster);
-            }
-        }
-        for (k, v) in old.labels {
-            let key = (old.cluster.clone(), k, v);
-            if let Some(set) = self.targets_by_label.get_mut(&key) {
-                set.remove(name);
-                if set.is_empty() {
-                    self.targets_by_label.remove(&key);
-                }
-            }
-        }
+        self.targets_by_workspace.remove(cluster, name, &old.labels);
     }
 
     /// What [`resolve::resolve`] gives for these selectors over the indexed
@@ -174,19 +149,10 @@ impl InventoryIndex {
         let mut by_target: BTreeMap<Id, SinglePlacement> = BTreeMap::new();
         for loc in &matching {
             let cluster = loc.cluster.as_str();
-            let names: Vec<&String> = match narrowest(&loc.instance_selector, |k, v| {
-                self.targets_by_label
-                    .get(&(cluster.to_string(), k.to_string(), v.to_string()))
-            }) {
-                Some(candidates) => candidates.into_iter().collect(),
-                None => self
-                    .targets_by_cluster
-                    .get(cluster)
-                    .into_iter()
-                    .flatten()
-                    .collect(),
-            };
-            for name in names {
+            for name in self
+                .targets_by_workspace
+                .candidates(cluster, &loc.instance_selector)
+            {
                 let id = (cluster.to_string(), name.clone());
                 let Some(t) = self.targets.get(&id) else { continue };
                 if !loc.instance_selector.matches(&t.labels) {
@@ -323,8 +289,7 @@ mod tests {
             );
             assert!(
                 rebuilt.locations_by_label == index.locations_by_label
-                    && rebuilt.targets_by_label == index.targets_by_label
-                    && rebuilt.targets_by_cluster == index.targets_by_cluster,
+                    && rebuilt.targets_by_workspace == index.targets_by_workspace,
                 "seed {seed}: the index kept up by changes holds no stale entries"
             );
         }

@@ -84,12 +84,13 @@ use ferry_api::edge::{
 use ferry_api::well_known::{
     CUSTOMIZER_ANNOTATION, DOWNSYNC_OVERWRITE_ANNOTATION, EXECUTING_COUNT_ANNOTATION, UPSYNCED_ANNOTATION,
 };
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use super::mailbox::{mailbox_name, MAILBOX_PARENT, SYNC_TARGETS, SYNC_TARGET_UID_ANNOTATION};
+use crate::follow::{self, Due, Follower, Passes};
 use copy::Listed;
 use ferry_server::auth::UserInfo;
 use ferry_server::controller::ControllerContext;
@@ -152,62 +153,53 @@ const NEVER_PLACED_GROUPS: &[&str] = &[
     "coordination.k8s.io",
 ];
 
-/// The translator's name in metrics.
-const NAME: &str = "PlacementTranslator";
-
 /// Run the translator while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut lease = ctx.lease();
-        while lease.is_held() {
-            let rv = ctx.resource_version();
-            let Ok(mut events) = ctx.watch(rv) else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            // Read after the watch began: an event for what it already
-            // holds only sets it again.
-            ctx.metrics().resynced(NAME);
-            let mut inventory = load_inventory(&ctx);
-            let mut due = Some(Instant::now());
-            loop {
-                let wait = async {
-                    match due {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    _ = lease.lost() => return,
-                    _ = wait => {
-                        due = None;
-                        let started = std::time::Instant::now();
-                        if reconcile(&ctx, &inventory).await {
-                            due = Some(Instant::now() + RETRY);
-                        }
-                        ctx.metrics().handled(NAME, started);
-                    }
-                    event = events.next() => match event {
-                        Some(event) => {
-                            track(&mut inventory, &event);
-                            if relevant(&event) {
-                                let soon = Instant::now() + DEBOUNCE;
-                                due = Some(due.map_or(soon, |d| d.min(soon)));
-                            }
-                        }
-                        None => break, // fell behind: start over
-                    },
-                }
-            }
-        }
-    })
+    let inventory = InventoryIndex::default();
+    follow::spawn(
+        ctx,
+        PlacementTranslator {
+            inventory,
+            passes: Passes::now(DEBOUNCE, RETRY),
+        },
+    )
 }
 
-fn relevant(event: &WatchEvent) -> bool {
-    !matches!(
-        event.key.resource.as_str(),
-        "/events" | "events.k8s.io/events" | "coordination.k8s.io/leases"
-    )
+/// The translator as it follows the store: the inventory index the watch
+/// keeps current, and when the next pass is due.
+struct PlacementTranslator {
+    inventory: InventoryIndex,
+    passes: Passes,
+}
+
+impl Follower for PlacementTranslator {
+    fn follows(&self, storage_key: &str) -> bool {
+        !matches!(
+            storage_key,
+            "/events" | "events.k8s.io/events" | "coordination.k8s.io/leases"
+        )
+    }
+
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.inventory = load_inventory(ctx);
+            self.passes.restart();
+        })
+    }
+
+    fn note(&mut self, _ctx: &ControllerContext, event: &WatchEvent) -> bool {
+        track(&mut self.inventory, event);
+        self.passes.changed();
+        false
+    }
+
+    fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
+        Box::pin(self.passes.due())
+    }
+
+    fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(self.passes.run(reconcile(ctx, &self.inventory)))
+    }
 }
 
 /// One object a placement selected in its WMW.

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::placement::{self, Compiled};
 use super::targets::{self, Target};
-use crate::label_index::narrowest;
+use crate::label_index::{narrowest, remove_from, WorkspaceLabels};
 
 /// `(logical cluster, name)`.
 type Id = (String, String);
@@ -75,10 +75,8 @@ pub struct SchedulingIndex {
     targets: HashMap<Id, Target>,
     /// `sync_target_key` → the target.
     target_ids: HashMap<String, Id>,
-    /// Workspace → its SyncTargets' names.
-    targets_by_cluster: HashMap<String, BTreeSet<String>>,
-    /// `(workspace, label key, value)` → SyncTargets there carrying it.
-    targets_by_label: HashMap<(String, String, String), BTreeSet<String>>,
+    /// SyncTargets' names by workspace and label.
+    targets_by_workspace: WorkspaceLabels,
     locations: BTreeMap<Id, Location>,
     /// `(workspace, label key, value)` → Locations there carrying it.
     locations_by_label: HashMap<(String, String, String), BTreeSet<String>>,
@@ -139,16 +137,7 @@ impl SchedulingIndex {
     fn put_target(&mut self, t: Target) {
         self.remove_target(&t.cluster, &t.name);
         let id = (t.cluster.clone(), t.name.clone());
-        self.targets_by_cluster
-            .entry(t.cluster.clone())
-            .or_default()
-            .insert(t.name.clone());
-        for (k, v) in &t.labels {
-            self.targets_by_label
-                .entry((t.cluster.clone(), k.clone(), v.clone()))
-                .or_default()
-                .insert(t.name.clone());
-        }
+        self.targets_by_workspace.insert(&t.cluster, &t.name, &t.labels);
         self.target_ids.insert(t.key.clone(), id.clone());
         self.targets.insert(id, t);
     }
@@ -156,14 +145,7 @@ impl SchedulingIndex {
     fn remove_target(&mut self, cluster: &str, name: &str) -> Option<Target> {
         let old = self.targets.remove(&(cluster.to_string(), name.to_string()))?;
         self.target_ids.remove(&old.key);
-        remove_from(&mut self.targets_by_cluster, cluster.to_string(), name);
-        for (k, v) in &old.labels {
-            remove_from(
-                &mut self.targets_by_label,
-                (cluster.to_string(), k.clone(), v.clone()),
-                name,
-            );
-        }
+        self.targets_by_workspace.remove(cluster, name, &old.labels);
         Some(old)
     }
 
@@ -174,7 +156,7 @@ impl SchedulingIndex {
 
     /// Whether workspace `cluster` has a SyncTarget.
     pub fn has_targets(&self, cluster: &str) -> bool {
-        self.targets_by_cluster.contains_key(cluster)
+        self.targets_by_workspace.has(cluster)
     }
 
     /// Every SyncTarget's `spec.evictAfter` that has one.
@@ -189,19 +171,8 @@ impl SchedulingIndex {
         let Some(loc) = self.locations.get(&(cluster.to_string(), name.to_string())) else {
             return Vec::new();
         };
-        let names: Vec<&String> = match narrowest(&loc.instance_selector, |k, v| {
-            self.targets_by_label
-                .get(&(cluster.to_string(), k.to_string(), v.to_string()))
-        }) {
-            Some(candidates) => candidates.into_iter().collect(),
-            None => self
-                .targets_by_cluster
-                .get(cluster)
-                .into_iter()
-                .flatten()
-                .collect(),
-        };
-        names
+        self.targets_by_workspace
+            .candidates(cluster, &loc.instance_selector)
             .into_iter()
             .filter_map(|n| self.targets.get(&(cluster.to_string(), n.clone())))
             .filter(|t| loc.instance_selector.matches(&t.labels))
@@ -443,15 +414,6 @@ fn name_of(obj: &Value) -> String {
         .to_string()
 }
 
-fn remove_from<K: std::hash::Hash + Eq>(map: &mut HashMap<K, BTreeSet<String>>, key: K, name: &str) {
-    if let Some(set) = map.get_mut(&key) {
-        set.remove(name);
-        if set.is_empty() {
-            map.remove(&key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -688,8 +650,7 @@ mod tests {
             );
             assert!(
                 rebuilt.target_ids == index.target_ids
-                    && rebuilt.targets_by_cluster == index.targets_by_cluster
-                    && rebuilt.targets_by_label == index.targets_by_label
+                    && rebuilt.targets_by_workspace == index.targets_by_workspace
                     && rebuilt.locations_by_label == index.locations_by_label
                     && rebuilt.locations_by_anchor == index.locations_by_anchor
                     && rebuilt.unanchored == index.unanchored

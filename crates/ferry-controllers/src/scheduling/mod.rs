@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ferry_api::well_known::{WORKLOAD_STATE_LABEL_PREFIX, WORKLOAD_STATE_SYNC};
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
@@ -51,6 +52,7 @@ use assignment::{Meta, MetaPatch};
 use index::SchedulingIndex;
 use targets::Target;
 
+use crate::follow::{self, Due, Follower};
 use ferry_server::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
 use ferry_server::auth::UserInfo;
 use ferry_server::controller::ControllerContext;
@@ -76,49 +78,56 @@ pub const BLOCKED_NAMESPACES: &[&str] = &["kube-system", "kube-public", "kube-no
 /// syncers upsync (pods, endpoints).
 const NOT_LABELLED: &[&str] = &["/events", "events.k8s.io/events", "/pods", "/endpoints"];
 
-/// The scheduler's name in metrics.
-const NAME: &str = "TmcScheduler";
-
 /// Run the scheduler while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut lease = ctx.lease();
-        let mut index = SchedulingIndex::default();
-        while lease.is_held() {
-            let rv = ctx.resource_version();
-            let Ok(mut events) = ctx.watch(rv) else {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            };
-            resync(&ctx, &mut index).await;
-            let mut wake = next_eviction(&ctx, &index);
-            loop {
-                let sleep = wake.map(|at| {
-                    let wait = (at - ctx.now()).to_std().unwrap_or_default();
-                    // Past the second the time names, so the target counts as evicting.
-                    tokio::time::sleep(wait + Duration::from_millis(50))
-                });
-                tokio::select! {
-                    _ = lease.lost() => return,
-                    _ = async { sleep.expect("guarded").await }, if sleep.is_some() => {
-                        resync(&ctx, &mut index).await;
-                        wake = next_eviction(&ctx, &index);
-                    }
-                    event = events.next() => match event {
-                        Some(event) => {
-                            let started = std::time::Instant::now();
-                            changed(&ctx, &mut index, &event).await;
-                            ctx.metrics().handled(NAME, started);
-                            if event.key.resource == SYNC_TARGETS {
-                                wake = next_eviction(&ctx, &index);
-                            }
-                        }
-                        None => break, // fell behind: resync
-                    },
-                }
+    follow::spawn(
+        ctx,
+        TmcScheduler {
+            index: SchedulingIndex::default(),
+            eviction: None,
+        },
+    )
+}
+
+/// The scheduler as it follows the store: its index, and the next future
+/// `evictAfter` of any SyncTarget, when it looks at everything again.
+struct TmcScheduler {
+    index: SchedulingIndex,
+    eviction: Option<DateTime<Utc>>,
+}
+
+impl Follower for TmcScheduler {
+    fn follows(&self, _storage_key: &str) -> bool {
+        true
+    }
+
+    fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            resync(ctx, &mut self.index).await;
+            self.eviction = next_eviction(ctx, &self.index);
+        })
+    }
+
+    fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            changed(ctx, &mut self.index, event).await;
+            if event.key.resource == SYNC_TARGETS {
+                self.eviction = next_eviction(ctx, &self.index);
             }
-        }
-    })
+        })
+    }
+
+    fn wait<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
+        Box::pin(async move {
+            let Some(at) = self.eviction else {
+                return std::future::pending().await;
+            };
+            let wait = (at - ctx.now()).to_std().unwrap_or_default();
+            // Past the second the time names, so the target counts as evicting.
+            tokio::time::sleep(wait + Duration::from_millis(50)).await;
+            Due::Resync
+        })
+    }
 }
 
 /// The next future `evictAfter` of any SyncTarget.
@@ -129,7 +138,6 @@ fn next_eviction(ctx: &ControllerContext, index: &SchedulingIndex) -> Option<Dat
 
 /// Look at everything, starting the index over.
 async fn resync(ctx: &ControllerContext, index: &mut SchedulingIndex) {
-    ctx.metrics().resynced(NAME);
     let (targets, _) = ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None);
     let (locations, _) = ctx.list(&ClusterScope::All, LOCATIONS, None, None);
     let (placements, _) = ctx.list(&ClusterScope::All, PLACEMENTS, None, None);
