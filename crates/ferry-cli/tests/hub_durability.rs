@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use ferry_cli::hub_process::HubProcess;
-use ferry_hub::testing::client_from;
+use ferry_testkit::client_from;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 

@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::process::Output;
 
-use ferry_hub::testing::{client_from, eventually, TestHub};
 use ferry_testkit::clients::workspace_kubeconfig;
 use ferry_testkit::kubectl::AsyncKubectl;
+use ferry_testkit::{client_from, eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};

@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{client, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
@@ -895,7 +895,7 @@ async fn watch_sends_bookmarks_and_ends_at_timeout_seconds() {
         .unwrap()
     {
         if let WatchEvent::Bookmark(b) = event {
-            if ferry_hub::testing::etcd_requested() {
+            if ferry_testkit::etcd_requested() {
                 // Other writes (the controllers' Lease renewals) move the
                 // hub on: the bookmark may carry a newer version, never an older.
                 let at = |v: &str| v.parse::<u64>().expect("numeric resourceVersion");

@@ -9,7 +9,7 @@
 mod common;
 use common::tenants::{self, Tenants};
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;

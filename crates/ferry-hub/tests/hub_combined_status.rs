@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::edge::*;
 use common::tenants::{Tenants, RBAC};
 use common::{call, client, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 /// The field a drift reported in these tests changed.

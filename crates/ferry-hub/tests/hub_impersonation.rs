@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use common::{client_as, user_kubeconfig};
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const RBAC: &str = "rbac.authorization.k8s.io";

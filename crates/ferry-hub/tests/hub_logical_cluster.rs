@@ -5,7 +5,7 @@
 
 mod common;
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -261,7 +261,7 @@ async fn a_restarted_hub_keeps_them_and_moves_their_url() {
     let (running, _) = first.into_parts();
     let uid = {
         let api = Api::<DynamicObject>::all_with(
-            ferry_hub::testing::client_from(&running.kubeconfig_path, Some("root:a")).await,
+            ferry_testkit::client_from(&running.kubeconfig_path, Some("root:a")).await,
             &logical_clusters(),
         );
         api.get("cluster").await.unwrap().metadata.uid.unwrap()

@@ -9,7 +9,7 @@ use common::edge::*;
 use common::{client, eventually};
 use ferry_hub::controllers::placement::reported::REPORTED_FROM_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use base64::Engine;
 use common::{admin, call, client_as, create, ok, rbac_path, token, user_kubeconfig};
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const TOKENS: &str = "\

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
 use ferry_api::workload::{sync_target_key, SyncTarget};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 

@@ -25,7 +25,7 @@ use common::tenants::{bind_cluster_role, cluster_role, Tenants};
 use common::tmc::*;
 use common::{admin, call, client, eventually};
 use ferry_api::workload::sync_target_key;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const WEB: &str = "/apis/apps/v1/namespaces/shop/deployments/web";

@@ -9,7 +9,7 @@ use base64::Engine;
 use common::tenants::{bind_cluster_role, cluster_role, ready_workspace, user, RBAC};
 use common::{admin, call, client_as, create, eventually, get_raw, rbac_path, token};
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::json;
 
 #[tokio::test]

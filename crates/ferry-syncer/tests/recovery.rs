@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ferry_hub::testing::TestHub;
 use ferry_syncer::{RunningSyncer, SyncerOptions};
+use ferry_testkit::TestHub;
 use futures::StreamExt;
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::json;

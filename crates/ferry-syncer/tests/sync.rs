@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const DOWNSYNCED: &str = "edge.kubestellar.io/downsynced";
@@ -754,7 +754,7 @@ async fn services_and_jobs_land_with_what_the_destination_allocates() {
         |_| true,
     )
     .await;
-    let ranges = ferry_hub::testing::distinct_cluster_ranges(wec.data_dir());
+    let ranges = ferry_testkit::distinct_cluster_ranges(wec.data_dir());
     let ip: std::net::Ipv4Addr = copy["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
     assert!(ranges.contains_ip(ip), "{ip} is the workload cluster's own");
     assert_ne!(copy["spec"]["clusterIP"], web["spec"]["clusterIP"]);
@@ -799,10 +799,10 @@ async fn a_refused_copy_is_named_with_the_clusters_message_until_it_is_fixed() {
     let services = ar("", "v1", "Service", "services");
     // A node port kept on purpose, from the upstream's range: the workload
     // cluster's range is another, so it refuses the copy.
-    let port = *ferry_hub::testing::distinct_cluster_ranges(up.data_dir())
+    let port = *ferry_testkit::distinct_cluster_ranges(up.data_dir())
         .node_ports
         .start();
-    let theirs = ferry_hub::testing::distinct_cluster_ranges(wec.data_dir());
+    let theirs = ferry_testkit::distinct_cluster_ranges(wec.data_dir());
     assert!(
         !theirs.node_ports.contains(&port),
         "the two hubs' node-port ranges differ"

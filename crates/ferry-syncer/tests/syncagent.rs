@@ -16,8 +16,8 @@ use ferry_api::well_known::{
     SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL, SYNCAGENT_REMOTE_NAME_ANNOTATION,
     SYNCAGENT_REMOTE_NAME_HASH_LABEL,
 };
-use ferry_hub::testing::TestHub;
 use ferry_syncer::profiles::syncagent::{self, default_name, sha3short, EngineTuning, SyncAgentOptions};
+use ferry_testkit::TestHub;
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 

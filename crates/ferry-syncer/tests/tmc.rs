@@ -15,10 +15,10 @@ use ferry_api::well_known::{
     workload_deletion_annotation, workload_soft_finalizers_annotation, workload_state_label,
     workload_syncer_finalizer, NAMESPACE_LOCATOR_ANNOTATION, WORKLOAD_CLUSTER_LABEL, WORKLOAD_RV_ANNOTATION,
 };
-use ferry_hub::testing::TestHub;
 use ferry_syncer::profiles::tmc::locator::{NamespaceLocator, SyncTargetLocator};
 use ferry_syncer::profiles::tmc::TmcOptions;
 use ferry_syncer::RunningSyncer;
+use ferry_testkit::TestHub;
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 

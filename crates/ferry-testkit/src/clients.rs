@@ -1,7 +1,7 @@
 //! kube-rs clients of a test hub, as admin or with any credential, and raw
 //! requests that return the status and body as the server sent them.
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// A kube-rs client for `hub`, addressing `workspace` (a kcp path like `root:a`, or `*`).

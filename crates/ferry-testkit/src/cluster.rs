@@ -3,7 +3,7 @@
 //! upstream hub with a mailbox workspace and a hub standing in for the
 //! workload cluster.
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{json, Value};

@@ -2,8 +2,8 @@
 //! edge API, inventory (SyncTarget and Location) with its mailbox, applying
 //! objects, and reading what the translator placed and said.
 
+use crate::TestHub;
 use ferry_hub::controllers::placement::PLACED_LABEL;
-use ferry_hub::testing::TestHub;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};

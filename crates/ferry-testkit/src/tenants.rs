@@ -4,8 +4,8 @@
 //! workspace and nothing anywhere else; `alice` is the victim tenant; `bob`
 //! holds nothing until a test grants him something.
 
+use crate::TestHub;
 use ferry_hub::server::HubOptions;
-use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
 
 use crate::clients::{admin, call, client_as, create, rbac_path, token};

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 use serde_json::{json, Value};
 
 use crate::clients::{admin, call, create, send};
