@@ -9,7 +9,7 @@ use kube::core::ApiResource;
 use serde_json::{json, Value};
 
 use crate::eventually;
-use crate::resources::{crds, events, namespaces, syncer_configs, workspaces};
+use crate::resources::{crds, events, syncer_configs};
 
 /// A kube-rs config for `hub`'s admin; `workspace` adds the `/clusters/<path>` prefix.
 pub async fn kube_config(hub: &TestHub, workspace: Option<&str>) -> kube::Config {
@@ -126,34 +126,17 @@ pub fn crd(kind: &str, plural: &str) -> Value {
 /// Creates workspace `root:<name>` on `hub` with Ferry's CRDs installed (a mailbox
 /// workspace), and returns its path.
 pub async fn mailbox(hub: &TestHub, name: &str) -> String {
-    let root = Cluster::of(hub, Some("root")).await;
-    root.create(
-        &workspaces(),
-        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
-    )
-    .await;
-    let path = format!("root:{name}");
-    let ws = Cluster::of(hub, Some(&path)).await;
+    let ws = workspace(hub, name).await;
     for crd in ferry_api::all_crds() {
         ws.create(&crds(), serde_json::to_value(crd).unwrap()).await;
     }
-    path
+    format!("root:{name}")
 }
 
 /// Workspace `root:<name>` on `hub`, once it serves.
 pub async fn workspace(hub: &TestHub, name: &str) -> Cluster {
-    let root = Cluster::of(hub, Some("root")).await;
-    root.create(
-        &workspaces(),
-        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
-    )
-    .await;
-    let ws = Cluster::of(hub, Some(&format!("root:{name}"))).await;
-    eventually(10, "the workspace to serve", || async {
-        ws.api(&namespaces(), None).get("default").await.ok().map(drop)
-    })
-    .await;
-    ws
+    crate::workspaces::ready_workspace(hub, name).await;
+    Cluster::of(hub, Some(&format!("root:{name}"))).await
 }
 
 /// The usual stage: an upstream hub with mailbox workspace `root:mb`, and a hub

@@ -52,16 +52,12 @@ pub async fn apply(c: &kube::Client, doc: Value) -> DynamicObject {
         .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"))
 }
 
-/// A workspace under root with Ferry's CRDs installed (what `ferry ensure wmw` does).
+/// A workspace under root with Ferry's CRDs installed (what `ferry ensure wmw` does);
+/// returns its logical cluster name.
 pub async fn workspace(hub: &TestHub, name: &str) -> String {
-    let root = client(hub, "root").await;
-    let ws = apply(
-        &root,
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
+    let cluster = crate::workspaces::ready_workspace(hub, name).await;
     install_edge_api(&client(hub, &format!("root:{name}")).await).await;
-    ws.data["spec"]["cluster"].as_str().unwrap().to_string()
+    cluster
 }
 
 /// Install Ferry's CRDs as whoever `c` acts as, where it points (what
@@ -196,12 +192,7 @@ pub fn condition(p: &DynamicObject, type_: &str) -> (String, String) {
 /// the grant letting every authenticated user bind it. Returns the ESPW's
 /// logical cluster.
 pub async fn kubestellar_init(hub: &TestHub) -> String {
-    let root = client(hub, "root").await;
-    let ws = apply(
-        &root,
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ferry_api::edge::espw::WORKSPACE}}),
-    )
-    .await;
+    let cluster = crate::workspaces::ready_workspace(hub, ferry_api::edge::espw::WORKSPACE).await;
     let espw = client(hub, ferry_api::edge::espw::PATH).await;
     eventually(10, "root:espw to serve", || {
         let espw = espw.clone();
@@ -218,7 +209,7 @@ pub async fn kubestellar_init(hub: &TestHub) -> String {
     for obj in ferry_api::edge::espw::objects() {
         apply(&espw, obj).await;
     }
-    ws.data["spec"]["cluster"].as_str().unwrap().to_string()
+    cluster
 }
 
 /// The APIBinding `name` of the ESPW's export in `c`'s workspace, once Bound

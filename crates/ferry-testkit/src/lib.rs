@@ -7,6 +7,8 @@
 //!   cluster with its own Service and node-port ranges, so a hub also stands
 //!   in for a workload cluster. Its items are re-exported here.
 //! - [`eventually`]: waiting with a deadline, never with a bare sleep.
+//! - [`workspaces`]: a workspace under `root`, once it serves (every set-up
+//!   below starts its workspaces there).
 //! - [`clients`]: kube-rs clients of a hub as admin or as any credential, and
 //!   raw requests that return the status and body as the server sent them.
 //! - [`tenants`]: a hub that knows users by bearer token (`mal`, the
@@ -35,5 +37,6 @@ pub mod resources;
 pub mod syncer;
 pub mod tenants;
 pub mod tmc;
+pub mod workspaces;
 
 pub use hub::*;

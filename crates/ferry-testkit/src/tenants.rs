@@ -8,8 +8,9 @@ use crate::TestHub;
 use ferry_hub::server::HubOptions;
 use serde_json::{json, Value};
 
-use crate::clients::{admin, call, client_as, create, rbac_path, token};
+use crate::clients::{call, client_as, create, rbac_path, token};
 use crate::eventually;
+pub use crate::workspaces::ready_workspace;
 
 pub const RBAC: &str = "rbac.authorization.k8s.io";
 
@@ -130,40 +131,4 @@ pub async fn cluster_role(hub: &TestHub, ws: &str, name: &str, rules: Value) {
         json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}),
     )
     .await;
-}
-
-/// Create workspace `root:<name>` as admin and wait until it serves;
-/// returns its logical cluster name.
-pub async fn ready_workspace(hub: &TestHub, name: &str) -> String {
-    create(
-        hub,
-        "root",
-        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
-    let path = format!("root:{name}");
-    eventually(10, "workspace ready", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/api/v1/namespaces/default",
-            None,
-        )
-        .await;
-        (code == 200).then_some(())
-    })
-    .await;
-    let (code, ws) = call(
-        &admin(hub, "root").await,
-        "GET",
-        &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}"),
-        None,
-    )
-    .await;
-    assert_eq!(code, 200, "reading workspace {name}: {ws}");
-    ws["spec"]["cluster"]
-        .as_str()
-        .expect("logical cluster")
-        .to_string()
 }
