@@ -8,7 +8,7 @@ use crate::TestHub;
 use ferry_hub::server::HubOptions;
 use serde_json::{json, Value};
 
-use crate::clients::{call, client_as, create, rbac_path, token};
+use crate::clients::{admin, call, client_as, create, rbac_path, token};
 use crate::eventually;
 pub use crate::workspaces::ready_workspace;
 
@@ -110,16 +110,86 @@ pub fn user(name: &str) -> Value {
     json!({"kind": "User", "apiGroup": RBAC, "name": name})
 }
 
+/// An RBAC subject naming ServiceAccount `namespace/name`.
+pub fn service_account_subject(namespace: &str, name: &str) -> Value {
+    json!({"kind": "ServiceAccount", "name": name, "namespace": namespace})
+}
+
+/// A `kind` (RoleBinding or ClusterRoleBinding) `name` of `role_kind`
+/// `role` to `subject`.
+pub fn binding(kind: &str, name: &str, role_kind: &str, role: &str, subject: Value) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": kind, "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+        "subjects": [subject]})
+}
+
 /// Bind ClusterRole `role` to user `who` in the whole of workspace `ws`, as admin.
-pub async fn bind_cluster_role(hub: &TestHub, ws: &str, binding: &str, role: &str, who: &str) {
+pub async fn bind_cluster_role(hub: &TestHub, ws: &str, binding_name: &str, role: &str, who: &str) {
     create(
         hub,
         ws,
         &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": binding},
-            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": [user(who)]}),
+        binding("ClusterRoleBinding", binding_name, "ClusterRole", role, user(who)),
     )
     .await;
+}
+
+/// ServiceAccount `namespace/name` in workspace `ws`, as admin, holding
+/// ClusterRole `role` through binding `binding_name`: a RoleBinding in its
+/// namespace when `in_namespace`, else a ClusterRoleBinding across the
+/// workspace.
+pub async fn service_account_with_role(
+    hub: &TestHub,
+    ws: &str,
+    (namespace, name): (&str, &str),
+    binding_name: &str,
+    role: &str,
+    in_namespace: bool,
+) {
+    create(
+        hub,
+        ws,
+        &format!("/api/v1/namespaces/{namespace}/serviceaccounts"),
+        json!({"metadata": {"name": name}}),
+    )
+    .await;
+    let (kind, path) = if in_namespace {
+        ("RoleBinding", rbac_path(Some(namespace), "rolebindings"))
+    } else {
+        ("ClusterRoleBinding", rbac_path(None, "clusterrolebindings"))
+    };
+    let subject = service_account_subject(namespace, name);
+    create(
+        hub,
+        ws,
+        &path,
+        binding(kind, binding_name, "ClusterRole", role, subject),
+    )
+    .await;
+}
+
+/// Ask for a token of ServiceAccount `namespace/name` in `ws` through
+/// TokenRequest (`spec` as given), as admin; the status and the answer.
+pub async fn request_token(
+    hub: &TestHub,
+    ws: &str,
+    (namespace, name): (&str, &str),
+    spec: Value,
+) -> (u16, Value) {
+    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token");
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+    call(&admin(hub, ws).await, "POST", &path, Some(&body)).await
+}
+
+/// A token of ServiceAccount `namespace/name` in `ws`, which must be issued.
+pub async fn service_account_token(hub: &TestHub, ws: &str, account: (&str, &str)) -> String {
+    let (code, body) = request_token(hub, ws, account, json!({})).await;
+    assert_eq!(
+        code, 201,
+        "requesting a token of {}/{}: {body}",
+        account.0, account.1
+    );
+    body["status"]["token"].as_str().expect("the token").to_string()
 }
 
 /// Create ClusterRole `name` with `rules` in workspace `ws`, as admin.
