@@ -9,7 +9,10 @@ use kube::core::ApiResource;
 use serde_json::{json, Value};
 
 use crate::eventually;
-use crate::resources::{crds, events, syncer_configs};
+use crate::resources::{
+    cluster_role_bindings, cluster_roles, crds, events, service_accounts, syncer_configs,
+};
+use crate::tenants::{binding, cluster_role_object, service_account_subject};
 
 /// A kube-rs config for `hub`'s admin; `workspace` adds the `/clusters/<path>` prefix.
 pub async fn kube_config(hub: &TestHub, workspace: Option<&str>) -> kube::Config {
@@ -102,6 +105,55 @@ impl Cluster {
             Err(e) => panic!("deleting {name}: {e}"),
         }
     }
+
+    /// ServiceAccount `namespace/name` here, holding ClusterRole `role` with
+    /// `rules` through a ClusterRoleBinding of the same name; returns a token
+    /// for it (TokenRequest), bound to this workspace — an agent's identity
+    /// as a provider's set-up would make it.
+    pub async fn service_account_with_rules(
+        &self,
+        (namespace, name): (&str, &str),
+        role: &str,
+        rules: Value,
+    ) -> String {
+        self.create(
+            &service_accounts(),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": name, "namespace": namespace } }),
+        )
+        .await;
+        self.create(&cluster_roles(), cluster_role_object(role, rules))
+            .await;
+        self.create(
+            &cluster_role_bindings(),
+            service_account_binding(role, (namespace, name)),
+        )
+        .await;
+        let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        ))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).expect("json"))
+        .expect("request");
+        let answer: Value = self
+            .client
+            .request(request)
+            .await
+            .unwrap_or_else(|e| panic!("a token for {namespace}/{name}: {e}"));
+        answer["status"]["token"].as_str().expect("a token").to_string()
+    }
+}
+
+/// ClusterRoleBinding `role` of ClusterRole `role` to ServiceAccount
+/// `namespace/name`, across the workspace.
+pub fn service_account_binding(role: &str, (namespace, name): (&str, &str)) -> Value {
+    binding(
+        "ClusterRoleBinding",
+        role,
+        "ClusterRole",
+        role,
+        service_account_subject(namespace, name),
+    )
 }
 
 /// A namespaced CRD in group `example.com`, version v1, with a status subresource.

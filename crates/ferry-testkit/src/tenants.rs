@@ -192,13 +192,18 @@ pub async fn service_account_token(hub: &TestHub, ws: &str, account: (&str, &str
     body["status"]["token"].as_str().expect("the token").to_string()
 }
 
+/// ClusterRole `name` with `rules`.
+pub fn cluster_role_object(name: &str, rules: Value) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})
+}
+
 /// Create ClusterRole `name` with `rules` in workspace `ws`, as admin.
 pub async fn cluster_role(hub: &TestHub, ws: &str, name: &str, rules: Value) {
     create(
         hub,
         ws,
         &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}),
+        cluster_role_object(name, rules),
     )
     .await;
 }
