@@ -329,6 +329,35 @@ pub async fn combined_status(c: &kube::Client, ns: &str, placement: &str) -> Opt
         .map(|o| serde_json::to_value(o).unwrap())
 }
 
+/// The CombinedStatus of `placement`'s object in `ns`, once `check` holds
+/// for it (waiting up to `secs`).
+pub async fn combined_status_when(
+    c: &kube::Client,
+    ns: &str,
+    placement: &str,
+    secs: u64,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let check = &check;
+    eventually(secs, what, || async move {
+        let cs = combined_status(c, ns, placement).await?;
+        check(&cs).then_some(cs)
+    })
+    .await
+}
+
+/// A status collector `lagging`: the clusters (name and region) whose copy
+/// has fewer available replicas than it asks for.
+pub fn lagging_collector() -> Value {
+    collector(
+        "lagging",
+        json!({"filter": "obj.spec.replicas != returned.status.availableReplicas",
+               "select": [{"name": "wec", "def": "inventory.name"},
+                          {"name": "region", "def": "inventory.labels.region"}]}),
+    )
+}
+
 /// `kubectl get combinedstatuses -n <ns>` in `workspace`: the table it prints.
 pub fn combined_status_table(hub: &TestHub, workspace: &str, ns: &str) -> String {
     let out = hub.kubectl(&[
