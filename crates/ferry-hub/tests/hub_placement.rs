@@ -72,6 +72,18 @@ async fn refuse_commond(hub: &TestHub, mailbox: &str) -> Api<DynamicObject> {
     configs
 }
 
+/// Waits (20 s) until the translator has placed `object` (`resource ns/name`)
+/// in `mailbox`.
+async fn placed_in(hub: &TestHub, mailbox: &str, object: &str, what: &str) {
+    eventually(20, what, || async move {
+        placed(hub, mailbox)
+            .await
+            .contains(&object.to_string())
+            .then_some(())
+    })
+    .await;
+}
+
 fn deployment(ns: &str, name: &str, replicas: i64) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
            "metadata": {"name": name, "namespace": ns},
@@ -351,7 +363,7 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_older_edge_placement_form_is_accepted_and_kubectl_lists_placements() {
     let hub = TestHub::start().await;
-    let (florin, _guilder, wmw) = example1_with_workload(&hub, false).await;
+    let (florin, _guilder, _wmw) = example1_with_workload(&hub, false).await;
     let server = format!("{}/clusters/root:wmw1", hub.url());
     let yaml = r#"
 apiVersion: edge.kubestellar.io/v2alpha1
@@ -542,15 +554,12 @@ async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
     }
     assert!(message.contains("deploymnets"), "{message}");
     // The good placement works all the same.
-    eventually(20, "edge-placement-c's objects in florin's mailbox", || {
-        let (hub, florin) = (&hub, florin.clone());
-        async move {
-            placed(hub, &florin)
-                .await
-                .contains(&"deployments commonstuff/commond".to_string())
-                .then_some(())
-        }
-    })
+    placed_in(
+        &hub,
+        &florin,
+        "deployments commonstuff/commond",
+        "edge-placement-c's objects in florin's mailbox",
+    )
     .await;
     let p = placements.clone();
     eventually(10, "edge-placement-c to be Ready", || {
@@ -626,15 +635,12 @@ async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
     example1_workload(&wmw).await;
     apply(&wmw, placement_c()).await;
     apply(&wmw, placement_s()).await;
-    eventually(20, "guilder's special copies", || {
-        let (hub, guilder) = (&first, guilder.clone());
-        async move {
-            placed(hub, &guilder)
-                .await
-                .contains(&"deployments specialstuff/speciald".to_string())
-                .then_some(())
-        }
-    })
+    placed_in(
+        &first,
+        &guilder,
+        "deployments specialstuff/speciald",
+        "guilder's special copies",
+    )
     .await;
     // Change everything at once and stop the hub while it translates.
     api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
@@ -937,7 +943,7 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
 
     // guilder's cluster refuses the copy: its syncer lists it on the-one, and
     // the summary says so for guilder alone, with the cluster's message.
-    let configs = refuse_commond(&hub, &guilder).await;
+    refuse_commond(&hub, &guilder).await;
     let refused_now = eventually(15, "guilder's refusal in the summary", || {
         let sums = sums.clone();
         async move {
