@@ -10,13 +10,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn invalid_config_and_missing_resources_get_conditions_while_the_rest_syncs() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "c1", json!({ "k": "v" })))
         .await;
@@ -141,14 +135,7 @@ async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() 
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "before", json!({})))
         .await;
-    mb.create(
-        &syncer_configs(),
-        syncer_config(
-            "the-one",
-            json!({ "namespaceScope": { "namespaces": ["app"], "resources": [{ "group": "", "apiVersion": "v1", "resource": "configmaps" }] } }),
-        ),
-    )
-    .await;
+    sync_in(&mb, "app", &[("", "configmaps")]).await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     let addr = syncer.metrics_address().unwrap();
     let down = Cluster::of(&wec, None).await;
@@ -242,13 +229,7 @@ fn syncing_message(config: &serde_json::Value) -> String {
 
 #[tokio::test]
 async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_without_restart() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     for ns in ["app", "ferry-system"] {
         mb.create(&namespaces(), namespace(ns)).await;
     }

@@ -203,17 +203,17 @@ impl Stage {
         wait_for(&self.service, &published_resources(), None, name, what, pred).await
     }
 
-    /// The service cluster's `r` `ns/name` (a copy the agent made) once
-    /// `pred` holds for it.
-    async fn copy_when(
-        &self,
-        r: &ApiResource,
-        ns: &str,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        wait_for(&self.service, r, Some(ns), name, what, pred).await
+    /// cert-manager renews Secret `web-tls` in namespace `cluster` of the
+    /// service cluster: `tls.crt` becomes `RENEWED`.
+    async fn renew_web_tls(&self, cluster: &str) {
+        self.service
+            .merge(
+                &secrets(),
+                Some(cluster),
+                "web-tls",
+                json!({ "stringData": { "tls.crt": "RENEWED" } }),
+            )
+            .await;
     }
 
     /// Merge `patch` into consumer `root:c1`'s Database `default/name`.
@@ -221,18 +221,6 @@ impl Stage {
         self.c1
             .merge(&remote_databases(), Some("default"), name, patch)
             .await
-    }
-
-    /// Consumer `root:c1`'s `r` `ns/name` once `pred` holds for it.
-    async fn source_when(
-        &self,
-        r: &ApiResource,
-        ns: &str,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        wait_for(&self.c1, r, Some(ns), name, what, pred).await
     }
 
     /// [`Stage::start`], once the Database's schema is published.
@@ -393,7 +381,8 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
 
     for cluster in [&cluster1, &cluster2] {
         let copy = stage
-            .copy_when(
+            .service
+            .when(
                 &local_databases(),
                 cluster,
                 &local_name,
@@ -447,7 +436,8 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
         .patch_database("my-db", json!({ "spec": { "size": 5 } }))
         .await;
     stage
-        .copy_when(&local_databases(), &cluster1, &local_name, "the new size", |o| {
+        .service
+        .when(&local_databases(), &cluster1, &local_name, "the new size", |o| {
             o["spec"]["size"] == 5
         })
         .await;
@@ -463,7 +453,8 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
         )
         .await;
     stage
-        .source_when(&remote_databases(), "default", "my-db", "the status back", |o| {
+        .c1
+        .when(&remote_databases(), "default", "my-db", "the status back", |o| {
             o["status"]["ready"] == true
         })
         .await;
@@ -484,7 +475,8 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
         .delete(&remote_databases(), Some("default"), "my-db")
         .await;
     stage
-        .copy_when(
+        .service
+        .when(
             &local_databases(),
             &cluster1,
             &local_name,
@@ -582,7 +574,8 @@ async fn status_returns_only_through_a_status_subresource_and_schema_only_resour
     let cluster = cluster_of(&source);
     let name = default_name("default", "c");
     stage
-        .copy_when(&local_caches, &cluster, &name, "the Cache copy", |_| true)
+        .service
+        .when(&local_caches, &cluster, &name, "the Cache copy", |_| true)
         .await;
     // The service sets status on its copy (no subresource: part of the object)...
     stage
@@ -605,7 +598,8 @@ async fn status_returns_only_through_a_status_subresource_and_schema_only_resour
         )
         .await;
     stage
-        .copy_when(&local_caches, &cluster, &name, "the new size", |o| {
+        .service
+        .when(&local_caches, &cluster, &name, "the new size", |o| {
             o["spec"]["size"] == 2
         })
         .await;
@@ -831,7 +825,8 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
         )
         .await;
     let copy = stage
-        .copy_when(
+        .service
+        .when(
             &local,
             "tenant-default",
             "a-gold",
@@ -884,7 +879,8 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
         )
         .await;
     stage
-        .copy_when(&local, "tenant-default", "b-silver", "the next object", |_| true)
+        .service
+        .when(&local, "tenant-default", "b-silver", "the next object", |_| true)
         .await;
     let bad = stage.c1.get(&remote, Some("default"), "bad").await.unwrap();
     assert!(
@@ -924,7 +920,8 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
     // Once c1's object is gone, c2's takes the name.
     stage.c1.delete(&remote, Some("default"), "a").await;
     stage
-        .copy_when(
+        .service
+        .when(
             &local,
             "tenant-default",
             "a-gold",
@@ -987,7 +984,8 @@ async fn projection_renames_kind_plural_version_scope_and_group() {
     // Cluster-scoped in kcp, namespaced locally: the default naming puts it into the
     // cluster's namespace, named after an empty namespace and its name.
     let copy = stage
-        .copy_when(
+        .service
+        .when(
             &local,
             &cluster,
             &default_name("", "m1"),
@@ -1063,7 +1061,8 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
         .await;
     let cluster = cluster_of(&x);
     stage
-        .copy_when(
+        .service
+        .when(
             &local,
             &cluster,
             &default_name("prod", "x"),
@@ -1082,7 +1081,8 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
         )
         .await;
     stage
-        .copy_when(
+        .service
+        .when(
             &local,
             &cluster,
             &default_name("dev", "z"),
@@ -1117,7 +1117,8 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
     )
     .await;
     stage
-        .source_when(&remote, "prod", "x", "the finalizer released", |o| {
+        .c1
+        .when(&remote, "prod", "x", "the finalizer released", |o| {
             o["metadata"]["finalizers"]
                 .as_array()
                 .is_none_or(|f| f.is_empty())
@@ -1170,7 +1171,8 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
     let cluster = cluster_of(&source);
     let name = default_name("default", "b");
     let copy = stage
-        .copy_when(&local, &cluster, &name, "the mutated copy", |_| true)
+        .service
+        .when(&local, &cluster, &name, "the mutated copy", |_| true)
         .await;
     let local_name = copy["metadata"]["name"].as_str().unwrap();
     assert_eq!(
@@ -1188,7 +1190,8 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
         )
         .await;
     let back = stage
-        .source_when(&remote, "default", "b", "the mutated status", |o| {
+        .c1
+        .when(&remote, "default", "b", "the mutated status", |o| {
             o["status"]["ready"] == true
         })
         .await;
@@ -1221,7 +1224,8 @@ async fn an_existing_local_object_is_adopted() {
     let first = stage.c1.create(&remote_databases(), database("first")).await;
     let cluster = cluster_of(&first);
     stage
-        .copy_when(
+        .service
+        .when(
             &local_databases(),
             &cluster,
             &default_name("default", "first"),
@@ -1247,7 +1251,8 @@ async fn an_existing_local_object_is_adopted() {
         .unwrap();
     stage.c1.create(&remote_databases(), database("adopt-me")).await;
     let adopted = stage
-        .copy_when(
+        .service
+        .when(
             &local_databases(),
             &cluster,
             &name,
@@ -1343,10 +1348,12 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
     let cluster = cluster_of(&cert);
     let name = default_name("default", "web");
     stage
-        .copy_when(&local, &cluster, &name, "the Certificate copy", |_| true)
+        .service
+        .when(&local, &cluster, &name, "the Certificate copy", |_| true)
         .await;
     let ca = stage
-        .copy_when(
+        .service
+        .when(
             &configmaps(),
             &cluster,
             "ca",
@@ -1357,7 +1364,8 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
     assert_eq!(ca["data"]["note"], "from the service");
     // Found by references to its name and namespace; the namespace is made.
     let settings = stage
-        .copy_when(
+        .service
+        .when(
             &configmaps(),
             "shared-config",
             "settings",
@@ -1385,7 +1393,8 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         )
         .await;
     let tls = stage
-        .source_when(
+        .c1
+        .when(
             &secrets(),
             "default",
             "web-tls",
@@ -1395,7 +1404,8 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         .await;
     assert!(tls["data"]["tls.crt"].is_string(), "{tls}");
     stage
-        .source_when(
+        .c1
+        .when(
             &secrets(),
             "default",
             "extra-copy",
@@ -1404,7 +1414,8 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         )
         .await;
     let recorded = stage
-        .source_when(&remote, "default", "web", "the related object recorded", |o| {
+        .c1
+        .when(&remote, "default", "web", "the related object recorded", |o| {
             annotation(o, "related-resources.syncagent.kcp.io/tls.0").is_some()
         })
         .await;
@@ -1421,18 +1432,11 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         "the record stays in kcp: {copy}"
     );
     // Changes at the origin follow.
-    stage
-        .service
-        .merge(
-            &secrets(),
-            Some(&cluster),
-            "web-tls",
-            json!({ "stringData": { "tls.crt": "RENEWED" } }),
-        )
-        .await;
+    stage.renew_web_tls(&cluster).await;
     let renewed = base64_of("RENEWED");
     stage
-        .source_when(&secrets(), "default", "web-tls", "the renewed Secret", |s| {
+        .c1
+        .when(&secrets(), "default", "web-tls", "the renewed Secret", |s| {
             s["data"]["tls.crt"] == renewed.as_str()
         })
         .await;
@@ -1520,7 +1524,8 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
     let cluster = cluster_of(&cert);
     let name = default_name("default", "web");
     let copy = stage
-        .copy_when(&local, &cluster, &name, "the Certificate copy", |_| true)
+        .service
+        .when(&local, &cluster, &name, "the Certificate copy", |_| true)
         .await;
     // Let the first related pass (nothing to find yet) happen.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -1544,15 +1549,7 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
         "a new service-origin Secret arrived in kcp after {:?}",
         made.elapsed()
     );
-    stage
-        .service
-        .merge(
-            &secrets(),
-            Some(&cluster),
-            "web-tls",
-            json!({ "stringData": { "tls.crt": "RENEWED" } }),
-        )
-        .await;
+    stage.renew_web_tls(&cluster).await;
     let renewed = base64_of("RENEWED");
     eventually(soon, "the renewed Secret", || async {
         stage
@@ -1801,7 +1798,8 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
     }
     let (accepted, refused) = (&clusters[0], &clusters[1]);
     let copy = stage
-        .copy_when(
+        .service
+        .when(
             &certificates,
             accepted,
             "web-cert",
@@ -1830,7 +1828,8 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
     // The workspace that did not accept the claim: its Website syncs, its
     // Certificate stays out of the agent's reach.
     stage
-        .copy_when(
+        .service
+        .when(
             &local,
             refused,
             &default_name("default", "site"),
@@ -1865,7 +1864,8 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
     let cluster = cluster_of(&source);
     let name = default_name("default", "stateful");
     stage
-        .copy_when(&local_databases(), &cluster, &name, "the copy", |_| true)
+        .service
+        .when(&local_databases(), &cluster, &name, "the copy", |_| true)
         .await;
     let state_selector = "syncagent.kcp.io/object-state=true";
     let states = eventually(10, "the state Secret", || async {
@@ -1898,7 +1898,8 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
         .patch_database("stateful", json!({ "spec": { "size": 4, "temp": null } }))
         .await;
     let copy = stage
-        .copy_when(&local_databases(), &cluster, &name, "the change merged", |o| {
+        .service
+        .when(&local_databases(), &cluster, &name, "the change merged", |o| {
             o["spec"]["size"] == 4
         })
         .await;
@@ -1912,7 +1913,8 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
         .patch_database("stateful", json!({ "spec": { "extra": "y" } }))
         .await;
     stage
-        .copy_when(&local_databases(), &cluster, &name, "the field added", |o| {
+        .service
+        .when(&local_databases(), &cluster, &name, "the field added", |o| {
             o["spec"]["extra"] == "y"
         })
         .await;
@@ -1925,7 +1927,8 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
         .patch_database("stateful", json!({ "spec": { "extra": null } }))
         .await;
     let copy = stage
-        .copy_when(&local_databases(), &cluster, &name, "the field removed", |o| {
+        .service
+        .when(&local_databases(), &cluster, &name, "the field removed", |o| {
             o["spec"].get("extra").is_none()
         })
         .await;
@@ -1984,7 +1987,8 @@ async fn workspace_paths_feed_templates_and_are_recorded_on_copies() {
         .create(&remote, remote_object("Site", "w1", json!({}), json!({})))
         .await;
     stage
-        .copy_when(
+        .service
+        .when(
             &local,
             "root-c1",
             "w1",
@@ -2033,7 +2037,8 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
         .await;
     let cluster = cluster_of(&vault);
     stage
-        .copy_when(
+        .service
+        .when(
             &local,
             &cluster,
             &default_name("default", "v"),
@@ -2059,7 +2064,8 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
         )
         .await;
     let back = stage
-        .source_when(
+        .c1
+        .when(
             &remote_credentials,
             "default",
             "v-cred",
@@ -2272,7 +2278,8 @@ async fn a_synced_database(stage: &Stage, name: &str) -> (String, Value) {
     let source = stage.c1.create(&remote_databases(), database(name)).await;
     let cluster = cluster_of(&source);
     let copy = stage
-        .copy_when(
+        .service
+        .when(
             &local_databases(),
             &cluster,
             &default_name("default", name),
@@ -2299,7 +2306,8 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
     let other = stage.c2.create(&remote_databases(), database("my-db")).await;
     let other_cluster = cluster_of(&other);
     stage
-        .copy_when(&local_databases(), &other_cluster, &old_name, "c2's copy", |_| {
+        .service
+        .when(&local_databases(), &other_cluster, &old_name, "c2's copy", |_| {
             true
         })
         .await;
@@ -2314,7 +2322,8 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
     stage.service.create(&published_resources(), replacement).await;
 
     let moved = stage
-        .copy_when(
+        .service
+        .when(
             &local_databases(),
             &cluster,
             "db-my-db",
@@ -2346,7 +2355,8 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
         )
         .await;
     stage
-        .source_when(
+        .c1
+        .when(
             &remote_databases(),
             "default",
             "my-db",
@@ -2359,7 +2369,8 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
         .patch_database("my-db", json!({ "spec": { "size": 7 } }))
         .await;
     stage
-        .copy_when(
+        .service
+        .when(
             &local_databases(),
             &cluster,
             "db-my-db",
@@ -2376,7 +2387,8 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
         .collect();
     assert_eq!(left, ["db-my-db"], "no copy is left under the old name");
     stage
-        .copy_when(
+        .service
+        .when(
             &local_databases(),
             &other_cluster,
             "db-my-db",

@@ -29,6 +29,20 @@ fn open_schema() -> Value {
     json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
 }
 
+fn placements() -> ApiResource {
+    ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements")
+}
+
+/// Placement `compute`: namespaces labelled `tmc=yes` onto any SyncTarget of `root:org`.
+fn compute_placement() -> Value {
+    json!({
+        "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
+        "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
+            "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
+            "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
+    })
+}
+
 /// kcp (SyncTarget `east` in `root:org`, workloads in `root:app`) and a physical cluster.
 struct Tmc {
     kcp: TestHub,
@@ -116,16 +130,7 @@ impl Tmc {
             },
         )
         .await;
-        app.create(
-            &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
-            json!({
-                "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
-                "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
-                    "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
-                    "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
-            }),
-        )
-        .await;
+        app.create(&placements(), compute_placement()).await;
         let probe = app.create(&namespaces(), namespace("probe")).await;
         let app_cluster = annotation(&probe, "kcp.io/cluster").unwrap().to_string();
         let target = SyncTargetLocator {
@@ -150,30 +155,6 @@ impl Tmc {
     /// SyncTarget `east` once `pred` holds for it.
     async fn target_when(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         wait_for(&self.org, &sync_targets(), None, "east", what, pred).await
-    }
-
-    /// `root:app`'s `r` `ns/name` once `pred` holds for it.
-    async fn app_when(
-        &self,
-        r: &ApiResource,
-        ns: &str,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        wait_for(&self.app, r, Some(ns), name, what, pred).await
-    }
-
-    /// The physical cluster's `r` `ns/name` once `pred` holds for it.
-    async fn down_when(
-        &self,
-        r: &ApiResource,
-        ns: &str,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&Value) -> bool,
-    ) -> Value {
-        wait_for(&self.down, r, Some(ns), name, what, pred).await
     }
 
     fn options(&self, uid: &str) -> TmcOptions {
@@ -258,10 +239,12 @@ impl Tmc {
         self.scheduled_configmap("moved", "inside").await;
         let (kcp_ns, moved) = (self.downstream("demo"), self.downstream("moved"));
         for name in ["kept", "deleted"] {
-            self.down_when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
+            self.down
+                .when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
                 .await;
         }
-        self.down_when(&configmaps(), &moved, "inside", "the copy", |_| true)
+        self.down
+            .when(&configmaps(), &moved, "inside", "the copy", |_| true)
             .await;
         (kcp_ns, moved)
     }
@@ -333,7 +316,8 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
     assert_eq!(label(&ns, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
 
     let cm = t
-        .down_when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
+        .down
+        .when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
         .await;
     assert_eq!(cm["data"]["k"], "v");
     assert_eq!(label(&cm, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
@@ -350,7 +334,8 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         "written by server-side apply as syncer: {managers:?}"
     );
     let ca = t
-        .down_when(&configmaps(), &kcp_ns, "kcp-root-ca.crt", "kcp's root CA", |_| {
+        .down
+        .when(&configmaps(), &kcp_ns, "kcp-root-ca.crt", "kcp's root CA", |_| {
             true
         })
         .await;
@@ -361,7 +346,8 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         .await
         .is_none());
     let dep = t
-        .down_when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
+        .down
+        .when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
         .await;
     let pod_spec = &dep["spec"]["template"]["spec"];
     assert_eq!(pod_spec["automountServiceAccountToken"], false);
@@ -387,10 +373,11 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
             json!({ "replicas": 2, "readyReplicas": 2 }),
         )
         .await;
-    t.app_when(&deployments(), "demo", "web", "status upstream", |d| {
-        d["status"]["readyReplicas"] == 2
-    })
-    .await;
+    t.app
+        .when(&deployments(), "demo", "web", "status upstream", |d| {
+            d["status"]["readyReplicas"] == 2
+        })
+        .await;
 
     // The heartbeat and the permission check show on the SyncTarget.
     let st = t
@@ -416,7 +403,8 @@ async fn upstream_delete_waits_for_downstream_cleanup() {
     t.scheduled_namespace("demo").await;
     t.scheduled_configmap("demo", "held").await;
     let kcp_ns = t.downstream("demo");
-    t.down_when(&configmaps(), &kcp_ns, "held", "the copy", |_| true)
+    t.down
+        .when(&configmaps(), &kcp_ns, "held", "the copy", |_| true)
         .await;
     // Something downstream holds the copy.
     t.down
@@ -428,10 +416,11 @@ async fn upstream_delete_waits_for_downstream_cleanup() {
         )
         .await;
     t.app.delete(&configmaps(), Some("demo"), "held").await;
-    t.down_when(&configmaps(), &kcp_ns, "held", "the copy being deleted", |c| {
-        !c["metadata"]["deletionTimestamp"].is_null()
-    })
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "held", "the copy being deleted", |c| {
+            !c["metadata"]["deletionTimestamp"].is_null()
+        })
+        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let up = t
         .app
@@ -449,7 +438,9 @@ async fn upstream_delete_waits_for_downstream_cleanup() {
             json!({ "metadata": { "finalizers": null } }),
         )
         .await;
-    wait_gone(&t.app, &configmaps(), Some("demo"), "held", "the upstream object").await;
+    t.app
+        .gone(&configmaps(), "demo", "held", "the upstream object")
+        .await;
     syncer.stop().await;
 }
 
@@ -462,7 +453,8 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
     t.scheduled_configmap("demo", "drained").await;
     let kcp_ns = t.downstream("demo");
     for name in ["plain", "drained"] {
-        t.down_when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
+        t.down
+            .when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
             .await;
     }
     // Something upstream wants to see `drained` off the cluster first.
@@ -478,9 +470,12 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
 
     t.unschedule("demo").await;
     let deletion = workload_deletion_annotation(&t.key);
-    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "plain", "the plain copy").await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "plain", "the plain copy")
+        .await;
     let up = t
-        .app_when(&configmaps(), "demo", "plain", "the source released", |c| {
+        .app
+        .when(&configmaps(), "demo", "plain", "the source released", |c| {
             !has_finalizer(c, &t.finalizer())
         })
         .await;
@@ -508,18 +503,14 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
             json!({ "metadata": { "annotations": { soft.as_str(): "[]" } } }),
         )
         .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "drained",
-        "the drained copy",
-    )
-    .await;
-    t.app_when(&configmaps(), "demo", "drained", "the source released", |c| {
-        !has_finalizer(c, &t.finalizer())
-    })
-    .await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "drained", "the drained copy")
+        .await;
+    t.app
+        .when(&configmaps(), "demo", "drained", "the source released", |c| {
+            !has_finalizer(c, &t.finalizer())
+        })
+        .await;
     // The emptied namespace goes after the clean delay.
     wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the emptied namespace").await;
     syncer.stop().await;
@@ -585,7 +576,8 @@ async fn a_pod_labelled_upsync_downstream_appears_upstream_and_goes_with_it() {
     });
     let made = t.down.create(&pods(), pod).await;
     let up = t
-        .app_when(&pods(), "demo", "runner", "the pod upstream", |_| true)
+        .app
+        .when(&pods(), "demo", "runner", "the pod upstream", |_| true)
         .await;
     assert!(has_finalizer(&up, &t.finalizer()));
     assert_eq!(label(&up, &t.state_label()), Some("Upsync"));
@@ -594,7 +586,7 @@ async fn a_pod_labelled_upsync_downstream_appears_upstream_and_goes_with_it() {
         made["metadata"]["resourceVersion"].as_str()
     );
     t.down.delete(&pods(), Some(&kcp_ns), "runner").await;
-    wait_gone(&t.app, &pods(), Some("demo"), "runner", "the upstream pod").await;
+    t.app.gone(&pods(), "demo", "runner", "the upstream pod").await;
     syncer.stop().await;
 }
 
@@ -626,36 +618,23 @@ async fn a_restarted_syncer_converges_with_no_orphans_and_no_finalizers_left() {
     );
 
     let syncer = t.syncer().await;
-    t.down_when(&configmaps(), &kcp_ns, "new", "the new copy", |_| true)
+    t.down
+        .when(&configmaps(), &kcp_ns, "new", "the new copy", |_| true)
         .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "deleted",
-        "the deleted object's copy",
-    )
-    .await;
-    wait_gone(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "deleted",
-        "the deleted object",
-    )
-    .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&moved),
-        "inside",
-        "the moved namespace's copy",
-    )
-    .await;
-    t.app_when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
-        !has_finalizer(c, &t.finalizer())
-    })
-    .await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "deleted", "the deleted object's copy")
+        .await;
+    t.app
+        .gone(&configmaps(), "demo", "deleted", "the deleted object")
+        .await;
+    t.down
+        .gone(&configmaps(), &moved, "inside", "the moved namespace's copy")
+        .await;
+    t.app
+        .when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
+            !has_finalizer(c, &t.finalizer())
+        })
+        .await;
     wait_gone(
         &t.down,
         &namespaces(),
@@ -686,7 +665,8 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
         |_| true,
     )
     .await;
-    t.down_when(&configmaps(), &full, "inside", "the copy", |_| true)
+    t.down
+        .when(&configmaps(), &full, "inside", "the copy", |_| true)
         .await;
     // A soft finalizer keeps the copy in `full` after it is unscheduled.
     let soft = workload_soft_finalizers_annotation(&t.key);
@@ -753,12 +733,15 @@ async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_onc
     t.scheduled_namespace("demo").await;
     t.scheduled_configmap("demo", "cm").await;
     let kcp_ns = t.downstream("demo");
-    t.down_when(&configmaps(), &kcp_ns, "cm", "the copy", |_| true)
+    t.down
+        .when(&configmaps(), &kcp_ns, "cm", "the copy", |_| true)
         .await;
     let namespace_copy = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
 
     t.unschedule("demo").await;
-    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "cm", "the copy deleted").await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "cm", "the copy deleted")
+        .await;
     wait_for(
         &t.app,
         &namespaces(),
@@ -781,7 +764,8 @@ async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_onc
             json!({ "metadata": { "labels": { "tmc": "yes" } } }),
         )
         .await;
-    t.down_when(&configmaps(), &kcp_ns, "cm", "the copy back", |_| true)
+    t.down
+        .when(&configmaps(), &kcp_ns, "cm", "the copy back", |_| true)
         .await;
     let again = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
     assert_eq!(
@@ -846,7 +830,8 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
     let kcp_ns = t.downstream("demo");
-    t.down_when(&configmaps(), &kcp_ns, "settings", "what it may sync", |_| true)
+    t.down
+        .when(&configmaps(), &kcp_ns, "settings", "what it may sync", |_| true)
         .await;
     let web = t.app.get(&deployments(), Some("demo"), "web").await.unwrap();
     assert!(!has_finalizer(&web, &t.finalizer()), "not taken on: {web}");
@@ -865,14 +850,15 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             ] }),
         )
         .await;
-    t.down_when(
-        &deployments(),
-        &kcp_ns,
-        "web",
-        "the deployment once allowed",
-        |_| true,
-    )
-    .await;
+    t.down
+        .when(
+            &deployments(),
+            &kcp_ns,
+            "web",
+            "the deployment once allowed",
+            |_| true,
+        )
+        .await;
     t.target_when("SyncerAuthorized True", |st| {
         condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True")
     })
@@ -979,10 +965,12 @@ async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_wor
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
     let kcp_ns = t.downstream("demo");
-    t.down_when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
+    t.down
+        .when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
         .await;
     // Its schema import made deployments Accepted.
-    t.down_when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
+    t.down
+        .when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
         .await;
     t.down
         .set_status(
@@ -992,17 +980,19 @@ async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_wor
             json!({ "readyReplicas": 1 }),
         )
         .await;
-    t.app_when(&deployments(), "demo", "web", "status upstream", |d| {
-        d["status"]["readyReplicas"] == 1
-    })
-    .await;
+    t.app
+        .when(&deployments(), "demo", "web", "status upstream", |d| {
+            d["status"]["readyReplicas"] == 1
+        })
+        .await;
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": "runner", "namespace": kcp_ns, "labels": { t.state_label(): "Upsync" } },
         "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
     });
     t.down.create(&pods(), pod).await;
-    t.app_when(&pods(), "demo", "runner", "the pod upstream", |_| true)
+    t.app
+        .when(&pods(), "demo", "runner", "the pod upstream", |_| true)
         .await;
     let st = t
         .target_when("Ready", |st| {
@@ -1012,15 +1002,10 @@ async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_wor
     assert!(st["status"]["lastSyncerHeartbeatTime"].is_string());
     // Removing the upstream object waits for the copy, which the syncer deletes.
     t.app.delete(&configmaps(), Some("demo"), "settings").await;
-    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "settings", "the copy").await;
-    wait_gone(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "settings",
-        "the upstream object",
-    )
-    .await;
+    t.down.gone(&configmaps(), &kcp_ns, "settings", "the copy").await;
+    t.app
+        .gone(&configmaps(), "demo", "settings", "the upstream object")
+        .await;
     syncer.stop().await;
 }
 
@@ -1338,46 +1323,39 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
         })
         .await;
     t.pcluster = pcluster;
-    t.down_when(
-        &configmaps(),
-        &kcp_ns,
-        "while-down",
-        "the copy made on return",
-        |_| true,
-    )
-    .await;
-    t.down_when(&configmaps(), &kcp_ns, "kept", "the change", |c| {
-        c["data"]["k"] == "changed"
-    })
-    .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "deleted",
-        "the deleted object's copy",
-    )
-    .await;
-    wait_gone(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "deleted",
-        "the deleted object, released",
-    )
-    .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&moved),
-        "inside",
-        "the unscheduled namespace's copy",
-    )
-    .await;
-    t.app_when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
-        !has_finalizer(c, &finalizer)
-    })
-    .await;
+    t.down
+        .when(
+            &configmaps(),
+            &kcp_ns,
+            "while-down",
+            "the copy made on return",
+            |_| true,
+        )
+        .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "kept", "the change", |c| {
+            c["data"]["k"] == "changed"
+        })
+        .await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "deleted", "the deleted object's copy")
+        .await;
+    t.app
+        .gone(&configmaps(), "demo", "deleted", "the deleted object, released")
+        .await;
+    t.down
+        .gone(
+            &configmaps(),
+            &moved,
+            "inside",
+            "the unscheduled namespace's copy",
+        )
+        .await;
+    t.app
+        .when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
+            !has_finalizer(c, &finalizer)
+        })
+        .await;
 
     // kcp goes away; the physical cluster keeps changing.
     let (kcp, ()) = t
@@ -1397,28 +1375,30 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
         })
         .await;
     t.kcp = kcp;
-    t.app_when(
-        &pods(),
-        "demo",
-        "runner",
-        "the pod made while kcp was away",
-        |p| has_finalizer(p, &finalizer),
-    )
-    .await;
-    t.down_when(
-        &configmaps(),
-        &kcp_ns,
-        "kept",
-        "the copy deleted by hand, made again",
-        |c| c["data"]["k"] == "changed",
-    )
-    .await;
+    t.app
+        .when(
+            &pods(),
+            "demo",
+            "runner",
+            "the pod made while kcp was away",
+            |p| has_finalizer(p, &finalizer),
+        )
+        .await;
+    t.down
+        .when(
+            &configmaps(),
+            &kcp_ns,
+            "kept",
+            "the copy deleted by hand, made again",
+            |c| c["data"]["k"] == "changed",
+        )
+        .await;
 
     // Finally nothing is scheduled: nothing of the syncer's is left on either side.
     t.unschedule("demo").await;
     t.down.delete(&pods(), Some(&kcp_ns), "runner").await;
     wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the namespace downstream").await;
-    wait_gone(&t.app, &pods(), Some("demo"), "runner", "the upsynced pod").await;
+    t.app.gone(&pods(), "demo", "runner", "the upsynced pod").await;
     for ns in ["demo", "moved"] {
         for cm in t.app.list(&configmaps(), Some(ns)).await {
             assert!(!has_finalizer(&cm, &finalizer), "a finalizer left behind: {cm}");
@@ -1521,7 +1501,8 @@ async fn an_object_leaving_the_sync_target_loses_the_status_its_cluster_reported
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
     let kcp_ns = t.downstream("demo");
-    t.down_when(&deployments(), &kcp_ns, "web", "the copy", |_| true)
+    t.down
+        .when(&deployments(), &kcp_ns, "web", "the copy", |_| true)
         .await;
     t.down
         .set_status(
@@ -1531,19 +1512,21 @@ async fn an_object_leaving_the_sync_target_loses_the_status_its_cluster_reported
             json!({ "replicas": 2, "readyReplicas": 2 }),
         )
         .await;
-    t.app_when(
-        &deployments(),
-        "demo",
-        "web",
-        "the cluster's status upstream",
-        |d| d["status"]["readyReplicas"] == 2,
-    )
-    .await;
+    t.app
+        .when(
+            &deployments(),
+            "demo",
+            "web",
+            "the cluster's status upstream",
+            |d| d["status"]["readyReplicas"] == 2,
+        )
+        .await;
 
     t.unschedule("demo").await;
-    wait_gone(&t.down, &deployments(), Some(&kcp_ns), "web", "the copy").await;
+    t.down.gone(&deployments(), &kcp_ns, "web", "the copy").await;
     let web = t
-        .app_when(
+        .app
+        .when(
             &deployments(),
             "demo",
             "web",
@@ -1626,12 +1609,14 @@ async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
         .await;
     let kcp_ns = t.downstream("demo");
     let role = t
-        .down_when(&roles(), &kcp_ns, "reader", "the Role's copy", |_| true)
+        .down
+        .when(&roles(), &kcp_ns, "reader", "the Role's copy", |_| true)
         .await;
     assert_eq!(role["rules"][0]["verbs"], json!(["get", "list"]));
     assert_eq!(label(&role, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
     let binding = t
-        .down_when(
+        .down
+        .when(
             &role_bindings(),
             &kcp_ns,
             "builder-reads",
@@ -1640,19 +1625,21 @@ async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
         )
         .await;
     assert_eq!(binding["roleRef"]["name"], "reader");
-    t.down_when(
-        &service_accounts(),
-        &kcp_ns,
-        "builder",
-        "the ServiceAccount's copy",
-        |sa| label(sa, WORKLOAD_CLUSTER_LABEL) == Some(t.key.as_str()),
-    )
-    .await;
+    t.down
+        .when(
+            &service_accounts(),
+            &kcp_ns,
+            "builder",
+            "the ServiceAccount's copy",
+            |sa| label(sa, WORKLOAD_CLUSTER_LABEL) == Some(t.key.as_str()),
+        )
+        .await;
     // Upstream, the Role carries the syncer's finalizer like any synced object.
-    t.app_when(&roles(), "demo", "reader", "the syncer's finalizer", |r| {
-        has_finalizer(r, &t.finalizer())
-    })
-    .await;
+    t.app
+        .when(&roles(), "demo", "reader", "the syncer's finalizer", |r| {
+            has_finalizer(r, &t.finalizer())
+        })
+        .await;
     // The cluster's own `default` account is left as the cluster made it.
     let default = t.down.get(&service_accounts(), Some(&kcp_ns), "default").await;
     assert!(
@@ -1720,7 +1707,8 @@ async fn a_workspaces_custom_transform_removes_its_paths_from_the_copies() {
     // The syncer reads transforms once per SyncTarget poll, so a copy made
     // before its first read is reshaped at the next one: wait for that.
     let copy = t
-        .down_when(&configmaps(), &kcp_ns, "settings", "the transformed copy", |c| {
+        .down
+        .when(&configmaps(), &kcp_ns, "settings", "the transformed copy", |c| {
             c["data"]["k"] == "v" && c["data"].get("token").is_none()
         })
         .await;
@@ -1730,10 +1718,11 @@ async fn a_workspaces_custom_transform_removes_its_paths_from_the_copies() {
         "{copy}"
     );
     t.app.delete(&custom_transforms(), None, "no-token").await;
-    t.down_when(&configmaps(), &kcp_ns, "settings", "the token back", |c| {
-        c["data"]["token"] == "s3cret"
-    })
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "settings", "the token back", |c| {
+            c["data"]["token"] == "s3cret"
+        })
+        .await;
     syncer.stop().await;
 }
 
@@ -1745,16 +1734,7 @@ async fn another_workspaces_custom_transform_never_shapes_this_workspaces_copies
     let t = Tmc::start().await;
     let syncer = t.syncer().await;
     let mal = workspace(&t.kcp, "mal").await;
-    mal.create(
-        &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
-        json!({
-            "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
-            "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
-                "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
-                "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
-        }),
-    )
-    .await;
+    mal.create(&placements(), compute_placement()).await;
     configmap_transform(&mal, "strip-everything", json!(["$.data"])).await;
     let mut ns = namespace("loot");
     ns["metadata"]["labels"] = json!({ "tmc": "yes" });
@@ -1768,10 +1748,11 @@ async fn another_workspaces_custom_transform_never_shapes_this_workspaces_copies
     t.app.create(&configmaps(), settings).await;
     // mal's transform does shape mal's copy, so it was read and is in force.
     let mal_ns = NamespaceLocator::new(&t.target, &mal_cluster, "loot").downstream_namespace();
-    t.down_when(&configmaps(), &mal_ns, "bait", "mal's transformed copy", |c| {
-        c.get("data").is_none() && annotation(c, "ferry.dev/transformed-by").is_some()
-    })
-    .await;
+    t.down
+        .when(&configmaps(), &mal_ns, "bait", "mal's transformed copy", |c| {
+            c.get("data").is_none() && annotation(c, "ferry.dev/transformed-by").is_some()
+        })
+        .await;
     let copy = wait_for(
         &t.down,
         &configmaps(),
@@ -1907,19 +1888,20 @@ async fn several_sync_targets_each_return_status_into_their_own_annotation_and_i
         )
         .await;
         let annotation = ferry_api::well_known::workload_status_annotation(key);
-        t.app_when(
-            &deployments(),
-            "fleet",
-            "web",
-            "the cluster's own annotation",
-            |d| {
-                d["metadata"]["annotations"][&annotation]
-                    .as_str()
-                    .and_then(|s| serde_json::from_str::<Value>(s).ok())
-                    .is_some_and(|s| s["availableReplicas"] == n)
-            },
-        )
-        .await;
+        t.app
+            .when(
+                &deployments(),
+                "fleet",
+                "web",
+                "the cluster's own annotation",
+                |d| {
+                    d["metadata"]["annotations"][&annotation]
+                        .as_str()
+                        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                        .is_some_and(|s| s["availableReplicas"] == n)
+                },
+            )
+            .await;
     }
     let combined = ar(
         "control.kubestellar.io",
@@ -1958,7 +1940,8 @@ async fn a_copy_changed_in_the_cluster_is_restored_counted_and_recorded_on_the_u
     t.scheduled_namespace("demo").await;
     t.scheduled_configmap("demo", "settings").await;
     let ns = t.downstream("demo");
-    t.down_when(&configmaps(), &ns, "settings", "the copy", |_| true)
+    t.down
+        .when(&configmaps(), &ns, "settings", "the copy", |_| true)
         .await;
     assert_eq!(drift_corrections(&syncer.metrics_text(), "v1/configmaps"), 0);
 
@@ -1970,13 +1953,15 @@ async fn a_copy_changed_in_the_cluster_is_restored_counted_and_recorded_on_the_u
             json!({ "data": { "k": "edited" } }),
         )
         .await;
-    t.down_when(&configmaps(), &ns, "settings", "the copy restored", |c| {
-        c["data"]["k"] == "v"
-    })
-    .await;
+    t.down
+        .when(&configmaps(), &ns, "settings", "the copy restored", |c| {
+            c["data"]["k"] == "v"
+        })
+        .await;
     let key = ferry_api::drift::drift_annotation(&t.key);
     let source = t
-        .app_when(
+        .app
+        .when(
             &configmaps(),
             "demo",
             "settings",

@@ -106,6 +106,23 @@ impl Cluster {
         }
     }
 
+    /// `ar` `ns/name` here, once `pred` holds for it ([`wait_for`]).
+    pub async fn when(
+        &self,
+        ar: &ApiResource,
+        ns: &str,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        wait_for(self, ar, Some(ns), name, what, pred).await
+    }
+
+    /// Waits until `ar` `ns/name` is gone from here ([`wait_gone`]).
+    pub async fn gone(&self, ar: &ApiResource, ns: &str, name: &str, what: &str) {
+        wait_gone(self, ar, Some(ns), name, what).await
+    }
+
     /// ServiceAccount `namespace/name` here, holding ClusterRole `role` with
     /// `rules` through a ClusterRoleBinding of the same name; returns a token
     /// for it (TokenRequest), bound to this workspace — an agent's identity
@@ -219,6 +236,12 @@ impl Stage {
             down,
         }
     }
+
+    /// The stage taken apart: the upstream hub, the workload cluster's hub,
+    /// the mailbox's path, the mailbox and the workload cluster.
+    pub fn parts(self) -> (TestHub, TestHub, String, Cluster, Cluster) {
+        (self.up, self.wec, self.ws, self.mb, self.down)
+    }
 }
 
 pub fn namespace(name: &str) -> Value {
@@ -229,9 +252,9 @@ pub fn configmap(ns: &str, name: &str, data: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": ns }, "data": data })
 }
 
-/// SyncerConfig `the-one` in `mb`, downsyncing every object of each
-/// `(group, resource)` (at `v1`) in namespace `default`.
-pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
+/// SyncerConfig `the-one` in mailbox `mb`: `resources` (group, resource; all v1)
+/// in namespace `namespace`.
+pub async fn sync_in(mb: &Cluster, namespace: &str, resources: &[(&str, &str)]) {
     let resources: Vec<Value> = resources
         .iter()
         .map(|(group, resource)| json!({ "group": group, "apiVersion": "v1", "resource": resource }))
@@ -240,10 +263,16 @@ pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
         &syncer_configs(),
         syncer_config(
             "the-one",
-            json!({ "namespaceScope": { "namespaces": ["default"], "resources": resources } }),
+            json!({ "namespaceScope": { "namespaces": [namespace], "resources": resources } }),
         ),
     )
     .await;
+}
+
+/// SyncerConfig `the-one` in `mb`, downsyncing every object of each
+/// `(group, resource)` (at `v1`) in namespace `default`.
+pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
+    sync_in(mb, "default", resources).await;
 }
 
 pub fn syncer_config(name: &str, spec: Value) -> Value {
