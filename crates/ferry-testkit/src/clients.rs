@@ -215,3 +215,30 @@ pub async fn get_raw(client: &kube::Client, uri: &str) -> (u16, String) {
         .to_bytes();
     (code, String::from_utf8_lossy(&body).into_owned())
 }
+
+/// The names of everything `api` lists.
+pub async fn names_of<K>(api: &kube::Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("the list")
+        .items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .collect()
+}
+
+/// The resourceVersion of a list of `api` now: where a watch from now starts.
+pub async fn list_version<K>(api: &kube::Api<K>) -> String
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("the list")
+        .metadata
+        .resource_version
+        .expect("a list's resourceVersion")
+}
