@@ -81,8 +81,8 @@ fn bench_hub_figures_are_typed_and_sane() {
 
 #[test]
 fn bench_hub_on_etcd_compares_etcd_hubs_with_sqlite() {
-    if ferry_hub::testing::TestEtcd::binary().is_none() {
-        eprintln!("skipping: {}", ferry_hub::testing::TestEtcd::MISSING);
+    if ferry_testkit::TestEtcd::binary().is_none() {
+        eprintln!("skipping: {}", ferry_testkit::TestEtcd::MISSING);
         return;
     }
     let writes = 40usize;

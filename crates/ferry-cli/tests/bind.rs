@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use ferry_hub::testing::{client_from, eventually, TestHub};
 use ferry_testkit::clients::workspace_kubeconfig;
 use ferry_testkit::kubectl::{AsyncKubectl, Kubectl};
+use ferry_testkit::{client_from, eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{json, Value};

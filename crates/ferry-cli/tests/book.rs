@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use common::kubectl_async::Kubectl;
 use ferry_cli::docs_cmd::anchor;
-use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::{eventually, TestHub};
 use serde_json::Value;
 
 mod common;

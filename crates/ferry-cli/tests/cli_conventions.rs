@@ -7,7 +7,7 @@ mod kubectl;
 
 use std::process::{Command, Output};
 
-use ferry_hub::testing::eventually;
+use ferry_testkit::eventually;
 
 fn ferry(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ferry"));

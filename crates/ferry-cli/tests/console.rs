@@ -25,10 +25,10 @@ use std::process::{Child, Command, Stdio};
 
 use browser::Browser;
 use ferry_hub::strategy::core::service::ServiceRanges;
-use ferry_hub::testing::TestHub;
 use ferry_testkit::clients as hubkit;
 use ferry_testkit::edge;
 use ferry_testkit::tenants::{bind_cluster_role, cluster_role, Tenants};
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 /// `ferry console` serving against a hub, killed when dropped.

@@ -12,8 +12,8 @@ mod edge_syncer;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ferry_hub::testing::{eventually, TestHub};
 use ferry_testkit::edge;
+use ferry_testkit::{eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::Scope;

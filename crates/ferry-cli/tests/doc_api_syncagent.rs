@@ -9,7 +9,7 @@ mod syncagent_kit;
 
 use std::process::{Child, Command, Stdio};
 
-use ferry_hub::testing::eventually;
+use ferry_testkit::eventually;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 use syncagent_kit::*;

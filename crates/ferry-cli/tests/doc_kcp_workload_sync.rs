@@ -13,7 +13,7 @@
 mod common;
 
 use common::kubectl_async::Kubectl;
-use ferry_hub::testing::{client_from, eventually, TestHub};
+use ferry_testkit::{client_from, eventually, TestHub};
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::kubectl_async::Kubectl;
-use ferry_hub::testing::{client_from, eventually, TestHub};
+use ferry_testkit::{client_from, eventually, TestHub};
 use serde_json::Value;
 
 /// "Creating a SyncTarget", as the document writes it.

@@ -15,7 +15,7 @@ mod kubectl;
 use std::path::Path;
 
 use edge_syncer::{run_as_pod, PodSyncer};
-use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};

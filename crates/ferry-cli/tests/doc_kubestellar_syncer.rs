@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::kubectl::{admin_copy, Kubectl};
-use ferry_hub::testing::{eventually, TestHub};
 use ferry_testkit::net::free_port;
+use ferry_testkit::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};

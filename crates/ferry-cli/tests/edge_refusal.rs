@@ -14,8 +14,8 @@ mod edge_syncer;
 mod refusal;
 
 use ferry_hub::strategy::core::service::ServiceRanges;
-use ferry_hub::testing::{eventually, TestHub};
 use ferry_testkit::edge;
+use ferry_testkit::{eventually, TestHub};
 use kube::api::{Api, DynamicObject};
 use refusal::HUB_RANGES;
 

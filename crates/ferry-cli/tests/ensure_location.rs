@@ -4,10 +4,10 @@
 use std::process::Command;
 use std::time::Duration;
 
-use ferry_hub::testing::{client_from, TestHub};
 use ferry_testkit::clients::workspace_kubeconfig;
 use ferry_testkit::resources::{ar, workspaces};
 use ferry_testkit::tenants::ready_workspace;
+use ferry_testkit::{client_from, TestHub};
 use kube::api::{Api, DynamicObject};
 
 #[tokio::test(flavor = "multi_thread")]

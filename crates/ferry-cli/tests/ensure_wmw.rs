@@ -7,7 +7,7 @@ mod common;
 use common::ferry_with as ferry_output;
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
-use ferry_hub::testing::{client_from, eventually, TestHub};
+use ferry_testkit::{client_from, eventually, TestHub};
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 

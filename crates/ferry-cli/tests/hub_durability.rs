@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use ferry_cli::hub_process::HubProcess;
-use ferry_hub::testing::client_from;
+use ferry_testkit::client_from;
+use ferry_testkit::clients::names_of;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 
@@ -55,14 +56,7 @@ async fn acknowledged_writes_survive_sigkill() {
 
     let hub = HubProcess::spawn(bin, dir.path(), &[]).unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client_from(&hub.kubeconfig, None).await, "default");
-    let present: BTreeSet<String> = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
+    let present: BTreeSet<String> = names_of(&api).await.into_iter().collect();
     let lost: Vec<&String> = acked.difference(&present).collect();
     assert!(
         lost.is_empty(),

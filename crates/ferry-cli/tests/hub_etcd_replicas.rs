@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ferry_cli::hub_process::HubProcess;
-use ferry_hub::testing::{client_from, eventually, TestEtcdCluster};
+use ferry_testkit::{client_from, eventually, TestEtcdCluster};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};

@@ -6,7 +6,7 @@ mod edge_syncer;
 
 use std::process::Command;
 
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 
@@ -439,7 +439,7 @@ async fn the_stand_in_kubelet_retries_a_refused_status_write() {
     let mut top = hub.config("root").await;
     top.cluster_url = hub.url().parse().unwrap();
     let top = kube::Client::try_from(top).unwrap();
-    ferry_hub::testing::eventually(20, "the kubelet's status write refused", || async {
+    ferry_testkit::eventually(20, "the kubelet's status write refused", || async {
         let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
         let scrape = top.request_text(req).await.unwrap_or_default();
         refused(&scrape).then_some(())
@@ -457,7 +457,7 @@ async fn the_stand_in_kubelet_retries_a_refused_status_write() {
         .replace("stand-in-kubelet", &Default::default(), &granted)
         .await
         .unwrap();
-    ferry_hub::testing::eventually(20, "web marked available", || async {
+    ferry_testkit::eventually(20, "web marked available", || async {
         let d = deployments.get("web").await.ok()?;
         (d.data["status"]["availableReplicas"] == 2).then_some(())
     })

@@ -16,8 +16,8 @@ mod edge_syncer;
 mod kubectl_async;
 
 use ferry_hub::strategy::core::service::ServiceRanges;
-use ferry_hub::testing::{eventually, TestHub};
 use ferry_testkit::edge;
+use ferry_testkit::{eventually, TestHub};
 use kube::api::{Api, DynamicObject};
 use kubectl_async::Kubectl;
 use serde_json::json;

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use ferry_api::well_known::{SYNCAGENT_CLEANUP_FINALIZER, SYNCAGENT_REMOTE_NAME_ANNOTATION};
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
-use ferry_hub::testing::eventually;
+use ferry_testkit::eventually;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{json, Value};
 use syncagent_kit::*;

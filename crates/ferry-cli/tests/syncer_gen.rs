@@ -9,7 +9,7 @@ mod edge_syncer;
 use std::time::Duration;
 
 use edge_syncer::{admin_kubeconfig, ferry, kubeconfig_at, manifest_docs, ok, run_as_pod, run_as_pod_for};
-use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};

@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::process::Output;
 
-use ferry_hub::testing::{client_from, eventually, TestHub};
 use ferry_testkit::clients::workspace_kubeconfig;
 use ferry_testkit::kubectl::AsyncKubectl;
+use ferry_testkit::{client_from, eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -60,6 +60,14 @@ fn failed(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
+/// `kubectl ferry workload sync kind-east --syncer-image ferry:dev ARGS`
+/// with the kubeconfig `kc`.
+async fn sync_kind_east(kc: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["workload", "sync", "kind-east", "--syncer-image", "ferry:dev"];
+    all.extend_from_slice(args);
+    kubectl_ferry(kc, &all).await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn workload_sync_registers_a_target_with_a_least_privilege_syncer_identity() {
     let hub = TestHub::start().await;
@@ -70,53 +78,16 @@ async fn workload_sync_registers_a_target_with_a_least_privilege_syncer_identity
     let manifest_file = hub.data_dir().join("syncer.yaml");
 
     // Bad input first: nothing is created.
-    let err = failed(
-        &kubectl_ferry(
-            &kc,
-            &[
-                "workload",
-                "sync",
-                "kind-east",
-                "--syncer-image",
-                "ferry:dev",
-                "--labels",
-                "region",
-                "-o",
-                "-",
-            ],
-        )
-        .await,
-    );
+    let err = failed(&sync_kind_east(&kc, &["--labels", "region", "-o", "-"]).await);
     assert!(err.contains("key=value"), "{err}");
-    let err = failed(
-        &kubectl_ferry(
-            &kc,
-            &[
-                "workload",
-                "sync",
-                "kind-east",
-                "--syncer-image",
-                "ferry:dev",
-                "--apiexports",
-                "root:x:imported-apis",
-                "-o",
-                "-",
-            ],
-        )
-        .await,
-    );
+    let err = failed(&sync_kind_east(&kc, &["--apiexports", "root:x:imported-apis", "-o", "-"]).await);
     assert!(err.contains("reserved"), "{err}");
     let targets = Api::<DynamicObject>::all_with(org.clone(), &sync_targets());
     assert!(targets.get_opt("kind-east").await.unwrap().is_none());
 
-    let out = kubectl_ferry(
+    let out = sync_kind_east(
         &kc,
         &[
-            "workload",
-            "sync",
-            "kind-east",
-            "--syncer-image",
-            "ferry:dev",
             "--labels",
             "region=east",
             "--timeout",
@@ -249,23 +220,7 @@ async fn workload_sync_registers_a_target_with_a_least_privilege_syncer_identity
     );
 
     // Running it again updates in place: same uid, same identity.
-    ok(&kubectl_ferry(
-        &kc,
-        &[
-            "workload",
-            "sync",
-            "kind-east",
-            "--syncer-image",
-            "ferry:dev",
-            "--labels",
-            "region=west",
-            "--timeout",
-            "1s",
-            "-o",
-            "-",
-        ],
-    )
-    .await);
+    ok(&sync_kind_east(&kc, &["--labels", "region=west", "--timeout", "1s", "-o", "-"]).await);
     let again = targets.get("kind-east").await.unwrap();
     assert_eq!(again.metadata.uid.as_deref(), Some(uid.as_str()));
     assert_eq!(again.metadata.labels.as_ref().unwrap()["region"], "west");
@@ -333,19 +288,16 @@ async fn bind_compute_binds_the_kubernetes_export_and_creates_a_placement() {
     );
     assert!(err.contains("selector"), "{err}");
 
-    let out = ok(&kubectl_ferry(
-        &kc,
-        &[
-            "bind",
-            "compute",
-            "root:my-org",
-            "--location-selectors",
-            "env=test",
-            "--namespace-selector",
-            "purpose=workload",
-        ],
-    )
-    .await);
+    let bind = [
+        "bind",
+        "compute",
+        "root:my-org",
+        "--location-selectors",
+        "env=test",
+        "--namespace-selector",
+        "purpose=workload",
+    ];
+    let out = ok(&kubectl_ferry(&kc, &bind).await);
     assert!(out.contains("placement placement-"), "{out}");
     let bindings = Api::<DynamicObject>::all_with(
         app.clone(),
@@ -382,19 +334,7 @@ async fn bind_compute_binds_the_kubernetes_export_and_creates_a_placement() {
     assert_eq!(spec["locationResource"]["resource"], "synctargets");
 
     // Again: the same binding and Placement, nothing added.
-    ok(&kubectl_ferry(
-        &kc,
-        &[
-            "bind",
-            "compute",
-            "root:my-org",
-            "--location-selectors",
-            "env=test",
-            "--namespace-selector",
-            "purpose=workload",
-        ],
-    )
-    .await);
+    ok(&kubectl_ferry(&kc, &bind).await);
     assert_eq!(placements.list(&Default::default()).await.unwrap().items.len(), 1);
     let kubernetes_bindings = bindings
         .list(&Default::default())

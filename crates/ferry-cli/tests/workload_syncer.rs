@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 #[path = "syncagent_kit/mod.rs"]
 mod syncagent_kit;
 
-use ferry_hub::testing::{eventually, TestHub};
+use ferry_testkit::{eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 use syncagent_kit::{client, free_address, write_kubeconfig};

@@ -11,7 +11,7 @@ use std::process::Command;
 use common::kubectl::{admin_copy, Kubectl};
 
 use ferry_hub::kubeconfig::{kubeconfig, AuthInfo};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::Value;
 
 /// The kubeconfig file as JSON.

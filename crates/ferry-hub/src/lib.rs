@@ -1,7 +1,8 @@
 //! Ferry's hub: an embedded, Kubernetes-compatible API server with kcp-style
 //! workspaces (logical clusters), durable storage and watch — the server
 //! (`ferry-server`) with its built-in controllers (`ferry-controllers`)
-//! plugged in, and [`testing`], the kit that starts hubs for tests and demos.
+//! plugged in ([`server::start`]). Tests start hubs through the test kit
+//! (`ferry-testkit`), which is built on this crate.
 //!
 //! The server's and the lower layers' modules are re-exported under the
 //! paths they had when they were modules of this crate
@@ -9,7 +10,6 @@
 //! controllers (`ferry_hub::controllers::placement::PLACED_LABEL`).
 
 pub mod server;
-pub mod testing;
 
 pub use ferry_controllers as controllers;
 pub use ferry_server::{

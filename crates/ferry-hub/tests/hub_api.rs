@@ -4,8 +4,8 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{client, eventually};
-use ferry_hub::testing::TestHub;
+use common::{client, eventually, list_version, names_of};
+use ferry_testkit::TestHub;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
@@ -255,14 +255,7 @@ async fn workspaces_isolate_objects_and_wildcard_sees_all() {
         .unwrap();
 
     let all: Api<ConfigMap> = Api::all(client(&hub, "*").await);
-    let names: Vec<String> = all
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
+    let names: Vec<String> = names_of(&all).await;
     assert!(names.contains(&"only-in-a".to_string()));
     // Unknown workspace: 404 naming it.
     let nowhere: Api<ConfigMap> = Api::namespaced(client(&hub, "root:nowhere").await, "default");
@@ -287,13 +280,7 @@ fn workspace_resource() -> ApiResource {
 async fn watch_streams_changes_and_selector_transitions() {
     let hub = TestHub::start().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
-    let start = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let start = list_version(&api).await;
     let mut stream = api
         .watch(&WatchParams::default().labels("app=x"), &start)
         .await
@@ -344,13 +331,7 @@ async fn reflector_recovers_through_expired_watch_by_relisting() {
     let hub = TestHub::start_with(|o| o.watch_history = 5).await;
     let c = client(&hub, "root").await;
     let api: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
-    let old_rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let old_rv = list_version(&api).await;
     for i in 0..10 {
         api.create(&PostParams::default(), &cm(&format!("e{i}"), &[]))
             .await
@@ -862,14 +843,7 @@ async fn deletecollection_removes_only_what_the_selector_matches() {
     api.delete_collection(&DeleteParams::default(), &ListParams::default().labels("app=x"))
         .await
         .unwrap();
-    let left: Vec<String> = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
+    let left: Vec<String> = names_of(&api).await;
     assert_eq!(left, ["keep"]);
 }
 
@@ -878,13 +852,7 @@ async fn watch_sends_bookmarks_and_ends_at_timeout_seconds() {
     let hub = TestHub::start().await;
     let api: Api<ConfigMap> = Api::namespaced(client(&hub, "root").await, "default");
     api.create(&PostParams::default(), &cm("b", &[])).await.unwrap();
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&api).await;
     let started = std::time::Instant::now();
     let wp = WatchParams::default().timeout(7); // bookmarks are on by default in kube-rs
     let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
@@ -895,7 +863,7 @@ async fn watch_sends_bookmarks_and_ends_at_timeout_seconds() {
         .unwrap()
     {
         if let WatchEvent::Bookmark(b) = event {
-            if ferry_hub::testing::etcd_requested() {
+            if ferry_testkit::etcd_requested() {
                 // Other writes (the controllers' Lease renewals) move the
                 // hub on: the bookmark may carry a newer version, never an older.
                 let at = |v: &str| v.parse::<u64>().expect("numeric resourceVersion");

@@ -9,7 +9,7 @@
 mod common;
 use common::tenants::{self, Tenants};
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::ApiResource;
@@ -520,34 +520,17 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
     .await;
 
     // agent: list/watch on apiexports/content of this export only, in the provider.
-    create(
+    tenants::cluster_role(
         hub,
         "root:provider",
-        &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": "widgets-content"},
-               "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apiexports/content"],
-                          "resourceNames": ["widgets.example.io"], "verbs": ["get", "list", "watch"]}]}),
+        "widgets-content",
+        json!([{"apiGroups": ["apis.kcp.io"], "resources": ["apiexports/content"],
+                "resourceNames": ["widgets.example.io"], "verbs": ["get", "list", "watch"]}]),
     )
     .await;
-    create(
-        hub,
-        "root:provider",
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "agent-content"},
-               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "widgets-content"},
-               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "agent"}]}),
-    )
-    .await;
+    tenants::bind_cluster_role(hub, "root:provider", "agent-content", "widgets-content", "agent").await;
     // alice administers consumer c0 (not the provider); mallory nothing.
-    create(
-        hub,
-        "root:c0",
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "alice-admin"},
-               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
-               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]}),
-    )
-    .await;
+    tenants::bind_cluster_role(hub, "root:c0", "alice-admin", "cluster-admin", "alice").await;
 
     let widgets = "/apis/example.io/v1/widgets";
     let agent = client_at(hub, &format!("{url}/clusters/*"), "agent-token").await;
@@ -692,57 +675,31 @@ async fn binding_needs_bind_on_the_export_and_says_what_is_wrong() {
     assert!(exp.to_string().contains("v1.missing.example.io"), "{exp}");
 
     // alice administers the consumer but may not bind the provider's export.
-    create(
-        &hub,
-        "root:consumer",
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "alice-admin"},
-               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
-               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]}),
-    )
-    .await;
+    tenants::bind_cluster_role(&hub, "root:consumer", "alice-admin", "cluster-admin", "alice").await;
     let alice = client_as(&hub, "root:consumer", token("alice-token")).await;
-    let (code, body) = call(
+    let (code, body) = post(
         &alice,
-        "POST",
         &format!("{APIS}/apibindings"),
-        Some(&binding("widgets", "root:provider", false)),
+        binding("widgets", "root:provider", false),
     )
     .await;
     assert_eq!(code, 403, "{body}");
     assert!(body["message"].as_str().unwrap().contains("bind"), "{body}");
     // An export in a workspace that does not exist: the same 403.
-    let (code, _) = call(
+    let (code, _) = post(
         &alice,
-        "POST",
         &format!("{APIS}/apibindings"),
-        Some(&binding("w2", "root:nowhere", false)),
+        binding("w2", "root:nowhere", false),
     )
     .await;
     assert_eq!(code, 403);
     // Granted `bind` in the provider (and membership there), the binding is created.
-    create(
-        &hub,
-        "root:provider",
-        &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": "bind-widgets"},
-               "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apiexports"], "resourceNames": ["widgets.example.io"], "verbs": ["bind"]}]}),
-    )
-    .await;
-    create(
-        &hub,
-        "root:provider",
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "alice-binds"},
-               "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "bind-widgets"},
-               "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "alice"}]}),
-    )
-    .await;
-    let (code, body) = call(
+    tenants::cluster_role(&hub, "root:provider", "bind-widgets", json!([{"apiGroups": ["apis.kcp.io"], "resources": ["apiexports"], "resourceNames": ["widgets.example.io"], "verbs": ["bind"]}])).await;
+    tenants::bind_cluster_role(&hub, "root:provider", "alice-binds", "bind-widgets", "alice").await;
+    let (code, body) = post(
         &alice,
-        "POST",
         &format!("{APIS}/apibindings"),
-        Some(&binding("widgets", "root:provider", false)),
+        binding("widgets", "root:provider", false),
     )
     .await;
     assert_eq!(code, 201, "{body}");

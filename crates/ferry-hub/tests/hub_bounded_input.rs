@@ -343,7 +343,7 @@ async fn wait_configmap(t: &Tenants, workspace: &str, name: &str, done: impl Fn(
 }
 
 /// The `CustomizationError` message of EdgePlacement `customized`, once it names `want`.
-async fn customization_error(hub: &ferry_hub::testing::TestHub, want: &str) -> String {
+async fn customization_error(hub: &ferry_testkit::TestHub, want: &str) -> String {
     let c = admin(hub, "root:wmw").await;
     eventually(30, &format!("CustomizationError naming {want:?}"), || {
         let c = c.clone();

@@ -6,7 +6,7 @@
 mod common;
 
 use common::ok;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const CHART: &str = include_str!("data/builtins/chart.yaml");

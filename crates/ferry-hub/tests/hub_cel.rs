@@ -5,7 +5,7 @@
 mod common;
 
 use common::{call, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};

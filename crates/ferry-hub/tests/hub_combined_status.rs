@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use common::edge::*;
 use common::tenants::{Tenants, RBAC};
 use common::{call, client, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 /// The field a drift reported in these tests changed.
@@ -43,16 +43,7 @@ async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_to
     let mailboxes = three_clusters(&hub).await;
     let wmw = client(&hub, "root:wmw1").await;
     web(&wmw).await;
-    apply(
-        &wmw,
-        collector(
-            "lagging",
-            json!({"filter": "obj.spec.replicas != returned.status.availableReplicas",
-                   "select": [{"name": "wec", "def": "inventory.name"},
-                              {"name": "region", "def": "inventory.labels.region"}]}),
-        ),
-    )
-    .await;
+    apply(&wmw, lagging_collector()).await;
     apply(
         &wmw,
         collector(
@@ -98,13 +89,14 @@ async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_to
     for (mb, n) in mailboxes.iter().zip([2, 2, 1]) {
         return_status(&hub, mb, &deployments(), "shop", "web", available(n)).await;
     }
-    let cs = eventually(10, "the three clusters' status combined", || {
-        let wmw = wmw.clone();
-        async move {
-            let cs = combined_status(&wmw, "shop", "shop").await?;
-            (cs["summary"] == "5/6 available on 3 clusters").then_some(cs)
-        }
-    })
+    let cs = combined_status_when(
+        &wmw,
+        "shop",
+        "shop",
+        10,
+        "the three clusters' status combined",
+        |cs| cs["summary"] == "5/6 available on 3 clusters",
+    )
     .await;
     assert_eq!(
         result_rows(&cs, "builtin:availability").unwrap(),
@@ -134,12 +126,8 @@ async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_to
     // pound catches up: every row and aggregate follows within a second.
     let changed = Instant::now();
     return_status(&hub, &mailboxes[2], &deployments(), "shop", "web", available(2)).await;
-    let cs = eventually(5, "pound's new status combined", || {
-        let wmw = wmw.clone();
-        async move {
-            let cs = combined_status(&wmw, "shop", "shop").await?;
-            (cs["summary"] == "6/6 available on 3 clusters").then_some(cs)
-        }
+    let cs = combined_status_when(&wmw, "shop", "shop", 5, "pound's new status combined", |cs| {
+        cs["summary"] == "6/6 available on 3 clusters"
     })
     .await;
     let took = changed.elapsed();
@@ -221,13 +209,14 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_oth
     let count = collectors.get("count").await.unwrap();
     assert_eq!(condition(&count, "Valid").0, "True");
 
-    let cs = eventually(10, "the CombinedStatus with every result", || {
-        let wmw = wmw.clone();
-        async move {
-            let cs = combined_status(&wmw, "shop", "shop").await?;
-            (cs["summary"] == "6/6 available on 3 clusters").then_some(cs)
-        }
-    })
+    let cs = combined_status_when(
+        &wmw,
+        "shop",
+        "shop",
+        10,
+        "the CombinedStatus with every result",
+        |cs| cs["summary"] == "6/6 available on 3 clusters",
+    )
     .await;
     let result = |name: &str| result_named(&cs, name);
     assert!(

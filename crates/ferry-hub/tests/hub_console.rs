@@ -5,7 +5,7 @@
 mod common;
 
 use common::client;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 
 /// A client of `hub` that sends no credentials, at the hub's origin.
 async fn anonymous(hub: &TestHub) -> kube::Client {

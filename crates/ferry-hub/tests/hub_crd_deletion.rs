@@ -6,7 +6,7 @@
 mod common;
 
 use common::{client, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};

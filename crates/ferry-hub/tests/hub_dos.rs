@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{call, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -171,7 +171,7 @@ async fn backtracking_pattern_is_decided_exactly_and_readyz_keeps_answering() {
     let load = on_own_runtime(move || async move {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..32 {
-            let c = ferry_hub::testing::client_from(&kubeconfig, Some("root")).await;
+            let c = ferry_testkit::client_from(&kubeconfig, Some("root")).await;
             let body = body.clone();
             tasks.spawn(async move {
                 let mut codes = Vec::new();
@@ -273,7 +273,7 @@ async fn openapi_is_built_once_per_change_and_readyz_keeps_answering() {
     let load = on_own_runtime(move || async move {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..64 {
-            let c = ferry_hub::testing::client_from(&kubeconfig, Some("root")).await;
+            let c = ferry_testkit::client_from(&kubeconfig, Some("root")).await;
             tasks.spawn(async move {
                 let mut codes = Vec::new();
                 for path in [

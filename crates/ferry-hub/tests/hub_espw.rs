@@ -10,7 +10,7 @@ mod common;
 use common::edge::{api, apply, bind_espw, edge, kubestellar_init, location};
 use common::tenants::Tenants;
 use common::{call, client, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use kube::api::ListParams;
 use serde_json::json;
 

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use ferry_hub::testing::{start_tls_etcd, TestEtcd, TestEtcdCluster, TestHub};
+use ferry_testkit::{start_tls_etcd, TestEtcd, TestEtcdCluster, TestHub};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};

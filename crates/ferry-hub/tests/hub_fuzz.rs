@@ -9,7 +9,7 @@
 mod common;
 
 use common::{call, client};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{call, client, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use common::tenants::Tenants;
 use common::{call, create, eventually};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 /// Big enough that curl is still sending when the hub answers.

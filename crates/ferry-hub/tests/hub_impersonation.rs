@@ -8,12 +8,15 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{client_as, user_kubeconfig};
+use common::tenants::{
+    bind_cluster_role, binding, cluster_role, hub_with_tokens, ready_workspace, service_account_with_role,
+    user, RBAC,
+};
+use common::{client_as, create, rbac_path, user_kubeconfig};
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
-const RBAC: &str = "rbac.authorization.k8s.io";
 const WS: &str = "root:a";
 
 /// alice and carol have no permissions of their own; bob is the one who
@@ -29,22 +32,15 @@ carol-token,carol,u-carol
 /// root:b. Every user is a member of both workspaces (kcp's `access` verb on
 /// `/`) and holds nothing else there.
 async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
-    let (hub, dir) = common::tenants::hub_with_tokens(TOKENS, |_| {}).await;
+    let (hub, dir) = hub_with_tokens(TOKENS, |_| {}).await;
     for ws in ["a", "b"] {
-        admin_create(
-            &hub,
-            "root",
-            "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-            json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ws}}),
-        )
-        .await;
+        ready_workspace(&hub, ws).await;
         let ws = format!("root:{ws}");
-        admin_create(
+        cluster_role(
             &hub,
             &ws,
-            &rbac_path(None, "clusterroles"),
-            json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": "members"},
-                "rules": [{"verbs": ["access"], "nonResourceURLs": ["/"]}]}),
+            "members",
+            json!([{"verbs": ["access"], "nonResourceURLs": ["/"]}]),
         )
         .await;
         let mut members = binding(
@@ -55,60 +51,24 @@ async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
             user("alice"),
         );
         members["subjects"] = json!([user("alice"), user("bob"), user("carol")]);
-        admin_create(&hub, &ws, &rbac_path(None, "clusterrolebindings"), members).await;
+        create(&hub, &ws, &rbac_path(None, "clusterrolebindings"), members).await;
     }
-    admin_create(
+    create(
         &hub,
         WS,
         "/api/v1/namespaces",
         json!({"metadata": {"name": "dev"}}),
     )
     .await;
-    admin_create(
+    create(
         &hub,
         WS,
         "/api/v1/namespaces/dev/configmaps",
         json!({"metadata": {"name": "cfg"}}),
     )
     .await;
-    admin_create(
-        &hub,
-        WS,
-        "/api/v1/namespaces/dev/serviceaccounts",
-        json!({"metadata": {"name": "builder"}}),
-    )
-    .await;
-    admin_create(
-        &hub,
-        WS,
-        &rbac_path(Some("dev"), "rolebindings"),
-        binding(
-            "RoleBinding",
-            "builder-edit",
-            "ClusterRole",
-            "edit",
-            json!({"kind": "ServiceAccount", "name": "builder", "namespace": "dev"}),
-        ),
-    )
-    .await;
+    service_account_with_role(&hub, WS, ("dev", "builder"), "builder-edit", "edit", true).await;
     (hub, dir)
-}
-
-fn rbac_path(namespace: Option<&str>, resource: &str) -> String {
-    match namespace {
-        Some(ns) => format!("/apis/{RBAC}/v1/namespaces/{ns}/{resource}"),
-        None => format!("/apis/{RBAC}/v1/{resource}"),
-    }
-}
-
-fn user(name: &str) -> Value {
-    json!({"kind": "User", "apiGroup": RBAC, "name": name})
-}
-
-fn binding(kind: &str, name: &str, role_kind: &str, role: &str, subject: Value) -> Value {
-    json!({"apiVersion": format!("{RBAC}/v1"), "kind": kind, "metadata": {"name": name},
-        "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
-        "subjects": [subject]})
 }
 
 /// `impersonate` on `resources` of `group`, limited to `names` when given.
@@ -120,41 +80,22 @@ fn impersonate(group: &str, resources: &[&str], names: &[&str]) -> Value {
     rule
 }
 
-/// POST as admin in `ws`; it must be created.
-async fn admin_create(hub: &TestHub, ws: &str, path: &str, obj: Value) {
-    let admin = client_as(hub, ws, AuthInfo::Token(hub.running.admin_token.clone())).await;
-    let (code, body) = common::call(&admin, "POST", path, Some(&obj)).await;
-    assert_eq!(code, 201, "creating {path} in {ws}: {body}");
-}
-
 /// A ClusterRole `name` with `rules`, bound to `who` in the whole of root:a.
 async fn grant_cluster_role(hub: &TestHub, name: &str, who: &str, rules: Value) {
-    admin_create(
-        hub,
-        WS,
-        &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}),
-    )
-    .await;
-    admin_create(
-        hub,
-        WS,
-        &rbac_path(None, "clusterrolebindings"),
-        binding("ClusterRoleBinding", name, "ClusterRole", name, user(who)),
-    )
-    .await;
+    cluster_role(hub, WS, name, rules).await;
+    bind_cluster_role(hub, WS, name, name, who).await;
 }
 
 /// A Role `name` in dev with `rules`, bound to `who` there.
 async fn grant_role_in_dev(hub: &TestHub, name: &str, who: &str, rules: Value) {
-    admin_create(
+    create(
         hub,
         WS,
         &rbac_path(Some("dev"), "roles"),
         json!({"apiVersion": format!("{RBAC}/v1"), "kind": "Role", "metadata": {"name": name}, "rules": rules}),
     )
     .await;
-    admin_create(
+    create(
         hub,
         WS,
         &rbac_path(Some("dev"), "rolebindings"),
@@ -443,7 +384,7 @@ async fn impersonate_on_named_users_allows_those_users_only() {
         json!([impersonate("", &["users"], &["carol"])]),
     )
     .await;
-    admin_create(
+    create(
         &hub,
         WS,
         &rbac_path(Some("dev"), "rolebindings"),

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::ok;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 
 const DEPLOYMENT: &str = r#"
 apiVersion: apps/v1

@@ -4,8 +4,9 @@
 //! readable only from inside its workspace.
 
 mod common;
+use common::tenants::{binding, cluster_role, service_account_subject, service_account_token};
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -196,32 +197,28 @@ async fn another_workspaces_token_cannot_read_it() {
     let b_cluster = b["spec"]["cluster"].as_str().unwrap();
 
     // The default ServiceAccount of root:a may read its LogicalCluster.
-    create(
+    cluster_role(
         &hub,
         "root:a",
-        &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "lc-reader"},
-            "rules": [{"apiGroups": ["core.kcp.io"], "resources": ["logicalclusters"], "verbs": ["get", "list", "watch"]}]}),
+        "lc-reader",
+        json!([{"apiGroups": ["core.kcp.io"], "resources": ["logicalclusters"], "verbs": ["get", "list", "watch"]}]),
     )
     .await;
+    let own_account = service_account_subject("default", "default");
     create(
         &hub,
         "root:a",
         &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "lc-reader"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "lc-reader"},
-            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}]}),
+        binding(
+            "ClusterRoleBinding",
+            "lc-reader",
+            "ClusterRole",
+            "lc-reader",
+            own_account,
+        ),
     )
     .await;
-    let (code, body) = call(
-        &admin(&hub, "root:a").await,
-        "POST",
-        "/api/v1/namespaces/default/serviceaccounts/default/token",
-        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
-    let sa = body["status"]["token"].as_str().unwrap().to_string();
+    let sa = service_account_token(&hub, "root:a", ("default", "default")).await;
 
     let own = client_as(&hub, "root:a", token(&sa)).await;
     let lc = eventually(
@@ -261,7 +258,7 @@ async fn a_restarted_hub_keeps_them_and_moves_their_url() {
     let (running, _) = first.into_parts();
     let uid = {
         let api = Api::<DynamicObject>::all_with(
-            ferry_hub::testing::client_from(&running.kubeconfig_path, Some("root:a")).await,
+            ferry_testkit::client_from(&running.kubeconfig_path, Some("root:a")).await,
             &logical_clusters(),
         );
         api.get("cluster").await.unwrap().metadata.uid.unwrap()

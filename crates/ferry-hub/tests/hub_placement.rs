@@ -9,7 +9,7 @@ use common::edge::*;
 use common::{client, eventually};
 use ferry_hub::controllers::placement::reported::REPORTED_FROM_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
@@ -39,12 +39,65 @@ async fn example1_workload(wmw: &kube::Client) {
     }
 }
 
+/// [`example1`] with its workload in `root:wmw1` (once both clusters' stand-in
+/// syncers run, when `syncers`): the mailboxes of florin and guilder and a
+/// client of the WMW.
+async fn example1_with_workload(hub: &TestHub, syncers: bool) -> (String, String, kube::Client) {
+    let (florin, guilder) = example1(hub).await;
+    if syncers {
+        stand_in_syncer(hub, &florin).await;
+        stand_in_syncer(hub, &guilder).await;
+    }
+    let wmw = client(hub, "root:wmw1").await;
+    example1_workload(&wmw).await;
+    (florin, guilder, wmw)
+}
+
+/// The syncer of `mailbox`'s cluster reports on its `the-one` that the
+/// cluster refused commond (a priority class it does not have); returns the
+/// mailbox's SyncerConfigs.
+async fn refuse_commond(hub: &TestHub, mailbox: &str) -> Api<DynamicObject> {
+    let configs = api(
+        &client(hub, mailbox).await,
+        &edge("SyncerConfig", "syncerconfigs"),
+        None,
+    );
+    let refused = json!({"status": {"refusedCount": 1, "refused": [{
+        "resource": "apps/deployments", "namespace": "commonstuff", "name": "commond", "side": "downstream",
+        "message": "Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""}]}});
+    configs
+        .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&refused))
+        .await
+        .unwrap();
+    configs
+}
+
+/// Waits (20 s) until the translator has placed `object` (`resource ns/name`)
+/// in `mailbox`.
+async fn placed_in(hub: &TestHub, mailbox: &str, object: &str, what: &str) {
+    eventually(20, what, || async move {
+        placed(hub, mailbox)
+            .await
+            .contains(&object.to_string())
+            .then_some(())
+    })
+    .await;
+}
+
 fn deployment(ns: &str, name: &str, replicas: i64) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
            "metadata": {"name": name, "namespace": ns},
            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                     "template": {"metadata": {"labels": {"app": name}},
                                  "spec": {"containers": [{"name": "httpd", "image": "library/httpd:2.4"}]}}}})
+}
+
+/// EdgePlacement `special`: specialstuff's deployments to the extended
+/// locations, with singleton reported state.
+fn placement_special() -> Value {
+    json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "special"},
+           "spec": {"locationSelectors": [{"matchLabels": {"extended": "yes"}}], "wantSingletonReportedState": true,
+                    "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["specialstuff"]}]}})
 }
 
 fn placement_c() -> Value {
@@ -170,9 +223,7 @@ async fn where_resolver_keeps_the_single_placement_slice_live() {
 #[tokio::test(flavor = "multi_thread")]
 async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
     let hub = TestHub::start().await;
-    let (florin, guilder) = example1(&hub).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, guilder, wmw) = example1_with_workload(&hub, false).await;
     apply(&wmw, placement_c()).await;
     apply(&wmw, placement_s()).await;
 
@@ -312,9 +363,7 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_older_edge_placement_form_is_accepted_and_kubectl_lists_placements() {
     let hub = TestHub::start().await;
-    let (florin, _guilder) = example1(&hub).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, _guilder, _wmw) = example1_with_workload(&hub, false).await;
     let server = format!("{}/clusters/root:wmw1", hub.url());
     let yaml = r#"
 apiVersion: edge.kubestellar.io/v2alpha1
@@ -474,9 +523,7 @@ async fn two_wmws_wanting_different_objects_under_one_name_get_a_steady_conflict
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
     let hub = TestHub::start().await;
-    let (florin, _) = example1(&hub).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, _, wmw) = example1_with_workload(&hub, false).await;
     apply(
         &wmw,
         json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "bad"},
@@ -507,15 +554,12 @@ async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
     }
     assert!(message.contains("deploymnets"), "{message}");
     // The good placement works all the same.
-    eventually(20, "edge-placement-c's objects in florin's mailbox", || {
-        let (hub, florin) = (&hub, florin.clone());
-        async move {
-            placed(hub, &florin)
-                .await
-                .contains(&"deployments commonstuff/commond".to_string())
-                .then_some(())
-        }
-    })
+    placed_in(
+        &hub,
+        &florin,
+        "deployments commonstuff/commond",
+        "edge-placement-c's objects in florin's mailbox",
+    )
     .await;
     let p = placements.clone();
     eventually(10, "edge-placement-c to be Ready", || {
@@ -542,9 +586,7 @@ async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sync_target_going_away_takes_its_copies_with_it() {
     let hub = TestHub::start().await;
-    let (florin, guilder) = example1(&hub).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, guilder, wmw) = example1_with_workload(&hub, false).await;
     apply(&wmw, placement_c()).await;
     eventually(20, "copies in both mailboxes", || {
         let (hub, florin, guilder) = (&hub, florin.clone(), guilder.clone());
@@ -593,15 +635,12 @@ async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
     example1_workload(&wmw).await;
     apply(&wmw, placement_c()).await;
     apply(&wmw, placement_s()).await;
-    eventually(20, "guilder's special copies", || {
-        let (hub, guilder) = (&first, guilder.clone());
-        async move {
-            placed(hub, &guilder)
-                .await
-                .contains(&"deployments specialstuff/speciald".to_string())
-                .then_some(())
-        }
-    })
+    placed_in(
+        &first,
+        &guilder,
+        "deployments specialstuff/speciald",
+        "guilder's special copies",
+    )
     .await;
     // Change everything at once and stop the hub while it translates.
     api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
@@ -638,12 +677,8 @@ async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
 #[tokio::test(flavor = "multi_thread")]
 async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
     let hub = TestHub::start().await;
-    let (florin, guilder) = example1(&hub).await;
     // Both clusters' syncers run (an executing copy is one a syncer acknowledged).
-    stand_in_syncer(&hub, &florin).await;
-    stand_in_syncer(&hub, &guilder).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, guilder, wmw) = example1_with_workload(&hub, true).await;
     // Kyverno-like: a CRD for policy reports and a policy (a ConfigMap standing in).
     let report_crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -669,13 +704,7 @@ async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
                         "upsync": [{"apiGroup": "wgpolicyk8s.io", "resources": ["policyreports"], "namespaces": ["*"], "names": ["*"]}]}}),
     )
     .await;
-    apply(
-        &wmw,
-        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "special"},
-               "spec": {"locationSelectors": [{"matchLabels": {"extended": "yes"}}], "wantSingletonReportedState": true,
-                        "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["specialstuff"]}]}}),
-    )
-    .await;
+    apply(&wmw, placement_special()).await;
 
     // The CRD reaches the mailboxes, and with it the kind the syncer upsyncs into.
     let reports = ar("wgpolicyk8s.io", "v1alpha2", "PolicyReport", "policyreports");
@@ -833,11 +862,7 @@ fn destinations(s: &DynamicObject) -> Vec<(String, bool, String, String)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn placement_summaries_list_every_destination_and_follow_reported_status() {
     let hub = TestHub::start().await;
-    let (florin, guilder) = example1(&hub).await;
-    stand_in_syncer(&hub, &florin).await;
-    stand_in_syncer(&hub, &guilder).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, guilder, wmw) = example1_with_workload(&hub, true).await;
     apply(&wmw, placement_c()).await;
     apply(&wmw, placement_s()).await;
     let sums = api(&wmw, &summaries(), None);
@@ -918,18 +943,7 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
 
     // guilder's cluster refuses the copy: its syncer lists it on the-one, and
     // the summary says so for guilder alone, with the cluster's message.
-    let configs = api(
-        &client(&hub, &guilder).await,
-        &edge("SyncerConfig", "syncerconfigs"),
-        None,
-    );
-    let refused = json!({"status": {"refusedCount": 1, "refused": [{
-        "resource": "apps/deployments", "namespace": "commonstuff", "name": "commond", "side": "downstream",
-        "message": "Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""}]}});
-    configs
-        .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&refused))
-        .await
-        .unwrap();
+    refuse_commond(&hub, &guilder).await;
     let refused_now = eventually(15, "guilder's refusal in the summary", || {
         let sums = sums.clone();
         async move {
@@ -969,9 +983,7 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clears() {
     let hub = TestHub::start().await;
-    let (_, guilder) = example1(&hub).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (_, guilder, wmw) = example1_with_workload(&hub, false).await;
     apply(&wmw, placement_c()).await;
     let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
     let ready = |want: &'static str| {
@@ -988,18 +1000,7 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
     eventually(20, "edge-placement-c to be Ready", ready("True")).await;
 
     // guilder's syncer reports that its cluster refused commond.
-    let configs = api(
-        &client(&hub, &guilder).await,
-        &edge("SyncerConfig", "syncerconfigs"),
-        None,
-    );
-    let refused = json!({"status": {"refusedCount": 1, "refused": [{
-        "resource": "apps/deployments", "namespace": "commonstuff", "name": "commond", "side": "downstream",
-        "message": "Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""}]}});
-    configs
-        .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&refused))
-        .await
-        .unwrap();
+    let configs = refuse_commond(&hub, &guilder).await;
     let (p, message) = eventually(15, "edge-placement-c not Ready for the refusal", ready("False")).await;
     let ready_condition = p.data["status"]["conditions"]
         .as_array()
@@ -1031,9 +1032,7 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
 #[tokio::test(flavor = "multi_thread")]
 async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
     let hub = TestHub::start().await;
-    example1(&hub).await;
-    let wmw = client(&hub, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (_, _, wmw) = example1_with_workload(&hub, false).await;
     let mut nowhere = placement_c();
     nowhere["spec"]["locationSelectors"] = json!([{"matchLabels": {"env": "staging"}}]);
     apply(&wmw, nowhere).await;
@@ -1097,13 +1096,7 @@ async fn singleton_stage(hub: &TestHub) -> (kube::Client, String, String) {
     for name in ["reported", "written"] {
         apply(&wmw, deployment("specialstuff", name, 1)).await;
     }
-    apply(
-        &wmw,
-        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement", "metadata": {"name": "special"},
-               "spec": {"locationSelectors": [{"matchLabels": {"extended": "yes"}}], "wantSingletonReportedState": true,
-                        "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["specialstuff"]}]}}),
-    )
-    .await;
+    apply(&wmw, placement_special()).await;
     wait_copy(hub, &guilder, "reported").await;
     report_from(
         hub,

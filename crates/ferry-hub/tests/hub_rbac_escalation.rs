@@ -7,7 +7,7 @@ mod common;
 
 use common::{call, client_as, send};
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const RBAC: &str = "rbac.authorization.k8s.io";

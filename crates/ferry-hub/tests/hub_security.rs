@@ -9,9 +9,13 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use base64::Engine;
+use common::tenants::{
+    binding, ready_workspace, request_token, service_account_subject, service_account_token,
+    service_account_with_role,
+};
 use common::{admin, call, client_as, create, ok, rbac_path, token, user_kubeconfig};
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const TOKENS: &str = "\
@@ -26,44 +30,15 @@ async fn hub_with_users() -> (TestHub, tempfile::TempDir) {
     (hub, dir)
 }
 
-async fn workspace(hub: &TestHub, name: &str) {
-    create(
-        hub,
-        "root",
-        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
-}
-
-fn binding(kind: &str, name: &str, role_kind: &str, role: &str, subject: Value) -> Value {
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
-        "subjects": [subject]})
-}
-
 fn user_subject(kind: &str, name: &str) -> Value {
     json!({"kind": kind, "apiGroup": "rbac.authorization.k8s.io", "name": name})
-}
-
-/// Request a ServiceAccount token through TokenRequest as admin.
-async fn request_token(hub: &TestHub, ws: &str, ns: &str, sa: &str, spec: Value) -> (u16, Value) {
-    let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token");
-    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
-    call(&admin(hub, ws).await, "POST", &path, Some(&body)).await
-}
-
-async fn sa_token(hub: &TestHub, ws: &str, ns: &str, sa: &str) -> String {
-    let (code, body) = request_token(hub, ws, ns, sa, json!({})).await;
-    assert_eq!(code, 201, "{body}");
-    body["status"]["token"].as_str().unwrap().to_string()
 }
 
 /// Workspace root:a with namespaces dev and prod, Roles, bindings and a
 /// ServiceAccount dev/builder with `edit` in dev; workspace root:b empty.
 async fn tenants(hub: &TestHub) -> String {
-    workspace(hub, "a").await;
-    workspace(hub, "b").await;
+    ready_workspace(hub, "a").await;
+    ready_workspace(hub, "b").await;
     let a = "root:a";
     for ns in ["dev", "prod"] {
         create(hub, a, "/api/v1/namespaces", json!({"metadata": {"name": ns}})).await;
@@ -111,27 +86,8 @@ async fn tenants(hub: &TestHub) -> String {
         ),
     )
     .await;
-    create(
-        hub,
-        a,
-        "/api/v1/namespaces/dev/serviceaccounts",
-        json!({"metadata": {"name": "builder"}}),
-    )
-    .await;
-    create(
-        hub,
-        a,
-        &rbac_path(Some("dev"), "rolebindings"),
-        binding(
-            "RoleBinding",
-            "builder-edit",
-            "ClusterRole",
-            "edit",
-            json!({"kind": "ServiceAccount", "name": "builder", "namespace": "dev"}),
-        ),
-    )
-    .await;
-    sa_token(hub, a, "dev", "builder").await
+    service_account_with_role(hub, a, ("dev", "builder"), "builder-edit", "edit", true).await;
+    service_account_token(hub, a, ("dev", "builder")).await
 }
 
 fn method_of(verb: &str) -> &'static str {
@@ -429,8 +385,8 @@ async fn anonymous_requests_get_401_except_health() {
 #[tokio::test(flavor = "multi_thread")]
 async fn service_account_token_from_one_workspace_is_refused_everywhere_else() {
     let hub = TestHub::start().await;
-    workspace(&hub, "a").await;
-    workspace(&hub, "b").await;
+    ready_workspace(&hub, "a").await;
+    ready_workspace(&hub, "b").await;
     create(
         &hub,
         "root:a",
@@ -439,7 +395,7 @@ async fn service_account_token_from_one_workspace_is_refused_everywhere_else() {
     )
     .await;
     // cluster-admin in A, and a binding in B naming the same ServiceAccount user.
-    let subject = json!({"kind": "ServiceAccount", "name": "god", "namespace": "default"});
+    let subject = service_account_subject("default", "god");
     for ws in ["root:a", "root:b"] {
         create(
             &hub,
@@ -455,7 +411,7 @@ async fn service_account_token_from_one_workspace_is_refused_everywhere_else() {
         )
         .await;
     }
-    let t = sa_token(&hub, "root:a", "default", "god").await;
+    let t = service_account_token(&hub, "root:a", ("default", "god")).await;
     let in_a = client_as(&hub, "root:a", token(&t)).await;
     assert_eq!(call(&in_a, "GET", "/api/v1/secrets", None).await.0, 200);
     for ws in ["root:b", "root", "*"] {
@@ -492,31 +448,11 @@ fn forge_with(
 #[tokio::test(flavor = "multi_thread")]
 async fn service_account_tokens_expire_resist_tampering_and_die_with_their_account() {
     let hub = TestHub::start().await;
-    create(
-        &hub,
-        "root",
-        "/api/v1/namespaces/default/serviceaccounts",
-        json!({"metadata": {"name": "robot"}}),
-    )
-    .await;
-    create(
-        &hub,
-        "root",
-        &rbac_path(None, "clusterrolebindings"),
-        binding(
-            "ClusterRoleBinding",
-            "robot-view",
-            "ClusterRole",
-            "view",
-            json!({"kind": "ServiceAccount", "name": "robot", "namespace": "default"}),
-        ),
-    )
-    .await;
+    service_account_with_role(&hub, "root", ("default", "robot"), "robot-view", "view", false).await;
     let (code, issued) = request_token(
         &hub,
         "root",
-        "default",
-        "robot",
+        ("default", "robot"),
         json!({"expirationSeconds": 1200}),
     )
     .await;
@@ -560,13 +496,24 @@ async fn service_account_tokens_expire_resist_tampering_and_die_with_their_accou
     refused("has expired")(get_ns(expired).await);
 
     // Wrong audience: issued for someone else.
-    let (_, vault) = request_token(&hub, "root", "default", "robot", json!({"audiences": ["vault"]})).await;
+    let (_, vault) = request_token(
+        &hub,
+        "root",
+        ("default", "robot"),
+        json!({"audiences": ["vault"]}),
+    )
+    .await;
     let vault = vault["status"]["token"].as_str().unwrap().to_string();
     refused("wrong audience")(get_ns(vault).await);
 
     // Too short a lifetime is invalid, naming the field.
-    let (code, body) =
-        request_token(&hub, "root", "default", "robot", json!({"expirationSeconds": 60})).await;
+    let (code, body) = request_token(
+        &hub,
+        "root",
+        ("default", "robot"),
+        json!({"expirationSeconds": 60}),
+    )
+    .await;
     assert_eq!(code, 422, "{body}");
     assert!(
         body["message"]
@@ -575,7 +522,7 @@ async fn service_account_tokens_expire_resist_tampering_and_die_with_their_accou
             .contains("spec.expirationSeconds"),
         "{body}"
     );
-    let (code, _) = request_token(&hub, "root", "default", "missing", json!({})).await;
+    let (code, _) = request_token(&hub, "root", ("default", "missing"), json!({})).await;
     assert_eq!(code, 404);
 
     // Deleting the ServiceAccount revokes its tokens at once.
@@ -602,7 +549,7 @@ async fn service_account_tokens_expire_resist_tampering_and_die_with_their_accou
 #[tokio::test(flavor = "multi_thread")]
 async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     let hub = TestHub::start().await;
-    workspace(&hub, "a").await;
+    ready_workspace(&hub, "a").await;
     let a = admin(&hub, "root:a").await;
     create(
         &hub,
@@ -971,7 +918,7 @@ fn write_kubeconfig(hub: &TestHub, name: &str, workspace: &str, auth: AuthInfo) 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_create_token_and_auth_can_i() {
     let hub = TestHub::start().await;
-    workspace(&hub, "a").await;
+    ready_workspace(&hub, "a").await;
     create(
         &hub,
         "root:a",
@@ -979,26 +926,7 @@ async fn kubectl_create_token_and_auth_can_i() {
         json!({"metadata": {"name": "dev"}}),
     )
     .await;
-    create(
-        &hub,
-        "root:a",
-        "/api/v1/namespaces/dev/serviceaccounts",
-        json!({"metadata": {"name": "builder"}}),
-    )
-    .await;
-    create(
-        &hub,
-        "root:a",
-        &rbac_path(Some("dev"), "rolebindings"),
-        binding(
-            "RoleBinding",
-            "builder-edit",
-            "ClusterRole",
-            "edit",
-            json!({"kind": "ServiceAccount", "name": "builder", "namespace": "dev"}),
-        ),
-    )
-    .await;
+    service_account_with_role(&hub, "root:a", ("dev", "builder"), "builder-edit", "edit", true).await;
     let home = hub.data_dir().to_path_buf();
     let admin_a = write_kubeconfig(&hub, "admin-a", "root:a", token(&hub.running.admin_token));
     let t = ok(

@@ -6,7 +6,7 @@
 mod common;
 
 use common::ok;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_explain_describes_any_field_of_a_built_in_kind() {

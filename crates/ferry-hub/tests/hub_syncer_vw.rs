@@ -12,7 +12,7 @@ mod common;
 use common::tmc::*;
 use common::{admin, call, create, eventually, rbac_path};
 use ferry_api::workload::sync_target_key;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, WatchEvent, WatchParams};

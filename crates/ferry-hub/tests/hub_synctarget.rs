@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{admin, call, client_as, create, eventually, rbac_path, token};
+use common::tenants::{bind_cluster_role, cluster_role};
+use common::{admin, call, client_as, create, eventually, token};
 use ferry_api::workload::{sync_target_key, SyncTarget};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
@@ -730,23 +731,14 @@ async fn a_user_without_rights_cannot_read_or_write_sync_targets() {
     workspace(&hub, "org").await;
     create(&hub, "root:org", TARGETS, sync_target("east", json!([]))).await;
     // alice may read SyncTargets in root:org; mallory nothing.
-    create(
+    cluster_role(
         &hub,
         "root:org",
-        &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "st-reader"},
-               "rules": [{"apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "verbs": ["get", "list", "watch"]}]}),
+        "st-reader",
+        json!([{"apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "verbs": ["get", "list", "watch"]}]),
     )
     .await;
-    create(
-        &hub,
-        "root:org",
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "alice-reads"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "st-reader"},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}),
-    )
-    .await;
+    bind_cluster_role(&hub, "root:org", "alice-reads", "st-reader", "alice").await;
     let alice = client_as(&hub, "root:org", token("alice-token")).await;
     let (code, body) = call(&alice, "GET", &format!("{TARGETS}/east"), None).await;
     assert_eq!(code, 200, "{body}");
@@ -859,23 +851,14 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
     // alice, allowed to create bindings in root:app only, binds it: every
     // authenticated user has `bind` on it.
     workspace(&hub, "app").await;
-    create(
+    cluster_role(
         &hub,
         "root:app",
-        &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "binder"},
-               "rules": [{"apiGroups": ["apis.kcp.io"], "resources": ["apibindings"], "verbs": ["create", "get"]}]}),
+        "binder",
+        json!([{"apiGroups": ["apis.kcp.io"], "resources": ["apibindings"], "verbs": ["create", "get"]}]),
     )
     .await;
-    create(
-        &hub,
-        "root:app",
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "alice-binds"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "binder"},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}),
-    )
-    .await;
+    bind_cluster_role(&hub, "root:app", "alice-binds", "binder", "alice").await;
     let alice = client_as(&hub, "root:app", token("alice-token")).await;
     let binding = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "kubernetes"},
         "spec": {"reference": {"export": {"path": "root:compute", "name": "kubernetes"}}}});

@@ -19,13 +19,14 @@ use std::time::{Duration, Instant};
 
 use common::edge::{
     api, apply, available, broken_and_count_collectors, broken_collector_reported, collector,
-    combined_status, combined_status_table, combined_statuses, result_named, result_rows,
+    combined_status, combined_status_table, combined_status_when, combined_statuses, lagging_collector,
+    result_named, result_rows,
 };
 use common::tenants::{bind_cluster_role, cluster_role, Tenants};
 use common::tmc::*;
 use common::{admin, call, client, eventually};
 use ferry_api::workload::sync_target_key;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const WEB: &str = "/apis/apps/v1/namespaces/shop/deployments/web";
@@ -76,15 +77,7 @@ async fn combined_when(
     what: &str,
     check: impl Fn(&Value) -> bool,
 ) -> Value {
-    let check = &check;
-    eventually(20, what, || {
-        let (app, placement) = (app.clone(), placement.to_string());
-        async move {
-            let cs = combined_status(&app, "shop", &placement).await?;
-            check(&cs).then_some(cs)
-        }
-    })
-    .await
+    combined_status_when(app, "shop", placement, 20, what, check).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -132,16 +125,7 @@ async fn deployment_status_from_three_sync_targets_is_combined_per_cluster_and_i
     }
 
     // A collector named on the Placement, over the SyncTargets' labels.
-    apply(
-        &app,
-        collector(
-            "lagging",
-            json!({"filter": "obj.spec.replicas != returned.status.availableReplicas",
-                   "select": [{"name": "wec", "def": "inventory.name"},
-                              {"name": "region", "def": "inventory.labels.region"}]}),
-        ),
-    )
-    .await;
+    apply(&app, lagging_collector()).await;
     admin_patch(
         &hub,
         "root:app",

@@ -12,7 +12,7 @@ mod common;
 use common::tmc::*;
 use common::{admin, call, create, eventually};
 use ferry_api::workload::sync_target_key;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 struct World {

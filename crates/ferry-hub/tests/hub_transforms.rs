@@ -11,7 +11,7 @@ use common::tenants::{bind_cluster_role, install_ferry_crds, Tenants};
 use common::{call, client, eventually};
 use ferry_api::well_known::OWNED_DOWNSTREAM_ANNOTATION;
 use ferry_hub::controllers::placement::transform::TRANSFORMED_BY_ANNOTATION;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use kube::api::DeleteParams;
 use serde_json::{json, Value};
 

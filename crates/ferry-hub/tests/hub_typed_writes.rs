@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 
 use common::call;
 use common::ok;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 fn deployment(name: &str, selector: Value, labels: Value) -> Value {
@@ -525,7 +525,7 @@ async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
         json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": name},
                "spec": {"size": 1, "colour": "red"}})
     };
-    let served = ferry_hub::testing::eventually(10, "gizmos served", || {
+    let served = ferry_testkit::eventually(10, "gizmos served", || {
         let client = client.clone();
         async move {
             let (code, _) = call(&client, "GET", gizmos, None).await;

@@ -6,10 +6,13 @@
 
 mod common;
 use base64::Engine;
-use common::tenants::{bind_cluster_role, cluster_role, ready_workspace, user, RBAC};
+use common::tenants::{
+    bind_cluster_role, cluster_role, ready_workspace, service_account_token, service_account_with_role, user,
+    RBAC,
+};
 use common::{admin, call, client_as, create, eventually, get_raw, rbac_path, token};
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use http_body_util::BodyExt;
 use serde_json::{json, Value};
 
@@ -377,30 +380,8 @@ async fn non_members_learn_nothing_about_a_workspace() {
 async fn credentials_of_one_workspace_reach_no_other_by_any_path() {
     let (hub, _dir) = tenants().await;
     // Three kinds of credential, each with cluster-admin in root:a only.
-    create(
-        &hub,
-        "root:a",
-        "/api/v1/namespaces/default/serviceaccounts",
-        json!({"metadata": {"name": "god"}}),
-    )
-    .await;
-    create(
-        &hub,
-        "root:a",
-        &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": "god"},
-            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "god", "namespace": "default"}]}),
-    )
-    .await;
-    let (_, body) = call(
-        &admin(&hub, "root:a").await,
-        "POST",
-        "/api/v1/namespaces/default/serviceaccounts/god/token",
-        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
-    )
-    .await;
-    let sa = body["status"]["token"].as_str().unwrap().to_string();
+    service_account_with_role(&hub, "root:a", ("default", "god"), "god", "cluster-admin", false).await;
+    let sa = service_account_token(&hub, "root:a", ("default", "god")).await;
     let mallory = client_as(&hub, "root:a", token("mallory-token")).await;
     let (pem, key) = csr_for("mallory", &["admins"]);
     request_and_approve(&mallory, "mallory-cert", &pem).await;

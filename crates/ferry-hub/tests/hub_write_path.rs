@@ -5,7 +5,7 @@
 mod common;
 
 use common::{call, client, send};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
@@ -103,7 +103,7 @@ async fn a_namespace_left_terminating_by_a_restart_finishes() {
         "the DELETE answers with the namespace terminating"
     );
     // Termination deletes what is inside; the finalizer holds the ConfigMap.
-    ferry_hub::testing::eventually(10, "the ConfigMap to be marked for deletion", || async {
+    ferry_testkit::eventually(10, "the ConfigMap to be marked for deletion", || async {
         let (_, cm) = call(&c, "GET", held_path, None).await;
         cm["metadata"].get("deletionTimestamp").map(|_| ())
     })
@@ -121,7 +121,7 @@ async fn a_namespace_left_terminating_by_a_restart_finishes() {
     let release = r#"{"metadata":{"finalizers":null}}"#;
     let (code, _) = send(&c, "PATCH", held_path, "application/merge-patch+json", release).await;
     assert_eq!(code, 200);
-    ferry_hub::testing::eventually(10, "the namespace to finish terminating", || async {
+    ferry_testkit::eventually(10, "the namespace to finish terminating", || async {
         (call(&c, "GET", "/api/v1/namespaces/doomed", None).await.0 == 404).then_some(())
     })
     .await;
@@ -165,7 +165,7 @@ async fn controllers_write_through_the_object_service() {
         call(&c, "DELETE", "/api/v1/namespaces/short-lived", None).await.0,
         200
     );
-    ferry_hub::testing::eventually(10, "the namespace to go", || async {
+    ferry_testkit::eventually(10, "the namespace to go", || async {
         (call(&c, "GET", "/api/v1/namespaces/short-lived", None).await.0 == 404).then_some(())
     })
     .await;

@@ -8,7 +8,7 @@ mod common;
 use std::time::Instant;
 
 use common::{deployments, start_syncer, wait_ready, Cluster};
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use ferry_testkit::{clients::client, edge, eventually};
 use serde_json::json;
 

@@ -93,23 +93,18 @@ fn kyverno_config() -> Value {
     })
 }
 
-#[tokio::test]
-async fn denatured_objects_in_the_mailbox_land_renatured_and_reports_map_back() {
-    let stage = Stage::start().await;
-    let (mb, down) = (&stage.mb, &stage.down);
-    mb.create(&crds(), policy_report_crd("wgpolicyk8s.io.denatured"))
-        .await;
-    mb.create(&crds(), denatured_binding_crd()).await;
-    for ns in ["app", "reports"] {
-        mb.create(&namespaces(), namespace(ns)).await;
-    }
-    mb.create(&edge_sync_configs(), kyverno_config()).await;
-    let binding = json!({
+/// A denatured ClusterRoleBinding `name` of ClusterRole `view` to `subject`.
+fn denatured_view_binding(name: &str, subject: Value) -> Value {
+    json!({
         "apiVersion": "denatured.example.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": { "name": "kyverno-admin" },
+        "metadata": { "name": name },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view" },
-        "subjects": [{ "kind": "ServiceAccount", "name": "kyverno", "namespace": "kyverno" }]
-    });
+        "subjects": [subject]
+    })
+}
+
+/// Creates the denatured `binding` in the mailbox once its kind is served there.
+async fn create_once_served(mb: &Cluster, binding: &Value) {
     eventually(
         15,
         "the denatured ClusterRoleBinding kind to be served in the mailbox",
@@ -124,6 +119,24 @@ async fn denatured_objects_in_the_mailbox_land_renatured_and_reports_map_back() 
         },
     )
     .await;
+}
+
+#[tokio::test]
+async fn denatured_objects_in_the_mailbox_land_renatured_and_reports_map_back() {
+    let stage = Stage::start().await;
+    let (mb, down) = (&stage.mb, &stage.down);
+    mb.create(&crds(), policy_report_crd("wgpolicyk8s.io.denatured"))
+        .await;
+    mb.create(&crds(), denatured_binding_crd()).await;
+    for ns in ["app", "reports"] {
+        mb.create(&namespaces(), namespace(ns)).await;
+    }
+    mb.create(&edge_sync_configs(), kyverno_config()).await;
+    let binding = denatured_view_binding(
+        "kyverno-admin",
+        json!({ "kind": "ServiceAccount", "name": "kyverno", "namespace": "kyverno" }),
+    );
+    create_once_served(mb, &binding).await;
     let denatured_reports = policy_reports("wgpolicyk8s.io.denatured");
     eventually(
         15,
@@ -377,26 +390,11 @@ async fn a_conversion_added_later_renatures_a_kind_already_selected() {
     let stage = Stage::start().await;
     let (mb, down) = (&stage.mb, &stage.down);
     mb.create(&crds(), denatured_binding_crd()).await;
-    let binding = json!({
-        "apiVersion": "denatured.example.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": { "name": "late-admin" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view" },
-        "subjects": [{ "kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io" }]
-    });
-    eventually(
-        15,
-        "the denatured ClusterRoleBinding kind to be served in the mailbox",
-        || async {
-            mb.api(&denatured_bindings(), None)
-                .create(
-                    &Default::default(),
-                    &serde_json::from_value(binding.clone()).unwrap(),
-                )
-                .await
-                .ok()
-        },
-    )
-    .await;
+    let binding = denatured_view_binding(
+        "late-admin",
+        json!({ "kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io" }),
+    );
+    create_once_served(mb, &binding).await;
     mb.create(
         &edge_sync_configs(),
         json!({

@@ -12,8 +12,8 @@ mod common;
 mod hubkit;
 
 use common::{deployments, drift_corrections, start_syncer, wait_for, wait_ready, Cluster, LogCapture};
-use ferry_hub::testing::TestHub;
 use ferry_syncer::RunningSyncer;
+use ferry_testkit::TestHub;
 use hubkit::edge;
 use serde_json::{json, Value};
 

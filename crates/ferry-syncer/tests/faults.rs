@@ -4,18 +4,13 @@
 mod common;
 
 use common::*;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::tenants::cluster_role_object;
+use ferry_testkit::TestHub;
 use serde_json::json;
 
 #[tokio::test]
 async fn invalid_config_and_missing_resources_get_conditions_while_the_rest_syncs() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "c1", json!({ "k": "v" })))
         .await;
@@ -140,14 +135,7 @@ async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() 
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "before", json!({})))
         .await;
-    mb.create(
-        &syncer_configs(),
-        syncer_config(
-            "the-one",
-            json!({ "namespaceScope": { "namespaces": ["app"], "resources": [{ "group": "", "apiVersion": "v1", "resource": "configmaps" }] } }),
-        ),
-    )
-    .await;
+    sync_in(&mb, "app", &[("", "configmaps")]).await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     let addr = syncer.metrics_address().unwrap();
     let down = Cluster::of(&wec, None).await;
@@ -233,31 +221,6 @@ async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() 
     syncer.stop().await;
 }
 
-fn cluster_role(name: &str, rules: serde_json::Value) -> serde_json::Value {
-    json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": { "name": name }, "rules": rules })
-}
-
-/// Binds ClusterRole `role` to ServiceAccount `ns/sa`, workspace-wide.
-fn bind_to_service_account(role: &str, ns: &str, sa: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": { "name": role },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
-        "subjects": [{ "kind": "ServiceAccount", "name": sa, "namespace": ns }]
-    })
-}
-
-/// A token for ServiceAccount `ns/sa`, bound to the workspace `cluster` addresses
-/// (TokenRequest, as the hub's security tests do).
-async fn service_account_token(cluster: &Cluster, ns: &str, sa: &str) -> String {
-    let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });
-    let request = http::Request::post(format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    let answer: serde_json::Value = cluster.client.request(request).await.expect("TokenRequest");
-    answer["status"]["token"].as_str().expect("a token").to_string()
-}
-
 fn syncing_message(config: &serde_json::Value) -> String {
     condition(config, "Syncing")
         .and_then(|c| c["message"].as_str().map(str::to_owned))
@@ -266,13 +229,7 @@ fn syncing_message(config: &serde_json::Value) -> String {
 
 #[tokio::test]
 async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_without_restart() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     for ns in ["app", "ferry-system"] {
         mb.create(&namespaces(), namespace(ns)).await;
     }
@@ -306,14 +263,9 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
 
     // The syncer's upstream identity: a ServiceAccount that may read what it syncs except
     // Secrets, and may not write Deployment status (reported state).
-    mb.create(
-        &service_accounts(),
-        json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "syncer", "namespace": "ferry-system" } }),
-    )
-    .await;
-    mb.create(
-        &cluster_roles(),
-        cluster_role(
+    let token = mb
+        .service_account_with_rules(
+            ("ferry-system", "syncer"),
             "syncer-partial",
             json!([
                 { "apiGroups": [""], "resources": ["namespaces", "configmaps"], "verbs": ["get", "list", "watch"] },
@@ -322,15 +274,8 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
                 { "apiGroups": ["edge.kubestellar.io"], "resources": ["syncerconfigs/status"], "verbs": ["update", "patch"] },
                 { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"] }
             ]),
-        ),
-    )
-    .await;
-    mb.create(
-        &cluster_role_bindings(),
-        bind_to_service_account("syncer-partial", "ferry-system", "syncer"),
-    )
-    .await;
-    let token = service_account_token(&mb, "ferry-system", "syncer").await;
+        )
+        .await;
     let kubeconfig =
         ferry_hub::kubeconfig::admin_kubeconfig(&up.running.url, &up.running.ca_pem, &token, &ws);
     let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
@@ -401,7 +346,7 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
     // Granting the permissions resumes both, without a restart.
     mb.create(
         &cluster_roles(),
-        cluster_role(
+        cluster_role_object(
             "syncer-rest",
             json!([
                 { "apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"] },
@@ -412,7 +357,7 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
     .await;
     mb.create(
         &cluster_role_bindings(),
-        bind_to_service_account("syncer-rest", "ferry-system", "syncer"),
+        service_account_binding("syncer-rest", ("ferry-system", "syncer")),
     )
     .await;
     wait_for(

@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ferry_hub::testing::TestHub;
 use ferry_syncer::leader::{LeaderElectionConfig, LeaderElector};
+use ferry_testkit::TestHub;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 

@@ -91,13 +91,7 @@ async fn app_released_and_keep_untouched(down: &Cluster, keep_uid: &str) {
 
 #[tokio::test]
 async fn a_namespace_copy_holding_wanted_copies_is_released_when_no_longer_wanted() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     objects(&mb).await;
     mb.create(&syncer_configs(), whole_namespaces("whole", &["app", "gone"]))
         .await;
@@ -117,13 +111,7 @@ async fn a_namespace_copy_holding_wanted_copies_is_released_when_no_longer_wante
 
 #[tokio::test]
 async fn the_same_holds_when_namespaces_stopped_being_downsynced_while_the_syncer_was_down() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     objects(&mb).await;
     mb.create(&syncer_configs(), whole_namespaces("the-one", &["app", "gone"]))
         .await;

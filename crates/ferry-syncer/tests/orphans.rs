@@ -40,13 +40,7 @@ fn upsync_entry(resources: &[&str]) -> Value {
 
 #[tokio::test]
 async fn copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted_on_restart() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     mb.create(&namespaces(), namespace("app")).await;
     mb.create(&configmaps(), configmap("app", "keep", json!({ "a": "1" })))
         .await;
@@ -128,13 +122,7 @@ async fn copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted_on_resta
 
 #[tokio::test]
 async fn upsynced_copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted_on_restart() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     for side in [&mb, &down] {
         side.create(&crds(), crd("Report", "reports")).await;
         side.create(&crds(), crd("Gadget", "gadgets")).await;

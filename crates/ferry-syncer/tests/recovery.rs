@@ -13,8 +13,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ferry_hub::testing::TestHub;
 use ferry_syncer::{RunningSyncer, SyncerOptions};
+use ferry_testkit::TestHub;
 use futures::StreamExt;
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::json;
@@ -116,14 +116,7 @@ async fn synced_stage() -> (Stage, RunningSyncer, Duration) {
     let stage = Stage::start().await;
     let mb = &stage.mb;
     mb.create(&namespaces(), namespace("app")).await;
-    mb.create(
-        &syncer_configs(),
-        syncer_config(
-            "the-one",
-            json!({ "namespaceScope": { "namespaces": ["app"], "resources": [{ "group": "", "apiVersion": "v1", "resource": "configmaps" }] } }),
-        ),
-    )
-    .await;
+    sync_in(mb, "app", &[("", "configmaps")]).await;
     futures::stream::iter(0..OBJECTS)
         .map(|i| async move {
             mb.create(&configmaps(), configmap("app", &name(i), json!({ "v": "0" })))

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 const DOWNSYNCED: &str = "edge.kubestellar.io/downsynced";
@@ -189,13 +189,7 @@ async fn florin_and_guilder_each_get_their_mailbox_workloads() {
 
 /// One mailbox, one cluster, one syncer, the workload config over `namespaces`.
 async fn single(names: &[&str]) -> (TestHub, TestHub, String, Cluster, Cluster) {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     for ns in names {
         mb.create(&namespaces(), namespace(ns)).await;
     }
@@ -418,13 +412,7 @@ async fn downstream_status_is_returned_upstream_and_never_wiped() {
 
 #[tokio::test]
 async fn custom_resources_created_downstream_are_upsynced_and_their_deletion_follows() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     mb.create(&crds(), crd("Report", "reports")).await;
     down.create(&crds(), crd("Report", "reports")).await;
     mb.create(
@@ -637,13 +625,7 @@ async fn pre_existing_objects_are_adopted_and_unowned_ones_left_alone() {
 
 #[tokio::test]
 async fn the_api_servers_own_kubernetes_service_is_never_synced() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     let services = ar("", "v1", "Service", "services");
     let endpoints = ar("", "v1", "Endpoints", "endpoints");
     mb.create(
@@ -719,13 +701,7 @@ async fn a_default_syncer_goes_at_the_hubs_pace_and_an_explicit_qps_caps_it() {
 /// node ports, Job selector and generated labels from the cluster they land in.
 #[tokio::test]
 async fn services_and_jobs_land_with_what_the_destination_allocates() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     let services = ar("", "v1", "Service", "services");
     let jobs = ar("batch", "v1", "Job", "jobs");
     let web = mb
@@ -754,7 +730,7 @@ async fn services_and_jobs_land_with_what_the_destination_allocates() {
         |_| true,
     )
     .await;
-    let ranges = ferry_hub::testing::distinct_cluster_ranges(wec.data_dir());
+    let ranges = ferry_testkit::distinct_cluster_ranges(wec.data_dir());
     let ip: std::net::Ipv4Addr = copy["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
     assert!(ranges.contains_ip(ip), "{ip} is the workload cluster's own");
     assert_ne!(copy["spec"]["clusterIP"], web["spec"]["clusterIP"]);
@@ -789,20 +765,14 @@ async fn services_and_jobs_land_with_what_the_destination_allocates() {
 /// placed the object), and goes from there once the object is fixed.
 #[tokio::test]
 async fn a_refused_copy_is_named_with_the_clusters_message_until_it_is_fixed() {
-    let Stage {
-        up,
-        wec,
-        ws,
-        mb,
-        down,
-    } = Stage::start().await;
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
     let services = ar("", "v1", "Service", "services");
     // A node port kept on purpose, from the upstream's range: the workload
     // cluster's range is another, so it refuses the copy.
-    let port = *ferry_hub::testing::distinct_cluster_ranges(up.data_dir())
+    let port = *ferry_testkit::distinct_cluster_ranges(up.data_dir())
         .node_ports
         .start();
-    let theirs = ferry_hub::testing::distinct_cluster_ranges(wec.data_dir());
+    let theirs = ferry_testkit::distinct_cluster_ranges(wec.data_dir());
     assert!(
         !theirs.node_ports.contains(&port),
         "the two hubs' node-port ranges differ"

@@ -16,8 +16,8 @@ use ferry_api::well_known::{
     SYNCAGENT_REMOTE_NAMESPACE_HASH_LABEL, SYNCAGENT_REMOTE_NAME_ANNOTATION,
     SYNCAGENT_REMOTE_NAME_HASH_LABEL,
 };
-use ferry_hub::testing::TestHub;
 use ferry_syncer::profiles::syncagent::{self, default_name, sha3short, EngineTuning, SyncAgentOptions};
+use ferry_testkit::TestHub;
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 
@@ -198,17 +198,47 @@ impl Stage {
         }
     }
 
+    /// PublishedResource `name` on the service cluster once `pred` holds for it.
+    async fn published_when(&self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        wait_for(&self.service, &published_resources(), None, name, what, pred).await
+    }
+
+    /// cert-manager renews Secret `web-tls` in namespace `cluster` of the
+    /// service cluster: `tls.crt` becomes `RENEWED`.
+    async fn renew_web_tls(&self, cluster: &str) {
+        self.service
+            .merge(
+                &secrets(),
+                Some(cluster),
+                "web-tls",
+                json!({ "stringData": { "tls.crt": "RENEWED" } }),
+            )
+            .await;
+    }
+
+    /// Merge `patch` into consumer `root:c1`'s Database `default/name`.
+    async fn patch_database(&self, name: &str, patch: Value) -> Value {
+        self.c1
+            .merge(&remote_databases(), Some("default"), name, patch)
+            .await
+    }
+
+    /// [`Stage::start`], once the Database's schema is published.
+    async fn with_schema() -> Stage {
+        let stage = Stage::start().await;
+        stage.schema().await;
+        stage
+    }
+
     /// Waits for the schema to be published; returns its name.
     async fn schema(&self) -> String {
-        let pr = wait_for(
-            &self.service,
-            &published_resources(),
-            None,
-            "databases",
-            "PublishedResource databases to record its schema",
-            |pr| pr["status"]["resourceSchemaName"].is_string(),
-        )
-        .await;
+        let pr = self
+            .published_when(
+                "databases",
+                "PublishedResource databases to record its schema",
+                |pr| pr["status"]["resourceSchemaName"].is_string(),
+            )
+            .await;
         pr["status"]["resourceSchemaName"].as_str().unwrap().to_string()
     }
 
@@ -310,15 +340,11 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
     }
 
     // The invalid PublishedResource is named in its condition; the valid one is Ready.
-    let broken = wait_for(
-        &stage.service,
-        &published_resources(),
-        None,
-        "broken",
-        "PublishedResource broken to say why",
-        |pr| ready_condition(pr).is_some(),
-    )
-    .await;
+    let broken = stage
+        .published_when("broken", "PublishedResource broken to say why", |pr| {
+            ready_condition(pr).is_some()
+        })
+        .await;
     let cond = ready_condition(&broken).unwrap();
     assert_eq!(cond["status"], "False", "{cond}");
     assert_eq!(cond["reason"], "CRDNotFound", "{cond}");
@@ -340,8 +366,7 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.bind(&stage.c1).await;
     stage.bind(&stage.c2).await;
     let one = stage.c1.create(&remote_databases(), database("my-db")).await;
@@ -355,15 +380,16 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
     );
 
     for cluster in [&cluster1, &cluster2] {
-        let copy = wait_for(
-            &stage.service,
-            &local_databases(),
-            Some(cluster),
-            &local_name,
-            "the consumer's Database on the service cluster",
-            |_| true,
-        )
-        .await;
+        let copy = stage
+            .service
+            .when(
+                &local_databases(),
+                cluster,
+                &local_name,
+                "the consumer's Database on the service cluster",
+                |_| true,
+            )
+            .await;
         assert_eq!(copy["apiVersion"], "example.com/v1");
         assert_eq!(copy["spec"]["size"], 3);
         assert_eq!(label(&copy, SYNCAGENT_AGENT_NAME_LABEL), Some("nora"));
@@ -407,23 +433,14 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
 
     // Spec changes go down.
     stage
-        .c1
-        .merge(
-            &remote_databases(),
-            Some("default"),
-            "my-db",
-            json!({ "spec": { "size": 5 } }),
-        )
+        .patch_database("my-db", json!({ "spec": { "size": 5 } }))
         .await;
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster1),
-        &local_name,
-        "the new size",
-        |o| o["spec"]["size"] == 5,
-    )
-    .await;
+    stage
+        .service
+        .when(&local_databases(), &cluster1, &local_name, "the new size", |o| {
+            o["spec"]["size"] == 5
+        })
+        .await;
 
     // Status comes back to the consumer.
     stage
@@ -435,15 +452,12 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
             json!({ "ready": true }),
         )
         .await;
-    wait_for(
-        &stage.c1,
-        &remote_databases(),
-        Some("default"),
-        "my-db",
-        "the status back",
-        |o| o["status"]["ready"] == true,
-    )
-    .await;
+    stage
+        .c1
+        .when(&remote_databases(), "default", "my-db", "the status back", |o| {
+            o["status"]["ready"] == true
+        })
+        .await;
 
     // Deleting the consumer's object deletes the service copy first, then releases the
     // source. A finalizer on the copy holds it, so the order shows.
@@ -460,15 +474,16 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
         .c1
         .delete(&remote_databases(), Some("default"), "my-db")
         .await;
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster1),
-        &local_name,
-        "the copy to be deleting",
-        |o| !o["metadata"]["deletionTimestamp"].is_null(),
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local_databases(),
+            &cluster1,
+            &local_name,
+            "the copy to be deleting",
+            |o| !o["metadata"]["deletionTimestamp"].is_null(),
+        )
+        .await;
     let held = stage
         .c1
         .get(&remote_databases(), Some("default"), "my-db")
@@ -514,8 +529,7 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_returns_only_through_a_status_subresource_and_schema_only_resources_do_not_sync() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.bind(&stage.c1).await;
     let remote_caches = ar(EXPORT, "v1", "Cache", "caches");
     let local_caches = ar("example.com", "v1", "Cache", "caches");
@@ -559,15 +573,10 @@ async fn status_returns_only_through_a_status_subresource_and_schema_only_resour
         .await;
     let cluster = cluster_of(&source);
     let name = default_name("default", "c");
-    wait_for(
-        &stage.service,
-        &local_caches,
-        Some(&cluster),
-        &name,
-        "the Cache copy",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(&local_caches, &cluster, &name, "the Cache copy", |_| true)
+        .await;
     // The service sets status on its copy (no subresource: part of the object)...
     stage
         .service
@@ -588,15 +597,12 @@ async fn status_returns_only_through_a_status_subresource_and_schema_only_resour
             json!({ "spec": { "size": 2 } }),
         )
         .await;
-    wait_for(
-        &stage.service,
-        &local_caches,
-        Some(&cluster),
-        &name,
-        "the new size",
-        |o| o["spec"]["size"] == 2,
-    )
-    .await;
+    stage
+        .service
+        .when(&local_caches, &cluster, &name, "the new size", |o| {
+            o["spec"]["size"] == 2
+        })
+        .await;
     let source = stage.c1.get(&remote_caches, Some("default"), "c").await.unwrap();
     assert!(source["status"].is_null(), "{source}");
     let gadgets = stage
@@ -618,8 +624,7 @@ async fn status_returns_only_through_a_status_subresource_and_schema_only_resour
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_agent_keeps_its_copies_and_catches_up() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.bind(&stage.c1).await;
     let one = stage.c1.create(&remote_databases(), database("my-db")).await;
     let cluster = cluster_of(&one);
@@ -674,8 +679,7 @@ async fn stage_changes_while_down(c1: &Cluster) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn disabled_controllers_do_not_run() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.agent.stop().await;
     let kcp = &stage.kcp;
     let service_hub = &stage.service_hub;
@@ -736,28 +740,17 @@ impl Stage {
         let mut pr = published(plural, kind);
         json_patch::merge(&mut pr["spec"], &spec);
         self.service.create(&published_resources(), pr).await;
-        let pr = wait_for(
-            &self.service,
-            &published_resources(),
-            None,
-            plural,
-            "the new PublishedResource to record its schema",
-            |pr| pr["status"]["resourceSchemaName"].is_string(),
-        )
-        .await;
+        let pr = self
+            .published_when(plural, "the new PublishedResource to record its schema", |pr| {
+                pr["status"]["resourceSchemaName"].is_string()
+            })
+            .await;
         let schema = pr["status"]["resourceSchemaName"].as_str().unwrap().to_string();
-        wait_for(
-            &self.provider,
-            &apis("APIExport", "apiexports"),
-            None,
-            EXPORT,
-            "the export to list the new schema",
-            |e| {
-                e["spec"]["latestResourceSchemas"]
-                    .as_array()
-                    .is_some_and(|l| l.iter().any(|s| s == schema.as_str()))
-            },
-        )
+        self.export_when("the export to list the new schema", |e| {
+            e["spec"]["latestResourceSchemas"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|s| s == schema.as_str()))
+        })
         .await;
         schema
     }
@@ -806,8 +799,7 @@ fn remote_object(kind: &str, name: &str, labels: Value, spec: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     // Go template for the name, the deprecated placeholders for the namespace: both
     // consumers' objects land in one namespace, so equal names collide.
     stage
@@ -832,15 +824,16 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
             remote_object("Thing", "a", json!({ "tier": "gold" }), json!({ "from": "c1" })),
         )
         .await;
-    let copy = wait_for(
-        &stage.service,
-        &local,
-        Some("tenant-default"),
-        "a-gold",
-        "the copy named by the templates",
-        |_| true,
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(
+            &local,
+            "tenant-default",
+            "a-gold",
+            "the copy named by the templates",
+            |_| true,
+        )
+        .await;
     assert_eq!(copy["spec"]["from"], "c1");
     assert_eq!(
         label(&copy, SYNCAGENT_REMOTE_CLUSTER_LABEL),
@@ -867,15 +860,11 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
             && seen.contains("Gold_Plated"),
         "{seen}"
     );
-    let pr = wait_for(
-        &stage.service,
-        &published_resources(),
-        None,
-        "things",
-        "the Synced condition to name the problem",
-        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "False"),
-    )
-    .await;
+    let pr = stage
+        .published_when("things", "the Synced condition to name the problem", |pr| {
+            condition(pr, "Synced").is_some_and(|c| c["status"] == "False")
+        })
+        .await;
     let synced = condition(&pr, "Synced").unwrap();
     assert_eq!(synced["reason"], "InvalidNaming", "{synced}");
     assert!(
@@ -889,15 +878,10 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
             remote_object("Thing", "b", json!({ "tier": "silver" }), json!({})),
         )
         .await;
-    wait_for(
-        &stage.service,
-        &local,
-        Some("tenant-default"),
-        "b-silver",
-        "the next object",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(&local, "tenant-default", "b-silver", "the next object", |_| true)
+        .await;
     let bad = stage.c1.get(&remote, Some("default"), "bad").await.unwrap();
     assert!(
         bad["metadata"]["finalizers"].is_null(),
@@ -935,33 +919,29 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
 
     // Once c1's object is gone, c2's takes the name.
     stage.c1.delete(&remote, Some("default"), "a").await;
-    wait_for(
-        &stage.service,
-        &local,
-        Some("tenant-default"),
-        "a-gold",
-        "c2's object to take the freed name",
-        |o| o["spec"]["from"] == "c2",
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local,
+            "tenant-default",
+            "a-gold",
+            "c2's object to take the freed name",
+            |o| o["spec"]["from"] == "c2",
+        )
+        .await;
     // Once the badly named object is gone too, nothing is blocked any more.
     stage.c1.delete(&remote, Some("default"), "bad").await;
-    wait_for(
-        &stage.service,
-        &published_resources(),
-        None,
-        "things",
-        "Synced=True once every problem is gone",
-        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "True"),
-    )
-    .await;
+    stage
+        .published_when("things", "Synced=True once every problem is gone", |pr| {
+            condition(pr, "Synced").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
     stage.agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn projection_renames_kind_plural_version_scope_and_group() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     // Beyond the reference: the group too (kcp-dev/api-syncagent#47, PR #52).
     let schema = stage
         .publish(
@@ -1003,15 +983,16 @@ async fn projection_renames_kind_plural_version_scope_and_group() {
     let cluster = cluster_of(&source);
     // Cluster-scoped in kcp, namespaced locally: the default naming puts it into the
     // cluster's namespace, named after an empty namespace and its name.
-    let copy = wait_for(
-        &stage.service,
-        &local,
-        Some(&cluster),
-        &default_name("", "m1"),
-        "the Motor as a local Engine",
-        |_| true,
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(
+            &local,
+            &cluster,
+            &default_name("", "m1"),
+            "the Motor as a local Engine",
+            |_| true,
+        )
+        .await;
     assert_eq!(copy["apiVersion"], "example.com/v1");
     assert_eq!(copy["kind"], "Engine");
     assert_eq!(copy["spec"]["power"], 7);
@@ -1038,8 +1019,7 @@ async fn projection_renames_kind_plural_version_scope_and_group() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage
         .publish(
             "Probe",
@@ -1080,15 +1060,16 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
         .create(&remote, probe("dev", "z", json!({ "sync": "yes" })))
         .await;
     let cluster = cluster_of(&x);
-    wait_for(
-        &stage.service,
-        &local,
-        Some(&cluster),
-        &default_name("prod", "x"),
-        "the selected object",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local,
+            &cluster,
+            &default_name("prod", "x"),
+            "the selected object",
+            |_| true,
+        )
+        .await;
     // Relabelling the namespace selects what is in it.
     stage
         .c1
@@ -1099,15 +1080,16 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
             json!({ "metadata": { "labels": { "env": "prod" } } }),
         )
         .await;
-    wait_for(
-        &stage.service,
-        &local,
-        Some(&cluster),
-        &default_name("dev", "z"),
-        "the object in the relabelled namespace",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local,
+            &cluster,
+            &default_name("dev", "z"),
+            "the object in the relabelled namespace",
+            |_| true,
+        )
+        .await;
     // y never matched its own filter; everything else of the flow was judged since.
     assert!(stage
         .service
@@ -1134,26 +1116,20 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
         "the copy of the deselected object",
     )
     .await;
-    wait_for(
-        &stage.c1,
-        &remote,
-        Some("prod"),
-        "x",
-        "the finalizer released",
-        |o| {
+    stage
+        .c1
+        .when(&remote, "prod", "x", "the finalizer released", |o| {
             o["metadata"]["finalizers"]
                 .as_array()
                 .is_none_or(|f| f.is_empty())
-        },
-    )
-    .await;
+        })
+        .await;
     stage.agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage
         .publish(
             "Bucket",
@@ -1194,15 +1170,10 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
         .await;
     let cluster = cluster_of(&source);
     let name = default_name("default", "b");
-    let copy = wait_for(
-        &stage.service,
-        &local,
-        Some(&cluster),
-        &name,
-        "the mutated copy",
-        |_| true,
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(&local, &cluster, &name, "the mutated copy", |_| true)
+        .await;
     let local_name = copy["metadata"]["name"].as_str().unwrap();
     assert_eq!(
         copy["spec"],
@@ -1218,28 +1189,21 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
             json!({ "url": "https://b.svc.local", "internal": "node-7", "ready": true }),
         )
         .await;
-    let back = wait_for(
-        &stage.c1,
-        &remote,
-        Some("default"),
-        "b",
-        "the mutated status",
-        |o| o["status"]["ready"] == true,
-    )
-    .await;
+    let back = stage
+        .c1
+        .when(&remote, "default", "b", "the mutated status", |o| {
+            o["status"]["ready"] == true
+        })
+        .await;
     assert_eq!(
         back["status"],
         json!({ "url": "https://b.example.io", "ready": true })
     );
-    let pr = wait_for(
-        &stage.service,
-        &published_resources(),
-        None,
-        "broken-mutation",
-        "the invalid mutation named",
-        |pr| ready_condition(pr).is_some(),
-    )
-    .await;
+    let pr = stage
+        .published_when("broken-mutation", "the invalid mutation named", |pr| {
+            ready_condition(pr).is_some()
+        })
+        .await;
     let cond = ready_condition(&pr).unwrap();
     assert_eq!(cond["reason"], "InvalidMutation", "{cond}");
     assert!(
@@ -1254,21 +1218,21 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_existing_local_object_is_adopted() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.bind(&stage.c1).await;
     // Learn the consumer's logical cluster from a first object.
     let first = stage.c1.create(&remote_databases(), database("first")).await;
     let cluster = cluster_of(&first);
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &default_name("default", "first"),
-        "the first copy (and its namespace)",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local_databases(),
+            &cluster,
+            &default_name("default", "first"),
+            "the first copy (and its namespace)",
+            |_| true,
+        )
+        .await;
     let name = default_name("default", "adopt-me");
     // The service cluster already has an object under the name the copy will get.
     stage
@@ -1286,15 +1250,16 @@ async fn an_existing_local_object_is_adopted() {
         .await
         .unwrap();
     stage.c1.create(&remote_databases(), database("adopt-me")).await;
-    let adopted = wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &name,
-        "the existing object adopted",
-        |o| label(o, SYNCAGENT_AGENT_NAME_LABEL) == Some("nora"),
-    )
-    .await;
+    let adopted = stage
+        .service
+        .when(
+            &local_databases(),
+            &cluster,
+            &name,
+            "the existing object adopted",
+            |o| label(o, SYNCAGENT_AGENT_NAME_LABEL) == Some("nora"),
+        )
+        .await;
     assert_eq!(
         adopted["metadata"]["uid"], before["metadata"]["uid"],
         "adopted, not recreated"
@@ -1310,8 +1275,7 @@ async fn an_existing_local_object_is_adopted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     // cert-manager's flow: a Certificate goes down, the Secret its controller writes
     // comes back up; a CA ConfigMap from the consumer goes down with it.
     stage
@@ -1383,35 +1347,32 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         .await;
     let cluster = cluster_of(&cert);
     let name = default_name("default", "web");
-    wait_for(
-        &stage.service,
-        &local,
-        Some(&cluster),
-        &name,
-        "the Certificate copy",
-        |_| true,
-    )
-    .await;
-    let ca = wait_for(
-        &stage.service,
-        &configmaps(),
-        Some(&cluster),
-        "ca",
-        "the kcp-origin ConfigMap on the service cluster, mutated",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(&local, &cluster, &name, "the Certificate copy", |_| true)
+        .await;
+    let ca = stage
+        .service
+        .when(
+            &configmaps(),
+            &cluster,
+            "ca",
+            "the kcp-origin ConfigMap on the service cluster, mutated",
+            |_| true,
+        )
+        .await;
     assert_eq!(ca["data"]["note"], "from the service");
     // Found by references to its name and namespace; the namespace is made.
-    let settings = wait_for(
-        &stage.service,
-        &configmaps(),
-        Some("shared-config"),
-        "settings",
-        "the ConfigMap in the namespace the primary names",
-        |_| true,
-    )
-    .await;
+    let settings = stage
+        .service
+        .when(
+            &configmaps(),
+            "shared-config",
+            "settings",
+            "the ConfigMap in the namespace the primary names",
+            |_| true,
+        )
+        .await;
     assert_eq!(settings["data"]["level"], "debug");
     // The service's controller writes the credentials.
     stage
@@ -1431,34 +1392,33 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
                     "stringData": { "k": "v" } }),
         )
         .await;
-    let tls = wait_for(
-        &stage.c1,
-        &secrets(),
-        Some("default"),
-        "web-tls",
-        "the service-origin Secret in the consumer's workspace",
-        |_| true,
-    )
-    .await;
+    let tls = stage
+        .c1
+        .when(
+            &secrets(),
+            "default",
+            "web-tls",
+            "the service-origin Secret in the consumer's workspace",
+            |_| true,
+        )
+        .await;
     assert!(tls["data"]["tls.crt"].is_string(), "{tls}");
-    wait_for(
-        &stage.c1,
-        &secrets(),
-        Some("default"),
-        "extra-copy",
-        "the Secret found by the templated selector, renamed",
-        |_| true,
-    )
-    .await;
-    let recorded = wait_for(
-        &stage.c1,
-        &remote,
-        Some("default"),
-        "web",
-        "the related object recorded",
-        |o| annotation(o, "related-resources.syncagent.kcp.io/tls.0").is_some(),
-    )
-    .await;
+    stage
+        .c1
+        .when(
+            &secrets(),
+            "default",
+            "extra-copy",
+            "the Secret found by the templated selector, renamed",
+            |_| true,
+        )
+        .await;
+    let recorded = stage
+        .c1
+        .when(&remote, "default", "web", "the related object recorded", |o| {
+            annotation(o, "related-resources.syncagent.kcp.io/tls.0").is_some()
+        })
+        .await;
     let record: Value =
         serde_json::from_str(annotation(&recorded, "related-resources.syncagent.kcp.io/tls.0").unwrap())
             .unwrap();
@@ -1472,25 +1432,14 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         "the record stays in kcp: {copy}"
     );
     // Changes at the origin follow.
-    stage
-        .service
-        .merge(
-            &secrets(),
-            Some(&cluster),
-            "web-tls",
-            json!({ "stringData": { "tls.crt": "RENEWED" } }),
-        )
-        .await;
+    stage.renew_web_tls(&cluster).await;
     let renewed = base64_of("RENEWED");
-    wait_for(
-        &stage.c1,
-        &secrets(),
-        Some("default"),
-        "web-tls",
-        "the renewed Secret",
-        |s| s["data"]["tls.crt"] == renewed.as_str(),
-    )
-    .await;
+    stage
+        .c1
+        .when(&secrets(), "default", "web-tls", "the renewed Secret", |s| {
+            s["data"]["tls.crt"] == renewed.as_str()
+        })
+        .await;
 
     // Deleting the primary: the service copy of the kcp ConfigMap goes, the kcp copy
     // of the service Secret too (cleanup: true); the one without cleanup stays.
@@ -1537,8 +1486,7 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
 /// origin resources can see them, as the safety resync is an hour away here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn related_objects_made_or_changed_later_arrive_through_watches() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage
         .publish(
             "Certificate",
@@ -1575,15 +1523,10 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
         .await;
     let cluster = cluster_of(&cert);
     let name = default_name("default", "web");
-    let copy = wait_for(
-        &stage.service,
-        &local,
-        Some(&cluster),
-        &name,
-        "the Certificate copy",
-        |_| true,
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(&local, &cluster, &name, "the Certificate copy", |_| true)
+        .await;
     // Let the first related pass (nothing to find yet) happen.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let soon = 5;
@@ -1606,15 +1549,7 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
         "a new service-origin Secret arrived in kcp after {:?}",
         made.elapsed()
     );
-    stage
-        .service
-        .merge(
-            &secrets(),
-            Some(&cluster),
-            "web-tls",
-            json!({ "stringData": { "tls.crt": "RENEWED" } }),
-        )
-        .await;
+    stage.renew_web_tls(&cluster).await;
     let renewed = base64_of("RENEWED");
     eventually(soon, "the renewed Secret", || async {
         stage
@@ -1714,8 +1649,7 @@ fn claims(export: &Value, resource: &str) -> bool {
 /// the agent still publishes the schema and names the claim and the fix.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_foreign_related_resource_without_identity_is_named_and_the_rest_is_published() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage
         .publish(
             "Website",
@@ -1764,8 +1698,7 @@ async fn a_foreign_related_resource_without_identity_is_named_and_the_rest_is_pu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_related_resource_of_another_export_syncs_through_its_identity_claim() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     let certs_ws = workspace(&stage.kcp, "certs").await;
     certs_ws
         .create(
@@ -1864,15 +1797,16 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
         clusters.push(cluster_of(&site));
     }
     let (accepted, refused) = (&clusters[0], &clusters[1]);
-    let copy = wait_for(
-        &stage.service,
-        &certificates,
-        Some(accepted),
-        "web-cert",
-        "the consumer's Certificate on the service cluster",
-        |_| true,
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(
+            &certificates,
+            accepted,
+            "web-cert",
+            "the consumer's Certificate on the service cluster",
+            |_| true,
+        )
+        .await;
     assert_eq!(copy["spec"]["dnsName"], "example.org");
     stage
         .c1
@@ -1893,15 +1827,16 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
     .await;
     // The workspace that did not accept the claim: its Website syncs, its
     // Certificate stays out of the agent's reach.
-    wait_for(
-        &stage.service,
-        &local,
-        Some(refused),
-        &default_name("default", "site"),
-        "the other consumer's Website copy",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local,
+            refused,
+            &default_name("default", "site"),
+            "the other consumer's Website copy",
+            |_| true,
+        )
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
         stage
@@ -1921,23 +1856,17 @@ fn base64_of(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.bind(&stage.c1).await;
     let mut db = database("stateful");
     db["spec"]["temp"] = json!("x");
     let source = stage.c1.create(&remote_databases(), db).await;
     let cluster = cluster_of(&source);
     let name = default_name("default", "stateful");
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &name,
-        "the copy",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(&local_databases(), &cluster, &name, "the copy", |_| true)
+        .await;
     let state_selector = "syncagent.kcp.io/object-state=true";
     let states = eventually(10, "the state Secret", || async {
         let list = stage
@@ -1966,23 +1895,14 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
         )
         .await;
     stage
-        .c1
-        .merge(
-            &remote_databases(),
-            Some("default"),
-            "stateful",
-            json!({ "spec": { "size": 4, "temp": null } }),
-        )
+        .patch_database("stateful", json!({ "spec": { "size": 4, "temp": null } }))
         .await;
-    let copy = wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &name,
-        "the change merged",
-        |o| o["spec"]["size"] == 4,
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(&local_databases(), &cluster, &name, "the change merged", |o| {
+            o["spec"]["size"] == 4
+        })
+        .await;
     assert_eq!(
         copy["spec"],
         json!({ "size": 4, "defaulted": "by-service" }),
@@ -1990,46 +1910,28 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
     );
     // Every update records the state again: a field added, then removed, goes.
     stage
-        .c1
-        .merge(
-            &remote_databases(),
-            Some("default"),
-            "stateful",
-            json!({ "spec": { "extra": "y" } }),
-        )
+        .patch_database("stateful", json!({ "spec": { "extra": "y" } }))
         .await;
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &name,
-        "the field added",
-        |o| o["spec"]["extra"] == "y",
-    )
-    .await;
+    stage
+        .service
+        .when(&local_databases(), &cluster, &name, "the field added", |o| {
+            o["spec"]["extra"] == "y"
+        })
+        .await;
     // A state Secret deleted behind the agent's back is written again.
     stage
         .service
         .delete(&secrets(), Some("ferry-system"), &state_name)
         .await;
     stage
-        .c1
-        .merge(
-            &remote_databases(),
-            Some("default"),
-            "stateful",
-            json!({ "spec": { "extra": null } }),
-        )
+        .patch_database("stateful", json!({ "spec": { "extra": null } }))
         .await;
-    let copy = wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &name,
-        "the field removed",
-        |o| o["spec"].get("extra").is_none(),
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(&local_databases(), &cluster, &name, "the field removed", |o| {
+            o["spec"].get("extra").is_none()
+        })
+        .await;
     assert_eq!(
         copy["spec"],
         json!({ "size": 4, "defaulted": "by-service" }),
@@ -2067,8 +1969,7 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn workspace_paths_feed_templates_and_are_recorded_on_copies() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage
         .publish(
             "Site",
@@ -2085,22 +1986,22 @@ async fn workspace_paths_feed_templates_and_are_recorded_on_copies() {
         .c1
         .create(&remote, remote_object("Site", "w1", json!({}), json!({})))
         .await;
-    wait_for(
-        &stage.service,
-        &local,
-        Some("root-c1"),
-        "w1",
-        "the copy named after the workspace path, with the path recorded",
-        |o| annotation(o, "syncagent.kcp.io/remote-object-workspace-path") == Some("root:c1"),
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local,
+            "root-c1",
+            "w1",
+            "the copy named after the workspace path, with the path recorded",
+            |o| annotation(o, "syncagent.kcp.io/remote-object-workspace-path") == Some("root:c1"),
+        )
+        .await;
     stage.agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_status() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     // The reference's pattern: the related type is published for its schema only.
     stage
         .publish(
@@ -2135,15 +2036,16 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
         )
         .await;
     let cluster = cluster_of(&vault);
-    wait_for(
-        &stage.service,
-        &local,
-        Some(&cluster),
-        &default_name("default", "v"),
-        "the Vault copy",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local,
+            &cluster,
+            &default_name("default", "v"),
+            "the Vault copy",
+            |_| true,
+        )
+        .await;
     stage
         .service
         .create(
@@ -2161,15 +2063,16 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
             json!({ "issued": true }),
         )
         .await;
-    let back = wait_for(
-        &stage.c1,
-        &remote_credentials,
-        Some("default"),
-        "v-cred",
-        "the Credential with its status in the consumer's workspace",
-        |o| o["status"]["issued"] == true,
-    )
-    .await;
+    let back = stage
+        .c1
+        .when(
+            &remote_credentials,
+            "default",
+            "v-cred",
+            "the Credential with its status in the consumer's workspace",
+            |o| o["status"]["issued"] == true,
+        )
+        .await;
     assert_eq!(back["spec"]["user"], "x");
     stage.agent.stop().await;
 }
@@ -2179,8 +2082,7 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
 /// no cleanup finalizer behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn losing_either_cluster_for_a_while_converges_with_no_orphans() {
-    let mut stage = Stage::start().await;
-    stage.schema().await;
+    let mut stage = Stage::with_schema().await;
     stage.bind(&stage.c1).await;
     for name in ["kept", "deleted"] {
         stage.c1.create(&remote_databases(), database(name)).await;
@@ -2320,8 +2222,7 @@ async fn losing_either_cluster_for_a_while_converges_with_no_orphans() {
 /// `Synced` condition names it, until the object is fixed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_published_resource() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.publish("Thing", "things", json!({})).await;
     let remote = ar(EXPORT, "v1", "Thing", "things");
     stage.bind_accepting(&stage.c1, &remote).await;
@@ -2341,15 +2242,11 @@ async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_publi
     .await;
     assert!(seen.contains("metadata.annotations: Too long"), "{seen}");
     assert!(!seen.contains("Status {") && !seen.contains("ApiError"), "{seen}");
-    let pr = wait_for(
-        &stage.service,
-        &published_resources(),
-        None,
-        "things",
-        "the Synced condition to name the refusal",
-        |pr| condition(pr, "Synced").is_some_and(|c| c["reason"] == "CopyRefused"),
-    )
-    .await;
+    let pr = stage
+        .published_when("things", "the Synced condition to name the refusal", |pr| {
+            condition(pr, "Synced").is_some_and(|c| c["reason"] == "CopyRefused")
+        })
+        .await;
     let synced = condition(&pr, "Synced").unwrap();
     let message = synced["message"].as_str().unwrap();
     assert!(
@@ -2366,15 +2263,11 @@ async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_publi
             json!({ "metadata": { "annotations": { "big": null } } }),
         )
         .await;
-    wait_for(
-        &stage.service,
-        &published_resources(),
-        None,
-        "things",
-        "the Synced condition to clear",
-        |pr| condition(pr, "Synced").is_some_and(|c| c["status"] == "True"),
-    )
-    .await;
+    stage
+        .published_when("things", "the Synced condition to clear", |pr| {
+            condition(pr, "Synced").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
 }
 
 /// A Database of `c1` synced under PublishedResource `databases` (default naming), with
@@ -2384,15 +2277,16 @@ async fn a_synced_database(stage: &Stage, name: &str) -> (String, Value) {
     stage.bind(&stage.c1).await;
     let source = stage.c1.create(&remote_databases(), database(name)).await;
     let cluster = cluster_of(&source);
-    let copy = wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &default_name("default", name),
-        "the copy under the default name",
-        |_| true,
-    )
-    .await;
+    let copy = stage
+        .service
+        .when(
+            &local_databases(),
+            &cluster,
+            &default_name("default", name),
+            "the copy under the default name",
+            |_| true,
+        )
+        .await;
     (cluster, copy)
 }
 
@@ -2411,15 +2305,12 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
     stage.bind(&stage.c2).await;
     let other = stage.c2.create(&remote_databases(), database("my-db")).await;
     let other_cluster = cluster_of(&other);
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&other_cluster),
-        &old_name,
-        "c2's copy",
-        |_| true,
-    )
-    .await;
+    stage
+        .service
+        .when(&local_databases(), &other_cluster, &old_name, "c2's copy", |_| {
+            true
+        })
+        .await;
 
     // PublishedResources are immutable: new naming means delete and create.
     stage
@@ -2430,15 +2321,16 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
     replacement["spec"]["naming"] = json!({ "name": "db-{{ .Object.metadata.name }}" });
     stage.service.create(&published_resources(), replacement).await;
 
-    let moved = wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        "db-my-db",
-        "the copy under the new PublishedResource's name",
-        |_| true,
-    )
-    .await;
+    let moved = stage
+        .service
+        .when(
+            &local_databases(),
+            &cluster,
+            "db-my-db",
+            "the copy under the new PublishedResource's name",
+            |_| true,
+        )
+        .await;
     assert_eq!(moved["spec"]["size"], 3);
     assert_eq!(
         annotation(&moved, SYNCAGENT_PUBLISHED_RESOURCE_ANNOTATION),
@@ -2462,34 +2354,30 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
             json!({ "phase": "Moved" }),
         )
         .await;
-    wait_for(
-        &stage.c1,
-        &remote_databases(),
-        Some("default"),
-        "my-db",
-        "the new copy's status in kcp",
-        |o| o["status"]["phase"] == "Moved",
-    )
-    .await;
-    // And it follows the kcp object as before: spec down, deletion through.
     stage
         .c1
-        .merge(
+        .when(
             &remote_databases(),
-            Some("default"),
+            "default",
             "my-db",
-            json!({ "spec": { "size": 7 } }),
+            "the new copy's status in kcp",
+            |o| o["status"]["phase"] == "Moved",
         )
         .await;
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        "db-my-db",
-        "the spec change on the moved copy",
-        |o| o["spec"]["size"] == 7,
-    )
-    .await;
+    // And it follows the kcp object as before: spec down, deletion through.
+    stage
+        .patch_database("my-db", json!({ "spec": { "size": 7 } }))
+        .await;
+    stage
+        .service
+        .when(
+            &local_databases(),
+            &cluster,
+            "db-my-db",
+            "the spec change on the moved copy",
+            |o| o["spec"]["size"] == 7,
+        )
+        .await;
     let left: Vec<String> = stage
         .service
         .list(&local_databases(), Some(&cluster))
@@ -2498,15 +2386,16 @@ async fn a_replaced_published_resource_moves_its_copies_to_the_new_names() {
         .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string())
         .collect();
     assert_eq!(left, ["db-my-db"], "no copy is left under the old name");
-    wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&other_cluster),
-        "db-my-db",
-        "c2's copy under the new name",
-        |o| label(o, SYNCAGENT_REMOTE_CLUSTER_LABEL) == Some(other_cluster.as_str()),
-    )
-    .await;
+    stage
+        .service
+        .when(
+            &local_databases(),
+            &other_cluster,
+            "db-my-db",
+            "c2's copy under the new name",
+            |o| label(o, SYNCAGENT_REMOTE_CLUSTER_LABEL) == Some(other_cluster.as_str()),
+        )
+        .await;
     wait_gone(
         &stage.service,
         &local_databases(),
@@ -2654,8 +2543,7 @@ async fn published_resources_are_immutable_on_every_service_cluster() {
 /// counts the rest, so it stays readable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_refused_copies_are_named_a_few_and_counted_on_the_published_resource() {
-    let stage = Stage::start().await;
-    stage.schema().await;
+    let stage = Stage::with_schema().await;
     stage.publish("Thing", "things", json!({})).await;
     let remote = ar(EXPORT, "v1", "Thing", "things");
     stage.bind_accepting(&stage.c1, &remote).await;
@@ -2665,21 +2553,19 @@ async fn many_refused_copies_are_named_a_few_and_counted_on_the_published_resour
         big["metadata"]["annotations"] = json!({ "big": "x".repeat(262_144 - 3 - 64) });
         stage.c1.create(&remote, big).await;
     }
-    let pr = wait_for(
-        &stage.service,
-        &published_resources(),
-        None,
-        "things",
-        "the Synced condition to count the five refusals",
-        |pr| {
-            condition(pr, "Synced").is_some_and(|c| {
-                c["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("5 objects are not synced: "))
-            })
-        },
-    )
-    .await;
+    let pr = stage
+        .published_when(
+            "things",
+            "the Synced condition to count the five refusals",
+            |pr| {
+                condition(pr, "Synced").is_some_and(|c| {
+                    c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("5 objects are not synced: "))
+                })
+            },
+        )
+        .await;
     let synced = condition(&pr, "Synced").unwrap();
     assert_eq!(synced["reason"], "CopyRefused");
     let message = synced["message"].as_str().unwrap();

@@ -15,10 +15,10 @@ use ferry_api::well_known::{
     workload_deletion_annotation, workload_soft_finalizers_annotation, workload_state_label,
     workload_syncer_finalizer, NAMESPACE_LOCATOR_ANNOTATION, WORKLOAD_CLUSTER_LABEL, WORKLOAD_RV_ANNOTATION,
 };
-use ferry_hub::testing::TestHub;
 use ferry_syncer::profiles::tmc::locator::{NamespaceLocator, SyncTargetLocator};
 use ferry_syncer::profiles::tmc::TmcOptions;
 use ferry_syncer::RunningSyncer;
+use ferry_testkit::TestHub;
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 
@@ -27,6 +27,20 @@ use ferry_testkit::resources::workload_sync_targets as sync_targets;
 /// A deployments schema anything fits (the test stands in for the syncer's schema import).
 fn open_schema() -> Value {
     json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+fn placements() -> ApiResource {
+    ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements")
+}
+
+/// Placement `compute`: namespaces labelled `tmc=yes` onto any SyncTarget of `root:org`.
+fn compute_placement() -> Value {
+    json!({
+        "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
+        "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
+            "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
+            "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
+    })
 }
 
 /// kcp (SyncTarget `east` in `root:org`, workloads in `root:app`) and a physical cluster.
@@ -116,16 +130,7 @@ impl Tmc {
             },
         )
         .await;
-        app.create(
-            &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
-            json!({
-                "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
-                "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
-                    "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
-                    "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
-            }),
-        )
-        .await;
+        app.create(&placements(), compute_placement()).await;
         let probe = app.create(&namespaces(), namespace("probe")).await;
         let app_cluster = annotation(&probe, "kcp.io/cluster").unwrap().to_string();
         let target = SyncTargetLocator {
@@ -145,6 +150,11 @@ impl Tmc {
             target,
             app_cluster,
         }
+    }
+
+    /// SyncTarget `east` once `pred` holds for it.
+    async fn target_when(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        wait_for(&self.org, &sync_targets(), None, "east", what, pred).await
     }
 
     fn options(&self, uid: &str) -> TmcOptions {
@@ -229,20 +239,13 @@ impl Tmc {
         self.scheduled_configmap("moved", "inside").await;
         let (kcp_ns, moved) = (self.downstream("demo"), self.downstream("moved"));
         for name in ["kept", "deleted"] {
-            wait_for(&self.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| {
-                true
-            })
-            .await;
+            self.down
+                .when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
+                .await;
         }
-        wait_for(
-            &self.down,
-            &configmaps(),
-            Some(&moved),
-            "inside",
-            "the copy",
-            |_| true,
-        )
-        .await;
+        self.down
+            .when(&configmaps(), &moved, "inside", "the copy", |_| true)
+            .await;
         (kcp_ns, moved)
     }
 
@@ -312,15 +315,10 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
     assert_eq!(locator, NamespaceLocator::new(&t.target, &t.app_cluster, "demo"));
     assert_eq!(label(&ns, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
 
-    let cm = wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "settings",
-        "the configmap copy",
-        |_| true,
-    )
-    .await;
+    let cm = t
+        .down
+        .when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
+        .await;
     assert_eq!(cm["data"]["k"], "v");
     assert_eq!(label(&cm, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
     assert_eq!(label(&cm, &t.state_label()), None, "the state label is replaced");
@@ -335,30 +333,22 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         managers.contains(&"syncer"),
         "written by server-side apply as syncer: {managers:?}"
     );
-    let ca = wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "kcp-root-ca.crt",
-        "kcp's root CA",
-        |_| true,
-    )
-    .await;
+    let ca = t
+        .down
+        .when(&configmaps(), &kcp_ns, "kcp-root-ca.crt", "kcp's root CA", |_| {
+            true
+        })
+        .await;
     assert_eq!(ca["data"]["ca.crt"], "kcp");
     assert!(t
         .down
         .get(&configmaps(), Some(&kcp_ns), "kube-root-ca.crt")
         .await
         .is_none());
-    let dep = wait_for(
-        &t.down,
-        &deployments(),
-        Some(&kcp_ns),
-        "web",
-        "the deployment copy",
-        |_| true,
-    )
-    .await;
+    let dep = t
+        .down
+        .when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
+        .await;
     let pod_spec = &dep["spec"]["template"]["spec"];
     assert_eq!(pod_spec["automountServiceAccountToken"], false);
     assert!(pod_spec["serviceAccountName"].is_null(), "{pod_spec}");
@@ -383,26 +373,23 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
             json!({ "replicas": 2, "readyReplicas": 2 }),
         )
         .await;
-    wait_for(
-        &t.app,
-        &deployments(),
-        Some("demo"),
-        "web",
-        "status upstream",
-        |d| d["status"]["readyReplicas"] == 2,
-    )
-    .await;
+    t.app
+        .when(&deployments(), "demo", "web", "status upstream", |d| {
+            d["status"]["readyReplicas"] == 2
+        })
+        .await;
 
     // The heartbeat and the permission check show on the SyncTarget.
-    let st = wait_for(&t.org, &sync_targets(), None, "east", "a heartbeat", |st| {
-        st["status"]["lastSyncerHeartbeatTime"].is_string() && condition(st, "SyncerAuthorized").is_some()
-    })
-    .await;
+    let st = t
+        .target_when("a heartbeat", |st| {
+            st["status"]["lastSyncerHeartbeatTime"].is_string() && condition(st, "SyncerAuthorized").is_some()
+        })
+        .await;
     let first = st["status"]["lastSyncerHeartbeatTime"].clone();
     let authorized = condition(&st, "SyncerAuthorized").unwrap();
     assert_eq!(authorized["status"], "True", "{authorized}");
     // Heartbeats carry on (RFC 3339 to the second: wait past one).
-    wait_for(&t.org, &sync_targets(), None, "east", "a later heartbeat", |st| {
+    t.target_when("a later heartbeat", |st| {
         st["status"]["lastSyncerHeartbeatTime"] != first
     })
     .await;
@@ -416,10 +403,9 @@ async fn upstream_delete_waits_for_downstream_cleanup() {
     t.scheduled_namespace("demo").await;
     t.scheduled_configmap("demo", "held").await;
     let kcp_ns = t.downstream("demo");
-    wait_for(&t.down, &configmaps(), Some(&kcp_ns), "held", "the copy", |_| {
-        true
-    })
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "held", "the copy", |_| true)
+        .await;
     // Something downstream holds the copy.
     t.down
         .merge(
@@ -430,15 +416,11 @@ async fn upstream_delete_waits_for_downstream_cleanup() {
         )
         .await;
     t.app.delete(&configmaps(), Some("demo"), "held").await;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "held",
-        "the copy being deleted",
-        |c| !c["metadata"]["deletionTimestamp"].is_null(),
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "held", "the copy being deleted", |c| {
+            !c["metadata"]["deletionTimestamp"].is_null()
+        })
+        .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let up = t
         .app
@@ -456,7 +438,9 @@ async fn upstream_delete_waits_for_downstream_cleanup() {
             json!({ "metadata": { "finalizers": null } }),
         )
         .await;
-    wait_gone(&t.app, &configmaps(), Some("demo"), "held", "the upstream object").await;
+    t.app
+        .gone(&configmaps(), "demo", "held", "the upstream object")
+        .await;
     syncer.stop().await;
 }
 
@@ -469,7 +453,9 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
     t.scheduled_configmap("demo", "drained").await;
     let kcp_ns = t.downstream("demo");
     for name in ["plain", "drained"] {
-        wait_for(&t.down, &configmaps(), Some(&kcp_ns), name, "the copy", |_| true).await;
+        t.down
+            .when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
+            .await;
     }
     // Something upstream wants to see `drained` off the cluster first.
     let soft = workload_soft_finalizers_annotation(&t.key);
@@ -484,16 +470,15 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
 
     t.unschedule("demo").await;
     let deletion = workload_deletion_annotation(&t.key);
-    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "plain", "the plain copy").await;
-    let up = wait_for(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "plain",
-        "the source released",
-        |c| !has_finalizer(c, &t.finalizer()),
-    )
-    .await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "plain", "the plain copy")
+        .await;
+    let up = t
+        .app
+        .when(&configmaps(), "demo", "plain", "the source released", |c| {
+            !has_finalizer(c, &t.finalizer())
+        })
+        .await;
     assert_eq!(annotation(&up, &deletion), None);
     assert_eq!(label(&up, &t.state_label()), None);
 
@@ -518,23 +503,14 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
             json!({ "metadata": { "annotations": { soft.as_str(): "[]" } } }),
         )
         .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "drained",
-        "the drained copy",
-    )
-    .await;
-    wait_for(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "drained",
-        "the source released",
-        |c| !has_finalizer(c, &t.finalizer()),
-    )
-    .await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "drained", "the drained copy")
+        .await;
+    t.app
+        .when(&configmaps(), "demo", "drained", "the source released", |c| {
+            !has_finalizer(c, &t.finalizer())
+        })
+        .await;
     // The emptied namespace goes after the clean delay.
     wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the emptied namespace").await;
     syncer.stop().await;
@@ -599,15 +575,10 @@ async fn a_pod_labelled_upsync_downstream_appears_upstream_and_goes_with_it() {
         "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
     });
     let made = t.down.create(&pods(), pod).await;
-    let up = wait_for(
-        &t.app,
-        &pods(),
-        Some("demo"),
-        "runner",
-        "the pod upstream",
-        |_| true,
-    )
-    .await;
+    let up = t
+        .app
+        .when(&pods(), "demo", "runner", "the pod upstream", |_| true)
+        .await;
     assert!(has_finalizer(&up, &t.finalizer()));
     assert_eq!(label(&up, &t.state_label()), Some("Upsync"));
     assert_eq!(
@@ -615,7 +586,7 @@ async fn a_pod_labelled_upsync_downstream_appears_upstream_and_goes_with_it() {
         made["metadata"]["resourceVersion"].as_str()
     );
     t.down.delete(&pods(), Some(&kcp_ns), "runner").await;
-    wait_gone(&t.app, &pods(), Some("demo"), "runner", "the upstream pod").await;
+    t.app.gone(&pods(), "demo", "runner", "the upstream pod").await;
     syncer.stop().await;
 }
 
@@ -647,48 +618,23 @@ async fn a_restarted_syncer_converges_with_no_orphans_and_no_finalizers_left() {
     );
 
     let syncer = t.syncer().await;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "new",
-        "the new copy",
-        |_| true,
-    )
-    .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "deleted",
-        "the deleted object's copy",
-    )
-    .await;
-    wait_gone(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "deleted",
-        "the deleted object",
-    )
-    .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&moved),
-        "inside",
-        "the moved namespace's copy",
-    )
-    .await;
-    wait_for(
-        &t.app,
-        &configmaps(),
-        Some("moved"),
-        "inside",
-        "its finalizer removed",
-        |c| !has_finalizer(c, &t.finalizer()),
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "new", "the new copy", |_| true)
+        .await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "deleted", "the deleted object's copy")
+        .await;
+    t.app
+        .gone(&configmaps(), "demo", "deleted", "the deleted object")
+        .await;
+    t.down
+        .gone(&configmaps(), &moved, "inside", "the moved namespace's copy")
+        .await;
+    t.app
+        .when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
+            !has_finalizer(c, &t.finalizer())
+        })
+        .await;
     wait_gone(
         &t.down,
         &namespaces(),
@@ -719,10 +665,9 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
         |_| true,
     )
     .await;
-    wait_for(&t.down, &configmaps(), Some(&full), "inside", "the copy", |_| {
-        true
-    })
-    .await;
+    t.down
+        .when(&configmaps(), &full, "inside", "the copy", |_| true)
+        .await;
     // A soft finalizer keeps the copy in `full` after it is unscheduled.
     let soft = workload_soft_finalizers_annotation(&t.key);
     t.app
@@ -788,11 +733,15 @@ async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_onc
     t.scheduled_namespace("demo").await;
     t.scheduled_configmap("demo", "cm").await;
     let kcp_ns = t.downstream("demo");
-    wait_for(&t.down, &configmaps(), Some(&kcp_ns), "cm", "the copy", |_| true).await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "cm", "the copy", |_| true)
+        .await;
     let namespace_copy = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
 
     t.unschedule("demo").await;
-    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "cm", "the copy deleted").await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "cm", "the copy deleted")
+        .await;
     wait_for(
         &t.app,
         &namespaces(),
@@ -815,15 +764,9 @@ async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_onc
             json!({ "metadata": { "labels": { "tmc": "yes" } } }),
         )
         .await;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "cm",
-        "the copy back",
-        |_| true,
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "cm", "the copy back", |_| true)
+        .await;
     let again = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
     assert_eq!(
         again["metadata"]["uid"], namespace_copy["metadata"]["uid"],
@@ -832,58 +775,28 @@ async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_onc
     syncer.stop().await;
 }
 
-/// A token for ServiceAccount `ns/sa` of `cluster` (TokenRequest).
-async fn service_account_token(cluster: &Cluster, ns: &str, sa: &str) -> String {
-    let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });
-    let request = http::Request::post(format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"))
-        .header("content-type", "application/json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    let answer: Value = cluster.client.request(request).await.expect("TokenRequest");
-    answer["status"]["token"].as_str().expect("a token").to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target_says_so() {
     let t = Tmc::start().await;
     // The syncer's downstream identity may do everything with the core types, nothing
     // with deployments.
-    let rbac = |kind: &str, plural: &str| ar("rbac.authorization.k8s.io", "v1", kind, plural);
     t.down.create(&namespaces(), namespace("kcp-syncer")).await;
-    t.down
-        .create(
-            &ar("", "v1", "ServiceAccount", "serviceaccounts"),
-            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "syncer", "namespace": "kcp-syncer" } }),
-        )
-        .await;
-    let role = |rules: Value| {
-        json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": { "name": "kcp-syncer" }, "rules": rules })
-    };
-    t.down
-        .create(
-            &rbac("ClusterRole", "clusterroles"),
+    let token = t
+        .down
+        .service_account_with_rules(
+            ("kcp-syncer", "syncer"),
+            "kcp-syncer",
             // What kcp's plugin grants (kubectl ferry workload sync writes the same),
             // without deployments.
-            role(json!([
+            json!([
                 { "apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "get", "list", "watch", "delete"] },
                 { "apiGroups": [""], "resources": ["configmaps", "configmaps/status", "secrets", "secrets/status", "serviceaccounts", "pods", "pods/status"], "verbs": ["*"] },
                 { "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"] },
                 { "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"] },
                 { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
-            ])),
+            ]),
         )
         .await;
-    t.down
-        .create(
-            &rbac("ClusterRoleBinding", "clusterrolebindings"),
-            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                    "metadata": { "name": "kcp-syncer" },
-                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kcp-syncer" },
-                    "subjects": [{ "kind": "ServiceAccount", "name": "syncer", "namespace": "kcp-syncer" }] }),
-        )
-        .await;
-    let token = service_account_token(&t.down, "kcp-syncer", "syncer").await;
     let kubeconfig = ferry_hub::kubeconfig::admin_kubeconfig(
         &t.pcluster.running.url,
         &t.pcluster.running.ca_pem,
@@ -900,15 +813,11 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
     opts.tmc = Some(t.options(&t.uid));
     let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
 
-    let st = wait_for(
-        &t.org,
-        &sync_targets(),
-        None,
-        "east",
-        "SyncerAuthorized False",
-        |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "False"),
-    )
-    .await;
+    let st = t
+        .target_when("SyncerAuthorized False", |st| {
+            condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "False")
+        })
+        .await;
     let authorized = condition(&st, "SyncerAuthorized").unwrap();
     assert_eq!(authorized["reason"], "SyncerUnauthorized", "{authorized}");
     assert_eq!(
@@ -921,22 +830,16 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
     let kcp_ns = t.downstream("demo");
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "settings",
-        "what it may sync",
-        |_| true,
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "settings", "what it may sync", |_| true)
+        .await;
     let web = t.app.get(&deployments(), Some("demo"), "web").await.unwrap();
     assert!(!has_finalizer(&web, &t.finalizer()), "not taken on: {web}");
 
     // Granted: noticed without a restart.
     t.down
         .merge(
-            &rbac("ClusterRole", "clusterroles"),
+            &cluster_roles(),
             None,
             "kcp-syncer",
             json!({ "rules": [
@@ -947,23 +850,18 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             ] }),
         )
         .await;
-    wait_for(
-        &t.down,
-        &deployments(),
-        Some(&kcp_ns),
-        "web",
-        "the deployment once allowed",
-        |_| true,
-    )
-    .await;
-    wait_for(
-        &t.org,
-        &sync_targets(),
-        None,
-        "east",
-        "SyncerAuthorized True",
-        |st| condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True"),
-    )
+    t.down
+        .when(
+            &deployments(),
+            &kcp_ns,
+            "web",
+            "the deployment once allowed",
+            |_| true,
+        )
+        .await;
+    t.target_when("SyncerAuthorized True", |st| {
+        condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True")
+    })
     .await;
     // The namespace goes too, with no more than create and delete on namespaces.
     t.unschedule("demo").await;
@@ -1000,20 +898,14 @@ async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold()
         "the cluster's own schema"
     );
     assert_eq!(import["metadata"]["ownerReferences"][0]["uid"], t.uid.as_str());
-    let st = wait_for(
-        &t.org,
-        &sync_targets(),
-        None,
-        "east",
-        "deployments Accepted",
-        |st| {
+    let st = t
+        .target_when("deployments Accepted", |st| {
             st["status"]["syncedResources"].as_array().is_some_and(|r| {
                 r.iter()
                     .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
             }) && condition(st, "APIImporterReady").is_some()
-        },
-    )
-    .await;
+        })
+        .await;
     assert_eq!(condition(&st, "APIImporterReady").unwrap()["status"], "True");
     t.scheduled_namespace("demo").await;
     t.app
@@ -1046,38 +938,21 @@ async fn token_config(hub: &TestHub, ws: &str, token: &str) -> kube::Config {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_workspaces() {
     let t = Tmc::start_with(false).await;
-    let rbac = |kind: &str, plural: &str| ar("rbac.authorization.k8s.io", "v1", kind, plural);
     // The identity kcp's plugin (and kubectl ferry workload sync) gives a syncer in
     // the SyncTarget's workspace: nothing in the workload workspaces.
-    t.org
-        .create(
-            &ar("", "v1", "ServiceAccount", "serviceaccounts"),
-            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "kcp-syncer-east", "namespace": "default" } }),
-        )
-        .await;
-    t.org
-        .create(
-            &rbac("ClusterRole", "clusterroles"),
-            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": { "name": "kcp-syncer-east" },
-                "rules": [
+    let token = t
+        .org
+        .service_account_with_rules(
+            ("default", "kcp-syncer-east"),
+            "kcp-syncer-east",
+            json!([
                     { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "resourceNames": ["east"], "verbs": ["sync"] },
                     { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "verbs": ["get", "list", "watch"] },
                     { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets/status"], "resourceNames": ["east"], "verbs": ["get", "update", "patch"] },
-                    { "apiGroups": ["apiresource.kcp.io"], "resources": ["apiresourceimports"], "verbs": ["get", "create", "update", "delete", "list", "watch"] },
-                ] }),
+                { "apiGroups": ["apiresource.kcp.io"], "resources": ["apiresourceimports"], "verbs": ["get", "create", "update", "delete", "list", "watch"] },
+            ]),
         )
         .await;
-    t.org
-        .create(
-            &rbac("ClusterRoleBinding", "clusterrolebindings"),
-            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": { "name": "kcp-syncer-east" },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kcp-syncer-east" },
-                "subjects": [{ "kind": "ServiceAccount", "name": "kcp-syncer-east", "namespace": "default" }] }),
-        )
-        .await;
-    let token = service_account_token(&t.org, "default", "kcp-syncer-east").await;
     let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
     opts.upstream = token_config(&t.kcp, "root:org", &token).await;
     opts.tmc = Some(t.options(&t.uid));
@@ -1090,25 +965,13 @@ async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_wor
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
     let kcp_ns = t.downstream("demo");
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "settings",
-        "the configmap copy",
-        |_| true,
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
+        .await;
     // Its schema import made deployments Accepted.
-    wait_for(
-        &t.down,
-        &deployments(),
-        Some(&kcp_ns),
-        "web",
-        "the deployment copy",
-        |_| true,
-    )
-    .await;
+    t.down
+        .when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
+        .await;
     t.down
         .set_status(
             &deployments(),
@@ -1117,46 +980,32 @@ async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_wor
             json!({ "readyReplicas": 1 }),
         )
         .await;
-    wait_for(
-        &t.app,
-        &deployments(),
-        Some("demo"),
-        "web",
-        "status upstream",
-        |d| d["status"]["readyReplicas"] == 1,
-    )
-    .await;
+    t.app
+        .when(&deployments(), "demo", "web", "status upstream", |d| {
+            d["status"]["readyReplicas"] == 1
+        })
+        .await;
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": "runner", "namespace": kcp_ns, "labels": { t.state_label(): "Upsync" } },
         "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
     });
     t.down.create(&pods(), pod).await;
-    wait_for(
-        &t.app,
-        &pods(),
-        Some("demo"),
-        "runner",
-        "the pod upstream",
-        |_| true,
-    )
-    .await;
-    let st = wait_for(&t.org, &sync_targets(), None, "east", "Ready", |st| {
-        condition(st, "Ready").is_some_and(|c| c["status"] == "True")
-    })
-    .await;
+    t.app
+        .when(&pods(), "demo", "runner", "the pod upstream", |_| true)
+        .await;
+    let st = t
+        .target_when("Ready", |st| {
+            condition(st, "Ready").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
     assert!(st["status"]["lastSyncerHeartbeatTime"].is_string());
     // Removing the upstream object waits for the copy, which the syncer deletes.
     t.app.delete(&configmaps(), Some("demo"), "settings").await;
-    wait_gone(&t.down, &configmaps(), Some(&kcp_ns), "settings", "the copy").await;
-    wait_gone(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "settings",
-        "the upstream object",
-    )
-    .await;
+    t.down.gone(&configmaps(), &kcp_ns, "settings", "the copy").await;
+    t.app
+        .gone(&configmaps(), "demo", "settings", "the upstream object")
+        .await;
     syncer.stop().await;
 }
 
@@ -1297,19 +1146,12 @@ async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over
             }),
         )
         .await;
-    wait_for(
-        &t.org,
-        &sync_targets(),
-        None,
-        "east",
-        "persistentvolumes Accepted",
-        |st| {
-            st["status"]["syncedResources"].as_array().is_some_and(|r| {
-                r.iter()
-                    .any(|e| e["resource"] == "persistentvolumes" && e["state"] == "Accepted")
-            })
-        },
-    )
+    t.target_when("persistentvolumes Accepted", |st| {
+        st["status"]["syncedResources"].as_array().is_some_and(|r| {
+            r.iter()
+                .any(|e| e["resource"] == "persistentvolumes" && e["state"] == "Accepted")
+        })
+    })
     .await;
     // Someone else's volume downstream, with a name a workspace also uses.
     t.down
@@ -1481,52 +1323,39 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
         })
         .await;
     t.pcluster = pcluster;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "while-down",
-        "the copy made on return",
-        |_| true,
-    )
-    .await;
-    wait_for(&t.down, &configmaps(), Some(&kcp_ns), "kept", "the change", |c| {
-        c["data"]["k"] == "changed"
-    })
-    .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "deleted",
-        "the deleted object's copy",
-    )
-    .await;
-    wait_gone(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "deleted",
-        "the deleted object, released",
-    )
-    .await;
-    wait_gone(
-        &t.down,
-        &configmaps(),
-        Some(&moved),
-        "inside",
-        "the unscheduled namespace's copy",
-    )
-    .await;
-    wait_for(
-        &t.app,
-        &configmaps(),
-        Some("moved"),
-        "inside",
-        "its finalizer removed",
-        |c| !has_finalizer(c, &finalizer),
-    )
-    .await;
+    t.down
+        .when(
+            &configmaps(),
+            &kcp_ns,
+            "while-down",
+            "the copy made on return",
+            |_| true,
+        )
+        .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "kept", "the change", |c| {
+            c["data"]["k"] == "changed"
+        })
+        .await;
+    t.down
+        .gone(&configmaps(), &kcp_ns, "deleted", "the deleted object's copy")
+        .await;
+    t.app
+        .gone(&configmaps(), "demo", "deleted", "the deleted object, released")
+        .await;
+    t.down
+        .gone(
+            &configmaps(),
+            &moved,
+            "inside",
+            "the unscheduled namespace's copy",
+        )
+        .await;
+    t.app
+        .when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
+            !has_finalizer(c, &finalizer)
+        })
+        .await;
 
     // kcp goes away; the physical cluster keeps changing.
     let (kcp, ()) = t
@@ -1546,30 +1375,30 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
         })
         .await;
     t.kcp = kcp;
-    wait_for(
-        &t.app,
-        &pods(),
-        Some("demo"),
-        "runner",
-        "the pod made while kcp was away",
-        |p| has_finalizer(p, &finalizer),
-    )
-    .await;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "kept",
-        "the copy deleted by hand, made again",
-        |c| c["data"]["k"] == "changed",
-    )
-    .await;
+    t.app
+        .when(
+            &pods(),
+            "demo",
+            "runner",
+            "the pod made while kcp was away",
+            |p| has_finalizer(p, &finalizer),
+        )
+        .await;
+    t.down
+        .when(
+            &configmaps(),
+            &kcp_ns,
+            "kept",
+            "the copy deleted by hand, made again",
+            |c| c["data"]["k"] == "changed",
+        )
+        .await;
 
     // Finally nothing is scheduled: nothing of the syncer's is left on either side.
     t.unschedule("demo").await;
     t.down.delete(&pods(), Some(&kcp_ns), "runner").await;
     wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the namespace downstream").await;
-    wait_gone(&t.app, &pods(), Some("demo"), "runner", "the upsynced pod").await;
+    t.app.gone(&pods(), "demo", "runner", "the upsynced pod").await;
     for ns in ["demo", "moved"] {
         for cm in t.app.list(&configmaps(), Some(ns)).await {
             assert!(!has_finalizer(&cm, &finalizer), "a finalizer left behind: {cm}");
@@ -1601,15 +1430,11 @@ async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
     let mut big = configmap("demo", "bad", json!({ "k": "v" }));
     big["metadata"]["annotations"] = json!({ "big": "x".repeat(262_144 - 3 - 64) });
     t.app.create(&configmaps(), big).await;
-    let st = wait_for(
-        &t.org,
-        &sync_targets(),
-        None,
-        "east",
-        "the refusal on the SyncTarget",
-        |st| condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "False"),
-    )
-    .await;
+    let st = t
+        .target_when("the refusal on the SyncTarget", |st| {
+            condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "False")
+        })
+        .await;
     let refused = condition(&st, "CopiesAccepted").unwrap();
     let message = refused["message"].as_str().unwrap();
     assert_eq!(refused["reason"], "CopiesRefused");
@@ -1657,14 +1482,9 @@ async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
         |_| true,
     )
     .await;
-    wait_for(
-        &t.org,
-        &sync_targets(),
-        None,
-        "east",
-        "the refusal cleared",
-        |st| condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "True"),
-    )
+    t.target_when("the refusal cleared", |st| {
+        condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "True")
+    })
     .await;
     syncer.stop().await;
 }
@@ -1681,10 +1501,9 @@ async fn an_object_leaving_the_sync_target_loses_the_status_its_cluster_reported
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
     let kcp_ns = t.downstream("demo");
-    wait_for(&t.down, &deployments(), Some(&kcp_ns), "web", "the copy", |_| {
-        true
-    })
-    .await;
+    t.down
+        .when(&deployments(), &kcp_ns, "web", "the copy", |_| true)
+        .await;
     t.down
         .set_status(
             &deployments(),
@@ -1693,27 +1512,28 @@ async fn an_object_leaving_the_sync_target_loses_the_status_its_cluster_reported
             json!({ "replicas": 2, "readyReplicas": 2 }),
         )
         .await;
-    wait_for(
-        &t.app,
-        &deployments(),
-        Some("demo"),
-        "web",
-        "the cluster's status upstream",
-        |d| d["status"]["readyReplicas"] == 2,
-    )
-    .await;
+    t.app
+        .when(
+            &deployments(),
+            "demo",
+            "web",
+            "the cluster's status upstream",
+            |d| d["status"]["readyReplicas"] == 2,
+        )
+        .await;
 
     t.unschedule("demo").await;
-    wait_gone(&t.down, &deployments(), Some(&kcp_ns), "web", "the copy").await;
-    let web = wait_for(
-        &t.app,
-        &deployments(),
-        Some("demo"),
-        "web",
-        "the old cluster's status cleared and the object released",
-        |d| d["status"].get("readyReplicas").is_none() && !has_finalizer(d, &t.finalizer()),
-    )
-    .await;
+    t.down.gone(&deployments(), &kcp_ns, "web", "the copy").await;
+    let web = t
+        .app
+        .when(
+            &deployments(),
+            "demo",
+            "web",
+            "the old cluster's status cleared and the object released",
+            |d| d["status"].get("readyReplicas").is_none() && !has_finalizer(d, &t.finalizer()),
+        )
+        .await;
     assert!(
         web["status"].get("replicas").is_none(),
         "nothing of the old cluster's status stays: {}",
@@ -1754,21 +1574,14 @@ async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
         .expect("syncer starts");
     wait_ready(&syncer).await;
     // The syncer imports the cluster's schemas; the hub then accepts both.
-    wait_for(
-        &t.org,
-        &sync_targets(),
-        None,
-        "east",
-        "roles and rolebindings Accepted",
-        |st| {
-            let accepted = |r: &str| {
-                st["status"]["syncedResources"]
-                    .as_array()
-                    .is_some_and(|e| e.iter().any(|e| e["resource"] == r && e["state"] == "Accepted"))
-            };
-            accepted("roles") && accepted("rolebindings")
-        },
-    )
+    t.target_when("roles and rolebindings Accepted", |st| {
+        let accepted = |r: &str| {
+            st["status"]["syncedResources"]
+                .as_array()
+                .is_some_and(|e| e.iter().any(|e| e["resource"] == r && e["state"] == "Accepted"))
+        };
+        accepted("roles") && accepted("rolebindings")
+    })
     .await;
     t.scheduled_namespace("demo").await;
     t.app
@@ -1795,46 +1608,38 @@ async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
         )
         .await;
     let kcp_ns = t.downstream("demo");
-    let role = wait_for(
-        &t.down,
-        &roles(),
-        Some(&kcp_ns),
-        "reader",
-        "the Role's copy",
-        |_| true,
-    )
-    .await;
+    let role = t
+        .down
+        .when(&roles(), &kcp_ns, "reader", "the Role's copy", |_| true)
+        .await;
     assert_eq!(role["rules"][0]["verbs"], json!(["get", "list"]));
     assert_eq!(label(&role, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
-    let binding = wait_for(
-        &t.down,
-        &role_bindings(),
-        Some(&kcp_ns),
-        "builder-reads",
-        "the RoleBinding's copy",
-        |_| true,
-    )
-    .await;
+    let binding = t
+        .down
+        .when(
+            &role_bindings(),
+            &kcp_ns,
+            "builder-reads",
+            "the RoleBinding's copy",
+            |_| true,
+        )
+        .await;
     assert_eq!(binding["roleRef"]["name"], "reader");
-    wait_for(
-        &t.down,
-        &service_accounts(),
-        Some(&kcp_ns),
-        "builder",
-        "the ServiceAccount's copy",
-        |sa| label(sa, WORKLOAD_CLUSTER_LABEL) == Some(t.key.as_str()),
-    )
-    .await;
+    t.down
+        .when(
+            &service_accounts(),
+            &kcp_ns,
+            "builder",
+            "the ServiceAccount's copy",
+            |sa| label(sa, WORKLOAD_CLUSTER_LABEL) == Some(t.key.as_str()),
+        )
+        .await;
     // Upstream, the Role carries the syncer's finalizer like any synced object.
-    wait_for(
-        &t.app,
-        &roles(),
-        Some("demo"),
-        "reader",
-        "the syncer's finalizer",
-        |r| has_finalizer(r, &t.finalizer()),
-    )
-    .await;
+    t.app
+        .when(&roles(), "demo", "reader", "the syncer's finalizer", |r| {
+            has_finalizer(r, &t.finalizer())
+        })
+        .await;
     // The cluster's own `default` account is left as the cluster made it.
     let default = t.down.get(&service_accounts(), Some(&kcp_ns), "default").await;
     assert!(
@@ -1901,30 +1706,23 @@ async fn a_workspaces_custom_transform_removes_its_paths_from_the_copies() {
     let kcp_ns = t.downstream("demo");
     // The syncer reads transforms once per SyncTarget poll, so a copy made
     // before its first read is reshaped at the next one: wait for that.
-    let copy = wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "settings",
-        "the transformed copy",
-        |c| c["data"]["k"] == "v" && c["data"].get("token").is_none(),
-    )
-    .await;
+    let copy = t
+        .down
+        .when(&configmaps(), &kcp_ns, "settings", "the transformed copy", |c| {
+            c["data"]["k"] == "v" && c["data"].get("token").is_none()
+        })
+        .await;
     assert!(copy["data"].get("token").is_none(), "{copy}");
     assert!(
         annotation(&copy, "ferry.dev/transformed-by").is_some_and(|a| a.starts_with("no-token@")),
         "{copy}"
     );
     t.app.delete(&custom_transforms(), None, "no-token").await;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&kcp_ns),
-        "settings",
-        "the token back",
-        |c| c["data"]["token"] == "s3cret",
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "settings", "the token back", |c| {
+            c["data"]["token"] == "s3cret"
+        })
+        .await;
     syncer.stop().await;
 }
 
@@ -1936,16 +1734,7 @@ async fn another_workspaces_custom_transform_never_shapes_this_workspaces_copies
     let t = Tmc::start().await;
     let syncer = t.syncer().await;
     let mal = workspace(&t.kcp, "mal").await;
-    mal.create(
-        &ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements"),
-        json!({
-            "apiVersion": "scheduling.kcp.io/v1alpha1", "kind": "Placement", "metadata": { "name": "compute" },
-            "spec": { "locationWorkspace": "root:org", "locationSelectors": [{}],
-                "locationResource": { "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" },
-                "namespaceSelector": { "matchLabels": { "tmc": "yes" } } }
-        }),
-    )
-    .await;
+    mal.create(&placements(), compute_placement()).await;
     configmap_transform(&mal, "strip-everything", json!(["$.data"])).await;
     let mut ns = namespace("loot");
     ns["metadata"]["labels"] = json!({ "tmc": "yes" });
@@ -1959,15 +1748,11 @@ async fn another_workspaces_custom_transform_never_shapes_this_workspaces_copies
     t.app.create(&configmaps(), settings).await;
     // mal's transform does shape mal's copy, so it was read and is in force.
     let mal_ns = NamespaceLocator::new(&t.target, &mal_cluster, "loot").downstream_namespace();
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&mal_ns),
-        "bait",
-        "mal's transformed copy",
-        |c| c.get("data").is_none() && annotation(c, "ferry.dev/transformed-by").is_some(),
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &mal_ns, "bait", "mal's transformed copy", |c| {
+            c.get("data").is_none() && annotation(c, "ferry.dev/transformed-by").is_some()
+        })
+        .await;
     let copy = wait_for(
         &t.down,
         &configmaps(),
@@ -2103,20 +1888,20 @@ async fn several_sync_targets_each_return_status_into_their_own_annotation_and_i
         )
         .await;
         let annotation = ferry_api::well_known::workload_status_annotation(key);
-        wait_for(
-            &t.app,
-            &deployments(),
-            Some("fleet"),
-            "web",
-            "the cluster's own annotation",
-            |d| {
-                d["metadata"]["annotations"][&annotation]
-                    .as_str()
-                    .and_then(|s| serde_json::from_str::<Value>(s).ok())
-                    .is_some_and(|s| s["availableReplicas"] == n)
-            },
-        )
-        .await;
+        t.app
+            .when(
+                &deployments(),
+                "fleet",
+                "web",
+                "the cluster's own annotation",
+                |d| {
+                    d["metadata"]["annotations"][&annotation]
+                        .as_str()
+                        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                        .is_some_and(|s| s["availableReplicas"] == n)
+                },
+            )
+            .await;
     }
     let combined = ar(
         "control.kubestellar.io",
@@ -2155,10 +1940,9 @@ async fn a_copy_changed_in_the_cluster_is_restored_counted_and_recorded_on_the_u
     t.scheduled_namespace("demo").await;
     t.scheduled_configmap("demo", "settings").await;
     let ns = t.downstream("demo");
-    wait_for(&t.down, &configmaps(), Some(&ns), "settings", "the copy", |_| {
-        true
-    })
-    .await;
+    t.down
+        .when(&configmaps(), &ns, "settings", "the copy", |_| true)
+        .await;
     assert_eq!(drift_corrections(&syncer.metrics_text(), "v1/configmaps"), 0);
 
     t.down
@@ -2169,25 +1953,22 @@ async fn a_copy_changed_in_the_cluster_is_restored_counted_and_recorded_on_the_u
             json!({ "data": { "k": "edited" } }),
         )
         .await;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&ns),
-        "settings",
-        "the copy restored",
-        |c| c["data"]["k"] == "v",
-    )
-    .await;
+    t.down
+        .when(&configmaps(), &ns, "settings", "the copy restored", |c| {
+            c["data"]["k"] == "v"
+        })
+        .await;
     let key = ferry_api::drift::drift_annotation(&t.key);
-    let source = wait_for(
-        &t.app,
-        &configmaps(),
-        Some("demo"),
-        "settings",
-        "the drift on the upstream object",
-        |c| annotation(c, &key).is_some(),
-    )
-    .await;
+    let source = t
+        .app
+        .when(
+            &configmaps(),
+            "demo",
+            "settings",
+            "the drift on the upstream object",
+            |c| annotation(c, &key).is_some(),
+        )
+        .await;
     let recorded = annotation(&source, &key).unwrap();
     let drift = ferry_api::drift::Drift::parse(recorded).expect("a drift");
     assert_eq!(drift.fields, vec!["$.data.k"]);

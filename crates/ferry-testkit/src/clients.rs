@@ -1,7 +1,7 @@
 //! kube-rs clients of a test hub, as admin or with any credential, and raw
 //! requests that return the status and body as the server sent them.
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 /// A kube-rs client for `hub`, addressing `workspace` (a kcp path like `root:a`, or `*`).
@@ -214,4 +214,31 @@ pub async fn get_raw(client: &kube::Client, uri: &str) -> (u16, String) {
         .expect("body")
         .to_bytes();
     (code, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The names of everything `api` lists.
+pub async fn names_of<K>(api: &kube::Api<K>) -> Vec<String>
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("the list")
+        .items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .collect()
+}
+
+/// The resourceVersion of a list of `api` now: where a watch from now starts.
+pub async fn list_version<K>(api: &kube::Api<K>) -> String
+where
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("the list")
+        .metadata
+        .resource_version
+        .expect("a list's resourceVersion")
 }

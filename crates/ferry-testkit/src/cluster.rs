@@ -3,13 +3,16 @@
 //! upstream hub with a mailbox workspace and a hub standing in for the
 //! workload cluster.
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{json, Value};
 
 use crate::eventually;
-use crate::resources::{crds, events, namespaces, syncer_configs, workspaces};
+use crate::resources::{
+    cluster_role_bindings, cluster_roles, crds, events, service_accounts, syncer_configs,
+};
+use crate::tenants::{binding, cluster_role_object, service_account_subject};
 
 /// A kube-rs config for `hub`'s admin; `workspace` adds the `/clusters/<path>` prefix.
 pub async fn kube_config(hub: &TestHub, workspace: Option<&str>) -> kube::Config {
@@ -102,6 +105,72 @@ impl Cluster {
             Err(e) => panic!("deleting {name}: {e}"),
         }
     }
+
+    /// `ar` `ns/name` here, once `pred` holds for it ([`wait_for`]).
+    pub async fn when(
+        &self,
+        ar: &ApiResource,
+        ns: &str,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        wait_for(self, ar, Some(ns), name, what, pred).await
+    }
+
+    /// Waits until `ar` `ns/name` is gone from here ([`wait_gone`]).
+    pub async fn gone(&self, ar: &ApiResource, ns: &str, name: &str, what: &str) {
+        wait_gone(self, ar, Some(ns), name, what).await
+    }
+
+    /// ServiceAccount `namespace/name` here, holding ClusterRole `role` with
+    /// `rules` through a ClusterRoleBinding of the same name; returns a token
+    /// for it (TokenRequest), bound to this workspace — an agent's identity
+    /// as a provider's set-up would make it.
+    pub async fn service_account_with_rules(
+        &self,
+        (namespace, name): (&str, &str),
+        role: &str,
+        rules: Value,
+    ) -> String {
+        self.create(
+            &service_accounts(),
+            json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": name, "namespace": namespace } }),
+        )
+        .await;
+        self.create(&cluster_roles(), cluster_role_object(role, rules))
+            .await;
+        self.create(
+            &cluster_role_bindings(),
+            service_account_binding(role, (namespace, name)),
+        )
+        .await;
+        let body = json!({ "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {} });
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+        ))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&body).expect("json"))
+        .expect("request");
+        let answer: Value = self
+            .client
+            .request(request)
+            .await
+            .unwrap_or_else(|e| panic!("a token for {namespace}/{name}: {e}"));
+        answer["status"]["token"].as_str().expect("a token").to_string()
+    }
+}
+
+/// ClusterRoleBinding `role` of ClusterRole `role` to ServiceAccount
+/// `namespace/name`, across the workspace.
+pub fn service_account_binding(role: &str, (namespace, name): (&str, &str)) -> Value {
+    binding(
+        "ClusterRoleBinding",
+        role,
+        "ClusterRole",
+        role,
+        service_account_subject(namespace, name),
+    )
 }
 
 /// A namespaced CRD in group `example.com`, version v1, with a status subresource.
@@ -126,34 +195,17 @@ pub fn crd(kind: &str, plural: &str) -> Value {
 /// Creates workspace `root:<name>` on `hub` with Ferry's CRDs installed (a mailbox
 /// workspace), and returns its path.
 pub async fn mailbox(hub: &TestHub, name: &str) -> String {
-    let root = Cluster::of(hub, Some("root")).await;
-    root.create(
-        &workspaces(),
-        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
-    )
-    .await;
-    let path = format!("root:{name}");
-    let ws = Cluster::of(hub, Some(&path)).await;
+    let ws = workspace(hub, name).await;
     for crd in ferry_api::all_crds() {
         ws.create(&crds(), serde_json::to_value(crd).unwrap()).await;
     }
-    path
+    format!("root:{name}")
 }
 
 /// Workspace `root:<name>` on `hub`, once it serves.
 pub async fn workspace(hub: &TestHub, name: &str) -> Cluster {
-    let root = Cluster::of(hub, Some("root")).await;
-    root.create(
-        &workspaces(),
-        json!({ "apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": { "name": name } }),
-    )
-    .await;
-    let ws = Cluster::of(hub, Some(&format!("root:{name}"))).await;
-    eventually(10, "the workspace to serve", || async {
-        ws.api(&namespaces(), None).get("default").await.ok().map(drop)
-    })
-    .await;
-    ws
+    crate::workspaces::ready_workspace(hub, name).await;
+    Cluster::of(hub, Some(&format!("root:{name}"))).await
 }
 
 /// The usual stage: an upstream hub with mailbox workspace `root:mb`, and a hub
@@ -184,6 +236,12 @@ impl Stage {
             down,
         }
     }
+
+    /// The stage taken apart: the upstream hub, the workload cluster's hub,
+    /// the mailbox's path, the mailbox and the workload cluster.
+    pub fn parts(self) -> (TestHub, TestHub, String, Cluster, Cluster) {
+        (self.up, self.wec, self.ws, self.mb, self.down)
+    }
 }
 
 pub fn namespace(name: &str) -> Value {
@@ -194,9 +252,9 @@ pub fn configmap(ns: &str, name: &str, data: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": ns }, "data": data })
 }
 
-/// SyncerConfig `the-one` in `mb`, downsyncing every object of each
-/// `(group, resource)` (at `v1`) in namespace `default`.
-pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
+/// SyncerConfig `the-one` in mailbox `mb`: `resources` (group, resource; all v1)
+/// in namespace `namespace`.
+pub async fn sync_in(mb: &Cluster, namespace: &str, resources: &[(&str, &str)]) {
     let resources: Vec<Value> = resources
         .iter()
         .map(|(group, resource)| json!({ "group": group, "apiVersion": "v1", "resource": resource }))
@@ -205,10 +263,16 @@ pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
         &syncer_configs(),
         syncer_config(
             "the-one",
-            json!({ "namespaceScope": { "namespaces": ["default"], "resources": resources } }),
+            json!({ "namespaceScope": { "namespaces": [namespace], "resources": resources } }),
         ),
     )
     .await;
+}
+
+/// SyncerConfig `the-one` in `mb`, downsyncing every object of each
+/// `(group, resource)` (at `v1`) in namespace `default`.
+pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
+    sync_in(mb, "default", resources).await;
 }
 
 pub fn syncer_config(name: &str, spec: Value) -> Value {

@@ -2,8 +2,8 @@
 //! edge API, inventory (SyncTarget and Location) with its mailbox, applying
 //! objects, and reading what the translator placed and said.
 
+use crate::TestHub;
 use ferry_hub::controllers::placement::PLACED_LABEL;
-use ferry_hub::testing::TestHub;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -52,16 +52,12 @@ pub async fn apply(c: &kube::Client, doc: Value) -> DynamicObject {
         .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"))
 }
 
-/// A workspace under root with Ferry's CRDs installed (what `ferry ensure wmw` does).
+/// A workspace under root with Ferry's CRDs installed (what `ferry ensure wmw` does);
+/// returns its logical cluster name.
 pub async fn workspace(hub: &TestHub, name: &str) -> String {
-    let root = client(hub, "root").await;
-    let ws = apply(
-        &root,
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
+    let cluster = crate::workspaces::ready_workspace(hub, name).await;
     install_edge_api(&client(hub, &format!("root:{name}")).await).await;
-    ws.data["spec"]["cluster"].as_str().unwrap().to_string()
+    cluster
 }
 
 /// Install Ferry's CRDs as whoever `c` acts as, where it points (what
@@ -196,12 +192,7 @@ pub fn condition(p: &DynamicObject, type_: &str) -> (String, String) {
 /// the grant letting every authenticated user bind it. Returns the ESPW's
 /// logical cluster.
 pub async fn kubestellar_init(hub: &TestHub) -> String {
-    let root = client(hub, "root").await;
-    let ws = apply(
-        &root,
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": ferry_api::edge::espw::WORKSPACE}}),
-    )
-    .await;
+    let cluster = crate::workspaces::ready_workspace(hub, ferry_api::edge::espw::WORKSPACE).await;
     let espw = client(hub, ferry_api::edge::espw::PATH).await;
     eventually(10, "root:espw to serve", || {
         let espw = espw.clone();
@@ -218,7 +209,7 @@ pub async fn kubestellar_init(hub: &TestHub) -> String {
     for obj in ferry_api::edge::espw::objects() {
         apply(&espw, obj).await;
     }
-    ws.data["spec"]["cluster"].as_str().unwrap().to_string()
+    cluster
 }
 
 /// The APIBinding `name` of the ESPW's export in `c`'s workspace, once Bound
@@ -336,6 +327,35 @@ pub async fn combined_status(c: &kube::Client, ns: &str, placement: &str) -> Opt
         .into_iter()
         .next()
         .map(|o| serde_json::to_value(o).unwrap())
+}
+
+/// The CombinedStatus of `placement`'s object in `ns`, once `check` holds
+/// for it (waiting up to `secs`).
+pub async fn combined_status_when(
+    c: &kube::Client,
+    ns: &str,
+    placement: &str,
+    secs: u64,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    let check = &check;
+    eventually(secs, what, || async move {
+        let cs = combined_status(c, ns, placement).await?;
+        check(&cs).then_some(cs)
+    })
+    .await
+}
+
+/// A status collector `lagging`: the clusters (name and region) whose copy
+/// has fewer available replicas than it asks for.
+pub fn lagging_collector() -> Value {
+    collector(
+        "lagging",
+        json!({"filter": "obj.spec.replicas != returned.status.availableReplicas",
+               "select": [{"name": "wec", "def": "inventory.name"},
+                          {"name": "region", "def": "inventory.labels.region"}]}),
+    )
 }
 
 /// `kubectl get combinedstatuses -n <ns>` in `workspace`: the table it prints.

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 
 /// Where cargo put the workspace's binaries (`ferry`, `kubectl-ferry`) for
 /// the running test: the test executable is in `target/<profile>/deps/`,
@@ -83,7 +83,7 @@ impl Kubectl {
     pub fn run_with(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = self.command("kubectl");
         cmd.args(args).current_dir(&self.home);
-        ferry_hub::testing::output_feeding(cmd, stdin)
+        crate::output_feeding(cmd, stdin)
     }
 
     pub fn run(&self, args: &[&str]) -> Output {

@@ -1,12 +1,14 @@
 //! Ferry's test kit, the one set-up every crate's tests share (a
 //! dev-dependency only; nothing ships with it).
 //!
-//! - Hubs: [`TestHub`] starts a hub with the built-in controllers on a free
-//!   loopback port, in memory over SQLite or on etcd ([`TestEtcd`],
+//! - [`hub`]: [`TestHub`] starts a hub with the built-in controllers on a
+//!   free loopback port, over SQLite or on etcd ([`TestEtcd`],
 //!   [`TestEtcdCluster`], `FERRY_TEST_STORAGE=etcd`); every hub is a distinct
 //!   cluster with its own Service and node-port ranges, so a hub also stands
-//!   in for a workload cluster. (These are `ferry_hub::testing`, re-exported.)
+//!   in for a workload cluster. Its items are re-exported here.
 //! - [`eventually`]: waiting with a deadline, never with a bare sleep.
+//! - [`workspaces`]: a workspace under `root`, once it serves (every set-up
+//!   below starts its workspaces there).
 //! - [`clients`]: kube-rs clients of a hub as admin or as any credential, and
 //!   raw requests that return the status and body as the server sent them.
 //! - [`tenants`]: a hub that knows users by bearer token (`mal`, the
@@ -28,11 +30,13 @@
 pub mod clients;
 pub mod cluster;
 pub mod edge;
+pub mod hub;
 pub mod kubectl;
 pub mod net;
 pub mod resources;
 pub mod syncer;
 pub mod tenants;
 pub mod tmc;
+pub mod workspaces;
 
-pub use ferry_hub::testing::*;
+pub use hub::*;

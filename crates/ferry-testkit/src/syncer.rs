@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 use ferry_syncer::{RunningSyncer, SyncerOptions};
 use serde_json::Value;
 

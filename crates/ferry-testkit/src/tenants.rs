@@ -4,12 +4,13 @@
 //! workspace and nothing anywhere else; `alice` is the victim tenant; `bob`
 //! holds nothing until a test grants him something.
 
+use crate::TestHub;
 use ferry_hub::server::HubOptions;
-use ferry_hub::testing::TestHub;
 use serde_json::{json, Value};
 
 use crate::clients::{admin, call, client_as, create, rbac_path, token};
 use crate::eventually;
+pub use crate::workspaces::ready_workspace;
 
 pub const RBAC: &str = "rbac.authorization.k8s.io";
 
@@ -109,16 +110,91 @@ pub fn user(name: &str) -> Value {
     json!({"kind": "User", "apiGroup": RBAC, "name": name})
 }
 
+/// An RBAC subject naming ServiceAccount `namespace/name`.
+pub fn service_account_subject(namespace: &str, name: &str) -> Value {
+    json!({"kind": "ServiceAccount", "name": name, "namespace": namespace})
+}
+
+/// A `kind` (RoleBinding or ClusterRoleBinding) `name` of `role_kind`
+/// `role` to `subject`.
+pub fn binding(kind: &str, name: &str, role_kind: &str, role: &str, subject: Value) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": kind, "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+        "subjects": [subject]})
+}
+
 /// Bind ClusterRole `role` to user `who` in the whole of workspace `ws`, as admin.
-pub async fn bind_cluster_role(hub: &TestHub, ws: &str, binding: &str, role: &str, who: &str) {
+pub async fn bind_cluster_role(hub: &TestHub, ws: &str, binding_name: &str, role: &str, who: &str) {
     create(
         hub,
         ws,
         &rbac_path(None, "clusterrolebindings"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": binding},
-            "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role}, "subjects": [user(who)]}),
+        binding("ClusterRoleBinding", binding_name, "ClusterRole", role, user(who)),
     )
     .await;
+}
+
+/// ServiceAccount `namespace/name` in workspace `ws`, as admin, holding
+/// ClusterRole `role` through binding `binding_name`: a RoleBinding in its
+/// namespace when `in_namespace`, else a ClusterRoleBinding across the
+/// workspace.
+pub async fn service_account_with_role(
+    hub: &TestHub,
+    ws: &str,
+    (namespace, name): (&str, &str),
+    binding_name: &str,
+    role: &str,
+    in_namespace: bool,
+) {
+    create(
+        hub,
+        ws,
+        &format!("/api/v1/namespaces/{namespace}/serviceaccounts"),
+        json!({"metadata": {"name": name}}),
+    )
+    .await;
+    let (kind, path) = if in_namespace {
+        ("RoleBinding", rbac_path(Some(namespace), "rolebindings"))
+    } else {
+        ("ClusterRoleBinding", rbac_path(None, "clusterrolebindings"))
+    };
+    let subject = service_account_subject(namespace, name);
+    create(
+        hub,
+        ws,
+        &path,
+        binding(kind, binding_name, "ClusterRole", role, subject),
+    )
+    .await;
+}
+
+/// Ask for a token of ServiceAccount `namespace/name` in `ws` through
+/// TokenRequest (`spec` as given), as admin; the status and the answer.
+pub async fn request_token(
+    hub: &TestHub,
+    ws: &str,
+    (namespace, name): (&str, &str),
+    spec: Value,
+) -> (u16, Value) {
+    let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token");
+    let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec});
+    call(&admin(hub, ws).await, "POST", &path, Some(&body)).await
+}
+
+/// A token of ServiceAccount `namespace/name` in `ws`, which must be issued.
+pub async fn service_account_token(hub: &TestHub, ws: &str, account: (&str, &str)) -> String {
+    let (code, body) = request_token(hub, ws, account, json!({})).await;
+    assert_eq!(
+        code, 201,
+        "requesting a token of {}/{}: {body}",
+        account.0, account.1
+    );
+    body["status"]["token"].as_str().expect("the token").to_string()
+}
+
+/// ClusterRole `name` with `rules`.
+pub fn cluster_role_object(name: &str, rules: Value) -> Value {
+    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})
 }
 
 /// Create ClusterRole `name` with `rules` in workspace `ws`, as admin.
@@ -127,43 +203,7 @@ pub async fn cluster_role(hub: &TestHub, ws: &str, name: &str, rules: Value) {
         hub,
         ws,
         &rbac_path(None, "clusterroles"),
-        json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}),
+        cluster_role_object(name, rules),
     )
     .await;
-}
-
-/// Create workspace `root:<name>` as admin and wait until it serves;
-/// returns its logical cluster name.
-pub async fn ready_workspace(hub: &TestHub, name: &str) -> String {
-    create(
-        hub,
-        "root",
-        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-        json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}}),
-    )
-    .await;
-    let path = format!("root:{name}");
-    eventually(10, "workspace ready", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/api/v1/namespaces/default",
-            None,
-        )
-        .await;
-        (code == 200).then_some(())
-    })
-    .await;
-    let (code, ws) = call(
-        &admin(hub, "root").await,
-        "GET",
-        &format!("/apis/tenancy.kcp.io/v1alpha1/workspaces/{name}"),
-        None,
-    )
-    .await;
-    assert_eq!(code, 200, "reading workspace {name}: {ws}");
-    ws["spec"]["cluster"]
-        .as_str()
-        .expect("logical cluster")
-        .to_string()
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ferry_hub::testing::TestHub;
+use crate::TestHub;
 use serde_json::{json, Value};
 
 use crate::clients::{admin, call, create, send};
@@ -15,7 +15,7 @@ pub const STATE_PREFIX: &str = "state.workload.kcp.io/";
 
 /// Create workspace `root:<name>`; returns its logical cluster name.
 pub async fn workspace(hub: &TestHub, name: &str) -> String {
-    crate::tenants::ready_workspace(hub, name).await
+    crate::workspaces::ready_workspace(hub, name).await
 }
 
 /// GET as admin; the object must exist.

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use base64::Engine;
-use ferry_hub::testing::eventually;
+use ferry_testkit::eventually;
 use ferry_testkit::net::free_port;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};

@@ -11,8 +11,8 @@ use std::time::Duration;
 use ferry_cli::quickstart::{apply_manifest, in_cluster_config};
 
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::{eventually, TestHub};
 use ferry_testkit::clients::write_kubeconfig;
+use ferry_testkit::{eventually, TestHub};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};

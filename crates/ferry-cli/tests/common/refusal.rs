@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use ferry_hub::strategy::core::service::ServiceRanges;
-use ferry_hub::testing::TestHub;
+use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
 use crate::{edge, edge_syncer};

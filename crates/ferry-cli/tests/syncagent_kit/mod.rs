@@ -5,7 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 use ferry_hub::kubeconfig::AuthInfo;
-use ferry_hub::testing::{client_from, eventually, TestHub};
+use ferry_testkit::{client_from, eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::ApiResource;
 use serde_json::{json, Value};

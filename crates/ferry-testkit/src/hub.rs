@@ -1,11 +1,12 @@
-//! Starting hubs for tests and demos: a hub on a free loopback port with its
-//! state in a temporary directory, and `kubectl` pointed at it.
+//! Starting hubs for tests: a hub with the built-in controllers on a free
+//! loopback port with its state in a temporary directory (or on etcd), and
+//! `kubectl` pointed at it.
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::server::{start, HubOptions, RunningHub};
-use crate::strategy::core::service::ServiceRanges;
+use ferry_hub::server::{start, HubOptions, RunningHub};
+use ferry_hub::strategy::core::service::ServiceRanges;
 
 /// A kube-rs configuration from `kubeconfig` (its current context), pointed at
 /// `workspace` (a kcp path like `root:a`, a logical cluster name, or `*`)
@@ -16,7 +17,7 @@ pub async fn config_from(kubeconfig: &Path, workspace: Option<&str>) -> kube::Co
         .await
         .expect("usable kubeconfig");
     if let Some(ws) = workspace {
-        config = crate::kubeconfig::at_workspace(&config, ws).expect("valid URL");
+        config = ferry_hub::kubeconfig::at_workspace(&config, ws).expect("valid URL");
     }
     config
 }
@@ -89,20 +90,20 @@ pub struct TestHub {
     data_dir: PathBuf,
     /// The etcd this hub keeps its objects in, under [`STORAGE_ENV`]`=etcd`.
     pub etcd: Option<TestEtcd>,
-    etcd_options: Option<crate::storage::EtcdOptions>,
+    etcd_options: Option<ferry_hub::storage::EtcdOptions>,
 }
 
 /// etcds of hubs taken apart with [`TestHub::into_parts`], by data
 /// directory, for [`TestHub::start_in`] to restart the hub on.
-fn parked() -> &'static parking_lot::Mutex<std::collections::HashMap<PathBuf, ParkedEtcd>> {
-    static PARKED: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<PathBuf, ParkedEtcd>>> =
+fn parked() -> &'static std::sync::Mutex<std::collections::HashMap<PathBuf, ParkedEtcd>> {
+    static PARKED: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, ParkedEtcd>>> =
         std::sync::OnceLock::new();
     PARKED.get_or_init(Default::default)
 }
 
 struct ParkedEtcd {
     etcd: Option<TestEtcd>,
-    options: crate::storage::EtcdOptions,
+    options: ferry_hub::storage::EtcdOptions,
 }
 
 impl TestHub {
@@ -181,7 +182,7 @@ impl TestHub {
         let mut opts = HubOptions::new(data_dir);
         opts.listen = listen;
         opts.service_ranges = distinct_cluster_ranges(data_dir);
-        let parked = parked().lock().remove(data_dir);
+        let parked = parked().lock().expect("parked etcds").remove(data_dir);
         let (etcd, etcd_options) = match parked {
             Some(p) => (p.etcd, Some(p.options)),
             None => (None, None),
@@ -253,6 +254,7 @@ impl TestHub {
             let etcd = self.etcd.take();
             parked()
                 .lock()
+                .expect("parked etcds")
                 .insert(self.data_dir.clone(), ParkedEtcd { etcd, options });
         }
         (self.running, dir)
@@ -287,17 +289,17 @@ pub fn output_feeding(mut cmd: std::process::Command, stdin: Option<&str>) -> Ou
         .unwrap_or_else(|e| panic!("{program} runs: {e}"))
 }
 
-pub use ferry_storage::testing::{EtcdPki, TestEtcd, TestEtcdCluster};
+pub use ferry_hub::storage::testing::{EtcdPki, TestEtcd, TestEtcdCluster};
 
 /// [`TestEtcd::start_tls`] with certificates from the hub's own CA code
 /// (the certificates a hub makes for itself): etcd serves TLS only and
 /// requires a client certificate, which its [`TestEtcd::options`] carry.
 pub fn start_tls_etcd() -> Option<TestEtcd> {
     let dir = tempfile::tempdir().expect("temporary directory for certificates");
-    let material =
-        crate::server::tls::ensure_certs(dir.path(), &["127.0.0.1".into()]).expect("certificates for etcd");
+    let material = ferry_hub::server::tls::ensure_certs(dir.path(), &["127.0.0.1".into()])
+        .expect("certificates for etcd");
     let (client_cert, client_key) =
-        crate::server::tls::sign_client_cert(&material, "ferry-hub", &[], 1).expect("client certificate");
+        ferry_hub::server::tls::sign_client_cert(&material, "ferry-hub", &[], 1).expect("client certificate");
     TestEtcd::start_tls(EtcdPki {
         ca_cert: material.ca_cert_pem,
         serving_cert: material.serving_cert_pem,
