@@ -350,3 +350,44 @@ async fn health_endpoints_list_their_checks_when_verbose() {
     );
     assert_eq!(kubectl.ok(&["get", "--raw", "/readyz"]), "ok");
 }
+
+/// Whether `code` (the text between backticks) names a Rust item rather than
+/// something a user types or reads: a path (`a::b`) or a snake_case name
+/// (`effective_downsync`); Kubernetes fields and values are camelCase.
+fn names_a_rust_item(code: &str) -> bool {
+    code.contains("::")
+        || (code.contains('_')
+            && code.split('_').all(|part| {
+                !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            }))
+}
+
+/// `kubectl explain` of a Ferry kind points at nothing only Ferry's source
+/// holds: no description names a Rust function, field or path.
+#[test]
+fn crd_descriptions_name_no_rust_item() {
+    assert!(names_a_rust_item("effective_downsync") && names_a_rust_item("EdgePlacementSpec::x"));
+    assert!(!names_a_rust_item("namespaceSelector") && !names_a_rust_item("kcp-<hash>"));
+    let yaml = stdout(&ferry(&["crds", "--for", "kubernetes"], &[]));
+    let crds: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    let mut bad = Vec::new();
+    for crd in &crds {
+        let mut found = Vec::new();
+        descriptions(
+            &crd["spec"]["versions"],
+            crd["metadata"]["name"].as_str().unwrap(),
+            &mut found,
+        );
+        for (at, text) in found {
+            // Odd pieces of a split on backticks are the code spans.
+            if text.split('`').skip(1).step_by(2).any(names_a_rust_item) {
+                bad.push(format!("{at}: {text}"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "descriptions naming Rust items:\n{}",
+        bad.join("\n")
+    );
+}
