@@ -391,3 +391,68 @@ fn crd_descriptions_name_no_rust_item() {
         bad.join("\n")
     );
 }
+
+/// Whether `text` holds an SGR escape (colour, bold, reset): cursor movement
+/// is not colour.
+fn has_colour(text: &str) -> bool {
+    text.match_indices("\u{1b}[").any(|(i, _)| {
+        let rest = &text[i + 2..];
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == ';'));
+        end.is_some_and(|e| rest[e..].starts_with('m'))
+    })
+}
+
+/// The pid of `parent`'s first child process (Linux's /proc).
+fn child_of(parent: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// On a terminal the hub's log lines are coloured, unless `NO_COLOR` is set
+/// to anything but the empty string (<https://no-color.org>). The terminal is
+/// util-linux's `script`; without it the test says so and passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_color_turns_colour_off_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: needs util-linux's `script` for a terminal");
+        return;
+    }
+    for (no_color, coloured) in [("", true), ("1", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let typescript = dir.path().join("terminal");
+        let hub = format!(
+            "exec {} hub --listen 127.0.0.1:0 --data-dir {}",
+            env!("CARGO_BIN_EXE_ferry"),
+            dir.path().join("hub").display()
+        );
+        let mut script = Command::new("script")
+            .args(["-qfec", &hub])
+            .arg(&typescript)
+            .env("NO_COLOR", no_color)
+            .env_remove("FERRY_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("script runs");
+        let text = eventually(60, "the hub ready on its terminal", || {
+            let text = std::fs::read_to_string(&typescript).unwrap_or_default();
+            async move { text.contains("ferry hub is ready").then_some(text) }
+        })
+        .await;
+        match child_of(script.id()) {
+            Some(hub) => drop(Command::new("kill").args(["-TERM", &hub.to_string()]).status()),
+            None => drop(script.kill()),
+        }
+        let _ = script.wait();
+        assert!(text.contains("INFO"), "no log line on the terminal: {text:?}");
+        assert_eq!(
+            has_colour(&text),
+            coloured,
+            "NO_COLOR={no_color:?}, the terminal shows: {text:?}"
+        );
+    }
+}
