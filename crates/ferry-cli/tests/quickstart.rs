@@ -464,3 +464,32 @@ async fn the_stand_in_kubelet_retries_a_refused_status_write() {
     .await;
     kubelet.abort();
 }
+
+/// At `-v 1`, with standard error not a terminal (no progress line), the
+/// quickstart logs each step it waits at, and the api-syncagent logs nothing
+/// about a namespace filter no PublishedResource sets (its namespace watch
+/// failing where no filter needs it is debug detail).
+#[test]
+fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["quickstart", "--profile", "syncagent", "--exit", "-v", "1"])
+        .args(["--timeout", "90s", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the quickstart failed: {stderr}");
+    for step in [
+        "starting the hub and the stand-in service cluster",
+        "waiting for copies, status and credentials",
+    ] {
+        assert!(stderr.contains(step), "the step {step:?} is not logged: {stderr}");
+    }
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.contains("namespace") && l.contains("filter")),
+        "a line about a namespace filter nobody configured:\n{stderr}"
+    );
+}
