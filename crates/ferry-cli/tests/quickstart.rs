@@ -493,3 +493,38 @@ fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filt
         "a line about a namespace filter nobody configured:\n{stderr}"
     );
 }
+
+/// `kubectl get publishedresources` on the service cluster answers "is it
+/// working": READY from the agent's condition and the SCHEMA it published.
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_get_publishedresources_shows_ready_and_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args([
+            "quickstart",
+            "--profile",
+            "syncagent",
+            "--exit",
+            "--timeout",
+            "90s",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let service = TestHub::start_in(&dir.path().join("service")).await;
+    let out = service.kubectl(&["get", "publishedresources"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    let column = |name: &str| rows[0].iter().position(|c| *c == name);
+    let (ready, schema) = (column("READY"), column("SCHEMA"));
+    assert!(ready.is_some() && schema.is_some(), "{table}");
+    assert_eq!(rows.len(), 2, "one PublishedResource:\n{table}");
+    assert_eq!(rows[1][ready.unwrap()], "True", "{table}");
+    assert!(
+        rows[1][schema.unwrap()].ends_with(".databases.example.io"),
+        "the APIResourceSchema it published:\n{table}"
+    );
+}
