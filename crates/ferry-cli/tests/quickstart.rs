@@ -465,6 +465,17 @@ async fn the_stand_in_kubelet_retries_a_refused_status_write() {
     kubelet.abort();
 }
 
+/// `ferry quickstart --exit ARGS --timeout 90s --dir DIR`, once.
+fn quickstart_once(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("quickstart")
+        .args(args)
+        .args(["--exit", "--timeout", "90s", "--dir"])
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
 /// At `-v 1`, with standard error not a terminal (no progress line), the
 /// quickstart logs each step it waits at, and the api-syncagent logs nothing
 /// about a namespace filter no PublishedResource sets (its namespace watch
@@ -472,12 +483,7 @@ async fn the_stand_in_kubelet_retries_a_refused_status_write() {
 #[test]
 fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filter() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args(["quickstart", "--profile", "syncagent", "--exit", "-v", "1"])
-        .args(["--timeout", "90s", "--dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = quickstart_once(&["--profile", "syncagent", "-v", "1"], dir.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the quickstart failed: {stderr}");
     for step in [
@@ -499,19 +505,7 @@ fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filt
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_get_publishedresources_shows_ready_and_schema() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
-        .args([
-            "quickstart",
-            "--profile",
-            "syncagent",
-            "--exit",
-            "--timeout",
-            "90s",
-            "--dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = quickstart_once(&["--profile", "syncagent"], dir.path());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let service = TestHub::start_in(&dir.path().join("service")).await;
     let out = service.kubectl(&["get", "publishedresources"]);
