@@ -613,3 +613,66 @@ async fn ha_walkthrough_blocks_run_as_written() {
     assert!(acked.lines().count() > 0, "the writer had no write acknowledged");
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
 }
+
+/// Users never saw the reference documents Ferry was built from under the name
+/// "seed": README and the book name the upstream documents (kcp's, KubeStellar's)
+/// or say what they are.
+#[test]
+fn no_page_refers_to_the_seeds() {
+    let mut found = Vec::new();
+    for (path, text) in pages() {
+        for (n, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            let word = lower
+                .split(|c: char| !c.is_ascii_alphanumeric())
+                .any(|w| w == "seed" || w == "seeds");
+            if word {
+                found.push(format!("{}:{}: {line}", path.display(), n + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "pages naming the seeds:\n{}", found.join("\n"));
+}
+
+/// The licence Cargo.toml declares is at the root, where users and packagers
+/// look, and README names it.
+#[test]
+fn the_license_cargo_declares_is_at_the_root() {
+    let root = repo();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("license = \"Apache-2.0\""),
+        "Cargo.toml's licence changed"
+    );
+    let license = std::fs::read_to_string(root.join("LICENSE")).expect("a LICENSE file at the root");
+    assert!(license.contains("Apache License") && license.contains("Version 2.0"));
+    assert!(pages()[Path::new("README.md")].contains("Apache-2.0"));
+}
+
+/// The Install page names the image `ferry syncagent-gen` writes by default
+/// (as `--help` says it) and how to build one from the repository's
+/// Dockerfile, which exists.
+#[test]
+fn install_names_the_default_image_and_how_to_build_it() {
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["syncagent-gen", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let image = help
+        .split("--image <IMAGE>")
+        .nth(1)
+        .and_then(|rest| rest.split("[default: ").nth(1))
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("no default image in `ferry syncagent-gen --help`:\n{help}"));
+    let install = &pages()[Path::new("book/src/install.md")];
+    assert!(
+        install.contains(image),
+        "book/src/install.md does not name {image}"
+    );
+    assert!(
+        install.contains("docker build -t ferry:dev ."),
+        "no build instruction"
+    );
+    assert!(repo().join("Dockerfile").is_file());
+}

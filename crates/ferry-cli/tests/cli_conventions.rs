@@ -350,3 +350,109 @@ async fn health_endpoints_list_their_checks_when_verbose() {
     );
     assert_eq!(kubectl.ok(&["get", "--raw", "/readyz"]), "ok");
 }
+
+/// Whether `code` (the text between backticks) names a Rust item rather than
+/// something a user types or reads: a path (`a::b`) or a snake_case name
+/// (`effective_downsync`); Kubernetes fields and values are camelCase.
+fn names_a_rust_item(code: &str) -> bool {
+    code.contains("::")
+        || (code.contains('_')
+            && code.split('_').all(|part| {
+                !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            }))
+}
+
+/// `kubectl explain` of a Ferry kind points at nothing only Ferry's source
+/// holds: no description names a Rust function, field or path.
+#[test]
+fn crd_descriptions_name_no_rust_item() {
+    assert!(names_a_rust_item("effective_downsync") && names_a_rust_item("EdgePlacementSpec::x"));
+    assert!(!names_a_rust_item("namespaceSelector") && !names_a_rust_item("kcp-<hash>"));
+    let yaml = stdout(&ferry(&["crds", "--for", "kubernetes"], &[]));
+    let crds: Vec<serde_json::Value> = serde_saphyr::from_multiple(&yaml).unwrap();
+    let mut bad = Vec::new();
+    for crd in &crds {
+        let mut found = Vec::new();
+        descriptions(
+            &crd["spec"]["versions"],
+            crd["metadata"]["name"].as_str().unwrap(),
+            &mut found,
+        );
+        for (at, text) in found {
+            // Odd pieces of a split on backticks are the code spans.
+            if text.split('`').skip(1).step_by(2).any(names_a_rust_item) {
+                bad.push(format!("{at}: {text}"));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "descriptions naming Rust items:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// Whether `text` holds an SGR escape (colour, bold, reset): cursor movement
+/// is not colour.
+fn has_colour(text: &str) -> bool {
+    text.match_indices("\u{1b}[").any(|(i, _)| {
+        let rest = &text[i + 2..];
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == ';'));
+        end.is_some_and(|e| rest[e..].starts_with('m'))
+    })
+}
+
+/// The pid of `parent`'s first child process (Linux's /proc).
+fn child_of(parent: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// On a terminal the hub's log lines are coloured, unless `NO_COLOR` is set
+/// to anything but the empty string (<https://no-color.org>). The terminal is
+/// util-linux's `script`; without it the test says so and passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_color_turns_colour_off_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: needs util-linux's `script` for a terminal");
+        return;
+    }
+    for (no_color, coloured) in [("", true), ("1", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let typescript = dir.path().join("terminal");
+        let hub = format!(
+            "exec {} hub --listen 127.0.0.1:0 --data-dir {}",
+            env!("CARGO_BIN_EXE_ferry"),
+            dir.path().join("hub").display()
+        );
+        let mut script = Command::new("script")
+            .args(["-qfec", &hub])
+            .arg(&typescript)
+            .env("NO_COLOR", no_color)
+            .env_remove("FERRY_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("script runs");
+        let text = eventually(60, "the hub ready on its terminal", || {
+            let text = std::fs::read_to_string(&typescript).unwrap_or_default();
+            async move { text.contains("ferry hub is ready").then_some(text) }
+        })
+        .await;
+        match child_of(script.id()) {
+            Some(hub) => drop(Command::new("kill").args(["-TERM", &hub.to_string()]).status()),
+            None => drop(script.kill()),
+        }
+        let _ = script.wait();
+        assert!(text.contains("INFO"), "no log line on the terminal: {text:?}");
+        assert_eq!(
+            has_colour(&text),
+            coloured,
+            "NO_COLOR={no_color:?}, the terminal shows: {text:?}"
+        );
+    }
+}

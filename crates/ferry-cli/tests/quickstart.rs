@@ -464,3 +464,61 @@ async fn the_stand_in_kubelet_retries_a_refused_status_write() {
     .await;
     kubelet.abort();
 }
+
+/// `ferry quickstart --exit ARGS --timeout 90s --dir DIR`, once.
+fn quickstart_once(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("quickstart")
+        .args(args)
+        .args(["--exit", "--timeout", "90s", "--dir"])
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+/// At `-v 1`, with standard error not a terminal (no progress line), the
+/// quickstart logs each step it waits at, and the api-syncagent logs nothing
+/// about a namespace filter no PublishedResource sets (its namespace watch
+/// failing where no filter needs it is debug detail).
+#[test]
+fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = quickstart_once(&["--profile", "syncagent", "-v", "1"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the quickstart failed: {stderr}");
+    for step in [
+        "starting the hub and the stand-in service cluster",
+        "waiting for copies, status and credentials",
+    ] {
+        assert!(stderr.contains(step), "the step {step:?} is not logged: {stderr}");
+    }
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.contains("namespace") && l.contains("filter")),
+        "a line about a namespace filter nobody configured:\n{stderr}"
+    );
+}
+
+/// `kubectl get publishedresources` on the service cluster answers "is it
+/// working": READY from the agent's condition and the SCHEMA it published.
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_get_publishedresources_shows_ready_and_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = quickstart_once(&["--profile", "syncagent"], dir.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let service = TestHub::start_in(&dir.path().join("service")).await;
+    let out = service.kubectl(&["get", "publishedresources"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    let column = |name: &str| rows[0].iter().position(|c| *c == name);
+    let (ready, schema) = (column("READY"), column("SCHEMA"));
+    assert!(ready.is_some() && schema.is_some(), "{table}");
+    assert_eq!(rows.len(), 2, "one PublishedResource:\n{table}");
+    assert_eq!(rows[1][ready.unwrap()], "True", "{table}");
+    assert!(
+        rows[1][schema.unwrap()].ends_with(".databases.example.io"),
+        "the APIResourceSchema it published:\n{table}"
+    );
+}

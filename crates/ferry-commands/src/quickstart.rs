@@ -381,11 +381,28 @@ pub(crate) fn progress(quiet: bool) -> ProgressBar {
     pb
 }
 
+/// A quickstart's step: the progress line on a terminal and, from `-v 1`
+/// on, a log line each time the step changes, so a run whose standard error
+/// is not a terminal (a CI log, a file) still says what it waits for.
+pub(crate) trait Step {
+    fn step(&self, what: impl Into<std::borrow::Cow<'static, str>>);
+}
+
+impl Step for ProgressBar {
+    fn step(&self, what: impl Into<std::borrow::Cow<'static, str>>) {
+        let what = what.into();
+        if self.message() != what {
+            tracing::info!(target: "ferry::quickstart", "{what}");
+        }
+        self.set_message(what);
+    }
+}
+
 /// The error of a quickstart that ran out of time: the step it was at (the progress
 /// line, which names what it waits for) and how to see more.
 pub(crate) fn timed_out(timeout: Duration, pb: &ProgressBar) -> anyhow::Error {
     anyhow::anyhow!(
-        "the quickstart did not finish within {timeout:?}; it was waiting at: {} (run with -v 1 for the requests it made)",
+        "the quickstart did not finish within {timeout:?}; it was waiting at: {} (-v 1 logs each step, -v 2 the requests the hubs refused, -v 3 every request)",
         pb.message()
     )
 }
@@ -448,23 +465,23 @@ async fn quickstart(
     args: &QuickstartArgs,
     pb: &ProgressBar,
 ) -> anyhow::Result<(Vec<Row>, Vec<WmwRow>, RunningHub, Vec<Registered>)> {
-    pb.set_message("starting the hub and the stand-in clusters florin and guilder");
+    pb.step("starting the hub and the stand-in clusters florin and guilder");
     let mut opts = HubOptions::new(args.dir.join("hub"));
     opts.listen = "127.0.0.1:0".parse()?;
     let hub = start(opts).await.context("starting the hub")?;
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
 
-    pb.set_message("kubestellar init: root:espw and the inventory workspace root:imw1");
+    pb.step("kubestellar init: root:espw and the inventory workspace root:imw1");
     let init = crate::kubestellar_cmd::init(&admin_config(&hub, "root").await?).await?;
     let imw_cluster = imw_cluster(&root).await?;
     let imw_config = admin_config(&hub, &init.imw).await?;
 
-    pb.set_message(format!("creating the workload management workspace root:{WMW}"));
+    pb.step(format!("creating the workload management workspace root:{WMW}"));
     crate::ensure_cmd::ensure_wmw(&admin_config(&hub, "root").await?, WMW).await?;
 
     let mut registered = Vec::new();
     for (name, labels) in CLUSTERS {
-        pb.set_message(format!("{name}: SyncTarget and Location in root:imw1"));
+        pb.step(format!("{name}: SyncTarget and Location in root:imw1"));
         let labels: BTreeMap<String, String> = labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -472,12 +489,12 @@ async fn quickstart(
         let target = crate::ensure_cmd::ensure_location(&imw_config, name, &labels).await?;
         let uid = target.metadata.uid.clone().unwrap_or_default();
         let mailbox = ferry_api::edge::mailbox::mailbox_name(&imw_cluster, &uid);
-        pb.set_message(format!("{name}: waiting for the mailbox workspace {mailbox}"));
+        pb.step(format!("{name}: waiting for the mailbox workspace {mailbox}"));
         wait_ready_workspaces(&root, &[&mailbox]).await?;
         registered.push(register(args, pb, &hub, name, &mailbox).await?);
     }
 
-    pb.set_message(format!(
+    pb.step(format!(
         "root:{WMW}: the workload and edge-placement-c, edge-placement-s, written once"
     ));
     let wmw_client = kube::Client::try_from(admin_config(&hub, &format!("root:{WMW}")).await?)?;
@@ -493,7 +510,7 @@ async fn quickstart(
             .filter(|r| r.synced && r.reported != "pending")
             .count();
         let counted = summary.iter().filter(|s| s.counted()).count();
-        pb.set_message(format!(
+        pb.step(format!(
             "syncing: {landed}/{} objects landed with their reported state, {counted}/{} executing counts in root:{WMW}",
             rows.len(),
             summary.len()
@@ -572,7 +589,7 @@ async fn register(
     let cluster_admin = kube::Client::try_from(admin_config(&cluster_hub, "root").await?)?;
     let kubelet = simulate_kubelet(cluster_admin.clone());
 
-    pb.set_message(format!("{name}: syncer-gen against root:{mailbox}"));
+    pb.step(format!("{name}: syncer-gen against root:{mailbox}"));
     let gen_args = SyncerGenArgs {
         syncer_image: args.syncer_image.clone(),
         ..SyncerGenArgs::stand_in(name, args.dir.join(format!("{name}-syncer.yaml")))
@@ -581,7 +598,7 @@ async fn register(
     // The manifest holds the syncer's token.
     ferry_server::server::write_private(&gen_args.output_file, reg.manifest.as_bytes())?;
 
-    pb.set_message(format!(
+    pb.step(format!(
         "{name}: kubectl apply -f {}",
         gen_args.output_file.display()
     ));
@@ -605,7 +622,7 @@ async fn register(
     .await?;
     let downstream = in_cluster_config(&cluster_hub, &cluster_admin, &reg.syncer_id).await?;
 
-    pb.set_message(format!("{name}: starting its syncer"));
+    pb.step(format!("{name}: starting its syncer"));
     let mut syncer_opts = ferry_syncer::SyncerOptions::new(upstream, downstream, name);
     syncer_opts.sync_target_uid = Some(reg.sync_target_uid.clone());
     syncer_opts.heartbeat_period = Duration::from_secs(5);

@@ -25,7 +25,7 @@ use serde_json::json;
 use ferry_syncer::profiles::syncagent::{self, SyncAgentOptions};
 
 use crate::database_service::{self, local_databases, remote_databases, AGENT_NAMESPACE, EXPORT, PROVIDER};
-use crate::quickstart::{admin_config, progress, QuickstartArgs};
+use crate::quickstart::{admin_config, progress, QuickstartArgs, Step};
 
 /// The consumer workspaces and the Databases each creates.
 const CONSUMERS: &[(&str, &[&str])] = &[("team-a", &["orders"]), ("team-b", &["orders", "users"])];
@@ -129,7 +129,7 @@ type Outcome = (
 );
 
 async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<Outcome> {
-    pb.set_message("starting the hub and the stand-in service cluster");
+    pb.step("starting the hub and the stand-in service cluster");
     let mut opts = HubOptions::new(args.dir.join("hub"));
     opts.listen = "127.0.0.1:0".parse()?;
     let hub = start(opts).await.context("starting the hub")?;
@@ -143,20 +143,20 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
     let mut names = vec![PROVIDER];
     names.extend(CONSUMERS.iter().map(|(ws, _)| *ws));
-    pb.set_message(format!("kubectl ferry ws create {}", names.join(", ")));
+    pb.step(format!("kubectl ferry ws create {}", names.join(", ")));
     database_service::create_workspaces(&root, &names, 1).await?;
     let provider_config = admin_config(&hub, &format!("root:{PROVIDER}")).await?;
     let provider = kube::Client::try_from(provider_config.clone())?;
-    pb.set_message(format!("creating APIExport {EXPORT} in root:{PROVIDER}"));
+    pb.step(format!("creating APIExport {EXPORT} in root:{PROVIDER}"));
     database_service::create_export(&provider).await?;
 
-    pb.set_message("installing the Database and PublishedResource CRDs on the service cluster, then kubectl apply -f published-databases.yaml");
+    pb.step("installing the Database and PublishedResource CRDs on the service cluster, then kubectl apply -f published-databases.yaml");
     let service_config = admin_config(&service_hub, "root").await?;
     let service = kube::Client::try_from(service_config.clone())?;
     database_service::install_service(&service, &database_service::published_resource(true)).await?;
     let controller = service_controller(service.clone());
 
-    pb.set_message(format!(
+    pb.step(format!(
         "ferry syncagent --apiexportendpointslice-ref {EXPORT} --namespace {AGENT_NAMESPACE} --agent-name nora"
     ));
     let mut agent_opts = SyncAgentOptions::new(provider_config, service_config, EXPORT, AGENT_NAMESPACE);
@@ -168,19 +168,19 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
     });
     let agent = syncagent::start(agent_opts).await.context("starting the agent")?;
 
-    pb.set_message("waiting for the export to list the Database schema and claim secrets");
+    pb.step("waiting for the export to list the Database schema and claim secrets");
     let claims = database_service::wait_published(&provider, &["secrets"]).await?;
 
     let mut consumers = vec![];
     for (ws, objects) in CONSUMERS {
-        pb.set_message(format!(
+        pb.step(format!(
             "kubectl ferry ws use root:{ws}; kubectl ferry bind apiexport root:{PROVIDER}:{EXPORT} --accept-all-permission-claims"
         ));
         let client = kube::Client::try_from(admin_config(&hub, &format!("root:{ws}")).await?)?;
         database_service::bind(&client, &claims).await?;
         let dbs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &remote_databases());
         for name in *objects {
-            pb.set_message(format!("creating Database {name} in root:{ws}"));
+            pb.step(format!("creating Database {name} in root:{ws}"));
             let obj = database_service::database(&remote_databases(), "default", name);
             match dbs.create(&PostParams::default(), &obj).await {
                 Ok(_) => {}
@@ -191,7 +191,7 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
         consumers.push((ws.to_string(), client));
     }
 
-    pb.set_message("waiting for copies, status and credentials");
+    pb.step("waiting for copies, status and credentials");
     let rows = loop {
         let rows = table(&consumers, &service).await;
         if rows.iter().all(Row::landed) {

@@ -32,6 +32,7 @@ use crate::ar;
 use crate::bind_cmd::{bind_compute, ComputeArgs};
 use crate::quickstart::{
     admin_config, apply_manifest, apply_object, apply_workspaces, progress, simulate_kubelet, QuickstartArgs,
+    Step,
 };
 use crate::workload_cmd::{self, SyncArgs};
 
@@ -213,14 +214,14 @@ pub async fn run(args: QuickstartArgs) -> anyhow::Result<()> {
 type Outcome = (RunningHub, Vec<Cluster>, Vec<Row>, Vec<Row>, String);
 
 async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<Outcome> {
-    pb.set_message("starting the hub (with root:compute) and the stand-in clusters");
+    pb.step("starting the hub (with root:compute) and the stand-in clusters");
     let mut opts = HubOptions::new(args.dir.join("hub"));
     opts.listen = "127.0.0.1:0".parse()?;
     opts.compute_workspace = true;
     opts.sync_target_heartbeat_threshold = Duration::from_secs(20);
     let hub = start(opts).await.context("starting the hub")?;
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
-    pb.set_message("kubectl ferry ws create my-org; kubectl ferry ws create app");
+    pb.step("kubectl ferry ws create my-org; kubectl ferry ws create app");
     apply_workspaces(&root, &["my-org", "app"]).await?;
 
     let mut clusters = Vec::new();
@@ -232,7 +233,7 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
         org.clone(),
         &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"),
     );
-    pb.set_message("kubectl wait --for=condition=Ready synctarget --all");
+    pb.step("kubectl wait --for=condition=Ready synctarget --all");
     loop {
         let list = targets.list(&Default::default()).await?;
         let ready = list
@@ -246,7 +247,7 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    pb.set_message(format!(
+    pb.step(format!(
         "kubectl ferry ws use {APP}; kubectl ferry bind compute {ORG}"
     ));
     let app = kube::Client::try_from(admin_config(&hub, APP).await?)?;
@@ -264,11 +265,11 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
         },
         // The quickstart's own output is its tables; kcp's binding lines belong
         // on its progress line, which names the step.
-        &|line| pb.set_message(format!("kubectl ferry bind compute {ORG}: {line}")),
+        &|line| pb.step(format!("kubectl ferry bind compute {ORG}: {line}")),
     )
     .await?;
 
-    pb.set_message("creating the Deployment, Service, ConfigMap and Secret in root:app");
+    pb.step("creating the Deployment, Service, ConfigMap and Secret in root:app");
     for object in workload() {
         apply_object(&app, &object).await?;
     }
@@ -280,7 +281,7 @@ async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<O
         .first()
         .map(|r| r.target.clone())
         .context("nothing was scheduled")?;
-    pb.set_message(format!("kubectl ferry workload drain {drained}"));
+    pb.step(format!("kubectl ferry workload drain {drained}"));
     let patch = workload_cmd::schedule_patch(
         &workload_cmd::WorkloadCommand::Drain(workload_cmd::TargetArgs {
             name: drained.clone(),
@@ -332,7 +333,7 @@ async fn register(
         simulate_load_balancer(admin.clone(), addresses[index % addresses.len()]),
     ];
 
-    pb.set_message(format!(
+    pb.step(format!(
         "kubectl ferry workload sync {name} --labels {labels} in {ORG}"
     ));
     let sync_args = SyncArgs {
@@ -361,14 +362,14 @@ async fn register(
         .patch(name, &PatchParams::default(), &Patch::Merge(&uncordon))
         .await
         .with_context(|| format!("uncordoning {name}"))?;
-    pb.set_message(format!(
+    pb.step(format!(
         "{name}: kubectl apply -f {}",
         sync_args.output_file.display()
     ));
     apply_manifest(&admin, &reg.manifest).await?;
 
     let (syncer, container_args) = start_as_pod(&cluster_hub, &admin, &reg.syncer_id, &dir).await?;
-    pb.set_message(format!(
+    pb.step(format!(
         "{name}: started its syncer (ferry {})",
         container_args.join(" ")
     ));
@@ -430,7 +431,7 @@ async fn wait_landed(
     loop {
         let rows = table(hub, clusters).await?;
         let (line, all_landed) = landing_progress(&rows, away_from);
-        pb.set_message(line);
+        pb.step(line);
         if all_landed {
             return Ok(rows);
         }

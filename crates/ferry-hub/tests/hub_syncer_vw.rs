@@ -991,3 +991,39 @@ async fn the_syncer_view_never_serves_roles_or_transforms_of_workspaces_not_plac
         item_names(&schemas).join(", ")
     );
 }
+
+/// A write through the syncer view whose resourceVersion is stale is a
+/// conflict (409), as kube-apiserver answers: the store's precondition is
+/// checked before the rules on what a syncer may change (reserved labels,
+/// the view's write rules), which act as validation and admission. With the
+/// current resourceVersion the same change meets those rules (403).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_write_through_the_syncer_view_conflicts_before_the_write_rules_apply() {
+    let w = world().await;
+    let path = "/api/v1/namespaces/work/configmaps/cm-app1";
+    let one = w.east("syncer", &w.app1).await;
+    let (code, seen) = call(&one, "GET", path, None).await;
+    assert_eq!(code, 200, "{seen}");
+    // The owner changes the object: what the syncer read is now stale.
+    admin_patch(
+        &w.hub,
+        "root:app1",
+        path,
+        json!({"data": {"changed": "by its owner"}}),
+    )
+    .await;
+    // A change the rules refuse: another SyncTarget's state label.
+    let west = format!("{STATE_PREFIX}{}", sync_target_key(&w.loc, "west"));
+    let refused = |mut obj: Value| {
+        obj["metadata"]["labels"][&west] = json!("Sync");
+        obj
+    };
+    let (code, body) = call(&one, "PUT", path, Some(&refused(seen))).await;
+    assert_eq!(code, 409, "a stale write is a conflict first: {body}");
+    assert_eq!(body["reason"], "Conflict", "{body}");
+
+    let (_, fresh) = call(&one, "GET", path, None).await;
+    let (code, body) = call(&one, "PUT", path, Some(&refused(fresh))).await;
+    assert_eq!(code, 403, "a current write meets the rules: {body}");
+    assert_eq!(body["reason"], "Forbidden", "{body}");
+}

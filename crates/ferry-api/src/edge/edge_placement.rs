@@ -53,7 +53,7 @@ pub struct EdgePlacementSpec {
 
     /// The older form (KubeStellar's `edge.kcp.io/v1alpha1`): every namespaced object in
     /// the namespaces this selects. Accepted alongside `downsync` and read as one more
-    /// downsync member (see [`EdgePlacementSpec::effective_downsync`]).
+    /// downsync member that matches namespaced objects only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::label_selector")]
     pub namespace_selector: Option<LabelSelector>,

@@ -36,7 +36,9 @@ pub enum Outcome {
     Unchanged(Value),
     /// Server-side apply of an object that does not exist yet.
     Create(Value),
-    /// Write `new`; `client_rv` is the resourceVersion the client required.
+    /// Write `new`; `client_rv` is the resourceVersion the client required
+    /// (when it is not the current one, `new` is left unprepared: the write
+    /// is a conflict).
     Update { new: Value, client_rv: Option<u64> },
 }
 
@@ -250,6 +252,13 @@ pub fn compute_update(s: &Request, current: Option<&Value>, change: &Change) -> 
         }
     };
     let cur = current.ok_or_else(not_found)?;
+    if client_rv.is_some() && client_rv != parse_rv(cur)? {
+        // Stale: a conflict before anything judges the content, as in kube,
+        // where GuaranteedUpdate's precondition precedes the strategy and
+        // validating admission. The caller refuses it (catching up first
+        // with a shared store).
+        return Ok(Outcome::Update { new, client_rv });
+    }
     let new = prepare_with(s, WriteKind::Update, Some(cur), new, tracked)?;
     if without_volatile(&new) == without_volatile(cur) {
         return Ok(Outcome::Unchanged(cur.clone()));

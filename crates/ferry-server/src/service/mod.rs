@@ -327,16 +327,17 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         }
         let current_value = current.as_ref().map(|c| served_value(c, &r.info));
         let outcome = change::compute_update(r, current_value.as_ref(), &change)?;
-        if let Some(view) = &r.visibility {
-            match &outcome {
-                change::Outcome::Unchanged(_) => {}
-                change::Outcome::Create(v) => view.admit_write(&key, None, v)?,
-                change::Outcome::Update { new, .. } => view.admit_write(&key, current_value.as_ref(), new)?,
-            }
-        }
+        // A virtual workspace's write rules act as validating admission: in kube
+        // they run after the resourceVersion precondition, so a stale write is a
+        // conflict whatever it changes.
+        let admit = |old: Option<&Value>, new: &Value| match &r.visibility {
+            Some(view) => view.admit_write(&key, old, new),
+            None => Ok(()),
+        };
         let (new, expect_rv) = match outcome {
             change::Outcome::Unchanged(v) => return done(v, false),
             change::Outcome::Create(v) => {
+                admit(None, &v)?;
                 hooks::ensure_namespace_accepts(r)?;
                 hooks::ensure_crd_accepts(r)?;
                 if r.options.dry_run {
@@ -373,6 +374,7 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
                 return Err(store_error(r, name, StoreError::Conflict));
             }
         }
+        admit(current_value.as_ref(), &new)?;
         if r.options.dry_run {
             return done(new, false);
         }
