@@ -105,6 +105,7 @@ cluster_resource! {
         printer_columns: [
             ("Ready", "string", ".status.conditions[?(@.type==\"Ready\")].status"),
             ("Heartbeat", "date", ".status.lastSyncerHeartbeatTime"),
+            ("Syncer", "string", ".status.syncerVersion"),
             ("Cluster", "string", ".spec.workloadCluster.name"),
             ("Resources", "string", ".spec.supportedAPIExports[*].resource"),
             ("Capabilities", "string", ".spec.capabilities[*].resource"),
@@ -235,6 +236,12 @@ pub struct SyncTargetStatus {
     /// Which syncer process sends the heartbeats (`syncer-<pod name>`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub syncer_identifier: String,
+
+    /// The version of the syncer sending the heartbeats, as `ferry --version` prints
+    /// it (`0.1.0 (commit abc123def456)`). Added by Ferry; kcp's SyncTarget has no
+    /// such field.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub syncer_version: String,
 
     /// The syncer's heartbeat counters, as the kcp workload syncer document shows them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

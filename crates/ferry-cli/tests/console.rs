@@ -132,9 +132,12 @@ async fn the_owner_walks_the_tree_finds_the_copy_a_cluster_refused_and_sees_the_
     .await;
     b.screenshot("3-inventory").await;
     b.click("#edge-synctargets a[data-workspace]").await;
-    b.wait_text(20, "#syncerconfigs", "florin's syncer's recent heartbeat", |t| {
-        t.contains("s ago") && t.contains("Ready=")
-    })
+    b.wait_text(
+        20,
+        "#syncerconfigs",
+        "florin's syncer's recent heartbeat and version",
+        |t| t.contains("s ago") && t.contains("Ready=") && t.contains(ferry_syncer::options::DEFAULT_VERSION),
+    )
     .await;
     b.screenshot("3b-mailbox").await;
 

@@ -285,10 +285,10 @@ fn run(name: &'static str, version: &'static str, cli: Cli) -> anyhow::Result<()
         match cli.command {
             Command::Hub(args) => hub_cmd::run(args).await,
             Command::Console(args) => console_cmd::run(args).await,
-            Command::Syncer(args) => syncer_cmd::run(args).await,
+            Command::Syncer(args) => syncer_cmd::run(args, version).await,
             Command::WorkloadSyncer(mut args) => {
                 args.profile = syncer_cmd::ProfileName::Tmc;
-                syncer_cmd::run(args).await
+                syncer_cmd::run(args, version).await
             }
             Command::Syncagent(args) => syncagent_cmd::run(args).await,
             Command::Crds(args) => crds_cmd::run(args).await,

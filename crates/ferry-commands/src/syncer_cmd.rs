@@ -117,9 +117,11 @@ pub struct SyncerArgs {
     pub leader_elect_resource_name: Option<String>,
 }
 
-pub async fn run(args: SyncerArgs) -> anyhow::Result<()> {
+/// Runs the syncer, reporting `version` (`ferry --version`'s) with its heartbeats.
+pub async fn run(args: SyncerArgs, version: &str) -> anyhow::Result<()> {
     let kubestellar = args.profile == ProfileName::Kubestellar;
-    let opts = options(args).await?;
+    let mut opts = options(args).await?;
+    opts.version = version.to_string();
     if kubestellar {
         crate::syncer_gen::check_mailbox_owner(&opts.upstream, &opts.sync_target_name).await?;
     }

@@ -133,6 +133,7 @@ pub async fn start(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
         opts.sync_target_name.clone(),
         profile,
         opts.return_status,
+        opts.version.clone(),
         timing,
         up,
         down,

@@ -59,7 +59,14 @@ pub struct SyncerOptions {
     /// Sync only while holding this Lease in the downstream cluster
     /// (`--enable-leader-election`; see [`crate::leader`]); used by [`crate::run`].
     pub leader_election: Option<crate::leader::LeaderElectionConfig>,
+    /// What the syncer reports as its version with every heartbeat
+    /// (`status.syncerVersion`): `ferry --version`'s `0.1.0 (commit abc123def456)`
+    /// when run as `ferry syncer`, else [`DEFAULT_VERSION`].
+    pub version: String,
 }
+
+/// The version a syncer reports when its binary names none: this crate's release.
+pub const DEFAULT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 impl SyncerOptions {
     /// Options with the reference defaults: 4 workers, requests at the server's pace
@@ -86,6 +93,7 @@ impl SyncerOptions {
             tmc: None,
             resync_period: None,
             leader_election: None,
+            version: DEFAULT_VERSION.into(),
         }
     }
 }

@@ -935,24 +935,28 @@ async fn token_config(hub: &TestHub, ws: &str, token: &str) -> kube::Config {
     .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_workspaces() {
-    let t = Tmc::start_with(false).await;
-    // The identity kcp's plugin (and kubectl ferry workload sync) gives a syncer in
-    // the SyncTarget's workspace: nothing in the workload workspaces.
-    let token = t
-        .org
+/// The identity kcp's plugin (and kubectl ferry workload sync) gives the syncer
+/// of `east` in the SyncTarget's workspace, nothing in the workload workspaces:
+/// its bearer token.
+async fn syncer_identity(t: &Tmc) -> String {
+    t.org
         .service_account_with_rules(
             ("default", "kcp-syncer-east"),
             "kcp-syncer-east",
             json!([
-                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "resourceNames": ["east"], "verbs": ["sync"] },
-                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "verbs": ["get", "list", "watch"] },
-                    { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets/status"], "resourceNames": ["east"], "verbs": ["get", "update", "patch"] },
+                { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "resourceNames": ["east"], "verbs": ["sync"] },
+                { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["workload.kcp.io"], "resources": ["synctargets/status"], "resourceNames": ["east"], "verbs": ["get", "update", "patch"] },
                 { "apiGroups": ["apiresource.kcp.io"], "resources": ["apiresourceimports"], "verbs": ["get", "create", "update", "delete", "list", "watch"] },
             ]),
         )
-        .await;
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_workspaces() {
+    let t = Tmc::start_with(false).await;
+    let token = syncer_identity(&t).await;
     let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
     opts.upstream = token_config(&t.kcp, "root:org", &token).await;
     opts.tmc = Some(t.options(&t.uid));
@@ -1980,4 +1984,50 @@ async fn a_copy_changed_in_the_cluster_is_restored_counted_and_recorded_on_the_u
     assert!(annotation(&copy, &key).is_none(), "{copy}");
     assert_eq!(drift_corrections(&syncer.metrics_text(), "v1/configmaps"), 1);
     syncer.stop().await;
+}
+
+/// Each heartbeat carries the syncer's version (`status.syncerVersion`), and the
+/// syncer's identity may write it on its own SyncTarget only: the same patch on
+/// another target of the workspace is forbidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_syncer_reports_its_version_on_its_own_sync_target_and_cannot_on_another() {
+    let t = Tmc::start().await;
+    t.org
+        .create(
+            &sync_targets(),
+            json!({ "apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget", "metadata": { "name": "west" } }),
+        )
+        .await;
+    let token = syncer_identity(&t).await;
+    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    opts.upstream = token_config(&t.kcp, "root:org", &token).await;
+    opts.tmc = Some(t.options(&t.uid));
+    opts.version = "0.1.0 (commit 0123456789ab)".into();
+    let syncer = ferry_syncer::start(opts.clone()).await.expect("syncer starts");
+    wait_for(
+        &t.org,
+        &sync_targets(),
+        None,
+        "east",
+        "the syncer's version",
+        |st| st["status"]["syncerVersion"] == "0.1.0 (commit 0123456789ab)",
+    )
+    .await;
+    syncer.stop().await;
+
+    // The syncer's identity, by hand: its own target takes a version, west does not.
+    let client = kube::Client::try_from(opts.upstream).unwrap();
+    let api: kube::Api<kube::core::DynamicObject> = kube::Api::all_with(client, &sync_targets());
+    let patch = kube::api::Patch::Merge(json!({ "status": { "syncerVersion": "6.6.6 (commit forged)" } }));
+    let params = kube::api::PatchParams::default();
+    api.patch_status("east", &params, &patch)
+        .await
+        .expect("the syncer may write its own target's status");
+    let err = api.patch_status("west", &params, &patch).await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(e) if e.code == 403),
+        "another target's version must be forbidden: {err}"
+    );
+    let west = t.org.get(&sync_targets(), None, "west").await.unwrap();
+    assert!(west["status"]["syncerVersion"].is_null(), "west: {west}");
 }

@@ -22,6 +22,7 @@ cluster_resource! {
         status_subresource: true,
         printer_columns: [
             ("Heartbeat", "date", ".status.lastSyncerHeartbeatTime"),
+            ("Syncer", "string", ".status.syncerVersion"),
             ("Age", "date", ".metadata.creationTimestamp"),
         ],
         spec: SyncerConfigSpec,
@@ -217,6 +218,11 @@ pub struct SyncerConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::schema::time")]
     pub last_syncer_heartbeat_time: Option<Time>,
+
+    /// The version of the syncer sending the heartbeats, as `ferry --version` prints
+    /// it (`0.1.0 (commit abc123def456)`). Added by Ferry.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub syncer_version: String,
 
     /// Standard conditions, added by Ferry (ConfigValid, Syncing, HeartbeatHealthy).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

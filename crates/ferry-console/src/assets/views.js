@@ -71,6 +71,16 @@ function heartbeat(o, ctx) {
 }
 
 /**
+ * The version of the syncer behind a heartbeat (`ferry --version`'s, e.g.
+ * `0.1.0 (commit abc123def456)`), or where to find it (`elsewhere`).
+ */
+function version(o, elsewhere) {
+  const v = o.status?.syncerVersion;
+  if (v) return h("span", { class: "version" }, v);
+  return elsewhere || h("span", { class: "empty" }, "not reported");
+}
+
+/**
  * A cluster's row. kcp TMC syncers report on their SyncTarget; KubeStellar
  * syncers report on the SyncerConfig in the target's mailbox, which `elsewhere`
  * names when the SyncTarget itself carries no heartbeat.
@@ -86,6 +96,7 @@ function syncTargetRow(o, ctx, view, elsewhere) {
       reported || !elsewhere ? conditions(o) : elsewhere,
       yesNo(schedulable),
       o.status?.syncerIdentifier || "not reported",
+      version(o, reported || !elsewhere ? "" : elsewhere),
       view],
   };
 }
@@ -150,22 +161,22 @@ export const SECTIONS = [
   {
     id: "edge-synctargets", title: "Clusters (KubeStellar SyncTargets)", group: "edge.kubestellar.io",
     version: "v2alpha1", resource: "synctargets",
-    columns: ["Name", "Heartbeat", "Conditions", "Schedulable", "Syncer", "Mailbox"],
+    columns: ["Name", "Heartbeat", "Conditions", "Schedulable", "Syncer", "Version", "Mailbox"],
     rows: (o, ctx) => [syncTargetRow(o, ctx, mailbox(o, ctx), "in its mailbox")],
   },
   {
     id: "syncerconfigs", title: "Syncer (KubeStellar SyncerConfig in this mailbox)", group: "edge.kubestellar.io",
     version: "v2alpha1", resource: "syncerconfigs",
-    columns: ["Name", "Heartbeat", "Conditions"],
+    columns: ["Name", "Heartbeat", "Conditions", "Version"],
     rows: (o, ctx) => [{
       bad: (o.status?.conditions || []).some((c) => c.status === "False"),
-      cells: [o.metadata.name, heartbeat(o, ctx), conditions(o)],
+      cells: [o.metadata.name, heartbeat(o, ctx), conditions(o), version(o, "")],
     }],
   },
   {
     id: "tmc-synctargets", title: "Clusters (kcp TMC SyncTargets)", group: "workload.kcp.io",
     version: "v1alpha1", resource: "synctargets",
-    columns: ["Name", "Heartbeat", "Conditions", "Schedulable", "Syncer", "Syncer view"],
+    columns: ["Name", "Heartbeat", "Conditions", "Schedulable", "Syncer", "Version", "Syncer view"],
     rows: (o, ctx) => [syncTargetRow(o, ctx,
       h("ul", { class: "plain" }, (o.status?.virtualWorkspaces || []).map((v) => h("li", {}, v.syncerURL || v.url || ""))))],
   },

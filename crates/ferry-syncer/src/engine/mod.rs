@@ -146,6 +146,8 @@ pub struct Engine {
     pub profile: Profile,
     /// Whether downstream status is written back upstream.
     pub return_status: bool,
+    /// The version reported with each heartbeat ([`crate::SyncerOptions::version`]).
+    pub version: String,
     /// Timers.
     pub timing: Timing,
     /// The upstream workspace.
@@ -189,6 +191,7 @@ impl Engine {
         name: String,
         profile: Profile,
         return_status: bool,
+        version: String,
         timing: Timing,
         up: SideClient,
         down: SideClient,
@@ -200,6 +203,7 @@ impl Engine {
             name,
             profile,
             return_status,
+            version,
             timing,
             up,
             down,
@@ -811,6 +815,7 @@ mod tests {
             "florin".into(),
             crate::profiles::kubestellar::KubeStellar::profile("florin", Duration::from_secs(20)),
             true,
+            crate::options::DEFAULT_VERSION.into(),
             timing,
             side(Side::Upstream),
             downstream,

@@ -1,6 +1,7 @@
 //! The heartbeat: every `--heartbeat-period`, and whenever conditions may have changed,
 //! each SyncerConfig and EdgeSyncConfig gets `status.lastSyncerHeartbeatTime` (heartbeat only) and its
-//! conditions (a SyncerConfig also the refused and the drifted objects), merge-patched
+//! conditions (a SyncerConfig also the refused and the drifted objects, and with the
+//! heartbeat the syncer's version, `status.syncerVersion`), merge-patched
 //! onto the status subresource (onto the object itself where the server's CRD has
 //! none); nothing is written when none of them changed between heartbeats.
 
@@ -230,6 +231,9 @@ async fn write(
         }
         if heartbeat {
             status["lastSyncerHeartbeatTime"] = now.clone().into();
+            if resource.kind == "SyncerConfig" {
+                status["syncerVersion"] = engine.version.clone().into();
+            }
         }
         engine.up.limiter.acquire().await;
         let params = PatchParams {

@@ -391,12 +391,13 @@ pub fn refusals_condition(refused: &[crate::engine::refusals::Refusal]) -> Value
 /// Every heartbeat period: `status.lastSyncerHeartbeatTime` (kcp), and the kcp
 /// workload syncer document's `lastHeartbeatTime`, `syncerIdentifier` and
 /// `heartbeat {count, lastHeartbeat, errors}` (this process's heartbeats sent and
-/// failed), by one JSON patch that first tests the uid, so a re-created SyncTarget
+/// failed), and Ferry's `syncerVersion` (the binary's version), by one JSON patch that first tests the uid, so a re-created SyncTarget
 /// is never taken for this one.
 async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let name = tmc.target.name.clone();
     let mut beat = Heartbeat {
         identifier: syncer_identifier(),
+        version: engine.version.clone(),
         ..Heartbeat::default()
     };
     loop {
@@ -425,6 +426,8 @@ async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
 struct Heartbeat {
     /// `syncer-<pod name>-<random>`: one per process.
     identifier: String,
+    /// The syncer's version (`0.1.0 (commit abc123def456)`).
+    version: String,
     /// Heartbeats sent, this one included.
     count: u64,
     /// Heartbeats that failed.
@@ -446,6 +449,7 @@ fn heartbeat_patch(uid: &str, now: &str, beat: &Heartbeat, op: &str) -> Value {
         { "op": op, "path": "/status/lastSyncerHeartbeatTime", "value": now },
         { "op": "add", "path": "/status/lastHeartbeatTime", "value": now },
         { "op": "add", "path": "/status/syncerIdentifier", "value": beat.identifier },
+        { "op": "add", "path": "/status/syncerVersion", "value": beat.version },
         { "op": "add", "path": "/status/heartbeat",
           "value": { "count": beat.count, "lastHeartbeat": now, "errors": beat.errors } },
     ])
