@@ -815,7 +815,7 @@ mod tests {
             "florin".into(),
             crate::profiles::kubestellar::KubeStellar::profile("florin", Duration::from_secs(20)),
             true,
-            crate::options::DEFAULT_VERSION.into(),
+            env!("CARGO_PKG_VERSION").into(),
             timing,
             side(Side::Upstream),
             downstream,
