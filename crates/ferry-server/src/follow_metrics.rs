@@ -20,9 +20,8 @@ pub struct ControllerLabels {
 
 /// How the hub's controllers keep up with the store, per controller: the
 /// changes each handled (a pass over a burst of noted changes counts once),
-/// how long each took (the look at everything on a
-/// start or after falling behind included), and how often each had to look
-/// at everything again. A controller whose handling time grows, or whose
+/// how long each took (the look at everything on a start or after falling
+/// behind included), and how often each had to look at everything again. A controller whose handling time grows, or whose
 /// resyncs climb (it fell behind the watch), is where a slow hub waits.
 #[derive(Clone)]
 pub struct FollowMetrics {
