@@ -327,6 +327,20 @@ impl Engine {
         self.status_now.notify_one();
     }
 
+    /// `side`'s server moved (its client was [`SideClient::retarget`]ed): every watch
+    /// starts again there with a fresh list, since the old server may still answer and
+    /// its resource versions mean nothing at the new one, and the flows are resolved
+    /// again against the new server's discovery. Work waiting for the side resumes when
+    /// the new server answers a probe.
+    pub fn moved(self: &Arc<Self>, side: Side) {
+        for flow in self.flows() {
+            flow.stop();
+            flow.start(self);
+        }
+        self.resolve_now.notify_one();
+        tracing::debug!(%side, "watches started again at the {side} server's new address");
+    }
+
     /// Parks `key` until `side` answers again, if it does not answer now; returns whether
     /// it was parked (otherwise the caller retries it as usual).
     pub fn wait_for_side(&self, side: Side, key: &Key) -> bool {
