@@ -434,7 +434,7 @@ mod tests {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        crate::spawn(async move { axum::serve(listener, app).await.unwrap() });
         kube::Config::new(format!("http://{addr}").parse().unwrap())
     }
 
@@ -443,7 +443,7 @@ mod tests {
         let app = axum::Router::new().fallback(move || async move { name });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        crate::spawn(async move { axum::serve(listener, app).await.unwrap() });
         kube::Config::new(format!("http://{addr}").parse().unwrap())
     }
 
@@ -539,7 +539,7 @@ mod tests {
     async fn waiting_for_a_side_ends_when_it_answers() {
         let side = Arc::new(client());
         side.mark_unreachable();
-        let waiter = tokio::spawn({
+        let waiter = crate::spawn({
             let side = side.clone();
             async move { side.reachable().await }
         });

@@ -602,13 +602,13 @@ impl Engine {
             for id in retired {
                 if let Some(flow) = flows.remove(&id) {
                     flow.stop();
-                    tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "this resource is no longer selected; deleting its copies");
+                    tracing::info!(resource = %flow.target.id, direction = %flow.target.direction, "{} of {} is no longer selected; deleting its copies", flow.target.direction, flow.target.id);
                     self.orphans.clean(flow.dest_side(), flow.dest.clone());
                 }
             }
         }
         for flow in started {
-            tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "watching");
+            tracing::info!(resource = %flow.target.id, direction = %flow.target.direction, "watching {} for {}", flow.target.id, flow.target.direction);
             flow.start(self);
         }
         if *last != Some(revision) {
@@ -739,7 +739,7 @@ impl Engine {
     /// Queues `key` again after `delay`.
     pub fn queue_after(&self, key: Key, delay: Duration) {
         let queue = self.queue.clone();
-        tokio::spawn(async move {
+        crate::spawn(async move {
             tokio::time::sleep(delay).await;
             queue.add(key);
         });

@@ -301,11 +301,11 @@ impl ConfigSource for Tmc {
     fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
         let _ = self.engine.set(Arc::downgrade(engine));
         vec![
-            tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
-            tokio::spawn(heartbeat(engine.clone(), self.clone())),
-            tokio::spawn(report_refusals(engine.clone(), self.clone())),
-            tokio::spawn(super::transforms::follow(engine.clone(), self.clone())),
-            tokio::spawn(super::importer::run(
+            crate::spawn(follow_sync_target(engine.clone(), self.clone())),
+            crate::spawn(heartbeat(engine.clone(), self.clone())),
+            crate::spawn(report_refusals(engine.clone(), self.clone())),
+            crate::spawn(super::transforms::follow(engine.clone(), self.clone())),
+            crate::spawn(super::importer::run(
                 engine.clone(),
                 self.clone(),
                 self.options.api_import_poll_interval,

@@ -256,7 +256,7 @@ impl Tmc {
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        tokio::spawn(async move {
+        crate::spawn(async move {
             for flow in engine.flows() {
                 if flow.target.direction == Direction::Upsync && flow.is_synced() {
                     engine.queue.add_all(flow.all_keys(&*engine.profile.mapping));
