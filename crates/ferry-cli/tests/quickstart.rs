@@ -492,9 +492,10 @@ fn quickstart_once(args: &[&str], dir: &std::path::Path) -> std::process::Output
 }
 
 /// At `-v 1`, with standard error not a terminal (no progress line), the
-/// quickstart logs each step it waits at, and the api-syncagent logs nothing
+/// quickstart logs each step it waits at, the api-syncagent logs nothing
 /// about a namespace filter no PublishedResource sets (its namespace watch
-/// failing where no filter needs it is debug detail).
+/// failing where no filter needs it is debug detail), and each of its lines
+/// names the agent.
 #[test]
 fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filter() {
     let dir = tempfile::tempdir().unwrap();
@@ -512,6 +513,14 @@ fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filt
             .lines()
             .any(|l| l.contains("namespace") && l.contains("filter")),
         "a line about a namespace filter nobody configured:\n{stderr}"
+    );
+    let anonymous: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(" ferry_syncer") && !l.contains("syncagent{agent="))
+        .collect();
+    assert!(
+        anonymous.is_empty(),
+        "agent lines that do not say which agent they are about: {anonymous:#?}"
     );
 }
 

@@ -1425,11 +1425,11 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
 /// hub behind the proxy restarts on another port, the syncer notices that its virtual
 /// workspace no longer answers, reads its SyncTarget again, says in one line where the
 /// virtual workspace moved, and syncs there without a restart; the outage costs a few
-/// warnings, not one per retry, and every line names the syncer.
+/// warnings, not one per retry.
 #[test]
 fn a_syncer_follows_its_virtual_workspace_to_a_hub_restarted_on_another_port() {
     let log = LogCapture::new("ferry_syncer=info");
-    log.block_on(async {
+    log.runtime().block_on(async {
         let mut t = Tmc::start().await;
         let proxy = ferry_testkit::net::FrontProxy::to(t.kcp.running.addr).await;
         let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
@@ -1485,16 +1485,6 @@ fn a_syncer_follows_its_virtual_workspace_to_a_hub_restarted_on_another_port() {
         assert!(
             said.len() == warnings.len() && warnings.len() <= 5,
             "the move costs a few warnings, not one per retry: {warnings:#?}"
-        );
-        // Every line says which syncer it is about (a process may run several).
-        let anonymous: Vec<String> = log
-            .lines()
-            .into_iter()
-            .filter(|l| !l.contains("syncer{sync_target=east}"))
-            .collect();
-        assert!(
-            anonymous.is_empty(),
-            "lines that do not name the syncer: {anonymous:#?}"
         );
         syncer.stop().await;
     });

@@ -107,14 +107,6 @@ impl LogCapture {
             .expect("runtime")
     }
 
-    /// Runs `future` to its end on [`LogCapture::runtime`], the calling thread logging
-    /// here too (spans it opens, such as a syncer's, carry into the tasks it spawns).
-    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
-        let runtime = self.runtime();
-        let _here = tracing::dispatcher::set_default(&self.dispatch);
-        runtime.block_on(future)
-    }
-
     /// Every line so far.
     pub fn lines(&self) -> Vec<String> {
         let buffer = self.buffer.lock().unwrap();

@@ -203,8 +203,14 @@ impl RunningAgent {
 }
 
 /// Starts the agent: waits for the endpoint slice to name its virtual workspace, then
-/// runs the enabled controllers in the background.
+/// runs the enabled controllers in the background. Everything it logs is in the span
+/// `syncagent{agent=<name>}`.
 pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
+    let span = tracing::info_span!("syncagent", agent = %opts.agent_name);
+    tracing::Instrument::instrument(start_agent(opts), span).await
+}
+
+async fn start_agent(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
     for c in &opts.disabled_controllers {
         anyhow::ensure!(
             CONTROLLERS.contains(&c.as_str()),
