@@ -23,9 +23,18 @@ fn resource(kind: &str) -> ApiResource {
 /// Runs `ferry quickstart --exit ARGS --dir DIR` twice in the same directory, as a
 /// user trying it again does: both runs must succeed, the second must not be much
 /// slower than the first (it must not wait out anything the first one left), and
-/// neither may warn about files the quickstart wrote itself. The second run's
-/// output, which the callers check against the hubs.
+/// neither may warn about files the quickstart wrote itself, and the second run's
+/// hub listens where the first one's did (what the first run wrote and printed still
+/// reaches it). The second run's output, which the callers check against the hubs.
 fn quickstart_twice(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    let hub_address = || {
+        let kubeconfig = std::fs::read_to_string(dir.join("hub/admin.kubeconfig")).unwrap();
+        kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: "))
+            .map(str::to_owned)
+            .unwrap()
+    };
     let run = || {
         let started = std::time::Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
@@ -38,7 +47,13 @@ fn quickstart_twice(args: &[&str], dir: &std::path::Path) -> std::process::Outpu
         (out, started.elapsed())
     };
     let (first, first_took) = run();
+    let first_address = hub_address();
     let (second, second_took) = run();
+    assert_eq!(
+        hub_address(),
+        first_address,
+        "re-running quickstart {args:?} in the same directory moved the hub"
+    );
     for (attempt, out) in [("first", &first), ("second", &second)] {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -477,9 +492,10 @@ fn quickstart_once(args: &[&str], dir: &std::path::Path) -> std::process::Output
 }
 
 /// At `-v 1`, with standard error not a terminal (no progress line), the
-/// quickstart logs each step it waits at, and the api-syncagent logs nothing
+/// quickstart logs each step it waits at, the api-syncagent logs nothing
 /// about a namespace filter no PublishedResource sets (its namespace watch
-/// failing where no filter needs it is debug detail).
+/// failing where no filter needs it is debug detail), and each of its lines
+/// names the agent.
 #[test]
 fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filter() {
     let dir = tempfile::tempdir().unwrap();
@@ -497,6 +513,14 @@ fn at_v1_the_quickstart_logs_its_steps_and_nothing_about_an_unset_namespace_filt
             .lines()
             .any(|l| l.contains("namespace") && l.contains("filter")),
         "a line about a namespace filter nobody configured:\n{stderr}"
+    );
+    let anonymous: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(" ferry_syncer") && !l.contains("syncagent{agent="))
+        .collect();
+    assert!(
+        anonymous.is_empty(),
+        "agent lines that do not say which agent they are about: {anonymous:#?}"
     );
 }
 

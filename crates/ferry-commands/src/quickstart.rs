@@ -371,6 +371,42 @@ pub struct Row {
     pub reported: String,
 }
 
+/// Options for a quickstart's hub over `dir`: it listens where the hub of an earlier
+/// run in the same directory listened, when that port is free, so what that run wrote
+/// and printed (kubeconfigs, syncer manifests, a SyncTarget's virtual workspace URLs,
+/// the "look around" commands) still reaches it; otherwise on a free port.
+pub(crate) fn hub_options(dir: PathBuf) -> HubOptions {
+    let earlier = earlier_address(&dir).filter(|addr| std::net::TcpListener::bind(addr).is_ok());
+    let mut opts = HubOptions::new(dir);
+    opts.listen = earlier.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    opts
+}
+
+/// Where the hub that last ran over `dir` listened: the server of the admin
+/// kubeconfig it wrote there.
+fn earlier_address(dir: &std::path::Path) -> Option<std::net::SocketAddr> {
+    let kubeconfig = Kubeconfig::read_from(dir.join("admin.kubeconfig")).ok()?;
+    let server = kubeconfig.clusters.first()?.cluster.as_ref()?.server.clone()?;
+    let port = server.parse::<http::Uri>().ok()?.port_u16()?;
+    Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+/// Starts a quickstart's hub with `opts` (from [`hub_options`]): on the earlier run's
+/// port, or, when another program took it since, on a free one.
+pub(crate) async fn start_hub(mut opts: HubOptions) -> anyhow::Result<RunningHub> {
+    if opts.listen.port() == 0 {
+        return start(opts).await;
+    }
+    match start(opts.clone()).await {
+        Ok(hub) => Ok(hub),
+        Err(e) => {
+            tracing::info!(target: "ferry::quickstart", "the earlier run's address {} is not usable ({e:#}); starting on a free port", opts.listen);
+            opts.listen.set_port(0);
+            start(opts).await
+        }
+    }
+}
+
 pub(crate) fn progress(quiet: bool) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
@@ -466,9 +502,9 @@ async fn quickstart(
     pb: &ProgressBar,
 ) -> anyhow::Result<(Vec<Row>, Vec<WmwRow>, RunningHub, Vec<Registered>)> {
     pb.step("starting the hub and the stand-in clusters florin and guilder");
-    let mut opts = HubOptions::new(args.dir.join("hub"));
-    opts.listen = "127.0.0.1:0".parse()?;
-    let hub = start(opts).await.context("starting the hub")?;
+    let hub = start_hub(hub_options(args.dir.join("hub")))
+        .await
+        .context("starting the hub")?;
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
 
     pb.step("kubestellar init: root:espw and the inventory workspace root:imw1");
@@ -578,12 +614,11 @@ async fn register(
     name: &str,
     mailbox: &str,
 ) -> anyhow::Result<Registered> {
-    let mut opts = HubOptions::new(args.dir.join(name));
-    opts.listen = "127.0.0.1:0".parse()?;
+    let mut opts = hub_options(args.dir.join(name));
     opts.mailbox_controller = false;
     // A distinct cluster, as a real one is: its own service and node-port ranges.
     opts.service_ranges = ServiceRanges::distinct(stand_in_index(name));
-    let cluster_hub = start(opts)
+    let cluster_hub = start_hub(opts)
         .await
         .with_context(|| format!("starting the {name} stand-in cluster"))?;
     let cluster_admin = kube::Client::try_from(admin_config(&cluster_hub, "root").await?)?;
@@ -767,4 +802,45 @@ pub fn stand_in_index(name: &str) -> u32 {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(name.as_bytes());
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory where a hub on `port` ran (its admin kubeconfig).
+    fn ran_on(port: u16) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: hub\n  cluster:\n    server: https://127.0.0.1:{port}\n\
+             users:\n- name: admin\n  user:\n    token: t\ncontexts:\n- name: root\n  context:\n    cluster: hub\n    user: admin\n\
+             current-context: root\n"
+        );
+        std::fs::write(dir.path().join("admin.kubeconfig"), kubeconfig).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_hub_listens_where_the_earlier_run_in_its_directory_did_when_that_port_is_free() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = free.local_addr().unwrap().port();
+        drop(free);
+        let dir = ran_on(port);
+        assert_eq!(hub_options(dir.path().to_path_buf()).listen.port(), port);
+
+        let taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        assert_eq!(
+            hub_options(dir.path().to_path_buf()).listen.port(),
+            0,
+            "taken since: any free port"
+        );
+        drop(taken);
+
+        let fresh = tempfile::tempdir().unwrap();
+        assert_eq!(
+            hub_options(fresh.path().to_path_buf()).listen.port(),
+            0,
+            "a first run"
+        );
+    }
 }

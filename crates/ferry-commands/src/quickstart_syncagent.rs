@@ -12,9 +12,8 @@
 
 use std::time::Duration;
 
-use crate::hubs::start;
 use anyhow::{bail, Context};
-use ferry_server::server::{HubOptions, RunningHub};
+use ferry_server::server::RunningHub;
 use ferry_server::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::ProgressBar;
@@ -25,7 +24,7 @@ use serde_json::json;
 use ferry_syncer::profiles::syncagent::{self, SyncAgentOptions};
 
 use crate::database_service::{self, local_databases, remote_databases, AGENT_NAMESPACE, EXPORT, PROVIDER};
-use crate::quickstart::{admin_config, progress, QuickstartArgs, Step};
+use crate::quickstart::{admin_config, hub_options, progress, start_hub, QuickstartArgs, Step};
 
 /// The consumer workspaces and the Databases each creates.
 const CONSUMERS: &[(&str, &[&str])] = &[("team-a", &["orders"]), ("team-b", &["orders", "users"])];
@@ -130,15 +129,14 @@ type Outcome = (
 
 async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<Outcome> {
     pb.step("starting the hub and the stand-in service cluster");
-    let mut opts = HubOptions::new(args.dir.join("hub"));
-    opts.listen = "127.0.0.1:0".parse()?;
-    let hub = start(opts).await.context("starting the hub")?;
-    let mut opts = HubOptions::new(args.dir.join("service"));
-    opts.listen = "127.0.0.1:0".parse()?;
+    let hub = start_hub(hub_options(args.dir.join("hub")))
+        .await
+        .context("starting the hub")?;
+    let mut opts = hub_options(args.dir.join("service"));
     opts.mailbox_controller = false;
     // A distinct cluster, as a real one is: its own service and node-port ranges.
     opts.service_ranges = ServiceRanges::distinct(crate::quickstart::stand_in_index("service"));
-    let service_hub = start(opts).await.context("starting the service cluster")?;
+    let service_hub = start_hub(opts).await.context("starting the service cluster")?;
 
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
     let mut names = vec![PROVIDER];

@@ -15,10 +15,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::hubs::start;
 use anyhow::{bail, Context};
 use clap::Parser;
-use ferry_server::server::{HubOptions, RunningHub};
+use ferry_server::server::RunningHub;
 use ferry_server::strategy::core::service::ServiceRanges;
 use futures::StreamExt;
 use indicatif::ProgressBar;
@@ -31,8 +30,8 @@ use serde_json::{json, Value};
 use crate::ar;
 use crate::bind_cmd::{bind_compute, ComputeArgs};
 use crate::quickstart::{
-    admin_config, apply_manifest, apply_object, apply_workspaces, progress, simulate_kubelet, QuickstartArgs,
-    Step,
+    admin_config, apply_manifest, apply_object, apply_workspaces, hub_options, progress, simulate_kubelet,
+    start_hub, QuickstartArgs, Step,
 };
 use crate::workload_cmd::{self, SyncArgs};
 
@@ -215,11 +214,10 @@ type Outcome = (RunningHub, Vec<Cluster>, Vec<Row>, Vec<Row>, String);
 
 async fn quickstart(args: &QuickstartArgs, pb: &ProgressBar) -> anyhow::Result<Outcome> {
     pb.step("starting the hub (with root:compute) and the stand-in clusters");
-    let mut opts = HubOptions::new(args.dir.join("hub"));
-    opts.listen = "127.0.0.1:0".parse()?;
+    let mut opts = hub_options(args.dir.join("hub"));
     opts.compute_workspace = true;
     opts.sync_target_heartbeat_threshold = Duration::from_secs(20);
-    let hub = start(opts).await.context("starting the hub")?;
+    let hub = start_hub(opts).await.context("starting the hub")?;
     let root = kube::Client::try_from(admin_config(&hub, "root").await?)?;
     pb.step("kubectl ferry ws create my-org; kubectl ferry ws create app");
     apply_workspaces(&root, &["my-org", "app"]).await?;
@@ -318,12 +316,11 @@ async fn register(
     index: usize,
 ) -> anyhow::Result<Cluster> {
     let dir = args.dir.join(name);
-    let mut opts = HubOptions::new(dir.clone());
-    opts.listen = "127.0.0.1:0".parse()?;
+    let mut opts = hub_options(dir.clone());
     opts.mailbox_controller = false;
     // A distinct cluster, as a real one is: its own service and node-port ranges.
     opts.service_ranges = ServiceRanges::distinct(crate::quickstart::stand_in_index(name));
-    let cluster_hub = start(opts)
+    let cluster_hub = start_hub(opts)
         .await
         .with_context(|| format!("starting the {name} stand-in cluster"))?;
     let admin = kube::Client::try_from(admin_config(&cluster_hub, "root").await?)?;

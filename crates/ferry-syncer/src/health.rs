@@ -51,7 +51,7 @@ pub async fn serve(
         .map_err(|e| anyhow::anyhow!("listening on {addr} for metrics and health: {e}"))?;
     let bound = listener.local_addr()?;
     let app = router(engine);
-    let task = tokio::spawn(async move {
+    let task = crate::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!("metrics/health server stopped: {e}");
         }
@@ -73,7 +73,7 @@ pub async fn serve_standby(addr: SocketAddr) -> anyhow::Result<(SocketAddr, toki
             "/readyz",
             get(|| async { "ok: standby (not holding the leader election Lease)" }),
         );
-    let task = tokio::spawn(async move {
+    let task = crate::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::warn!("health server stopped: {e}");
         }

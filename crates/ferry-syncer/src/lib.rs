@@ -42,6 +42,17 @@ use side::{Side, SideClient};
 
 pub use options::SyncerOptions;
 
+/// `tokio::spawn` in the current span: each task of a syncer logs under its
+/// `syncer{sync_target=...}` span (see [`start`]), so a line says which syncer it is
+/// about even in a process that runs several (the quickstarts, tests).
+pub(crate) fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(tracing::Instrument::in_current_span(future))
+}
+
 /// A syncer running in this process. Dropping it does not stop it; call [`stop`](Self::stop).
 pub struct RunningSyncer {
     engine: Arc<Engine>,
@@ -101,8 +112,14 @@ impl RunningSyncer {
 
 /// Starts a syncer: connects to both sides, serves metrics and health, and begins
 /// syncing in the background. Fails only on unusable options (bad client settings, an
-/// address that cannot be bound); unreachable servers are retried forever.
-pub async fn start(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
+/// address that cannot be bound); unreachable servers are retried forever. Everything
+/// it logs is in the span `syncer{sync_target=<name>}`.
+pub async fn start(opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
+    let span = tracing::info_span!("syncer", sync_target = %opts.sync_target_name);
+    tracing::Instrument::instrument(start_syncing(opts), span).await
+}
+
+async fn start_syncing(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
     anyhow::ensure!(
         !opts.sync_target_name.is_empty(),
         "--sync-target-name must not be empty"
@@ -166,15 +183,15 @@ pub async fn start(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
         tasks.push(task);
     }
 
-    tasks.push(tokio::spawn(engine.clone().probe_loop(Side::Upstream)));
-    tasks.push(tokio::spawn(engine.clone().probe_loop(Side::Downstream)));
+    tasks.push(crate::spawn(engine.clone().probe_loop(Side::Upstream)));
+    tasks.push(crate::spawn(engine.clone().probe_loop(Side::Downstream)));
     tasks.extend(engine.profile.config.clone().start(&engine));
-    tasks.push(tokio::spawn(engine.clone().resolve_loop()));
-    tasks.push(tokio::spawn(engine.clone().watch_initial_sync()));
-    tasks.push(tokio::spawn(engine::orphans::run(engine.clone())));
+    tasks.push(crate::spawn(engine.clone().resolve_loop()));
+    tasks.push(crate::spawn(engine.clone().watch_initial_sync()));
+    tasks.push(crate::spawn(engine::orphans::run(engine.clone())));
     if let Some(period) = opts.resync_period {
         let engine = engine.clone();
-        tasks.push(tokio::spawn(async move {
+        tasks.push(crate::spawn(async move {
             loop {
                 tokio::time::sleep(period).await;
                 engine.reconcile_everything();
@@ -182,7 +199,7 @@ pub async fn start(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer> {
         }));
     }
     for _ in 0..opts.workers.max(1) {
-        tasks.push(tokio::spawn(engine.clone().work()));
+        tasks.push(crate::spawn(engine.clone().work()));
     }
     Ok(RunningSyncer {
         engine,

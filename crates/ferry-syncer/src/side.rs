@@ -1,8 +1,11 @@
 //! The two servers a syncer talks to: a client, a rate limiter and reachability for each,
 //! and reading discovery into [`DiscoveredResource`]s. The probe that checks
 //! reachability also reads whether the server paces clients itself, which decides the
-//! limiter's default (see [`crate::ratelimit`]).
+//! limiter's default (see [`crate::ratelimit`]). A side's server may move while the
+//! syncer runs ([`SideClient::retarget`]): kcp's syncer virtual workspace is wherever
+//! the SyncTarget says it is now.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::discovery::{Discovery, Scope};
@@ -55,8 +58,10 @@ pub enum Reachability {
 pub struct SideClient {
     /// Which side.
     pub side: Side,
-    /// The kube-rs client (its URL may carry a `/clusters/<path>` prefix).
+    /// The kube-rs client (its URL may carry a `/clusters/<path>` prefix); its requests
+    /// go to the server [`SideClient::retarget`] last named.
     pub client: kube::Client,
+    server: Server,
     /// Applied before every request the reconcilers make.
     pub limiter: RateLimiter,
     pacing: Pacing,
@@ -68,22 +73,45 @@ pub struct SideClient {
     in_clusters: Mutex<std::collections::HashMap<String, kube::Client>>,
     /// Where objects going up are read and written, if not through `client` (kcp TMC's
     /// upsyncer virtual workspace), with its per-cluster clients.
-    upsync: Option<(
-        kube::Client,
-        Mutex<std::collections::HashMap<String, kube::Client>>,
-    )>,
+    upsync: Option<Upsync>,
+}
+
+/// Where objects going up are read and written, when not through the side's own client.
+struct Upsync {
+    client: kube::Client,
+    server: Server,
+    /// Its per-cluster clients.
+    in_clusters: Mutex<std::collections::HashMap<String, kube::Client>>,
+}
+
+/// The client for the server a side talks to now.
+type Server = Arc<Mutex<kube::Client>>;
+
+/// A client for `config`'s server, and a client that sends each request to whichever
+/// server the first holds when the request is made (requests under way finish where
+/// they were sent).
+fn following(config: kube::Config) -> Result<(kube::Client, Server), kube::Error> {
+    let default_namespace = config.default_namespace.clone();
+    let server: Server = Arc::new(Mutex::new(kube::Client::try_from(config)?));
+    let current = server.clone();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = current.lock().clone();
+        async move { client.send(request).await }
+    });
+    Ok((kube::Client::new(service, default_namespace), server))
 }
 
 impl SideClient {
     /// A client for `config`, its requests paced as `pacing` says (until the server has
     /// answered a probe, as for a server that does not pace clients).
     pub fn new(side: Side, config: kube::Config, pacing: Pacing) -> anyhow::Result<Self> {
-        let client =
-            kube::Client::try_from(config).map_err(|e| anyhow::anyhow!("building the {side} client: {e}"))?;
+        let (client, server) =
+            following(config).map_err(|e| anyhow::anyhow!("building the {side} client: {e}"))?;
         let (qps, burst) = pacing.limit_for(ServerPacing::Unknown);
         Ok(SideClient {
             side,
             client,
+            server,
             limiter: RateLimiter::new(qps, burst),
             pacing,
             server_pacing: Mutex::new(None),
@@ -97,22 +125,50 @@ impl SideClient {
     /// virtual workspace) rather than this side's own URL.
     pub fn with_upsync(mut self, config: kube::Config) -> anyhow::Result<Self> {
         let side = self.side;
-        let client = kube::Client::try_from(config)
-            .map_err(|e| anyhow::anyhow!("building the {side} client for upsync: {e}"))?;
-        self.upsync = Some((client, Mutex::new(std::collections::HashMap::new())));
+        let (client, server) =
+            following(config).map_err(|e| anyhow::anyhow!("building the {side} client for upsync: {e}"))?;
+        self.upsync = Some(Upsync {
+            client,
+            server,
+            in_clusters: Mutex::new(std::collections::HashMap::new()),
+        });
         Ok(self)
+    }
+
+    /// From now on this side's requests go to `config`'s server, and, given `upsync`,
+    /// the requests of objects going up to that one's (see [`SideClient::with_upsync`]).
+    /// Every client of the side follows, per-cluster ones included; requests and
+    /// watches under way stay where they were sent (see [`crate::engine::Engine::moved`]).
+    pub fn retarget(&self, config: kube::Config, upsync: Option<kube::Config>) -> anyhow::Result<()> {
+        let side = self.side;
+        let client =
+            kube::Client::try_from(config).map_err(|e| anyhow::anyhow!("building the {side} client: {e}"))?;
+        let upsync = match (upsync, &self.upsync) {
+            (Some(config), Some(to)) => Some((
+                kube::Client::try_from(config)
+                    .map_err(|e| anyhow::anyhow!("building the {side} client for upsync: {e}"))?,
+                &to.server,
+            )),
+            _ => None,
+        };
+        *self.server.lock() = client;
+        if let Some((client, server)) = upsync {
+            *server.lock() = client;
+        }
+        Ok(())
     }
 
     /// The client for objects travelling in `direction` in logical cluster `cluster`
     /// (see [`SideClient::client_in`]).
     pub fn client_for(&self, direction: crate::selection::Direction, cluster: Option<&str>) -> kube::Client {
         match (&self.upsync, direction) {
-            (Some((base, clients)), crate::selection::Direction::Upsync) => match cluster {
-                None => base.clone(),
-                Some(cluster) => clients
+            (Some(upsync), crate::selection::Direction::Upsync) => match cluster {
+                None => upsync.client.clone(),
+                Some(cluster) => upsync
+                    .in_clusters
                     .lock()
                     .entry(cluster.to_string())
-                    .or_insert_with(|| in_cluster(base.clone(), cluster))
+                    .or_insert_with(|| in_cluster(upsync.client.clone(), cluster))
                     .clone(),
             },
             _ => self.client_in(cluster),
@@ -378,8 +434,50 @@ mod tests {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        crate::spawn(async move { axum::serve(listener, app).await.unwrap() });
         kube::Config::new(format!("http://{addr}").parse().unwrap())
+    }
+
+    /// A server that answers every request with `name`.
+    async fn named_server(name: &'static str) -> kube::Config {
+        let app = axum::Router::new().fallback(move || async move { name });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        crate::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        kube::Config::new(format!("http://{addr}").parse().unwrap())
+    }
+
+    async fn answer(client: &kube::Client) -> String {
+        let request = http::Request::get("/version").body(vec![]).unwrap();
+        client.request_text(request).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_retargeted_side_sends_every_later_request_to_its_new_server() {
+        let side = SideClient::new(
+            Side::Upstream,
+            named_server("first").await,
+            Pacing::from_flags(Some(0.0), 1),
+        )
+        .unwrap()
+        .with_upsync(named_server("first upsync").await)
+        .unwrap();
+        // Clients made before the move follow it, as watches keep theirs.
+        let in_cluster = side.client_in(Some("c1"));
+        let upsync = side.client_for(crate::selection::Direction::Upsync, Some("c1"));
+        assert_eq!(answer(&in_cluster).await, "first");
+        assert_eq!(answer(&upsync).await, "first upsync");
+
+        side.retarget(
+            named_server("second").await,
+            Some(named_server("second upsync").await),
+        )
+        .unwrap();
+        assert_eq!(answer(&side.client).await, "second");
+        assert_eq!(answer(&in_cluster).await, "second");
+        assert_eq!(answer(&upsync).await, "second upsync");
+        let downsync = side.client_for(crate::selection::Direction::Downsync, Some("c2"));
+        assert_eq!(answer(&downsync).await, "second");
     }
 
     const APF: &[(&str, &str)] = &[
@@ -441,7 +539,7 @@ mod tests {
     async fn waiting_for_a_side_ends_when_it_answers() {
         let side = Arc::new(client());
         side.mark_unreachable();
-        let waiter = tokio::spawn({
+        let waiter = crate::spawn({
             let side = side.clone();
             async move { side.reachable().await }
         });

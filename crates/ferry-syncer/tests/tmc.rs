@@ -1420,6 +1420,76 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
     syncer.stop().await;
 }
 
+/// kcp's syncer reaches its SyncTarget through a front proxy that stays put, and
+/// reads and writes through the virtual workspace the SyncTarget advertises. When the
+/// hub behind the proxy restarts on another port, the syncer notices that its virtual
+/// workspace no longer answers, reads its SyncTarget again, says in one line where the
+/// virtual workspace moved, and syncs there without a restart; the outage costs a few
+/// warnings, not one per retry.
+#[test]
+fn a_syncer_follows_its_virtual_workspace_to_a_hub_restarted_on_another_port() {
+    let log = LogCapture::new("ferry_syncer=info");
+    log.runtime().block_on(async {
+        let mut t = Tmc::start().await;
+        let proxy = ferry_testkit::net::FrontProxy::to(t.kcp.running.addr).await;
+        let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+        opts.upstream = proxy.config_through(opts.upstream);
+        opts.tmc = Some(t.options(&t.uid));
+        let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+        wait_ready(&syncer).await;
+        t.scheduled_namespace("demo").await;
+        t.scheduled_configmap("demo", "before").await;
+        let kcp_ns = t.downstream("demo");
+        t.down
+            .when(&configmaps(), &kcp_ns, "before", "the copy", |_| true)
+            .await;
+        let was = t.kcp.url().to_string();
+        let lines_before = log.lines().len();
+
+        t.kcp = t.kcp.restart_elsewhere().await;
+        proxy.point_at(t.kcp.running.addr);
+        t.app = Cluster::of(&t.kcp, Some("root:app")).await;
+        t.scheduled_configmap("demo", "after").await;
+        t.down
+            .when(
+                &configmaps(),
+                &kcp_ns,
+                "after",
+                "the copy of an object placed after the hub moved",
+                |_| true,
+            )
+            .await;
+
+        let moved: Vec<String> = log
+            .lines()
+            .into_iter()
+            .filter(|l| l.contains("virtual workspace moved"))
+            .collect();
+        assert_eq!(moved.len(), 1, "one line says it: {moved:#?}");
+        let now = t.kcp.url();
+        assert!(
+            moved[0].contains(&format!(
+                "SyncTarget east: its syncer virtual workspace moved from {was}/services/syncer/"
+            )) && moved[0].contains(&format!(" to {now}/services/syncer/")),
+            "{}",
+            moved[0]
+        );
+        // Each warning once (the retries' own are quieter), whatever the outage's length.
+        let warnings = log.warnings_after(lines_before);
+        let mut said: Vec<&str> = warnings
+            .iter()
+            .map(|l| l.split_once(" WARN ").map_or(l.as_str(), |(_, said)| said))
+            .collect();
+        said.sort();
+        said.dedup();
+        assert!(
+            said.len() == warnings.len() && warnings.len() <= 5,
+            "the move costs a few warnings, not one per retry: {warnings:#?}"
+        );
+        syncer.stop().await;
+    });
+}
+
 /// A copy the physical cluster refuses shows on the SyncTarget (where kcp users
 /// look) in one line with the cluster's own message, naming the object by its
 /// workspace, namespace and name, and as a `CopyRefused` Event on the object in

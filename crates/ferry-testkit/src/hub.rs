@@ -247,6 +247,24 @@ impl TestHub {
         (hub, out)
     }
 
+    /// Stops the hub and starts it again over the same data (and etcd) on another free
+    /// port: a hub that moved, as its clients see one (the URLs it advertised, such as a
+    /// SyncTarget's virtual workspaces, change once its controllers catch up).
+    pub async fn restart_elsewhere(self) -> TestHub {
+        let old = self.running.addr;
+        let data_dir = self.data_dir.clone();
+        let (running, dir) = self.into_parts();
+        running.stop().await;
+        // Another port, so the old URL answers no more.
+        let port = std::iter::repeat_with(crate::net::free_port)
+            .find(|port| *port != old.port())
+            .expect("a free port");
+        let listen = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let mut hub = Self::resume(&data_dir, listen).await;
+        hub.dir = dir;
+        hub
+    }
+
     /// Keep the data directory after this value is dropped (for restarts).
     pub fn into_parts(mut self) -> (RunningHub, Option<tempfile::TempDir>) {
         let dir = self.dir.take();

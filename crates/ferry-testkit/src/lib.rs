@@ -23,7 +23,8 @@
 //!   [`resources`]: the `ApiResource`s tests name.
 //! - [`syncer`]: a syncer run in-process with test-speed timers, its
 //!   readiness and its log.
-//! - [`net`]: free loopback ports and plain HTTP reads of agents' endpoints.
+//! - [`net`]: free loopback ports, plain HTTP reads of agents' endpoints,
+//!   and a front proxy that stays put while the hub behind it moves.
 //! - [`kubectl`]: real kubectl as a user runs it, with the `kubectl-ferry`
 //!   plugin on PATH, from blocking or async tests.
 

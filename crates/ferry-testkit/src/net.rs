@@ -1,7 +1,9 @@
-//! Loopback addresses and plain HTTP reads of the endpoints agents serve
-//! (`/metrics`, `/healthz`, `/readyz`).
+//! Loopback addresses, plain HTTP reads of the endpoints agents serve
+//! (`/metrics`, `/healthz`, `/readyz`), and a [`FrontProxy`] that stays put
+//! while the hub behind it moves.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -48,4 +50,66 @@ pub fn response_of(addr: &str, path: &str) -> Option<String> {
 /// `GET http://addr/path` (blocking): the status code, if it answered.
 pub fn status_of(addr: &str, path: &str) -> Option<u16> {
     response_of(addr, path)?.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A loopback address that forwards every TCP connection to a target that can
+/// change, as kcp's front proxy stays where clients' kubeconfigs point while the
+/// shard behind it moves. TLS passes through: clients check the target's
+/// certificate (a hub's names `127.0.0.1`, whatever its port).
+pub struct FrontProxy {
+    addr: SocketAddr,
+    target: Arc<Mutex<SocketAddr>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FrontProxy {
+    /// A proxy on a free loopback port, forwarding to `target`.
+    pub async fn to(target: SocketAddr) -> FrontProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port for the front proxy");
+        let addr = listener.local_addr().expect("the front proxy's address");
+        let target = Arc::new(Mutex::new(target));
+        let current = target.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let to = *current.lock().expect("the front proxy's target");
+                tokio::spawn(async move {
+                    // A target that is down refuses, as the proxy's client then sees.
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        FrontProxy { addr, target, task }
+    }
+
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// New connections go to `target` from now on (open ones stay where they are).
+    pub fn point_at(&self, target: SocketAddr) {
+        *self.target.lock().expect("the front proxy's target") = target;
+    }
+
+    /// `config` reaching its server through this proxy: the same scheme, path and
+    /// credentials, the proxy's address.
+    pub fn config_through(&self, mut config: kube::Config) -> kube::Config {
+        let url = &config.cluster_url;
+        let path = url.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let scheme = url.scheme_str().unwrap_or("https");
+        config.cluster_url = format!("{scheme}://{}{path}", self.addr)
+            .parse()
+            .expect("the URL through the front proxy");
+        config
+    }
+}
+
+impl Drop for FrontProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

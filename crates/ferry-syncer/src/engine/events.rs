@@ -79,7 +79,7 @@ pub fn post(
         ..Default::default()
     };
     let api: Api<Event> = Api::namespaced(client, event.metadata.namespace.as_deref().unwrap_or("default"));
-    tokio::spawn(async move {
+    crate::spawn(async move {
         if let Err(e) = api.create(&PostParams::default(), &event).await {
             tracing::warn!(object = %name, "could not post an Event: {e}");
         }

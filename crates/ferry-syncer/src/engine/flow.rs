@@ -206,7 +206,7 @@ impl Flow {
     pub fn start(self: &Arc<Self>, engine: &Arc<Engine>) {
         let mut tasks = self.tasks.lock();
         for role in [Role::Sources, Role::Copies] {
-            tasks.push(tokio::spawn(watch(engine.clone(), self.clone(), role)));
+            tasks.push(crate::spawn(watch(engine.clone(), self.clone(), role)));
         }
     }
 

@@ -327,6 +327,20 @@ impl Engine {
         self.status_now.notify_one();
     }
 
+    /// `side`'s server moved (its client was [`SideClient::retarget`]ed): every watch
+    /// starts again there with a fresh list, since the old server may still answer and
+    /// its resource versions mean nothing at the new one, and the flows are resolved
+    /// again against the new server's discovery. Work waiting for the side resumes when
+    /// the new server answers a probe.
+    pub fn moved(self: &Arc<Self>, side: Side) {
+        for flow in self.flows() {
+            flow.stop();
+            flow.start(self);
+        }
+        self.resolve_now.notify_one();
+        tracing::debug!(%side, "watches started again at the {side} server's new address");
+    }
+
     /// Parks `key` until `side` answers again, if it does not answer now; returns whether
     /// it was parked (otherwise the caller retries it as usual).
     pub fn wait_for_side(&self, side: Side, key: &Key) -> bool {
@@ -588,13 +602,13 @@ impl Engine {
             for id in retired {
                 if let Some(flow) = flows.remove(&id) {
                     flow.stop();
-                    tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "this resource is no longer selected; deleting its copies");
+                    tracing::info!(resource = %flow.target.id, direction = %flow.target.direction, "{} of {} is no longer selected; deleting its copies", flow.target.direction, flow.target.id);
                     self.orphans.clean(flow.dest_side(), flow.dest.clone());
                 }
             }
         }
         for flow in started {
-            tracing::info!(resource = %flow.target.id, direction = ?flow.target.direction, "watching");
+            tracing::info!(resource = %flow.target.id, direction = %flow.target.direction, "watching {} for {}", flow.target.id, flow.target.direction);
             flow.start(self);
         }
         if *last != Some(revision) {
@@ -725,7 +739,7 @@ impl Engine {
     /// Queues `key` again after `delay`.
     pub fn queue_after(&self, key: Key, delay: Duration) {
         let queue = self.queue.clone();
-        tokio::spawn(async move {
+        crate::spawn(async move {
             tokio::time::sleep(delay).await;
             queue.add(key);
         });

@@ -149,7 +149,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             delay
         };
         let queue = Arc::downgrade(self);
-        tokio::spawn(async move {
+        crate::spawn(async move {
             tokio::time::sleep(delay).await;
             if let Some(queue) = queue.upgrade() {
                 queue.add(key);
@@ -252,7 +252,7 @@ mod tests {
     #[tokio::test]
     async fn shut_down_wakes_waiting_workers() {
         let q = queue();
-        let waiter = tokio::spawn({
+        let waiter = crate::spawn({
             let q = q.clone();
             async move { q.next().await }
         });

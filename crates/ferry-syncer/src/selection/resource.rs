@@ -163,6 +163,16 @@ pub enum Direction {
     Upsync,
 }
 
+impl std::fmt::Display for Direction {
+    /// `downsync` or `upsync`, as logs say it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Direction::Downsync => "downsync",
+            Direction::Upsync => "upsync",
+        })
+    }
+}
+
 /// A concrete resource type the engine watches.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WatchTarget {

@@ -211,9 +211,9 @@ impl Mapping for KubeStellar {
 impl ConfigSource for KubeStellar {
     fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
         vec![
-            tokio::spawn(config::watch_configs(engine.clone(), self.clone())),
-            tokio::spawn(config::watch_edge_configs(engine.clone(), self.clone())),
-            tokio::spawn(heartbeat::status_loop(
+            crate::spawn(config::watch_configs(engine.clone(), self.clone())),
+            crate::spawn(config::watch_edge_configs(engine.clone(), self.clone())),
+            crate::spawn(heartbeat::status_loop(
                 engine.clone(),
                 self.clone(),
                 self.heartbeat_period,

@@ -510,7 +510,7 @@ impl SyncAgent {
                 let delay = agent.related_queue.failed(&slot);
                 let weak = Arc::downgrade(&agent);
                 let again = slot.clone();
-                tokio::spawn(async move {
+                crate::spawn(async move {
                     tokio::time::sleep(delay).await;
                     if let Some(agent) = weak.upgrade() {
                         agent.related_queue.add(again);
@@ -645,7 +645,7 @@ impl SyncAgent {
         let client = engine.up.client_in(Some(cluster));
         let (cluster, weak) = (cluster.to_string(), Arc::downgrade(&engine));
         let agent = self.self_ref.get().cloned();
-        tokio::spawn(async move {
+        crate::spawn(async move {
             let res = kube::core::ApiResource {
                 group: "core.kcp.io".into(),
                 version: "v1alpha1".into(),
@@ -663,7 +663,7 @@ impl SyncAgent {
                 let agent = agent.clone();
                 let cluster = cluster.clone();
                 move || {
-                    tokio::spawn(async move {
+                    crate::spawn(async move {
                         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
                         agent.path_reads.lock().remove(&cluster);
                     });

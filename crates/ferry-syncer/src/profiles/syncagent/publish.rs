@@ -203,8 +203,14 @@ impl RunningAgent {
 }
 
 /// Starts the agent: waits for the endpoint slice to name its virtual workspace, then
-/// runs the enabled controllers in the background.
+/// runs the enabled controllers in the background. Everything it logs is in the span
+/// `syncagent{agent=<name>}`.
 pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
+    let span = tracing::info_span!("syncagent", agent = %opts.agent_name);
+    tracing::Instrument::instrument(start_agent(opts), span).await
+}
+
+async fn start_agent(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
     for c in &opts.disabled_controllers {
         anyhow::ensure!(
             CONTROLLERS.contains(&c.as_str()),
@@ -235,7 +241,7 @@ pub async fn start(opts: SyncAgentOptions) -> anyhow::Result<RunningAgent> {
         publisher.service.clone(),
         &opts.namespace,
     )));
-    let tasks = vec![tokio::spawn(publisher.run())];
+    let tasks = vec![crate::spawn(publisher.run())];
     let syncer = if opts.enabled("sync") {
         let mut upstream = opts.kcp.clone();
         upstream.cluster_url = url
@@ -844,7 +850,7 @@ impl Publisher {
                     .filter_map(|i| claims.get(*i))
                     .map(claim_name)
                     .collect();
-                tracing::warn!(export = %name, claims = ?names, "kcp refused permission claims without identityHash; set identityHash on those related resources of the PublishedResources");
+                tracing::warn!(export = %name, "kcp refused the permission claim(s) of APIExport {name} for {} without identityHash; set identityHash on those related resources of the PublishedResources", names.join(", "));
                 let kept: Vec<Value> = claims
                     .iter()
                     .enumerate()
@@ -890,14 +896,14 @@ impl Publisher {
             );
         };
         if !added.is_empty() {
-            tracing::info!(export = %name, schemas = ?added, "AddingResourceSchemas");
+            tracing::info!(export = %name, "APIExport {name}: added resource schema(s) {}", added.join(", "));
             post(
                 "AddingResourceSchemas",
                 format!("Added new resource schema(s) {}.", added.join(", ")),
             );
         }
         if !new_claims.is_empty() {
-            tracing::info!(export = %name, claims = ?new_claims, "AddingPermissionClaims");
+            tracing::info!(export = %name, "APIExport {name}: added permission claim(s) for all {}", new_claims.join(", "));
             post(
                 "AddingPermissionClaims",
                 format!("Added new permission claim(s) for all {}.", new_claims.join(", ")),
@@ -960,11 +966,11 @@ impl ConfigSource for SyncAgent {
             engine.up.client_in(Some("*")),
         );
         vec![
-            tokio::spawn(namespaces),
-            tokio::spawn(blocked),
-            tokio::spawn(SyncAgent::related_workers(Arc::downgrade(&self))),
-            tokio::spawn(resync),
-            tokio::spawn(watches),
+            crate::spawn(namespaces),
+            crate::spawn(blocked),
+            crate::spawn(SyncAgent::related_workers(Arc::downgrade(&self))),
+            crate::spawn(resync),
+            crate::spawn(watches),
         ]
     }
 }
@@ -993,7 +999,7 @@ async fn related_watches(agent: std::sync::Weak<SyncAgent>, service: kube::Clien
                 continue;
             }
             let client = if r.service { service.clone() } else { kcp.clone() };
-            let task = tokio::spawn(watch_related(agent.clone(), client, r.clone()));
+            let task = crate::spawn(watch_related(agent.clone(), client, r.clone()));
             running.insert(r, AbortOnDrop(task));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

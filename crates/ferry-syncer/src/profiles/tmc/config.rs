@@ -27,6 +27,7 @@ use super::locator::SyncTargetLocator;
 use super::{always_synced, SyncedType, Tmc};
 use crate::engine::Engine;
 use crate::profile::ConfigSource;
+use crate::side::{Reachability, Side};
 
 /// What a TMC syncer needs beyond the engine's options.
 #[derive(Clone, Debug)]
@@ -80,9 +81,66 @@ pub struct Connection {
     pub upsyncer: kube::Config,
 }
 
+/// The URLs of a SyncTarget's virtual workspaces, as its status advertises them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VirtualWorkspaces {
+    /// `syncerURL`: where objects going down are read and their status written.
+    pub syncer: String,
+    /// `upsyncerURL`: where objects going up are written (the syncer's, if not given).
+    pub upsyncer: String,
+}
+
+impl VirtualWorkspaces {
+    /// The virtual workspaces `sync_target` advertises in `status.virtualWorkspaces`,
+    /// once it does.
+    pub fn advertised(sync_target: &Value) -> Option<VirtualWorkspaces> {
+        let vw = &sync_target["status"]["virtualWorkspaces"][0];
+        let syncer = vw["syncerURL"].as_str().filter(|url| !url.is_empty())?;
+        let upsyncer = vw["upsyncerURL"]
+            .as_str()
+            .filter(|url| !url.is_empty())
+            .unwrap_or(syncer);
+        Some(VirtualWorkspaces {
+            syncer: syncer.to_string(),
+            upsyncer: upsyncer.to_string(),
+        })
+    }
+
+    /// What moved from `before` to these, as a log line says it (`None`: nothing).
+    pub fn moved_from(&self, before: &VirtualWorkspaces) -> Option<String> {
+        let moved = |what: &str, from: &str, to: &str| {
+            format!("its {what} virtual workspace moved from {from} to {to}")
+        };
+        let changes: Vec<String> = [
+            ("syncer", &before.syncer, &self.syncer),
+            ("upsyncer", &before.upsyncer, &self.upsyncer),
+        ]
+        .into_iter()
+        .filter(|(_, from, to)| from != to)
+        .map(|(what, from, to)| moved(what, from, to))
+        .collect();
+        (!changes.is_empty()).then(|| changes.join("; "))
+    }
+}
+
+/// Where a connected syncer reads and writes: the virtual workspaces its SyncTarget
+/// advertised last, and the configuration of the SyncTarget's workspace, whose
+/// credentials the clients for them use.
+pub(super) struct Views {
+    workspace: kube::Config,
+    urls: VirtualWorkspaces,
+}
+
+/// How often the SyncTarget is read while its syncer virtual workspace does not answer
+/// (at most): the hub behind it may have moved, and the SyncTarget says where to.
+const UNANSWERED_POLL: Duration = Duration::from_secs(1);
+/// How long a virtual workspace has to answer when connecting.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Reads SyncTarget `name` through `workspace` (a config for its workspace), waiting
-/// until its virtual workspaces are set. Fails at once if its uid is not
-/// `options.sync_target_uid`.
+/// until its virtual workspaces are set and its syncer virtual workspace answers (a
+/// SyncTarget read moments after its hub restarted may still advertise where the hub
+/// was). Fails at once if its uid is not `options.sync_target_uid`.
 pub async fn connect(
     workspace: kube::Config,
     name: &str,
@@ -95,7 +153,8 @@ pub async fn connect(
         options.workspace_path = path.to_string();
     }
     let mut said = String::new();
-    let (target, syncer_url, upsyncer_url) = loop {
+    let (target, urls, syncer, upsyncer) = loop {
+        let mut period = options.sync_target_poll;
         let why = match api.get(name).await {
             Ok(obj) => {
                 let obj = serde_json::to_value(obj).unwrap_or_default();
@@ -113,18 +172,30 @@ pub async fn connect(
                     !cluster.is_empty(),
                     "SyncTarget {name} at {url} has no {KCP_CLUSTER_ANNOTATION} annotation: the upstream is not a kcp-style server (a Ferry hub or kcp)"
                 );
-                let vw = &obj["status"]["virtualWorkspaces"][0];
-                match (vw["syncerURL"].as_str(), vw["upsyncerURL"].as_str()) {
-                    (Some(syncer), upsyncer) if !syncer.is_empty() => {
-                        let target = SyncTargetLocator {
-                            cluster,
-                            name: name.to_string(),
-                            uid: uid.to_string(),
-                            ..Default::default()
-                        };
-                        break (target, syncer.to_string(), upsyncer.unwrap_or(syncer).to_string());
+                match VirtualWorkspaces::advertised(&obj) {
+                    Some(urls) => {
+                        let syncer = config_at(&workspace, name, &urls.syncer)?;
+                        let upsyncer = config_at(&workspace, name, &urls.upsyncer)?;
+                        match answers(&syncer).await {
+                            Ok(()) => {
+                                let target = SyncTargetLocator {
+                                    cluster,
+                                    name: name.to_string(),
+                                    uid: uid.to_string(),
+                                    ..Default::default()
+                                };
+                                break (target, urls, syncer, upsyncer);
+                            }
+                            Err(e) => {
+                                period = period.min(UNANSWERED_POLL);
+                                format!(
+                                    "SyncTarget {name} advertises its syncer virtual workspace at {}, which does not answer ({e})",
+                                    urls.syncer
+                                )
+                            }
+                        }
                     }
-                    _ => format!("SyncTarget {name} has no status.virtualWorkspaces yet"),
+                    None => format!("SyncTarget {name} has no status.virtualWorkspaces yet"),
                 }
             }
             Err(kube::Error::Api(status)) if status.code == 404 => {
@@ -133,27 +204,72 @@ pub async fn connect(
             Err(e) => format!("reading SyncTarget {name} at {url} failed: {e}"),
         };
         if why != said {
-            tracing::info!("{why}; checking again every {:?}", options.sync_target_poll);
+            tracing::info!(sync_target = name, "{why}; checking again every {period:?}");
             said = why;
         }
-        tokio::time::sleep(options.sync_target_poll).await;
+        tokio::time::sleep(period).await;
     };
-    let with_url = |url: &str| -> anyhow::Result<kube::Config> {
-        let mut config = workspace.clone();
-        config.cluster_url = url
-            .trim_end_matches('/')
-            .parse()
-            .with_context(|| format!("SyncTarget {name}'s virtual workspace URL {url:?}"))?;
-        Ok(config)
-    };
-    let syncer = with_url(&syncer_url)?;
-    let upsyncer = with_url(&upsyncer_url)?;
-    tracing::info!(sync_target = name, cluster = %target.cluster, syncer = %syncer_url, upsyncer = %upsyncer_url, "connected to the SyncTarget's virtual workspaces");
+    tracing::info!(sync_target = name, cluster = %target.cluster, syncer = %urls.syncer, upsyncer = %urls.upsyncer, "connected to the SyncTarget's virtual workspaces");
+    let tmc = Tmc::new(target, options, client);
+    *tmc.views.lock() = Some(Views { workspace, urls });
     Ok(Connection {
-        tmc: Tmc::new(target, options, client),
+        tmc,
         syncer,
         upsyncer,
     })
+}
+
+/// `workspace`'s configuration (its credentials) for the virtual workspace at `url`
+/// that SyncTarget `name` advertises.
+fn config_at(workspace: &kube::Config, name: &str, url: &str) -> anyhow::Result<kube::Config> {
+    let mut config = workspace.clone();
+    config.cluster_url = url
+        .trim_end_matches('/')
+        .parse()
+        .with_context(|| format!("SyncTarget {name}'s virtual workspace URL {url:?}"))?;
+    Ok(config)
+}
+
+/// Whether `config`'s server answers HTTP (with any status: a refusal is an answer);
+/// `Err` says why not.
+async fn answers(config: &kube::Config) -> Result<(), String> {
+    let client = kube::Client::try_from(config.clone()).map_err(|e| e.to_string())?;
+    let request = http::Request::get("/version")
+        .body(kube::client::Body::empty())
+        .map_err(|e| e.to_string())?;
+    match tokio::time::timeout(ANSWER_TIMEOUT, client.send(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {ANSWER_TIMEOUT:?}")),
+    }
+}
+
+/// The SyncTarget advertises `advertised`: if the syncer uses others, its upstream
+/// clients move there and every watch starts again (the kcp syncer likewise runs its
+/// controllers against whichever virtual workspace its SyncTarget names). Said in one
+/// line, from where to where.
+fn follow_views(engine: &Arc<Engine>, tmc: &Tmc, advertised: VirtualWorkspaces) {
+    let name = &tmc.target.name;
+    let mut views = tmc.views.lock();
+    let Some(views) = views.as_mut() else {
+        return;
+    };
+    let Some(moved) = advertised.moved_from(&views.urls) else {
+        return;
+    };
+    let configs = config_at(&views.workspace, name, &advertised.syncer)
+        .and_then(|syncer| Ok((syncer, config_at(&views.workspace, name, &advertised.upsyncer)?)));
+    // Recorded either way, so a URL that cannot be used is said once.
+    views.urls = advertised;
+    match configs.and_then(|(syncer, upsyncer)| engine.up.retarget(syncer, Some(upsyncer))) {
+        Ok(()) => {
+            tracing::info!(sync_target = %name, "SyncTarget {name}: {moved}; reconnecting there");
+            engine.moved(Side::Upstream);
+        }
+        Err(e) => {
+            tracing::warn!(sync_target = %name, "SyncTarget {name}: {moved}, but the syncer cannot use it: {e:#}; it stays where it was")
+        }
+    }
 }
 
 /// The types to sync from a SyncTarget's status: the fixed ones plus every
@@ -185,11 +301,11 @@ impl ConfigSource for Tmc {
     fn start(self: Arc<Self>, engine: &Arc<Engine>) -> Vec<tokio::task::JoinHandle<()>> {
         let _ = self.engine.set(Arc::downgrade(engine));
         vec![
-            tokio::spawn(follow_sync_target(engine.clone(), self.clone())),
-            tokio::spawn(heartbeat(engine.clone(), self.clone())),
-            tokio::spawn(report_refusals(engine.clone(), self.clone())),
-            tokio::spawn(super::transforms::follow(engine.clone(), self.clone())),
-            tokio::spawn(super::importer::run(
+            crate::spawn(follow_sync_target(engine.clone(), self.clone())),
+            crate::spawn(heartbeat(engine.clone(), self.clone())),
+            crate::spawn(report_refusals(engine.clone(), self.clone())),
+            crate::spawn(super::transforms::follow(engine.clone(), self.clone())),
+            crate::spawn(super::importer::run(
                 engine.clone(),
                 self.clone(),
                 self.options.api_import_poll_interval,
@@ -198,9 +314,11 @@ impl ConfigSource for Tmc {
     }
 }
 
-/// Re-reads the SyncTarget every poll period: new synced types are checked against the
-/// downstream cluster's permissions (and all of them again every 12 reads, so a
-/// permission granted later is noticed) and handed to the engine.
+/// Re-reads the SyncTarget every poll period, and at once (then every
+/// [`UNANSWERED_POLL`]) while the syncer virtual workspace does not answer: new synced
+/// types are checked against the downstream cluster's permissions (and all of them
+/// again every 12 reads, so a permission granted later is noticed) and handed to the
+/// engine, and virtual workspaces advertised elsewhere are followed ([`follow_views`]).
 async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &sync_targets());
     let name = tmc.target.name.clone();
@@ -208,6 +326,11 @@ async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
     // Permissions granted later are noticed: every this many reads they are asked again.
     const RECHECK_EVERY: u32 = 12;
     let mut reads = 0u32;
+    let mut upstream = engine.up.reachability_changes();
+    // Failed reads since the last that succeeded: the first is a warning, the rest not.
+    let mut failures = 0u32;
+    // Whether the SyncTarget found was another (re-created) one, as last said.
+    let mut replaced = false;
     loop {
         reads = reads.wrapping_add(1);
         if reads.is_multiple_of(RECHECK_EVERY) {
@@ -215,24 +338,53 @@ async fn follow_sync_target(engine: Arc<Engine>, tmc: Arc<Tmc>) {
         }
         match api.get(&name).await {
             Ok(obj) => {
+                if failures > 0 {
+                    tracing::info!(sync_target = %name, "reading SyncTarget {name} works again after {failures} failed attempt(s)");
+                    failures = 0;
+                }
                 let obj = serde_json::to_value(obj).unwrap_or_default();
-                if obj["metadata"]["uid"].as_str() != Some(tmc.target.uid.as_str()) {
-                    tracing::error!(sync_target = %name, "the SyncTarget was deleted and created again (its uid is not --sync-target-uid {}); this syncer no longer serves it", tmc.target.uid);
-                } else {
+                let other = obj["metadata"]["uid"].as_str() != Some(tmc.target.uid.as_str());
+                if other && !std::mem::replace(&mut replaced, true) {
+                    tracing::error!(sync_target = %name, "SyncTarget {name} was deleted and created again (its uid is not --sync-target-uid {}); this syncer no longer serves it: regenerate its manifest for the SyncTarget as it is now", tmc.target.uid);
+                }
+                if !other {
+                    replaced = false;
+                    if let Some(advertised) = VirtualWorkspaces::advertised(&obj) {
+                        follow_views(&engine, &tmc, advertised);
+                    }
                     let types = synced_types(&obj);
                     if checked.as_ref() != Some(&types) {
                         authorize(&engine, &tmc, &types).await;
                         checked = Some(types.clone());
                     }
                     if tmc.set_synced(types) {
-                        tracing::info!(types = ?tmc.synced().iter().map(SyncedType::group_resource).collect::<Vec<_>>(), "synced resource types");
+                        let types: Vec<String> =
+                            tmc.synced().iter().map(SyncedType::group_resource).collect();
+                        tracing::info!(sync_target = %name, "synced resource types: {}", types.join(", "));
                         engine.selection_changed();
                     }
                 }
             }
-            Err(e) => tracing::warn!(sync_target = %name, "reading the SyncTarget failed: {e}"),
+            Err(e) => {
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(sync_target = %name, "reading SyncTarget {name} failed: {e}; trying again every {:?}", tmc.options.sync_target_poll);
+                } else {
+                    tracing::debug!(sync_target = %name, failures, "reading SyncTarget {name} failed: {e}");
+                }
+            }
         }
-        tokio::time::sleep(tmc.options.sync_target_poll).await;
+        let period = match engine.up.reachability() {
+            Reachability::Unreachable { .. } => tmc.options.sync_target_poll.min(UNANSWERED_POLL),
+            _ => tmc.options.sync_target_poll,
+        };
+        upstream.borrow_and_update();
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            // Contact with the virtual workspace lost (or back): the SyncTarget may say
+            // it moved.
+            _ = upstream.changed() => {}
+        }
     }
 }
 
@@ -243,6 +395,7 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
     let api: Api<SelfSubjectAccessReview> = Api::all(engine.down.client.clone());
     let mut denied = BTreeSet::new();
     let mut mentioned = vec![];
+    let mut unanswered = vec![];
     // Namespaces are only created and deleted (never written otherwise), which is all
     // kcp's plugin grants on them: they are not asked for `*`.
     let pods = SyncedType::core("pods");
@@ -269,7 +422,7 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
         let allowed = match api.create(&PostParams::default(), &review).await {
             Ok(answer) => answer.status.is_some_and(|s| s.allowed),
             Err(e) => {
-                tracing::warn!(resource = %group_resource, "SelfSubjectAccessReview downstream failed: {e}");
+                unanswered.push(format!("{group_resource} ({e})"));
                 false
             }
         };
@@ -278,13 +431,18 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
             denied.insert(group_resource);
         }
     }
+    let name = &tmc.target.name;
+    if !unanswered.is_empty() {
+        // One line for the whole check, not one per type.
+        tracing::warn!(sync_target = %name, "asking the downstream cluster what SyncTarget {name}'s syncer may do failed for {}", unanswered.join(", "));
+    }
     if tmc.set_denied(denied) {
         engine.selection_changed();
     }
     let condition = if mentioned.is_empty() {
         json!({ "type": "SyncerAuthorized", "status": "True" })
     } else {
-        tracing::warn!(resources = ?mentioned, "the syncer may not manage these resources downstream; they are not synced until it may");
+        tracing::warn!(sync_target = %name, "SyncTarget {name}'s syncer may not manage {} in the downstream cluster; they are not synced until it may", mentioned.join(", "));
         json!({
             "type": "SyncerAuthorized", "status": "False", "severity": "Error",
             "reason": "SyncerUnauthorized",
@@ -292,7 +450,7 @@ async fn authorize(engine: &Engine, tmc: &Tmc, types: &[SyncedType]) {
         })
     };
     if let Err(e) = set_condition(tmc, condition).await {
-        tracing::warn!("writing the SyncerAuthorized condition failed: {e}");
+        tracing::warn!(sync_target = %name, "writing the SyncerAuthorized condition of SyncTarget {name} failed: {e}");
     }
 }
 
@@ -400,6 +558,9 @@ async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
         version: engine.version.clone(),
         ..Heartbeat::default()
     };
+    // Heartbeats failed in a row: the first is a warning, the rest wait for the
+    // line that says they are back.
+    let mut failing = 0u64;
     loop {
         let now = ferry_api::timestamp::now();
         beat.count += 1;
@@ -408,13 +569,23 @@ async fn heartbeat(engine: Arc<Engine>, tmc: Arc<Tmc>) {
             Ok(()) => {
                 engine.metrics.heartbeat();
                 tracing::debug!(sync_target = %name, count = beat.count, "heartbeat sent");
+                if failing > 0 {
+                    tracing::info!(sync_target = %name, "heartbeats of SyncTarget {name} go through again after {failing} failed");
+                    failing = 0;
+                }
                 tmc.options.heartbeat_period
             }
             Err(e) => {
                 beat.count -= 1;
                 beat.errors += 1;
-                tracing::warn!(sync_target = %name, "heartbeat failed: {e}");
-                Duration::from_secs(1).min(tmc.options.heartbeat_period)
+                failing += 1;
+                let retry = Duration::from_secs(1).min(tmc.options.heartbeat_period);
+                if failing == 1 {
+                    tracing::warn!(sync_target = %name, "the heartbeat to SyncTarget {name} failed: {e}; retrying every {retry:?}");
+                } else {
+                    tracing::debug!(sync_target = %name, failing, "the heartbeat to SyncTarget {name} failed: {e}");
+                }
+                retry
             }
         };
         tokio::time::sleep(next).await;

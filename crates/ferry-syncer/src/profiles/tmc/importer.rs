@@ -41,13 +41,40 @@ pub fn parse_resource(text: &str) -> (String, String) {
     }
 }
 
-/// Imports the cluster's schemas every `period`, until aborted.
+/// Imports the cluster's schemas every `period`, until aborted. A failure is a
+/// warning when it starts (or, for schemas that cannot be read, when which ones
+/// changes), not on every pass.
 pub async fn run(engine: Arc<Engine>, tmc: Arc<Tmc>, period: std::time::Duration) {
+    let name = tmc.target.name.clone();
+    // Passes failed in a row.
+    let mut failing = 0u32;
+    // The schemas that could not be read, as last said.
+    let mut unreadable_said: Vec<String> = vec![];
     loop {
         match import_once(&engine, &tmc).await {
-            Ok(()) => set_ready(&tmc, None).await,
+            Ok(unreadable) => {
+                if failing > 0 {
+                    tracing::info!(sync_target = %name, "importing the cluster's schemas for SyncTarget {name} works again after {failing} failed attempt(s)");
+                    failing = 0;
+                }
+                let names: Vec<String> = unreadable.iter().map(|(what, _)| what.clone()).collect();
+                if !unreadable.is_empty() && names != unreadable_said {
+                    let each: Vec<String> = unreadable
+                        .iter()
+                        .map(|(what, e)| format!("{what} ({e})"))
+                        .collect();
+                    tracing::warn!(sync_target = %name, "SyncTarget {name}: the cluster's schema of {} could not be read; imported once it can be", each.join(", "));
+                }
+                unreadable_said = names;
+                set_ready(&tmc, None).await;
+            }
             Err(e) => {
-                tracing::warn!("importing the cluster's schemas failed: {e}");
+                failing += 1;
+                if failing == 1 {
+                    tracing::warn!(sync_target = %name, "importing the cluster's schemas for SyncTarget {name} failed: {e}; trying again every {period:?}");
+                } else {
+                    tracing::debug!(sync_target = %name, failing, "importing the cluster's schemas failed: {e}");
+                }
                 set_ready(&tmc, Some(e.to_string())).await;
             }
         }
@@ -84,10 +111,13 @@ async fn wanted(tmc: &Tmc) -> Result<BTreeSet<(String, String)>, kube::Error> {
     Ok(wanted)
 }
 
-async fn import_once(engine: &Engine, tmc: &Tmc) -> anyhow::Result<()> {
+/// One pass: imports every wanted schema the cluster serves. Returns the schemas that
+/// could not be read (`resource.group/version`, and why); the others are imported.
+async fn import_once(engine: &Engine, tmc: &Tmc) -> anyhow::Result<Vec<(String, String)>> {
     let wanted = wanted(tmc).await?;
+    let mut unreadable = vec![];
     if wanted.is_empty() {
-        return Ok(());
+        return Ok(unreadable);
     }
     let discovered = engine.down.discover().await?;
     let api: Api<DynamicObject> = Api::all_with(tmc.workspace.clone(), &imports());
@@ -103,7 +133,12 @@ async fn import_once(engine: &Engine, tmc: &Tmc) -> anyhow::Result<()> {
             let schema = match schema_of(engine, &group, &d.version, &resource, &d.kind).await {
                 Ok(schema) => schema,
                 Err(e) => {
-                    tracing::warn!(%group, version = %d.version, %resource, "reading the cluster's schema failed: {e}");
+                    let group_resource = if group.is_empty() {
+                        resource.clone()
+                    } else {
+                        format!("{resource}.{group}")
+                    };
+                    unreadable.push((format!("{group_resource}/{}", d.version), e.to_string()));
                     continue;
                 }
             };
@@ -123,7 +158,7 @@ async fn import_once(engine: &Engine, tmc: &Tmc) -> anyhow::Result<()> {
             upsert(&api, tmc, &name, spec).await?;
         }
     }
-    Ok(())
+    Ok(unreadable)
 }
 
 async fn upsert(api: &Api<DynamicObject>, tmc: &Tmc, name: &str, spec: Value) -> Result<(), kube::Error> {

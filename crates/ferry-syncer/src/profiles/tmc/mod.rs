@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 
 use ferry_api::well_known::{
@@ -137,6 +137,9 @@ pub struct Tmc {
     options: TmcOptions,
     /// The SyncTarget's workspace (reads, heartbeats, conditions).
     workspace: kube::Client,
+    /// The virtual workspaces the syncer reads and writes through, once [`connect`]ed;
+    /// followed as the SyncTarget advertises others.
+    views: Mutex<Option<config::Views>>,
     /// Each placed workspace's CustomTransforms.
     transforms: transforms::WorkspaceTransforms,
 }
@@ -163,6 +166,7 @@ impl Tmc {
             engine: OnceLock::new(),
             options,
             workspace,
+            views: Mutex::new(None),
             transforms: Default::default(),
         })
     }
@@ -252,7 +256,7 @@ impl Tmc {
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        tokio::spawn(async move {
+        crate::spawn(async move {
             for flow in engine.flows() {
                 if flow.target.direction == Direction::Upsync && flow.is_synced() {
                     engine.queue.add_all(flow.all_keys(&*engine.profile.mapping));

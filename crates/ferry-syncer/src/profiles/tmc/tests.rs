@@ -403,3 +403,52 @@ fn volumes_keep_their_name_and_map_back_through_what_their_locator_or_claim_says
     elsewhere["spec"]["claimRef"]["namespace"] = json!("default");
     assert!(!tmc.wants(&up, &ObjectRef::new(None, "pvc-1"), &elsewhere));
 }
+
+#[test]
+fn the_virtual_workspaces_are_read_from_the_status_with_the_upsyncer_defaulting_to_the_syncer() {
+    use config::VirtualWorkspaces;
+    assert_eq!(VirtualWorkspaces::advertised(&json!({})), None);
+    assert_eq!(
+        VirtualWorkspaces::advertised(&json!({ "status": { "virtualWorkspaces": [{ "syncerURL": "" }] } })),
+        None,
+        "an empty URL is none yet"
+    );
+    let both = json!({ "status": { "virtualWorkspaces": [
+        { "syncerURL": "https://a:1/services/syncer/c/east/u", "upsyncerURL": "https://a:1/services/upsyncer/c/east/u" }
+    ] } });
+    assert_eq!(
+        VirtualWorkspaces::advertised(&both),
+        Some(VirtualWorkspaces {
+            syncer: "https://a:1/services/syncer/c/east/u".into(),
+            upsyncer: "https://a:1/services/upsyncer/c/east/u".into(),
+        })
+    );
+    let syncer_only = json!({ "status": { "virtualWorkspaces": [{ "syncerURL": "https://a:1/s" }] } });
+    let only = VirtualWorkspaces::advertised(&syncer_only).unwrap();
+    assert_eq!(only.upsyncer, "https://a:1/s");
+}
+
+#[test]
+fn a_move_is_said_from_where_to_where_and_only_for_what_moved() {
+    use config::VirtualWorkspaces;
+    let at = |port: u16, up_port: u16| VirtualWorkspaces {
+        syncer: format!("https://127.0.0.1:{port}/services/syncer/c/east/u"),
+        upsyncer: format!("https://127.0.0.1:{up_port}/services/upsyncer/c/east/u"),
+    };
+    assert_eq!(at(1, 1).moved_from(&at(1, 1)), None);
+    assert_eq!(
+        at(2, 1).moved_from(&at(1, 1)).as_deref(),
+        Some(
+            "its syncer virtual workspace moved from https://127.0.0.1:1/services/syncer/c/east/u \
+             to https://127.0.0.1:2/services/syncer/c/east/u"
+        )
+    );
+    let both = at(2, 2).moved_from(&at(1, 1)).unwrap();
+    assert!(
+        both.contains("syncer virtual workspace moved from https://127.0.0.1:1/")
+            && both.contains(
+                "; its upsyncer virtual workspace moved from https://127.0.0.1:1/services/upsyncer"
+            ),
+        "{both}"
+    );
+}
