@@ -1908,50 +1908,52 @@ async fn binding_a_missing_export_says_not_found_only_to_who_may_read_that_works
     assert_eq!(answers[0], answers[2]);
 }
 
-/// alice's export of widgets in `root:alice`, bound in bob's `root:bob`; bob
-/// also binds gadgets from `root:tools`. Returns bob's logical cluster.
+/// alice's export of widgets in `root:alice`, bound in bob's `root:bob`
+/// (accepting its ConfigMap claim); bob also binds gadgets from `root:tools`.
+/// Returns bob's logical cluster.
 async fn bob_binds_alices_export(t: &Tenants) -> String {
+    use ferry_testkit::exports;
     t.workspace("alice", Some("alice")).await;
     let bob = t.workspace("bob", Some("bob")).await;
     t.workspace("tools", None).await;
     t.workspace("mal", Some("mal")).await;
     let hub = &t.hub;
-    create(
+    let configmaps = json!([{"group": "", "resource": "configmaps", "all": true}]);
+    exports::export(
         hub,
         "root:alice",
-        &format!("{APIS}/apiresourceschemas"),
+        "widgets.example.io",
         widgets_schema("v1"),
+        configmaps.clone(),
     )
     .await;
-    create(
-        hub,
-        "root:alice",
-        &format!("{APIS}/apiexports"),
-        export(&["v1.widgets.example.io"]),
-    )
-    .await;
-    create(
+    exports::export(
         hub,
         "root:tools",
-        &format!("{APIS}/apiresourceschemas"),
+        "gadgets.example.io",
         gadgets_schema(),
+        json!([]),
     )
     .await;
-    let mut gadgets = export(&["v1.gadgets.example.io"]);
-    gadgets["metadata"]["name"] = json!("gadgets.example.io");
-    create(hub, "root:tools", &format!("{APIS}/apiexports"), gadgets).await;
-    create(
+    let accepted = json!([{"group": "", "resource": "configmaps", "all": true, "state": "Accepted"}]);
+    exports::bind(
         hub,
         "root:bob",
-        &format!("{APIS}/apibindings"),
-        binding("widgets", "root:alice", true),
+        "widgets",
+        "root:alice",
+        "widgets.example.io",
+        accepted,
     )
     .await;
-    let mut tools = binding("gadgets", "root:tools", false);
-    tools["spec"]["reference"]["export"]["name"] = json!("gadgets.example.io");
-    create(hub, "root:bob", &format!("{APIS}/apibindings"), tools).await;
-    bound(hub, "root:bob", "widgets").await;
-    bound(hub, "root:bob", "gadgets").await;
+    exports::bind(
+        hub,
+        "root:bob",
+        "gadgets",
+        "root:tools",
+        "gadgets.example.io",
+        json!([]),
+    )
+    .await;
     bob
 }
 

@@ -179,8 +179,18 @@ struct BindingsOfExport {
 }
 
 impl ScopeFilter for BindingsOfExport {
+    /// Read from the stored bindings when the index does not know yet: it
+    /// learns of a binding just after the write that makes it Bound, which a
+    /// running watch must not miss.
     fn cluster(&self, cluster: &str) -> bool {
-        self.hub.bindings.is_bound(&self.export, cluster)
+        if self.hub.bindings.is_bound(&self.export, cluster) {
+            return true;
+        }
+        let scope = ClusterScope::One(cluster.to_string());
+        let (bindings, _) = self.hub.store.list(&scope, apis::BINDINGS, None, None);
+        bindings
+            .iter()
+            .any(|(_, b)| binds_export(&b.value(), &self.export))
     }
 
     /// Only the bindings of this export: the workspace's bindings of other
