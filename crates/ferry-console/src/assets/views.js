@@ -135,8 +135,13 @@ function cell(v) {
 /** One result of a CombinedStatus: its table, or what keeps it from having one. */
 function combinedResult(r) {
   if (r.error) {
+    // Left out as the object's StatusCollectors would cost too much together.
+    const overBudget = r.error.startsWith("not evaluated: ");
     return h("div", {}, h("strong", {}, r.name), " ",
-      problem("Not evaluated:", r.error, "Fix the StatusCollector; its Valid condition names the field."));
+      overBudget
+        ? problem("Over the cost budget:", r.error.slice("not evaluated: ".length),
+          "See the CombinedStatus's Evaluated condition.")
+        : problem("Not evaluated:", r.error, "Fix the StatusCollector; its Valid condition names the field."));
   }
   const errors = (r.rowErrors || []).map((e) =>
     h("li", { class: "bad" }, `${e.wec?.clusterId || ""} ${e.columnName || "filter"}: ${e.error}`));
