@@ -616,12 +616,13 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
     .await;
     let (code, _) = call(&c, "GET", widgets, None).await;
     assert_eq!(code, 404, "widgets of an unbound workspace");
-    // Resources neither exported nor claimed are not served at all.
+    // Resources neither exported nor claimed are not served at all (but for
+    // the export's own APIBindings, read-only, as in kcp).
     let all = client_at(hub, &format!("{url}/clusters/*"), &hub.running.admin_token).await;
     for path in [
         "/api/v1/secrets",
         "/apis/apps/v1/deployments",
-        "/apis/apis.kcp.io/v1alpha1/apibindings",
+        "/apis/apis.kcp.io/v1alpha1/apiexports",
     ] {
         let (code, _) = call(&all, "GET", path, None).await;
         assert_eq!(code, 404, "{path}");
