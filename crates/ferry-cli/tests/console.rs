@@ -127,10 +127,15 @@ async fn the_owner_walks_the_tree_finds_the_copy_a_cluster_refused_and_sees_the_
     b.screenshot("2-tree").await;
 
     b.click(r#"#tree a[data-workspace="root:imw1"]"#).await;
-    b.wait_text(20, "#edge-synctargets", "florin and its mailbox", |t| {
-        t.contains("florin") && t.contains(&refused.mailbox)
-    })
-    .await;
+    let inventory = b
+        .wait_text(20, "#edge-synctargets", "florin and its mailbox", |t| {
+            t.contains("florin") && t.contains(&refused.mailbox)
+        })
+        .await;
+    assert!(
+        inventory.contains("in its mailbox"),
+        "a KubeStellar syncer's version is read in its mailbox: {inventory}"
+    );
     b.screenshot("3-inventory").await;
     b.click("#edge-synctargets a[data-workspace]").await;
     b.wait_text(

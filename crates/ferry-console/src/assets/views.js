@@ -96,7 +96,9 @@ function syncTargetRow(o, ctx, view, elsewhere) {
       reported || !elsewhere ? conditions(o) : elsewhere,
       yesNo(schedulable),
       o.status?.syncerIdentifier || "not reported",
-      version(o, reported || !elsewhere ? "" : elsewhere),
+      // A KubeStellar syncer's version is on its SyncerConfig only, even
+      // when the hub has carried its heartbeat to the SyncTarget.
+      version(o, elsewhere || ""),
       view],
   };
 }
