@@ -404,23 +404,9 @@ async fn the_export_owner_sees_who_binds_each_export_live_and_another_tenant_see
     use ferry_testkit::exports;
     let tenants = Tenants::start().await;
     let hub = &tenants.hub;
-    tenants.workspace("alice", Some("alice")).await;
-    let bob = tenants.workspace("bob", Some("bob")).await;
+    let bob = exports::bob_binds_alices_widgets(&tenants).await;
     let carol = tenants.workspace("carol", None).await;
-    tenants.workspace("mal", Some("mal")).await;
-    let claims = json!([{"group": "", "resource": "configmaps", "all": true}]);
     let widgets = exports::schema("example.io", "widgets", "Widget");
-    exports::export(hub, "root:alice", "widgets.example.io", widgets.clone(), claims).await;
-    let accepted = json!([{"group": "", "resource": "configmaps", "all": true, "state": "Accepted"}]);
-    exports::bind(
-        hub,
-        "root:bob",
-        "widgets",
-        "root:alice",
-        "widgets.example.io",
-        accepted,
-    )
-    .await;
 
     let b = Browser::start("exports").await;
     sign_in(&b, hub.url(), "alice-token", "root:alice").await;

@@ -9,6 +9,7 @@
 mod common;
 use common::tenants::{self, Tenants};
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
+use ferry_testkit::exports;
 use ferry_testkit::TestHub;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -1909,52 +1910,14 @@ async fn binding_a_missing_export_says_not_found_only_to_who_may_read_that_works
     assert_eq!(answers[0], answers[2]);
 }
 
-/// alice's export of widgets in `root:alice`, bound in bob's `root:bob`
-/// (accepting its ConfigMap claim); bob also binds gadgets from `root:tools`.
-/// Returns bob's logical cluster.
+/// The kit's alice and bob ([`exports::bob_binds_alices_widgets`]), and bob
+/// also binding gadgets from `root:tools`. Returns bob's logical cluster.
 async fn bob_binds_alices_export(t: &Tenants) -> String {
-    use ferry_testkit::exports;
-    t.workspace("alice", Some("alice")).await;
-    let bob = t.workspace("bob", Some("bob")).await;
+    let bob = exports::bob_binds_alices_widgets(t).await;
     t.workspace("tools", None).await;
-    t.workspace("mal", Some("mal")).await;
-    let hub = &t.hub;
-    let configmaps = json!([{"group": "", "resource": "configmaps", "all": true}]);
-    exports::export(
-        hub,
-        "root:alice",
-        "widgets.example.io",
-        widgets_schema("v1"),
-        configmaps.clone(),
-    )
-    .await;
-    exports::export(
-        hub,
-        "root:tools",
-        "gadgets.example.io",
-        gadgets_schema(),
-        json!([]),
-    )
-    .await;
-    let accepted = json!([{"group": "", "resource": "configmaps", "all": true, "state": "Accepted"}]);
-    exports::bind(
-        hub,
-        "root:bob",
-        "widgets",
-        "root:alice",
-        "widgets.example.io",
-        accepted,
-    )
-    .await;
-    exports::bind(
-        hub,
-        "root:bob",
-        "gadgets",
-        "root:tools",
-        "gadgets.example.io",
-        json!([]),
-    )
-    .await;
+    let gadgets = "gadgets.example.io";
+    exports::export(&t.hub, "root:tools", gadgets, gadgets_schema(), json!([])).await;
+    exports::bind(&t.hub, "root:bob", "gadgets", "root:tools", gadgets, json!([])).await;
     bob
 }
 

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::clients::{admin, call, create};
+use crate::tenants::Tenants;
 use crate::{eventually, TestHub};
 
 /// `apis.kcp.io/v1alpha1`'s path.
@@ -68,4 +69,31 @@ pub async fn bind(
         (code == 200 && b["status"]["phase"] == "Bound").then_some(b)
     })
     .await
+}
+
+/// The export of [`bob_binds_alices_widgets`].
+pub const WIDGETS: &str = "widgets.example.io";
+
+/// The tenants' usual exporter and consumer: `root:alice` (alice's) exports
+/// [`WIDGETS`] claiming ConfigMaps, `root:bob` (bob's) binds it as `widgets`
+/// accepting the claim, and `root:mal` is mal's. Returns bob's logical cluster.
+pub async fn bob_binds_alices_widgets(t: &Tenants) -> String {
+    t.workspace("alice", Some("alice")).await;
+    let bob = t.workspace("bob", Some("bob")).await;
+    t.workspace("mal", Some("mal")).await;
+    let claim = json!({"group": "", "resource": "configmaps", "all": true});
+    let schema = schema("example.io", "widgets", "Widget");
+    export(&t.hub, "root:alice", WIDGETS, schema, json!([claim])).await;
+    let mut accepted = claim;
+    accepted["state"] = json!("Accepted");
+    bind(
+        &t.hub,
+        "root:bob",
+        "widgets",
+        "root:alice",
+        WIDGETS,
+        json!([accepted]),
+    )
+    .await;
+    bob
 }
