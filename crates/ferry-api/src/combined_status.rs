@@ -133,6 +133,11 @@ pub struct CombinedStatus {
     /// One per StatusCollector the placement names for the object, and the built-in ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub results: Vec<NamedStatusCombination>,
+    /// Ferry: `Evaluated` — False when some StatusCollectors were left out
+    /// because together they would cost more than the CEL budget of one
+    /// (object, placement); its message names them and the budget.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Value>,
 }
 
 /// The table one StatusCollector (or built-in summary) produced.
@@ -362,7 +367,7 @@ impl CombinedStatus {
                               "description": "Expressions that failed on a destination's row (left out of aggregations)."},
                 "aggregationErrors": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                                       "description": "Aggregations that could not use a value."},
-                "error": text("Why there are no rows at all: the StatusCollector is missing or invalid."),
+                "error": text("Why there are no rows at all: the StatusCollector is missing or invalid, or was not evaluated as it would take the object's CEL cost budget past its limit."),
             },
         });
         crate::crd_builder::hand_written_crd(
@@ -379,6 +384,8 @@ impl CombinedStatus {
                     "placement": text("The EdgePlacement, or the kcp Placement."),
                     "summary": text("The built-in summary in one line."),
                     "results": {"type": "array", "items": result},
+                    "conditions": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                                   "description": "Evaluated: False when some StatusCollectors were not evaluated because together they would cost more than the CEL budget of one object and placement; the message names them and the budget."},
                 },
             }),
             json!([

@@ -5,7 +5,8 @@
 //! `ferry console` forwarding the page's reads with the browser's token only.
 //! A workload workspace's page shows each placed object's combined status,
 //! live, under an EdgePlacement or a kcp Placement, and the drift each
-//! cluster's syncer restored.
+//! cluster's syncer restored. An APIExport's page names the workspaces bound
+//! to it, to its owner only.
 //! Screenshots of each page land in `target/console-screenshots/`.
 
 /// The CLI tests' kit for registering KubeStellar syncers.
@@ -126,10 +127,15 @@ async fn the_owner_walks_the_tree_finds_the_copy_a_cluster_refused_and_sees_the_
     b.screenshot("2-tree").await;
 
     b.click(r#"#tree a[data-workspace="root:imw1"]"#).await;
-    b.wait_text(20, "#edge-synctargets", "florin and its mailbox", |t| {
-        t.contains("florin") && t.contains(&refused.mailbox)
-    })
-    .await;
+    let inventory = b
+        .wait_text(20, "#edge-synctargets", "florin and its mailbox", |t| {
+            t.contains("florin") && t.contains(&refused.mailbox)
+        })
+        .await;
+    assert!(
+        inventory.contains("in its mailbox"),
+        "a KubeStellar syncer's version is read in its mailbox: {inventory}"
+    );
     b.screenshot("3-inventory").await;
     b.click("#edge-synctargets a[data-workspace]").await;
     b.wait_text(
@@ -383,6 +389,92 @@ async fn another_tenants_login_never_shows_the_first_tenants_workspaces() {
     })
     .await;
     b.screenshot("4-alice").await;
+    b.quit().await;
+}
+
+/// An APIExport's page names, live, the workspaces bound to it (by logical
+/// cluster, as its virtual workspace shows them to its owner) with each
+/// binding's state; another tenant sees neither the bindings nor the names,
+/// not even through an export of his own with the same name.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_export_owner_sees_who_binds_each_export_live_and_another_tenant_sees_none() {
+    if !browser::available() {
+        return;
+    }
+    use ferry_testkit::exports;
+    let tenants = Tenants::start().await;
+    let hub = &tenants.hub;
+    let bob = exports::bob_binds_alices_widgets(&tenants).await;
+    let carol = tenants.workspace("carol", None).await;
+    let widgets = exports::schema("example.io", "widgets", "Widget");
+
+    let b = Browser::start("exports").await;
+    sign_in(&b, hub.url(), "alice-token", "root:alice").await;
+    let row = b
+        .wait_text(
+            30,
+            "#apiexports",
+            "bob's workspace bound, its claim accepted",
+            |t| t.contains(&bob) && t.contains("Bound") && t.contains("1/1 claims accepted"),
+        )
+        .await;
+    assert!(!row.contains("root:bob"), "by logical cluster, never path: {row}");
+    b.run("window.ferryTestMark = 'not reloaded'; return null;", json!([]))
+        .await;
+    exports::bind(
+        hub,
+        "root:carol",
+        "widgets",
+        "root:alice",
+        "widgets.example.io",
+        json!([]),
+    )
+    .await;
+    b.wait_text(20, "#apiexports", "carol's binding, arrived live", |t| {
+        t.contains(&carol) && t.contains("0/1 claims accepted")
+    })
+    .await;
+    let mark = b.run("return window.ferryTestMark || null;", json!([])).await;
+    assert_eq!(mark, "not reloaded", "the binding arrived over the watch");
+    b.run(
+        "document.querySelector('#apiexports').scrollIntoView(); return null;",
+        json!([]),
+    )
+    .await;
+    b.screenshot("1-export-bindings").await;
+
+    // mal: alice's workspace is refused, and nothing names her consumers.
+    let leaks = |page: &str| page.contains(&bob) || page.contains(&carol) || page.contains("root:bob");
+    sign_in(&b, hub.url(), "mal-token", "root:alice").await;
+    b.wait_text(15, "#main", "root:alice refused to mal", |t| {
+        t.contains("You may not")
+    })
+    .await;
+    assert!(!leaks(&b.source().await), "mal reads nothing of alice's export");
+    // ... and his own export of the same name shows only its own consumers: none.
+    let m = tenants.client_as("mal", "root:mal").await;
+    for (resource, obj) in [
+        ("apiresourceschemas", widgets),
+        (
+            "apiexports",
+            json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "widgets.example.io"},
+                   "spec": {"latestResourceSchemas": ["v1.widgets.example.io"]}}),
+        ),
+    ] {
+        let (code, body) =
+            hubkit::call(&m, "POST", &format!("{}/{resource}", exports::APIS), Some(&obj)).await;
+        assert_eq!(code, 201, "{body}");
+    }
+    sign_in(&b, hub.url(), "mal-token", "root:mal").await;
+    b.wait_text(20, "#apiexports", "mal's own export, bound nowhere", |t| {
+        t.contains("no workspace binds it yet")
+    })
+    .await;
+    assert!(
+        !leaks(&b.source().await),
+        "mal's export names no one else's consumer"
+    );
+    b.screenshot("2-mal-own-export").await;
     b.quit().await;
 }
 

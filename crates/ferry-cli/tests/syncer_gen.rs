@@ -1074,3 +1074,63 @@ async fn send_typed(
     let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
     (code, String::from_utf8_lossy(&bytes).into_owned())
 }
+
+/// Each heartbeat of a KubeStellar syncer carries its version, on the
+/// SyncerConfig in its own mailbox (`status.syncerVersion`); the identity
+/// `syncer-gen` minted for florin's mailbox may write it there, and gets 403
+/// writing it on guilder's mailbox's SyncerConfig (the kcp TMC twin is in
+/// ferry-syncer's `tmc` tests).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_syncer_reports_its_version_in_its_own_mailbox_and_cannot_in_another() {
+    use ferry_testkit::edge;
+    let hub = TestHub::start().await;
+    let imw = edge::workspace(&hub, "imw1").await;
+    let florin = edge::location(&hub, &imw, "florin", json!({"env": "prod"})).await;
+    let guilder = edge::location(&hub, &imw, "guilder", json!({"env": "prod"})).await;
+    let configs = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "SyncerConfig"),
+        "syncerconfigs",
+    );
+    let the_one = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig",
+                         "metadata": {"name": "the-one"}, "spec": {}});
+    for mailbox in [&florin, &guilder] {
+        apply_the_one(&hub.client(mailbox).await, &the_one).await;
+    }
+    let cluster = TestHub::start_with(|o| o.mailbox_controller = false).await;
+    let admin = cluster.client("root").await;
+    let mut opts = edge_syncer::generated_syncer_options(&hub, &florin, "florin", &cluster, &admin).await;
+    opts.version = "0.1.0 (commit 0123456789ab)".into();
+    // The identity at florin's mailbox, and the same token at guilder's.
+    let identity = kube::Client::try_from(opts.upstream.clone()).unwrap();
+    let mut elsewhere = opts.upstream.clone();
+    let url = elsewhere.cluster_url.to_string().replace(&florin, &guilder);
+    assert!(url.contains(&guilder), "{url}");
+    elsewhere.cluster_url = url.parse().unwrap();
+    let elsewhere = kube::Client::try_from(elsewhere).unwrap();
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    let own = Api::<DynamicObject>::all_with(hub.client(&florin).await, &configs);
+    eventually(20, "florin's syncer's version on its SyncerConfig", || {
+        let own = own.clone();
+        async move {
+            let c = own.get("the-one").await.ok()?;
+            (c.data["status"]["syncerVersion"] == "0.1.0 (commit 0123456789ab)").then_some(())
+        }
+    })
+    .await;
+    syncer.stop().await;
+
+    // florin's identity, by hand: its own mailbox takes a version, guilder's does not.
+    let forged = json!({"status": {"syncerVersion": "6.6.6 (commit forged)"}});
+    let path = "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/the-one/status";
+    let (code, body) = merge_patch(&identity, path, &forged).await;
+    assert_eq!(code, 200, "its own mailbox: {body}");
+    let (code, body) = merge_patch(&elsewhere, path, &forged).await;
+    assert_eq!(code, 403, "another mailbox's SyncerConfig: {body}");
+    let theirs = Api::<DynamicObject>::all_with(hub.client(&guilder).await, &configs);
+    let config = theirs.get("the-one").await.unwrap();
+    assert!(
+        config.data["status"]["syncerVersion"].is_null(),
+        "guilder's: {:?}",
+        config.data
+    );
+}

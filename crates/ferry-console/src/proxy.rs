@@ -15,11 +15,17 @@ const FORWARDED: [header::HeaderName; 3] = [header::AUTHORIZATION, header::ACCEP
 
 /// Whether `path` is one of the API's (what the console reads), as opposed to
 /// the hub's other endpoints, which `ferry console` does not pass on.
+/// A virtual workspace's API (`/services/<kind>/<instance...>/clusters/<c>/apis/...`,
+/// an export's bindings for the APIExport page) counts as the API.
 pub fn is_api_path(path: &str) -> bool {
     let api = |p: &str| p == "/api" || p == "/apis" || p.starts_with("/api/") || p.starts_with("/apis/");
-    match path.strip_prefix("/clusters/") {
+    let in_cluster = |p: &str| match p.strip_prefix("/clusters/") {
         Some(rest) => rest.find('/').is_some_and(|i| api(&rest[i..])),
-        None => api(path),
+        None => false,
+    };
+    match path.strip_prefix("/services/") {
+        Some(rest) => rest.find("/clusters/").is_some_and(|i| in_cluster(&rest[i..])),
+        None => in_cluster(path) || api(path),
     }
 }
 
@@ -79,6 +85,7 @@ mod tests {
             "/apis",
             "/clusters/root:org/apis/tenancy.kcp.io/v1alpha1/workspaces",
             "/clusters/root/api/v1/namespaces/default",
+            "/services/apiexport/root:org/widgets/clusters/*/apis/apis.kcp.io/v1alpha1/apibindings",
         ] {
             assert!(is_api_path(p), "{p}");
         }
@@ -90,6 +97,8 @@ mod tests {
             "/clusters/root/metrics",
             "/apisx",
             "/console/",
+            "/services/apiexport/root:org/widgets/clusters/*/metrics",
+            "/services/apiexport",
         ] {
             assert!(!is_api_path(p), "{p}");
         }

@@ -9,6 +9,7 @@
 mod common;
 use common::tenants::{self, Tenants};
 use common::{admin, call, client_as, create, eventually, rbac_path, token};
+use ferry_testkit::exports;
 use ferry_testkit::TestHub;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
@@ -616,12 +617,13 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
     .await;
     let (code, _) = call(&c, "GET", widgets, None).await;
     assert_eq!(code, 404, "widgets of an unbound workspace");
-    // Resources neither exported nor claimed are not served at all.
+    // Resources neither exported nor claimed are not served at all (but for
+    // the export's own APIBindings, read-only, as in kcp).
     let all = client_at(hub, &format!("{url}/clusters/*"), &hub.running.admin_token).await;
     for path in [
         "/api/v1/secrets",
         "/apis/apps/v1/deployments",
-        "/apis/apis.kcp.io/v1alpha1/apibindings",
+        "/apis/apis.kcp.io/v1alpha1/apiexports",
     ] {
         let (code, _) = call(&all, "GET", path, None).await;
         assert_eq!(code, 404, "{path}");
@@ -1906,4 +1908,116 @@ async fn binding_a_missing_export_says_not_found_only_to_who_may_read_that_works
     assert!(answers[0].contains("needs \"bind\""), "{}", answers[0]);
     assert_eq!(answers[0], answers[1]);
     assert_eq!(answers[0], answers[2]);
+}
+
+/// The kit's alice and bob ([`exports::bob_binds_alices_widgets`]), and bob
+/// also binding gadgets from `root:tools`. Returns bob's logical cluster.
+async fn bob_binds_alices_export(t: &Tenants) -> String {
+    let bob = exports::bob_binds_alices_widgets(t).await;
+    t.workspace("tools", None).await;
+    let gadgets = "gadgets.example.io";
+    exports::export(&t.hub, "root:tools", gadgets, gadgets_schema(), json!([])).await;
+    exports::bind(&t.hub, "root:bob", "gadgets", "root:tools", gadgets, json!([])).await;
+    bob
+}
+
+/// `user`'s client in the virtual workspace of `export` in `ws`, at `clusters/<cluster>`.
+async fn in_export_view(t: &Tenants, user: &str, ws: &str, export: &str, cluster: &str) -> kube::Client {
+    let url = format!(
+        "{}/services/apiexport/{ws}/{export}/clusters/{cluster}",
+        t.hub.url()
+    );
+    client_at(&t.hub, &url, &format!("{user}-token")).await
+}
+
+/// As in kcp, an export's owner sees through its virtual workspace which
+/// workspaces bind the export, by logical-cluster name, and each binding's
+/// state; it may not change them there, and learns nothing of the
+/// consumers' other bindings or of workspaces that do not bind its export.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_export_owner_sees_which_workspaces_bind_its_export_and_their_state_read_only() {
+    let t = Tenants::start().await;
+    let bob = bob_binds_alices_export(&t).await;
+    let bindings = format!("{APIS}/apibindings");
+    let alice = in_export_view(&t, "alice", "root:alice", "widgets.example.io", "*").await;
+    let (code, list) = call(&alice, "GET", &bindings, None).await;
+    assert_eq!(code, 200, "{list}");
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "bob's binding of widgets only: {list}");
+    assert_eq!(items[0]["metadata"]["name"], "widgets");
+    assert_eq!(cluster_of(&items[0]), bob, "the consumer's logical cluster");
+    assert_eq!(items[0]["status"]["phase"], "Bound", "{list}");
+    assert_eq!(
+        items[0]["spec"]["permissionClaims"][0]["state"], "Accepted",
+        "the claims bob accepted: {list}"
+    );
+    assert!(
+        !list.to_string().contains("root:bob"),
+        "the consumer's path stays its own: {list}"
+    );
+
+    let in_bob = in_export_view(&t, "alice", "root:alice", "widgets.example.io", &bob).await;
+    let (code, one) = call(&in_bob, "GET", &format!("{bindings}/widgets"), None).await;
+    assert_eq!(
+        (code, one["status"]["phase"].as_str()),
+        (200, Some("Bound")),
+        "{one}"
+    );
+    let (code, body) = call(&in_bob, "GET", &format!("{bindings}/gadgets"), None).await;
+    assert_eq!(code, 404, "bob's binding of another export: {body}");
+    for (method, patch) in [
+        ("DELETE", None),
+        ("PATCH", Some(json!({"metadata": {"labels": {"x": "y"}}}))),
+    ] {
+        let (code, body) = call(&in_bob, method, &format!("{bindings}/widgets"), patch.as_ref()).await;
+        assert_eq!(code, 403, "{method}: {body}");
+        assert!(body["message"].as_str().unwrap().contains("read-only"), "{body}");
+    }
+    // A workspace that binds nothing of alice's is as unknown as one that does not exist.
+    let tools = in_export_view(&t, "alice", "root:alice", "widgets.example.io", "root:tools").await;
+    let (code, body) = call(&tools, "GET", &bindings, None).await;
+    assert_eq!(code, 404, "{body}");
+    let (code, _) = call(
+        &admin(&t.hub, "root:bob").await,
+        "GET",
+        &format!("{bindings}/widgets"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "the binding is still there");
+}
+
+/// The attacker's side: mal, with rights only in root:mal, reads neither the
+/// bindings of alice's export nor who made them, and his own export of the
+/// same name shows him no one else's binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_sees_no_bindings_of_an_export_it_does_not_own_nor_the_consumers_names() {
+    let t = Tenants::start().await;
+    let bob = bob_binds_alices_export(&t).await;
+    let bindings = format!("{APIS}/apibindings");
+    for cluster in ["*", bob.as_str()] {
+        let mal = in_export_view(&t, "mal", "root:alice", "widgets.example.io", cluster).await;
+        let (code, body) = call(&mal, "GET", &bindings, None).await;
+        assert_eq!(code, 403, "{cluster}: {body}");
+        assert!(!body.to_string().contains(&bob), "{body}");
+    }
+    let (code, body) = call(&t.client_as("mal", "root:bob").await, "GET", &bindings, None).await;
+    assert_eq!(code, 403, "{body}");
+
+    // mal's own export, named like alice's: he owns it, and sees only its consumers (none).
+    let m = t.client_as("mal", "root:mal").await;
+    post_created(&m, &format!("{APIS}/apiresourceschemas"), widgets_schema("v1")).await;
+    post_created(
+        &m,
+        &format!("{APIS}/apiexports"),
+        export(&["v1.widgets.example.io"]),
+    )
+    .await;
+    let own = in_export_view(&t, "mal", "root:mal", "widgets.example.io", "*").await;
+    let (code, list) = call(&own, "GET", &bindings, None).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["items"], json!([]), "{list}");
+    let at_bob = in_export_view(&t, "mal", "root:mal", "widgets.example.io", &bob).await;
+    let (code, body) = call(&at_bob, "GET", &bindings, None).await;
+    assert_eq!(code, 404, "bob binds nothing of mal's: {body}");
 }

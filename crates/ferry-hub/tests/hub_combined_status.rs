@@ -261,6 +261,107 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_oth
     assert!(fixed.data["status"].get("errors").is_none());
 }
 
+/// Many StatusCollectors cannot multiply the CEL work one placed object
+/// makes: those that would take the (object, placement)'s total past its
+/// budget are not evaluated, and the CombinedStatus's `Evaluated` condition
+/// names them and the budget; the same object under a placement naming
+/// two of them gets both, and the hub carries on.
+#[tokio::test(flavor = "multi_thread")]
+async fn many_collectors_share_one_cost_budget_per_object_and_placement_and_the_excess_is_named() {
+    let hub = TestHub::start().await;
+    let mailboxes = three_clusters(&hub).await;
+    let wmw = client(&hub, "root:wmw1").await;
+    web(&wmw).await;
+    // Each expression reads rows that weigh as much as a 200 kB annotation:
+    // cheap enough per call, but twelve collectors of sixteen columns over
+    // three clusters are far past the budget.
+    let heavy = "x".repeat(200_000);
+    api(&wmw, &deployments(), Some("shop"))
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"metadata": {"annotations": {"notes": heavy}}})),
+        )
+        .await
+        .unwrap();
+    let columns: Vec<Value> = (0..16)
+        .map(|i| json!({"name": format!("c{i}"), "def": "obj.metadata.name"}))
+        .collect();
+    let names: Vec<String> = (1..=12).map(|i| format!("wide{i:02}")).collect();
+    for name in &names {
+        apply(&wmw, collector(name, json!({"select": columns}))).await;
+    }
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    place_web(&wmw, "many", json!({"matchLabels": {"env": "prod"}}), &all).await;
+    place_web(&wmw, "few", json!({"matchLabels": {"env": "prod"}}), &all[..2]).await;
+    copies_in(&hub, &mailboxes).await;
+
+    let evaluated = |cs: &Value| -> Value {
+        cs["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Evaluated")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let many = combined_status_when(&wmw, "shop", "many", 20, "many's Evaluated condition", |cs| {
+        evaluated(cs)["status"] == "False"
+    })
+    .await;
+    let condition = evaluated(&many);
+    assert_eq!(condition["reason"], "CostBudgetExceeded", "{condition}");
+    let ran: Vec<&str> = all
+        .iter()
+        .copied()
+        .filter(|n| {
+            result_named(&many, n)["rows"]
+                .as_array()
+                .is_some_and(|r| r.len() == 3)
+        })
+        .collect();
+    let skipped: Vec<&str> = all.iter().copied().filter(|n| !ran.contains(n)).collect();
+    assert!(
+        !ran.is_empty() && !skipped.is_empty(),
+        "some fit, the rest not: {many}"
+    );
+    let message = condition["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{:?}", skipped[0]))
+            && message.contains("placement \"many\" may cost 10000000 in all"),
+        "names the collector and the budget: {message}"
+    );
+    let error = result_named(&many, skipped[0])["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        error.starts_with("not evaluated: it would cost an estimated"),
+        "{error}"
+    );
+
+    // The positive twin: two of them under another placement are both evaluated.
+    let few = combined_status_when(&wmw, "shop", "few", 20, "few's Evaluated condition", |cs| {
+        evaluated(cs)["status"] == "True"
+    })
+    .await;
+    for name in &all[..2] {
+        assert_eq!(
+            result_named(&few, name)["rows"].as_array().map(Vec::len),
+            Some(3),
+            "{few}"
+        );
+    }
+    // The hub carries on: a cluster's new status still reaches the CombinedStatus.
+    return_status(&hub, &mailboxes[0], &deployments(), "shop", "web", available(2)).await;
+    combined_status_when(&wmw, "shop", "few", 10, "florin's status combined", |cs| {
+        cs["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("2/6 available"))
+    })
+    .await;
+}
+
 /// shop/web in `c`'s workspace with StatusCollector `name` listing what each
 /// cluster returned, placed on every `env=prod` Location by `placement`
 /// naming `collectors`.

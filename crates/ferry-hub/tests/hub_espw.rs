@@ -204,3 +204,69 @@ async fn a_mailbox_and_an_inventory_with_the_crds_move_to_the_binding_keeping_th
     .await;
     assert_eq!(code, 200, "{out}");
 }
+
+/// KubeStellar's combined status is part of its API: a workload management
+/// workspace that bound the ESPW's export (and installed no CRD) serves
+/// StatusCollectors and CombinedStatuses through that binding at once, so
+/// `kubectl get combinedstatuses` works there, and an EdgePlacement's
+/// StatusCollector combines what the cluster returned.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspace_bound_to_the_kubestellar_export_has_combined_status_through_it() {
+    use common::edge::{
+        collector, combined_status_table, combined_status_when, copies_in, deployments, place_web,
+        result_rows, return_status, web,
+    };
+    let hub = TestHub::start().await;
+    kubestellar_init(&hub).await;
+    let imw = common::edge::workspace(&hub, "imw1").await;
+    let florin = location(&hub, &imw, "florin", json!({"env": "prod"})).await;
+    common::tenants::ready_workspace(&hub, "shop").await;
+    let wmw = client(&hub, "root:shop").await;
+    bind_espw(&wmw, "bind-espw").await;
+    for resource in ["statuscollectors", "combinedstatuses"] {
+        let path = format!("/apis/control.kubestellar.io/v1alpha1/{resource}");
+        eventually(15, &format!("{resource} served before any exists"), || async {
+            (call(&wmw, "GET", &path, None).await.0 == 200).then_some(())
+        })
+        .await;
+    }
+    let (code, _) = call(
+        &wmw,
+        "GET",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/combinedstatuses.control.kubestellar.io",
+        None,
+    )
+    .await;
+    assert_eq!(code, 404, "through the binding, not a CRD of the workspace's own");
+
+    web(&wmw).await;
+    apply(
+        &wmw,
+        collector(
+            "count",
+            json!({"combinedFields": [{"name": "n", "type": "COUNT"}]}),
+        ),
+    )
+    .await;
+    place_web(&wmw, "shop", json!({"matchLabels": {"env": "prod"}}), &["count"]).await;
+    copies_in(&hub, std::slice::from_ref(&florin)).await;
+    return_status(
+        &hub,
+        &florin,
+        &deployments(),
+        "shop",
+        "web",
+        common::edge::available(2),
+    )
+    .await;
+    let cs = combined_status_when(&wmw, "shop", "shop", 20, "web's combined status", |cs| {
+        cs["summary"] == "2/2 available on 1 cluster"
+    })
+    .await;
+    assert_eq!(result_rows(&cs, "count").unwrap(), vec![vec![json!(1)]], "{cs}");
+    let table = combined_status_table(&hub, "root:shop", "shop");
+    assert!(
+        table.contains("deployments.apps/web") && table.contains("2/2 available on 1 cluster"),
+        "{table}"
+    );
+}

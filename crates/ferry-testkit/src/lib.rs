@@ -18,6 +18,7 @@
 //!   SyncTargets and Locations with their mailboxes, the ESPW and binding its
 //!   export, combined status); [`tmc`]: the kcp TMC set-up (SyncTargets,
 //!   Locations, Placements, the syncer's virtual workspace).
+//! - [`exports`]: kcp's APIExports and the APIBindings of them.
 //! - [`cluster`]: objects on a hub or workspace addressed dynamically, the
 //!   usual syncer stage (an upstream mailbox and a stand-in cluster);
 //!   [`resources`]: the `ApiResource`s tests name.
@@ -31,6 +32,7 @@
 pub mod clients;
 pub mod cluster;
 pub mod edge;
+pub mod exports;
 pub mod hub;
 pub mod kubectl;
 pub mod net;

@@ -1,5 +1,5 @@
 //! KubeStellar's edge service provider workspace (ESPW): `root:espw` holds
-//! the KubeStellar API as kcp APIResourceSchemas and exports it as the
+//! the KubeStellar API (edge and control) as kcp APIResourceSchemas and exports it as the
 //! APIExport `edge.kubestellar.io`; workload management workspaces bind it as
 //! `bind-espw`, inventory workspaces likewise, and mailbox workspaces as
 //! `bind-edge` (the mailbox controller's name). These are the objects
@@ -26,9 +26,12 @@ pub const BIND_ROLE: &str = "edge.kubestellar.io:bind";
 /// Prefix of the exported APIResourceSchemas' names (`<prefix>.<plural>.<group>`).
 pub const SCHEMA_PREFIX: &str = "v2alpha1";
 
-/// Groups the export carries: KubeStellar's and Ferry's PlacementSummary,
-/// which the placement translator writes into workload management workspaces.
-const EXPORTED_GROUPS: &[&str] = &[super::GROUP, "edge.ferry.dev"];
+/// Groups the export carries: KubeStellar's edge API; its control API
+/// (`control.kubestellar.io`: CustomTransform, StatusCollector and
+/// CombinedStatus, which a KubeStellar user writes, and reads, in the
+/// workload management workspace); and Ferry's PlacementSummary, which the
+/// placement translator writes there.
+const EXPORTED_GROUPS: &[&str] = &[super::GROUP, crate::control::GROUP, "edge.ferry.dev"];
 
 /// The CRDs whose resources the export serves.
 pub fn exported_crds() -> Vec<CustomResourceDefinition> {
@@ -129,6 +132,9 @@ mod tests {
         assert!(!listed
             .iter()
             .any(|n| n.as_str().unwrap().ends_with("workload.kcp.io")));
+        for control in ["statuscollectors", "combinedstatuses", "customtransforms"] {
+            assert!(exports("control.kubestellar.io", control), "{control}");
+        }
         assert!(exports("edge.kubestellar.io", "synctargets"));
         assert!(!exports("workload.kcp.io", "synctargets"));
     }

@@ -739,17 +739,25 @@ fn evaluate(
     rule.program.execute(&ctx)
 }
 
+/// The estimated cost of one [`evaluate_json`] of `rule` over `vars`: the
+/// expression's size times the variables' weight per level of loop nesting.
+/// Callers that evaluate many expressions add these up against a budget.
+pub fn json_cost(rule: &Rule, vars: &[(&str, &Value)]) -> u64 {
+    let total: u64 = vars.iter().map(|(_, v)| weight(v)).sum::<u64>().max(1);
+    let mut cost = rule.nodes;
+    for _ in 0..rule.depth.max(1) {
+        cost = cost.saturating_mul(total);
+    }
+    cost
+}
+
 /// Evaluate `rule` (from [`compiled`]) over named JSON variables, for CEL
 /// expressions that are not schema rules (KubeStellar's StatusCollectors).
 /// Bounded like a rule: refused when the estimated cost is over
 /// [`PER_CALL_LIMIT`]: the expression's size times the variables' weight
 /// per level of loop nesting.
 pub fn evaluate_json(rule: &Rule, vars: &[(&str, &Value)]) -> Result<Value, String> {
-    let total: u64 = vars.iter().map(|(_, v)| weight(v)).sum::<u64>().max(1);
-    let mut cost = rule.nodes;
-    for _ in 0..rule.depth.max(1) {
-        cost = cost.saturating_mul(total);
-    }
+    let cost = json_cost(rule, vars);
     if cost > PER_CALL_LIMIT {
         return Err(format!(
             "the expression would cost too much to evaluate (estimated {cost}, limit {PER_CALL_LIMIT}); \

@@ -248,6 +248,19 @@ pub async fn generated_syncer(
     cluster: &TestHub,
     admin: &kube::Client,
 ) -> ferry_syncer::RunningSyncer {
+    let opts = generated_syncer_options(hub, mailbox, name, cluster, admin).await;
+    ferry_syncer::start(opts).await.expect("syncer starts")
+}
+
+/// The options [`generated_syncer`] runs with: `opts.upstream` is the mailbox
+/// identity `syncer-gen` minted.
+pub async fn generated_syncer_options(
+    hub: &TestHub,
+    mailbox: &str,
+    name: &str,
+    cluster: &TestHub,
+    admin: &kube::Client,
+) -> ferry_syncer::SyncerOptions {
     let args = ferry_cli::syncer_gen::SyncerGenArgs {
         lifetime: Duration::from_secs(3600),
         ..ferry_cli::syncer_gen::SyncerGenArgs::stand_in(name, cluster.data_dir().join("syncer.yaml"))
@@ -261,5 +274,5 @@ pub async fn generated_syncer(
     opts.sync_target_uid = Some(reg.sync_target_uid.clone());
     opts.heartbeat_period = Duration::from_millis(500);
     opts.metrics_address = None;
-    ferry_syncer::start(opts).await.expect("syncer starts")
+    opts
 }

@@ -57,8 +57,10 @@ export async function get(url, signal) {
   return body;
 }
 
+/** An object's key; a `clusters/*` list has the same name in many workspaces. */
 function key(o) {
-  return `${o.metadata.namespace || ""}/${o.metadata.name}`;
+  const cluster = o.metadata.annotations?.["kcp.io/cluster"] || "";
+  return `${cluster}|${o.metadata.namespace || ""}/${o.metadata.name}`;
 }
 
 function pause(ms, signal) {

@@ -133,7 +133,8 @@ async function showWorkspace(path, signal) {
   }
   body.replaceChildren();
   const notShown = [];
-  const ctx = () => ({ path, now: Date.now(), known: [...known.keys()], cluster: known.get(path) || "" });
+  const live = liveCells(signal);
+  const ctx = () => ({ path, now: Date.now(), known: [...known.keys()], cluster: known.get(path) || "", live });
   for (const s of SECTIONS.filter((s) => groups.has(s.group))) {
     const tbody = h("tbody", {}, h("tr", {}, h("td", { colspan: s.columns.length }, "Reading…")));
     const section = h("section", { id: s.id, "data-resource": `${s.resource}.${s.group}` },
@@ -163,4 +164,24 @@ async function showWorkspace(path, signal) {
       hidden.hidden = false;
     });
   }
+}
+
+/**
+ * A cell that follows a collection of its own (an export's bindings, in its
+ * virtual workspace) while the page is open: `live(key, url, render, denied)`
+ * returns the same element for the same key on every redraw of its row, and
+ * its watch runs once.
+ */
+function liveCells(signal) {
+  const cells = new Map();
+  return (key, url, render, denied) => {
+    let cell = cells.get(key);
+    if (!cell) {
+      cell = h("div", { class: "live", "data-live": key }, "Reading…");
+      cells.set(key, cell);
+      follow(url, signal, (items) => cell.replaceChildren(render(items)),
+        (e) => cell.replaceChildren(h("span", { class: "empty" }, denied(e))));
+    }
+    return cell;
+  };
 }

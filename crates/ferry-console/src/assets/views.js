@@ -96,7 +96,9 @@ function syncTargetRow(o, ctx, view, elsewhere) {
       reported || !elsewhere ? conditions(o) : elsewhere,
       yesNo(schedulable),
       o.status?.syncerIdentifier || "not reported",
-      version(o, reported || !elsewhere ? "" : elsewhere),
+      // A KubeStellar syncer's version is on its SyncerConfig only, even
+      // when the hub has carried its heartbeat to the SyncTarget.
+      version(o, elsewhere || ""),
       view],
   };
 }
@@ -135,8 +137,13 @@ function cell(v) {
 /** One result of a CombinedStatus: its table, or what keeps it from having one. */
 function combinedResult(r) {
   if (r.error) {
+    // Left out as the object's StatusCollectors would cost too much together.
+    const overBudget = r.error.startsWith("not evaluated: ");
     return h("div", {}, h("strong", {}, r.name), " ",
-      problem("Not evaluated:", r.error, "Fix the StatusCollector; its Valid condition names the field."));
+      overBudget
+        ? problem("Over the cost budget:", r.error.slice("not evaluated: ".length),
+          "See the CombinedStatus's Evaluated condition.")
+        : problem("Not evaluated:", r.error, "Fix the StatusCollector; its Valid condition names the field."));
   }
   const errors = (r.rowErrors || []).map((e) =>
     h("li", { class: "bad" }, `${e.wec?.clusterId || ""} ${e.columnName || "filter"}: ${e.error}`));
@@ -145,6 +152,39 @@ function combinedResult(r) {
       h("tr", {}, (r.columnNames || []).map((c) => h("th", {}, c))),
       (r.rows || []).map((row) => h("tr", {}, (row.columns || []).map((v) => h("td", {}, cell(v)))))),
     errors.length ? h("ul", { class: "plain" }, errors) : "");
+}
+
+/**
+ * The APIBindings of export `name` in workspace `path`, as its virtual
+ * workspace shows them to the export's owner: in every workspace bound to it,
+ * named by logical cluster (kcp never tells an owner its consumers' paths).
+ */
+export function exportBindings(path, name) {
+  return `/services/apiexport/${path}/${encodeURIComponent(name)}/clusters/*/apis/apis.kcp.io/v1alpha1/apibindings`;
+}
+
+/**
+ * One line per consumer's binding: where, its name, its phase, and how many
+ * of the export's `claims` permission claims it accepted.
+ */
+function bindingsOfExport(items, claims) {
+  if (!items.size) return h("span", { class: "empty" }, "no workspace binds it yet");
+  const rows = [...items.values()].sort((a, b) => cluster(a).localeCompare(cluster(b)));
+  return h("ul", { class: "plain bindings" }, rows.map((b) => {
+    const accepted = (b.spec?.permissionClaims || []).filter((c) => c.state === "Accepted").length;
+    const ready = condition(b, "Ready");
+    const bad = ready && ready.status !== "True";
+    return h("li", { class: bad ? "bad" : "", "data-cluster": cluster(b) },
+      h("span", { class: "cluster" }, cluster(b)), ` ${b.metadata.name}: `,
+      h("span", { class: b.status?.phase === "Bound" ? "ok" : "bad" }, b.status?.phase || "pending"),
+      claims ? ` · ${accepted}/${claims} claims accepted` : "",
+      bad ? h("span", { class: "why" }, ` ${[ready.reason, ready.message].filter(Boolean).join(": ")}`) : null);
+  }));
+}
+
+/** The logical cluster an object from a `clusters/*` list lives in. */
+function cluster(o) {
+  return o.metadata?.annotations?.["kcp.io/cluster"] || "";
 }
 
 export const SECTIONS = [
@@ -260,14 +300,19 @@ export const SECTIONS = [
   },
   {
     id: "apiexports", title: "APIExports", group: "apis.kcp.io", version: "v1alpha1", resource: "apiexports",
-    columns: ["Name", "Schemas", "Permission claims", "Identity", "Conditions"],
-    rows: (o) => [{
+    columns: ["Name", "Schemas", "Permission claims", "Identity", "Conditions", "Bound in (logical clusters)"],
+    rows: (o, ctx) => [{
       bad: (o.status?.conditions || []).some((c) => c.status === "False"),
       cells: [o.metadata.name,
         h("ul", { class: "plain" }, (o.spec?.latestResourceSchemas || []).map((s) => h("li", {}, s))),
         h("ul", { class: "plain" }, (o.spec?.permissionClaims || []).map((c) =>
           h("li", {}, `${c.resource}${c.group ? "." + c.group : ""}${c.identityHash ? " (identity " + c.identityHash.slice(0, 8) + "…)" : ""}`))),
-        (o.status?.identityHash || "").slice(0, 12), conditions(o)],
+        (o.status?.identityHash || "").slice(0, 12), conditions(o),
+        ctx.live(`bindings of ${o.metadata.name}`, exportBindings(ctx.path, o.metadata.name),
+          (items) => bindingsOfExport(items, (o.spec?.permissionClaims || []).length),
+          (e) => e.code === 403
+            ? "not shown: reading who binds this export needs get, list and watch on apiexports/content"
+            : `not shown: ${e.message}`)],
     }],
   },
   {

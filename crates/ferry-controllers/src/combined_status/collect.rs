@@ -247,6 +247,27 @@ impl RowErrors {
     }
 }
 
+/// What all StatusCollectors of one (object, placement) may cost together:
+/// kube-apiserver's per-object CEL budget, so naming many collectors cannot
+/// multiply the work one object makes, as each is bounded per call.
+pub const COST_BUDGET: u64 = cel::PER_OBJECT_BUDGET;
+
+/// The most running `c` over `rows` can cost: every expression on every row
+/// (the filter may keep them all), as [`cel::json_cost`] estimates it.
+pub fn cost(c: &Collector, rows: &[Row]) -> u64 {
+    let rules: Vec<&Rule> = c
+        .filter
+        .iter()
+        .chain(c.group_by.iter().map(|(_, r)| r))
+        .chain(c.combined.iter().filter_map(|(_, _, r)| r.as_ref()))
+        .chain(c.select.iter().map(|(_, r)| r))
+        .map(|r| r.as_ref())
+        .collect();
+    rows.iter()
+        .flat_map(|row| rules.iter().map(move |rule| cel::json_cost(rule, &row.vars())))
+        .fold(0u64, u64::saturating_add)
+}
+
 fn eval(rule: &Rule, row: &Row) -> Result<Value, String> {
     cel::evaluate_json(rule, &row.vars())
 }

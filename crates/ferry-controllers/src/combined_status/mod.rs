@@ -188,9 +188,17 @@ fn combined(
             format!("{summary}; {line}")
         };
     }
+    let mut budget = Budget::new(collect::COST_BUDGET);
     for name in &o.collectors {
         results.push(match collectors.get(name) {
-            Some(Ok(c)) => collect::evaluate(name, c, &rows),
+            Some(Ok(c)) => match budget.spend(name, collect::cost(c, &rows)) {
+                Ok(()) => collect::evaluate(name, c, &rows),
+                Err(error) => NamedStatusCombination {
+                    name: name.clone(),
+                    error,
+                    ..Default::default()
+                },
+            },
             Some(Err(errors)) => NamedStatusCombination {
                 name: name.clone(),
                 error: format!(
@@ -245,7 +253,67 @@ fn combined(
     if kind == PlacementKind::Placement {
         body["metadata"]["labels"][TMC_PLACEMENT_LABEL] = json!(p.name);
     }
+    if !o.collectors.is_empty() {
+        body["conditions"] = json!([budget.condition(&p.name)]);
+    }
     Some((o.key.namespace.clone(), name, body))
+}
+
+/// The CEL cost the StatusCollectors of one (object, placement) may still
+/// spend, and which of them did not fit.
+struct Budget {
+    limit: u64,
+    spent: u64,
+    over: Vec<(String, u64)>,
+}
+
+impl Budget {
+    fn new(limit: u64) -> Budget {
+        Budget {
+            limit,
+            spent: 0,
+            over: Vec::new(),
+        }
+    }
+
+    /// Take `cost` for collector `name`, or say why it is not evaluated (a
+    /// cheaper collector after it may still fit).
+    fn spend(&mut self, name: &str, cost: u64) -> Result<(), String> {
+        let total = self.spent.saturating_add(cost);
+        if total <= self.limit {
+            self.spent = total;
+            return Ok(());
+        }
+        self.over.push((name.to_string(), cost));
+        Err(format!(
+            "not evaluated: it would cost an estimated {cost}, and the StatusCollectors of this object \
+             under this placement may cost {} in all ({} is left); name fewer StatusCollectors in the \
+             placement, or make their expressions read less",
+            self.limit,
+            self.limit - self.spent
+        ))
+    }
+
+    /// The `Evaluated` condition of a CombinedStatus under placement `placement`.
+    fn condition(&self, placement: &str) -> Value {
+        if self.over.is_empty() {
+            return json!({"type": "Evaluated", "status": "True", "reason": "WithinCostBudget",
+                          "message": format!("every StatusCollector was evaluated (estimated cost {} of the budget of {})",
+                                             self.spent, self.limit)});
+        }
+        let names: Vec<String> = self.over.iter().map(|(n, _)| format!("{n:?}")).collect();
+        let (which, were) = if names.len() == 1 {
+            ("StatusCollector", "was")
+        } else {
+            ("StatusCollectors", "were")
+        };
+        json!({"type": "Evaluated", "status": "False", "reason": "CostBudgetExceeded",
+               "message": format!(
+                   "{which} {} {were} not evaluated: the StatusCollectors of this object under placement {placement:?} \
+                    may cost {} in all (estimated CEL cost) and the others took {}; name fewer StatusCollectors \
+                    in the placement, or make their expressions read less",
+                   names.join(", "), self.limit, self.spent)})
+    }
 }
 
 /// The StatusCollectors of `cluster`, compiled; each one's status says
@@ -432,6 +500,34 @@ fn failed(what: &str, key: &ObjectKey, e: &ApiError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collectors_past_the_budget_are_named_and_cheaper_ones_still_run() {
+        let mut budget = Budget::new(100);
+        assert!(budget.spend("a", 60).is_ok());
+        let refused = budget.spend("b", 50).unwrap_err();
+        assert!(
+            refused.contains("estimated 50") && refused.contains("40 is left"),
+            "{refused}"
+        );
+        assert!(budget.spend("c", 40).is_ok(), "a cheaper one still fits");
+        assert!(budget.spend("d", u64::MAX).is_err());
+        let c = budget.condition("shop");
+        assert_eq!(
+            (c["status"].as_str(), c["reason"].as_str()),
+            (Some("False"), Some("CostBudgetExceeded"))
+        );
+        let message = c["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("StatusCollectors \"b\", \"d\" were not evaluated")
+                && message.contains("placement \"shop\" may cost 100 in all")
+                && message.contains("the others took 100"),
+            "{message}"
+        );
+        let mut within = Budget::new(100);
+        within.spend("a", 10).unwrap();
+        assert_eq!(within.condition("shop")["status"], "True");
+    }
 
     #[test]
     fn a_collectors_condition_names_the_fields_and_keeps_its_time() {

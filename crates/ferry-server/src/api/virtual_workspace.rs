@@ -101,6 +101,12 @@ pub async fn serve(hub: Arc<Hub>, req: axum::extract::Request) -> Result<Respons
                 rp.resource
             ))
         })?;
+    if view.is_read_only(&info) && !matches!(verb.as_str(), "get" | "list" | "watch") {
+        return Err(ApiError::forbidden(format!(
+            "{} are read-only through this virtual workspace: {verb} them in their own workspace",
+            info.resource
+        )));
+    }
     let visibility = view.visibility(&info);
     let cluster = if raw_cluster == "*" {
         None

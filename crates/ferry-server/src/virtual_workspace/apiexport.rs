@@ -19,6 +19,12 @@
 //!   with an identity shows a workspace only where the resource is bound from
 //!   the export with that identity: a claim naming another identity (a look-alike
 //!   export's) sees nothing of it.
+//! - **Its consumers:** as in kcp, the view always serves `apibindings`
+//!   (unless a claim names them), read-only: in each workspace bound to the
+//!   export, the Bound APIBindings of this export, with their status and
+//!   the workspace's logical-cluster name (`kcp.io/cluster`), never its path.
+//!   That is all an owner learns of its consumers; a workspace that binds
+//!   no export of the owner's stays unknown to it (404, as an unknown one).
 
 use std::sync::Arc;
 
@@ -32,7 +38,7 @@ use crate::auth::UserInfo;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
-use crate::storage::{ClusterScope, ObjectKey, ScopeFilter};
+use crate::storage::{ClusterScope, ObjectKey, ScopeFilter, StoredObject};
 use crate::strategy::apis::{claims_of, export_key};
 
 pub struct ApiExportVirtualWorkspace;
@@ -124,9 +130,20 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
                 claimed.push((gr, claim.identity_hash.clone(), !is_builtin));
             }
         }
+        let bindings_gr = (apis::GROUP.to_string(), BINDINGS.to_string());
+        let own_bindings = !claimed.iter().any(|(c, _, _)| *c == bindings_gr);
+        if own_bindings {
+            resources.extend(builtin(hub, apis::GROUP, BINDINGS));
+        }
         let hub = hub.clone();
-        Ok(View::new(resources, move |info| {
+        let view = View::new(resources, move |info| {
             let gr = (info.group.clone(), info.resource.clone());
+            if own_bindings && gr == bindings_gr {
+                return Arc::new(BindingsOfExport {
+                    hub: hub.clone(),
+                    export: key.clone(),
+                }) as Arc<dyn ScopeFilter>;
+            }
             let exported = exported.contains(&gr);
             let (identity, foreign) = claimed
                 .iter()
@@ -142,8 +159,53 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
                 identity,
                 foreign,
             }) as Arc<dyn ScopeFilter>
-        }))
+        });
+        Ok(if own_bindings {
+            view.read_only(apis::GROUP, BINDINGS)
+        } else {
+            view
+        })
     }
+}
+
+/// The APIBindings resource (`apis.kcp.io`).
+const BINDINGS: &str = "apibindings";
+
+/// The export's own consumers: its Bound APIBindings, in the workspaces
+/// bound to it.
+struct BindingsOfExport {
+    hub: Arc<Hub>,
+    export: ExportKey,
+}
+
+impl ScopeFilter for BindingsOfExport {
+    /// Read from the stored bindings when the index does not know yet: it
+    /// learns of a binding just after the write that makes it Bound, which a
+    /// running watch must not miss.
+    fn cluster(&self, cluster: &str) -> bool {
+        if self.hub.bindings.is_bound(&self.export, cluster) {
+            return true;
+        }
+        let scope = ClusterScope::One(cluster.to_string());
+        let (bindings, _) = self.hub.store.list(&scope, apis::BINDINGS, None, None);
+        bindings
+            .iter()
+            .any(|(_, b)| binds_export(&b.value(), &self.export))
+    }
+
+    /// Only the bindings of this export: the workspace's bindings of other
+    /// exports are its own business.
+    fn stored(&self, _key: &ObjectKey, obj: &StoredObject) -> bool {
+        binds_export(&obj.value(), &self.export)
+    }
+}
+
+/// Whether `binding` is a Bound APIBinding of `export`.
+fn binds_export(binding: &Value, export: &ExportKey) -> bool {
+    let at = |p: &str| binding.pointer(p).and_then(Value::as_str);
+    at("/status/phase") == Some("Bound")
+        && at("/status/apiExportClusterName") == Some(export.cluster.as_str())
+        && at("/spec/reference/export/name") == Some(export.name.as_str())
 }
 
 /// Every served version of the built-in `group`/`resource`.
@@ -235,5 +297,40 @@ impl ScopeFilter for Visible {
             key.name,
             self.export.name,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_bound_bindings_of_the_export_itself_are_its_consumers() {
+        let export = ExportKey {
+            cluster: "2x8w2ihb6bt8p3f6".into(),
+            name: "widgets".into(),
+        };
+        let binding = |cluster: &str, name: &str, phase: &str| {
+            json!({"spec": {"reference": {"export": {"path": "root:provider", "name": name}}},
+                   "status": {"phase": phase, "apiExportClusterName": cluster}})
+        };
+        assert!(binds_export(
+            &binding("2x8w2ihb6bt8p3f6", "widgets", "Bound"),
+            &export
+        ));
+        assert!(!binds_export(
+            &binding("2x8w2ihb6bt8p3f6", "widgets", "Binding"),
+            &export
+        ));
+        assert!(!binds_export(
+            &binding("2x8w2ihb6bt8p3f6", "gadgets", "Bound"),
+            &export
+        ));
+        assert!(!binds_export(
+            &binding("3k1zq0c9x7v2m4n8", "widgets", "Bound"),
+            &export
+        ));
+        assert!(!binds_export(&json!({}), &export));
     }
 }

@@ -59,6 +59,8 @@ pub struct View {
     pub resources: Vec<ResourceInfo>,
     /// Which workspaces and objects of each resource are visible.
     visibility: VisibilityFn,
+    /// `(group, resource)` served for reading only (get, list, watch).
+    read_only: Vec<(String, String)>,
 }
 
 impl View {
@@ -69,7 +71,21 @@ impl View {
         View {
             resources,
             visibility: Box::new(visibility),
+            read_only: Vec::new(),
         }
+    }
+
+    /// Serve `group`/`resource` for reading only: any other verb is refused.
+    pub fn read_only(mut self, group: &str, resource: &str) -> View {
+        self.read_only.push((group.to_string(), resource.to_string()));
+        self
+    }
+
+    /// Whether `info` is served for reading only.
+    pub fn is_read_only(&self, info: &ResourceInfo) -> bool {
+        self.read_only
+            .iter()
+            .any(|(g, r)| *g == info.group && *r == info.resource)
     }
 
     /// The served resource `group/version/resource`.
