@@ -1,6 +1,6 @@
 //! How the hub's controllers keep up with the store, on `/metrics`. The hub
-//! holds the counters; the one loop every controller runs on
-//! ([`crate::follow`]) counts into them.
+//! holds the counters; the one loop every controller runs on (`ferry-server`'s
+//! `follow`) counts into them.
 
 use std::time::Instant;
 

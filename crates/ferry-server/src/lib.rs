@@ -31,6 +31,7 @@ pub mod follow;
 pub mod follow_metrics;
 pub mod grants;
 pub mod hub;
+pub mod kinds;
 pub mod kubeconfig;
 pub mod openapi;
 pub mod propagation;
@@ -43,6 +44,7 @@ pub mod service_ranges;
 pub mod strategy;
 pub mod synctarget;
 pub mod tls;
+pub mod view;
 pub mod virtual_workspace;
 pub mod workspace;
 

@@ -30,10 +30,10 @@ use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::auth::UserInfo;
 use crate::hub::Hub;
+use crate::kinds::apis::{claims_of, export_key};
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 use crate::storage::{ClusterScope, ObjectKey, ScopeFilter};
-use crate::strategy::apis::{claims_of, export_key};
 
 pub struct ApiExportVirtualWorkspace;
 
@@ -198,7 +198,7 @@ struct Visible {
 
 impl ScopeFilter for Visible {
     fn cluster(&self, cluster: &str) -> bool {
-        let bindings = &self.hub.bindings;
+        let bindings = crate::apis::bindings(&self.hub);
         if self.exported {
             return bindings.binds(&self.export, cluster, &self.group, &self.resource);
         }
@@ -211,10 +211,13 @@ impl ScopeFilter for Visible {
 
     fn object(&self, key: &ObjectKey) -> bool {
         self.exported
-            || self
-                .hub
-                .bindings
-                .claim_covers(&self.export, key, &self.group, &self.resource, &self.identity)
+            || crate::apis::bindings(&self.hub).claim_covers(
+                &self.export,
+                key,
+                &self.group,
+                &self.resource,
+                &self.identity,
+            )
     }
 
     /// A create through the view lands only where the accepted claim reaches

@@ -416,16 +416,6 @@ pub fn export_key(cluster: &str, name: &str) -> crate::storage::ObjectKey {
     apis::key(cluster, apis::EXPORTS, name)
 }
 
-/// The APIBinding in `cluster` that serves `group`/`resource`, if any: a
-/// CRD may not take a bound resource's name.
-pub fn bound_in(hub: &Hub, cluster: &str, group: &str, resource: &str) -> Option<String> {
-    hub.registry
-        .resources(Some(cluster))
-        .into_iter()
-        .find(|r| r.group == group && r.resource == resource && r.binding.is_some())
-        .and_then(|r| r.binding)
-}
-
 /// The claims of an export (what a binding decides on).
 pub fn claims_of(export: &Value) -> Vec<Claim> {
     export

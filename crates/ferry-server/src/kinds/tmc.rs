@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 
 use crate::grants::tmc as grant;
 use crate::json;
+use crate::kinds::apis::valid_path;
 use crate::request::Request;
 use crate::selector::{LabelSelector, SelectorLimits};
 use crate::status::{ApiError, Cause};
-use crate::strategy::apis::valid_path;
 use crate::strategy::{ratchet, Strategy};
 use crate::synctarget::default_supported_exports;
 use crate::validation::names::{label_value_errors, qualified_name_errors};
