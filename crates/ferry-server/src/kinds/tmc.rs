@@ -226,11 +226,11 @@ impl Strategy for PlacementStrategy {
         if path.is_empty() {
             return Ok(());
         }
-        let lc = r.hub.workspaces.resolve(path);
+        let lc = r.hub().workspaces.resolve(path);
         if lc.as_ref().is_some_and(|lc| lc.name == cluster.name) {
             return Ok(());
         }
-        let granted = lc.is_some_and(|lc| grant::bindable_locations(&r.hub, &r.user, &lc).is_some());
+        let granted = lc.is_some_and(|lc| grant::bindable_locations(r.hub(), &r.user, &lc).is_some());
         if granted {
             return Ok(());
         }

@@ -205,7 +205,10 @@ impl Hub {
         self.write_hooks.read().clone()
     }
 
-    pub(crate) fn rebuild_indexes(&self) {
+    /// Rebuild the logical-cluster index and what each logical cluster
+    /// serves from the store (when the hub starts, and when a replica takes
+    /// over from hubs that wrote the shared store).
+    pub fn rebuild_indexes(&self) {
         // Workspaces: parents first, so paths can be built top-down.
         let (all, _) = self.store.list(&ClusterScope::All, WORKSPACES, None, None);
         let mut pending: Vec<(String, Value)> =
