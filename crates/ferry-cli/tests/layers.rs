@@ -15,8 +15,11 @@ const LAYERS: &[&[&str]] = &[
     &["ferry-api", "ferry-apimachinery"],
     // The object store (SQLite, etcd, watch cache); the web console's pages.
     &["ferry-storage", "ferry-console"],
-    // The hub's server (API server, kcp tenancy, virtual workspaces); the
-    // syncer agent.
+    // The Kubernetes-compatible API server library (nothing of kcp,
+    // KubeStellar or TMC: see `the_api_server_library_names_no_kcp_kubestellar_or_tmc`).
+    &["ferry-apiserver"],
+    // The hub's server (kcp tenancy, virtual workspaces, starting a hub);
+    // the syncer agent.
     &["ferry-server", "ferry-syncer"],
     // The built-in controllers: clients of the server through its hook. The
     // command line's commands, which start hubs with whatever controllers the
@@ -107,9 +110,10 @@ fn no_crate_depends_on_a_crate_of_its_own_or_a_higher_layer() {
         "the crate graph breaks its layering:\n{}",
         problems.join("\n")
     );
-    // The graph really is read: the server sits on the lower layers, the
-    // controllers on the server.
-    assert!(edges.contains(&("ferry-server".into(), "ferry-apimachinery".into())));
+    // The graph really is read: the API server sits on the lower layers,
+    // the hub's server on it, the controllers on the server.
+    assert!(edges.contains(&("ferry-apiserver".into(), "ferry-apimachinery".into())));
+    assert!(edges.contains(&("ferry-server".into(), "ferry-apiserver".into())));
     assert!(edges.contains(&("ferry-controllers".into(), "ferry-server".into())));
 }
 
@@ -147,28 +151,31 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
             edge("ferry-storage", "ferry-hub"),
             edge("ferry-server", "ferry-syncer"),
             edge("ferry-server", "ferry-controllers"),
+            edge("ferry-apiserver", "ferry-server"),
             edge("ferry-controllers", "ferry-hub"),
             edge("ferry-hub", "ferry-dashboard"),
             edge("ferry-commands", "ferry-controllers"),
             edge("ferry-commands", "ferry-hub"),
         ],
     );
-    assert_eq!(problems.len(), 7, "{problems:#?}");
+    assert_eq!(problems.len(), 8, "{problems:#?}");
     assert!(problems[0].starts_with("ferry-storage depends on ferry-hub, which is not in a lower layer"));
     assert!(problems[1].starts_with("ferry-server depends on ferry-syncer"));
     assert!(problems[2].starts_with("ferry-server depends on ferry-controllers"));
-    assert!(problems[3].starts_with("ferry-controllers depends on ferry-hub"));
+    assert!(problems[3].starts_with("ferry-apiserver depends on ferry-server"));
+    assert!(problems[4].starts_with("ferry-controllers depends on ferry-hub"));
     assert_eq!(
-        problems[4],
+        problems[5],
         "ferry-dashboard is not in LAYERS: add it to the layer it belongs to"
     );
-    assert!(problems[5].starts_with("ferry-commands depends on ferry-controllers"));
-    assert!(problems[6].starts_with("ferry-commands depends on ferry-hub"));
+    assert!(problems[6].starts_with("ferry-commands depends on ferry-controllers"));
+    assert!(problems[7].starts_with("ferry-commands depends on ferry-hub"));
 }
 
 /// Where `source` (one Rust file) names the hub itself rather than the
-/// controllers' handle on it: the `Hub` type, or a path into
-/// `ferry_server::hub`. Comments are not read. Returns the offending lines,
+/// controllers' handle on it: the `Hub` type, a path into
+/// `ferry_server::hub`, or a call of `.hub()` (a service request's hub, for
+/// strategies). Comments are not read. Returns the offending lines,
 /// numbered from 1.
 fn mentions_of_the_hub(source: &str) -> Vec<(usize, String)> {
     source
@@ -179,7 +186,8 @@ fn mentions_of_the_hub(source: &str) -> Vec<(usize, String)> {
             let names_hub = code
                 .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .any(|word| word == "Hub");
-            (names_hub || code.contains("ferry_server::hub")).then(|| (i + 1, line.trim().to_string()))
+            (names_hub || code.contains("ferry_server::hub") || code.contains(".hub()"))
+                .then(|| (i + 1, line.trim().to_string()))
         })
         .collect()
 }
@@ -229,12 +237,14 @@ fn a_mention_of_the_hub_is_found_in_code_and_not_in_comments() {
                   // the Hub owns the store\n\
                   fn f(hub: &Arc<Hub>) {}\n\
                   fn g(ctx: &ControllerContext, opts: &HubOptions) {} // not the Hub\n\
-                  /// Reads the hub's store.\n";
+                  /// Reads the hub's store.\n\
+                  let store = &r.hub().store;\n\
+                  let hub = ctx.hub_name(); // r.hub()\n";
     let found: Vec<usize> = mentions_of_the_hub(source)
         .into_iter()
         .map(|(line, _)| line)
         .collect();
-    assert_eq!(found, vec![1, 3]);
+    assert_eq!(found, vec![1, 3, 6]);
 }
 
 /// Module cycles that exist today, each as the set of a crate's top-level
@@ -413,4 +423,143 @@ fn a_module_cycle_is_found_through_paths_and_use_lists() {
         vec![vec!["a".to_string(), "b".into(), "c".into()]]
     );
     assert!(module_cycles(&files[..3]).is_empty());
+}
+
+/// The Rust modules of `ferry_api` that hold kcp's, KubeStellar's and kcp
+/// TMC's kinds and what their syncers share: the API server library
+/// names none of them outside [`KNOWN_KCP_IN_THE_API_SERVER`].
+const PROFILE_MODULES: &[&str] = &[
+    "apiresource",
+    "combined_status",
+    "control",
+    "edge",
+    "scheduling",
+    "syncagent",
+    "transform",
+    "workload",
+];
+
+/// The files of `ferry-apiserver` that still name kcp, KubeStellar or TMC
+/// (an API group of theirs, or one of [`PROFILE_MODULES`]), each with why.
+/// The list may shrink, never grow: a file not listed that names them fails
+/// [`the_api_server_library_names_no_kcp_kubestellar_or_tmc`], and so does a
+/// listed file that no longer does (remove its entry).
+const KNOWN_KCP_IN_THE_API_SERVER: &[(&str, &str)] = &[
+    (
+        "api/mod.rs",
+        "the 404 of an unknown workspace says how kcp creates one",
+    ),
+    (
+        "auth/impersonation.rs",
+        "a test: kcp's cluster-name extra is impersonated as any other",
+    ),
+    (
+        "auth/mod.rs",
+        "the user extra naming a request's logical cluster, kcp's key",
+    ),
+    (
+        "auth/service_account.rs",
+        "ServiceAccount tokens carry their logical cluster as kcp's do",
+    ),
+    (
+        "decode/typed.rs",
+        "a test: a kind without a typed decoder is left as sent",
+    ),
+    (
+        "discovery.rs",
+        "TMC's groups yield their short names to Kubernetes' own",
+    ),
+    (
+        "openapi/builtin.rs",
+        "a test: kcp's kinds have no Kubernetes schema",
+    ),
+    (
+        "registry/builtin.rs",
+        "kcp's tenancy, APIs and TMC kinds are served as built-ins",
+    ),
+    (
+        "service/prepare.rs",
+        "objects carry their logical cluster as kcp's annotation",
+    ),
+    (
+        "service/reserved.rs",
+        "TMC's syncer-owned annotations no client may write",
+    ),
+    (
+        "workspace.rs",
+        "logical clusters are named and stored as kcp's Workspaces",
+    ),
+];
+
+/// Whether `source` (one Rust file, comments not read) names kcp,
+/// KubeStellar or TMC: one of their API groups (`tenancy.kcp.io`,
+/// `edge.kubestellar.io`, any `kcp.io` or `kubestellar.io` name) or a path
+/// into one of [`PROFILE_MODULES`] of `ferry_api`.
+fn names_kcp_kubestellar_or_tmc(source: &str) -> bool {
+    source.lines().any(|line| {
+        let code = line.split("//").next().unwrap_or_default();
+        code.contains("kcp.io")
+            || code.contains("kubestellar.io")
+            || PROFILE_MODULES.iter().any(|m| {
+                code.contains(&format!("ferry_api::{m}::")) || code.contains(&format!("ferry_api::{{{m}"))
+            })
+    })
+}
+
+#[test]
+fn the_api_server_library_names_no_kcp_kubestellar_or_tmc() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ferry-apiserver");
+    let files = crate_sources(&dir);
+    assert!(
+        files.len() > 50,
+        "the library's sources are read from {}",
+        dir.display()
+    );
+    let mut problems = Vec::new();
+    for (path, source) in &files {
+        let names = names_kcp_kubestellar_or_tmc(source);
+        let known = KNOWN_KCP_IN_THE_API_SERVER.iter().any(|(p, _)| p == path);
+        if names && !known {
+            problems.push(format!(
+                "ferry-apiserver/src/{path} names kcp, KubeStellar or TMC: the API server library knows none \
+                 of them; put it in ferry-server and hand it in through the hub's Extensions \
+                 (a StrategyTable, ServedResources, VirtualWorkspaces)"
+            ));
+        }
+        if known && !names {
+            problems.push(format!(
+                "ferry-apiserver/src/{path} no longer names kcp, KubeStellar or TMC: remove it from \
+                 KNOWN_KCP_IN_THE_API_SERVER"
+            ));
+        }
+    }
+    for (path, _) in KNOWN_KCP_IN_THE_API_SERVER {
+        if !files.iter().any(|(p, _)| p == path) {
+            problems.push(format!(
+                "ferry-apiserver/src/{path} is gone: remove it from KNOWN_KCP_IN_THE_API_SERVER"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn kcp_kubestellar_and_tmc_are_found_by_group_and_by_module() {
+    assert!(names_kcp_kubestellar_or_tmc(
+        r#"("tenancy.kcp.io", "workspaces")"#
+    ));
+    assert!(names_kcp_kubestellar_or_tmc(
+        r#"if group == "edge.kubestellar.io" {}"#
+    ));
+    assert!(names_kcp_kubestellar_or_tmc(
+        "use ferry_api::workload::SyncTarget;"
+    ));
+    assert!(names_kcp_kubestellar_or_tmc(
+        "use ferry_api::{edge::EdgePlacement, naming};"
+    ));
+    assert!(!names_kcp_kubestellar_or_tmc("use ferry_api::timestamp::now;"));
+    assert!(!names_kcp_kubestellar_or_tmc(
+        "// kcp's tenancy.kcp.io Workspaces live above"
+    ));
+    assert!(!names_kcp_kubestellar_or_tmc(r#"("apps", "deployments")"#));
 }

@@ -26,8 +26,8 @@ use ferry_api::edge::espw;
 use ferry_server::apis::{self, condition, merge_conditions, Claim, ExportKey};
 use ferry_server::controller::{ControllerContext, CRDS};
 use ferry_server::json;
+use ferry_server::kinds::apis::{claims_of, export_key};
 use ferry_server::storage::{ClusterScope, EventType, Expect, ObjectKey, WatchEvent};
-use ferry_server::strategy::apis::{claims_of, export_key};
 
 const MANAGER: &str = "apis-controller";
 

@@ -13,7 +13,7 @@ pub mod server;
 
 pub use ferry_controllers as controllers;
 pub use ferry_server::{
-    api, apis, auth, customize, decode, discovery, follow, grants, hub, json, kubeconfig, openapi, patch,
-    protobuf, registry, replicas, selector, service, status, storage, strategy, synctarget, table,
+    api, apis, auth, customize, decode, discovery, follow, grants, hub, json, kinds, kubeconfig, openapi,
+    patch, protobuf, registry, replicas, selector, service, status, storage, strategy, synctarget, table,
     validation, virtual_workspace, workspace, Hub, HubConfig,
 };

@@ -13,7 +13,7 @@ use common::{call, client, eventually, token, user_kubeconfig};
 use ferry_api::well_known::UPSYNCED_ANNOTATION;
 use ferry_hub::controllers::placement::grant::UPSYNC_ALLOW_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
-use ferry_hub::strategy::edge::PLACED_BY_ANNOTATION;
+use ferry_hub::kinds::edge::PLACED_BY_ANNOTATION;
 use ferry_testkit::TestHub;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;

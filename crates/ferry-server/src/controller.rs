@@ -159,7 +159,7 @@ impl WriteHooks for ObservedWrites {
 /// | `hub.security.ca()`                             | `ctx.certificate_authority()`         |
 /// | `hub.security.service_accounts.mint(spec, now)` | `ctx.mint_service_account_token(spec)` |
 /// | `hub.external_url()`                            | `ctx.external_url()`                  |
-/// | `grants::edge::may_place(hub, …)`, `grants::tmc::location_source(hub, …)`, `strategy::apis::export_cluster(hub, …)`, `synctarget::{desired, supported_exports, supported_resources}(hub, …)` | the same name on `ctx` (`sync_target_status` for `desired`) |
+/// | `grants::edge::may_place(hub, …)`, `grants::tmc::location_source(hub, …)`, `kinds::apis::export_cluster(hub, …)`, `synctarget::{desired, supported_exports, supported_resources}(hub, …)` | the same name on `ctx` (`sync_target_status` for `desired`) |
 /// | `chrono::Utc::now()`                            | `ctx.now()`                           |
 /// | `stop: watch::Receiver<bool>`                   | `ctx.lease()` ([`Lease`])             |
 #[derive(Clone)]
@@ -448,9 +448,9 @@ impl ControllerContext {
     }
 
     /// The workspace an APIBinding's export reference names
-    /// ([`crate::strategy::apis::export_cluster`]).
+    /// ([`crate::kinds::apis::export_cluster`]).
     pub fn export_cluster(&self, binding_cluster: &LogicalCluster, path: &str) -> Option<LogicalCluster> {
-        crate::strategy::apis::export_cluster(&self.hub, binding_cluster, path)
+        crate::kinds::apis::export_cluster(&self.hub, binding_cluster, path)
     }
 
     /// The status a kcp SyncTarget should have now ([`crate::synctarget::desired`]).

@@ -206,14 +206,11 @@ mod tests {
     use std::time::Instant;
 
     use parking_lot::Mutex;
-    use prometheus_client::metrics::counter::Counter;
-    use prometheus_client::metrics::family::Family;
     use serde_json::json;
     use tokio::sync::watch;
 
     use super::*;
     use crate::controller::Lease;
-    use crate::follow_metrics::ControllerLabels;
     use crate::hub::{Hub, HubConfig};
     use crate::storage::{Expect, ObjectKey, Store};
 
@@ -316,10 +313,6 @@ mod tests {
         }
     }
 
-    fn count(family: &Family<ControllerLabels, Counter>, name: &'static str) -> u64 {
-        family.get_or_create(&ControllerLabels { name }).get()
-    }
-
     #[tokio::test]
     async fn a_follower_looks_at_everything_then_handles_each_followed_change_until_its_lease_is_lost() {
         let hub = Hub::new(Store::in_memory(), HubConfig::default());
@@ -341,15 +334,11 @@ mod tests {
         assert_eq!(seen_now, ["resync", "changed a", "changed again", "resync"]);
         let metrics = &hub.follow_metrics;
         assert_eq!(
-            count(&metrics.resyncs, "OneByOne"),
+            metrics.resyncs_of("OneByOne"),
             2,
             "at start and when wait said so"
         );
-        assert_eq!(
-            count(&metrics.events, "OneByOne"),
-            2,
-            "each followed change handled"
-        );
+        assert_eq!(metrics.events_of("OneByOne"), 2, "each followed change handled");
         stop.send(true).expect("the loop listens");
         tokio::time::timeout(Duration::from_secs(10), running)
             .await
@@ -377,7 +366,7 @@ mod tests {
         let seen_now = until_seen(&seen, |s| s.len() >= 2).await;
         assert_eq!(seen_now, ["pass after 0", "pass after 20"]);
         assert_eq!(
-            count(&hub.follow_metrics.events, "InPasses"),
+            hub.follow_metrics.events_of("InPasses"),
             2,
             "passes are counted, notes are not"
         );

@@ -94,11 +94,11 @@ use crate::follow::{self, Due, Follower, Passes};
 use copy::Listed;
 use ferry_server::auth::UserInfo;
 use ferry_server::controller::ControllerContext;
+use ferry_server::kinds::edge::{placer_of, PLACED_BY_ANNOTATION};
 use ferry_server::registry::ResourceInfo;
 use ferry_server::service::{self, DeleteOptions, PatchType};
 use ferry_server::status::ApiError;
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
-use ferry_server::strategy::edge::{placer_of, PLACED_BY_ANNOTATION};
 use ferry_server::workspace::WORKSPACES;
 use index::InventoryIndex;
 use select::{ObjectTest, SpecProblem};
@@ -946,7 +946,7 @@ async fn write_slice(ctx: &ControllerContext, p: &Placement) -> bool {
 /// The slice's annotations: whose grants its destinations are.
 fn placed_by(p: &Placement) -> Value {
     match &p.placer {
-        Some(u) => json!({PLACED_BY_ANNOTATION: ferry_server::strategy::edge::placer_record(u)}),
+        Some(u) => json!({PLACED_BY_ANNOTATION: ferry_server::kinds::edge::placer_record(u)}),
         None => json!({}),
     }
 }

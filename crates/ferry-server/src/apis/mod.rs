@@ -12,21 +12,24 @@
 //! workload kinds kcp's TMC exports describe bind as a no-op).
 //!
 //! What lives where:
-//! - validation and admission of the four kinds: `strategy::apis`;
+//! - validation and admission of the four kinds: `kinds::apis`;
 //! - their status (identity, endpoints, Bound phase and conditions):
 //!   `controllers::apis`;
 //! - what a Bound binding serves in its workspace, and which workspaces are
 //!   bound to which export (this module's [`BindingIndex`]), both rebuilt
 //!   from the stored bindings after every binding or CRD write
-//!   ([`crate::hub::Hub::refresh_crds`]).
+//!   ([`crate::hub::Hub::refresh_crds`] asks the index, which [`install`]
+//!   adds to the hub's extensions as its [`ServedResources`]).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::hub::{Extensions, Hub, ServedResources};
 use crate::registry::{resources_from_crd, CrdError, ResourceInfo};
-use crate::storage::{ObjectKey, Store};
+use crate::storage::{ClusterScope, ObjectKey, Store};
 
 pub const GROUP: &str = "apis.kcp.io";
 pub const VERSION: &str = "v1alpha1";
@@ -392,6 +395,113 @@ impl BindingIndex {
     pub fn bound_count(&self, export: &ExportKey) -> usize {
         self.inner.read().by_export.get(export).map_or(0, HashMap::len)
     }
+}
+
+/// Serving what Bound APIBindings bind, for the hub ([`ServedResources`]):
+/// each refresh of a workspace adds the resources of its Bound bindings and
+/// then records which exports it is bound to.
+impl ServedResources for BindingIndex {
+    fn source(&self) -> &'static str {
+        BINDINGS
+    }
+
+    fn refresh<'a>(
+        &'a self,
+        hub: &Hub,
+        cluster: &str,
+        served: &mut Vec<ResourceInfo>,
+    ) -> Box<dyn FnOnce() + 'a> {
+        let scope = ClusterScope::One(cluster.into());
+        let (bindings, _) = hub.store.list(&scope, BINDINGS, None, None);
+        let mut bound = Vec::new();
+        for (key, obj) in bindings {
+            let binding = obj.value();
+            if let Some((export, b)) = bound_by(hub, &key.name, &binding, served) {
+                bound.push((export, b));
+            }
+        }
+        let cluster = cluster.to_string();
+        Box::new(move || self.set_cluster(&cluster, bound))
+    }
+}
+
+/// What a Bound APIBinding named `name` serves (added to `served`) and
+/// gives its export.
+fn bound_by(
+    hub: &Hub,
+    name: &str,
+    binding: &Value,
+    served: &mut Vec<ResourceInfo>,
+) -> Option<(ExportKey, Bound)> {
+    let str_at = |p: &str| binding.pointer(p).and_then(Value::as_str);
+    if str_at("/status/phase") != Some("Bound") {
+        return None;
+    }
+    let export = ExportKey {
+        cluster: str_at("/status/apiExportClusterName")?.to_string(),
+        name: str_at("/spec/reference/export/name")?.to_string(),
+    };
+    let mut b = Bound::default();
+    for r in binding
+        .pointer("/status/boundResources")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let group = r.get("group").and_then(Value::as_str).unwrap_or_default();
+        let resource = r.get("resource").and_then(Value::as_str).unwrap_or_default();
+        // A built-in resource is the workspace's own, never the export's,
+        // even where a binding stored before that rule lists it.
+        if hub.registry.is_builtin(group, resource) {
+            continue;
+        }
+        b.resources.insert((group.to_string(), resource.to_string()));
+        if let Some(identity) = r.pointer("/schema/identityHash").and_then(Value::as_str) {
+            b.identities
+                .insert((group.to_string(), resource.to_string()), identity.to_string());
+        }
+        let Some(schema_name) = r.pointer("/schema/name").and_then(Value::as_str) else {
+            continue;
+        };
+        let key = key(&export.cluster, SCHEMAS, schema_name);
+        let Some(schema) = hub.store.get(&key) else {
+            tracing::warn!(
+                binding = name,
+                schema = schema_name,
+                "bound APIResourceSchema is gone; not serving {resource}"
+            );
+            continue;
+        };
+        match resources_from_schema(&schema.value(), name) {
+            Ok(rs) => served.extend(rs),
+            Err(e) => tracing::warn!(binding = name, schema = schema_name, "not serving: {e}"),
+        }
+    }
+    b.claims = binding
+        .pointer("/status/appliedPermissionClaims")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Claim::from_value)
+        .collect();
+    Some((export, b))
+}
+
+/// Adds to a hub's extensions what serves APIBindings' resources: the
+/// index of which workspaces are bound to which export ([`bindings`]).
+pub fn install(extensions: &mut Extensions) {
+    let index = Arc::new(BindingIndex::default());
+    extensions.insert::<Arc<dyn ServedResources>>(index.clone());
+    extensions.insert(index);
+}
+
+/// Which workspaces of `hub` are bound to which APIExport (empty for a hub
+/// built without [`install`]).
+pub fn bindings(hub: &Hub) -> &BindingIndex {
+    static NONE: std::sync::LazyLock<BindingIndex> = std::sync::LazyLock::new(BindingIndex::default);
+    hub.extensions
+        .get::<Arc<BindingIndex>>()
+        .map_or(&NONE, |index| index.as_ref())
 }
 
 /// A condition as kcp writes them (`conditionsv1alpha1.Condition`).

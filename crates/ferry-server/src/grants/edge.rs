@@ -3,7 +3,7 @@
 //! - **Placing**: an EdgePlacement reaches a Location only when the
 //!   Location's workspace grants the placement's placer (the user the hub
 //!   recorded as having written its spec,
-//!   [`crate::strategy::edge::PLACED_BY_ANNOTATION`]) RBAC `bind` on
+//!   [`crate::kinds::edge::PLACED_BY_ANNOTATION`]) RBAC `bind` on
 //!   `locations.edge.kubestellar.io` — that Location by name, or all of
 //!   them — as kcp asks `bind` on an APIExport of whoever binds it. Checked
 //!   on every pass, so deleting the grant removes the copies. A placement

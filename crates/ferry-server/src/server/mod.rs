@@ -25,7 +25,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::controller::{ControllerContext, Lease, ObservedWrites};
-use crate::hub::{Hub, HubConfig};
+use crate::hub::{Extensions, Hub, HubConfig};
 use crate::status::ApiError;
 use crate::storage::{
     Backend, Etcd, EtcdOptions, HistoryLimits, MemoryBackend, SqliteBackend, Store, DEFAULT_HISTORY,
@@ -149,6 +149,17 @@ impl RunningHub {
             let _ = c.await;
         }
     }
+}
+
+/// What kcp's tenancy layer, kcp TMC and KubeStellar add to the API server
+/// of every hub: the strategies of their kinds, the resources kcp's
+/// APIBindings serve, and kcp's virtual workspaces.
+pub fn extensions() -> Extensions {
+    let mut extensions = Extensions::default();
+    extensions.insert(crate::kinds::table());
+    extensions.insert(crate::virtual_workspace::kinds());
+    crate::apis::install(&mut extensions);
+    extensions
 }
 
 fn admin_token(data_dir: &Path) -> anyhow::Result<String> {
@@ -327,7 +338,7 @@ pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> 
         Some(path) => crate::auth::token_file::load(path)?,
         None => Vec::new(),
     };
-    let hub = Hub::new(
+    let hub = Hub::with_extensions(
         store,
         HubConfig {
             admin_token: token.clone(),
@@ -336,6 +347,7 @@ pub async fn start_with(opts: HubOptions, controllers: Arc<dyn Controllers>) -> 
             service_account_key: service_account_key(&opts.data_dir)?,
             service_ranges: opts.service_ranges.clone(),
         },
+        extensions(),
     );
 
     let listener = TcpListener::bind(opts.listen)

@@ -36,10 +36,10 @@ use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::auth::UserInfo;
 use crate::hub::Hub;
+use crate::kinds::apis::{claims_of, export_key};
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
 use crate::storage::{ClusterScope, ObjectKey, ScopeFilter, StoredObject};
-use crate::strategy::apis::{claims_of, export_key};
 
 pub struct ApiExportVirtualWorkspace;
 
@@ -183,7 +183,7 @@ impl ScopeFilter for BindingsOfExport {
     /// learns of a binding just after the write that makes it Bound, which a
     /// running watch must not miss.
     fn cluster(&self, cluster: &str) -> bool {
-        if self.hub.bindings.is_bound(&self.export, cluster) {
+        if crate::apis::bindings(&self.hub).is_bound(&self.export, cluster) {
             return true;
         }
         let scope = ClusterScope::One(cluster.to_string());
@@ -260,7 +260,7 @@ struct Visible {
 
 impl ScopeFilter for Visible {
     fn cluster(&self, cluster: &str) -> bool {
-        let bindings = &self.hub.bindings;
+        let bindings = crate::apis::bindings(&self.hub);
         if self.exported {
             return bindings.binds(&self.export, cluster, &self.group, &self.resource);
         }
@@ -273,10 +273,13 @@ impl ScopeFilter for Visible {
 
     fn object(&self, key: &ObjectKey) -> bool {
         self.exported
-            || self
-                .hub
-                .bindings
-                .claim_covers(&self.export, key, &self.group, &self.resource, &self.identity)
+            || crate::apis::bindings(&self.hub).claim_covers(
+                &self.export,
+                key,
+                &self.group,
+                &self.resource,
+                &self.identity,
+            )
     }
 
     /// A create through the view lands only where the accepted claim reaches

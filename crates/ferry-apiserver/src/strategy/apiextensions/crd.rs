@@ -16,6 +16,17 @@ use crate::strategy::Strategy;
 
 pub struct CrdStrategy;
 
+/// The binding in `cluster` that serves `group`/`resource`
+/// ([`ResourceInfo::binding`]), if any: a CRD may not take a bound
+/// resource's name.
+fn bound_in(hub: &Hub, cluster: &str, group: &str, resource: &str) -> Option<String> {
+    hub.registry
+        .resources(Some(cluster))
+        .into_iter()
+        .find(|r| r.group == group && r.resource == resource && r.binding.is_some())
+        .and_then(|r| r.binding)
+}
+
 /// The finalizer that holds a CRD being deleted until its custom resources
 /// are gone (kube-apiserver adds it on delete; `controllers::crds` removes it).
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -91,7 +102,7 @@ impl Strategy for CrdStrategy {
         }
         let group = json::str_at(obj, "/spec/group");
         let plural = json::str_at(obj, "/spec/names/plural");
-        match crate::strategy::apis::bound_in(&r.hub, &r.cluster()?.name, group, plural) {
+        match bound_in(&r.hub, &r.cluster()?.name, group, plural) {
             Some(binding) => Err(ApiError::conflict(
                 "apiextensions.k8s.io",
                 "customresourcedefinitions",

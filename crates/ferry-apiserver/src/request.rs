@@ -55,6 +55,14 @@ pub struct Request {
 }
 
 impl Request {
+    /// The hub the call is on, for the strategies of a layer above (they
+    /// check what the hub holds, as Kubernetes' own do through the crate's
+    /// field). Controllers are handed requests by their handle and never
+    /// reach the hub through one.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
     /// A request of the hub's own (controllers): the loopback user, with
     /// `manager` as field manager, on `resource` (group, version, plural) in
     /// `cluster`.

@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 
 use crate::grants::tmc as grant;
 use crate::json;
+use crate::kinds::apis::valid_path;
 use crate::request::Request;
 use crate::selector::{LabelSelector, SelectorLimits};
 use crate::status::{ApiError, Cause};
-use crate::strategy::apis::valid_path;
 use crate::strategy::{ratchet, Strategy};
 use crate::synctarget::default_supported_exports;
 use crate::validation::names::{label_value_errors, qualified_name_errors};
@@ -226,11 +226,11 @@ impl Strategy for PlacementStrategy {
         if path.is_empty() {
             return Ok(());
         }
-        let lc = r.hub.workspaces.resolve(path);
+        let lc = r.hub().workspaces.resolve(path);
         if lc.as_ref().is_some_and(|lc| lc.name == cluster.name) {
             return Ok(());
         }
-        let granted = lc.is_some_and(|lc| grant::bindable_locations(&r.hub, &r.user, &lc).is_some());
+        let granted = lc.is_some_and(|lc| grant::bindable_locations(r.hub(), &r.user, &lc).is_some());
         if granted {
             return Ok(());
         }

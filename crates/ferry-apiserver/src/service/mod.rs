@@ -50,7 +50,7 @@ pub struct Written {
 impl Written {
     fn new(r: &Request, object: Value, created: bool) -> Written {
         let mut warnings = std::mem::take(&mut *r.warnings.lock());
-        warnings.extend(crate::strategy::for_resource(&r.info).warnings(r, &object));
+        warnings.extend(crate::strategy::for_resource(&r.hub, &r.info).warnings(r, &object));
         Written {
             object,
             created,
@@ -378,7 +378,7 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         if r.options.dry_run {
             return done(new, false);
         }
-        let finalized = change::is_finalized(&r.info, &new);
+        let finalized = change::is_finalized(&r.hub, &r.info, &new);
         let result = if finalized {
             r.hub.store.delete(key.clone(), Expect::Version(current.rv))
         } else {

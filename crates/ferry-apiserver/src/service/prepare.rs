@@ -49,7 +49,7 @@ pub(super) fn prepare_with(
     track_update: bool,
 ) -> Result<Value, ApiError> {
     let info = &s.info;
-    let strategy = strategy::for_resource(info);
+    let strategy = strategy::for_resource(&s.hub, info);
     let sub = s.subresource.as_deref();
     if !info.from_crd {
         // Typed before anything else reads it; unknown fields are dropped (or refused).

@@ -119,7 +119,7 @@ pub fn enter_workspace(
 }
 
 /// `group/resource` as kube-apiserver prints it (`deployments.apps`).
-pub(crate) fn qualified(group: &str, resource: &str) -> String {
+pub fn qualified(group: &str, resource: &str) -> String {
     if group.is_empty() {
         resource.to_string()
     } else {

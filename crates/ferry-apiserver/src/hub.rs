@@ -55,9 +55,9 @@ pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 /// hub's own indexes: the built-in controllers' first pass over the object.
 ///
 /// The object service calls it with the hub; the server installs the
-/// controllers' [`crate::controller::WriteObserver`] through
-/// [`crate::controller::ObservedWrites`], which hands each call the
-/// controllers' narrow handle, so the hub names neither.
+/// controllers' `WriteObserver` through `ObservedWrites` (`ferry-server`'s
+/// `controller` module), which hands each call the controllers' narrow
+/// handle, so the hub names neither.
 pub trait WriteHooks: Send + Sync {
     /// A create of `obj` at `key` is about to be stored.
     fn creating<'a>(&'a self, hub: &'a Arc<Hub>, key: &'a ObjectKey, obj: &'a Value) -> BoxFuture<'a, ()>;
@@ -86,6 +86,53 @@ pub trait WriteHooks: Send + Sync {
     ) -> BoxFuture<'a, ()>;
 }
 
+/// What a layer above the API server adds to the hubs it builds, one value
+/// per type: given when a hub is built ([`Hub::with_extensions`]), then read
+/// by the module that owns the type (the strategies of the layer's kinds are
+/// a `strategy::StrategyTable`). A hub built with none serves Kubernetes'
+/// own kinds and CRDs only.
+#[derive(Default)]
+pub struct Extensions {
+    values: std::collections::HashMap<std::any::TypeId, Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Extensions {
+    /// Add `value`, replacing an earlier one of its type.
+    pub fn insert<T: std::any::Any + Send + Sync>(&mut self, value: T) -> &mut Self {
+        self.values.insert(std::any::TypeId::of::<T>(), Box::new(value));
+        self
+    }
+
+    /// The value of type `T`, if one was added.
+    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
+        self.values
+            .get(&std::any::TypeId::of::<T>())
+            .and_then(|v| v.downcast_ref())
+    }
+}
+
+/// What a logical cluster serves through a layer above the API server
+/// beyond its CRDs (kcp's APIBindings serve the resources of an export),
+/// among the hub's extensions as an `Arc<dyn ServedResources>`:
+/// [`Hub::refresh_crds`] asks it whenever it recomputes what a logical
+/// cluster serves.
+pub trait ServedResources: Send + Sync {
+    /// The storage key of the objects that serve resources: the hub
+    /// refreshes every logical cluster holding one when it starts.
+    fn source(&self) -> &'static str;
+
+    /// Add to `served` (what `cluster`'s CRDs serve) what the layer serves
+    /// there now, and return what the layer records about it once the hub's
+    /// registry serves them. Runs under the hub's refresh lock, so refreshes
+    /// of one logical cluster never overtake one another.
+    fn refresh<'a>(
+        &'a self,
+        hub: &Hub,
+        cluster: &str,
+        served: &mut Vec<ResourceInfo>,
+    ) -> Box<dyn FnOnce() + 'a>;
+}
+
 pub struct Hub {
     pub store: Arc<Store>,
     pub registry: Registry,
@@ -99,21 +146,26 @@ pub struct Hub {
     write_hooks: RwLock<Option<Arc<dyn WriteHooks>>>,
     /// OpenAPI documents per workspace generation.
     pub openapi: crate::openapi::cache::OpenApiCache,
-    /// Which workspaces are bound to which APIExport.
-    pub bindings: crate::apis::BindingIndex,
     /// Held across one [`Hub::refresh_crds`]: two writers refreshing at once
     /// must not let the one that read older state install it last.
     refreshing: parking_lot::Mutex<()>,
     /// How the controllers following the store keep up (on `/metrics`).
     pub follow_metrics: crate::follow_metrics::FollowMetrics,
+    /// What the layers above added when the hub was built.
+    pub extensions: Extensions,
 }
 
 impl Hub {
     /// Build a hub over `store`: rebuild the workspace index and the CRD
     /// registry from what is stored. The server then has the built-in
-    /// controllers ([`crate::server::Controllers`]) create what a fresh
-    /// cluster has.
+    /// controllers (`ferry-server`'s `server::Controllers`) create what a
+    /// fresh cluster has.
     pub fn new(store: Arc<Store>, config: HubConfig) -> Arc<Hub> {
+        Hub::with_extensions(store, config, Extensions::default())
+    }
+
+    /// [`Hub::new`] with what a layer above adds ([`Extensions`]).
+    pub fn with_extensions(store: Arc<Store>, config: HubConfig, extensions: Extensions) -> Arc<Hub> {
         let security = crate::auth::Security::new(crate::auth::SecurityConfig {
             admin_token: config.admin_token.clone(),
             static_tokens: config.static_tokens.clone(),
@@ -128,9 +180,9 @@ impl Hub {
             external_url: RwLock::new(String::new()),
             write_hooks: RwLock::new(None),
             openapi: Default::default(),
-            bindings: Default::default(),
             refreshing: Default::default(),
             follow_metrics: Default::default(),
+            extensions,
         };
         hub.rebuild_indexes();
         Arc::new(hub)
@@ -153,7 +205,10 @@ impl Hub {
         self.write_hooks.read().clone()
     }
 
-    pub(crate) fn rebuild_indexes(&self) {
+    /// Rebuild the logical-cluster index and what each logical cluster
+    /// serves from the store (when the hub starts, and when a replica takes
+    /// over from hubs that wrote the shared store).
+    pub fn rebuild_indexes(&self) {
         // Workspaces: parents first, so paths can be built top-down.
         let (all, _) = self.store.list(&ClusterScope::All, WORKSPACES, None, None);
         let mut pending: Vec<(String, Value)> =
@@ -178,12 +233,13 @@ impl Hub {
             }
         }
         let (crds, _) = self.store.list(&ClusterScope::All, CRDS, None, None);
-        let (bindings, _) = self
-            .store
-            .list(&ClusterScope::All, crate::apis::BINDINGS, None, None);
+        let (served, _) = match self.served_resources() {
+            Some(layer) => self.store.list(&ClusterScope::All, layer.source(), None, None),
+            None => Default::default(),
+        };
         let mut clusters: Vec<String> = crds
             .iter()
-            .chain(bindings.iter())
+            .chain(served.iter())
             .map(|(k, _)| k.cluster.clone())
             .collect();
         clusters.sort();
@@ -194,8 +250,8 @@ impl Hub {
     }
 
     /// Recompute what `cluster` serves beyond the built-ins: its CRDs'
-    /// resources and those of its Bound APIBindings (and, for the virtual
-    /// workspaces, which exports it is bound to).
+    /// resources and what the layer above serves there ([`ServedResources`]:
+    /// kcp's Bound APIBindings, and which exports it is bound to).
     pub fn refresh_crds(&self, cluster: &str) {
         // Read and install under one lock: a refresh that read the store
         // later always installs later (the store's committed state only
@@ -219,78 +275,17 @@ impl Hub {
                 Err(e) => tracing::warn!(crd = %key.name, cluster, "not serving CRD: {e}"),
             }
         }
-        let (bindings, _) = self.store.list(&scope, crate::apis::BINDINGS, None, None);
-        let mut bound = Vec::new();
-        for (key, obj) in bindings {
-            let binding = obj.value();
-            if let Some((export, b)) = self.bound_by(&key.name, &binding, &mut served) {
-                bound.push((export, b));
-            }
-        }
+        let layer = self.served_resources();
+        let record = layer.map(|layer| layer.refresh(self, cluster, &mut served));
         self.registry.set_crd_resources(cluster, served);
-        self.bindings.set_cluster(cluster, bound);
+        if let Some(record) = record {
+            record();
+        }
     }
 
-    /// What a Bound APIBinding named `name` serves (added to `served`) and
-    /// gives its export.
-    fn bound_by(
-        &self,
-        name: &str,
-        binding: &Value,
-        served: &mut Vec<ResourceInfo>,
-    ) -> Option<(crate::apis::ExportKey, crate::apis::Bound)> {
-        let str_at = |p: &str| binding.pointer(p).and_then(Value::as_str);
-        if str_at("/status/phase") != Some("Bound") {
-            return None;
-        }
-        let export = crate::apis::ExportKey {
-            cluster: str_at("/status/apiExportClusterName")?.to_string(),
-            name: str_at("/spec/reference/export/name")?.to_string(),
-        };
-        let mut b = crate::apis::Bound::default();
-        for r in binding
-            .pointer("/status/boundResources")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let group = r.get("group").and_then(Value::as_str).unwrap_or_default();
-            let resource = r.get("resource").and_then(Value::as_str).unwrap_or_default();
-            // A built-in resource is the workspace's own, never the export's,
-            // even where a binding stored before that rule lists it.
-            if self.registry.is_builtin(group, resource) {
-                continue;
-            }
-            b.resources.insert((group.to_string(), resource.to_string()));
-            if let Some(identity) = r.pointer("/schema/identityHash").and_then(Value::as_str) {
-                b.identities
-                    .insert((group.to_string(), resource.to_string()), identity.to_string());
-            }
-            let Some(schema_name) = r.pointer("/schema/name").and_then(Value::as_str) else {
-                continue;
-            };
-            let key = crate::apis::key(&export.cluster, crate::apis::SCHEMAS, schema_name);
-            let Some(schema) = self.store.get(&key) else {
-                tracing::warn!(
-                    binding = name,
-                    schema = schema_name,
-                    "bound APIResourceSchema is gone; not serving {resource}"
-                );
-                continue;
-            };
-            match crate::apis::resources_from_schema(&schema.value(), name) {
-                Ok(rs) => served.extend(rs),
-                Err(e) => tracing::warn!(binding = name, schema = schema_name, "not serving: {e}"),
-            }
-        }
-        b.claims = binding
-            .pointer("/status/appliedPermissionClaims")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(crate::apis::Claim::from_value)
-            .collect();
-        Some((export, b))
+    /// The layer above that serves resources beyond CRDs, if one was added.
+    fn served_resources(&self) -> Option<&Arc<dyn ServedResources>> {
+        self.extensions.get::<Arc<dyn ServedResources>>()
     }
 
     /// The logical cluster a client addressed (`None` in the URL means root).

@@ -587,7 +587,7 @@ const DEFS: &[Def] = &[
         &["ws"],
         Sub::Status,
     )),
-    // kcp's API exports (see `crate::apis`)
+    // kcp's API exports (served by `ferry-server`'s `apis`)
     kcp(d(
         "apis.kcp.io",
         "v1alpha1",

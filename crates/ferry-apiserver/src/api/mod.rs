@@ -1,7 +1,7 @@
 //! The REST front door: parse the path, authenticate, resolve the workspace,
 //! apply impersonation, authorize, then serve discovery, OpenAPI or a resource.
 
-pub(crate) mod body;
+pub mod body;
 mod component_status;
 pub mod metrics;
 pub(crate) mod negotiate;

@@ -61,7 +61,7 @@ impl Strategy for EdgePlacementStrategy {
         if r.subresource.is_some() || r.user.is_superuser() || placer_of(obj).as_ref() != Some(&r.user) {
             return Vec::new();
         }
-        if grant::may_place_somewhere(&r.hub, &r.user) {
+        if grant::may_place_somewhere(r.hub(), &r.user) {
             return Vec::new();
         }
         vec![format!(

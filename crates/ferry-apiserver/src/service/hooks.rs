@@ -66,7 +66,7 @@ pub fn after_write<'a>(
     new: Option<&'a Value>,
 ) -> BoxFuture<'a, ()> {
     Box::pin(async move {
-        crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
+        crate::strategy::for_resource(hub, info).after_commit(hub, &key.cluster);
         if let Some(hooks) = hub.write_hooks() {
             hooks.written(hub, info, key, new).await;
         }
@@ -76,7 +76,7 @@ pub fn after_write<'a>(
 /// An object was marked as being deleted and waits for its finalizers.
 pub async fn marked_deleting(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey) {
     // A CRD's resources are served as terminating from now on (creates refused).
-    crate::strategy::for_resource(info).after_commit(hub, &key.cluster);
+    crate::strategy::for_resource(hub, info).after_commit(hub, &key.cluster);
     if let Some(hooks) = hub.write_hooks() {
         hooks.deleting(hub, info, key).await;
     }

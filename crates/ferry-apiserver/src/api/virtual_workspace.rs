@@ -1,5 +1,5 @@
 //! Serving `/services/<kind>/<instance...>/clusters/<c>/...`: the HTTP side
-//! of [`crate::virtual_workspace`]. Authentication, then the kind's own
+//! of the views ([`crate::view`]) the hub's extensions add. Authentication, then the kind's own
 //! authorization (before anything about the instance is looked up), then
 //! discovery or the object service with the view's visibility.
 
@@ -15,7 +15,7 @@ use crate::discovery;
 use crate::hub::Hub;
 use crate::status::ApiError;
 use crate::storage::ObjectKey;
-use crate::virtual_workspace;
+use crate::view::VirtualWorkspaces;
 
 /// Whether `path` is under `/services/`.
 pub fn addresses(path: &str) -> bool {
@@ -40,7 +40,7 @@ pub async fn serve(hub: Arc<Hub>, req: axum::extract::Request) -> Result<Respons
     }
     let kind = segments
         .get(1)
-        .and_then(|k| virtual_workspace::kind(k))
+        .and_then(|k| hub.extensions.get::<VirtualWorkspaces>()?.kind(k))
         .ok_or_else(not_found)?;
     let n = kind.instance_segments();
     if segments.len() < 2 + n {

@@ -87,7 +87,7 @@ fn assign(r: &Request, old: Option<&Value>, obj: &mut Value) -> Result<(), ApiEr
     spec.insert("cluster".into(), json!(cluster));
     spec.insert(
         "URL".into(),
-        json!(format!("{}/clusters/{path}", r.hub.external_url())),
+        json!(format!("{}/clusters/{path}", r.hub().external_url())),
     );
     json::set(
         obj,

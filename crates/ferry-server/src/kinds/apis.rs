@@ -49,7 +49,7 @@ impl Strategy for SchemaStrategy {
         let s = |p: &str| json::str_at(obj, p);
         let group = s("/spec/group");
         let plural = s("/spec/names/plural");
-        if let Some(why) = apis::reserved_resource(group, plural, r.hub.registry.is_builtin_group(group)) {
+        if let Some(why) = apis::reserved_resource(group, plural, r.hub().registry.is_builtin_group(group)) {
             causes.push(Cause::forbidden("spec.group", why));
         }
         for (path, field) in [
@@ -210,7 +210,7 @@ impl Strategy for ExportStrategy {
             .filter(|(_, name)| !before.contains(name))
             .filter_map(|(i, name)| {
                 let (group, resource) = apis::schema_name_group_resource(name)?;
-                let builtin = r.hub.registry.is_builtin_group(&group);
+                let builtin = r.hub().registry.is_builtin_group(&group);
                 let why = apis::reserved_resource(&group, &resource, builtin)?;
                 Some(Cause::forbidden(format!("spec.latestResourceSchemas[{i}]"), why))
             })
@@ -248,7 +248,7 @@ fn identity_causes(r: &Request, claims: Option<&Value>) -> Vec<Cause> {
             text(c, "identityHash").is_empty()
                 && !resource.is_empty()
                 && group != "apis.kcp.io"
-                && !r.hub.registry.is_builtin(&group, &resource)
+                && !r.hub().registry.is_builtin(&group, &resource)
         })
         .map(|(i, c)| {
             Cause::invalid(
@@ -347,11 +347,15 @@ impl Strategy for BindingStrategy {
         };
         // As kcp: the export's own workspace and root may be named before the
         // export exists; any other workspace must hold it.
-        let export_cluster = match export_cluster(&r.hub, cluster, path) {
+        let export_cluster = match export_cluster(r.hub(), cluster, path) {
             Some(lc) => lc,
             None => return Err(forbidden()),
         };
-        let exists = r.hub.store.get(&export_key(&export_cluster.name, name)).is_some();
+        let exists = r
+            .hub()
+            .store
+            .get(&export_key(&export_cluster.name, name))
+            .is_some();
         let may = |verb: &str| {
             let attrs = Attributes {
                 request: RbacRequest::Resource {
@@ -364,7 +368,7 @@ impl Strategy for BindingStrategy {
                 },
                 workspace: Some(export_cluster.clone()),
             };
-            authorize::authorize(&r.hub, &r.user, &attrs).allowed()
+            authorize::authorize(r.hub(), &r.user, &attrs).allowed()
         };
         if !exists && !path.is_empty() && path != ROOT && export_cluster.name != cluster.name {
             // Only a caller who may read the export there learns it is missing
@@ -414,16 +418,6 @@ pub fn export_cluster(hub: &Hub, binding_cluster: &LogicalCluster, path: &str) -
 
 pub fn export_key(cluster: &str, name: &str) -> crate::storage::ObjectKey {
     apis::key(cluster, apis::EXPORTS, name)
-}
-
-/// The APIBinding in `cluster` that serves `group`/`resource`, if any: a
-/// CRD may not take a bound resource's name.
-pub fn bound_in(hub: &Hub, cluster: &str, group: &str, resource: &str) -> Option<String> {
-    hub.registry
-        .resources(Some(cluster))
-        .into_iter()
-        .find(|r| r.group == group && r.resource == resource && r.binding.is_some())
-        .and_then(|r| r.binding)
 }
 
 /// The claims of an export (what a binding decides on).

@@ -1,6 +1,6 @@
 //! How the hub's controllers keep up with the store, on `/metrics`. The hub
-//! holds the counters; the one loop every controller runs on
-//! ([`crate::follow`]) counts into them.
+//! holds the counters; the one loop every controller runs on (`ferry-server`'s
+//! `follow`) counts into them.
 
 use std::time::Instant;
 
@@ -45,8 +45,18 @@ impl Default for FollowMetrics {
 }
 
 impl FollowMetrics {
+    /// The changes the controller named `name` handled so far.
+    pub fn events_of(&self, name: &'static str) -> u64 {
+        self.events.get_or_create(&ControllerLabels { name }).get()
+    }
+
+    /// The times the controller named `name` looked at everything so far.
+    pub fn resyncs_of(&self, name: &'static str) -> u64 {
+        self.resyncs.get_or_create(&ControllerLabels { name }).get()
+    }
+
     /// The metrics of the controller named `name`, looked up once.
-    pub(crate) fn of(&self, name: &'static str) -> Counted {
+    pub fn of(&self, name: &'static str) -> Counted {
         let labels = ControllerLabels { name };
         Counted {
             events: self.events.get_or_create(&labels).clone(),
@@ -78,7 +88,7 @@ impl FollowMetrics {
 
 /// One controller's metrics, as `follow::run` counts them: a look at everything
 /// is a resync, a change handled or a pass is an event, and each is timed.
-pub(crate) struct Counted {
+pub struct Counted {
     events: Counter,
     duration: Histogram,
     resyncs: Counter,
@@ -86,13 +96,13 @@ pub(crate) struct Counted {
 
 impl Counted {
     /// Count and time a look at everything.
-    pub(crate) async fn resync(&self, work: BoxFuture<'_, ()>) {
+    pub async fn resync(&self, work: BoxFuture<'_, ()>) {
         self.resyncs.inc();
         self.time(work).await;
     }
 
     /// Count and time a change handled, or a pass.
-    pub(crate) async fn handle(&self, work: BoxFuture<'_, ()>) {
+    pub async fn handle(&self, work: BoxFuture<'_, ()>) {
         self.time(work).await;
         self.events.inc();
     }

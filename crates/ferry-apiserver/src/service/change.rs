@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::prepare::{prepare_with, WriteKind};
 use super::Request;
+use crate::hub::Hub;
 use crate::json;
 use crate::patch;
 use crate::registry::ResourceInfo;
@@ -310,10 +311,10 @@ fn apply_error(s: &Request, name: &str, e: patch::ApplyError) -> ApiError {
 /// Whether an update leaves an object being deleted with no finalizers: it is
 /// then removed from storage instead of written. Its strategy may still
 /// hold it (a namespace's `spec.finalizers`).
-pub fn is_finalized(info: &ResourceInfo, v: &Value) -> bool {
+pub fn is_finalized(hub: &Hub, info: &ResourceInfo, v: &Value) -> bool {
     v.pointer("/metadata/deletionTimestamp").is_some()
         && v.pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_none_or(|f| f.is_empty())
-        && !crate::strategy::for_resource(info).held_after_finalizers(v)
+        && !crate::strategy::for_resource(hub, info).held_after_finalizers(v)
 }

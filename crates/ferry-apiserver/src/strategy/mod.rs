@@ -18,22 +18,23 @@
 //! the pod spec's defaults and rules in `core/pod_spec.rs`.
 //! Kinds without a file here get [`Generic`]: metadata and (for custom
 //! resources) schema validation only.
+//!
+//! As kube-apiserver's strategies are registered by whoever installs an API
+//! group, a layer above this one gives the strategies of the kinds it adds
+//! in a [`StrategyTable`] among the hub's extensions; they are looked up
+//! before Kubernetes' own.
 
 pub mod admission;
 pub mod apiextensions;
-pub mod apis;
 pub mod apps;
 pub mod batch;
 pub mod certificates;
 pub mod core;
-pub mod edge;
 pub mod flowcontrol;
 pub mod node;
 pub mod rbac;
 pub mod scheduling;
 pub mod storage;
-pub mod tenancy;
-pub mod tmc;
 pub mod workload;
 
 use serde_json::Value;
@@ -160,7 +161,6 @@ impl Strategy for Defaults {
     }
 }
 
-/// The strategy of the resource `info` describes.
 /// `old` with the field at `path` replaced by `sent`'s (an empty list when
 /// `sent` has none): what a subresource that owns one field of its object
 /// writes (`approval`, `finalize`, `ephemeralcontainers`).
@@ -175,16 +175,80 @@ pub fn with_field_from(old: &Value, sent: &Value, path: &[&str]) -> Result<Value
     Ok(merged)
 }
 
-pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
-    if info.from_crd {
-        // Kinds Ferry's controllers read, whoever installed the CRD serving them.
-        return match (info.group.as_str(), info.resource.as_str()) {
-            ("edge.kubestellar.io", "edgeplacements") => &edge::EdgePlacementStrategy,
-            ("edge.kubestellar.io", "customizers") => &edge::CustomizerStrategy,
-            ("control.kubestellar.io", "customtransforms") => &edge::CustomTransformStrategy,
-            _ => &Generic,
-        };
+/// The strategies of the kinds a layer above adds, by group and resource,
+/// put among the hub's extensions ([`crate::hub::Extensions`]) when it is
+/// built. An entry applies to a built-in resource or to one served from a
+/// CRD (whoever installed it), as registered.
+#[derive(Clone, Default)]
+pub struct StrategyTable {
+    entries: Vec<Registered>,
+}
+
+#[derive(Clone)]
+struct Registered {
+    group: &'static str,
+    resource: &'static str,
+    from_crd: bool,
+    strategy: &'static dyn Strategy,
+}
+
+impl StrategyTable {
+    /// `strategy` for the built-in resource `group`/`resource`.
+    pub fn builtin(
+        mut self,
+        group: &'static str,
+        resource: &'static str,
+        strategy: &'static dyn Strategy,
+    ) -> Self {
+        self.entries.push(Registered {
+            group,
+            resource,
+            from_crd: false,
+            strategy,
+        });
+        self
     }
+
+    /// `strategy` for `group`/`resource` wherever a CRD serves it.
+    pub fn custom(
+        mut self,
+        group: &'static str,
+        resource: &'static str,
+        strategy: &'static dyn Strategy,
+    ) -> Self {
+        self.entries.push(Registered {
+            group,
+            resource,
+            from_crd: true,
+            strategy,
+        });
+        self
+    }
+
+    /// The strategy registered for the resource `info` describes.
+    pub fn lookup(&self, info: &ResourceInfo) -> Option<&'static dyn Strategy> {
+        self.entries
+            .iter()
+            .find(|e| e.from_crd == info.from_crd && e.group == info.group && e.resource == info.resource)
+            .map(|e| e.strategy)
+    }
+}
+
+/// The strategy of the resource `info` describes in `hub`: the one the
+/// layers above registered ([`StrategyTable`]), else Kubernetes' own for a
+/// built-in kind, else [`Generic`].
+pub fn for_resource(hub: &Hub, info: &ResourceInfo) -> &'static dyn Strategy {
+    if let Some(strategy) = hub.extensions.get::<StrategyTable>().and_then(|t| t.lookup(info)) {
+        return strategy;
+    }
+    if info.from_crd {
+        return &Generic;
+    }
+    builtin(info)
+}
+
+/// Kubernetes' own strategy of the built-in resource `info` describes.
+fn builtin(info: &ResourceInfo) -> &'static dyn Strategy {
     match (info.group.as_str(), info.resource.as_str()) {
         ("", "namespaces") => &core::namespace::NamespaceStrategy,
         ("", "secrets") => &core::secret::SecretStrategy,
@@ -212,15 +276,50 @@ pub fn for_resource(info: &ResourceInfo) -> &'static dyn Strategy {
         ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => &flowcontrol::PRIORITY_LEVEL,
         (crate::auth::rbac::RBAC_GROUP, _) => &rbac::RbacStrategy,
         ("certificates.k8s.io", "certificatesigningrequests") => &certificates::csr::CsrStrategy,
-        ("tenancy.kcp.io", "workspaces") => &tenancy::workspace::WorkspaceStrategy,
-        ("apis.kcp.io", "apiresourceschemas") => &apis::SchemaStrategy,
-        ("apis.kcp.io", "apiexports") => &apis::ExportStrategy,
-        ("apis.kcp.io", "apiexportendpointslices") => &apis::SliceStrategy,
-        ("apis.kcp.io", "apibindings") => &apis::BindingStrategy,
-        ("workload.kcp.io", "synctargets") => &tmc::SyncTargetStrategy,
-        ("scheduling.kcp.io", "locations") => &tmc::LocationStrategy,
-        ("scheduling.kcp.io", "placements") => &tmc::PlacementStrategy,
-        ("apiresource.kcp.io", "apiresourceimports") => &tmc::ApiResourceImportStrategy,
         _ => &Generic,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::tests::resource;
+    use crate::hub::{Extensions, HubConfig};
+    use crate::storage::Store;
+
+    /// A strategy told apart by one answer.
+    struct Graceful;
+
+    impl Strategy for Graceful {
+        fn always_graceful(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_registered_strategy_applies_to_its_resource_as_registered_only() {
+        let mut extensions = Extensions::default();
+        extensions.insert(
+            StrategyTable::default()
+                .builtin("example.com", "widgets", &Graceful)
+                .custom("example.com", "gadgets", &Graceful),
+        );
+        let hub = Hub::with_extensions(Store::in_memory(), HubConfig::default(), extensions);
+        let plain = Hub::new(Store::in_memory(), HubConfig::default());
+        let widgets = resource("example.com", "v1", "Widget", false);
+        let crd = |mut info: ResourceInfo| {
+            info.from_crd = true;
+            info
+        };
+        let gadgets = crd(resource("example.com", "v1", "Gadget", false));
+        assert!(for_resource(&hub, &widgets).always_graceful());
+        assert!(for_resource(&hub, &gadgets).always_graceful());
+        // Registered for the built-in resource only: a CRD of that name is generic.
+        assert!(!for_resource(&hub, &crd(widgets.clone())).always_graceful());
+        // A hub built without the table has only Kubernetes' own strategies.
+        assert!(!for_resource(&plain, &widgets).always_graceful());
+        let namespaces = resource("", "v1", "Namespace", false);
+        assert!(for_resource(&hub, &namespaces).always_graceful());
+        assert!(for_resource(&plain, &namespaces).always_graceful());
     }
 }

@@ -58,7 +58,7 @@ pub async fn delete_object(
     dry_run: bool,
     propagation: Option<PropagationPolicy>,
 ) -> Result<Value, DeleteError> {
-    let strategy = crate::strategy::for_resource(info);
+    let strategy = crate::strategy::for_resource(hub, info);
     let current = finalizers_of(&v);
     let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
     let finalizers = strategy.finalizers_on_delete(info, &current, deleting, propagation);

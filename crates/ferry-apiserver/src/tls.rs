@@ -95,7 +95,8 @@ impl PkiPaths {
 /// `localhost`, `127.0.0.1`, `::1` and `hosts` (IP addresses as IP SANs,
 /// anything else as DNS SANs); it is regenerated when missing, not signed by
 /// the CA, not valid for a requested host, or within 30 days of expiry.
-/// Every file is written with mode 0600 (see [`crate::server::data_dir`]).
+/// Every file is written with mode 0600 (as `ferry-server`'s `server::data_dir`
+/// writes the data directory).
 pub fn ensure_certs(data_dir: &Path, hosts: &[String]) -> anyhow::Result<TlsMaterial> {
     let paths = PkiPaths::new(data_dir);
     let pki_dir = data_dir.join("pki");
