@@ -90,26 +90,9 @@ pub trait WriteHooks: Send + Sync {
 /// per type: given when a hub is built ([`Hub::with_extensions`]), then read
 /// by the module that owns the type (the strategies of the layer's kinds are
 /// a `strategy::StrategyTable`). A hub built with none serves Kubernetes'
-/// own kinds and CRDs only.
-#[derive(Default)]
-pub struct Extensions {
-    values: std::collections::HashMap<std::any::TypeId, Box<dyn std::any::Any + Send + Sync>>,
-}
-
-impl Extensions {
-    /// Add `value`, replacing an earlier one of its type.
-    pub fn insert<T: std::any::Any + Send + Sync>(&mut self, value: T) -> &mut Self {
-        self.values.insert(std::any::TypeId::of::<T>(), Box::new(value));
-        self
-    }
-
-    /// The value of type `T`, if one was added.
-    pub fn get<T: std::any::Any>(&self) -> Option<&T> {
-        self.values
-            .get(&std::any::TypeId::of::<T>())
-            .and_then(|v| v.downcast_ref())
-    }
-}
+/// own kinds and CRDs only. It is http's type map (what axum and kube-rs
+/// carry request extensions in), so values are `Clone + Send + Sync`.
+pub type Extensions = http::Extensions;
 
 /// What a logical cluster serves through a layer above the API server
 /// beyond its CRDs (kcp's APIBindings serve the resources of an export),

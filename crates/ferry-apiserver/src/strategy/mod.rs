@@ -195,31 +195,35 @@ struct Registered {
 impl StrategyTable {
     /// `strategy` for the built-in resource `group`/`resource`.
     pub fn builtin(
-        mut self,
+        self,
         group: &'static str,
         resource: &'static str,
         strategy: &'static dyn Strategy,
     ) -> Self {
-        self.entries.push(Registered {
-            group,
-            resource,
-            from_crd: false,
-            strategy,
-        });
-        self
+        self.register(group, resource, false, strategy)
     }
 
     /// `strategy` for `group`/`resource` wherever a CRD serves it.
     pub fn custom(
+        self,
+        group: &'static str,
+        resource: &'static str,
+        strategy: &'static dyn Strategy,
+    ) -> Self {
+        self.register(group, resource, true, strategy)
+    }
+
+    fn register(
         mut self,
         group: &'static str,
         resource: &'static str,
+        from_crd: bool,
         strategy: &'static dyn Strategy,
     ) -> Self {
         self.entries.push(Registered {
             group,
             resource,
-            from_crd: true,
+            from_crd,
             strategy,
         });
         self
