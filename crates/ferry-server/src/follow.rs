@@ -172,13 +172,17 @@ pub async fn run<F: Follower>(ctx: ControllerContext, mut f: F) -> F {
                     let Some(mut event) = event else {
                         break; // fell behind: resync
                     };
-                    // This change and those already there, as one batch.
-                    for _ in 0..BATCH {
+                    // This change and those already there, as one batch. The
+                    // batch ends before taking a change it would not handle.
+                    for handled in 1..=BATCH {
                         if f.follows(&event.key.resource) && f.note(&ctx, &event) {
                             metrics.handle(f.changed(&ctx, &event)).await;
                         }
                         if !lease.is_held() {
                             return f;
+                        }
+                        if handled == BATCH {
+                            break;
                         }
                         match events.next().now_or_never() {
                             Some(Some(next)) => event = next,
@@ -344,6 +348,80 @@ mod tests {
             .await
             .expect("the loop stops with its lease")
             .expect("it ends without panicking");
+    }
+
+    /// Follows ConfigMaps one change at a time, yielding in each as a
+    /// controller's writes do, and stays in the change of the one named
+    /// `gate` until the test opens it.
+    struct Gated {
+        seen: Seen,
+        gate: Arc<tokio::sync::Notify>,
+    }
+
+    impl Follower for Gated {
+        fn follows(&self, storage_key: &str) -> bool {
+            storage_key == "/configmaps"
+        }
+
+        fn resync<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
+            self.seen.lock().push("resync".into());
+            Box::pin(async {})
+        }
+
+        fn changed<'a>(
+            &'a mut self,
+            _ctx: &'a ControllerContext,
+            event: &'a WatchEvent,
+        ) -> BoxFuture<'a, ()> {
+            self.seen.lock().push(format!("changed {}", event.key.name));
+            let gate = (event.key.name == "gate").then(|| self.gate.clone());
+            Box::pin(async move {
+                match gate {
+                    Some(gate) => gate.notified().await,
+                    // As a controller that writes: each change waits on something.
+                    None => tokio::task::yield_now().await,
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn every_change_of_a_burst_longer_than_a_batch_is_handled() {
+        let hub = Hub::new(Store::in_memory(), HubConfig::default());
+        let ctx = ControllerContext::new(hub.clone());
+        let seen = Seen::default();
+        let gate = Arc::new(tokio::sync::Notify::new());
+        let _running = spawn(
+            ctx,
+            Gated {
+                seen: seen.clone(),
+                gate: gate.clone(),
+            },
+        );
+        until_seen(&seen, |s| s.len() == 1).await;
+        configmap(&hub, "/configmaps", "gate");
+        until_seen(&seen, |s| s.len() == 2).await;
+        // While the follower is held in the gate's change, more changes
+        // wait than one batch takes.
+        let burst = 2 * BATCH + 10;
+        for i in 0..burst {
+            configmap(&hub, "/configmaps", &format!("cm-{i}"));
+        }
+        hub.store.settle(Duration::from_secs(10)).await;
+        gate.notify_one();
+        let seen_now = until_seen(&seen, |s| {
+            s.len() >= burst + 2 || s.last().is_some_and(|l| l == "resync")
+        })
+        .await;
+        assert_eq!(
+            seen_now.iter().filter(|s| *s == "resync").count(),
+            1,
+            "the follower kept up with the watch"
+        );
+        let missed: Vec<usize> = (0..burst)
+            .filter(|i| !seen_now.contains(&format!("changed cm-{i}")))
+            .collect();
+        assert!(missed.is_empty(), "changes never handled: {missed:?}");
     }
 
     #[tokio::test]
