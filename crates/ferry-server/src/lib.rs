@@ -30,9 +30,10 @@ pub mod replicas;
 pub mod server;
 pub mod synctarget;
 pub mod virtual_workspace;
+pub mod workspace;
 
 pub use ferry_apiserver::{
     api, auth, decode, discovery, follow_metrics, hub, json, kubeconfig, openapi, patch, propagation,
     protobuf, registry, request, selector, service, service_ranges, status, storage, strategy, table, tls,
-    validation, view, workspace, Hub, HubConfig,
+    validation, view, Hub, HubConfig,
 };

@@ -1,35 +1,112 @@
-//! The built-in resources every workspace serves.
-
-use std::sync::{Arc, LazyLock};
-
-use serde_json::Value;
+//! Kubernetes' own built-in resources, served in every logical cluster, and
+//! how a layer above writes down its own ([`BuiltinKind`]).
 
 use super::{ResourceInfo, ScalePaths, ALL_VERBS};
 
-/// Subresources of a built-in resource.
-#[derive(Clone, Copy)]
-enum Sub {
+/// The subresources a built-in resource serves beyond its main one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresources {
     None,
+    /// `status`: writes to the main resource leave `.status` alone.
     Status,
+    /// `status` and `scale` (at `.spec.replicas`, `.status.replicas` and
+    /// `.status.selector`).
     StatusScale,
 }
 
-struct Def {
+/// Which verbs a built-in resource serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verbs {
+    All,
+    /// Reviews (TokenReview, SubjectAccessReview, ...): not stored, `create` only.
+    CreateOnly,
+    /// Computed on read (ComponentStatus): `get` and `list` only.
+    ReadOnly,
+    /// Kept by the server itself: `get`, `list` and `watch`.
+    Maintained,
+}
+
+/// A resource served built in, in every logical cluster, as whoever serves
+/// it writes it down: Kubernetes' own in this module's table, a layer
+/// above's in the [`super::BuiltinResources`] it gives the hub.
+#[derive(Clone, Copy, Debug)]
+pub struct BuiltinKind {
     group: &'static str,
     version: &'static str,
     resource: &'static str,
     kind: &'static str,
     namespaced: bool,
     short: &'static [&'static str],
-    sub: Sub,
+    sub: Subresources,
     categories: &'static [&'static str],
-    /// Reviews (TokenReview, SubjectAccessReview, ...): not stored, `create` only.
-    create_only: bool,
-    /// Computed on read (ComponentStatus): `get` and `list` only.
-    read_only: bool,
-    /// Kept by the hub itself (LogicalCluster): `get`, `list` and `watch`.
-    maintained: bool,
+    verbs: Verbs,
+    yields_plural: bool,
 }
+
+impl BuiltinKind {
+    /// The fully served resource `group/version/resource` of `kind`, with its
+    /// short names and subresources; its singular is the kind in lower case.
+    pub const fn new(
+        group: &'static str,
+        version: &'static str,
+        resource: &'static str,
+        kind: &'static str,
+        namespaced: bool,
+        short: &'static [&'static str],
+        sub: Subresources,
+    ) -> BuiltinKind {
+        BuiltinKind {
+            group,
+            version,
+            resource,
+            kind,
+            namespaced,
+            short,
+            sub,
+            categories: &[],
+            verbs: Verbs::All,
+            yields_plural: false,
+        }
+    }
+
+    /// In `categories` (`kubectl get all`).
+    pub const fn in_categories(mut self, categories: &'static [&'static str]) -> BuiltinKind {
+        self.categories = categories;
+        self
+    }
+
+    /// Not stored, answered on `create` only (reviews).
+    pub const fn create_only(mut self) -> BuiltinKind {
+        self.verbs = Verbs::CreateOnly;
+        self
+    }
+
+    /// Computed on read: `get` and `list` only.
+    pub const fn read_only(mut self) -> BuiltinKind {
+        self.verbs = Verbs::ReadOnly;
+        self
+    }
+
+    /// Kept by the server itself; clients `get`, `list` and `watch` it.
+    pub const fn maintained(mut self) -> BuiltinKind {
+        self.verbs = Verbs::Maintained;
+        self
+    }
+
+    /// Yields its plural to a logical cluster's own groups (see
+    /// [`ResourceInfo::yields_plural`]).
+    pub const fn yields_plural(mut self) -> BuiltinKind {
+        self.yields_plural = true;
+        self
+    }
+
+    /// How the hub serves it.
+    pub fn info(&self) -> ResourceInfo {
+        info(self)
+    }
+}
+
+type Def = BuiltinKind;
 
 const fn d(
     group: &'static str,
@@ -40,51 +117,26 @@ const fn d(
     short: &'static [&'static str],
     sub: Sub,
 ) -> Def {
-    Def {
-        group,
-        version,
-        resource,
-        kind,
-        namespaced,
-        short,
-        sub,
-        categories: &[],
-        create_only: false,
-        read_only: false,
-        maintained: false,
-    }
+    BuiltinKind::new(group, version, resource, kind, namespaced, short, sub)
 }
 
-const fn create_only(mut def: Def) -> Def {
-    def.create_only = true;
-    def
+type Sub = Subresources;
+
+const fn create_only(def: Def) -> Def {
+    def.create_only()
 }
 
-const fn read_only(mut def: Def) -> Def {
-    def.read_only = true;
-    def
-}
-
-const fn maintained(mut def: Def) -> Def {
-    def.maintained = true;
-    def
-}
-
-/// kcp's own kinds are in its `kcp` category (`kubectl get kcp`).
-const fn kcp(mut def: Def) -> Def {
-    def.categories = &["kcp"];
-    def
+const fn read_only(def: Def) -> Def {
+    def.read_only()
 }
 
 /// kube's `api-extensions` category: admission configuration.
-const fn api_extensions(mut def: Def) -> Def {
-    def.categories = &["api-extensions"];
-    def
+const fn api_extensions(def: Def) -> Def {
+    def.in_categories(&["api-extensions"])
 }
 
-const fn all(mut def: Def) -> Def {
-    def.categories = &["all"];
-    def
+const fn all(def: Def) -> Def {
+    def.in_categories(&["all"])
 }
 
 const NS: bool = true;
@@ -577,139 +629,10 @@ const DEFS: &[Def] = &[
         &[],
         Sub::None,
     )),
-    // kcp tenancy
-    kcp(d(
-        "tenancy.kcp.io",
-        "v1alpha1",
-        "workspaces",
-        "Workspace",
-        CL,
-        &["ws"],
-        Sub::Status,
-    )),
-    // kcp's API exports (served by `ferry-server`'s `apis`)
-    kcp(d(
-        "apis.kcp.io",
-        "v1alpha1",
-        "apiresourceschemas",
-        "APIResourceSchema",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    kcp(d(
-        "apis.kcp.io",
-        "v1alpha1",
-        "apiexports",
-        "APIExport",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    kcp(d(
-        "apis.kcp.io",
-        "v1alpha1",
-        "apiexportendpointslices",
-        "APIExportEndpointSlice",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    kcp(d(
-        "apis.kcp.io",
-        "v1alpha1",
-        "apibindings",
-        "APIBinding",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    // kcp TMC (see `crate::workload`): validated by the schemas of their
-    // `ferry_api` types ([`typed_schema`]).
-    kcp(d(
-        "workload.kcp.io",
-        "v1alpha1",
-        "synctargets",
-        "SyncTarget",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    kcp(d(
-        "scheduling.kcp.io",
-        "v1alpha1",
-        "locations",
-        "Location",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    kcp(d(
-        "scheduling.kcp.io",
-        "v1alpha1",
-        "placements",
-        "Placement",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    kcp(d(
-        "apiresource.kcp.io",
-        "v1alpha1",
-        "apiresourceimports",
-        "APIResourceImport",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    // kcp core: the `cluster` object describing each workspace, kept by
-    // `controllers::logical_cluster`; clients read it, never write it.
-    maintained(kcp(d(
-        "core.kcp.io",
-        "v1alpha1",
-        "logicalclusters",
-        "LogicalCluster",
-        CL,
-        &[],
-        Sub::None,
-    ))),
 ];
 
-/// The `openAPIV3Schema` of a built-in kind whose type lives in `ferry_api`
-/// (kcp's TMC kinds, which are CRDs in kcp): the hub validates and prunes
-/// them as kcp's CRDs would, and publishes the schema in OpenAPI.
-fn typed_schema(group: &str, resource: &str) -> Option<Arc<Value>> {
-    use kube::CustomResourceExt;
-    static SCHEMAS: LazyLock<Vec<(String, String, Arc<Value>)>> = LazyLock::new(|| {
-        [
-            ferry_api::workload::SyncTarget::crd(),
-            ferry_api::scheduling::Location::crd(),
-            ferry_api::scheduling::Placement::crd(),
-            ferry_api::apiresource::ApiResourceImport::crd(),
-        ]
-        .into_iter()
-        .filter_map(|crd| {
-            let schema = crd
-                .spec
-                .versions
-                .first()?
-                .schema
-                .as_ref()?
-                .open_api_v3_schema
-                .as_ref()?;
-            let schema = serde_json::to_value(schema).ok()?;
-            Some((crd.spec.group, crd.spec.names.plural, Arc::new(schema)))
-        })
-        .collect()
-    });
-    SCHEMAS
-        .iter()
-        .find(|(g, r, _)| g == group && r == resource)
-        .map(|(_, _, s)| s.clone())
-}
-
-/// Built-in resources served in every workspace.
-pub fn builtin_resources() -> Vec<ResourceInfo> {
+/// Kubernetes' own built-in resources, served in every logical cluster.
+pub fn kubernetes_resources() -> Vec<ResourceInfo> {
     DEFS.iter().map(info).collect()
 }
 
@@ -737,26 +660,24 @@ fn info(def: &Def) -> ResourceInfo {
         namespaced: def.namespaced,
         short_names: def.short.iter().map(|s| s.to_string()).collect(),
         categories: def.categories.iter().map(|s| s.to_string()).collect(),
-        verbs: if def.create_only {
-            vec!["create".to_string()]
-        } else if def.read_only {
-            vec!["get".to_string(), "list".to_string()]
-        } else if def.maintained {
-            vec!["get".to_string(), "list".to_string(), "watch".to_string()]
-        } else {
-            ALL_VERBS.iter().map(|s| s.to_string()).collect()
+        verbs: match def.verbs {
+            Verbs::CreateOnly => vec!["create".to_string()],
+            Verbs::ReadOnly => vec!["get".to_string(), "list".to_string()],
+            Verbs::Maintained => vec!["get".to_string(), "list".to_string(), "watch".to_string()],
+            Verbs::All => ALL_VERBS.iter().map(|s| s.to_string()).collect(),
         },
         status_subresource: !matches!(def.sub, Sub::None),
         scale_subresource: scale,
         extra_subresources: extra,
         // Built-in columns are computed by `table::builtin_columns` at render time.
         printer_columns: Vec::new(),
-        schema: typed_schema(def.group, def.resource),
+        schema: None,
         selectable_fields: Vec::new(),
         storage_version: true,
         from_crd: false,
         binding: None,
         terminating: false,
+        yields_plural: def.yields_plural,
     }
 }
 
@@ -766,7 +687,7 @@ mod tests {
 
     #[test]
     fn builtins_are_unique_per_group_version_resource() {
-        let all = builtin_resources();
+        let all = kubernetes_resources();
         let mut keys: Vec<_> = all
             .iter()
             .map(|r| (r.group.clone(), r.version.clone(), r.resource.clone()))
@@ -778,28 +699,5 @@ mod tests {
         assert!(all
             .iter()
             .any(|r| r.kind == "Deployment" && r.scale_subresource.is_some()));
-    }
-
-    #[test]
-    fn kcp_tmc_kinds_carry_their_types_schemas() {
-        for (group, resource) in [
-            ("workload.kcp.io", "synctargets"),
-            ("scheduling.kcp.io", "locations"),
-            ("scheduling.kcp.io", "placements"),
-            ("apiresource.kcp.io", "apiresourceimports"),
-        ] {
-            let r = builtin_resources()
-                .into_iter()
-                .find(|r| r.group == group && r.resource == resource)
-                .unwrap();
-            let schema = r.schema.expect("schema");
-            assert_eq!(schema["type"], "object", "{resource}");
-            assert!(
-                schema.pointer("/properties/spec/properties").is_some(),
-                "{resource}"
-            );
-            assert!(r.status_subresource && !r.namespaced, "{resource}");
-        }
-        assert!(typed_schema("", "pods").is_none());
     }
 }

@@ -263,7 +263,11 @@ pub async fn create(r: &Request, obj: Value) -> Result<Written, ApiError> {
         }
         return Ok(Written::new(r, obj, true));
     }
-    if key.resource == crate::workspace::WORKSPACES {
+    let makes_logical_cluster = r
+        .hub
+        .logical_cluster_objects()
+        .is_some_and(|objects| key.resource == objects.resource);
+    if makes_logical_cluster {
         if r.hub.store.get(&key).is_some() {
             return Err(store_error(r, &name, StoreError::AlreadyExists));
         }

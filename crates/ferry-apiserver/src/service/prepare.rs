@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 
+use super::reserved::ReservedMetadata;
 use super::Request;
 use crate::json;
 use crate::patch;
@@ -174,7 +175,12 @@ pub(super) fn prepare_with(
         }
     }
     // What the client changed, before the strategy adds the server's own.
-    if let Some(refused) = super::reserved::refusal(super::reserved::Writer::of(s), old, &new) {
+    let reserved = s
+        .hub
+        .extensions
+        .get::<ReservedMetadata>()
+        .map_or(&[][..], |r| r.0);
+    if let Some(refused) = super::reserved::refusal(reserved, super::reserved::Writer::of(s), old, &new) {
         let name = new
             .pointer("/metadata/name")
             .and_then(Value::as_str)
