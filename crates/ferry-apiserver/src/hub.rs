@@ -350,16 +350,10 @@ mod tests {
 
     #[test]
     fn a_layers_builtins_are_served_after_kubernetes_own() {
-        let added = crate::registry::BuiltinKind::new(
-            "example.org",
-            "v1",
-            "gadgets",
-            "Gadget",
-            false,
-            &["gd"],
-            crate::registry::Subresources::Status,
-        )
-        .in_categories(&["example"]);
+        let added = crate::registry::BuiltinKind::new("example.org", "v1", "gadgets", "Gadget")
+            .short_names(&["gd"])
+            .with_status()
+            .in_categories(&["example"]);
         let mut extensions = Extensions::default();
         extensions.insert(BuiltinResources(vec![added.info()]));
         let hub = Hub::with_extensions(Store::in_memory(), HubConfig::default(), extensions);

@@ -5,7 +5,7 @@ use super::{ResourceInfo, ScalePaths, ALL_VERBS};
 
 /// The subresources a built-in resource serves beyond its main one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Subresources {
+enum Subresources {
     None,
     /// `status`: writes to the main resource leave `.status` alone.
     Status,
@@ -44,29 +44,51 @@ pub struct BuiltinKind {
 }
 
 impl BuiltinKind {
-    /// The fully served resource `group/version/resource` of `kind`, with its
-    /// short names and subresources; its singular is the kind in lower case.
+    /// The cluster-scoped resource `group/version/resource` of `kind`, fully
+    /// served, with no short names nor subresources; its singular is the
+    /// kind in lower case.
     pub const fn new(
         group: &'static str,
         version: &'static str,
         resource: &'static str,
         kind: &'static str,
-        namespaced: bool,
-        short: &'static [&'static str],
-        sub: Subresources,
     ) -> BuiltinKind {
         BuiltinKind {
             group,
             version,
             resource,
             kind,
-            namespaced,
-            short,
-            sub,
+            namespaced: false,
+            short: &[],
+            sub: Subresources::None,
             categories: &[],
             verbs: Verbs::All,
             yields_plural: false,
         }
+    }
+
+    /// Namespaced.
+    pub const fn namespaced(mut self) -> BuiltinKind {
+        self.namespaced = true;
+        self
+    }
+
+    /// With `short` names (`kubectl get deploy`).
+    pub const fn short_names(mut self, short: &'static [&'static str]) -> BuiltinKind {
+        self.short = short;
+        self
+    }
+
+    /// With a `status` subresource.
+    pub const fn with_status(mut self) -> BuiltinKind {
+        self.sub = Subresources::Status;
+        self
+    }
+
+    /// With `status` and `scale` subresources.
+    pub const fn with_status_scale(mut self) -> BuiltinKind {
+        self.sub = Subresources::StatusScale;
+        self
     }
 
     /// In `categories` (`kubectl get all`).
@@ -106,529 +128,276 @@ impl BuiltinKind {
     }
 }
 
-type Def = BuiltinKind;
-
-const fn d(
-    group: &'static str,
-    version: &'static str,
-    resource: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-    short: &'static [&'static str],
-    sub: Sub,
-) -> Def {
-    BuiltinKind::new(group, version, resource, kind, namespaced, short, sub)
-}
-
-type Sub = Subresources;
-
-const fn create_only(def: Def) -> Def {
-    def.create_only()
-}
-
-const fn read_only(def: Def) -> Def {
-    def.read_only()
-}
-
-/// kube's `api-extensions` category: admission configuration.
-const fn api_extensions(def: Def) -> Def {
-    def.in_categories(&["api-extensions"])
-}
-
-const fn all(def: Def) -> Def {
-    def.in_categories(&["all"])
-}
-
-const NS: bool = true;
-const CL: bool = false;
-
-const DEFS: &[Def] = &[
+const DEFS: &[BuiltinKind] = &[
     // core/v1
-    d("", "v1", "namespaces", "Namespace", CL, &["ns"], Sub::Status),
-    d("", "v1", "configmaps", "ConfigMap", NS, &["cm"], Sub::None),
-    d("", "v1", "secrets", "Secret", NS, &[], Sub::None),
-    d(
-        "",
-        "v1",
-        "serviceaccounts",
-        "ServiceAccount",
-        NS,
-        &["sa"],
-        Sub::None,
-    ),
-    all(d("", "v1", "services", "Service", NS, &["svc"], Sub::Status)),
-    d("", "v1", "endpoints", "Endpoints", NS, &["ep"], Sub::None),
-    all(d("", "v1", "pods", "Pod", NS, &["po"], Sub::Status)),
-    d("", "v1", "podtemplates", "PodTemplate", NS, &[], Sub::None),
-    all(d(
-        "",
-        "v1",
-        "replicationcontrollers",
-        "ReplicationController",
-        NS,
-        &["rc"],
-        Sub::StatusScale,
-    )),
-    d("", "v1", "nodes", "Node", CL, &["no"], Sub::Status),
-    d(
-        "",
-        "v1",
-        "persistentvolumes",
-        "PersistentVolume",
-        CL,
-        &["pv"],
-        Sub::Status,
-    ),
-    d(
-        "",
-        "v1",
-        "persistentvolumeclaims",
-        "PersistentVolumeClaim",
-        NS,
-        &["pvc"],
-        Sub::Status,
-    ),
-    d("", "v1", "events", "Event", NS, &["ev"], Sub::None),
-    d("", "v1", "limitranges", "LimitRange", NS, &["limits"], Sub::None),
-    d(
-        "",
-        "v1",
-        "resourcequotas",
-        "ResourceQuota",
-        NS,
-        &["quota"],
-        Sub::Status,
-    ),
+    BuiltinKind::new("", "v1", "namespaces", "Namespace")
+        .short_names(&["ns"])
+        .with_status(),
+    BuiltinKind::new("", "v1", "configmaps", "ConfigMap")
+        .namespaced()
+        .short_names(&["cm"]),
+    BuiltinKind::new("", "v1", "secrets", "Secret").namespaced(),
+    BuiltinKind::new("", "v1", "serviceaccounts", "ServiceAccount")
+        .namespaced()
+        .short_names(&["sa"]),
+    BuiltinKind::new("", "v1", "services", "Service")
+        .namespaced()
+        .short_names(&["svc"])
+        .with_status()
+        .in_categories(&["all"]),
+    BuiltinKind::new("", "v1", "endpoints", "Endpoints")
+        .namespaced()
+        .short_names(&["ep"]),
+    BuiltinKind::new("", "v1", "pods", "Pod")
+        .namespaced()
+        .short_names(&["po"])
+        .with_status()
+        .in_categories(&["all"]),
+    BuiltinKind::new("", "v1", "podtemplates", "PodTemplate").namespaced(),
+    BuiltinKind::new("", "v1", "replicationcontrollers", "ReplicationController")
+        .namespaced()
+        .short_names(&["rc"])
+        .with_status_scale()
+        .in_categories(&["all"]),
+    BuiltinKind::new("", "v1", "nodes", "Node")
+        .short_names(&["no"])
+        .with_status(),
+    BuiltinKind::new("", "v1", "persistentvolumes", "PersistentVolume")
+        .short_names(&["pv"])
+        .with_status(),
+    BuiltinKind::new("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+        .namespaced()
+        .short_names(&["pvc"])
+        .with_status(),
+    BuiltinKind::new("", "v1", "events", "Event")
+        .namespaced()
+        .short_names(&["ev"]),
+    BuiltinKind::new("", "v1", "limitranges", "LimitRange")
+        .namespaced()
+        .short_names(&["limits"]),
+    BuiltinKind::new("", "v1", "resourcequotas", "ResourceQuota")
+        .namespaced()
+        .short_names(&["quota"])
+        .with_status(),
     // Deprecated since 1.19 but still served; answered by `api::component_status`.
-    read_only(d(
-        "",
-        "v1",
-        "componentstatuses",
-        "ComponentStatus",
-        CL,
-        &["cs"],
-        Sub::None,
-    )),
+    BuiltinKind::new("", "v1", "componentstatuses", "ComponentStatus")
+        .short_names(&["cs"])
+        .read_only(),
     // apps/v1
-    all(d(
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        NS,
-        &["deploy"],
-        Sub::StatusScale,
-    )),
-    all(d(
-        "apps",
-        "v1",
-        "replicasets",
-        "ReplicaSet",
-        NS,
-        &["rs"],
-        Sub::StatusScale,
-    )),
-    all(d(
-        "apps",
-        "v1",
-        "statefulsets",
-        "StatefulSet",
-        NS,
-        &["sts"],
-        Sub::StatusScale,
-    )),
-    all(d(
-        "apps",
-        "v1",
-        "daemonsets",
-        "DaemonSet",
-        NS,
-        &["ds"],
-        Sub::Status,
-    )),
-    d(
-        "apps",
-        "v1",
-        "controllerrevisions",
-        "ControllerRevision",
-        NS,
-        &[],
-        Sub::None,
-    ),
+    BuiltinKind::new("apps", "v1", "deployments", "Deployment")
+        .namespaced()
+        .short_names(&["deploy"])
+        .with_status_scale()
+        .in_categories(&["all"]),
+    BuiltinKind::new("apps", "v1", "replicasets", "ReplicaSet")
+        .namespaced()
+        .short_names(&["rs"])
+        .with_status_scale()
+        .in_categories(&["all"]),
+    BuiltinKind::new("apps", "v1", "statefulsets", "StatefulSet")
+        .namespaced()
+        .short_names(&["sts"])
+        .with_status_scale()
+        .in_categories(&["all"]),
+    BuiltinKind::new("apps", "v1", "daemonsets", "DaemonSet")
+        .namespaced()
+        .short_names(&["ds"])
+        .with_status()
+        .in_categories(&["all"]),
+    BuiltinKind::new("apps", "v1", "controllerrevisions", "ControllerRevision").namespaced(),
     // batch/v1
-    all(d("batch", "v1", "jobs", "Job", NS, &[], Sub::Status)),
-    all(d("batch", "v1", "cronjobs", "CronJob", NS, &["cj"], Sub::Status)),
+    BuiltinKind::new("batch", "v1", "jobs", "Job")
+        .namespaced()
+        .with_status()
+        .in_categories(&["all"]),
+    BuiltinKind::new("batch", "v1", "cronjobs", "CronJob")
+        .namespaced()
+        .short_names(&["cj"])
+        .with_status()
+        .in_categories(&["all"]),
     // autoscaling
-    all(d(
+    BuiltinKind::new(
         "autoscaling",
         "v2",
         "horizontalpodautoscalers",
         "HorizontalPodAutoscaler",
-        NS,
-        &["hpa"],
-        Sub::Status,
-    )),
+    )
+    .namespaced()
+    .short_names(&["hpa"])
+    .with_status()
+    .in_categories(&["all"]),
     // networking
-    d(
-        "networking.k8s.io",
-        "v1",
-        "ingresses",
-        "Ingress",
-        NS,
-        &["ing"],
-        Sub::Status,
-    ),
-    d(
-        "networking.k8s.io",
-        "v1",
-        "ingressclasses",
-        "IngressClass",
-        CL,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "networking.k8s.io",
-        "v1",
-        "networkpolicies",
-        "NetworkPolicy",
-        NS,
-        &["netpol"],
-        Sub::None,
-    ),
-    d(
-        "policy",
-        "v1",
-        "poddisruptionbudgets",
-        "PodDisruptionBudget",
-        NS,
-        &["pdb"],
-        Sub::Status,
-    ),
-    d(
-        "discovery.k8s.io",
-        "v1",
-        "endpointslices",
-        "EndpointSlice",
-        NS,
-        &[],
-        Sub::None,
-    ),
-    d("coordination.k8s.io", "v1", "leases", "Lease", NS, &[], Sub::None),
-    d("events.k8s.io", "v1", "events", "Event", NS, &["ev"], Sub::None),
-    d(
-        "storage.k8s.io",
-        "v1",
-        "storageclasses",
-        "StorageClass",
-        CL,
-        &["sc"],
-        Sub::None,
-    ),
+    BuiltinKind::new("networking.k8s.io", "v1", "ingresses", "Ingress")
+        .namespaced()
+        .short_names(&["ing"])
+        .with_status(),
+    BuiltinKind::new("networking.k8s.io", "v1", "ingressclasses", "IngressClass"),
+    BuiltinKind::new("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
+        .namespaced()
+        .short_names(&["netpol"]),
+    BuiltinKind::new("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+        .namespaced()
+        .short_names(&["pdb"])
+        .with_status(),
+    BuiltinKind::new("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice").namespaced(),
+    BuiltinKind::new("coordination.k8s.io", "v1", "leases", "Lease").namespaced(),
+    BuiltinKind::new("events.k8s.io", "v1", "events", "Event")
+        .namespaced()
+        .short_names(&["ev"]),
+    BuiltinKind::new("storage.k8s.io", "v1", "storageclasses", "StorageClass").short_names(&["sc"]),
     // Kinds kube-apiserver serves for its own components (admission,
     // scheduling, storage, flow control, DRA, service IPs): stored,
     // defaulted and validated here, acted on by nothing in the hub.
-    api_extensions(d(
+    BuiltinKind::new(
         "admissionregistration.k8s.io",
         "v1",
         "mutatingwebhookconfigurations",
         "MutatingWebhookConfiguration",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    api_extensions(d(
+    )
+    .in_categories(&["api-extensions"]),
+    BuiltinKind::new(
         "admissionregistration.k8s.io",
         "v1",
         "validatingwebhookconfigurations",
         "ValidatingWebhookConfiguration",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    api_extensions(d(
+    )
+    .in_categories(&["api-extensions"]),
+    BuiltinKind::new(
         "admissionregistration.k8s.io",
         "v1",
         "validatingadmissionpolicies",
         "ValidatingAdmissionPolicy",
-        CL,
-        &[],
-        Sub::Status,
-    )),
-    api_extensions(d(
+    )
+    .with_status()
+    .in_categories(&["api-extensions"]),
+    BuiltinKind::new(
         "admissionregistration.k8s.io",
         "v1",
         "validatingadmissionpolicybindings",
         "ValidatingAdmissionPolicyBinding",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    api_extensions(d(
+    )
+    .in_categories(&["api-extensions"]),
+    BuiltinKind::new(
         "admissionregistration.k8s.io",
         "v1",
         "mutatingadmissionpolicies",
         "MutatingAdmissionPolicy",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    api_extensions(d(
+    )
+    .in_categories(&["api-extensions"]),
+    BuiltinKind::new(
         "admissionregistration.k8s.io",
         "v1",
         "mutatingadmissionpolicybindings",
         "MutatingAdmissionPolicyBinding",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    d(
-        "scheduling.k8s.io",
-        "v1",
-        "priorityclasses",
-        "PriorityClass",
-        CL,
-        &["pc"],
-        Sub::None,
-    ),
-    d(
-        "node.k8s.io",
-        "v1",
-        "runtimeclasses",
-        "RuntimeClass",
-        CL,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "storage.k8s.io",
-        "v1",
-        "csidrivers",
-        "CSIDriver",
-        CL,
-        &[],
-        Sub::None,
-    ),
-    d("storage.k8s.io", "v1", "csinodes", "CSINode", CL, &[], Sub::None),
-    d(
+    )
+    .in_categories(&["api-extensions"]),
+    BuiltinKind::new("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass").short_names(&["pc"]),
+    BuiltinKind::new("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass"),
+    BuiltinKind::new("storage.k8s.io", "v1", "csidrivers", "CSIDriver"),
+    BuiltinKind::new("storage.k8s.io", "v1", "csinodes", "CSINode"),
+    BuiltinKind::new(
         "storage.k8s.io",
         "v1",
         "csistoragecapacities",
         "CSIStorageCapacity",
-        NS,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "storage.k8s.io",
-        "v1",
-        "volumeattachments",
-        "VolumeAttachment",
-        CL,
-        &[],
-        Sub::Status,
-    ),
-    d(
+    )
+    .namespaced(),
+    BuiltinKind::new("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment").with_status(),
+    BuiltinKind::new(
         "storage.k8s.io",
         "v1",
         "volumeattributesclasses",
         "VolumeAttributesClass",
-        CL,
-        &["vac"],
-        Sub::None,
-    ),
-    d(
-        "flowcontrol.apiserver.k8s.io",
-        "v1",
-        "flowschemas",
-        "FlowSchema",
-        CL,
-        &[],
-        Sub::Status,
-    ),
-    d(
+    )
+    .short_names(&["vac"]),
+    BuiltinKind::new("flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema").with_status(),
+    BuiltinKind::new(
         "flowcontrol.apiserver.k8s.io",
         "v1",
         "prioritylevelconfigurations",
         "PriorityLevelConfiguration",
-        CL,
-        &[],
-        Sub::Status,
-    ),
-    d(
-        "resource.k8s.io",
-        "v1",
-        "deviceclasses",
-        "DeviceClass",
-        CL,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "resource.k8s.io",
-        "v1",
-        "resourceclaims",
-        "ResourceClaim",
-        NS,
-        &[],
-        Sub::Status,
-    ),
-    d(
+    )
+    .with_status(),
+    BuiltinKind::new("resource.k8s.io", "v1", "deviceclasses", "DeviceClass"),
+    BuiltinKind::new("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+        .namespaced()
+        .with_status(),
+    BuiltinKind::new(
         "resource.k8s.io",
         "v1",
         "resourceclaimtemplates",
         "ResourceClaimTemplate",
-        NS,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "resource.k8s.io",
-        "v1",
-        "resourceslices",
-        "ResourceSlice",
-        CL,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "networking.k8s.io",
-        "v1",
-        "ipaddresses",
-        "IPAddress",
-        CL,
-        &["ip"],
-        Sub::None,
-    ),
-    d(
-        "networking.k8s.io",
-        "v1",
-        "servicecidrs",
-        "ServiceCIDR",
-        CL,
-        &[],
-        Sub::Status,
-    ),
+    )
+    .namespaced(),
+    BuiltinKind::new("resource.k8s.io", "v1", "resourceslices", "ResourceSlice"),
+    BuiltinKind::new("networking.k8s.io", "v1", "ipaddresses", "IPAddress").short_names(&["ip"]),
+    BuiltinKind::new("networking.k8s.io", "v1", "servicecidrs", "ServiceCIDR").with_status(),
     // RBAC
-    d(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "roles",
-        "Role",
-        NS,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "rolebindings",
-        "RoleBinding",
-        NS,
-        &[],
-        Sub::None,
-    ),
-    d(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterroles",
-        "ClusterRole",
-        CL,
-        &[],
-        Sub::None,
-    ),
-    d(
+    BuiltinKind::new("rbac.authorization.k8s.io", "v1", "roles", "Role").namespaced(),
+    BuiltinKind::new("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding").namespaced(),
+    BuiltinKind::new("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole"),
+    BuiltinKind::new(
         "rbac.authorization.k8s.io",
         "v1",
         "clusterrolebindings",
         "ClusterRoleBinding",
-        CL,
-        &[],
-        Sub::None,
     ),
     // API machinery
-    d(
+    BuiltinKind::new(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
         "CustomResourceDefinition",
-        CL,
-        &["crd", "crds"],
-        Sub::Status,
-    ),
-    d(
-        "apiregistration.k8s.io",
-        "v1",
-        "apiservices",
-        "APIService",
-        CL,
-        &[],
-        Sub::Status,
-    ),
-    d(
+    )
+    .short_names(&["crd", "crds"])
+    .with_status(),
+    BuiltinKind::new("apiregistration.k8s.io", "v1", "apiservices", "APIService").with_status(),
+    BuiltinKind::new(
         "certificates.k8s.io",
         "v1",
         "certificatesigningrequests",
         "CertificateSigningRequest",
-        CL,
-        &["csr"],
-        Sub::Status,
-    ),
+    )
+    .short_names(&["csr"])
+    .with_status(),
     // Reviews: create-only, answered by `api::special`.
-    create_only(d(
-        "authentication.k8s.io",
-        "v1",
-        "tokenreviews",
-        "TokenReview",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    create_only(d(
+    BuiltinKind::new("authentication.k8s.io", "v1", "tokenreviews", "TokenReview").create_only(),
+    BuiltinKind::new(
         "authentication.k8s.io",
         "v1",
         "selfsubjectreviews",
         "SelfSubjectReview",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    create_only(d(
+    )
+    .create_only(),
+    BuiltinKind::new(
         "authorization.k8s.io",
         "v1",
         "selfsubjectaccessreviews",
         "SelfSubjectAccessReview",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    create_only(d(
+    )
+    .create_only(),
+    BuiltinKind::new(
         "authorization.k8s.io",
         "v1",
         "selfsubjectrulesreviews",
         "SelfSubjectRulesReview",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    create_only(d(
+    )
+    .create_only(),
+    BuiltinKind::new(
         "authorization.k8s.io",
         "v1",
         "subjectaccessreviews",
         "SubjectAccessReview",
-        CL,
-        &[],
-        Sub::None,
-    )),
-    create_only(d(
+    )
+    .create_only(),
+    BuiltinKind::new(
         "authorization.k8s.io",
         "v1",
         "localsubjectaccessreviews",
         "LocalSubjectAccessReview",
-        NS,
-        &[],
-        Sub::None,
-    )),
+    )
+    .namespaced()
+    .create_only(),
 ];
 
 /// Kubernetes' own built-in resources, served in every logical cluster.
@@ -636,8 +405,8 @@ pub fn kubernetes_resources() -> Vec<ResourceInfo> {
     DEFS.iter().map(info).collect()
 }
 
-fn info(def: &Def) -> ResourceInfo {
-    let scale = matches!(def.sub, Sub::StatusScale).then(|| ScalePaths {
+fn info(def: &BuiltinKind) -> ResourceInfo {
+    let scale = matches!(def.sub, Subresources::StatusScale).then(|| ScalePaths {
         spec_replicas: ".spec.replicas".into(),
         status_replicas: ".status.replicas".into(),
         label_selector: Some(".status.selector".into()),
@@ -666,7 +435,7 @@ fn info(def: &Def) -> ResourceInfo {
             Verbs::Maintained => vec!["get".to_string(), "list".to_string(), "watch".to_string()],
             Verbs::All => ALL_VERBS.iter().map(|s| s.to_string()).collect(),
         },
-        status_subresource: !matches!(def.sub, Sub::None),
+        status_subresource: !matches!(def.sub, Subresources::None),
         scale_subresource: scale,
         extra_subresources: extra,
         // Built-in columns are computed by `table::builtin_columns` at render time.

@@ -8,7 +8,7 @@ mod crd;
 pub mod field_labels;
 pub mod key_order;
 
-pub use builtin::{kubernetes_resources, BuiltinKind, Subresources};
+pub use builtin::{kubernetes_resources, BuiltinKind};
 pub use crd::{resources_from_crd, CrdError};
 
 use std::sync::Arc;

@@ -6,103 +6,39 @@
 
 use std::sync::{Arc, LazyLock};
 
-use ferry_apiserver::registry::{BuiltinKind, BuiltinResources, ResourceInfo, Subresources};
+use ferry_apiserver::registry::{BuiltinKind, BuiltinResources, ResourceInfo};
 use serde_json::Value;
 
-const CL: bool = false;
-
-const fn kcp(
-    group: &'static str,
-    resource: &'static str,
-    kind: &'static str,
-    short: &'static [&'static str],
-    sub: Subresources,
-) -> BuiltinKind {
-    BuiltinKind::new(group, "v1alpha1", resource, kind, CL, short, sub).in_categories(&["kcp"])
+const fn kcp(group: &'static str, resource: &'static str, kind: &'static str) -> BuiltinKind {
+    BuiltinKind::new(group, "v1alpha1", resource, kind).in_categories(&["kcp"])
 }
 
 const KINDS: &[BuiltinKind] = &[
     // kcp tenancy
-    kcp(
-        "tenancy.kcp.io",
-        "workspaces",
-        "Workspace",
-        &["ws"],
-        Subresources::Status,
-    ),
+    kcp("tenancy.kcp.io", "workspaces", "Workspace")
+        .short_names(&["ws"])
+        .with_status(),
     // kcp's API exports (served by `crate::apis`)
-    kcp(
-        "apis.kcp.io",
-        "apiresourceschemas",
-        "APIResourceSchema",
-        &[],
-        Subresources::None,
-    ),
-    kcp(
-        "apis.kcp.io",
-        "apiexports",
-        "APIExport",
-        &[],
-        Subresources::Status,
-    ),
-    kcp(
-        "apis.kcp.io",
-        "apiexportendpointslices",
-        "APIExportEndpointSlice",
-        &[],
-        Subresources::Status,
-    ),
-    kcp(
-        "apis.kcp.io",
-        "apibindings",
-        "APIBinding",
-        &[],
-        Subresources::Status,
-    ),
+    kcp("apis.kcp.io", "apiresourceschemas", "APIResourceSchema"),
+    kcp("apis.kcp.io", "apiexports", "APIExport").with_status(),
+    kcp("apis.kcp.io", "apiexportendpointslices", "APIExportEndpointSlice").with_status(),
+    kcp("apis.kcp.io", "apibindings", "APIBinding").with_status(),
     // kcp TMC (see `crate::synctarget`): validated by the schemas of their
     // `ferry_api` types ([`typed_schemas`]). KubeStellar reuses their plurals
     // (`synctargets`, `locations`), which a workspace's own groups take.
-    kcp(
-        "workload.kcp.io",
-        "synctargets",
-        "SyncTarget",
-        &[],
-        Subresources::Status,
-    )
-    .yields_plural(),
-    kcp(
-        "scheduling.kcp.io",
-        "locations",
-        "Location",
-        &[],
-        Subresources::Status,
-    )
-    .yields_plural(),
-    kcp(
-        "scheduling.kcp.io",
-        "placements",
-        "Placement",
-        &[],
-        Subresources::Status,
-    )
-    .yields_plural(),
-    kcp(
-        "apiresource.kcp.io",
-        "apiresourceimports",
-        "APIResourceImport",
-        &[],
-        Subresources::Status,
-    ),
+    kcp("workload.kcp.io", "synctargets", "SyncTarget")
+        .with_status()
+        .yields_plural(),
+    kcp("scheduling.kcp.io", "locations", "Location")
+        .with_status()
+        .yields_plural(),
+    kcp("scheduling.kcp.io", "placements", "Placement")
+        .with_status()
+        .yields_plural(),
+    kcp("apiresource.kcp.io", "apiresourceimports", "APIResourceImport").with_status(),
     // kcp core: the `cluster` object describing each workspace, kept by the
     // logical cluster controller; clients read it, never write it.
-    kcp(
-        "core.kcp.io",
-        "logicalclusters",
-        "LogicalCluster",
-        &[],
-        Subresources::None,
-    )
-    .maintained(),
+    kcp("core.kcp.io", "logicalclusters", "LogicalCluster").maintained(),
 ];
 
 /// kcp's kinds as the hub serves them, for the hub's extensions.
@@ -161,20 +97,20 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn builtins_are_unique_per_group_version_resource() {
-        let registry = Registry::with_builtins(&resources().0);
-        let all = registry.resources(None);
-        let mut keys: Vec<_> = all
-            .iter()
-            .map(|r| (r.group.clone(), r.version.clone(), r.resource.clone()))
-            .collect();
-        keys.sort();
-        let n = keys.len();
-        keys.dedup();
-        assert_eq!(n, keys.len());
-        assert!(all
-            .iter()
-            .any(|r| r.kind == "Workspace" && r.short_names == ["ws"]));
+    fn kcps_kinds_are_served_once_each_and_none_as_kubernetes_own() {
+        let kubernetes = Registry::default();
+        let mut seen = std::collections::HashSet::new();
+        for r in resources().0 {
+            assert!(!kubernetes.is_builtin(&r.group, &r.resource), "{}", r.resource);
+            assert!(
+                seen.insert((r.group.clone(), r.resource.clone())),
+                "{} twice",
+                r.resource
+            );
+        }
+        let hub = Registry::with_builtins(&resources().0);
+        let workspaces = hub.lookup(Some("root"), "tenancy.kcp.io", "v1alpha1", "workspaces");
+        assert_eq!(workspaces.map(|w| w.short_names), Some(vec!["ws".to_string()]));
     }
 
     #[test]
