@@ -2,10 +2,11 @@
 //! for a client — storage with watch, the registry of what is served, the
 //! typed write path, REST and watch over HTTP, authentication and RBAC,
 //! discovery, OpenAPI and Table — holding nothing of kcp, KubeStellar or
-//! TMC but the keys a logical cluster travels under (said below). Ferry's
-//! hub (`ferry-server`) builds kcp's tenancy, APIExports, virtual
-//! workspaces and the profiles' kinds on top of it; a program that wants a plain Kubernetes API server
-//! builds a [`Hub`] over a [`storage::Store`] and serves [`api::router`].
+//! TMC but the keys a caller's logical cluster travels under (said below).
+//! Ferry's hub (`ferry-server`) builds kcp's tenancy, APIExports, virtual
+//! workspaces and the profiles' kinds on top of it; a program that wants a
+//! plain Kubernetes API server builds a [`Hub`] over a [`storage::Store`]
+//! and serves [`api::router`].
 //!
 //! # Public surface, bottom up
 //!
@@ -51,7 +52,8 @@
 //!   before Kubernetes' own, as kube-apiserver's strategies are registered by
 //!   whoever installs an API group;
 //! - [`workspace::LogicalClusterObjects`]: the objects that make logical
-//!   clusters below root (kcp's Workspaces);
+//!   clusters below root (kcp's Workspaces), and the annotation that names
+//!   an object's logical cluster (`kcp.io/cluster`);
 //! - `Arc<dyn` [`hub::ServedResources`]`>`: resources a logical cluster
 //!   serves beyond its CRDs (kcp's APIBindings);
 //! - [`service::reserved::ReservedMetadata`]: labels and annotations only
@@ -62,10 +64,10 @@
 //! A hub built with none ([`Hub::new`]) serves Kubernetes' own kinds and
 //! CRDs in `root` alone.
 //!
-//! What still names kcp: the logical cluster travels under kcp's keys (the
-//! `kcp.io/cluster` annotation on every object and claim of a ServiceAccount
-//! token, the `authentication.kcp.io/cluster-name` user extra), as kcp's
-//! clients expect them, and a few tests use kcp's names as examples.
+//! What still names kcp: a caller's logical cluster travels under kcp's
+//! keys (the `kcp.io/cluster` claim of a ServiceAccount token, the
+//! `authentication.kcp.io/cluster-name` user extra), as kcp's clients
+//! expect them, and a test impersonates that extra.
 //! `crates/ferry-cli/tests/layers.rs` lists each such file with its reason,
 //! and fails when a new one appears.
 //!

@@ -29,6 +29,9 @@ pub struct LogicalClusterObjects {
     /// What the 404 of a logical cluster that does not exist tells the
     /// client to do.
     pub how_to_create: &'static str,
+    /// The annotation every object written in a logical cluster carries,
+    /// naming it (kcp's `kcp.io/cluster`).
+    pub annotation: &'static str,
 }
 
 /// A known logical cluster.

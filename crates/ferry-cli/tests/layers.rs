@@ -457,10 +457,6 @@ const KNOWN_KCP_IN_THE_API_SERVER: &[(&str, &str)] = &[
         "auth/service_account.rs",
         "ServiceAccount tokens carry their logical cluster as kcp's do",
     ),
-    (
-        "service/prepare.rs",
-        "objects carry their logical cluster as kcp's annotation",
-    ),
 ];
 
 /// Whether `source` (one Rust file, comments not read) names kcp,

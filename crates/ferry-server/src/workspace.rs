@@ -29,5 +29,6 @@ pub fn objects() -> LogicalClusterObjects {
         resource: WORKSPACES,
         cluster_of: logical_cluster_of,
         how_to_create: "create it with a tenancy.kcp.io/v1alpha1 Workspace in its parent",
+        annotation: ferry_api::well_known::KCP_CLUSTER_ANNOTATION,
     }
 }

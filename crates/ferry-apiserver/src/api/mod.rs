@@ -14,8 +14,6 @@ mod special;
 mod virtual_workspace;
 mod watch;
 
-pub use crate::service::CLUSTER_ANNOTATION;
-
 use std::sync::Arc;
 
 use axum::body::Body;

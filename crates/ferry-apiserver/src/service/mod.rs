@@ -35,7 +35,7 @@ use crate::registry::ResourceInfo;
 use crate::status::{ApiError, Cause};
 use crate::storage::{Expect, ObjectKey, StoreError, StoredObject};
 pub use change::{Change, PatchType};
-pub use prepare::{WriteKind, CLUSTER_ANNOTATION};
+pub use prepare::WriteKind;
 use propagation::PropagationPolicy;
 
 /// The object a write left, whether it was created, and the strategy's

@@ -14,9 +14,6 @@ use crate::status::{ApiError, Cause};
 use crate::strategy::{self, Strategy};
 use crate::validation::{self, NameRule};
 
-/// Annotation kcp puts on every object: the logical cluster's name.
-pub const CLUSTER_ANNOTATION: &str = "kcp.io/cluster";
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteKind {
     Create,
@@ -167,11 +164,12 @@ pub(super) fn prepare_with(
             }
         }
     }
-    if let Some(cluster) = &s.cluster {
+    let annotation = s.hub.logical_cluster_objects().map(|o| o.annotation);
+    if let (Some(cluster), Some(annotation)) = (&s.cluster, annotation) {
         let m = meta_mut(&mut new)?;
         let ann = m.entry("annotations").or_insert_with(|| json!({}));
         if let Some(a) = ann.as_object_mut() {
-            a.insert(CLUSTER_ANNOTATION.into(), Value::String(cluster.name.clone()));
+            a.insert(annotation.into(), Value::String(cluster.name.clone()));
         }
     }
     // What the client changed, before the strategy adds the server's own.
