@@ -319,18 +319,22 @@ fn group_views(resources: &[ResourceInfo]) -> Vec<GroupView<'_>> {
     groups
 }
 
-/// kcp TMC's groups, which the hub serves built in in every workspace, and
-/// whose plurals KubeStellar reuses (`locations`, `synctargets`).
-const YIELDING_GROUPS: &[&str] = &["workload.kcp.io", "scheduling.kcp.io"];
+/// Whether `g` serves a built-in resource that yields its plural
+/// ([`ResourceInfo::yields_plural`]).
+fn yields(g: &GroupView<'_>) -> bool {
+    g.versions.iter().flat_map(|(_, rs)| rs).any(|r| r.yields_plural)
+}
 
 /// A group the workspace added itself (CRDs or an APIBinding) serving a
-/// plural of a [`YIELDING_GROUPS`] group moves just ahead of the first of
-/// them. kubectl resolves a plural served by several groups to the first
+/// plural of a group that yields its plurals (kcp TMC's, which the hub
+/// serves built in in every workspace and whose `locations` and
+/// `synctargets` KubeStellar reuses) moves just ahead of the first such
+/// group. kubectl resolves a plural served by several groups to the first
 /// group discovery lists, so in a KubeStellar inventory workspace
 /// `kubectl get locations` means KubeStellar's Locations, as the user put
-/// them there; where only kcp's kinds are served, nothing moves.
+/// them there; where only the built-ins are served, nothing moves.
 fn own_groups_first(groups: &mut Vec<GroupView<'_>>) {
-    let Some(first) = groups.iter().position(|g| YIELDING_GROUPS.contains(&g.name)) else {
+    let Some(first) = groups.iter().position(yields) else {
         return;
     };
     let resources = |g: &GroupView<'_>| -> Vec<(String, bool)> {
@@ -341,7 +345,7 @@ fn own_groups_first(groups: &mut Vec<GroupView<'_>>) {
     };
     let plurals: std::collections::HashSet<String> = groups
         .iter()
-        .filter(|g| YIELDING_GROUPS.contains(&g.name))
+        .filter(|g| yields(g))
         .flat_map(|g| resources(g).into_iter().map(|(r, _)| r))
         .collect();
     let (mut moving, mut staying) = (Vec::new(), Vec::new());
@@ -502,41 +506,49 @@ pub(crate) mod tests {
             from_crd: false,
             binding: None,
             terminating: false,
+            yields_plural: false,
         }
     }
 
     #[test]
-    fn a_workspaces_own_group_comes_before_kcps_with_the_same_plural() {
+    fn a_workspaces_own_group_comes_before_a_yielding_one_with_the_same_plural() {
         let names = |rs: &[ResourceInfo]| -> Vec<String> {
             group_views(rs).iter().map(|g| g.name.to_string()).collect()
         };
-        let kcp = resource("scheduling.kcp.io", "v1alpha1", "Location", false);
-        let tmc = resource("workload.kcp.io", "v1alpha1", "SyncTarget", false);
-        let mut edge = resource("edge.kubestellar.io", "v2alpha1", "Location", false);
-        edge.from_crd = true;
-        let mut edge_target = resource("edge.kubestellar.io", "v2alpha1", "SyncTarget", false);
-        edge_target.from_crd = true;
-        let mut other = resource("example.com", "v1", "Widget", false);
-        other.from_crd = true;
+        let built_in = |group, kind| ResourceInfo {
+            yields_plural: true,
+            ..resource(group, "v1alpha1", kind, false)
+        };
+        let own = |group, version, kind| ResourceInfo {
+            from_crd: true,
+            ..resource(group, version, kind, false)
+        };
+        let places = built_in("places.example.org", "Location");
+        let targets = built_in("targets.example.org", "SyncTarget");
+        let other = own("example.com", "v1", "Widget");
         let core = resource("", "v1", "Pod", true);
-        // Only kcp's: as listed.
-        let alone = [core.clone(), tmc.clone(), kcp.clone(), other.clone()];
+        // Only the built-ins: as listed.
+        let alone = [core.clone(), targets.clone(), places.clone(), other.clone()];
         assert_eq!(
             names(&alone),
-            ["", "workload.kcp.io", "scheduling.kcp.io", "example.com"]
+            ["", "targets.example.org", "places.example.org", "example.com"]
         );
-        // KubeStellar's CRDs in the workspace: their group ahead of kcp's; others stay.
-        let both = [core, tmc, kcp, other, edge, edge_target];
+        // The workspace's own group serving their plurals: ahead of them; others stay.
+        let mine = |kind| own("mine.example.net", "v2alpha1", kind);
+        let both = [core, targets, places, other, mine("Location"), mine("SyncTarget")];
         assert_eq!(
             names(&both),
             [
                 "",
-                "edge.kubestellar.io",
-                "workload.kcp.io",
-                "scheduling.kcp.io",
+                "mine.example.net",
+                "targets.example.org",
+                "places.example.org",
                 "example.com"
             ]
         );
+        // A built-in that does not yield keeps its place.
+        let plain = [resource("", "v1", "Location", false), mine("Location")];
+        assert_eq!(names(&plain), ["", "mine.example.net"]);
     }
 
     /// A small workspace: core pods and namespaces, apps deployments, and a

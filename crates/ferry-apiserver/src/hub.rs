@@ -7,9 +7,9 @@ use futures::future::BoxFuture;
 use parking_lot::RwLock;
 use serde_json::Value;
 
-use crate::registry::{resources_from_crd, Registry, ResourceInfo};
+use crate::registry::{resources_from_crd, BuiltinResources, Registry, ResourceInfo};
 use crate::storage::{ClusterScope, ObjectKey, Store};
-use crate::workspace::{LogicalCluster, WorkspaceIndex, ROOT, WORKSPACES};
+use crate::workspace::{LogicalCluster, LogicalClusterObjects, WorkspaceIndex, ROOT};
 
 /// Settings that shape what clients see.
 #[derive(Clone)]
@@ -154,9 +154,10 @@ impl Hub {
             static_tokens: config.static_tokens.clone(),
             service_account_key: config.service_account_key.clone(),
         });
+        let builtins = extensions.get::<BuiltinResources>();
         let hub = Hub {
             store,
-            registry: Registry::default(),
+            registry: Registry::with_builtins(builtins.map_or(&[], |b| b.0.as_slice())),
             workspaces: WorkspaceIndex::new(),
             config,
             security,
@@ -192,28 +193,8 @@ impl Hub {
     /// serves from the store (when the hub starts, and when a replica takes
     /// over from hubs that wrote the shared store).
     pub fn rebuild_indexes(&self) {
-        // Workspaces: parents first, so paths can be built top-down.
-        let (all, _) = self.store.list(&ClusterScope::All, WORKSPACES, None, None);
-        let mut pending: Vec<(String, Value)> =
-            all.into_iter().map(|(k, o)| (k.cluster, o.value())).collect();
-        while !pending.is_empty() {
-            let before = pending.len();
-            pending.retain(|(parent, ws)| {
-                let Some(parent_lc) = self.workspaces.by_name(parent) else {
-                    return true;
-                };
-                if let Some(lc) = logical_cluster_of(&parent_lc, ws) {
-                    self.workspaces.insert(lc);
-                }
-                false
-            });
-            if pending.len() == before {
-                tracing::warn!(
-                    orphans = pending.len(),
-                    "workspaces whose parent no longer exists are ignored"
-                );
-                break;
-            }
+        if let Some(objects) = self.logical_cluster_objects() {
+            self.index_logical_clusters(objects);
         }
         let (crds, _) = self.store.list(&ClusterScope::All, CRDS, None, None);
         let (served, _) = match self.served_resources() {
@@ -229,6 +210,33 @@ impl Hub {
         clusters.dedup();
         for c in clusters {
             self.refresh_crds(&c);
+        }
+    }
+
+    /// Add to the index the logical cluster every one of `objects` stands for.
+    fn index_logical_clusters(&self, objects: &LogicalClusterObjects) {
+        // Parents first, so paths can be built top-down.
+        let (all, _) = self.store.list(&ClusterScope::All, objects.resource, None, None);
+        let mut pending: Vec<(String, Value)> =
+            all.into_iter().map(|(k, o)| (k.cluster, o.value())).collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            pending.retain(|(parent, ws)| {
+                let Some(parent_lc) = self.workspaces.by_name(parent) else {
+                    return true;
+                };
+                if let Some(lc) = (objects.cluster_of)(&parent_lc, ws) {
+                    self.workspaces.insert(lc);
+                }
+                false
+            });
+            if pending.len() == before {
+                tracing::warn!(
+                    orphans = pending.len(),
+                    "workspaces whose parent no longer exists are ignored"
+                );
+                break;
+            }
         }
     }
 
@@ -271,6 +279,12 @@ impl Hub {
         self.extensions.get::<Arc<dyn ServedResources>>()
     }
 
+    /// The objects logical clusters below root are made from, if a layer
+    /// above added them ([`LogicalClusterObjects`]).
+    pub fn logical_cluster_objects(&self) -> Option<&LogicalClusterObjects> {
+        self.extensions.get::<LogicalClusterObjects>()
+    }
+
     /// The logical cluster a client addressed (`None` in the URL means root).
     pub fn resolve_cluster(&self, raw: Option<&str>) -> Option<LogicalCluster> {
         self.workspaces.resolve(raw.unwrap_or(ROOT))
@@ -291,13 +305,70 @@ impl crate::auth::AuthContext for Hub {
     }
 }
 
-/// The logical cluster a Workspace object (stored in `parent`) stands for.
-pub fn logical_cluster_of(parent: &LogicalCluster, ws: &Value) -> Option<LogicalCluster> {
-    let name = ws.pointer("/metadata/name")?.as_str()?;
-    let cluster = ws.pointer("/spec/cluster")?.as_str()?;
-    Some(LogicalCluster {
-        name: cluster.to_string(),
-        path: format!("{}:{name}", parent.path),
-        parent: Some(parent.name.clone()),
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kubernetes' groups: the core group, its unsuffixed legacy ones, and
+    /// the `*.k8s.io` ones.
+    fn is_kubernetes_group(group: &str) -> bool {
+        ["", "apps", "batch", "autoscaling", "policy"].contains(&group) || group.ends_with(".k8s.io")
+    }
+
+    #[test]
+    fn a_plain_hub_serves_kubernetes_own_kinds_only() {
+        let hub = Hub::new(Store::in_memory(), HubConfig::default());
+        let resources = hub.registry.resources(Some(ROOT));
+        let discovered = crate::discovery::aggregated_discovery(&resources, false);
+        let groups: Vec<&str> = discovered["items"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .filter_map(|g| g.pointer("/metadata/name")?.as_str())
+            .collect();
+        assert!(groups.contains(&"apps"), "{groups:?}");
+        let foreign: Vec<&&str> = groups.iter().filter(|g| !is_kubernetes_group(g)).collect();
+        assert!(foreign.is_empty(), "served beyond Kubernetes: {foreign:?}");
+        for r in &resources {
+            assert!(is_kubernetes_group(&r.group), "{}", r.api_version());
+            assert!(!r.yields_plural, "{}", r.resource);
+            for category in &r.categories {
+                assert!(
+                    ["all", "api-extensions"].contains(&category.as_str()),
+                    "{category}"
+                );
+            }
+        }
+        // Root is the only logical cluster, and a missing one says no more.
+        assert!(hub.logical_cluster_objects().is_none());
+        assert_eq!(
+            hub.resolve_cluster(None).map(|lc| lc.path),
+            Some(ROOT.to_string())
+        );
+        assert!(hub.resolve_cluster(Some("root:team")).is_none());
+    }
+
+    #[test]
+    fn a_layers_builtins_are_served_after_kubernetes_own() {
+        let added = crate::registry::BuiltinKind::new("example.org", "v1", "gadgets", "Gadget")
+            .short_names(&["gd"])
+            .with_status()
+            .in_categories(&["example"]);
+        let mut extensions = Extensions::default();
+        extensions.insert(BuiltinResources(vec![added.info()]));
+        let hub = Hub::with_extensions(Store::in_memory(), HubConfig::default(), extensions);
+        let resources = hub.registry.resources(Some(ROOT));
+        assert_eq!(resources.last().map(|r| r.kind.as_str()), Some("Gadget"));
+        assert!(hub.registry.is_builtin("example.org", "gadgets"));
+        let gadgets = hub
+            .registry
+            .lookup(Some(ROOT), "example.org", "v1", "gadgets")
+            .expect("served");
+        assert_eq!(gadgets.short_names, ["gd"]);
+        assert_eq!(gadgets.categories, ["example"]);
+        assert!(gadgets.status_subresource && !gadgets.from_crd);
+        // A hub built without them does not serve them.
+        let plain = Hub::new(Store::in_memory(), HubConfig::default());
+        assert!(!plain.registry.is_builtin("example.org", "gadgets"));
+    }
 }

@@ -1,17 +1,19 @@
 //! A Kubernetes-compatible API server as a library: what kube-apiserver does
 //! for a client — storage with watch, the registry of what is served, the
 //! typed write path, REST and watch over HTTP, authentication and RBAC,
-//! discovery, OpenAPI and Table — meant to hold nothing of kcp, KubeStellar
-//! or TMC (what still does is said below). Ferry's hub (`ferry-server`)
-//! builds kcp's tenancy, APIExports, virtual workspaces and the profiles'
-//! kinds on top of it; a program that wants a plain Kubernetes API server
-//! builds a [`Hub`] over a [`storage::Store`] and serves [`api::router`].
+//! discovery, OpenAPI and Table — holding nothing of kcp, KubeStellar or
+//! TMC but the keys a caller's logical cluster travels under (said below).
+//! Ferry's hub (`ferry-server`) builds kcp's tenancy, APIExports, virtual
+//! workspaces and the profiles' kinds on top of it; a program that wants a
+//! plain Kubernetes API server builds a [`Hub`] over a [`storage::Store`]
+//! and serves [`api::router`].
 //!
 //! # Public surface, bottom up
 //!
-//! - [`registry`]: what is served — the built-in resources, those CRDs add,
-//!   field labels, the key order of stored objects; [`discovery`] and
-//!   [`openapi`] describe them to clients.
+//! - [`registry`]: what is served — Kubernetes' built-in resources, those
+//!   a layer above serves built in, those CRDs add, field labels, the key
+//!   order of stored objects; [`discovery`] and [`openapi`] describe them to
+//!   clients.
 //! - [`hub`]: the state every layer above reads — the store, the registry,
 //!   the logical clusters ([`workspace`]), security ([`auth`]: tokens,
 //!   ServiceAccounts, impersonation, RBAC) and the [`hub::Extensions`] a
@@ -34,7 +36,8 @@
 //! Every object and request is partitioned by a logical cluster
 //! ([`workspace::LogicalCluster`]), the key kcp gives its workspaces; a
 //! plain Kubernetes server has one, `root`. The library keeps the index of
-//! the logical clusters that exist and resolves the one a request names.
+//! the logical clusters that exist and resolves the one a request names; a
+//! layer above says which of its objects make more of them.
 //!
 //! # What a layer above adds
 //!
@@ -42,19 +45,31 @@
 //! hands them in when it builds the hub ([`hub::Hub::with_extensions`]), one
 //! value per type in [`hub::Extensions`]:
 //!
+//! - [`registry::BuiltinResources`]: resources it serves built in, in every
+//!   logical cluster, after Kubernetes' own (kcp's Workspaces, APIExports,
+//!   SyncTargets, ...), written down as [`registry::BuiltinKind`]s;
 //! - [`strategy::StrategyTable`]: the strategies of its kinds, looked up
 //!   before Kubernetes' own, as kube-apiserver's strategies are registered by
 //!   whoever installs an API group;
+//! - [`workspace::LogicalClusterObjects`]: the objects that make logical
+//!   clusters below root (kcp's Workspaces), and the annotation that names
+//!   an object's logical cluster (`kcp.io/cluster`);
 //! - `Arc<dyn` [`hub::ServedResources`]`>`: resources a logical cluster
 //!   serves beyond its CRDs (kcp's APIBindings);
+//! - [`service::reserved::ReservedMetadata`]: labels and annotations only
+//!   its own components may write (kcp TMC's scheduler and syncers');
 //! - [`view::VirtualWorkspaces`]: views of the logical clusters served
 //!   under `/services/<kind>/...` (kcp's virtual workspaces).
 //!
-//! Not yet all the way there: kcp's tenancy, APIs and TMC kinds are still
-//! registered here as built-ins, logical clusters are still stored as kcp's
-//! Workspaces, and a few keys (the `kcp.io/cluster` user extra and
-//! annotation) keep kcp's names. `crates/ferry-cli/tests/layers.rs` lists
-//! each such file with its reason, and fails when a new one appears.
+//! A hub built with none ([`Hub::new`]) serves Kubernetes' own kinds and
+//! CRDs in `root` alone.
+//!
+//! What still names kcp: a caller's logical cluster travels under kcp's
+//! keys (the `kcp.io/cluster` claim of a ServiceAccount token, the
+//! `authentication.kcp.io/cluster-name` user extra), as kcp's clients
+//! expect them, and a test impersonates that extra.
+//! `crates/ferry-cli/tests/layers.rs` lists each such file with its reason,
+//! and fails when a new one appears.
 //!
 //! The modules import one another without a circle: [`hub`] holds the state
 //! and names only the modules below it ([`auth`] reads it through

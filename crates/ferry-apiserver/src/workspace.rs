@@ -1,18 +1,38 @@
-//! Logical clusters, kcp style: a `tenancy.kcp.io/v1alpha1` Workspace named `x`
-//! in workspace `root` makes the logical cluster at path `root:x` usable. Each
-//! logical cluster has a short generated name (kcp's `kcp.io/cluster`
-//! annotation value); clients may address it by path or by that name.
+//! Logical clusters, kcp style: each has a path (`root:x`) and a short
+//! generated name (kcp's `kcp.io/cluster` annotation value); clients may
+//! address it by either. A plain server has `root` alone; a layer above
+//! makes more from objects it serves ([`LogicalClusterObjects`]: kcp's
+//! Workspaces, where a Workspace named `x` in `root` makes `root:x`).
 
 use std::collections::HashMap;
 
 use parking_lot::RwLock;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The root logical cluster's name and path.
 pub const ROOT: &str = "root";
 
-/// Storage key of `tenancy.kcp.io` workspaces.
-pub const WORKSPACES: &str = "tenancy.kcp.io/workspaces";
+/// Where a layer above keeps the logical clusters below root, among the
+/// hub's extensions ([`crate::hub::Extensions`]): objects of one resource,
+/// each standing for a child logical cluster of the one it is stored in
+/// (kcp's Workspaces). The hub rebuilds its [`WorkspaceIndex`] from them
+/// when it starts, and a create of one runs the write hooks' `creating`
+/// before it is stored, so the new logical cluster is ready when it shows.
+#[derive(Clone, Copy)]
+pub struct LogicalClusterObjects {
+    /// Storage key of those objects (`group/plural`).
+    pub resource: &'static str,
+    /// The logical cluster `obj`, stored in `parent`, stands for, once it
+    /// names one.
+    pub cluster_of: fn(parent: &LogicalCluster, obj: &Value) -> Option<LogicalCluster>,
+    /// What the 404 of a logical cluster that does not exist tells the
+    /// client to do.
+    pub how_to_create: &'static str,
+    /// The annotation every object written in a logical cluster carries,
+    /// naming it (kcp's `kcp.io/cluster`).
+    pub annotation: &'static str,
+}
 
 /// A known logical cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -446,10 +446,6 @@ const PROFILE_MODULES: &[&str] = &[
 /// listed file that no longer does (remove its entry).
 const KNOWN_KCP_IN_THE_API_SERVER: &[(&str, &str)] = &[
     (
-        "api/mod.rs",
-        "the 404 of an unknown workspace says how kcp creates one",
-    ),
-    (
         "auth/impersonation.rs",
         "a test: kcp's cluster-name extra is impersonated as any other",
     ),
@@ -460,34 +456,6 @@ const KNOWN_KCP_IN_THE_API_SERVER: &[(&str, &str)] = &[
     (
         "auth/service_account.rs",
         "ServiceAccount tokens carry their logical cluster as kcp's do",
-    ),
-    (
-        "decode/typed.rs",
-        "a test: a kind without a typed decoder is left as sent",
-    ),
-    (
-        "discovery.rs",
-        "TMC's groups yield their short names to Kubernetes' own",
-    ),
-    (
-        "openapi/builtin.rs",
-        "a test: kcp's kinds have no Kubernetes schema",
-    ),
-    (
-        "registry/builtin.rs",
-        "kcp's tenancy, APIs and TMC kinds are served as built-ins",
-    ),
-    (
-        "service/prepare.rs",
-        "objects carry their logical cluster as kcp's annotation",
-    ),
-    (
-        "service/reserved.rs",
-        "TMC's syncer-owned annotations no client may write",
-    ),
-    (
-        "workspace.rs",
-        "logical clusters are named and stored as kcp's Workspaces",
     ),
 ];
 

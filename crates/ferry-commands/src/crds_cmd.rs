@@ -68,7 +68,8 @@ pub fn is_hub_version(git_version: &str) -> bool {
 
 /// Whether a Ferry hub serves `crd`'s kind built in in every workspace.
 fn served_by_hub(crd: &CustomResourceDefinition) -> bool {
-    ferry_server::registry::Registry::default().is_builtin(&crd.spec.group, &crd.spec.names.plural)
+    ferry_server::registry::Registry::with_builtins(&ferry_server::kinds::builtin::resources().0)
+        .is_builtin(&crd.spec.group, &crd.spec.names.plural)
 }
 
 /// The CRDs to apply to `target`.

@@ -1,7 +1,7 @@
 //! What a real cluster serves besides the objects clients write: the
 //! `default/kubernetes` Service, `componentstatuses`, GET on listed
 //! subresources, per-kind field selectors, full OpenAPI schemas for
-//! `kubectl explain`, and kube-apiserver's key order.
+//! `kubectl explain` (of kcp's kinds too), and kube-apiserver's key order.
 
 mod common;
 
@@ -35,6 +35,42 @@ async fn kubectl_explain_describes_any_field_of_a_built_in_kind() {
         "explain labels",
     );
     assert!(labels.contains("map[string]string"), "{labels}");
+}
+
+/// kcp's kinds, which the API server library does not know and
+/// `ferry-server` registers with the hubs it builds, are served as
+/// Kubernetes' own are: listed in discovery under their group and short
+/// name, in kcp's category, and explained from their schema.
+#[tokio::test(flavor = "multi_thread")]
+async fn kcps_kinds_are_discovered_and_explained_as_built_ins() {
+    let hub = TestHub::start().await;
+    let resources = ok(
+        hub.kubectl(&["api-resources", "--categories", "kcp", "-o", "wide"]),
+        "api-resources",
+    );
+    for (name, group) in [
+        ("workspaces", "tenancy.kcp.io"),
+        ("apibindings", "apis.kcp.io"),
+        ("synctargets", "workload.kcp.io"),
+        ("logicalclusters", "core.kcp.io"),
+    ] {
+        let line = resources
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{resources}"));
+        assert!(line.contains(group), "{line}");
+    }
+    let workspaces = resources
+        .lines()
+        .find(|l| l.starts_with("workspaces "))
+        .unwrap_or_default();
+    assert!(workspaces.split_whitespace().nth(1) == Some("ws"), "{workspaces}");
+    let explained = ok(
+        hub.kubectl(&["explain", "synctargets.spec.evictAfter"]),
+        "explain synctargets",
+    );
+    assert!(explained.contains("GROUP:      workload.kcp.io"), "{explained}");
+    assert!(explained.contains("FIELD: evictAfter"), "{explained}");
 }
 
 const POD: &str = r#"

@@ -28,7 +28,8 @@ use crate::workspace::LogicalCluster;
 
 // What the controllers name besides the handle: the storage key of CRDs
 // and the logical cluster of a Workspace.
-pub use crate::hub::{logical_cluster_of, CRDS};
+pub use crate::hub::CRDS;
+pub use crate::workspace::logical_cluster_of;
 
 /// What the hub's built-in controllers do within a write, before it
 /// answers: their first pass over the object, for effects a client sees on

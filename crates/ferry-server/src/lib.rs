@@ -5,9 +5,11 @@
 //! hub except its built-in controllers.
 //!
 //! - What this layer adds to the API server it hands in when the hub is
-//!   built ([`server::extensions`]): the strategies of its kinds
-//!   ([`kinds`]), what APIBindings serve ([`apis`]) and the virtual
-//!   workspaces ([`virtual_workspace`]).
+//!   built ([`server::extensions`]): kcp's kinds served built in, their
+//!   strategies and TMC's reserved labels and annotations ([`kinds`]), the
+//!   Workspaces that make logical clusters ([`workspace`]), what
+//!   APIBindings serve ([`apis`]) and the virtual workspaces
+//!   ([`virtual_workspace`]).
 //! - [`server::start_with`] starts a hub with the controllers it is given
 //!   ([`server::Controllers`]); the `ferry-controllers` crate provides the
 //!   built-in ones and `ferry-hub` assembles the two. The server never
@@ -30,9 +32,10 @@ pub mod replicas;
 pub mod server;
 pub mod synctarget;
 pub mod virtual_workspace;
+pub mod workspace;
 
 pub use ferry_apiserver::{
     api, auth, decode, discovery, follow_metrics, hub, json, kubeconfig, openapi, patch, propagation,
     protobuf, registry, request, selector, service, service_ranges, status, storage, strategy, table, tls,
-    validation, view, workspace, Hub, HubConfig,
+    validation, view, Hub, HubConfig,
 };

@@ -22,10 +22,10 @@ use crate::apis::BINDINGS;
 use crate::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS};
 use crate::controller::ControllerContext;
 use crate::follow::Follower;
-use crate::hub::{logical_cluster_of, Hub, CRDS};
+use crate::hub::{Hub, CRDS};
 use crate::service::{self, create_internal, Request};
 use crate::storage::{EventType, ObjectKey, WatchEvent};
-use crate::workspace::{ROOT, WORKSPACES};
+use crate::workspace::{logical_cluster_of, ROOT, WORKSPACES};
 
 /// Follows the writes whose effects live in a hub's memory.
 pub struct PeerWrites;

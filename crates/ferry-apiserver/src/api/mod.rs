@@ -14,8 +14,6 @@ mod special;
 mod virtual_workspace;
 mod watch;
 
-pub use crate::service::CLUSTER_ANNOTATION;
-
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -250,10 +248,11 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
     let cluster = match raw {
         Some("*") => None,
         _ => Some(resolved.ok_or_else(|| {
-            ApiError::not_found_message(format!(
-                "workspace {:?} not found: create it with a tenancy.kcp.io/v1alpha1 Workspace in its parent",
-                raw.unwrap_or("root")
-            ))
+            let mut message = format!("workspace {:?} not found", raw.unwrap_or("root"));
+            if let Some(objects) = hub.logical_cluster_objects() {
+                message = format!("{message}: {}", objects.how_to_create);
+            }
+            ApiError::not_found_message(message)
         })?),
     };
     let user = act_as(&hub, caller, &mut parts, cluster.as_ref())?;

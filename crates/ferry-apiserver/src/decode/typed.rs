@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn kinds_without_a_type_always_decode() {
         assert_eq!(
-            decode(&json!({"spec": 5}), "tenancy.kcp.io", "Workspace", "v1alpha1"),
+            decode(&json!({"spec": 5}), "example.com", "Widget", "v1alpha1"),
             Ok(vec![])
         );
     }

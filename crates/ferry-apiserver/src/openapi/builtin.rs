@@ -542,7 +542,7 @@ mod tests {
             "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"
         );
         assert_eq!(schema_name("", "v1", "Pod").unwrap(), "io.k8s.api.core.v1.Pod");
-        assert!(schema_name("tenancy.kcp.io", "v1alpha1", "Workspace").is_none());
+        assert!(schema_name("example.com", "v1alpha1", "Widget").is_none());
         let meta = schemas_with_references(["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]);
         let owners =
             &meta["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"]["properties"]["ownerReferences"];

@@ -164,7 +164,7 @@ mod tests {
     use super::*;
 
     fn crd_resource(group: &str) -> ResourceInfo {
-        let mut r = crate::registry::builtin_resources()
+        let mut r = crate::registry::kubernetes_resources()
             .into_iter()
             .find(|r| r.resource == "configmaps")
             .expect("configmaps are built in");

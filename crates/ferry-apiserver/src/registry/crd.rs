@@ -93,6 +93,7 @@ pub fn resources_from_crd(crd: &Value) -> Result<Vec<ResourceInfo>, CrdError> {
             from_crd: true,
             binding: None,
             terminating,
+            yields_plural: false,
         });
     }
     Ok(out)

@@ -268,11 +268,11 @@ fn scalar(v: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::builtin_resources;
+    use crate::registry::kubernetes_resources;
     use serde_json::json;
 
     fn labels(group: &str, resource: &str) -> FieldLabels {
-        let info = builtin_resources()
+        let info = kubernetes_resources()
             .into_iter()
             .find(|r| r.group == group && r.resource == resource)
             .expect("built in");

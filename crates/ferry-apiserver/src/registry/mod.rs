@@ -1,12 +1,14 @@
-//! What a logical cluster serves: the built-in resources every workspace has,
-//! plus the custom resources its CustomResourceDefinitions add.
+//! What a logical cluster serves: the built-in resources every logical
+//! cluster has — Kubernetes' own and those a layer above adds
+//! ([`BuiltinResources`]) — plus the custom resources its
+//! CustomResourceDefinitions add.
 
 mod builtin;
 mod crd;
 pub mod field_labels;
 pub mod key_order;
 
-pub use builtin::builtin_resources;
+pub use builtin::{kubernetes_resources, BuiltinKind};
 pub use crd::{resources_from_crd, CrdError};
 
 use std::sync::Arc;
@@ -69,6 +71,12 @@ pub struct ResourceInfo {
     /// Set while that CRD is being deleted: its custom resources are still
     /// served, but new ones are refused.
     pub terminating: bool,
+    /// Set by a layer above on a built-in resource whose plural a logical
+    /// cluster's own groups (its CRDs, an APIBinding) may take over:
+    /// discovery lists a group that serves the same plural and is all the
+    /// cluster's own ahead of this one's group, so kubectl resolves the
+    /// plural to it (KubeStellar's `locations` over kcp TMC's).
+    pub yields_plural: bool,
 }
 
 /// JSON paths of the scale subresource.
@@ -115,6 +123,15 @@ pub fn storage_key(group: &str, resource: &str) -> String {
     format!("{group}/{resource}")
 }
 
+/// Resources a layer above serves built in, in every logical cluster, after
+/// Kubernetes' own (kcp's Workspaces, APIExports, ...): among the hub's
+/// extensions ([`crate::hub::Extensions`]) when it is built. Discovery,
+/// OpenAPI, Table, `kubectl explain` and validation by
+/// [`ResourceInfo::schema`] serve them as they serve Kubernetes' own; a
+/// CRD naming one of them is stored but does not serve.
+#[derive(Clone, Debug, Default)]
+pub struct BuiltinResources(pub Vec<ResourceInfo>);
+
 /// The resources each logical cluster serves: the built-ins, plus those of the
 /// CRDs stored in that cluster. Updated whenever a CRD is written or deleted.
 pub struct Registry {
@@ -123,13 +140,10 @@ pub struct Registry {
     generations: Generations,
 }
 
+/// Kubernetes' own built-ins only.
 impl Default for Registry {
     fn default() -> Self {
-        Registry {
-            builtins: builtin_resources(),
-            crds: Default::default(),
-            generations: Default::default(),
-        }
+        Registry::with_builtins(&[])
     }
 }
 
@@ -145,6 +159,18 @@ struct Generations {
 }
 
 impl Registry {
+    /// A registry serving Kubernetes' own built-ins and then `added` (what
+    /// a layer above serves built in, [`BuiltinResources`]).
+    pub fn with_builtins(added: &[ResourceInfo]) -> Registry {
+        let mut builtins = kubernetes_resources();
+        builtins.extend(added.iter().cloned());
+        Registry {
+            builtins,
+            crds: Default::default(),
+            generations: Default::default(),
+        }
+    }
+
     /// Everything served in `cluster` (`None`: the `/clusters/*` wildcard, which
     /// serves the built-ins and every CRD-defined resource of any cluster).
     pub fn resources(&self, cluster: Option<&str>) -> Vec<ResourceInfo> {

@@ -35,7 +35,7 @@ use crate::registry::ResourceInfo;
 use crate::status::{ApiError, Cause};
 use crate::storage::{Expect, ObjectKey, StoreError, StoredObject};
 pub use change::{Change, PatchType};
-pub use prepare::{WriteKind, CLUSTER_ANNOTATION};
+pub use prepare::WriteKind;
 use propagation::PropagationPolicy;
 
 /// The object a write left, whether it was created, and the strategy's
@@ -263,7 +263,11 @@ pub async fn create(r: &Request, obj: Value) -> Result<Written, ApiError> {
         }
         return Ok(Written::new(r, obj, true));
     }
-    if key.resource == crate::workspace::WORKSPACES {
+    let makes_logical_cluster = r
+        .hub
+        .logical_cluster_objects()
+        .is_some_and(|objects| key.resource == objects.resource);
+    if makes_logical_cluster {
         if r.hub.store.get(&key).is_some() {
             return Err(store_error(r, &name, StoreError::AlreadyExists));
         }

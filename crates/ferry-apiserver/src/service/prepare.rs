@@ -6,15 +6,13 @@
 
 use serde_json::{json, Value};
 
+use super::reserved::ReservedMetadata;
 use super::Request;
 use crate::json;
 use crate::patch;
 use crate::status::{ApiError, Cause};
 use crate::strategy::{self, Strategy};
 use crate::validation::{self, NameRule};
-
-/// Annotation kcp puts on every object: the logical cluster's name.
-pub const CLUSTER_ANNOTATION: &str = "kcp.io/cluster";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteKind {
@@ -166,15 +164,21 @@ pub(super) fn prepare_with(
             }
         }
     }
-    if let Some(cluster) = &s.cluster {
+    let annotation = s.hub.logical_cluster_objects().map(|o| o.annotation);
+    if let (Some(cluster), Some(annotation)) = (&s.cluster, annotation) {
         let m = meta_mut(&mut new)?;
         let ann = m.entry("annotations").or_insert_with(|| json!({}));
         if let Some(a) = ann.as_object_mut() {
-            a.insert(CLUSTER_ANNOTATION.into(), Value::String(cluster.name.clone()));
+            a.insert(annotation.into(), Value::String(cluster.name.clone()));
         }
     }
     // What the client changed, before the strategy adds the server's own.
-    if let Some(refused) = super::reserved::refusal(super::reserved::Writer::of(s), old, &new) {
+    let reserved = s
+        .hub
+        .extensions
+        .get::<ReservedMetadata>()
+        .map_or(&[][..], |r| r.0);
+    if let Some(refused) = super::reserved::refusal(reserved, super::reserved::Writer::of(s), old, &new) {
         let name = new
             .pointer("/metadata/name")
             .and_then(Value::as_str)

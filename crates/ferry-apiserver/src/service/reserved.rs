@@ -1,25 +1,19 @@
-//! Labels and annotations kcp TMC's scheduler and syncers own: a client's
-//! write that adds, changes or removes one is refused, for every kind, so
-//! nobody schedules an object onto a SyncTarget by labelling it.
-//!
-//! The KubeStellar placement translator's marks (`ferry.dev/placed`,
-//! `ferry.dev/upsynced-from`, ...) are not reserved: they travel with the
-//! copies a KubeStellar syncer writes to its cluster (a hub standing in
-//! for one too), and where they count — mailboxes — only the hub and the
-//! mailbox's own syncer write.
+//! Labels and annotations a layer above reserves for its own components
+//! ([`ReservedMetadata`], among the hub's extensions: kcp TMC's scheduler
+//! and syncers' keys): a client's write that adds, changes or removes one is
+//! refused, for every kind, so nobody schedules an object onto a SyncTarget
+//! by labelling it. A hub built without them reserves nothing.
 //!
 //! Who may write them ([`Writer`]): the hub's own controllers and members
 //! of `system:masters` (the hub's admin, as kcp lets its privileged users
-//! through); a syncer, through the virtual workspace of its SyncTarget,
-//! the per-target keys of that target only (the view narrows further: a
-//! syncer may remove its `Sync` label, not set it). Everyone else may
-//! write an object that carries them as long as they stay as they are
-//! (`kubectl apply` of an object read back, `kubectl edit`).
+//! through); a syncer, through the view of its SyncTarget, the per-target
+//! keys of that target only (the view narrows further: a syncer may remove
+//! its `Sync` label, not set it). Everyone else may write an object that
+//! carries them as long as they stay as they are (`kubectl apply` of an
+//! object read back, `kubectl edit`).
 
 use std::collections::BTreeMap;
 
-use ferry_api::scheduling::PLACEMENT_ANNOTATION;
-use ferry_api::well_known::WORKLOAD_STATE_LABEL_PREFIX;
 use serde_json::Value;
 
 use crate::request::Request;
@@ -48,8 +42,9 @@ impl<'a> Writer<'a> {
     }
 }
 
+/// Where a reserved key is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
+pub enum Place {
     Label,
     Annotation,
 }
@@ -64,57 +59,20 @@ impl Place {
 }
 
 /// One reserved key, or family of keys.
-struct Reserved {
-    place: Place,
+#[derive(Debug, Clone, Copy)]
+pub struct Reserved {
+    pub place: Place,
     /// The key, or with `per_target` the prefix of `<prefix><sync target key>`.
-    key: &'static str,
-    per_target: bool,
+    pub key: &'static str,
+    pub per_target: bool,
     /// Who sets it, for the refusal.
-    owner: &'static str,
+    pub owner: &'static str,
 }
 
-const SCHEDULER: &str = "the hub's TMC scheduler sets it";
-const SYNCER: &str = "the SyncTarget's syncer sets it, through its virtual workspace";
-
-const RESERVED: &[Reserved] = &[
-    Reserved {
-        place: Place::Label,
-        key: WORKLOAD_STATE_LABEL_PREFIX,
-        per_target: true,
-        owner: "the hub's TMC scheduler sets it from Placements, and the SyncTarget's syncer may \
-                remove its own through its virtual workspace",
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: "deletion.internal.workload.kcp.io/",
-        per_target: true,
-        owner: SCHEDULER,
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: "finalizers.workload.kcp.io/",
-        per_target: true,
-        owner: SYNCER,
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: "experimental.status.workload.kcp.io/",
-        per_target: true,
-        owner: SYNCER,
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: ferry_api::drift::DRIFT_ANNOTATION_PREFIX,
-        per_target: true,
-        owner: SYNCER,
-    },
-    Reserved {
-        place: Place::Annotation,
-        key: PLACEMENT_ANNOTATION,
-        per_target: false,
-        owner: SCHEDULER,
-    },
-];
+/// The labels and annotations a layer above reserves, among the hub's
+/// extensions ([`crate::hub::Extensions`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ReservedMetadata(pub &'static [Reserved]);
 
 impl Reserved {
     /// Whether `key` (in `place`) is this one; with `per_target`, the
@@ -159,9 +117,9 @@ pub struct Refusal {
     pub owner: &'static str,
 }
 
-/// The first reserved label or annotation that `writer` changes between
-/// `old` (`None`: a create) and `new`, if any (pure).
-pub fn refusal(writer: Writer, old: Option<&Value>, new: &Value) -> Option<Refusal> {
+/// The first label or annotation of `reserved` that `writer` changes
+/// between `old` (`None`: a create) and `new`, if any (pure).
+pub fn refusal(reserved: &[Reserved], writer: Writer, old: Option<&Value>, new: &Value) -> Option<Refusal> {
     if writer == Writer::Hub {
         return None;
     }
@@ -172,7 +130,7 @@ pub fn refusal(writer: Writer, old: Option<&Value>, new: &Value) -> Option<Refus
             if before.get(key) == after.get(key) {
                 continue;
             }
-            for r in RESERVED {
+            for r in reserved {
                 if let Some(target) = r.matches(place, key) {
                     if !r.allows(writer, target) {
                         return Some(Refusal {
@@ -192,63 +150,41 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const RESERVED: &[Reserved] = &[
+        Reserved {
+            place: Place::Label,
+            key: "state.example.com/",
+            per_target: true,
+            owner: "the scheduler sets it",
+        },
+        Reserved {
+            place: Place::Annotation,
+            key: "example.com/placed",
+            per_target: false,
+            owner: "the scheduler sets it",
+        },
+    ];
+
     fn obj(labels: Value, annotations: Value) -> Value {
         json!({"metadata": {"name": "x", "labels": labels, "annotations": annotations}})
     }
 
-    const STATE: &str = "state.workload.kcp.io/abc";
-
     #[test]
-    fn a_user_may_not_add_change_or_remove_a_state_label() {
-        let none = obj(json!({"app": "x"}), json!({}));
-        let set = obj(json!({"app": "x", STATE: "Sync"}), json!({}));
-        let r = refusal(Writer::User, None, &set).expect("refused");
-        assert_eq!(r.field, format!("metadata.labels[{STATE}]"));
-        assert!(refusal(Writer::User, Some(&none), &set).is_some());
-        assert!(refusal(Writer::User, Some(&set), &none).is_some());
-        let upsync = obj(json!({"app": "x", STATE: "Upsync"}), json!({}));
-        assert!(refusal(Writer::User, Some(&set), &upsync).is_some());
-        // Unchanged, with other changes around it: fine.
-        let relabelled = obj(json!({"app": "y", STATE: "Sync"}), json!({"note": "n"}));
-        assert_eq!(refusal(Writer::User, Some(&set), &relabelled), None);
-        assert_eq!(refusal(Writer::User, None, &none), None);
-    }
-
-    #[test]
-    fn a_syncer_writes_only_its_own_targets_keys_and_the_hub_everything() {
-        let before = obj(json!({STATE: "Sync"}), json!({}));
-        let soft = obj(
-            json!({STATE: "Sync"}),
-            json!({"finalizers.workload.kcp.io/abc": "x"}),
-        );
-        assert_eq!(refusal(Writer::Syncer("abc"), Some(&before), &soft), None);
-        assert!(refusal(Writer::Syncer("other"), Some(&before), &soft).is_some());
-        // A syncer records drift on its own target's key only.
-        let drifted = obj(json!({STATE: "Sync"}), json!({"drift.ferry.dev/abc": "{}"}));
-        assert_eq!(refusal(Writer::Syncer("abc"), Some(&before), &drifted), None);
-        assert!(refusal(Writer::Syncer("other"), Some(&before), &drifted).is_some());
-        let placed = obj(json!({STATE: "Sync"}), json!({"scheduling.kcp.io/placement": ""}));
-        assert!(refusal(Writer::Syncer("abc"), Some(&before), &placed).is_some());
-        assert_eq!(refusal(Writer::Hub, Some(&before), &placed), None);
-    }
-
-    #[test]
-    fn the_schedulers_and_syncers_annotations_are_reserved_too() {
-        for (labels, annotations) in [
-            (json!({}), json!({"scheduling.kcp.io/placement": ""})),
-            (json!({}), json!({"finalizers.workload.kcp.io/abc": "x"})),
-            (json!({}), json!({"deletion.internal.workload.kcp.io/abc": "now"})),
-            (json!({}), json!({"drift.ferry.dev/abc": "{}"})),
-        ] {
-            let o = obj(labels, annotations);
-            let r = refusal(Writer::User, None, &o).expect("refused");
-            assert!(!r.owner.is_empty(), "{o}");
-        }
-        // Look-alikes are not reserved.
-        let o = obj(
-            json!({"ferry.dev/placed": "true", "x.state.workload.kcp.io/a": "Sync"}),
-            json!({}),
-        );
-        assert_eq!(refusal(Writer::User, None, &o), None);
+    fn only_the_reserved_keys_are_refused_and_to_whom() {
+        let set = obj(json!({"state.example.com/abc": "Sync"}), json!({}));
+        let r = refusal(RESERVED, Writer::User, None, &set).expect("refused");
+        assert_eq!(r.field, "metadata.labels[state.example.com/abc]");
+        assert_eq!(r.owner, "the scheduler sets it");
+        assert_eq!(refusal(RESERVED, Writer::Syncer("abc"), None, &set), None);
+        assert!(refusal(RESERVED, Writer::Syncer("other"), None, &set).is_some());
+        assert_eq!(refusal(RESERVED, Writer::Hub, None, &set), None);
+        // Unchanged: fine. A label of the annotation's name: not reserved.
+        assert_eq!(refusal(RESERVED, Writer::User, Some(&set), &set), None);
+        let placed = obj(json!({}), json!({"example.com/placed": ""}));
+        assert!(refusal(RESERVED, Writer::Syncer("abc"), None, &placed).is_some());
+        let labelled = obj(json!({"example.com/placed": ""}), json!({}));
+        assert_eq!(refusal(RESERVED, Writer::User, None, &labelled), None);
+        // Nothing reserved: nothing refused.
+        assert_eq!(refusal(&[], Writer::User, None, &set), None);
     }
 }

@@ -152,11 +152,16 @@ impl RunningHub {
 }
 
 /// What kcp's tenancy layer, kcp TMC and KubeStellar add to the API server
-/// of every hub: the strategies of their kinds, the resources kcp's
-/// APIBindings serve, and kcp's virtual workspaces.
+/// of every hub: kcp's kinds served built in and their strategies (and
+/// KubeStellar's), the Workspaces that make logical clusters, the resources
+/// kcp's APIBindings serve, TMC's reserved labels and annotations, and
+/// kcp's virtual workspaces.
 pub fn extensions() -> Extensions {
     let mut extensions = Extensions::default();
+    extensions.insert(crate::kinds::builtin::resources());
     extensions.insert(crate::kinds::table());
+    extensions.insert(crate::kinds::reserved::metadata());
+    extensions.insert(crate::workspace::objects());
     extensions.insert(crate::virtual_workspace::kinds());
     crate::apis::install(&mut extensions);
     extensions
