@@ -276,15 +276,8 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
             ]),
         )
         .await;
-    let kubeconfig =
-        ferry_hub::kubeconfig::admin_kubeconfig(&up.running.url, &up.running.ca_pem, &token, &ws);
     let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
-    opts.upstream = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
+    opts.upstream = token_config(&up, &ws, &token).await;
     init_logs();
     let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
 

@@ -686,8 +686,7 @@ async fn a_default_syncer_goes_at_the_hubs_pace_and_an_explicit_qps_caps_it() {
     let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
     opts.qps = Some(25.0);
     opts.burst = 7;
-    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
-    wait_ready(&syncer).await;
+    let syncer = start_ready(opts).await;
     assert_eq!(syncer.server_pacing(Side::Upstream), Some(ServerPacing::FerryHub));
     assert_eq!(syncer.request_limit(Side::Upstream), (25.0, 7), "--qps is a cap");
     assert_eq!(syncer.request_limit(Side::Downstream), (25.0, 7));
