@@ -546,6 +546,19 @@ async fn service_account_tokens_expire_resist_tampering_and_die_with_their_accou
     refused("re-created")(get_ns(good).await);
 }
 
+/// A TokenReview of `token` for `audiences` as `client`; returns the status and body.
+async fn token_review(client: &kube::Client, token: &str, audiences: Value) -> (u16, Value) {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                        "spec": {"token": token, "audiences": audiences}});
+    call(
+        client,
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review),
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     let hub = TestHub::start().await;
@@ -589,14 +602,7 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     assert_eq!(call(&legacy, "GET", "/api/v1/namespaces", None).await.0, 403);
 
     // TokenReview in the token's workspace says who it is...
-    let review = |tok: &str, aud: Value| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": tok, "audiences": aud}});
-    let (code, r) = call(
-        &a,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&t, json!([]))),
-    )
-    .await;
+    let (code, r) = token_review(&a, &t, json!([])).await;
     assert_eq!(code, 201, "{r}");
     assert_eq!(r["status"]["authenticated"], true, "{r}");
     assert_eq!(
@@ -609,29 +615,11 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
         .contains(&json!("system:serviceaccounts:default")));
     // ... and refuses it in another workspace, or for a foreign audience.
     let root = admin(&hub, "root").await;
-    let (_, r) = call(
-        &root,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&t, json!([]))),
-    )
-    .await;
+    let (_, r) = token_review(&root, &t, json!([])).await;
     assert_eq!(r["status"]["authenticated"], false, "{r}");
-    let (_, r) = call(
-        &a,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&t, json!(["vault"]))),
-    )
-    .await;
+    let (_, r) = token_review(&a, &t, json!(["vault"])).await;
     assert_eq!(r["status"]["authenticated"], false, "{r}");
-    let (_, r) = call(
-        &a,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review("junk.junk.junk", json!([]))),
-    )
-    .await;
+    let (_, r) = token_review(&a, "junk.junk.junk", json!([])).await;
     assert_eq!(r["status"]["authenticated"], false, "{r}");
 
     // Deleting the Secret revokes the legacy token.
@@ -981,6 +969,8 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
     let hub = TestHub::start().await;
     let home = hub.data_dir().to_path_buf();
     let admin_kc = hub.kubeconfig().to_path_buf();
+    let as_admin =
+        |args: &[&str], stdin: Option<&str>, what: &str| ok(kubectl(&home, &admin_kc, args, stdin), what);
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();
@@ -996,21 +986,11 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
                  "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"],
                  "expirationSeconds": 86400},
     });
-    ok(
-        kubectl(&home, &admin_kc, &["create", "-f", "-"], Some(&csr.to_string())),
-        "create csr",
-    );
-    ok(
-        kubectl(&home, &admin_kc, &["certificate", "approve", "dave"], None),
-        "certificate approve",
-    );
-    let cert_b64 = ok(
-        kubectl(
-            &home,
-            &admin_kc,
-            &["get", "csr", "dave", "-o", "jsonpath={.status.certificate}"],
-            None,
-        ),
+    as_admin(&["create", "-f", "-"], Some(&csr.to_string()), "create csr");
+    as_admin(&["certificate", "approve", "dave"], None, "certificate approve");
+    let cert_b64 = as_admin(
+        &["get", "csr", "dave", "-o", "jsonpath={.status.certificate}"],
+        None,
         "get csr",
     );
     let cert = String::from_utf8(
@@ -1044,21 +1024,17 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
         String::from_utf8_lossy(&denied.stderr).contains("User \"dave\" cannot list resource \"configmaps\""),
         "{denied:?}"
     );
-    ok(
-        kubectl(
-            &home,
-            &admin_kc,
-            &[
-                "create",
-                "rolebinding",
-                "dave-view",
-                "--clusterrole=view",
-                "--group=qa",
-                "-n",
-                "default",
-            ],
-            None,
-        ),
+    as_admin(
+        &[
+            "create",
+            "rolebinding",
+            "dave-view",
+            "--clusterrole=view",
+            "--group=qa",
+            "-n",
+            "default",
+        ],
+        None,
         "create rolebinding",
     );
     ok(
@@ -1068,21 +1044,11 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
     // Denied CSRs are never signed.
     let mut other = csr.clone();
     other["metadata"]["name"] = json!("eve");
-    ok(
-        kubectl(&home, &admin_kc, &["create", "-f", "-"], Some(&other.to_string())),
-        "create csr eve",
-    );
-    ok(
-        kubectl(&home, &admin_kc, &["certificate", "deny", "eve"], None),
-        "certificate deny",
-    );
-    let none = ok(
-        kubectl(
-            &home,
-            &admin_kc,
-            &["get", "csr", "eve", "-o", "jsonpath={.status.certificate}"],
-            None,
-        ),
+    as_admin(&["create", "-f", "-"], Some(&other.to_string()), "create csr eve");
+    as_admin(&["certificate", "deny", "eve"], None, "certificate deny");
+    let none = as_admin(
+        &["get", "csr", "eve", "-o", "jsonpath={.status.certificate}"],
+        None,
         "get csr eve",
     );
     assert!(none.trim().is_empty());
