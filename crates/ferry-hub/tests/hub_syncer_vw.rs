@@ -848,14 +848,7 @@ async fn rbac_world() -> (World, String) {
     )
     .await;
     assert!(code == 201 || code == 403, "{body}");
-    let (code, body) = call(
-        &mal,
-        "POST",
-        "/api/v1/namespaces",
-        Some(&json!({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": "work", "labels": {"purpose": "workload"}}})),
-    )
-    .await;
+    let (code, body) = workload_namespace_as(&mal, "work").await;
     assert_eq!(code, 201, "{body}");
     role(&mal, "work", "mal-role").await;
     custom_transform(&mal, "mal-transform").await;
