@@ -84,6 +84,11 @@ async fn placed_in(hub: &TestHub, mailbox: &str, object: &str, what: &str) {
     .await;
 }
 
+/// `r` in namespace `ns` of workspace `mailbox` (a mailbox, mostly).
+async fn in_mailbox(hub: &TestHub, mailbox: &str, r: &ApiResource, ns: &str) -> Api<DynamicObject> {
+    api(&client(hub, mailbox).await, r, Some(ns))
+}
+
 fn edge_placements(wmw: &kube::Client) -> Api<DynamicObject> {
     api(wmw, &edge("EdgePlacement", "edgeplacements"), None)
 }
@@ -332,7 +337,7 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
     merge_status(&copies, "commond", json!({"replicas": 1, "readyReplicas": 1})).await;
     apply(&wmw, deployment("commonstuff", "commond", 3)).await;
     for mailbox in [&florin, &guilder] {
-        let c = api(&client(&hub, mailbox).await, &deployments(), Some("commonstuff"));
+        let c = in_mailbox(&hub, mailbox, &deployments(), "commonstuff").await;
         object_when(&c, "commond", 10, "the copy to follow the WMW object", |o| {
             o.data["spec"]["replicas"] == 3
         })
@@ -485,7 +490,7 @@ async fn two_wmws_wanting_different_objects_under_one_name_get_a_steady_conflict
         )
         .await;
     }
-    let mb = api(&client(&hub, &florin).await, &configmaps(), Some("shared"));
+    let mb = in_mailbox(&hub, &florin, &configmaps(), "shared").await;
     let placements_one = edge_placements(&one);
     let placements_two = edge_placements(&two);
     let (p1, p2) = (placements_one.clone(), placements_two.clone());
@@ -643,7 +648,7 @@ async fn sync_target_going_away_takes_its_copies_with_it() {
     .await;
     let imw = client(&hub, "root:imw1").await;
     delete(&api(&imw, &edge("SyncTarget", "synctargets"), None), "guilder").await;
-    let gone = api(&client(&hub, &guilder).await, &deployments(), Some("commonstuff"));
+    let gone = in_mailbox(&hub, &guilder, &deployments(), "commonstuff").await;
     eventually(15, "guilder's copies to go", || {
         let gone = gone.clone();
         async move {
@@ -675,9 +680,7 @@ async fn sync_target_going_away_takes_its_copies_with_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
     let first = TestHub::start().await;
-    let (florin, guilder) = example1(&first).await;
-    let wmw = client(&first, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, guilder, wmw) = example1_with_workload(&first, false).await;
     apply(&wmw, placement_c()).await;
     apply(&wmw, placement_s()).await;
     placed_in(
@@ -702,7 +705,7 @@ async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
         "syncerconfigs the-one",
     ];
     for mailbox in [&florin, &guilder] {
-        let c = api(&client(&hub, mailbox).await, &deployments(), Some("commonstuff"));
+        let c = in_mailbox(&hub, mailbox, &deployments(), "commonstuff").await;
         eventually(20, "the mailbox to converge after the restart", || {
             let (hub, mailbox, c) = (&hub, mailbox.clone(), c.clone());
             async move {
@@ -824,11 +827,7 @@ async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
     })
     .await;
     // The singleton placement's one copy reports its status into the WMW Deployment.
-    let copy = api(
-        &client(&hub, &guilder).await,
-        &deployments(),
-        Some("specialstuff"),
-    );
+    let copy = in_mailbox(&hub, &guilder, &deployments(), "specialstuff").await;
     object_when(
         &copy,
         "speciald",
@@ -850,7 +849,7 @@ async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
     .await;
     // A report gone from a mailbox goes from the WMW.
     delete(
-        &api(&client(&hub, &florin).await, &reports, Some("commonstuff")),
+        &in_mailbox(&hub, &florin, &reports, "commonstuff").await,
         "polr-ns-commonstuff",
     )
     .await;
@@ -923,7 +922,7 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
 
     // florin's syncer reports status into its mailbox copy: only florin's entry changes.
     let before = destinations(&sums.get("deployments.apps.commonstuff.commond").await.unwrap());
-    let florin_copies = api(&client(&hub, &florin).await, &deployments(), Some("commonstuff"));
+    let florin_copies = in_mailbox(&hub, &florin, &deployments(), "commonstuff").await;
     merge_status(
         &florin_copies,
         "commond",
@@ -991,6 +990,28 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     .await;
 }
 
+/// EdgePlacement `edge-placement-c` once its Ready condition's status is
+/// `want` (waiting up to `secs`), and that condition.
+async fn c_ready(
+    placements: &Api<DynamicObject>,
+    want: &str,
+    secs: u64,
+    what: &str,
+) -> (DynamicObject, Value) {
+    let ready = |p: &DynamicObject| {
+        p.data["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+    };
+    let p = object_when(placements, "edge-placement-c", secs, what, |p| {
+        ready(p).is_some_and(|c| c["status"] == want)
+    })
+    .await;
+    let c = ready(&p).expect("a Ready condition");
+    (p, c)
+}
+
 /// A copy a destination's cluster refuses (as its syncer lists it on the
 /// mailbox's `the-one`) is counted in the EdgePlacement's status and keeps it
 /// from `Ready=True`, naming the object, the SyncTarget and the cluster's
@@ -1001,32 +1022,21 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
     let (_, guilder, wmw) = example1_with_workload(&hub, false).await;
     apply(&wmw, placement_c()).await;
     let placements = edge_placements(&wmw);
-    let ready = |want: &'static str| {
-        let placements = placements.clone();
-        move || {
-            let placements = placements.clone();
-            async move {
-                let p = placements.get("edge-placement-c").await.ok()?;
-                let (status, message) = condition(&p, "Ready");
-                (status == want).then_some((p, message))
-            }
-        }
-    };
-    eventually(20, "edge-placement-c to be Ready", ready("True")).await;
+    c_ready(&placements, "True", 20, "edge-placement-c to be Ready").await;
 
     // guilder's syncer reports that its cluster refused commond.
     let configs = refuse_commond(&hub, &guilder).await;
-    let (p, message) = eventually(15, "edge-placement-c not Ready for the refusal", ready("False")).await;
-    let ready_condition = p.data["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap();
+    let (p, ready_condition) = c_ready(
+        &placements,
+        "False",
+        15,
+        "edge-placement-c not Ready for the refusal",
+    )
+    .await;
     assert_eq!(ready_condition["reason"], "CopiesRefused", "{ready_condition}");
     assert_eq!(p.data["status"]["refusedCount"], 1);
     assert_eq!(
-        message,
+        ready_condition["message"],
         "1 copy refused by their clusters: deployments.apps commonstuff/commond on guilder: \
          Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""
     );
@@ -1038,7 +1048,7 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
         json!({"refusedCount": null, "refused": null}),
     )
     .await;
-    let (p, _) = eventually(15, "edge-placement-c Ready again", ready("True")).await;
+    let (p, _) = c_ready(&placements, "True", 15, "edge-placement-c Ready again").await;
     assert_eq!(p.data["status"]["refusedCount"], 0);
 }
 
@@ -1050,22 +1060,13 @@ async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
     nowhere["spec"]["locationSelectors"] = json!([{"matchLabels": {"env": "staging"}}]);
     apply(&wmw, nowhere).await;
     let placements = edge_placements(&wmw);
-    let ready = |want: &'static str| {
-        let placements = placements.clone();
-        move || {
-            let placements = placements.clone();
-            async move {
-                let p = placements.get("edge-placement-c").await.ok()?;
-                let c = p.data["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .find(|c| c["type"] == "Ready")?
-                    .clone();
-                (c["status"] == want).then_some(c)
-            }
-        }
-    };
-    let c = eventually(15, "edge-placement-c evaluated and not Ready", ready("False")).await;
+    let (_, c) = c_ready(
+        &placements,
+        "False",
+        15,
+        "edge-placement-c evaluated and not Ready",
+    )
+    .await;
     assert_eq!(c["reason"], "NoLocations", "{c}");
     assert!(
         c["message"]
@@ -1077,7 +1078,7 @@ async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
 
     // florin's Location joins staging: the placement reaches it and is Ready.
     label_location(&hub, "florin", json!({"env": "staging"})).await;
-    let c = eventually(15, "edge-placement-c Ready on florin", ready("True")).await;
+    let (_, c) = c_ready(&placements, "True", 15, "edge-placement-c Ready on florin").await;
     assert_eq!(c["reason"], "Placed", "{c}");
 }
 
@@ -1115,14 +1116,14 @@ async fn singleton_stage(hub: &TestHub) -> (kube::Client, String, String) {
 }
 
 async fn wait_copy(hub: &TestHub, mailbox: &str, name: &str) {
-    let copy = api(&client(hub, mailbox).await, &deployments(), Some("specialstuff"));
+    let copy = in_mailbox(hub, mailbox, &deployments(), "specialstuff").await;
     object_when(&copy, name, 20, "the copy in the mailbox", |_| true).await;
 }
 
 /// What the syncer does when its cluster reports on the copy of `name`.
 async fn report_from(hub: &TestHub, mailbox: &str, name: &str, status: Value) {
     merge_status(
-        &api(&client(hub, mailbox).await, &deployments(), Some("specialstuff")),
+        &in_mailbox(hub, mailbox, &deployments(), "specialstuff").await,
         name,
         status,
     )
@@ -1223,11 +1224,7 @@ async fn a_singleton_object_moved_to_another_cluster_shows_the_new_clusters_stat
         Some(florin.as_str()),
         "the status is recorded as florin's"
     );
-    let old = api(
-        &client(&hub, &guilder).await,
-        &deployments(),
-        Some("specialstuff"),
-    );
+    let old = in_mailbox(&hub, &guilder, &deployments(), "specialstuff").await;
     object_gone(&old, "reported", 15, "guilder's copy to go").await;
     let d = get(&wmw, &deployments(), Some("specialstuff"), "reported")
         .await
@@ -1281,13 +1278,13 @@ fn configmap(name: &str, opted_in: bool, text: &str) -> Value {
 
 /// `data["index.html"]` of ConfigMap `name` in a mailbox, once it is `want`.
 async fn wait_text(hub: &TestHub, mailbox: &str, name: &str, want: &str) {
-    let c = api(&client(hub, mailbox).await, &configmaps(), Some("commonstuff"));
+    let c = in_mailbox(hub, mailbox, &configmaps(), "commonstuff").await;
     let what = format!("{name} in {mailbox} to read {want:?}");
     object_when(&c, name, 15, &what, |o| o.data["data"]["index.html"] == want).await;
 }
 
 async fn wait_env(hub: &TestHub, mailbox: &str, want: &str) {
-    let c = api(&client(hub, mailbox).await, &deployments(), Some("commonstuff"));
+    let c = in_mailbox(hub, mailbox, &deployments(), "commonstuff").await;
     let what = format!("commond's env in {mailbox} to be {want:?}");
     object_when(&c, "commond", 15, &what, |o| {
         o.data["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == want
@@ -1422,7 +1419,7 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
     wait_text(&hub, &guilder, "zoned", "zone z-g").await;
     wait_text(&hub, &florin, "httpd-htdocs", "Running in florin.").await;
     wait_text(&hub, &guilder, "httpd-htdocs", "Running in guilder.").await;
-    let florin_cms = api(&client(&hub, &florin).await, &configmaps(), Some("commonstuff"));
+    let florin_cms = in_mailbox(&hub, &florin, &configmaps(), "commonstuff").await;
     assert!(florin_cms.get_opt("zoned").await.unwrap().is_none());
     let p = get(&wmw, &edge("EdgePlacement", "edgeplacements"), None, "customized")
         .await
@@ -1481,7 +1478,7 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
             && m.contains("Customizer commonstuff/absent does not exist")
     })
     .await;
-    let florin_deploys = api(&client(&hub, &florin).await, &deployments(), Some("commonstuff"));
+    let florin_deploys = in_mailbox(&hub, &florin, &deployments(), "commonstuff").await;
     assert!(florin_deploys.get_opt("commond").await.unwrap().is_none());
     eventually(15, "the Customizer kind to be served again", || {
         let c = c.clone();
