@@ -6,13 +6,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use common::tenants::{
     bind_cluster_role, binding, cluster_role, hub_with_tokens, ready_workspace, service_account_with_role,
     user, RBAC,
 };
-use common::{client_as, create, rbac_path, user_kubeconfig};
+use common::{client_as, create, kubeconfig_file, ok, rbac_path};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -106,13 +106,7 @@ async fn grant_role_in_dev(hub: &TestHub, name: &str, who: &str, rules: Value) {
 
 /// A kubeconfig at `workspace` authenticating with bearer `token`.
 fn kubeconfig(hub: &TestHub, name: &str, workspace: &str, token: &str) -> PathBuf {
-    let path = hub.data_dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &path,
-        user_kubeconfig(hub, workspace, AuthInfo::Token(token.to_string())),
-    )
-    .unwrap();
-    path
+    kubeconfig_file(hub, name, workspace, AuthInfo::Token(token.to_string()))
 }
 
 fn admin_kubeconfig(hub: &TestHub, workspace: &str) -> PathBuf {
@@ -133,14 +127,7 @@ fn cache_discovery(hub: &TestHub, kubeconfig: &Path) {
 }
 
 fn kubectl(hub: &TestHub, kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env("HOME", hub.data_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("kubectl is installed")
+    hub.kubectl_as(kubeconfig, args, None)
 }
 
 fn stdout(out: &Output) -> String {
@@ -149,17 +136,6 @@ fn stdout(out: &Output) -> String {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).trim().to_string()
-}
-
-/// kubectl's output; it must have succeeded.
-fn ok(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
 }
 
 /// `kubectl ARGS`'s output; it must succeed.
