@@ -431,15 +431,7 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         .await;
 
     assert!(kcp_ns.starts_with("kcp-") && kcp_ns.len() == 16, "{kcp_ns}");
-    let ns = wait_for(
-        &t.down,
-        &namespaces(),
-        None,
-        &kcp_ns,
-        "the kcp-<hash> namespace",
-        |_| true,
-    )
-    .await;
+    let ns = wait_present(&t.down, &namespaces(), None, &kcp_ns, "the kcp-<hash> namespace").await;
     let locator =
         NamespaceLocator::parse(annotation(&ns, NAMESPACE_LOCATOR_ANNOTATION).expect("locator")).unwrap();
     assert_eq!(locator, NamespaceLocator::new(&t.target, &t.app_cluster, "demo"));
@@ -648,7 +640,7 @@ async fn a_pod_labelled_upsync_downstream_appears_upstream_and_goes_with_it() {
     let syncer = t.syncer().await;
     t.scheduled_namespace("demo").await;
     let kcp_ns = t.downstream("demo");
-    wait_for(&t.down, &namespaces(), None, &kcp_ns, "the namespace", |_| true).await;
+    wait_present(&t.down, &namespaces(), None, &kcp_ns, "the namespace").await;
     let pod = runner_pod(&kcp_ns, json!({ t.state_label(): "Upsync" }));
     let made = t.down.create(&pods(), pod).await;
     let up = t
@@ -727,15 +719,7 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
     t.scheduled_configmap("full", "inside").await;
     let empty = t.downstream("empty");
     let full = t.downstream("full");
-    wait_for(
-        &t.down,
-        &namespaces(),
-        None,
-        &empty,
-        "the empty namespace",
-        |_| true,
-    )
-    .await;
+    wait_present(&t.down, &namespaces(), None, &empty, "the empty namespace").await;
     t.copy(&configmaps(), &full, "inside", "the copy").await;
     // A soft finalizer keeps the copy in `full` after it is unscheduled.
     t.soft_finalizers("full", "inside", json!("[\"x/y\"]")).await;
@@ -890,13 +874,12 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
 async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold() {
     let t = Tmc::start_with(false).await;
     let syncer = t.syncer().await;
-    let import = wait_for(
+    let import = wait_present(
         &t.org,
         &api_resource_imports(),
         None,
         "deployments.east.v1.apps",
         "the deployments schema imported",
-        |_| true,
     )
     .await;
     assert_eq!(import["spec"]["location"], "east");
@@ -1005,7 +988,7 @@ async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_o
     let syncer = t.syncer().await;
     t.scheduled_namespace("demo").await;
     let kcp_ns = t.downstream("demo");
-    wait_for(&t.down, &namespaces(), None, &kcp_ns, "the namespace", |_| true).await;
+    wait_present(&t.down, &namespaces(), None, &kcp_ns, "the namespace").await;
     let upsync = json!({ t.state_label(): "Upsync" });
     // Bound to a claim in a namespace synced from root:app.
     t.down
@@ -1035,15 +1018,7 @@ async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_o
         )
         .await;
 
-    let up = wait_for(
-        &t.app,
-        &volumes(),
-        None,
-        "pvc-1",
-        "the bound volume upstream",
-        |_| true,
-    )
-    .await;
+    let up = wait_present(&t.app, &volumes(), None, "pvc-1", "the bound volume upstream").await;
     assert_eq!(up["spec"]["claimRef"]["namespace"], "demo", "{up}");
     assert_eq!(up["spec"]["claimRef"]["name"], "data", "{up}");
     assert!(
@@ -1052,15 +1027,7 @@ async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_o
     );
     assert!(has_finalizer(&up, &t.finalizer()), "{up}");
     assert_eq!(annotation(&up, NAMESPACE_LOCATOR_ANNOTATION), None, "{up}");
-    wait_for(
-        &t.app,
-        &volumes(),
-        None,
-        "located",
-        "the located volume upstream",
-        |_| true,
-    )
-    .await;
+    wait_present(&t.app, &volumes(), None, "located", "the located volume upstream").await;
     assert!(
         t.app.get(&volumes(), None, "stranger").await.is_none(),
         "a volume belonging to no workspace stays downstream"

@@ -292,6 +292,17 @@ pub fn syncer_config(name: &str, spec: Value) -> Value {
     json!({ "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": { "name": name }, "spec": spec })
 }
 
+/// Waits for an object to exist; returns it.
+pub async fn wait_present(
+    cluster: &Cluster,
+    ar: &ApiResource,
+    ns: Option<&str>,
+    name: &str,
+    what: &str,
+) -> Value {
+    wait_for(cluster, ar, ns, name, what, |_| true).await
+}
+
 /// Waits for an object to exist and satisfy `pred`; returns it.
 pub async fn wait_for(
     cluster: &Cluster,
