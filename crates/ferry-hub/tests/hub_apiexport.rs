@@ -311,22 +311,12 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
         .await;
     }
     // kubectl in a consumer: printer columns from the schema.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:c0", hub.url()),
-        "get",
-        "widgets",
-    ]);
+    let out = hub.kubectl_in("root:c0", &["get", "widgets"], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("SIZE") && stdout.contains("w0"), "{stdout}");
     // OpenAPI from the schema: kubectl explain knows the bound resource's fields.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:c0", hub.url()),
-        "explain",
-        "widgets.spec",
-    ]);
+    let out = hub.kubectl_in("root:c0", &["explain", "widgets.spec"], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(

@@ -414,7 +414,6 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
 async fn the_older_edge_placement_form_is_accepted_and_kubectl_lists_placements() {
     let hub = TestHub::start().await;
     let (florin, _guilder, _wmw) = example1_with_workload(&hub, false).await;
-    let server = format!("{}/clusters/root:wmw1", hub.url());
     let yaml = r#"
 apiVersion: edge.kubestellar.io/v2alpha1
 kind: EdgePlacement
@@ -430,7 +429,7 @@ spec:
     resources: [ "namespaces" ]
     resourceNames: [ "specialstuff" ]
 "#;
-    let out = hub.kubectl_stdin(&["--server", &server, "apply", "-f", "-"], Some(yaml));
+    let out = hub.kubectl_in("root:wmw1", &["apply", "-f", "-"], Some(yaml));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     eventually(20, "the older form's objects in florin's mailbox", || {
         let (hub, florin) = (&hub, florin.clone());
@@ -448,7 +447,7 @@ spec:
         }
     })
     .await;
-    let out = hub.kubectl(&["--server", &server, "get", "edgeplacements"]);
+    let out = hub.kubectl_in("root:wmw1", &["get", "edgeplacements"], None);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(
@@ -944,8 +943,7 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     assert_eq!(guilder_before, guilder_after, "guilder's entry is untouched");
 
     // kubectl shows one row per object with its clusters and digests.
-    let server = format!("{}/clusters/root:wmw1", hub.url());
-    let out = hub.kubectl(&["--server", &server, "get", "placementsummaries"]);
+    let out = hub.kubectl_in("root:wmw1", &["get", "placementsummaries"], None);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let row = text
         .lines()

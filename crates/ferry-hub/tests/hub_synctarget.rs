@@ -73,10 +73,7 @@ async fn wait_for(hub: &TestHub, ws: &str, path: &str, what: &str, check: impl F
 }
 
 fn kubectl_ok(hub: &TestHub, ws: &str, args: &[&str], stdin: Option<&str>) -> String {
-    let server = format!("{}/clusters/{ws}", hub.url());
-    let mut all = vec!["--server", server.as_str()];
-    all.extend_from_slice(args);
-    let out = hub.kubectl_stdin(&all, stdin);
+    let out = hub.kubectl_in(ws, args, stdin);
     assert!(
         out.status.success(),
         "kubectl {args:?}: {}",
@@ -86,10 +83,7 @@ fn kubectl_ok(hub: &TestHub, ws: &str, args: &[&str], stdin: Option<&str>) -> St
 }
 
 fn kubectl_err(hub: &TestHub, ws: &str, args: &[&str], stdin: Option<&str>) -> String {
-    let server = format!("{}/clusters/{ws}", hub.url());
-    let mut all = vec!["--server", server.as_str()];
-    all.extend_from_slice(args);
-    let out = hub.kubectl_stdin(&all, stdin);
+    let out = hub.kubectl_in(ws, args, stdin);
     assert!(!out.status.success(), "kubectl {args:?} should fail");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

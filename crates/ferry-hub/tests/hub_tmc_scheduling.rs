@@ -181,15 +181,17 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     assert!(states(&cm).is_empty(), "{cm}");
 
     // kubectl sees the Placement as a user would.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:app", hub.url()),
-        "get",
-        "placements.scheduling.kcp.io",
-        "compute",
-        "-o",
-        "jsonpath={.status.phase}",
-    ]);
+    let out = hub.kubectl_in(
+        "root:app",
+        &[
+            "get",
+            "placements.scheduling.kcp.io",
+            "compute",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+        None,
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Bound");
 

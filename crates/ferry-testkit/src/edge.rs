@@ -360,14 +360,7 @@ pub fn lagging_collector() -> Value {
 
 /// `kubectl get combinedstatuses -n <ns>` in `workspace`: the table it prints.
 pub fn combined_status_table(hub: &TestHub, workspace: &str, ns: &str) -> String {
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/{workspace}", hub.url()),
-        "get",
-        "combinedstatuses",
-        "-n",
-        ns,
-    ]);
+    let out = hub.kubectl_in(workspace, &["get", "combinedstatuses", "-n", ns], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

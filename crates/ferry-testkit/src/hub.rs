@@ -230,6 +230,13 @@ impl TestHub {
         self.kubectl_as(self.kubeconfig(), args, stdin)
     }
 
+    /// Run `kubectl --server <hub>/clusters/<workspace> ARGS` as admin,
+    /// feeding `stdin`.
+    pub fn kubectl_in(&self, workspace: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let server = format!("{}/clusters/{workspace}", self.url());
+        self.kubectl_stdin(&[&["--server", server.as_str()][..], args].concat(), stdin)
+    }
+
     /// Run `kubectl --kubeconfig <kubeconfig> ARGS` feeding `stdin`: kubectl
     /// as whoever `kubeconfig` authenticates (HOME, and so kubectl's cache,
     /// in the hub's data directory).
