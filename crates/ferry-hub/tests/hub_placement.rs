@@ -6,7 +6,7 @@
 mod common;
 
 use common::edge::*;
-use common::{client, eventually};
+use common::{client, eventually, ok};
 use ferry_hub::controllers::placement::reported::REPORTED_FROM_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
 use ferry_testkit::TestHub;
@@ -429,8 +429,10 @@ spec:
     resources: [ "namespaces" ]
     resourceNames: [ "specialstuff" ]
 "#;
-    let out = hub.kubectl_in("root:wmw1", &["apply", "-f", "-"], Some(yaml));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ok(
+        hub.kubectl_in("root:wmw1", &["apply", "-f", "-"], Some(yaml)),
+        "kubectl apply",
+    );
     eventually(20, "the older form's objects in florin's mailbox", || {
         let (hub, florin) = (&hub, florin.clone());
         async move {
@@ -447,9 +449,10 @@ spec:
         }
     })
     .await;
-    let out = hub.kubectl_in("root:wmw1", &["get", "edgeplacements"], None);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = ok(
+        hub.kubectl_in("root:wmw1", &["get", "edgeplacements"], None),
+        "kubectl get edgeplacements",
+    );
     assert!(
         text.contains("MATCHING LOCATIONS") && text.contains("EXECUTING"),
         "{text}"

@@ -10,7 +10,7 @@
 
 mod common;
 use common::tmc::*;
-use common::{admin, call, create, eventually};
+use common::{admin, call, create, eventually, ok};
 use ferry_api::workload::sync_target_key;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -181,19 +181,17 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     assert!(states(&cm).is_empty(), "{cm}");
 
     // kubectl sees the Placement as a user would.
-    let out = hub.kubectl_in(
-        "root:app",
-        &[
-            "get",
-            "placements.scheduling.kcp.io",
-            "compute",
-            "-o",
-            "jsonpath={.status.phase}",
-        ],
-        None,
+    let args = [
+        "get",
+        "placements.scheduling.kcp.io",
+        "compute",
+        "-o",
+        "jsonpath={.status.phase}",
+    ];
+    assert_eq!(
+        ok(hub.kubectl_in("root:app", &args, None), "kubectl get placements"),
+        "Bound"
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "Bound");
 
     // A namespace relabelled away from the Placement leaves its target,
     // and its objects with it (no syncer holds them).
