@@ -65,12 +65,7 @@ async fn syncagent_takes_the_reference_flags_publishes_and_syncs() {
     };
 
     // An unknown controller: it says which ones exist and exits.
-    let wrong = agent(&["--disabled-controllers=bogus"], &free_address());
-    let output = tokio::task::spawn_blocking(move || wrong.wait_with_output().unwrap())
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_to_start(agent(&["--disabled-controllers=bogus"], &free_address())).await;
     assert!(
         stderr.contains("bogus") && stderr.contains("apiresourceschema"),
         "{stderr}"

@@ -10,7 +10,7 @@ mod syncagent_kit;
 use ferry_testkit::{eventually, TestHub};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
-use syncagent_kit::{client, free_address, write_kubeconfig};
+use syncagent_kit::{client, free_address, refused_to_start, write_kubeconfig};
 
 use ferry_testkit::resources::{workload_sync_targets as sync_targets, workspaces};
 
@@ -66,12 +66,7 @@ async fn workload_syncer_takes_the_seed_flags_refuses_a_wrong_uid_and_heartbeats
     };
 
     // The wrong uid: it says so and exits.
-    let wrong = syncer("not-the-uid", &free_address());
-    let output = tokio::task::spawn_blocking(move || wrong.wait_with_output().unwrap())
-        .await
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_to_start(syncer("not-the-uid", &free_address())).await;
     assert!(
         stderr.contains("not --sync-target-uid not-the-uid") && stderr.contains(&uid),
         "{stderr}"

@@ -224,38 +224,22 @@ async fn bad_input_is_refused_and_leaves_the_kubeconfig_alone() {
         "Workspace \"my-org\" (type root:universal) already exists.\n\
          Workspace \"my-org\" (type root:universal) is ready to use.\n"
     );
-    let err = k.fails(
-        &[
-            "ferry",
-            "ws",
-            "create",
-            "my-org",
-            "--ignore-existing",
-            "--type",
+    for (type_, refusal) in [
+        (
             "root:organization",
-        ],
-        &file,
-    );
-    assert!(
-        err.contains("cannot be created with type root:organization, it already exists with different type root:universal"),
-        "{err}"
-    );
-    let err = k.fails(
-        &[
-            "ferry",
-            "ws",
-            "create",
-            "my-org",
-            "--ignore-existing",
-            "--type",
+            "cannot be created with type root:organization, it already exists with different type root:universal",
+        ),
+        (
             "organization",
-        ],
-        &file,
-    );
-    assert!(
-        err.contains("--ignore-existing must not be used with non-absolute type path"),
-        "{err}"
-    );
+            "--ignore-existing must not be used with non-absolute type path",
+        ),
+    ] {
+        let err = k.fails(
+            &["ferry", "ws", "create", "my-org", "--ignore-existing", "--type", type_],
+            &file,
+        );
+        assert!(err.contains(refusal), "{err}");
+    }
 
     // A context whose server is not a workspace URL.
     let plain = dir.path().join("plain.kubeconfig");

@@ -8,7 +8,7 @@
 
 mod common;
 use common::tenants::{self, Tenants};
-use common::{admin, call, client_as, create, eventually, rbac_path, token};
+use common::{admin, call, client_as, create, eventually, ok, rbac_path, token};
 use ferry_testkit::exports;
 use ferry_testkit::TestHub;
 use futures::StreamExt;
@@ -311,24 +311,16 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
         .await;
     }
     // kubectl in a consumer: printer columns from the schema.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:c0", hub.url()),
-        "get",
-        "widgets",
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = ok(
+        hub.kubectl_in("root:c0", &["get", "widgets"], None),
+        "kubectl get widgets",
+    );
     assert!(stdout.contains("SIZE") && stdout.contains("w0"), "{stdout}");
     // OpenAPI from the schema: kubectl explain knows the bound resource's fields.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:c0", hub.url()),
-        "explain",
-        "widgets.spec",
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = ok(
+        hub.kubectl_in("root:c0", &["explain", "widgets.spec"], None),
+        "kubectl explain widgets.spec",
+    );
     assert!(
         stdout.contains("size") && stdout.contains("<integer>"),
         "{stdout}"

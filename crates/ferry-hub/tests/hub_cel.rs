@@ -112,27 +112,21 @@ async fn cel_rules_accept_valid_and_refuse_invalid_custom_resources() {
         .await
         .expect("a valid scaler is stored");
 
-    let msg = invalid(
-        scalers
-            .create(&pp, &dynamic("low", json!({"replicas": 1, "minReplicas": 3})))
-            .await
-            .unwrap_err(),
-    );
-    assert_eq!(
-        msg,
-        "Scaler.cel.example.com \"low\" is invalid: spec: Invalid value: \"object\": minReplicas must not exceed replicas"
-    );
-
-    let msg = invalid(
-        scalers
-            .create(&pp, &dynamic("big", json!({"replicas": 500, "minReplicas": 1})))
-            .await
-            .unwrap_err(),
-    );
-    assert_eq!(
-        msg,
-        "Scaler.cel.example.com \"big\" is invalid: spec: Invalid value: \"object\": replicas is 500, at most 100 are allowed"
-    );
+    for (name, spec, refusal) in [
+        (
+            "low",
+            json!({"replicas": 1, "minReplicas": 3}),
+            "Scaler.cel.example.com \"low\" is invalid: spec: Invalid value: \"object\": minReplicas must not exceed replicas",
+        ),
+        (
+            "big",
+            json!({"replicas": 500, "minReplicas": 1}),
+            "Scaler.cel.example.com \"big\" is invalid: spec: Invalid value: \"object\": replicas is 500, at most 100 are allowed",
+        ),
+    ] {
+        let msg = invalid(scalers.create(&pp, &dynamic(name, spec)).await.unwrap_err());
+        assert_eq!(msg, refusal);
+    }
 
     // fieldPath and reason reach the Status cause.
     let (code, body) = call(

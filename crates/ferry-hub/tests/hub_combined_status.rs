@@ -14,7 +14,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::edge::*;
 use common::tenants::{Tenants, RBAC};
@@ -98,18 +98,7 @@ async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_to
         |cs| cs["summary"] == "5/6 available on 3 clusters",
     )
     .await;
-    assert_eq!(
-        result_rows(&cs, "builtin:availability").unwrap(),
-        vec![
-            vec![json!("florin"), json!(2), json!(2)],
-            vec![json!("guilder"), json!(2), json!(2)],
-            vec![json!("pound"), json!(1), json!(2)],
-        ]
-    );
-    assert_eq!(
-        result_rows(&cs, "builtin:availability-total").unwrap(),
-        vec![vec![json!(3), json!(5), json!(6)]]
-    );
+    assert_five_of_six_available(&cs);
     assert_eq!(
         result_rows(&cs, "lagging").unwrap(),
         vec![vec![json!("pound"), json!("uk")]]
@@ -130,11 +119,7 @@ async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_to
         cs["summary"] == "6/6 available on 3 clusters"
     })
     .await;
-    let took = changed.elapsed();
-    assert!(
-        took < Duration::from_secs(1),
-        "the combined status followed in {took:?}"
-    );
+    assert_followed_within_a_second(changed);
     assert_eq!(result_rows(&cs, "lagging").unwrap(), Vec::<Vec<Value>>::new());
     assert_eq!(
         result_rows(&cs, "histogram").unwrap(),
@@ -164,15 +149,12 @@ async fn deployment_status_from_three_clusters_is_combined_per_cluster_and_in_to
         .delete("shop", &Default::default())
         .await
         .unwrap();
-    eventually(20, "the CombinedStatus to go with the placement", || {
-        let wmw = wmw.clone();
-        async move {
-            combined_status(&wmw, "shop", "shop")
-                .await
-                .is_none()
-                .then_some(())
-        }
-    })
+    combined_status_gone(
+        &wmw,
+        "shop",
+        "shop",
+        "the CombinedStatus to go with the placement",
+    )
     .await;
 }
 
@@ -218,23 +200,16 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_condition_and_the_oth
         |cs| cs["summary"] == "6/6 available on 3 clusters",
     )
     .await;
-    let result = |name: &str| result_named(&cs, name);
     assert!(
-        result("broken")["error"]
-            .as_str()
-            .unwrap()
-            .contains("StatusCollector \"broken\" is invalid (spec.filter: "),
+        result_error(&cs, "broken").contains("StatusCollector \"broken\" is invalid (spec.filter: "),
         "{cs}"
     );
     assert!(
-        result("missing")["error"]
-            .as_str()
-            .unwrap()
-            .contains("does not exist in this workspace"),
+        result_error(&cs, "missing").contains("does not exist in this workspace"),
         "{cs}"
     );
     // An expression that fails on every row: each row's error, and null cells.
-    let typo = result("typo");
+    let typo = result_named(&cs, "typo");
     assert_eq!(typo["rowErrors"].as_array().unwrap().len(), 3, "{typo}");
     assert_eq!(typo["rowErrors"][0]["columnName"], "zone");
     assert_eq!(result_rows(&cs, "count").unwrap(), vec![vec![json!(3)]]);
@@ -367,14 +342,7 @@ async fn many_collectors_share_one_cost_budget_per_object_and_placement_and_the_
 /// naming `collectors`.
 async fn web_listing_statuses(c: &kube::Client, name: &str, placement: &str, collectors: &[&str]) {
     web(c).await;
-    apply(
-        c,
-        collector(
-            name,
-            json!({"select": [{"name": "wec", "def": "inventory.name"}, {"name": "status", "def": "returned.status"}]}),
-        ),
-    )
-    .await;
+    apply(c, statuses_collector(name)).await;
     place_web(c, placement, json!({"matchLabels": {"env": "prod"}}), collectors).await;
 }
 
@@ -389,8 +357,7 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     let wmw = client(hub, "root:wmw1").await;
     web_listing_statuses(&wmw, "statuses", "shop", &["statuses"]).await;
     copies_in(hub, std::slice::from_ref(&florin)).await;
-    let mut secret = available(2);
-    secret["conditions"][0]["message"] = json!("victim-secret");
+    let secret = available_saying(2, "victim-secret");
     return_status(hub, &florin, &deployments(), "shop", "web", secret).await;
     // ... and whose syncer restored its copy there.
     report_drift(hub, &florin, "apps/deployments", "shop", "web", &[IMAGE]).await;
@@ -474,29 +441,14 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
         result_rows(&mals, "steal").unwrap(),
         vec![vec![json!("florin"), json!({})]]
     );
-    let statuses = mals["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["name"] == "statuses")
-        .unwrap();
     assert!(
-        statuses["error"]
-            .as_str()
-            .unwrap()
-            .contains("does not exist in this workspace"),
+        result_error(&mals, "statuses").contains("does not exist in this workspace"),
         "{text}"
     );
     // Each CombinedStatus stays in its own workspace.
-    let in_victims = api(&wmw, &combined_statuses(), Some("shop"))
-        .list(&Default::default())
-        .await
-        .unwrap();
-    assert_eq!(in_victims.items.len(), 1);
-    let in_mals = api(&mal, &combined_statuses(), Some("shop"))
-        .list(&Default::default())
-        .await
-        .unwrap();
-    assert_eq!(in_mals.items.len(), 1);
-    assert_eq!(in_mals.items[0].data["placement"], "steal");
+    let in_victims = combined_statuses_in(&wmw, "shop").await;
+    assert_eq!(in_victims.len(), 1);
+    let in_mals = combined_statuses_in(&mal, "shop").await;
+    assert_eq!(in_mals.len(), 1);
+    assert_eq!(in_mals[0].data["placement"], "steal");
 }

@@ -105,6 +105,29 @@ where
     })
 }
 
+/// `clients` clients of `hub` at `root` at once, each making the requests
+/// `requests` makes, on a runtime of their own ([`on_own_runtime`]); every
+/// status they got.
+fn clients_at_once<F, Fut>(hub: &TestHub, clients: usize, requests: F) -> tokio::task::JoinHandle<Vec<u16>>
+where
+    F: Fn(kube::Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Vec<u16>> + Send + 'static,
+{
+    let kubeconfig = hub.kubeconfig().to_path_buf();
+    on_own_runtime(move || async move {
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..clients {
+            let c = ferry_testkit::client_from(&kubeconfig, Some("root")).await;
+            tasks.spawn(requests(c));
+        }
+        let mut codes = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            codes.extend(r.expect("client task"));
+        }
+        codes
+    })
+}
+
 /// Send a JSON `body` and read the whole answer, returning only its status:
 /// the load's client side stays light, since it shares the runtime with the
 /// hub under test.
@@ -167,25 +190,15 @@ async fn backtracking_pattern_is_decided_exactly_and_readyz_keeps_answering() {
     let many: Vec<String> = (0..400).map(|_| format!("{}!", "a".repeat(2500))).collect();
     let body =
         bytes::Bytes::from(serde_json::to_vec(&trap("heavy", json!({"s": "a", "many": many}))).unwrap());
-    let kubeconfig = hub.kubeconfig().to_path_buf();
-    let load = on_own_runtime(move || async move {
-        let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..32 {
-            let c = ferry_testkit::client_from(&kubeconfig, Some("root")).await;
-            let body = body.clone();
-            tasks.spawn(async move {
-                let mut codes = Vec::new();
-                for _ in 0..3 {
-                    codes.push(status_of(&c, "POST", TRAPS, body.clone()).await);
-                }
-                codes
-            });
+    let load = clients_at_once(&hub, 32, move |c| {
+        let body = body.clone();
+        async move {
+            let mut codes = Vec::new();
+            for _ in 0..3 {
+                codes.push(status_of(&c, "POST", TRAPS, body.clone()).await);
+            }
+            codes
         }
-        let mut codes = Vec::new();
-        while let Some(r) = tasks.join_next().await {
-            codes.extend(r.expect("client task"));
-        }
-        codes
     });
     let (slowest, probes, codes) = probe_readyz_while(&hub, load).await;
     assert_eq!(codes.len(), 96);
@@ -269,26 +282,14 @@ async fn openapi_is_built_once_per_change_and_readyz_keeps_answering() {
     assert_eq!(code, 200);
     assert!(root["paths"]["apis/big.example.com/v1"].is_object(), "{root}");
 
-    let kubeconfig = hub.kubeconfig().to_path_buf();
-    let load = on_own_runtime(move || async move {
-        let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..64 {
-            let c = ferry_testkit::client_from(&kubeconfig, Some("root")).await;
-            tasks.spawn(async move {
-                let mut codes = Vec::new();
-                for path in [
-                    "/openapi/v3",
-                    "/openapi/v3/apis/big.example.com/v1",
-                    "/openapi/v2",
-                ] {
-                    codes.push(status_of(&c, "GET", path, bytes::Bytes::new()).await);
-                }
-                codes
-            });
-        }
+    let load = clients_at_once(&hub, 64, |c| async move {
         let mut codes = Vec::new();
-        while let Some(r) = tasks.join_next().await {
-            codes.extend(r.expect("client task"));
+        for path in [
+            "/openapi/v3",
+            "/openapi/v3/apis/big.example.com/v1",
+            "/openapi/v2",
+        ] {
+            codes.push(status_of(&c, "GET", path, bytes::Bytes::new()).await);
         }
         codes
     });

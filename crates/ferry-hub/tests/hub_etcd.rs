@@ -11,7 +11,7 @@ use ferry_testkit::{start_tls_etcd, TestEtcd, TestEtcdCluster, TestHub};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use common::{call, eventually};
 
@@ -25,6 +25,46 @@ fn configmap(name: &str, value: &str) -> ConfigMap {
 
 async fn configmaps(hub: &TestHub) -> Api<ConfigMap> {
     Api::namespaced(hub.client("root").await, "default")
+}
+
+/// An admin client of `hub` at `root` that does not retry: kube-rs retries
+/// 503s by default (for up to minutes), which would hide them.
+async fn no_retry_client(hub: &TestHub) -> kube::Client {
+    let mut config = hub.config("root").await;
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("client")
+}
+
+/// Waits (`secs`) until `/readyz` answers `code`.
+async fn readyz_when(client: &kube::Client, code: u16, secs: u64, what: &str) {
+    eventually(secs, what, || async {
+        (call(client, "GET", "/readyz", None).await.0 == code).then_some(())
+    })
+    .await;
+}
+
+/// Creates ConfigMap `default/during` (made while etcd is down); returns the status and body.
+async fn create_during(client: &kube::Client) -> (u16, Value) {
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during"}});
+    call(
+        client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&body),
+    )
+    .await
+}
+
+/// The names of the ConfigMaps `configmaps` lists.
+async fn names_in(configmaps: &Api<ConfigMap>) -> Vec<String> {
+    configmaps
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -270,9 +310,7 @@ async fn a_read_through_any_hub_shows_every_write_acknowledged_before_it() {
             .await
             .expect("create under /other");
     }
-    let mut config = a.config("root").await;
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).expect("client");
+    let client = no_retry_client(&a).await;
     let (code, body) = call(&client, "GET", "/api/v1/namespaces/default/configmaps", None).await;
     assert_eq!(
         code, 200,
@@ -286,10 +324,7 @@ async fn a_read_through_any_hub_shows_every_write_acknowledged_before_it() {
 async fn while_etcd_is_down_writes_are_503_and_readyz_fails_until_it_returns() {
     let Some(mut etcd) = TestEtcd::start() else { return };
     let hub = TestHub::start_on_etcd(&etcd, "/ferry").await;
-    // kube-rs retries 503s by default (for up to minutes): this client shows them.
-    let mut config = hub.config("root").await;
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).expect("client");
+    let client = no_retry_client(&hub).await;
     let on_hub: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     on_hub
         .create(&PostParams::default(), &configmap("before", "1"))
@@ -298,46 +333,26 @@ async fn while_etcd_is_down_writes_are_503_and_readyz_fails_until_it_returns() {
     assert_eq!(call(&client, "GET", "/readyz", None).await.0, 200);
 
     etcd.stop();
-    eventually(15, "/readyz to fail while etcd is down", || async {
-        (call(&client, "GET", "/readyz", None).await.0 == 503).then_some(())
-    })
-    .await;
+    readyz_when(&client, 503, 15, "/readyz to fail while etcd is down").await;
     assert_eq!(
         call(&client, "GET", "/livez", None).await.0,
         200,
         "the process itself is live"
     );
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during"}});
-    let (code, status) = call(
-        &client,
-        "POST",
-        "/api/v1/namespaces/default/configmaps",
-        Some(&body),
-    )
-    .await;
+    let (code, status) = create_during(&client).await;
     assert_eq!(code, 503, "a write while etcd is down: {status}");
     assert_eq!(status["reason"], "ServiceUnavailable");
     // Reads are still served from memory.
     assert!(on_hub.get("before").await.is_ok());
 
     etcd.resume();
-    eventually(30, "/readyz to pass once etcd is back", || async {
-        (call(&client, "GET", "/readyz", None).await.0 == 200).then_some(())
-    })
-    .await;
+    readyz_when(&client, 200, 30, "/readyz to pass once etcd is back").await;
     let after = on_hub
         .create(&PostParams::default(), &configmap("after", "1"))
         .await
         .expect("create once etcd is back");
     // The cache follows etcd again: the write is listed.
-    let names: Vec<String> = on_hub
-        .list(&Default::default())
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
+    let names = names_in(&on_hub).await;
     assert!(names.contains(&"after".to_string()), "{names:?}");
     assert!(!names.contains(&"during".to_string()), "{names:?}");
     assert!(after.metadata.resource_version.is_some());
@@ -398,30 +413,15 @@ async fn three_member_etcd_survives_one_member_and_an_outage_of_all() {
     }
 
     // Every member down: 503s and a failing /readyz on both hubs.
-    let mut config = a.config("root").await;
-    config.default_retry = false;
-    let client = kube::Client::try_from(config).expect("client");
+    let client = no_retry_client(&a).await;
     etcd.stop_all();
-    eventually(15, "/readyz to fail with etcd down", || async {
-        (call(&client, "GET", "/readyz", None).await.0 == 503).then_some(())
-    })
-    .await;
-    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "during"}});
-    let (code, status) = call(
-        &client,
-        "POST",
-        "/api/v1/namespaces/default/configmaps",
-        Some(&body),
-    )
-    .await;
+    readyz_when(&client, 503, 15, "/readyz to fail with etcd down").await;
+    let (code, status) = create_during(&client).await;
     assert_eq!(code, 503, "a write with etcd down: {status}");
     assert!(on_b.get("before").await.is_ok(), "reads are served from memory");
 
     etcd.resume_all();
-    eventually(30, "/readyz to pass once etcd is back", || async {
-        (call(&client, "GET", "/readyz", None).await.0 == 200).then_some(())
-    })
-    .await;
+    readyz_when(&client, 200, 30, "/readyz to pass once etcd is back").await;
     on_b.create(&PostParams::default(), &configmap("after", "1"))
         .await
         .expect("write once etcd is back");
@@ -429,14 +429,7 @@ async fn three_member_etcd_survives_one_member_and_an_outage_of_all() {
         on_a.get("after").await.ok()
     })
     .await;
-    let names: Vec<String> = on_a
-        .list(&Default::default())
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .filter_map(|c| c.metadata.name)
-        .collect();
+    let names = names_in(&on_a).await;
     assert_eq!(
         names.iter().filter(|n| n.starts_with("one-down-")).count(),
         30,

@@ -521,14 +521,7 @@ async fn owners_in_different_workspaces_never_affect_each_other() {
 /// Run kubectl, bounded: `kubectl delete` waits for the object to be gone.
 fn kubectl(hub: &TestHub, args: &[&str]) -> String {
     let args = [args, &["--timeout=60s"]].concat();
-    let out = hub.kubectl(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    common::ok(hub.kubectl(&args), &format!("kubectl {args:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,13 +6,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use common::tenants::{
     bind_cluster_role, binding, cluster_role, hub_with_tokens, ready_workspace, service_account_with_role,
     user, RBAC,
 };
-use common::{client_as, create, rbac_path, user_kubeconfig};
+use common::{client_as, create, kubeconfig_file, ok, rbac_path};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -106,13 +106,7 @@ async fn grant_role_in_dev(hub: &TestHub, name: &str, who: &str, rules: Value) {
 
 /// A kubeconfig at `workspace` authenticating with bearer `token`.
 fn kubeconfig(hub: &TestHub, name: &str, workspace: &str, token: &str) -> PathBuf {
-    let path = hub.data_dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &path,
-        user_kubeconfig(hub, workspace, AuthInfo::Token(token.to_string())),
-    )
-    .unwrap();
-    path
+    kubeconfig_file(hub, name, workspace, AuthInfo::Token(token.to_string()))
 }
 
 fn admin_kubeconfig(hub: &TestHub, workspace: &str) -> PathBuf {
@@ -129,21 +123,11 @@ fn admin_kubeconfig(hub: &TestHub, workspace: &str) -> PathBuf {
 /// "Forbidden: unknown"; with discovery cached, kubectl shows the 403 of
 /// the request itself.
 fn cache_discovery(hub: &TestHub, kubeconfig: &Path) {
-    ok(
-        kubectl(hub, kubeconfig, &["api-resources"]),
-        "kubectl api-resources",
-    );
+    kubectl_ok(hub, kubeconfig, &["api-resources"], "kubectl api-resources");
 }
 
 fn kubectl(hub: &TestHub, kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env("HOME", hub.data_dir())
-        .stdin(Stdio::null())
-        .output()
-        .expect("kubectl is installed")
+    hub.kubectl_as(kubeconfig, args, None)
 }
 
 fn stdout(out: &Output) -> String {
@@ -154,15 +138,14 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).trim().to_string()
 }
 
-/// kubectl's output; it must have succeeded.
-fn ok(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed:\nstdout: {}\nstderr: {}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
+/// `kubectl ARGS`'s output; it must succeed.
+fn kubectl_ok(hub: &TestHub, kubeconfig: &Path, args: &[&str], what: &str) -> String {
+    ok(kubectl(hub, kubeconfig, args), what)
+}
+
+/// `kubectl ARGS`'s stderr; it must be refused.
+fn kubectl_refused(hub: &TestHub, kubeconfig: &Path, args: &[&str], what: &str) -> String {
+    refused(kubectl(hub, kubeconfig, args), what)
 }
 
 /// kubectl's stderr; it must have failed.
@@ -187,12 +170,10 @@ fn can_i(hub: &TestHub, kubeconfig: &Path, args: &[&str]) -> bool {
 
 /// `status.userInfo` of `kubectl auth whoami -o json ARGS`.
 fn whoami(hub: &TestHub, kubeconfig: &Path, args: &[&str]) -> Value {
-    let out = ok(
-        kubectl(
-            hub,
-            kubeconfig,
-            &[&["auth", "whoami", "-o", "json"], args].concat(),
-        ),
+    let out = kubectl_ok(
+        hub,
+        kubeconfig,
+        &[&["auth", "whoami", "-o", "json"], args].concat(),
         "kubectl auth whoami",
     );
     let review: Value = serde_json::from_str(&out).expect("whoami prints JSON");
@@ -231,6 +212,49 @@ fn self_subject_review() -> Value {
     json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
 }
 
+/// A SelfSubjectReview in `ws` as `token`, impersonating with `headers`.
+async fn review_as(hub: &TestHub, ws: &str, token: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    call_with_headers(
+        hub,
+        ws,
+        token,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        headers,
+        Some(&self_subject_review()),
+    )
+    .await
+}
+
+/// `method path` in root:a as bob, impersonating with `headers`.
+async fn as_bob(
+    hub: &TestHub,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> (u16, Value) {
+    call_with_headers(hub, WS, "bob-token", method, path, headers, body).await
+}
+
+/// bob's kubeconfig at root:a, with kubectl's discovery cache filled.
+fn bob_kubeconfig(hub: &TestHub) -> PathBuf {
+    let bob = kubeconfig(hub, "bob", WS, "bob-token");
+    cache_discovery(hub, &bob);
+    bob
+}
+
+/// bob may impersonate alice (and no one else) in root:a.
+async fn bob_may_impersonate_alice(hub: &TestHub) {
+    grant_cluster_role(
+        hub,
+        "impersonate-alice",
+        "bob",
+        json!([impersonate("", &["users"], &["alice"])]),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn admin_can_i_as_alice_answers_for_alice() {
     let (hub, _dir) = hub_with_users().await;
@@ -258,12 +282,10 @@ async fn admin_can_i_as_alice_answers_for_alice() {
         &admin,
         &["get", "secrets", "-n", "prod", "--as", "alice"]
     ));
-    let rules = ok(
-        kubectl(
-            &hub,
-            &admin,
-            &["auth", "can-i", "--list", "-n", "dev", "--as", "alice"],
-        ),
+    let rules = kubectl_ok(
+        &hub,
+        &admin,
+        &["auth", "can-i", "--list", "-n", "dev", "--as", "alice"],
         "can-i --list as alice",
     );
     assert!(rules.contains("secrets"), "{rules}");
@@ -277,8 +299,10 @@ async fn admin_can_i_as_alice_answers_for_alice() {
 async fn requests_as_alice_are_refused_naming_alice() {
     let (hub, _dir) = hub_with_users().await;
     let admin = admin_kubeconfig(&hub, WS);
-    let err = refused(
-        kubectl(&hub, &admin, &["get", "configmaps", "-n", "dev", "--as", "alice"]),
+    let err = kubectl_refused(
+        &hub,
+        &admin,
+        &["get", "configmaps", "-n", "dev", "--as", "alice"],
         "get configmaps as alice",
     );
     assert!(
@@ -286,8 +310,10 @@ async fn requests_as_alice_are_refused_naming_alice() {
         "{err}"
     );
     // The admin's own request still works.
-    ok(
-        kubectl(&hub, &admin, &["get", "configmaps", "-n", "dev"]),
+    kubectl_ok(
+        &hub,
+        &admin,
+        &["get", "configmaps", "-n", "dev"],
         "get configmaps as admin",
     );
 }
@@ -303,18 +329,15 @@ async fn whoami_reports_the_impersonated_user_groups_uid_and_extra() {
     assert_eq!(me["uid"], "u-1", "{me}");
     assert_eq!(me["groups"], json!(["system:authenticated"]), "{me}");
     // Extras (no kubectl flag): the key is percent-decoded and lower-cased.
-    let (code, review) = call_with_headers(
+    let (code, review) = review_as(
         &hub,
         WS,
         &hub.running.admin_token,
-        "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
         &[
             ("Impersonate-User", "alice"),
             ("Impersonate-Extra-Example.com%2FScopes", "view"),
             ("Impersonate-Extra-Example.com%2FScopes", "edit"),
         ],
-        Some(&self_subject_review()),
     )
     .await;
     assert_eq!(code, 201, "{review}");
@@ -328,10 +351,11 @@ async fn whoami_reports_the_impersonated_user_groups_uid_and_extra() {
 #[tokio::test(flavor = "multi_thread")]
 async fn users_without_impersonate_get_403_naming_themselves() {
     let (hub, _dir) = hub_with_users().await;
-    let bob = kubeconfig(&hub, "bob", WS, "bob-token");
-    cache_discovery(&hub, &bob);
-    let err = refused(
-        kubectl(&hub, &bob, &["get", "configmaps", "-n", "dev", "--as", "alice"]),
+    let bob = bob_kubeconfig(&hub);
+    let err = kubectl_refused(
+        &hub,
+        &bob,
+        &["get", "configmaps", "-n", "dev", "--as", "alice"],
         "bob as alice",
     );
     assert!(
@@ -339,10 +363,8 @@ async fn users_without_impersonate_get_403_naming_themselves() {
         "{err}"
     );
     // The same, over the API: a 403 Status with details.
-    let (code, status) = call_with_headers(
+    let (code, status) = as_bob(
         &hub,
-        WS,
-        "bob-token",
         "GET",
         "/api/v1/namespaces/dev/configmaps",
         &[("Impersonate-User", "alice")],
@@ -353,10 +375,8 @@ async fn users_without_impersonate_get_403_naming_themselves() {
     assert_eq!(status["reason"], "Forbidden");
     assert_eq!(status["details"], json!({"name": "alice", "kind": "users"}));
     // Unknown paths are no way around it.
-    let (code, status) = call_with_headers(
+    let (code, status) = as_bob(
         &hub,
-        WS,
-        "bob-token",
         "GET",
         "/no/such/path",
         &[("Impersonate-User", "alice")],
@@ -369,13 +389,7 @@ async fn users_without_impersonate_get_403_naming_themselves() {
 #[tokio::test(flavor = "multi_thread")]
 async fn impersonate_on_named_users_allows_those_users_only() {
     let (hub, _dir) = hub_with_users().await;
-    grant_cluster_role(
-        &hub,
-        "impersonate-alice",
-        "bob",
-        json!([impersonate("", &["users"], &["alice"])]),
-    )
-    .await;
+    bob_may_impersonate_alice(&hub).await;
     // Users are cluster-scoped: a Role in dev cannot grant impersonating them.
     grant_role_in_dev(
         &hub,
@@ -391,34 +405,37 @@ async fn impersonate_on_named_users_allows_those_users_only() {
         binding("RoleBinding", "alice-view", "ClusterRole", "view", user("alice")),
     )
     .await;
-    let bob = kubeconfig(&hub, "bob", WS, "bob-token");
-    cache_discovery(&hub, &bob);
+    let bob = bob_kubeconfig(&hub);
     // bob cannot read ConfigMaps himself; as alice he can.
-    refused(
-        kubectl(&hub, &bob, &["get", "configmaps", "-n", "dev"]),
+    kubectl_refused(
+        &hub,
+        &bob,
+        &["get", "configmaps", "-n", "dev"],
         "bob reads configmaps",
     );
-    let listed = ok(
-        kubectl(&hub, &bob, &["get", "configmaps", "-n", "dev", "--as", "alice"]),
+    let listed = kubectl_ok(
+        &hub,
+        &bob,
+        &["get", "configmaps", "-n", "dev", "--as", "alice"],
         "bob as alice reads configmaps",
     );
     assert!(listed.contains("cfg"), "{listed}");
     assert_eq!(whoami(&hub, &bob, &["--as", "alice"])["username"], "alice");
     // The request runs as alice: what she may not do is refused naming her.
-    let err = refused(
-        kubectl(
-            &hub,
-            &bob,
-            &["create", "configmap", "x", "-n", "dev", "--as", "alice"],
-        ),
+    let err = kubectl_refused(
+        &hub,
+        &bob,
+        &["create", "configmap", "x", "-n", "dev", "--as", "alice"],
         "bob as alice creates a configmap",
     );
     assert!(
         err.contains("User \"alice\" cannot create resource \"configmaps\""),
         "{err}"
     );
-    let err = refused(
-        kubectl(&hub, &bob, &["get", "configmaps", "-n", "dev", "--as", "carol"]),
+    let err = kubectl_refused(
+        &hub,
+        &bob,
+        &["get", "configmaps", "-n", "dev", "--as", "carol"],
         "bob as carol",
     );
     assert!(
@@ -427,14 +444,11 @@ async fn impersonate_on_named_users_allows_those_users_only() {
     );
     // A uid needs its own permission (`kubectl auth whoami` hides a 403
     // behind "not enabled or no permission", so ask the API).
-    let (code, status) = call_with_headers(
+    let (code, status) = review_as(
         &hub,
         WS,
         "bob-token",
-        "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
         &[("Impersonate-User", "alice"), ("Impersonate-Uid", "u-1")],
-        Some(&self_subject_review()),
     )
     .await;
     assert_eq!(code, 403, "{status}");
@@ -443,16 +457,7 @@ async fn impersonate_on_named_users_allows_those_users_only() {
         "uids.authentication.k8s.io \"u-1\" is forbidden: User \"bob\" cannot impersonate resource \"uids\" in API group \"authentication.k8s.io\" at the cluster scope in workspace \"root:a\""
     );
     // The permission holds in root:a only.
-    let (code, status) = call_with_headers(
-        &hub,
-        "root:b",
-        "bob-token",
-        "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        &[("Impersonate-User", "alice")],
-        Some(&self_subject_review()),
-    )
-    .await;
+    let (code, status) = review_as(&hub, "root:b", "bob-token", &[("Impersonate-User", "alice")]).await;
     assert_eq!(code, 403, "{status}");
     assert_eq!(
         status["message"],
@@ -471,11 +476,12 @@ async fn impersonating_a_service_account_needs_impersonate_on_serviceaccounts() 
         json!([impersonate("", &["users"], &[])]),
     )
     .await;
-    let bob = kubeconfig(&hub, "bob", WS, "bob-token");
-    cache_discovery(&hub, &bob);
+    let bob = bob_kubeconfig(&hub);
     let builder = "system:serviceaccount:dev:builder";
-    let err = refused(
-        kubectl(&hub, &bob, &["get", "configmaps", "-n", "dev", "--as", builder]),
+    let err = kubectl_refused(
+        &hub,
+        &bob,
+        &["get", "configmaps", "-n", "dev", "--as", builder],
         "bob as builder",
     );
     assert!(
@@ -506,20 +512,18 @@ async fn impersonating_a_service_account_needs_impersonate_on_serviceaccounts() 
         &["create", "deployments", "-n", "dev", "--as", builder]
     ));
     assert!(!can_i(&hub, &bob, &["create", "deployments", "-n", "dev"]));
-    ok(
-        kubectl(
-            &hub,
-            &bob,
-            &[
-                "create",
-                "configmap",
-                "made-by-builder",
-                "-n",
-                "dev",
-                "--as",
-                builder,
-            ],
-        ),
+    kubectl_ok(
+        &hub,
+        &bob,
+        &[
+            "create",
+            "configmap",
+            "made-by-builder",
+            "-n",
+            "dev",
+            "--as",
+            builder,
+        ],
         "bob as builder creates a configmap",
     );
 }
@@ -550,12 +554,10 @@ async fn groups_without_a_user_are_a_bad_request() {
     // kubectl (client-go) refuses `--as-group` without `--as` itself, in
     // the same words.
     let admin = admin_kubeconfig(&hub, WS);
-    let err = refused(
-        kubectl(
-            &hub,
-            &admin,
-            &["get", "configmaps", "-n", "dev", "--as-group", "devs"],
-        ),
+    let err = kubectl_refused(
+        &hub,
+        &admin,
+        &["get", "configmaps", "-n", "dev", "--as-group", "devs"],
         "--as-group without --as",
     );
     assert!(err.contains("without impersonating a user"), "{err}");
@@ -564,22 +566,13 @@ async fn groups_without_a_user_are_a_bad_request() {
 #[tokio::test(flavor = "multi_thread")]
 async fn impersonating_system_masters_needs_the_groups_permission() {
     let (hub, _dir) = hub_with_users().await;
-    grant_cluster_role(
-        &hub,
-        "impersonate-alice",
-        "bob",
-        json!([impersonate("", &["users"], &["alice"])]),
-    )
-    .await;
-    let bob = kubeconfig(&hub, "bob", WS, "bob-token");
-    cache_discovery(&hub, &bob);
+    bob_may_impersonate_alice(&hub).await;
+    let bob = bob_kubeconfig(&hub);
     let as_master = ["--as", "alice", "--as-group", "system:masters"];
-    let err = refused(
-        kubectl(
-            &hub,
-            &bob,
-            &[&["get", "secrets", "-n", "dev"][..], &as_master].concat(),
-        ),
+    let err = kubectl_refused(
+        &hub,
+        &bob,
+        &[&["get", "secrets", "-n", "dev"][..], &as_master].concat(),
         "bob as alice in system:masters",
     );
     assert!(
@@ -593,12 +586,10 @@ async fn impersonating_system_masters_needs_the_groups_permission() {
         json!([impersonate("", &["groups"], &["system:masters"])]),
     )
     .await;
-    ok(
-        kubectl(
-            &hub,
-            &bob,
-            &[&["get", "secrets", "-n", "dev"][..], &as_master].concat(),
-        ),
+    kubectl_ok(
+        &hub,
+        &bob,
+        &[&["get", "secrets", "-n", "dev"][..], &as_master].concat(),
         "bob as alice in system:masters",
     );
     // Escalation checks run as the impersonated identity too: alice alone
@@ -612,12 +603,11 @@ async fn impersonating_system_masters_needs_the_groups_permission() {
     .await;
     let role = json!({"apiVersion": format!("{RBAC}/v1"), "kind": "Role", "metadata": {"name": "secrets"},
         "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}]});
-    let (code, status) = call_with_headers(
+    let roles = rbac_path(Some("dev"), "roles");
+    let (code, status) = as_bob(
         &hub,
-        WS,
-        "bob-token",
         "POST",
-        &rbac_path(Some("dev"), "roles"),
+        &roles,
         &[("Impersonate-User", "alice")],
         Some(&role),
     )
@@ -628,12 +618,10 @@ async fn impersonating_system_masters_needs_the_groups_permission() {
         message.contains("User \"alice\"") && message.contains("does not hold"),
         "{message}"
     );
-    let (code, status) = call_with_headers(
+    let (code, status) = as_bob(
         &hub,
-        WS,
-        "bob-token",
         "POST",
-        &rbac_path(Some("dev"), "roles"),
+        &roles,
         &[
             ("Impersonate-User", "alice"),
             ("Impersonate-Group", "system:masters"),

@@ -31,6 +31,20 @@ spec:
         - containerPort: 80
 "#;
 
+/// kubectl applies the CRD `yaml` (named `name`) and waits until it is Established.
+fn apply_crd(hub: &TestHub, yaml: &str, name: &str) {
+    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(yaml)), "apply crd");
+    ok(
+        hub.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            &format!("crd/{name}"),
+            "--timeout=20s",
+        ]),
+        "wait",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_get_api_resources_and_namespaces() {
     let hub = TestHub::start().await;
@@ -209,16 +223,7 @@ spec:
             properties:
               size: {type: integer}
 "#;
-    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(crd)), "apply crd");
-    ok(
-        hub.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/widgets.example.com",
-            "--timeout=20s",
-        ]),
-        "wait",
-    );
+    apply_crd(&hub, crd, "widgets.example.com");
     let cr = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\nspec: {size: 7}\n";
     ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(cr)), "apply cr");
     let cr2 = cr.replace("size: 7", "size: 8");
@@ -313,16 +318,7 @@ spec:
               size: {type: integer}
               extra: {type: object, x-kubernetes-preserve-unknown-fields: true}
 "#;
-    ok(hub.kubectl_stdin(&["apply", "-f", "-"], Some(crd)), "apply crd");
-    ok(
-        hub.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/gadgets.example.com",
-            "--timeout=20s",
-        ]),
-        "wait",
-    );
+    apply_crd(&hub, crd, "gadgets.example.com");
     let list = |image: &str, size: &str, config_map: &str| {
         let items = [
             format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {config_map}, namespace: default}}\ndata: {{a: '1'}}"),

@@ -6,7 +6,7 @@
 mod common;
 
 use common::edge::*;
-use common::{client, eventually};
+use common::{client, eventually, ok};
 use ferry_hub::controllers::placement::reported::REPORTED_FROM_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
 use ferry_testkit::TestHub;
@@ -84,6 +84,84 @@ async fn placed_in(hub: &TestHub, mailbox: &str, object: &str, what: &str) {
     .await;
 }
 
+/// `r` in namespace `ns` of workspace `mailbox` (a mailbox, mostly).
+async fn in_mailbox(hub: &TestHub, mailbox: &str, r: &ApiResource, ns: &str) -> Api<DynamicObject> {
+    api(&client(hub, mailbox).await, r, Some(ns))
+}
+
+fn edge_placements(wmw: &kube::Client) -> Api<DynamicObject> {
+    api(wmw, &edge("EdgePlacement", "edgeplacements"), None)
+}
+
+/// Deletes `name`; it must succeed.
+async fn delete(objects: &Api<DynamicObject>, name: &str) {
+    objects.delete(name, &DeleteParams::default()).await.unwrap();
+}
+
+/// Merge-patches `name` with `patch`; it must succeed.
+async fn merge(objects: &Api<DynamicObject>, name: &str, patch: Value) {
+    objects
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Merge-patches `name`'s status with `status`; it must succeed.
+async fn merge_status(objects: &Api<DynamicObject>, name: &str, status: Value) {
+    objects
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+}
+
+/// Object `name` once `check` holds for it (waiting up to `secs`).
+async fn object_when(
+    objects: &Api<DynamicObject>,
+    name: &str,
+    secs: u64,
+    what: &str,
+    check: impl Fn(&DynamicObject) -> bool,
+) -> DynamicObject {
+    let check = &check;
+    eventually(secs, what, || async move {
+        let o = objects.get_opt(name).await.ok()??;
+        check(&o).then_some(o)
+    })
+    .await
+}
+
+/// Condition `type_` of `name` once its status is `status` (waiting up to
+/// `secs`): its status and message.
+async fn condition_when(
+    objects: &Api<DynamicObject>,
+    name: &str,
+    (type_, status): (&str, &str),
+    secs: u64,
+    what: &str,
+) -> (String, String) {
+    let o = object_when(objects, name, secs, what, |o| condition(o, type_).0 == status).await;
+    condition(&o, type_)
+}
+
+/// The `kubestellar.io/executing-count` annotation of a WMW object.
+fn executing_count(o: &DynamicObject) -> Option<&str> {
+    o.annotations()
+        .get("kubestellar.io/executing-count")
+        .map(String::as_str)
+}
+
+/// Waits (`secs`) until object `name` is gone.
+async fn object_gone(objects: &Api<DynamicObject>, name: &str, secs: u64, what: &str) {
+    eventually(secs, what, || async move {
+        matches!(objects.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}
+
 fn deployment(ns: &str, name: &str, replicas: i64) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
            "metadata": {"name": name, "namespace": ns},
@@ -144,62 +222,50 @@ async fn where_resolver_keeps_the_single_placement_slice_live() {
             })
             .collect()
     };
-    let s = slices.clone();
-    eventually(15, "edge-placement-c to reach florin and guilder", || {
-        let s = s.clone();
-        async move {
-            let slice = s.get_opt("edge-placement-c").await.ok().flatten()?;
-            (targets_of(&slice) == ["florin@florin", "guilder@guilder"]).then_some(())
-        }
-    })
+    object_when(
+        &slices,
+        "edge-placement-c",
+        15,
+        "edge-placement-c to reach florin and guilder",
+        |slice| targets_of(slice) == ["florin@florin", "guilder@guilder"],
+    )
     .await;
-    let s = slices.clone();
-    let slice = eventually(10, "edge-placement-s's slice", || {
-        let s = s.clone();
-        async move { s.get_opt("edge-placement-s").await.ok().flatten() }
-    })
+    let slice = object_when(
+        &slices,
+        "edge-placement-s",
+        10,
+        "edge-placement-s's slice",
+        |_| true,
+    )
     .await;
     assert_eq!(targets_of(&slice), ["guilder@guilder"]);
     let d = &slice.data["destinations"][0];
     assert!(d["syncTargetUID"].as_str().is_some_and(|u| !u.is_empty()) && d["cluster"].as_str().is_some());
-    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
-    let p = placements.clone();
-    eventually(10, "matchingLocationCount 2 on edge-placement-c", || {
-        let p = p.clone();
-        async move {
-            let o = p.get("edge-placement-c").await.ok()?;
-            (o.data["status"]["matchingLocationCount"] == 2).then_some(())
-        }
-    })
+    let placements = edge_placements(&wmw);
+    object_when(
+        &placements,
+        "edge-placement-c",
+        10,
+        "matchingLocationCount 2 on edge-placement-c",
+        |o| o.data["status"]["matchingLocationCount"] == 2,
+    )
     .await;
 
     // florin's Location gains extended=yes: edge-placement-s now reaches it too.
     let imw = client(&hub, "root:imw1").await;
-    api(&imw, &edge("Location", "locations"), None)
-        .patch(
-            "florin",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"extended": "yes"}}})),
-        )
-        .await
-        .unwrap();
-    let s = slices.clone();
-    eventually(10, "edge-placement-s to follow the Location's labels", || {
-        let s = s.clone();
-        async move {
-            let slice = s.get("edge-placement-s").await.ok()?;
-            (targets_of(&slice) == ["florin@florin", "guilder@guilder"]).then_some(())
-        }
-    })
+    label_location(&hub, "florin", json!({"extended": "yes"})).await;
+    object_when(
+        &slices,
+        "edge-placement-s",
+        10,
+        "edge-placement-s to follow the Location's labels",
+        |slice| targets_of(slice) == ["florin@florin", "guilder@guilder"],
+    )
     .await;
     // guilder's SyncTarget goes: gone from every slice.
-    api(&imw, &edge("SyncTarget", "synctargets"), None)
-        .delete("guilder", &DeleteParams::default())
-        .await
-        .unwrap();
-    let s = slices.clone();
+    delete(&api(&imw, &edge("SyncTarget", "synctargets"), None), "guilder").await;
     eventually(10, "guilder to leave the slices", || {
-        let s = s.clone();
+        let s = slices.clone();
         async move {
             let c = s.get("edge-placement-c").await.ok()?;
             let sp = s.get("edge-placement-s").await.ok()?;
@@ -208,15 +274,13 @@ async fn where_resolver_keeps_the_single_placement_slice_live() {
     })
     .await;
     // The slice belongs to its placement.
-    placements
-        .delete("edge-placement-s", &DeleteParams::default())
-        .await
-        .unwrap();
-    let s = slices.clone();
-    eventually(10, "the slice to go with its placement", || {
-        let s = s.clone();
-        async move { s.get_opt("edge-placement-s").await.ok()?.is_none().then_some(()) }
-    })
+    delete(&placements, "edge-placement-s").await;
+    object_gone(
+        &slices,
+        "edge-placement-s",
+        10,
+        "the slice to go with its placement",
+    )
     .await;
 }
 
@@ -270,20 +334,12 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
     // A change in the WMW reaches every copy; the copy's own status is kept.
     let mb = client(&hub, &florin).await;
     let copies = api(&mb, &deployments(), Some("commonstuff"));
-    copies
-        .patch_status(
-            "commond",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"replicas": 1, "readyReplicas": 1}})),
-        )
-        .await
-        .unwrap();
+    merge_status(&copies, "commond", json!({"replicas": 1, "readyReplicas": 1})).await;
     apply(&wmw, deployment("commonstuff", "commond", 3)).await;
     for mailbox in [&florin, &guilder] {
-        let c = api(&client(&hub, mailbox).await, &deployments(), Some("commonstuff"));
-        eventually(10, "the copy to follow the WMW object", || {
-            let c = c.clone();
-            async move { (c.get("commond").await.ok()?.data["spec"]["replicas"] == 3).then_some(()) }
+        let c = in_mailbox(&hub, mailbox, &deployments(), "commonstuff").await;
+        object_when(&c, "commond", 10, "the copy to follow the WMW object", |o| {
+            o.data["spec"]["replicas"] == 3
         })
         .await;
     }
@@ -313,11 +369,8 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
     .unwrap();
 
     // Dropping specialstuff from the placement removes exactly its copies.
-    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
-    placements
-        .delete("edge-placement-s", &DeleteParams::default())
-        .await
-        .unwrap();
+    let placements = edge_placements(&wmw);
+    delete(&placements, "edge-placement-s").await;
     eventually(15, "guilder's mailbox to lose the special objects", || {
         let (hub, guilder) = (&hub, guilder.clone());
         async move { (placed(hub, &guilder).await == common).then_some(()) }
@@ -333,10 +386,7 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
     );
 
     // No placement at all: the mailboxes empty out, the SyncerConfig says nothing.
-    placements
-        .delete("edge-placement-c", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&placements, "edge-placement-c").await;
     eventually(15, "the mailboxes to empty", || {
         let (hub, florin) = (&hub, florin.clone());
         async move { (placed(hub, &florin).await == ["syncerconfigs the-one"]).then_some(()) }
@@ -364,7 +414,6 @@ async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
 async fn the_older_edge_placement_form_is_accepted_and_kubectl_lists_placements() {
     let hub = TestHub::start().await;
     let (florin, _guilder, _wmw) = example1_with_workload(&hub, false).await;
-    let server = format!("{}/clusters/root:wmw1", hub.url());
     let yaml = r#"
 apiVersion: edge.kubestellar.io/v2alpha1
 kind: EdgePlacement
@@ -380,8 +429,10 @@ spec:
     resources: [ "namespaces" ]
     resourceNames: [ "specialstuff" ]
 "#;
-    let out = hub.kubectl_stdin(&["--server", &server, "apply", "-f", "-"], Some(yaml));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    ok(
+        hub.kubectl_in("root:wmw1", &["apply", "-f", "-"], Some(yaml)),
+        "kubectl apply",
+    );
     eventually(20, "the older form's objects in florin's mailbox", || {
         let (hub, florin) = (&hub, florin.clone());
         async move {
@@ -398,9 +449,10 @@ spec:
         }
     })
     .await;
-    let out = hub.kubectl(&["--server", &server, "get", "edgeplacements"]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = ok(
+        hub.kubectl_in("root:wmw1", &["get", "edgeplacements"], None),
+        "kubectl get edgeplacements",
+    );
     assert!(
         text.contains("MATCHING LOCATIONS") && text.contains("EXECUTING"),
         "{text}"
@@ -440,9 +492,9 @@ async fn two_wmws_wanting_different_objects_under_one_name_get_a_steady_conflict
         )
         .await;
     }
-    let mb = api(&client(&hub, &florin).await, &configmaps(), Some("shared"));
-    let placements_one = api(&one, &edge("EdgePlacement", "edgeplacements"), None);
-    let placements_two = api(&two, &edge("EdgePlacement", "edgeplacements"), None);
+    let mb = in_mailbox(&hub, &florin, &configmaps(), "shared").await;
+    let placements_one = edge_placements(&one);
+    let placements_two = edge_placements(&two);
     let (p1, p2) = (placements_one.clone(), placements_two.clone());
     let message = eventually(20, "a Conflict condition on both placements", || {
         let (p1, p2) = (p1.clone(), p2.clone());
@@ -504,10 +556,7 @@ async fn two_wmws_wanting_different_objects_under_one_name_get_a_steady_conflict
     })
     .await;
     // The holder leaves: the other side's copy takes its place, the conflict clears.
-    placements_one
-        .delete("p-one", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&placements_one, "p-one").await;
     let (mb2, p2) = (mb.clone(), placements_two.clone());
     eventually(15, "wmw2's copy and no conflict", || {
         let (mb, p2) = (mb2.clone(), p2.clone());
@@ -534,15 +583,14 @@ async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
     )
     .await;
     apply(&wmw, placement_c()).await;
-    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
-    let p = placements.clone();
-    let (status, message) = eventually(15, "an InvalidSpec condition", || {
-        let p = p.clone();
-        async move {
-            let c = condition(&p.get("bad").await.ok()?, "InvalidSpec");
-            (c.0 == "True").then_some(c)
-        }
-    })
+    let placements = edge_placements(&wmw);
+    let (status, message) = condition_when(
+        &placements,
+        "bad",
+        ("InvalidSpec", "True"),
+        15,
+        "an InvalidSpec condition",
+    )
     .await;
     assert_eq!(status, "True");
     for field in [
@@ -561,11 +609,13 @@ async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
         "edge-placement-c's objects in florin's mailbox",
     )
     .await;
-    let p = placements.clone();
-    eventually(10, "edge-placement-c to be Ready", || {
-        let p = p.clone();
-        async move { (condition(&p.get("edge-placement-c").await.ok()?, "Ready").0 == "True").then_some(()) }
-    })
+    condition_when(
+        &placements,
+        "edge-placement-c",
+        ("Ready", "True"),
+        10,
+        "edge-placement-c to be Ready",
+    )
     .await;
     // Fixing the spec clears the condition.
     apply(
@@ -575,11 +625,13 @@ async fn bad_selectors_and_unknown_resources_are_conditions_naming_the_field() {
                         "downsync": [{"apiGroup": "apps", "resources": ["deployments"], "namespaces": ["commonstuff"]}]}}),
     )
     .await;
-    let p = placements.clone();
-    eventually(15, "InvalidSpec to clear", || {
-        let p = p.clone();
-        async move { (condition(&p.get("bad").await.ok()?, "InvalidSpec").0 == "False").then_some(()) }
-    })
+    condition_when(
+        &placements,
+        "bad",
+        ("InvalidSpec", "False"),
+        15,
+        "InvalidSpec to clear",
+    )
     .await;
 }
 
@@ -597,11 +649,8 @@ async fn sync_target_going_away_takes_its_copies_with_it() {
     })
     .await;
     let imw = client(&hub, "root:imw1").await;
-    api(&imw, &edge("SyncTarget", "synctargets"), None)
-        .delete("guilder", &DeleteParams::default())
-        .await
-        .unwrap();
-    let gone = api(&client(&hub, &guilder).await, &deployments(), Some("commonstuff"));
+    delete(&api(&imw, &edge("SyncTarget", "synctargets"), None), "guilder").await;
+    let gone = in_mailbox(&hub, &guilder, &deployments(), "commonstuff").await;
     eventually(15, "guilder's copies to go", || {
         let gone = gone.clone();
         async move {
@@ -613,14 +662,17 @@ async fn sync_target_going_away_takes_its_copies_with_it() {
     })
     .await;
     let slices = api(&wmw, &edge("SinglePlacementSlice", "singleplacementslices"), None);
-    eventually(10, "the slice to name florin only", || {
-        let slices = slices.clone();
-        async move {
-            let s = slices.get("edge-placement-c").await.ok()?;
-            let d = s.data["destinations"].as_array()?.clone();
-            (d.len() == 1 && d[0]["syncTargetName"] == "florin").then_some(())
-        }
-    })
+    object_when(
+        &slices,
+        "edge-placement-c",
+        10,
+        "the slice to name florin only",
+        |s| {
+            s.data["destinations"]
+                .as_array()
+                .is_some_and(|d| d.len() == 1 && d[0]["syncTargetName"] == "florin")
+        },
+    )
     .await;
     assert!(placed(&hub, &florin)
         .await
@@ -630,9 +682,7 @@ async fn sync_target_going_away_takes_its_copies_with_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
     let first = TestHub::start().await;
-    let (florin, guilder) = example1(&first).await;
-    let wmw = client(&first, "root:wmw1").await;
-    example1_workload(&wmw).await;
+    let (florin, guilder, wmw) = example1_with_workload(&first, false).await;
     apply(&wmw, placement_c()).await;
     apply(&wmw, placement_s()).await;
     placed_in(
@@ -643,10 +693,7 @@ async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
     )
     .await;
     // Change everything at once and stop the hub while it translates.
-    api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
-        .delete("edge-placement-s", &DeleteParams::default())
-        .await
-        .unwrap();
+    delete(&edge_placements(&wmw), "edge-placement-s").await;
     apply(&wmw, deployment("commonstuff", "commond", 5)).await;
     let (running, dir) = first.into_parts();
     running.stop().await;
@@ -660,7 +707,7 @@ async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
         "syncerconfigs the-one",
     ];
     for mailbox in [&florin, &guilder] {
-        let c = api(&client(&hub, mailbox).await, &deployments(), Some("commonstuff"));
+        let c = in_mailbox(&hub, mailbox, &deployments(), "commonstuff").await;
         eventually(20, "the mailbox to converge after the restart", || {
             let (hub, mailbox, c) = (&hub, mailbox.clone(), c.clone());
             async move {
@@ -777,66 +824,43 @@ async fn reported_state_and_upsynced_reports_come_back_to_the_wmw() {
     );
     // Executing count on each placed WMW object.
     let cms = api(&wmw, &configmaps(), Some("commonstuff"));
-    eventually(10, "executing-count 2 on the policy", || {
-        let cms = cms.clone();
-        async move {
-            let o = cms.get("policy").await.ok()?;
-            (o.annotations()
-                .get("kubestellar.io/executing-count")
-                .map(String::as_str)
-                == Some("2"))
-            .then_some(())
-        }
+    object_when(&cms, "policy", 10, "executing-count 2 on the policy", |o| {
+        executing_count(o) == Some("2")
     })
     .await;
     // The singleton placement's one copy reports its status into the WMW Deployment.
-    let copy = api(
-        &client(&hub, &guilder).await,
-        &deployments(),
-        Some("specialstuff"),
-    );
-    eventually(15, "speciald's copy in guilder's mailbox", || {
-        let copy = copy.clone();
-        async move { copy.get_opt("speciald").await.ok()?.map(|_| ()) }
-    })
-    .await;
-    copy.patch_status(
+    let copy = in_mailbox(&hub, &guilder, &deployments(), "specialstuff").await;
+    object_when(
+        &copy,
         "speciald",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"replicas": 1, "availableReplicas": 1, "readyReplicas": 1}})),
+        15,
+        "speciald's copy in guilder's mailbox",
+        |_| true,
     )
-    .await
-    .unwrap();
+    .await;
+    merge_status(
+        &copy,
+        "speciald",
+        json!({"replicas": 1, "availableReplicas": 1, "readyReplicas": 1}),
+    )
+    .await;
     let wmw_deploy = api(&wmw, &deployments(), Some("specialstuff"));
-    eventually(15, "speciald's status in the WMW", || {
-        let wmw_deploy = wmw_deploy.clone();
-        async move {
-            let d = wmw_deploy.get("speciald").await.ok()?;
-            (d.data["status"]["availableReplicas"] == 1
-                && d.annotations()
-                    .get("kubestellar.io/executing-count")
-                    .map(String::as_str)
-                    == Some("1"))
-            .then_some(())
-        }
+    object_when(&wmw_deploy, "speciald", 15, "speciald's status in the WMW", |d| {
+        d.data["status"]["availableReplicas"] == 1 && executing_count(d) == Some("1")
     })
     .await;
     // A report gone from a mailbox goes from the WMW.
-    api(&client(&hub, &florin).await, &reports, Some("commonstuff"))
-        .delete("polr-ns-commonstuff", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(15, "florin's report to leave the WMW", || {
-        let in_wmw = in_wmw.clone();
-        async move {
-            in_wmw
-                .get_opt("florin-polr-ns-commonstuff")
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        }
-    })
+    delete(
+        &in_mailbox(&hub, &florin, &reports, "commonstuff").await,
+        "polr-ns-commonstuff",
+    )
+    .await;
+    object_gone(
+        &in_wmw,
+        "florin-polr-ns-commonstuff",
+        15,
+        "florin's report to leave the WMW",
+    )
     .await;
 }
 
@@ -900,15 +924,13 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
 
     // florin's syncer reports status into its mailbox copy: only florin's entry changes.
     let before = destinations(&sums.get("deployments.apps.commonstuff.commond").await.unwrap());
-    let florin_copies = api(&client(&hub, &florin).await, &deployments(), Some("commonstuff"));
-    florin_copies
-        .patch_status(
-            "commond",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"replicas": 1, "availableReplicas": 1}})),
-        )
-        .await
-        .unwrap();
+    let florin_copies = in_mailbox(&hub, &florin, &deployments(), "commonstuff").await;
+    merge_status(
+        &florin_copies,
+        "commond",
+        json!({"replicas": 1, "availableReplicas": 1}),
+    )
+    .await;
     let after = eventually(15, "florin's status digest", || {
         let sums = sums.clone();
         async move {
@@ -924,8 +946,7 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     assert_eq!(guilder_before, guilder_after, "guilder's entry is untouched");
 
     // kubectl shows one row per object with its clusters and digests.
-    let server = format!("{}/clusters/root:wmw1", hub.url());
-    let out = hub.kubectl(&["--server", &server, "get", "placementsummaries"]);
+    let out = hub.kubectl_in("root:wmw1", &["get", "placementsummaries"], None);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let row = text
         .lines()
@@ -960,20 +981,36 @@ async fn placement_summaries_list_every_destination_and_follow_reported_status()
     );
 
     // Without edge-placement-s, speciald's summary goes; guilder's copies of it too.
-    api(&wmw, &edge("EdgePlacement", "edgeplacements"), None)
-        .delete("edge-placement-s", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(15, "speciald's summary to go", || {
-        let sums = sums.clone();
-        async move {
-            match sums.get_opt("deployments.apps.specialstuff.speciald").await {
-                Ok(None) => Some(()),
-                _ => None,
-            }
-        }
+    delete(&edge_placements(&wmw), "edge-placement-s").await;
+    object_gone(
+        &sums,
+        "deployments.apps.specialstuff.speciald",
+        15,
+        "speciald's summary to go",
+    )
+    .await;
+}
+
+/// EdgePlacement `edge-placement-c` once its Ready condition's status is
+/// `want` (waiting up to `secs`), and that condition.
+async fn c_ready(
+    placements: &Api<DynamicObject>,
+    want: &str,
+    secs: u64,
+    what: &str,
+) -> (DynamicObject, Value) {
+    let ready = |p: &DynamicObject| {
+        p.data["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+    };
+    let p = object_when(placements, "edge-placement-c", secs, what, |p| {
+        ready(p).is_some_and(|c| c["status"] == want)
     })
     .await;
+    let c = ready(&p).expect("a Ready condition");
+    (p, c)
 }
 
 /// A copy a destination's cluster refuses (as its syncer lists it on the
@@ -985,47 +1022,34 @@ async fn a_refused_copy_keeps_its_placement_not_ready_and_counted_until_it_clear
     let hub = TestHub::start().await;
     let (_, guilder, wmw) = example1_with_workload(&hub, false).await;
     apply(&wmw, placement_c()).await;
-    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
-    let ready = |want: &'static str| {
-        let placements = placements.clone();
-        move || {
-            let placements = placements.clone();
-            async move {
-                let p = placements.get("edge-placement-c").await.ok()?;
-                let (status, message) = condition(&p, "Ready");
-                (status == want).then_some((p, message))
-            }
-        }
-    };
-    eventually(20, "edge-placement-c to be Ready", ready("True")).await;
+    let placements = edge_placements(&wmw);
+    c_ready(&placements, "True", 20, "edge-placement-c to be Ready").await;
 
     // guilder's syncer reports that its cluster refused commond.
     let configs = refuse_commond(&hub, &guilder).await;
-    let (p, message) = eventually(15, "edge-placement-c not Ready for the refusal", ready("False")).await;
-    let ready_condition = p.data["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Ready")
-        .unwrap();
+    let (p, ready_condition) = c_ready(
+        &placements,
+        "False",
+        15,
+        "edge-placement-c not Ready for the refusal",
+    )
+    .await;
     assert_eq!(ready_condition["reason"], "CopiesRefused", "{ready_condition}");
     assert_eq!(p.data["status"]["refusedCount"], 1);
     assert_eq!(
-        message,
+        ready_condition["message"],
         "1 copy refused by their clusters: deployments.apps commonstuff/commond on guilder: \
          Deployment.apps \"commond\" is invalid: spec.template.spec.priorityClassName: Invalid value: \"gold\""
     );
 
     // The cluster takes the copy: the refusal goes, and Ready comes back.
-    configs
-        .patch_status(
-            "the-one",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"refusedCount": null, "refused": null}})),
-        )
-        .await
-        .unwrap();
-    let (p, _) = eventually(15, "edge-placement-c Ready again", ready("True")).await;
+    merge_status(
+        &configs,
+        "the-one",
+        json!({"refusedCount": null, "refused": null}),
+    )
+    .await;
+    let (p, _) = c_ready(&placements, "True", 15, "edge-placement-c Ready again").await;
     assert_eq!(p.data["status"]["refusedCount"], 0);
 }
 
@@ -1036,23 +1060,14 @@ async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
     let mut nowhere = placement_c();
     nowhere["spec"]["locationSelectors"] = json!([{"matchLabels": {"env": "staging"}}]);
     apply(&wmw, nowhere).await;
-    let placements = api(&wmw, &edge("EdgePlacement", "edgeplacements"), None);
-    let ready = |want: &'static str| {
-        let placements = placements.clone();
-        move || {
-            let placements = placements.clone();
-            async move {
-                let p = placements.get("edge-placement-c").await.ok()?;
-                let c = p.data["status"]["conditions"]
-                    .as_array()?
-                    .iter()
-                    .find(|c| c["type"] == "Ready")?
-                    .clone();
-                (c["status"] == want).then_some(c)
-            }
-        }
-    };
-    let c = eventually(15, "edge-placement-c evaluated and not Ready", ready("False")).await;
+    let placements = edge_placements(&wmw);
+    let (_, c) = c_ready(
+        &placements,
+        "False",
+        15,
+        "edge-placement-c evaluated and not Ready",
+    )
+    .await;
     assert_eq!(c["reason"], "NoLocations", "{c}");
     assert!(
         c["message"]
@@ -1063,19 +1078,8 @@ async fn a_placement_matching_no_location_is_not_ready_until_one_matches() {
     );
 
     // florin's Location joins staging: the placement reaches it and is Ready.
-    api(
-        &client(&hub, "root:imw1").await,
-        &edge("Location", "locations"),
-        None,
-    )
-    .patch(
-        "florin",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"env": "staging"}}})),
-    )
-    .await
-    .unwrap();
-    let c = eventually(15, "edge-placement-c Ready on florin", ready("True")).await;
+    label_location(&hub, "florin", json!({"env": "staging"})).await;
+    let (_, c) = c_ready(&placements, "True", 15, "edge-placement-c Ready on florin").await;
     assert_eq!(c["reason"], "Placed", "{c}");
 }
 
@@ -1113,24 +1117,18 @@ async fn singleton_stage(hub: &TestHub) -> (kube::Client, String, String) {
 }
 
 async fn wait_copy(hub: &TestHub, mailbox: &str, name: &str) {
-    let copy = api(&client(hub, mailbox).await, &deployments(), Some("specialstuff"));
-    eventually(20, "the copy in the mailbox", || {
-        let copy = copy.clone();
-        async move { copy.get_opt(name).await.ok()?.map(|_| ()) }
-    })
-    .await;
+    let copy = in_mailbox(hub, mailbox, &deployments(), "specialstuff").await;
+    object_when(&copy, name, 20, "the copy in the mailbox", |_| true).await;
 }
 
 /// What the syncer does when its cluster reports on the copy of `name`.
 async fn report_from(hub: &TestHub, mailbox: &str, name: &str, status: Value) {
-    api(&client(hub, mailbox).await, &deployments(), Some("specialstuff"))
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .unwrap();
+    merge_status(
+        &in_mailbox(hub, mailbox, &deployments(), "specialstuff").await,
+        name,
+        status,
+    )
+    .await;
 }
 
 async fn wmw_status(
@@ -1140,30 +1138,18 @@ async fn wmw_status(
     done: impl Fn(&Value) -> bool,
 ) -> DynamicObject {
     let a = api(wmw, &deployments(), Some("specialstuff"));
-    eventually(15, what, || {
-        let a = a.clone();
-        let done = &done;
-        async move {
-            let d = a.get(name).await.ok()?;
-            done(&d.data["status"]).then_some(d)
-        }
-    })
-    .await
+    object_when(&a, name, 15, what, |d| done(&d.data["status"])).await
 }
 
-async fn label_location(hub: &TestHub, name: &str, extended: Option<&str>) {
-    api(
-        &client(hub, "root:imw1").await,
-        &edge("Location", "locations"),
-        None,
-    )
-    .patch(
+/// Merges `labels` into Location `name`'s in `root:imw1`.
+async fn label_location(hub: &TestHub, name: &str, labels: Value) {
+    let imw = client(hub, "root:imw1").await;
+    merge(
+        &api(&imw, &edge("Location", "locations"), None),
         name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"extended": extended}}})),
+        json!({"metadata": {"labels": labels}}),
     )
-    .await
-    .unwrap();
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1171,26 +1157,25 @@ async fn a_singleton_object_whose_location_stops_matching_loses_only_the_status_
     let hub = TestHub::start().await;
     let (wmw, _, _) = singleton_stage(&hub).await;
     // Someone other than the cluster writes `written`'s status.
-    api(&wmw, &deployments(), Some("specialstuff"))
-        .patch_status(
-            "written",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"replicas": 7, "observedGeneration": 1}})),
-        )
-        .await
-        .unwrap();
+    merge_status(
+        &api(&wmw, &deployments(), Some("specialstuff")),
+        "written",
+        json!({"replicas": 7, "observedGeneration": 1}),
+    )
+    .await;
 
-    label_location(&hub, "guilder", None).await;
+    label_location(&hub, "guilder", json!({"extended": null})).await;
     let a = api(&wmw, &deployments(), Some("specialstuff"));
-    let d = eventually(15, "guilder's status cleared, and the record of it", || {
-        let a = a.clone();
-        async move {
-            let d = a.get("reported").await.ok()?;
-            (d.data["status"].get("availableReplicas").is_none()
-                && !d.annotations().contains_key(REPORTED_FROM_ANNOTATION))
-            .then_some(d)
-        }
-    })
+    let d = object_when(
+        &a,
+        "reported",
+        15,
+        "guilder's status cleared, and the record of it",
+        |d| {
+            d.data["status"].get("availableReplicas").is_none()
+                && !d.annotations().contains_key(REPORTED_FROM_ANNOTATION)
+        },
+    )
     .await;
     assert!(
         d.data["status"].as_object().is_none_or(|o| o.is_empty()),
@@ -1212,8 +1197,8 @@ async fn a_singleton_object_moved_to_another_cluster_shows_the_new_clusters_stat
     let (wmw, florin, guilder) = singleton_stage(&hub).await;
 
     // The placement moves from guilder to florin.
-    label_location(&hub, "florin", Some("yes")).await;
-    label_location(&hub, "guilder", None).await;
+    label_location(&hub, "florin", json!({"extended": "yes"})).await;
+    label_location(&hub, "guilder", json!({"extended": null})).await;
     wait_copy(&hub, &florin, "reported").await;
     wmw_status(
         &wmw,
@@ -1240,16 +1225,8 @@ async fn a_singleton_object_moved_to_another_cluster_shows_the_new_clusters_stat
         Some(florin.as_str()),
         "the status is recorded as florin's"
     );
-    let old = api(
-        &client(&hub, &guilder).await,
-        &deployments(),
-        Some("specialstuff"),
-    );
-    eventually(15, "guilder's copy to go", || {
-        let old = old.clone();
-        async move { old.get_opt("reported").await.ok()?.is_none().then_some(()) }
-    })
-    .await;
+    let old = in_mailbox(&hub, &guilder, &deployments(), "specialstuff").await;
+    object_gone(&old, "reported", 15, "guilder's copy to go").await;
     let d = get(&wmw, &deployments(), Some("specialstuff"), "reported")
         .await
         .unwrap();
@@ -1302,44 +1279,28 @@ fn configmap(name: &str, opted_in: bool, text: &str) -> Value {
 
 /// `data["index.html"]` of ConfigMap `name` in a mailbox, once it is `want`.
 async fn wait_text(hub: &TestHub, mailbox: &str, name: &str, want: &str) {
-    let c = api(&client(hub, mailbox).await, &configmaps(), Some("commonstuff"));
+    let c = in_mailbox(hub, mailbox, &configmaps(), "commonstuff").await;
     let what = format!("{name} in {mailbox} to read {want:?}");
-    eventually(15, &what, || {
-        let c = c.clone();
-        async move {
-            let o = c.get_opt(name).await.ok()??;
-            (o.data["data"]["index.html"] == want).then_some(())
-        }
-    })
-    .await;
+    object_when(&c, name, 15, &what, |o| o.data["data"]["index.html"] == want).await;
 }
 
 async fn wait_env(hub: &TestHub, mailbox: &str, want: &str) {
-    let c = api(&client(hub, mailbox).await, &deployments(), Some("commonstuff"));
+    let c = in_mailbox(hub, mailbox, &deployments(), "commonstuff").await;
     let what = format!("commond's env in {mailbox} to be {want:?}");
-    eventually(15, &what, || {
-        let c = c.clone();
-        async move {
-            let o = c.get_opt("commond").await.ok()??;
-            (o.data["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == want).then_some(())
-        }
+    object_when(&c, "commond", 15, &what, |o| {
+        o.data["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == want
     })
     .await;
 }
 
 /// The `CustomizationError` condition of EdgePlacement `customized` once `done` holds for it.
 async fn wait_customization(wmw: &kube::Client, what: &str, done: impl Fn(&str, &str) -> bool) -> String {
-    let p = api(wmw, &edge("EdgePlacement", "edgeplacements"), None);
-    eventually(15, what, || {
-        let p = p.clone();
-        let done = &done;
-        async move {
-            let o = p.get("customized").await.ok()?;
-            let (status, message) = condition(&o, "CustomizationError");
-            done(&status, &message).then_some(message)
-        }
+    let o = object_when(&edge_placements(wmw), "customized", 15, what, |o| {
+        let (status, message) = condition(o, "CustomizationError");
+        done(&status, &message)
     })
-    .await
+    .await;
+    condition(&o, "CustomizationError").1
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1413,15 +1374,7 @@ async fn customized_copies_differ_per_destination_and_follow_labels_and_customiz
     assert_eq!(status, "False");
 
     // A Location's label changes: only its destination's copies are re-expanded.
-    let imw = client(&hub, "root:imw1").await;
-    api(&imw, &edge("Location", "locations"), None)
-        .patch(
-            "florin",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"loc-name": "florin-2"}}})),
-        )
-        .await
-        .unwrap();
+    label_location(&hub, "florin", json!({"loc-name": "florin-2"})).await;
     wait_text(
         &hub,
         &florin,
@@ -1439,15 +1392,8 @@ async fn customized_copies_differ_per_destination_and_follow_labels_and_customiz
     .await;
 
     // The Customizer changes: every copy of the object that names it follows.
-    api(&wmw, &customizers(), Some("commonstuff"))
-        .patch(
-            "example-customizer",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"replacements": [
-                {"path": "$.spec.template.spec.containers[0].env[0].value", "value": "\"v2 for %(loc-name)\""}]})),
-        )
-        .await
-        .unwrap();
+    merge(&api(&wmw, &customizers(), Some("commonstuff")), "example-customizer", json!({"replacements": [
+                {"path": "$.spec.template.spec.containers[0].env[0].value", "value": "\"v2 for %(loc-name)\""}]})).await;
     wait_env(&hub, &florin, "v2 for florin-2").await;
     wait_env(&hub, &guilder, "v2 for guilder").await;
 }
@@ -1457,15 +1403,7 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
     let hub = TestHub::start().await;
     let (florin, guilder) = example1(&hub).await;
     let imw = client(&hub, "root:imw1").await;
-    let locations = api(&imw, &edge("Location", "locations"), None);
-    locations
-        .patch(
-            "guilder",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"zone": "z-g"}}})),
-        )
-        .await
-        .unwrap();
+    label_location(&hub, "guilder", json!({"zone": "z-g"})).await;
     let wmw = client(&hub, "root:wmw1").await;
     customization_stage(&wmw).await;
     apply(&wmw, configmap("zoned", true, "zone %(zone)")).await;
@@ -1482,7 +1420,7 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
     wait_text(&hub, &guilder, "zoned", "zone z-g").await;
     wait_text(&hub, &florin, "httpd-htdocs", "Running in florin.").await;
     wait_text(&hub, &guilder, "httpd-htdocs", "Running in guilder.").await;
-    let florin_cms = api(&client(&hub, &florin).await, &configmaps(), Some("commonstuff"));
+    let florin_cms = in_mailbox(&hub, &florin, &configmaps(), "commonstuff").await;
     assert!(florin_cms.get_opt("zoned").await.unwrap().is_none());
     let p = get(&wmw, &edge("EdgePlacement", "edgeplacements"), None, "customized")
         .await
@@ -1501,14 +1439,12 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
     );
 
     // The fix comes as an annotation of florin's SyncTarget: converges, no restart.
-    api(&imw, &edge("SyncTarget", "synctargets"), None)
-        .patch(
-            "florin",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"zone": "z-f"}}})),
-        )
-        .await
-        .unwrap();
+    merge(
+        &api(&imw, &edge("SyncTarget", "synctargets"), None),
+        "florin",
+        json!({"metadata": {"annotations": {"zone": "z-f"}}}),
+    )
+    .await;
     wait_text(&hub, &florin, "zoned", "zone z-f").await;
     wait_customization(&wmw, "CustomizationError to clear", |s, _| s == "False").await;
 
@@ -1543,7 +1479,7 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
             && m.contains("Customizer commonstuff/absent does not exist")
     })
     .await;
-    let florin_deploys = api(&client(&hub, &florin).await, &deployments(), Some("commonstuff"));
+    let florin_deploys = in_mailbox(&hub, &florin, &deployments(), "commonstuff").await;
     assert!(florin_deploys.get_opt("commond").await.unwrap().is_none());
     eventually(15, "the Customizer kind to be served again", || {
         let c = c.clone();
@@ -1558,24 +1494,25 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
                "replacements": [{"path": "$.spec.replicas", "value": "4"}]}),
     )
     .await;
-    eventually(15, "commond with 4 replicas in florin's mailbox", || {
-        let c = florin_deploys.clone();
-        async move { (c.get_opt("commond").await.ok()??.data["spec"]["replicas"] == 4).then_some(()) }
-    })
+    object_when(
+        &florin_deploys,
+        "commond",
+        15,
+        "commond with 4 replicas in florin's mailbox",
+        |o| o.data["spec"]["replicas"] == 4,
+    )
     .await;
     wait_customization(&wmw, "only zoned's problem to remain", |s, m| {
         s == "True" && !m.contains("absent")
     })
     .await;
     // A customized copy the mailbox refuses is a customization problem too.
-    api(&wmw, &customizers(), Some("commonstuff"))
-        .patch(
-            "absent",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"replacements": [{"path": "$.spec.replicas", "value": "\"four\""}]})),
-        )
-        .await
-        .unwrap();
+    merge(
+        &api(&wmw, &customizers(), Some("commonstuff")),
+        "absent",
+        json!({"replacements": [{"path": "$.spec.replicas", "value": "\"four\""}]}),
+    )
+    .await;
     wait_customization(&wmw, "the condition to say the copy was refused", |s, m| {
         s == "True"
             && m.contains(

@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{call, client_as, send};
+use common::tenants::{binding, cluster_role_object, user, RBAC};
+use common::{admin, call, client_as, create, rbac_path, send};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
-const RBAC: &str = "rbac.authorization.k8s.io";
 const WS: &str = "root:a";
 
 /// alice may only create Roles and RoleBindings in dev; erin may also
@@ -35,52 +35,27 @@ async fn as_user(hub: &TestHub, token: &str) -> kube::Client {
     client_as(hub, WS, AuthInfo::Token(token.to_string())).await
 }
 
-async fn admin(hub: &TestHub, ws: &str) -> kube::Client {
-    client_as(hub, ws, AuthInfo::Token(hub.running.admin_token.clone())).await
-}
-
-fn rbac_path(namespace: Option<&str>, resource: &str) -> String {
-    match namespace {
-        Some(ns) => format!("/apis/{RBAC}/v1/namespaces/{ns}/{resource}"),
-        None => format!("/apis/{RBAC}/v1/{resource}"),
-    }
-}
-
 fn role(name: &str, rules: Value) -> Value {
     json!({"apiVersion": format!("{RBAC}/v1"), "kind": "Role", "metadata": {"name": name}, "rules": rules})
 }
 
-fn cluster_role(name: &str, rules: Value) -> Value {
-    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})
+fn role_binding(name: &str, role_kind: &str, role: &str, to: &str) -> Value {
+    binding("RoleBinding", name, role_kind, role, user(to))
 }
 
-fn role_binding(name: &str, role_kind: &str, role: &str, user: &str) -> Value {
-    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "RoleBinding", "metadata": {"name": name},
-        "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
-        "subjects": [{"kind": "User", "apiGroup": RBAC, "name": user}]})
-}
-
-fn cluster_role_binding(name: &str, role: &str, user: &str) -> Value {
-    json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRoleBinding", "metadata": {"name": name},
-        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
-        "subjects": [{"kind": "User", "apiGroup": RBAC, "name": user}]})
+fn cluster_role_binding(name: &str, role: &str, to: &str) -> Value {
+    binding("ClusterRoleBinding", name, "ClusterRole", role, user(to))
 }
 
 fn rule(verbs: &[&str], group: &str, resources: &[&str]) -> Value {
     json!({"verbs": verbs, "apiGroups": [group], "resources": resources})
 }
 
-/// POST as admin; it must be created.
-async fn admin_create(hub: &TestHub, ws: &str, path: &str, obj: Value) {
-    let (code, body) = call(&admin(hub, ws).await, "POST", path, Some(&obj)).await;
-    assert_eq!(code, 201, "creating {path} in {ws}: {body}");
-}
-
 /// Give `user` the Role `rules` in dev (a Role and a RoleBinding, both named after the user).
 async fn grant_in_dev(hub: &TestHub, user: &str, rules: Value) {
     let name = format!("{user}-grant");
-    admin_create(hub, WS, &rbac_path(Some("dev"), "roles"), role(&name, rules)).await;
-    admin_create(
+    create(hub, WS, &rbac_path(Some("dev"), "roles"), role(&name, rules)).await;
+    create(
         hub,
         WS,
         &rbac_path(Some("dev"), "rolebindings"),
@@ -92,14 +67,14 @@ async fn grant_in_dev(hub: &TestHub, user: &str, rules: Value) {
 /// Workspace root:a with namespace dev, the users' grants, and a Role
 /// `secret-reader` (get secrets) made by the admin.
 async fn setup(hub: &TestHub) {
-    admin_create(
+    create(
         hub,
         "root",
         "/apis/tenancy.kcp.io/v1alpha1/workspaces",
         json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "a"}}),
     )
     .await;
-    admin_create(
+    create(
         hub,
         WS,
         "/api/v1/namespaces",
@@ -130,24 +105,24 @@ async fn setup(hub: &TestHub) {
     )
     .await;
     grant_in_dev(hub, "carl", json!([rule(&["get"], "", &["configmaps"])])).await;
-    admin_create(
+    create(
         hub,
         WS,
         &rbac_path(None, "clusterroles"),
-        cluster_role(
+        cluster_role_object(
             "clusterrole-writer",
             json!([rule(&["create"], RBAC, &["clusterroles"])]),
         ),
     )
     .await;
-    admin_create(
+    create(
         hub,
         WS,
         &rbac_path(None, "clusterrolebindings"),
         cluster_role_binding("carl-clusterroles", "clusterrole-writer", "carl"),
     )
     .await;
-    admin_create(
+    create(
         hub,
         WS,
         &rbac_path(Some("dev"), "roles"),
@@ -300,7 +275,7 @@ async fn cluster_roles_need_the_permissions_cluster_wide() {
     let carl = as_user(&hub, "carl-token").await;
     let cluster_roles = rbac_path(None, "clusterroles");
     // carl reads ConfigMaps in dev only: not enough for a ClusterRole.
-    let cm = cluster_role("cm-reader", json!([rule(&["get"], "", &["configmaps"])]));
+    let cm = cluster_role_object("cm-reader", json!([rule(&["get"], "", &["configmaps"])]));
     let (code, body) = call(&carl, "POST", &cluster_roles, Some(&cm)).await;
     assert_eq!(code, 403, "{body}");
     assert_eq!(
@@ -323,13 +298,13 @@ async fn cluster_roles_need_the_permissions_cluster_wide() {
         "{body}"
     );
     // Discovery is held by every authenticated user, cluster-wide.
-    let discovery = cluster_role(
+    let discovery = cluster_role_object(
         "discovery-copy",
         json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/version"]}]),
     );
     let (code, body) = call(&carl, "POST", &cluster_roles, Some(&discovery)).await;
     assert_eq!(code, 201, "{body}");
-    let metrics = cluster_role(
+    let metrics = cluster_role_object(
         "metrics",
         json!([{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]),
     );
@@ -457,7 +432,7 @@ async fn namespace_admins_delegate_what_they_hold_and_admins_are_unrestricted() 
     let bindings = rbac_path(Some("dev"), "rolebindings");
     // A ServiceAccount with the aggregated `admin` ClusterRole in dev.
     let a = admin(&hub, WS).await;
-    admin_create(
+    create(
         &hub,
         WS,
         "/api/v1/namespaces/dev/serviceaccounts",
@@ -466,7 +441,7 @@ async fn namespace_admins_delegate_what_they_hold_and_admins_are_unrestricted() 
     .await;
     let mut lead_admin = role_binding("lead-admin", "ClusterRole", "admin", "x");
     lead_admin["subjects"] = json!([{"kind": "ServiceAccount", "name": "lead", "namespace": "dev"}]);
-    admin_create(&hub, WS, &bindings, lead_admin).await;
+    create(&hub, WS, &bindings, lead_admin).await;
     let (code, body) = call(
         &a,
         "POST",

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use base64::Engine;
@@ -13,7 +11,7 @@ use common::tenants::{
     binding, ready_workspace, request_token, service_account_subject, service_account_token,
     service_account_with_role,
 };
-use common::{admin, call, client_as, create, ok, rbac_path, token, user_kubeconfig};
+use common::{admin, call, client_as, create, kubeconfig_file, ok, rbac_path, token};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -546,6 +544,19 @@ async fn service_account_tokens_expire_resist_tampering_and_die_with_their_accou
     refused("re-created")(get_ns(good).await);
 }
 
+/// A TokenReview of `token` for `audiences` as `client`; returns the status and body.
+async fn token_review(client: &kube::Client, token: &str, audiences: Value) -> (u16, Value) {
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                        "spec": {"token": token, "audiences": audiences}});
+    call(
+        client,
+        "POST",
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(&review),
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     let hub = TestHub::start().await;
@@ -589,14 +600,7 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     assert_eq!(call(&legacy, "GET", "/api/v1/namespaces", None).await.0, 403);
 
     // TokenReview in the token's workspace says who it is...
-    let review = |tok: &str, aud: Value| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": tok, "audiences": aud}});
-    let (code, r) = call(
-        &a,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&t, json!([]))),
-    )
-    .await;
+    let (code, r) = token_review(&a, &t, json!([])).await;
     assert_eq!(code, 201, "{r}");
     assert_eq!(r["status"]["authenticated"], true, "{r}");
     assert_eq!(
@@ -609,29 +613,11 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
         .contains(&json!("system:serviceaccounts:default")));
     // ... and refuses it in another workspace, or for a foreign audience.
     let root = admin(&hub, "root").await;
-    let (_, r) = call(
-        &root,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&t, json!([]))),
-    )
-    .await;
+    let (_, r) = token_review(&root, &t, json!([])).await;
     assert_eq!(r["status"]["authenticated"], false, "{r}");
-    let (_, r) = call(
-        &a,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review(&t, json!(["vault"]))),
-    )
-    .await;
+    let (_, r) = token_review(&a, &t, json!(["vault"])).await;
     assert_eq!(r["status"]["authenticated"], false, "{r}");
-    let (_, r) = call(
-        &a,
-        "POST",
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-        Some(&review("junk.junk.junk", json!([]))),
-    )
-    .await;
+    let (_, r) = token_review(&a, "junk.junk.junk", json!([])).await;
     assert_eq!(r["status"]["authenticated"], false, "{r}");
 
     // Deleting the Secret revokes the legacy token.
@@ -900,21 +886,6 @@ async fn plain_http_listener_is_loopback_only_and_still_authenticates() {
 // ---------------------------------------------------------------------------
 // kubectl
 
-fn kubectl(home: &Path, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut cmd = Command::new("kubectl");
-    cmd.arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .env("HOME", home);
-    ferry_testkit::output_feeding(cmd, stdin)
-}
-
-fn write_kubeconfig(hub: &TestHub, name: &str, workspace: &str, auth: AuthInfo) -> PathBuf {
-    let path = hub.data_dir().join(format!("{name}.kubeconfig"));
-    std::fs::write(&path, user_kubeconfig(hub, workspace, auth)).unwrap();
-    path
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn kubectl_create_token_and_auth_can_i() {
     let hub = TestHub::start().await;
@@ -927,11 +898,9 @@ async fn kubectl_create_token_and_auth_can_i() {
     )
     .await;
     service_account_with_role(&hub, "root:a", ("dev", "builder"), "builder-edit", "edit", true).await;
-    let home = hub.data_dir().to_path_buf();
-    let admin_a = write_kubeconfig(&hub, "admin-a", "root:a", token(&hub.running.admin_token));
+    let admin_a = kubeconfig_file(&hub, "admin-a", "root:a", token(&hub.running.admin_token));
     let t = ok(
-        kubectl(
-            &home,
+        hub.kubectl_as(
             &admin_a,
             &["create", "token", "builder", "-n", "dev", "--duration", "1h"],
             None,
@@ -940,10 +909,9 @@ async fn kubectl_create_token_and_auth_can_i() {
     );
     let t = t.trim().to_string();
     assert!(t.starts_with("eyJ"), "{t}");
-    let sa = write_kubeconfig(&hub, "builder", "root:a", token(&t));
+    let sa = kubeconfig_file(&hub, "builder", "root:a", token(&t));
     let yes = ok(
-        kubectl(
-            &home,
+        hub.kubectl_as(
             &sa,
             &["auth", "can-i", "create", "deployments", "-n", "dev"],
             None,
@@ -951,8 +919,7 @@ async fn kubectl_create_token_and_auth_can_i() {
         "can-i yes",
     );
     assert_eq!(yes.trim(), "yes");
-    let no = kubectl(
-        &home,
+    let no = hub.kubectl_as(
         &sa,
         &["auth", "can-i", "create", "rolebindings", "-n", "dev"],
         None,
@@ -960,15 +927,15 @@ async fn kubectl_create_token_and_auth_can_i() {
     assert!(!no.status.success());
     assert_eq!(String::from_utf8_lossy(&no.stdout).trim(), "no");
     let list = ok(
-        kubectl(&home, &sa, &["auth", "can-i", "--list", "-n", "dev"], None),
+        hub.kubectl_as(&sa, &["auth", "can-i", "--list", "-n", "dev"], None),
         "can-i --list",
     );
     assert!(list.contains("deployments.apps"), "{list}");
-    let whoami = ok(kubectl(&home, &sa, &["auth", "whoami"], None), "whoami");
+    let whoami = ok(hub.kubectl_as(&sa, &["auth", "whoami"], None), "whoami");
     assert!(whoami.contains("system:serviceaccount:dev:builder"), "{whoami}");
     // The same token is refused in another workspace.
-    let sa_root = write_kubeconfig(&hub, "builder-root", "root", token(&t));
-    let denied = kubectl(&home, &sa_root, &["get", "configmaps", "-n", "default"], None);
+    let sa_root = kubeconfig_file(&hub, "builder-root", "root", token(&t));
+    let denied = hub.kubectl_as(&sa_root, &["get", "configmaps", "-n", "default"], None);
     assert!(!denied.status.success());
     assert!(
         String::from_utf8_lossy(&denied.stderr).contains("Forbidden"),
@@ -979,8 +946,9 @@ async fn kubectl_create_token_and_auth_can_i() {
 #[tokio::test(flavor = "multi_thread")]
 async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
     let hub = TestHub::start().await;
-    let home = hub.data_dir().to_path_buf();
     let admin_kc = hub.kubeconfig().to_path_buf();
+    let as_admin =
+        |args: &[&str], stdin: Option<&str>, what: &str| ok(hub.kubectl_as(&admin_kc, args, stdin), what);
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::default();
     params.distinguished_name = rcgen::DistinguishedName::new();
@@ -996,21 +964,11 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
                  "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"],
                  "expirationSeconds": 86400},
     });
-    ok(
-        kubectl(&home, &admin_kc, &["create", "-f", "-"], Some(&csr.to_string())),
-        "create csr",
-    );
-    ok(
-        kubectl(&home, &admin_kc, &["certificate", "approve", "dave"], None),
-        "certificate approve",
-    );
-    let cert_b64 = ok(
-        kubectl(
-            &home,
-            &admin_kc,
-            &["get", "csr", "dave", "-o", "jsonpath={.status.certificate}"],
-            None,
-        ),
+    as_admin(&["create", "-f", "-"], Some(&csr.to_string()), "create csr");
+    as_admin(&["certificate", "approve", "dave"], None, "certificate approve");
+    let cert_b64 = as_admin(
+        &["get", "csr", "dave", "-o", "jsonpath={.status.certificate}"],
+        None,
         "get csr",
     );
     let cert = String::from_utf8(
@@ -1020,7 +978,7 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
     )
     .unwrap();
     assert!(cert.contains("BEGIN CERTIFICATE"));
-    let dave = write_kubeconfig(
+    let dave = kubeconfig_file(
         &hub,
         "dave",
         "root",
@@ -1030,7 +988,7 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
         },
     );
     let whoami = ok(
-        kubectl(&home, &dave, &["auth", "whoami", "-o", "json"], None),
+        hub.kubectl_as(&dave, &["auth", "whoami", "-o", "json"], None),
         "whoami",
     );
     let who: Value = serde_json::from_str(&whoami).unwrap();
@@ -1039,50 +997,36 @@ async fn csr_approved_with_kubectl_yields_a_working_client_certificate() {
         .as_array()
         .unwrap()
         .contains(&json!("qa")));
-    let denied = kubectl(&home, &dave, &["get", "configmaps", "-n", "default"], None);
+    let denied = hub.kubectl_as(&dave, &["get", "configmaps", "-n", "default"], None);
     assert!(
         String::from_utf8_lossy(&denied.stderr).contains("User \"dave\" cannot list resource \"configmaps\""),
         "{denied:?}"
     );
-    ok(
-        kubectl(
-            &home,
-            &admin_kc,
-            &[
-                "create",
-                "rolebinding",
-                "dave-view",
-                "--clusterrole=view",
-                "--group=qa",
-                "-n",
-                "default",
-            ],
-            None,
-        ),
+    as_admin(
+        &[
+            "create",
+            "rolebinding",
+            "dave-view",
+            "--clusterrole=view",
+            "--group=qa",
+            "-n",
+            "default",
+        ],
+        None,
         "create rolebinding",
     );
     ok(
-        kubectl(&home, &dave, &["get", "configmaps", "-n", "default"], None),
+        hub.kubectl_as(&dave, &["get", "configmaps", "-n", "default"], None),
         "get configmaps as dave",
     );
     // Denied CSRs are never signed.
     let mut other = csr.clone();
     other["metadata"]["name"] = json!("eve");
-    ok(
-        kubectl(&home, &admin_kc, &["create", "-f", "-"], Some(&other.to_string())),
-        "create csr eve",
-    );
-    ok(
-        kubectl(&home, &admin_kc, &["certificate", "deny", "eve"], None),
-        "certificate deny",
-    );
-    let none = ok(
-        kubectl(
-            &home,
-            &admin_kc,
-            &["get", "csr", "eve", "-o", "jsonpath={.status.certificate}"],
-            None,
-        ),
+    as_admin(&["create", "-f", "-"], Some(&other.to_string()), "create csr eve");
+    as_admin(&["certificate", "deny", "eve"], None, "certificate deny");
+    let none = as_admin(
+        &["get", "csr", "eve", "-o", "jsonpath={.status.certificate}"],
+        None,
         "get csr eve",
     );
     assert!(none.trim().is_empty());

@@ -234,15 +234,7 @@ async fn every_workspace_has_the_kubernetes_service_and_it_comes_back() {
         assert_eq!(slice.endpoints[0].addresses, vec!["127.0.0.1".to_string()]);
     }
     let table = ok(
-        hub.kubectl(&[
-            "--server",
-            &format!("{}/clusters/root:team", hub.url()),
-            "get",
-            "svc",
-            "kubernetes",
-            "-n",
-            "default",
-        ]),
+        hub.kubectl_in("root:team", &["get", "svc", "kubernetes", "-n", "default"], None),
         "kubectl get svc kubernetes",
     );
     assert!(

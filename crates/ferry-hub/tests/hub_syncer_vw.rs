@@ -220,6 +220,30 @@ async fn accept_deployments(hub: &TestHub, target: &str) {
     .await;
 }
 
+/// The next event of a watch of the syncer's view; the watch must not end,
+/// nor show ConfigMap `never` (never scheduled).
+async fn next_event<S>(stream: &mut S) -> WatchEvent<ConfigMap>
+where
+    S: futures::Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin,
+{
+    loop {
+        match stream.next().await {
+            Some(Ok(event)) => {
+                if let WatchEvent::Added(cm) = &event {
+                    assert_ne!(
+                        cm.metadata.name.as_deref(),
+                        Some("never"),
+                        "an unscheduled object"
+                    );
+                }
+                return event;
+            }
+            None => panic!("the watch ended"),
+            Some(Err(_)) => {}
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let w = world().await;
@@ -335,18 +359,8 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let within = std::time::Duration::from_secs(20);
     let added = tokio::time::timeout(within, async {
         loop {
-            match stream.next().await {
-                Some(Ok(WatchEvent::Added(cm))) if cm.metadata.name.as_deref() == Some("arrives") => {
-                    return cm
-                }
-                Some(Ok(WatchEvent::Added(cm))) => {
-                    assert_ne!(
-                        cm.metadata.name.as_deref(),
-                        Some("never"),
-                        "an unscheduled object"
-                    )
-                }
-                None => panic!("the watch ended"),
+            match next_event(&mut stream).await {
+                WatchEvent::Added(cm) if cm.metadata.name.as_deref() == Some("arrives") => return cm,
                 _ => {}
             }
         }
@@ -368,19 +382,8 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let mut gone = std::collections::BTreeSet::new();
     tokio::time::timeout(within, async {
         while !(gone.contains("arrives") && gone.contains("cm-app2")) {
-            match stream.next().await {
-                Some(Ok(WatchEvent::Deleted(cm))) => {
-                    gone.insert(cm.metadata.name.unwrap_or_default());
-                }
-                Some(Ok(WatchEvent::Added(cm))) => {
-                    assert_ne!(
-                        cm.metadata.name.as_deref(),
-                        Some("never"),
-                        "an unscheduled object"
-                    )
-                }
-                None => panic!("the watch ended"),
-                _ => {}
+            if let WatchEvent::Deleted(cm) = next_event(&mut stream).await {
+                gone.insert(cm.metadata.name.unwrap_or_default());
             }
         }
     })
@@ -845,14 +848,7 @@ async fn rbac_world() -> (World, String) {
     )
     .await;
     assert!(code == 201 || code == 403, "{body}");
-    let (code, body) = call(
-        &mal,
-        "POST",
-        "/api/v1/namespaces",
-        Some(&json!({"apiVersion": "v1", "kind": "Namespace",
-                     "metadata": {"name": "work", "labels": {"purpose": "workload"}}})),
-    )
-    .await;
+    let (code, body) = workload_namespace_as(&mal, "work").await;
     assert_eq!(code, 201, "{body}");
     role(&mal, "work", "mal-role").await;
     custom_transform(&mal, "mal-transform").await;

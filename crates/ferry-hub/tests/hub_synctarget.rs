@@ -73,10 +73,7 @@ async fn wait_for(hub: &TestHub, ws: &str, path: &str, what: &str, check: impl F
 }
 
 fn kubectl_ok(hub: &TestHub, ws: &str, args: &[&str], stdin: Option<&str>) -> String {
-    let server = format!("{}/clusters/{ws}", hub.url());
-    let mut all = vec!["--server", server.as_str()];
-    all.extend_from_slice(args);
-    let out = hub.kubectl_stdin(&all, stdin);
+    let out = hub.kubectl_in(ws, args, stdin);
     assert!(
         out.status.success(),
         "kubectl {args:?}: {}",
@@ -86,10 +83,7 @@ fn kubectl_ok(hub: &TestHub, ws: &str, args: &[&str], stdin: Option<&str>) -> St
 }
 
 fn kubectl_err(hub: &TestHub, ws: &str, args: &[&str], stdin: Option<&str>) -> String {
-    let server = format!("{}/clusters/{ws}", hub.url());
-    let mut all = vec!["--server", server.as_str()];
-    all.extend_from_slice(args);
-    let out = hub.kubectl_stdin(&all, stdin);
+    let out = hub.kubectl_in(ws, args, stdin);
     assert!(!out.status.success(), "kubectl {args:?} should fail");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -439,6 +433,24 @@ fn import(name: &str, location: &str, plural: &str, kind: &str, schema: Value) -
     })
 }
 
+/// SyncTarget `east` in `root:org`, supporting `exports`; returns its path.
+async fn east_in_org(hub: &TestHub, exports: Value) -> String {
+    create(hub, "root:org", TARGETS, sync_target("east", exports)).await;
+    format!("{TARGETS}/east")
+}
+
+/// The SyncTarget at `path` in `root:org` once its synced resources are
+/// `states` (resource, state), in that order.
+async fn states_when(hub: &TestHub, path: &str, what: &str, states: &[(&str, &str)]) -> Value {
+    wait_for(hub, "root:org", path, what, |o| {
+        let now = synced_states(o);
+        now.iter()
+            .map(|(r, s)| (r.as_str(), s.as_str()))
+            .eq(states.iter().copied())
+    })
+    .await
+}
+
 fn synced_states(st: &Value) -> Vec<(String, String)> {
     st["status"]["syncedResources"]
         .as_array()
@@ -482,21 +494,13 @@ async fn synced_resources_go_from_pending_to_accepted_or_incompatible_by_schema(
     .await["status"]["identityHash"]
         .clone();
     assert!(export["metadata"]["uid"].is_string());
-    create(
+    let path = east_in_org(&hub, json!([{"export": "widgets", "path": "root:provider"}])).await;
+    let st = states_when(
         &hub,
-        "root:org",
-        TARGETS,
-        sync_target("east", json!([{"export": "widgets", "path": "root:provider"}])),
+        &path,
+        "both Pending",
+        &[("gadgets", "Pending"), ("widgets", "Pending")],
     )
-    .await;
-    let path = format!("{TARGETS}/east");
-    let st = wait_for(&hub, "root:org", &path, "both Pending", |o| {
-        synced_states(o)
-            == [
-                ("gadgets".into(), "Pending".into()),
-                ("widgets".into(), "Pending".into()),
-            ]
-    })
     .await;
     let widgets = &st["status"]["syncedResources"][1];
     assert_eq!(widgets["group"], "example.io");
@@ -541,13 +545,12 @@ async fn synced_resources_go_from_pending_to_accepted_or_incompatible_by_schema(
         ),
     )
     .await;
-    let st = wait_for(&hub, "root:org", &path, "Accepted and Incompatible", |o| {
-        synced_states(o)
-            == [
-                ("gadgets".into(), "Incompatible".into()),
-                ("widgets".into(), "Accepted".into()),
-            ]
-    })
+    let st = states_when(
+        &hub,
+        &path,
+        "Accepted and Incompatible",
+        &[("gadgets", "Incompatible"), ("widgets", "Accepted")],
+    )
     .await;
     let c = condition(&st, "ResourcesCompatible").expect("ResourcesCompatible");
     assert_eq!(c["status"], "False", "{st}");
@@ -586,13 +589,12 @@ async fn synced_resources_go_from_pending_to_accepted_or_incompatible_by_schema(
     let fixed = json!({"spec": {"openAPIV3Schema": schema_with_size("integer")}});
     let (code, body) = call_merge(&client, &format!("{IMPORTS}/gadgets.east.v1.example.io"), &fixed).await;
     assert_eq!(code, 200, "{body}");
-    let st = wait_for(&hub, "root:org", &path, "both Accepted", |o| {
-        synced_states(o)
-            == [
-                ("gadgets".into(), "Accepted".into()),
-                ("widgets".into(), "Accepted".into()),
-            ]
-    })
+    let st = states_when(
+        &hub,
+        &path,
+        "both Accepted",
+        &[("gadgets", "Accepted"), ("widgets", "Accepted")],
+    )
     .await;
     assert_eq!(condition_status(&st, "ResourcesCompatible"), "True", "{st}");
 
@@ -604,10 +606,7 @@ async fn synced_resources_go_from_pending_to_accepted_or_incompatible_by_schema(
     )
     .await;
     assert_eq!(code, 200, "{body}");
-    wait_for(&hub, "root:org", &path, "gadgets gone", |o| {
-        synced_states(o) == [("widgets".into(), "Accepted".into())]
-    })
-    .await;
+    states_when(&hub, &path, "gadgets gone", &[("widgets", "Accepted")]).await;
 }
 
 /// The syncer heartbeats often and the hub's comparison of schemas takes a
@@ -646,18 +645,8 @@ async fn an_imports_judgement_lands_while_heartbeats_keep_writing() {
                "spec": {"latestResourceSchemas": ["v1.widgets.example.io"]}}),
     )
     .await;
-    create(
-        &hub,
-        "root:org",
-        TARGETS,
-        sync_target("east", json!([{"export": "widgets", "path": "root:provider"}])),
-    )
-    .await;
-    let path = format!("{TARGETS}/east");
-    wait_for(&hub, "root:org", &path, "widgets Pending", |o| {
-        synced_states(o) == [("widgets".into(), "Pending".into())]
-    })
-    .await;
+    let path = east_in_org(&hub, json!([{"export": "widgets", "path": "root:provider"}])).await;
+    states_when(&hub, &path, "widgets Pending", &[("widgets", "Pending")]).await;
 
     // Three "syncers" write the heartbeat's counters back to back while
     // the import arrives and is judged, and for 30 heartbeats after.
@@ -705,10 +694,7 @@ async fn an_imports_judgement_lands_while_heartbeats_keep_writing() {
     for w in writers {
         w.await.unwrap();
     }
-    let st = wait_for(&hub, "root:org", &path, "widgets Accepted", |o| {
-        synced_states(o) == [("widgets".into(), "Accepted".into())]
-    })
-    .await;
+    let st = states_when(&hub, &path, "widgets Accepted", &[("widgets", "Accepted")]).await;
     assert_eq!(condition_status(&st, "ResourcesCompatible"), "True", "{st}");
 }
 
@@ -901,22 +887,17 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
     // syncer importing the same Deployment schema (what a Ferry hub standing
     // in for a cluster serves) gets deployments Accepted.
     workspace(&hub, "org").await;
-    create(
+    let path = east_in_org(&hub, json!([{"export": "kubernetes", "path": "root:compute"}])).await;
+    states_when(
         &hub,
-        "root:org",
-        TARGETS,
-        sync_target("east", json!([{"export": "kubernetes", "path": "root:compute"}])),
+        &path,
+        "three Pending",
+        &[
+            ("services", "Pending"),
+            ("deployments", "Pending"),
+            ("ingresses", "Pending"),
+        ],
     )
-    .await;
-    let path = format!("{TARGETS}/east");
-    wait_for(&hub, "root:org", &path, "three Pending", |o| {
-        synced_states(o)
-            == [
-                ("services".into(), "Pending".into()),
-                ("deployments".into(), "Pending".into()),
-                ("ingresses".into(), "Pending".into()),
-            ]
-    })
     .await;
     let mut deployments = import(
         "deployments.east.v1.apps",
@@ -957,13 +938,7 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
 async fn imports_no_export_serves_are_published_as_imported_apis_and_can_be_bound() {
     let (hub, _dir) = hub_with(Duration::from_secs(60)).await;
     workspace(&hub, "org").await;
-    create(
-        &hub,
-        "root:org",
-        TARGETS,
-        sync_target("east", json!([{"export": "imported-apis"}])),
-    )
-    .await;
+    east_in_org(&hub, json!([{"export": "imported-apis"}])).await;
     let route_schema = |host_type: &str| {
         json!({"type": "object", "properties": {
             "spec": {"type": "object", "properties": {"host": {"type": host_type}}},
@@ -1008,12 +983,11 @@ async fn imports_no_export_serves_are_published_as_imported_apis_and_can_be_boun
         .as_str()
         .unwrap()
         .to_string();
-    wait_for(
+    states_when(
         &hub,
-        "root:org",
         &format!("{TARGETS}/east"),
         "routes Accepted",
-        |o| synced_states(o) == [("routes".into(), "Accepted".into())],
+        &[("routes", "Accepted")],
     )
     .await;
     // A workspace binds it and serves routes.

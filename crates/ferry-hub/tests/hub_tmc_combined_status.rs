@@ -15,16 +15,17 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::edge::{
-    api, apply, available, broken_and_count_collectors, broken_collector_reported, collector,
-    combined_status, combined_status_table, combined_status_when, combined_statuses, lagging_collector,
-    result_named, result_rows,
+    apply, assert_five_of_six_available, assert_followed_within_a_second, available, available_saying,
+    broken_and_count_collectors, broken_collector_reported, combined_status, combined_status_gone,
+    combined_status_table, combined_status_when, combined_statuses_in, lagging_collector, result_error,
+    result_rows, statuses_collector,
 };
 use common::tenants::{bind_cluster_role, cluster_role, Tenants};
 use common::tmc::*;
-use common::{admin, call, client, eventually};
+use common::{admin, call, client};
 use ferry_api::workload::sync_target_key;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -70,6 +71,23 @@ async fn three_sync_targets(hub: &TestHub) -> String {
     loc
 }
 
+/// Placement `placement` in `root:app` names StatusCollectors `collectors`.
+async fn name_collectors(hub: &TestHub, placement: &str, collectors: &str) {
+    admin_patch(
+        hub,
+        "root:app",
+        &format!("{SCHEDULING}/placements/{placement}"),
+        json!({"metadata": {"annotations": {"ferry.dev/status-collectors": collectors}}}),
+    )
+    .await;
+}
+
+/// Deletes Placement `placement` in `root:app`; returns the status and body.
+async fn delete_placement(hub: &TestHub, placement: &str) -> (u16, Value) {
+    let path = format!("{SCHEDULING}/placements/{placement}");
+    call(&admin(hub, "root:app").await, "DELETE", &path, None).await
+}
+
 /// The CombinedStatus of shop/web under Placement `placement` once `check` holds.
 async fn combined_when(
     app: &kube::Client,
@@ -104,18 +122,7 @@ async fn deployment_status_from_three_sync_targets_is_combined_per_cluster_and_i
         cs["summary"] == "5/6 available on 3 clusters"
     })
     .await;
-    assert_eq!(
-        result_rows(&cs, "builtin:availability").unwrap(),
-        vec![
-            vec![json!("florin"), json!(2), json!(2)],
-            vec![json!("guilder"), json!(2), json!(2)],
-            vec![json!("pound"), json!(1), json!(2)],
-        ]
-    );
-    assert_eq!(
-        result_rows(&cs, "builtin:availability-total").unwrap(),
-        vec![vec![json!(3), json!(5), json!(6)]]
-    );
+    assert_five_of_six_available(&cs);
     // Every Placement that sends web somewhere has its own, over all of web's clusters.
     for p in ["on-guilder", "on-pound"] {
         combined_when(&app, p, "the other Placements' CombinedStatus", |cs| {
@@ -126,13 +133,7 @@ async fn deployment_status_from_three_sync_targets_is_combined_per_cluster_and_i
 
     // A collector named on the Placement, over the SyncTargets' labels.
     apply(&app, lagging_collector()).await;
-    admin_patch(
-        &hub,
-        "root:app",
-        &format!("{SCHEDULING}/placements/on-florin"),
-        json!({"metadata": {"annotations": {"ferry.dev/status-collectors": "lagging"}}}),
-    )
-    .await;
+    name_collectors(&hub, "on-florin", "lagging").await;
     let cs = combined_when(&app, "on-florin", "the collector's result", |cs| {
         result_rows(cs, "lagging").is_some()
     })
@@ -150,11 +151,7 @@ async fn deployment_status_from_three_sync_targets_is_combined_per_cluster_and_i
         cs["summary"] == "6/6 available on 3 clusters"
     })
     .await;
-    let took = changed.elapsed();
-    assert!(
-        took < Duration::from_secs(1),
-        "the combined status followed in {took:?}"
-    );
+    assert_followed_within_a_second(changed);
     assert_eq!(result_rows(&cs, "lagging").unwrap(), Vec::<Vec<Value>>::new());
     assert_eq!(
         result_rows(&cs, "builtin:availability-total").unwrap(),
@@ -190,13 +187,7 @@ async fn rows_follow_the_targets_an_object_leaves_and_one_targets_status_is_the_
     .await;
 
     // pound's Placement goes: web leaves pound, and that CombinedStatus goes with it.
-    let (code, body) = call(
-        &admin(&hub, "root:app").await,
-        "DELETE",
-        &format!("{SCHEDULING}/placements/on-pound"),
-        None,
-    )
-    .await;
+    let (code, body) = delete_placement(&hub, "on-pound").await;
     assert_eq!(code, 200, "{body}");
     let cs = combined_when(&app, "on-florin", "two clusters left", |cs| {
         cs["summary"] == "4/4 available on 2 clusters"
@@ -209,25 +200,10 @@ async fn rows_follow_the_targets_an_object_leaves_and_one_targets_status_is_the_
             vec![json!("guilder"), json!(2), json!(2)],
         ]
     );
-    eventually(20, "on-pound's CombinedStatus to go", || {
-        let app = app.clone();
-        async move {
-            combined_status(&app, "shop", "on-pound")
-                .await
-                .is_none()
-                .then_some(())
-        }
-    })
-    .await;
+    combined_status_gone(&app, "shop", "on-pound", "on-pound's CombinedStatus to go").await;
 
     // One target left: its syncer writes the object's status, and that is its row.
-    call(
-        &admin(&hub, "root:app").await,
-        "DELETE",
-        &format!("{SCHEDULING}/placements/on-guilder"),
-        None,
-    )
-    .await;
+    delete_placement(&hub, "on-guilder").await;
     combined_when(
         &app,
         "on-florin",
@@ -253,26 +229,19 @@ async fn a_collector_with_a_bad_expression_is_named_on_its_valid_condition_and_t
     // The hub gives the workspace the combined-status kinds with the first one.
     combined_when(&app, "on-florin", "the CombinedStatus", |_| true).await;
     broken_and_count_collectors(&app).await;
-    admin_patch(
-        &hub,
-        "root:app",
-        &format!("{SCHEDULING}/placements/on-guilder"),
-        json!({"metadata": {"annotations": {"ferry.dev/status-collectors": "broken,count,missing"}}}),
-    )
-    .await;
+    name_collectors(&hub, "on-guilder", "broken,count,missing").await;
 
     broken_collector_reported(&app).await;
     let cs = combined_when(&app, "on-guilder", "every result", |cs| {
         result_rows(cs, "count").is_some() && result_rows(cs, "missing").is_some()
     })
     .await;
-    let result = |name: &str| result_named(&cs, name);
-    let broken = result("broken")["error"].as_str().unwrap().to_string();
+    let broken = result_error(&cs, "broken");
     assert!(
         broken.contains("StatusCollector \"broken\" is invalid (spec.filter: "),
         "{broken}"
     );
-    let missing = result("missing")["error"].as_str().unwrap().to_string();
+    let missing = result_error(&cs, "missing");
     assert!(
         missing.contains("does not exist in this workspace")
             && missing.contains("the Placement's ferry.dev/status-collectors annotation"),
@@ -346,32 +315,17 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
         .await;
     }
     // florin's syncer returns each workspace's own report.
-    let mut secret = available(2);
-    secret["conditions"][0]["message"] = json!("victim-secret");
+    let secret = available_saying(2, "victim-secret");
     return_status_of_only_target(hub, "root:app", WEB, &secret).await;
-    let mut own = available(1);
-    own["conditions"][0]["message"] = json!("mal-status");
+    let own = available_saying(1, "mal-status");
     return_status_of_only_target(hub, "root:mal", WEB, &own).await;
 
     // The positive twin: the victim's CombinedStatus has florin's report on
     // its object, and only that: one row, no trace of mal's.
     let app = client(hub, "root:app").await;
     combined_when(&app, "compute", "the victim's CombinedStatus", |_| true).await;
-    apply(
-        &app,
-        collector(
-            "statuses",
-            json!({"select": [{"name": "wec", "def": "inventory.name"}, {"name": "status", "def": "returned.status"}]}),
-        ),
-    )
-    .await;
-    admin_patch(
-        hub,
-        "root:app",
-        &format!("{SCHEDULING}/placements/compute"),
-        json!({"metadata": {"annotations": {"ferry.dev/status-collectors": "statuses"}}}),
-    )
-    .await;
+    apply(&app, statuses_collector("statuses")).await;
+    name_collectors(hub, "compute", "statuses").await;
     let victims = combined_when(
         &app,
         "compute",
@@ -391,12 +345,8 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
     .await;
     let text = mals.to_string();
     assert!(!text.contains("victim-secret"), "{text}");
-    let statuses = result_named(&mals, "statuses");
     assert!(
-        statuses["error"]
-            .as_str()
-            .unwrap()
-            .contains("does not exist in this workspace"),
+        result_error(&mals, "statuses").contains("does not exist in this workspace"),
         "{text}"
     );
 
@@ -429,9 +379,6 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
     assert_eq!(code, 403, "{out}");
     let victims_now = combined_status(&app, "shop", "compute").await.unwrap();
     assert_eq!(victims_now["summary"], "2/2 available on 1 cluster");
-    let in_victims = api(&app, &combined_statuses(), Some("shop"))
-        .list(&Default::default())
-        .await
-        .unwrap();
-    assert_eq!(in_victims.items.len(), 1, "only the victim's own");
+    let in_victims = combined_statuses_in(&app, "shop").await;
+    assert_eq!(in_victims.len(), 1, "only the victim's own");
 }

@@ -99,9 +99,7 @@ impl World {
     /// As `user` in root:mal: namespace `work` (selected), ConfigMap `cm` and Secret `s` in it.
     async fn mal_workload(&self, user: &str) {
         let c = self.t.client_as(user, "root:mal").await;
-        let ns = json!({"apiVersion": "v1", "kind": "Namespace",
-                        "metadata": {"name": "work", "labels": {"purpose": "workload"}}});
-        let (code, body) = call(&c, "POST", "/api/v1/namespaces", Some(&ns)).await;
+        let (code, body) = workload_namespace_as(&c, "work").await;
         assert_eq!(code, 201, "{body}");
         for (resource, obj) in [
             (
@@ -384,14 +382,7 @@ async fn nobody_but_the_hub_sets_scheduling_labels_by_hand() {
 
     // What the scheduler labelled stays writable with its labels unchanged
     // (kubectl apply of an object read back, kubectl edit).
-    let (code, body) = call(
-        &mal,
-        "POST",
-        "/api/v1/namespaces",
-        Some(&json!({"apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": "work", "labels": {"purpose": "workload"}}})),
-    )
-    .await;
+    let (code, body) = workload_namespace_as(&mal, "work").await;
     assert_eq!(code, 201, "{body}");
     let cm_path = "/api/v1/namespaces/work/configmaps/cm";
     let (code, body) = call(

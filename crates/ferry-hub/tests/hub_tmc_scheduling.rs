@@ -10,7 +10,7 @@
 
 mod common;
 use common::tmc::*;
-use common::{admin, call, create, eventually};
+use common::{admin, call, create, eventually, ok};
 use ferry_api::workload::sync_target_key;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -176,30 +176,22 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     assert!(states(&pod).is_empty(), "{pod}");
     // Nothing in an unselected namespace.
     configmap(hub, "root:app", "elsewhere", "cm").await;
-    configmap(hub, "root:app", "ns-1", "barrier").await;
-    wait_for(
-        hub,
-        "root:app",
-        &cm_path("ns-1", "barrier"),
-        "barrier labelled",
-        |o| !states(o).is_empty(),
-    )
-    .await;
+    barrier(hub, "ns-1", "barrier").await;
     let cm = get(hub, "root:app", &cm_path("elsewhere", "cm")).await;
     assert!(states(&cm).is_empty(), "{cm}");
 
     // kubectl sees the Placement as a user would.
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/root:app", hub.url()),
+    let args = [
         "get",
         "placements.scheduling.kcp.io",
         "compute",
         "-o",
         "jsonpath={.status.phase}",
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "Bound");
+    ];
+    assert_eq!(
+        ok(hub.kubectl_in("root:app", &args, None), "kubectl get placements"),
+        "Bound"
+    );
 
     // A namespace relabelled away from the Placement leaves its target,
     // and its objects with it (no syncer holds them).
@@ -238,15 +230,7 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     )
     .await;
     // Barrier: a later change elsewhere has been handled.
-    configmap(hub, "root:app", "ns-2", "after-manual").await;
-    wait_for(
-        hub,
-        "root:app",
-        &cm_path("ns-2", "after-manual"),
-        "barrier labelled",
-        |o| !states(o).is_empty(),
-    )
-    .await;
+    barrier(hub, "ns-2", "after-manual").await;
     let ns = get(hub, "root:manual", &ns_path("work")).await;
     assert_eq!(states(&ns), [(w.east.clone(), "Sync".to_string())].into(), "{ns}");
     assert!(annotation(&ns, &format!("deletion.internal.workload.kcp.io/{}", w.east)).is_none());
@@ -255,20 +239,29 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     let _ = w.loc;
 }
 
+/// ConfigMap `ns/name` in `root:app`, once labelled: a barrier, so the
+/// scheduler has handled what came before it.
+async fn barrier(hub: &TestHub, ns: &str, name: &str) {
+    configmap(hub, "root:app", ns, name).await;
+    wait_for(hub, "root:app", &cm_path(ns, name), "barrier labelled", |o| {
+        !states(o).is_empty()
+    })
+    .await;
+}
+
+/// Merges `spec` into SyncTarget `name`'s in `root:loc`.
+async fn target_spec(hub: &TestHub, name: &str, spec: Value) {
+    let path = format!("{WORKLOAD}/synctargets/{name}");
+    admin_patch(hub, "root:loc", &path, json!({ "spec": spec })).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_over() {
     let w = world().await;
     let hub = &w.hub;
-    let st = |name: &str| format!("{WORKLOAD}/synctargets/{name}");
 
     // East cordoned: everything new goes west.
-    admin_patch(
-        hub,
-        "root:loc",
-        &st("east"),
-        json!({"spec": {"unschedulable": true}}),
-    )
-    .await;
+    target_spec(hub, "east", json!({"unschedulable": true})).await;
     for ns in ["a1", "a2", "a3"] {
         namespace(hub, "root:app", ns, json!({"purpose": "workload"})).await;
     }
@@ -281,30 +274,12 @@ async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_ove
     }
 
     // West cordoned instead: a new namespace goes east; the others stay west.
-    admin_patch(
-        hub,
-        "root:loc",
-        &st("east"),
-        json!({"spec": {"unschedulable": false}}),
-    )
-    .await;
-    admin_patch(
-        hub,
-        "root:loc",
-        &st("west"),
-        json!({"spec": {"unschedulable": true}}),
-    )
-    .await;
+    target_spec(hub, "east", json!({"unschedulable": false})).await;
+    target_spec(hub, "west", json!({"unschedulable": true})).await;
     namespace(hub, "root:app", "mover", json!({"purpose": "workload"})).await;
     assert_eq!(scheduled(hub, "mover").await, w.east);
     assert_eq!(scheduled(hub, "a1").await, w.west, "cordoning evicts nothing");
-    admin_patch(
-        hub,
-        "root:loc",
-        &st("west"),
-        json!({"spec": {"unschedulable": false}}),
-    )
-    .await;
+    target_spec(hub, "west", json!({"unschedulable": false})).await;
 
     // East's syncer holds the namespace and an object in it.
     let east_finalizer = format!("workload.kcp.io/syncer-{}", w.east);
@@ -324,13 +299,7 @@ async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_ove
     }
 
     // East evicted (evictAfter passed): mover moves west; east is told, keeps its label.
-    admin_patch(
-        hub,
-        "root:loc",
-        &st("east"),
-        json!({"spec": {"evictAfter": "2020-01-01T00:00:00Z"}}),
-    )
-    .await;
+    target_spec(hub, "east", json!({"evictAfter": "2020-01-01T00:00:00Z"})).await;
     let deletion_east = format!("deletion.internal.workload.kcp.io/{}", w.east);
     let ns = wait_for(hub, "root:app", &ns_path("mover"), "mover moves west", |o| {
         states(o).get(&w.west).map(String::as_str) == Some("Sync")
@@ -374,22 +343,10 @@ async fn cordoned_targets_get_no_new_namespaces_and_evicted_ones_hand_theirs_ove
     }
 
     // A later eviction time: the timer moves west's namespaces east when it comes.
-    admin_patch(
-        hub,
-        "root:loc",
-        &st("east"),
-        json!({"spec": {"evictAfter": null}}),
-    )
-    .await;
+    target_spec(hub, "east", json!({"evictAfter": null})).await;
     let soon = (chrono::Utc::now() + chrono::Duration::seconds(3))
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    admin_patch(
-        hub,
-        "root:loc",
-        &st("west"),
-        json!({"spec": {"evictAfter": soon}}),
-    )
-    .await;
+    target_spec(hub, "west", json!({"evictAfter": soon})).await;
     assert_eq!(
         states(&get(hub, "root:app", &ns_path("a1")).await)
             .get(&w.west)

@@ -34,15 +34,7 @@ async fn invalid_config_and_missing_resources_get_conditions_while_the_rest_sync
     )
     .await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
-    wait_for(
-        &down,
-        &configmaps(),
-        Some("app"),
-        "c1",
-        "the valid part syncs",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &configmaps(), Some("app"), "c1", "the valid part syncs").await;
 
     let bad = wait_for(
         &mb,
@@ -111,13 +103,12 @@ async fn invalid_config_and_missing_resources_get_conditions_while_the_rest_sync
     .await;
     // ... and sync once it is installed there.
     down.create(&crds(), crd("Gadget", "gadgets")).await;
-    wait_for(
+    wait_present(
         &down,
         &gadgets(),
         Some("app"),
         "g1",
         "gadget downstream once its CRD exists",
-        |_| true,
     )
     .await;
     wait_for(&mb, &syncer_configs(), None, "good", "Syncing=True", |o| {
@@ -139,15 +130,7 @@ async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() 
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     let addr = syncer.metrics_address().unwrap();
     let down = Cluster::of(&wec, None).await;
-    wait_for(
-        &down,
-        &configmaps(),
-        Some("app"),
-        "before",
-        "initial copy",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &configmaps(), Some("app"), "before", "initial copy").await;
     wait_ready(&syncer).await;
     assert_eq!(http_get(addr, "/readyz").await.0, 200);
     assert_eq!(http_get(addr, "/healthz").await.0, 200);
@@ -199,15 +182,7 @@ async fn downstream_outage_makes_the_syncer_unready_and_it_recovers_by_itself() 
     })
     .await;
     let down = Cluster::of(&wec, None).await;
-    wait_for(
-        &down,
-        &configmaps(),
-        Some("app"),
-        "during",
-        "created while down",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &configmaps(), Some("app"), "during", "created while down").await;
     wait_gone(&down, &configmaps(), Some("app"), "before", "deleted while down").await;
     eventually(15, "/readyz to recover", || async {
         (http_get(addr, "/readyz").await.0 == 200).then_some(())
@@ -276,37 +251,14 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
             ]),
         )
         .await;
-    let kubeconfig =
-        ferry_hub::kubeconfig::admin_kubeconfig(&up.running.url, &up.running.ca_pem, &token, &ws);
     let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
-    opts.upstream = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
+    opts.upstream = token_config(&up, &ws, &token).await;
     init_logs();
     let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
 
     // What it may do syncs, and the syncer becomes ready regardless.
-    wait_for(
-        &down,
-        &configmaps(),
-        Some("app"),
-        "c1",
-        "the ConfigMap syncs",
-        |_| true,
-    )
-    .await;
-    wait_for(
-        &down,
-        &deployments(),
-        Some("app"),
-        "d1",
-        "the Deployment syncs",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &configmaps(), Some("app"), "c1", "the ConfigMap syncs").await;
+    wait_present(&down, &deployments(), Some("app"), "d1", "the Deployment syncs").await;
     wait_ready(&syncer).await;
     down.set_status(
         &deployments(),
@@ -360,13 +312,12 @@ async fn permission_denied_names_verb_resource_and_side_and_granting_it_resumes_
         service_account_binding("syncer-rest", ("ferry-system", "syncer")),
     )
     .await;
-    wait_for(
+    wait_present(
         &down,
         &secrets(),
         Some("app"),
         "s1",
         "the Secret syncs once granted",
-        |_| true,
     )
     .await;
     wait_for(

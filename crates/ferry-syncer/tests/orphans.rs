@@ -50,16 +50,8 @@ async fn copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted_on_resta
         .await;
 
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
-    wait_for(&down, &secrets(), Some("app"), "drop", "secret copy", |_| true).await;
-    wait_for(
-        &down,
-        &configmaps(),
-        Some("app"),
-        "keep",
-        "configmap copy",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &secrets(), Some("app"), "drop", "secret copy").await;
+    wait_present(&down, &configmaps(), Some("app"), "keep", "configmap copy").await;
     syncer.stop().await;
 
     mb.merge(
@@ -144,9 +136,9 @@ async fn upsynced_copies_of_a_type_dropped_while_the_syncer_was_down_are_deleted
     down.create(&namespaces(), namespace("policy")).await;
     down.create(&reports(), report("Report", "policy", "r1")).await;
     down.create(&gadgets(), report("Gadget", "policy", "g1")).await;
-    let copy = wait_for(&mb, &reports(), Some("policy"), "r1", "report upsynced", |_| true).await;
+    let copy = wait_present(&mb, &reports(), Some("policy"), "r1", "report upsynced").await;
     assert_eq!(copy["metadata"]["annotations"][UPSYNCED], "Report/policy/r1");
-    wait_for(&mb, &gadgets(), Some("policy"), "g1", "gadget upsynced", |_| true).await;
+    wait_present(&mb, &gadgets(), Some("policy"), "g1", "gadget upsynced").await;
     syncer.stop().await;
 
     mb.merge(

@@ -93,23 +93,14 @@ async fn florin_and_guilder_each_get_their_mailbox_workloads() {
     for syncer in &syncers {
         wait_ready(syncer).await;
     }
-    let ns = wait_for(
-        &f,
-        &namespaces(),
-        None,
-        "commonstuff",
-        "namespace downstream",
-        |_| true,
-    )
-    .await;
+    let ns = wait_present(&f, &namespaces(), None, "commonstuff", "namespace downstream").await;
     assert_eq!(annotation(&ns, DOWNSYNCED), Some("Namespace//commonstuff"));
-    let cm = wait_for(
+    let cm = wait_present(
         &f,
         &configmaps(),
         Some("commonstuff"),
         "httpd-htdocs",
         "configmap downstream",
-        |_| true,
     )
     .await;
     assert_eq!(cm["data"]["index.html"], "<h1>commonstuff</h1>");
@@ -118,23 +109,14 @@ async fn florin_and_guilder_each_get_their_mailbox_workloads() {
         Some("ConfigMap/commonstuff/httpd-htdocs")
     );
     assert_eq!(label(&cm, SYNCER_LABEL), Some("florin"));
-    let secret = wait_for(
-        &f,
-        &secrets(),
-        Some("commonstuff"),
-        "creds",
-        "secret downstream",
-        |_| true,
-    )
-    .await;
+    let secret = wait_present(&f, &secrets(), Some("commonstuff"), "creds", "secret downstream").await;
     assert_eq!(secret["data"]["password"], "c2VjcmV0");
-    let deploy = wait_for(
+    let deploy = wait_present(
         &f,
         &deployments(),
         Some("commonstuff"),
         "commond",
         "deployment downstream",
-        |_| true,
     )
     .await;
     assert_eq!(deploy["spec"]["replicas"], 1);
@@ -144,37 +126,27 @@ async fn florin_and_guilder_each_get_their_mailbox_workloads() {
     })
     .await;
     assert_eq!(label(&crd, SYNCER_LABEL), Some("florin"));
-    let w = wait_for(
+    let w = wait_present(
         &f,
         &widgets(),
         Some("commonstuff"),
         "w1",
         "custom resource downstream",
-        |_| true,
     )
     .await;
     assert_eq!(w["spec"]["size"], 3);
     assert_eq!(annotation(&w, DOWNSYNCED), Some("Widget/commonstuff/w1"));
 
     // guilder gets the extra namespace; florin does not.
-    wait_for(
+    wait_present(
         &g,
         &configmaps(),
         Some("specialstuff"),
         "httpd-htdocs",
         "guilder's special configmap",
-        |_| true,
     )
     .await;
-    wait_for(
-        &g,
-        &widgets(),
-        Some("commonstuff"),
-        "w1",
-        "guilder's widget",
-        |_| true,
-    )
-    .await;
+    wait_present(&g, &widgets(), Some("commonstuff"), "w1", "guilder's widget").await;
     assert!(f.get(&namespaces(), None, "specialstuff").await.is_none());
     let g_cm = g
         .get(&configmaps(), Some("commonstuff"), "httpd-htdocs")
@@ -209,7 +181,7 @@ async fn updates_and_deletions_propagate_and_nothing_is_rewritten_needlessly() {
         .await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     wait_ready(&syncer).await;
-    wait_for(&down, &configmaps(), Some("app"), "settings", "copy", |_| true).await;
+    wait_present(&down, &configmaps(), Some("app"), "settings", "copy").await;
 
     // Update, including a removed key.
     mb.api(&configmaps(), Some("app"))
@@ -263,15 +235,7 @@ async fn updates_and_deletions_propagate_and_nothing_is_rewritten_needlessly() {
     )
     .await;
     mb.create(&namespaces(), namespace("other")).await;
-    wait_for(
-        &down,
-        &namespaces(),
-        None,
-        "other",
-        "new namespace downstream",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &namespaces(), None, "other", "new namespace downstream").await;
     let after = down.get(&configmaps(), Some("app"), "settings").await.unwrap();
     assert_eq!(
         resource_version(&after),
@@ -296,24 +260,8 @@ async fn removing_an_entry_from_the_syncer_config_deletes_the_copies() {
     )
     .await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
-    wait_for(
-        &down,
-        &secrets(),
-        Some("app"),
-        "drop",
-        "secret downstream",
-        |_| true,
-    )
-    .await;
-    wait_for(
-        &down,
-        &configmaps(),
-        Some("app"),
-        "keep",
-        "configmap downstream",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &secrets(), Some("app"), "drop", "secret downstream").await;
+    wait_present(&down, &configmaps(), Some("app"), "keep", "configmap downstream").await;
 
     let mut config = mb.get(&syncer_configs(), None, "the-one").await.unwrap();
     let resources = config["spec"]["namespaceScope"]["resources"]
@@ -351,16 +299,8 @@ async fn downstream_status_is_returned_upstream_and_never_wiped() {
     mb.create(&deployments(), deployment("app", "web", 2)).await;
     mb.create(&widgets(), widget("app", "w", 1)).await;
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
-    wait_for(
-        &down,
-        &deployments(),
-        Some("app"),
-        "web",
-        "deployment downstream",
-        |_| true,
-    )
-    .await;
-    wait_for(&down, &widgets(), Some("app"), "w", "widget downstream", |_| true).await;
+    wait_present(&down, &deployments(), Some("app"), "web", "deployment downstream").await;
+    wait_present(&down, &widgets(), Some("app"), "w", "widget downstream").await;
 
     // A controller in the workload cluster reports state.
     down.set_status(
@@ -479,7 +419,7 @@ async fn changes_made_while_the_syncer_was_down_are_caught_on_restart() {
     let syncer = start_syncer(&up, &ws, &wec, "florin").await;
     wait_ready(&syncer).await;
     for name in ["gone", "changed", "same"] {
-        wait_for(&down, &configmaps(), Some("app"), name, "copy", |_| true).await;
+        wait_present(&down, &configmaps(), Some("app"), name, "copy").await;
     }
     syncer.stop().await;
 
@@ -513,13 +453,12 @@ async fn changes_made_while_the_syncer_was_down_are_caught_on_restart() {
         |o| o["data"]["v"] == "2",
     )
     .await;
-    wait_for(
+    wait_present(
         &down,
         &configmaps(),
         Some("app"),
         "new",
         "creation made while down",
-        |_| true,
     )
     .await;
     wait_ready(&syncer).await;
@@ -571,15 +510,7 @@ async fn pre_existing_objects_are_adopted_and_unowned_ones_left_alone() {
     assert!(events["message"].as_str().unwrap().contains("florin"));
 
     // Create-only: created, then never updated or deleted.
-    wait_for(
-        &down,
-        &configmaps(),
-        Some("app"),
-        "once",
-        "create-only copy",
-        |_| true,
-    )
-    .await;
+    wait_present(&down, &configmaps(), Some("app"), "once", "create-only copy").await;
     mb.merge(
         &configmaps(),
         Some("app"),
@@ -673,7 +604,7 @@ async fn a_default_syncer_goes_at_the_hubs_pace_and_an_explicit_qps_caps_it() {
     let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
     opts.qps = None;
     let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
-    wait_for(&down, &configmaps(), Some("app"), "paced", "copy", |_| true).await;
+    wait_present(&down, &configmaps(), Some("app"), "paced", "copy").await;
     for side in [Side::Upstream, Side::Downstream] {
         eventually(10, "the server judged", || async {
             (syncer.server_pacing(side) == Some(ServerPacing::FerryHub)).then_some(())
@@ -686,8 +617,7 @@ async fn a_default_syncer_goes_at_the_hubs_pace_and_an_explicit_qps_caps_it() {
     let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
     opts.qps = Some(25.0);
     opts.burst = 7;
-    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
-    wait_ready(&syncer).await;
+    let syncer = start_ready(opts).await;
     assert_eq!(syncer.server_pacing(Side::Upstream), Some(ServerPacing::FerryHub));
     assert_eq!(syncer.request_limit(Side::Upstream), (25.0, 7), "--qps is a cap");
     assert_eq!(syncer.request_limit(Side::Downstream), (25.0, 7));

@@ -17,7 +17,7 @@ use ferry_api::well_known::{
 };
 use ferry_syncer::profiles::tmc::locator::{NamespaceLocator, SyncTargetLocator};
 use ferry_syncer::profiles::tmc::TmcOptions;
-use ferry_syncer::RunningSyncer;
+use ferry_syncer::{RunningSyncer, SyncerOptions};
 use ferry_testkit::TestHub;
 use kube::core::ApiResource;
 use serde_json::{json, Value};
@@ -31,6 +31,74 @@ fn open_schema() -> Value {
 
 fn placements() -> ApiResource {
     ar("scheduling.kcp.io", "v1alpha1", "Placement", "placements")
+}
+
+fn apis(kind: &str, plural: &str) -> ApiResource {
+    ar("apis.kcp.io", "v1alpha1", kind, plural)
+}
+
+fn api_resource_imports() -> ApiResource {
+    ar(
+        "apiresource.kcp.io",
+        "v1alpha1",
+        "APIResourceImport",
+        "apiresourceimports",
+    )
+}
+
+/// APIResourceSchema `name` of `kind` (`group`, v1, `scope`), any object fitting.
+fn resource_schema(
+    name: &str,
+    group: &str,
+    scope: &str,
+    (plural, singular, kind): (&str, &str, &str),
+) -> Value {
+    json!({
+        "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
+        "metadata": { "name": name },
+        "spec": { "group": group, "scope": scope,
+            "names": { "plural": plural, "singular": singular, "kind": kind, "listKind": format!("{kind}List") },
+            "versions": [{ "name": "v1", "served": true, "storage": true, "schema": open_schema(),
+                "subresources": { "status": {} } }] }
+    })
+}
+
+/// SyncTarget `location`'s imported schema of `plural` (`group`/v1, `scope`), as
+/// the syncer's importer writes it (the test stands in for the importer).
+async fn import_schema(
+    org: &Cluster,
+    location: &str,
+    group: &str,
+    scope: &str,
+    (plural, kind): (&str, &str),
+) {
+    org.create(
+        &api_resource_imports(),
+        json!({
+            "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
+            "metadata": { "name": format!("{plural}.{location}.v1.{group}") },
+            "spec": { "location": location, "groupVersion": { "group": group, "version": "v1" },
+                "scope": scope, "plural": plural, "kind": kind, "openAPIV3Schema": open_schema() }
+        }),
+    )
+    .await;
+}
+
+/// Whether SyncTarget `st` says `resource` is Accepted.
+fn accepted(st: &Value, resource: &str) -> bool {
+    st["status"]["syncedResources"].as_array().is_some_and(|r| {
+        r.iter()
+            .any(|e| e["resource"] == resource && e["state"] == "Accepted")
+    })
+}
+
+/// Pod `runner` in the downstream namespace `ns`, labelled `labels`.
+fn runner_pod(ns: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": "runner", "namespace": ns, "labels": labels },
+        "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
+    })
 }
 
 /// Placement `compute`: namespaces labelled `tmc=yes` onto any SyncTarget of `root:org`.
@@ -74,17 +142,14 @@ impl Tmc {
         let pcluster = TestHub::start().await;
         let org = workspace(&kcp, "org").await;
         let app = workspace(&kcp, "app").await;
-        let apis = |kind: &str, plural: &str| ar("apis.kcp.io", "v1alpha1", kind, plural);
         org.create(
             &apis("APIResourceSchema", "apiresourceschemas"),
-            json!({
-                "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
-                "metadata": { "name": "v1.deployments.apps" },
-                "spec": { "group": "apps", "scope": "Namespaced",
-                    "names": { "plural": "deployments", "singular": "deployment", "kind": "Deployment", "listKind": "DeploymentList" },
-                    "versions": [{ "name": "v1", "served": true, "storage": true, "schema": open_schema(),
-                        "subresources": { "status": {} } }] }
-            }),
+            resource_schema(
+                "v1.deployments.apps",
+                "apps",
+                "Namespaced",
+                ("deployments", "deployment", "Deployment"),
+            ),
         )
         .await;
         org.create(
@@ -104,16 +169,7 @@ impl Tmc {
             .expect("kcp.io/cluster")
             .to_string();
         if imported {
-            org.create(
-            &ar("apiresource.kcp.io", "v1alpha1", "APIResourceImport", "apiresourceimports"),
-            json!({
-                "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
-                "metadata": { "name": "deployments.east.v1.apps" },
-                "spec": { "location": "east", "groupVersion": { "group": "apps", "version": "v1" },
-                    "scope": "Namespaced", "plural": "deployments", "kind": "Deployment", "openAPIV3Schema": open_schema() }
-            }),
-        )
-        .await;
+            import_schema(&org, "east", "apps", "Namespaced", ("deployments", "Deployment")).await;
         }
         wait_for(
             &org,
@@ -122,11 +178,8 @@ impl Tmc {
             "east",
             "deployments Accepted",
             |st| {
-                let accepted = st["status"]["syncedResources"].as_array().is_some_and(|r| {
-                    r.iter()
-                        .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
-                });
-                (accepted || !imported) && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string()
+                (accepted(st, "deployments") || !imported)
+                    && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string()
             },
         )
         .await;
@@ -166,23 +219,88 @@ impl Tmc {
         options
     }
 
+    /// Options for a syncer of `east` to the physical cluster as the target with
+    /// uid `uid`, with test-speed timers.
+    async fn syncer_options_for(&self, uid: &str) -> SyncerOptions {
+        let mut opts = syncer_options(&self.kcp, "root:org", &self.pcluster, "east").await;
+        opts.tmc = Some(self.options(uid));
+        opts
+    }
+
     async fn syncer_with(&self, uid: &str) -> anyhow::Result<RunningSyncer> {
         self.syncer_for(uid, &[]).await
     }
 
     /// A syncer for the target with uid `uid`, run with `--resources <resources>`.
     async fn syncer_for(&self, uid: &str, resources: &[&str]) -> anyhow::Result<RunningSyncer> {
-        let mut opts = syncer_options(&self.kcp, "root:org", &self.pcluster, "east").await;
-        let mut options = self.options(uid);
-        options.resources = resources.iter().map(|r| r.to_string()).collect();
-        opts.tmc = Some(options);
+        let mut opts = self.syncer_options_for(uid).await;
+        if let Some(options) = opts.tmc.as_mut() {
+            options.resources = resources.iter().map(|r| r.to_string()).collect();
+        }
         ferry_syncer::start(opts).await
     }
 
     async fn syncer(&self) -> RunningSyncer {
-        let syncer = self.syncer_with(&self.uid).await.expect("syncer starts");
-        wait_ready(&syncer).await;
-        syncer
+        start_ready(self.syncer_options_for(&self.uid).await).await
+    }
+
+    /// SyncTarget `east` once its condition `type_` has `status`.
+    async fn target_condition(&self, what: &str, type_: &str, status: &str) -> Value {
+        self.target_when(what, |st| {
+            condition(st, type_).is_some_and(|c| c["status"] == status)
+        })
+        .await
+    }
+
+    /// The copy of `name` in the downstream namespace `ns`, once there.
+    async fn copy(&self, ar: &ApiResource, ns: &str, name: &str, what: &str) -> Value {
+        self.down.when(ar, ns, name, what, |_| true).await
+    }
+
+    /// `ns/name` upstream once the syncer has let it go (its finalizer removed).
+    async fn released(&self, ar: &ApiResource, ns: &str, name: &str, what: &str) -> Value {
+        let finalizer = self.finalizer();
+        self.app
+            .when(ar, ns, name, what, |c| !has_finalizer(c, &finalizer))
+            .await
+    }
+
+    /// Sets the soft finalizers annotation of ConfigMap `ns/name` upstream to `value`.
+    async fn soft_finalizers(&self, ns: &str, name: &str, value: Value) {
+        let soft = workload_soft_finalizers_annotation(&self.key);
+        self.app
+            .merge(
+                &configmaps(),
+                Some(ns),
+                name,
+                json!({ "metadata": { "annotations": { soft: value } } }),
+            )
+            .await;
+    }
+
+    /// The cluster reports `status` on the copy of Deployment `web` in `kcp_ns`;
+    /// returns once upstream `demo/web` shows its `readyReplicas`.
+    async fn web_status_returns(&self, kcp_ns: &str, status: Value, what: &str) {
+        self.down
+            .set_status(&deployments(), Some(kcp_ns), "web", status.clone())
+            .await;
+        self.app
+            .when(&deployments(), "demo", "web", what, |d| {
+                d["status"]["readyReplicas"] == status["readyReplicas"]
+            })
+            .await;
+    }
+
+    /// The Event in the physical cluster's `default` namespace that `pred` picks.
+    async fn downstream_event(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        eventually(15, what, || async {
+            self.down
+                .list(&events(), Some("default"))
+                .await
+                .into_iter()
+                .find(|e| pred(e))
+        })
+        .await
     }
 
     fn state_label(&self) -> String {
@@ -230,6 +348,27 @@ impl Tmc {
 
     /// Namespaces `demo` (ConfigMaps `kept` and `deleted`) and `moved` (ConfigMap
     /// `inside`) scheduled, and their copies made; returns the two downstream namespaces.
+    /// Namespace `demo` scheduled with ConfigMap `name` in it; returns the
+    /// downstream namespace once the copy is there.
+    async fn demo_copy(&self, name: &str) -> String {
+        self.scheduled_namespace("demo").await;
+        self.scheduled_configmap("demo", name).await;
+        let kcp_ns = self.downstream("demo");
+        self.copy(&configmaps(), &kcp_ns, name, "the copy").await;
+        kcp_ns
+    }
+
+    /// Namespace `demo` scheduled with ConfigMap `settings` and Deployment `web`
+    /// in it; returns the downstream namespace.
+    async fn demo_settings_and_web(&self) -> String {
+        self.scheduled_namespace("demo").await;
+        self.scheduled_configmap("demo", "settings").await;
+        self.app
+            .create(&deployments(), deployment("demo", "web", json!({})))
+            .await;
+        self.downstream("demo")
+    }
+
     async fn demo_and_moved(&self) -> (String, String) {
         self.scheduled_namespace("demo").await;
         self.scheduled_namespace("moved").await;
@@ -239,13 +378,9 @@ impl Tmc {
         self.scheduled_configmap("moved", "inside").await;
         let (kcp_ns, moved) = (self.downstream("demo"), self.downstream("moved"));
         for name in ["kept", "deleted"] {
-            self.down
-                .when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
-                .await;
+            self.copy(&configmaps(), &kcp_ns, name, "the copy").await;
         }
-        self.down
-            .when(&configmaps(), &moved, "inside", "the copy", |_| true)
-            .await;
+        self.copy(&configmaps(), &moved, "inside", "the copy").await;
         (kcp_ns, moved)
     }
 
@@ -281,11 +416,7 @@ fn deployment(ns: &str, name: &str, labels: Value) -> Value {
 async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_returns() {
     let t = Tmc::start().await;
     let syncer = t.syncer().await;
-    t.scheduled_namespace("demo").await;
-    t.scheduled_configmap("demo", "settings").await;
-    t.app
-        .create(&deployments(), deployment("demo", "web", json!({})))
-        .await;
+    let kcp_ns = t.demo_settings_and_web().await;
     // kcp's root CA in the namespace: renamed on the way down, beside the cluster's own.
     t.app
         .create(
@@ -299,25 +430,15 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         .create(&configmaps(), configmap("other", "unscheduled", json!({})))
         .await;
 
-    let kcp_ns = t.downstream("demo");
     assert!(kcp_ns.starts_with("kcp-") && kcp_ns.len() == 16, "{kcp_ns}");
-    let ns = wait_for(
-        &t.down,
-        &namespaces(),
-        None,
-        &kcp_ns,
-        "the kcp-<hash> namespace",
-        |_| true,
-    )
-    .await;
+    let ns = wait_present(&t.down, &namespaces(), None, &kcp_ns, "the kcp-<hash> namespace").await;
     let locator =
         NamespaceLocator::parse(annotation(&ns, NAMESPACE_LOCATOR_ANNOTATION).expect("locator")).unwrap();
     assert_eq!(locator, NamespaceLocator::new(&t.target, &t.app_cluster, "demo"));
     assert_eq!(label(&ns, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
 
     let cm = t
-        .down
-        .when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
+        .copy(&configmaps(), &kcp_ns, "settings", "the configmap copy")
         .await;
     assert_eq!(cm["data"]["k"], "v");
     assert_eq!(label(&cm, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
@@ -334,10 +455,7 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         "written by server-side apply as syncer: {managers:?}"
     );
     let ca = t
-        .down
-        .when(&configmaps(), &kcp_ns, "kcp-root-ca.crt", "kcp's root CA", |_| {
-            true
-        })
+        .copy(&configmaps(), &kcp_ns, "kcp-root-ca.crt", "kcp's root CA")
         .await;
     assert_eq!(ca["data"]["ca.crt"], "kcp");
     assert!(t
@@ -346,8 +464,7 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         .await
         .is_none());
     let dep = t
-        .down
-        .when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
+        .copy(&deployments(), &kcp_ns, "web", "the deployment copy")
         .await;
     let pod_spec = &dep["spec"]["template"]["spec"];
     assert_eq!(pod_spec["automountServiceAccountToken"], false);
@@ -365,19 +482,12 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
         .is_none());
 
     // Status set downstream comes back upstream.
-    t.down
-        .set_status(
-            &deployments(),
-            Some(&kcp_ns),
-            "web",
-            json!({ "replicas": 2, "readyReplicas": 2 }),
-        )
-        .await;
-    t.app
-        .when(&deployments(), "demo", "web", "status upstream", |d| {
-            d["status"]["readyReplicas"] == 2
-        })
-        .await;
+    t.web_status_returns(
+        &kcp_ns,
+        json!({ "replicas": 2, "readyReplicas": 2 }),
+        "status upstream",
+    )
+    .await;
 
     // The heartbeat and the permission check show on the SyncTarget.
     let st = t
@@ -400,12 +510,7 @@ async fn scheduled_objects_land_in_a_kcp_namespace_with_the_locator_and_status_r
 async fn upstream_delete_waits_for_downstream_cleanup() {
     let t = Tmc::start().await;
     let syncer = t.syncer().await;
-    t.scheduled_namespace("demo").await;
-    t.scheduled_configmap("demo", "held").await;
-    let kcp_ns = t.downstream("demo");
-    t.down
-        .when(&configmaps(), &kcp_ns, "held", "the copy", |_| true)
-        .await;
+    let kcp_ns = t.demo_copy("held").await;
     // Something downstream holds the copy.
     t.down
         .merge(
@@ -453,19 +558,10 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
     t.scheduled_configmap("demo", "drained").await;
     let kcp_ns = t.downstream("demo");
     for name in ["plain", "drained"] {
-        t.down
-            .when(&configmaps(), &kcp_ns, name, "the copy", |_| true)
-            .await;
+        t.copy(&configmaps(), &kcp_ns, name, "the copy").await;
     }
     // Something upstream wants to see `drained` off the cluster first.
-    let soft = workload_soft_finalizers_annotation(&t.key);
-    t.app
-        .merge(
-            &configmaps(),
-            Some("demo"),
-            "drained",
-            json!({ "metadata": { "annotations": { soft.as_str(): "[\"example.com/drain\"]" } } }),
-        )
+    t.soft_finalizers("demo", "drained", json!("[\"example.com/drain\"]"))
         .await;
 
     t.unschedule("demo").await;
@@ -474,10 +570,7 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
         .gone(&configmaps(), &kcp_ns, "plain", "the plain copy")
         .await;
     let up = t
-        .app
-        .when(&configmaps(), "demo", "plain", "the source released", |c| {
-            !has_finalizer(c, &t.finalizer())
-        })
+        .released(&configmaps(), "demo", "plain", "the source released")
         .await;
     assert_eq!(annotation(&up, &deletion), None);
     assert_eq!(label(&up, &t.state_label()), None);
@@ -495,21 +588,11 @@ async fn unscheduling_deletes_the_copies_after_soft_finalizers_and_releases_the_
             .is_some(),
         "a soft finalizer holds the copy"
     );
-    t.app
-        .merge(
-            &configmaps(),
-            Some("demo"),
-            "drained",
-            json!({ "metadata": { "annotations": { soft.as_str(): "[]" } } }),
-        )
-        .await;
+    t.soft_finalizers("demo", "drained", json!("[]")).await;
     t.down
         .gone(&configmaps(), &kcp_ns, "drained", "the drained copy")
         .await;
-    t.app
-        .when(&configmaps(), "demo", "drained", "the source released", |c| {
-            !has_finalizer(c, &t.finalizer())
-        })
+    t.released(&configmaps(), "demo", "drained", "the source released")
         .await;
     // The emptied namespace goes after the clean delay.
     wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the emptied namespace").await;
@@ -525,23 +608,12 @@ async fn a_namespace_collision_is_reported_and_never_overwritten() {
     let syncer = t.syncer().await;
     t.scheduled_namespace("demo").await;
     t.scheduled_configmap("demo", "settings").await;
-    let event = eventually(
-        15,
-        "a NamespaceCollision Event naming both namespaces",
-        || async {
-            t.down
-                .list(&events(), Some("default"))
-                .await
-                .into_iter()
-                .find(|e| {
-                    let message = e["message"].as_str().unwrap_or_default();
-                    e["reason"] == "NamespaceCollision"
-                        && message.contains(&kcp_ns)
-                        && message.contains("|demo")
-                })
-        },
-    )
-    .await;
+    let event = t
+        .downstream_event("a NamespaceCollision Event naming both namespaces", |e| {
+            let message = e["message"].as_str().unwrap_or_default();
+            e["reason"] == "NamespaceCollision" && message.contains(&kcp_ns) && message.contains("|demo")
+        })
+        .await;
     assert_eq!(event["involvedObject"]["name"], kcp_ns.as_str(), "{event}");
     assert!(
         event["message"].as_str().unwrap().contains("namespace collision"),
@@ -568,12 +640,8 @@ async fn a_pod_labelled_upsync_downstream_appears_upstream_and_goes_with_it() {
     let syncer = t.syncer().await;
     t.scheduled_namespace("demo").await;
     let kcp_ns = t.downstream("demo");
-    wait_for(&t.down, &namespaces(), None, &kcp_ns, "the namespace", |_| true).await;
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": "runner", "namespace": kcp_ns, "labels": { t.state_label(): "Upsync" } },
-        "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
-    });
+    wait_present(&t.down, &namespaces(), None, &kcp_ns, "the namespace").await;
+    let pod = runner_pod(&kcp_ns, json!({ t.state_label(): "Upsync" }));
     let made = t.down.create(&pods(), pod).await;
     let up = t
         .app
@@ -618,9 +686,7 @@ async fn a_restarted_syncer_converges_with_no_orphans_and_no_finalizers_left() {
     );
 
     let syncer = t.syncer().await;
-    t.down
-        .when(&configmaps(), &kcp_ns, "new", "the new copy", |_| true)
-        .await;
+    t.copy(&configmaps(), &kcp_ns, "new", "the new copy").await;
     t.down
         .gone(&configmaps(), &kcp_ns, "deleted", "the deleted object's copy")
         .await;
@@ -630,10 +696,7 @@ async fn a_restarted_syncer_converges_with_no_orphans_and_no_finalizers_left() {
     t.down
         .gone(&configmaps(), &moved, "inside", "the moved namespace's copy")
         .await;
-    t.app
-        .when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
-            !has_finalizer(c, &t.finalizer())
-        })
+    t.released(&configmaps(), "moved", "inside", "its finalizer removed")
         .await;
     wait_gone(
         &t.down,
@@ -656,28 +719,10 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
     t.scheduled_configmap("full", "inside").await;
     let empty = t.downstream("empty");
     let full = t.downstream("full");
-    wait_for(
-        &t.down,
-        &namespaces(),
-        None,
-        &empty,
-        "the empty namespace",
-        |_| true,
-    )
-    .await;
-    t.down
-        .when(&configmaps(), &full, "inside", "the copy", |_| true)
-        .await;
+    wait_present(&t.down, &namespaces(), None, &empty, "the empty namespace").await;
+    t.copy(&configmaps(), &full, "inside", "the copy").await;
     // A soft finalizer keeps the copy in `full` after it is unscheduled.
-    let soft = workload_soft_finalizers_annotation(&t.key);
-    t.app
-        .merge(
-            &configmaps(),
-            Some("full"),
-            "inside",
-            json!({ "metadata": { "annotations": { soft.as_str(): "[\"x/y\"]" } } }),
-        )
-        .await;
+    t.soft_finalizers("full", "inside", json!("[\"x/y\"]")).await;
     let started = std::time::Instant::now();
     t.unschedule("empty").await;
     t.unschedule("full").await;
@@ -698,14 +743,7 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
         t.down.get(&namespaces(), None, &full).await.is_some(),
         "a namespace holding a copy stays"
     );
-    t.app
-        .merge(
-            &configmaps(),
-            Some("full"),
-            "inside",
-            json!({ "metadata": { "annotations": { soft.as_str(): null } } }),
-        )
-        .await;
+    t.soft_finalizers("full", "inside", Value::Null).await;
     wait_gone(
         &t.down,
         &namespaces(),
@@ -724,18 +762,12 @@ async fn a_namespace_no_longer_scheduled_is_deleted_after_the_delay_only_when_em
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_once() {
     let t = Tmc::start().await;
-    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
-    let mut options = t.options(&t.uid);
-    options.namespace_clean_delay = Duration::from_secs(30);
-    opts.tmc = Some(options);
-    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
-    wait_ready(&syncer).await;
-    t.scheduled_namespace("demo").await;
-    t.scheduled_configmap("demo", "cm").await;
-    let kcp_ns = t.downstream("demo");
-    t.down
-        .when(&configmaps(), &kcp_ns, "cm", "the copy", |_| true)
-        .await;
+    let mut opts = t.syncer_options_for(&t.uid).await;
+    if let Some(options) = opts.tmc.as_mut() {
+        options.namespace_clean_delay = Duration::from_secs(30);
+    }
+    let syncer = start_ready(opts).await;
+    let kcp_ns = t.demo_copy("cm").await;
     let namespace_copy = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
 
     t.unschedule("demo").await;
@@ -764,9 +796,7 @@ async fn a_namespace_scheduled_back_within_the_clean_up_delay_syncs_again_at_onc
             json!({ "metadata": { "labels": { "tmc": "yes" } } }),
         )
         .await;
-    t.down
-        .when(&configmaps(), &kcp_ns, "cm", "the copy back", |_| true)
-        .await;
+    t.copy(&configmaps(), &kcp_ns, "cm", "the copy back").await;
     let again = t.down.get(&namespaces(), None, &kcp_ns).await.unwrap();
     assert_eq!(
         again["metadata"]["uid"], namespace_copy["metadata"]["uid"],
@@ -797,26 +827,12 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             ]),
         )
         .await;
-    let kubeconfig = ferry_hub::kubeconfig::admin_kubeconfig(
-        &t.pcluster.running.url,
-        &t.pcluster.running.ca_pem,
-        &token,
-        "root",
-    );
-    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
-    opts.downstream = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    opts.tmc = Some(t.options(&t.uid));
+    let mut opts = t.syncer_options_for(&t.uid).await;
+    opts.downstream = token_config(&t.pcluster, "root", &token).await;
     let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
 
     let st = t
-        .target_when("SyncerAuthorized False", |st| {
-            condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "False")
-        })
+        .target_condition("SyncerAuthorized False", "SyncerAuthorized", "False")
         .await;
     let authorized = condition(&st, "SyncerAuthorized").unwrap();
     assert_eq!(authorized["reason"], "SyncerUnauthorized", "{authorized}");
@@ -824,14 +840,8 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
         authorized["message"], "SSAR check failed for gvrs: deployments.apps",
         "{authorized}"
     );
-    t.scheduled_namespace("demo").await;
-    t.scheduled_configmap("demo", "settings").await;
-    t.app
-        .create(&deployments(), deployment("demo", "web", json!({})))
-        .await;
-    let kcp_ns = t.downstream("demo");
-    t.down
-        .when(&configmaps(), &kcp_ns, "settings", "what it may sync", |_| true)
+    let kcp_ns = t.demo_settings_and_web().await;
+    t.copy(&configmaps(), &kcp_ns, "settings", "what it may sync")
         .await;
     let web = t.app.get(&deployments(), Some("demo"), "web").await.unwrap();
     assert!(!has_finalizer(&web, &t.finalizer()), "not taken on: {web}");
@@ -850,19 +860,10 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
             ] }),
         )
         .await;
-    t.down
-        .when(
-            &deployments(),
-            &kcp_ns,
-            "web",
-            "the deployment once allowed",
-            |_| true,
-        )
+    t.copy(&deployments(), &kcp_ns, "web", "the deployment once allowed")
         .await;
-    t.target_when("SyncerAuthorized True", |st| {
-        condition(st, "SyncerAuthorized").is_some_and(|c| c["status"] == "True")
-    })
-    .await;
+    t.target_condition("SyncerAuthorized True", "SyncerAuthorized", "True")
+        .await;
     // The namespace goes too, with no more than create and delete on namespaces.
     t.unschedule("demo").await;
     wait_gone(&t.down, &namespaces(), None, &kcp_ns, "the namespace cleaned up").await;
@@ -873,18 +874,12 @@ async fn a_resource_the_cluster_does_not_allow_is_not_synced_and_the_sync_target
 async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold() {
     let t = Tmc::start_with(false).await;
     let syncer = t.syncer().await;
-    let import = wait_for(
+    let import = wait_present(
         &t.org,
-        &ar(
-            "apiresource.kcp.io",
-            "v1alpha1",
-            "APIResourceImport",
-            "apiresourceimports",
-        ),
+        &api_resource_imports(),
         None,
         "deployments.east.v1.apps",
         "the deployments schema imported",
-        |_| true,
     )
     .await;
     assert_eq!(import["spec"]["location"], "east");
@@ -900,10 +895,7 @@ async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold()
     assert_eq!(import["metadata"]["ownerReferences"][0]["uid"], t.uid.as_str());
     let st = t
         .target_when("deployments Accepted", |st| {
-            st["status"]["syncedResources"].as_array().is_some_and(|r| {
-                r.iter()
-                    .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
-            }) && condition(st, "APIImporterReady").is_some()
+            accepted(st, "deployments") && condition(st, "APIImporterReady").is_some()
         })
         .await;
     assert_eq!(condition(&st, "APIImporterReady").unwrap()["status"], "True");
@@ -911,28 +903,14 @@ async fn the_clusters_schemas_are_imported_so_the_hub_accepts_what_it_can_hold()
     t.app
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
-    wait_for(
-        &t.down,
+    t.copy(
         &deployments(),
-        Some(&t.downstream("demo")),
+        &t.downstream("demo"),
         "web",
         "the deployment copy",
-        |_| true,
     )
     .await;
     syncer.stop().await;
-}
-
-/// A kube-rs config for `hub`'s workspace `ws`, authenticated by `token`.
-async fn token_config(hub: &TestHub, ws: &str, token: &str) -> kube::Config {
-    let kubeconfig =
-        ferry_hub::kubeconfig::admin_kubeconfig(&hub.running.url, &hub.running.ca_pem, token, ws);
-    kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::from_yaml(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap()
 }
 
 /// The identity kcp's plugin (and kubectl ferry workload sync) gives the syncer
@@ -957,52 +935,24 @@ async fn syncer_identity(t: &Tmc) -> String {
 async fn a_syncer_with_only_the_sync_verb_upstream_syncs_through_the_virtual_workspaces() {
     let t = Tmc::start_with(false).await;
     let token = syncer_identity(&t).await;
-    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    let mut opts = t.syncer_options_for(&t.uid).await;
     opts.upstream = token_config(&t.kcp, "root:org", &token).await;
-    opts.tmc = Some(t.options(&t.uid));
-    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
-    wait_ready(&syncer).await;
+    let syncer = start_ready(opts).await;
 
-    t.scheduled_namespace("demo").await;
-    t.scheduled_configmap("demo", "settings").await;
-    t.app
-        .create(&deployments(), deployment("demo", "web", json!({})))
-        .await;
-    let kcp_ns = t.downstream("demo");
-    t.down
-        .when(&configmaps(), &kcp_ns, "settings", "the configmap copy", |_| true)
+    let kcp_ns = t.demo_settings_and_web().await;
+    t.copy(&configmaps(), &kcp_ns, "settings", "the configmap copy")
         .await;
     // Its schema import made deployments Accepted.
-    t.down
-        .when(&deployments(), &kcp_ns, "web", "the deployment copy", |_| true)
+    t.copy(&deployments(), &kcp_ns, "web", "the deployment copy")
         .await;
-    t.down
-        .set_status(
-            &deployments(),
-            Some(&kcp_ns),
-            "web",
-            json!({ "readyReplicas": 1 }),
-        )
+    t.web_status_returns(&kcp_ns, json!({ "readyReplicas": 1 }), "status upstream")
         .await;
-    t.app
-        .when(&deployments(), "demo", "web", "status upstream", |d| {
-            d["status"]["readyReplicas"] == 1
-        })
-        .await;
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": { "name": "runner", "namespace": kcp_ns, "labels": { t.state_label(): "Upsync" } },
-        "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
-    });
+    let pod = runner_pod(&kcp_ns, json!({ t.state_label(): "Upsync" }));
     t.down.create(&pods(), pod).await;
     t.app
         .when(&pods(), "demo", "runner", "the pod upstream", |_| true)
         .await;
-    let st = t
-        .target_when("Ready", |st| {
-            condition(st, "Ready").is_some_and(|c| c["status"] == "True")
-        })
-        .await;
+    let st = t.target_condition("Ready", "Ready", "True").await;
     assert!(st["status"]["lastSyncerHeartbeatTime"].is_string());
     // Removing the upstream object waits for the copy, which the syncer deletes.
     t.app.delete(&configmaps(), Some("demo"), "settings").await;
@@ -1038,7 +988,7 @@ async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_o
     let syncer = t.syncer().await;
     t.scheduled_namespace("demo").await;
     let kcp_ns = t.downstream("demo");
-    wait_for(&t.down, &namespaces(), None, &kcp_ns, "the namespace", |_| true).await;
+    wait_present(&t.down, &namespaces(), None, &kcp_ns, "the namespace").await;
     let upsync = json!({ t.state_label(): "Upsync" });
     // Bound to a claim in a namespace synced from root:app.
     t.down
@@ -1068,15 +1018,7 @@ async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_o
         )
         .await;
 
-    let up = wait_for(
-        &t.app,
-        &volumes(),
-        None,
-        "pvc-1",
-        "the bound volume upstream",
-        |_| true,
-    )
-    .await;
+    let up = wait_present(&t.app, &volumes(), None, "pvc-1", "the bound volume upstream").await;
     assert_eq!(up["spec"]["claimRef"]["namespace"], "demo", "{up}");
     assert_eq!(up["spec"]["claimRef"]["name"], "data", "{up}");
     assert!(
@@ -1085,15 +1027,7 @@ async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_o
     );
     assert!(has_finalizer(&up, &t.finalizer()), "{up}");
     assert_eq!(annotation(&up, NAMESPACE_LOCATOR_ANNOTATION), None, "{up}");
-    wait_for(
-        &t.app,
-        &volumes(),
-        None,
-        "located",
-        "the located volume upstream",
-        |_| true,
-    )
-    .await;
+    wait_present(&t.app, &volumes(), None, "located", "the located volume upstream").await;
     assert!(
         t.app.get(&volumes(), None, "stranger").await.is_none(),
         "a volume belonging to no workspace stays downstream"
@@ -1109,20 +1043,15 @@ async fn a_volume_provisioned_downstream_goes_up_to_the_workspace_of_its_claim_o
 async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over_a_stranger() {
     let t = Tmc::start().await;
     // persistentvolumes in the `kubernetes` export, imported from the cluster: Accepted.
-    let apis = |kind: &str, plural: &str| ar("apis.kcp.io", "v1alpha1", kind, plural);
-    let schema = json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
     t.org
         .create(
             &apis("APIResourceSchema", "apiresourceschemas"),
-            json!({
-                "apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIResourceSchema",
-                "metadata": { "name": "v1.persistentvolumes.core" },
-                "spec": { "group": "", "scope": "Cluster",
-                    "names": { "plural": "persistentvolumes", "singular": "persistentvolume",
-                        "kind": "PersistentVolume", "listKind": "PersistentVolumeList" },
-                    "versions": [{ "name": "v1", "served": true, "storage": true, "schema": schema,
-                        "subresources": { "status": {} } }] }
-            }),
+            resource_schema(
+                "v1.persistentvolumes.core",
+                "",
+                "Cluster",
+                ("persistentvolumes", "persistentvolume", "PersistentVolume"),
+            ),
         )
         .await;
     t.org
@@ -1133,28 +1062,16 @@ async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over
             json!({ "spec": { "latestResourceSchemas": ["v1.deployments.apps", "v1.persistentvolumes.core"] } }),
         )
         .await;
-    t.org
-        .create(
-            &ar(
-                "apiresource.kcp.io",
-                "v1alpha1",
-                "APIResourceImport",
-                "apiresourceimports",
-            ),
-            json!({
-                "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
-                "metadata": { "name": "persistentvolumes.east.v1.core" },
-                "spec": { "location": "east", "groupVersion": { "group": "core", "version": "v1" },
-                    "scope": "Cluster", "plural": "persistentvolumes", "kind": "PersistentVolume",
-                    "openAPIV3Schema": schema }
-            }),
-        )
-        .await;
+    import_schema(
+        &t.org,
+        "east",
+        "core",
+        "Cluster",
+        ("persistentvolumes", "PersistentVolume"),
+    )
+    .await;
     t.target_when("persistentvolumes Accepted", |st| {
-        st["status"]["syncedResources"].as_array().is_some_and(|r| {
-            r.iter()
-                .any(|e| e["resource"] == "persistentvolumes" && e["state"] == "Accepted")
-        })
+        accepted(st, "persistentvolumes")
     })
     .await;
     // Someone else's volume downstream, with a name a workspace also uses.
@@ -1206,14 +1123,11 @@ async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over
     .await;
 
     // The stranger is reported and left alone.
-    let event = eventually(15, "a Collision Event on the stranger", || async {
-        t.down
-            .list(&events(), Some("default"))
-            .await
-            .into_iter()
-            .find(|e| e["reason"] == "Collision" && e["involvedObject"]["name"] == "taken")
-    })
-    .await;
+    let event = t
+        .downstream_event("a Collision Event on the stranger", |e| {
+            e["reason"] == "Collision" && e["involvedObject"]["name"] == "taken"
+        })
+        .await;
     let message = event["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("|taken") && message.contains("without a kcp.io/namespace-locator"),
@@ -1246,24 +1160,14 @@ async fn a_volume_labelled_sync_lands_downstream_with_its_locator_and_never_over
         .create(&volumes(), volume("data-vol", sync, json!({}), None))
         .await;
     let other_cluster = annotation(&intruder, "kcp.io/cluster").unwrap().to_string();
-    eventually(
-        15,
-        "a Collision Event naming the other workspace's volume",
-        || async {
-            t.down
-                .list(&events(), Some("default"))
-                .await
-                .into_iter()
-                .find(|e| {
-                    e["reason"] == "Collision"
-                        && e["involvedObject"]["name"] == "data-vol"
-                        && e["message"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .contains(&format!("{other_cluster}|data-vol"))
-                })
-        },
-    )
+    t.downstream_event("a Collision Event naming the other workspace's volume", |e| {
+        e["reason"] == "Collision"
+            && e["involvedObject"]["name"] == "data-vol"
+            && e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("{other_cluster}|data-vol"))
+    })
     .await;
     let copy = t.down.get(&volumes(), None, "data-vol").await.unwrap();
     let locator = annotation(&copy, NAMESPACE_LOCATOR_ANNOTATION).and_then(NamespaceLocator::parse);
@@ -1327,14 +1231,7 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
         })
         .await;
     t.pcluster = pcluster;
-    t.down
-        .when(
-            &configmaps(),
-            &kcp_ns,
-            "while-down",
-            "the copy made on return",
-            |_| true,
-        )
+    t.copy(&configmaps(), &kcp_ns, "while-down", "the copy made on return")
         .await;
     t.down
         .when(&configmaps(), &kcp_ns, "kept", "the change", |c| {
@@ -1355,10 +1252,7 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
             "the unscheduled namespace's copy",
         )
         .await;
-    t.app
-        .when(&configmaps(), "moved", "inside", "its finalizer removed", |c| {
-            !has_finalizer(c, &finalizer)
-        })
+    t.released(&configmaps(), "moved", "inside", "its finalizer removed")
         .await;
 
     // kcp goes away; the physical cluster keeps changing.
@@ -1366,12 +1260,7 @@ async fn losing_either_side_for_a_while_converges_with_no_orphans_and_no_finaliz
         .kcp
         .restart_after(async {
             t.down.delete(&configmaps(), Some(&kcp_ns), "kept").await;
-            let pod = json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": { "name": "runner", "namespace": kcp_ns, "labels": upsync },
-                "spec": { "containers": [{ "name": "c", "image": "busybox" }] }
-            });
-            t.down.create(&pods(), pod).await;
+            t.down.create(&pods(), runner_pod(&kcp_ns, upsync)).await;
             eventually(15, "the syncer to see kcp gone", || async {
                 (!syncer.is_ready()).then_some(())
             })
@@ -1432,17 +1321,10 @@ fn a_syncer_follows_its_virtual_workspace_to_a_hub_restarted_on_another_port() {
     log.runtime().block_on(async {
         let mut t = Tmc::start().await;
         let proxy = ferry_testkit::net::FrontProxy::to(t.kcp.running.addr).await;
-        let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+        let mut opts = t.syncer_options_for(&t.uid).await;
         opts.upstream = proxy.config_through(opts.upstream);
-        opts.tmc = Some(t.options(&t.uid));
-        let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
-        wait_ready(&syncer).await;
-        t.scheduled_namespace("demo").await;
-        t.scheduled_configmap("demo", "before").await;
-        let kcp_ns = t.downstream("demo");
-        t.down
-            .when(&configmaps(), &kcp_ns, "before", "the copy", |_| true)
-            .await;
+        let syncer = start_ready(opts).await;
+        let kcp_ns = t.demo_copy("before").await;
         let was = t.kcp.url().to_string();
         let lines_before = log.lines().len();
 
@@ -1450,15 +1332,13 @@ fn a_syncer_follows_its_virtual_workspace_to_a_hub_restarted_on_another_port() {
         proxy.point_at(t.kcp.running.addr);
         t.app = Cluster::of(&t.kcp, Some("root:app")).await;
         t.scheduled_configmap("demo", "after").await;
-        t.down
-            .when(
-                &configmaps(),
-                &kcp_ns,
-                "after",
-                "the copy of an object placed after the hub moved",
-                |_| true,
-            )
-            .await;
+        t.copy(
+            &configmaps(),
+            &kcp_ns,
+            "after",
+            "the copy of an object placed after the hub moved",
+        )
+        .await;
 
         let moved: Vec<String> = log
             .lines()
@@ -1505,9 +1385,7 @@ async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
     big["metadata"]["annotations"] = json!({ "big": "x".repeat(262_144 - 3 - 64) });
     t.app.create(&configmaps(), big).await;
     let st = t
-        .target_when("the refusal on the SyncTarget", |st| {
-            condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "False")
-        })
+        .target_condition("the refusal on the SyncTarget", "CopiesAccepted", "False")
         .await;
     let refused = condition(&st, "CopiesAccepted").unwrap();
     let message = refused["message"].as_str().unwrap();
@@ -1547,19 +1425,10 @@ async fn a_copy_the_cluster_refuses_is_named_on_the_sync_target_until_fixed() {
             json!({ "metadata": { "annotations": { "big": null } } }),
         )
         .await;
-    wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&t.downstream("demo")),
-        "bad",
-        "the fixed copy",
-        |_| true,
-    )
-    .await;
-    t.target_when("the refusal cleared", |st| {
-        condition(st, "CopiesAccepted").is_some_and(|c| c["status"] == "True")
-    })
-    .await;
+    t.copy(&configmaps(), &t.downstream("demo"), "bad", "the fixed copy")
+        .await;
+    t.target_condition("the refusal cleared", "CopiesAccepted", "True")
+        .await;
     syncer.stop().await;
 }
 
@@ -1575,26 +1444,13 @@ async fn an_object_leaving_the_sync_target_loses_the_status_its_cluster_reported
         .create(&deployments(), deployment("demo", "web", json!({})))
         .await;
     let kcp_ns = t.downstream("demo");
-    t.down
-        .when(&deployments(), &kcp_ns, "web", "the copy", |_| true)
-        .await;
-    t.down
-        .set_status(
-            &deployments(),
-            Some(&kcp_ns),
-            "web",
-            json!({ "replicas": 2, "readyReplicas": 2 }),
-        )
-        .await;
-    t.app
-        .when(
-            &deployments(),
-            "demo",
-            "web",
-            "the cluster's status upstream",
-            |d| d["status"]["readyReplicas"] == 2,
-        )
-        .await;
+    t.copy(&deployments(), &kcp_ns, "web", "the copy").await;
+    t.web_status_returns(
+        &kcp_ns,
+        json!({ "replicas": 2, "readyReplicas": 2 }),
+        "the cluster's status upstream",
+    )
+    .await;
 
     t.unschedule("demo").await;
     t.down.gone(&deployments(), &kcp_ns, "web", "the copy").await;
@@ -1624,10 +1480,6 @@ fn role_bindings() -> ApiResource {
     ar("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
 }
 
-fn service_accounts() -> ApiResource {
-    ar("", "v1", "ServiceAccount", "serviceaccounts")
-}
-
 /// kcp's `workload sync --resources roles.rbac.authorization.k8s.io,rolebindings...`:
 /// the workspace's own Roles and RoleBindings land in the object's `kcp-<hash>`
 /// namespace (served to the syncer from `root:app` itself, no APIExport involved),
@@ -1649,12 +1501,7 @@ async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
     wait_ready(&syncer).await;
     // The syncer imports the cluster's schemas; the hub then accepts both.
     t.target_when("roles and rolebindings Accepted", |st| {
-        let accepted = |r: &str| {
-            st["status"]["syncedResources"]
-                .as_array()
-                .is_some_and(|e| e.iter().any(|e| e["resource"] == r && e["state"] == "Accepted"))
-        };
-        accepted("roles") && accepted("rolebindings")
+        accepted(st, "roles") && accepted(st, "rolebindings")
     })
     .await;
     t.scheduled_namespace("demo").await;
@@ -1682,20 +1529,15 @@ async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
         )
         .await;
     let kcp_ns = t.downstream("demo");
-    let role = t
-        .down
-        .when(&roles(), &kcp_ns, "reader", "the Role's copy", |_| true)
-        .await;
+    let role = t.copy(&roles(), &kcp_ns, "reader", "the Role's copy").await;
     assert_eq!(role["rules"][0]["verbs"], json!(["get", "list"]));
     assert_eq!(label(&role, WORKLOAD_CLUSTER_LABEL), Some(t.key.as_str()));
     let binding = t
-        .down
-        .when(
+        .copy(
             &role_bindings(),
             &kcp_ns,
             "builder-reads",
             "the RoleBinding's copy",
-            |_| true,
         )
         .await;
     assert_eq!(binding["roleRef"]["name"], "reader");
@@ -1827,15 +1669,9 @@ async fn another_workspaces_custom_transform_never_shapes_this_workspaces_copies
             c.get("data").is_none() && annotation(c, "ferry.dev/transformed-by").is_some()
         })
         .await;
-    let copy = wait_for(
-        &t.down,
-        &configmaps(),
-        Some(&t.downstream("demo")),
-        "settings",
-        "app's copy",
-        |_| true,
-    )
-    .await;
+    let copy = t
+        .copy(&configmaps(), &t.downstream("demo"), "settings", "app's copy")
+        .await;
     assert_eq!(copy["data"], json!({"k": "v", "token": "s3cret"}), "{copy}");
     assert_eq!(label(&copy, "team"), Some("alice"), "{copy}");
     assert!(annotation(&copy, "ferry.dev/transformed-by").is_none(), "{copy}");
@@ -1855,36 +1691,20 @@ async fn another_target(t: &Tmc, name: &str) -> (Cluster, TestHub, RunningSyncer
         )
         .await;
     let uid = st["metadata"]["uid"].as_str().unwrap().to_string();
-    t.org
-        .create(
-            &ar("apiresource.kcp.io", "v1alpha1", "APIResourceImport", "apiresourceimports"),
-            json!({
-                "apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
-                "metadata": { "name": format!("deployments.{name}.v1.apps") },
-                "spec": { "location": name, "groupVersion": { "group": "apps", "version": "v1" },
-                    "scope": "Namespaced", "plural": "deployments", "kind": "Deployment", "openAPIV3Schema": open_schema() }
-            }),
-        )
-        .await;
+    import_schema(&t.org, name, "apps", "Namespaced", ("deployments", "Deployment")).await;
     wait_for(
         &t.org,
         &sync_targets(),
         None,
         name,
         "deployments Accepted",
-        |st| {
-            st["status"]["syncedResources"].as_array().is_some_and(|r| {
-                r.iter()
-                    .any(|e| e["resource"] == "deployments" && e["state"] == "Accepted")
-            }) && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string()
-        },
+        |st| accepted(st, "deployments") && st["status"]["virtualWorkspaces"][0]["syncerURL"].is_string(),
     )
     .await;
     let pcluster = TestHub::start().await;
     let mut opts = syncer_options(&t.kcp, "root:org", &pcluster, name).await;
     opts.tmc = Some(t.options(&uid));
-    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
-    wait_ready(&syncer).await;
+    let syncer = start_ready(opts).await;
     let key = ferry_api::workload::sync_target_key(annotation(&st, "kcp.io/cluster").unwrap(), name);
     (Cluster::of(&pcluster, None).await, pcluster, syncer, key)
 }
@@ -2011,12 +1831,7 @@ async fn several_sync_targets_each_return_status_into_their_own_annotation_and_i
 async fn a_copy_changed_in_the_cluster_is_restored_counted_and_recorded_on_the_upstream_object() {
     let t = Tmc::start().await;
     let syncer = t.syncer().await;
-    t.scheduled_namespace("demo").await;
-    t.scheduled_configmap("demo", "settings").await;
-    let ns = t.downstream("demo");
-    t.down
-        .when(&configmaps(), &ns, "settings", "the copy", |_| true)
-        .await;
+    let ns = t.demo_copy("settings").await;
     assert_eq!(drift_corrections(&syncer.metrics_text(), "v1/configmaps"), 0);
 
     t.down
@@ -2069,9 +1884,8 @@ async fn the_syncer_reports_its_version_on_its_own_sync_target_and_cannot_on_ano
         )
         .await;
     let token = syncer_identity(&t).await;
-    let mut opts = syncer_options(&t.kcp, "root:org", &t.pcluster, "east").await;
+    let mut opts = t.syncer_options_for(&t.uid).await;
     opts.upstream = token_config(&t.kcp, "root:org", &token).await;
-    opts.tmc = Some(t.options(&t.uid));
     opts.version = "0.1.0 (commit 0123456789ab)".into();
     let syncer = ferry_syncer::start(opts.clone()).await.expect("syncer starts");
     wait_for(

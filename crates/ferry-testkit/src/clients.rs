@@ -86,6 +86,19 @@ pub fn write_kubeconfig(
     path
 }
 
+/// A kubeconfig for `hub` at `workspace` that authenticates with `auth`,
+/// written as `<name>.kubeconfig` in the hub's data directory; returns its
+/// path (for [`TestHub::kubectl_as`]).
+pub fn kubeconfig_file(
+    hub: &TestHub,
+    name: &str,
+    workspace: &str,
+    auth: ferry_hub::kubeconfig::AuthInfo,
+) -> std::path::PathBuf {
+    let path = hub.data_dir().join(format!("{name}.kubeconfig"));
+    write_kubeconfig(path, hub, Some(workspace), auth)
+}
+
 /// Send `method path` (relative to the client's workspace URL) with an
 /// optional JSON body; returns the status code and the body as JSON
 /// (`Value::Null` when it is not JSON).

@@ -19,6 +19,19 @@ pub async fn kube_config(hub: &TestHub, workspace: Option<&str>) -> kube::Config
     crate::config_from(hub.kubeconfig(), workspace).await
 }
 
+/// A kube-rs config for `hub` at `workspace` that authenticates with bearer
+/// `token` instead of the admin's (a service account's, say).
+pub async fn token_config(hub: &TestHub, workspace: &str, token: &str) -> kube::Config {
+    let kubeconfig =
+        ferry_hub::kubeconfig::admin_kubeconfig(&hub.running.url, &hub.running.ca_pem, token, workspace);
+    kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kubeconfig).expect("kubeconfig parses"),
+        &Default::default(),
+    )
+    .await
+    .expect("config")
+}
+
 /// Objects on one server (a workspace or a whole hub), addressed dynamically.
 #[derive(Clone)]
 pub struct Cluster {
@@ -277,6 +290,17 @@ pub async fn sync_in_default(mb: &Cluster, resources: &[(&str, &str)]) {
 
 pub fn syncer_config(name: &str, spec: Value) -> Value {
     json!({ "apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncerConfig", "metadata": { "name": name }, "spec": spec })
+}
+
+/// Waits for an object to exist; returns it.
+pub async fn wait_present(
+    cluster: &Cluster,
+    ar: &ApiResource,
+    ns: Option<&str>,
+    name: &str,
+    what: &str,
+) -> Value {
+    wait_for(cluster, ar, ns, name, what, |_| true).await
 }
 
 /// Waits for an object to exist and satisfy `pred`; returns it.

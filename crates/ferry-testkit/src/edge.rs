@@ -360,14 +360,7 @@ pub fn lagging_collector() -> Value {
 
 /// `kubectl get combinedstatuses -n <ns>` in `workspace`: the table it prints.
 pub fn combined_status_table(hub: &TestHub, workspace: &str, ns: &str) -> String {
-    let out = hub.kubectl(&[
-        "--server",
-        &format!("{}/clusters/{workspace}", hub.url()),
-        "get",
-        "combinedstatuses",
-        "-n",
-        ns,
-    ]);
+    let out = hub.kubectl_in(workspace, &["get", "combinedstatuses", "-n", ns], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -459,6 +452,59 @@ pub async fn broken_collector_reported(c: &kube::Client) -> DynamicObject {
     broken
 }
 
+/// Waits (20 s) until `placement`'s CombinedStatus in `ns` of `c`'s workspace
+/// is gone.
+pub async fn combined_status_gone(c: &kube::Client, ns: &str, placement: &str, what: &str) {
+    eventually(20, what, || async {
+        combined_status(c, ns, placement).await.is_none().then_some(())
+    })
+    .await;
+}
+
+/// Every CombinedStatus in `ns` of `c`'s workspace.
+pub async fn combined_statuses_in(c: &kube::Client, ns: &str) -> Vec<DynamicObject> {
+    api(c, &combined_statuses(), Some(ns))
+        .list(&Default::default())
+        .await
+        .expect("listing CombinedStatuses")
+        .items
+}
+
+/// Asserts the built-in availability of a CombinedStatus over florin,
+/// guilder and pound reporting [`available`] 2, 2 and 1: a row per cluster
+/// and 5 of 6 replicas on 3 clusters in total.
+pub fn assert_five_of_six_available(cs: &Value) {
+    assert_eq!(
+        result_rows(cs, "builtin:availability").unwrap(),
+        vec![
+            vec![json!("florin"), json!(2), json!(2)],
+            vec![json!("guilder"), json!(2), json!(2)],
+            vec![json!("pound"), json!(1), json!(2)],
+        ]
+    );
+    assert_eq!(
+        result_rows(cs, "builtin:availability-total").unwrap(),
+        vec![vec![json!(3), json!(5), json!(6)]]
+    );
+}
+
+/// Asserts that a CombinedStatus followed a cluster's change within a second of `changed`.
+pub fn assert_followed_within_a_second(changed: std::time::Instant) {
+    let took = changed.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "the combined status followed in {took:?}"
+    );
+}
+
+/// The error of result `name` of a CombinedStatus; it must have one.
+pub fn result_error(cs: &Value, name: &str) -> String {
+    result_named(cs, name)["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error on result {name}: {cs}"))
+        .to_string()
+}
+
 /// Result `name` of a CombinedStatus; it must be there.
 pub fn result_named(cs: &Value, name: &str) -> Value {
     cs["results"]
@@ -473,6 +519,14 @@ pub fn result_named(cs: &Value, name: &str) -> Value {
 pub fn collector(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "control.kubestellar.io/v1alpha1", "kind": "StatusCollector",
            "metadata": {"name": name}, "spec": spec})
+}
+
+/// StatusCollector `name` listing what each cluster returned (`wec`, `status`).
+pub fn statuses_collector(name: &str) -> Value {
+    collector(
+        name,
+        json!({"select": [{"name": "wec", "def": "inventory.name"}, {"name": "status", "def": "returned.status"}]}),
+    )
 }
 
 /// EdgePlacement `name` sending the Deployments of `shop` to `selector`'s
@@ -503,6 +557,14 @@ pub async fn copies_in(hub: &TestHub, mailboxes: &[String]) {
 pub fn available(n: i64) -> Value {
     json!({"replicas": 2, "readyReplicas": n, "availableReplicas": n,
            "conditions": [{"type": "Available", "status": if n == 2 { "True" } else { "False" }}]})
+}
+
+/// [`available`] `n`, its Available condition saying `message` (what a
+/// tenant's test plants to see whether it leaks).
+pub fn available_saying(n: i64, message: &str) -> Value {
+    let mut status = available(n);
+    status["conditions"][0]["message"] = json!(message);
+    status
 }
 
 // ---- drift: copies changed in their cluster and restored by the syncer

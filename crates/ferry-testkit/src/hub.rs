@@ -227,8 +227,22 @@ impl TestHub {
 
     /// Same, feeding `stdin`.
     pub fn kubectl_stdin(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.kubectl_as(self.kubeconfig(), args, stdin)
+    }
+
+    /// Run `kubectl --server <hub>/clusters/<workspace> ARGS` as admin,
+    /// feeding `stdin`.
+    pub fn kubectl_in(&self, workspace: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        let server = format!("{}/clusters/{workspace}", self.url());
+        self.kubectl_stdin(&[&["--server", server.as_str()][..], args].concat(), stdin)
+    }
+
+    /// Run `kubectl --kubeconfig <kubeconfig> ARGS` feeding `stdin`: kubectl
+    /// as whoever `kubeconfig` authenticates (HOME, and so kubectl's cache,
+    /// in the hub's data directory).
+    pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = std::process::Command::new("kubectl");
-        cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
+        cmd.arg("--kubeconfig").arg(kubeconfig).args(args);
         cmd.env("HOME", &self.data_dir);
         output_feeding(cmd, stdin)
     }

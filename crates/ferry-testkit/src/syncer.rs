@@ -35,6 +35,13 @@ pub async fn start_syncer(up: &TestHub, ws: &str, down: &TestHub, name: &str) ->
         .expect("syncer starts")
 }
 
+/// Starts a syncer with `opts` and waits until it is ready.
+pub async fn start_ready(opts: SyncerOptions) -> RunningSyncer {
+    let syncer = ferry_syncer::start(opts).await.expect("syncer starts");
+    wait_ready(&syncer).await;
+    syncer
+}
+
 /// Logs to the test output when `FERRY_TEST_LOG` is set (e.g. `ferry_syncer=debug`).
 pub fn init_logs() {
     if let Ok(filter) = std::env::var("FERRY_TEST_LOG") {

@@ -112,6 +112,14 @@ pub async fn namespace(hub: &TestHub, ws: &str, name: &str, labels: Value) {
     .await;
 }
 
+/// Namespace `name` labelled `purpose=workload` (what the tests' Placements
+/// select), created as `client`; the status and body, for a test to judge.
+pub async fn workload_namespace_as(client: &kube::Client, name: &str) -> (u16, Value) {
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": name, "labels": {"purpose": "workload"}}});
+    call(client, "POST", "/api/v1/namespaces", Some(&ns)).await
+}
+
 pub async fn configmap(hub: &TestHub, ws: &str, namespace: &str, name: &str) -> Value {
     create(
         hub,

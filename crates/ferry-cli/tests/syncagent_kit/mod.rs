@@ -13,6 +13,16 @@ use serde_json::{json, Value};
 pub use ferry_testkit::net::{free_address, response_of, status_of};
 pub use ferry_testkit::resources::{ar, crds, published_resources};
 
+/// The stderr of `child`, a process that must refuse to start (waited for
+/// off the runtime, which the hubs it talks to run on).
+pub async fn refused_to_start(child: std::process::Child) -> String {
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 /// Writes `file` in `hub`'s data directory: an admin kubeconfig for `hub` at
 /// `workspace` (its top when `None`); returns its path.
 pub fn write_kubeconfig(hub: &TestHub, workspace: Option<&str>, file: &str) -> std::path::PathBuf {
