@@ -407,11 +407,36 @@ async fn an_agent_killed_mid_initial_sync_resumes_with_nothing_orphaned_or_doubl
     .await;
     first.kill().unwrap();
     let _ = first.wait();
-    let copied = local.list(&copies).await.unwrap().items.len();
+    let copied = local.list(&copies).await.unwrap().items;
     assert!(
-        (made..OBJECTS).contains(&copied),
-        "killed mid-sync: {copied} of {OBJECTS} copies"
+        (made..OBJECTS).contains(&copied.len()),
+        "killed mid-sync: {} of {OBJECTS} copies",
+        copied.len()
     );
+    // Finalizers are written ahead of copies (pipelined), never after: whatever the
+    // kill cut short, no copy exists whose object is not held for its clean-up.
+    let held: Vec<String> = sources
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|s| {
+            s.metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == SYNCAGENT_CLEANUP_FINALIZER)
+        })
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    for copy in &copied {
+        let source = &copy.metadata.annotations.as_ref().unwrap()[SYNCAGENT_REMOTE_NAME_ANNOTATION];
+        assert!(
+            held.contains(source),
+            "the copy of {source} exists but {source} does not hold the finalizer"
+        );
+    }
 
     let mut second = agent(&[]);
     let listed = eventually(60, "every copy and its state", || async {
