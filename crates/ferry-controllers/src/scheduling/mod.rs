@@ -311,7 +311,7 @@ fn schedules_differently(old: Option<&placement::Compiled>, new: Option<&placeme
     old.value.get("spec") != new.value.get("spec")
         || requester(old) != requester(new)
         || selected(old) != selected(new)
-        || placement::usable(&old.value) != placement::usable(&new.value)
+        || old.usable != new.usable
 }
 
 /// Whether a Location change can matter to scheduling: not its status
@@ -527,9 +527,10 @@ enum Source {
     NotUsable(String),
 }
 
-fn source_of(ctx: &ControllerContext, ws: &str, placement: &Value) -> Source {
-    let requester = grant::requester(placement);
+fn source_of(ctx: &ControllerContext, ws: &str, placement: &placement::Compiled) -> Source {
+    let requester = placement.requester.clone();
     let path = placement
+        .value
         .pointer("/spec/locationWorkspace")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty());
@@ -555,7 +556,7 @@ fn usable_selected(
     p: &placement::Compiled,
 ) -> Result<Vec<Value>, String> {
     let values = |ls: Vec<&index::Location>| ls.into_iter().map(|l| l.value.clone()).collect();
-    match source_of(ctx, ws, &p.value) {
+    match source_of(ctx, ws, p) {
         Source::NotUsable(requester) => Err(requester),
         Source::Own(lc) => Ok(values(index.locations_selected_by(&lc.name, p))),
         Source::Granted(lc, user) => {
@@ -587,7 +588,7 @@ fn usable_location(
     ctx: &ControllerContext,
     index: &SchedulingIndex,
     ws: &str,
-    p: &Value,
+    p: &placement::Compiled,
     name: &str,
 ) -> Option<String> {
     let lc = match source_of(ctx, ws, p) {
@@ -722,7 +723,7 @@ async fn schedule_namespace(
     }
     let placements: Vec<&Arc<placement::Compiled>> = index
         .placements_in(ws)
-        .filter(|p| placement::usable(&p.value) && placement::selects_namespace(p, &meta.labels))
+        .filter(|p| p.usable && placement::selects_namespace(p, &meta.labels))
         .collect();
     let mut own_load;
     let load = match load {
@@ -758,7 +759,7 @@ async fn schedule_namespace(
         };
         // The grant again, not the status: a status is anyone's to write
         // who may write the Placement, and a grant may have gone since.
-        let Some(lc) = usable_location(ctx, index, ws, &p.value, loc_name) else {
+        let Some(lc) = usable_location(ctx, index, ws, p, loc_name) else {
             continue;
         };
         let members = index.members(&lc, loc_name);

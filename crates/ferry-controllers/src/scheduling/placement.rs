@@ -12,6 +12,8 @@ use serde_json::{json, Value};
 
 use super::targets::selector;
 use ferry_server::apis::{condition, merge_conditions};
+use ferry_server::auth::UserInfo;
+use ferry_server::grants::tmc::requester;
 use ferry_server::selector::{LabelSelector, SelectorLimits};
 use ferry_server::storage::StoredObject;
 
@@ -26,6 +28,11 @@ pub struct Compiled {
     /// Why its selectors are not evaluated: over the size limits the hub
     /// enforces when a Placement is written (one an older hub stored).
     over_limits: Option<String>,
+    /// Whether namespaces may be scheduled by it ([`usable`]).
+    pub usable: bool,
+    /// Whose grant lets it use another workspace's Locations, as recorded
+    /// when its spec was written (`grant::requester`).
+    pub requester: Option<UserInfo>,
 }
 
 impl Compiled {
@@ -33,12 +40,16 @@ impl Compiled {
         let mut limits = SelectorLimits::default();
         limits.list("spec.locationSelectors", value.pointer("/spec/locationSelectors"));
         limits.one("spec.namespaceSelector", value.pointer("/spec/namespaceSelector"));
+        let usable = usable(&value);
+        let requester = requester(&value);
         if let Some(over) = limits.finish().first() {
             return Compiled {
                 value,
                 location_selectors: vec![LabelSelector::nothing()],
                 namespace_selector: LabelSelector::nothing(),
                 over_limits: Some(over.describe()),
+                usable,
+                requester,
             };
         }
         let location_selectors = value
@@ -54,6 +65,8 @@ impl Compiled {
             location_selectors,
             namespace_selector,
             over_limits: None,
+            usable,
+            requester,
         }
     }
 
