@@ -145,6 +145,17 @@ pub async fn expect_status_because(
     answer
 }
 
+/// GET `path` until it answers `status`, for at most `secs` seconds; `what`
+/// names the wait in the failure. For what the hub starts serving (or
+/// stops) a moment after a write.
+pub async fn eventually_status(secs: u64, what: &str, client: &kube::Client, path: &str, status: u16) {
+    crate::eventually(secs, what, || async {
+        let (code, _) = call(client, "GET", path, None).await;
+        (code == status).then_some(())
+    })
+    .await
+}
+
 /// GET `path`; it must answer 200. Returns the body.
 pub async fn get_ok(client: &kube::Client, path: &str) -> serde_json::Value {
     expect_status(client, "GET", path, None, 200).await
