@@ -9,8 +9,8 @@
 mod common;
 use common::tenants::{self, Tenants};
 use common::{
-    admin, call, client_as, create, delete_ok, eventually, expect_status, expect_status_because, get_ok, ok,
-    post_created, put_ok, rbac_path, token,
+    admin, call, client_as, create, delete_ok, eventually, eventually_status, expect_status,
+    expect_status_because, get_ok, ok, post_created, put_ok, rbac_path, token,
 };
 use ferry_testkit::exports;
 use ferry_testkit::TestHub;
@@ -112,10 +112,13 @@ async fn bound(hub: &TestHub, ws: &str, name: &str) -> Value {
         if group.is_empty() {
             continue;
         }
-        eventually(10, &format!("{group} served in {ws}"), || async {
-            let (code, _) = call(&admin(hub, ws).await, "GET", &format!("/apis/{group}"), None).await;
-            (code == 200).then_some(())
-        })
+        eventually_status(
+            10,
+            &format!("{group} served in {ws}"),
+            &admin(hub, ws).await,
+            &format!("/apis/{group}"),
+            200,
+        )
         .await;
     }
     b
@@ -848,31 +851,25 @@ async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
     .await;
     e["spec"]["latestResourceSchemas"] = json!(["v1.widgets.example.io", "v1.gadgets.example.io"]);
     put_ok(&provider, &format!("{APIS}/apiexports/widgets.example.io"), &e).await;
-    eventually(15, "gadgets served in the consumer", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/apis/example.io/v1/gadgets",
-            None,
-        )
-        .await;
-        (code == 200).then_some(())
-    })
+    eventually_status(
+        15,
+        "gadgets served in the consumer",
+        &admin(hub, &path).await,
+        "/apis/example.io/v1/gadgets",
+        200,
+    )
     .await;
 
     // Deleting the binding stops serving; the objects stay, and come back with a new binding.
     let consumer = admin(hub, &path).await;
     delete_ok(&consumer, &format!("{APIS}/apibindings/widgets")).await;
-    eventually(15, "widgets no longer served", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/apis/example.io/v1/namespaces/default/widgets",
-            None,
-        )
-        .await;
-        (code == 404).then_some(())
-    })
+    eventually_status(
+        15,
+        "widgets no longer served",
+        &admin(hub, &path).await,
+        "/apis/example.io/v1/namespaces/default/widgets",
+        404,
+    )
     .await;
     create(
         hub,
@@ -1531,10 +1528,13 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
     .await;
     assert_eq!(code, 200, "{status}");
     let view = mal_in_view(&t, &mal, "tools", &alice).await;
-    eventually(15, "sprockets reach alice's binding", || async {
-        let (code, _) = call(&view, "GET", "/apis/example.io/v1/sprockets", None).await;
-        (code == 200).then_some(())
-    })
+    eventually_status(
+        15,
+        "sprockets reach alice's binding",
+        &view,
+        "/apis/example.io/v1/sprockets",
+        200,
+    )
     .await;
     // Secrets cannot be added at all; alice's gadgets and Deployments are hers.
     let (code, status) = respec_export(
