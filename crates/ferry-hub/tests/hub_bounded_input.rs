@@ -9,7 +9,8 @@ mod common;
 
 use common::tenants::{install_ferry_crds, Tenants};
 use common::{
-    admin, call, delete_ok, eventually, expect_status, expect_status_because, get_ok, post_created,
+    admin, call, delete_ok, eventually, eventually_status, expect_status, expect_status_because, get_ok,
+    post_created,
 };
 use ferry_hub::storage::{Expect, ObjectKey};
 use serde_json::{json, Value};
@@ -430,13 +431,13 @@ async fn a_deep_customizer_an_older_hub_stored_is_reported_and_the_hub_restarts_
     )
     .await;
     let c = admin(&hub, &mailbox).await;
-    eventually(30, "a new ConfigMap placed after the restart", || {
-        let c = c.clone();
-        async move {
-            let (code, _) = call(&c, "GET", "/api/v1/namespaces/commonstuff/configmaps/after", None).await;
-            (code == 200).then_some(())
-        }
-    })
+    eventually_status(
+        30,
+        "a new ConfigMap placed after the restart",
+        &c,
+        "/api/v1/namespaces/commonstuff/configmaps/after",
+        200,
+    )
     .await;
 }
 
