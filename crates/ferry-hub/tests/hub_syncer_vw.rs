@@ -11,8 +11,8 @@
 mod common;
 use common::tmc::*;
 use common::{
-    admin, call, create, delete_ok, eventually, expect_status, expect_status_because, get_ok, post_created,
-    rbac_path,
+    admin, call, create, delete_ok, eventually, eventually_status, expect_status, expect_status_because,
+    get_ok, post_created, rbac_path,
 };
 use ferry_api::workload::sync_target_key;
 use ferry_testkit::TestHub;
@@ -410,11 +410,7 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     )
     .await;
     let path = "/apis/apps/v1/namespaces/work/deployments/web";
-    eventually(20, "the deployment is visible to the syncer", || async {
-        let (code, _) = call(&one, "GET", path, None).await;
-        (code == 200).then_some(())
-    })
-    .await;
+    eventually_status(20, "the deployment is visible to the syncer", &one, path, 200).await;
     let finalizer = format!("workload.kcp.io/syncer-{}", w.east);
     let (code, body) = merge_patch(&one, path, &json!({"metadata": {"finalizers": [finalizer]}})).await;
     assert_eq!(code, 200, "{body}");
