@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use common::tenants::{bind_cluster_role, cluster_role};
 use common::{
-    admin, call, client_as, create, eventually, expect_status, expect_status_because, get_ok, post_created,
-    put_ok, token,
+    admin, call, client_as, create, eventually, eventually_status, expect_status, expect_status_because,
+    get_ok, post_created, put_ok, token,
 };
 use ferry_api::workload::{sync_target_key, SyncTarget};
 use ferry_testkit::TestHub;
@@ -1033,15 +1033,12 @@ async fn imports_no_export_serves_are_published_as_imported_apis_and_can_be_boun
         },
     )
     .await;
-    eventually(20, "the old schema deleted", || async {
-        let (code, _) = call(
-            &admin(&hub, "root:org").await,
-            "GET",
-            &format!("{APIS}/apiresourceschemas/{first_schema}"),
-            None,
-        )
-        .await;
-        (code == 404).then_some(())
-    })
+    eventually_status(
+        20,
+        "the old schema deleted",
+        &admin(&hub, "root:org").await,
+        &format!("{APIS}/apiresourceschemas/{first_schema}"),
+        404,
+    )
     .await;
 }
