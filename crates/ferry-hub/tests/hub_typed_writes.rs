@@ -7,7 +7,9 @@ mod common;
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
-use common::{call, delete_ok, expect_status, expect_status_because, ok, post_created, put_ok};
+use common::{
+    call, delete_ok, eventually_status, expect_status, expect_status_because, ok, post_created, put_ok,
+};
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
@@ -500,13 +502,7 @@ async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
         json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": name},
                "spec": {"size": 1, "colour": "red"}})
     };
-    let served = ferry_testkit::eventually(10, "gizmos served", || {
-        let client = client.clone();
-        async move {
-            let (code, _) = call(&client, "GET", gizmos, None).await;
-            (code == 200).then_some(())
-        }
-    });
+    let served = eventually_status(10, "gizmos served", &client, gizmos, 200);
     served.await;
     let body = expect_status(
         &client,
