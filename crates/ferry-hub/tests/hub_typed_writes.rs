@@ -418,6 +418,15 @@ async fn a_selector_must_match_the_template_and_may_not_change() {
     );
 }
 
+/// The `Warning` headers of an answer, as text.
+fn warning_headers(headers: &http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 /// A JSON body that names a field twice keeps the last one, as Go's decoder
 /// does, and `fieldValidation` decides: Strict refuses it naming the field,
 /// Warn (the default) says so in a `Warning` header, Ignore says nothing.
@@ -436,12 +445,7 @@ async fn duplicate_fields_follow_field_validation() {
                 .expect("request");
             let resp = client.send(req).await.expect("response");
             let code = resp.status().as_u16();
-            let warnings: Vec<String> = resp
-                .headers()
-                .get_all("warning")
-                .iter()
-                .map(|v| v.to_str().unwrap_or_default().to_string())
-                .collect();
+            let warnings = warning_headers(resp.headers());
             let body: Value = serde_json::from_slice(&resp.into_body().collect_bytes().await.expect("body"))
                 .unwrap_or(Value::Null);
             (code, warnings, body)
@@ -502,8 +506,7 @@ async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
         json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": name},
                "spec": {"size": 1, "colour": "red"}})
     };
-    let served = eventually_status(10, "gizmos served", &client, gizmos, 200);
-    served.await;
+    eventually_status(10, "gizmos served", &client, gizmos, 200).await;
     let body = expect_status(
         &client,
         "POST",
@@ -526,12 +529,7 @@ async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
         .unwrap();
     let resp = client.send(req).await.expect("response");
     assert_eq!(resp.status().as_u16(), 201);
-    let warnings: Vec<String> = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap_or_default().to_string())
-        .collect();
+    let warnings = warning_headers(resp.headers());
     assert!(
         warnings
             .iter()
