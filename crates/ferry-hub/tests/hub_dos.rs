@@ -423,17 +423,7 @@ async fn data_directory_is_owner_only_and_loose_modes_are_fixed_at_start() {
     // A write, so the database's WAL exists too.
     let client = hub.client("root").await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
-    assert_eq!(
-        call(
-            &client,
-            "POST",
-            "/api/v1/namespaces/default/configmaps",
-            Some(&cm)
-        )
-        .await
-        .0,
-        201
-    );
+    post_created(&client, "/api/v1/namespaces/default/configmaps", &cm).await;
     assert!(dir.join("hub.db-wal").exists());
     assert_owner_only(&dir);
     let (running, _) = hub.into_parts();
