@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::{json, Value};
 
-use common::{call, delete_ok, eventually, expect_status_because, post_created};
+use common::{call, delete_ok, eventually, expect_status_because, get_ok, post_created};
 
 fn configmap(name: &str, value: &str) -> ConfigMap {
     serde_json::from_value(json!({
@@ -341,15 +341,11 @@ async fn while_etcd_is_down_writes_are_503_and_readyz_fails_until_it_returns() {
         .create(&PostParams::default(), &configmap("before", "1"))
         .await
         .expect("create while etcd is up");
-    assert_eq!(call(&client, "GET", "/readyz", None).await.0, 200);
+    get_ok(&client, "/readyz").await;
 
     etcd.stop();
     readyz_when(&client, 503, 15, "/readyz to fail while etcd is down").await;
-    assert_eq!(
-        call(&client, "GET", "/livez", None).await.0,
-        200,
-        "the process itself is live"
-    );
+    expect_status_because(&client, "GET", "/livez", None, 200, "the process itself is live").await;
     let (code, status) = create_during(&client).await;
     assert_eq!(code, 503, "a write while etcd is down: {status}");
     assert_eq!(status["reason"], "ServiceUnavailable");
@@ -508,7 +504,7 @@ async fn workspaces_crds_and_rbac_written_through_one_hub_take_effect_on_another
     let token = body["status"]["token"].as_str().expect("token").to_string();
     let reader_b = common::client_as(&b, "root:team", ferry_hub::kubeconfig::AuthInfo::Token(token)).await;
     let list = "/api/v1/namespaces/default/configmaps";
-    assert_eq!(call(&reader_b, "GET", list, None).await.0, 403, "no grant yet");
+    expect_status_because(&reader_b, "GET", list, None, 403, "no grant yet").await;
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "reader-view"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
