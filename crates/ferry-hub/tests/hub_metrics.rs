@@ -248,7 +248,7 @@ async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
 
     // The attacker: not at the top, which is root's.
     let mal = top_client_as(&t.hub, token("mal-token")).await;
-    assert_eq!(call(&mal, "GET", "/", None).await.0, 403);
+    expect_status(&mal, "GET", "/", None, 403).await;
     // Its own workspace answers, without the hub's /metrics.
     let own = get_ok(&t.client_as("mal", "root:mal").await, "/").await;
     assert!(
