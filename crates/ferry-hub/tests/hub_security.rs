@@ -371,7 +371,7 @@ async fn anonymous_requests_get_401_except_health() {
         );
     }
     for path in ["/healthz", "/readyz", "/livez"] {
-        assert_eq!(call(&anon, "GET", path, None).await.0, 200, "{path}");
+        expect_status_because(&anon, "GET", path, None, 200, &path).await;
     }
     let wrong = client_as(&hub, "root", token("not-a-token")).await;
     let body = expect_status(&wrong, "GET", "/api/v1/namespaces", None, 401).await;
@@ -412,7 +412,7 @@ async fn service_account_token_from_one_workspace_is_refused_everywhere_else() {
     }
     let t = service_account_token(&hub, "root:a", ("default", "god")).await;
     let in_a = client_as(&hub, "root:a", token(&t)).await;
-    assert_eq!(call(&in_a, "GET", "/api/v1/secrets", None).await.0, 200);
+    get_ok(&in_a, "/api/v1/secrets").await;
     for ws in ["root:b", "root", "*"] {
         let elsewhere = client_as(&hub, ws, token(&t)).await;
         for path in ["/api/v1/secrets", "/api/v1/namespaces", "/apis"] {
@@ -429,7 +429,7 @@ async fn service_account_token_from_one_workspace_is_refused_everywhere_else() {
     );
     // The admin reaches everything, including the wildcard.
     let admin_all = admin(&hub, "*").await;
-    assert_eq!(call(&admin_all, "GET", "/api/v1/secrets", None).await.0, 200);
+    get_ok(&admin_all, "/api/v1/secrets").await;
 }
 
 fn forge_with(
@@ -592,8 +592,8 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     assert!(secret["metadata"]["annotations"]["kubernetes.io/service-account.uid"].is_string());
     // Authenticated (discovery is allowed to every authenticated user).
     let legacy = client_as(&hub, "root:a", token(&t)).await;
-    assert_eq!(call(&legacy, "GET", "/apis", None).await.0, 200);
-    assert_eq!(call(&legacy, "GET", "/api/v1/namespaces", None).await.0, 403);
+    get_ok(&legacy, "/apis").await;
+    expect_status(&legacy, "GET", "/api/v1/namespaces", None, 403).await;
 
     // TokenReview in the token's workspace says who it is...
     let (code, r) = token_review(&a, &t, json!([])).await;
@@ -617,17 +617,7 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     assert_eq!(r["status"]["authenticated"], false, "{r}");
 
     // Deleting the Secret revokes the legacy token.
-    assert_eq!(
-        call(
-            &a,
-            "DELETE",
-            "/api/v1/namespaces/default/secrets/legacy-token",
-            None
-        )
-        .await
-        .0,
-        200
-    );
+    delete_ok(&a, "/api/v1/namespaces/default/secrets/legacy-token").await;
     expect_status(&legacy, "GET", "/apis", None, 401).await;
 }
 
@@ -654,7 +644,7 @@ async fn reviews_are_create_only_and_answer_for_the_caller() {
     assert_eq!(r["status"]["allowed"], false);
     // Reviews are create-only: anything else is 405 (for whoever may ask).
     expect_status(&admin(&hub, "root:a").await, "GET", path, None, 405).await;
-    assert_eq!(call(&alice, "GET", path, None).await.0, 403);
+    expect_status(&alice, "GET", path, None, 403).await;
 
     let rules = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "dev"}});
     let r = post_created(
@@ -683,7 +673,7 @@ async fn reviews_are_create_only_and_answer_for_the_caller() {
     let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": "bob", "groups": ["ops"], "resourceAttributes": {"verb": "list", "group": "apps", "resource": "deployments", "namespace": "prod"}}});
     let sar_path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
-    assert_eq!(call(&alice, "POST", sar_path, Some(&sar)).await.0, 403);
+    expect_status(&alice, "POST", sar_path, Some(&sar), 403).await;
     let (code, r) = call(&admin(&hub, "root:a").await, "POST", sar_path, Some(&sar)).await;
     assert_eq!((code, r["status"]["allowed"].clone()), (201, json!(true)), "{r}");
 
@@ -758,7 +748,7 @@ async fn client_certificates_signed_by_the_hub_ca_authenticate() {
         },
     )
     .await;
-    assert_eq!(call(&erin, "GET", "/api/v1/namespaces", None).await.0, 200);
+    get_ok(&erin, "/api/v1/namespaces").await;
     let (cert, key) = ferry_hub::server::tls::sign_client_cert(&ca, "frank", &["qa".to_string()], 1).unwrap();
     let frank = client_as(
         &hub,
@@ -832,12 +822,7 @@ async fn burst_past_the_in_flight_cap_gets_429_with_retry_after_and_is_counted()
         tcp.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"HTTP/1.1 201");
     }
-    assert_eq!(
-        call(&admin(&hub, "root").await, "GET", "/api/v1/namespaces", None)
-            .await
-            .0,
-        200
-    );
+    get_ok(&admin(&hub, "root").await, "/api/v1/namespaces").await;
     // Counted as kube-apiserver counts what its priority and fairness rejects.
     // (Read once the slots are free: the scrape is a request like any other.)
     let top = common::top_client_as(&hub, token(&hub.running.admin_token)).await;
