@@ -11,8 +11,8 @@ use common::tenants::{
     RBAC,
 };
 use common::{
-    admin, call, client_as, create, eventually, expect_status, expect_status_because, get_raw, post_created,
-    rbac_path, token,
+    admin, call, client_as, create, eventually, expect_status, expect_status_because, get_ok, get_raw,
+    post_created, rbac_path, token,
 };
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
@@ -178,7 +178,7 @@ async fn a_certificate_issued_through_a_workspace_is_good_only_there() {
     );
     // alice's own token still works in root:b.
     let alice = client_as(&hub, "root:b", token("alice-token")).await;
-    assert_eq!(call(&alice, "GET", "/api/v1/secrets", None).await.0, 200);
+    get_ok(&alice, "/api/v1/secrets").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -216,7 +216,7 @@ async fn an_aggregation_rule_takes_full_authority() {
         "{}",
         String::from_utf8_lossy(&body)
     );
-    assert_eq!(call(&eve, "GET", "/api/v1/secrets", None).await.0, 403);
+    expect_status(&eve, "GET", "/api/v1/secrets", None, 403).await;
 
     // With create on ClusterRoles and bind on anything, a new aggregated
     // role with no rules of its own is refused too.
@@ -332,7 +332,7 @@ async fn non_members_learn_nothing_about_a_workspace() {
     expect_status(&admin(&hub, "root:nope").await, "GET", "/api", None, 404).await;
     // /version and health say nothing about a workspace; any caller may read them.
     let bob_missing = client_as(&hub, "root:nope", token("bob-token")).await;
-    assert_eq!(call(&bob_missing, "GET", "/version", None).await.0, 200);
+    get_ok(&bob_missing, "/version").await;
 
     // A binding of any kind in the workspace makes bob a member: discovery
     // then works, and RBAC decides the rest.
@@ -345,19 +345,9 @@ async fn non_members_learn_nothing_about_a_workspace() {
     )
     .await;
     let bob = client_as(&hub, "root:a", token("bob-token")).await;
-    assert_eq!(call(&bob, "GET", "/apis", None).await.0, 200);
-    assert_eq!(
-        call(&bob, "GET", "/api/v1/namespaces/default/configmaps", None)
-            .await
-            .0,
-        200
-    );
-    assert_eq!(
-        call(&bob, "GET", "/api/v1/namespaces/default/secrets", None)
-            .await
-            .0,
-        403
-    );
+    get_ok(&bob, "/apis").await;
+    get_ok(&bob, "/api/v1/namespaces/default/configmaps").await;
+    expect_status(&bob, "GET", "/api/v1/namespaces/default/secrets", None, 403).await;
     // kcp's way of opening a workspace to everyone: `access` on "/" for
     // system:authenticated.
     cluster_role(
@@ -377,8 +367,8 @@ async fn non_members_learn_nothing_about_a_workspace() {
     )
     .await;
     let bob_b = client_as(&hub, "root:b", token("bob-token")).await;
-    assert_eq!(call(&bob_b, "GET", "/apis", None).await.0, 200);
-    assert_eq!(call(&bob_b, "GET", "/api/v1/secrets", None).await.0, 403);
+    get_ok(&bob_b, "/apis").await;
+    expect_status(&bob_b, "GET", "/api/v1/secrets", None, 403).await;
 }
 
 /// Every credential bound to root:a, tried on root:b's Secret through every
