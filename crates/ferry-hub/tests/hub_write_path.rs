@@ -88,16 +88,11 @@ async fn a_namespace_left_terminating_by_a_restart_finishes() {
     let first = TestHub::start().await;
     let c = client(&first, "root").await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}});
-    assert_eq!(call(&c, "POST", "/api/v1/namespaces", Some(&ns)).await.0, 201);
+    post_created(&c, "/api/v1/namespaces", &ns).await;
     let held = json!({"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
     let held_path = "/api/v1/namespaces/doomed/configmaps/held";
-    assert_eq!(
-        call(&c, "POST", "/api/v1/namespaces/doomed/configmaps", Some(&held))
-            .await
-            .0,
-        201
-    );
+    post_created(&c, "/api/v1/namespaces/doomed/configmaps", &held).await;
     let ns = delete_ok(&c, "/api/v1/namespaces/doomed").await;
     assert_eq!(
         ns["status"]["phase"], "Terminating",
@@ -133,17 +128,7 @@ async fn controllers_write_through_the_object_service() {
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "legacy"}});
-    assert_eq!(
-        call(
-            &c,
-            "POST",
-            "/api/v1/namespaces/default/serviceaccounts",
-            Some(&sa)
-        )
-        .await
-        .0,
-        201
-    );
+    post_created(&c, "/api/v1/namespaces/default/serviceaccounts", &sa).await;
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
                         "metadata": {"name": "legacy-token",
                                      "annotations": {"kubernetes.io/service-account.name": "legacy"}}});
@@ -159,11 +144,8 @@ async fn controllers_write_through_the_object_service() {
 
     // Namespace termination finalizes through `namespaces/<name>/finalize`.
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "short-lived"}});
-    assert_eq!(call(&c, "POST", "/api/v1/namespaces", Some(&ns)).await.0, 201);
-    assert_eq!(
-        call(&c, "DELETE", "/api/v1/namespaces/short-lived", None).await.0,
-        200
-    );
+    post_created(&c, "/api/v1/namespaces", &ns).await;
+    delete_ok(&c, "/api/v1/namespaces/short-lived").await;
     ferry_testkit::eventually(10, "the namespace to go", || async {
         (call(&c, "GET", "/api/v1/namespaces/short-lived", None).await.0 == 404).then_some(())
     })
@@ -412,7 +394,7 @@ async fn wrong_types_in_any_field_never_answer_5xx() {
         failures.join("\n")
     );
     // Still answering.
-    assert_eq!(call(&c, "GET", "/api/v1/namespaces/default", None).await.0, 200);
+    get_ok(&c, "/api/v1/namespaces/default").await;
 }
 
 #[tokio::test]
