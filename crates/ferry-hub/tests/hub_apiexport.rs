@@ -8,7 +8,10 @@
 
 mod common;
 use common::tenants::{self, Tenants};
-use common::{admin, call, client_as, create, eventually, ok, rbac_path, token};
+use common::{
+    admin, call, client_as, create, delete_ok, eventually, eventually_status, expect_status,
+    expect_status_because, get_ok, ok, post_created, put_ok, rbac_path, token,
+};
 use ferry_testkit::exports;
 use ferry_testkit::TestHub;
 use futures::StreamExt;
@@ -109,10 +112,13 @@ async fn bound(hub: &TestHub, ws: &str, name: &str) -> Value {
         if group.is_empty() {
             continue;
         }
-        eventually(10, &format!("{group} served in {ws}"), || async {
-            let (code, _) = call(&admin(hub, ws).await, "GET", &format!("/apis/{group}"), None).await;
-            (code == 200).then_some(())
-        })
+        eventually_status(
+            10,
+            &format!("{group} served in {ws}"),
+            &admin(hub, ws).await,
+            &format!("/apis/{group}"),
+            200,
+        )
         .await;
     }
     b
@@ -281,26 +287,24 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
     // Served in each consumer: discovery, CRUD, defaulting and validation from the schema.
     for (i, (path, _)) in w.consumers.iter().enumerate() {
         let client = admin(hub, path).await;
-        let (code, list) = call(&client, "GET", "/apis/example.io/v1", None).await;
-        assert_eq!(code, 200, "{list}");
+        let list = get_ok(&client, "/apis/example.io/v1").await;
         assert_eq!(list["resources"][0]["name"], "widgets");
-        let (code, made) = call(
+        let made = post_created(
             &client,
-            "POST",
             "/apis/example.io/v1/namespaces/default/widgets",
-            Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}})),
+            &json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": format!("w{i}")}, "spec": {}}),
         )
         .await;
-        assert_eq!(code, 201, "{made}");
         assert_eq!(made["spec"]["size"], 1, "defaulted from the schema: {made}");
-        let (code, bad) = call(
+        expect_status_because(
             &client,
             "POST",
             "/apis/example.io/v1/namespaces/default/widgets",
             Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "bad"}, "spec": {"size": "big"}})),
+            422,
+            "schema-validated",
         )
         .await;
-        assert_eq!(code, 422, "schema-validated: {bad}");
         // A ConfigMap in every consumer; only c0 and c1 accepted the claim.
         create(
             hub,
@@ -327,14 +331,14 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
     );
     // Not served in a workspace that did not bind it.
     let other = workspace(hub, "other").await;
-    let (code, _) = call(
+    expect_status(
         &admin(hub, "root:other").await,
         "GET",
         "/apis/example.io/v1/namespaces/default/widgets",
         None,
+        404,
     )
     .await;
-    assert_eq!(code, 404);
 
     // The provider lists every consumer's widgets through the virtual workspace.
     let admin_token = hub.running.admin_token.clone();
@@ -364,8 +368,7 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
     }
 
     // Claimed ConfigMaps: only where the claim was accepted.
-    let (code, cms) = call(&everywhere, "GET", "/api/v1/configmaps", None).await;
-    assert_eq!(code, 200, "{cms}");
+    let cms = get_ok(&everywhere, "/api/v1/configmaps").await;
     let mut cm_clusters: Vec<String> = cms["items"].as_array().unwrap().iter().map(cluster_of).collect();
     cm_clusters.sort();
     cm_clusters.dedup();
@@ -379,8 +382,7 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
         .all(|c| c["metadata"]["name"] != "cm2"));
 
     // Discovery is served there.
-    let (code, disc) = call(&everywhere, "GET", "/apis/example.io/v1", None).await;
-    assert_eq!(code, 200, "{disc}");
+    let disc = get_ok(&everywhere, "/apis/example.io/v1").await;
     assert_eq!(disc["resources"][0]["name"], "widgets");
 
     // A kube-rs watcher on clusters/* sees creates, updates and deletes in every consumer.
@@ -459,22 +461,17 @@ async fn an_exported_api_is_served_where_bound_and_seen_everywhere_through_the_v
     // Writes in one workspace through the virtual workspace land there.
     let c1 = &w.consumers[1].1;
     let in_c1 = client_at(hub, &format!("{url}/clusters/{c1}"), &admin_token).await;
-    let (code, made) = call(
+    post_created(
         &in_c1,
-        "POST",
         "/apis/example.io/v1/namespaces/default/widgets",
-        Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "from-provider"}, "spec": {"size": 3}})),
+        &json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "from-provider"}, "spec": {"size": 3}}),
     )
     .await;
-    assert_eq!(code, 201, "{made}");
-    let (code, _) = call(
+    get_ok(
         &admin(hub, "root:c1").await,
-        "GET",
         "/apis/example.io/v1/namespaces/default/widgets/from-provider",
-        None,
     )
     .await;
-    assert_eq!(code, 200);
     // Status through the virtual workspace (the provider's controller reports back).
     let in_c1_api: Api<DynamicObject> = Api::namespaced_with(in_c1, "default", &widget_resource());
     in_c1_api
@@ -527,8 +524,7 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
 
     let widgets = "/apis/example.io/v1/widgets";
     let agent = client_at(hub, &format!("{url}/clusters/*"), "agent-token").await;
-    let (code, list) = call(&agent, "GET", widgets, None).await;
-    assert_eq!(code, 200, "the agent lists: {list}");
+    expect_status_because(&agent, "GET", widgets, None, 200, "the agent lists").await;
     // ... but may not write (only get/list/watch granted).
     let in_c0 = client_at(
         hub,
@@ -536,28 +532,27 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
         "agent-token",
     )
     .await;
-    let (code, _) = call(
+    expect_status_because(
         &in_c0,
         "POST",
         "/apis/example.io/v1/namespaces/default/widgets",
         Some(&json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "x"}})),
+        403,
+        "create needs create on apiexports/content",
     )
     .await;
-    assert_eq!(code, 403, "create needs create on apiexports/content");
 
     // A consumer's admin and a stranger get 403, with the same message whether the export exists or not.
     for who in ["alice-token", "mallory-token"] {
         let c = client_at(hub, &format!("{url}/clusters/*"), who).await;
-        let (code, body) = call(&c, "GET", widgets, None).await;
-        assert_eq!(code, 403, "{who}: {body}");
+        let body = expect_status_because(&c, "GET", widgets, None, 403, &who).await;
         assert!(
             !body.to_string().contains(&c2),
             "leaks nothing about consumers: {body}"
         );
         let missing = url.replace("widgets.example.io", "nothing.example.io");
         let c = client_at(hub, &format!("{missing}/clusters/*"), who).await;
-        let (code2, body2) = call(&c, "GET", widgets, None).await;
-        assert_eq!(code2, 403, "{body2}");
+        expect_status(&c, "GET", widgets, None, 403).await;
         let c = client_at(
             hub,
             &format!(
@@ -567,39 +562,40 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
             who,
         )
         .await;
-        let (code3, _) = call(&c, "GET", widgets, None).await;
-        assert_eq!(code3, 403);
+        expect_status(&c, "GET", widgets, None, 403).await;
     }
     // Another workspace's credentials: a ServiceAccount token of a consumer.
-    let (code, sa) = call(
+    let sa = post_created(
         &admin(hub, "root:c0").await,
-        "POST",
         "/api/v1/namespaces/default/serviceaccounts/default/token",
-        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
     )
     .await;
-    assert_eq!(code, 201, "{sa}");
     let sa_token = sa["status"]["token"].as_str().unwrap();
     let c = client_at(hub, &format!("{url}/clusters/*"), sa_token).await;
-    let (code, _) = call(&c, "GET", widgets, None).await;
-    assert_eq!(
-        code, 403,
-        "a consumer's ServiceAccount cannot read the export's content"
-    );
+    expect_status_because(
+        &c,
+        "GET",
+        widgets,
+        None,
+        403,
+        "a consumer's ServiceAccount cannot read the export's content",
+    )
+    .await;
 
     // Unbound workspaces and unaccepted claims are not reachable, by path or by cluster name.
     for ws in [other.as_str(), "root:other", c2.as_str(), "root:c2", "nowhere"] {
         let c = client_at(hub, &format!("{url}/clusters/{ws}"), &hub.running.admin_token).await;
-        let (code, body) = call(&c, "GET", "/api/v1/configmaps", None).await;
-        assert_eq!(code, 404, "{ws}: {body}");
-        let (code, _) = call(
+        expect_status_because(&c, "GET", "/api/v1/configmaps", None, 404, &ws).await;
+        expect_status_because(
             &c,
             "GET",
             "/api/v1/namespaces/default/configmaps/secret-plans",
             None,
+            404,
+            &ws,
         )
         .await;
-        assert_eq!(code, 404, "{ws}");
     }
     let c = client_at(
         hub,
@@ -607,8 +603,7 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
         &hub.running.admin_token,
     )
     .await;
-    let (code, _) = call(&c, "GET", widgets, None).await;
-    assert_eq!(code, 404, "widgets of an unbound workspace");
+    expect_status_because(&c, "GET", widgets, None, 404, "widgets of an unbound workspace").await;
     // Resources neither exported nor claimed are not served at all (but for
     // the export's own APIBindings, read-only, as in kcp).
     let all = client_at(hub, &format!("{url}/clusters/*"), &hub.running.admin_token).await;
@@ -617,8 +612,7 @@ async fn the_virtual_workspace_lets_in_only_content_readers_and_shows_only_bound
         "/apis/apps/v1/deployments",
         "/apis/apis.kcp.io/v1alpha1/apiexports",
     ] {
-        let (code, _) = call(&all, "GET", path, None).await;
-        assert_eq!(code, 404, "{path}");
+        expect_status_because(&all, "GET", path, None, 404, &path).await;
     }
     // Path tricks.
     let admin_root = admin(hub, "root").await;
@@ -709,11 +703,10 @@ async fn binding_needs_bind_on_the_export_and_says_what_is_wrong() {
     assert_eq!(b["status"]["phase"], "Binding", "{b}");
     assert!(b.to_string().contains("v1.missing.example.io"), "{b}");
     // Fixing the export binds it.
-    let (code, body) = call(
+    put_ok(
         &admin(&hub, "root:provider").await,
-        "PUT",
         &format!("{APIS}/apiexports/widgets.example.io"),
-        Some(&{
+        &{
             let (_, mut e) = call(
                 &admin(&hub, "root:provider").await,
                 "GET",
@@ -723,29 +716,30 @@ async fn binding_needs_bind_on_the_export_and_says_what_is_wrong() {
             .await;
             e["spec"]["latestResourceSchemas"] = json!(["v1.widgets.example.io"]);
             e
-        }),
+        },
     )
     .await;
-    assert_eq!(code, 200, "{body}");
     bound(&hub, "root:consumer", "widgets").await;
     // The reference cannot change.
     let (_, mut b) = call(&alice, "GET", &format!("{APIS}/apibindings/widgets"), None).await;
     b["spec"]["reference"]["export"]["name"] = json!("other");
-    let (code, _) = call(&alice, "PUT", &format!("{APIS}/apibindings/widgets"), Some(&b)).await;
-    assert_eq!(code, 422);
-
-    // A binding to an export that does not exist in its own workspace: unbound, with the reason.
-    let (code, _) = call(
-        &admin(&hub, "root:consumer").await,
-        "POST",
-        &format!("{APIS}/apibindings"),
-        Some(
-            &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "ghost"},
-                     "spec": {"reference": {"export": {"name": "ghost.example.io"}}}}),
-        ),
+    expect_status(
+        &alice,
+        "PUT",
+        &format!("{APIS}/apibindings/widgets"),
+        Some(&b),
+        422,
     )
     .await;
-    assert_eq!(code, 201);
+
+    // A binding to an export that does not exist in its own workspace: unbound, with the reason.
+    post_created(
+        &admin(&hub, "root:consumer").await,
+        &format!("{APIS}/apibindings"),
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "ghost"},
+                     "spec": {"reference": {"export": {"name": "ghost.example.io"}}}}),
+    )
+    .await;
     let g = wait_condition(
         &hub,
         "root:consumer",
@@ -765,26 +759,26 @@ async fn binding_needs_bind_on_the_export_and_says_what_is_wrong() {
     )
     .await;
     s["spec"]["scope"] = json!("Cluster");
-    let (code, body) = call(
+    let body = expect_status(
         &admin(&hub, "root:provider").await,
         "PUT",
         &format!("{APIS}/apiresourceschemas/v1.widgets.example.io"),
         Some(&s),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
     assert!(body["message"].as_str().unwrap().contains("immutable"), "{body}");
     // A badly named schema is refused with the expected form.
     let mut bad = widgets_schema("v1");
     bad["metadata"]["name"] = json!("widgets");
-    let (code, body) = call(
+    expect_status(
         &admin(&hub, "root:provider").await,
         "POST",
         &format!("{APIS}/apiresourceschemas"),
         Some(&bad),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
 
     // A CRD may not take the bound resource's name; a binding may not take a CRD's.
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -792,14 +786,14 @@ async fn binding_needs_bind_on_the_export_and_says_what_is_wrong() {
         "spec": {"group": "example.io", "scope": "Namespaced",
                  "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
                  "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
-    let (code, body) = call(
+    expect_status(
         &admin(&hub, "root:consumer").await,
         "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
         Some(&crd),
+        409,
     )
     .await;
-    assert_eq!(code, 409, "{body}");
     workspace(&hub, "crdland").await;
     create(
         &hub,
@@ -856,40 +850,26 @@ async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
     )
     .await;
     e["spec"]["latestResourceSchemas"] = json!(["v1.widgets.example.io", "v1.gadgets.example.io"]);
-    let (code, body) = call(
-        &provider,
-        "PUT",
-        &format!("{APIS}/apiexports/widgets.example.io"),
-        Some(&e),
+    put_ok(&provider, &format!("{APIS}/apiexports/widgets.example.io"), &e).await;
+    eventually_status(
+        15,
+        "gadgets served in the consumer",
+        &admin(hub, &path).await,
+        "/apis/example.io/v1/gadgets",
+        200,
     )
-    .await;
-    assert_eq!(code, 200, "{body}");
-    eventually(15, "gadgets served in the consumer", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/apis/example.io/v1/gadgets",
-            None,
-        )
-        .await;
-        (code == 200).then_some(())
-    })
     .await;
 
     // Deleting the binding stops serving; the objects stay, and come back with a new binding.
     let consumer = admin(hub, &path).await;
-    let (code, _) = call(&consumer, "DELETE", &format!("{APIS}/apibindings/widgets"), None).await;
-    assert_eq!(code, 200);
-    eventually(15, "widgets no longer served", || async {
-        let (code, _) = call(
-            &admin(hub, &path).await,
-            "GET",
-            "/apis/example.io/v1/namespaces/default/widgets",
-            None,
-        )
-        .await;
-        (code == 404).then_some(())
-    })
+    delete_ok(&consumer, &format!("{APIS}/apibindings/widgets")).await;
+    eventually_status(
+        15,
+        "widgets no longer served",
+        &admin(hub, &path).await,
+        "/apis/example.io/v1/namespaces/default/widgets",
+        404,
+    )
     .await;
     create(
         hub,
@@ -899,14 +879,11 @@ async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
     )
     .await;
     bound(hub, &path, "widgets-again").await;
-    let (code, obj) = call(
+    get_ok(
         &consumer,
-        "GET",
         "/apis/example.io/v1/namespaces/default/widgets/keep-me",
-        None,
     )
     .await;
-    assert_eq!(code, 200, "{obj}");
 }
 
 #[tokio::test]
@@ -936,21 +913,21 @@ async fn exports_and_bindings_survive_a_restart() {
         .await;
     }
     let hub = TestHub::start_in(dir.path()).await;
-    let (code, w) = call(
+    expect_status_because(
         &admin(&hub, "root:consumer").await,
         "GET",
         "/apis/example.io/v1/namespaces/default/widgets/durable",
         None,
+        200,
+        "served again at once after a restart",
     )
     .await;
-    assert_eq!(code, 200, "served again at once after a restart: {w}");
     let url = format!(
         "{}/services/apiexport/{provider}/widgets.example.io/clusters/*",
         hub.url()
     );
     let c = client_at(&hub, &url, &hub.running.admin_token).await;
-    let (code, list) = call(&c, "GET", "/apis/example.io/v1/widgets", None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(&c, "/apis/example.io/v1/widgets").await;
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
     assert_eq!(cluster_of(&list["items"][0]), consumer);
 }
@@ -1007,11 +984,15 @@ async fn an_exported_built_in_resource_binds_as_a_no_op_and_stays_the_consumers_
     assert_eq!(made["spec"]["revisionHistoryLimit"], 10, "{made}");
     let url = format!("{}/services/apiexport/{compute}/kubernetes/clusters/*", hub.url());
     let c = client_at(&hub, &url, &hub.running.admin_token).await;
-    let (code, list) = call(&c, "GET", "/apis/apps/v1/deployments", None).await;
-    assert_eq!(
-        code, 404,
-        "the export never serves a workspace's own Deployments: {list}"
-    );
+    expect_status_because(
+        &c,
+        "GET",
+        "/apis/apps/v1/deployments",
+        None,
+        404,
+        "the export never serves a workspace's own Deployments",
+    )
+    .await;
     // kubectl in the consumer lists the binding as Ready.
     let out = tokio::task::spawn_blocking({
         let kc = hub.kubeconfig().to_path_buf();
@@ -1151,7 +1132,7 @@ async fn a_claim_on_another_exports_resource_needs_its_identity_and_acceptance()
     export_with(&hub, "root:mallory", "lookalike", &[], json!([claim(&decoy)])).await;
     // As kcp's admission: a claim on a resource that is not built in must
     // name the identity of the export serving it; a built-in one need not.
-    let (code, status) = call(
+    let status = expect_status_because(
         &admin(&hub, "root:mallory").await,
         "POST",
         &format!("{APIS}/apiexports"),
@@ -1161,12 +1142,10 @@ async fn a_claim_on_another_exports_resource_needs_its_identity_and_acceptance()
                 {"group": "", "resource": "configmaps", "all": true},
                 {"group": "cert-manager.io", "resource": "certificates", "all": true}]}}),
         ),
+        422,
+        "a claim without identityHash on another export's resource",
     )
     .await;
-    assert_eq!(
-        code, 422,
-        "a claim without identityHash on another export's resource: {status}"
-    );
     let causes = status["details"]["causes"]
         .as_array()
         .cloned()
@@ -1262,8 +1241,7 @@ async fn a_claim_on_another_exports_resource_needs_its_identity_and_acceptance()
     let token = &hub.running.admin_token;
     // The provider sees c0's Certificate (which accepted), not c1's.
     let all = client_at(&hub, &vw("provider", "widgets.example.io", "*"), token).await;
-    let (code, list) = call(&all, "GET", certificates, None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(&all, certificates).await;
     assert_eq!(names(&list), [format!("{}/web", clusters["c0"])], "{list}");
     let in_c0 = client_at(
         &hub,
@@ -1271,58 +1249,50 @@ async fn a_claim_on_another_exports_resource_needs_its_identity_and_acceptance()
         token,
     )
     .await;
-    let (code, got) = call(
+    let got = get_ok(
         &in_c0,
-        "GET",
         "/apis/cert-manager.io/v1/namespaces/default/certificates/web",
-        None,
     )
     .await;
-    assert_eq!(code, 200, "{got}");
     assert_eq!(got["spec"]["secretName"], "web-tls");
     // Writes too, as for any accepted claim.
-    let (code, made) = call(
+    post_created(
         &in_c0,
-        "POST",
         "/apis/cert-manager.io/v1/namespaces/default/certificates",
-        Some(
-            &json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": "api"}}),
-        ),
+        &json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": "api"}}),
     )
     .await;
-    assert_eq!(code, 201, "{made}");
     let in_c1 = client_at(
         &hub,
         &vw("provider", "widgets.example.io", &clusters["c1"]),
         token,
     )
     .await;
-    let (code, body) = call(
+    expect_status_because(
         &in_c1,
         "GET",
         "/apis/cert-manager.io/v1/namespaces/default/certificates/web",
         None,
+        404,
+        "a consumer that did not accept the claim",
     )
     .await;
-    assert_eq!(code, 404, "a consumer that did not accept the claim: {body}");
     // The look-alike's identity: served (its schema exists) but nothing shows.
     let look = client_at(&hub, &vw("mallory", "lookalike", "*"), token).await;
-    let (code, list) = call(&look, "GET", certificates, None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(&look, certificates).await;
     assert!(names(&list).is_empty(), "{list}");
     let look_c0 = client_at(&hub, &vw("mallory", "lookalike", &clusters["c0"]), token).await;
-    let (code, body) = call(
+    expect_status(
         &look_c0,
         "GET",
         "/apis/cert-manager.io/v1/namespaces/default/certificates/web",
         None,
+        404,
     )
     .await;
-    assert_eq!(code, 404, "{body}");
     // An identity no export has: not served at all.
     let made_up_vw = client_at(&hub, &vw("mallory", "made-up", "*"), token).await;
-    let (code, body) = call(&made_up_vw, "GET", certificates, None).await;
-    assert_eq!(code, 404, "{body}");
+    expect_status(&made_up_vw, "GET", certificates, None, 404).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1351,7 +1321,7 @@ async fn mal_exports_to_alice() -> (Tenants, String, String) {
                    "subjects": [tenants::user("alice")]}),
         ),
     ] {
-        post_created(&m, &path, obj).await;
+        post_created(&m, &path, &obj).await;
     }
     (t, mal, alice)
 }
@@ -1359,13 +1329,6 @@ async fn mal_exports_to_alice() -> (Tenants, String, String) {
 /// POST `obj` to `path` through `client`; returns the status and body.
 async fn post(client: &kube::Client, path: &str, obj: Value) -> (u16, Value) {
     call(client, "POST", path, Some(&obj)).await
-}
-
-/// POST `obj` to `path` through `client`; it must be created.
-async fn post_created(client: &kube::Client, path: &str, obj: Value) -> Value {
-    let (code, body) = post(client, path, obj).await;
-    assert_eq!(code, 201, "POST {path}: {body}");
-    body
 }
 
 /// Replace the spec of mal's export `name` with `spec`, as mal.
@@ -1383,7 +1346,7 @@ async fn alice_binds(t: &Tenants, name: &str, claims: Value) -> Value {
     post_created(
         &a,
         &format!("{APIS}/apibindings"),
-        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": name},
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": name},
                "spec": {"reference": {"export": {"path": "root:mal", "name": name}}, "permissionClaims": claims}}),
     ).await;
     bound(&t.hub, "root:alice", name).await
@@ -1459,13 +1422,13 @@ async fn a_tenant_cannot_export_a_built_in_resource_to_reach_a_consumers_secrets
     post_created(
         &m,
         &schemas,
-        schema("v1.deployments.apps", "apps", "deployments", "Deployment"),
+        &schema("v1.deployments.apps", "apps", "deployments", "Deployment"),
     )
     .await;
     post_created(
         &m,
         &format!("{APIS}/apiexports"),
-        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "takeover"},
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "takeover"},
                "spec": {"latestResourceSchemas": ["v1.deployments.apps"]}}),
     )
     .await;
@@ -1479,7 +1442,7 @@ async fn a_tenant_cannot_export_a_built_in_resource_to_reach_a_consumers_secrets
     post_created(
         &a,
         "/apis/apps/v1/namespaces/default/deployments",
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                "spec": {"selector": {"matchLabels": {"app": "web"}},
                         "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}),
     ).await;
@@ -1490,8 +1453,15 @@ async fn a_tenant_cannot_export_a_built_in_resource_to_reach_a_consumers_secrets
             "/api/v1/secrets",
             "/api/v1/serviceaccounts",
         ] {
-            let (code, body) = call(&view, "GET", path, None).await;
-            assert_eq!(code, 404, "mal reads {path} in {cluster}: {body}");
+            expect_status_because(
+                &view,
+                "GET",
+                path,
+                None,
+                404,
+                format!("mal reads {path} in {cluster}"),
+            )
+            .await;
         }
     }
     // No service-account token for mal: the Secret cannot be made through the view.
@@ -1505,8 +1475,15 @@ async fn a_tenant_cannot_export_a_built_in_resource_to_reach_a_consumers_secrets
     )
     .await;
     assert_eq!(code, 404, "{body}");
-    let (code, _) = call(&a, "GET", "/api/v1/namespaces/default/secrets/mal-token", None).await;
-    assert_eq!(code, 404, "no token was made in alice's workspace");
+    expect_status_because(
+        &a,
+        "GET",
+        "/api/v1/namespaces/default/secrets/mal-token",
+        None,
+        404,
+        "no token was made in alice's workspace",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1520,12 +1497,12 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
         schema("v1.gadgets.example.io", "example.io", "gadgets", "Gadget"),
         schema("v1.deployments.apps", "apps", "deployments", "Deployment"),
     ] {
-        post_created(&m, &schemas, s).await;
+        post_created(&m, &schemas, &s).await;
     }
     post_created(
         &m,
         &format!("{APIS}/apiexports"),
-        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "tools"},
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "tools"},
                "spec": {"latestResourceSchemas": ["v1.widgets.example.io"]}}),
     )
     .await;
@@ -1535,7 +1512,7 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
     post_created(
         &a,
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                "metadata": {"name": "gadgets.example.io"},
                "spec": {"group": "example.io", "scope": "Namespaced",
                         "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
@@ -1551,10 +1528,13 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
     .await;
     assert_eq!(code, 200, "{status}");
     let view = mal_in_view(&t, &mal, "tools", &alice).await;
-    eventually(15, "sprockets reach alice's binding", || async {
-        let (code, _) = call(&view, "GET", "/apis/example.io/v1/sprockets", None).await;
-        (code == 200).then_some(())
-    })
+    eventually_status(
+        15,
+        "sprockets reach alice's binding",
+        &view,
+        "/apis/example.io/v1/sprockets",
+        200,
+    )
     .await;
     // Secrets cannot be added at all; alice's gadgets and Deployments are hers.
     let (code, status) = respec_export(
@@ -1597,7 +1577,7 @@ async fn a_schema_added_to_a_bound_export_reaches_only_new_custom_resources() {
     post_created(
         &a,
         "/apis/example.io/v1/namespaces/default/gadgets",
-        json!({"apiVersion": "example.io/v1", "kind": "Gadget", "metadata": {"name": "mine"}}),
+        &json!({"apiVersion": "example.io/v1", "kind": "Gadget", "metadata": {"name": "mine"}}),
     )
     .await;
     for cluster in [alice.as_str(), "*"] {
@@ -1622,7 +1602,7 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
     post_created(
         &m,
         &format!("{APIS}/apiexports"),
-        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "reader"},
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "reader"},
                "spec": {"permissionClaims": [shared_only]}}),
     )
     .await;
@@ -1633,14 +1613,14 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
     post_created(
         &a,
         "/api/v1/namespaces",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shared"}}),
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shared"}}),
     )
     .await;
     for ns in ["shared", "default"] {
         post_created(
             &a,
             &format!("/api/v1/namespaces/{ns}/configmaps"),
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("in-{ns}")}}),
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("in-{ns}")}}),
         )
         .await;
     }
@@ -1662,7 +1642,7 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
     assert!(!names(&list).contains(&"in-default".to_string()), "{list}");
     // Writes too: in `shared`, not elsewhere.
     let cm = |name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
-    post_created(&view, "/api/v1/namespaces/shared/configmaps", cm("from-mal")).await;
+    post_created(&view, "/api/v1/namespaces/shared/configmaps", &cm("from-mal")).await;
     let (code, status) = post(&view, "/api/v1/namespaces/default/configmaps", cm("from-mal")).await;
     assert_eq!(code, 403, "{status}");
     assert!(
@@ -1672,8 +1652,15 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
             .contains("does not cover it in namespace \"default\""),
         "{status}"
     );
-    let (code, _) = call(&a, "GET", "/api/v1/namespaces/default/configmaps/from-mal", None).await;
-    assert_eq!(code, 404, "nothing was written outside the claim");
+    expect_status_because(
+        &a,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/from-mal",
+        None,
+        404,
+        "nothing was written outside the claim",
+    )
+    .await;
     // mal asks for more: every ConfigMap, and Secrets. Nothing more is applied.
     let (code, status) = respec_export(
         &t,
@@ -1717,12 +1704,12 @@ async fn a_claim_is_applied_only_as_the_consumer_accepted_it() {
 async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_through_the_virtual_workspace() {
     let (t, mal, alice) = mal_exports_to_alice().await;
     let m = t.client_as("mal", "root:mal").await;
-    post_created(&m, &format!("{APIS}/apiresourceschemas"), widgets_schema("v1")).await;
+    post_created(&m, &format!("{APIS}/apiresourceschemas"), &widgets_schema("v1")).await;
     let claim = json!({"group": "", "resource": "configmaps", "all": true});
     post_created(
         &m,
         &format!("{APIS}/apiexports"),
-        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "widgets"},
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "widgets"},
                "spec": {"latestResourceSchemas": ["v1.widgets.example.io"], "permissionClaims": [claim]}}),
     )
     .await;
@@ -1735,13 +1722,13 @@ async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_throug
     post_created(
         &a,
         "/apis/example.io/v1/namespaces/default/widgets",
-        widget("hers"),
+        &widget("hers"),
     )
     .await;
     post_created(
         &a,
         "/api/v1/namespaces/default/configmaps",
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}),
     )
     .await;
     let everywhere = mal_in_view(&t, &mal, "widgets", "*").await;
@@ -1760,22 +1747,15 @@ async fn a_tenants_export_of_a_custom_resource_and_an_accepted_claim_work_throug
     post_created(
         &view,
         "/apis/example.io/v1/namespaces/default/widgets",
-        widget("from-mal"),
+        &widget("from-mal"),
     )
     .await;
-    let (code, body) = call(
-        &a,
-        "GET",
-        "/apis/example.io/v1/namespaces/default/widgets/from-mal",
-        None,
-    )
-    .await;
-    assert_eq!(code, 200, "{body}");
+    let body = get_ok(&a, "/apis/example.io/v1/namespaces/default/widgets/from-mal").await;
     assert_eq!(body["spec"]["size"], 1, "defaulted from the schema: {body}");
     post_created(
         &view,
         "/api/v1/namespaces/default/configmaps",
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-mal"}}),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "from-mal"}}),
     )
     .await;
 }
@@ -1791,7 +1771,7 @@ async fn impersonating_system_masters_in_ones_own_workspace_lends_no_bind_elsewh
     post_created(
         &a,
         &format!("{APIS}/apiexports"),
-        json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "private"},
+        &json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": "private"},
                "spec": {"permissionClaims": [{"group": "", "resource": "configmaps", "all": true}]}}),
     )
     .await;
@@ -1856,14 +1836,14 @@ async fn binding_a_missing_export_says_not_found_only_to_who_may_read_that_works
 
     // alice, who reads root:alice, is told what is missing and where.
     let alice = t.client_as("alice", "root:alice-apps").await;
-    let (code, body) = call(
+    let body = expect_status(
         &alice,
         "POST",
         &format!("{APIS}/apibindings"),
         Some(&bind("early", "root:alice", "imported-apis")),
+        404,
     )
     .await;
-    assert_eq!(code, 404, "{body}");
     let message = body["message"].as_str().unwrap();
     assert!(
         message.contains("apiexports.apis.kcp.io \"imported-apis\" not found in workspace \"root:alice\"")
@@ -1882,14 +1862,15 @@ async fn binding_a_missing_export_says_not_found_only_to_who_may_read_that_works
         ("root:alice", "widgets"),
         ("root:nowhere", "imported-apis"),
     ] {
-        let (code, body) = call(
+        let body = expect_status_because(
             &mal,
             "POST",
             &format!("{APIS}/apibindings"),
             Some(&bind("probe", path, export)),
+            403,
+            format!("{path}:{export}"),
         )
         .await;
-        assert_eq!(code, 403, "{path}:{export}: {body}");
         let message = body["message"]
             .as_str()
             .unwrap()
@@ -1932,8 +1913,7 @@ async fn the_export_owner_sees_which_workspaces_bind_its_export_and_their_state_
     let bob = bob_binds_alices_export(&t).await;
     let bindings = format!("{APIS}/apibindings");
     let alice = in_export_view(&t, "alice", "root:alice", "widgets.example.io", "*").await;
-    let (code, list) = call(&alice, "GET", &bindings, None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(&alice, &bindings).await;
     let items = list["items"].as_array().unwrap();
     assert_eq!(items.len(), 1, "bob's binding of widgets only: {list}");
     assert_eq!(items[0]["metadata"]["name"], "widgets");
@@ -1955,28 +1935,42 @@ async fn the_export_owner_sees_which_workspaces_bind_its_export_and_their_state_
         (200, Some("Bound")),
         "{one}"
     );
-    let (code, body) = call(&in_bob, "GET", &format!("{bindings}/gadgets"), None).await;
-    assert_eq!(code, 404, "bob's binding of another export: {body}");
+    expect_status_because(
+        &in_bob,
+        "GET",
+        &format!("{bindings}/gadgets"),
+        None,
+        404,
+        "bob's binding of another export",
+    )
+    .await;
     for (method, patch) in [
         ("DELETE", None),
         ("PATCH", Some(json!({"metadata": {"labels": {"x": "y"}}}))),
     ] {
-        let (code, body) = call(&in_bob, method, &format!("{bindings}/widgets"), patch.as_ref()).await;
-        assert_eq!(code, 403, "{method}: {body}");
+        let body = expect_status_because(
+            &in_bob,
+            method,
+            &format!("{bindings}/widgets"),
+            patch.as_ref(),
+            403,
+            &method,
+        )
+        .await;
         assert!(body["message"].as_str().unwrap().contains("read-only"), "{body}");
     }
     // A workspace that binds nothing of alice's is as unknown as one that does not exist.
     let tools = in_export_view(&t, "alice", "root:alice", "widgets.example.io", "root:tools").await;
-    let (code, body) = call(&tools, "GET", &bindings, None).await;
-    assert_eq!(code, 404, "{body}");
-    let (code, _) = call(
+    expect_status(&tools, "GET", &bindings, None, 404).await;
+    expect_status_because(
         &admin(&t.hub, "root:bob").await,
         "GET",
         &format!("{bindings}/widgets"),
         None,
+        200,
+        "the binding is still there",
     )
     .await;
-    assert_eq!(code, 200, "the binding is still there");
 }
 
 /// The attacker's side: mal, with rights only in root:mal, reads neither the
@@ -1989,27 +1983,23 @@ async fn a_tenant_sees_no_bindings_of_an_export_it_does_not_own_nor_the_consumer
     let bindings = format!("{APIS}/apibindings");
     for cluster in ["*", bob.as_str()] {
         let mal = in_export_view(&t, "mal", "root:alice", "widgets.example.io", cluster).await;
-        let (code, body) = call(&mal, "GET", &bindings, None).await;
-        assert_eq!(code, 403, "{cluster}: {body}");
+        let body = expect_status_because(&mal, "GET", &bindings, None, 403, &cluster).await;
         assert!(!body.to_string().contains(&bob), "{body}");
     }
-    let (code, body) = call(&t.client_as("mal", "root:bob").await, "GET", &bindings, None).await;
-    assert_eq!(code, 403, "{body}");
+    expect_status(&t.client_as("mal", "root:bob").await, "GET", &bindings, None, 403).await;
 
     // mal's own export, named like alice's: he owns it, and sees only its consumers (none).
     let m = t.client_as("mal", "root:mal").await;
-    post_created(&m, &format!("{APIS}/apiresourceschemas"), widgets_schema("v1")).await;
+    post_created(&m, &format!("{APIS}/apiresourceschemas"), &widgets_schema("v1")).await;
     post_created(
         &m,
         &format!("{APIS}/apiexports"),
-        export(&["v1.widgets.example.io"]),
+        &export(&["v1.widgets.example.io"]),
     )
     .await;
     let own = in_export_view(&t, "mal", "root:mal", "widgets.example.io", "*").await;
-    let (code, list) = call(&own, "GET", &bindings, None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(&own, &bindings).await;
     assert_eq!(list["items"], json!([]), "{list}");
     let at_bob = in_export_view(&t, "mal", "root:mal", "widgets.example.io", &bob).await;
-    let (code, body) = call(&at_bob, "GET", &bindings, None).await;
-    assert_eq!(code, 404, "bob binds nothing of mal's: {body}");
+    expect_status_because(&at_bob, "GET", &bindings, None, 404, "bob binds nothing of mal's").await;
 }

@@ -8,7 +8,10 @@
 mod common;
 
 use common::tenants::{install_ferry_crds, Tenants};
-use common::{admin, call, eventually};
+use common::{
+    admin, call, delete_ok, eventually, eventually_status, expect_status, expect_status_because, get_ok,
+    post_created,
+};
 use ferry_hub::storage::{Expect, ObjectKey};
 use serde_json::{json, Value};
 
@@ -57,14 +60,14 @@ async fn a_customizer_path_of_50000_steps_is_refused_when_written_and_a_normal_o
     let mal = t.client_as("mal", "root:mal").await;
     install_ferry_crds(&mal).await;
 
-    let (code, body) = call(
+    let body = expect_status(
         &mal,
         "POST",
         CUSTOMIZERS,
         Some(&customizer("deep", &deep_path(50_000))),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
     assert_eq!(
         causes(&body),
         [(
@@ -73,14 +76,14 @@ async fn a_customizer_path_of_50000_steps_is_refused_when_written_and_a_normal_o
         )]
     );
     // Short enough in bytes, too many steps.
-    let (code, body) = call(
+    let body = expect_status(
         &mal,
         "POST",
         CUSTOMIZERS,
         Some(&customizer("steps", &deep_path(64))),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
     assert_eq!(
         causes(&body)[0].1,
         "Too many: 65: must have at most 64 items (path steps)"
@@ -115,8 +118,7 @@ async fn a_customizer_path_of_50000_steps_is_refused_when_written_and_a_normal_o
         "{err}"
     );
     // The positive twin: the normal Customizer is as written.
-    let (code, body) = call(&mal, "GET", &format!("{CUSTOMIZERS}/fine"), None).await;
-    assert_eq!(code, 200);
+    let body = get_ok(&mal, &format!("{CUSTOMIZERS}/fine")).await;
     assert_eq!(body["replacements"][0]["path"], "$.data.greeting");
 }
 
@@ -177,14 +179,12 @@ async fn a_placement_of_120000_values_is_refused_and_one_at_the_limits_schedules
     })
     .await;
     assert!(message.contains("must have at most 256 items"), "{message}");
-    let (code, _) = call(&mal, "DELETE", &format!("{PLACEMENTS}/burn"), None).await;
-    assert_eq!(code, 200);
+    delete_ok(&mal, &format!("{PLACEMENTS}/burn")).await;
 
     // KubeStellar: the same selectors on an EdgePlacement.
     let edge = json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "EdgePlacement",
         "metadata": {"name": "burn"}, "spec": {"locationSelectors": not_in_selectors(10, 12_000)}});
-    let (code, body) = call(&mal, "POST", EDGE_PLACEMENTS, Some(&edge)).await;
-    assert_eq!(code, 422);
+    let body = expect_status(&mal, "POST", EDGE_PLACEMENTS, Some(&edge), 422).await;
     assert!(
         causes(&body)[0].0.starts_with("spec.locationSelectors[0]"),
         "{:?}",
@@ -202,24 +202,20 @@ async fn a_placement_of_120000_values_is_refused_and_one_at_the_limits_schedules
         "{}",
         &body.to_string()[..body.to_string().len().min(2000)]
     );
-    let (code, body) = call(
+    post_created(
         &mal,
-        "POST",
         "/apis/workload.kcp.io/v1alpha1/synctargets",
-        Some(&json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget", "metadata": {"name": "east"}})),
+        &json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget", "metadata": {"name": "east"}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let namespaces: Vec<String> = (0..20).map(|i| format!("work-{i}")).collect();
     for ns in &namespaces {
-        let (code, body) = call(
+        post_created(
             &mal,
-            "POST",
             "/api/v1/namespaces",
-            Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         )
         .await;
-        assert_eq!(code, 201, "{body}");
     }
     let scheduled = |mal: kube::Client, ns: String| async move {
         let (_, n) = call(&mal, "GET", &format!("/api/v1/namespaces/{ns}"), None).await;
@@ -366,18 +362,14 @@ async fn a_deep_customizer_an_older_hub_stored_is_reported_and_the_hub_restarts_
     let t = Tenants::start().await;
     let (wmw, mailbox) = placed_configmaps(&t).await;
     // The positive twin first: a normal Customizer customizes the copy.
-    let (code, body) = call(
+    post_created(
         &admin(&t.hub, "root:wmw").await,
-        "POST",
         "/apis/edge.kubestellar.io/v2alpha1/namespaces/commonstuff/customizers",
-        Some(
-            &json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Customizer",
+        &json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Customizer",
                      "metadata": {"name": "normal", "namespace": "commonstuff"},
                      "replacements": [{"path": "$.data.greeting", "value": "\"customized\""}]}),
-        ),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     common::create(
         &t.hub,
         "root:wmw",
@@ -429,8 +421,7 @@ async fn a_deep_customizer_an_older_hub_stored_is_reported_and_the_hub_restarts_
     // the Customizer, and still placing everything else.
     let (hub, ()) = t.hub.restart_after(async {}).await;
     let root = admin(&hub, "root").await;
-    let (code, _) = call(&root, "GET", "/readyz", None).await;
-    assert_eq!(code, 200);
+    get_ok(&root, "/readyz").await;
     customization_error(&hub, "more than the limit of 64").await;
     common::create(
         &hub,
@@ -440,13 +431,13 @@ async fn a_deep_customizer_an_older_hub_stored_is_reported_and_the_hub_restarts_
     )
     .await;
     let c = admin(&hub, &mailbox).await;
-    eventually(30, "a new ConfigMap placed after the restart", || {
-        let c = c.clone();
-        async move {
-            let (code, _) = call(&c, "GET", "/api/v1/namespaces/commonstuff/configmaps/after", None).await;
-            (code == 200).then_some(())
-        }
-    })
+    eventually_status(
+        30,
+        "a new ConfigMap placed after the restart",
+        &c,
+        "/api/v1/namespaces/commonstuff/configmaps/after",
+        200,
+    )
     .await;
 }
 
@@ -462,8 +453,7 @@ async fn an_object_nested_deeper_than_can_be_read_back_is_refused_with_the_field
                  "names": {"plural": "things", "singular": "thing", "kind": "Thing"},
                  "versions": [{"name": "v1", "served": true, "storage": true,
                                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
-    let (code, body) = call(&mal, "POST", common::tenants::CRDS, Some(&crd)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&mal, common::tenants::CRDS, &crd).await;
     let things = "/apis/mal.example/v1/namespaces/default/things";
     eventually(15, "things to be served", || {
         let mal = mal.clone();
@@ -471,14 +461,15 @@ async fn an_object_nested_deeper_than_can_be_read_back_is_refused_with_the_field
     })
     .await;
     let nest = |n: usize| (0..n).fold(json!("x"), |v, _| json!({"a": v}));
-    let (code, body) = call(
+    expect_status_because(
         &mal,
         "POST",
         things,
         Some(&json!({"apiVersion": "mal.example/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": nest(100)})),
+        201,
+        "the positive twin: 100 levels are stored",
     )
     .await;
-    assert_eq!(code, 201, "the positive twin: 100 levels are stored: {body}");
     // A JSON patch adds 100 more levels under the 100 there.
     let path = format!("/spec{}", "/a".repeat(99));
     let req = http::Request::builder()
@@ -497,7 +488,6 @@ async fn an_object_nested_deeper_than_can_be_read_back_is_refused_with_the_field
     assert!(found[0].0.starts_with("spec.a.a.a"), "{found:?}");
     assert!(found[0].1.contains("at most 128 levels"), "{found:?}");
     // The object and the list of its kind still read.
-    let (code, list) = call(&mal, "GET", things, None).await;
-    assert_eq!(code, 200);
+    let list = get_ok(&mal, things).await;
     assert_eq!(list["items"][0]["metadata"]["name"], "t");
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{call, eventually};
+use common::{call, eventually, expect_status, expect_status_because, post_created, put_ok};
 use ferry_testkit::TestHub;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
@@ -54,8 +54,15 @@ fn rules() -> Value {
 }
 
 async fn install(client: &kube::Client) {
-    let (code, body) = call(client, "POST", CRDS_PATH, Some(&crd(rules()))).await;
-    assert_eq!(code, 201, "creating the CRD: {body}");
+    expect_status_because(
+        client,
+        "POST",
+        CRDS_PATH,
+        Some(&crd(rules())),
+        201,
+        "creating the CRD",
+    )
+    .await;
     eventually(20, "scalers to be served", || async move {
         (call(client, "GET", SCALERS, None).await.0 == 200).then_some(())
     })
@@ -129,7 +136,7 @@ async fn cel_rules_accept_valid_and_refuse_invalid_custom_resources() {
     }
 
     // fieldPath and reason reach the Status cause.
-    let (code, body) = call(
+    let body = expect_status(
         &client,
         "POST",
         SCALERS,
@@ -137,9 +144,9 @@ async fn cel_rules_accept_valid_and_refuse_invalid_custom_resources() {
             "ports",
             json!({"replicas": 1, "minReplicas": 1, "ports": [0]}),
         )),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
     assert_eq!(
         body["details"]["causes"],
         json!([{"reason": "FieldValueForbidden", "field": "spec.ports", "message": "Forbidden: ports must be 1-65535"}]),
@@ -197,14 +204,14 @@ async fn kubectl_sees_cel_rule_failures() {
 async fn a_rule_that_does_not_compile_refuses_the_crd() {
     let hub = TestHub::start().await;
     let client = hub.client("root").await;
-    let (code, body) = call(
+    let body = expect_status(
         &client,
         "POST",
         CRDS_PATH,
         Some(&crd(json!([{"rule": "self.minReplicas <="}]))),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
     let field = "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule";
     assert_eq!(body["details"]["causes"][0]["field"], field, "{body}");
     let message = body["message"].as_str().unwrap();
@@ -216,20 +223,19 @@ async fn a_rule_that_does_not_compile_refuses_the_crd() {
         "{message}"
     );
     // Nothing was stored: the same CRD with valid rules is created afresh.
-    let (code, body) = call(&client, "POST", CRDS_PATH, Some(&crd(rules()))).await;
-    assert_eq!(code, 201, "{body}");
+    let body = post_created(&client, CRDS_PATH, &crd(rules())).await;
     // And an update that breaks a rule is refused as well.
     let mut broken = body.clone();
     broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         ["x-kubernetes-validations"][0]["rule"] = json!("self.(");
-    let (code, body) = call(
+    expect_status(
         &client,
         "PUT",
         &format!("{CRDS_PATH}/scalers.cel.example.com"),
         Some(&broken),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,14 +243,12 @@ async fn editing_a_rule_takes_effect_for_the_next_write() {
     let hub = TestHub::start().await;
     let client = hub.client("root").await;
     install(&client).await;
-    let (code, body) = call(
+    post_created(
         &client,
-        "POST",
         SCALERS,
-        Some(&scaler("a", json!({"replicas": 50, "minReplicas": 1}))),
+        &scaler("a", json!({"replicas": 50, "minReplicas": 1})),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let (_, mut current) = call(
         &client,
         "GET",
@@ -254,14 +258,7 @@ async fn editing_a_rule_takes_effect_for_the_next_write() {
     .await;
     current["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         ["x-kubernetes-validations"][1] = json!({"rule": "self.replicas <= 10", "message": "at most 10"});
-    let (code, body) = call(
-        &client,
-        "PUT",
-        &format!("{CRDS_PATH}/scalers.cel.example.com"),
-        Some(&current),
-    )
-    .await;
-    assert_eq!(code, 200, "{body}");
+    put_ok(&client, &format!("{CRDS_PATH}/scalers.cel.example.com"), &current).await;
     eventually(20, "the edited rule to apply", || {
         let client = client.clone();
         async move {

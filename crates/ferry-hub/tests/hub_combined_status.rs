@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use common::edge::*;
 use common::tenants::{Tenants, RBAC};
-use common::{call, client, eventually};
+use common::{client, eventually, post_created};
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
@@ -367,26 +367,22 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     let mal = t.client_as("mal", "root:mal").await;
     install_edge_api(&mal).await;
     let admin = client(hub, "root:imw1").await;
-    let (code, body) = call(
+    post_created(
         &admin,
-        "POST",
         "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-        Some(&json!({"metadata": {"name": "place-on-florin"},
+        &json!({"metadata": {"name": "place-on-florin"},
             "rules": [{"apiGroups": ["edge.kubestellar.io"], "resources": ["locations"],
-                       "verbs": ["bind"], "resourceNames": ["florin"]}]})),
+                       "verbs": ["bind"], "resourceNames": ["florin"]}]}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
-    let (code, body) = call(
+    post_created(
         &admin,
-        "POST",
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        Some(&json!({"metadata": {"name": "mal-places-on-florin"},
+        &json!({"metadata": {"name": "mal-places-on-florin"},
             "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "place-on-florin"},
-            "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "mal"}]})),
+            "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "mal"}]}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     // "statuses" exists only in the victim's workspace.
     web_listing_statuses(&mal, "steal", "steal", &["steal", "statuses"]).await;
 

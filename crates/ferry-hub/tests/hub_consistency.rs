@@ -7,7 +7,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{call, get_raw as get};
+use common::get_raw as get;
+use common::{get_ok, post_created};
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
@@ -23,8 +24,7 @@ async fn client(hub: &TestHub) -> kube::Client {
 }
 
 async fn current_rv(client: &kube::Client) -> u64 {
-    let (code, list) = call(client, "GET", CMS, None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(client, CMS).await;
     list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
@@ -33,8 +33,7 @@ async fn current_rv(client: &kube::Client) -> u64 {
 }
 
 async fn create(client: &kube::Client, name: &str) -> u64 {
-    let (code, made) = call(client, "POST", CMS, Some(&json!({"metadata": {"name": name}}))).await;
-    assert_eq!(code, 201, "{made}");
+    let made = post_created(client, CMS, &json!({"metadata": {"name": name}})).await;
     made["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()

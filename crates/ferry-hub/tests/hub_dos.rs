@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{call, eventually};
+use common::{call, eventually, expect_status, expect_status_because, get_ok, post_created};
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -43,8 +43,7 @@ const CRDS_PATH: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions
 
 /// Create `crd` and wait until its resource is served.
 async fn install(client: &kube::Client, crd: Value) {
-    let (code, body) = call(client, "POST", CRDS_PATH, Some(&crd)).await;
-    assert_eq!(code, 201, "creating the CRD: {body}");
+    expect_status_because(client, "POST", CRDS_PATH, Some(&crd), 201, "creating the CRD").await;
     let list = format!(
         "/apis/{}/v1/namespaces/default/{}",
         crd["spec"]["group"].as_str().unwrap(),
@@ -172,8 +171,7 @@ async fn backtracking_pattern_is_decided_exactly_and_readyz_keeps_answering() {
     // A backtracking matcher needs 2^40 steps to refuse this; RE2 semantics
     // refuse it (the `!` is not an `a`), and nothing is passed unchecked.
     let bad = format!("{}!", "a".repeat(40));
-    let (code, body) = call(&client, "POST", TRAPS, Some(&trap("bad", json!({"s": bad})))).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", TRAPS, Some(&trap("bad", json!({"s": bad}))), 422).await;
     assert_eq!(body["details"]["causes"][0]["field"], "spec.s", "{body}");
     assert!(
         body["message"]
@@ -183,8 +181,7 @@ async fn backtracking_pattern_is_decided_exactly_and_readyz_keeps_answering() {
         "{body}"
     );
     let good = "a".repeat(40);
-    let (code, body) = call(&client, "POST", TRAPS, Some(&trap("good", json!({"s": good})))).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&client, TRAPS, &trap("good", json!({"s": good}))).await;
 
     // 32 clients at once, each sending bodies of about 1 MiB of such strings.
     let many: Vec<String> = (0..400).map(|_| format!("{}!", "a".repeat(2500))).collect();
@@ -219,8 +216,7 @@ async fn invalid_pattern_is_refused_when_the_crd_is_created() {
         "Trap",
         json!({"type": "object", "properties": {"x": {"type": "string", "pattern": "^(ab"}}}),
     );
-    let (code, body) = call(&client, "POST", CRDS_PATH, Some(&bad)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", CRDS_PATH, Some(&bad), 422).await;
     let cause = &body["details"]["causes"][0];
     assert_eq!(
         cause["field"], "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[x].pattern",
@@ -242,8 +238,7 @@ async fn invalid_pattern_is_refused_when_the_crd_is_created() {
         "Trap",
         json!({"type": "object", "properties": {"x": {"type": "string", "pattern": "((a{1000}){1000}){1000}"}}}),
     );
-    let (code, body) = call(&client, "POST", CRDS_PATH, Some(&huge)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", CRDS_PATH, Some(&huge), 422).await;
     assert!(
         body["message"]
             .as_str()
@@ -278,8 +273,7 @@ async fn openapi_is_built_once_per_change_and_readyz_keeps_answering() {
     let client = hub.client("root").await;
     install(&client, large_crd("big.example.com", 1200)).await;
 
-    let (code, root) = call(&client, "GET", "/openapi/v3", None).await;
-    assert_eq!(code, 200);
+    let root = get_ok(&client, "/openapi/v3").await;
     assert!(root["paths"]["apis/big.example.com/v1"].is_object(), "{root}");
 
     let load = clients_at_once(&hub, 64, |c| async move {
@@ -346,14 +340,7 @@ async fn oversize_objects_are_refused_with_the_limit() {
     // a patch is refused the same way.
     let small =
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "small"}, "data": {"a": "b"}});
-    let (code, _) = call(
-        &client,
-        "POST",
-        "/api/v1/namespaces/default/configmaps",
-        Some(&small),
-    )
-    .await;
-    assert_eq!(code, 201);
+    post_created(&client, "/api/v1/namespaces/default/configmaps", &small).await;
     let grow = json!({"data": {"big": "x".repeat(2 * 1024 * 1024)}});
     let (code, body) = call_with(
         &client,
@@ -371,14 +358,14 @@ async fn oversize_objects_are_refused_with_the_limit() {
             .contains(r#"configmaps "small""#),
         "{body}"
     );
-    let (code, body) = call(
+    expect_status(
         &client,
         "GET",
         "/api/v1/namespaces/default/configmaps/big-cm",
         None,
+        404,
     )
     .await;
-    assert_eq!(code, 404, "{body}");
 }
 
 /// `call` with a content type of the caller's choosing.
@@ -436,17 +423,7 @@ async fn data_directory_is_owner_only_and_loose_modes_are_fixed_at_start() {
     // A write, so the database's WAL exists too.
     let client = hub.client("root").await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
-    assert_eq!(
-        call(
-            &client,
-            "POST",
-            "/api/v1/namespaces/default/configmaps",
-            Some(&cm)
-        )
-        .await
-        .0,
-        201
-    );
+    post_created(&client, "/api/v1/namespaces/default/configmaps", &cm).await;
     assert!(dir.join("hub.db-wal").exists());
     assert_owner_only(&dir);
     let (running, _) = hub.into_parts();

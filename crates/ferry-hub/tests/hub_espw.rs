@@ -9,7 +9,7 @@ mod common;
 
 use common::edge::{api, apply, bind_espw, edge, kubestellar_init, location};
 use common::tenants::Tenants;
-use common::{call, client, eventually};
+use common::{call, client, eventually, expect_status_because, get_ok, post_created};
 use ferry_testkit::TestHub;
 use kube::api::ListParams;
 use serde_json::json;
@@ -49,24 +49,18 @@ async fn any_owner_binds_the_kubestellar_api_but_reads_no_other_tenants_objects_
     // uses the API there; reading the export itself is part of the grant.
     bind_espw(&alice, "bind-espw").await;
     bind_espw(&mal, "bind-espw").await;
-    let (code, out) = call(&alice, "POST", PLACEMENTS, Some(&placement("alices-plan"))).await;
-    assert_eq!(code, 201, "{out}");
-    let (code, out) = call(&mal, "POST", PLACEMENTS, Some(&placement("mals-plan"))).await;
-    assert_eq!(code, 201, "{out}");
+    post_created(&alice, PLACEMENTS, &placement("alices-plan")).await;
+    post_created(&mal, PLACEMENTS, &placement("mals-plan")).await;
     let mal_in_espw = t.client_as("mal", "root:espw").await;
-    let (code, out) = call(
+    get_ok(
         &mal_in_espw,
-        "GET",
         "/apis/apis.kcp.io/v1alpha1/apiexports/edge.kubestellar.io",
-        None,
     )
     .await;
-    assert_eq!(code, 200, "{out}");
 
     // The ESPW's owner sees every bound workspace through the export.
     let admin = through_export(&t.hub, "*", &t.hub.running.admin_token).await;
-    let (code, out) = call(&admin, "GET", PLACEMENTS, None).await;
-    assert_eq!(code, 200, "{out}");
+    let out = get_ok(&admin, PLACEMENTS).await;
     let names: Vec<&str> = out["items"]
         .as_array()
         .unwrap()
@@ -82,13 +76,27 @@ async fn any_owner_binds_the_kubestellar_api_but_reads_no_other_tenants_objects_
     // not the export's content, not alice's workspace, not the ESPW's objects.
     for cluster in ["*", "root:alice", "root:mal"] {
         let c = through_export(&t.hub, cluster, "mal-token").await;
-        let (code, out) = call(&c, "GET", PLACEMENTS, None).await;
-        assert_eq!(code, 403, "mal reads {cluster} through the export: {out}");
+        let out = expect_status_because(
+            &c,
+            "GET",
+            PLACEMENTS,
+            None,
+            403,
+            format!("mal reads {cluster} through the export"),
+        )
+        .await;
         assert!(!out.to_string().contains("alices-plan"));
     }
     let mal_in_alice = t.client_as("mal", "root:alice").await;
-    let (code, _) = call(&mal_in_alice, "GET", PLACEMENTS, None).await;
-    assert_eq!(code, 403, "mal reads alice's placements in her workspace");
+    expect_status_because(
+        &mal_in_alice,
+        "GET",
+        PLACEMENTS,
+        None,
+        403,
+        "mal reads alice's placements in her workspace",
+    )
+    .await;
     for (method, path, what) in [
         (
             "DELETE",
@@ -111,12 +119,10 @@ async fn any_owner_binds_the_kubestellar_api_but_reads_no_other_tenants_objects_
             "lists the ESPW's RBAC",
         ),
     ] {
-        let (code, _) = call(&mal_in_espw, method, path, None).await;
-        assert_eq!(code, 403, "mal {what}");
+        expect_status_because(&mal_in_espw, method, path, None, 403, format!("mal {what}")).await;
     }
     // And alice's placement is untouched by all of it.
-    let (code, _) = call(&alice, "GET", &format!("{PLACEMENTS}/alices-plan"), None).await;
-    assert_eq!(code, 200);
+    get_ok(&alice, &format!("{PLACEMENTS}/alices-plan")).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -180,14 +186,7 @@ async fn a_mailbox_and_an_inventory_with_the_crds_move_to_the_binding_keeping_th
         .await
         .unwrap();
     assert_eq!(target.metadata.uid, target_uid);
-    let (code, out) = call(
-        &mb,
-        "GET",
-        "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/kept",
-        None,
-    )
-    .await;
-    assert_eq!(code, 200, "{out}");
+    get_ok(&mb, "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/kept").await;
     assert_eq!(
         configs.list(&ListParams::default()).await.unwrap().items.len(),
         1,
@@ -195,14 +194,11 @@ async fn a_mailbox_and_an_inventory_with_the_crds_move_to_the_binding_keeping_th
     );
     // A new SyncTarget's mailbox is born bound.
     let second = location(&hub, &imw_cluster, "guilder", json!({"env": "prod"})).await;
-    let (code, out) = call(
+    get_ok(
         &client(&hub, &second).await,
-        "GET",
         "/apis/apis.kcp.io/v1alpha1/apibindings/bind-edge",
-        None,
     )
     .await;
-    assert_eq!(code, 200, "{out}");
 }
 
 /// KubeStellar's combined status is part of its API: a workload management
@@ -230,14 +226,15 @@ async fn a_workspace_bound_to_the_kubestellar_export_has_combined_status_through
         })
         .await;
     }
-    let (code, _) = call(
+    expect_status_because(
         &wmw,
         "GET",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/combinedstatuses.control.kubestellar.io",
         None,
+        404,
+        "through the binding, not a CRD of the workspace's own",
     )
     .await;
-    assert_eq!(code, 404, "through the binding, not a CRD of the workspace's own");
 
     web(&wmw).await;
     apply(

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::{json, Value};
 
-use common::{call, eventually};
+use common::{call, delete_ok, eventually, expect_status_because, get_ok, post_created};
 
 fn configmap(name: &str, value: &str) -> ConfigMap {
     serde_json::from_value(json!({
@@ -311,13 +311,24 @@ async fn a_read_through_any_hub_shows_every_write_acknowledged_before_it() {
             .expect("create under /other");
     }
     let client = no_retry_client(&a).await;
-    let (code, body) = call(&client, "GET", "/api/v1/namespaces/default/configmaps", None).await;
-    assert_eq!(
-        code, 200,
-        "a LIST through a after writes under another prefix: {body}"
-    );
-    let (code, body) = call(&client, "GET", "/api/v1/namespaces/default/configmaps/race", None).await;
-    assert_eq!(code, 404, "a GET of an absent object is answered: {body}");
+    expect_status_because(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        None,
+        200,
+        "a LIST through a after writes under another prefix",
+    )
+    .await;
+    expect_status_because(
+        &client,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/race",
+        None,
+        404,
+        "a GET of an absent object is answered",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -330,15 +341,11 @@ async fn while_etcd_is_down_writes_are_503_and_readyz_fails_until_it_returns() {
         .create(&PostParams::default(), &configmap("before", "1"))
         .await
         .expect("create while etcd is up");
-    assert_eq!(call(&client, "GET", "/readyz", None).await.0, 200);
+    get_ok(&client, "/readyz").await;
 
     etcd.stop();
     readyz_when(&client, 503, 15, "/readyz to fail while etcd is down").await;
-    assert_eq!(
-        call(&client, "GET", "/livez", None).await.0,
-        200,
-        "the process itself is live"
-    );
+    expect_status_because(&client, "GET", "/livez", None, 200, "the process itself is live").await;
     let (code, status) = create_during(&client).await;
     assert_eq!(code, 503, "a write while etcd is down: {status}");
     assert_eq!(status["reason"], "ServiceUnavailable");
@@ -446,14 +453,7 @@ async fn workspaces_crds_and_rbac_written_through_one_hub_take_effect_on_another
     let admin_a = a.client("root").await;
     let ws =
         json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": "team"}});
-    let (code, body) = call(
-        &admin_a,
-        "POST",
-        "/apis/tenancy.kcp.io/v1alpha1/workspaces",
-        Some(&ws),
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&admin_a, "/apis/tenancy.kcp.io/v1alpha1/workspaces", &ws).await;
 
     // The workspace made through a is served by b.
     let team_b = b.client("root:team").await;
@@ -471,14 +471,12 @@ async fn workspaces_crds_and_rbac_written_through_one_hub_take_effect_on_another
             "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
-    let (code, body) = call(
+    post_created(
         &team_a,
-        "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        Some(&crd),
+        &crd,
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g1"}});
     eventually(10, "b to serve the CRD made through a", || async {
         let (code, _) = call(
@@ -495,40 +493,29 @@ async fn workspaces_crds_and_rbac_written_through_one_hub_take_effect_on_another
     // A ServiceAccount token from a works on b, with the RBAC granted
     // through a, and stops working on b when a revokes it.
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader"}});
-    let (code, body) = call(
-        &team_a,
-        "POST",
-        "/api/v1/namespaces/default/serviceaccounts",
-        Some(&sa),
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&team_a, "/api/v1/namespaces/default/serviceaccounts", &sa).await;
     let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
-    let (code, body) = call(
+    let body = post_created(
         &team_a,
-        "POST",
         "/api/v1/namespaces/default/serviceaccounts/reader/token",
-        Some(&request),
+        &request,
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let token = body["status"]["token"].as_str().expect("token").to_string();
     let reader_b = common::client_as(&b, "root:team", ferry_hub::kubeconfig::AuthInfo::Token(token)).await;
     let list = "/api/v1/namespaces/default/configmaps";
-    assert_eq!(call(&reader_b, "GET", list, None).await.0, 403, "no grant yet");
+    expect_status_because(&reader_b, "GET", list, None, 403, "no grant yet").await;
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "reader-view"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": "default"}]});
     let bindings = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
-    let (code, body) = call(&team_a, "POST", bindings, Some(&binding)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&team_a, bindings, &binding).await;
     eventually(10, "b to honour the grant made through a", || async {
         (call(&reader_b, "GET", list, None).await.0 == 200).then_some(())
     })
     .await;
-    let (code, body) = call(&team_a, "DELETE", &format!("{bindings}/reader-view"), None).await;
-    assert_eq!(code, 200, "{body}");
+    delete_ok(&team_a, &format!("{bindings}/reader-view")).await;
     eventually(10, "b to drop the grant revoked through a", || async {
         (call(&reader_b, "GET", list, None).await.0 == 403).then_some(())
     })
@@ -584,19 +571,15 @@ async fn the_controllers_run_on_the_lease_holder_and_move_when_it_stops() {
     })
     .await;
     let admin = b.client("root").await;
-    let (code, body) = call(
+    post_created(
         &admin,
-        "POST",
         "/api/v1/namespaces",
-        Some(&json!({"metadata": {"name": "gone"}})),
+        &json!({"metadata": {"name": "gone"}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
-    let (code, body) = call(&admin, "POST", "/api/v1/namespaces/gone/configmaps", Some(&cm)).await;
-    assert_eq!(code, 201, "{body}");
-    let (code, body) = call(&admin, "DELETE", "/api/v1/namespaces/gone", None).await;
-    assert_eq!(code, 200, "{body}");
+    post_created(&admin, "/api/v1/namespaces/gone/configmaps", &cm).await;
+    delete_ok(&admin, "/api/v1/namespaces/gone").await;
     eventually(20, "b's namespace controller to finish the deletion", || async {
         (call(&admin, "GET", "/api/v1/namespaces/gone", None).await.0 == 404).then_some(())
     })

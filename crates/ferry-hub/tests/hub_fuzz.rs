@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{call, client};
+use common::{call, client, expect_status_because, post_created};
 use ferry_testkit::TestHub;
 use futures::StreamExt;
 use rand::rngs::StdRng;
@@ -512,14 +512,12 @@ async fn random_and_mutated_bodies_never_answer_5xx() {
         .unwrap_or(10);
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
-    let (code, body) = call(
+    post_created(
         &c,
-        "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        Some(&fuzz_crd()),
+        &fuzz_crd(),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     common::eventually(20, "the fuzz CRD to be served", || {
         let c = c.clone();
         async move {
@@ -583,8 +581,15 @@ async fn random_and_mutated_bodies_never_answer_5xx() {
             }
             failures.extend(failure);
         }
-        let (code, _) = call(&c, "GET", "/readyz", None).await;
-        assert_eq!(code, 200, "/readyz after {sent} cases");
+        expect_status_because(
+            &c,
+            "GET",
+            "/readyz",
+            None,
+            200,
+            format!("/readyz after {sent} cases"),
+        )
+        .await;
     }
     eprintln!(
         "fuzz: {sent} cases over {} resources ({live} live objects), seed {seed}, codes {codes:?}, {} failures",

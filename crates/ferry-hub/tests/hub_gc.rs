@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{call, client, eventually};
+use common::{client, delete_ok, eventually, expect_status};
 use ferry_testkit::TestHub;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -257,14 +257,14 @@ async fn orphan_deletion_keeps_dependents_and_drops_their_references() {
     assert_eq!(owner_uids(&child), vec![keep.metadata.uid.clone().unwrap()]);
 
     // The deprecated DeleteOptions field does the same.
-    let (code, _) = call(
+    expect_status(
         &c,
         "DELETE",
         "/api/v1/namespaces/default/configmaps/old-style",
         Some(&json!({"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": true})),
+        200,
     )
     .await;
-    assert_eq!(code, 200);
     wait_gone(&api, "old-style", "the orphaning owner to go").await;
     let child = api.get("old-style-child").await.unwrap();
     assert!(child.metadata.owner_references.is_none());
@@ -348,8 +348,14 @@ async fn invalid_propagation_is_rejected_like_kube_apiserver() {
     let api = configmaps(&hub, "root").await;
     create(&api, &cm("target", vec![])).await;
     let path = "/api/v1/namespaces/default/configmaps/target";
-    let (code, body) = call(&c, "DELETE", &format!("{path}?propagationPolicy=Sideways"), None).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(
+        &c,
+        "DELETE",
+        &format!("{path}?propagationPolicy=Sideways"),
+        None,
+        422,
+    )
+    .await;
     assert!(
         body["message"]
             .as_str()
@@ -358,18 +364,10 @@ async fn invalid_propagation_is_rejected_like_kube_apiserver() {
         "{body}"
     );
     let both = json!({"propagationPolicy": "Orphan", "orphanDependents": true});
-    let (code, body) = call(&c, "DELETE", path, Some(&both)).await;
-    assert_eq!(code, 422, "{body}");
+    expect_status(&c, "DELETE", path, Some(&both), 422).await;
     api.get("target").await.expect("nothing was deleted");
     // The query string alone works too.
-    let (code, _) = call(
-        &c,
-        "DELETE",
-        &format!("{path}?propagationPolicy=Foreground"),
-        None,
-    )
-    .await;
-    assert_eq!(code, 200);
+    delete_ok(&c, &format!("{path}?propagationPolicy=Foreground")).await;
     wait_gone(&api, "target", "the foreground deletion to complete").await;
 }
 

@@ -5,7 +5,10 @@
 
 mod common;
 use common::tenants::{binding, cluster_role, service_account_subject, service_account_token};
-use common::{admin, call, client_as, create, eventually, rbac_path, token};
+use common::{
+    admin, call, client_as, create, eventually, expect_status, expect_status_because, get_ok, post_created,
+    put_ok, rbac_path, token,
+};
 use ferry_testkit::TestHub;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, ListParams};
@@ -172,8 +175,8 @@ async fn kubectl_reads_it_and_cannot_change_it() {
         ("DELETE", LC_PATH, None),
         ("POST", LC_PATH, Some(&replacement)),
     ] {
-        let (code, status) = call(&client, method, path, body).await;
-        assert_eq!(code, 405, "{method} {path}: {status}");
+        let status =
+            expect_status_because(&client, method, path, body, 405, format!("{method} {path}")).await;
         assert_eq!(status["reason"], "MethodNotAllowed");
     }
     let req = http::Request::patch(&lc)
@@ -184,8 +187,7 @@ async fn kubectl_reads_it_and_cannot_change_it() {
         .unwrap();
     assert_eq!(client.send(req).await.unwrap().status(), 405);
     // Still there, unchanged.
-    let (code, body) = call(&client, "GET", &lc, None).await;
-    assert_eq!(code, 200);
+    let body = get_ok(&client, &lc).await;
     assert!(body["metadata"]["labels"].get("x").is_none());
 }
 
@@ -243,8 +245,7 @@ async fn another_workspaces_token_cannot_read_it() {
             if ws == "*" && path.ends_with("/cluster") {
                 continue;
             }
-            let (code, body) = call(&other, "GET", &path, None).await;
-            assert_eq!(code, 403, "{ws} {path}: {body}");
+            expect_status_because(&other, "GET", &path, None, 403, format!("{ws} {path}")).await;
         }
     }
 }
@@ -286,14 +287,12 @@ async fn workspace_types_are_kcps() {
     let post = |name: &str, spec: Value| json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}, "spec": spec});
     let path = "/apis/tenancy.kcp.io/v1alpha1/workspaces";
     // A name alone is found in root; nothing means root:universal.
-    let (code, ws) = call(
+    let ws = post_created(
         &client,
-        "POST",
         path,
-        Some(&post("o", json!({"type": {"name": "organization"}}))),
+        &post("o", json!({"type": {"name": "organization"}})),
     )
     .await;
-    assert_eq!(code, 201, "{ws}");
     assert_eq!(
         ws["spec"]["type"],
         json!({"name": "organization", "path": "root"})
@@ -302,14 +301,14 @@ async fn workspace_types_are_kcps() {
     assert_eq!(ws["spec"]["type"], json!({"name": "universal", "path": "root"}));
 
     // Unknown types are refused, naming the known ones.
-    let (code, status) = call(
+    let status = expect_status(
         &client,
         "POST",
         path,
         Some(&post("g", json!({"type": {"name": "galaxy", "path": "root"}}))),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{status}");
     let message = status["message"].as_str().unwrap();
     assert!(
         message.contains("root:galaxy") && message.contains("root:organization"),
@@ -320,8 +319,7 @@ async fn workspace_types_are_kcps() {
     // The type is immutable; an update that leaves it out keeps it.
     let mut changed = ws.clone();
     changed["spec"]["type"] = json!({"name": "team", "path": "root"});
-    let (code, status) = call(&client, "PUT", &format!("{path}/u"), Some(&changed)).await;
-    assert_eq!(code, 422, "{status}");
+    let status = expect_status(&client, "PUT", &format!("{path}/u"), Some(&changed), 422).await;
     assert!(
         status["message"].as_str().unwrap().contains("immutable"),
         "{status}"
@@ -329,8 +327,7 @@ async fn workspace_types_are_kcps() {
     let mut untyped = ws.clone();
     untyped["spec"].as_object_mut().unwrap().remove("type");
     untyped["metadata"]["labels"] = json!({"region": "eu"});
-    let (code, updated) = call(&client, "PUT", &format!("{path}/u"), Some(&untyped)).await;
-    assert_eq!(code, 200, "{updated}");
+    let updated = put_ok(&client, &format!("{path}/u"), &untyped).await;
     assert_eq!(updated["spec"]["type"]["name"], "universal");
 
     // kubectl prints kcp's columns, and Ferry's SYNCTARGET (mailboxes).

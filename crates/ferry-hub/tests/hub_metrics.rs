@@ -6,7 +6,7 @@
 mod common;
 
 use common::tenants::{bind_cluster_role, cluster_role, Tenants};
-use common::{call, eventually, get_raw, token, top_client_as};
+use common::{call, eventually, expect_status, get_ok, get_raw, post_created, token, top_client_as};
 use ferry_hub::kubeconfig::AuthInfo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, WatchParams};
@@ -88,22 +88,18 @@ async fn a_scrape_counts_requests_watches_and_objects_but_names_no_workspace_obj
     let t = Tenants::start().await;
     t.workspace("xq-distinctive-ws", Some("mal")).await;
     let mal = t.client_as("mal", "root:xq-distinctive-ws").await;
-    let (code, body) = call(
+    post_created(
         &mal,
-        "POST",
         "/api/v1/namespaces",
-        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "xq-distinctive-ns"}})),
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "xq-distinctive-ns"}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
-    let (code, body) = call(
+    post_created(
         &mal,
-        "POST",
         "/api/v1/namespaces/xq-distinctive-ns/configmaps",
-        Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "xq-distinctive-cm"}})),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "xq-distinctive-cm"}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "xqwidgets.xq-distinctive.io"},
@@ -112,14 +108,12 @@ async fn a_scrape_counts_requests_watches_and_objects_but_names_no_workspace_obj
             "versions": [{"name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
     });
-    let (code, body) = call(
+    post_created(
         &mal,
-        "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        Some(&crd),
+        &crd,
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     eventually(10, "the CRD serves its widgets", || async {
         let (code, _) = call(
             &mal,
@@ -202,14 +196,7 @@ async fn a_scrape_shows_how_each_controller_keeps_up() {
     let handled = |scrape: &str| sample(scrape, "ferry_controller_events_total", &[r#"name="ApiExports""#]);
     let export = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport",
                         "metadata": {"name": "metered"}, "spec": {}});
-    let (code, body) = call(
-        &admin,
-        "POST",
-        "/apis/apis.kcp.io/v1alpha1/apiexports",
-        Some(&export),
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&admin, "/apis/apis.kcp.io/v1alpha1/apiexports", &export).await;
     let scrape = eventually(10, "the export's change to be counted", || async {
         let (_, scrape) = get_raw(&admin, "/metrics").await;
         (handled(&scrape) > handled(&before)).then_some(scrape)
@@ -239,8 +226,7 @@ async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
     let t = Tenants::start().await;
     t.workspace("mal", Some("mal")).await;
     let admin = top_client_as(&t.hub, token(&t.hub.running.admin_token)).await;
-    let (code, body) = call(&admin, "GET", "/", None).await;
-    assert_eq!(code, 200, "{body}");
+    let body = get_ok(&admin, "/").await;
     let paths: Vec<&str> = body["paths"]
         .as_array()
         .unwrap_or_else(|| panic!("{{\"paths\": [...]}} expected: {body}"))
@@ -262,10 +248,9 @@ async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
 
     // The attacker: not at the top, which is root's.
     let mal = top_client_as(&t.hub, token("mal-token")).await;
-    assert_eq!(call(&mal, "GET", "/", None).await.0, 403);
+    expect_status(&mal, "GET", "/", None, 403).await;
     // Its own workspace answers, without the hub's /metrics.
-    let (code, own) = call(&t.client_as("mal", "root:mal").await, "GET", "/", None).await;
-    assert_eq!(code, 200, "{own}");
+    let own = get_ok(&t.client_as("mal", "root:mal").await, "/").await;
     assert!(
         own["paths"]
             .as_array()
@@ -274,6 +259,5 @@ async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
     );
     assert!(!own.to_string().contains("/metrics"), "{own}");
     // Another tenant cannot list what root:mal serves.
-    let (code, body) = call(&t.client_as("bob", "root:mal").await, "GET", "/", None).await;
-    assert_eq!(code, 403, "{body}");
+    expect_status(&t.client_as("bob", "root:mal").await, "GET", "/", None, 403).await;
 }

@@ -9,7 +9,7 @@ mod common;
 
 use common::edge::*;
 use common::tenants::{bind_cluster_role, Tenants, RBAC};
-use common::{call, client, eventually, token, user_kubeconfig};
+use common::{client, delete_ok, eventually, post_created, token, user_kubeconfig};
 use ferry_api::well_known::UPSYNCED_ANNOTATION;
 use ferry_hub::controllers::placement::grant::UPSYNC_ALLOW_ANNOTATION;
 use ferry_hub::controllers::placement::{PLACED_LABEL, RETURNED_LABEL};
@@ -262,22 +262,19 @@ async fn a_location_granted_by_its_owner_is_reached_alone_and_revoking_removes_t
     install_edge_api(&bob).await;
     // alice, who administers the inventory, grants bob guilder and nothing else.
     let alice = t.client_as("alice", "root:imw1").await;
-    let (code, body) = call(
+    post_created(
         &alice,
-        "POST",
         "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-        Some(&json!({"metadata": {"name": "place-on-guilder"},
+        &json!({"metadata": {"name": "place-on-guilder"},
             "rules": [{"apiGroups": ["edge.kubestellar.io"], "resources": ["locations"],
-                       "verbs": ["bind"], "resourceNames": ["guilder"]}]})),
+                       "verbs": ["bind"], "resourceNames": ["guilder"]}]}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let grant = json!({"metadata": {"name": "bob-places-on-guilder"},
         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "place-on-guilder"},
         "subjects": [{"kind": "User", "apiGroup": RBAC, "name": "bob"}]});
     let bindings = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
-    let (code, body) = call(&alice, "POST", bindings, Some(&grant)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&alice, bindings, &grant).await;
 
     place_everything(&bob, "mine", json!({"matchLabels": {"env": "prod"}})).await;
     eventually(20, "bob's copies in guilder's mailbox", || async {
@@ -299,14 +296,7 @@ async fn a_location_granted_by_its_owner_is_reached_alone_and_revoking_removes_t
         "a granted destination's parameters"
     );
 
-    let (code, body) = call(
-        &alice,
-        "DELETE",
-        &format!("{bindings}/bob-places-on-guilder"),
-        None,
-    )
-    .await;
-    assert_eq!(code, 200, "{body}");
+    delete_ok(&alice, &format!("{bindings}/bob-places-on-guilder")).await;
     eventually(20, "bob's copies gone from guilder's mailbox", || async {
         copies(&t.hub, &guilder).await.is_empty().then_some(())
     })

@@ -6,7 +6,9 @@
 mod common;
 
 use common::tenants::{binding, cluster_role_object, user, RBAC};
-use common::{admin, call, client_as, create, rbac_path, send};
+use common::{
+    admin, call, client_as, create, expect_status, expect_status_because, post_created, rbac_path, send,
+};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -144,8 +146,7 @@ async fn a_role_writer_cannot_grant_what_it_does_not_hold() {
     let bindings = rbac_path(Some("dev"), "rolebindings");
 
     let wide = role("reads-secrets", json!([rule(&["get"], "", &["secrets"])]));
-    let (code, body) = call(&alice, "POST", &roles, Some(&wide)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&alice, "POST", &roles, Some(&wide), 403).await;
     assert_eq!(body["reason"], "Forbidden");
     assert_eq!(
         message(&body),
@@ -154,12 +155,10 @@ async fn a_role_writer_cannot_grant_what_it_does_not_hold() {
          alice does not hold (verbs [get] on secrets); ask an admin, or get the \"escalate\" verb on roles"
     );
     // A dry run answers the same.
-    let (code, _) = call(&alice, "POST", &format!("{roles}?dryRun=All"), Some(&wide)).await;
-    assert_eq!(code, 403);
+    expect_status(&alice, "POST", &format!("{roles}?dryRun=All"), Some(&wide), 403).await;
 
     let admin_binding = role_binding("alice-admin", "ClusterRole", "cluster-admin", "alice");
-    let (code, body) = call(&alice, "POST", &bindings, Some(&admin_binding)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&alice, "POST", &bindings, Some(&admin_binding), 403).await;
     assert!(
         message(&body).ends_with(
             ": ClusterRole \"cluster-admin\" grants permissions alice does not hold (verbs [*] on *.*; \
@@ -168,8 +167,7 @@ async fn a_role_writer_cannot_grant_what_it_does_not_hold() {
         "{body}"
     );
     let existing = role_binding("alice-secrets", "Role", "secret-reader", "alice");
-    let (code, body) = call(&alice, "POST", &bindings, Some(&existing)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&alice, "POST", &bindings, Some(&existing), 403).await;
     assert!(
         message(&body).contains(
             "Role \"secret-reader\" grants permissions alice does not hold (verbs [get] on secrets)"
@@ -177,8 +175,7 @@ async fn a_role_writer_cannot_grant_what_it_does_not_hold() {
         "{body}"
     );
     let ghost = role_binding("alice-ghost", "Role", "ghost", "alice");
-    let (code, body) = call(&alice, "POST", &bindings, Some(&ghost)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&alice, "POST", &bindings, Some(&ghost), 403).await;
     assert!(message(&body).contains("Role \"ghost\" does not exist"), "{body}");
 
     // What alice holds, she may hand on.
@@ -186,25 +183,29 @@ async fn a_role_writer_cannot_grant_what_it_does_not_hold() {
         "role-writer",
         json!([rule(&["create"], RBAC, &["roles", "rolebindings"])]),
     );
-    let (code, body) = call(&alice, "POST", &roles, Some(&same)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&alice, &roles, &same).await;
     let narrower = role("role-creator", json!([rule(&["create"], RBAC, &["roles"])]));
-    let (code, body) = call(&alice, "POST", &roles, Some(&narrower)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&alice, &roles, &narrower).await;
     let hand_on = role_binding("bob-role-writer", "Role", "role-writer", "bob");
-    let (code, body) = call(&alice, "POST", &bindings, Some(&hand_on)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&alice, &bindings, &hand_on).await;
     // Nothing was written by the refused requests.
-    let (code, _) = call(&alice, "GET", &format!("{bindings}/alice-admin"), None).await;
-    assert_eq!(code, 403, "alice may not even read bindings");
-    let (code, _) = call(
+    expect_status_because(
+        &alice,
+        "GET",
+        &format!("{bindings}/alice-admin"),
+        None,
+        403,
+        "alice may not even read bindings",
+    )
+    .await;
+    expect_status(
         &admin(&hub, WS).await,
         "GET",
         &format!("{bindings}/alice-admin"),
         None,
+        404,
     )
     .await;
-    assert_eq!(code, 404);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -216,56 +217,51 @@ async fn escalate_allows_broader_roles_and_bind_allows_binding_the_named_role_on
 
     let erin = as_user(&hub, "erin-token").await;
     let wide = role("reads-secrets", json!([rule(&["get", "list"], "", &["secrets"])]));
-    let (code, body) = call(&erin, "POST", &roles, Some(&wide)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&erin, &roles, &wide).await;
     // escalate is not bind: erin still cannot bind what she does not hold.
-    let (code, body) = call(
+    expect_status(
         &erin,
         "POST",
         &bindings,
         Some(&role_binding("erin-secrets", "Role", "reads-secrets", "erin")),
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{body}");
 
     let bob = as_user(&hub, "bob-token").await;
-    let (code, body) = call(
+    post_created(
         &bob,
-        "POST",
         &bindings,
-        Some(&role_binding("bob-view", "ClusterRole", "view", "bob")),
+        &role_binding("bob-view", "ClusterRole", "view", "bob"),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
-    let (code, body) = call(
+    let body = expect_status(
         &bob,
         "POST",
         &bindings,
         Some(&role_binding("bob-admin", "ClusterRole", "cluster-admin", "bob")),
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{body}");
     assert!(
         message(&body).ends_with("get the \"bind\" verb on clusterroles \"cluster-admin\""),
         "{body}"
     );
     // bob now holds `view` in dev, so he may write Roles within it; not beyond.
-    let (code, body) = call(
+    post_created(
         &bob,
-        "POST",
         &roles,
-        Some(&role("bob-pods", json!([rule(&["get", "list"], "", &["pods"])]))),
+        &role("bob-pods", json!([rule(&["get", "list"], "", &["pods"])])),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
-    let (code, _) = call(
+    expect_status(
         &bob,
         "POST",
         &roles,
         Some(&role("bob-secrets", json!([rule(&["get"], "", &["secrets"])]))),
+        403,
     )
     .await;
-    assert_eq!(code, 403);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -276,8 +272,7 @@ async fn cluster_roles_need_the_permissions_cluster_wide() {
     let cluster_roles = rbac_path(None, "clusterroles");
     // carl reads ConfigMaps in dev only: not enough for a ClusterRole.
     let cm = cluster_role_object("cm-reader", json!([rule(&["get"], "", &["configmaps"])]));
-    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&cm)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&carl, "POST", &cluster_roles, Some(&cm), 403).await;
     assert_eq!(
         message(&body),
         "clusterroles.rbac.authorization.k8s.io \"cm-reader\" is forbidden: User \"carl\" cannot create resource \
@@ -291,8 +286,7 @@ async fn cluster_roles_need_the_permissions_cluster_wide() {
         "metadata": {"name": "aggregated"},
         "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"x": "y"}}]},
         "rules": [rule(&["create"], RBAC, &["clusterroles"])]});
-    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&aggregated)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&carl, "POST", &cluster_roles, Some(&aggregated), 403).await;
     assert!(
         message(&body).contains("must have cluster-admin privileges to use the aggregationRule"),
         "{body}"
@@ -302,14 +296,12 @@ async fn cluster_roles_need_the_permissions_cluster_wide() {
         "discovery-copy",
         json!([{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/version"]}]),
     );
-    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&discovery)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&carl, &cluster_roles, &discovery).await;
     let metrics = cluster_role_object(
         "metrics",
         json!([{"verbs": ["get"], "nonResourceURLs": ["/metrics"]}]),
     );
-    let (code, body) = call(&carl, "POST", &cluster_roles, Some(&metrics)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&carl, "POST", &cluster_roles, Some(&metrics), 403).await;
     assert!(
         message(&body).contains("(verbs [get] on non-resource URL \"/metrics\")"),
         "{body}"
@@ -323,14 +315,12 @@ async fn updates_patches_and_server_side_apply_cannot_widen_a_role() {
     let pat = as_user(&hub, "pat-token").await;
     let roles = rbac_path(Some("dev"), "roles");
     let cm = format!("{roles}/cm");
-    let (code, body) = call(
+    post_created(
         &pat,
-        "POST",
         &roles,
-        Some(&role("cm", json!([rule(&["get"], "", &["configmaps"])]))),
+        &role("cm", json!([rule(&["get"], "", &["configmaps"])])),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
 
     let widened = json!([rule(&["get"], "", &["configmaps", "secrets"])]);
     let merge = json!({"rules": widened}).to_string();
@@ -378,8 +368,7 @@ async fn updates_patches_and_server_side_apply_cannot_widen_a_role() {
     let (_, mut current) = call(&pat, "GET", &cm, None).await;
     current["rules"] = widened.clone();
     for path in [cm.clone(), format!("{cm}?dryRun=All")] {
-        let (code, body) = call(&pat, "PUT", &path, Some(&current)).await;
-        assert_eq!(code, 403, "{path}: {body}");
+        expect_status_because(&pat, "PUT", &path, Some(&current), 403, &path).await;
     }
     let (_, stored) = call(&pat, "GET", &cm, None).await;
     assert_eq!(stored["rules"], json!([rule(&["get"], "", &["configmaps"])]));
@@ -442,30 +431,29 @@ async fn namespace_admins_delegate_what_they_hold_and_admins_are_unrestricted() 
     let mut lead_admin = role_binding("lead-admin", "ClusterRole", "admin", "x");
     lead_admin["subjects"] = json!([{"kind": "ServiceAccount", "name": "lead", "namespace": "dev"}]);
     create(&hub, WS, &bindings, lead_admin).await;
-    let (code, body) = call(
+    let body = post_created(
         &a,
-        "POST",
         "/api/v1/namespaces/dev/serviceaccounts/lead/token",
-        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let lead = as_user(&hub, body["status"]["token"].as_str().unwrap()).await;
     for (name, role) in [
         ("alice-edit", "edit"),
         ("alice-view", "view"),
         ("alice-admin", "admin"),
     ] {
-        let (code, body) = call(
+        expect_status_because(
             &lead,
             "POST",
             &bindings,
             Some(&role_binding(name, "ClusterRole", role, "alice")),
+            201,
+            format!("binding {role}"),
         )
         .await;
-        assert_eq!(code, 201, "binding {role}: {body}");
     }
-    let (code, body) = call(
+    let body = expect_status(
         &lead,
         "POST",
         &bindings,
@@ -475,41 +463,35 @@ async fn namespace_admins_delegate_what_they_hold_and_admins_are_unrestricted() 
             "cluster-admin",
             "alice",
         )),
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{body}");
     assert!(
         message(&body).contains("User \"system:serviceaccount:dev:lead\""),
         "{body}"
     );
 
     // system:masters may grant anything, itself included.
-    let (code, body) = call(
+    post_created(
         &a,
-        "POST",
         &rbac_path(None, "clusterrolebindings"),
-        Some(&cluster_role_binding("alice-root", "cluster-admin", "alice")),
+        &cluster_role_binding("alice-root", "cluster-admin", "alice"),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
-    let (code, body) = call(
+    post_created(
         &a,
-        "POST",
         &bindings,
-        Some(&role_binding("missing-role", "Role", "not-yet", "alice")),
+        &role_binding("missing-role", "Role", "not-yet", "alice"),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     // ... and now alice, a cluster admin through RBAC, holds everything.
     let alice = as_user(&hub, "alice-token").await;
-    let (code, body) = call(
+    post_created(
         &alice,
-        "POST",
         &rbac_path(Some("dev"), "roles"),
-        Some(&role("anything", json!([rule(&["*"], "*", &["*"])]))),
+        &role("anything", json!([rule(&["*"], "*", &["*"])])),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,7 +11,10 @@ use common::tenants::{
     binding, ready_workspace, request_token, service_account_subject, service_account_token,
     service_account_with_role,
 };
-use common::{admin, call, client_as, create, kubeconfig_file, ok, rbac_path, token};
+use common::{
+    admin, call, client_as, create, delete_ok, expect_status, expect_status_because, get_ok, kubeconfig_file,
+    ok, post_created, rbac_path, token,
+};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -330,14 +333,14 @@ async fn denials_name_user_verb_resource_namespace_and_workspace() {
     let (hub, _dir) = hub_with_users().await;
     tenants(&hub).await;
     let alice = client_as(&hub, "root:a", token("alice-token")).await;
-    let (code, body) = call(
+    let body = expect_status(
         &alice,
         "GET",
         "/apis/apps/v1/namespaces/prod/deployments/web",
         None,
+        403,
     )
     .await;
-    assert_eq!(code, 403);
     assert_eq!(body["reason"], "Forbidden");
     assert_eq!(
         body["message"],
@@ -361,19 +364,17 @@ async fn anonymous_requests_get_401_except_health() {
     let hub = TestHub::start().await;
     let anon = client_as(&hub, "root", AuthInfo::Token(String::new())).await;
     for path in ["/api/v1/namespaces", "/version", "/apis", "/openapi/v2"] {
-        let (code, body) = call(&anon, "GET", path, None).await;
-        assert_eq!(code, 401, "{path}: {body}");
+        let body = expect_status_because(&anon, "GET", path, None, 401, &path).await;
         assert!(
             body["message"].as_str().unwrap().contains("no credentials"),
             "{body}"
         );
     }
     for path in ["/healthz", "/readyz", "/livez"] {
-        assert_eq!(call(&anon, "GET", path, None).await.0, 200, "{path}");
+        expect_status_because(&anon, "GET", path, None, 200, &path).await;
     }
     let wrong = client_as(&hub, "root", token("not-a-token")).await;
-    let (code, body) = call(&wrong, "GET", "/api/v1/namespaces", None).await;
-    assert_eq!(code, 401);
+    let body = expect_status(&wrong, "GET", "/api/v1/namespaces", None, 401).await;
     assert!(
         !body.to_string().contains("not-a-token"),
         "tokens are never echoed"
@@ -411,12 +412,11 @@ async fn service_account_token_from_one_workspace_is_refused_everywhere_else() {
     }
     let t = service_account_token(&hub, "root:a", ("default", "god")).await;
     let in_a = client_as(&hub, "root:a", token(&t)).await;
-    assert_eq!(call(&in_a, "GET", "/api/v1/secrets", None).await.0, 200);
+    get_ok(&in_a, "/api/v1/secrets").await;
     for ws in ["root:b", "root", "*"] {
         let elsewhere = client_as(&hub, ws, token(&t)).await;
         for path in ["/api/v1/secrets", "/api/v1/namespaces", "/apis"] {
-            let (code, body) = call(&elsewhere, "GET", path, None).await;
-            assert_eq!(code, 403, "{path} in {ws}: {body}");
+            expect_status_because(&elsewhere, "GET", path, None, 403, format!("{path} in {ws}")).await;
         }
     }
     let b = client_as(&hub, "root:b", token(&t)).await;
@@ -429,7 +429,7 @@ async fn service_account_token_from_one_workspace_is_refused_everywhere_else() {
     );
     // The admin reaches everything, including the wildcard.
     let admin_all = admin(&hub, "*").await;
-    assert_eq!(call(&admin_all, "GET", "/api/v1/secrets", None).await.0, 200);
+    get_ok(&admin_all, "/api/v1/secrets").await;
 }
 
 fn forge_with(
@@ -524,14 +524,11 @@ async fn service_account_tokens_expire_resist_tampering_and_die_with_their_accou
     assert_eq!(code, 404);
 
     // Deleting the ServiceAccount revokes its tokens at once.
-    let (code, _) = call(
+    delete_ok(
         &admin(&hub, "root").await,
-        "DELETE",
         "/api/v1/namespaces/default/serviceaccounts/robot",
-        None,
     )
     .await;
-    assert_eq!(code, 200);
     refused("no longer exists")(get_ns(good.clone()).await);
     // ... and a new account with the same name does not revive them.
     create(
@@ -577,8 +574,7 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
                "type": "kubernetes.io/service-account-token"}),
     )
     .await;
-    let (code, secret) = call(&a, "GET", "/api/v1/namespaces/default/secrets/legacy-token", None).await;
-    assert_eq!(code, 200);
+    let secret = get_ok(&a, "/api/v1/namespaces/default/secrets/legacy-token").await;
     let engine = base64::engine::general_purpose::STANDARD;
     let t = String::from_utf8(
         engine
@@ -596,8 +592,8 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     assert!(secret["metadata"]["annotations"]["kubernetes.io/service-account.uid"].is_string());
     // Authenticated (discovery is allowed to every authenticated user).
     let legacy = client_as(&hub, "root:a", token(&t)).await;
-    assert_eq!(call(&legacy, "GET", "/apis", None).await.0, 200);
-    assert_eq!(call(&legacy, "GET", "/api/v1/namespaces", None).await.0, 403);
+    get_ok(&legacy, "/apis").await;
+    expect_status(&legacy, "GET", "/api/v1/namespaces", None, 403).await;
 
     // TokenReview in the token's workspace says who it is...
     let (code, r) = token_review(&a, &t, json!([])).await;
@@ -621,19 +617,8 @@ async fn legacy_token_secrets_are_filled_and_token_review_verifies_tokens() {
     assert_eq!(r["status"]["authenticated"], false, "{r}");
 
     // Deleting the Secret revokes the legacy token.
-    assert_eq!(
-        call(
-            &a,
-            "DELETE",
-            "/api/v1/namespaces/default/secrets/legacy-token",
-            None
-        )
-        .await
-        .0,
-        200
-    );
-    let (code, body) = call(&legacy, "GET", "/apis", None).await;
-    assert_eq!(code, 401, "{body}");
+    delete_ok(&a, "/api/v1/namespaces/default/secrets/legacy-token").await;
+    expect_status(&legacy, "GET", "/apis", None, 401).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -646,8 +631,7 @@ async fn reviews_are_create_only_and_answer_for_the_caller() {
                "spec": {"resourceAttributes": {"verb": verb, "resource": resource, "namespace": ns}}})
     };
     let path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
-    let (code, r) = call(&alice, "POST", path, Some(&ssar("list", "configmaps", "dev"))).await;
-    assert_eq!(code, 201, "{r}");
+    let r = post_created(&alice, path, &ssar("list", "configmaps", "dev")).await;
     assert_eq!(r["status"]["allowed"], true);
     assert!(
         r["status"]["reason"]
@@ -659,19 +643,16 @@ async fn reviews_are_create_only_and_answer_for_the_caller() {
     let (_, r) = call(&alice, "POST", path, Some(&ssar("list", "configmaps", "prod"))).await;
     assert_eq!(r["status"]["allowed"], false);
     // Reviews are create-only: anything else is 405 (for whoever may ask).
-    let (code, _) = call(&admin(&hub, "root:a").await, "GET", path, None).await;
-    assert_eq!(code, 405);
-    assert_eq!(call(&alice, "GET", path, None).await.0, 403);
+    expect_status(&admin(&hub, "root:a").await, "GET", path, None, 405).await;
+    expect_status(&alice, "GET", path, None, 403).await;
 
     let rules = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "dev"}});
-    let (code, r) = call(
+    let r = post_created(
         &alice,
-        "POST",
         "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
-        Some(&rules),
+        &rules,
     )
     .await;
-    assert_eq!(code, 201, "{r}");
     let resources: Vec<Value> = r["status"]["resourceRules"].as_array().unwrap().clone();
     assert!(
         resources
@@ -692,19 +673,12 @@ async fn reviews_are_create_only_and_answer_for_the_caller() {
     let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
         "spec": {"user": "bob", "groups": ["ops"], "resourceAttributes": {"verb": "list", "group": "apps", "resource": "deployments", "namespace": "prod"}}});
     let sar_path = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
-    assert_eq!(call(&alice, "POST", sar_path, Some(&sar)).await.0, 403);
+    expect_status(&alice, "POST", sar_path, Some(&sar), 403).await;
     let (code, r) = call(&admin(&hub, "root:a").await, "POST", sar_path, Some(&sar)).await;
     assert_eq!((code, r["status"]["allowed"].clone()), (201, json!(true)), "{r}");
 
     let who = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
-    let (code, r) = call(
-        &alice,
-        "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        Some(&who),
-    )
-    .await;
-    assert_eq!(code, 201, "{r}");
+    let r = post_created(&alice, "/apis/authentication.k8s.io/v1/selfsubjectreviews", &who).await;
     assert_eq!(r["status"]["userInfo"]["username"], "alice");
 
     // Discovery lists the reviews with the create verb only.
@@ -724,8 +698,7 @@ async fn malformed_rbac_objects_are_rejected_naming_the_field() {
     let hub = TestHub::start().await;
     let a = admin(&hub, "root").await;
     let role = json!({"metadata": {"name": "bad"}, "rules": [{"verbs": [], "apiGroups": [""], "resources": ["pods"]}]});
-    let (code, body) = call(&a, "POST", &rbac_path(Some("default"), "roles"), Some(&role)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&a, "POST", &rbac_path(Some("default"), "roles"), Some(&role), 422).await;
     assert_eq!(body["details"]["causes"][0]["field"], "rules[0].verbs");
     let crb = binding(
         "ClusterRoleBinding",
@@ -734,8 +707,14 @@ async fn malformed_rbac_objects_are_rejected_naming_the_field() {
         "x",
         json!({"kind": "ServiceAccount", "name": "sa"}),
     );
-    let (code, body) = call(&a, "POST", &rbac_path(None, "clusterrolebindings"), Some(&crb)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(
+        &a,
+        "POST",
+        &rbac_path(None, "clusterrolebindings"),
+        Some(&crb),
+        422,
+    )
+    .await;
     let message = body["message"].as_str().unwrap();
     assert!(
         message.contains("roleRef.kind") && message.contains("subjects[0].namespace"),
@@ -769,7 +748,7 @@ async fn client_certificates_signed_by_the_hub_ca_authenticate() {
         },
     )
     .await;
-    assert_eq!(call(&erin, "GET", "/api/v1/namespaces", None).await.0, 200);
+    get_ok(&erin, "/api/v1/namespaces").await;
     let (cert, key) = ferry_hub::server::tls::sign_client_cert(&ca, "frank", &["qa".to_string()], 1).unwrap();
     let frank = client_as(
         &hub,
@@ -780,8 +759,7 @@ async fn client_certificates_signed_by_the_hub_ca_authenticate() {
         },
     )
     .await;
-    let (code, body) = call(&frank, "GET", "/api/v1/namespaces", None).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&frank, "GET", "/api/v1/namespaces", None, 403).await;
     assert!(body["message"].as_str().unwrap().contains("User \"frank\""));
 }
 
@@ -844,12 +822,7 @@ async fn burst_past_the_in_flight_cap_gets_429_with_retry_after_and_is_counted()
         tcp.read_exact(&mut buf).await.unwrap();
         assert_eq!(&buf, b"HTTP/1.1 201");
     }
-    assert_eq!(
-        call(&admin(&hub, "root").await, "GET", "/api/v1/namespaces", None)
-            .await
-            .0,
-        200
-    );
+    get_ok(&admin(&hub, "root").await, "/api/v1/namespaces").await;
     // Counted as kube-apiserver counts what its priority and fairness rejects.
     // (Read once the slots are free: the scrape is a request like any other.)
     let top = common::top_client_as(&hub, token(&hub.running.admin_token)).await;

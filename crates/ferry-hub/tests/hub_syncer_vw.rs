@@ -10,7 +10,10 @@
 
 mod common;
 use common::tmc::*;
-use common::{admin, call, create, eventually, rbac_path};
+use common::{
+    admin, call, create, delete_ok, eventually, eventually_status, expect_status, expect_status_because,
+    get_ok, post_created, rbac_path,
+};
 use ferry_api::workload::sync_target_key;
 use ferry_testkit::TestHub;
 use futures::StreamExt;
@@ -255,13 +258,18 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let root = w
         .client(&w.syncer_url("syncer", "east", &w.east_uid), "syncer-token")
         .await;
-    let (code, apis) = call(&root, "GET", "/apis", None).await;
-    assert_eq!(code, 200, "{apis}");
+    let apis = get_ok(&root, "/apis").await;
     assert!(apis.to_string().contains("\"apps\""), "{apis}");
-    let (code, _) = call(&root, "GET", "/api/v1/configmaps", None).await;
-    assert_eq!(code, 404, "resources need clusters/<workspace|*>");
-    let (code, core) = call(&all, "GET", "/api/v1", None).await;
-    assert_eq!(code, 200, "{core}");
+    expect_status_because(
+        &root,
+        "GET",
+        "/api/v1/configmaps",
+        None,
+        404,
+        "resources need clusters/<workspace|*>",
+    )
+    .await;
+    let core = get_ok(&all, "/api/v1").await;
     let served: Vec<&str> = core["resources"]
         .as_array()
         .unwrap()
@@ -284,8 +292,7 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     assert_eq!(cms["verbs"], json!(["get", "list", "watch", "update", "patch"]));
 
     // Lists across workspaces: east's objects only.
-    let (code, list) = call(&all, "GET", "/api/v1/configmaps", None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(&all, "/api/v1/configmaps").await;
     let listed = item_names(&list);
     assert!(
         listed.contains(&"cm-app1".to_string()) && listed.contains(&"cm-app2".to_string()),
@@ -314,15 +321,13 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
 
     // One workspace: gets of what is hidden answer as if it did not exist.
     let one = w.east("syncer", &w.app1).await;
-    let (code, _) = call(&one, "GET", "/api/v1/namespaces/work/configmaps/cm-app1", None).await;
-    assert_eq!(code, 200);
+    get_ok(&one, "/api/v1/namespaces/work/configmaps/cm-app1").await;
     for path in [
         "/api/v1/namespaces/private/configmaps/hidden",
         "/api/v1/namespaces/private/secrets/hidden",
         "/api/v1/namespaces/private/configmaps/nothing",
     ] {
-        let (code, body) = call(&one, "GET", path, None).await;
-        assert_eq!(code, 404, "{path}: {body}");
+        let body = expect_status_because(&one, "GET", path, None, 404, &path).await;
         assert!(!body.to_string().contains("hunter2"));
     }
 
@@ -390,8 +395,7 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     .await
     .expect("both configmaps of app2 leave the watch in time");
     assert!(!gone.contains("cm-app1"), "{gone:?}");
-    let (code, _) = call(&all, "GET", "/api/v1/configmaps", None).await;
-    assert_eq!(code, 200);
+    get_ok(&all, "/api/v1/configmaps").await;
 
     // Writes: the syncer's finalizer and status reach the real object.
     let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
@@ -406,11 +410,7 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     )
     .await;
     let path = "/apis/apps/v1/namespaces/work/deployments/web";
-    eventually(20, "the deployment is visible to the syncer", || async {
-        let (code, _) = call(&one, "GET", path, None).await;
-        (code == 200).then_some(())
-    })
-    .await;
+    eventually_status(20, "the deployment is visible to the syncer", &one, path, 200).await;
     let finalizer = format!("workload.kcp.io/syncer-{}", w.east);
     let (code, body) = merge_patch(&one, path, &json!({"metadata": {"finalizers": [finalizer]}})).await;
     assert_eq!(code, 200, "{body}");
@@ -426,16 +426,22 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     assert_eq!(real["metadata"]["finalizers"], json!([finalizer]));
 
     // Refused: create, delete, and touching another target's label.
-    let (code, body) = call(
+    expect_status(
         &one,
         "POST",
         "/api/v1/namespaces/work/configmaps",
         Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}})),
+        405,
     )
     .await;
-    assert_eq!(code, 405, "{body}");
-    let (code, _) = call(&one, "DELETE", "/api/v1/namespaces/work/configmaps/cm-app1", None).await;
-    assert_eq!(code, 405);
+    expect_status(
+        &one,
+        "DELETE",
+        "/api/v1/namespaces/work/configmaps/cm-app1",
+        None,
+        405,
+    )
+    .await;
     // Not even by a server-side apply of an object that does not exist.
     let req = http::Request::builder()
         .method("PATCH")
@@ -486,37 +492,34 @@ async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
                "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
     };
-    let (code, body) = call(
+    let body = expect_status(
         &up,
         "POST",
         "/api/v1/namespaces/work/pods",
         Some(&pod("bare", json!({}))),
+        400,
     )
     .await;
-    assert_eq!(code, 400, "{body}");
     let msg = body["message"].as_str().unwrap_or_default();
     assert!(msg.contains(&label) && msg.contains("Upsync"), "{msg}");
-    let (code, body) = call(
+    expect_status(
         &up,
         "POST",
         "/api/v1/namespaces/work/pods",
         Some(&pod("sync", json!({label.clone(): "Sync"}))),
+        400,
     )
     .await;
-    assert_eq!(code, 400, "{body}");
-    let (code, body) = call(
+    post_created(
         &up,
-        "POST",
         "/api/v1/namespaces/work/pods",
-        Some(&pod("up", json!({label.clone(): "Upsync"}))),
+        &pod("up", json!({label.clone(): "Upsync"})),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     // It is upstream, and the upsyncer sees it; removing the label is refused.
     get(&w.hub, "root:app1", "/api/v1/namespaces/work/pods/up").await;
     let all = w.east("upsyncer", "*").await;
-    let (code, list) = call(&all, "GET", "/api/v1/pods", None).await;
-    assert_eq!(code, 200, "{list}");
+    let list = get_ok(&all, "/api/v1/pods").await;
     assert_eq!(item_names(&list), vec!["up".to_string()]);
     let (code, body) = merge_patch(
         &up,
@@ -526,10 +529,8 @@ async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
     .await;
     assert_eq!(code, 400, "{body}");
     // The syncer view does not serve pods; the upsyncer serves no configmaps.
-    let (code, _) = call(&w.east("syncer", "*").await, "GET", "/api/v1/pods", None).await;
-    assert_eq!(code, 404);
-    let (code, _) = call(&all, "GET", "/api/v1/configmaps", None).await;
-    assert_eq!(code, 404);
+    expect_status(&w.east("syncer", "*").await, "GET", "/api/v1/pods", None, 404).await;
+    expect_status(&all, "GET", "/api/v1/configmaps", None, 404).await;
     // A pod nobody labelled is not the upsyncer's to see or delete.
     create(
         &w.hub,
@@ -538,10 +539,8 @@ async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
         pod("users", json!({})),
     )
     .await;
-    let (code, _) = call(&up, "DELETE", "/api/v1/namespaces/work/pods/users", None).await;
-    assert_eq!(code, 404);
-    let (code, _) = call(&up, "DELETE", "/api/v1/namespaces/work/pods/up", None).await;
-    assert_eq!(code, 200);
+    expect_status(&up, "DELETE", "/api/v1/namespaces/work/pods/users", None, 404).await;
+    delete_ok(&up, "/api/v1/namespaces/work/pods/up").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -551,14 +550,12 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
     let configmaps = "/api/v1/configmaps";
 
     // A ServiceAccount token of a workspace whose objects east syncs.
-    let (code, sa) = call(
+    let sa = post_created(
         &admin(hub, "root:app1").await,
-        "POST",
         "/api/v1/namespaces/default/serviceaccounts/default/token",
-        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
     )
     .await;
-    assert_eq!(code, 201, "{sa}");
     let sa_token = sa["status"]["token"].as_str().unwrap().to_string();
 
     let east = w.syncer_url("syncer", "east", &w.east_uid);
@@ -574,8 +571,15 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
                 (ghost.replace("/syncer/", &format!("/{kind}/")), "ghost"),
             ] {
                 let c = w.client(&format!("{url}/clusters/*"), token).await;
-                let (code, body) = call(&c, "GET", configmaps, None).await;
-                assert_eq!(code, 403, "{who} on {kind} {what}: {body}");
+                let body = expect_status_because(
+                    &c,
+                    "GET",
+                    configmaps,
+                    None,
+                    403,
+                    format!("{who} on {kind} {what}"),
+                )
+                .await;
                 assert!(!body.to_string().contains("cm-app1"));
                 refusals.push((
                     who,
@@ -597,24 +601,21 @@ async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
             "syncer-token",
         )
         .await;
-    let (code, _) = call(&c, "GET", configmaps, None).await;
-    assert_eq!(code, 403, "another target's view");
+    expect_status_because(&c, "GET", configmaps, None, 403, "another target's view").await;
     let c = w
         .client(
             &format!("{}/clusters/*", w.syncer_url("syncer", "east", &w.west_uid)),
             "syncer-token",
         )
         .await;
-    let (code, body) = call(&c, "GET", configmaps, None).await;
-    assert_eq!(code, 404, "{body}");
+    let body = expect_status(&c, "GET", configmaps, None, 404).await;
     assert!(
         !body.to_string().contains(&w.east_uid),
         "the real uid is not told: {body}"
     );
     // Unauthenticated.
     let c = w.client(&format!("{east}/clusters/*"), "no-such-token").await;
-    let (code, _) = call(&c, "GET", configmaps, None).await;
-    assert_eq!(code, 401);
+    expect_status(&c, "GET", configmaps, None, 401).await;
 
     // Path tricks, as east's own syncer and as a stranger.
     let base = format!("/services/syncer/{}/east/{}", w.loc, w.east_uid);
@@ -671,14 +672,15 @@ async fn a_syncer_posts_events_only_about_objects_scheduled_to_its_target() {
                "message": "ConfigMap \"cm-app1\" is invalid: metadata.annotations: Too long"})
     };
     let app1 = w.east("syncer", &w.app1).await;
-    let (code, posted) = call(
+    let posted = expect_status_because(
         &app1,
         "POST",
         "/api/v1/namespaces/work/events",
         Some(&event("work", "ConfigMap", "cm-app1")),
+        201,
+        "about a scheduled object",
     )
     .await;
-    assert_eq!(code, 201, "about a scheduled object: {posted}");
     // The owner sees it in their workspace.
     let name = posted["metadata"]["name"].as_str().unwrap();
     let seen = get(
@@ -696,14 +698,15 @@ async fn a_syncer_posts_events_only_about_objects_scheduled_to_its_target() {
         ("private", "Secret", "hidden"),
         ("work", "ConfigMap", "no-such"),
     ] {
-        let (code, answer) = call(
+        let answer = expect_status_because(
             &app1,
             "POST",
             &format!("/api/v1/namespaces/{ns}/events"),
             Some(&event(ns, kind, object)),
+            403,
+            format!("{ns}/{object}"),
         )
         .await;
-        assert_eq!(code, 403, "{ns}/{object}: {answer}");
         assert!(
             answer["message"]
                 .as_str()
@@ -715,34 +718,42 @@ async fn a_syncer_posts_events_only_about_objects_scheduled_to_its_target() {
     // In namespace private, about work's scheduled ConfigMap.
     let mut elsewhere = event("private", "ConfigMap", "cm-app1");
     elsewhere["involvedObject"]["namespace"] = json!("work");
-    let (code, _) = call(
+    expect_status_because(
         &app1,
         "POST",
         "/api/v1/namespaces/private/events",
         Some(&elsewhere),
+        403,
+        "an Event about another namespace's object",
     )
     .await;
-    assert_eq!(code, 403, "an Event about another namespace's object");
     // root:app3's objects are west's: its workspace may use root:loc, but
     // nothing there is scheduled to east.
     let app3 = w.east("syncer", "root:app3").await;
-    let (code, answer) = call(
+    expect_status_because(
         &app3,
         "POST",
         "/api/v1/namespaces/work/events",
         Some(&event("work", "ConfigMap", "cm-app3")),
+        403,
+        "an Event about west's object",
     )
     .await;
-    assert_eq!(code, 403, "an Event about west's object: {answer}");
 
     // Nothing is readable or rewritable through the view: create is its one
     // verb, and no Event is visible there, not even the one just posted.
-    let (code, answer) = call(&app1, "GET", "/api/v1/namespaces/work/events", None).await;
-    assert_eq!(code, 405, "a list: {answer}");
+    expect_status_because(
+        &app1,
+        "GET",
+        "/api/v1/namespaces/work/events",
+        None,
+        405,
+        "a list",
+    )
+    .await;
     let path = format!("/api/v1/namespaces/work/events/{name}");
     for (method, body) in [("GET", None), ("PUT", Some(&posted)), ("DELETE", None)] {
-        let (code, answer) = call(&app1, method, &path, body).await;
-        assert_eq!(code, 404, "{method} {path}: {answer}");
+        expect_status_because(&app1, method, &path, body, 404, format!("{method} {path}")).await;
     }
 }
 
@@ -785,7 +796,7 @@ async fn import_roles(hub: &TestHub, target: &str) {
 
 /// A Role `name` in `ns` of workspace `ws`, written by `c`.
 async fn role(c: &kube::Client, ns: &str, name: &str) {
-    let (code, body) = call(
+    expect_status_because(
         c,
         "POST",
         &rbac_path(Some(ns), "roles"),
@@ -794,16 +805,17 @@ async fn role(c: &kube::Client, ns: &str, name: &str) {
                      "metadata": {"name": name},
                      "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
         ),
+        201,
+        format!("Role {ns}/{name}"),
     )
     .await;
-    assert_eq!(code, 201, "Role {ns}/{name}: {body}");
 }
 
 /// CustomTransform `name` (dropping Deployments' `spec.paused`), written by `c`
 /// in its workspace after installing the CRDs there.
 async fn custom_transform(c: &kube::Client, name: &str) {
     common::tenants::install_ferry_crds(c).await;
-    let (code, body) = call(
+    expect_status_because(
         c,
         "POST",
         "/apis/control.kubestellar.io/v1alpha1/customtransforms",
@@ -812,9 +824,10 @@ async fn custom_transform(c: &kube::Client, name: &str) {
                      "metadata": {"name": name},
                      "spec": {"apiGroup": "apps", "resource": "deployments", "remove": ["$.spec.paused"]}}),
         ),
+        201,
+        format!("CustomTransform {name}"),
     )
     .await;
-    assert_eq!(code, 201, "CustomTransform {name}: {body}");
 }
 
 /// The world, plus: east's syncer imported Roles; root:app1 (placed on east) has
@@ -866,8 +879,7 @@ async fn rbac_world() -> (World, String) {
 
 /// Names of what east's syncer lists at `path` across every workspace.
 async fn east_lists(w: &World, path: &str) -> Vec<String> {
-    let (code, list) = call(&w.east("syncer", "*").await, "GET", path, None).await;
-    assert_eq!(code, 200, "{path}: {list}");
+    let list = expect_status_because(&w.east("syncer", "*").await, "GET", path, None, 200, &path).await;
     item_names(&list)
 }
 
@@ -889,8 +901,7 @@ async fn a_syncer_that_imported_roles_reads_the_scheduled_roles_and_transforms_o
     .await;
     assert!(!listed.contains(&"app1-private".to_string()), "{listed:?}");
     let one = w.east("syncer", &w.app1).await;
-    let (code, body) = call(&one, "GET", &rbac_path(Some("work"), "roles/app1-role"), None).await;
-    assert_eq!(code, 200, "{body}");
+    let body = get_ok(&one, &rbac_path(Some("work"), "roles/app1-role")).await;
     assert_eq!(states(&body).get(&w.east).map(String::as_str), Some("Sync"));
 
     let transforms = "/apis/control.kubestellar.io/v1alpha1/customtransforms";
@@ -998,8 +1009,7 @@ async fn a_stale_write_through_the_syncer_view_conflicts_before_the_write_rules_
     let w = world().await;
     let path = "/api/v1/namespaces/work/configmaps/cm-app1";
     let one = w.east("syncer", &w.app1).await;
-    let (code, seen) = call(&one, "GET", path, None).await;
-    assert_eq!(code, 200, "{seen}");
+    let seen = get_ok(&one, path).await;
     // The owner changes the object: what the syncer read is now stale.
     admin_patch(
         &w.hub,
@@ -1014,12 +1024,26 @@ async fn a_stale_write_through_the_syncer_view_conflicts_before_the_write_rules_
         obj["metadata"]["labels"][&west] = json!("Sync");
         obj
     };
-    let (code, body) = call(&one, "PUT", path, Some(&refused(seen))).await;
-    assert_eq!(code, 409, "a stale write is a conflict first: {body}");
+    let body = expect_status_because(
+        &one,
+        "PUT",
+        path,
+        Some(&refused(seen)),
+        409,
+        "a stale write is a conflict first",
+    )
+    .await;
     assert_eq!(body["reason"], "Conflict", "{body}");
 
     let (_, fresh) = call(&one, "GET", path, None).await;
-    let (code, body) = call(&one, "PUT", path, Some(&refused(fresh))).await;
-    assert_eq!(code, 403, "a current write meets the rules: {body}");
+    let body = expect_status_because(
+        &one,
+        "PUT",
+        path,
+        Some(&refused(fresh)),
+        403,
+        "a current write meets the rules",
+    )
+    .await;
     assert_eq!(body["reason"], "Forbidden", "{body}");
 }

@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::tenants::{bind_cluster_role, cluster_role};
-use common::{admin, call, client_as, create, eventually, token};
+use common::{
+    admin, call, client_as, create, eventually, eventually_status, expect_status, expect_status_because,
+    get_ok, post_created, put_ok, token,
+};
 use ferry_api::workload::{sync_target_key, SyncTarget};
 use ferry_testkit::TestHub;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -180,8 +183,7 @@ spec:
         "metadata": {"name": "nodes"},
         "spec": {"resource": {"group": "", "version": "v1", "resource": "nodes"},
                  "availableSelectorLabels": [{"key": "bad key!", "values": []}]}});
-    let (code, body) = call(&client, "POST", LOCATIONS, Some(&bad_location)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", LOCATIONS, Some(&bad_location), 422).await;
     let msg = body["message"].as_str().unwrap_or_default();
     assert!(
         msg.contains("spec.resource") && msg.contains("synctargets"),
@@ -194,8 +196,7 @@ spec:
         "metadata": {"name": "bad"},
         "spec": {"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Sideways"}]},
                  "locationWorkspace": "Root/Org"}});
-    let (code, body) = call(&client, "POST", PLACEMENTS, Some(&bad_placement)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", PLACEMENTS, Some(&bad_placement), 422).await;
     let msg = body["message"].as_str().unwrap_or_default();
     assert!(
         msg.contains("spec.namespaceSelector") && msg.contains("spec.locationWorkspace"),
@@ -205,8 +206,7 @@ spec:
     let bad_import = json!({"apiVersion": "apiresource.kcp.io/v1alpha1", "kind": "APIResourceImport",
         "metadata": {"name": "x"}, "spec": {"groupVersion": {"version": "v1"}, "scope": "Somewhere",
         "plural": "xs", "kind": "X"}});
-    let (code, body) = call(&client, "POST", IMPORTS, Some(&bad_import)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", IMPORTS, Some(&bad_import), 422).await;
     let msg = body["message"].as_str().unwrap_or_default();
     assert!(
         msg.contains("spec.location") && msg.contains("spec.scope") && msg.contains("spec.openAPIV3Schema"),
@@ -214,8 +214,7 @@ spec:
     );
 
     let bad_target = sync_target("west", json!([{"path": "root:compute"}]));
-    let (code, body) = call(&client, "POST", TARGETS, Some(&bad_target)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", TARGETS, Some(&bad_target), 422).await;
     assert!(
         body["message"]
             .as_str()
@@ -226,8 +225,7 @@ spec:
     // The schema checks types.
     let wrong_type = json!({"apiVersion": "workload.kcp.io/v1alpha1", "kind": "SyncTarget",
         "metadata": {"name": "north"}, "spec": {"unschedulable": "yes"}});
-    let (code, body) = call(&client, "POST", TARGETS, Some(&wrong_type)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", TARGETS, Some(&wrong_type), 422).await;
     assert!(
         body["message"]
             .as_str()
@@ -388,8 +386,7 @@ async fn a_heartbeat_makes_the_target_ready_and_a_stale_one_unhealthy() {
         "lastTransitionTime": ferry_api::timestamp::now()}),
     );
     st["status"]["conditions"] = json!(conditions);
-    let (code, body) = call(&client, "PUT", &format!("{path}/status"), Some(&st)).await;
-    assert_eq!(code, 200, "{body}");
+    put_ok(&client, &format!("{path}/status"), &st).await;
     let st = wait_for(&hub, "root:org", &path, "Ready False for SyncerAuthorized", |o| {
         condition(o, "Ready").is_some_and(|c| c["reason"] == "SyncerUnauthorized")
     })
@@ -726,8 +723,7 @@ async fn a_user_without_rights_cannot_read_or_write_sync_targets() {
     .await;
     bind_cluster_role(&hub, "root:org", "alice-reads", "st-reader", "alice").await;
     let alice = client_as(&hub, "root:org", token("alice-token")).await;
-    let (code, body) = call(&alice, "GET", &format!("{TARGETS}/east"), None).await;
-    assert_eq!(code, 200, "{body}");
+    get_ok(&alice, &format!("{TARGETS}/east")).await;
     // Reading is not writing: no heartbeat, no status, no spec for alice.
     let hb = json!({"status": {"lastSyncerHeartbeatTime": ferry_api::timestamp::now()}});
     let (code, _) = call_merge(&alice, &format!("{TARGETS}/east/status"), &hb).await;
@@ -760,15 +756,21 @@ async fn a_user_without_rights_cannot_read_or_write_sync_targets() {
             )),
         ),
     ] {
-        let (code, resp) = call(&mallory, method, &path, body.as_ref()).await;
-        assert_eq!(code, 403, "mallory {method} {path}: {resp}");
+        expect_status_because(
+            &mallory,
+            method,
+            &path,
+            body.as_ref(),
+            403,
+            format!("mallory {method} {path}"),
+        )
+        .await;
     }
     let (code, _) = call_merge(&mallory, &format!("{TARGETS}/east/status"), &hb).await;
     assert_eq!(code, 403);
     // Not through the all-workspaces view either.
     let everywhere = client_as(&hub, "*", token("mallory-token")).await;
-    let (code, _) = call(&everywhere, "GET", TARGETS, None).await;
-    assert_eq!(code, 403);
+    expect_status(&everywhere, "GET", TARGETS, None, 403).await;
     // The target is unharmed and never saw mallory's heartbeat.
     let (_, st) = call(
         &admin(&hub, "root:org").await,
@@ -815,14 +817,7 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
             )),
             "{name}"
         );
-        let (code, s) = call(
-            &compute,
-            "GET",
-            &format!("{APIS}/apiresourceschemas/{name}"),
-            None,
-        )
-        .await;
-        assert_eq!(code, 200, "{s}");
+        let s = get_ok(&compute, &format!("{APIS}/apiresourceschemas/{name}")).await;
         if resource == "deployments" {
             let v = &s["spec"]["versions"][0];
             assert_eq!(
@@ -848,8 +843,7 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
     let alice = client_as(&hub, "root:app", token("alice-token")).await;
     let binding = json!({"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIBinding", "metadata": {"name": "kubernetes"},
         "spec": {"reference": {"export": {"path": "root:compute", "name": "kubernetes"}}}});
-    let (code, body) = call(&alice, "POST", &format!("{APIS}/apibindings"), Some(&binding)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&alice, &format!("{APIS}/apibindings"), &binding).await;
     let b = wait_for(
         &hub,
         "root:app",
@@ -874,14 +868,11 @@ async fn root_compute_exports_kubernetes_and_binding_to_it_is_bound_with_built_i
     )
     .await;
     assert_eq!(made["spec"]["revisionHistoryLimit"], 10, "{made}");
-    let (code, _) = call(
+    get_ok(
         &admin(&hub, "root:app").await,
-        "GET",
         "/apis/apps/v1/namespaces/default/deployments/kuard/scale",
-        None,
     )
     .await;
-    assert_eq!(code, 200);
 
     // A SyncTarget supporting root:compute:kubernetes lists the three, and a
     // syncer importing the same Deployment schema (what a Ferry hub standing
@@ -1042,15 +1033,12 @@ async fn imports_no_export_serves_are_published_as_imported_apis_and_can_be_boun
         },
     )
     .await;
-    eventually(20, "the old schema deleted", || async {
-        let (code, _) = call(
-            &admin(&hub, "root:org").await,
-            "GET",
-            &format!("{APIS}/apiresourceschemas/{first_schema}"),
-            None,
-        )
-        .await;
-        (code == 404).then_some(())
-    })
+    eventually_status(
+        20,
+        "the old schema deleted",
+        &admin(&hub, "root:org").await,
+        &format!("{APIS}/apiresourceschemas/{first_schema}"),
+        404,
+    )
     .await;
 }

@@ -25,7 +25,7 @@ use common::edge::{
 };
 use common::tenants::{bind_cluster_role, cluster_role, Tenants};
 use common::tmc::*;
-use common::{admin, call, client};
+use common::{admin, call, client, expect_status, expect_status_because};
 use ferry_api::workload::sync_target_key;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -291,8 +291,15 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
         let mal = mal.clone();
         let path = path.to_string();
         async move {
-            let (code, out) = call(&mal, "POST", &path, Some(&obj)).await;
-            assert_eq!(code, 201, "mal creating {path}: {out}");
+            expect_status_because(
+                &mal,
+                "POST",
+                &path,
+                Some(&obj),
+                201,
+                format!("mal creating {path}"),
+            )
+            .await;
         }
     };
     let mut steal = placement_object("steal", "root:loc", json!([{}]), workload.clone());
@@ -352,22 +359,22 @@ async fn a_tenant_on_the_same_sync_target_with_a_same_named_object_neither_reads
 
     // mal cannot read the victim's, nor make its own object report as another target.
     let mal_at_app = t.client_as("mal", "root:app").await;
-    let (code, out) = call(
+    expect_status(
         &mal_at_app,
         "GET",
         "/apis/control.kubestellar.io/v1alpha1/namespaces/shop/combinedstatuses",
         None,
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{out}");
-    let (code, out) = call(
+    expect_status(
         &mal_at_app,
         "GET",
         "/apis/control.kubestellar.io/v1alpha1/combinedstatuses",
         None,
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{out}");
     let forged = ferry_api::well_known::workload_status_annotation(&florin);
     let (code, out) = merge_patch(
         &mal,

@@ -12,7 +12,9 @@
 mod common;
 use common::tenants::{bind_cluster_role, cluster_role, Tenants, RBAC};
 use common::tmc::*;
-use common::{admin, call, create, eventually, rbac_path};
+use common::{
+    admin, call, create, delete_ok, eventually, expect_status, get_ok, post_created, put_ok, rbac_path,
+};
 use ferry_api::workload::sync_target_key;
 use serde_json::{json, Value};
 
@@ -91,8 +93,7 @@ impl World {
     /// What east's syncer view lists of `resource` across every workspace.
     async fn east_sees(&self, resource: &str) -> Vec<String> {
         let view = sync_view(&self.t.hub, "syncer", &self.victim, "east", &self.east_uid, "*").await;
-        let (code, list) = call(&view, "GET", &format!("/api/v1/{resource}"), None).await;
-        assert_eq!(code, 200, "{list}");
+        let list = get_ok(&view, &format!("/api/v1/{resource}")).await;
         item_names(&list)
     }
 
@@ -111,14 +112,7 @@ impl World {
                 json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"p": "x"}}),
             ),
         ] {
-            let (code, body) = call(
-                &c,
-                "POST",
-                &format!("/api/v1/namespaces/work/{resource}"),
-                Some(&obj),
-            )
-            .await;
-            assert_eq!(code, 201, "{body}");
+            post_created(&c, &format!("/api/v1/namespaces/work/{resource}"), &obj).await;
         }
     }
 }
@@ -239,8 +233,7 @@ async fn a_granted_placement_schedules_and_revoking_the_grant_unschedules() {
     // Revoked: the namespace and its objects leave east, the view empties,
     // and the Placement says what one to a missing workspace says.
     let binding = rbac_path(None, "clusterrolebindings/mal-binds");
-    let (code, body) = call(&admin(&w.t.hub, VICTIM).await, "DELETE", &binding, None).await;
-    assert_eq!(code, 200, "{body}");
+    delete_ok(&admin(&w.t.hub, VICTIM).await, &binding).await;
     let off = |o: &Value| states(o).is_empty();
     wait_for(
         &w.t.hub,
@@ -313,8 +306,7 @@ async fn nobody_but_the_hub_sets_scheduling_labels_by_hand() {
     // A tenant's cluster-admin labelling its own namespace or ConfigMap for east.
     let ns = json!({"apiVersion": "v1", "kind": "Namespace",
                     "metadata": {"name": "sneak", "labels": {state.clone(): "Sync"}}});
-    let (code, body) = call(&mal, "POST", "/api/v1/namespaces", Some(&ns)).await;
-    assert_eq!(code, 403, "{body}");
+    let body = expect_status(&mal, "POST", "/api/v1/namespaces", Some(&ns), 403).await;
     assert!(
         message(&body).contains(&state) && message(&body).contains("scheduler"),
         "{body}"
@@ -322,8 +314,7 @@ async fn nobody_but_the_hub_sets_scheduling_labels_by_hand() {
     namespace(&w.t.hub, "root:mal", "solo", json!({})).await;
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": "sneak", "labels": {state.clone(): "Sync"}}});
-    let (code, body) = call(&mal, "POST", "/api/v1/namespaces/solo/configmaps", Some(&cm)).await;
-    assert_eq!(code, 403, "{body}");
+    expect_status(&mal, "POST", "/api/v1/namespaces/solo/configmaps", Some(&cm), 403).await;
     configmap(&w.t.hub, "root:mal", "solo", "plain").await;
     let (code, body) = merge_patch(
         &mal,
@@ -367,14 +358,14 @@ async fn nobody_but_the_hub_sets_scheduling_labels_by_hand() {
         "spec": {"selector": {"matchLabels": {"app": "d"}},
                  "template": {"metadata": {"labels": {"app": "d"}},
                               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
-    let (code, body) = call(
+    let body = expect_status(
         &bob,
         "POST",
         "/apis/apps/v1/namespaces/solo/deployments",
         Some(&deployment),
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{body}");
     assert!(message(&body).contains(&state), "{body}");
 
     // Nothing reached east.
@@ -385,21 +376,18 @@ async fn nobody_but_the_hub_sets_scheduling_labels_by_hand() {
     let (code, body) = workload_namespace_as(&mal, "work").await;
     assert_eq!(code, 201, "{body}");
     let cm_path = "/api/v1/namespaces/work/configmaps/cm";
-    let (code, body) = call(
+    post_created(
         &mal,
-        "POST",
         "/api/v1/namespaces/work/configmaps",
-        Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}})),
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let mut labelled = wait_for(&w.t.hub, "root:mal", cm_path, "cm on east", |o| {
         !states(o).is_empty()
     })
     .await;
     labelled["data"] = json!({"k": "edited"});
-    let (code, body) = call(&mal, "PUT", cm_path, Some(&labelled)).await;
-    assert_eq!(code, 200, "{body}");
+    let body = put_ok(&mal, cm_path, &labelled).await;
     assert_eq!(states(&body), states(&labelled));
     let (code, body) = merge_patch(
         &mal,

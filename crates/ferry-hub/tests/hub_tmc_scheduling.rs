@@ -10,7 +10,7 @@
 
 mod common;
 use common::tmc::*;
-use common::{admin, call, create, eventually, ok};
+use common::{admin, create, delete_ok, eventually, ok, post_created};
 use ferry_api::workload::sync_target_key;
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
@@ -143,17 +143,13 @@ async fn a_placement_spreads_namespaces_over_targets_and_their_objects_follow() 
     )
     .await;
     assert_eq!(states(&early), [(key0.clone(), "Sync".to_string())].into());
-    let (code, body) = call(
+    post_created(
         &admin(hub, "root:app").await,
-        "POST",
         "/api/v1/namespaces/ns-0/pods",
-        Some(
-            &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
-        ),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     create(
         hub,
         "root:app",
@@ -381,14 +377,7 @@ async fn an_object_deleted_upstream_stays_until_its_syncer_lets_go() {
         json!({"metadata": {"finalizers": [finalizer]}}),
     )
     .await;
-    let (code, body) = call(
-        &admin(hub, "root:app").await,
-        "DELETE",
-        &cm_path("work", "cm"),
-        None,
-    )
-    .await;
-    assert_eq!(code, 200, "{body}");
+    delete_ok(&admin(hub, "root:app").await, &cm_path("work", "cm")).await;
     let cm = wait_for(
         hub,
         "root:app",

@@ -8,7 +8,7 @@ mod common;
 
 use common::edge::*;
 use common::tenants::{bind_cluster_role, install_ferry_crds, Tenants};
-use common::{call, client, eventually};
+use common::{client, eventually, expect_status, post_created};
 use ferry_api::well_known::OWNED_DOWNSTREAM_ANNOTATION;
 use ferry_hub::controllers::placement::transform::TRANSFORMED_BY_ANNOTATION;
 use ferry_testkit::TestHub;
@@ -164,8 +164,7 @@ async fn a_bad_transform_path_is_refused_naming_the_path_and_the_fix() {
     install_ferry_crds(&alice).await;
     let mut bad = strip_placement_details("bad");
     bad["spec"]["remove"] = json!(["$.spec.replicas", "$.spec.containers[x]"]);
-    let (code, status) = call(&alice, "POST", TRANSFORMS, Some(&bad)).await;
-    assert_eq!(code, 422, "{status}");
+    let status = expect_status(&alice, "POST", TRANSFORMS, Some(&bad), 422).await;
     let message = status["message"].as_str().unwrap();
     assert!(message.contains("spec.remove[1]"), "{message}");
     assert!(message.contains("$.spec.containers[x]"), "{message}");
@@ -177,8 +176,7 @@ async fn a_bad_transform_path_is_refused_naming_the_path_and_the_fix() {
     let mut identity = strip_placement_details("identity");
     identity["spec"]["ownedDownstream"] =
         json!([{"condition": "Sometimes", "jsonPaths": ["$.metadata.name"]}]);
-    let (code, status) = call(&alice, "POST", TRANSFORMS, Some(&identity)).await;
-    assert_eq!(code, 422, "{status}");
+    let status = expect_status(&alice, "POST", TRANSFORMS, Some(&identity), 422).await;
     let message = status["message"].as_str().unwrap();
     assert!(message.contains("spec.ownedDownstream[0].condition"), "{message}");
     assert!(
@@ -188,10 +186,8 @@ async fn a_bad_transform_path_is_refused_naming_the_path_and_the_fix() {
 
     let mut many = strip_placement_details("many");
     many["spec"]["remove"] = json!((0..65).map(|i| format!("$.spec.f{i}")).collect::<Vec<_>>());
-    let (code, status) = call(&alice, "POST", TRANSFORMS, Some(&many)).await;
-    assert_eq!(code, 422, "{status}");
+    let status = expect_status(&alice, "POST", TRANSFORMS, Some(&many), 422).await;
     assert!(status["message"].as_str().unwrap().contains("spec.remove"));
 
-    let (code, status) = call(&alice, "POST", TRANSFORMS, Some(&strip_placement_details("good"))).await;
-    assert_eq!(code, 201, "{status}");
+    post_created(&alice, TRANSFORMS, &strip_placement_details("good")).await;
 }

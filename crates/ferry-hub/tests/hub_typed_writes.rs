@@ -7,8 +7,9 @@ mod common;
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
-use common::call;
-use common::ok;
+use common::{
+    call, delete_ok, eventually_status, expect_status, expect_status_because, ok, post_created, put_ok,
+};
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
@@ -63,8 +64,7 @@ async fn a_new_pod_is_pending_with_its_qos_class() {
                      "spec": {"containers": [{"name": "c", "image": "busybox:1.36",
                                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
                                "ports": [{"containerPort": 8080}]}]}});
-    let (code, created) = call(&client, "POST", "/api/v1/namespaces/default/pods", Some(&pod)).await;
-    assert_eq!(code, 201, "{created}");
+    let created = post_created(&client, "/api/v1/namespaces/default/pods", &pod).await;
     assert_eq!(created["status"]["phase"], "Pending");
     assert_eq!(created["status"]["qosClass"], "Guaranteed");
     let c = &created["spec"]["containers"][0];
@@ -87,19 +87,18 @@ async fn a_new_pod_is_pending_with_its_qos_class() {
     // Only images (and a few fields) change on a pod.
     let mut changed = created.clone();
     changed["spec"]["containers"][0]["env"] = json!([{"name": "A", "value": "b"}]);
-    let (code, body) = call(
+    let body = expect_status(
         &client,
         "PUT",
         "/api/v1/namespaces/default/pods/p",
         Some(&changed),
+        422,
     )
     .await;
-    assert_eq!(code, 422, "{body}");
     assert_eq!(body["details"]["causes"][0]["field"], "spec", "{body}");
     let mut image = created.clone();
     image["spec"]["containers"][0]["image"] = json!("busybox:1.37");
-    let (code, body) = call(&client, "PUT", "/api/v1/namespaces/default/pods/p", Some(&image)).await;
-    assert_eq!(code, 200, "{body}");
+    put_ok(&client, "/api/v1/namespaces/default/pods/p", &image).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -112,8 +111,7 @@ async fn a_pod_with_ephemeral_containers_is_refused_on_create_as_kube_does() {
                          "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}});
     let mut copy = pod.clone();
     copy["spec"]["ephemeralContainers"] = debug.clone();
-    let (code, body) = call(&client, "POST", pods, Some(&copy)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", pods, Some(&copy), 422).await;
     assert_eq!(
         body["message"],
         "Pod \"debugged\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create"
@@ -121,18 +119,15 @@ async fn a_pod_with_ephemeral_containers_is_refused_on_create_as_kube_does() {
 
     // The positive twin: created without them, the pod takes them through
     // its ephemeralcontainers subresource.
-    let (code, created) = call(&client, "POST", pods, Some(&pod)).await;
-    assert_eq!(code, 201, "{created}");
+    let created = post_created(&client, pods, &pod).await;
     pod = created;
     pod["spec"]["ephemeralContainers"] = debug;
-    let (code, body) = call(
+    let body = put_ok(
         &client,
-        "PUT",
         "/api/v1/namespaces/default/pods/debugged/ephemeralcontainers",
-        Some(&pod),
+        &pod,
     )
     .await;
-    assert_eq!(code, 200, "{body}");
     assert_eq!(body["spec"]["ephemeralContainers"][0]["name"], "debug", "{body}");
 }
 
@@ -143,14 +138,7 @@ async fn a_pod_carrying_another_priority_than_its_class_gives_is_refused_as_kube
     let pods = "/api/v1/namespaces/default/pods";
     let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                        "metadata": {"name": "high"}, "value": 1000});
-    let (code, body) = call(
-        &client,
-        "POST",
-        "/apis/scheduling.k8s.io/v1/priorityclasses",
-        Some(&class),
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&client, "/apis/scheduling.k8s.io/v1/priorityclasses", &class).await;
     let pod = |name: &str, spec: Value| {
         let mut spec = spec;
         spec["containers"] = json!([{"name": "c", "image": "nginx:1.27"}]);
@@ -158,7 +146,7 @@ async fn a_pod_carrying_another_priority_than_its_class_gives_is_refused_as_kube
     };
 
     // A copy from a cluster whose class "high" is worth 7.
-    let (code, body) = call(
+    let body = expect_status(
         &client,
         "POST",
         pods,
@@ -166,22 +154,22 @@ async fn a_pod_carrying_another_priority_than_its_class_gives_is_refused_as_kube
             "copied",
             json!({"priorityClassName": "high", "priority": 7}),
         )),
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{body}");
     assert_eq!(
         body["message"],
         "pods \"copied\" is forbidden: the integer value of priority (7) must not be provided in pod spec; priority admission controller computed 1000 from the given PriorityClass name"
     );
-    let (code, body) = call(
+    expect_status(
         &client,
         "POST",
         pods,
         Some(&pod("unclassed", json!({"priority": 5}))),
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{body}");
-    let (code, body) = call(
+    let body = expect_status(
         &client,
         "POST",
         pods,
@@ -189,9 +177,9 @@ async fn a_pod_carrying_another_priority_than_its_class_gives_is_refused_as_kube
             "policy",
             json!({"priorityClassName": "high", "preemptionPolicy": "Never"}),
         )),
+        403,
     )
     .await;
-    assert_eq!(code, 403, "{body}");
     assert!(
         body["message"]
             .as_str()
@@ -206,8 +194,7 @@ async fn a_pod_carrying_another_priority_than_its_class_gives_is_refused_as_kube
         ("plain", json!({"priorityClassName": "high"})),
         ("zero", json!({"priority": 0})),
     ] {
-        let (code, body) = call(&client, "POST", pods, Some(&pod(name, spec))).await;
-        assert_eq!(code, 201, "{name}: {body}");
+        expect_status_because(&client, "POST", pods, Some(&pod(name, spec)), 201, &name).await;
     }
 }
 
@@ -224,14 +211,7 @@ async fn services_get_unique_cluster_ips_and_node_ports_from_their_ranges() {
     let path = "/api/v1/namespaces/default/services";
     let mut ips = HashSet::new();
     for i in 0..5 {
-        let (code, s) = call(
-            &client,
-            "POST",
-            path,
-            Some(&service(&format!("s{i}"), "ClusterIP")),
-        )
-        .await;
-        assert_eq!(code, 201, "{s}");
+        let s = post_created(&client, path, &service(&format!("s{i}"), "ClusterIP")).await;
         let ip: Ipv4Addr = s["spec"]["clusterIP"]
             .as_str()
             .expect("clusterIP")
@@ -254,8 +234,7 @@ async fn services_get_unique_cluster_ips_and_node_ports_from_their_ranges() {
             json!({"port": 80, "protocol": "TCP", "targetPort": 80})
         );
     }
-    let (code, s) = call(&client, "POST", path, Some(&service("np", "NodePort"))).await;
-    assert_eq!(code, 201, "{s}");
+    let s = post_created(&client, path, &service("np", "NodePort")).await;
     let node_port = s["spec"]["ports"][0]["nodePort"].as_u64().expect("nodePort");
     assert!((30000..=32767).contains(&node_port), "{node_port}");
 
@@ -263,8 +242,7 @@ async fn services_get_unique_cluster_ips_and_node_ports_from_their_ranges() {
     let taken = ips.iter().next().expect("an IP").to_string();
     let mut dup = service("dup", "ClusterIP");
     dup["spec"]["clusterIP"] = json!(taken);
-    let (code, body) = call(&client, "POST", path, Some(&dup)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", path, Some(&dup), 422).await;
     assert!(
         body["message"]
             .as_str()
@@ -273,21 +251,18 @@ async fn services_get_unique_cluster_ips_and_node_ports_from_their_ranges() {
         "{body}"
     );
     dup["spec"]["clusterIP"] = json!("192.168.0.10");
-    let (code, body) = call(&client, "POST", path, Some(&dup)).await;
-    assert_eq!(code, 422, "{body}");
+    expect_status(&client, "POST", path, Some(&dup), 422).await;
 
     // A PUT without clusterIP keeps the address; changing it is refused.
     let (_, current) = call(&client, "GET", &format!("{path}/s0"), None).await;
     let mut replaced = service("s0", "ClusterIP");
     replaced["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-    let (code, kept) = call(&client, "PUT", &format!("{path}/s0"), Some(&replaced)).await;
-    assert_eq!(code, 200, "{kept}");
+    let kept = put_ok(&client, &format!("{path}/s0"), &replaced).await;
     assert_eq!(kept["spec"]["clusterIP"], current["spec"]["clusterIP"]);
     let mut moved = kept.clone();
     moved["spec"]["clusterIP"] = json!("10.96.100.100");
     moved["spec"]["clusterIPs"] = json!(["10.96.100.100"]);
-    let (code, body) = call(&client, "PUT", &format!("{path}/s0"), Some(&moved)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "PUT", &format!("{path}/s0"), Some(&moved), 422).await;
     assert_eq!(
         body["details"]["causes"][0]["field"], "spec.clusterIPs[0]",
         "{body}"
@@ -314,12 +289,18 @@ async fn wrong_types_in_a_deployment_are_a_bad_request_naming_the_field() {
     ] {
         let mut d = deployment("bad", json!({"app": "a"}), json!({"app": "a"}));
         d["spec"][field] = value;
-        let (code, body) = call(&client, "POST", DEPLOYMENTS, Some(&d)).await;
-        assert_eq!(code, 400, "{body}");
+        let body = expect_status(&client, "POST", DEPLOYMENTS, Some(&d), 400).await;
         assert_eq!(body["reason"], "BadRequest");
         assert_eq!(body["message"], message);
-        let (code, _) = call(&client, "GET", &format!("{DEPLOYMENTS}/bad"), None).await;
-        assert_eq!(code, 404, "nothing stored");
+        expect_status_because(
+            &client,
+            "GET",
+            &format!("{DEPLOYMENTS}/bad"),
+            None,
+            404,
+            "nothing stored",
+        )
+        .await;
     }
 }
 
@@ -380,14 +361,14 @@ async fn strict_field_validation_lists_every_unknown_field() {
     let mut d = deployment("s", json!({"app": "s"}), json!({"app": "s"}));
     d["spec"]["replicaz"] = json!(1);
     d["spec"]["template"]["spec"]["containers"][0]["imagez"] = json!("x");
-    let (code, body) = call(
+    let body = expect_status(
         &client,
         "POST",
         &format!("{DEPLOYMENTS}?fieldValidation=Strict"),
         Some(&d),
+        400,
     )
     .await;
-    assert_eq!(code, 400, "{body}");
     assert_eq!(
         body["message"],
         // In the order the body has them.
@@ -401,8 +382,7 @@ async fn a_selector_must_match_the_template_and_may_not_change() {
     let hub = TestHub::start().await;
     let client = hub.client("root").await;
     let d = deployment("m", json!({"app": "a"}), json!({"app": "b"}));
-    let (code, body) = call(&client, "POST", DEPLOYMENTS, Some(&d)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", DEPLOYMENTS, Some(&d), 422).await;
     assert_eq!(body["reason"], "Invalid");
     assert_eq!(
         body["details"]["causes"][0]["field"], "spec.template.metadata.labels",
@@ -414,8 +394,7 @@ async fn a_selector_must_match_the_template_and_may_not_change() {
         .contains("`selector` does not match template `labels`"));
 
     let d = deployment("m", json!({"app": "a"}), json!({"app": "a", "tier": "web"}));
-    let (code, created) = call(&client, "POST", DEPLOYMENTS, Some(&d)).await;
-    assert_eq!(code, 201, "{created}");
+    post_created(&client, DEPLOYMENTS, &d).await;
     let patch = json!({"spec": {"selector": {"matchLabels": {"app": "a", "tier": "web"}}}});
     let req = http::Request::builder()
         .method("PATCH")
@@ -439,6 +418,15 @@ async fn a_selector_must_match_the_template_and_may_not_change() {
     );
 }
 
+/// The `Warning` headers of an answer, as text.
+fn warning_headers(headers: &http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 /// A JSON body that names a field twice keeps the last one, as Go's decoder
 /// does, and `fieldValidation` decides: Strict refuses it naming the field,
 /// Warn (the default) says so in a `Warning` header, Ignore says nothing.
@@ -457,12 +445,7 @@ async fn duplicate_fields_follow_field_validation() {
                 .expect("request");
             let resp = client.send(req).await.expect("response");
             let code = resp.status().as_u16();
-            let warnings: Vec<String> = resp
-                .headers()
-                .get_all("warning")
-                .iter()
-                .map(|v| v.to_str().unwrap_or_default().to_string())
-                .collect();
+            let warnings = warning_headers(resp.headers());
             let body: Value = serde_json::from_slice(&resp.into_body().collect_bytes().await.expect("body"))
                 .unwrap_or(Value::Null);
             (code, warnings, body)
@@ -512,35 +495,26 @@ async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
                  "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo"},
                  "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
                      "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}});
-    let (code, body) = call(
+    post_created(
         &client,
-        "POST",
         "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-        Some(&crd),
+        &crd,
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let gizmos = "/apis/example.com/v1/namespaces/default/gizmos";
     let gizmo = |name: &str| {
         json!({"apiVersion": "example.com/v1", "kind": "Gizmo", "metadata": {"name": name},
                "spec": {"size": 1, "colour": "red"}})
     };
-    let served = ferry_testkit::eventually(10, "gizmos served", || {
-        let client = client.clone();
-        async move {
-            let (code, _) = call(&client, "GET", gizmos, None).await;
-            (code == 200).then_some(())
-        }
-    });
-    served.await;
-    let (code, body) = call(
+    eventually_status(10, "gizmos served", &client, gizmos, 200).await;
+    let body = expect_status(
         &client,
         "POST",
         &format!("{gizmos}?fieldValidation=Strict"),
         Some(&gizmo("g1")),
+        400,
     )
     .await;
-    assert_eq!(code, 400, "{body}");
     assert_eq!(
         body["message"],
         "strict decoding error: unknown field \"spec.colour\""
@@ -555,12 +529,7 @@ async fn pruned_fields_of_a_custom_resource_follow_field_validation() {
         .unwrap();
     let resp = client.send(req).await.expect("response");
     assert_eq!(resp.status().as_u16(), 201);
-    let warnings: Vec<String> = resp
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap_or_default().to_string())
-        .collect();
+    let warnings = warning_headers(resp.headers());
     assert!(
         warnings
             .iter()
@@ -581,15 +550,13 @@ async fn a_job_with_another_jobs_generated_selector_is_refused_as_kube_does() {
     let path = "/apis/batch/v1/namespaces/default/jobs";
     let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "pi", "image": "perl"}]}}}});
-    let (code, stored) = call(&client, "POST", path, Some(&job)).await;
-    assert_eq!(code, 201, "{stored}");
+    let stored = post_created(&client, path, &job).await;
     let uid = stored["metadata"]["uid"].as_str().unwrap().to_string();
     assert_eq!(
         stored["spec"]["template"]["metadata"]["labels"]["controller-uid"],
         uid.as_str()
     );
-    let (code, body) = call(&client, "DELETE", &format!("{path}/pi"), None).await;
-    assert_eq!(code, 200, "{body}");
+    delete_ok(&client, &format!("{path}/pi")).await;
 
     let mut copied = stored.clone();
     for field in [
@@ -602,8 +569,7 @@ async fn a_job_with_another_jobs_generated_selector_is_refused_as_kube_does() {
         copied["metadata"].as_object_mut().unwrap().remove(field);
     }
     copied.as_object_mut().unwrap().remove("status");
-    let (code, body) = call(&client, "POST", path, Some(&copied)).await;
-    assert_eq!(code, 422, "{body}");
+    let body = expect_status(&client, "POST", path, Some(&copied), 422).await;
     let message = body["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("spec.template.metadata.labels[controller-uid]")

@@ -10,7 +10,10 @@ use common::tenants::{
     bind_cluster_role, cluster_role, ready_workspace, service_account_token, service_account_with_role, user,
     RBAC,
 };
-use common::{admin, call, client_as, create, eventually, get_raw, rbac_path, token};
+use common::{
+    admin, call, client_as, create, eventually, expect_status, expect_status_because, get_ok, get_raw,
+    post_created, rbac_path, token,
+};
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
 use http_body_util::BodyExt;
@@ -71,12 +74,18 @@ async fn request_and_approve(client: &kube::Client, name: &str, csr_pem: &str) {
         "spec": {"request": base64::engine::general_purpose::STANDARD.encode(csr_pem),
                  "signerName": "kubernetes.io/kube-apiserver-client", "usages": ["client auth"]},
     });
-    let (code, mut created) = call(client, "POST", CSRS, Some(&csr)).await;
-    assert_eq!(code, 201, "{created}");
+    let mut created = post_created(client, CSRS, &csr).await;
     created["status"]["conditions"] = json!([{"type": "Approved", "status": "True",
         "reason": "Approved", "message": "approved by the workspace admin"}]);
-    let (code, body) = call(client, "PUT", &format!("{CSRS}/{name}/approval"), Some(&created)).await;
-    assert_eq!(code, 200, "approving {name}: {body}");
+    expect_status_because(
+        client,
+        "PUT",
+        &format!("{CSRS}/{name}/approval"),
+        Some(&created),
+        200,
+        format!("approving {name}"),
+    )
+    .await;
 }
 
 /// The CSR once the signer has acted: `Ok(certificate PEM)` or `Err(Failed message)`.
@@ -140,14 +149,12 @@ async fn a_certificate_issued_through_a_workspace_is_good_only_there() {
     // In root:a the certificate is alice, bound to root:a.
     let in_a = as_cert("root:a").await;
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
-    let (code, who) = call(
+    let who = post_created(
         &in_a,
-        "POST",
         "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        Some(&review),
+        &review,
     )
     .await;
-    assert_eq!(code, 201, "{who}");
     assert_eq!(who["status"]["userInfo"]["username"], "alice");
     assert!(who["status"]["userInfo"]["extra"]["authentication.kcp.io/cluster-name"].is_array());
     // Elsewhere it is nothing, although alice is cluster-admin of root:b.
@@ -158,8 +165,7 @@ async fn a_certificate_issued_through_a_workspace_is_good_only_there() {
             "/api/v1/secrets",
             "/api",
         ] {
-            let (code, body) = call(&elsewhere, "GET", path, None).await;
-            assert_eq!(code, 403, "{path} in {ws}: {body}");
+            expect_status_because(&elsewhere, "GET", path, None, 403, format!("{path} in {ws}")).await;
         }
     }
     let (_, body) = call(&as_cert("root:b").await, "GET", "/api/v1/secrets", None).await;
@@ -172,7 +178,7 @@ async fn a_certificate_issued_through_a_workspace_is_good_only_there() {
     );
     // alice's own token still works in root:b.
     let alice = client_as(&hub, "root:b", token("alice-token")).await;
-    assert_eq!(call(&alice, "GET", "/api/v1/secrets", None).await.0, 200);
+    get_ok(&alice, "/api/v1/secrets").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -210,7 +216,7 @@ async fn an_aggregation_rule_takes_full_authority() {
         "{}",
         String::from_utf8_lossy(&body)
     );
-    assert_eq!(call(&eve, "GET", "/api/v1/secrets", None).await.0, 403);
+    expect_status(&eve, "GET", "/api/v1/secrets", None, 403).await;
 
     // With create on ClusterRoles and bind on anything, a new aggregated
     // role with no rules of its own is refused too.
@@ -226,16 +232,13 @@ async fn an_aggregation_rule_takes_full_authority() {
     let mut sneaky = json!({"apiVersion": format!("{RBAC}/v1"), "kind": "ClusterRole",
         "metadata": {"name": "sneaky"}, "rules": []});
     sneaky["aggregationRule"] = select_defaults["aggregationRule"].clone();
-    let (code, body) = call(&eve, "POST", &rbac_path(None, "clusterroles"), Some(&sneaky)).await;
-    assert_eq!(code, 403, "{body}");
+    expect_status(&eve, "POST", &rbac_path(None, "clusterroles"), Some(&sneaky), 403).await;
     // Not having it, eve cannot bind herself to it either.
-    let (code, _) = call(&eve, "GET", "/api/v1/secrets", None).await;
-    assert_eq!(code, 403);
+    expect_status(&eve, "GET", "/api/v1/secrets", None, 403).await;
 
     // The workspace's admin may, and the role then aggregates as kube's does.
     let mallory = client_as(&hub, ws, token("mallory-token")).await;
-    let (code, body) = call(&mallory, "POST", &rbac_path(None, "clusterroles"), Some(&sneaky)).await;
-    assert_eq!(code, 201, "{body}");
+    post_created(&mallory, &rbac_path(None, "clusterroles"), &sneaky).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -303,29 +306,33 @@ async fn non_members_learn_nothing_about_a_workspace() {
         json!({"metadata": {"name": "robot"}}),
     )
     .await;
-    let (code, body) = call(
+    let body = post_created(
         &admin(&hub, "root:b").await,
-        "POST",
         "/api/v1/namespaces/default/serviceaccounts/robot/token",
-        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})),
+        &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}),
     )
     .await;
-    assert_eq!(code, 201, "{body}");
     let sa = body["status"]["token"].as_str().unwrap().to_string();
     for ws in ["root:a", "root:nope"] {
-        let (code, body) = call(&client_as(&hub, ws, token(&sa)).await, "GET", "/api", None).await;
-        assert_eq!(code, 403, "{ws}: {body}");
+        let body = expect_status_because(
+            &client_as(&hub, ws, token(&sa)).await,
+            "GET",
+            "/api",
+            None,
+            403,
+            &ws,
+        )
+        .await;
         assert!(body["message"]
             .as_str()
             .unwrap()
             .contains("valid only in its own workspace (root:b)"));
     }
     // The hub-wide admin still tells them apart: 404 for a missing one.
-    let (code, _) = call(&admin(&hub, "root:nope").await, "GET", "/api", None).await;
-    assert_eq!(code, 404);
+    expect_status(&admin(&hub, "root:nope").await, "GET", "/api", None, 404).await;
     // /version and health say nothing about a workspace; any caller may read them.
     let bob_missing = client_as(&hub, "root:nope", token("bob-token")).await;
-    assert_eq!(call(&bob_missing, "GET", "/version", None).await.0, 200);
+    get_ok(&bob_missing, "/version").await;
 
     // A binding of any kind in the workspace makes bob a member: discovery
     // then works, and RBAC decides the rest.
@@ -338,19 +345,9 @@ async fn non_members_learn_nothing_about_a_workspace() {
     )
     .await;
     let bob = client_as(&hub, "root:a", token("bob-token")).await;
-    assert_eq!(call(&bob, "GET", "/apis", None).await.0, 200);
-    assert_eq!(
-        call(&bob, "GET", "/api/v1/namespaces/default/configmaps", None)
-            .await
-            .0,
-        200
-    );
-    assert_eq!(
-        call(&bob, "GET", "/api/v1/namespaces/default/secrets", None)
-            .await
-            .0,
-        403
-    );
+    get_ok(&bob, "/apis").await;
+    get_ok(&bob, "/api/v1/namespaces/default/configmaps").await;
+    expect_status(&bob, "GET", "/api/v1/namespaces/default/secrets", None, 403).await;
     // kcp's way of opening a workspace to everyone: `access` on "/" for
     // system:authenticated.
     cluster_role(
@@ -370,8 +367,8 @@ async fn non_members_learn_nothing_about_a_workspace() {
     )
     .await;
     let bob_b = client_as(&hub, "root:b", token("bob-token")).await;
-    assert_eq!(call(&bob_b, "GET", "/apis", None).await.0, 200);
-    assert_eq!(call(&bob_b, "GET", "/api/v1/secrets", None).await.0, 403);
+    get_ok(&bob_b, "/apis").await;
+    expect_status(&bob_b, "GET", "/api/v1/secrets", None, 403).await;
 }
 
 /// Every credential bound to root:a, tried on root:b's Secret through every
@@ -485,12 +482,12 @@ async fn secrets_stay_hidden_in_every_representation() {
             assert!(!text.contains("dmFsdWU="), "{text}");
         }
     }
-    let (code, _) = call(
+    expect_status(
         &eve,
         "DELETE",
         "/api/v1/namespaces/default/secrets?dryRun=All",
         None,
+        403,
     )
     .await;
-    assert_eq!(code, 403);
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{call, client, send};
+use common::{call, client, delete_ok, expect_status, expect_status_because, get_ok, post_created, send};
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
@@ -32,8 +32,7 @@ async fn apply_with_metadata_of_the_wrong_type_is_a_bad_request_not_a_dropped_co
         "{message}"
     );
     // The hub keeps answering.
-    let (code, _) = call(&c, "GET", &format!("{CONFIGMAPS}/e"), None).await;
-    assert_eq!(code, 404);
+    expect_status(&c, "GET", &format!("{CONFIGMAPS}/e"), None, 404).await;
 }
 
 #[tokio::test]
@@ -41,21 +40,26 @@ async fn metadata_fields_of_the_wrong_type_are_refused_and_nothing_is_stored() {
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
     let bad = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "e", "finalizers": "x"}});
-    let (code, status) = call(&c, "POST", CONFIGMAPS, Some(&bad)).await;
-    assert_eq!(code, 400, "{status}");
+    let status = expect_status(&c, "POST", CONFIGMAPS, Some(&bad), 400).await;
     assert_eq!(status["reason"], "BadRequest");
     assert_eq!(
         status["message"],
         "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal string \
          into Go struct field ObjectMeta.metadata.finalizers of type []string"
     );
-    let (code, _) = call(&c, "GET", &format!("{CONFIGMAPS}/e"), None).await;
-    assert_eq!(code, 404, "nothing was stored");
+    expect_status_because(
+        &c,
+        "GET",
+        &format!("{CONFIGMAPS}/e"),
+        None,
+        404,
+        "nothing was stored",
+    )
+    .await;
 
     // A patch that would leave a wrong type is refused the same way.
     let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "e"}});
-    let (code, _) = call(&c, "POST", CONFIGMAPS, Some(&good)).await;
-    assert_eq!(code, 201);
+    post_created(&c, CONFIGMAPS, &good).await;
     let (code, status) = send(
         &c,
         "PATCH",
@@ -74,11 +78,9 @@ async fn spec_of_the_wrong_type_in_a_namespace_is_refused_not_a_panic() {
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
     let bad = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "odd"}, "spec": "x"});
-    let (code, status) = call(&c, "POST", "/api/v1/namespaces", Some(&bad)).await;
-    assert_eq!(code, 400, "{status}");
+    expect_status(&c, "POST", "/api/v1/namespaces", Some(&bad), 400).await;
     let bad = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": "x", "stringData": {"a": "b"}});
-    let (code, status) = call(&c, "POST", "/api/v1/namespaces/default/secrets", Some(&bad)).await;
-    assert_eq!(code, 400, "{status}");
+    expect_status(&c, "POST", "/api/v1/namespaces/default/secrets", Some(&bad), 400).await;
 }
 
 #[tokio::test]
@@ -86,18 +88,12 @@ async fn a_namespace_left_terminating_by_a_restart_finishes() {
     let first = TestHub::start().await;
     let c = client(&first, "root").await;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}});
-    assert_eq!(call(&c, "POST", "/api/v1/namespaces", Some(&ns)).await.0, 201);
+    post_created(&c, "/api/v1/namespaces", &ns).await;
     let held = json!({"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
     let held_path = "/api/v1/namespaces/doomed/configmaps/held";
-    assert_eq!(
-        call(&c, "POST", "/api/v1/namespaces/doomed/configmaps", Some(&held))
-            .await
-            .0,
-        201
-    );
-    let (code, ns) = call(&c, "DELETE", "/api/v1/namespaces/doomed", None).await;
-    assert_eq!(code, 200);
+    post_created(&c, "/api/v1/namespaces/doomed/configmaps", &held).await;
+    let ns = delete_ok(&c, "/api/v1/namespaces/doomed").await;
     assert_eq!(
         ns["status"]["phase"], "Terminating",
         "the DELETE answers with the namespace terminating"
@@ -114,8 +110,7 @@ async fn a_namespace_left_terminating_by_a_restart_finishes() {
     let dir = dir.expect("the first hub's data directory");
     let second = TestHub::start_in(dir.path()).await;
     let c = client(&second, "root").await;
-    let (code, ns) = call(&c, "GET", "/api/v1/namespaces/doomed", None).await;
-    assert_eq!(code, 200);
+    let ns = get_ok(&c, "/api/v1/namespaces/doomed").await;
     assert_eq!(ns["status"]["phase"], "Terminating");
 
     let release = r#"{"metadata":{"finalizers":null}}"#;
@@ -133,22 +128,11 @@ async fn controllers_write_through_the_object_service() {
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "legacy"}});
-    assert_eq!(
-        call(
-            &c,
-            "POST",
-            "/api/v1/namespaces/default/serviceaccounts",
-            Some(&sa)
-        )
-        .await
-        .0,
-        201
-    );
+    post_created(&c, "/api/v1/namespaces/default/serviceaccounts", &sa).await;
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
                         "metadata": {"name": "legacy-token",
                                      "annotations": {"kubernetes.io/service-account.name": "legacy"}}});
-    let (code, _) = call(&c, "POST", "/api/v1/namespaces/default/secrets", Some(&secret)).await;
-    assert_eq!(code, 201);
+    post_created(&c, "/api/v1/namespaces/default/secrets", &secret).await;
     let (_, secret) = call(&c, "GET", "/api/v1/namespaces/default/secrets/legacy-token", None).await;
     assert!(secret["data"]["token"].is_string(), "{secret}");
     // The token controller's update is recorded like any client's.
@@ -160,11 +144,8 @@ async fn controllers_write_through_the_object_service() {
 
     // Namespace termination finalizes through `namespaces/<name>/finalize`.
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "short-lived"}});
-    assert_eq!(call(&c, "POST", "/api/v1/namespaces", Some(&ns)).await.0, 201);
-    assert_eq!(
-        call(&c, "DELETE", "/api/v1/namespaces/short-lived", None).await.0,
-        200
-    );
+    post_created(&c, "/api/v1/namespaces", &ns).await;
+    delete_ok(&c, "/api/v1/namespaces/short-lived").await;
     ferry_testkit::eventually(10, "the namespace to go", || async {
         (call(&c, "GET", "/api/v1/namespaces/short-lived", None).await.0 == 404).then_some(())
     })
@@ -413,7 +394,7 @@ async fn wrong_types_in_any_field_never_answer_5xx() {
         failures.join("\n")
     );
     // Still answering.
-    assert_eq!(call(&c, "GET", "/api/v1/namespaces/default", None).await.0, 200);
+    get_ok(&c, "/api/v1/namespaces/default").await;
 }
 
 #[tokio::test]

@@ -114,6 +114,68 @@ pub async fn call(
     exchange(client, method, path, body.map(|_| "application/json"), bytes).await
 }
 
+/// [`call`] that must answer `status`; returns the body. A failure names
+/// the request, the status it got and the body.
+pub async fn expect_status(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    status: u16,
+) -> serde_json::Value {
+    expect_status_because(client, method, path, body, status, "").await
+}
+
+/// [`expect_status`] with `why`, what the status proves, leading the failure.
+pub async fn expect_status_because(
+    client: &kube::Client,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+    status: u16,
+    why: impl std::fmt::Display,
+) -> serde_json::Value {
+    let (code, answer) = call(client, method, path, body).await;
+    let why = why.to_string();
+    let why = if why.is_empty() { why } else { format!("{why}: ") };
+    assert_eq!(
+        code, status,
+        "{why}{method} {path} answered {code}, not {status}: {answer}"
+    );
+    answer
+}
+
+/// GET `path` until it answers `status`, for at most `secs` seconds; `what`
+/// names the wait in the failure. For what the hub starts serving (or
+/// stops) a moment after a write.
+pub async fn eventually_status(secs: u64, what: &str, client: &kube::Client, path: &str, status: u16) {
+    crate::eventually(secs, what, || async {
+        let (code, _) = call(client, "GET", path, None).await;
+        (code == status).then_some(())
+    })
+    .await
+}
+
+/// GET `path`; it must answer 200. Returns the body.
+pub async fn get_ok(client: &kube::Client, path: &str) -> serde_json::Value {
+    expect_status(client, "GET", path, None, 200).await
+}
+
+/// POST `obj` to `path`; it must be created (201). Returns the object.
+pub async fn post_created(client: &kube::Client, path: &str, obj: &serde_json::Value) -> serde_json::Value {
+    expect_status(client, "POST", path, Some(obj), 201).await
+}
+
+/// PUT `obj` at `path`; it must answer 200. Returns the object.
+pub async fn put_ok(client: &kube::Client, path: &str, obj: &serde_json::Value) -> serde_json::Value {
+    expect_status(client, "PUT", path, Some(obj), 200).await
+}
+
+/// DELETE `path`; it must answer 200. Returns the body.
+pub async fn delete_ok(client: &kube::Client, path: &str) -> serde_json::Value {
+    expect_status(client, "DELETE", path, None, 200).await
+}
+
 /// Send `body` as `content_type` (a patch's, YAML, ...) with `method path`;
 /// returns the status code and the body as JSON (`Value::Null` when it is
 /// not JSON).
@@ -198,9 +260,8 @@ pub async fn admin(hub: &TestHub, workspace: &str) -> kube::Client {
 
 /// POST `obj` to `path` as admin in `workspace`; it must be created.
 pub async fn create(hub: &TestHub, workspace: &str, path: &str, obj: serde_json::Value) -> serde_json::Value {
-    let (code, body) = call(&admin(hub, workspace).await, "POST", path, Some(&obj)).await;
-    assert_eq!(code, 201, "creating {path} in {workspace}: {body}");
-    body
+    let client = admin(hub, workspace).await;
+    expect_status_because(&client, "POST", path, Some(&obj), 201, format!("in {workspace}")).await
 }
 
 /// The path of an RBAC resource, namespaced when `namespace` is given.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::TestHub;
 use serde_json::{json, Value};
 
-use crate::clients::{admin, call, create, send};
+use crate::clients::{admin, call, create, expect_status_because, send};
 use crate::eventually;
 
 pub const WORKLOAD: &str = "/apis/workload.kcp.io/v1alpha1";
@@ -20,9 +20,8 @@ pub async fn workspace(hub: &TestHub, name: &str) -> String {
 
 /// GET as admin; the object must exist.
 pub async fn get(hub: &TestHub, ws: &str, path: &str) -> Value {
-    let (code, body) = call(&admin(hub, ws).await, "GET", path, None).await;
-    assert_eq!(code, 200, "GET {path} in {ws}: {body}");
-    body
+    let client = admin(hub, ws).await;
+    expect_status_because(&client, "GET", path, None, 200, format!("in {ws}")).await
 }
 
 /// GET as admin: `None` when not found.
