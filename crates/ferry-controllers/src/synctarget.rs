@@ -182,24 +182,24 @@ async fn ensure_imported_apis_everywhere(ctx: &ControllerContext) {
 /// owns are deleted.
 async fn ensure_imported_apis(ctx: &ControllerContext, cluster: &str) {
     let scope = ClusterScope::One(cluster.to_string());
-    // What each SyncTarget supports is judged only for the targets an
-    // import names (judging reads their exports' schemas): a workspace
-    // gaining its thousandth target with no imports costs no judgement.
-    let mut supported: HashMap<String, HashSet<(String, String)>> = HashMap::new();
-    let mut imports = Vec::new();
-    for (_, obj) in ctx.list(&scope, IMPORTS, None, None).0 {
-        let v = obj.value();
-        let location = json::str_at(&v, "/spec/location").to_string();
-        if !supported.contains_key(&location) {
-            let key = apis::key(cluster, SYNC_TARGETS, &location);
-            let Some(target) = ctx.get(&key) else { continue };
-            supported.insert(location.clone(), ctx.supported_resources(&key, &target.value()));
-        }
-        imports.push(imported::Import {
-            location,
-            spec: v.get("spec").cloned().unwrap_or_default(),
-        });
+    let mut supported: HashMap<String, std::collections::HashSet<(String, String)>> = HashMap::new();
+    for (key, obj) in ctx.list(&scope, SYNC_TARGETS, None, None).0 {
+        let target = obj.value();
+        supported.insert(key.name.clone(), ctx.supported_resources(&key, &target));
     }
+    let imports: Vec<imported::Import> = ctx
+        .list(&scope, IMPORTS, None, None)
+        .0
+        .into_iter()
+        .filter_map(|(_, obj)| {
+            let v = obj.value();
+            let location = json::str_at(&v, "/spec/location").to_string();
+            supported.contains_key(&location).then(|| imported::Import {
+                location,
+                spec: v.get("spec").cloned().unwrap_or_default(),
+            })
+        })
+        .collect();
     let desired = imported::desired_schemas(&imports, |location, group, resource| {
         // A resource no export may serve (a workspace's own Secrets, RBAC, ...)
         // is never published: listing it would have the export refused whole.
