@@ -222,10 +222,13 @@ mod tests {
     type Seen = Arc<Mutex<Vec<String>>>;
 
     /// Follows ConfigMaps one change at a time, and asks for one more look
-    /// at everything when a ConfigMap named `again` comes.
+    /// at everything when a ConfigMap named `again` comes. With a `gate`, it
+    /// yields in each change as a controller's writes do, and stays in the
+    /// change of the ConfigMap named `gate` until the test opens it.
     struct OneByOne {
         seen: Seen,
         again: bool,
+        gate: Option<Arc<tokio::sync::Notify>>,
     }
 
     impl Follower for OneByOne {
@@ -246,7 +249,15 @@ mod tests {
         ) -> BoxFuture<'a, ()> {
             self.again |= event.key.name == "again";
             self.seen.lock().push(format!("changed {}", event.key.name));
-            Box::pin(async {})
+            let gate = self.gate.clone();
+            let held = event.key.name == "gate";
+            Box::pin(async move {
+                match gate {
+                    Some(gate) if held => gate.notified().await,
+                    Some(_) => tokio::task::yield_now().await,
+                    None => {}
+                }
+            })
         }
 
         fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
@@ -328,6 +339,7 @@ mod tests {
             OneByOne {
                 seen: seen.clone(),
                 again: false,
+                gate: None,
             },
         );
         until_seen(&seen, |s| s.len() == 1).await;
@@ -350,41 +362,6 @@ mod tests {
             .expect("it ends without panicking");
     }
 
-    /// Follows ConfigMaps one change at a time, yielding in each as a
-    /// controller's writes do, and stays in the change of the one named
-    /// `gate` until the test opens it.
-    struct Gated {
-        seen: Seen,
-        gate: Arc<tokio::sync::Notify>,
-    }
-
-    impl Follower for Gated {
-        fn follows(&self, storage_key: &str) -> bool {
-            storage_key == "/configmaps"
-        }
-
-        fn resync<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
-            self.seen.lock().push("resync".into());
-            Box::pin(async {})
-        }
-
-        fn changed<'a>(
-            &'a mut self,
-            _ctx: &'a ControllerContext,
-            event: &'a WatchEvent,
-        ) -> BoxFuture<'a, ()> {
-            self.seen.lock().push(format!("changed {}", event.key.name));
-            let gate = (event.key.name == "gate").then(|| self.gate.clone());
-            Box::pin(async move {
-                match gate {
-                    Some(gate) => gate.notified().await,
-                    // As a controller that writes: each change waits on something.
-                    None => tokio::task::yield_now().await,
-                }
-            })
-        }
-    }
-
     #[tokio::test]
     async fn every_change_of_a_burst_longer_than_a_batch_is_handled() {
         let hub = Hub::new(Store::in_memory(), HubConfig::default());
@@ -393,9 +370,10 @@ mod tests {
         let gate = Arc::new(tokio::sync::Notify::new());
         let _running = spawn(
             ctx,
-            Gated {
+            OneByOne {
                 seen: seen.clone(),
-                gate: gate.clone(),
+                again: false,
+                gate: Some(gate.clone()),
             },
         );
         until_seen(&seen, |s| s.len() == 1).await;
