@@ -27,9 +27,6 @@ use crate::hub::Hub;
 use crate::storage::ClusterScope;
 use crate::workspace::LogicalCluster;
 
-/// Annotation on a Placement: the user whose grant it uses, as JSON
-/// `{"username", "uid", "groups", "cluster"}` (cluster: the workspace a
-/// ServiceAccount belongs to). Set by the hub on every write of the spec.
 /// Storage key of kcp Locations.
 pub const LOCATIONS: &str = "scheduling.kcp.io/locations";
 /// Storage key of kcp Placements.
@@ -38,6 +35,9 @@ pub const PLACEMENTS: &str = "scheduling.kcp.io/placements";
 /// scheduler writes it; clients may not).
 pub use ferry_api::scheduling::PLACEMENT_ANNOTATION;
 
+/// Annotation on a Placement: the user whose grant it uses, as JSON
+/// `{"username", "uid", "groups", "cluster"}` (cluster: the workspace a
+/// ServiceAccount belongs to). Set by the hub on every write of the spec.
 pub const REQUESTER_ANNOTATION: &str = "scheduling.ferry.dev/requester";
 
 /// The RBAC verb, group and resource a grant names.
