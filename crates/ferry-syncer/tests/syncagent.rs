@@ -2582,3 +2582,44 @@ async fn many_refused_copies_are_named_a_few_and_counted_on_the_published_resour
     let Stage { agent, .. } = stage;
     agent.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn objects_into_a_new_namespace_make_it_once_and_no_copy_is_refused_for_it() {
+    let stage = Stage::with_schema().await;
+    // The agent's own state namespace exists once a first object has synced.
+    a_synced_database(&stage, "first").await;
+    stage.bind(&stage.c2).await;
+    let before = ferry_testkit::clients::scrape_metrics(&stage.service_hub).await;
+    let names: Vec<String> = (0..20).map(|i| format!("burst-{i}")).collect();
+    let mut cluster = String::new();
+    for name in &names {
+        cluster = cluster_of(&stage.c2.create(&remote_databases(), database(name)).await);
+    }
+    for name in &names {
+        stage
+            .service
+            .when(
+                &local_databases(),
+                &cluster,
+                &default_name("default", name),
+                "the copy in the consumer's namespace",
+                |_| true,
+            )
+            .await;
+    }
+    let after = ferry_testkit::clients::scrape_metrics(&stage.service_hub).await;
+    let made = |has: &[&str]| {
+        let count = |scrape: &str| ferry_testkit::clients::metric_sum(scrape, "apiserver_request_total", has);
+        count(&after) - count(&before)
+    };
+    assert_eq!(
+        made(&[r#"verb="POST""#, r#"resource="namespaces""#]),
+        1.0,
+        "namespace {cluster} is created once for its 20 copies, not raced for"
+    );
+    assert_eq!(
+        made(&[r#"verb="POST""#, r#"resource="databases""#, r#"code="404""#]),
+        0.0,
+        "no copy is sent before its namespace exists"
+    );
+}

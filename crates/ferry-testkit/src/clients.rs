@@ -290,6 +290,25 @@ pub async fn get_raw(client: &kube::Client, uri: &str) -> (u16, String) {
     (code, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// The hub's `/metrics` as its admin reads them.
+pub async fn scrape_metrics(hub: &TestHub) -> String {
+    let admin = top_client_as(hub, token(&hub.running.admin_token)).await;
+    let (code, scrape) = get_raw(&admin, "/metrics").await;
+    assert_eq!(code, 200, "GET /metrics as the admin: {scrape}");
+    scrape
+}
+
+/// The sum of metric `name`'s samples in a Prometheus text `scrape` whose labels
+/// include each of `has` (e.g. `verb="POST"`); 0 when none does.
+pub fn metric_sum(scrape: &str, name: &str, has: &[&str]) -> f64 {
+    scrape
+        .lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{')))
+        .filter(|l| has.iter().all(|h| l.contains(h)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// The names of everything `api` lists.
 pub async fn names_of<K>(api: &kube::Api<K>) -> Vec<String>
 where

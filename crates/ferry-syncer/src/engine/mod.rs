@@ -182,6 +182,19 @@ pub struct Engine {
     /// Destination namespaces no longer wanted, and since when (see
     /// [`crate::profile::Profile::namespace_clean_delay`]).
     unwanted_namespaces: Mutex<HashMap<String, Instant>>,
+    /// Destination namespaces known to exist (see [`Engine::namespace_cell`]).
+    known_namespaces: Mutex<HashMap<NamespaceAt, Arc<tokio::sync::OnceCell<()>>>>,
+}
+
+/// A namespace as one client addresses it: its side, the direction whose client
+/// writes there (kcp TMC writes upsynced objects through another URL), its logical
+/// cluster and its name.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct NamespaceAt {
+    pub side: Side,
+    pub direction: Direction,
+    pub cluster: Option<Arc<str>>,
+    pub name: String,
 }
 
 impl Engine {
@@ -222,6 +235,7 @@ impl Engine {
             drifts: drifts::Drifts::default(),
             waiting: Mutex::new(HashMap::new()),
             unwanted_namespaces: Mutex::new(HashMap::new()),
+            known_namespaces: Mutex::new(HashMap::new()),
         })
     }
 
@@ -708,8 +722,19 @@ impl Engine {
             return false;
         }
         self.unwanted_namespaces.lock().remove(namespace);
+        self.known_namespaces
+            .lock()
+            .retain(|at, _| at.side != Side::Downstream || at.name != namespace);
         tracing::info!(%namespace, "deleting the namespace: no longer wanted for {delay:?} and empty");
         true
+    }
+
+    /// The cell that is set once `at` is known to exist. The first object written into
+    /// a namespace fills it by creating the namespace; writers into the same namespace
+    /// meanwhile wait for that one creation instead of each sending a create that is
+    /// refused for the missing namespace and then racing to make it.
+    pub(crate) fn namespace_cell(&self, at: NamespaceAt) -> Arc<tokio::sync::OnceCell<()>> {
+        self.known_namespaces.lock().entry(at).or_default().clone()
     }
 
     /// The destination namespace `namespace` is wanted (again).

@@ -13,7 +13,7 @@ use super::flow::Flow;
 use super::problems::{permission_message, Problem, ProblemKey};
 use super::raw::RawObject;
 use super::store::{ObjectRef, ObjectStore};
-use super::{Engine, Key, SYNC_LOG};
+use super::{Engine, Key, NamespaceAt, SYNC_LOG};
 use crate::metrics::SyncDirection;
 use crate::selection::Direction;
 use crate::side::Side;
@@ -351,39 +351,85 @@ impl Writer<'_> {
         let Some(namespace) = self.object.namespace.clone() else {
             return Ok(());
         };
-        let waits = SyncError::NamespaceMissing {
-            side: self.side,
-            namespace: namespace.clone(),
-            object: self.object.to_string(),
-        };
-        let source_namespace = source.and_then(|s| s.namespace.as_deref());
-        let copied = |ns: &str| self.engine.profile.selection.copies_namespace(ns);
-        if self.side == Side::Downstream && source_namespace.is_some_and(copied) {
-            return Err(waits);
+        if self.namespace_is_copied(source) {
+            return Err(SyncError::NamespaceMissing {
+                side: self.side,
+                namespace,
+                object: self.object.to_string(),
+            });
         }
-        let owned = source.and_then(|s| {
-            self.engine
-                .profile
-                .mapping
-                .dest_namespace(&self.flow.target, s, &namespace)
-        });
-        let body = owned.clone().unwrap_or_else(|| {
-            serde_json::json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace } })
-        });
-        let api: Api<RawObject> = Api::all_with(self.client(), &namespaces_resource());
-        self.engine.side(self.side).limiter.acquire().await;
-        let body = encode(&body).map_err(|e| self.namespace_failed("create", &namespace, e))?;
-        match api.create(&post_params(), &body).await {
-            Ok(_) => {
-                tracing::info!(side = %self.side, %namespace, "created namespace for {}", self.object);
-                Ok(())
-            }
+        let owned = self.owned_namespace(source, &namespace);
+        match self.create_namespace(&namespace, owned.as_ref()).await {
+            Ok(()) => Ok(()),
             Err(e) if code_of(&e) == Some(409) => match (owned, source) {
                 (Some(wanted), Some(source)) => self.check_namespace(&namespace, &wanted, source).await,
                 _ => Ok(()),
             },
             Err(e) => Err(self.namespace_failed("create", &namespace, e)),
         }
+    }
+
+    /// Before the first create into a namespace of the workload cluster: creates it,
+    /// once per namespace for all the objects going there (see
+    /// [`Engine::namespace_cell`]). A namespace that is there already counts as made;
+    /// any other answer is left to the object's own create, which then fails and
+    /// ensures the namespace as before. Upstream namespaces are the workspace owners'
+    /// to make: nothing is created there ahead of need.
+    async fn namespace_first(&self, source: Option<&ObjectRef>) {
+        let Some(namespace) = &self.object.namespace else {
+            return;
+        };
+        if self.side != Side::Downstream
+            || !self.flow.resource_id(self.side).namespaced
+            || self.namespace_is_copied(source)
+        {
+            return;
+        }
+        let cell = self.engine.namespace_cell(NamespaceAt {
+            side: self.side,
+            direction: self.flow.target.direction,
+            cluster: self.object.cluster.clone(),
+            name: namespace.clone(),
+        });
+        let owned = self.owned_namespace(source, namespace);
+        let _ = cell
+            .get_or_try_init(|| async {
+                match self.create_namespace(namespace, owned.as_ref()).await {
+                    Err(e) if code_of(&e) != Some(409) => Err(e),
+                    _ => Ok(()),
+                }
+            })
+            .await;
+    }
+
+    /// Whether selection downsyncs the source's Namespace object itself, so its own
+    /// flow creates the namespace, as a marked copy.
+    fn namespace_is_copied(&self, source: Option<&ObjectRef>) -> bool {
+        let source_namespace = source.and_then(|s| s.namespace.as_deref());
+        self.side == Side::Downstream
+            && source_namespace.is_some_and(|ns| self.engine.profile.selection.copies_namespace(ns))
+    }
+
+    /// The namespace object the profile wants for `namespace`, if it owns it.
+    fn owned_namespace(&self, source: Option<&ObjectRef>, namespace: &str) -> Option<Value> {
+        source.and_then(|s| {
+            self.engine
+                .profile
+                .mapping
+                .dest_namespace(&self.flow.target, s, namespace)
+        })
+    }
+
+    /// Creates `namespace` (as `owned`, if the profile owns it).
+    async fn create_namespace(&self, namespace: &str, owned: Option<&Value>) -> Result<(), kube::Error> {
+        let body = owned.cloned().unwrap_or_else(|| {
+            serde_json::json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace } })
+        });
+        let api: Api<RawObject> = Api::all_with(self.client(), &namespaces_resource());
+        self.engine.side(self.side).limiter.acquire().await;
+        api.create(&post_params(), &encode(&body)?).await?;
+        tracing::info!(side = %self.side, %namespace, "created namespace for {}", self.object);
+        Ok(())
     }
 
     fn namespace_failed(&self, action: &'static str, namespace: &str, source: kube::Error) -> SyncError {
@@ -1208,6 +1254,7 @@ async fn create_or_adopt(
         (Direction::Downsync, Some(s)) => Some(engine.profile.mapping.remember(&flow.target, s, desired)),
         _ => None,
     };
+    dest.namespace_first(key.source()).await;
     let (mut created, ()) = tokio::join!(dest.create(desired), async {
         if let Some(remember) = remember {
             remember.await;
