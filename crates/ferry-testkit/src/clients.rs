@@ -136,11 +136,11 @@ pub async fn expect_status_because(
     why: impl std::fmt::Display,
 ) -> serde_json::Value {
     let (code, answer) = call(client, method, path, body).await;
-    let why = why.to_string();
-    let why = if why.is_empty() { why } else { format!("{why}: ") };
     assert_eq!(
-        code, status,
-        "{why}{method} {path} answered {code}, not {status}: {answer}"
+        code,
+        status,
+        "{}{method} {path} answered {code}, not {status}: {answer}",
+        leading(why)
     );
     answer
 }
@@ -187,6 +187,36 @@ pub async fn send(
     body: &str,
 ) -> (u16, serde_json::Value) {
     exchange(client, method, path, Some(content_type), body.as_bytes().to_vec()).await
+}
+
+/// [`send`] that must answer `status`; returns the body. A failure names
+/// the request, the status it got and the body, after `why` (what the
+/// status proves) when it is not empty.
+pub async fn expect_sent(
+    client: &kube::Client,
+    (method, path): (&str, &str),
+    (content_type, body): (&str, &str),
+    status: u16,
+    why: impl std::fmt::Display,
+) -> serde_json::Value {
+    let (code, answer) = send(client, method, path, content_type, body).await;
+    assert_eq!(
+        code,
+        status,
+        "{}{method} {path} answered {code}, not {status}: {answer}",
+        leading(why)
+    );
+    answer
+}
+
+/// `why` followed by `: `, or nothing when it is empty.
+fn leading(why: impl std::fmt::Display) -> String {
+    let why = why.to_string();
+    if why.is_empty() {
+        why
+    } else {
+        format!("{why}: ")
+    }
 }
 
 /// One request and its answer: the status code and the body as JSON.
