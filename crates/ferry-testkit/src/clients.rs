@@ -135,14 +135,8 @@ pub async fn expect_status_because(
     status: u16,
     why: impl std::fmt::Display,
 ) -> serde_json::Value {
-    let (code, answer) = call(client, method, path, body).await;
-    assert_eq!(
-        code,
-        status,
-        "{}{method} {path} answered {code}, not {status}: {answer}",
-        leading(why)
-    );
-    answer
+    let answer = call(client, method, path, body).await;
+    answered((method, path), answer, status, why)
 }
 
 /// GET `path` until it answers `status`, for at most `secs` seconds; `what`
@@ -199,24 +193,26 @@ pub async fn expect_sent(
     status: u16,
     why: impl std::fmt::Display,
 ) -> serde_json::Value {
-    let (code, answer) = send(client, method, path, content_type, body).await;
-    assert_eq!(
-        code,
-        status,
-        "{}{method} {path} answered {code}, not {status}: {answer}",
-        leading(why)
-    );
-    answer
+    let answer = send(client, method, path, content_type, body).await;
+    answered((method, path), answer, status, why)
 }
 
-/// `why` followed by `: `, or nothing when it is empty.
-fn leading(why: impl std::fmt::Display) -> String {
+/// The body of `method path`'s answer `(code, body)`, which must be
+/// `status`: a failure names the request, the status it got and the body,
+/// after `why` when it is not empty.
+fn answered(
+    (method, path): (&str, &str),
+    (code, answer): (u16, serde_json::Value),
+    status: u16,
+    why: impl std::fmt::Display,
+) -> serde_json::Value {
     let why = why.to_string();
-    if why.is_empty() {
-        why
-    } else {
-        format!("{why}: ")
-    }
+    let why = if why.is_empty() { why } else { format!("{why}: ") };
+    assert_eq!(
+        code, status,
+        "{why}{method} {path} answered {code}, not {status}: {answer}"
+    );
+    answer
 }
 
 /// One request and its answer: the status code and the body as JSON.
