@@ -1,9 +1,14 @@
 //! `meta.k8s.io/v1 Table` output for `kubectl get` (built-in columns and CRD
 //! `additionalPrinterColumns`). Pure: objects in, Table JSON out.
 //!
-//! Built-in kinds get the columns kube-apiserver's printers produce (cells
-//! computed here, named `builtin:<name>`); custom resources get their CRD's
-//! printer columns, evaluated with a small JSONPath subset.
+//! Kubernetes' built-in kinds get the columns kube-apiserver's printers
+//! produce ([`builtin_columns`]; cells computed here, named
+//! `builtin:<name>`); custom resources get their CRD's printer columns,
+//! evaluated with a small JSONPath subset. A layer above that serves kinds
+//! of its own built in writes their columns with the same pieces
+//! ([`PrinterColumn::json_path`], [`PrinterColumn::builtin`], [`age`]) and
+//! hands them to the server with the kinds; this module knows only
+//! Kubernetes' own.
 
 use std::str::FromStr;
 
@@ -27,8 +32,15 @@ pub struct PrinterColumn {
 }
 
 impl PrinterColumn {
-    /// A column computed by the built-in cell function `name`.
-    fn builtin(name: &str, type_: &str, cell: &str) -> Self {
+    /// A column named `name` of OpenAPI type `type_` whose cells are
+    /// computed by the cell function `cell`. Besides those of Kubernetes'
+    /// own kinds, a layer above may use the general ones for its kinds'
+    /// columns: `str:<pointer>` (a string field), `int:<pointer>`,
+    /// `condition:<type>` (that condition's status), `each:<list>:<field>`
+    /// (the field of every entry of a list, space-separated),
+    /// `true_unless_set:<pointer>,<pointer>...` (`False` when any of the
+    /// fields is `true` or a non-empty string, else `True`) and `age`.
+    pub fn builtin(name: &str, type_: &str, cell: &str) -> Self {
         PrinterColumn {
             name: name.into(),
             type_: type_.into(),
@@ -39,13 +51,27 @@ impl PrinterColumn {
         }
     }
 
+    /// A column evaluated as a CRD's `additionalPrinterColumns` entry is:
+    /// `path` is a JSONPath like `.spec.replicas`.
+    pub fn json_path(name: &str, type_: &str, path: &str, description: &str) -> Self {
+        PrinterColumn {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: description.into(),
+            priority: 0,
+            json_path: path.into(),
+        }
+    }
+
     /// Shown only by `kubectl get -o wide`.
-    fn wide(mut self) -> Self {
+    pub fn wide(mut self) -> Self {
         self.priority = 1;
         self
     }
 
-    fn described(mut self, description: &str) -> Self {
+    /// With `description` in the Table's column definition.
+    pub fn described(mut self, description: &str) -> Self {
         self.description = description.into();
         self
     }
@@ -106,27 +132,15 @@ fn name_column() -> PrinterColumn {
     .described(NAME_DESCRIPTION)
 }
 
-fn age() -> PrinterColumn {
+/// The `Age` column kube-apiserver prints for its kinds (from
+/// `.metadata.creationTimestamp`).
+pub fn age() -> PrinterColumn {
     PrinterColumn::builtin("Age", "string", "age").described(AGE_DESCRIPTION)
 }
 
 fn string(name: &str, cell: &str) -> PrinterColumn {
     PrinterColumn::builtin(name, "string", cell)
 }
-
-/// A column evaluated as a CRD's `additionalPrinterColumns` entry is.
-fn json_path(name: &str, type_: &str, path: &str, description: &str) -> PrinterColumn {
-    PrinterColumn {
-        name: name.into(),
-        type_: type_.into(),
-        format: String::new(),
-        description: description.into(),
-        priority: 0,
-        json_path: path.into(),
-    }
-}
-
-const KCP_PHASE_DESCRIPTION: &str = "The current phase (e.g. Scheduling, Initializing, Ready, Deleting)";
 
 fn integer(name: &str, cell: &str) -> PrinterColumn {
     PrinterColumn::builtin(name, "integer", cell)
@@ -374,128 +388,9 @@ pub fn builtin_columns(group: &str, resource: &str) -> Vec<PrinterColumn> {
             age(),
         ],
         ("networking.k8s.io", "servicecidrs") => vec![string("CIDRs", "join:/spec/cidrs"), age()],
-        // kcp's kinds are CRDs there: their `additionalPrinterColumns`, as written.
-        ("tenancy.kcp.io", "workspaces") => vec![
-            json_path("Type", "string", ".spec.type.name", "Type of the workspace"),
-            json_path(
-                "Region",
-                "string",
-                ".metadata.labels['region']",
-                "The region this workspace is in",
-            ),
-            json_path("Phase", "string", ".status.phase", KCP_PHASE_DESCRIPTION),
-            json_path("URL", "string", ".spec.URL", "URL to access the workspace"),
-            // Ferry's: whose a KubeStellar mailbox workspace is (its name is
-            // `<inventory cluster>-mb-<SyncTarget uid>`, which says little).
-            json_path(
-                "SyncTarget",
-                "string",
-                ".metadata.annotations['edge.kubestellar.io/sync-target-name']",
-                "For a KubeStellar mailbox workspace: the SyncTarget it holds the workload of",
-            ),
-            json_path("Age", "date", ".metadata.creationTimestamp", ""),
-        ],
-        ("core.kcp.io", "logicalclusters") => vec![
-            json_path("Phase", "string", ".status.phase", KCP_PHASE_DESCRIPTION),
-            json_path(
-                "URL",
-                "string",
-                ".status.URL",
-                "URL to access the logical cluster",
-            ),
-            json_path("Age", "date", ".metadata.creationTimestamp", ""),
-        ],
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![PrinterColumn::builtin("Created At", "date", "created_at").described(AGE_DESCRIPTION)]
         }
-        // kcp's columns for its API-export kinds.
-        ("apis.kcp.io", "apibindings") => vec![age(), string("Ready", "condition:Ready")],
-        ("apis.kcp.io", "apiexportendpointslices") => vec![
-            string("Export", "str:/spec/export/name"),
-            string("Partition", "str:/spec/partition"),
-            age(),
-        ],
-        // kcp TMC's kinds: their CRDs' columns in kcp (SyncTarget's as in `ferry_api`).
-        ("workload.kcp.io", "synctargets") => vec![
-            json_path(
-                "Ready",
-                "string",
-                ".status.conditions[?(@.type==\"Ready\")].status",
-                "",
-            ),
-            json_path("Heartbeat", "date", ".status.lastSyncerHeartbeatTime", ""),
-            // Ferry's: Ready says the syncer is well, not that new work lands here.
-            string("Schedulable", "synctarget.schedulable")
-                .described("False while cordoned (spec.unschedulable) or draining (spec.evictAfter)"),
-            json_path(
-                "Cluster",
-                "string",
-                ".spec.workloadCluster.name",
-                "The physical cluster behind the target",
-            ),
-            // Every entry, not the first as a CRD's JSONPath column shows.
-            string("Resources", "each:/spec/supportedAPIExports:/resource")
-                .described("The only resources of their exports the target takes, when listed"),
-            string("Capabilities", "each:/spec/capabilities:/resource").described("What the cluster offers"),
-            json_path("Age", "date", ".metadata.creationTimestamp", ""),
-        ],
-        ("scheduling.kcp.io", "placements") => vec![
-            json_path("Phase", "string", ".status.phase", "Pending, Unbound or Bound"),
-            json_path(
-                "Location",
-                "string",
-                ".status.selectedLocation.locationName",
-                "The Location the Placement chose",
-            ),
-            json_path(
-                "Location Workspace",
-                "string",
-                ".status.selectedLocation.path",
-                "The workspace of that Location",
-            )
-            .wide(),
-            json_path("Age", "date", ".metadata.creationTimestamp", ""),
-        ],
-        ("scheduling.kcp.io", "locations") => vec![
-            json_path("Resource", "string", ".spec.resource.resource", ""),
-            json_path(
-                "Available",
-                "string",
-                ".status.availableInstances",
-                "Available instances in this location",
-            ),
-            json_path(
-                "Instances",
-                "string",
-                ".status.instances",
-                "Instances in this location",
-            ),
-            json_path(
-                "Labels",
-                "string",
-                ".metadata.annotations['scheduling\\.kcp\\.io/labels']",
-                "The common labels of this location",
-            ),
-            json_path("Age", "date", ".metadata.creationTimestamp", ""),
-        ],
-        ("apiresource.kcp.io", "apiresourceimports") => vec![
-            json_path("Location", "string", ".spec.location", ""),
-            json_path("API Resource", "string", ".spec.plural", ""),
-            json_path(
-                "Compatible",
-                "string",
-                ".status.conditions[?(@.type==\"Compatible\")].status",
-                "",
-            ),
-            json_path(
-                "Schema update strategy",
-                "string",
-                ".spec.schemaUpdateStrategy",
-                "",
-            )
-            .wide(),
-            json_path("Age", "date", ".metadata.creationTimestamp", ""),
-        ],
         _ => vec![age()],
     };
     match (group, resource) {
@@ -920,6 +815,16 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
                 Some(v) if v.is_string() => Value::from(since(Some(v), now)),
                 _ => Value::from("<none>"),
             },
+            // `true_unless_set:<pointer>,<pointer>...`: whether none of the
+            // fields is switched on (`true`, or a non-empty string).
+            "true_unless_set" => {
+                let set = arg.split(',').any(|p| match obj.pointer(p) {
+                    Some(Value::Bool(on)) => *on,
+                    Some(Value::String(s)) => !s.is_empty(),
+                    _ => false,
+                });
+                Value::from(if set { "False" } else { "True" })
+            }
             "bool" => Value::Bool(obj.pointer(arg).and_then(Value::as_bool).unwrap_or(false)),
             "value_or_none" => obj.pointer(arg).cloned().unwrap_or_else(|| Value::from("<none>")),
             "join" => Value::from(
@@ -950,11 +855,6 @@ fn builtin_cell(name: &str, obj: &Value, now: DateTime<Utc>) -> Value {
         };
     }
     match name {
-        "synctarget.schedulable" => {
-            let cordoned = obj.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true);
-            let draining = !str_at(obj, "/spec/evictAfter").is_empty();
-            Value::from(if cordoned || draining { "False" } else { "True" })
-        }
         "name" => Value::from(str_at(obj, "/metadata/name")),
         "age" => Value::from(since(obj.pointer("/metadata/creationTimestamp"), now)),
         "created_at" => match str_at(obj, "/metadata/creationTimestamp") {
@@ -1687,40 +1587,15 @@ mod tests {
     }
 
     #[test]
-    fn workspaces_print_kcp_columns() {
-        let ws = json!({"metadata": {"name": "imw1", "creationTimestamp": "2024-05-01T11:58:56Z"},
-            "spec": {"type": {"name": "organization", "path": "root"}, "URL": "https://h:6443/clusters/root:imw1"},
-            "status": {"phase": "Ready"}});
-        let table = render(&builtin_columns("tenancy.kcp.io", "workspaces"), &[ws]);
+    fn true_unless_set_is_false_once_any_field_is_switched_on() {
+        let cell = |obj: Value| builtin_cell("true_unless_set:/spec/off,/spec/until", &obj, now());
+        assert_eq!(cell(json!({})), "True");
         assert_eq!(
-            column_names(&table),
-            vec!["Name", "Type", "Region", "Phase", "URL", "SyncTarget", "Age"]
+            cell(json!({"spec": {"off": false, "until": "", "other": true}})),
+            "True"
         );
-        assert_eq!(
-            table["rows"][0]["cells"],
-            json!([
-                "imw1",
-                "organization",
-                null,
-                "Ready",
-                "https://h:6443/clusters/root:imw1",
-                null,
-                "64s"
-            ])
-        );
-        // A mailbox says whose it is.
-        let mailbox = json!({"metadata": {"name": "abc-mb-123", "creationTimestamp": "2024-05-01T11:58:56Z",
-                "annotations": {"edge.kubestellar.io/sync-target-name": "florin"}},
-            "spec": {"type": {"name": "universal", "path": "root"}}, "status": {"phase": "Ready"}});
-        let table = render(&builtin_columns("tenancy.kcp.io", "workspaces"), &[mailbox]);
-        assert_eq!(table["rows"][0]["cells"][5], "florin");
-        let lc = json!({"metadata": {"name": "cluster", "creationTimestamp": "2024-05-01T11:00:00Z"},
-            "status": {"phase": "Ready", "URL": "https://h:6443/clusters/abc"}});
-        let table = render(&builtin_columns("core.kcp.io", "logicalclusters"), &[lc]);
-        assert_eq!(
-            table["rows"][0]["cells"],
-            json!(["cluster", "Ready", "https://h:6443/clusters/abc", "60m"])
-        );
+        assert_eq!(cell(json!({"spec": {"off": true}})), "False");
+        assert_eq!(cell(json!({"spec": {"until": "tomorrow"}})), "False");
     }
 
     fn render(columns: &[PrinterColumn], objects: &[Value]) -> Value {

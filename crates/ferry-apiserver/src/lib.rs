@@ -47,7 +47,9 @@
 //!
 //! - [`registry::BuiltinResources`]: resources it serves built in, in every
 //!   logical cluster, after Kubernetes' own (kcp's Workspaces, APIExports,
-//!   SyncTargets, ...), written down as [`registry::BuiltinKind`]s;
+//!   SyncTargets, ...), written down as [`registry::BuiltinKind`]s with
+//!   their `kubectl get` columns ([`registry::BuiltinKind::with_columns`];
+//!   [`table`] holds only Kubernetes' own);
 //! - [`strategy::StrategyTable`]: the strategies of its kinds, looked up
 //!   before Kubernetes' own, as kube-apiserver's strategies are registered by
 //!   whoever installs an API group;

@@ -459,55 +459,105 @@ const KNOWN_KCP_IN_THE_API_SERVER: &[(&str, &str)] = &[
     ),
 ];
 
+/// The plural names of kcp's, kcp TMC's and KubeStellar's kinds: a library
+/// below ferry-server that matches on one (to give it columns, a strategy,
+/// ...) holds that kind's rules, even without naming its group.
+const PROFILE_PLURALS: &[&str] = &[
+    "workspaces",
+    "workspacetypes",
+    "logicalclusters",
+    "apiresourceschemas",
+    "apiexports",
+    "apiexportendpointslices",
+    "apibindings",
+    "synctargets",
+    "locations",
+    "placements",
+    "apiresourceimports",
+    "edgeplacements",
+    "singleplacementslices",
+    "customizers",
+    "customtransforms",
+    "syncerconfigs",
+    "edgesyncconfigs",
+    "placementsummaries",
+];
+
 /// Whether `source` (one Rust file, comments not read) names kcp,
 /// KubeStellar or TMC: one of their API groups (`tenancy.kcp.io`,
-/// `edge.kubestellar.io`, any `kcp.io` or `kubestellar.io` name) or a path
-/// into one of [`PROFILE_MODULES`] of `ferry_api`.
+/// `edge.kubestellar.io`, any `kcp.io` or `kubestellar.io` name), one of
+/// their kinds' plurals as a string (`"synctargets"`, [`PROFILE_PLURALS`])
+/// or a path into one of [`PROFILE_MODULES`] of `ferry_api`.
 fn names_kcp_kubestellar_or_tmc(source: &str) -> bool {
     source.lines().any(|line| {
         let code = line.split("//").next().unwrap_or_default();
         code.contains("kcp.io")
             || code.contains("kubestellar.io")
+            || PROFILE_PLURALS
+                .iter()
+                .any(|plural| code.contains(&format!("\"{plural}\"")))
             || PROFILE_MODULES.iter().any(|m| {
                 code.contains(&format!("ferry_api::{m}::")) || code.contains(&format!("ferry_api::{{{m}"))
             })
     })
 }
 
-#[test]
-fn the_api_server_library_names_no_kcp_kubestellar_or_tmc() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ferry-apiserver");
+/// What is wrong with the crate `name` (a directory beside ferry-cli)
+/// naming kcp, KubeStellar or TMC: its files that name them and are not
+/// `known` (path under `src/`; the list's name in this file is
+/// `known_list`), and the `known` ones that no longer do or are gone.
+/// `min_files` guards against reading nothing.
+fn kcp_names_in(name: &str, known: &[(&str, &str)], known_list: &str, min_files: usize) -> Vec<String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(name);
     let files = crate_sources(&dir);
     assert!(
-        files.len() > 50,
-        "the library's sources are read from {}",
+        files.len() >= min_files,
+        "{name}'s sources are read from {}",
         dir.display()
     );
     let mut problems = Vec::new();
     for (path, source) in &files {
         let names = names_kcp_kubestellar_or_tmc(source);
-        let known = KNOWN_KCP_IN_THE_API_SERVER.iter().any(|(p, _)| p == path);
-        if names && !known {
+        let is_known = known.iter().any(|(p, _)| p == path);
+        if names && !is_known {
             problems.push(format!(
-                "ferry-apiserver/src/{path} names kcp, KubeStellar or TMC: the API server library knows none \
+                "{name}/src/{path} names kcp, KubeStellar or TMC: the libraries below ferry-server know none \
                  of them; put it in ferry-server and hand it in through the hub's Extensions \
-                 (a StrategyTable, ServedResources, VirtualWorkspaces)"
+                 (a StrategyTable, BuiltinResources with their BuiltinKind's columns, VirtualWorkspaces)"
             ));
         }
-        if known && !names {
+        if is_known && !names {
             problems.push(format!(
-                "ferry-apiserver/src/{path} no longer names kcp, KubeStellar or TMC: remove it from \
-                 KNOWN_KCP_IN_THE_API_SERVER"
+                "{name}/src/{path} no longer names kcp, KubeStellar or TMC: remove it from {known_list}"
             ));
         }
     }
-    for (path, _) in KNOWN_KCP_IN_THE_API_SERVER {
+    for (path, _) in known {
         if !files.iter().any(|(p, _)| p == path) {
-            problems.push(format!(
-                "ferry-apiserver/src/{path} is gone: remove it from KNOWN_KCP_IN_THE_API_SERVER"
-            ));
+            problems.push(format!("{name}/src/{path} is gone: remove it from {known_list}"));
         }
     }
+    problems
+}
+
+#[test]
+fn the_api_server_library_names_no_kcp_kubestellar_or_tmc() {
+    let problems = kcp_names_in(
+        "ferry-apiserver",
+        KNOWN_KCP_IN_THE_API_SERVER,
+        "KNOWN_KCP_IN_THE_API_SERVER",
+        50,
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_object_machinery_names_no_kcp_kubestellar_or_tmc() {
+    // Below the API server: Kubernetes' own rules only (kcp's kinds' Table
+    // columns are ferry-server's, `kinds::columns`).
+    let problems = kcp_names_in("ferry-apimachinery", &[], "a list of known ones", 10);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
@@ -530,4 +580,11 @@ fn kcp_kubestellar_and_tmc_are_found_by_group_and_by_module() {
         "// kcp's tenancy.kcp.io Workspaces live above"
     ));
     assert!(!names_kcp_kubestellar_or_tmc(r#"("apps", "deployments")"#));
+    // A kind's columns matched by its plural alone.
+    assert!(names_kcp_kubestellar_or_tmc(
+        r#"(_, "synctargets") => vec![string("Schedulable", "x")],"#
+    ));
+    assert!(!names_kcp_kubestellar_or_tmc(
+        r#"let placements = "node placements";"#
+    ));
 }

@@ -9,6 +9,8 @@ mod edge_syncer;
 use std::time::Duration;
 
 use edge_syncer::{admin_kubeconfig, ferry, kubeconfig_at, manifest_docs, ok, run_as_pod, run_as_pod_for};
+use ferry_testkit::clients::{call, expect_status_because};
+use ferry_testkit::tmc::{expect_merge_patch, merge_patch};
 use ferry_testkit::{eventually, TestHub};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -280,11 +282,6 @@ async fn apply_the_one(mb: &kube::Client, config: &serde_json::Value) {
         .unwrap();
 }
 
-/// `method path` with a JSON body through `client`; the status code and body.
-async fn send(client: &kube::Client, method: &str, path: &str, body: &serde_json::Value) -> (u16, String) {
-    send_typed(client, method, path, "application/json", body).await
-}
-
 /// The token a syncer's manifest carries is what an attacker on the workload
 /// cluster gets: it must not mint tokens, make identities or workspaces, or
 /// grant itself anything in its mailbox — while the syncer still upsyncs
@@ -331,8 +328,8 @@ async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() 
         ),
     ];
     for (what, path, body) in &attempts {
-        let (code, answer) = send(&stolen, "POST", path, body).await;
-        assert_eq!(code, 403, "the syncer's token made {what}: {answer}");
+        let why = format!("the syncer's token made {what}");
+        expect_status_because(&stolen, "POST", path, Some(body), 403, why).await;
     }
 
     // Positive twin: the syncer upsyncs what the SyncerConfig asks for, and
@@ -355,17 +352,15 @@ async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() 
         !rules.contains("secrets"),
         "Secrets are never upsync-writable: {rules}"
     );
-    let (code, answer) = send(
+    expect_status_because(
         &stolen,
         "POST",
         &format!("{ns}/secrets"),
-        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain"}}),
+        Some(&json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain"}})),
+        403,
+        "a SyncerConfig naming secrets does not let the token write them",
     )
     .await;
-    assert_eq!(
-        code, 403,
-        "a SyncerConfig naming secrets does not let the token write them: {answer}"
-    );
 
     let downstream = kube::Config::from_custom_kubeconfig(
         Kubeconfig::read_from(florin.kubeconfig()).unwrap(),
@@ -398,11 +393,6 @@ async fn the_mailbox_token_cannot_mint_tokens_make_workspaces_or_grant_itself() 
     })
     .await;
     syncer.stop().await;
-}
-
-/// A merge patch of `path` through `client`; the status code and body.
-async fn merge_patch(client: &kube::Client, path: &str, body: &serde_json::Value) -> (u16, String) {
-    send_typed(client, "PATCH", path, "application/merge-patch+json", body).await
 }
 
 /// What the syncer's token may not touch in its mailbox, each a merge patch
@@ -534,27 +524,26 @@ async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
     let (Registered { upstream, .. }, id, mb) = florin_with_targets(&hub).await;
     let stolen = kube::Client::try_from(upstream).unwrap();
     assert_cannot_widen(&stolen, &id).await;
-    let (code, answer) = merge_patch(
+    expect_merge_patch(
         &stolen,
         "/apis/apps/v1/namespaces/default/deployments/web",
         &json!({"spec": {"replicas": 9}}),
+        403,
+        "the token changed a downsynced object's spec",
     )
     .await;
-    assert_eq!(
-        code, 403,
-        "the token changed a downsynced object's spec: {answer}"
-    );
 
     // Positive twins: what the syncer writes upstream.
     let edge = "/apis/edge.kubestellar.io/v2alpha1";
     for config in ["syncerconfigs/the-one", "edgesyncconfigs/florin"] {
-        let (code, answer) = merge_patch(
+        expect_merge_patch(
             &stolen,
             &format!("{edge}/{config}/status"),
             &json!({"status": {"lastSyncerHeartbeatTime": "2026-11-27T00:00:00Z"}}),
+            200,
+            format!("the syncer reports on {config}"),
         )
         .await;
-        assert_eq!(code, 200, "the syncer reports on {config}: {answer}");
     }
     let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
         "spec": {"selector": {"matchLabels": {"app": "web"}},
@@ -576,27 +565,36 @@ async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
         }
     })
     .await;
-    let (code, answer) = send(
+    expect_status_because(
         &stolen,
         "POST",
         "/api/v1/namespaces/default/configmaps",
-        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "report"}, "data": {"v": "1"}}),
+        Some(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "report"}, "data": {"v": "1"}})),
+        201,
+        "the syncer upsyncs a ConfigMap",
     )
     .await;
-    assert_eq!(code, 201, "the syncer upsyncs a ConfigMap: {answer}");
-    let (code, answer) = merge_patch(
+    expect_merge_patch(
         &stolen,
         "/api/v1/namespaces/default/configmaps/report",
         &json!({"data": {"v": "2"}}),
+        200,
+        "the syncer updates what it upsynced",
     )
     .await;
-    assert_eq!(code, 200, "the syncer updates what it upsynced: {answer}");
 
     // An EdgeSyncConfig's upSyncedResources (by kind) grant as a SyncerConfig's do.
     let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
     let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "edge"}, "spec": {}});
-    let (code, answer) = send(&stolen, "POST", leases, &lease).await;
-    assert_eq!(code, 403, "no config upsyncs Leases yet: {answer}");
+    expect_status_because(
+        &stolen,
+        "POST",
+        leases,
+        Some(&lease),
+        403,
+        "no config upsyncs Leases yet",
+    )
+    .await;
     let esc_ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("edge.kubestellar.io", "v2alpha1", "EdgeSyncConfig"),
         "edgesyncconfigs",
@@ -609,7 +607,7 @@ async fn the_mailbox_token_cannot_rewrite_rights_secrets_or_its_configs() {
         .unwrap();
     eventually(20, "the syncer's token upsyncing a Lease", || {
         let (stolen, lease) = (stolen.clone(), lease.clone());
-        async move { (send(&stolen, "POST", leases, &lease).await.0 == 201).then_some(()) }
+        async move { (call(&stolen, "POST", leases, Some(&lease)).await.0 == 201).then_some(()) }
     })
     .await;
 }
@@ -645,16 +643,14 @@ async fn re_running_syncer_gen_narrows_an_earlier_wide_role() {
         .await
         .unwrap();
     let stolen = kube::Client::try_from(upstream).unwrap();
-    let (code, answer) = merge_patch(
+    expect_merge_patch(
         &stolen,
         "/api/v1/namespaces/default/secrets/db",
         &json!({"stringData": {"password": "mine"}}),
+        200,
+        "the earlier role let the token rewrite a Secret",
     )
     .await;
-    assert_eq!(
-        code, 200,
-        "the earlier role let the token rewrite a Secret: {answer}"
-    );
 
     ok(
         run_ferry(
@@ -708,15 +704,17 @@ async fn the_downstream_identity_can_install_rbac_that_grants_everything() {
     .unwrap();
     config.auth_info.token = Some(token.into());
     let as_syncer = kube::Client::try_from(config).unwrap();
-    let (code, answer) = send(
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "argocd-application-controller"},
+           "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]});
+    expect_status_because(
         &as_syncer,
         "POST",
         "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "argocd-application-controller"},
-               "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+        Some(&role),
+        201,
+        "the syncer installs a wildcard ClusterRole",
     )
     .await;
-    assert_eq!(code, 201, "the syncer installs a wildcard ClusterRole: {answer}");
 }
 
 /// A hub knowing `mal` and `alice` by bearer token (`<name>-token`), with
@@ -947,12 +945,12 @@ async fn syncer_gen_registers_a_confined_syncer_in_a_workspace_made_by_hand() {
         ),
     ];
     for (method, what, path, body) in &attempts {
-        let (code, answer) = if *method == "PATCH" {
-            send_typed(&stolen, method, path, "application/merge-patch+json", body).await
+        let why = format!("the syncer's token made {what}");
+        if *method == "PATCH" {
+            expect_merge_patch(&stolen, path, body, 403, why).await;
         } else {
-            send(&stolen, method, path, body).await
-        };
-        assert_eq!(code, 403, "the syncer's token made {what}: {answer}");
+            expect_status_because(&stolen, method, path, Some(body), 403, why).await;
+        }
     }
 
     // Positive twin: the syncer, run as its pod would be, syncs what ws1's SyncerConfig selects.
@@ -1055,26 +1053,6 @@ async fn re_running_syncer_gen_revokes_an_earlier_releases_syncer() {
     }
 }
 
-/// `method path` with a JSON body of `content_type` through `client`.
-async fn send_typed(
-    client: &kube::Client,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: &serde_json::Value,
-) -> (u16, String) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", content_type)
-        .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
-        .unwrap();
-    let resp = client.send(req).await.expect("an answer");
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect_bytes().await.unwrap_or_default();
-    (code, String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// Each heartbeat of a KubeStellar syncer carries its version, on the
 /// SyncerConfig in its own mailbox (`status.syncerVersion`); the identity
 /// `syncer-gen` minted for florin's mailbox may write it there, and gets 403
@@ -1122,10 +1100,8 @@ async fn the_syncer_reports_its_version_in_its_own_mailbox_and_cannot_in_another
     // florin's identity, by hand: its own mailbox takes a version, guilder's does not.
     let forged = json!({"status": {"syncerVersion": "6.6.6 (commit forged)"}});
     let path = "/apis/edge.kubestellar.io/v2alpha1/syncerconfigs/the-one/status";
-    let (code, body) = merge_patch(&identity, path, &forged).await;
-    assert_eq!(code, 200, "its own mailbox: {body}");
-    let (code, body) = merge_patch(&elsewhere, path, &forged).await;
-    assert_eq!(code, 403, "another mailbox's SyncerConfig: {body}");
+    expect_merge_patch(&identity, path, &forged, 200, "its own mailbox").await;
+    expect_merge_patch(&elsewhere, path, &forged, 403, "another mailbox's SyncerConfig").await;
     let theirs = Api::<DynamicObject>::all_with(hub.client(&guilder).await, &configs);
     let config = theirs.get("the-one").await.unwrap();
     assert!(

@@ -7,7 +7,8 @@ mod common;
 
 use common::tenants::{binding, cluster_role_object, user, RBAC};
 use common::{
-    admin, call, client_as, create, expect_status, expect_status_because, post_created, rbac_path, send,
+    admin, call, client_as, create, expect_sent, expect_status, expect_status_because, post_created,
+    rbac_path,
 };
 use ferry_hub::kubeconfig::AuthInfo;
 use ferry_testkit::TestHub;
@@ -335,8 +336,7 @@ async fn updates_patches_and_server_side_apply_cannot_widen_a_role() {
         ("application/strategic-merge-patch+json", merge.as_str()),
         ("application/json-patch+json", json_patch.as_str()),
     ] {
-        let (code, body) = send(&pat, "PATCH", &cm, content_type, patch).await;
-        assert_eq!(code, 403, "{content_type}: {body}");
+        let body = expect_sent(&pat, ("PATCH", &cm), (content_type, patch), 403, content_type).await;
         assert!(
             message(&body).contains(
                 "User \"pat\" cannot patch resource \"roles\" in API group \"rbac.authorization.k8s.io\" in the namespace \"dev\""
@@ -345,25 +345,26 @@ async fn updates_patches_and_server_side_apply_cannot_widen_a_role() {
         );
         assert!(message(&body).contains("(verbs [get] on secrets)"), "{body}");
     }
-    let (code, body) = send(
+    expect_sent(
         &pat,
-        "PATCH",
-        &format!("{cm}?fieldManager=pat&force=true"),
-        "application/apply-patch+yaml",
-        &apply,
+        ("PATCH", &format!("{cm}?fieldManager=pat&force=true")),
+        ("application/apply-patch+yaml", &apply),
+        403,
+        "apply",
     )
     .await;
-    assert_eq!(code, 403, "apply: {body}");
     // Server-side apply that would create a role is checked too.
-    let (code, body) = send(
+    expect_sent(
         &pat,
-        "PATCH",
-        &format!("{roles}/new-one?fieldManager=pat"),
-        "application/apply-patch+yaml",
-        &apply.replace("name: cm", "name: new-one"),
+        ("PATCH", &format!("{roles}/new-one?fieldManager=pat")),
+        (
+            "application/apply-patch+yaml",
+            &apply.replace("name: cm", "name: new-one"),
+        ),
+        403,
+        "apply-create",
     )
     .await;
-    assert_eq!(code, 403, "apply-create: {body}");
     // A full update, dry run or not.
     let (_, mut current) = call(&pat, "GET", &cm, None).await;
     current["rules"] = widened.clone();
@@ -375,43 +376,36 @@ async fn updates_patches_and_server_side_apply_cannot_widen_a_role() {
 
     // Changes within what pat holds go through.
     let list = json!({"rules": [rule(&["get", "list"], "", &["configmaps"])]}).to_string();
-    let (code, body) = send(&pat, "PATCH", &cm, "application/merge-patch+json", &list).await;
-    assert_eq!(code, 200, "{body}");
-    let (code, body) = send(
+    expect_sent(
         &pat,
-        "PATCH",
-        &format!("{roles}/applied?fieldManager=pat"),
-        "application/apply-patch+yaml",
-        &format!(
-            "apiVersion: {RBAC}/v1\nkind: Role\nmetadata:\n  name: applied\nrules:\n\
-             - apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [list]\n"
-        ),
+        ("PATCH", &cm),
+        ("application/merge-patch+json", &list),
+        200,
+        "",
     )
     .await;
-    assert_eq!(code, 201, "{body}");
+    expect_sent(
+        &pat,
+        ("PATCH", &format!("{roles}/applied?fieldManager=pat")),
+        (
+            "application/apply-patch+yaml",
+            &format!(
+                "apiVersion: {RBAC}/v1\nkind: Role\nmetadata:\n  name: applied\nrules:\n\
+                 - apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [list]\n"
+            ),
+        ),
+        201,
+        "",
+    )
+    .await;
 
     // A role pat does not cover: any change but garbage-collection fields is refused.
     let secret_reader = format!("{roles}/secret-reader");
     let label = json!({"metadata": {"labels": {"team": "pat"}}}).to_string();
-    let (code, body) = send(
-        &pat,
-        "PATCH",
-        &secret_reader,
-        "application/merge-patch+json",
-        &label,
-    )
-    .await;
-    assert_eq!(code, 403, "{body}");
+    let merge_type = "application/merge-patch+json";
+    expect_sent(&pat, ("PATCH", &secret_reader), (merge_type, &label), 403, "").await;
     let finalizer = json!({"metadata": {"finalizers": ["example.com/keep"]}}).to_string();
-    let (code, body) = send(
-        &pat,
-        "PATCH",
-        &secret_reader,
-        "application/merge-patch+json",
-        &finalizer,
-    )
-    .await;
-    assert_eq!(code, 200, "{body}");
+    expect_sent(&pat, ("PATCH", &secret_reader), (merge_type, &finalizer), 200, "").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

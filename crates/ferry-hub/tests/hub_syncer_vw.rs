@@ -412,15 +412,22 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     let path = "/apis/apps/v1/namespaces/work/deployments/web";
     eventually_status(20, "the deployment is visible to the syncer", &one, path, 200).await;
     let finalizer = format!("workload.kcp.io/syncer-{}", w.east);
-    let (code, body) = merge_patch(&one, path, &json!({"metadata": {"finalizers": [finalizer]}})).await;
-    assert_eq!(code, 200, "{body}");
-    let (code, body) = merge_patch(
+    expect_merge_patch(
+        &one,
+        path,
+        &json!({"metadata": {"finalizers": [finalizer]}}),
+        200,
+        "",
+    )
+    .await;
+    expect_merge_patch(
         &one,
         &format!("{path}/status"),
         &json!({"status": {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}}),
+        200,
+        "",
     )
     .await;
-    assert_eq!(code, 200, "{body}");
     let real = get(hub, "root:app1", path).await;
     assert_eq!(real["status"]["readyReplicas"], 2, "{real}");
     assert_eq!(real["metadata"]["finalizers"], json!([finalizer]));
@@ -462,21 +469,23 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
             .is_none()
     );
     let west_label = format!("{STATE_PREFIX}{}", sync_target_key(&w.loc, "west"));
-    let (code, body) = merge_patch(
+    expect_merge_patch(
         &one,
         "/api/v1/namespaces/work/configmaps/cm-app1",
         &json!({"metadata": {"labels": {west_label: "Sync"}}}),
+        403,
+        "",
     )
     .await;
-    assert_eq!(code, 403, "{body}");
     // Writes to what the view hides are not found.
-    let (code, _) = merge_patch(
+    expect_merge_patch(
         &one,
         "/api/v1/namespaces/private/configmaps/hidden",
         &json!({"data": {"k": "owned"}}),
+        404,
+        "",
     )
     .await;
-    assert_eq!(code, 404);
     assert_eq!(
         get(hub, "root:app1", "/api/v1/namespaces/private/configmaps/hidden").await["data"]["k"],
         "hidden"
@@ -521,13 +530,14 @@ async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
     let all = w.east("upsyncer", "*").await;
     let list = get_ok(&all, "/api/v1/pods").await;
     assert_eq!(item_names(&list), vec!["up".to_string()]);
-    let (code, body) = merge_patch(
+    expect_merge_patch(
         &up,
         "/api/v1/namespaces/work/pods/up",
         &json!({"metadata": {"labels": {label.clone(): null}}}),
+        400,
+        "",
     )
     .await;
-    assert_eq!(code, 400, "{body}");
     // The syncer view does not serve pods; the upsyncer serves no configmaps.
     expect_status(&w.east("syncer", "*").await, "GET", "/api/v1/pods", None, 404).await;
     expect_status(&all, "GET", "/api/v1/configmaps", None, 404).await;

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{call, client, delete_ok, expect_status, expect_status_because, get_ok, post_created, send};
+use common::{
+    call, client, delete_ok, expect_sent, expect_status, expect_status_because, get_ok, post_created, send,
+};
 use ferry_testkit::TestHub;
 use serde_json::{json, Value};
 
@@ -15,15 +17,14 @@ async fn apply_with_metadata_of_the_wrong_type_is_a_bad_request_not_a_dropped_co
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
     let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":"oops"}"#;
-    let (code, status) = send(
+    let status = expect_sent(
         &c,
-        "PATCH",
-        &format!("{CONFIGMAPS}/e?fieldManager=test"),
-        "application/apply-patch+yaml",
-        body,
+        ("PATCH", &format!("{CONFIGMAPS}/e?fieldManager=test")),
+        ("application/apply-patch+yaml", body),
+        400,
+        "",
     )
     .await;
-    assert_eq!(code, 400, "{status}");
     assert_eq!(status["kind"], "Status");
     assert_eq!(status["reason"], "BadRequest");
     let message = status["message"].as_str().unwrap_or_default();
@@ -60,15 +61,17 @@ async fn metadata_fields_of_the_wrong_type_are_refused_and_nothing_is_stored() {
     // A patch that would leave a wrong type is refused the same way.
     let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "e"}});
     post_created(&c, CONFIGMAPS, &good).await;
-    let (code, status) = send(
+    expect_sent(
         &c,
-        "PATCH",
-        &format!("{CONFIGMAPS}/e"),
-        "application/merge-patch+json",
-        r#"{"metadata":{"labels":{"a":1}}}"#,
+        ("PATCH", &format!("{CONFIGMAPS}/e")),
+        (
+            "application/merge-patch+json",
+            r#"{"metadata":{"labels":{"a":1}}}"#,
+        ),
+        400,
+        "",
     )
     .await;
-    assert_eq!(code, 400, "{status}");
     let (_, stored) = call(&c, "GET", &format!("{CONFIGMAPS}/e"), None).await;
     assert_eq!(stored["metadata"].get("labels"), None);
 }
@@ -114,8 +117,14 @@ async fn a_namespace_left_terminating_by_a_restart_finishes() {
     assert_eq!(ns["status"]["phase"], "Terminating");
 
     let release = r#"{"metadata":{"finalizers":null}}"#;
-    let (code, _) = send(&c, "PATCH", held_path, "application/merge-patch+json", release).await;
-    assert_eq!(code, 200);
+    expect_sent(
+        &c,
+        ("PATCH", held_path),
+        ("application/merge-patch+json", release),
+        200,
+        "",
+    )
+    .await;
     ferry_testkit::eventually(10, "the namespace to finish terminating", || async {
         (call(&c, "GET", "/api/v1/namespaces/doomed", None).await.0 == 404).then_some(())
     })

@@ -5,8 +5,9 @@
 //! hub except its built-in controllers.
 //!
 //! - What this layer adds to the API server it hands in when the hub is
-//!   built ([`server::extensions`]): kcp's kinds served built in, their
-//!   strategies and TMC's reserved labels and annotations ([`kinds`]), the
+//!   built ([`server::extensions`]): kcp's kinds served built in with
+//!   their `kubectl get` columns, their strategies and TMC's reserved
+//!   labels and annotations ([`kinds`]), the
 //!   Workspaces that make logical clusters ([`workspace`]), what
 //!   APIBindings serve ([`apis`]) and the virtual workspaces
 //!   ([`virtual_workspace`]).

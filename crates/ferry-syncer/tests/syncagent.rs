@@ -28,14 +28,23 @@ fn apis(kind: &str, plural: &str) -> ApiResource {
     ar("apis.kcp.io", "v1alpha1", kind, plural)
 }
 
+/// A published kind as consumers see it (group = the export's name), and
+/// as the service cluster has it.
+fn kinds(kind: &str, plural: &str) -> (ApiResource, ApiResource) {
+    (
+        ar(EXPORT, "v1", kind, plural),
+        ar("example.com", "v1", kind, plural),
+    )
+}
+
 /// The Database as consumers see it (group = the export's name).
 fn remote_databases() -> ApiResource {
-    ar(EXPORT, "v1", "Database", "databases")
+    kinds("Database", "databases").0
 }
 
 /// The Database on the service cluster.
 fn local_databases() -> ApiResource {
-    ar("example.com", "v1", "Database", "databases")
+    kinds("Database", "databases").1
 }
 
 fn published(name: &str, kind: &str) -> Value {
@@ -198,9 +207,50 @@ impl Stage {
         }
     }
 
+    /// The agent's APIExport as it is now.
+    async fn export(&self) -> Value {
+        self.provider
+            .get(&apis("APIExport", "apiexports"), None, EXPORT)
+            .await
+            .expect("the agent's APIExport")
+    }
+
+    /// PublishedResource `name` on the service cluster as it is now.
+    async fn published_resource(&self, name: &str) -> Value {
+        self.service
+            .get(&published_resources(), None, name)
+            .await
+            .expect("the PublishedResource")
+    }
+
+    /// Waits for an Event on the agent's APIExport (in the provider's
+    /// `default` namespace) that `pred` accepts; returns it.
+    async fn export_event(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        eventually(10, what, || async {
+            self.provider
+                .list(&events(), Some("default"))
+                .await
+                .into_iter()
+                .find(|e| e["involvedObject"]["name"] == EXPORT && pred(e))
+        })
+        .await
+    }
+
     /// PublishedResource `name` on the service cluster once `pred` holds for it.
     async fn published_when(&self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         wait_for(&self.service, &published_resources(), None, name, what, pred).await
+    }
+
+    /// cert-manager issues Secret `web-tls` in namespace `cluster` of the
+    /// service cluster: `tls.crt` is `CERT`.
+    async fn issue_web_tls(&self, cluster: &str) {
+        self.service
+            .create(
+                &secrets(),
+                json!({ "apiVersion": "v1", "kind": "Secret",
+                        "metadata": { "name": "web-tls", "namespace": cluster }, "stringData": { "tls.crt": "CERT" } }),
+            )
+            .await;
     }
 
     /// cert-manager renews Secret `web-tls` in namespace `cluster` of the
@@ -223,6 +273,13 @@ impl Stage {
             .await
     }
 
+    /// Merge `patch` into the service cluster's copy `cluster/name` of a Database.
+    async fn patch_copy(&self, cluster: &str, name: &str, patch: Value) -> Value {
+        self.service
+            .merge(&local_databases(), Some(cluster), name, patch)
+            .await
+    }
+
     /// [`Stage::start`], once the Database's schema is published.
     async fn with_schema() -> Stage {
         let stage = Stage::start().await;
@@ -230,14 +287,24 @@ impl Stage {
         stage
     }
 
-    /// Waits for the schema to be published; returns its name.
+    /// [`Stage::with_schema`], with the export bound in consumer `root:c1`.
+    async fn bound() -> Stage {
+        let stage = Stage::with_schema().await;
+        stage.bind(&stage.c1).await;
+        stage
+    }
+
+    /// Waits for the Database's schema to be published; returns its name.
     async fn schema(&self) -> String {
+        self.schema_of("databases", "PublishedResource databases to record its schema")
+            .await
+    }
+
+    /// Waits for PublishedResource `name` to record its schema; returns the
+    /// schema's name.
+    async fn schema_of(&self, name: &str, what: &str) -> String {
         let pr = self
-            .published_when(
-                "databases",
-                "PublishedResource databases to record its schema",
-                |pr| pr["status"]["resourceSchemaName"].is_string(),
-            )
+            .published_when(name, what, |pr| pr["status"]["resourceSchemaName"].is_string())
             .await;
         pr["status"]["resourceSchemaName"].as_str().unwrap().to_string()
     }
@@ -250,13 +317,11 @@ impl Stage {
                     "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
         )
         .await;
-        eventually(15, "Databases served in the consumer", || async {
-            ws.api(&remote_databases(), Some("default"))
-                .list(&Default::default())
-                .await
-                .ok()
-                .map(drop)
-        })
+        ws.wait_served(
+            &remote_databases(),
+            Some("default"),
+            "Databases served in the consumer",
+        )
         .await;
     }
 }
@@ -323,20 +388,13 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
         ("AddingResourceSchemas", schema.clone()),
         ("AddingPermissionClaims", "events".to_string()),
     ] {
-        eventually(10, &format!("a {reason} Event on the export"), || async {
-            stage
-                .provider
-                .list(&events(), Some("default"))
-                .await
-                .into_iter()
-                .find(|e| {
-                    e["reason"] == reason
-                        && e["involvedObject"]["kind"] == "APIExport"
-                        && e["involvedObject"]["name"] == EXPORT
-                        && e["message"].as_str().unwrap_or_default().contains(&names)
-                })
-        })
-        .await;
+        stage
+            .export_event(&format!("a {reason} Event on the export"), |e| {
+                e["reason"] == reason
+                    && e["involvedObject"]["kind"] == "APIExport"
+                    && e["message"].as_str().unwrap_or_default().contains(&names)
+            })
+            .await;
     }
 
     // The invalid PublishedResource is named in its condition; the valid one is Ready.
@@ -354,11 +412,7 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
         "{message}"
     );
     assert!(broken["status"]["resourceSchemaName"].is_null());
-    let good = stage
-        .service
-        .get(&published_resources(), None, "databases")
-        .await
-        .unwrap();
+    let good = stage.published_resource("databases").await;
     assert_eq!(ready_condition(&good).unwrap()["status"], "True");
 
     stage.agent.stop().await;
@@ -366,8 +420,7 @@ async fn publishes_the_schema_and_merges_it_into_the_export() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
-    let stage = Stage::with_schema().await;
-    stage.bind(&stage.c1).await;
+    let stage = Stage::bound().await;
     stage.bind(&stage.c2).await;
     let one = stage.c1.create(&remote_databases(), database("my-db")).await;
     let two = stage.c2.create(&remote_databases(), database("my-db")).await;
@@ -462,10 +515,8 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
     // Deleting the consumer's object deletes the service copy first, then releases the
     // source. A finalizer on the copy holds it, so the order shows.
     stage
-        .service
-        .merge(
-            &local_databases(),
-            Some(&cluster1),
+        .patch_copy(
+            &cluster1,
             &local_name,
             json!({ "metadata": { "finalizers": ["test.example.com/hold"] } }),
         )
@@ -494,10 +545,8 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
         .as_array()
         .is_some_and(|f| f.iter().any(|f| f == SYNCAGENT_CLEANUP_FINALIZER)));
     stage
-        .service
-        .merge(
-            &local_databases(),
-            Some(&cluster1),
+        .patch_copy(
+            &cluster1,
             &local_name,
             json!({ "metadata": { "finalizers": null } }),
         )
@@ -529,32 +578,18 @@ async fn syncs_consumer_objects_down_and_status_back_and_cleans_up_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_returns_only_through_a_status_subresource_and_schema_only_resources_do_not_sync() {
-    let stage = Stage::with_schema().await;
-    stage.bind(&stage.c1).await;
-    let remote_caches = ar(EXPORT, "v1", "Cache", "caches");
-    let local_caches = ar("example.com", "v1", "Cache", "caches");
-    eventually(15, "Caches served in the consumer", || async {
-        stage
-            .c1
-            .api(&remote_caches, Some("default"))
-            .list(&Default::default())
-            .await
-            .ok()
-            .map(drop)
-    })
-    .await;
+    let stage = Stage::bound().await;
+    let (remote_caches, local_caches) = kinds("Cache", "caches");
+    stage
+        .c1
+        .wait_served(&remote_caches, Some("default"), "Caches served in the consumer")
+        .await;
     // The schema-only resource is served to consumers, and nothing of it syncs.
     let remote_gadgets = ar(EXPORT, "v1", "Gadget", "gadgets");
-    eventually(15, "Gadgets served in the consumer", || async {
-        stage
-            .c1
-            .api(&remote_gadgets, Some("default"))
-            .list(&Default::default())
-            .await
-            .ok()
-            .map(drop)
-    })
-    .await;
+    stage
+        .c1
+        .wait_served(&remote_gadgets, Some("default"), "Gadgets served in the consumer")
+        .await;
     stage
         .c1
         .create(
@@ -563,19 +598,14 @@ async fn status_returns_only_through_a_status_subresource_and_schema_only_resour
                     "metadata": { "name": "g", "namespace": "default" }, "spec": {} }),
         )
         .await;
-    let source = stage
-        .c1
-        .create(
+    let Synced { cluster, name, .. } = stage
+        .sync_down(
             &remote_caches,
+            &local_caches,
             json!({ "apiVersion": format!("{EXPORT}/v1"), "kind": "Cache",
                     "metadata": { "name": "c", "namespace": "default" }, "spec": { "size": 1 } }),
+            "the Cache copy",
         )
-        .await;
-    let cluster = cluster_of(&source);
-    let name = default_name("default", "c");
-    stage
-        .service
-        .when(&local_caches, &cluster, &name, "the Cache copy", |_| true)
         .await;
     // The service sets status on its copy (no subresource: part of the object)...
     stage
@@ -613,31 +643,22 @@ async fn status_returns_only_through_a_status_subresource_and_schema_only_resour
     let gadget = stage.c1.get(&remote_gadgets, Some("default"), "g").await.unwrap();
     assert!(gadget["metadata"]["finalizers"].is_null(), "{gadget}");
     // The invalid PublishedResource did not stop either flow.
-    let broken = stage
-        .service
-        .get(&published_resources(), None, "broken")
-        .await
-        .unwrap();
+    let broken = stage.published_resource("broken").await;
     assert_eq!(ready_condition(&broken).unwrap()["reason"], "CRDNotFound");
     stage.agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_agent_keeps_its_copies_and_catches_up() {
-    let stage = Stage::with_schema().await;
-    stage.bind(&stage.c1).await;
-    let one = stage.c1.create(&remote_databases(), database("my-db")).await;
-    let cluster = cluster_of(&one);
-    let name = default_name("default", "my-db");
-    let copy = wait_for(
-        &stage.service,
-        &local_databases(),
-        Some(&cluster),
-        &name,
-        "the copy",
-        |_| true,
-    )
-    .await;
+    let stage = Stage::bound().await;
+    let Synced { cluster, name, copy } = stage
+        .sync_down(
+            &remote_databases(),
+            &local_databases(),
+            database("my-db"),
+            "the copy",
+        )
+        .await;
     let uid = copy["metadata"]["uid"].clone();
     let Stage { agent, .. } = stage;
     agent.stop().await;
@@ -740,12 +761,9 @@ impl Stage {
         let mut pr = published(plural, kind);
         json_patch::merge(&mut pr["spec"], &spec);
         self.service.create(&published_resources(), pr).await;
-        let pr = self
-            .published_when(plural, "the new PublishedResource to record its schema", |pr| {
-                pr["status"]["resourceSchemaName"].is_string()
-            })
+        let schema = self
+            .schema_of(plural, "the new PublishedResource to record its schema")
             .await;
-        let schema = pr["status"]["resourceSchemaName"].as_str().unwrap().to_string();
         self.export_when("the export to list the new schema", |e| {
             e["spec"]["latestResourceSchemas"]
                 .as_array()
@@ -755,14 +773,37 @@ impl Stage {
         schema
     }
 
+    /// [`Stage::publish`] with the PublishedResource's `related` resources.
+    async fn publish_related(&self, kind: &str, plural: &str, related: Value) -> String {
+        self.publish(kind, plural, json!({ "related": related })).await
+    }
+
+    /// cert-manager's Certificate ([`Stage::publish`]) with the `related`
+    /// resources its flow brings.
+    async fn publish_certificates(&self, related: Value) -> String {
+        self.publish_related("Certificate", "certificates", related).await
+    }
+
+    /// A Website whose related resource is the cert-manager Certificate
+    /// (kcp origin) its `spec.certificate` names ([`Stage::publish`]);
+    /// with `identity`, claimed by that identityHash.
+    async fn publish_websites(&self, identity: Option<&str>) -> String {
+        let mut certificate = json!({
+            "identifier": "cert", "origin": "kcp",
+            "group": "cert-manager.io", "version": "v1", "resource": "certificates",
+            "object": { "reference": { "path": "spec.certificate" } },
+        });
+        if let Some(identity) = identity {
+            certificate["identityHash"] = json!(identity);
+        }
+        self.publish_related("Website", "websites", json!([certificate]))
+            .await
+    }
+
     /// Binds the export in `ws`, accepting every claim it makes, and waits for
     /// `resource` to be served there.
     async fn bind_accepting(&self, ws: &Cluster, resource: &ApiResource) {
-        let export = self
-            .provider
-            .get(&apis("APIExport", "apiexports"), None, EXPORT)
-            .await
-            .unwrap();
+        let export = self.export().await;
         let claims: Vec<Value> = export["spec"]["permissionClaims"]
             .as_array()
             .cloned()
@@ -780,14 +821,43 @@ impl Stage {
                               "permissionClaims": claims } }),
         )
         .await;
-        eventually(15, "the resource served in the consumer", || async {
-            ws.api(resource, Some("default"))
-                .list(&Default::default())
-                .await
-                .ok()
-                .map(drop)
-        })
-        .await;
+        ws.wait_served(resource, Some("default"), "the resource served in the consumer")
+            .await;
+    }
+}
+
+impl Stage {
+    /// The published `kind` ([`kinds`]) once consumer `root:c1` binds the
+    /// export accepting its claims and is served it.
+    async fn bound_in_c1(&self, kind: &str, plural: &str) -> (ApiResource, ApiResource) {
+        let (remote, local) = kinds(kind, plural);
+        self.bind_accepting(&self.c1, &remote).await;
+        (remote, local)
+    }
+}
+
+/// A consumer's object synced down to the service cluster (default naming).
+struct Synced {
+    /// The consumer's logical cluster, the copy's namespace.
+    cluster: String,
+    /// The copy's name.
+    name: String,
+    copy: Value,
+}
+
+impl Stage {
+    /// Creates `obj` in consumer `root:c1` as `remote`, and waits for its copy
+    /// as `local` on the service cluster under the default naming; `what`
+    /// names the wait.
+    async fn sync_down(&self, remote: &ApiResource, local: &ApiResource, obj: Value, what: &str) -> Synced {
+        let source = self.c1.create(remote, obj).await;
+        let cluster = cluster_of(&source);
+        let name = default_name(
+            source["metadata"]["namespace"].as_str().unwrap_or_default(),
+            source["metadata"]["name"].as_str().expect("a name"),
+        );
+        let copy = self.service.when(local, &cluster, &name, what, |_| true).await;
+        Synced { cluster, name, copy }
     }
 }
 
@@ -812,9 +882,7 @@ async fn naming_templates_place_copies_and_bad_or_colliding_names_are_reported()
             } }),
         )
         .await;
-    let remote = ar(EXPORT, "v1", "Thing", "things");
-    let local = ar("example.com", "v1", "Thing", "things");
-    stage.bind_accepting(&stage.c1, &remote).await;
+    let (remote, local) = stage.bound_in_c1("Thing", "things").await;
     stage.bind_accepting(&stage.c2, &remote).await;
 
     let a1 = stage
@@ -962,16 +1030,10 @@ async fn projection_renames_kind_plural_version_scope_and_group() {
                 "spec": { "reference": { "export": { "path": "root:provider", "name": EXPORT } } } }),
     )
     .await;
-    eventually(15, "Motors served cluster-wide in the consumer", || async {
-        stage
-            .c1
-            .api(&remote, None)
-            .list(&Default::default())
-            .await
-            .ok()
-            .map(drop)
-    })
-    .await;
+    stage
+        .c1
+        .wait_served(&remote, None, "Motors served cluster-wide in the consumer")
+        .await;
     let source = stage
         .c1
         .create(
@@ -1034,9 +1096,7 @@ async fn filters_select_objects_by_their_labels_and_their_namespaces_labels() {
     stage
         .export_when("the namespaces claim", |e| claims(e, "namespaces"))
         .await;
-    let remote = ar(EXPORT, "v1", "Probe", "probes");
-    let local = ar("example.com", "v1", "Probe", "probes");
-    stage.bind_accepting(&stage.c1, &remote).await;
+    let (remote, local) = stage.bound_in_c1("Probe", "probes").await;
     for (ns, env) in [("prod", "prod"), ("dev", "dev")] {
         stage
             .c1
@@ -1153,26 +1213,19 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
     broken["spec"]["mutation"] =
         json!({ "status": [{ "cel": { "path": "status.x", "expression": "value +" } }] });
     stage.service.create(&published_resources(), broken).await;
-    let remote = ar(EXPORT, "v1", "Bucket", "buckets");
-    let local = ar("example.com", "v1", "Bucket", "buckets");
-    stage.bind_accepting(&stage.c1, &remote).await;
-    let source = stage
-        .c1
-        .create(
+    let (remote, local) = stage.bound_in_c1("Bucket", "buckets").await;
+    let Synced { cluster, name, copy } = stage
+        .sync_down(
             &remote,
+            &local,
             remote_object(
                 "Bucket",
                 "b",
                 json!({}),
                 json!({ "note": "private", "region": "eu-west", "owner": "ann", "replicas": 2 }),
             ),
+            "the mutated copy",
         )
-        .await;
-    let cluster = cluster_of(&source);
-    let name = default_name("default", "b");
-    let copy = stage
-        .service
-        .when(&local, &cluster, &name, "the mutated copy", |_| true)
         .await;
     let local_name = copy["metadata"]["name"].as_str().unwrap();
     assert_eq!(
@@ -1218,19 +1271,14 @@ async fn mutations_rewrite_spec_on_the_way_down_and_status_on_the_way_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_existing_local_object_is_adopted() {
-    let stage = Stage::with_schema().await;
-    stage.bind(&stage.c1).await;
+    let stage = Stage::bound().await;
     // Learn the consumer's logical cluster from a first object.
-    let first = stage.c1.create(&remote_databases(), database("first")).await;
-    let cluster = cluster_of(&first);
-    stage
-        .service
-        .when(
+    let Synced { cluster, .. } = stage
+        .sync_down(
+            &remote_databases(),
             &local_databases(),
-            &cluster,
-            &default_name("default", "first"),
+            database("first"),
             "the first copy (and its namespace)",
-            |_| true,
         )
         .await;
     let name = default_name("default", "adopt-me");
@@ -1279,23 +1327,19 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
     // cert-manager's flow: a Certificate goes down, the Secret its controller writes
     // comes back up; a CA ConfigMap from the consumer goes down with it.
     stage
-        .publish(
-            "Certificate",
-            "certificates",
-            json!({ "related": [
-                { "identifier": "tls", "origin": "service", "kind": "Secret", "cleanup": true,
-                  "object": { "reference": { "path": "spec.secretName" } } },
-                { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
-                  "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } },
-                  "mutation": { "spec": [{ "regex": { "path": "data.note", "pattern": "kcp", "replacement": "the service" } }] } },
-                { "identifier": "settings", "origin": "kcp", "kind": "ConfigMap",
-                  "object": { "reference": { "path": "spec.settings.name" },
-                              "namespace": { "reference": { "path": "spec.settings.namespace" } } } },
-                { "identifier": "extra", "origin": "service", "group": "", "version": "v1", "resource": "secrets",
-                  "object": { "selector": { "matchLabels": { "cert": "{{ .LocalObject.metadata.name }}" },
-                                            "rewrite": { "template": { "template": "{{ .Value }}-copy" } } } } },
-            ] }),
-        )
+        .publish_certificates(json!([
+            { "identifier": "tls", "origin": "service", "kind": "Secret", "cleanup": true,
+              "object": { "reference": { "path": "spec.secretName" } } },
+            { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
+              "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } },
+              "mutation": { "spec": [{ "regex": { "path": "data.note", "pattern": "kcp", "replacement": "the service" } }] } },
+            { "identifier": "settings", "origin": "kcp", "kind": "ConfigMap",
+              "object": { "reference": { "path": "spec.settings.name" },
+                          "namespace": { "reference": { "path": "spec.settings.namespace" } } } },
+            { "identifier": "extra", "origin": "service", "group": "", "version": "v1", "resource": "secrets",
+              "object": { "selector": { "matchLabels": { "cert": "{{ .LocalObject.metadata.name }}" },
+                                        "rewrite": { "template": { "template": "{{ .Value }}-copy" } } } } },
+        ]))
         .await;
     stage
         .export_when("the export to claim secrets and configmaps", |e| {
@@ -1308,9 +1352,7 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
                 .all(|r| claims.iter().any(|c| c["resource"] == *r))
         })
         .await;
-    let remote = ar(EXPORT, "v1", "Certificate", "certificates");
-    let local = ar("example.com", "v1", "Certificate", "certificates");
-    stage.bind_accepting(&stage.c1, &remote).await;
+    let (remote, local) = stage.bound_in_c1("Certificate", "certificates").await;
     stage
         .c1
         .create(
@@ -1332,24 +1374,13 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
             configmap("shared-config", "settings", json!({ "level": "debug" })),
         )
         .await;
-    let cert = stage
-        .c1
-        .create(
+    let Synced { cluster, name, .. } = stage
+        .sync_down(
             &remote,
-            remote_object(
-                "Certificate",
-                "web",
-                json!({}),
-                json!({ "secretName": "web-tls", "caConfigMap": "ca",
-                        "settings": { "name": "settings", "namespace": "shared-config" } }),
-            ),
+            &local,
+            web_certificate(json!({ "settings": { "name": "settings", "namespace": "shared-config" } })),
+            "the Certificate copy",
         )
-        .await;
-    let cluster = cluster_of(&cert);
-    let name = default_name("default", "web");
-    stage
-        .service
-        .when(&local, &cluster, &name, "the Certificate copy", |_| true)
         .await;
     let ca = stage
         .service
@@ -1375,14 +1406,7 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
         .await;
     assert_eq!(settings["data"]["level"], "debug");
     // The service's controller writes the credentials.
-    stage
-        .service
-        .create(
-            &secrets(),
-            json!({ "apiVersion": "v1", "kind": "Secret",
-                    "metadata": { "name": "web-tls", "namespace": cluster }, "stringData": { "tls.crt": "CERT" } }),
-        )
-        .await;
+    stage.issue_web_tls(&cluster).await;
     stage
         .service
         .create(
@@ -1488,44 +1512,28 @@ async fn related_objects_travel_both_ways_and_are_cleaned_up_with_the_primary() 
 async fn related_objects_made_or_changed_later_arrive_through_watches() {
     let stage = Stage::with_schema().await;
     stage
-        .publish(
-            "Certificate",
-            "certificates",
-            json!({ "related": [
-                { "identifier": "tls", "origin": "service", "kind": "Secret",
-                  "object": { "reference": { "path": "spec.secretName" } } },
-                { "identifier": "owned", "origin": "service", "group": "", "version": "v1", "resource": "configmaps",
-                  "watch": { "byOwner": {} },
-                  "object": { "selector": { "matchLabels": { "owned-by": "{{ .LocalObject.metadata.name }}" },
-                                            "rewrite": { "template": { "template": "{{ .Value }}" } } } } },
-                { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
-                  "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } } },
-            ] }),
-        )
+        .publish_certificates(json!([
+            { "identifier": "tls", "origin": "service", "kind": "Secret",
+              "object": { "reference": { "path": "spec.secretName" } } },
+            { "identifier": "owned", "origin": "service", "group": "", "version": "v1", "resource": "configmaps",
+              "watch": { "byOwner": {} },
+              "object": { "selector": { "matchLabels": { "owned-by": "{{ .LocalObject.metadata.name }}" },
+                                        "rewrite": { "template": { "template": "{{ .Value }}" } } } } },
+            { "identifier": "ca", "origin": "kcp", "group": "", "version": "v1", "resource": "configmaps",
+              "object": { "template": { "template": "{{ .Object.spec.caConfigMap }}" } } },
+        ]))
         .await;
     stage
         .export_when("the export to claim secrets", |e| claims(e, "secrets"))
         .await;
-    let remote = ar(EXPORT, "v1", "Certificate", "certificates");
-    let local = ar("example.com", "v1", "Certificate", "certificates");
-    stage.bind_accepting(&stage.c1, &remote).await;
-    let cert = stage
-        .c1
-        .create(
+    let (remote, local) = stage.bound_in_c1("Certificate", "certificates").await;
+    let Synced { cluster, name, copy } = stage
+        .sync_down(
             &remote,
-            remote_object(
-                "Certificate",
-                "web",
-                json!({}),
-                json!({ "secretName": "web-tls", "caConfigMap": "ca" }),
-            ),
+            &local,
+            web_certificate(json!({})),
+            "the Certificate copy",
         )
-        .await;
-    let cluster = cluster_of(&cert);
-    let name = default_name("default", "web");
-    let copy = stage
-        .service
-        .when(&local, &cluster, &name, "the Certificate copy", |_| true)
         .await;
     // Let the first related pass (nothing to find yet) happen.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -1533,14 +1541,7 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
 
     // Service origin, found by reference: made, then changed.
     let made = std::time::Instant::now();
-    stage
-        .service
-        .create(
-            &secrets(),
-            json!({ "apiVersion": "v1", "kind": "Secret",
-                    "metadata": { "name": "web-tls", "namespace": cluster }, "stringData": { "tls.crt": "CERT" } }),
-        )
-        .await;
+    stage.issue_web_tls(&cluster).await;
     eventually(soon, "the new Secret in the consumer's workspace", || async {
         stage.c1.get(&secrets(), Some("default"), "web-tls").await
     })
@@ -1650,17 +1651,7 @@ fn claims(export: &Value, resource: &str) -> bool {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_foreign_related_resource_without_identity_is_named_and_the_rest_is_published() {
     let stage = Stage::with_schema().await;
-    stage
-        .publish(
-            "Website",
-            "websites",
-            json!({ "related": [{
-                "identifier": "cert", "origin": "kcp",
-                "group": "cert-manager.io", "version": "v1", "resource": "certificates",
-                "object": { "reference": { "path": "spec.certificate" } },
-            }] }),
-        )
-        .await;
+    stage.publish_websites(None).await;
     let export = stage
         .export_when("the export to list the websites schema", |e| {
             e["spec"]["latestResourceSchemas"].as_array().is_some_and(|l| {
@@ -1678,22 +1669,15 @@ async fn a_foreign_related_resource_without_identity_is_named_and_the_rest_is_pu
         "no claim without identity: {claims:?}"
     );
     assert!(claims.iter().any(|c| c["resource"] == "namespaces"), "{claims:?}");
-    eventually(10, "a PermissionClaimRefused Event naming the claim", || async {
-        stage
-            .provider
-            .list(&events(), Some("default"))
-            .await
-            .into_iter()
-            .find(|e| {
-                let message = e["message"].as_str().unwrap_or_default();
-                e["reason"] == "PermissionClaimRefused"
-                    && e["type"] == "Warning"
-                    && e["involvedObject"]["name"] == EXPORT
-                    && message.contains("certificates.cert-manager.io")
-                    && message.contains("identityHash")
-            })
-    })
-    .await;
+    stage
+        .export_event("a PermissionClaimRefused Event naming the claim", |e| {
+            let message = e["message"].as_str().unwrap_or_default();
+            e["reason"] == "PermissionClaimRefused"
+                && e["type"] == "Warning"
+                && message.contains("certificates.cert-manager.io")
+                && message.contains("identityHash")
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1736,18 +1720,7 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
     cert_crd["spec"]["group"] = json!("cert-manager.io");
     stage.service.create(&crds(), cert_crd).await;
     let certificates = ar("cert-manager.io", "v1", "Certificate", "certificates");
-    stage
-        .publish(
-            "Website",
-            "websites",
-            json!({ "related": [{
-                "identifier": "cert", "origin": "kcp",
-                "group": "cert-manager.io", "version": "v1", "resource": "certificates",
-                "identityHash": identity,
-                "object": { "reference": { "path": "spec.certificate" } },
-            }] }),
-        )
-        .await;
+    stage.publish_websites(Some(&identity)).await;
     stage
         .export_when(
             "the export to claim cert-manager's certificates by identity",
@@ -1759,8 +1732,7 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
             },
         )
         .await;
-    let remote = ar(EXPORT, "v1", "Website", "websites");
-    let local = ar("example.com", "v1", "Website", "websites");
+    let (remote, local) = kinds("Website", "websites");
     let mut clusters = vec![];
     for (ws, accepts) in [(&stage.c1, true), (&stage.c2, false)] {
         ws.create(
@@ -1769,13 +1741,11 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
                     "spec": { "reference": { "export": { "path": "root:certs", "name": "cert-manager" } } } }),
         )
         .await;
-        eventually(15, "Certificates served in the consumer", || async {
-            ws.api(&certificates, Some("default"))
-                .list(&Default::default())
-                .await
-                .ok()
-                .map(drop)
-        })
+        ws.wait_served(
+            &certificates,
+            Some("default"),
+            "Certificates served in the consumer",
+        )
         .await;
         if accepts {
             stage.bind_accepting(ws, &remote).await;
@@ -1849,6 +1819,14 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
     stage.agent.stop().await;
 }
 
+/// The consumer's Certificate `web`: its Secret is `web-tls`, its CA
+/// ConfigMap `ca`; `more` is merged into its spec.
+fn web_certificate(more: Value) -> Value {
+    let mut spec = json!({ "secretName": "web-tls", "caConfigMap": "ca" });
+    json_patch::merge(&mut spec, &more);
+    remote_object("Certificate", "web", json!({}), spec)
+}
+
 fn base64_of(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
@@ -1856,16 +1834,11 @@ fn base64_of(s: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() {
-    let stage = Stage::with_schema().await;
-    stage.bind(&stage.c1).await;
+    let stage = Stage::bound().await;
     let mut db = database("stateful");
     db["spec"]["temp"] = json!("x");
-    let source = stage.c1.create(&remote_databases(), db).await;
-    let cluster = cluster_of(&source);
-    let name = default_name("default", "stateful");
-    stage
-        .service
-        .when(&local_databases(), &cluster, &name, "the copy", |_| true)
+    let Synced { cluster, name, .. } = stage
+        .sync_down(&remote_databases(), &local_databases(), db, "the copy")
         .await;
     let state_selector = "syncagent.kcp.io/object-state=true";
     let states = eventually(10, "the state Secret", || async {
@@ -1886,13 +1859,7 @@ async fn last_known_state_keeps_what_the_service_set_and_goes_with_the_object() 
     );
     // The service's controller sets a field of its own.
     stage
-        .service
-        .merge(
-            &local_databases(),
-            Some(&cluster),
-            &name,
-            json!({ "spec": { "defaulted": "by-service" } }),
-        )
+        .patch_copy(&cluster, &name, json!({ "spec": { "defaulted": "by-service" } }))
         .await;
     stage
         .patch_database("stateful", json!({ "spec": { "size": 4, "temp": null } }))
@@ -1979,9 +1946,7 @@ async fn workspace_paths_feed_templates_and_are_recorded_on_copies() {
                                 "name": "{{ .Object.metadata.name }}" } }),
         )
         .await;
-    let remote = ar(EXPORT, "v1", "Site", "sites");
-    let local = ar("example.com", "v1", "Site", "sites");
-    stage.bind_accepting(&stage.c1, &remote).await;
+    let (remote, local) = stage.bound_in_c1("Site", "sites").await;
     stage
         .c1
         .create(&remote, remote_object("Site", "w1", json!({}), json!({})))
@@ -2011,39 +1976,27 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
         )
         .await;
     stage
-        .publish(
+        .publish_related(
             "Vault",
             "vaults",
-            json!({ "related": [{
+            json!([{
                 "identifier": "cred", "origin": "service",
                 "group": "example.com", "version": "v1", "resource": "credentials",
                 "projection": { "group": EXPORT },
                 "syncStatus": true, "watch": { "byOwner": {} },
                 "object": { "reference": { "path": "spec.credential" } },
-            }] }),
+            }]),
         )
         .await;
-    let remote = ar(EXPORT, "v1", "Vault", "vaults");
-    let local = ar("example.com", "v1", "Vault", "vaults");
-    let remote_credentials = ar(EXPORT, "v1", "Credential", "credentials");
-    let local_credentials = ar("example.com", "v1", "Credential", "credentials");
+    let (remote, local) = kinds("Vault", "vaults");
+    let (remote_credentials, local_credentials) = kinds("Credential", "credentials");
     stage.bind_accepting(&stage.c1, &remote).await;
-    let vault = stage
-        .c1
-        .create(
+    let Synced { cluster, .. } = stage
+        .sync_down(
             &remote,
-            remote_object("Vault", "v", json!({}), json!({ "credential": "v-cred" })),
-        )
-        .await;
-    let cluster = cluster_of(&vault);
-    stage
-        .service
-        .when(
             &local,
-            &cluster,
-            &default_name("default", "v"),
+            remote_object("Vault", "v", json!({}), json!({ "credential": "v-cred" })),
             "the Vault copy",
-            |_| true,
         )
         .await;
     stage
@@ -2082,8 +2035,7 @@ async fn related_objects_of_a_schema_only_type_carry_their_status_with_sync_stat
 /// no cleanup finalizer behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn losing_either_cluster_for_a_while_converges_with_no_orphans() {
-    let mut stage = Stage::with_schema().await;
-    stage.bind(&stage.c1).await;
+    let mut stage = Stage::bound().await;
     for name in ["kept", "deleted"] {
         stage.c1.create(&remote_databases(), database(name)).await;
     }
@@ -2275,16 +2227,12 @@ async fn a_copy_the_service_cluster_refuses_is_named_on_the_object_and_the_publi
 async fn a_synced_database(stage: &Stage, name: &str) -> (String, Value) {
     stage.schema().await;
     stage.bind(&stage.c1).await;
-    let source = stage.c1.create(&remote_databases(), database(name)).await;
-    let cluster = cluster_of(&source);
-    let copy = stage
-        .service
-        .when(
+    let Synced { cluster, copy, .. } = stage
+        .sync_down(
+            &remote_databases(),
             &local_databases(),
-            &cluster,
-            &default_name("default", name),
+            database(name),
             "the copy under the default name",
-            |_| true,
         )
         .await;
     (cluster, copy)

@@ -135,14 +135,8 @@ pub async fn expect_status_because(
     status: u16,
     why: impl std::fmt::Display,
 ) -> serde_json::Value {
-    let (code, answer) = call(client, method, path, body).await;
-    let why = why.to_string();
-    let why = if why.is_empty() { why } else { format!("{why}: ") };
-    assert_eq!(
-        code, status,
-        "{why}{method} {path} answered {code}, not {status}: {answer}"
-    );
-    answer
+    let answer = call(client, method, path, body).await;
+    answered((method, path), answer, status, why)
 }
 
 /// GET `path` until it answers `status`, for at most `secs` seconds; `what`
@@ -187,6 +181,38 @@ pub async fn send(
     body: &str,
 ) -> (u16, serde_json::Value) {
     exchange(client, method, path, Some(content_type), body.as_bytes().to_vec()).await
+}
+
+/// [`send`] that must answer `status`; returns the body. A failure names
+/// the request, the status it got and the body, after `why` (what the
+/// status proves) when it is not empty.
+pub async fn expect_sent(
+    client: &kube::Client,
+    (method, path): (&str, &str),
+    (content_type, body): (&str, &str),
+    status: u16,
+    why: impl std::fmt::Display,
+) -> serde_json::Value {
+    let answer = send(client, method, path, content_type, body).await;
+    answered((method, path), answer, status, why)
+}
+
+/// The body of `method path`'s answer `(code, body)`, which must be
+/// `status`: a failure names the request, the status it got and the body,
+/// after `why` when it is not empty.
+fn answered(
+    (method, path): (&str, &str),
+    (code, answer): (u16, serde_json::Value),
+    status: u16,
+    why: impl std::fmt::Display,
+) -> serde_json::Value {
+    let why = why.to_string();
+    let why = if why.is_empty() { why } else { format!("{why}: ") };
+    assert_eq!(
+        code, status,
+        "{why}{method} {path} answered {code}, not {status}: {answer}"
+    );
+    answer
 }
 
 /// One request and its answer: the status code and the body as JSON.

@@ -131,6 +131,16 @@ impl Cluster {
         wait_for(self, ar, Some(ns), name, what, pred).await
     }
 
+    /// Waits (15 s at most) until `ar` lists here, in `ns` or cluster-wide:
+    /// the server serves it (after a CRD or an APIBinding made it). `what`
+    /// names the wait in the failure.
+    pub async fn wait_served(&self, ar: &ApiResource, ns: Option<&str>, what: &str) {
+        eventually(15, what, || async {
+            self.api(ar, ns).list(&Default::default()).await.ok().map(drop)
+        })
+        .await;
+    }
+
     /// Waits until `ar` `ns/name` is gone from here ([`wait_gone`]).
     pub async fn gone(&self, ar: &ApiResource, ns: &str, name: &str, what: &str) {
         wait_gone(self, ar, Some(ns), name, what).await

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::TestHub;
 use serde_json::{json, Value};
 
-use crate::clients::{admin, call, create, expect_status_because, send};
+use crate::clients::{admin, call, create, expect_sent, expect_status_because, send};
 use crate::eventually;
 
 pub const WORKLOAD: &str = "/apis/workload.kcp.io/v1alpha1";
@@ -36,11 +36,30 @@ pub async fn merge_patch(client: &kube::Client, path: &str, body: &Value) -> (u1
     send(client, "PATCH", path, "application/merge-patch+json", &body).await
 }
 
+/// [`merge_patch`] that must answer `status`; returns the body. A failure
+/// names the patch, the status it got and the body, after `why` when it is
+/// not empty ([`expect_sent`]).
+pub async fn expect_merge_patch(
+    client: &kube::Client,
+    path: &str,
+    body: &Value,
+    status: u16,
+    why: impl std::fmt::Display,
+) -> Value {
+    let body = serde_json::to_string(body).expect("json");
+    expect_sent(
+        client,
+        ("PATCH", path),
+        ("application/merge-patch+json", &body),
+        status,
+        why,
+    )
+    .await
+}
+
 /// A merge patch as admin in `ws`; it must succeed.
 pub async fn admin_patch(hub: &TestHub, ws: &str, path: &str, body: Value) -> Value {
-    let (code, out) = merge_patch(&admin(hub, ws).await, path, &body).await;
-    assert_eq!(code, 200, "PATCH {path} in {ws}: {out}");
-    out
+    expect_merge_patch(&admin(hub, ws).await, path, &body, 200, format!("in {ws}")).await
 }
 
 /// A SyncTarget; returns its uid.

@@ -56,13 +56,13 @@ fn include_object(q: &Query) -> IncludeObject {
     }
 }
 
+/// The Table columns of `info`'s objects: its own (a CRD's, or those a
+/// layer above gave its built-in kind), else the default for its sort.
 pub fn columns(info: &ResourceInfo) -> Vec<crate::table::PrinterColumn> {
-    if info.from_crd {
-        if info.printer_columns.is_empty() {
-            crate::table::crd_columns(&Value::Null)
-        } else {
-            info.printer_columns.clone()
-        }
+    if !info.printer_columns.is_empty() {
+        info.printer_columns.clone()
+    } else if info.from_crd {
+        crate::table::crd_columns(&Value::Null)
     } else {
         builtin_columns(&info.group, &info.resource)
     }

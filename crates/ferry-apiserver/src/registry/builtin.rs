@@ -2,6 +2,7 @@
 //! how a layer above writes down its own ([`BuiltinKind`]).
 
 use super::{ResourceInfo, ScalePaths, ALL_VERBS};
+use crate::table::PrinterColumn;
 
 /// The subresources a built-in resource serves beyond its main one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +42,7 @@ pub struct BuiltinKind {
     categories: &'static [&'static str],
     verbs: Verbs,
     yields_plural: bool,
+    columns: Option<fn() -> Vec<PrinterColumn>>,
 }
 
 impl BuiltinKind {
@@ -64,6 +66,7 @@ impl BuiltinKind {
             categories: &[],
             verbs: Verbs::All,
             yields_plural: false,
+            columns: None,
         }
     }
 
@@ -119,6 +122,14 @@ impl BuiltinKind {
     /// [`ResourceInfo::yields_plural`]).
     pub const fn yields_plural(mut self) -> BuiltinKind {
         self.yields_plural = true;
+        self
+    }
+
+    /// With the `kubectl get` columns `columns` gives, after `Name` (for a
+    /// layer above's kinds; Kubernetes' own have theirs in
+    /// [`crate::table::builtin_columns`]).
+    pub const fn with_columns(mut self, columns: fn() -> Vec<PrinterColumn>) -> BuiltinKind {
+        self.columns = Some(columns);
         self
     }
 
@@ -438,8 +449,9 @@ fn info(def: &BuiltinKind) -> ResourceInfo {
         status_subresource: !matches!(def.sub, Subresources::None),
         scale_subresource: scale,
         extra_subresources: extra,
-        // Built-in columns are computed by `table::builtin_columns` at render time.
-        printer_columns: Vec::new(),
+        // Without its own, a kind's columns are Kubernetes' for it
+        // (`table::builtin_columns`), computed at render time.
+        printer_columns: def.columns.map(|columns| columns()).unwrap_or_default(),
         schema: None,
         selectable_fields: Vec::new(),
         storage_version: true,

@@ -54,7 +54,9 @@ pub struct ResourceInfo {
     pub scale_subresource: Option<ScalePaths>,
     /// Other subresources served as plain object views (e.g. pods/ephemeralcontainers).
     pub extra_subresources: Vec<String>,
-    /// Columns for `kubectl get` (Table output). Empty means NAME and AGE only.
+    /// Columns for `kubectl get` (Table output), after `Name`. Empty means
+    /// `Age` only for a custom resource, and Kubernetes' columns
+    /// ([`crate::table::builtin_columns`]) for a built-in one.
     pub printer_columns: Vec<PrinterColumn>,
     /// For custom resources: the version's `openAPIV3Schema` (validation and pruning).
     pub schema: Option<Arc<Value>>,

@@ -2,11 +2,14 @@
 //! Kubernetes' own ([`BuiltinResources`]): its tenancy (Workspaces), its
 //! APIs (APIExports, APIBindings, ...), its core LogicalCluster, and kcp
 //! TMC's (SyncTargets, Locations, Placements, APIResourceImports). All are
-//! in kcp's `kcp` category (`kubectl get kcp`).
+//! in kcp's `kcp` category (`kubectl get kcp`), and each has the `kubectl
+//! get` columns kcp prints for it ([`columns`]).
 
 use std::sync::{Arc, LazyLock};
 
 use ferry_apiserver::registry::{BuiltinKind, BuiltinResources, ResourceInfo};
+
+use super::columns;
 use serde_json::Value;
 
 const fn kcp(group: &'static str, resource: &'static str, kind: &'static str) -> BuiltinKind {
@@ -17,28 +20,40 @@ const KINDS: &[BuiltinKind] = &[
     // kcp tenancy
     kcp("tenancy.kcp.io", "workspaces", "Workspace")
         .short_names(&["ws"])
-        .with_status(),
+        .with_status()
+        .with_columns(columns::workspaces),
     // kcp's API exports (served by `crate::apis`)
     kcp("apis.kcp.io", "apiresourceschemas", "APIResourceSchema"),
     kcp("apis.kcp.io", "apiexports", "APIExport").with_status(),
-    kcp("apis.kcp.io", "apiexportendpointslices", "APIExportEndpointSlice").with_status(),
-    kcp("apis.kcp.io", "apibindings", "APIBinding").with_status(),
+    kcp("apis.kcp.io", "apiexportendpointslices", "APIExportEndpointSlice")
+        .with_status()
+        .with_columns(columns::api_export_endpoint_slices),
+    kcp("apis.kcp.io", "apibindings", "APIBinding")
+        .with_status()
+        .with_columns(columns::api_bindings),
     // kcp TMC (see `crate::synctarget`): validated by the schemas of their
     // `ferry_api` types ([`typed_schemas`]). KubeStellar reuses their plurals
     // (`synctargets`, `locations`), which a workspace's own groups take.
     kcp("workload.kcp.io", "synctargets", "SyncTarget")
         .with_status()
-        .yields_plural(),
+        .yields_plural()
+        .with_columns(columns::sync_targets),
     kcp("scheduling.kcp.io", "locations", "Location")
         .with_status()
-        .yields_plural(),
+        .yields_plural()
+        .with_columns(columns::locations),
     kcp("scheduling.kcp.io", "placements", "Placement")
         .with_status()
-        .yields_plural(),
-    kcp("apiresource.kcp.io", "apiresourceimports", "APIResourceImport").with_status(),
+        .yields_plural()
+        .with_columns(columns::placements),
+    kcp("apiresource.kcp.io", "apiresourceimports", "APIResourceImport")
+        .with_status()
+        .with_columns(columns::api_resource_imports),
     // kcp core: the `cluster` object describing each workspace, kept by the
     // logical cluster controller; clients read it, never write it.
-    kcp("core.kcp.io", "logicalclusters", "LogicalCluster").maintained(),
+    kcp("core.kcp.io", "logicalclusters", "LogicalCluster")
+        .maintained()
+        .with_columns(columns::logical_clusters),
 ];
 
 /// kcp's kinds as the hub serves them, for the hub's extensions.
@@ -111,6 +126,34 @@ mod tests {
         let hub = Registry::with_builtins(&resources().0);
         let workspaces = hub.lookup(Some("root"), "tenancy.kcp.io", "v1alpha1", "workspaces");
         assert_eq!(workspaces.map(|w| w.short_names), Some(vec!["ws".to_string()]));
+    }
+
+    #[test]
+    fn kcps_kinds_carry_the_columns_kcp_prints() {
+        let columns_of = |resource: &str| -> Vec<String> {
+            let info = resources()
+                .0
+                .into_iter()
+                .find(|r| r.resource == resource)
+                .unwrap();
+            info.printer_columns.into_iter().map(|c| c.name).collect()
+        };
+        assert_eq!(
+            columns_of("synctargets"),
+            [
+                "Ready",
+                "Heartbeat",
+                "Schedulable",
+                "Cluster",
+                "Resources",
+                "Capabilities",
+                "Age"
+            ]
+        );
+        assert_eq!(columns_of("workspaces")[0], "Type");
+        assert_eq!(columns_of("apibindings"), ["Age", "Ready"]);
+        // Those kcp gives no columns print Kubernetes' default, Age.
+        assert!(columns_of("apiexports").is_empty());
     }
 
     #[test]

@@ -3,11 +3,13 @@
 //! ([`crate::strategy`]): kcp's Workspaces ([`tenancy`]) and APIs
 //! ([`apis`]), TMC's SyncTargets, Locations and Placements ([`tmc`]), and
 //! KubeStellar's placements and customizations ([`edge`]). [`table`]
-//! registers them with the hub, and [`builtin`] serves kcp's kinds built in;
+//! registers them with the hub, and [`builtin`] serves kcp's kinds built in,
+//! with their `kubectl get` [`columns`];
 //! [`reserved`] holds the labels and annotations TMC reserves on every kind.
 
 pub mod apis;
 pub mod builtin;
+pub mod columns;
 pub mod edge;
 pub mod reserved;
 pub mod tenancy;
