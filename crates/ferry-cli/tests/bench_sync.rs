@@ -42,6 +42,31 @@ fn syncer_flags(v: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
+/// The initial sync's requests per object to `server` with one of `verbs` on
+/// `resource`, counting only kinds the hub timed.
+fn requests_per_object(v: &serde_json::Value, server: &str, verbs: &[&str], resource: &str) -> f64 {
+    let requests = v
+        .pointer("/initial_sync/requests_last_round/by_kind")
+        .and_then(|r| r.as_array())
+        .unwrap_or_else(|| panic!("no requests per object in {v:#}"));
+    requests
+        .iter()
+        .filter(|r| r["server"] == server && verbs.iter().any(|verb| r["verb"] == *verb))
+        .filter(|r| r["resource"] == resource)
+        .filter(|r| r["server_ms_per_request"].as_f64().is_some_and(|ms| ms > 0.0))
+        .filter_map(|r| r["per_object"].as_f64())
+        .sum()
+}
+
+/// The syncer's reconciles during the initial sync: at least one per object.
+fn reconciles_counted(v: &serde_json::Value) {
+    let reconciles = v.pointer("/initial_sync/requests_last_round/reconciles_per_object");
+    assert!(
+        reconciles.and_then(|r| r.as_f64()).is_some_and(|r| r >= 1.0),
+        "{v:#}"
+    );
+}
+
 #[test]
 fn bench_sync_figures_are_typed_and_sane() {
     let (objects, latency_objects) = (60u64, 20u64);
@@ -79,6 +104,9 @@ fn bench_sync_figures_are_typed_and_sane() {
         rounds(&v, &format!("/initial_sync/{figure}"), 2);
     }
     rounds(&v, "/syncer_startup_to_ready_ms", 2);
+    // Where the time went: each copy's create on the downstream hub, counted.
+    assert!(requests_per_object(&v, "downstream", &["POST"], "configmaps") >= 1.0);
+    reconciles_counted(&v);
 
     // Latencies: one sample per object created or status written.
     assert_eq!(count(&v, "/steady_state/objects_created"), latency_objects);
@@ -125,6 +153,9 @@ fn bench_sync_tmc_figures_are_typed_and_sane() {
     assert!(flags.windows(2).any(|w| w == ["--profile", "tmc"]), "{flags:?}");
     assert_eq!(count(&v, "/initial_sync/objects_seen_downstream"), objects);
     ratio(&v, "/initial_sync/ratio", 1);
+    // Each copy applied server-side downstream (as kcp's syncer writes), counted.
+    assert!(requests_per_object(&v, "downstream", &["APPLY"], "configmaps") >= 1.0);
+    reconciles_counted(&v);
     summary(&v, "/steady_state/latency_ms", latency_objects);
     let statuses = count(&v, "/status_return/statuses_written");
     summary(&v, "/status_return/latency_ms", statuses);
@@ -178,25 +209,9 @@ fn bench_sync_syncagent_figures_are_typed_and_sane() {
 
     // Where the time went: every object's finalizer on kcp and copy on the service
     // cluster are among the requests counted, each with the hub's time.
-    let requests = v
-        .pointer("/initial_sync/requests_last_round/by_kind")
-        .and_then(|r| r.as_array())
-        .unwrap_or_else(|| panic!("no requests per object in {v:#}"));
-    let per_object = |server: &str, verb: &str| -> f64 {
-        requests
-            .iter()
-            .filter(|r| r["server"] == server && r["verb"] == verb && r["resource"] == "(custom)")
-            .filter(|r| r["server_ms_per_request"].as_f64().is_some_and(|ms| ms > 0.0))
-            .filter_map(|r| r["per_object"].as_f64())
-            .sum()
-    };
-    assert!(per_object("kcp", "PATCH") >= 1.0, "{requests:#?}");
-    assert!(per_object("service", "POST") >= 1.0, "{requests:#?}");
-    let reconciles = v.pointer("/initial_sync/requests_last_round/agent_reconciles_per_object");
-    assert!(
-        reconciles.and_then(|r| r.as_f64()).is_some_and(|r| r >= 1.0),
-        "{v:#}"
-    );
+    assert!(requests_per_object(&v, "kcp", &["PATCH"], "(custom)") >= 1.0);
+    assert!(requests_per_object(&v, "service", &["POST"], "(custom)") >= 1.0);
+    reconciles_counted(&v);
 
     // One sample per spec changed and per status written.
     assert_eq!(count(&v, "/steady_state/objects_updated"), latency_objects);

@@ -353,8 +353,7 @@ where
 /// Two fresh hubs, each a `ferry hub` process (the upstream one with workspace
 /// `root:bench` and Ferry's CRDs), and admin clients for both.
 struct Hubs {
-    /// Kept for its process (stopped when dropped).
-    _up: BenchHub,
+    up: BenchHub,
     down: BenchHub,
     up_kubeconfig: PathBuf,
     upc: kube::Client,
@@ -434,7 +433,7 @@ impl Hubs {
             crds.create(&PostParams::default(), &crd).await?;
         }
         Ok(Hubs {
-            _up: up,
+            up,
             down,
             up_kubeconfig,
             upc,
@@ -450,6 +449,8 @@ impl Hubs {
 /// One round of the initial-sync measurement, and the syncer it left running.
 struct InitialSync {
     figures: RoundFigures,
+    /// What the initial sync asked of the hubs, per object.
+    requests: Value,
     syncer: tokio::process::Child,
     pid: u32,
     down_seen: Arc<Seen>,
@@ -573,6 +574,7 @@ async fn initial_sync(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let startup = launched.elapsed();
+    let requests_before = scrape_hubs(hubs).await?;
     let (cpu_before, started) = if args.tmc() {
         // The syncer is connected and has imported the cluster's schemas (Deployments are
         // Accepted, for the status-return step); the clock starts with the Placement that
@@ -618,8 +620,16 @@ async fn initial_sync(
         cpu_seconds(pid)? - cpu_before,
         startup,
     );
+    let requests = crate::bench_syncagent::requests_made(
+        &requests_before,
+        &scrape_hubs(hubs).await?,
+        args.objects,
+        metrics_address,
+    )
+    .await;
     Ok(InitialSync {
         figures,
+        requests,
         syncer,
         pid,
         down_seen,
@@ -896,6 +906,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         pid,
         down_seen,
         _tracker: tracker,
+        requests,
         ..
     } = sync;
     let initial_seen = down_seen.count();
@@ -991,13 +1002,23 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
         "initial_sync_ratio_at_least": 0.8, "steady_state_p99_ms_under": 50.0,
         "rss_mib_at_10k_under": 100.0, "rss_mib_at_100k_under": 120.0,
     });
-    let report = report(&args, sync_method(&args), measured, targets)?;
+    let mut report = report(&args, sync_method(&args), measured, targets)?;
+    report["initial_sync"]["requests_last_round"] = requests;
     let title = format!(
         "ferry bench sync --profile {} (syncer {}; baseline measured in this run; every process separate)",
         if args.tmc() { "tmc" } else { "kubestellar" },
         args.syncer_flags().join(" ")
     );
-    print(&args, &title, &report)
+    print(&args, &title, &report)?;
+    if !args.json {
+        crate::bench_syncagent::print_requests(&report["initial_sync"]["requests_last_round"]);
+    }
+    Ok(())
+}
+
+/// Both hubs' request counters, to tell what a step asked of each.
+async fn scrape_hubs(hubs: &Hubs) -> anyhow::Result<crate::bench_requests::Requests> {
+    crate::bench_requests::scrape_both(("upstream", &hubs.up), ("downstream", &hubs.down)).await
 }
 
 /// The syncer's RSS (process `pid`) at each of `--rss-levels` synced objects, and

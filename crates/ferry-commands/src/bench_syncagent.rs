@@ -277,20 +277,19 @@ struct InitialSync {
 
 /// Both hubs' request counters, to tell what a step asked of each.
 async fn scrape_hubs(stage: &Stage) -> anyhow::Result<Requests> {
-    let (kcp, service) = (&stage.kcp.process, &stage.service.process);
-    let kcp = Requests::parse("kcp", &bench_requests::scrape(&kcp.kubeconfig, &kcp.url).await?);
-    let service = Requests::parse(
-        "service",
-        &bench_requests::scrape(&service.kubeconfig, &service.url).await?,
-    );
-    Ok(kcp.and(service))
+    bench_requests::scrape_both(("kcp", &stage.kcp), ("service", &stage.service)).await
 }
 
 /// What the initial sync asked of the hubs per object (by hub, verb, resource and
-/// code, with the hubs' time per request), and the agent's reconciles per object
-/// and time in each, from its own `/metrics`.
-async fn requests_made(before: &Requests, after: &Requests, objects: usize, agent: &Agent) -> Value {
-    let agent_metrics = crate::bench_sync::get(agent.metrics_at, "/metrics")
+/// code, with the hubs' time per request), and the agent's (or syncer's, at
+/// `metrics_at`) reconciles per object and time in each, from its own `/metrics`.
+pub(crate) async fn requests_made(
+    before: &Requests,
+    after: &Requests,
+    objects: usize,
+    metrics_at: std::net::SocketAddr,
+) -> Value {
+    let agent_metrics = crate::bench_sync::get(metrics_at, "/metrics")
         .await
         .unwrap_or_default();
     let value_of = |name: &str| {
@@ -304,8 +303,8 @@ async fn requests_made(before: &Requests, after: &Requests, objects: usize, agen
     let seconds = value_of("syncer_sync_duration_seconds_sum");
     json!({
         "by_kind": after.since(before).per_object(objects),
-        "agent_reconciles_per_object": round3(reconciles / objects.max(1) as f64),
-        "agent_ms_per_reconcile": round3(if reconciles > 0.0 { seconds * 1000.0 / reconciles } else { 0.0 }),
+        "reconciles_per_object": round3(reconciles / objects.max(1) as f64),
+        "ms_per_reconcile": round3(if reconciles > 0.0 { seconds * 1000.0 / reconciles } else { 0.0 }),
     })
 }
 
@@ -354,7 +353,13 @@ async fn initial_sync(
     // initial sync, so it says nothing about start-up here).
     let first = copies_seen.at.lock().await.values().min().copied();
     let startup = first.map_or(elapsed, |t| t.saturating_duration_since(agent.launched));
-    let requests = requests_made(&before, &scrape_hubs(stage).await?, args.objects, &agent).await;
+    let requests = requests_made(
+        &before,
+        &scrape_hubs(stage).await?,
+        args.objects,
+        agent.metrics_at,
+    )
+    .await;
     Ok(InitialSync {
         figures: RoundFigures::of(raw, args.objects, elapsed, cpu, startup),
         agent,
@@ -535,10 +540,10 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
 }
 
 /// The last round's requests per object, as table lines.
-fn print_requests(requests: &Value) {
+pub(crate) fn print_requests(requests: &Value) {
     println!(
         "  last round        {} reconciles per object, {} ms each; requests per object (hub, verb, resource, code, hub ms each):",
-        requests["agent_reconciles_per_object"], requests["agent_ms_per_reconcile"]
+        requests["reconciles_per_object"], requests["ms_per_reconcile"]
     );
     for row in requests["by_kind"].as_array().into_iter().flatten() {
         println!(
