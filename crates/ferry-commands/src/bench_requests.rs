@@ -137,6 +137,16 @@ pub async fn scrape(kubeconfig: &std::path::Path, url: &str) -> anyhow::Result<S
     Ok(client.request_text(request).await?)
 }
 
+/// Two hubs' request counters, each under its name.
+pub async fn scrape_both(
+    (a_name, a): (&str, &crate::bench_cmd::BenchHub),
+    (b_name, b): (&str, &crate::bench_cmd::BenchHub),
+) -> anyhow::Result<Requests> {
+    let a = Requests::parse(a_name, &scrape(&a.process.kubeconfig, &a.process.url).await?);
+    let b = Requests::parse(b_name, &scrape(&b.process.kubeconfig, &b.process.url).await?);
+    Ok(a.and(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,14 +188,4 @@ apiserver_request_duration_seconds_sum{verb="PUT",group="",version="v1",resource
         let text = "apiserver_request_total_extra{verb=\"GET\"} 3\napiserver_request_total{verb=\"GET\"} x\n";
         assert!(Requests::parse("kcp", text).counts.is_empty());
     }
-}
-
-/// Two hubs' request counters, each under its name.
-pub async fn scrape_both(
-    (a_name, a): (&str, &crate::bench_cmd::BenchHub),
-    (b_name, b): (&str, &crate::bench_cmd::BenchHub),
-) -> anyhow::Result<Requests> {
-    let a = Requests::parse(a_name, &scrape(&a.process.kubeconfig, &a.process.url).await?);
-    let b = Requests::parse(b_name, &scrape(&b.process.kubeconfig, &b.process.url).await?);
-    Ok(a.and(b))
 }
