@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use anyhow::Context;
 use rusqlite::{params, Connection};
 
 use super::ObjectKey;
@@ -72,6 +73,33 @@ impl SqliteBackend {
     }
 }
 
+/// First byte of a stored value that is an LZ4 block (the JSON's length in
+/// front); any other value is the JSON itself, which starts with `{`. An
+/// object's JSON compresses to a half or less (managedFields, repeated key
+/// names), and what is stored is read back only when the hub starts.
+const LZ4: u8 = 0x04;
+
+/// What is stored for an object's JSON: compressed when that is shorter.
+fn encode(json: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let compressed = lz4_flex::block::compress_prepend_size(json);
+    if compressed.len() + 1 < json.len() {
+        let mut value = Vec::with_capacity(compressed.len() + 1);
+        value.push(LZ4);
+        value.extend_from_slice(&compressed);
+        value.into()
+    } else {
+        json.into()
+    }
+}
+
+/// The JSON a stored value holds.
+fn decode(value: Vec<u8>) -> anyhow::Result<Vec<u8>> {
+    match value.split_first() {
+        Some((&LZ4, block)) => Ok(lz4_flex::block::decompress_size_prepended(block)?),
+        _ => Ok(value),
+    }
+}
+
 /// The objects table's columns. A table with rowids: its leaf pages hold rows of up
 /// to ~4 KB in place, where a `WITHOUT ROWID` table (what hubs before made) sends
 /// the part of any row over ~1 KB to an overflow page of its own — a whole 4 KiB
@@ -123,7 +151,10 @@ impl Backend for SqliteBackend {
             ))
         })?;
         for row in rows {
-            loaded.objects.push(row?);
+            let (key, rv, value) = row?;
+            let value = decode(value)
+                .with_context(|| format!("reading {}/{} of {}", key.resource, key.name, key.cluster))?;
+            loaded.objects.push((key, rv, value));
         }
         let rv: Option<i64> = self
             .conn
@@ -158,7 +189,7 @@ impl Backend for SqliteBackend {
                             key.namespace,
                             key.name,
                             *rv as i64,
-                            value.as_ref()
+                            encode(value).as_ref()
                         ])?;
                     }
                     Mutation::Delete { key } => {
@@ -242,6 +273,47 @@ mod tests {
         assert_eq!(loaded.objects.len(), 2);
         assert!(loaded.objects.contains(&(key("a"), 10, b"{\"v\":2}".to_vec())));
         assert_eq!(loaded.resource_version, 11);
+    }
+
+    #[test]
+    fn object_json_is_stored_compressed_and_read_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.db");
+        let mut backend = SqliteBackend::open(&path).unwrap();
+        let managed =
+            r#"{"manager":"ferry-hub","operation":"Update","apiVersion":"v1","fieldsType":"FieldsV1"}"#;
+        let big = format!(
+            r#"{{"metadata":{{"name":"a","managedFields":[{}]}}}}"#,
+            [managed; 8].join(",")
+        );
+        let tiny = r#"{}"#;
+        backend
+            .commit(&[put("a", 1, &big), put("b", 2, tiny)], 2)
+            .unwrap();
+        let stored = |name: &str| -> Vec<u8> {
+            backend
+                .conn
+                .query_row("SELECT value FROM objects WHERE name = ?1", [name], |r| r.get(0))
+                .unwrap()
+        };
+        let (a, b) = (stored("a"), stored("b"));
+        assert_eq!(a[0], LZ4);
+        assert!(
+            a.len() * 2 < big.len(),
+            "{} bytes stored for {}",
+            a.len(),
+            big.len()
+        );
+        assert_eq!(b, tiny.as_bytes(), "what does not shrink is stored as it is");
+        let mut loaded = backend.load().unwrap().objects;
+        loaded.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(
+            loaded,
+            vec![
+                (key("a"), 1, big.into_bytes()),
+                (key("b"), 2, tiny.as_bytes().to_vec())
+            ]
+        );
     }
 
     #[test]
