@@ -210,15 +210,7 @@ impl Backend for SqliteBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            cluster: "root".into(),
-            resource: "/configmaps".into(),
-            namespace: "default".into(),
-            name: name.into(),
-        }
-    }
+    use crate::tests::key;
 
     fn put(name: &str, rv: u64, value: &str) -> Mutation {
         Mutation::Put {
