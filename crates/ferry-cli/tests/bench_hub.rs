@@ -28,6 +28,8 @@ fn bench_hub_figures_are_typed_and_sane() {
         "4",
         "--apiexport-events",
         "12",
+        "--workspaces",
+        "40",
     ]);
     method(&v, 2);
     assert!(v.pointer("/method/processes/durable_hub").is_some(), "{v:#}");
@@ -77,6 +79,18 @@ fn bench_hub_figures_are_typed_and_sane() {
     summary(&v, "/apiexport/baseline_one_workspace_ms", 12);
     positive(&v, "/apiexport/ratio_p99_virtual_workspace_to_baseline");
     positive(&v, "/apiexport/rss_mib_after");
+
+    // Empty workspaces: every one created, two rounds, and each weighs something
+    // on a hub that grew (but not absurdly: under 10 MiB and 10 MB each).
+    assert_eq!(count(&v, "/workspaces/workspaces"), 40);
+    assert_eq!(count(&v, "/workspaces/clients"), 32);
+    rounds(&v, "/workspaces/created_per_sec", 2);
+    let rss = positive(&v, "/workspaces/rss_bytes_per_workspace");
+    let disk = positive(&v, "/workspaces/disk_bytes_per_workspace");
+    assert!(
+        rss < 10.0 * 1048576.0 && disk < 10e6,
+        "{rss} B of memory, {disk} B of disk"
+    );
 }
 
 #[test]
@@ -105,6 +119,8 @@ fn bench_hub_on_etcd_compares_etcd_hubs_with_sqlite() {
         "--rss-objects",
         "0",
         "--bound-workspaces",
+        "0",
+        "--workspaces",
         "0",
     ]);
     for clients in [1, 32] {

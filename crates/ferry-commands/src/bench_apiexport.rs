@@ -36,13 +36,14 @@ fn widgets() -> ApiResource {
 }
 
 /// A client for `base` (a kube config for the hub) addressing `url`.
-fn client_at(base: &kube::Config, url: &str) -> anyhow::Result<kube::Client> {
+pub(crate) fn client_at(base: &kube::Config, url: &str) -> anyhow::Result<kube::Client> {
     let mut config = base.clone();
     config.cluster_url = url.parse()?;
     Ok(kube::Client::try_from(config)?)
 }
 
-async fn create(
+/// Create `obj` of `resource` (in `namespace`), as a success if it exists already.
+pub(crate) async fn create(
     client: &kube::Client,
     resource: &ApiResource,
     namespace: Option<&str>,

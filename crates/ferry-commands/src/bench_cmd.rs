@@ -79,6 +79,14 @@ pub struct HubBenchArgs {
     /// Creates watched through the APIExport virtual workspace (and in the baseline).
     #[arg(long, default_value_t = 500)]
     pub apiexport_events: usize,
+    /// Empty workspaces created with 32 clients on a hub of their own, over --rounds
+    /// rounds: creations/s, and the hub's memory and disk per workspace (0: skip the block).
+    #[arg(long, default_value_t = 1000)]
+    pub workspaces: usize,
+    /// The `ferry` executable whose hubs are measured (default: this one), to compare
+    /// two builds with the same bench.
+    #[arg(long)]
+    pub hub_binary: Option<PathBuf>,
     /// `etcd`: also measure hubs on etcd against the SQLite hub in the same run
     /// (the `etcd` block), as ratios: one hub, and three hubs sharing the load, on a
     /// one-member etcd with its data on disk (fsync on); and three hubs on a
@@ -353,12 +361,14 @@ const HUB_BLOCKS: &[(&str, Block)] = &[
     ("watch", |b| Box::pin(watch_block(b))),
     ("rss", |b| Box::pin(rss_block(b))),
     ("apiexport", |b| Box::pin(apiexport_block(b))),
+    ("workspaces", |b| Box::pin(workspaces_block(b))),
     ("etcd", |b| Box::pin(etcd_block(b))),
 ];
 
 async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
-    let durable = BenchHub::start(&[]).await?;
-    let baseline = BenchHub::start(&["--ephemeral"]).await?;
+    let exe = args.hub_binary.as_deref();
+    let durable = BenchHub::start_with(exe, &[]).await?;
+    let baseline = BenchHub::start_with(exe, &["--ephemeral"]).await?;
     let empty_rss_mib = crate::bench_stats::rss_mib(durable.process.child.id())?;
     let etcd = match args.storage {
         crate::hub_cmd::StorageKind::Etcd => Some(EtcdHubs::start(&args).await?),
@@ -387,7 +397,9 @@ async fn bench_hub(args: HubBenchArgs) -> anyhow::Result<()> {
         "targets".into(),
         json!({
             "creates_32_clients_per_sec_at_least": 3000, "list_10k_p50_ms_under": 100,
-            "watch_p99_ms_under": 20, "rss_100k_mib_under": 300
+            "watch_p99_ms_under": 20, "rss_100k_mib_under": 300,
+            "workspace_created_per_sec_at_least": 500, "workspace_rss_bytes_at_most": 50 * 1024,
+            "workspace_disk_bytes_at_most": 50_000
         }),
     );
     if bench.args.json {
@@ -410,6 +422,8 @@ fn hub_method(args: &HubBenchArgs) -> Value {
             "creates_per_round": { "clients_1": (args.writes / 4).max(1), "clients_32": args.writes },
             "listed": args.list_objects, "watch_events": args.watch_events, "held_for_rss": args.rss_objects,
             "apiexport": { "bound_workspaces": args.bound_workspaces, "events": args.apiexport_events },
+            "workspaces": { "created": args.workspaces, "clients": crate::bench_workspaces::CLIENTS,
+                            "hub": "a durable hub of its own, empty before" },
         },
         "rounds": args.rounds.max(1),
         "statistics": "latencies in ms as {p50, p90, p99, max, n}, nearest-rank percentiles over every \
@@ -749,6 +763,47 @@ async fn apiexport_block(b: &HubBench) -> anyhow::Result<Value> {
         "rss_mib_before": f.rss_before as f64 / 1048576.0,
         "rss_mib_with_workspaces": f.rss_workspaces as f64 / 1048576.0,
         "rss_mib_after": f.rss_after as f64 / 1048576.0,
+    }))
+}
+
+/// Empty workspaces on a hub of their own: creations per second with 32 clients
+/// (median of rounds), and resident memory and data directory bytes per workspace.
+/// `null` with `--workspaces 0`.
+async fn workspaces_block(b: &HubBench) -> anyhow::Result<Value> {
+    if b.args.workspaces == 0 {
+        return Ok(Value::Null);
+    }
+    let hub = BenchHub::start_with(b.args.hub_binary.as_deref(), &[]).await?;
+    let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
+    let f = crate::bench_workspaces::measure(
+        &config,
+        &hub.process.url,
+        hub.data_dir.path(),
+        b.args.workspaces,
+        b.args.rounds,
+        || hub.process.rss_bytes().unwrap_or(0),
+    )
+    .await?;
+    let per_sec = Rounds::of("workspace creations/s", f.per_sec)?;
+    let n = f.workspaces as f64;
+    let rss_per_ws = f.rss_after.saturating_sub(f.rss_before) as f64 / n;
+    let disk_per_ws = f.disk_after.saturating_sub(f.disk_before) as f64 / n;
+    b.log(&format!(
+        "{} empty workspaces with {} clients: {:.0} created/s (median of {} rounds), \
+         {:.0} KiB of memory and {:.0} KB of disk per workspace",
+        f.workspaces,
+        crate::bench_workspaces::CLIENTS,
+        per_sec.median,
+        per_sec.rounds.len(),
+        rss_per_ws / 1024.0,
+        disk_per_ws / 1000.0
+    ));
+    Ok(json!({
+        "workspaces": f.workspaces, "clients": crate::bench_workspaces::CLIENTS,
+        "created_per_sec": per_sec,
+        "rss_bytes_per_workspace": rss_per_ws, "disk_bytes_per_workspace": disk_per_ws,
+        "rss_mib_before": f.rss_before as f64 / 1048576.0, "rss_mib_after": f.rss_after as f64 / 1048576.0,
+        "disk_bytes_before": f.disk_before, "disk_bytes_after": f.disk_after,
     }))
 }
 

@@ -16,6 +16,7 @@ pub mod bench_requests;
 pub mod bench_stats;
 pub mod bench_sync;
 pub mod bench_syncagent;
+pub mod bench_workspaces;
 pub mod bind_cmd;
 pub mod console_cmd;
 pub mod crds_cmd;

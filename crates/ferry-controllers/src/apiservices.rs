@@ -80,27 +80,22 @@ pub async fn sync(ctx: &ControllerContext, cluster: &str) {
     let wanted: BTreeSet<String> = served.iter().map(|(g, v, _)| name(g, v)).collect();
     let (existing, _) = ctx.list(&ClusterScope::One(cluster.into()), APISERVICES, None, None);
     let have: BTreeSet<String> = existing.iter().map(|(k, _)| k.name.clone()).collect();
-    for (group, version, from_crd) in &served {
-        if have.contains(&name(group, version)) {
-            continue;
-        }
-        let obj = apiservice(group, version, *from_crd);
-        match ctx
-            .create(
-                cluster,
-                ("apiregistration.k8s.io", "v1", "apiservices"),
-                None,
-                obj,
-            )
-            .await
-        {
-            Ok(_) => mark_available(ctx, cluster, &name(group, version)).await,
-            Err(e) if e.code == 409 => {}
-            Err(e) => {
-                tracing::warn!(cluster, apiservice = %name(group, version), "creating APIService failed: {e}")
+    // Together: each write waits for its commit, and the store commits
+    // concurrent writes in one batch.
+    let creates = served
+        .iter()
+        .filter(|(group, version, _)| !have.contains(&name(group, version)))
+        .map(|(group, version, from_crd)| async move {
+            let obj = apiservice(group, version, *from_crd);
+            match ctx.create(cluster, APISERVICES_GVR, None, obj).await {
+                Ok(_) => mark_available(ctx, cluster, &name(group, version)).await,
+                Err(e) if e.code == 409 => {}
+                Err(e) => {
+                    tracing::warn!(cluster, apiservice = %name(group, version), "creating APIService failed: {e}")
+                }
             }
-        }
-    }
+        });
+    futures::future::join_all(creates).await;
     for (key, obj) in existing {
         let automanaged = obj.labels.get(AUTOREGISTER_LABEL).is_some_and(|v| v == "true");
         if automanaged && !wanted.contains(&key.name) {

@@ -125,13 +125,17 @@ pub async fn object_written(
 /// Create the default ClusterRoles and ClusterRoleBindings in `cluster`;
 /// existing ones (possibly edited by an admin) are left alone.
 pub async fn ensure_default_rbac(ctx: &ControllerContext, cluster: &str) {
-    for (resource, obj) in default_rbac_objects() {
-        match ctx.create(cluster, (RBAC_GROUP, "v1", resource), None, obj).await {
-            Ok(_) => {}
-            Err(e) if e.code == 409 => {}
-            Err(e) => tracing::warn!(cluster, resource, "creating a default RBAC object failed: {e}"),
-        }
-    }
+    // Together: the store commits them in one batch.
+    let creates = default_rbac_objects()
+        .into_iter()
+        .map(|(resource, obj)| async move {
+            match ctx.create(cluster, (RBAC_GROUP, "v1", resource), None, obj).await {
+                Ok(_) => {}
+                Err(e) if e.code == 409 => {}
+                Err(e) => tracing::warn!(cluster, resource, "creating a default RBAC object failed: {e}"),
+            }
+        });
+    futures::future::join_all(creates).await;
 }
 
 fn b64(data: &[u8]) -> String {

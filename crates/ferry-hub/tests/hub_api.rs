@@ -56,6 +56,59 @@ async fn fresh_hub_has_default_namespaces_and_service_accounts() {
     }
 }
 
+/// A workspace's default objects are written together when it is created: once
+/// the create answers, each of several workspaces made at once has all of them.
+#[tokio::test]
+async fn new_workspaces_have_what_a_fresh_cluster_has_when_their_create_answers() {
+    let hub = TestHub::start().await;
+    let root = client(&hub, "root").await;
+    let names: Vec<String> = (0..4).map(|i| format!("fresh-{i}")).collect();
+    futures::future::join_all(names.iter().map(|name| {
+        let ws =
+            json!({"apiVersion": "tenancy.kcp.io/v1alpha1", "kind": "Workspace", "metadata": {"name": name}});
+        let root = root.clone();
+        async move { common::post_created(&root, "/apis/tenancy.kcp.io/v1alpha1/workspaces", &ws).await }
+    }))
+    .await;
+    let apiservices_path = "/apis/apiregistration.k8s.io/v1/apiservices";
+    let item_names = |list: &serde_json::Value| -> Vec<String> {
+        let items = list["items"].as_array().expect("a list");
+        items
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let in_root = item_names(&common::get_ok(&root, apiservices_path).await);
+    for name in &names {
+        let c = client(&hub, &format!("root:{name}")).await;
+        for ns in ["default", "kube-system", "kube-public"] {
+            common::get_ok(&c, &format!("/api/v1/namespaces/{ns}")).await;
+            common::get_ok(&c, &format!("/api/v1/namespaces/{ns}/serviceaccounts/default")).await;
+        }
+        common::get_ok(&c, "/api/v1/namespaces/default/services/kubernetes").await;
+        for role in ["cluster-admin", "admin", "edit", "view"] {
+            common::get_ok(
+                &c,
+                &format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/{role}"),
+            )
+            .await;
+        }
+        common::get_ok(
+            &c,
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin",
+        )
+        .await;
+        let apiservices = common::get_ok(&c, apiservices_path).await;
+        assert_eq!(item_names(&apiservices), in_root, "APIServices of root:{name}");
+        for a in apiservices["items"].as_array().unwrap() {
+            assert_eq!(
+                a["status"]["conditions"][0]["status"], "True",
+                "in root:{name}: {a}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn create_get_update_conflict_delete() {
     let hub = TestHub::start().await;

@@ -1284,7 +1284,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn key(name: &str) -> ObjectKey {
+    /// ConfigMap `name` in namespace `default` of root.
+    pub(crate) fn key(name: &str) -> ObjectKey {
         ObjectKey {
             cluster: "root".into(),
             resource: "/configmaps".into(),
