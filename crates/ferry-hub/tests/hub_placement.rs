@@ -53,6 +53,15 @@ async fn example1_with_workload(hub: &TestHub, syncers: bool) -> (String, String
     (florin, guilder, wmw)
 }
 
+/// [`example1_with_workload`] with EdgePlacements `edge-placement-c` and
+/// `edge-placement-s` applied.
+async fn example1_placed(hub: &TestHub, syncers: bool) -> (String, String, kube::Client) {
+    let placed = example1_with_workload(hub, syncers).await;
+    apply(&placed.2, placement_c()).await;
+    apply(&placed.2, placement_s()).await;
+    placed
+}
+
 /// The syncer of `mailbox`'s cluster reports on its `the-one` that the
 /// cluster refused commond (a priority class it does not have); returns the
 /// mailbox's SyncerConfigs.
@@ -287,9 +296,7 @@ async fn where_resolver_keeps_the_single_placement_slice_live() {
 #[tokio::test(flavor = "multi_thread")]
 async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
     let hub = TestHub::start().await;
-    let (florin, guilder, wmw) = example1_with_workload(&hub, false).await;
-    apply(&wmw, placement_c()).await;
-    apply(&wmw, placement_s()).await;
+    let (florin, guilder, wmw) = example1_placed(&hub, false).await;
 
     let common = [
         "configmaps commonstuff/httpd-htdocs",
@@ -682,9 +689,7 @@ async fn sync_target_going_away_takes_its_copies_with_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
     let first = TestHub::start().await;
-    let (florin, guilder, wmw) = example1_with_workload(&first, false).await;
-    apply(&wmw, placement_c()).await;
-    apply(&wmw, placement_s()).await;
+    let (florin, guilder, wmw) = example1_placed(&first, false).await;
     placed_in(
         &first,
         &guilder,
@@ -886,9 +891,7 @@ fn destinations(s: &DynamicObject) -> Vec<(String, bool, String, String)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn placement_summaries_list_every_destination_and_follow_reported_status() {
     let hub = TestHub::start().await;
-    let (florin, guilder, wmw) = example1_with_workload(&hub, true).await;
-    apply(&wmw, placement_c()).await;
-    apply(&wmw, placement_s()).await;
+    let (florin, guilder, wmw) = example1_placed(&hub, true).await;
     let sums = api(&wmw, &summaries(), None);
 
     // commond goes to both clusters, speciald to guilder only; no status yet.
@@ -1529,9 +1532,7 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
 #[tokio::test(flavor = "multi_thread")]
 async fn object_changes_in_one_burst_all_arrive_and_leave_other_mailboxes_unwritten() {
     let hub = TestHub::start().await;
-    let (florin, guilder, wmw) = example1_with_workload(&hub, false).await;
-    apply(&wmw, placement_c()).await;
-    apply(&wmw, placement_s()).await;
+    let (florin, guilder, wmw) = example1_placed(&hub, false).await;
     eventually(
         20,
         "florin's and guilder's mailboxes to hold their objects",
@@ -1552,20 +1553,18 @@ async fn object_changes_in_one_burst_all_arrive_and_leave_other_mailboxes_unwrit
     let the_one_before = rv(configs.get("the-one").await.unwrap());
 
     // One burst: a changed object, a new one, and two quick writes of a third.
-    apply(
-        &wmw,
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "httpd-htdocs", "namespace": "specialstuff", "labels": {"app.kubernetes.io/part-of": "my-app"}},
-               "data": {"index.html": "<html>changed</html>"}}),
-    )
-    .await;
-    apply(
-        &wmw,
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "extra", "namespace": "specialstuff", "labels": {"app.kubernetes.io/part-of": "my-app"}},
-               "data": {"a": "b"}}),
-    )
-    .await;
+    for (name, data) in [
+        ("httpd-htdocs", json!({"index.html": "<html>changed</html>"})),
+        ("extra", json!({"a": "b"})),
+    ] {
+        apply(
+            &wmw,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "specialstuff", "labels": {"app.kubernetes.io/part-of": "my-app"}},
+                   "data": data}),
+        )
+        .await;
+    }
     apply(&wmw, deployment("specialstuff", "speciald", 2)).await;
     apply(&wmw, deployment("specialstuff", "speciald", 4)).await;
 
