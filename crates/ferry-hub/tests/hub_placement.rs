@@ -53,6 +53,15 @@ async fn example1_with_workload(hub: &TestHub, syncers: bool) -> (String, String
     (florin, guilder, wmw)
 }
 
+/// [`example1_with_workload`] with EdgePlacements `edge-placement-c` and
+/// `edge-placement-s` applied.
+async fn example1_placed(hub: &TestHub, syncers: bool) -> (String, String, kube::Client) {
+    let placed = example1_with_workload(hub, syncers).await;
+    apply(&placed.2, placement_c()).await;
+    apply(&placed.2, placement_s()).await;
+    placed
+}
+
 /// The syncer of `mailbox`'s cluster reports on its `the-one` that the
 /// cluster refused commond (a priority class it does not have); returns the
 /// mailbox's SyncerConfigs.
@@ -287,9 +296,7 @@ async fn where_resolver_keeps_the_single_placement_slice_live() {
 #[tokio::test(flavor = "multi_thread")]
 async fn translator_fills_mailboxes_with_copies_and_the_syncer_config() {
     let hub = TestHub::start().await;
-    let (florin, guilder, wmw) = example1_with_workload(&hub, false).await;
-    apply(&wmw, placement_c()).await;
-    apply(&wmw, placement_s()).await;
+    let (florin, guilder, wmw) = example1_placed(&hub, false).await;
 
     let common = [
         "configmaps commonstuff/httpd-htdocs",
@@ -682,9 +689,7 @@ async fn sync_target_going_away_takes_its_copies_with_it() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restart_mid_translation_converges_without_duplicates_or_orphans() {
     let first = TestHub::start().await;
-    let (florin, guilder, wmw) = example1_with_workload(&first, false).await;
-    apply(&wmw, placement_c()).await;
-    apply(&wmw, placement_s()).await;
+    let (florin, guilder, wmw) = example1_placed(&first, false).await;
     placed_in(
         &first,
         &guilder,
@@ -886,9 +891,7 @@ fn destinations(s: &DynamicObject) -> Vec<(String, bool, String, String)> {
 #[tokio::test(flavor = "multi_thread")]
 async fn placement_summaries_list_every_destination_and_follow_reported_status() {
     let hub = TestHub::start().await;
-    let (florin, guilder, wmw) = example1_with_workload(&hub, true).await;
-    apply(&wmw, placement_c()).await;
-    apply(&wmw, placement_s()).await;
+    let (florin, guilder, wmw) = example1_placed(&hub, true).await;
     let sums = api(&wmw, &summaries(), None);
 
     // commond goes to both clusters, speciald to guilder only; no status yet.
@@ -1520,4 +1523,118 @@ async fn an_undefined_parameter_is_a_condition_that_holds_back_only_that_copy() 
             )
     })
     .await;
+}
+
+/// Changes to WMW objects are handled per object (an object pass): several
+/// in one burst all reach every mailbox that wants them, the last of quick
+/// successive writes wins, and a mailbox that wants none of them is not
+/// written at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn object_changes_in_one_burst_all_arrive_and_leave_other_mailboxes_unwritten() {
+    let hub = TestHub::start().await;
+    let (florin, guilder, wmw) = example1_placed(&hub, false).await;
+    eventually(
+        20,
+        "florin's and guilder's mailboxes to hold their objects",
+        || {
+            let (hub, florin, guilder) = (&hub, florin.clone(), guilder.clone());
+            async move {
+                (placed(hub, &florin).await.len() == 4 && placed(hub, &guilder).await.len() == 7)
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let florin_mb = client(&hub, &florin).await;
+    let florin_cm = api(&florin_mb, &configmaps(), Some("commonstuff"));
+    let configs = api(&florin_mb, &edge("SyncerConfig", "syncerconfigs"), None);
+    let rv = |o: DynamicObject| o.resource_version().unwrap_or_default();
+    let cm_before = rv(florin_cm.get("httpd-htdocs").await.unwrap());
+    let the_one_before = rv(configs.get("the-one").await.unwrap());
+
+    // One burst: a changed object, a new one, and two quick writes of a third.
+    for (name, data) in [
+        ("httpd-htdocs", json!({"index.html": "<html>changed</html>"})),
+        ("extra", json!({"a": "b"})),
+    ] {
+        apply(
+            &wmw,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "specialstuff", "labels": {"app.kubernetes.io/part-of": "my-app"}},
+                   "data": data}),
+        )
+        .await;
+    }
+    apply(&wmw, deployment("specialstuff", "speciald", 2)).await;
+    apply(&wmw, deployment("specialstuff", "speciald", 4)).await;
+
+    let special_cm = in_mailbox(&hub, &guilder, &configmaps(), "specialstuff").await;
+    object_when(
+        &special_cm,
+        "httpd-htdocs",
+        20,
+        "the changed ConfigMap in guilder's mailbox",
+        |o| o.data["data"]["index.html"] == "<html>changed</html>",
+    )
+    .await;
+    object_when(
+        &special_cm,
+        "extra",
+        20,
+        "the new ConfigMap in guilder's mailbox",
+        |_| true,
+    )
+    .await;
+    let special_d = in_mailbox(&hub, &guilder, &deployments(), "specialstuff").await;
+    object_when(
+        &special_d,
+        "speciald",
+        20,
+        "the last write of speciald in guilder's mailbox",
+        |o| o.data["spec"]["replicas"] == 4,
+    )
+    .await;
+    eventually(20, "guilder's the-one to list the new ConfigMap", || {
+        let hub = &hub;
+        let guilder = guilder.clone();
+        async move {
+            let spec = the_one(hub, &guilder).await?;
+            spec.to_string().contains("\"extra\"").then_some(())
+        }
+    })
+    .await;
+    // A full pass has run since (it refreshes the reported state): it too
+    // left florin's mailbox, which wants none of the changed objects, alone.
+    eventually(20, "the new ConfigMap's PlacementSummary", || {
+        let wmw = wmw.clone();
+        async move {
+            let summaries = api(
+                &wmw,
+                &ar(
+                    "edge.ferry.dev",
+                    "v1alpha1",
+                    "PlacementSummary",
+                    "placementsummaries",
+                ),
+                None,
+            );
+            let list = summaries.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|s| s.data["object"]["name"] == "extra")
+                .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(
+        rv(florin_cm.get("httpd-htdocs").await.unwrap()),
+        cm_before,
+        "florin's copy rewritten"
+    );
+    assert_eq!(
+        rv(configs.get("the-one").await.unwrap()),
+        the_one_before,
+        "florin's the-one rewritten"
+    );
+    assert_eq!(placed(&hub, &florin).await.len(), 4);
 }

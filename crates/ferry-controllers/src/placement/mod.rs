@@ -54,14 +54,21 @@
 //!   whether it is synced (the mailbox holds the current copy and the
 //!   syncer acknowledged it; else `pending: <why>`), and a status digest.
 //!
-//! Level-based: every change anywhere marks the world dirty and one pass
-//! (debounced) recomputes what every mailbox should hold from the stored
-//! objects alone, so a restart (or a missed event) converges on the next
-//! pass with nothing duplicated or left behind. Locations and SyncTargets
+//! Level-based: a pass (debounced) recomputes what every mailbox should hold
+//! from the stored objects alone, so a restart (or a missed event)
+//! converges on the next pass with nothing duplicated or left behind. What
+//! a pass looks at follows what changed ([`changes`]): a change to WMW
+//! objects only makes an *object pass*, which writes those objects' copies
+//! (in the mailboxes that want them or hold them) and the `the-one`s that
+//! list them; anything else, and the reported state after any change,
+//! makes a *full pass* over every placement, mailbox and report, as on
+//! start. The translator's own writes and the syncers' acknowledgements
+//! only bring the next full pass within a settling time. Locations and SyncTargets
 //! are read through an index the watch keeps current ([`index`]), so
 //! resolving a placement visits only the Locations and SyncTargets its
 //! selectors can reach, not every Location against every SyncTarget.
 
+pub mod changes;
 mod combined;
 pub mod copy;
 pub use ferry_server::customize;
@@ -91,6 +98,7 @@ use tokio::task::JoinHandle;
 
 use super::mailbox::{mailbox_name, MAILBOX_PARENT, SYNC_TARGETS, SYNC_TARGET_UID_ANNOTATION};
 use crate::follow::{self, Due, Follower, Passes};
+use changes::{Change, Known, PlacementMark};
 use copy::Listed;
 use ferry_server::auth::UserInfo;
 use ferry_server::controller::ControllerContext;
@@ -127,6 +135,9 @@ const EDGE_VERSION: &str = "v2alpha1";
 
 /// Changes arriving within this long are handled by one pass.
 const DEBOUNCE: Duration = Duration::from_millis(30);
+/// After an object pass, or news about the reported state only, the full
+/// pass that refreshes the reported state runs within this long.
+const SETTLE: Duration = Duration::from_secs(1);
 /// A pass that could not finish (a mailbox not ready yet, a conflict on
 /// write) runs again after this long, even without news.
 const RETRY: Duration = Duration::from_millis(500);
@@ -155,21 +166,71 @@ const NEVER_PLACED_GROUPS: &[&str] = &[
 
 /// Run the translator while `ctx`'s lease is held.
 pub fn spawn(ctx: ControllerContext) -> JoinHandle<()> {
-    let inventory = InventoryIndex::default();
-    follow::spawn(
-        ctx,
-        PlacementTranslator {
-            inventory,
-            passes: Passes::now(DEBOUNCE, RETRY),
-        },
-    )
+    follow::spawn(ctx, PlacementTranslator::default())
 }
 
 /// The translator as it follows the store: the inventory index the watch
-/// keeps current, and when the next pass is due.
+/// keeps current, when the next pass is due and what it must look at, and
+/// what the last full pass saw.
 struct PlacementTranslator {
     inventory: InventoryIndex,
     passes: Passes,
+    /// When the full pass refreshing the reported state is due, if not sooner.
+    settle: Option<tokio::time::Instant>,
+    /// Whether the next pass must be a full one.
+    everything: bool,
+    /// WMW objects changed since the last pass.
+    objects: BTreeSet<ObjectKey>,
+    /// What the last full pass saw; `None` before the first.
+    known: Option<Known>,
+    /// The objects the last pass selected, reused while unchanged.
+    selected: HashMap<ObjectKey, Arc<Selected>>,
+}
+
+impl Default for PlacementTranslator {
+    fn default() -> Self {
+        PlacementTranslator {
+            inventory: InventoryIndex::default(),
+            passes: Passes::now(DEBOUNCE, RETRY),
+            settle: None,
+            everything: true,
+            objects: BTreeSet::new(),
+            known: None,
+            selected: HashMap::new(),
+        }
+    }
+}
+
+impl PlacementTranslator {
+    /// The reported state is refreshed within [`SETTLE`].
+    fn settle_soon(&mut self) {
+        let at = tokio::time::Instant::now() + SETTLE;
+        self.settle = Some(self.settle.map_or(at, |s| s.min(at)));
+    }
+
+    /// One pass: a full one when something beyond WMW objects changed (or
+    /// the last could not finish, or the settling time is up), else one
+    /// over the changed objects' copies only.
+    async fn pass(&mut self, ctx: &ControllerContext) {
+        let objects = std::mem::take(&mut self.objects);
+        let settled = self.settle.is_some_and(|at| at <= tokio::time::Instant::now());
+        if self.everything || settled || self.known.is_none() {
+            self.everything = false;
+            self.settle = None;
+            let done = reconcile(ctx, &self.inventory).await;
+            self.known = Some(done.known);
+            self.selected = done.selected;
+            self.everything = done.retry;
+            self.passes.passed(done.retry);
+        } else if !objects.is_empty() {
+            let retry = reconcile_objects(ctx, &self.inventory, &mut self.selected, &objects).await;
+            self.everything = retry;
+            self.passes.passed(retry);
+            self.settle_soon();
+        } else {
+            self.passes.passed(false);
+        }
+    }
 }
 
 impl Follower for PlacementTranslator {
@@ -183,22 +244,59 @@ impl Follower for PlacementTranslator {
     fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             self.inventory = load_inventory(ctx);
+            self.everything = true;
+            self.known = None;
             self.passes.restart();
         })
     }
 
     fn note(&mut self, _ctx: &ControllerContext, event: &WatchEvent) -> bool {
+        let target = |i: &InventoryIndex| {
+            (event.key.resource == SYNC_TARGETS)
+                .then(|| i.target(&event.key.cluster, &event.key.name).cloned())
+                .flatten()
+        };
+        let before = target(&self.inventory);
         track(&mut self.inventory, event);
-        self.passes.changed();
+        let target_changed = before != target(&self.inventory);
+        let change = match &self.known {
+            Some(known) => changes::classify(known, event, target_changed),
+            None => Change::Everything,
+        };
+        match change {
+            Change::Everything => {
+                self.everything = true;
+                self.passes.changed();
+            }
+            Change::Object(key) => {
+                self.objects.insert(key);
+                self.passes.changed();
+            }
+            Change::Reported => self.settle_soon(),
+            Change::Nothing => {}
+        }
         false
     }
 
     fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
-        Box::pin(self.passes.due())
+        let settle = self.settle;
+        let passes = &self.passes;
+        Box::pin(async move {
+            let settled = async {
+                match settle {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                due = passes.due() => due,
+                _ = settled => Due::Pass,
+            }
+        })
     }
 
     fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
-        Box::pin(self.passes.run(reconcile(ctx, &self.inventory)))
+        Box::pin(PlacementTranslator::pass(self, ctx))
     }
 }
 
@@ -392,7 +490,15 @@ fn served_resources(ctx: &ControllerContext, cluster: &str) -> BTreeMap<String, 
     out
 }
 
-fn evaluate(ctx: &ControllerContext, key: &ObjectKey, value: Value, inventory: &InventoryIndex) -> Placement {
+/// Evaluate EdgePlacement `key`; `reuse`: objects selected before, taken
+/// again while at the same resourceVersion.
+fn evaluate(
+    ctx: &ControllerContext,
+    key: &ObjectKey,
+    value: Value,
+    inventory: &InventoryIndex,
+    reuse: &HashMap<ObjectKey, Arc<Selected>>,
+) -> Placement {
     let path = path_of(ctx, &key.cluster);
     let mut problems = Vec::new();
     let spec: EdgePlacementSpec =
@@ -425,7 +531,7 @@ fn evaluate(ctx: &ControllerContext, key: &ObjectKey, value: Value, inventory: &
     let selected = if deleting {
         Vec::new()
     } else {
-        select_objects(ctx, &key.cluster, &path, &tests, &served)
+        select_objects(ctx, &key.cluster, &path, &tests, &served, reuse)
     };
     Placement {
         cluster: key.cluster.clone(),
@@ -459,6 +565,7 @@ fn select_objects(
     path: &str,
     tests: &[ObjectTest],
     served: &BTreeMap<String, ResourceInfo>,
+    reuse: &HashMap<ObjectKey, Arc<Selected>>,
 ) -> Vec<Arc<Selected>> {
     let scope = ClusterScope::One(cluster.to_string());
     let mut ns_labels: HashMap<String, Option<BTreeMap<String, String>>> = HashMap::new();
@@ -521,6 +628,9 @@ fn select_objects(
     chosen
         .into_iter()
         .map(|(key, (info, obj))| {
+            if let Some(s) = reuse.get(&key).filter(|s| s.rv == obj.rv) {
+                return s.clone();
+            }
             let value = obj.value();
             let shaped = transform::transformed(&value, &info.group, &info.resource, &transforms);
             let overwrite = value
@@ -709,19 +819,54 @@ fn track(inventory: &mut InventoryIndex, event: &WatchEvent) {
     }
 }
 
-/// One pass over everything; true when something must be retried.
-/// Locations and SyncTargets come from `inventory`, not the store: the
-/// where-resolver visits only what a placement's selectors can reach.
-async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> bool {
-    let mut retry = false;
+/// What a full pass leaves for the passes after it.
+struct FullPass {
+    /// Something must be retried.
+    retry: bool,
+    known: Known,
+    /// What the placements selected.
+    selected: HashMap<ObjectKey, Arc<Selected>>,
+}
+
+/// Every EdgePlacement (outside mailboxes), evaluated, and every mailbox.
+fn evaluate_all(
+    ctx: &ControllerContext,
+    inventory: &InventoryIndex,
+    reuse: &HashMap<ObjectKey, Arc<Selected>>,
+) -> (Vec<Placement>, Vec<Mailbox>) {
     let (objs, _) = ctx.list(&ClusterScope::All, EDGE_PLACEMENTS, None, None);
     let all_mailboxes = mailboxes(ctx);
     let mailbox_clusters: BTreeSet<&str> = all_mailboxes.iter().map(|m| m.cluster.as_str()).collect();
-    let mut placements: Vec<Placement> = objs
+    let placements = objs
         .iter()
         .filter(|(k, _)| !mailbox_clusters.contains(k.cluster.as_str()))
-        .map(|(k, o)| evaluate(ctx, k, o.value(), inventory))
+        .map(|(k, o)| evaluate(ctx, k, o.value(), inventory, reuse))
         .collect();
+    (placements, all_mailboxes)
+}
+
+/// The objects `placements` selected, by key.
+fn selected_of(placements: &[Placement]) -> HashMap<ObjectKey, Arc<Selected>> {
+    placements
+        .iter()
+        .flat_map(|p| p.selected.iter().map(|s| (s.key.clone(), s.clone())))
+        .collect()
+}
+
+/// One pass over everything. Locations and SyncTargets come from
+/// `inventory`, not the store: the where-resolver visits only what a
+/// placement's selectors can reach.
+async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> FullPass {
+    let mut retry = false;
+    let (mut placements, all_mailboxes) = evaluate_all(ctx, inventory, &HashMap::new());
+    let known = Known {
+        mailboxes: all_mailboxes.iter().map(|m| m.cluster.clone()).collect(),
+        wmws: placements.iter().map(|p| p.cluster.clone()).collect(),
+        placements: placements
+            .iter()
+            .map(|p| ((p.cluster.clone(), p.name.clone()), PlacementMark::of(&p.value)))
+            .collect(),
+    };
 
     for p in &placements {
         retry |= write_slice(ctx, p).await;
@@ -729,6 +874,120 @@ async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> bool 
     }
 
     let inventory = Inventory::new(inventory);
+    let (plans, unready) = plan(ctx, &mut placements, &inventory);
+    retry |= unready;
+
+    // Mailboxes are independent: write several at once, so the store can
+    // commit their writes together.
+    let outcomes = apply_mailboxes(ctx, all_mailboxes.iter(), &plans, &placements, None).await;
+    // A copy executes only where a syncer acknowledged it: a mailbox alone is
+    // not a cluster.
+    let mut executing: HashMap<ObjectKey, usize> = HashMap::new();
+    for o in outcomes {
+        retry |= o.retry;
+        for (i, message) in o.conflicts {
+            placements[i].conflicts.insert(message);
+        }
+        for (i, message) in o.customization {
+            placements[i].customization.insert(message);
+        }
+        if !o.acknowledged {
+            continue;
+        }
+        for key in o.executing {
+            *executing.entry(key).or_default() += 1;
+        }
+        for i in o.executing_placements {
+            placements[i].executing += 1;
+        }
+    }
+
+    for p in placements.iter_mut() {
+        p.refused = refusals(ctx, p);
+    }
+    retry |= report(ctx, &placements, &plans, &executing, &inventory).await;
+    for p in &placements {
+        write_status(ctx, p).await;
+    }
+    FullPass {
+        retry,
+        known,
+        selected: selected_of(&placements),
+    }
+}
+
+/// A pass over the copies of the WMW objects `changed` only (see
+/// [`changes`]): every placement is evaluated and every mailbox planned as
+/// in a full pass, so conflicts are decided the same way, but only the
+/// mailboxes that want or hold one of those objects are written, and in
+/// them only those objects' copies, their Namespaces' and `the-one`. The
+/// reported state waits for the next full pass. True when something must
+/// be retried (by a full pass).
+async fn reconcile_objects(
+    ctx: &ControllerContext,
+    inventory: &InventoryIndex,
+    selected: &mut HashMap<ObjectKey, Arc<Selected>>,
+    changed: &BTreeSet<ObjectKey>,
+) -> bool {
+    let (mut placements, all_mailboxes) = evaluate_all(ctx, inventory, selected);
+    *selected = selected_of(&placements);
+    let inventory = Inventory::new(inventory);
+    let (plans, unready) = plan(ctx, &mut placements, &inventory);
+    let mut scope: BTreeSet<CopyKey> = BTreeSet::new();
+    for k in changed {
+        scope.insert((k.resource.clone(), k.namespace.clone(), k.name.clone()));
+        if !k.namespace.is_empty() {
+            scope.insert(("/namespaces".into(), String::new(), k.namespace.clone()));
+        }
+    }
+    let touched = all_mailboxes.iter().filter(|mb| {
+        let wanted = plans
+            .get(&mb.cluster)
+            .is_some_and(|p| scope.iter().any(|ck| p.contenders.contains_key(ck)));
+        wanted
+            || scope
+                .iter()
+                .any(|ck| ctx.get(&copy_key(&mb.cluster, ck)).is_some())
+    });
+    let outcomes = apply_mailboxes(ctx, touched, &plans, &placements, Some(&scope)).await;
+    unready || outcomes.iter().any(|o| o.retry)
+}
+
+/// Apply each mailbox's plan (restricted to `only`, when given), several at once.
+async fn apply_mailboxes<'a>(
+    ctx: &ControllerContext,
+    mailboxes: impl Iterator<Item = &'a Mailbox>,
+    plans: &BTreeMap<String, Plan>,
+    placements: &[Placement],
+    only: Option<&BTreeSet<CopyKey>>,
+) -> Vec<MailboxOutcome> {
+    let work: Vec<futures::future::BoxFuture<'_, MailboxOutcome>> = mailboxes
+        .map(|mb| Box::pin(apply_mailbox(ctx, mb, plans.get(&mb.cluster), placements, only)) as _)
+        .collect();
+    futures::stream::iter(work)
+        .buffer_unordered(MAILBOX_CONCURRENCY)
+        .collect()
+        .await
+}
+
+/// The object at `ck` in logical cluster `cluster`.
+fn copy_key(cluster: &str, ck: &CopyKey) -> ObjectKey {
+    ObjectKey {
+        cluster: cluster.to_string(),
+        resource: ck.0.clone(),
+        namespace: ck.1.clone(),
+        name: ck.2.clone(),
+    }
+}
+
+/// What each ready mailbox should hold, by its logical cluster; true when
+/// a destination's mailbox is not ready yet (its placement says so).
+fn plan(
+    ctx: &ControllerContext,
+    placements: &mut [Placement],
+    inventory: &Inventory<'_>,
+) -> (BTreeMap<String, Plan>, bool) {
+    let mut retry = false;
     let mut plans: BTreeMap<String, Plan> = BTreeMap::new();
     for (i, p) in placements.iter_mut().enumerate() {
         if p.deleting {
@@ -766,49 +1025,7 @@ async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> bool 
             }
         }
     }
-
-    // Mailboxes are independent: write several at once, so the store can
-    // commit their writes together.
-    let outcomes: Vec<MailboxOutcome> = {
-        let work: Vec<futures::future::BoxFuture<'_, MailboxOutcome>> = all_mailboxes
-            .iter()
-            .map(|mb| Box::pin(apply_mailbox(ctx, mb, plans.get(&mb.cluster), &placements)) as _)
-            .collect();
-        futures::stream::iter(work)
-            .buffer_unordered(MAILBOX_CONCURRENCY)
-            .collect()
-            .await
-    };
-    // A copy executes only where a syncer acknowledged it: a mailbox alone is
-    // not a cluster.
-    let mut executing: HashMap<ObjectKey, usize> = HashMap::new();
-    for o in outcomes {
-        retry |= o.retry;
-        for (i, message) in o.conflicts {
-            placements[i].conflicts.insert(message);
-        }
-        for (i, message) in o.customization {
-            placements[i].customization.insert(message);
-        }
-        if !o.acknowledged {
-            continue;
-        }
-        for key in o.executing {
-            *executing.entry(key).or_default() += 1;
-        }
-        for i in o.executing_placements {
-            placements[i].executing += 1;
-        }
-    }
-
-    for p in placements.iter_mut() {
-        p.refused = refusals(ctx, p);
-    }
-    retry |= report(ctx, &placements, &plans, &executing, &inventory).await;
-    for p in &placements {
-        write_status(ctx, p).await;
-    }
-    retry
+    (plans, retry)
 }
 
 // ---------------------------------------------------------------- writes
@@ -1007,44 +1224,69 @@ fn write_rank(key: &CopyKey) -> u8 {
     }
 }
 
-/// Make one mailbox hold what its plan says (nothing placed, without one).
+/// The workspace path a copy came from ([`SOURCE_ANNOTATION`]).
+fn source_of(copy: &StoredObject) -> String {
+    let v = copy.value();
+    str_at(
+        &v,
+        &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
+    )
+    .to_string()
+}
+
+/// Make one mailbox hold what its plan says (nothing placed, without one);
+/// with `only`, only the copies under those names (and `the-one`).
 async fn apply_mailbox(
     ctx: &ControllerContext,
     mb: &Mailbox,
     plan: Option<&Plan>,
     placements: &[Placement],
+    only: Option<&BTreeSet<CopyKey>>,
 ) -> MailboxOutcome {
     let mut out = MailboxOutcome::default();
     let mut retry = false;
-    let scope = ClusterScope::One(mb.cluster.clone());
     let mut actual: BTreeMap<CopyKey, (ObjectKey, Arc<StoredObject>)> = BTreeMap::new();
-    for resource in ctx.resources_in(&mb.cluster) {
-        if resource == SYNCER_CONFIGS {
-            continue;
+    match only {
+        None => {
+            let scope = ClusterScope::One(mb.cluster.clone());
+            for resource in ctx.resources_in(&mb.cluster) {
+                if resource == SYNCER_CONFIGS {
+                    continue;
+                }
+                let (objects, _) = ctx.list(&scope, &resource, None, None);
+                for (key, obj) in objects {
+                    if obj.labels.contains_key(PLACED_LABEL) {
+                        actual.insert(
+                            (key.resource.clone(), key.namespace.clone(), key.name.clone()),
+                            (key, obj),
+                        );
+                    }
+                }
+            }
         }
-        let (objects, _) = ctx.list(&scope, &resource, None, None);
-        for (key, obj) in objects {
-            if obj.labels.contains_key(PLACED_LABEL) {
-                actual.insert(
-                    (key.resource.clone(), key.namespace.clone(), key.name.clone()),
-                    (key, obj),
-                );
+        Some(only) => {
+            for ck in only {
+                let key = copy_key(&mb.cluster, ck);
+                if let Some(obj) = ctx.get(&key).filter(|o| o.labels.contains_key(PLACED_LABEL)) {
+                    actual.insert(ck.clone(), (key, obj));
+                }
             }
         }
     }
 
     // Who wins each name.
     let mut winners: BTreeMap<CopyKey, &Contender> = BTreeMap::new();
+    // Names outside `only`: what the mailbox holds there is listed as it is.
+    let mut listed = Vec::new();
     if let Some(plan) = plan {
         for (ck, list) in &plan.contenders {
-            let holder = actual.get(ck).map(|(_, o)| {
-                let v = o.value();
-                v.pointer("/metadata/annotations")
-                    .and_then(|a| a.get(SOURCE_ANNOTATION))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            });
+            if only.is_some_and(|o| !o.contains(ck)) {
+                if let Some(l) = held(ctx, &mb.cluster, ck, list) {
+                    listed.push(l);
+                }
+                continue;
+            }
+            let holder = actual.get(ck).map(|(_, o)| source_of(o));
             let winner = holder
                 .and_then(|h| list.iter().find(|c| c.source_path == h))
                 .unwrap_or(&list[0]);
@@ -1106,7 +1348,6 @@ async fn apply_mailbox(
     // Create and update the rest.
     let mut order: Vec<(&CopyKey, &&Contender)> = winners.iter().collect();
     order.sort_by_key(|(ck, _)| write_rank(ck));
-    let mut listed = Vec::new();
     for (ck, winner) in order {
         let s = &winner.selected;
         let key = ObjectKey {
@@ -1186,19 +1427,42 @@ async fn apply_mailbox(
         if present {
             out.executing.push(s.key.clone());
             out.executing_placements.extend(winner.placements.iter().copied());
-            listed.push(Listed {
-                group: s.info.group.clone(),
-                version: s.info.version.clone(),
-                resource: s.info.resource.clone(),
-                namespace: ck.1.clone(),
-                name: ck.2.clone(),
-            });
+            listed.push(listing(s, ck));
         }
     }
 
     out.retry = retry | write_the_one(ctx, mb, plan, &listed).await;
     out.acknowledged = pending(ctx, &mb.cluster, &mb.inventory, &mb.target).is_none();
     out
+}
+
+/// How `the-one` lists the copy of `s` at `ck`.
+fn listing(s: &Selected, ck: &CopyKey) -> Listed {
+    Listed {
+        group: s.info.group.clone(),
+        version: s.info.version.clone(),
+        resource: s.info.resource.clone(),
+        namespace: ck.1.clone(),
+        name: ck.2.clone(),
+    }
+}
+
+/// How `the-one` lists what mailbox `cluster` holds at `ck` (wanted by
+/// `contenders`) without writing it: a copy the translator placed (of the
+/// contender it came from), or a Namespace of the mailbox's own; `None`
+/// when nothing is there that counts as placed (as [`apply_mailbox`]
+/// decides when it writes that name).
+fn held(ctx: &ControllerContext, cluster: &str, ck: &CopyKey, contenders: &[Contender]) -> Option<Listed> {
+    let existing = ctx.get(&copy_key(cluster, ck))?;
+    let placed = existing.labels.contains_key(PLACED_LABEL);
+    if !placed && ck.0 != "/namespaces" {
+        return None;
+    }
+    let holder = (placed && contenders.len() > 1).then(|| source_of(&existing));
+    let winner = holder
+        .and_then(|h| contenders.iter().find(|c| c.source_path == h))
+        .unwrap_or(&contenders[0]);
+    Some(listing(&winner.selected, ck))
 }
 
 /// Why the copies in mailbox `mailbox` (of SyncTarget `target` in logical

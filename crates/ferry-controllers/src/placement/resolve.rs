@@ -25,7 +25,7 @@ pub struct Location {
 }
 
 /// A SyncTarget as the resolver needs it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Target {
     pub cluster: String,
     pub name: String,
