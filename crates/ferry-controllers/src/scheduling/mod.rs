@@ -163,15 +163,7 @@ async fn resync(ctx: &ControllerContext, index: &mut SchedulingIndex) {
     for (key, ns) in &namespaces {
         if mentions_workloads(ns) {
             if !workspaces.contains(&key.cluster) {
-                schedule_namespace(
-                    ctx,
-                    index,
-                    &key.cluster,
-                    &key.name,
-                    &mut Load::default(),
-                    Reach::All,
-                )
-                .await;
+                schedule_alone(ctx, index, key).await;
             }
             scheduled_namespaces.insert((key.cluster.clone(), key.name.clone()));
         }
@@ -269,15 +261,7 @@ async fn changed(ctx: &ControllerContext, index: &mut SchedulingIndex, event: &W
             let Some(stored) = ctx.get(key) else {
                 return;
             };
-            schedule_namespace(
-                ctx,
-                index,
-                &key.cluster,
-                &key.name,
-                &mut Load::default(),
-                Reach::All,
-            )
-            .await;
+            schedule_alone(ctx, index, key).await;
             // Its objects follow what it has, or had: a namespace that
             // leaves its last target leaves no trace to look for. What it
             // has now counts too, so the objects follow a namespace just
@@ -791,6 +775,19 @@ fn load_of(namespaces: &[Value]) -> HashMap<String, usize> {
 /// syncer tests do) and left alone.
 fn managed(workspace_has_placements: bool, namespace: &Meta) -> bool {
     workspace_has_placements || namespace.annotations.contains_key(PLACEMENT_ANNOTATION)
+}
+
+/// The namespace at `key` on its own: every Placement that selects it.
+async fn schedule_alone(ctx: &ControllerContext, index: &SchedulingIndex, key: &ObjectKey) {
+    schedule_namespace(
+        ctx,
+        index,
+        &key.cluster,
+        &key.name,
+        &mut Load::default(),
+        Reach::All,
+    )
+    .await;
 }
 
 /// The namespace's target labels, as far as `reach` decides them, and with
