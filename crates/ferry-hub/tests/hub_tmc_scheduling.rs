@@ -407,3 +407,153 @@ async fn an_object_deleted_upstream_stays_until_its_syncer_lets_go() {
     .await;
     let _: Value = json!(w.loc);
 }
+
+fn rv(obj: &Value) -> String {
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Two Placements on two Locations: a change of one Location's SyncTargets
+/// moves only the namespaces of the Placement on it; the other Placement's
+/// namespace is not written at all (its resourceVersion stays), and a
+/// namespace both select keeps the other Placement's target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_change_moves_only_the_namespaces_of_placements_on_its_location() {
+    let hub = TestHub::start().await;
+    let loc = workspace(&hub, "loc").await;
+    workspace(&hub, "app").await;
+    for group in ["a", "b"] {
+        location(
+            &hub,
+            "root:loc",
+            &format!("loc-{group}"),
+            json!({"loc": group}),
+            json!({"matchLabels": {"group": group}}),
+        )
+        .await;
+    }
+    for (name, group) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+        sync_target(&hub, "root:loc", name, json!({"group": group})).await;
+    }
+    for group in ["a", "b"] {
+        placement(
+            &hub,
+            "root:app",
+            &format!("on-{group}"),
+            "root:loc",
+            json!([{"matchLabels": {"loc": group}}]),
+            json!({"matchLabels": {format!("on-{group}"): "yes"}}),
+        )
+        .await;
+    }
+    for (ns, on) in [("ns-a1", "on-a"), ("ns-a2", "on-a"), ("ns-b", "on-b")] {
+        namespace(&hub, "root:app", ns, json!({on: "yes"})).await;
+    }
+    let key = |name: &str| sync_target_key(&loc, name);
+    let (a1, a2, b1) = (key("a1"), key("a2"), key("b1"));
+    let first = scheduled(&hub, "ns-a1").await;
+    let second = scheduled(&hub, "ns-a2").await;
+    assert_eq!(
+        [&first, &second]
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>(),
+        [&a1, &a2].into_iter().collect(),
+        "the two namespaces of on-a spread over loc-a's two targets"
+    );
+    assert_eq!(
+        scheduled(&hub, "ns-b").await,
+        b1,
+        "on-b's namespace is on loc-b's target"
+    );
+    namespace(&hub, "root:app", "ns-both", json!({"on-a": "yes", "on-b": "yes"})).await;
+    let both = wait_for(
+        &hub,
+        "root:app",
+        &ns_path("ns-both"),
+        "ns-both on a target of each Location",
+        |o| {
+            let s = states(o);
+            s.len() == 2 && s.contains_key(&b1) && (s.contains_key(&a1) || s.contains_key(&a2))
+        },
+    )
+    .await;
+    let ns_b = get(&hub, "root:app", &ns_path("ns-b")).await;
+    let ns_second = get(&hub, "root:app", &ns_path("ns-a2")).await;
+
+    // ns-a1's target deleted: ns-a1 moves to loc-a's other target.
+    let gone = if first == a1 { "a1" } else { "a2" };
+    delete_ok(
+        &admin(&hub, "root:loc").await,
+        &format!("{WORKLOAD}/synctargets/{gone}"),
+    )
+    .await;
+    wait_for(
+        &hub,
+        "root:app",
+        &ns_path("ns-a1"),
+        "ns-a1 moves to the other target of its Location",
+        |o| states(o).into_iter().collect::<Vec<_>>() == vec![(second.clone(), "Sync".to_string())],
+    )
+    .await;
+    // ns-both keeps on-b's target, and has loc-a's remaining one.
+    let both_moved = states(&both).contains_key(&key(gone));
+    let both_before = both;
+    let both = wait_for(
+        &hub,
+        "root:app",
+        &ns_path("ns-both"),
+        "ns-both on loc-a's remaining target and still on b1",
+        |o| {
+            states(o)
+                == [
+                    (second.clone(), "Sync".to_string()),
+                    (b1.clone(), "Sync".to_string()),
+                ]
+                .into()
+        },
+    )
+    .await;
+    if !both_moved {
+        assert_eq!(
+            rv(&both),
+            rv(&both_before),
+            "ns-both was not on the deleted target: not written"
+        );
+    }
+
+    // A new target of loc-b: a member it may use, but ns-b keeps its own.
+    sync_target(&hub, "root:loc", "b2", json!({"group": "b"})).await;
+    wait_for(
+        &hub,
+        "root:loc",
+        &format!("{SCHEDULING}/locations/loc-b"),
+        "loc-b counts its second target",
+        |l| l["status"]["instances"] == 2,
+    )
+    .await;
+    // Barriers: later objects in both namespaces are labelled, so the
+    // scheduler has handled both target changes.
+    barrier(&hub, "ns-b", "after").await;
+    barrier(&hub, "ns-a2", "after").await;
+    let ns_b_after = get(&hub, "root:app", &ns_path("ns-b")).await;
+    assert_eq!(
+        rv(&ns_b_after),
+        rv(&ns_b),
+        "on-b's namespace is not written: {ns_b_after}"
+    );
+    assert_eq!(states(&ns_b_after), [(b1, "Sync".to_string())].into());
+    let both_after = get(&hub, "root:app", &ns_path("ns-both")).await;
+    assert_eq!(
+        rv(&both_after),
+        rv(&both),
+        "ns-both keeps b1 and is not written: {both_after}"
+    );
+    let ns_second_after = get(&hub, "root:app", &ns_path("ns-a2")).await;
+    assert_eq!(
+        rv(&ns_second_after),
+        rv(&ns_second),
+        "a namespace on loc-a's remaining target is not written: {ns_second_after}"
+    );
+}

@@ -89,6 +89,9 @@ pub struct SchedulingIndex {
     /// `spec.locationWorkspace` as written (`""`: the Placement's own
     /// workspace) → the workspaces with Placements naming it, and how many.
     placements_by_path: HashMap<String, BTreeMap<String, usize>>,
+    /// `(workspace, status.selectedLocation.locationName)` → the Placements
+    /// there on that Location: those a change of its members re-decides.
+    placements_by_location: HashMap<(String, String), BTreeSet<String>>,
 }
 
 impl SchedulingIndex {
@@ -320,6 +323,13 @@ impl SchedulingIndex {
         let id = (cluster.to_string(), name.to_string());
         let old = self.placements.remove(&id);
         if let Some(old) = &old {
+            if let Some(loc) = placement::selected_location(&old.value) {
+                remove_from(
+                    &mut self.placements_by_location,
+                    (cluster.to_string(), loc.to_string()),
+                    name,
+                );
+            }
             let path = path_of(&old.value);
             if let Some(by_ws) = self.placements_by_path.get_mut(&path) {
                 if let Some(n) = by_ws.get_mut(cluster) {
@@ -341,6 +351,12 @@ impl SchedulingIndex {
                 .or_default()
                 .entry(cluster.to_string())
                 .or_default() += 1;
+            if let Some(loc) = placement::selected_location(&new.value) {
+                self.placements_by_location
+                    .entry((cluster.to_string(), loc.to_string()))
+                    .or_default()
+                    .insert(name.to_string());
+            }
             self.placements.insert(id, new);
         }
         old
@@ -353,6 +369,21 @@ impl SchedulingIndex {
             .range((ws.clone(), String::new())..)
             .take_while(move |((c, _), _)| *c == ws)
             .map(|(_, p)| p)
+    }
+
+    /// The Placements of `ws` whose `status.selectedLocation` names
+    /// `location` (of whichever location workspace), by name.
+    pub fn placements_on<'a>(
+        &'a self,
+        ws: &str,
+        location: &str,
+    ) -> impl Iterator<Item = &'a Arc<Compiled>> + 'a {
+        let ws = ws.to_string();
+        self.placements_by_location
+            .get(&(ws.clone(), location.to_string()))
+            .into_iter()
+            .flatten()
+            .filter_map(move |name| self.placements.get(&(ws.clone(), name.clone())))
     }
 
     pub fn placement(&self, ws: &str, name: &str) -> Option<&Arc<Compiled>> {
@@ -654,7 +685,8 @@ mod tests {
                     && rebuilt.locations_by_label == index.locations_by_label
                     && rebuilt.locations_by_anchor == index.locations_by_anchor
                     && rebuilt.unanchored == index.unanchored
-                    && rebuilt.placements_by_path == index.placements_by_path,
+                    && rebuilt.placements_by_path == index.placements_by_path
+                    && rebuilt.placements_by_location == index.placements_by_location,
                 "seed {seed}: the index kept up by changes holds no stale entries"
             );
         }
@@ -711,6 +743,32 @@ mod tests {
         let (old, gone) = index.apply_target("org", "t7", None);
         assert!(gone.is_none() && old.is_some());
         assert!(index.members("org", "l7").is_empty() && !index.has_targets("org"));
+    }
+
+    #[test]
+    fn placements_are_found_by_the_location_they_selected() {
+        let mut index = SchedulingIndex::default();
+        let p = |name: &str, location: Option<&str>| {
+            let mut v = json!({"metadata": {"name": name}, "spec": {}});
+            if let Some(l) = location {
+                v["status"] = json!({"selectedLocation": {"path": "root:org", "locationName": l}});
+            }
+            stored_object(&v)
+        };
+        index.apply_placement("app", "p1", Some(&p("p1", Some("east"))));
+        index.apply_placement("app", "p2", Some(&p("p2", Some("west"))));
+        index.apply_placement("app", "p3", Some(&p("p3", None)));
+        index.apply_placement("other", "p1", Some(&p("p1", Some("east"))));
+        let on = |index: &SchedulingIndex, ws: &str, l: &str| -> Vec<String> {
+            index.placements_on(ws, l).map(|p| name_of(&p.value)).collect()
+        };
+        assert_eq!(on(&index, "app", "east"), ["p1"], "only its own workspace's");
+        // A Placement that selects another Location moves with it.
+        index.apply_placement("app", "p2", Some(&p("p2", Some("east"))));
+        assert_eq!(on(&index, "app", "east"), ["p1", "p2"]);
+        assert!(on(&index, "app", "west").is_empty());
+        index.apply_placement("app", "p1", None);
+        assert_eq!(on(&index, "app", "east"), ["p2"]);
     }
 
     #[test]

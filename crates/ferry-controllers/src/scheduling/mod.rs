@@ -163,7 +163,7 @@ async fn resync(ctx: &ControllerContext, index: &mut SchedulingIndex) {
     for (key, ns) in &namespaces {
         if mentions_workloads(ns) {
             if !workspaces.contains(&key.cluster) {
-                schedule_namespace(ctx, index, &key.cluster, &key.name, None).await;
+                schedule_alone(ctx, index, key).await;
             }
             scheduled_namespaces.insert((key.cluster.clone(), key.name.clone()));
         }
@@ -195,20 +195,18 @@ async fn changed(ctx: &ControllerContext, index: &mut SchedulingIndex, event: &W
             }
             let touched: Vec<&Target> = old.iter().chain(new.iter()).collect();
             let affected = index.locations_selecting(&key.cluster, &touched);
+            let keys: BTreeSet<String> = touched.iter().map(|t| t.key.clone()).collect();
             reconcile_locations(ctx, index, &key.cluster, Some(&affected)).await;
             for ws in workspaces_placing_in(ctx, index, &key.cluster) {
-                // A deleted target's finalizers go from every namespace
-                // that may hold them; otherwise only namespaces of
-                // Placements on a Location whose members changed move.
-                let uses_affected = index.placements_in(&ws).any(|p| {
-                    p.value
-                        .pointer("/status/selectedLocation/locationName")
-                        .and_then(Value::as_str)
-                        .is_some_and(|l| affected.contains(l))
-                });
-                if new.is_none() || uses_affected {
-                    reconcile_namespaces(ctx, index, &ws).await;
-                }
+                // Only the Placements on a Location whose members changed
+                // decide again (every Location with the target, before or
+                // after, is among them); every other choice stands.
+                let placements: BTreeSet<String> = affected
+                    .iter()
+                    .flat_map(|l| index.placements_on(&ws, l))
+                    .map(|p| name_of(&p.value).to_string())
+                    .collect();
+                redecide(ctx, index, &ws, &placements, &keys).await;
             }
         }
         LOCATIONS => {
@@ -228,10 +226,7 @@ async fn changed(ctx: &ControllerContext, index: &mut SchedulingIndex, event: &W
                         .into_iter()
                         .flatten()
                         .any(|l| placement::selects_location(p, l))
-                        || p.value
-                            .pointer("/status/selectedLocation/locationName")
-                            .and_then(Value::as_str)
-                            == Some(key.name.as_str())
+                        || placement::selected_location(&p.value) == Some(key.name.as_str())
                 };
                 if update_placements(ctx, index, &ws, concerned).await > 0 {
                     reconcile_namespaces(ctx, index, &ws).await;
@@ -266,7 +261,7 @@ async fn changed(ctx: &ControllerContext, index: &mut SchedulingIndex, event: &W
             let Some(stored) = ctx.get(key) else {
                 return;
             };
-            schedule_namespace(ctx, index, &key.cluster, &key.name, None).await;
+            schedule_alone(ctx, index, key).await;
             // Its objects follow what it has, or had: a namespace that
             // leaves its last target leaves no trace to look for. What it
             // has now counts too, so the objects follow a namespace just
@@ -612,10 +607,41 @@ async fn reconcile_workspace(ctx: &ControllerContext, index: &mut SchedulingInde
 
 /// Every namespace of `ws`.
 async fn reconcile_namespaces(ctx: &ControllerContext, index: &SchedulingIndex, ws: &str) {
-    let namespaces = list_values(ctx, ws, NAMESPACES);
-    let mut load = load_of(&namespaces);
-    for ns in &namespaces {
-        schedule_namespace(ctx, index, ws, name_of(ns), Some(&mut load)).await;
+    let (namespaces, _) = ctx.list(&ClusterScope::One(ws.into()), NAMESPACES, None, None);
+    let mut load = Load::default();
+    for (key, _) in &namespaces {
+        schedule_namespace(ctx, index, ws, &key.name, &mut load, Reach::All).await;
+    }
+}
+
+/// The namespaces of `ws` that one of the Placements `placements` selects,
+/// or that mention one of the target `keys` (a deleted target's finalizer
+/// goes), each decided again for those Placements only.
+async fn redecide(
+    ctx: &ControllerContext,
+    index: &SchedulingIndex,
+    ws: &str,
+    placements: &BTreeSet<String>,
+    keys: &BTreeSet<String>,
+) {
+    let compiled: Vec<&Arc<placement::Compiled>> = placements
+        .iter()
+        .filter_map(|name| index.placement(ws, name))
+        .filter(|p| p.usable)
+        .collect();
+    let (namespaces, _) = ctx.list(&ClusterScope::One(ws.into()), NAMESPACES, None, None);
+    let mut load = Load::default();
+    for (key, ns) in &namespaces {
+        let selected = compiled
+            .iter()
+            .any(|p| placement::selects_namespace(p, &ns.labels));
+        let mentions = keys
+            .iter()
+            .any(|k| memchr::memmem::find(&ns.json, k.as_bytes()).is_some());
+        if selected || mentions {
+            let reach = Reach::Some { placements, keys };
+            schedule_namespace(ctx, index, ws, &key.name, &mut load, reach).await;
+        }
     }
 }
 
@@ -675,6 +701,56 @@ async fn update_placements(
 
 // ---------------------------------------------------------------- Namespaces
 
+/// How many namespaces of a workspace each target key has, counted from
+/// its namespaces only once a choice needs it: most passes keep every
+/// namespace where it is.
+#[derive(Default)]
+struct Load {
+    counts: Option<HashMap<String, usize>>,
+}
+
+impl Load {
+    /// The counts of `ws`'s namespaces but for the one being decided
+    /// (`mine`: its own), read now if not yet.
+    fn counts(
+        &mut self,
+        ctx: &ControllerContext,
+        ws: &str,
+        mine: &HashMap<String, usize>,
+    ) -> &mut HashMap<String, usize> {
+        self.counts.get_or_insert_with(|| {
+            let mut counts = load_of(&list_values(ctx, ws, NAMESPACES));
+            discount(&mut counts, mine);
+            counts
+        })
+    }
+}
+
+fn discount(load: &mut HashMap<String, usize>, mine: &HashMap<String, usize>) {
+    for (k, n) in mine {
+        if let Some(l) = load.get_mut(k) {
+            *l = l.saturating_sub(*n);
+        }
+    }
+}
+
+/// Which of a namespace's Placements a pass decides again.
+#[derive(Clone, Copy)]
+enum Reach<'a> {
+    /// Every Placement that selects it, and its placement annotation: a
+    /// change of the namespace or of a Placement, a resync.
+    All,
+    /// SyncTargets changed: of the Placements selecting it, those named in
+    /// `placements` (on a Location whose members changed) decide again; of
+    /// the targets it has, only `keys` (those that changed) may go unless
+    /// one of them chooses it, and every other one stays (its Placement's
+    /// choice stands: a namespace keeps a target while it is a member).
+    Some {
+        placements: &'a BTreeSet<String>,
+        keys: &'a BTreeSet<String>,
+    },
+}
+
 /// How many namespaces each target key has (labelled `Sync`, not leaving).
 fn load_of(namespaces: &[Value]) -> HashMap<String, usize> {
     let mut load = HashMap::new();
@@ -701,13 +777,29 @@ fn managed(workspace_has_placements: bool, namespace: &Meta) -> bool {
     workspace_has_placements || namespace.annotations.contains_key(PLACEMENT_ANNOTATION)
 }
 
-/// The namespace's placement annotation and target labels.
+/// The namespace at `key` on its own: every Placement that selects it.
+async fn schedule_alone(ctx: &ControllerContext, index: &SchedulingIndex, key: &ObjectKey) {
+    schedule_namespace(
+        ctx,
+        index,
+        &key.cluster,
+        &key.name,
+        &mut Load::default(),
+        Reach::All,
+    )
+    .await;
+}
+
+/// The namespace's target labels, as far as `reach` decides them, and with
+/// [`Reach::All`] its placement annotation. `load` is shared by the
+/// namespaces of one pass: each one's choice weighs on the next.
 async fn schedule_namespace(
     ctx: &ControllerContext,
     index: &SchedulingIndex,
     ws: &str,
     name: &str,
-    load: Option<&mut HashMap<String, usize>>,
+    load: &mut Load,
+    reach: Reach<'_>,
 ) {
     if BLOCKED_NAMESPACES.contains(&name) {
         return;
@@ -721,40 +813,34 @@ async fn schedule_namespace(
     if !managed(index.has_placements(ws), &meta) {
         return;
     }
-    let placements: Vec<&Arc<placement::Compiled>> = index
-        .placements_in(ws)
-        .filter(|p| p.usable && placement::selects_namespace(p, &meta.labels))
-        .collect();
-    let mut own_load;
-    let load = match load {
-        Some(l) => l,
-        None => {
-            own_load = load_of(&list_values(ctx, ws, NAMESPACES));
-            &mut own_load
-        }
+    let selects = |p: &&Arc<placement::Compiled>| p.usable && placement::selects_namespace(p, &meta.labels);
+    let placements: Vec<&Arc<placement::Compiled>> = match reach {
+        Reach::All => index.placements_in(ws).filter(selects).collect(),
+        Reach::Some { placements, .. } => placements
+            .iter()
+            .filter_map(|p| index.placement(ws, p))
+            .filter(selects)
+            .collect(),
     };
     // This namespace's own assignments do not weigh on its choice.
     let mine = load_of(std::slice::from_ref(&obj));
-    for (k, n) in &mine {
-        if let Some(l) = load.get_mut(k) {
-            *l = l.saturating_sub(*n);
-        }
+    if let Some(counts) = load.counts.as_mut() {
+        discount(counts, &mine);
     }
     let now_time = ctx.now();
     let deleting = meta.deleting();
-    let current: Vec<String> = meta
+    let current: BTreeSet<String> = meta
         .keys()
         .into_iter()
         .filter(|k| !deleting.contains_key(k))
         .collect();
     let namespace_id = format!("{ws}/{name}");
-    let mut desired = BTreeSet::new();
+    let mut desired: BTreeSet<String> = match reach {
+        Reach::All => BTreeSet::new(),
+        Reach::Some { keys, .. } => current.difference(keys).cloned().collect(),
+    };
     for p in &placements {
-        let Some(loc_name) = p
-            .value
-            .pointer("/status/selectedLocation/locationName")
-            .and_then(Value::as_str)
-        else {
+        let Some(loc_name) = placement::selected_location(&p.value) else {
             continue;
         };
         // The grant again, not the status: a status is anyone's to write
@@ -763,17 +849,30 @@ async fn schedule_namespace(
             continue;
         };
         let members = index.members(&lc, loc_name);
-        let keep = current
+        // The first target it has that is a member, as kcp's order of
+        // label keys has it.
+        let keep = members
             .iter()
-            .find(|k| members.iter().any(|t| t.key == **k))
-            .map(String::as_str);
-        if let Some(chosen) = targets::choose(&namespace_id, &members, keep, load, now_time) {
-            desired.insert(chosen);
-        }
+            .map(|t| t.key.as_str())
+            .filter(|k| current.contains(*k))
+            .min();
+        let chosen = match targets::staying(&members, keep, now_time) {
+            Some(stays) => Some(stays.to_string()),
+            None => targets::choose(
+                &namespace_id,
+                &members,
+                None,
+                load.counts(ctx, ws, &mine),
+                now_time,
+            ),
+        };
+        desired.extend(chosen);
     }
     let mut patch_ = assignment::schedule_namespace(&meta, &desired, index, &now());
     let annotated = meta.annotations.contains_key(PLACEMENT_ANNOTATION);
-    if !placements.is_empty() && !annotated {
+    if matches!(reach, Reach::Some { .. }) {
+        // Which Placements select it is not what changed.
+    } else if !placements.is_empty() && !annotated {
         patch_
             .annotations
             .insert(PLACEMENT_ANNOTATION.into(), Some(String::new()));
@@ -783,8 +882,10 @@ async fn schedule_namespace(
         patch_.annotations.insert(PLACEMENT_ANNOTATION.into(), None);
     }
     // What this namespace will have counts for the next one.
-    for k in &desired {
-        *load.entry(k.clone()).or_default() += 1;
+    if let Some(counts) = load.counts.as_mut() {
+        for k in &desired {
+            *counts.entry(k.clone()).or_default() += 1;
+        }
     }
     if patch_.is_empty() {
         return;

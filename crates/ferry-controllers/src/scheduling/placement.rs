@@ -111,6 +111,14 @@ pub fn compiled(stored: &Arc<StoredObject>) -> Arc<Compiled> {
     c
 }
 
+/// The name of the Location the Placement `placement` selected
+/// (`status.selectedLocation.locationName`), if any.
+pub fn selected_location(placement: &Value) -> Option<&str> {
+    placement
+        .pointer("/status/selectedLocation/locationName")
+        .and_then(Value::as_str)
+}
+
 /// `spec.locationResource`, defaulting to SyncTargets.
 pub fn location_resource(placement: &Value) -> (String, String, String) {
     let r = placement.pointer("/spec/locationResource");

@@ -161,10 +161,8 @@ pub fn choose(
     load: &HashMap<String, usize>,
     now: DateTime<Utc>,
 ) -> Option<String> {
-    if let Some(cur) = current {
-        if members.iter().any(|t| t.key == cur && !t.evicting(now)) {
-            return Some(cur.to_string());
-        }
+    if let Some(cur) = staying(members, current, now) {
+        return Some(cur.to_string());
     }
     let open: Vec<&&Target> = members
         .iter()
@@ -178,6 +176,12 @@ pub fn choose(
             (load.get(&t.key).copied().unwrap_or(0), std::cmp::Reverse(weight))
         })
         .map(|t| t.key.clone())
+}
+
+/// The target a namespace has (`current`), if it stays there: while it is
+/// one of the Location's `members` and not evicting ([`choose`]'s first rule).
+pub fn staying<'a>(members: &[&Target], current: Option<&'a str>, now: DateTime<Utc>) -> Option<&'a str> {
+    current.filter(|cur| members.iter().any(|t| t.key == *cur && !t.evicting(now)))
 }
 
 fn rendezvous(namespace_id: &str, key: &str) -> u64 {
