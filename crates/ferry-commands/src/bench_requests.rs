@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use crate::bench_stats::round3;
+
 /// One kind of request: the server it went to, and its verb, resource (with
 /// subresource) and HTTP code.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -119,8 +121,8 @@ impl Requests {
                     "resource": kind.resource,
                     "code": kind.code,
                     "requests": count,
-                    "per_object": crate::bench_stats::round3(count / n),
-                    "server_ms_per_request": crate::bench_stats::round3(ms),
+                    "per_object": round3(count / n),
+                    "server_ms_per_request": round3(ms),
                 })
             })
             .collect()
@@ -139,12 +141,51 @@ pub async fn scrape(kubeconfig: &std::path::Path, url: &str) -> anyhow::Result<S
 
 /// Two hubs' request counters, each under its name.
 pub async fn scrape_both(
-    (a_name, a): (&str, &crate::bench_cmd::BenchHub),
-    (b_name, b): (&str, &crate::bench_cmd::BenchHub),
+    (a_name, a): (&str, &crate::hub_process::HubProcess),
+    (b_name, b): (&str, &crate::hub_process::HubProcess),
 ) -> anyhow::Result<Requests> {
-    let a = Requests::parse(a_name, &scrape(&a.process.kubeconfig, &a.process.url).await?);
-    let b = Requests::parse(b_name, &scrape(&b.process.kubeconfig, &b.process.url).await?);
+    let a = Requests::parse(a_name, &scrape(&a.kubeconfig, &a.url).await?);
+    let b = Requests::parse(b_name, &scrape(&b.kubeconfig, &b.url).await?);
     Ok(a.and(b))
+}
+
+/// What the initial sync asked of the hubs per object (by hub, verb, resource and
+/// code, with the hubs' time per request), and the syncer's (or agent's)
+/// reconciles per object and time in each, from its `/metrics` text.
+pub fn requests_made(before: &Requests, after: &Requests, objects: usize, agent_metrics: &str) -> Value {
+    let value_of = |name: &str| {
+        agent_metrics
+            .lines()
+            .filter_map(|l| l.strip_prefix(name))
+            .filter_map(|rest| rest.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let reconciles = value_of("syncer_sync_duration_seconds_count");
+    let seconds = value_of("syncer_sync_duration_seconds_sum");
+    json!({
+        "by_kind": after.since(before).per_object(objects),
+        "reconciles_per_object": round3(reconciles / objects.max(1) as f64),
+        "ms_per_reconcile": round3(if reconciles > 0.0 { seconds * 1000.0 / reconciles } else { 0.0 }),
+    })
+}
+
+/// The last round's requests per object, as table lines.
+pub fn print_requests(requests: &Value) {
+    println!(
+        "  last round        {} reconciles per object, {} ms each; requests per object (hub, verb, resource, code, hub ms each):",
+        requests["reconciles_per_object"], requests["ms_per_reconcile"]
+    );
+    for row in requests["by_kind"].as_array().into_iter().flatten() {
+        println!(
+            "                    {:>7} {:<7} {:<6} {:<28} {} {:>7} ms",
+            row["per_object"].to_string(),
+            row["server"].as_str().unwrap_or_default(),
+            row["verb"].as_str().unwrap_or_default(),
+            row["resource"].as_str().unwrap_or_default(),
+            row["code"].as_str().unwrap_or_default(),
+            row["server_ms_per_request"].to_string(),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -620,13 +620,12 @@ async fn initial_sync(
         cpu_seconds(pid)? - cpu_before,
         startup,
     );
-    let requests = crate::bench_syncagent::requests_made(
+    let requests = crate::bench_requests::requests_made(
         &requests_before,
         &scrape_hubs(hubs).await?,
         args.objects,
-        metrics_address,
-    )
-    .await;
+        &get(metrics_address, "/metrics").await.unwrap_or_default(),
+    );
     Ok(InitialSync {
         figures,
         requests,
@@ -1011,14 +1010,15 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     );
     print(&args, &title, &report)?;
     if !args.json {
-        crate::bench_syncagent::print_requests(&report["initial_sync"]["requests_last_round"]);
+        crate::bench_requests::print_requests(&report["initial_sync"]["requests_last_round"]);
     }
     Ok(())
 }
 
 /// Both hubs' request counters, to tell what a step asked of each.
 async fn scrape_hubs(hubs: &Hubs) -> anyhow::Result<crate::bench_requests::Requests> {
-    crate::bench_requests::scrape_both(("upstream", &hubs.up), ("downstream", &hubs.down)).await
+    crate::bench_requests::scrape_both(("upstream", &hubs.up.process), ("downstream", &hubs.down.process))
+        .await
 }
 
 /// The syncer's RSS (process `pid`) at each of `--rss-levels` synced objects, and

@@ -39,7 +39,7 @@ use ferry_api::well_known::{SYNCAGENT_AGENT_NAME_LABEL, SYNCAGENT_REMOTE_NAME_AN
 use crate::bench_cmd::{client_for, ensure_namespace, BenchHub};
 use crate::bench_load::LoadKind;
 use crate::bench_requests::{self, Requests};
-use crate::bench_stats::{cpu_seconds, round3};
+use crate::bench_stats::cpu_seconds;
 use crate::bench_sync::{
     baseline, idle, initial_rounds, latency, print, report, rss_at_levels, track, Measured, RoundFigures,
     Seen, SyncBenchArgs, Tracker, STATISTICS,
@@ -271,41 +271,13 @@ struct InitialSync {
     agent: Agent,
     copies_seen: Arc<Seen>,
     tracker: Tracker,
-    /// Where the time went: see [`requests_made`].
+    /// Where the time went: see [`bench_requests::requests_made`].
     requests: Value,
 }
 
 /// Both hubs' request counters, to tell what a step asked of each.
 async fn scrape_hubs(stage: &Stage) -> anyhow::Result<Requests> {
-    bench_requests::scrape_both(("kcp", &stage.kcp), ("service", &stage.service)).await
-}
-
-/// What the initial sync asked of the hubs per object (by hub, verb, resource and
-/// code, with the hubs' time per request), and the agent's (or syncer's, at
-/// `metrics_at`) reconciles per object and time in each, from its own `/metrics`.
-pub(crate) async fn requests_made(
-    before: &Requests,
-    after: &Requests,
-    objects: usize,
-    metrics_at: std::net::SocketAddr,
-) -> Value {
-    let agent_metrics = crate::bench_sync::get(metrics_at, "/metrics")
-        .await
-        .unwrap_or_default();
-    let value_of = |name: &str| {
-        agent_metrics
-            .lines()
-            .filter_map(|l| l.strip_prefix(name))
-            .filter_map(|rest| rest.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
-            .sum::<f64>()
-    };
-    let reconciles = value_of("syncer_sync_duration_seconds_count");
-    let seconds = value_of("syncer_sync_duration_seconds_sum");
-    json!({
-        "by_kind": after.since(before).per_object(objects),
-        "reconciles_per_object": round3(reconciles / objects.max(1) as f64),
-        "ms_per_reconcile": round3(if reconciles > 0.0 { seconds * 1000.0 / reconciles } else { 0.0 }),
-    })
+    bench_requests::scrape_both(("kcp", &stage.kcp.process), ("service", &stage.service.process)).await
 }
 
 /// A copy's key: the name of the consumer object it is a copy of.
@@ -353,13 +325,14 @@ async fn initial_sync(
     // initial sync, so it says nothing about start-up here).
     let first = copies_seen.at.lock().await.values().min().copied();
     let startup = first.map_or(elapsed, |t| t.saturating_duration_since(agent.launched));
-    let requests = requests_made(
+    let requests = bench_requests::requests_made(
         &before,
         &scrape_hubs(stage).await?,
         args.objects,
-        agent.metrics_at,
-    )
-    .await;
+        &crate::bench_sync::get(agent.metrics_at, "/metrics")
+            .await
+            .unwrap_or_default(),
+    );
     Ok(InitialSync {
         figures: RoundFigures::of(raw, args.objects, elapsed, cpu, startup),
         agent,
@@ -534,26 +507,7 @@ pub async fn run(args: SyncBenchArgs) -> anyhow::Result<()> {
     );
     print(&args, &title, &report)?;
     if !args.json {
-        print_requests(&report["initial_sync"]["requests_last_round"]);
+        bench_requests::print_requests(&report["initial_sync"]["requests_last_round"]);
     }
     Ok(())
-}
-
-/// The last round's requests per object, as table lines.
-pub(crate) fn print_requests(requests: &Value) {
-    println!(
-        "  last round        {} reconciles per object, {} ms each; requests per object (hub, verb, resource, code, hub ms each):",
-        requests["reconciles_per_object"], requests["ms_per_reconcile"]
-    );
-    for row in requests["by_kind"].as_array().into_iter().flatten() {
-        println!(
-            "                    {:>7} {:<7} {:<6} {:<28} {} {:>7} ms",
-            row["per_object"].to_string(),
-            row["server"].as_str().unwrap_or_default(),
-            row["verb"].as_str().unwrap_or_default(),
-            row["resource"].as_str().unwrap_or_default(),
-            row["code"].as_str().unwrap_or_default(),
-            row["server_ms_per_request"].to_string(),
-        );
-    }
 }
