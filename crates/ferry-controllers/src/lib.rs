@@ -225,11 +225,11 @@ async fn bootstrap_cluster(ctx: &ControllerContext, cluster: &str, workspace: Op
             ),
         }
     }));
-    futures::join!(
-        security::ensure_default_rbac(ctx, cluster),
-        namespaces,
-        kubernetes_service::ensure(ctx, cluster),
-    );
+    // The `kubernetes` Service goes into namespace `default`: after it.
+    futures::join!(security::ensure_default_rbac(ctx, cluster), async {
+        namespaces.await;
+        kubernetes_service::ensure(ctx, cluster).await;
+    });
     // Last: clients may use the workspace as soon as its namespaces exist.
     apiservices::sync(ctx, cluster).await;
 }
