@@ -438,6 +438,26 @@ async fn an_agent_killed_mid_initial_sync_resumes_with_nothing_orphaned_or_doubl
         );
     }
 
+    // A kill between a copy's create and its state's (they are written side by
+    // side) leaves a copy without a last-known state; made certain here by
+    // deleting one. The restarted agent records it again.
+    let copied_sources: Vec<&String> = copied
+        .iter()
+        .map(|c| &c.metadata.annotations.as_ref().unwrap()[SYNCAGENT_REMOTE_NAME_ANNOTATION])
+        .collect();
+    let recorded = states.list(&state_selector).await.unwrap().items;
+    let dropped = recorded
+        .iter()
+        .find(|state| {
+            let remote = &state.metadata.annotations.as_ref().unwrap()["syncagent.kcp.io/remote-object"];
+            copied_sources
+                .iter()
+                .any(|name| remote.ends_with(&format!("/{name}")))
+        })
+        .and_then(|state| state.metadata.name.clone())
+        .expect("a copy's state recorded before the kill");
+    states.delete(&dropped, &Default::default()).await.unwrap();
+
     let mut second = agent(&[]);
     let listed = eventually(60, "every copy and its state", || async {
         let copies = local.list(&copies).await.ok()?.items;

@@ -1041,13 +1041,22 @@ async fn update(
     // and deletes them, but never rewrites one: kcp's syncer does not, and the
     // cluster role kcp's plugin grants allows no more.
     let namespace_by_apply = apply_manager(engine, flow).is_some() && flow.dest.id.is_namespaces();
-    if create_only || matches || namespace_by_apply {
-        return Ok(Some(Written::Unchanged(actual.clone())));
-    }
     let mapping = &*engine.profile.mapping;
     let source_key = key
         .source()
         .filter(|_| flow.target.direction == Direction::Downsync);
+    if create_only || matches || namespace_by_apply {
+        // The copy is right, but its last-known state may not be: the state is
+        // written beside the create, so a syncer killed in between left a copy
+        // without one. Recorded now, or the next update of the source would be a
+        // plain one that drops what the service's controllers set.
+        if let (Some(s), true, false) = (source_key, mapping.keeps_last_known(), create_only) {
+            if mapping.last_known(&flow.target, s).await.is_none() {
+                mapping.remember(&flow.target, s, desired).await;
+            }
+        }
+        return Ok(Some(Written::Unchanged(actual.clone())));
+    }
     let last = match source_key {
         Some(s) => mapping.last_known(&flow.target, s).await,
         None => None,

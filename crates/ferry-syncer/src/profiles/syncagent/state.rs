@@ -5,7 +5,9 @@
 //! ([`crate::transform::three_way_update`]) that keep what the service's controllers
 //! set. Unlike the reference, the Secret is deleted with the copy.
 //!
-//! Reads are served from memory once seen; the Secret is read after a restart.
+//! Reads are served from memory: the first read lists every state Secret once (one
+//! request after a restart instead of one per object); a state not listed is then
+//! read on its own.
 
 use std::collections::HashMap;
 
@@ -24,6 +26,8 @@ pub struct StateStore {
     client: kube::Client,
     namespace: String,
     cache: RwLock<HashMap<String, Value>>,
+    /// Set once every state Secret has been listed into `cache`.
+    listed: tokio::sync::OnceCell<()>,
 }
 
 /// The content fields of `desired`: what the state records.
@@ -37,6 +41,12 @@ pub fn content_of(desired: &Value) -> Value {
     out
 }
 
+/// The state a Secret records.
+fn state_in(secret: &k8s_openapi::api::core::v1::Secret) -> Option<Value> {
+    let bytes = &secret.data.as_ref()?.get("state")?.0;
+    serde_json::from_slice(bytes).ok()
+}
+
 impl StateStore {
     /// The store in `namespace` of the service cluster `client` reaches.
     pub fn new(client: kube::Client, namespace: &str) -> StateStore {
@@ -44,6 +54,7 @@ impl StateStore {
             client,
             namespace: namespace.to_string(),
             cache: RwLock::default(),
+            listed: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -63,14 +74,33 @@ impl StateStore {
 
     /// The recorded state, if any.
     pub async fn get(&self, name: &str) -> Option<Value> {
+        self.listed.get_or_init(|| self.list_all()).await;
         if let Some(v) = self.cache.read().get(name) {
             return Some(v.clone());
         }
         let secret = self.api().get_opt(name).await.ok()??;
-        let bytes = secret.data?.get("state")?.0.clone();
-        let state: Value = serde_json::from_slice(&bytes).ok()?;
+        let state = state_in(&secret)?;
         self.cache.write().insert(name.to_string(), state.clone());
         Some(state)
+    }
+
+    /// Reads every state Secret into the cache (those written meanwhile win). A failed
+    /// list leaves each state to be read on its own.
+    async fn list_all(&self) {
+        let params = kube::api::ListParams::default().labels(&format!("{STATE_LABEL}=true"));
+        let secrets = match self.api().list(&params).await {
+            Ok(list) => list.items,
+            Err(e) => {
+                tracing::debug!(namespace = %self.namespace, "listing the last-known states: {e}");
+                return;
+            }
+        };
+        let mut cache = self.cache.write();
+        for secret in secrets {
+            if let (Some(name), Some(state)) = (secret.metadata.name.clone(), state_in(&secret)) {
+                cache.entry(name).or_insert(state);
+            }
+        }
     }
 
     /// Records `state` (unless it is what is recorded).
