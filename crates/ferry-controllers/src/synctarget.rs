@@ -13,7 +13,7 @@
 //! at all.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -182,19 +182,35 @@ async fn ensure_imported_apis_everywhere(ctx: &ControllerContext) {
 /// owns are deleted.
 async fn ensure_imported_apis(ctx: &ControllerContext, cluster: &str) {
     let scope = ClusterScope::One(cluster.to_string());
-    let mut supported: HashMap<String, std::collections::HashSet<(String, String)>> = HashMap::new();
-    for (key, obj) in ctx.list(&scope, SYNC_TARGETS, None, None).0 {
-        let target = obj.value();
-        supported.insert(key.name.clone(), ctx.supported_resources(&key, &target));
+    let export_key = apis::key(cluster, apis::EXPORTS, imported::EXPORT);
+    let imports = ctx.list(&scope, IMPORTS, None, None).0;
+    if imports.is_empty() && ctx.get(&export_key).is_none() {
+        return; // nothing to publish, nothing published
     }
-    let imports: Vec<imported::Import> = ctx
-        .list(&scope, IMPORTS, None, None)
-        .0
+    // Only the targets an import names matter, and targets naming the same
+    // exports support the same resources: each set is worked out once per
+    // pass, not once per SyncTarget of the workspace (thousands, each change).
+    let mut supported: HashMap<String, Arc<HashSet<(String, String)>>> = HashMap::new();
+    let mut by_exports: HashMap<String, Arc<HashSet<(String, String)>>> = HashMap::new();
+    let imports: Vec<imported::Import> = imports
         .into_iter()
         .filter_map(|(_, obj)| {
             let v = obj.value();
             let location = json::str_at(&v, "/spec/location").to_string();
-            supported.contains_key(&location).then(|| imported::Import {
+            if !supported.contains_key(&location) {
+                let key = apis::key(cluster, SYNC_TARGETS, &location);
+                let target = ctx.get(&key)?.value();
+                let exports = target
+                    .pointer("/spec/supportedAPIExports")
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                let set = by_exports
+                    .entry(exports)
+                    .or_insert_with(|| Arc::new(ctx.supported_resources(&key, &target)))
+                    .clone();
+                supported.insert(location.clone(), set);
+            }
+            Some(imported::Import {
                 location,
                 spec: v.get("spec").cloned().unwrap_or_default(),
             })
@@ -210,7 +226,6 @@ async fn ensure_imported_apis(ctx: &ControllerContext, cluster: &str) {
                 .get(location)
                 .is_some_and(|s| s.contains(&(group.to_string(), resource.to_string())))
     });
-    let export_key = apis::key(cluster, apis::EXPORTS, imported::EXPORT);
     let export = match ctx.get(&export_key) {
         Some(e) => e.value(),
         None if desired.is_empty() => return,

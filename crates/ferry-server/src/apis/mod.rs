@@ -129,6 +129,58 @@ pub fn listed_schemas(store: &Store, cluster: &str, export: &Value) -> Vec<Value
         .collect()
 }
 
+/// `(group, resource)` of each APIResourceSchema `export` (in `cluster`)
+/// lists that exists, in its order, without parsing the schemas: each is read
+/// once per resourceVersion (a schema carries the OpenAPI of its kind, tens of
+/// KB; the SyncTarget and scheduling controllers ask this for every target).
+pub fn listed_group_resources(hub: &Hub, cluster: &str, export: &Value) -> Vec<(String, String)> {
+    let names = hub.extensions.get::<Arc<SchemaNames>>();
+    export
+        .pointer("/spec/latestResourceSchemas")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|name| {
+            let key = key(cluster, SCHEMAS, name);
+            let stored = hub.store.get(&key)?;
+            Some(match names {
+                Some(names) => names.of(key, &stored),
+                None => schema_group_resource(&stored.value()),
+            })
+        })
+        .collect()
+}
+
+/// The `(group, resource)` of each stored APIResourceSchema, by storage key,
+/// as of the resourceVersion read (see [`listed_group_resources`]).
+#[derive(Default)]
+pub struct SchemaNames {
+    known: parking_lot::Mutex<HashMap<ObjectKey, (u64, GroupResource)>>,
+}
+
+/// A schema's `(group, resource)`.
+type GroupResource = (String, String);
+
+impl SchemaNames {
+    fn of(&self, key: ObjectKey, stored: &crate::storage::StoredObject) -> GroupResource {
+        if let Some((rv, names)) = self.known.lock().get(&key) {
+            if *rv == stored.rv {
+                return names.clone();
+            }
+        }
+        let names = schema_group_resource(&stored.value());
+        let mut known = self.known.lock();
+        // A deleted schema's entry would stay: forget them all now and then
+        // rather than follow deletions (there are a few per export).
+        if known.len() > 100_000 {
+            known.clear();
+        }
+        known.insert(key, (stored.rv, names.clone()));
+        names
+    }
+}
+
 /// `group` and `resource` of a schema's spec.
 pub fn schema_group_resource(schema: &Value) -> (String, String) {
     let s = |p: &str| {
@@ -493,6 +545,7 @@ pub fn install(extensions: &mut Extensions) {
     let index = Arc::new(BindingIndex::default());
     extensions.insert::<Arc<dyn ServedResources>>(index.clone());
     extensions.insert(index);
+    extensions.insert(Arc::new(SchemaNames::default()));
 }
 
 /// Which workspaces of `hub` are bound to which APIExport (empty for a hub

@@ -582,10 +582,28 @@ pub fn always_synced(group: &str, resource: &str) -> bool {
 /// The `(group, resource)`s the exports the SyncTarget supports serve,
 /// other than `imported-apis` (which serves what they do not).
 pub fn supported_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> HashSet<(String, String)> {
-    upstream_resources_except(hub, key, target, Some(imported::EXPORT))
-        .into_iter()
-        .map(|u| (u.group, u.resource))
-        .collect()
+    let mut out = HashSet::new();
+    for supported in supported_export_refs(hub, key, target) {
+        if supported.name == imported::EXPORT && supported.cluster == key.cluster {
+            continue;
+        }
+        let Some(export) = hub
+            .store
+            .get(&apis::key(&supported.cluster, apis::EXPORTS, &supported.name))
+        else {
+            continue;
+        };
+        for (group, resource) in apis::listed_group_resources(hub, &supported.cluster, &export.value()) {
+            let listed = supported
+                .resources
+                .as_ref()
+                .is_none_or(|only| only.contains(&(group.clone(), resource.clone())));
+            if listed && !ALWAYS_SYNCED.contains(&(group.as_str(), resource.as_str())) {
+                out.insert((group, resource));
+            }
+        }
+    }
+    out
 }
 
 /// The exports the SyncTarget supports, as `(logical cluster, name)`: those
@@ -688,21 +706,9 @@ pub fn supported_export_refs(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<
 /// Every resource of every export `spec.supportedAPIExports` names (the
 /// local `kubernetes` export when it names none), first export first.
 fn upstream_resources(hub: &Hub, key: &ObjectKey, target: &Value) -> Vec<Upstream> {
-    upstream_resources_except(hub, key, target, None)
-}
-
-fn upstream_resources_except(
-    hub: &Hub,
-    key: &ObjectKey,
-    target: &Value,
-    local_except: Option<&str>,
-) -> Vec<Upstream> {
     let mut out: Vec<Upstream> = Vec::new();
     for supported in supported_export_refs(hub, key, target) {
         let (export_cluster, name) = (supported.cluster, supported.name.as_str());
-        if local_except == Some(name) && export_cluster == key.cluster {
-            continue;
-        }
         let Some(export) = hub.store.get(&apis::key(&export_cluster, apis::EXPORTS, name)) else {
             continue;
         };
