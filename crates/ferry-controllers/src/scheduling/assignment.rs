@@ -61,6 +61,35 @@ impl Meta {
         }
     }
 
+    /// [`Meta::of`] a stored object, without building its JSON tree: the labels
+    /// the store parsed already, the rest of the metadata read on its own (a
+    /// namespace placed on thousands of targets carries thousands of labels).
+    pub fn of_stored(obj: &ferry_server::storage::StoredObject) -> Meta {
+        #[derive(serde::Deserialize, Default)]
+        struct Object {
+            #[serde(default)]
+            metadata: Rest,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Rest {
+            #[serde(default)]
+            annotations: BTreeMap<String, String>,
+            #[serde(default)]
+            finalizers: Vec<String>,
+            deletion_timestamp: Option<String>,
+        }
+        match serde_json::from_slice::<Object>(&obj.json) {
+            Ok(Object { metadata }) => Meta {
+                labels: obj.labels.clone(),
+                annotations: metadata.annotations,
+                finalizers: metadata.finalizers,
+                deletion_timestamp: metadata.deletion_timestamp,
+            },
+            Err(_) => Meta::of(&obj.value()),
+        }
+    }
+
     /// Keys of the targets the object has a state label for (any value).
     pub fn keys(&self) -> BTreeSet<String> {
         self.labels
@@ -289,6 +318,28 @@ mod tests {
     use super::*;
 
     const NOW: &str = "2026-01-01T00:00:00Z";
+
+    #[test]
+    fn metadata_read_from_a_stored_object_is_what_its_json_says() {
+        let obj = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "ns", "labels": {"state.workload.kcp.io/k1": "Sync", "team": "a"},
+                         "annotations": {"deletion.internal.workload.kcp.io/k1": NOW},
+                         "finalizers": ["workload.kcp.io/syncer-k1"], "deletionTimestamp": NOW},
+            "spec": {"finalizers": ["kubernetes"]}});
+        let labels = Meta::of(&obj).labels;
+        let stored = ferry_server::storage::StoredObject {
+            rv: 7,
+            json: serde_json::to_vec(&obj).unwrap().into(),
+            labels: labels.clone(),
+        };
+        assert_eq!(Meta::of_stored(&stored), Meta::of(&obj));
+        let bare = ferry_server::storage::StoredObject {
+            rv: 8,
+            json: br#"{"metadata":{"name":"ns"}}"#.to_vec().into(),
+            labels: Default::default(),
+        };
+        assert_eq!(Meta::of_stored(&bare), Meta::default());
+    }
 
     fn meta(labels: &[(&str, &str)], annotations: &[(&str, &str)], finalizers: &[&str]) -> Meta {
         Meta {

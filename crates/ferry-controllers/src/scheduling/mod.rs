@@ -328,11 +328,6 @@ fn now() -> String {
     ferry_api::timestamp::now()
 }
 
-fn list_values(ctx: &ControllerContext, cluster: &str, resource: &str) -> Vec<Value> {
-    let (objs, _) = ctx.list(&ClusterScope::One(cluster.into()), resource, None, None);
-    objs.iter().map(|(_, o)| o.value()).collect()
-}
-
 fn name_of(obj: &Value) -> &str {
     obj.pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -665,9 +660,11 @@ async fn update_placements(
         return names.len();
     };
     // The namespaces placed by some Placement, read once for all of them.
-    let placed: Vec<Meta> = list_values(ctx, ws, NAMESPACES)
+    let placed: Vec<Meta> = ctx
+        .list(&ClusterScope::One(ws.into()), NAMESPACES, None, None)
+        .0
         .iter()
-        .map(Meta::of)
+        .map(|(_, ns)| Meta::of_stored(ns))
         .filter(|meta| meta.annotations.contains_key(PLACEMENT_ANNOTATION))
         .collect();
     for name in &names {
@@ -719,7 +716,8 @@ impl Load {
         mine: &HashMap<String, usize>,
     ) -> &mut HashMap<String, usize> {
         self.counts.get_or_insert_with(|| {
-            let mut counts = load_of(&list_values(ctx, ws, NAMESPACES));
+            let namespaces = ctx.list(&ClusterScope::One(ws.into()), NAMESPACES, None, None).0;
+            let mut counts = load_of(namespaces.iter().map(|(_, ns)| Meta::of_stored(ns)));
             discount(&mut counts, mine);
             counts
         })
@@ -752,10 +750,9 @@ enum Reach<'a> {
 }
 
 /// How many namespaces each target key has (labelled `Sync`, not leaving).
-fn load_of(namespaces: &[Value]) -> HashMap<String, usize> {
+fn load_of(namespaces: impl Iterator<Item = Meta>) -> HashMap<String, usize> {
     let mut load = HashMap::new();
-    for ns in namespaces {
-        let meta = Meta::of(ns);
+    for meta in namespaces {
         let deleting = meta.deleting();
         for (k, v) in &meta.labels {
             if let Some(key) = k.strip_prefix(WORKLOAD_STATE_LABEL_PREFIX) {
@@ -823,7 +820,7 @@ async fn schedule_namespace(
             .collect(),
     };
     // This namespace's own assignments do not weigh on its choice.
-    let mine = load_of(std::slice::from_ref(&obj));
+    let mine = load_of(std::iter::once(meta.clone()));
     if let Some(counts) = load.counts.as_mut() {
         discount(counts, &mine);
     }
