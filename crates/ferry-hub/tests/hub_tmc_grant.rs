@@ -462,14 +462,21 @@ async fn a_grant_by_location_name_opens_the_syncer_view_only_while_it_names_a_lo
     w.mal_workload("mal").await;
     let (code, body) = place(&mal, "compute", VICTIM).await;
     assert_eq!(code, 201, "{body}");
-    eventually(20, "east's syncer sees mal's ConfigMap through the named grant", || async {
-        (w.east_sees("configmaps").await == ["cm"]).then_some(())
-    })
+    eventually(
+        20,
+        "east's syncer sees mal's ConfigMap through the named grant",
+        || async { (w.east_sees("configmaps").await == ["cm"]).then_some(()) },
+    )
     .await;
     // The grant now names only a Location that does not exist.
     let admin_victim = admin(&w.t.hub, VICTIM).await;
     let role = cluster_role_object("location-binder", binder(&["elsewhere"]));
-    put_ok(&admin_victim, &format!("{}/location-binder", rbac_path(None, "clusterroles")), &role).await;
+    put_ok(
+        &admin_victim,
+        &format!("{}/location-binder", rbac_path(None, "clusterroles")),
+        &role,
+    )
+    .await;
     eventually(20, "east's syncer no longer sees mal's workspace", || async {
         w.east_sees("configmaps").await.is_empty().then_some(())
     })

@@ -203,7 +203,8 @@ fn may_bind_any(hub: &Hub, user: &UserInfo, lc: &LogicalCluster) -> bool {
     let (objs, _) = hub
         .store
         .list(&ClusterScope::One(lc.name.clone()), LOCATIONS, None, None);
-    objs.iter().any(|(key, _)| may_bind(hub, user, lc, Some(&key.name)))
+    objs.iter()
+        .any(|(key, _)| may_bind(hub, user, lc, Some(&key.name)))
 }
 
 fn name_of(obj: &Value) -> &str {
