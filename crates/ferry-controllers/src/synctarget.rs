@@ -93,10 +93,21 @@ impl Follower for SyncTargets {
                         reconcile(ctx, &self.0, key, resources).await;
                     }
                 }
-                // The targets of the import's workspace.
+                // The target the import is for (before and after): only its
+                // judgement reads the import. Every target of the workspace
+                // here made the fleet's set-up quadratic, each syncer's
+                // imports judging every other target again.
                 IMPORTS => {
                     ensure_imported_apis(ctx, &key.cluster).await;
-                    reconcile_all(ctx, &self.0, ClusterScope::One(key.cluster.clone())).await;
+                    for name in import_targets(event) {
+                        let target = ObjectKey {
+                            cluster: key.cluster.clone(),
+                            resource: SYNC_TARGETS.to_string(),
+                            namespace: String::new(),
+                            name,
+                        };
+                        reconcile(ctx, &self.0, &target, true).await;
+                    }
                 }
                 // An export or schema may be supported by targets anywhere.
                 _ => {
@@ -122,6 +133,17 @@ impl Follower for SyncTargets {
             }
         })
     }
+}
+
+/// The SyncTargets an import event concerns: the `spec.location` of the
+/// import as it is and as it was.
+fn import_targets(event: &WatchEvent) -> Vec<String> {
+    let mut targets: Vec<String> = std::iter::once(&event.object)
+        .chain(event.previous.as_ref())
+        .filter_map(|import| synctarget::import_location(import))
+        .collect();
+    targets.dedup();
+    targets
 }
 
 /// Whether an export event changes what SyncTargets see of it: its schemas

@@ -10,7 +10,7 @@
 //! cluster-admin, not a user with `edit` in a namespace.
 
 mod common;
-use common::tenants::{bind_cluster_role, cluster_role, Tenants, RBAC};
+use common::tenants::{bind_cluster_role, cluster_role, cluster_role_object, Tenants, RBAC};
 use common::tmc::*;
 use common::{
     admin, call, create, delete_ok, eventually, expect_status, get_ok, post_created, put_ok, rbac_path,
@@ -444,4 +444,42 @@ async fn the_syncer_view_shows_only_workspaces_granted_to_its_target() {
                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
     let (code, body) = call(&up, "POST", "/api/v1/namespaces/work/pods", Some(&pod)).await;
     assert!(code == 403 || code == 404, "{code}: {body}");
+}
+
+/// A grant naming Locations (`resourceNames`) opens the syncer view while it
+/// names one of the location workspace's Locations, and closes it once it
+/// names none: the view asks by the Locations' names, as admission does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_by_location_name_opens_the_syncer_view_only_while_it_names_a_location() {
+    let w = world().await;
+    let binder = |names: &[&str]| {
+        json!([{"apiGroups": ["scheduling.kcp.io"], "resources": ["locations"],
+                "resourceNames": names, "verbs": ["bind"]}])
+    };
+    cluster_role(&w.t.hub, VICTIM, "location-binder", binder(&["default"])).await;
+    bind_cluster_role(&w.t.hub, VICTIM, "mal-binds", "location-binder", "mal").await;
+    let mal = w.t.client_as("mal", "root:mal").await;
+    w.mal_workload("mal").await;
+    let (code, body) = place(&mal, "compute", VICTIM).await;
+    assert_eq!(code, 201, "{body}");
+    eventually(
+        20,
+        "east's syncer sees mal's ConfigMap through the named grant",
+        || async { (w.east_sees("configmaps").await == ["cm"]).then_some(()) },
+    )
+    .await;
+    // The grant now names only a Location that does not exist.
+    let admin_victim = admin(&w.t.hub, VICTIM).await;
+    let role = cluster_role_object("location-binder", binder(&["elsewhere"]));
+    put_ok(
+        &admin_victim,
+        &format!("{}/location-binder", rbac_path(None, "clusterroles")),
+        &role,
+    )
+    .await;
+    eventually(20, "east's syncer no longer sees mal's workspace", || async {
+        w.east_sees("configmaps").await.is_empty().then_some(())
+    })
+    .await;
+    assert!(w.east_sees("namespaces").await.is_empty());
 }

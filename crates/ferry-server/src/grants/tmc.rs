@@ -130,6 +130,19 @@ pub enum LocationSource {
 }
 
 /// The location workspace of the Placement `placement` in `cluster`, if
+/// it exists: `spec.locationWorkspace`, or the Placement's own workspace.
+fn location_workspace(hub: &Hub, cluster: &str, placement: &Value) -> Option<LogicalCluster> {
+    let path = placement
+        .pointer("/spec/locationWorkspace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    match path {
+        Some(p) => hub.workspaces.resolve(p),
+        None => hub.workspaces.by_name(cluster),
+    }
+}
+
+/// The location workspace of the Placement `placement` in `cluster`, if
 /// the Placement may use it, with the Locations it may use.
 pub fn location_source(hub: &Hub, cluster: &str, placement: &Value) -> LocationSource {
     let requester = requester(placement);
@@ -137,15 +150,7 @@ pub fn location_source(hub: &Hub, cluster: &str, placement: &Value) -> LocationS
     let not_usable = || LocationSource::NotUsable {
         requester: requester_name.clone(),
     };
-    let path = placement
-        .pointer("/spec/locationWorkspace")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
-    let lc = match path {
-        Some(p) => hub.workspaces.resolve(p),
-        None => hub.workspaces.by_name(cluster),
-    };
-    let Some(lc) = lc else {
+    let Some(lc) = location_workspace(hub, cluster, placement) else {
         return not_usable();
     };
     if lc.name == cluster {
@@ -168,7 +173,9 @@ pub fn location_source(hub: &Hub, cluster: &str, placement: &Value) -> LocationS
 /// Whether workspace `cluster` may have work on the SyncTargets of
 /// `location_cluster`: it is that workspace, or one of its Placements may
 /// use Locations there. What the syncer virtual workspace checks besides
-/// the state label.
+/// the state label, on every request of every syncer: it answers as
+/// [`location_source`] would without reading the Locations themselves
+/// (a fleet has one per cluster, and one Placement per Location).
 pub fn workspace_granted(hub: &Hub, cluster: &str, location_cluster: &str) -> bool {
     if cluster == location_cluster {
         return true;
@@ -177,9 +184,27 @@ pub fn workspace_granted(hub: &Hub, cluster: &str, location_cluster: &str) -> bo
         .store
         .list(&ClusterScope::One(cluster.into()), PLACEMENTS, None, None);
     placements.iter().any(|(_, p)| {
-        matches!(location_source(hub, cluster, &p.value()),
-            LocationSource::Usable(lc, _) if lc.name == location_cluster)
+        let placement = p.value();
+        match location_workspace(hub, cluster, &placement) {
+            Some(lc) if lc.name == location_cluster => {
+                requester(&placement).is_some_and(|user| may_bind_any(hub, &user, &lc))
+            }
+            _ => false,
+        }
     })
+}
+
+/// Whether `user` may bind some Location of `lc` ([`bindable_locations`]
+/// is `Some`), by the Locations' names alone.
+fn may_bind_any(hub: &Hub, user: &UserInfo, lc: &LogicalCluster) -> bool {
+    if may_bind(hub, user, lc, None) {
+        return true;
+    }
+    let (objs, _) = hub
+        .store
+        .list(&ClusterScope::One(lc.name.clone()), LOCATIONS, None, None);
+    objs.iter()
+        .any(|(key, _)| may_bind(hub, user, lc, Some(&key.name)))
 }
 
 fn name_of(obj: &Value) -> &str {

@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 use crate::apis::{self, merge_conditions};
 use crate::hub::Hub;
 use crate::json;
-use crate::storage::{ClusterScope, ObjectKey};
+use crate::storage::{ClusterScope, ObjectKey, StoredObject};
 
 /// What `supportedAPIExports` means when it is empty: the `kubernetes`
 /// export of the SyncTarget's own workspace (kcp's default).
@@ -398,6 +398,23 @@ fn ready(conditions: &[Value]) -> Value {
     }
 }
 
+/// The SyncTarget an APIResourceImport is for (its `spec.location`), read
+/// without building the import's schema: a workspace holds every target's
+/// imports, and a target's judgement needs only its own.
+pub fn import_location(import: &StoredObject) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Import {
+        spec: Spec,
+    }
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        location: String,
+    }
+    serde_json::from_slice::<Import>(&import.json)
+        .ok()
+        .map(|i| i.spec.location)
+}
+
 /// One imported version of a resource: version, the import, its schema.
 type ImportedVersion = (String, ObjectKey, Value);
 
@@ -415,10 +432,10 @@ fn synced_resources(
         .list(&ClusterScope::One(key.cluster.clone()), IMPORTS, None, None);
     let mut by_resource: BTreeMap<(String, String), Vec<ImportedVersion>> = BTreeMap::new();
     for (ikey, obj) in imports {
-        let import = obj.value();
-        if json::str_at(&import, "/spec/location") != key.name {
+        if import_location(&obj).as_deref() != Some(key.name.as_str()) {
             continue;
         }
+        let import = obj.value();
         let group = match json::str_at(&import, "/spec/groupVersion/group") {
             "core" => "",
             g => g,
