@@ -398,11 +398,21 @@ async fn an_agent_killed_mid_initial_sync_resumes_with_nothing_orphaned_or_doubl
     let state_selector = ListParams::default().labels("syncagent.kcp.io/object-state=true");
     let sources: Api<DynamicObject> = Api::namespaced_with(c1.clone(), "default", &remote);
 
-    // 10 requests a second, three per object: the kill comes a few copies in.
+    // 10 requests a second, three per object: the kill comes a few copies in, once
+    // one of them has its state (the agent's writes for several objects overlap, so
+    // the first copies may be made before any state is).
     let mut first = agent(&["--qps=10"]);
-    let made = eventually(60, "the first copies", || async {
-        let n = local.list(&copies).await.ok()?.items.len();
-        (n >= 3).then_some(n)
+    let made = eventually(60, "the first copies, one with its state", || async {
+        let made = local.list(&copies).await.ok()?.items;
+        let recorded = states.list(&state_selector).await.ok()?.items;
+        let with_state = made.iter().any(|copy| {
+            let source = &copy.metadata.annotations.as_ref().unwrap()[SYNCAGENT_REMOTE_NAME_ANNOTATION];
+            recorded.iter().any(|state| {
+                state.metadata.annotations.as_ref().unwrap()["syncagent.kcp.io/remote-object"]
+                    .ends_with(&format!("/{source}"))
+            })
+        });
+        (made.len() >= 3 && with_state).then_some(made.len())
     })
     .await;
     first.kill().unwrap();

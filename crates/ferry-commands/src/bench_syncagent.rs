@@ -376,7 +376,11 @@ fn method(args: &SyncBenchArgs, samples: usize) -> Value {
                    syncer_startup_to_ready_ms is the part until the first copy appeared: the agent's /readyz \
                    waits for its whole initial sync), the baseline client from its start signal once \
                    connected, each until a watch in this process has seen every object on the service cluster",
-        "concurrency": { "syncer_workers": args.workers, "baseline_requests_in_flight": args.workers },
+        "concurrency": {
+            "syncer_workers": args.workers,
+            "syncer_objects_in_flight": args.workers * 2,
+            "baseline_requests_in_flight": args.workers,
+        },
         "syncer_flags": agent_flags(args),
         "objects": {
             "kind": "Database (spec: engine, storageGB), consumer object <prefix>-<i> in namespace default of root:consumer-<i mod consumers>",

@@ -52,7 +52,8 @@ pub struct SyncAgentArgs {
     /// Where to serve /healthz and /readyz, if not on the metrics address.
     #[arg(long)]
     pub health_address: Option<SocketAddr>,
-    /// Concurrent sync workers.
+    /// Concurrent sync workers. Each keeps two objects in flight: one's finalizer
+    /// written on kcp while the other's copy is written on the service cluster.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
     /// Cap on requests per second to each side (default: each server's pace).

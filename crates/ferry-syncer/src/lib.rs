@@ -198,7 +198,7 @@ async fn start_syncing(mut opts: SyncerOptions) -> anyhow::Result<RunningSyncer>
             }
         }));
     }
-    for _ in 0..opts.workers.max(1) {
+    for _ in 0..opts.workers.max(1) * engine.profile.objects_per_worker.max(1) {
         tasks.push(crate::spawn(engine.clone().work()));
     }
     Ok(RunningSyncer {

@@ -243,6 +243,17 @@ impl Registry {
             .cloned()
     }
 
+    /// Every served version of the built-in `group`/`resource` (nothing when
+    /// it is not built in). Cheaper than filtering [`Registry::resources`],
+    /// which copies everything served: views ask this on every request.
+    pub fn builtin_versions(&self, group: &str, resource: &str) -> Vec<ResourceInfo> {
+        self.builtins
+            .iter()
+            .filter(|r| r.group == group && r.resource == resource)
+            .cloned()
+            .collect()
+    }
+
     /// Whether `group` is built in (CRDs may not redefine built-in groups' resources).
     pub fn is_builtin(&self, group: &str, resource: &str) -> bool {
         self.builtins

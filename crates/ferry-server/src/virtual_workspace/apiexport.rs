@@ -210,11 +210,7 @@ fn binds_export(binding: &Value, export: &ExportKey) -> bool {
 
 /// Every served version of the built-in `group`/`resource`.
 fn builtin(hub: &Hub, group: &str, resource: &str) -> Vec<ResourceInfo> {
-    hub.registry
-        .resources(None)
-        .into_iter()
-        .filter(|r| r.group == group && r.resource == resource && !r.from_crd)
-        .collect()
+    hub.registry.builtin_versions(group, resource)
 }
 
 /// Every served version of `group`/`resource` as the export with identity

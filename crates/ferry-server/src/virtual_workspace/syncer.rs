@@ -222,12 +222,7 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
         .map(|i| (i.api_version(), i.kind.clone(), i.storage_key()))
         .collect();
     if direction == Direction::Sync {
-        let events = hub
-            .registry
-            .resources(None)
-            .into_iter()
-            .filter(|i| i.group.is_empty() && i.resource == "events");
-        for mut info in events {
+        for mut info in hub.registry.builtin_versions("", "events") {
             info.verbs = vec!["create".to_string()];
             resources.push(info);
         }

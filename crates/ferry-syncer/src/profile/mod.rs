@@ -345,6 +345,12 @@ pub struct Profile {
     /// virtual workspace, about the objects scheduled to its SyncTarget), so a copy
     /// that fails says so on the object itself (`CopyRefused` for a refusal).
     pub upstream_takes_events: bool,
+    /// How many objects each of `--workers` keeps in flight. 1 where an object's sync
+    /// is one write; kcp's api-syncagent makes two in a row on two servers (the
+    /// finalizer on kcp, then the copy on the service cluster), so with 2 one
+    /// object's copy is written while the next one's finalizer is, and neither
+    /// server waits for the other.
+    pub objects_per_worker: usize,
 }
 
 impl std::fmt::Debug for Profile {

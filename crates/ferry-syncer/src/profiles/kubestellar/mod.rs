@@ -75,6 +75,7 @@ impl KubeStellar {
             upstream_clusters: false,
             namespace_clean_delay: None,
             upstream_takes_events: true,
+            objects_per_worker: 1,
         }
     }
 

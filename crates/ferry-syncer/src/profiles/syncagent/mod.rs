@@ -175,6 +175,7 @@ impl SyncAgent {
             upstream_clusters: true,
             namespace_clean_delay: None,
             upstream_takes_events: true,
+            objects_per_worker: 2,
         }
     }
 

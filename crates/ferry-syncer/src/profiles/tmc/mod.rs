@@ -184,6 +184,7 @@ impl Tmc {
             // Ferry's syncer virtual workspace takes Events about the objects it
             // serves (kcp's takes none), so a refused copy shows on the object.
             upstream_takes_events: true,
+            objects_per_worker: 1,
         }
     }
 
