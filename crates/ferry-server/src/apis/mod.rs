@@ -116,14 +116,19 @@ pub fn resources_from_schema(schema: &Value, binding: &str) -> Result<Vec<Resour
     Ok(rs)
 }
 
-/// The APIResourceSchemas `export` (in `cluster`) lists that exist, in its order.
-pub fn listed_schemas(store: &Store, cluster: &str, export: &Value) -> Vec<Value> {
+/// The names in an export's `spec.latestResourceSchemas`.
+fn latest_schema_names(export: &Value) -> impl Iterator<Item = &str> {
     export
         .pointer("/spec/latestResourceSchemas")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
+}
+
+/// The APIResourceSchemas `export` (in `cluster`) lists that exist, in its order.
+pub fn listed_schemas(store: &Store, cluster: &str, export: &Value) -> Vec<Value> {
+    latest_schema_names(export)
         .filter_map(|name| store.get(&key(cluster, SCHEMAS, name)))
         .map(|schema| schema.value())
         .collect()
@@ -135,12 +140,7 @@ pub fn listed_schemas(store: &Store, cluster: &str, export: &Value) -> Vec<Value
 /// KB; the SyncTarget and scheduling controllers ask this for every target).
 pub fn listed_group_resources(hub: &Hub, cluster: &str, export: &Value) -> Vec<(String, String)> {
     let names = hub.extensions.get::<Arc<SchemaNames>>();
-    export
-        .pointer("/spec/latestResourceSchemas")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
+    latest_schema_names(export)
         .filter_map(|name| {
             let key = key(cluster, SCHEMAS, name);
             let stored = hub.store.get(&key)?;
