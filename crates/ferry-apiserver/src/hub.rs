@@ -52,7 +52,8 @@ impl Default for HubConfig {
 pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
 /// What runs within a write, before it answers, beyond storage and the
-/// hub's own indexes: the built-in controllers' first pass over the object.
+/// hub's own indexes: the built-in controllers' first pass over the object;
+/// and before a client's request, what is made only on demand.
 ///
 /// The object service calls it with the hub; the server installs the
 /// controllers' `WriteObserver` through `ObservedWrites` (`ferry-server`'s
@@ -84,6 +85,17 @@ pub trait WriteHooks: Send + Sync {
         key: &'a ObjectKey,
         old: &'a Value,
     ) -> BoxFuture<'a, ()>;
+    /// A client's request on `info`'s objects in `cluster` is about to be
+    /// served: what the layer above makes only once someone asks for it
+    /// (a workspace's APIServices) is made now, so the request sees it.
+    fn serving<'a>(
+        &'a self,
+        _hub: &'a Arc<Hub>,
+        _info: &'a ResourceInfo,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// What a layer above the API server adds to the hubs it builds, one value

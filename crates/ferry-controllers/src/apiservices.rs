@@ -3,6 +3,13 @@
 //! (`v1.`, `v1.apps`, ...), served locally (`spec.service` unset,
 //! `Available=True` with reason `Local`), including the group/versions that
 //! CRDs add; removed when no CRD serves their group/version any more.
+//!
+//! A workspace gets them when a client first asks for APIServices in it
+//! (any request on the resource, [`materialize`]), not when it is created:
+//! few clients ever read them, and the 27 of a fresh workspace were half of
+//! its objects and two thirds of the writes that made it. From then on they
+//! follow what the workspace serves, as kube-aggregator's autoregistration
+//! does. A wildcard list across workspaces shows only those made so far.
 
 use std::collections::BTreeSet;
 
@@ -12,6 +19,7 @@ use futures::future::BoxFuture;
 
 use super::follow::Follower;
 use ferry_server::controller::{ControllerContext, CRDS};
+use ferry_server::registry::ResourceInfo;
 use ferry_server::service::{self, DeleteOptions, PatchType};
 use ferry_server::storage::{ClusterScope, WatchEvent};
 
@@ -69,9 +77,42 @@ impl Follower for ApiServices {
     }
 }
 
+/// Whether `info` is the APIServices resource.
+pub fn is_apiservices(info: &ResourceInfo) -> bool {
+    info.group == APISERVICES_GVR.0 && info.resource == APISERVICES_GVR.2
+}
+
+/// Whether `cluster` has its APIServices (made by [`materialize`]).
+fn materialized(ctx: &ControllerContext, cluster: &str) -> bool {
+    let (existing, _) = ctx.list(&ClusterScope::One(cluster.into()), APISERVICES, None, None);
+    !existing.is_empty()
+}
+
+/// Give `cluster` its APIServices if it has none yet: a client is about to
+/// read or write them. Concurrent first requests make them once, and each
+/// returns only when they are there and marked available.
+pub async fn materialize(ctx: &ControllerContext, cluster: &str) {
+    static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    if materialized(ctx, cluster) || ctx.logical_cluster(cluster).is_none() {
+        return;
+    }
+    let _one_at_a_time = MAKING.lock().await;
+    if !materialized(ctx, cluster) {
+        fill(ctx, cluster).await;
+    }
+}
+
+/// Keep `cluster`'s APIServices in step with what it serves, if it has
+/// them (see [`materialize`]).
+pub async fn sync(ctx: &ControllerContext, cluster: &str) {
+    if materialized(ctx, cluster) {
+        fill(ctx, cluster).await;
+    }
+}
+
 /// Create the APIService of every group/version served in `cluster` that
 /// lacks one, and remove automanaged ones nothing serves any more.
-pub async fn sync(ctx: &ControllerContext, cluster: &str) {
+async fn fill(ctx: &ControllerContext, cluster: &str) {
     let served: BTreeSet<(String, String, bool)> = ctx
         .served_resources(Some(cluster))
         .into_iter()

@@ -125,6 +125,19 @@ impl WriteObserver for BuiltIn {
             }
         })
     }
+
+    fn serving<'a>(
+        &'a self,
+        ctx: &'a ControllerContext,
+        info: &'a ResourceInfo,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if apiservices::is_apiservices(info) {
+                apiservices::materialize(ctx, cluster).await;
+            }
+        })
+    }
 }
 
 /// The built-in controllers as the server runs them: what `ferry hub`'s
@@ -230,8 +243,9 @@ async fn bootstrap_cluster(ctx: &ControllerContext, cluster: &str, workspace: Op
         namespaces.await;
         kubernetes_service::ensure(ctx, cluster).await;
     });
-    // Last: clients may use the workspace as soon as its namespaces exist.
-    apiservices::sync(ctx, cluster).await;
+    // Its APIServices are made when a client first asks for them
+    // (`apiservices::materialize`): few do, and they were half of what a new
+    // workspace wrote and held.
 }
 
 /// Every namespace has a `default` ServiceAccount.

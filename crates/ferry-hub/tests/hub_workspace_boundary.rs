@@ -1,6 +1,7 @@
 //! The workspace boundary, tried from an attacker's side: certificates a
 //! workspace admin can mint, `aggregationRule` escalation, a query read two
-//! ways, and what a non-member learns about a workspace. Plus a regression
+//! ways, what a non-member learns about a workspace, and that a refused
+//! request makes nothing in another's (its APIServices). Plus a regression
 //! matrix of what already held: credentials bound to one workspace tried on
 //! others through every path trick, and Secrets through every representation.
 
@@ -490,4 +491,63 @@ async fn secrets_stay_hidden_in_every_representation() {
         403,
     )
     .await;
+}
+
+/// The `kcp.io/cluster` of each APIService a wildcard list shows (made so far).
+async fn clusters_with_apiservices(hub: &TestHub) -> std::collections::BTreeSet<String> {
+    let everywhere = admin(hub, "*").await;
+    let list = get_ok(&everywhere, APISERVICES).await;
+    list["items"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|a| {
+            a.pointer("/metadata/annotations/kcp.io~1cluster")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+const APISERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
+
+/// A workspace's APIServices are made when a client first asks for them
+/// there: a tenant refused in another workspace makes none in it, while a
+/// member's first list gets every one, available.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspaces_apiservices_are_made_on_its_own_members_request_only() {
+    let (hub, _dir) = tenants().await;
+    let before = clusters_with_apiservices(&hub).await;
+
+    let mallory_in_b = client_as(&hub, "root:b", token("mallory-token")).await;
+    expect_status(&mallory_in_b, "GET", APISERVICES, None, 403).await;
+    expect_status(&mallory_in_b, "GET", &format!("{APISERVICES}/v1.apps"), None, 403).await;
+    assert_eq!(
+        clusters_with_apiservices(&hub).await,
+        before,
+        "a refused request made APIServices in root:b"
+    );
+
+    let mallory = client_as(&hub, "root:a", token("mallory-token")).await;
+    let in_a = get_ok(&mallory, APISERVICES).await;
+    let in_a = in_a["items"].as_array().expect("a list");
+    assert!(
+        in_a.iter().any(|a| a["metadata"]["name"] == "v1.apps"),
+        "root:a's first list lacks v1.apps: {in_a:?}"
+    );
+    for a in in_a {
+        assert_eq!(a["status"]["conditions"][0]["status"], "True", "{a}");
+    }
+    let after_a = clusters_with_apiservices(&hub).await;
+    assert_eq!(
+        after_a.len(),
+        before.len() + 1,
+        "root:a's APIServices: {after_a:?}"
+    );
+
+    // The positive twin in root:b: its own admin's GET of one makes them all.
+    let alice = client_as(&hub, "root:b", token("alice-token")).await;
+    let apps = get_ok(&alice, &format!("{APISERVICES}/v1.apps")).await;
+    assert_eq!(apps["status"]["conditions"][0]["status"], "True", "{apps}");
+    assert_eq!(clusters_with_apiservices(&hub).await.len(), before.len() + 2);
 }

@@ -73,6 +73,16 @@ pub trait WriteObserver: Send + Sync {
         key: &'a ObjectKey,
         old: &'a Value,
     ) -> BoxFuture<'a, ()>;
+    /// A client's request on `info`'s objects in `cluster` is about to be
+    /// served: make what is kept only once someone asks for it.
+    fn serving<'a>(
+        &'a self,
+        _ctx: &'a ControllerContext,
+        _info: &'a ResourceInfo,
+        _cluster: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// The hub's [`WriteHooks`] that run the controllers' [`WriteObserver`],
@@ -122,6 +132,18 @@ impl WriteHooks for ObservedWrites {
         Box::pin(async move {
             let ctx = ControllerContext::new(hub.clone());
             self.0.removed(&ctx, info, key, old).await;
+        })
+    }
+
+    fn serving<'a>(
+        &'a self,
+        hub: &'a Arc<Hub>,
+        info: &'a ResourceInfo,
+        cluster: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let ctx = ControllerContext::new(hub.clone());
+            self.0.serving(&ctx, info, cluster).await;
         })
     }
 }

@@ -471,6 +471,10 @@ pub async fn serve(s: Scope, method: &Method, body: Bytes) -> Result<Response, A
             Some(_) => {}
         }
     }
+    // A workspace's own view (not the wildcard, not a virtual workspace's).
+    if let (Some(lc), None) = (&s.cluster, &s.visibility) {
+        service::hooks::before_serving(&s.hub, &s.info, &lc.name).await;
+    }
     match (method.as_str(), has_name) {
         ("GET", true) => get(&s).await,
         ("GET", false) if s.query.watch => super::watch::watch(s).await,

@@ -73,6 +73,14 @@ pub fn after_write<'a>(
     })
 }
 
+/// Before a client's request on `info`'s objects in `cluster` is served
+/// ([`crate::hub::WriteHooks::serving`]).
+pub async fn before_serving(hub: &Arc<Hub>, info: &ResourceInfo, cluster: &str) {
+    if let Some(hooks) = hub.write_hooks() {
+        hooks.serving(hub, info, cluster).await;
+    }
+}
+
 /// An object was marked as being deleted and waits for its finalizers.
 pub async fn marked_deleting(hub: &Arc<Hub>, info: &ResourceInfo, key: &ObjectKey) {
     // A CRD's resources are served as terminating from now on (creates refused).
