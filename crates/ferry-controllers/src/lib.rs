@@ -135,6 +135,8 @@ impl WriteObserver for BuiltIn {
         Box::pin(async move {
             if apiservices::is_apiservices(info) {
                 apiservices::materialize(ctx, cluster).await;
+            } else if security::holds_default_rbac(info) {
+                security::materialize_default_rbac(ctx, cluster).await;
             }
         })
     }
@@ -213,7 +215,11 @@ pub async fn bootstrap(ctx: &ControllerContext) {
     // LogicalCluster) get them too.
     for cluster in ctx.clusters() {
         if cluster != ROOT && ctx.logical_cluster(&cluster).is_some() {
-            security::ensure_default_rbac(ctx, &cluster).await;
+            // Defaults deleted from a workspace that stores them come back, as
+            // kube-apiserver's RBAC bootstrap does at each start.
+            if security::default_rbac_made(ctx, &cluster) {
+                security::ensure_default_rbac(ctx, &cluster).await;
+            }
             kubernetes_service::repair(ctx, &cluster).await;
             logical_cluster::ensure(ctx, &cluster, None).await;
         }
@@ -239,13 +245,20 @@ async fn bootstrap_cluster(ctx: &ControllerContext, cluster: &str, workspace: Op
         }
     }));
     // The `kubernetes` Service goes into namespace `default`: after it.
-    futures::join!(security::ensure_default_rbac(ctx, cluster), async {
+    let default_rbac = async {
+        if workspace.is_none() {
+            security::ensure_default_rbac(ctx, cluster).await;
+        }
+    };
+    futures::join!(default_rbac, async {
         namespaces.await;
         kubernetes_service::ensure(ctx, cluster).await;
     });
-    // Its APIServices are made when a client first asks for them
-    // (`apiservices::materialize`): few do, and they were half of what a new
-    // workspace wrote and held.
+    // A workspace's default RBAC objects and APIServices are stored when a
+    // client first asks for them (`security::materialize_default_rbac`,
+    // `apiservices::materialize`; it is judged with the default RBAC from
+    // the start): few clients do, and they were four fifths of what an empty
+    // workspace wrote and held. Root has its RBAC defaults from the start.
 }
 
 /// Every namespace has a `default` ServiceAccount.

@@ -1,4 +1,5 @@
-//! Security controllers: the default RBAC objects of every workspace, legacy
+//! Security controllers: the default RBAC objects of every workspace (stored
+//! when a client first asks for its ClusterRoles or bindings), legacy
 //! ServiceAccount token Secrets (filled with a token the hub signs), the
 //! clean-up of those Secrets when their ServiceAccount goes, and signing of
 //! approved CertificateSigningRequests with the hub CA (bound to the CSR's
@@ -13,11 +14,12 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::follow::Follower;
-use ferry_server::auth::defaults::default_rbac_objects;
-use ferry_server::auth::rbac::RBAC_GROUP;
+use ferry_server::auth::defaults::{default_rbac_objects, made_in};
+use ferry_server::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, RBAC_GROUP};
 use ferry_server::auth::service_account::{ObjectRef, TokenSpec};
 use ferry_server::controller::ControllerContext;
 use ferry_server::json;
+use ferry_server::registry::ResourceInfo;
 use ferry_server::service::{self, DeleteOptions};
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
 
@@ -119,6 +121,36 @@ pub async fn object_written(
         ("/serviceaccounts", None) => remove_token_secrets(ctx, key).await,
         (CSRS, Some(csr)) => sign_if_approved(ctx, key, csr).await,
         _ => {}
+    }
+}
+
+/// Whether `info` is ClusterRoles or ClusterRoleBindings, where the default
+/// RBAC objects live.
+pub fn holds_default_rbac(info: &ResourceInfo) -> bool {
+    info.group == RBAC_GROUP && matches!(info.resource.as_str(), "clusterroles" | "clusterrolebindings")
+}
+
+/// Whether `cluster` has its default RBAC objects stored (see
+/// `ferry_server::auth::defaults`: until then it is judged with them
+/// without holding them).
+pub fn default_rbac_made(ctx: &ControllerContext, cluster: &str) -> bool {
+    let list = |resource: &str| -> Vec<Value> {
+        let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), resource, None, None);
+        objects.into_iter().map(|(_, o)| o.value()).collect()
+    };
+    made_in(&list(CLUSTER_ROLES), &list(CLUSTER_ROLE_BINDINGS))
+}
+
+/// Store `cluster`'s default RBAC objects if it has none yet: a client is
+/// about to read or write its ClusterRoles or ClusterRoleBindings.
+pub async fn materialize_default_rbac(ctx: &ControllerContext, cluster: &str) {
+    static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    if default_rbac_made(ctx, cluster) || ctx.logical_cluster(cluster).is_none() {
+        return;
+    }
+    let _one_at_a_time = MAKING.lock().await;
+    if !default_rbac_made(ctx, cluster) {
+        ensure_default_rbac(ctx, cluster).await;
     }
 }
 

@@ -8,8 +8,8 @@
 mod common;
 use base64::Engine;
 use common::tenants::{
-    bind_cluster_role, cluster_role, ready_workspace, service_account_token, service_account_with_role, user,
-    RBAC,
+    bind_cluster_role, binding, cluster_role, ready_workspace, service_account_token,
+    service_account_with_role, user, RBAC,
 };
 use common::{
     admin, call, client_as, create, eventually, expect_status, expect_status_because, get_ok, get_raw,
@@ -493,10 +493,11 @@ async fn secrets_stay_hidden_in_every_representation() {
     .await;
 }
 
-/// The `kcp.io/cluster` of each APIService a wildcard list shows (made so far).
-async fn clusters_with_apiservices(hub: &TestHub) -> std::collections::BTreeSet<String> {
+/// The `kcp.io/cluster` of each object a wildcard list of `path` shows:
+/// the workspaces that store some.
+async fn clusters_holding(hub: &TestHub, path: &str) -> std::collections::BTreeSet<String> {
     let everywhere = admin(hub, "*").await;
-    let list = get_ok(&everywhere, APISERVICES).await;
+    let list = get_ok(&everywhere, path).await;
     list["items"]
         .as_array()
         .expect("a list")
@@ -517,13 +518,13 @@ const APISERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workspaces_apiservices_are_made_on_its_own_members_request_only() {
     let (hub, _dir) = tenants().await;
-    let before = clusters_with_apiservices(&hub).await;
+    let before = clusters_holding(&hub, APISERVICES).await;
 
     let mallory_in_b = client_as(&hub, "root:b", token("mallory-token")).await;
     expect_status(&mallory_in_b, "GET", APISERVICES, None, 403).await;
     expect_status(&mallory_in_b, "GET", &format!("{APISERVICES}/v1.apps"), None, 403).await;
     assert_eq!(
-        clusters_with_apiservices(&hub).await,
+        clusters_holding(&hub, APISERVICES).await,
         before,
         "a refused request made APIServices in root:b"
     );
@@ -538,7 +539,7 @@ async fn a_workspaces_apiservices_are_made_on_its_own_members_request_only() {
     for a in in_a {
         assert_eq!(a["status"]["conditions"][0]["status"], "True", "{a}");
     }
-    let after_a = clusters_with_apiservices(&hub).await;
+    let after_a = clusters_holding(&hub, APISERVICES).await;
     assert_eq!(
         after_a.len(),
         before.len() + 1,
@@ -549,5 +550,64 @@ async fn a_workspaces_apiservices_are_made_on_its_own_members_request_only() {
     let alice = client_as(&hub, "root:b", token("alice-token")).await;
     let apps = get_ok(&alice, &format!("{APISERVICES}/v1.apps")).await;
     assert_eq!(apps["status"]["conditions"][0]["status"], "True", "{apps}");
-    assert_eq!(clusters_with_apiservices(&hub).await.len(), before.len() + 2);
+    assert_eq!(clusters_holding(&hub, APISERVICES).await.len(), before.len() + 2);
+}
+
+const CLUSTER_ROLES: &str = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
+
+/// A workspace is judged with the default ClusterRoles before they are
+/// stored in it; they are stored when a member first asks for ClusterRoles
+/// (a refused request stores nothing), and from then on what its admin does
+/// to them holds: a deleted `view` grants nothing any more.
+#[tokio::test(flavor = "multi_thread")]
+async fn default_cluster_roles_hold_before_they_are_stored_and_an_admins_deletion_holds_after() {
+    let (hub, _dir) = tenants().await;
+    ready_workspace(&hub, "c").await;
+    create(
+        &hub,
+        "root:c",
+        &rbac_path(Some("default"), "rolebindings"),
+        binding("RoleBinding", "eve-view", "ClusterRole", "view", user("eve")),
+    )
+    .await;
+    let before = clusters_holding(&hub, CLUSTER_ROLES).await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    let eve = client_as(&hub, "root:c", token("eve-token")).await;
+    expect_status(&eve, "GET", configmaps, None, 200).await;
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "eve"}});
+    expect_status(&eve, "POST", configmaps, Some(&cm), 403).await;
+
+    let mallory_in_c = client_as(&hub, "root:c", token("mallory-token")).await;
+    expect_status(&mallory_in_c, "GET", CLUSTER_ROLES, None, 403).await;
+    expect_status(&mallory_in_c, "GET", &format!("{CLUSTER_ROLES}/view"), None, 403).await;
+    assert_eq!(
+        clusters_holding(&hub, CLUSTER_ROLES).await,
+        before,
+        "a refused request stored ClusterRoles in root:c"
+    );
+
+    let admin_c = admin(&hub, "root:c").await;
+    let roles = get_ok(&admin_c, CLUSTER_ROLES).await;
+    let names: Vec<&str> = roles["items"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|r| r["metadata"]["name"].as_str())
+        .collect();
+    for role in ["cluster-admin", "admin", "edit", "view"] {
+        assert!(
+            names.contains(&role),
+            "root:c's first list lacks {role}: {names:?}"
+        );
+    }
+    assert_eq!(
+        clusters_holding(&hub, CLUSTER_ROLES).await.len(),
+        before.len() + 1
+    );
+
+    expect_status(&admin_c, "DELETE", &format!("{CLUSTER_ROLES}/view"), None, 200).await;
+    eventually(5, "eve's read refused once `view` is deleted", || async {
+        (call(&eve, "GET", configmaps, None).await.0 == 403).then_some(())
+    })
+    .await;
 }

@@ -2,6 +2,12 @@
 //! user-facing ClusterRoles (`cluster-admin`, `admin`, `edit`, `view`, with
 //! the same aggregation labels), the discovery and self-review roles bound
 //! to `system:authenticated`, and `cluster-admin` bound to `system:masters`.
+//!
+//! A workspace is judged with them from its start, but they are stored in
+//! it only when a client first asks for its ClusterRoles or
+//! ClusterRoleBindings (the layer above makes them then): stored, they were
+//! most of what an empty workspace held. Once stored they are the
+//! workspace's own, edited or deleted as its admin likes.
 
 use serde_json::{json, Value};
 
@@ -30,7 +36,7 @@ fn urls(verbs: &[&str], urls: &[&str]) -> Value {
 
 fn cluster_role(name: &str, labels: Value, aggregate_to: Option<&str>, rules: Vec<Value>) -> Value {
     let mut labels = labels;
-    labels["kubernetes.io/bootstrapping"] = json!("rbac-defaults");
+    labels[BOOTSTRAPPING.0] = json!(BOOTSTRAPPING.1);
     let mut v = json!({
         "apiVersion": format!("{RBAC_GROUP}/v1"),
         "kind": "ClusterRole",
@@ -57,7 +63,7 @@ fn cluster_role_binding(name: &str, role: &str, groups: &[&str]) -> Value {
         "kind": "ClusterRoleBinding",
         "metadata": {
             "name": name,
-            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "labels": {(BOOTSTRAPPING.0): BOOTSTRAPPING.1},
             "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
         },
         "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": role},
@@ -231,6 +237,44 @@ const DISCOVERY_URLS: &[&str] = &[
     "/version",
     "/version/",
 ];
+
+/// The label every default object carries.
+const BOOTSTRAPPING: (&str, &str) = ("kubernetes.io/bootstrapping", "rbac-defaults");
+
+/// Whether a workspace's defaults are stored: one of its ClusterRoles or
+/// ClusterRoleBindings carries their label.
+pub fn made_in(cluster_roles: &[Value], cluster_role_bindings: &[Value]) -> bool {
+    cluster_roles.iter().chain(cluster_role_bindings).any(|v| {
+        v.pointer("/metadata/labels")
+            .and_then(|l| l.get(BOOTSTRAPPING.0))
+            .and_then(Value::as_str)
+            == Some(BOOTSTRAPPING.1)
+    })
+}
+
+/// A workspace's ClusterRoles and ClusterRoleBindings as they are judged:
+/// with the defaults added, each unless one of its name is stored, while
+/// the defaults are not stored (see [`made_in`]).
+pub fn add_unless_made(cluster_roles: &mut Vec<Value>, cluster_role_bindings: &mut Vec<Value>) {
+    if made_in(cluster_roles, cluster_role_bindings) {
+        return;
+    }
+    let name = |v: &Value| {
+        v.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    for (resource, v) in default_rbac_objects() {
+        let into = if resource == "clusterroles" {
+            &mut *cluster_roles
+        } else {
+            &mut *cluster_role_bindings
+        };
+        if !into.iter().any(|stored| name(stored) == name(&v)) {
+            into.push(v);
+        }
+    }
+}
 
 /// ClusterRoles, then ClusterRoleBindings, in the order they are created.
 pub fn default_rbac_objects() -> Vec<(&'static str, Value)> {

@@ -448,7 +448,9 @@ impl WorkspaceRbac {
 }
 
 /// Per-workspace [`WorkspaceRbac`], built on first use and dropped when an
-/// RBAC object of the workspace is written.
+/// RBAC object of the workspace is written. A workspace whose default
+/// ClusterRoles and bindings are not stored yet is judged with them all the
+/// same ([`super::defaults::add_unless_made`]).
 #[derive(Default)]
 pub struct RbacCache {
     by_cluster: RwLock<HashMap<String, Arc<WorkspaceRbac>>>,
@@ -467,11 +469,14 @@ impl RbacCache {
             let (objects, _) = store.list(&ClusterScope::One(cluster.into()), resource, None, None);
             objects.into_iter().map(|(_, o)| o.value()).collect()
         };
+        let mut cluster_roles = list(CLUSTER_ROLES);
+        let mut cluster_role_bindings = list(CLUSTER_ROLE_BINDINGS);
+        super::defaults::add_unless_made(&mut cluster_roles, &mut cluster_role_bindings);
         let built = Arc::new(WorkspaceRbac::build(
             &list(ROLES),
-            &list(CLUSTER_ROLES),
+            &cluster_roles,
             &list(ROLE_BINDINGS),
-            &list(CLUSTER_ROLE_BINDINGS),
+            &cluster_role_bindings,
         ));
         let mut map = self.by_cluster.write();
         if self.epoch.load(Ordering::Acquire) == epoch {
