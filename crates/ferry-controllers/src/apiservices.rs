@@ -92,14 +92,7 @@ fn materialized(ctx: &ControllerContext, cluster: &str) -> bool {
 /// read or write them. Concurrent first requests make them once, and each
 /// returns only when they are there and marked available.
 pub async fn materialize(ctx: &ControllerContext, cluster: &str) {
-    static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    if materialized(ctx, cluster) || ctx.logical_cluster(cluster).is_none() {
-        return;
-    }
-    let _one_at_a_time = MAKING.lock().await;
-    if !materialized(ctx, cluster) {
-        fill(ctx, cluster).await;
-    }
+    crate::make_on_demand(ctx, cluster, materialized, fill(ctx, cluster)).await;
 }
 
 /// Keep `cluster`'s APIServices in step with what it serves, if it has

@@ -261,6 +261,26 @@ async fn bootstrap_cluster(ctx: &ControllerContext, cluster: &str, workspace: Op
     // workspace wrote and held. Root has its RBAC defaults from the start.
 }
 
+/// Run `make` in `cluster` unless `made` says it is done or the cluster is
+/// no workspace: what a workspace stores only once a client asks for it.
+/// Concurrent first requests wait for one another, so it is made once and
+/// each finds it whole.
+async fn make_on_demand(
+    ctx: &ControllerContext,
+    cluster: &str,
+    made: fn(&ControllerContext, &str) -> bool,
+    make: impl std::future::Future<Output = ()>,
+) {
+    static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    if made(ctx, cluster) || ctx.logical_cluster(cluster).is_none() {
+        return;
+    }
+    let _one_at_a_time = MAKING.lock().await;
+    if !made(ctx, cluster) {
+        make.await;
+    }
+}
+
 /// Every namespace has a `default` ServiceAccount.
 pub async fn ensure_default_service_account(ctx: &ControllerContext, cluster: &str, namespace: &str) {
     let obj = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": namespace}});

@@ -144,14 +144,7 @@ pub fn default_rbac_made(ctx: &ControllerContext, cluster: &str) -> bool {
 /// Store `cluster`'s default RBAC objects if it has none yet: a client is
 /// about to read or write its ClusterRoles or ClusterRoleBindings.
 pub async fn materialize_default_rbac(ctx: &ControllerContext, cluster: &str) {
-    static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    if default_rbac_made(ctx, cluster) || ctx.logical_cluster(cluster).is_none() {
-        return;
-    }
-    let _one_at_a_time = MAKING.lock().await;
-    if !default_rbac_made(ctx, cluster) {
-        ensure_default_rbac(ctx, cluster).await;
-    }
+    crate::make_on_demand(ctx, cluster, default_rbac_made, ensure_default_rbac(ctx, cluster)).await;
 }
 
 /// Create the default ClusterRoles and ClusterRoleBindings in `cluster`;
