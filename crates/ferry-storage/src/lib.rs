@@ -729,7 +729,13 @@ impl Store {
         let mut out = Vec::new();
         let filtered = matches!(scope, ClusterScope::Filtered(_));
         if let Some(clusters) = &snapshot {
-            for (cluster, objects) in clusters {
+            // One workspace is looked up, not searched for among all of them
+            // (a workspace's create lists its Services, with 100,000 others).
+            let in_scope: Box<dyn Iterator<Item = (&String, &Objects)>> = match scope {
+                ClusterScope::One(c) => Box::new(clusters.get_key_value(c).into_iter()),
+                _ => Box::new(clusters.iter()),
+            };
+            for (cluster, objects) in in_scope {
                 if !scope.contains(cluster) {
                     continue;
                 }
