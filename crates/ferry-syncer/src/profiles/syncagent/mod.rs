@@ -1041,6 +1041,18 @@ impl Mapping for SyncAgent {
         Box::pin(async move { store.get(&name).await })
     }
 
+    fn has_last_known(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        let Some(store) = self.state.get().cloned() else {
+            return Box::pin(async { false });
+        };
+        let name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
+        Box::pin(async move { store.has(&name).await })
+    }
+
     fn remember(
         &self,
         target: &WatchTarget,
