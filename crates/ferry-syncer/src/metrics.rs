@@ -62,8 +62,16 @@ pub struct Metrics {
     heartbeats: Counter,
     connection: Family<SideLabels, Gauge>,
     queue_depth: Gauge,
-    /// api-syncagent's one gauge of its own, registered only for that profile.
+    /// api-syncagent's gauge of its own, registered only for that profile.
     published_resources: Gauge,
+    /// api-syncagent's passes over a primary's related objects, by outcome;
+    /// registered only for that profile.
+    related_passes: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
 }
 
 impl Default for Metrics {
@@ -75,7 +83,8 @@ impl Default for Metrics {
 impl Metrics {
     /// Every metric of the profile named `profile`: the shared ones, and for
     /// `syncagent` the reference's `sync_agent_published_resource` (the number of
-    /// PublishedResources this agent manages, after `--published-resource-selector`).
+    /// PublishedResources this agent manages, after `--published-resource-selector`)
+    /// and Ferry's `sync_agent_related_object_passes_total`.
     pub fn for_profile(profile: &str) -> Self {
         let mut metrics = Self::new();
         if profile == "syncagent" {
@@ -83,6 +92,11 @@ impl Metrics {
                 "sync_agent_published_resource",
                 "Number of PublishedResources currently managed by this syncagent instance",
                 metrics.published_resources.clone(),
+            );
+            metrics.registry.register(
+                "sync_agent_related_object_passes",
+                "Passes over the related objects of a synced object, by outcome (synced: every related object is in line; failed: one could not be read or written, and the pass is tried again)",
+                metrics.related_passes.clone(),
             );
         }
         metrics
@@ -158,6 +172,7 @@ impl Metrics {
             connection,
             queue_depth,
             published_resources: Gauge::default(),
+            related_passes: Family::default(),
         }
     }
 
@@ -183,6 +198,15 @@ impl Metrics {
     /// The number of PublishedResources the agent manages (see [`Metrics::for_profile`]).
     pub fn published_resources(&self, count: usize) {
         self.published_resources.set(count as i64);
+    }
+
+    /// One pass over an object's related objects ended, in line or `failed` (see
+    /// [`Metrics::for_profile`]).
+    pub fn related_pass(&self, failed: bool) {
+        let outcome = if failed { "failed" } else { "synced" };
+        self.related_passes
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// One object written.

@@ -613,6 +613,7 @@ impl SyncAgent {
                 failure.get_or_insert(format!("recording related objects on {key}: {e}"));
             }
         }
+        engine.metrics.related_pass(failure.is_some());
         match failure {
             None => {
                 if !self.related_errors.read().is_empty() {
