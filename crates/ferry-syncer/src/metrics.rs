@@ -69,6 +69,18 @@ pub struct Metrics {
     related_passes: Family<OutcomeLabels, Counter>,
 }
 
+/// How a pass over an object's related objects ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelatedPass {
+    /// Every related object found is in line.
+    Synced,
+    /// As `Synced`, but an object the primary names does not exist at its origin yet
+    /// (a watch of the origin resource queues the primary when it appears).
+    Waiting,
+    /// An object could not be read or written; the pass is tried again.
+    Failed,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: &'static str,
@@ -95,7 +107,7 @@ impl Metrics {
             );
             metrics.registry.register(
                 "sync_agent_related_object_passes",
-                "Passes over the related objects of a synced object, by outcome (synced: every related object is in line; failed: one could not be read or written, and the pass is tried again)",
+                "Passes over the related objects of a synced object, by outcome (synced: every related object found is in line; waiting: and one the object names does not exist yet; failed: one could not be read or written, and the pass is tried again)",
                 metrics.related_passes.clone(),
             );
         }
@@ -200,10 +212,13 @@ impl Metrics {
         self.published_resources.set(count as i64);
     }
 
-    /// One pass over an object's related objects ended, in line or `failed` (see
-    /// [`Metrics::for_profile`]).
-    pub fn related_pass(&self, failed: bool) {
-        let outcome = if failed { "failed" } else { "synced" };
+    /// One pass over an object's related objects ended (see [`Metrics::for_profile`]).
+    pub fn related_pass(&self, outcome: RelatedPass) {
+        let outcome = match outcome {
+            RelatedPass::Synced => "synced",
+            RelatedPass::Waiting => "waiting",
+            RelatedPass::Failed => "failed",
+        };
         self.related_passes
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
