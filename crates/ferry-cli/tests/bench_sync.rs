@@ -193,6 +193,13 @@ fn bench_sync_syncagent_figures_are_typed_and_sane() {
     let flags = syncer_flags(&v);
     assert!(flags.windows(2).any(|w| w == ["--qps", "0"]), "{flags:?}");
     assert!(flags.contains(&"--apiexportendpointslice-ref"), "{flags:?}");
+    // Each worker keeps the profile's number of objects in flight.
+    let workers = count(&v, "/method/concurrency/syncer_workers");
+    let in_flight = count(&v, "/method/concurrency/syncer_objects_in_flight");
+    assert!(
+        workers > 0 && in_flight >= workers && in_flight % workers == 0,
+        "{v:#}"
+    );
 
     // Every consumer object copied to the service cluster.
     assert_eq!(count(&v, "/initial_sync/objects_seen_downstream"), objects);

@@ -359,6 +359,14 @@ fn status_marked(db: &DynamicObject) -> Option<String> {
         .flatten()
 }
 
+/// How many objects each of the agent's workers keeps in flight, as its profile says.
+fn objects_per_worker() -> usize {
+    ferry_syncer::profiles::syncagent::SyncAgent::new(AGENT)
+        .profile()
+        .objects_per_worker
+        .max(1)
+}
+
 fn method(args: &SyncBenchArgs, samples: usize) -> Value {
     json!({
         "processes": {
@@ -378,7 +386,7 @@ fn method(args: &SyncBenchArgs, samples: usize) -> Value {
                    connected, each until a watch in this process has seen every object on the service cluster",
         "concurrency": {
             "syncer_workers": args.workers,
-            "syncer_objects_in_flight": args.workers * 2,
+            "syncer_objects_in_flight": args.workers * objects_per_worker(),
             "baseline_requests_in_flight": args.workers,
         },
         "syncer_flags": agent_flags(args),

@@ -62,8 +62,28 @@ pub struct Metrics {
     heartbeats: Counter,
     connection: Family<SideLabels, Gauge>,
     queue_depth: Gauge,
-    /// api-syncagent's one gauge of its own, registered only for that profile.
+    /// api-syncagent's gauge of its own, registered only for that profile.
     published_resources: Gauge,
+    /// api-syncagent's passes over a primary's related objects, by outcome;
+    /// registered only for that profile.
+    related_passes: Family<OutcomeLabels, Counter>,
+}
+
+/// How a pass over an object's related objects ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RelatedPass {
+    /// Every related object found is in line.
+    Synced,
+    /// As `Synced`, but an object the primary names does not exist at its origin yet
+    /// (a watch of the origin resource queues the primary when it appears).
+    Waiting,
+    /// An object could not be read or written; the pass is tried again.
+    Failed,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
 }
 
 impl Default for Metrics {
@@ -75,7 +95,8 @@ impl Default for Metrics {
 impl Metrics {
     /// Every metric of the profile named `profile`: the shared ones, and for
     /// `syncagent` the reference's `sync_agent_published_resource` (the number of
-    /// PublishedResources this agent manages, after `--published-resource-selector`).
+    /// PublishedResources this agent manages, after `--published-resource-selector`)
+    /// and Ferry's `sync_agent_related_object_passes_total`.
     pub fn for_profile(profile: &str) -> Self {
         let mut metrics = Self::new();
         if profile == "syncagent" {
@@ -83,6 +104,11 @@ impl Metrics {
                 "sync_agent_published_resource",
                 "Number of PublishedResources currently managed by this syncagent instance",
                 metrics.published_resources.clone(),
+            );
+            metrics.registry.register(
+                "sync_agent_related_object_passes",
+                "Passes over the related objects of a synced object, by outcome (synced: every related object found is in line; waiting: and one the object names does not exist yet; failed: one could not be read or written, and the pass is tried again)",
+                metrics.related_passes.clone(),
             );
         }
         metrics
@@ -158,6 +184,7 @@ impl Metrics {
             connection,
             queue_depth,
             published_resources: Gauge::default(),
+            related_passes: Family::default(),
         }
     }
 
@@ -183,6 +210,18 @@ impl Metrics {
     /// The number of PublishedResources the agent manages (see [`Metrics::for_profile`]).
     pub fn published_resources(&self, count: usize) {
         self.published_resources.set(count as i64);
+    }
+
+    /// One pass over an object's related objects ended (see [`Metrics::for_profile`]).
+    pub fn related_pass(&self, outcome: RelatedPass) {
+        let outcome = match outcome {
+            RelatedPass::Synced => "synced",
+            RelatedPass::Waiting => "waiting",
+            RelatedPass::Failed => "failed",
+        };
+        self.related_passes
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     /// One object written.

@@ -111,6 +111,17 @@ struct Stage {
 }
 
 impl Stage {
+    /// The agent's passes over related objects that ended with `outcome` (`synced`,
+    /// `failed`), as its `/metrics` counts them.
+    fn related_passes(&self, outcome: &str) -> f64 {
+        let syncer = self.agent.syncer.as_ref().expect("the sync controller runs");
+        ferry_testkit::clients::metric_sum(
+            &syncer.metrics_text(),
+            "sync_agent_related_object_passes_total",
+            &[&format!("outcome=\"{outcome}\"")],
+        )
+    }
+
     /// The agent's APIExport once `pred` holds for it.
     async fn export_when(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         wait_for(
@@ -1535,8 +1546,11 @@ async fn related_objects_made_or_changed_later_arrive_through_watches() {
             "the Certificate copy",
         )
         .await;
-    // Let the first related pass (nothing to find yet) happen.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The first related pass (nothing to find yet) has happened.
+    eventually(5, "the agent's first pass over the related objects", || async {
+        (stage.related_passes("waiting") >= 1.0).then_some(())
+    })
+    .await;
     let soon = 5;
 
     // Service origin, found by reference: made, then changed.
@@ -1807,7 +1821,15 @@ async fn a_related_resource_of_another_export_syncs_through_its_identity_claim()
             |_| true,
         )
         .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The agent has looked for the Certificate of the workspace that did not accept
+    // the claim, and not found it (the other workspace's Certificate exists before
+    // its Website, so its passes find everything).
+    eventually(
+        5,
+        "a pass over the related objects of the other consumer's Website that misses its Certificate",
+        || async { (stage.related_passes("waiting") >= 1.0).then_some(()) },
+    )
+    .await;
     assert!(
         stage
             .service

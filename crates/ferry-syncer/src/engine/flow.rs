@@ -270,9 +270,13 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         match event {
             watcher::Event::Apply(obj) => {
                 if let Some((object, true)) = store.apply(&obj) {
-                    tracing::debug!(target: super::SYNC_LOG, resource = %id, %side, %object, "sync event: changed");
                     mapping.learn(&flow.target, side, &object, &obj);
-                    engine.queue.add(key(object));
+                    // While this syncer writes the object, the write's answer decides
+                    // (its own echo queues nothing).
+                    if !store.hold_for_write(&object, obj.metadata.resource_version.as_deref()) {
+                        tracing::debug!(target: super::SYNC_LOG, resource = %id, %side, %object, "sync event: changed");
+                        engine.queue.add(key(object));
+                    }
                 }
             }
             watcher::Event::Delete(obj) => {

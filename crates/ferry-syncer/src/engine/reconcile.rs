@@ -237,15 +237,33 @@ impl Writer<'_> {
         }
     }
 
+    /// Sends `request`, a write of this object based on its version `replaced`, and
+    /// records the answer in the store (see [`ObjectStore::written`]). Watch events of
+    /// the object that arrive meanwhile wait for the answer: the write's own echo then
+    /// queues nothing, anything else queues the object again.
+    async fn write(
+        &self,
+        action: &'static str,
+        verb: &str,
+        subresource: Option<&str>,
+        replaced: Option<&str>,
+        request: impl std::future::Future<Output = Result<RawObject, kube::Error>>,
+    ) -> Result<RawObject, SyncError> {
+        let mut in_flight = WriteInFlight::begin(self);
+        let result = self.send(action, verb, subresource, request).await;
+        if let Ok(written) = &result {
+            self.store().written(written, replaced);
+            in_flight.answered = written.metadata.resource_version.clone();
+        }
+        result
+    }
+
     async fn create(&self, obj: &Value) -> Result<RawObject, SyncError> {
         let body = encode(obj).map_err(|e| self.fail("create", "create", None, e))?;
         let pp = post_params();
         let api = self.api();
-        let created = self
-            .send("create", "create", None, api.create(&pp, &body))
-            .await?;
-        self.store().written(&created, based_on(obj));
-        Ok(created)
+        self.write("create", "create", None, based_on(obj), api.create(&pp, &body))
+            .await
     }
 
     async fn get(&self) -> Result<Value, SyncError> {
@@ -259,11 +277,14 @@ impl Writer<'_> {
         let pp = post_params();
         let api = self.api();
         let name = &self.object.name;
-        let replaced = self
-            .send("update", "update", None, api.replace(name, &pp, &body))
-            .await?;
-        self.store().written(&replaced, based_on(obj));
-        Ok(replaced)
+        self.write(
+            "update",
+            "update",
+            None,
+            based_on(obj),
+            api.replace(name, &pp, &body),
+        )
+        .await
     }
 
     async fn replace_status(&self, obj: &Value) -> Result<RawObject, SyncError> {
@@ -271,16 +292,14 @@ impl Writer<'_> {
         let pp = post_params();
         let api = self.api();
         let name = &self.object.name;
-        let replaced = self
-            .send(
-                "update status of",
-                "update",
-                Some("status"),
-                api.replace_status(name, &pp, &body),
-            )
-            .await?;
-        self.store().written(&replaced, based_on(obj));
-        Ok(replaced)
+        self.write(
+            "update status of",
+            "update",
+            Some("status"),
+            based_on(obj),
+            api.replace_status(name, &pp, &body),
+        )
+        .await
     }
 
     async fn delete(&self, actual: &Value) -> Result<(), SyncError> {
@@ -505,6 +524,23 @@ impl Writer<'_> {
         }
     }
 
+    /// A JSON merge patch based on version `replaced` of the object, recorded in the
+    /// store as [`Writer::write`] does.
+    async fn merge_patch_recorded(
+        &self,
+        patch: &Value,
+        replaced: Option<&str>,
+    ) -> Result<RawObject, SyncError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let api = self.api();
+        let patch = Patch::Merge(patch);
+        let request = api.patch(&self.object.name, &params, &patch);
+        self.write("update", "patch", None, replaced, request).await
+    }
+
     /// A JSON merge patch (a `resourceVersion` in it makes it conditional).
     async fn merge_patch(&self, patch: &Value) -> Result<RawObject, SyncError> {
         let params = PatchParams {
@@ -537,16 +573,48 @@ impl Writer<'_> {
         // the watch may deliver a newer version first (a controller's status on the
         // object just written), which the older answer must not replace.
         let held = self.store().resource_version(self.object);
-        let written = self
-            .send(
-                "apply",
-                "patch",
-                None,
-                api.patch(&self.object.name, &params, &patch),
-            )
-            .await?;
-        self.store().written(&written, held.as_deref());
-        Ok(written)
+        self.write(
+            "apply",
+            "patch",
+            None,
+            held.as_deref(),
+            api.patch(&self.object.name, &params, &patch),
+        )
+        .await
+    }
+}
+
+/// A write of a [`Writer`]'s object in flight (see [`ObjectStore::begin_write`]); when
+/// it ends (answered, failed or given up) a change its watch held back that was not
+/// the write's echo queues the object.
+struct WriteInFlight<'a> {
+    writer: &'a Writer<'a>,
+    /// The resourceVersion the write's answer carried.
+    answered: Option<String>,
+}
+
+impl<'a> WriteInFlight<'a> {
+    fn begin(writer: &'a Writer<'a>) -> Self {
+        writer.store().begin_write(writer.object);
+        WriteInFlight {
+            writer,
+            answered: None,
+        }
+    }
+}
+
+impl Drop for WriteInFlight<'_> {
+    fn drop(&mut self) {
+        let w = self.writer;
+        if w.store().end_write(w.object, self.answered.as_deref()) {
+            let mapping = &*w.engine.profile.mapping;
+            let key = if w.side == w.flow.dest_side() {
+                w.flow.copy_key(mapping, w.object.clone())
+            } else {
+                w.flow.source_key(mapping, w.object.clone())
+            };
+            w.engine.queue.add(key);
+        }
     }
 }
 
@@ -897,10 +965,9 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                 "finalizers": finalizers,
                 "resourceVersion": based_on(&source),
             } });
-            let patched = up.merge_patch(&patch).await?;
             // Held as the source now, so its watch event is an echo, not a change
             // that reconciles the object a second time.
-            flow.sources.written(&patched, based_on(&source));
+            let patched = up.merge_patch_recorded(&patch, based_on(&source)).await?;
             std::sync::Arc::new(patched.to_value())
         }
         _ => source,
@@ -1051,7 +1118,7 @@ async fn update(
         // without one. Recorded now, or the next update of the source would be a
         // plain one that drops what the service's controllers set.
         if let (Some(s), true, false) = (source_key, mapping.keeps_last_known(), create_only) {
-            if mapping.last_known(&flow.target, s).await.is_none() {
+            if !mapping.has_last_known(&flow.target, s).await {
                 mapping.remember(&flow.target, s, desired).await;
             }
         }

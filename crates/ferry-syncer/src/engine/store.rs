@@ -393,10 +393,20 @@ struct Inner {
     denied: bool,
 }
 
+/// Writes of this syncer in flight for one object, and the resourceVersions of the
+/// object's watch events that arrived meanwhile (held back until an answer tells
+/// whether they are a write's own echo).
+#[derive(Default)]
+struct InFlight {
+    writes: usize,
+    held: Vec<String>,
+}
+
 /// One side's objects of one resource type.
 #[derive(Default)]
 pub struct ObjectStore {
     inner: RwLock<Inner>,
+    in_flight: parking_lot::Mutex<std::collections::HashMap<String, InFlight>>,
     /// Whether the side spans logical clusters: keys then carry each object's cluster.
     clustered: bool,
     clusters: ClusterNames,
@@ -576,6 +586,52 @@ impl ObjectStore {
         Some((key, true))
     }
 
+    /// A write of `key` by this syncer is about to be sent: watch events of it that
+    /// arrive before [`ObjectStore::end_write`] are held back (see
+    /// [`ObjectStore::hold_for_write`]).
+    pub fn begin_write(&self, key: &ObjectRef) {
+        self.in_flight.lock().entry(encode(key)).or_default().writes += 1;
+    }
+
+    /// Whether the change of `key` to resourceVersion `rv` that a watch event just
+    /// brought is held back, because a write of `key` is in flight: its echo often
+    /// arrives before the write's answer, and only the answer tells an echo from
+    /// someone else's change.
+    pub fn hold_for_write(&self, key: &ObjectRef, rv: Option<&str>) -> bool {
+        let (Some(rv), mut in_flight) = (rv, self.in_flight.lock()) else {
+            return false;
+        };
+        match in_flight.get_mut(&encode(key)) {
+            Some(entry) => {
+                entry.held.push(rv.to_string());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A write of `key` got its answer, at resourceVersion `answered` (`None`: it
+    /// failed, or was given up). Returns whether a change held back meanwhile was not
+    /// that write's echo, so the object must be looked at again.
+    pub fn end_write(&self, key: &ObjectRef, answered: Option<&str>) -> bool {
+        let mut in_flight = self.in_flight.lock();
+        let encoded = encode(key);
+        let Some(entry) = in_flight.get_mut(&encoded) else {
+            return false;
+        };
+        entry.writes = entry.writes.saturating_sub(1);
+        if let Some(answered) = answered {
+            entry.held.retain(|rv| rv != answered);
+        }
+        if entry.writes > 0 {
+            // Another write's answer may still explain what is held.
+            return false;
+        }
+        let changed = !entry.held.is_empty();
+        in_flight.remove(&encoded);
+        changed
+    }
+
     /// Records an object this syncer just wrote, before its watch event arrives.
     /// `replaced` is the resourceVersion the write was based on (`None` for a create):
     /// if the store has moved on since (a newer change, or the write's own event, came
@@ -717,6 +773,37 @@ mod tests {
             name: "b".into(),
         };
         assert_eq!(store.get(&b).unwrap()["metadata"]["resourceVersion"], "9");
+    }
+
+    #[test]
+    fn an_echo_arriving_before_the_write_s_answer_queues_nothing() {
+        let store = ObjectStore::default();
+        let key = ObjectRef::of_meta(&cm("a").metadata).unwrap();
+        // The echo (version 7) comes before the answer, which says 7: nothing to do.
+        store.begin_write(&key);
+        assert!(store.hold_for_write(&key, Some("7")));
+        assert!(!store.end_write(&key, Some("7")));
+        // No write in flight: a change is not held.
+        assert!(!store.hold_for_write(&key, Some("8")));
+        // Someone else's change (9) after the write's echo (8): looked at again.
+        store.begin_write(&key);
+        assert!(store.hold_for_write(&key, Some("8")));
+        assert!(store.hold_for_write(&key, Some("9")));
+        assert!(store.end_write(&key, Some("8")));
+        // A failed write explains nothing it held.
+        store.begin_write(&key);
+        assert!(store.hold_for_write(&key, Some("10")));
+        assert!(store.end_write(&key, None));
+        // Two writes at once: the first answer leaves what the second may explain.
+        store.begin_write(&key);
+        store.begin_write(&key);
+        assert!(store.hold_for_write(&key, Some("12")));
+        assert!(!store.end_write(&key, Some("11")));
+        assert!(!store.end_write(&key, Some("12")));
+        assert!(
+            !store.hold_for_write(&key, Some("13")),
+            "nothing in flight any more"
+        );
     }
 
     fn cm(name: &str) -> RawObject {

@@ -176,6 +176,18 @@ pub trait Mapping: Send + Sync {
         Box::pin(async { None })
     }
 
+    /// Whether a last-known state of `source_key`'s copy is recorded (what
+    /// [`Mapping::last_known`] would find, without cloning it). By default, whether
+    /// `last_known` finds one.
+    fn has_last_known(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        let state = self.last_known(target, source_key);
+        Box::pin(async move { state.await.is_some() })
+    }
+
     /// Whether this profile keeps a last-known state of its copies (see
     /// [`Mapping::last_known`]). No by default.
     fn keeps_last_known(&self) -> bool {

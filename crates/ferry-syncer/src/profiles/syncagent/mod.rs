@@ -42,6 +42,7 @@ use ferry_api::well_known::{
 
 use crate::engine::events::{self, EventType};
 use crate::engine::{Engine, ObjectRef};
+use crate::metrics::RelatedPass;
 use crate::profile::{Mapping, Marks, Plan, Profile, ResourceType, Selection};
 use crate::selection::{
     Direction, DiscoveredResource, Resolution, ResourceId, ResourcePattern, Scope, Unresolved,
@@ -585,8 +586,9 @@ impl SyncAgent {
         let mut annotations = BTreeMap::new();
         let mut failure = None;
         let mut interests = vec![];
+        let mut missing = 0;
         for spec in &p.spec.related {
-            match related::sync(spec, &primaries, &sides, &mut interests).await {
+            match related::sync(spec, &primaries, &sides, &mut interests, &mut missing).await {
                 Ok(resolved) if spec.origin == "service" => {
                     annotations.extend(related::annotations(spec, &resolved));
                 }
@@ -613,6 +615,11 @@ impl SyncAgent {
                 failure.get_or_insert(format!("recording related objects on {key}: {e}"));
             }
         }
+        engine.metrics.related_pass(match (&failure, missing) {
+            (Some(_), _) => RelatedPass::Failed,
+            (None, 0) => RelatedPass::Synced,
+            (None, _) => RelatedPass::Waiting,
+        });
         match failure {
             None => {
                 if !self.related_errors.read().is_empty() {
@@ -1039,6 +1046,18 @@ impl Mapping for SyncAgent {
         };
         let name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
         Box::pin(async move { store.get(&name).await })
+    }
+
+    fn has_last_known(
+        &self,
+        target: &WatchTarget,
+        source_key: &ObjectRef,
+    ) -> futures::future::BoxFuture<'static, bool> {
+        let Some(store) = self.state.get().cloned() else {
+            return Box::pin(async { false });
+        };
+        let name = state::StateStore::secret_name(&target.id.group, &target.id.resource, source_key);
+        Box::pin(async move { store.has(&name).await })
     }
 
     fn remember(

@@ -395,12 +395,14 @@ fn kind_guess(resource: &str) -> String {
 }
 
 /// Finds the origin objects of `spec` for the primaries `p`; adds to `interests` where
-/// they are looked for (also those that do not exist yet).
+/// they are looked for (also those that do not exist yet), and to `missing` how many
+/// objects named by the primaries do not exist at their origin.
 pub async fn resolve(
     spec: &RelatedResourceSpec,
     p: &Primaries<'_>,
     s: &Sides,
     interests: &mut Vec<Interest>,
+    missing: &mut usize,
 ) -> Result<Vec<Resolved>, String> {
     let (origin_primary, dest_primary) = sides(spec, p);
     let ns = |o: &Value| {
@@ -532,7 +534,10 @@ pub async fn resolve(
                     .await
                 {
                     Ok(Some(o)) => serde_json::to_value(o).unwrap_or_default(),
-                    Ok(None) => continue,
+                    Ok(None) => {
+                        *missing += 1;
+                        continue;
+                    }
                     Err(e) => {
                         return Err(format!(
                             "reading {} {origin_ns}/{origin_name}: {e}",
@@ -613,15 +618,17 @@ fn up_to_date(desired: &Value, existing: &Value) -> bool {
     content && meta
 }
 
-/// Syncs the related objects of `spec` for the primaries `p`. Returns the
-/// destination objects written or up to date (for the primary's annotation).
+/// Syncs the related objects of `spec` for the primaries `p` (see [`resolve`] for
+/// `interests` and `missing`). Returns the destination objects written or up to date
+/// (for the primary's annotation).
 pub async fn sync(
     spec: &RelatedResourceSpec,
     p: &Primaries<'_>,
     s: &Sides,
     interests: &mut Vec<Interest>,
+    missing: &mut usize,
 ) -> Result<Vec<Resolved>, String> {
-    let resolved = resolve(spec, p, s, interests).await?;
+    let resolved = resolve(spec, p, s, interests, missing).await?;
     let dest_client = if is_service(spec) { &s.kcp } else { &s.service };
     for r in &resolved {
         let kind = r.origin["kind"].as_str().unwrap_or_default().to_string();
@@ -775,7 +782,7 @@ pub async fn clean_up(
             local: &local,
             cluster,
         };
-        for r in resolve(spec, &p, s, &mut vec![]).await? {
+        for r in resolve(spec, &p, s, &mut vec![], &mut 0).await? {
             let kind = r.origin["kind"].as_str().unwrap_or_default().to_string();
             targets.push((r.namespace, r.name, kind));
         }

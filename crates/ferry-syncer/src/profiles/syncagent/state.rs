@@ -84,6 +84,15 @@ impl StateStore {
         Some(state)
     }
 
+    /// Whether a state is recorded, without copying it out of the cache.
+    pub async fn has(&self, name: &str) -> bool {
+        self.listed.get_or_init(|| self.list_all()).await;
+        if self.cache.read().contains_key(name) {
+            return true;
+        }
+        self.get(name).await.is_some()
+    }
+
     /// Reads every state Secret into the cache (those written meanwhile win). A failed
     /// list leaves each state to be read on its own.
     async fn list_all(&self) {
