@@ -197,7 +197,7 @@ fn bench_sync_syncagent_figures_are_typed_and_sane() {
     let workers = count(&v, "/method/concurrency/syncer_workers");
     let in_flight = count(&v, "/method/concurrency/syncer_objects_in_flight");
     assert!(
-        workers > 0 && in_flight >= workers && in_flight % workers == 0,
+        workers > 0 && in_flight >= workers && in_flight.is_multiple_of(workers),
         "{v:#}"
     );
 
