@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
 use super::follow::Follower;
-use ferry_server::auth::defaults::{default_rbac_objects, made_in};
+use ferry_server::auth::defaults::{default_rbac_objects, is_default};
 use ferry_server::auth::rbac::{CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, RBAC_GROUP};
 use ferry_server::auth::service_account::{ObjectRef, TokenSpec};
 use ferry_server::controller::ControllerContext;
@@ -134,11 +134,14 @@ pub fn holds_default_rbac(info: &ResourceInfo) -> bool {
 /// `ferry_server::auth::defaults`: until then it is judged with them
 /// without holding them).
 pub fn default_rbac_made(ctx: &ControllerContext, cluster: &str) -> bool {
-    let list = |resource: &str| -> Vec<Value> {
-        let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), resource, None, None);
-        objects.into_iter().map(|(_, o)| o.value()).collect()
-    };
-    made_in(&list(CLUSTER_ROLES), &list(CLUSTER_ROLE_BINDINGS))
+    // Asked on every request for ClusterRoles or bindings: the stored labels
+    // answer it, no object is parsed.
+    [CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS]
+        .into_iter()
+        .any(|resource| {
+            let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), resource, None, None);
+            objects.iter().any(|(_, o)| is_default(&o.labels))
+        })
 }
 
 /// Store `cluster`'s default RBAC objects if it has none yet: a client is

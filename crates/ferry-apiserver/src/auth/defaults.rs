@@ -252,6 +252,12 @@ pub fn made_in(cluster_roles: &[Value], cluster_role_bindings: &[Value]) -> bool
     })
 }
 
+/// Whether stored labels are those of a default object (what [`made_in`]
+/// looks for, read without parsing the object).
+pub fn is_default(labels: &std::collections::BTreeMap<String, String>) -> bool {
+    labels.get(BOOTSTRAPPING.0).is_some_and(|v| v == BOOTSTRAPPING.1)
+}
+
 /// A workspace's ClusterRoles and ClusterRoleBindings as they are judged:
 /// with the defaults added, each unless one of its name is stored, while
 /// the defaults are not stored (see [`made_in`]).
