@@ -1638,3 +1638,64 @@ async fn object_changes_in_one_burst_all_arrive_and_leave_other_mailboxes_unwrit
     );
     assert_eq!(placed(&hub, &florin).await.len(), 4);
 }
+
+/// Workspaces that place nothing cost the placement translator nothing:
+/// making thirty of them and writing in each makes no translator pass,
+/// while a new Location (the twin) makes exactly one. Each pass is counted
+/// on the hub's `/metrics` once it is done.
+#[tokio::test(flavor = "multi_thread")]
+async fn workspaces_that_place_nothing_make_no_translator_pass() {
+    let hub = TestHub::start().await;
+    let imw = client(&hub, "root:imw1").await;
+    workspace(&hub, "imw1").await;
+    let passes = || async {
+        let scrape = common::scrape_metrics(&hub).await;
+        common::metric_sum(
+            &scrape,
+            "ferry_controller_events_total",
+            &[r#"name="PlacementTranslator""#],
+        )
+    };
+    let location = |name: &str| {
+        json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Location",
+               "metadata": {"name": name},
+               "spec": {"resource": {"group": "edge.kubestellar.io", "version": "v2alpha1", "resource": "synctargets"},
+                        "instanceSelector": {"matchLabels": {"id": name}}}})
+    };
+    // A pass that is done, so none is left over from the start.
+    let started = passes().await;
+    apply(&imw, location("first")).await;
+    let before = eventually(15, "the first Location's pass", || async {
+        let n = passes().await;
+        (n > started).then_some(n)
+    })
+    .await;
+    for i in 0..30 {
+        let name = format!("tenant{i}");
+        ferry_testkit::workspaces::ready_workspace(&hub, &name).await;
+        let tenant = client(&hub, &format!("root:{name}")).await;
+        let cms: Api<DynamicObject> = Api::namespaced_with(
+            tenant,
+            "default",
+            &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        );
+        let cm = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                                "metadata": {"name": "own"}, "data": {"i": i.to_string()}}))
+        .unwrap();
+        cms.create(&PostParams::default(), &cm)
+            .await
+            .unwrap_or_else(|e| panic!("a ConfigMap in {name}: {e}"));
+    }
+    let quiet = passes().await;
+    apply(&imw, location("second")).await;
+    let after = eventually(15, "the second Location's pass", || async {
+        let n = passes().await;
+        (n > quiet).then_some(n)
+    })
+    .await;
+    assert_eq!(
+        (quiet - before, after - before),
+        (0.0, 1.0),
+        "translator passes while 30 workspaces were made and written in, and in all with the second Location"
+    );
+}

@@ -11,17 +11,23 @@
 //! - an EdgePlacement's status written back ([`Change::Nothing`]);
 //! - anything else (a placement's spec, a Location, a SyncTarget's labels,
 //!   a Customizer, a CustomTransform, a Namespace, a CRD, a grant, a
-//!   workspace) and anything in a workspace the last full pass did not know
-//!   ([`Change::Everything`]): a full pass, as at start.
+//!   mailbox workspace, a workspace going) ([`Change::Everything`]): a full
+//!   pass, as at start;
+//! - anything else in a workspace the last full pass did not know as a WMW
+//!   or a mailbox ([`Change::Nothing`]): a pass reads nothing else there.
 
 use std::collections::{HashMap, HashSet};
 
 use ferry_api::edge::{PlacementSummary, SinglePlacementSlice};
 use ferry_server::kinds::edge::PLACED_BY_ANNOTATION;
-use ferry_server::storage::{EventType, ObjectKey, WatchEvent};
+use ferry_server::storage::{EventType, ObjectKey, StoredObject, WatchEvent};
 use serde_json::Value;
 
-use super::{EDGE_GROUP, EDGE_PLACEMENTS, LOCATIONS, NEVER_PLACED_GROUPS, RETURNED_LABEL, SYNC_TARGETS};
+use super::{
+    EDGE_GROUP, EDGE_PLACEMENTS, LOCATIONS, MAILBOX_PARENT, NEVER_PLACED_GROUPS, RETURNED_LABEL,
+    SYNC_TARGETS, SYNC_TARGET_UID_ANNOTATION,
+};
+use ferry_server::workspace::WORKSPACES;
 
 /// What a change calls for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +106,7 @@ pub fn classify(known: &Known, event: &WatchEvent, target_changed: bool) -> Chan
         return Change::Reported;
     }
     if !known.wmws.contains(&key.cluster) {
-        return Change::Everything;
+        return elsewhere(event);
     }
     if event.object.labels.contains_key(RETURNED_LABEL) {
         return Change::Reported;
@@ -129,6 +135,32 @@ pub fn classify(known: &Known, event: &WatchEvent, target_changed: bool) -> Chan
     }
 }
 
+/// A change in a workspace that is neither a WMW nor a mailbox. A pass reads
+/// nothing there but Locations and SyncTargets (judged above), the RBAC
+/// that grants placers `bind` on them, and the Workspaces that are mailboxes
+/// (under [`MAILBOX_PARENT`], annotated with their SyncTarget's uid); any
+/// other workspace matters only when it goes, taking its placements,
+/// Locations or targets with it. Everything else there — a tenant's own
+/// objects, a new workspace's Namespaces, ServiceAccounts and `kubernetes`
+/// Service — calls for nothing, so making workspaces and writing in them
+/// costs the translator no pass.
+fn elsewhere(event: &WatchEvent) -> Change {
+    let key = &event.key;
+    let group = key.resource.split('/').next().unwrap_or_default();
+    let holds = |o: &StoredObject, what: &str| memchr::memmem::find(&o.json, what.as_bytes()).is_some();
+    let going = event.kind == EventType::Deleted || holds(&event.object, "deletionTimestamp");
+    let mailbox = key.cluster == MAILBOX_PARENT
+        && std::iter::once(&event.object)
+            .chain(&event.previous)
+            .any(|o| holds(o, SYNC_TARGET_UID_ANNOTATION));
+    let matters = group == "rbac.authorization.k8s.io" || (key.resource == WORKSPACES && (going || mailbox));
+    if matters {
+        Change::Everything
+    } else {
+        Change::Nothing
+    }
+}
+
 /// Whether a modification leaves the object's copies as they were: the
 /// same content (all but status, server metadata and what copies leave
 /// out), and not newly being deleted.
@@ -149,7 +181,6 @@ fn copies_unchanged(event: &WatchEvent) -> bool {
 mod tests {
     use std::sync::Arc;
 
-    use ferry_server::storage::StoredObject;
     use serde_json::json;
 
     use super::*;
@@ -247,11 +278,71 @@ mod tests {
         let customizer = event("wmw", "edge.kubestellar.io/customizers", "c", json!({}));
         let transform = event("wmw", "control.kubestellar.io/customtransforms", "t", json!({}));
         let location = event("inv", LOCATIONS, "l", json!({}));
-        let elsewhere = event("other", "/configmaps", "c", json!({}));
-        for e in [spec, new, ns, customizer, transform, location, elsewhere] {
+        let grant = event(
+            "inv",
+            "rbac.authorization.k8s.io/clusterrolebindings",
+            "b",
+            json!({}),
+        );
+        let mailbox = event(
+            MAILBOX_PARENT,
+            WORKSPACES,
+            "mb",
+            json!({"metadata": {"name": "mb", "annotations": {SYNC_TARGET_UID_ANNOTATION: "u"}}}),
+        );
+        let mut gone = event("other", WORKSPACES, "w", json!({"metadata": {"name": "w"}}));
+        gone.kind = EventType::Deleted;
+        let going = event(
+            MAILBOX_PARENT,
+            WORKSPACES,
+            "w",
+            json!({"metadata": {"name": "w", "deletionTimestamp": "2026-11-28T00:00:00Z"}}),
+        );
+        for e in [
+            spec, new, ns, customizer, transform, location, grant, mailbox, gone, going,
+        ] {
             assert_eq!(classify(&k, &e, false), Change::Everything, "{}", e.key.resource);
         }
         let relabelled = event("inv", SYNC_TARGETS, "t", json!({}));
         assert_eq!(classify(&k, &relabelled, true), Change::Everything);
+    }
+
+    #[test]
+    fn workspaces_and_what_is_in_them_elsewhere_call_for_nothing() {
+        let k = known();
+        let tenant_object = event("other", "/configmaps", "c", json!({"metadata": {"name": "c"}}));
+        let new_namespace = event(
+            "other",
+            "/namespaces",
+            "default",
+            json!({"metadata": {"name": "default"}}),
+        );
+        let new_workspace = event(
+            MAILBOX_PARENT,
+            WORKSPACES,
+            "w",
+            json!({"metadata": {"name": "w"}}),
+        );
+        let nested = event("other", WORKSPACES, "w", json!({"metadata": {"name": "w"}}));
+        for e in [tenant_object, new_namespace, new_workspace, nested] {
+            assert_eq!(
+                classify(&k, &e, false),
+                Change::Nothing,
+                "{} in {}",
+                e.key.resource,
+                e.key.cluster
+            );
+        }
+        // A workspace that was a mailbox and no longer says so still counts.
+        let mut unmarked = event(
+            MAILBOX_PARENT,
+            WORKSPACES,
+            "mb",
+            json!({"metadata": {"name": "mb"}}),
+        );
+        unmarked.previous = Some(stored(
+            &json!({"metadata": {"name": "mb", "annotations": {SYNC_TARGET_UID_ANNOTATION: "u"}}}),
+        ));
+        assert_eq!(classify(&k, &unmarked, false), Change::Everything);
     }
 }
