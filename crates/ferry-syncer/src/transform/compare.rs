@@ -168,14 +168,18 @@ pub fn needs_update(desired: &Value, actual: &Value) -> bool {
         .iter()
         .filter(|(key, _)| !NOT_CONTENT.contains(&key.as_str()))
         .any(|(key, value)| !is_semantic_subset(value, actual.get(key).unwrap_or(&Value::Null)));
+    // Each wanted label and annotation, looked up in place: this runs for every
+    // object written, so neither map is copied.
     let metadata_differs = ["labels", "annotations"].iter().any(|key| {
-        let mut wanted = string_map(desired, key).cloned().unwrap_or_default();
-        for uncompared in UNCOMPARED_ANNOTATIONS {
-            wanted.remove(*uncompared);
-        }
-        let wanted = Value::Object(wanted);
-        let present = Value::Object(string_map(actual, key).cloned().unwrap_or_default());
-        !is_semantic_subset(&wanted, &present)
+        let present = string_map(actual, key);
+        string_map(desired, key)
+            .into_iter()
+            .flatten()
+            .filter(|(name, _)| !UNCOMPARED_ANNOTATIONS.contains(&name.as_str()))
+            .any(|(name, wanted)| match present.and_then(|p| p.get(name)) {
+                Some(value) => !is_semantic_subset(wanted, value),
+                None => !wanted.is_null(),
+            })
     });
     content_differs || metadata_differs
 }
