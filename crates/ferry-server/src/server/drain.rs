@@ -10,6 +10,18 @@
 //! within [`DRAIN_TIME`]): the stream stays open until the answer is out and
 //! then ends as it should. Over HTTP/1.1 it also keeps the connection
 //! reusable.
+//!
+//! Over HTTP/2 that is not enough. A client that sees an error answer's
+//! headers while it still sends may stop and end its stream short of the
+//! `content-length` it declared (curl: "HTTP error before end of send, stop
+//! sending"); the `h2` crate takes that for a malformed request and resets
+//! the stream with `PROTOCOL_ERROR`, dropping the answer's body if it is not
+//! out yet (curl then fails with `(92) … was not closed cleanly:
+//! PROTOCOL_ERROR`, about 1 in 200 answers under load). kube-apiserver's Go
+//! HTTP/2 server only fails the request body there, so its clients always
+//! get the answer. So an HTTP/2 answer waits until the request body has
+//! ended ([`BodyEnded`]), for at most [`ANSWER_WAIT`]: the client, which has
+//! no answer yet, sends to the end, and the answer then goes out whole.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -18,22 +30,45 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
+use tokio::sync::oneshot;
 
 /// How much of an unread body is read before giving up on it (the largest
 /// body the hub accepts, and a little more).
 pub const DRAIN_LIMIT: usize = crate::api::body::MAX_BODY + 1024 * 1024;
 /// How long an unread body is read before giving up on it.
 pub const DRAIN_TIME: Duration = Duration::from_secs(10);
+/// How long an HTTP/2 answer waits for the end of its request's body.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(2);
 
 /// A request body that, dropped before its end, is read to its end by a
 /// task of its own.
 pub struct DrainOnDrop {
     inner: Option<Incoming>,
+    /// Dropped once the body has ended (or reading it was given up).
+    ended: Option<oneshot::Sender<()>>,
+}
+
+/// Resolves once a [`DrainOnDrop`]'s body has ended, however it was read.
+pub struct BodyEnded(oneshot::Receiver<()>);
+
+impl BodyEnded {
+    /// Wait until the body has ended, for at most `limit`.
+    pub async fn wait(self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, self.0).await;
+    }
 }
 
 impl DrainOnDrop {
-    pub fn new(body: Incoming) -> Self {
-        DrainOnDrop { inner: Some(body) }
+    pub fn new(body: Incoming) -> (Self, BodyEnded) {
+        let (tx, rx) = oneshot::channel();
+        let ended = (!body.is_end_stream()).then_some(tx);
+        (
+            DrainOnDrop {
+                inner: Some(body),
+                ended,
+            },
+            BodyEnded(rx),
+        )
     }
 }
 
@@ -45,10 +80,14 @@ impl Body for DrainOnDrop {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match self.inner.as_mut() {
+        let polled = match self.inner.as_mut() {
             Some(body) => Pin::new(body).poll_frame(cx),
             None => Poll::Ready(None),
+        };
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.ended = None;
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -65,12 +104,16 @@ impl Body for DrainOnDrop {
 impl Drop for DrainOnDrop {
     fn drop(&mut self) {
         let Some(body) = self.inner.take() else { return };
+        let ended = self.ended.take();
         if body.is_end_stream() {
             return;
         }
         // Dropped inside hyper's connection task, so a runtime is there.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(drain(body, DRAIN_LIMIT, DRAIN_TIME));
+            runtime.spawn(async move {
+                drain(body, DRAIN_LIMIT, DRAIN_TIME).await;
+                drop(ended);
+            });
         }
     }
 }

@@ -587,7 +587,8 @@ async fn accept(
 /// stops, within `timeouts`: the first request's deadline is kept here, since
 /// hyper's protocol detection has none; hyper keeps the HTTP/1.1 idle one
 /// (its header timer also runs while a keep-alive connection waits). Every
-/// request body is read to its end even when no handler reads it, so an early
+/// request body is read to its end even when no handler reads it, and an
+/// HTTP/2 answer goes out once its request's body has ended, so an early
 /// answer is never cut off by a stream reset ([`drain`]).
 async fn serve_connection<I, S>(io: I, app: S, timeouts: HttpTimeouts, mut stop: watch::Receiver<bool>)
 where
@@ -600,11 +601,22 @@ where
 {
     let (first_request, first_seen) = tokio::sync::oneshot::channel::<()>();
     let first_request = Arc::new(parking_lot::Mutex::new(Some(first_request)));
-    let app = tower::ServiceExt::map_request(app, move |req: Request<hyper::body::Incoming>| {
+    let app = tower::service_fn(move |req: Request<hyper::body::Incoming>| {
         if let Some(tx) = first_request.lock().take() {
             let _ = tx.send(());
         }
-        req.map(|body| axum::body::Body::new(drain::DrainOnDrop::new(body)))
+        let http2 = req.version() == axum::http::Version::HTTP_2;
+        let (parts, body) = req.into_parts();
+        let (body, ended) = drain::DrainOnDrop::new(body);
+        let req = Request::from_parts(parts, axum::body::Body::new(body));
+        let answer = tower::ServiceExt::oneshot(app.clone(), req);
+        async move {
+            let response = answer.await?;
+            if http2 {
+                ended.wait(drain::ANSWER_WAIT).await;
+            }
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let service = TowerToHyperService::new(app);
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
