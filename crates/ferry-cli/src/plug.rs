@@ -1,8 +1,9 @@
 //! The `ferry` command line with the hub's built-in controllers plugged in:
 //! the commands live in `ferry-commands` and the controllers in
-//! `ferry-controllers`, neither depending on the other, so changing a
-//! controller recompiles only `ferry-controllers`, this small crate and the
-//! link. The binaries `ferry` and `kubectl-ferry` call [`main`]; the
+//! `ferry-controllers`, `ferry-kubestellar` and `ferry-tmc` (wired together
+//! by `ferry-hub`), the commands depending on none of them, so changing a
+//! controller recompiles only its crate, `ferry-hub`'s few lines, this small
+//! crate and the link. The binaries `ferry` and `kubectl-ferry` call [`main`]; the
 //! commands' modules are re-exported here under the paths they had when they
 //! lived in this crate (`ferry_cli::quickstart::simulate_kubelet`).
 
@@ -20,7 +21,7 @@ pub fn main(name: &'static str) -> std::process::ExitCode {
         name,
         Binary {
             version: VERSION,
-            controllers: Arc::new(ferry_controllers::BuiltInControllers),
+            controllers: Arc::new(ferry_hub::controllers::BuiltInControllers),
         },
     )
 }

@@ -21,12 +21,16 @@ const LAYERS: &[&[&str]] = &[
     // The hub's server (kcp tenancy, virtual workspaces, starting a hub);
     // the syncer agent.
     &["ferry-server", "ferry-syncer"],
-    // The built-in controllers: clients of the server through its hook. The
+    // The built-in controllers, clients of the server through its hook, one
+    // crate per profile: Kubernetes' and kcp's tenancy's, KubeStellar's. The
     // command line's commands, which start hubs with whatever controllers the
-    // binaries plug in: neither depends on the other, so a controller change
-    // does not recompile the commands.
-    &["ferry-controllers", "ferry-commands"],
-    // The hub: the server with its controllers, and what starts hubs in tests.
+    // binaries plug in: none depends on another, so a controller change
+    // does not recompile the commands, nor another profile's controllers.
+    &["ferry-controllers", "ferry-kubestellar", "ferry-commands"],
+    // kcp TMC's controllers, on KubeStellar's combined status.
+    &["ferry-tmc"],
+    // The hub: the server with the controllers of every profile wired in,
+    // and what starts hubs in tests.
     &["ferry-hub"],
     // The binaries: the commands with the controllers plugged in.
     &["ferry-cli"],
@@ -115,13 +119,84 @@ fn no_crate_depends_on_a_crate_of_its_own_or_a_higher_layer() {
     assert!(edges.contains(&("ferry-apiserver".into(), "ferry-apimachinery".into())));
     assert!(edges.contains(&("ferry-server".into(), "ferry-apiserver".into())));
     assert!(edges.contains(&("ferry-controllers".into(), "ferry-server".into())));
+    assert!(edges.contains(&("ferry-tmc".into(), "ferry-kubestellar".into())));
+}
+
+/// The workspace crates that recompile when `changed` does: those that
+/// depend on it through normal and build dependencies, directly or not.
+fn dependents(edges: &[(String, String)], changed: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut todo = vec![changed.to_string()];
+    while let Some(c) = todo.pop() {
+        for (from, to) in edges {
+            if *to == c && !found.contains(from) {
+                found.push(from.clone());
+                todo.push(from.clone());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_controller_change_recompiles_its_profile_the_wiring_and_the_binaries_only() {
+    // The edit path measured in book/src/reference/layout.md: a Kubernetes
+    // controller's change rebuilds neither KubeStellar's nor kcp TMC's
+    // controllers, nor the commands.
+    let (_, edges) = workspace_edges();
+    assert_eq!(
+        dependents(&edges, "ferry-controllers"),
+        ["ferry-cli", "ferry-hub", "ferry-testkit"],
+        "a crate above ferry-controllers depends on it: move what it needs into ferry-server"
+    );
+    assert_eq!(
+        dependents(&edges, "ferry-kubestellar"),
+        ["ferry-cli", "ferry-hub", "ferry-testkit", "ferry-tmc"]
+    );
+    assert_eq!(
+        dependents(&edges, "ferry-tmc"),
+        ["ferry-cli", "ferry-hub", "ferry-testkit"]
+    );
+    // The wiring is a few lines on the server and the three profiles.
+    let mut of_hub: Vec<&str> = edges
+        .iter()
+        .filter(|(from, _)| from == "ferry-hub")
+        .map(|(_, to)| to.as_str())
+        .collect();
+    of_hub.sort();
+    assert_eq!(
+        of_hub,
+        [
+            "ferry-controllers",
+            "ferry-kubestellar",
+            "ferry-server",
+            "ferry-tmc"
+        ]
+    );
+}
+
+#[test]
+fn dependents_are_found_through_every_path() {
+    let edge = |from: &str, to: &str| (from.to_string(), to.to_string());
+    let edges = [
+        edge("b", "a"),
+        edge("c", "b"),
+        edge("d", "a"),
+        edge("d", "c"),
+        edge("a", "z"),
+    ];
+    assert_eq!(dependents(&edges, "a"), ["b", "c", "d"]);
+    assert_eq!(dependents(&edges, "c"), ["d"]);
+    assert!(dependents(&edges, "d").is_empty());
 }
 
 #[test]
 fn the_binaries_crate_only_plugs_the_controllers_into_the_commands() {
     // Whatever ferry-cli depends on recompiles it; kept to these two, a
-    // controller change rebuilds ferry-controllers, ferry-cli's few lines and
-    // the link, and the commands stay as they were.
+    // controller change rebuilds its profile's crate, the wiring in
+    // ferry-hub, ferry-cli's few lines and the link, and the commands stay
+    // as they were.
     let (_, edges) = workspace_edges();
     let mut of_cli: Vec<&str> = edges
         .iter()
@@ -131,7 +206,7 @@ fn the_binaries_crate_only_plugs_the_controllers_into_the_commands() {
     of_cli.sort();
     assert_eq!(
         of_cli,
-        ["ferry-commands", "ferry-controllers"],
+        ["ferry-commands", "ferry-hub"],
         "ferry-cli plugs the controllers into the commands and nothing more: \
          put what it needs into ferry-commands (or a lower crate) instead"
     );
@@ -156,9 +231,11 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
             edge("ferry-hub", "ferry-dashboard"),
             edge("ferry-commands", "ferry-controllers"),
             edge("ferry-commands", "ferry-hub"),
+            edge("ferry-kubestellar", "ferry-controllers"),
+            edge("ferry-kubestellar", "ferry-tmc"),
         ],
     );
-    assert_eq!(problems.len(), 8, "{problems:#?}");
+    assert_eq!(problems.len(), 10, "{problems:#?}");
     assert!(problems[0].starts_with("ferry-storage depends on ferry-hub, which is not in a lower layer"));
     assert!(problems[1].starts_with("ferry-server depends on ferry-syncer"));
     assert!(problems[2].starts_with("ferry-server depends on ferry-controllers"));
@@ -170,6 +247,9 @@ fn an_upward_or_sideways_edge_is_named_with_the_fix() {
     );
     assert!(problems[6].starts_with("ferry-commands depends on ferry-controllers"));
     assert!(problems[7].starts_with("ferry-commands depends on ferry-hub"));
+    assert!(problems[8]
+        .starts_with("ferry-kubestellar depends on ferry-controllers, which is not in a lower layer"));
+    assert!(problems[9].starts_with("ferry-kubestellar depends on ferry-tmc"));
 }
 
 /// Where `source` (one Rust file) names the hub itself rather than the
@@ -209,13 +289,20 @@ fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn the_controllers_reach_the_hub_only_through_their_handle() {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ferry-controllers/src");
-    let files = rust_files(&src);
-    assert!(
-        files.len() > 20,
-        "the controllers' sources are read from {}",
-        src.display()
-    );
+    let mut files = Vec::new();
+    for profile in ["ferry-controllers", "ferry-kubestellar", "ferry-tmc"] {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(profile)
+            .join("src");
+        let found = rust_files(&src);
+        assert!(
+            found.len() >= 5,
+            "the controllers' sources are read from {}",
+            src.display()
+        );
+        files.extend(found);
+    }
     let mut problems = Vec::new();
     for file in files {
         let source = std::fs::read_to_string(&file).expect("a controller source is readable");

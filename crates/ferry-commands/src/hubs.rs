@@ -22,7 +22,7 @@ pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
     let controllers = CONTROLLERS.get().cloned().ok_or_else(|| {
         anyhow::anyhow!(
             "no controllers plugged in to start a hub with: run the commands through \
-             ferry_commands::main with the built-in controllers (ferry_controllers::BuiltInControllers)"
+             ferry_commands::main with the built-in controllers (ferry_hub::controllers::BuiltInControllers)"
         )
     })?;
     start_with(opts, controllers).await
@@ -42,7 +42,7 @@ mod tests {
         assert!(
             error
                 .to_string()
-                .contains("ferry_controllers::BuiltInControllers"),
+                .contains("ferry_hub::controllers::BuiltInControllers"),
             "{error}"
         );
     }

@@ -133,27 +133,3 @@ fn step<'a>(ctx: &'a ControllerContext, key: &'a ObjectKey) -> BoxFuture<'a, Res
         }
     })
 }
-
-/// Create one of Ferry's CRDs in `cluster` (a workspace made before its kind
-/// existed, or a mailbox on a hub without the ESPW): `Ok(true)` when created,
-/// `Ok(false)` when it was there already.
-pub async fn install(
-    ctx: &ControllerContext,
-    cluster: &str,
-    crd: &impl serde::Serialize,
-) -> Result<bool, ferry_server::status::ApiError> {
-    let crd = serde_json::to_value(crd).unwrap_or_default();
-    match ctx
-        .create(
-            cluster,
-            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
-            None,
-            crd,
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(e) if e.code == 409 => Ok(false),
-        Err(e) => Err(e),
-    }
-}

@@ -1,7 +1,12 @@
-//! Built-in controllers: what a fresh cluster has, workspaces, namespace
-//! termination, CRD clean-up, APIServices, token Secrets and CSR signing,
-//! mailboxes, garbage collection of `ownerReferences` dependents, kcp TMC
-//! placement and scheduling.
+//! The built-in controllers of what a Kubernetes cluster and kcp's tenancy
+//! have: what a fresh cluster has, workspaces and their logical clusters,
+//! namespace termination, CRD clean-up, APIServices, APIExports and
+//! APIBindings, token Secrets and CSR signing, the `kubernetes` Services and
+//! garbage collection of `ownerReferences` dependents. KubeStellar's
+//! controllers are the `ferry-kubestellar` crate's, kcp TMC's the
+//! `ferry-tmc` crate's; neither depends on this one, so changing a
+//! controller here recompiles this crate, the few lines that wire the three
+//! (`ferry-hub`) and the binaries, not theirs.
 //!
 //! They are clients of the object service ([`ferry_server::service`]), writing as
 //! the loopback user with their own field managers. Each follows the
@@ -9,35 +14,23 @@
 //! [`garbage_collector`]); [`BuiltIn`] is their first pass within a write,
 //! for effects the client sees on its next request.
 //!
-//! The server runs them through [`BuiltInControllers`] (its
-//! [`ferry_server::server::Controllers`] hook) and [`BuiltIn`] (its
-//! [`ferry_server::controller::WriteObserver`]); the `ferry-hub` crate plugs them
-//! in. Nothing below this crate depends on it.
+//! The server runs [`BuiltIn`] as its
+//! [`ferry_server::controller::WriteObserver`], and [`bootstrap`] and
+//! [`spawn`] through its [`ferry_server::server::Controllers`] hook, which
+//! the `ferry-hub` crate implements with the other profiles' controllers.
+//! Nothing below this crate depends on it.
 
 pub mod apis;
 pub mod apiservices;
-pub mod combined_status;
-pub mod compute;
 pub mod crds;
-pub mod edge_synctarget;
 pub mod finalizing;
-mod heartbeat;
+pub use ferry_server::controller::{info_for_storage_key, is_deleting, update_status};
 pub use ferry_server::follow;
 pub mod garbage_collector;
 pub mod kubernetes_service;
-mod label_index;
 pub mod logical_cluster;
-pub mod mailbox;
 pub mod namespaces;
-pub mod placement;
-#[cfg(test)]
-mod random_labels;
-pub mod scheduling;
 pub mod security;
-pub mod synctarget;
-pub mod upsync_role;
-
-use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
@@ -45,8 +38,7 @@ use tokio::task::JoinHandle;
 
 use ferry_server::controller::{logical_cluster_of, ControllerContext, WriteObserver, CRDS};
 use ferry_server::registry::ResourceInfo;
-use ferry_server::server::{Controllers, HubOptions};
-use ferry_server::storage::{ClusterScope, Expect, ObjectKey, StoredObject};
+use ferry_server::storage::{ClusterScope, Expect, ObjectKey};
 use ferry_server::workspace::{ROOT, WORKSPACES};
 
 /// The built-in controllers' part of a write: the first pass that makes a
@@ -142,66 +134,21 @@ impl WriteObserver for BuiltIn {
     }
 }
 
-/// The built-in controllers as the server runs them: what `ferry hub`'s
-/// options turn on (the compute workspace, the mailbox controller, the
-/// placement translator) and the SyncTarget heartbeat threshold.
-pub struct BuiltInControllers;
-
-impl Controllers for BuiltInControllers {
-    fn write_observer(&self) -> Arc<dyn WriteObserver> {
-        Arc::new(BuiltIn)
-    }
-
-    fn bootstrap<'a>(&'a self, ctx: &'a ControllerContext, opts: &'a HubOptions) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            bootstrap(ctx).await;
-            if opts.compute_workspace {
-                compute::ensure(ctx).await;
-            }
-        })
-    }
-
-    fn spawn(&self, ctx: &ControllerContext, opts: &HubOptions) -> Vec<JoinHandle<()>> {
-        let mut controllers = spawn(ctx, opts.mailbox_controller);
-        if opts.placement_translator {
-            controllers.push(placement::spawn(ctx.clone()));
-        }
-        let heartbeat = opts.sync_target_heartbeat_threshold;
-        controllers.push(edge_synctarget::spawn(ctx, heartbeat));
-        controllers.push(synctarget::spawn(ctx, heartbeat));
-        controllers
-    }
-}
-
 /// Start the controllers that follow the store's watch (namespace
 /// termination, CRD clean-up, APIServices, token Secrets and CSR signing,
-/// kcp TMC scheduling and its combined status, the `kubernetes` Services,
-/// the garbage collector, and the mailbox controller when `mailboxes`);
-/// they stop when `ctx`'s lease is lost. Await the handles to know they
-/// have stopped writing.
-pub fn spawn(ctx: &ControllerContext, mailboxes: bool) -> Vec<JoinHandle<()>> {
-    let mut running = vec![
+/// APIExports, the `kubernetes` Services, the garbage collector); they stop
+/// when `ctx`'s lease is lost. Await the handles to know they have stopped
+/// writing.
+pub fn spawn(ctx: &ControllerContext) -> Vec<JoinHandle<()>> {
+    vec![
         namespaces::spawn(ctx.clone()),
         crds::spawn(ctx.clone()),
         follow::spawn(ctx.clone(), apiservices::ApiServices),
         follow::spawn(ctx.clone(), security::SecurityControllers),
         follow::spawn(ctx.clone(), apis::ApiExports),
-        scheduling::spawn(ctx.clone()),
-        combined_status::tmc::spawn(ctx.clone()),
         follow::spawn(ctx.clone(), kubernetes_service::KubernetesService),
-        follow::spawn(ctx.clone(), upsync_role::UpsyncRoles),
-    ];
-    if mailboxes {
-        running.push(follow::spawn(ctx.clone(), mailbox::Mailboxes));
-    }
-    running.push(garbage_collector::spawn(ctx.clone()));
-    running
-}
-
-/// Whether the stored object is being deleted (parses only when it may be).
-pub fn is_deleting(obj: &StoredObject) -> bool {
-    memchr::memmem::find(&obj.json, b"deletionTimestamp").is_some()
-        && obj.value().pointer("/metadata/deletionTimestamp").is_some()
+        garbage_collector::spawn(ctx.clone()),
+    ]
 }
 
 /// Namespaces every logical cluster starts with.
@@ -368,49 +315,4 @@ pub async fn remove_custom_resources(ctx: &ControllerContext, cluster: &str, crd
             let _ = c.durable().await;
         }
     }
-}
-
-/// Update the status of the cluster-scoped object at `key`, of `resource`
-/// (group, version, plural), to `obj`'s, as `manager`. A conflict or a gone
-/// object is left to the write that caused it, whose event brings the
-/// object back to the controller; another refusal is logged, naming the
-/// object.
-pub async fn update_status(
-    ctx: &ControllerContext,
-    key: &ObjectKey,
-    resource: (&str, &str, &str),
-    manager: &str,
-    obj: Value,
-) {
-    let request = ctx.request(&key.cluster, resource, None, Some(&key.name), "update", manager);
-    let Ok(request) = request else { return };
-    match ferry_server::service::update(&request.on_subresource("status"), obj).await {
-        Ok(_) => {}
-        Err(e) if e.code == 409 || e.code == 404 => {}
-        Err(e) => {
-            let (group, _, plural) = resource;
-            tracing::warn!(
-                cluster = %key.cluster,
-                name = %key.name,
-                "writing the status of {plural}.{group} {} failed: {e}",
-                key.name
-            )
-        }
-    }
-}
-
-/// The resource stored under `storage_key` in `cluster`, at its storage
-/// version when it has several.
-pub fn info_for_storage_key(
-    ctx: &ControllerContext,
-    cluster: &str,
-    storage_key: &str,
-) -> Option<ResourceInfo> {
-    let served: Vec<ResourceInfo> = ctx
-        .served_resources(Some(cluster))
-        .into_iter()
-        .filter(|r| r.storage_key() == storage_key)
-        .collect();
-    let storage = served.iter().position(|r| r.storage_version).unwrap_or(0);
-    served.into_iter().nth(storage)
 }

@@ -8,5 +8,5 @@ pub use ferry_server::server::*;
 /// Start a hub with `opts` and the built-in controllers; returns once it is
 /// accepting connections.
 pub async fn start(opts: HubOptions) -> anyhow::Result<RunningHub> {
-    start_with(opts, Arc::new(ferry_controllers::BuiltInControllers)).await
+    start_with(opts, Arc::new(crate::controllers::BuiltInControllers)).await
 }

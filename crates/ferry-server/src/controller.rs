@@ -547,6 +547,84 @@ impl Lease {
     }
 }
 
+// What the controllers of every profile share (Kubernetes' own, KubeStellar's,
+// kcp TMC's), here so that none of their crates depends on another's.
+
+/// Whether the stored object is being deleted (parses only when it may be).
+pub fn is_deleting(obj: &StoredObject) -> bool {
+    memchr::memmem::find(&obj.json, b"deletionTimestamp").is_some()
+        && obj.value().pointer("/metadata/deletionTimestamp").is_some()
+}
+
+/// The resource stored under `storage_key` in `cluster`, at its storage
+/// version when it has several.
+pub fn info_for_storage_key(
+    ctx: &ControllerContext,
+    cluster: &str,
+    storage_key: &str,
+) -> Option<ResourceInfo> {
+    let served: Vec<ResourceInfo> = ctx
+        .served_resources(Some(cluster))
+        .into_iter()
+        .filter(|r| r.storage_key() == storage_key)
+        .collect();
+    let storage = served.iter().position(|r| r.storage_version).unwrap_or(0);
+    served.into_iter().nth(storage)
+}
+
+/// Update the status of the cluster-scoped object at `key`, of `resource`
+/// (group, version, plural), to `obj`'s, as `manager`. A conflict or a gone
+/// object is left to the write that caused it, whose event brings the
+/// object back to the controller; another refusal is logged, naming the
+/// object.
+pub async fn update_status(
+    ctx: &ControllerContext,
+    key: &ObjectKey,
+    resource: (&str, &str, &str),
+    manager: &str,
+    obj: Value,
+) {
+    let request = ctx.request(&key.cluster, resource, None, Some(&key.name), "update", manager);
+    let Ok(request) = request else { return };
+    match crate::service::update(&request.on_subresource("status"), obj).await {
+        Ok(_) => {}
+        Err(e) if e.code == 409 || e.code == 404 => {}
+        Err(e) => {
+            let (group, _, plural) = resource;
+            tracing::warn!(
+                cluster = %key.cluster,
+                name = %key.name,
+                "writing the status of {plural}.{group} {} failed: {e}",
+                key.name
+            )
+        }
+    }
+}
+
+/// Create one of Ferry's CRDs in `cluster` (a workspace made before its kind
+/// existed, or a mailbox on a hub without the ESPW): `Ok(true)` when created,
+/// `Ok(false)` when it was there already.
+pub async fn install_crd(
+    ctx: &ControllerContext,
+    cluster: &str,
+    crd: &impl serde::Serialize,
+) -> Result<bool, ApiError> {
+    let crd = serde_json::to_value(crd).unwrap_or_default();
+    match ctx
+        .create(
+            cluster,
+            ("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            None,
+            crd,
+        )
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

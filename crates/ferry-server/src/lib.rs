@@ -12,10 +12,12 @@
 //!   APIBindings serve ([`apis`]) and the virtual workspaces
 //!   ([`virtual_workspace`]).
 //! - [`server::start_with`] starts a hub with the controllers it is given
-//!   ([`server::Controllers`]); the `ferry-controllers` crate provides the
-//!   built-in ones and `ferry-hub` assembles the two. The server never
-//!   depends on a controller: what both need (the grant rules in
-//!   [`grants`], [`customize`] limits, the watch [`follow`]er) lives here,
+//!   ([`server::Controllers`]); the `ferry-controllers`, `ferry-kubestellar`
+//!   and `ferry-tmc` crates provide the built-in ones (Kubernetes' and kcp's
+//!   tenancy's, KubeStellar's, kcp TMC's) and `ferry-hub` assembles them
+//!   with the server. The server never depends on a controller: what they
+//!   need (the grant rules in [`grants`], [`customize`] limits, the watch
+//!   [`follow`]er, the helpers in [`controller`] every profile uses) lives here,
 //!   and the controllers reach the hub only through [`controller`]'s
 //!   narrow handle, [`controller::ControllerContext`].
 //! - The API server's modules are re-exported under the paths they had

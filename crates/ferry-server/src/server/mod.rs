@@ -297,7 +297,8 @@ pub fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
 
 /// The built-in controllers as the server runs them. The layer above the
 /// server provides them (the `ferry-hub` crate assembles the server with
-/// `ferry-controllers`), so the server never depends on a controller.
+/// `ferry-controllers`, `ferry-kubestellar` and `ferry-tmc`), so the server
+/// never depends on a controller.
 pub trait Controllers: Send + Sync + 'static {
     /// The controllers' part of a write ([`crate::controller::WriteObserver`]),
     /// installed before [`Controllers::bootstrap`].

@@ -959,7 +959,7 @@ async fn label_object(ctx: &ControllerContext, index: &SchedulingIndex, key: &Ob
     if patch_.is_empty() {
         return;
     }
-    let Some(info) = crate::info_for_storage_key(ctx, &key.cluster, &key.resource) else {
+    let Some(info) = ferry_server::controller::info_for_storage_key(ctx, &key.cluster, &key.resource) else {
         return;
     };
     patch(ctx, info, key, None, patch_.to_merge_patch(obj.rv)).await;

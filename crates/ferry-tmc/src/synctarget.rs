@@ -35,7 +35,7 @@ const MANAGER: &str = "synctarget-controller";
 /// What the controller keeps between changes.
 struct Shared {
     threshold: Duration,
-    deadlines: crate::heartbeat::Deadlines,
+    deadlines: ferry_kubestellar::heartbeat::Deadlines,
     /// Targets whose resources were judged but whose status write did
     /// not land: their next reconcile, even a heartbeat's, judges again.
     unjudged: Mutex<HashSet<ObjectKey>>,
@@ -503,5 +503,5 @@ async fn set_import_condition(ctx: &ControllerContext, key: &ObjectKey, conditio
         ferry_api::apiresource::VERSION,
         "apiresourceimports",
     );
-    crate::update_status(ctx, key, resource, MANAGER, import).await;
+    ferry_server::controller::update_status(ctx, key, resource, MANAGER, import).await;
 }

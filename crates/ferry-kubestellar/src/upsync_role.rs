@@ -154,7 +154,7 @@ pub fn upsync_rules<'a>(sets: impl IntoIterator<Item = &'a UpsyncSet>, served: &
     all
 }
 
-/// The controller as a watch follower (started by `controllers::spawn`).
+/// The controller as a watch follower (started by [`crate::spawn`]).
 pub struct UpsyncRoles;
 
 impl Follower for UpsyncRoles {

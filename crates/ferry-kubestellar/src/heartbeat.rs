@@ -10,26 +10,27 @@ use ferry_server::follow::Due;
 use ferry_server::storage::ObjectKey;
 use tokio::time::Instant;
 
+/// The deadlines of one SyncTarget controller's targets.
 #[derive(Default)]
-pub(crate) struct Deadlines {
+pub struct Deadlines {
     /// When each target's heartbeat turns stale, for those fresh now.
     at: parking_lot::Mutex<HashMap<ObjectKey, Instant>>,
 }
 
 impl Deadlines {
     /// `key`'s heartbeat turns stale at `at`.
-    pub(crate) fn set(&self, key: &ObjectKey, at: Instant) {
+    pub fn set(&self, key: &ObjectKey, at: Instant) {
         self.at.lock().insert(key.clone(), at);
     }
 
     /// `key` has no fresh heartbeat to watch (stale already, or gone).
-    pub(crate) fn clear(&self, key: &ObjectKey) {
+    pub fn clear(&self, key: &ObjectKey) {
         self.at.lock().remove(key);
     }
 
     /// Wait until the earliest deadline (never, without one); for
     /// [`ferry_server::follow::Follower::wait`].
-    pub(crate) async fn next(&self) -> Due {
+    pub async fn next(&self) -> Due {
         let next = self.at.lock().values().min().copied();
         match next {
             Some(at) => tokio::time::sleep_until(at).await,
@@ -39,7 +40,7 @@ impl Deadlines {
     }
 
     /// The targets whose deadline has passed, no longer watched.
-    pub(crate) fn take_due(&self) -> Vec<ObjectKey> {
+    pub fn take_due(&self) -> Vec<ObjectKey> {
         let now = Instant::now();
         let mut at = self.at.lock();
         let due: Vec<ObjectKey> = at

@@ -10,7 +10,8 @@
 //! Run by the placement translator at the end of each pass (so it follows
 //! the same watch, and a cluster's status change shows within the pass that
 //! copies it back), with what the pass resolved: [`PlacedObjects`]; for kcp
-//! TMC Placements, by its own controller ([`tmc`]). Only
+//! TMC Placements, by their own controller (the `ferry-tmc` crate's
+//! `combined_status`, on what this module exports). Only
 //! the placement's own copies are read — a mailbox copy that came from
 //! another workspace is never a row — and StatusCollectors are read from
 //! the placement's own workspace only. Each StatusCollector gets a `Valid`
@@ -20,7 +21,6 @@
 
 pub mod builtin;
 pub mod collect;
-pub mod tmc;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -31,15 +31,17 @@ use ferry_api::combined_status::{
 };
 use serde_json::{json, Value};
 
-use ferry_server::controller::ControllerContext;
+use ferry_server::controller::{info_for_storage_key, install_crd, ControllerContext};
 use ferry_server::service::{self, DeleteOptions, PatchType, Request};
 use ferry_server::status::ApiError;
 use ferry_server::storage::{ClusterScope, ObjectKey, StoredObject};
 
 /// Field manager of the writes.
 pub const MANAGER: &str = "ferry-combined-status";
-const STATUS_COLLECTORS: &str = "control.kubestellar.io/statuscollectors";
-const COMBINED_STATUSES: &str = "control.kubestellar.io/combinedstatuses";
+/// The storage key of StatusCollectors.
+pub const STATUS_COLLECTORS: &str = "control.kubestellar.io/statuscollectors";
+/// The storage key of CombinedStatuses.
+pub const COMBINED_STATUSES: &str = "control.kubestellar.io/combinedstatuses";
 
 /// Which kind of placement a CombinedStatus is for: each kind's writer keeps
 /// to its own.
@@ -47,13 +49,14 @@ const COMBINED_STATUSES: &str = "control.kubestellar.io/combinedstatuses";
 pub enum PlacementKind {
     /// KubeStellar's EdgePlacement (the placement translator).
     EdgePlacement,
-    /// kcp TMC's `scheduling.kcp.io` Placement ([`tmc`]).
+    /// kcp TMC's `scheduling.kcp.io` Placement (the `ferry-tmc` crate's
+    /// `combined_status`).
     Placement,
 }
 
 impl PlacementKind {
     /// Whether the stored CombinedStatus `obj` is one the hub wrote for this kind.
-    fn owns(self, obj: &StoredObject) -> bool {
+    pub fn owns(self, obj: &StoredObject) -> bool {
         let tmc = obj.labels.contains_key(TMC_PLACEMENT_LABEL);
         match self {
             PlacementKind::EdgePlacement => obj.labels.contains_key(BINDING_POLICY_LABEL) && !tmc,
@@ -107,7 +110,8 @@ pub struct Destination {
 }
 
 /// A StatusCollector of a WMW, compiled (or why it cannot be).
-type Collectors = HashMap<String, Result<collect::Collector, Vec<String>>>;
+/// A workspace's StatusCollectors by name, compiled or why they cannot be.
+pub type Collectors = HashMap<String, Result<collect::Collector, Vec<String>>>;
 
 /// Bring every CombinedStatus in `wmws` up to date with `placements`;
 /// true when something must be retried.
@@ -149,7 +153,7 @@ pub async fn write(ctx: &ControllerContext, placements: &[PlacedObjects], wmws: 
 /// The CombinedStatus of `o` under `p`: `(namespace, name, object)`, or
 /// `None` when there is nothing to combine (a cluster-scoped object, or no
 /// built-in summary and no StatusCollector).
-fn combined(
+pub fn combined(
     kind: PlacementKind,
     p: &PlacedObjects,
     o: &PlacedObject,
@@ -318,7 +322,7 @@ impl Budget {
 
 /// The StatusCollectors of `cluster`, compiled; each one's status says
 /// whether it can be used.
-async fn read_collectors(ctx: &ControllerContext, cluster: &str, retry: &mut bool) -> Collectors {
+pub async fn read_collectors(ctx: &ControllerContext, cluster: &str, retry: &mut bool) -> Collectors {
     let (objects, _) = ctx.list(&ClusterScope::One(cluster.into()), STATUS_COLLECTORS, None, None);
     let mut out = Collectors::new();
     for (key, obj) in objects {
@@ -377,7 +381,7 @@ fn collector_status(value: &Value, errors: &[String]) -> Value {
 }
 
 /// Make the CombinedStatuses of `cluster` that `owned` selects exactly `wanted`.
-async fn apply(
+pub async fn apply(
     ctx: &ControllerContext,
     cluster: &str,
     mut wanted: BTreeMap<(String, String), Value>,
@@ -431,9 +435,11 @@ async fn apply(
     retry
 }
 
-async fn install_crds(ctx: &ControllerContext, cluster: &str) {
+/// Install the StatusCollector and CombinedStatus CRDs in `cluster` (a
+/// workspace made before they existed).
+pub async fn install_crds(ctx: &ControllerContext, cluster: &str) {
     for crd in [StatusCollector::crd(), CombinedStatus::crd()] {
-        if let Err(e) = crate::crds::install(ctx, cluster, &crd).await {
+        if let Err(e) = install_crd(ctx, cluster, &crd).await {
             tracing::debug!(
                 cluster,
                 "installing the combined-status CRDs failed: {}",
@@ -444,7 +450,7 @@ async fn install_crds(ctx: &ControllerContext, cluster: &str) {
 }
 
 fn request(ctx: &ControllerContext, key: &ObjectKey, verb: &str) -> Result<Request, ApiError> {
-    let info = crate::info_for_storage_key(ctx, &key.cluster, &key.resource).ok_or_else(|| {
+    let info = info_for_storage_key(ctx, &key.cluster, &key.resource).ok_or_else(|| {
         ApiError::not_found_message(format!("{} is not served in {}", key.resource, key.cluster))
     })?;
     ctx.request_at(info, key, verb, MANAGER)
@@ -457,7 +463,7 @@ async fn write_object(
     create: bool,
 ) -> Result<(), ApiError> {
     if create {
-        let info = crate::info_for_storage_key(ctx, &key.cluster, &key.resource)
+        let info = info_for_storage_key(ctx, &key.cluster, &key.resource)
             .ok_or_else(|| ApiError::not_found_message(format!("{} is not served", key.resource)))?;
         let r = ctx.request(
             &key.cluster,

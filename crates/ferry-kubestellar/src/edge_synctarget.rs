@@ -170,5 +170,5 @@ async fn reconcile(ctx: &ControllerContext, shared: &Shared, key: &ObjectKey) {
     let mut updated = target;
     updated["status"] = desired.status;
     let resource = (ferry_api::edge::GROUP, ferry_api::edge::VERSION, "synctargets");
-    crate::update_status(ctx, key, resource, MANAGER, updated).await;
+    ferry_server::controller::update_status(ctx, key, resource, MANAGER, updated).await;
 }

@@ -28,7 +28,7 @@ pub const MAILBOX_PARENT: &str = ROOT;
 /// Annotations recording which SyncTarget a mailbox belongs to, and its name.
 pub use ferry_api::edge::mailbox::{mailbox_name, INVENTORY_CLUSTER_ANNOTATION, SYNC_TARGET_UID_ANNOTATION};
 
-/// The controller as a watch follower (started by `controllers::spawn`).
+/// The controller as a watch follower (started by [`crate::spawn`]).
 pub struct Mailboxes;
 
 impl Follower for Mailboxes {
@@ -187,7 +187,7 @@ async fn install_edge_api(ctx: &ControllerContext, cluster: &str) {
 /// Ferry's CRDs inside a mailbox, for a hub without the ESPW.
 async fn install_crds(ctx: &ControllerContext, cluster: &str) {
     for crd in ferry_api::all_crds() {
-        if let Err(e) = crate::crds::install(ctx, cluster, &crd).await {
+        if let Err(e) = ferry_server::controller::install_crd(ctx, cluster, &crd).await {
             tracing::warn!(
                 cluster,
                 crd = crd.metadata.name.as_deref().unwrap_or_default(),

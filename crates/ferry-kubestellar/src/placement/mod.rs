@@ -42,7 +42,7 @@
 //! - **Reported state**: `kubestellar.io/executing-count` on each selected
 //!   WMW object (the number of mailboxes holding its copy whose syncer
 //!   acknowledged it: its SyncTarget Ready and `the-one` read at its current
-//!   generation, `crate::synctarget::edge::pending`); with
+//!   generation, `ferry_server::synctarget::edge::pending`); with
 //!   `wantSingletonReportedState` and exactly one destination, that copy's
 //!   status is written to the WMW object, and cleared again when the
 //!   object stops going to that one destination ([`reported`]); objects the syncer upsynced into
@@ -1050,7 +1050,7 @@ async fn create(
 }
 
 fn info_in(ctx: &ControllerContext, cluster: &str, storage_key: &str) -> Result<ResourceInfo, ApiError> {
-    super::info_for_storage_key(ctx, cluster, storage_key)
+    ferry_server::controller::info_for_storage_key(ctx, cluster, storage_key)
         .ok_or_else(|| ApiError::not_found_message(format!("{storage_key} is not served in {cluster}")))
 }
 
@@ -1190,7 +1190,10 @@ async fn ensure_customizer_kind(ctx: &ControllerContext, p: &Placement) -> bool 
 /// Install one of Ferry's CRDs in a WMW made before its kind existed;
 /// whether it was created.
 async fn install_crd(ctx: &ControllerContext, cluster: &str, crd: impl serde::Serialize) -> bool {
-    matches!(crate::crds::install(ctx, cluster, &crd).await, Ok(true))
+    matches!(
+        ferry_server::controller::install_crd(ctx, cluster, &crd).await,
+        Ok(true)
+    )
 }
 
 /// Whether namespace `ns` of mailbox `cluster` holds objects the
@@ -2046,7 +2049,7 @@ async fn write_summaries(
                     None => (synced, digest),
                 };
                 // In the mailbox is not on the cluster: the syncer must have
-                // acknowledged it (`crate::synctarget::edge::pending`).
+                // acknowledged it (`ferry_server::synctarget::edge::pending`).
                 let (synced, digest) = match mailbox_cluster
                     .filter(|_| synced)
                     .and_then(|mb| pending(ctx, &mb, &d.cluster, &d.sync_target_name))

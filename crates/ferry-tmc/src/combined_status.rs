@@ -53,13 +53,13 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::{
+use crate::follow::{self, Due, Follower, Passes};
+use crate::scheduling::{placement, BLOCKED_NAMESPACES, PLACEMENTS, SYNC_TARGETS};
+use ferry_kubestellar::combined_status::{
     apply, combined, install_crds, read_collectors, Destination, PlacedObject, PlacedObjects, PlacementKind,
     COMBINED_STATUSES, STATUS_COLLECTORS,
 };
-use crate::follow::{self, Due, Follower, Passes};
-use crate::scheduling::{placement, BLOCKED_NAMESPACES, PLACEMENTS, SYNC_TARGETS};
-use ferry_server::controller::ControllerContext;
+use ferry_server::controller::{is_deleting, ControllerContext};
 use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 
 /// Changes arriving within this long are handled by one pass.
@@ -375,7 +375,7 @@ impl State {
         let (placements, _) = ctx.list(&ClusterScope::One(ws.into()), PLACEMENTS, None, None);
         let placements: Vec<_> = placements
             .iter()
-            .filter(|(_, p)| !crate::is_deleting(p))
+            .filter(|(_, p)| !is_deleting(p))
             .map(|(_, p)| placement::compiled(p))
             .collect();
         let served = ctx
@@ -390,7 +390,7 @@ impl State {
             Some(keys) => keys
                 .iter()
                 .filter_map(|k| Some((k.clone(), ctx.get(k)?)))
-                .filter(|(_, o)| !crate::is_deleting(o))
+                .filter(|(_, o)| !is_deleting(o))
                 .collect(),
             None if placements.is_empty() => Vec::new(),
             None => placed_objects(ctx, ws),
@@ -416,7 +416,7 @@ impl State {
             let Some(ns_labels) = ns_labels else {
                 continue;
             };
-            let Some(info) = crate::info_for_storage_key(ctx, ws, &key.resource) else {
+            let Some(info) = ferry_server::controller::info_for_storage_key(ctx, ws, &key.resource) else {
                 continue;
             };
             if !info.status_subresource {
@@ -504,7 +504,7 @@ fn placed_objects(ctx: &ControllerContext, ws: &str) -> Vec<(ObjectKey, std::syn
         out.extend(
             objects
                 .into_iter()
-                .filter(|(k, o)| !k.namespace.is_empty() && !crate::is_deleting(o)),
+                .filter(|(k, o)| !k.namespace.is_empty() && !is_deleting(o)),
         );
     }
     out
