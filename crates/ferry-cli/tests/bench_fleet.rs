@@ -53,6 +53,21 @@ fn fleet(profile: &str) {
         assert!(number(&v, ptr) >= 0.0, "{ptr} in {v:#}");
     }
     assert_eq!(count(&v, "/syncers/cpu_seconds/n"), 2);
+    // The hub's requests while measured: at least the bench's own creates of its
+    // ConfigMaps, one per object and round.
+    assert!(
+        number(&v, "/hub_requests/configmap_patches_refused") >= 0.0,
+        "{v:#}"
+    );
+    let created = v["hub_requests"]["by_kind_per_object"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["verb"] == "POST" && r["resource"] == "configmaps" && r["code"] == "201");
+    assert!(
+        created.is_some_and(|r| r["requests"].as_f64() >= Some(10.0)),
+        "{v:#}"
+    );
     assert_eq!(
         v.pointer("/machine/loadavg_before")
             .and_then(|l| l.as_array())

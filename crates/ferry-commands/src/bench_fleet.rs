@@ -17,7 +17,8 @@
 //!    mailbox workspace; kcp TMC: the workload's own workspace);
 //! 3. convergence: one ConfigMap changed upstream → the change in every cluster;
 //!
-//! and at the end, the hub's and each syncer's RSS and CPU (from /proc).
+//! and at the end, the hub's and each syncer's RSS and CPU (from /proc), and the requests the hub
+//! answered while measured (from its `/metrics`), with the ConfigMap patches it refused.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -36,6 +37,7 @@ use serde_json::{json, Value};
 
 use crate::ar;
 use crate::bench_cmd::BenchHub;
+use crate::bench_requests::Requests;
 use crate::bench_stats::{cpu_seconds, round3, rss_mib, Rounds, Summary};
 use crate::bench_sync::{at_rate, idle, latencies, readyz, track, Seen, Tracker};
 use crate::syncer_cmd::ProfileName;
@@ -68,6 +70,10 @@ pub struct FleetBenchArgs {
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The `ferry` executable that runs the hub, the stand-in clusters and the syncers
+    /// (default: this one), to measure another build with the same bench.
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
 }
 
 impl FleetBenchArgs {
@@ -180,22 +186,25 @@ fn cluster_name(i: usize) -> String {
 
 /// A stand-in cluster's hub: a distinct cluster (its own service and node-port ranges),
 /// without the hub-side controllers a workload cluster does not run.
-async fn cluster_hub(name: &str) -> anyhow::Result<BenchHub> {
+async fn cluster_hub(exe: Option<&std::path::Path>, name: &str) -> anyhow::Result<BenchHub> {
     let ranges = ferry_server::strategy::core::service::ServiceRanges::distinct(
         crate::quickstart::stand_in_index(name),
     );
     let (ip, prefix) = ranges.cluster_ip;
     let cidr = format!("{ip}/{prefix}");
     let ports = format!("{}-{}", ranges.node_ports.start(), ranges.node_ports.end());
-    BenchHub::start(&[
-        "--disable-mailbox-controller",
-        "--disable-placement-translator",
-        "--disable-compute-workspace",
-        "--service-cluster-ip-range",
-        &cidr,
-        "--service-node-port-range",
-        &ports,
-    ])
+    BenchHub::start_with(
+        exe,
+        &[
+            "--disable-mailbox-controller",
+            "--disable-placement-translator",
+            "--disable-compute-workspace",
+            "--service-cluster-ip-range",
+            &cidr,
+            "--service-node-port-range",
+            &ports,
+        ],
+    )
     .await
     .with_context(|| format!("starting the stand-in cluster {name}"))
 }
@@ -203,6 +212,7 @@ async fn cluster_hub(name: &str) -> anyhow::Result<BenchHub> {
 /// Starts the syncer of the manifest applied to `cluster` (Deployment `namespace/id`)
 /// as its pod would run, as a `ferry` process.
 async fn start_syncer(
+    exe: Option<&std::path::Path>,
     name: String,
     cluster: BenchHub,
     namespace: &str,
@@ -216,7 +226,11 @@ async fn start_syncer(
             .await?;
     let metrics = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     let log = cluster.data_dir.path().join("syncer.log");
-    let syncer = tokio::process::Command::new(std::env::current_exe()?)
+    let exe = match exe {
+        Some(exe) => exe.to_path_buf(),
+        None => std::env::current_exe()?,
+    };
+    let syncer = tokio::process::Command::new(exe)
         .args(&pod.args)
         .arg(format!("--metrics-address={metrics}"))
         .env("NAMESPACE", &pod.namespace)
@@ -260,7 +274,7 @@ where
 /// inventory workspace (labelled `fleet=bench`), `syncer-gen` against each mailbox, and
 /// one EdgePlacement selecting every Location.
 async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::Result<Fleet> {
-    let hub = BenchHub::start(&[]).await?;
+    let hub = BenchHub::start_with(args.binary.as_deref(), &[]).await?;
     let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
     let at = |ws: &str| ferry_server::kubeconfig::at_workspace(&config, ws);
     let init = crate::kubestellar_cmd::init(&config).await?;
@@ -272,7 +286,7 @@ async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> a
         let (root, imw_config, imw_cluster, at) = (&root, &imw_config, &imw_cluster, &at);
         async move {
             let name = cluster_name(i);
-            let cluster = cluster_hub(&name).await?;
+            let cluster = cluster_hub(args.binary.as_deref(), &name).await?;
             let labels = BTreeMap::from([
                 ("fleet".to_string(), "bench".to_string()),
                 ("name".to_string(), name.clone()),
@@ -291,6 +305,7 @@ async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> a
             let mailbox_client = kube::Client::try_from(mailbox_config)?;
             progress(&format!("{name}: registered; starting its syncer"));
             start_syncer(
+                args.binary.as_deref(),
                 name,
                 cluster,
                 &reg.syncer_id,
@@ -335,7 +350,7 @@ async fn setup_kubestellar(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> a
 /// compute`, each selecting the namespaces labelled `bench.ferry.dev/to` `all` or its
 /// cluster.
 async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::Result<Fleet> {
-    let hub = BenchHub::start(&[]).await?;
+    let hub = BenchHub::start_with(args.binary.as_deref(), &[]).await?;
     let config = crate::kubeconfig::load(Some(&hub.process.kubeconfig), None).await?;
     let at = |ws: &str| ferry_server::kubeconfig::at_workspace(&config, ws);
     let root = kube::Client::try_from(at("root")?)?;
@@ -347,7 +362,7 @@ async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::R
         let (org_config, org) = (&org_config, &org);
         async move {
             let name = cluster_name(i);
-            let cluster = cluster_hub(&name).await?;
+            let cluster = cluster_hub(args.binary.as_deref(), &name).await?;
             let sync_args = crate::workload_cmd::SyncArgs {
                 labels: vec![format!("{TMC_TO}={name}")],
                 timeout: Duration::from_secs(60),
@@ -365,7 +380,7 @@ async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::R
             });
             crate::quickstart::apply_object(org, &location).await?;
             progress(&format!("{name}: registered; starting its syncer"));
-            start_syncer(name, cluster, &reg.syncer_id, &reg.syncer_id, None).await
+            start_syncer(args.binary.as_deref(), name, cluster, &reg.syncer_id, &reg.syncer_id, None).await
         }
     })
     .await?;
@@ -683,6 +698,7 @@ async fn measure(
         .iter()
         .map(|m| cpu_seconds(m.pid))
         .collect::<anyhow::Result<_>>()?;
+    let hub_requests_before = hub_requests(fleet).await?;
     let measured_from = Instant::now();
     let n = fleet.members.len();
     let up_cms: Api<ConfigMap> = Api::namespaced(fleet.workload.clone(), NS);
@@ -797,6 +813,7 @@ async fn measure(
     }
     let elapsed = measured_from.elapsed().as_secs_f64();
     let hub_cpu = cpu_seconds(hub_pid)? - hub_cpu_before;
+    let hub_requests = hub_requests(fleet).await?.since(&hub_requests_before);
     let mut syncer_rss = vec![];
     let mut syncer_cpu = vec![];
     let mut cluster_rss = vec![];
@@ -834,10 +851,37 @@ async fn measure(
             "cpu_seconds_total": round3(syncer_cpu.iter().sum()),
         },
         "cluster_hubs": { "rss_mib": Summary::of("stand-in cluster RSS", cluster_rss)? },
+        "hub_requests": {
+            "configmap_patches_refused": refused_patches(&hub_requests, "configmaps"),
+            "by_kind_per_object": hub_requests.per_object(args.objects * rounds),
+        },
         "measured_secs": round3(elapsed),
         "rounds": rounds,
         "targets": { "copy_p99_ms_at_most": 1000.0, "syncer_rss_mib_at_most": 40.0 },
     }))
+}
+
+/// The hub's request counters (its `/metrics`).
+async fn hub_requests(fleet: &Fleet) -> anyhow::Result<Requests> {
+    let hub = &fleet.hub.process;
+    let text = crate::bench_requests::scrape(&hub.kubeconfig, &hub.url)
+        .await
+        .context("reading the hub's /metrics")?;
+    Ok(Requests::parse("hub", &text))
+}
+
+/// PATCHes of `resource` the hub refused as conflicts (409) or failed tests of a JSON
+/// patch (422): in this bench, syncers' finalizer patches that lost a race and are
+/// sent again (the bench itself creates and replaces its ConfigMaps).
+fn refused_patches(requests: &Requests, resource: &str) -> f64 {
+    requests
+        .counts
+        .iter()
+        .filter(|(k, _)| {
+            k.verb == "PATCH" && k.resource == resource && matches!(k.code.as_str(), "409" | "422")
+        })
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// Waits until `seen` has `key`; when it was first seen.
@@ -869,6 +913,7 @@ fn method(args: &FleetBenchArgs, clusters: usize) -> Value {
             "syncers": "one `ferry syncer` child process per cluster, started from its applied manifest as its pod would be",
             "measuring_watches": "this process: per cluster one kube-rs watch of the copies; status watched upstream",
         },
+        "binary": args.binary.as_ref().map(|p| p.display().to_string()),
         "profile": if args.tmc() { "tmc" } else { "kubestellar" },
         "placement": if args.tmc() {
             "a Location per SyncTarget and a Placement per Location (kcp schedules one target per Placement), \
@@ -936,6 +981,10 @@ fn print_table(args: &FleetBenchArgs, report: &Value) {
         report["hub"]["rss_mib_idle"],
         report["hub"]["rss_mib_after"],
         report["hub"]["cpu_percent_of_one_core"]
+    );
+    println!(
+        "  refused ConfigMap patches   {} (conflicts and failed tests at the hub)",
+        report["hub_requests"]["configmap_patches_refused"]
     );
     println!("  set-up                      {} s", report["setup_secs"]);
 }

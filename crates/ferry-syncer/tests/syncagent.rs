@@ -2599,3 +2599,78 @@ async fn objects_into_a_new_namespace_make_it_once_and_no_copy_is_refused_for_it
         "no copy is sent before its namespace exists"
     );
 }
+
+/// A consumer's object that already has a finalizer of someone else's, of a kind an
+/// APIExport serves (a custom resource, which takes no strategic merge patch: 415 on
+/// kube-apiserver and kcp, and on the hub): the agent's cleanup finalizer goes on
+/// beside it, and once the object is deleted and its copy gone, only the agent's
+/// comes off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_with_another_finalizer_gets_the_cleanup_finalizer_beside_it_and_keeps_it() {
+    const KEEP: &str = "example.com/keep";
+    let stage = Stage::bound().await;
+    let mut db = database("kept-db");
+    db["metadata"]["finalizers"] = json!([KEEP]);
+    let made = stage.c1.create(&remote_databases(), db).await;
+    let refused = stage
+        .c1
+        .api(&remote_databases(), Some("default"))
+        .patch(
+            "kept-db",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(json!({ "metadata": { "labels": { "a": "b" } } })),
+        )
+        .await
+        .expect_err("a strategic merge patch of a custom resource");
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 415),
+        "{refused}"
+    );
+    let finalizers = |o: &Value| -> Vec<String> {
+        o["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f.as_str().map(String::from))
+            .collect()
+    };
+    let held = wait_for(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "kept-db",
+        "the cleanup finalizer",
+        |o| finalizers(o).iter().any(|f| f == SYNCAGENT_CLEANUP_FINALIZER),
+    )
+    .await;
+    assert_eq!(finalizers(&held), [KEEP, SYNCAGENT_CLEANUP_FINALIZER]);
+    let (cluster, local_name) = (cluster_of(&made), default_name("default", "kept-db"));
+    stage
+        .service
+        .when(&local_databases(), &cluster, &local_name, "the copy", |_| true)
+        .await;
+    stage
+        .c1
+        .delete(&remote_databases(), Some("default"), "kept-db")
+        .await;
+    wait_gone(
+        &stage.service,
+        &local_databases(),
+        Some(&cluster),
+        &local_name,
+        "the copy of the deleted object",
+    )
+    .await;
+    let released = wait_for(
+        &stage.c1,
+        &remote_databases(),
+        Some("default"),
+        "kept-db",
+        "the source released",
+        |o| !finalizers(o).iter().any(|f| f == SYNCAGENT_CLEANUP_FINALIZER),
+    )
+    .await;
+    assert_eq!(finalizers(&released), [KEEP]);
+    assert!(!released["metadata"]["deletionTimestamp"].is_null());
+    stage.agent.stop().await;
+}

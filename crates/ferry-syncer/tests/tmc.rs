@@ -1709,16 +1709,9 @@ async fn another_target(t: &Tmc, name: &str) -> (Cluster, TestHub, RunningSyncer
     (Cluster::of(&pcluster, None).await, pcluster, syncer, key)
 }
 
-/// Three SyncTargets sync one Deployment (three Placements select its
-/// namespace, each on a Location of one target: kcp's Placements are
-/// any-cast). Each syncer returns its cluster's status into its own
-/// `experimental.status.workload.kcp.io/<key>` annotation rather than the
-/// object's status, which none of them overwrites, and the hub combines the
-/// three into the Deployment's CombinedStatus.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn several_sync_targets_each_return_status_into_their_own_annotation_and_it_is_combined() {
-    let t = Tmc::start().await;
-    let east = t.syncer().await;
+/// SyncTarget `east` (already running) labelled `target=east`, as
+/// [`another_target`] labels the others.
+async fn label_east(t: &Tmc) {
     t.org
         .merge(
             &sync_targets(),
@@ -1727,11 +1720,15 @@ async fn several_sync_targets_each_return_status_into_their_own_annotation_and_i
             json!({ "metadata": { "labels": { "target": "east" } } }),
         )
         .await;
-    let west = another_target(&t, "west").await;
-    let north = another_target(&t, "north").await;
+}
+
+/// Namespace `fleet` in `root:app`, scheduled onto each SyncTarget of `names`: a
+/// Location of that target alone and a Placement of it, both selecting it (kcp's
+/// Placements are any-cast, so one per target).
+async fn fleet_namespace_on_each(t: &Tmc, names: &[&str]) {
     let scheduling = |kind: &str, plural: &str| ar("scheduling.kcp.io", "v1alpha1", kind, plural);
     let synctargets = json!({ "group": "workload.kcp.io", "version": "v1alpha1", "resource": "synctargets" });
-    for name in ["east", "west", "north"] {
+    for name in names {
         t.org
             .create(
                 &scheduling("Location", "locations"),
@@ -1755,6 +1752,22 @@ async fn several_sync_targets_each_return_status_into_their_own_annotation_and_i
     let mut ns = namespace("fleet");
     ns["metadata"]["labels"] = json!({ "fleet": "yes" });
     t.app.create(&namespaces(), ns).await;
+}
+
+/// Three SyncTargets sync one Deployment (three Placements select its
+/// namespace, each on a Location of one target: kcp's Placements are
+/// any-cast). Each syncer returns its cluster's status into its own
+/// `experimental.status.workload.kcp.io/<key>` annotation rather than the
+/// object's status, which none of them overwrites, and the hub combines the
+/// three into the Deployment's CombinedStatus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_sync_targets_each_return_status_into_their_own_annotation_and_it_is_combined() {
+    let t = Tmc::start().await;
+    let east = t.syncer().await;
+    label_east(&t).await;
+    let west = another_target(&t, "west").await;
+    let north = another_target(&t, "north").await;
+    fleet_namespace_on_each(&t, &["east", "west", "north"]).await;
     t.app
         .create(&deployments(), deployment("fleet", "web", json!({})))
         .await;
@@ -1914,4 +1927,164 @@ async fn the_syncer_reports_its_version_on_its_own_sync_target_and_cannot_on_ano
     );
     let west = t.org.get(&sync_targets(), None, "west").await.unwrap();
     assert!(west["status"]["syncerVersion"].is_null(), "west: {west}");
+}
+
+/// PATCHes of ConfigMaps the hub refused as conflicts (409) or failed JSON-patch
+/// tests (422), from its `/metrics`: finalizer patches that lost a race.
+async fn refused_configmap_patches(hub: &TestHub) -> u64 {
+    let metrics = ferry_testkit::clients::scrape_metrics(hub).await;
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("verb=\"PATCH\"")
+                && l.contains("resource=\"configmaps\",subresource=\"\"")
+                && (l.contains("code=\"409\"") || l.contains("code=\"422\""))
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// `obj`'s finalizers.
+fn finalizers(obj: &Value) -> Vec<&str> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// A finalizer someone other than the syncers put on an object.
+const KEEP: &str = "example.com/keep";
+
+/// Four clusters' syncers hold the same ConfigMaps, all made at once: each puts its
+/// own finalizer on each exactly once, beside one someone else put there first, and
+/// where that list already exists no syncer's patch is refused (each appends to it;
+/// a write of the whole list pinned to the version read, as kcp's syncer updates the
+/// object, let one syncer through per round and refused the others). Where no list
+/// exists yet, the first syncer's patch makes it and each other syncer loses at most
+/// once. Deleted, each object keeps the finalizer that is not a syncer's: each
+/// syncer takes out only its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_syncers_hold_each_object_with_their_own_finalizer_without_refusing_each_other() {
+    const OBJECTS: usize = 12;
+    let t = Tmc::start().await;
+    let east = t.syncer().await;
+    label_east(&t).await;
+    let others = [
+        another_target(&t, "west").await,
+        another_target(&t, "north").await,
+        another_target(&t, "south").await,
+    ];
+    fleet_namespace_on_each(&t, &["east", "west", "north", "south"]).await;
+    let keys: Vec<&String> = std::iter::once(&t.key)
+        .chain(others.iter().map(|o| &o.3))
+        .collect();
+    let syncers: Vec<String> = keys.iter().map(|k| workload_syncer_finalizer(k)).collect();
+    wait_for(
+        &t.app,
+        &namespaces(),
+        None,
+        "fleet",
+        "the namespace on every target",
+        |ns| {
+            keys.iter()
+                .all(|k| ns["metadata"]["labels"][workload_state_label(k)] == "Sync")
+        },
+    )
+    .await;
+
+    // Made at once, with a finalizer of someone else's ("held-") or none ("bare-").
+    let app = &t.app;
+    let make_all = |prefix: &'static str, list: Option<Value>| {
+        futures::future::join_all((0..OBJECTS).map(move |i| {
+            let mut cm = configmap("fleet", &format!("{prefix}-{i}"), json!({ "k": "v" }));
+            if let Some(list) = &list {
+                cm["metadata"]["finalizers"] = list.clone();
+            }
+            async move { app.create(&configmaps(), cm).await }
+        }))
+    };
+    let held_by_all = |prefix: &'static str, with_keep: bool| {
+        let syncers = &syncers;
+        async move {
+            for i in 0..OBJECTS {
+                let name = format!("{prefix}-{i}");
+                let cm = app
+                    .when(&configmaps(), "fleet", &name, "every syncer's finalizer", |cm| {
+                        syncers.iter().all(|f| finalizers(cm).contains(&f.as_str()))
+                    })
+                    .await;
+                let list = finalizers(&cm);
+                for f in syncers
+                    .iter()
+                    .map(String::as_str)
+                    .chain(with_keep.then_some(KEEP))
+                {
+                    let times = list.iter().filter(|x| **x == f).count();
+                    assert_eq!(times, 1, "{f} on {name} {times} times: {list:?}");
+                }
+                assert_eq!(
+                    list.len(),
+                    syncers.len() + usize::from(with_keep),
+                    "{name}: {list:?}"
+                );
+            }
+        }
+    };
+
+    let before = refused_configmap_patches(&t.kcp).await;
+    make_all("held", Some(json!([KEEP]))).await;
+    held_by_all("held", true).await;
+    let refused = refused_configmap_patches(&t.kcp).await - before;
+    assert_eq!(
+        refused, 0,
+        "{refused} finalizer patches refused on {OBJECTS} objects that had a list to append to"
+    );
+
+    let before = refused_configmap_patches(&t.kcp).await;
+    make_all("bare", None).await;
+    held_by_all("bare", false).await;
+    let refused = refused_configmap_patches(&t.kcp).await - before;
+    let at_most = OBJECTS * (syncers.len() - 1);
+    assert!(
+        refused as usize <= at_most,
+        "{refused} finalizer patches refused on {OBJECTS} objects without a list (at most {at_most}: one per syncer but the first)"
+    );
+
+    // Deleted: every syncer lets go, and only its own finalizer goes.
+    for i in 0..OBJECTS {
+        for prefix in ["held", "bare"] {
+            t.app
+                .delete(&configmaps(), Some("fleet"), &format!("{prefix}-{i}"))
+                .await;
+        }
+    }
+    for i in 0..OBJECTS {
+        let held = t
+            .app
+            .when(
+                &configmaps(),
+                "fleet",
+                &format!("held-{i}"),
+                "released by every syncer",
+                |cm| !syncers.iter().any(|f| finalizers(cm).contains(&f.as_str())),
+            )
+            .await;
+        assert_eq!(finalizers(&held), [KEEP], "held-{i}");
+        assert!(!held["metadata"]["deletionTimestamp"].is_null());
+        t.app
+            .gone(
+                &configmaps(),
+                "fleet",
+                &format!("bare-{i}"),
+                "a deleted object no syncer holds",
+            )
+            .await;
+    }
+    east.stop().await;
+    for (_, _, syncer, _) in others {
+        syncer.stop().await;
+    }
 }

@@ -6,6 +6,7 @@
 
 pub mod drifts;
 pub mod events;
+mod finalizer_patch;
 pub mod flow;
 pub mod orphans;
 pub mod problems;

@@ -9,6 +9,7 @@ use ferry_api::drift::MAX_DRIFT_FIELDS;
 use ferry_api::well_known::DESIRED_HASH_ANNOTATION;
 
 use super::events::{self, EventType};
+use super::finalizer_patch;
 use super::flow::Flow;
 use super::problems::{permission_message, Problem, ProblemKey};
 use super::raw::RawObject;
@@ -116,6 +117,18 @@ fn code_of(e: &kube::Error) -> Option<u16> {
         kube::Error::Api(status) => Some(status.code),
         _ => None,
     }
+}
+
+/// How often [`Writer::change_finalizer`] sends a patch that keeps losing races: more
+/// than any object's writers but a few.
+const FINALIZER_ATTEMPTS: u32 = 16;
+
+/// A patch of an upstream object's finalizers.
+enum FinalizerPatch {
+    /// RFC 6902 (`application/json-patch+json`).
+    Json(Value),
+    /// RFC 7386 (`application/merge-patch+json`), conditional on a `resourceVersion`.
+    Merge(Value),
 }
 
 /// Requests against one side for one flow, rate-limited, with errors that name the object.
@@ -270,6 +283,78 @@ impl Writer<'_> {
         let api = self.api();
         let got = self.send("get", "get", None, api.get(&self.object.name)).await?;
         Ok(got.to_value())
+    }
+
+    /// A JSON patch (RFC 6902) of this object based on its version `replaced`, recorded
+    /// in the store as [`Writer::write`] does.
+    async fn json_patch_recorded(
+        &self,
+        patch: &Value,
+        replaced: Option<&str>,
+    ) -> Result<RawObject, SyncError> {
+        let url = format!(
+            "{}/{}?fieldManager={FIELD_MANAGER}",
+            self.api().resource_url(),
+            self.object.name
+        );
+        let request = http::Request::patch(url)
+            .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+            .body(patch.to_string().into_bytes());
+        let client = self.client();
+        let sent = async move {
+            client
+                .request::<RawObject>(request.map_err(kube::Error::HttpError)?)
+                .await
+        };
+        self.write("update", "patch", None, replaced, sent).await
+    }
+
+    /// Changes this syncer's finalizer on this upstream object, read as `read`, with
+    /// the patch `change` makes of the object as last read (`None`: nothing left to
+    /// change), without losing a race to the other clusters' syncers changing theirs
+    /// (see [`finalizer_patch`]): a patch refused because the object changed since it
+    /// was read (409, or 422 for a failed `test`) reads it again and is made anew.
+    /// A refusal on an object that did not change stands, as does one after
+    /// [`FINALIZER_ATTEMPTS`].
+    ///
+    /// Returns the object as written, or `None` if nothing was: nothing left to change,
+    /// or the object read is gone (deleted, or deleted and made again, which a patch
+    /// made for the old one never touches); its watch event brings its key back.
+    async fn change_finalizer(
+        &self,
+        read: &Value,
+        change: impl Fn(&Value) -> Option<FinalizerPatch>,
+    ) -> Result<Option<RawObject>, SyncError> {
+        let mut fresh = None;
+        for attempt in 1.. {
+            let current = fresh.as_ref().unwrap_or(read);
+            let written = match change(current) {
+                None => return Ok(None),
+                Some(FinalizerPatch::Json(patch)) => {
+                    self.json_patch_recorded(&patch, based_on(current)).await
+                }
+                Some(FinalizerPatch::Merge(patch)) => {
+                    self.merge_patch_recorded(&patch, based_on(current)).await
+                }
+            };
+            let refused = match written {
+                Err(e) if matches!(e.code(), Some(409 | 422)) && attempt < FINALIZER_ATTEMPTS => e,
+                Err(e) if e.code() == Some(404) => return Ok(None),
+                other => return other.map(Some),
+            };
+            let again = match self.get().await {
+                Err(e) if e.code() == Some(404) => return Ok(None),
+                other => other?,
+            };
+            if uid_of(&again) != uid_of(read) {
+                return Ok(None);
+            }
+            if based_on(&again) == based_on(current) {
+                return Err(refused);
+            }
+            fresh = Some(again);
+        }
+        unreachable!("the loop returns by its last attempt")
     }
 
     async fn replace(&self, obj: &Value) -> Result<RawObject, SyncError> {
@@ -656,6 +741,10 @@ fn finalizers_of(obj: &Value) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+fn uid_of(obj: &Value) -> Option<&str> {
+    obj.pointer("/metadata/uid").and_then(Value::as_str)
+}
+
 fn has_finalizer(obj: &Value, finalizer: &str) -> bool {
     finalizers_of(obj).iter().any(|f| f.as_str() == Some(finalizer))
 }
@@ -711,8 +800,12 @@ fn held_with(engine: &Engine, raw: &Value) -> Option<String> {
 }
 
 /// Removes this syncer's finalizer (and the profile's other marks of responsibility)
-/// from the upstream source `raw` (key `source_key`), if it carries it; the patch is
-/// based on `raw`'s resourceVersion, so a newer source is a conflict and a retry.
+/// from the upstream source `raw` (key `source_key`), if it carries it. While the
+/// source stays, the patch is based on `raw`'s resourceVersion, so a newer source
+/// (scheduled here again, say) is a conflict and a retry. A source being deleted is
+/// scheduled nowhere again, and every cluster's syncer lets go of it at once: there
+/// only this syncer's marks are taken out, by a JSON patch that races no other syncer
+/// ([`finalizer_patch::remove`]).
 async fn release_source_now(
     engine: &Engine,
     flow: &Flow,
@@ -723,20 +816,39 @@ async fn release_source_now(
     let Some(finalizer) = held_with(engine, raw) else {
         return Ok(());
     };
-    let remaining: Vec<Value> = finalizers_of(raw)
-        .into_iter()
-        .filter(|f| f.as_str() != Some(finalizer.as_str()))
-        .collect();
-    let mut patch = marks.release_source_patch(remaining);
-    patch["metadata"]["resourceVersion"] = based_on(raw).map(Value::from).unwrap_or(Value::Null);
+    let pinned = |read: &Value| {
+        let remaining: Vec<Value> = finalizers_of(read)
+            .into_iter()
+            .filter(|f| f.as_str() != Some(finalizer.as_str()))
+            .collect();
+        let mut patch = marks.release_source_patch(remaining);
+        patch["metadata"]["resourceVersion"] = based_on(read).map(Value::from).unwrap_or(Value::Null);
+        patch
+    };
     let up = Writer {
         engine,
         flow,
         side: Side::Upstream,
         object: source_key,
     };
-    match up.merge_patch(&patch).await {
-        Ok(_) => {
+    let released = if is_deleting(raw) {
+        up.change_finalizer(raw, |read| {
+            if !has_finalizer(read, &finalizer) {
+                return None;
+            }
+            let release = marks.release_source_patch(vec![]);
+            Some(match finalizer_patch::remove(read, &finalizer, &release) {
+                Some(patch) => FinalizerPatch::Json(patch),
+                None => FinalizerPatch::Merge(pinned(read)),
+            })
+        })
+        .await
+        .map(drop)
+    } else {
+        up.merge_patch(&pinned(raw)).await.map(drop)
+    };
+    match released {
+        Ok(()) => {
             tracing::debug!(object = %source_key, "released the source; this cluster no longer holds it");
             Ok(())
         }
@@ -959,15 +1071,31 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
                 side: Side::Upstream,
                 object: source_key,
             };
-            let mut finalizers = finalizers_of(&source);
-            finalizers.push(Value::String(finalizer));
-            let patch = serde_json::json!({ "metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": based_on(&source),
-            } });
-            // Held as the source now, so its watch event is an echo, not a change
-            // that reconciles the object a second time.
-            let patched = up.merge_patch_recorded(&patch, based_on(&source)).await?;
+            let added = up
+                .change_finalizer(&source, |read| {
+                    if has_finalizer(read, &finalizer) {
+                        return None;
+                    }
+                    Some(match finalizer_patch::append(read, &finalizer) {
+                        Some(patch) => FinalizerPatch::Json(patch),
+                        None => {
+                            let mut finalizers = finalizers_of(read);
+                            finalizers.push(Value::String(finalizer.clone()));
+                            FinalizerPatch::Merge(serde_json::json!({ "metadata": {
+                                "finalizers": finalizers,
+                                "resourceVersion": based_on(read),
+                            } }))
+                        }
+                    })
+                })
+                .await?;
+            // Held as the source now (recorded in the store), so its watch event is an
+            // echo, not a change that reconciles the object a second time. Nothing
+            // written: the object changed under this reconcile, and its watch event
+            // brings the key back.
+            let Some(patched) = added else {
+                return Ok(());
+            };
             std::sync::Arc::new(patched.to_value())
         }
         _ => source,
