@@ -1648,13 +1648,16 @@ async fn workspaces_that_place_nothing_make_no_translator_pass() {
     let hub = TestHub::start().await;
     let imw = client(&hub, "root:imw1").await;
     workspace(&hub, "imw1").await;
-    let passes = || async {
-        let scrape = common::scrape_metrics(&hub).await;
-        common::metric_sum(
-            &scrape,
-            "ferry_controller_events_total",
-            &[r#"name="PlacementTranslator""#],
-        )
+    // The translator's passes once one more than `floor` is done.
+    let pass_after = |floor: f64, what: &'static str| {
+        let hub = &hub;
+        async move {
+            eventually(15, what, || async {
+                let n = translator_passes(hub).await;
+                (n > floor).then_some(n)
+            })
+            .await
+        }
     };
     let location = |name: &str| {
         json!({"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "Location",
@@ -1663,13 +1666,9 @@ async fn workspaces_that_place_nothing_make_no_translator_pass() {
                         "instanceSelector": {"matchLabels": {"id": name}}}})
     };
     // A pass that is done, so none is left over from the start.
-    let started = passes().await;
+    let started = translator_passes(&hub).await;
     apply(&imw, location("first")).await;
-    let before = eventually(15, "the first Location's pass", || async {
-        let n = passes().await;
-        (n > started).then_some(n)
-    })
-    .await;
+    let before = pass_after(started, "the first Location's pass").await;
     for i in 0..30 {
         let name = format!("tenant{i}");
         ferry_testkit::workspaces::ready_workspace(&hub, &name).await;
@@ -1686,16 +1685,22 @@ async fn workspaces_that_place_nothing_make_no_translator_pass() {
             .await
             .unwrap_or_else(|e| panic!("a ConfigMap in {name}: {e}"));
     }
-    let quiet = passes().await;
+    let quiet = translator_passes(&hub).await;
     apply(&imw, location("second")).await;
-    let after = eventually(15, "the second Location's pass", || async {
-        let n = passes().await;
-        (n > quiet).then_some(n)
-    })
-    .await;
+    let after = pass_after(quiet, "the second Location's pass").await;
     assert_eq!(
         (quiet - before, after - before),
         (0.0, 1.0),
         "translator passes while 30 workspaces were made and written in, and in all with the second Location"
     );
+}
+
+/// The placement translator's passes so far, from the hub's `/metrics`.
+async fn translator_passes(hub: &TestHub) -> f64 {
+    let scrape = common::scrape_metrics(hub).await;
+    common::metric_sum(
+        &scrape,
+        "ferry_controller_events_total",
+        &[r#"name="PlacementTranslator""#],
+    )
 }
