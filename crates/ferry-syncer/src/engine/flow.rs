@@ -58,6 +58,11 @@ pub struct Flow {
     pub sources: ObjectStore,
     /// This syncer's copies on the destination side.
     pub copies: ObjectStore,
+    /// Sources (by uid) this syncer appended its finalizer to whose store entry has
+    /// not shown it yet: the store may still hold a version from before that append
+    /// (another syncer's append, arriving between the patch and its answer), which
+    /// must not make the syncer append its finalizer a second time.
+    pub appended: Mutex<std::collections::HashSet<String>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -95,6 +100,7 @@ impl Flow {
             status_subresource,
             sources,
             copies,
+            appended: Mutex::default(),
             tasks: Mutex::new(vec![]),
         })
     }

@@ -1064,13 +1064,37 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
     // The source carries this syncer's finalizer before its copy exists, so that its
     // deletion waits for the copy's.
     let source = match (direction, marks.finalizer(), key.source()) {
-        (Direction::Downsync, Some(finalizer), Some(source_key)) if !has_finalizer(&source, &finalizer) => {
+        (Direction::Downsync, Some(finalizer), Some(_)) if has_finalizer(&source, &finalizer) => {
+            if let Some(uid) = uid_of(&source) {
+                if !flow.appended.lock().is_empty() {
+                    flow.appended.lock().remove(uid);
+                }
+            }
+            source
+        }
+        (Direction::Downsync, Some(finalizer), Some(source_key)) => {
             let up = Writer {
                 engine,
                 flow,
                 side: Side::Upstream,
                 object: source_key,
             };
+            let uid = uid_of(&source).map(str::to_string);
+            // Appended before, but the store does not show it yet: read the object
+            // rather than append a second time.
+            let appended_before = uid.as_ref().is_some_and(|u| flow.appended.lock().contains(u));
+            if appended_before {
+                let read = match up.get().await {
+                    Err(e) if e.code() == Some(404) => return Ok(()),
+                    other => other?,
+                };
+                if uid_of(&read) == uid.as_deref() && has_finalizer(&read, &finalizer) {
+                    if let Some(u) = &uid {
+                        flow.appended.lock().remove(u);
+                    }
+                    return Ok(());
+                }
+            }
             let added = up
                 .change_finalizer(&source, |read| {
                     if has_finalizer(read, &finalizer) {
@@ -1096,6 +1120,9 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
             let Some(patched) = added else {
                 return Ok(());
             };
+            if let Some(u) = uid {
+                flow.appended.lock().insert(u);
+            }
             std::sync::Arc::new(patched.to_value())
         }
         _ => source,
