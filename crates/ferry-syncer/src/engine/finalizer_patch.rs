@@ -25,7 +25,10 @@
 //!   taking out one before it), the test fails (422) and the syncer reads again.
 //!
 //! Nothing else in the list is written, so another's finalizer can be neither lost nor
-//! duplicated. Through kcp's own syncer virtual workspace a syncer sees only its own
+//! duplicated. The syncer's own is not appended twice either: its store may still show
+//! a version from before its append (another syncer's append that arrived while its
+//! patch was on the way), so until the store shows the finalizer the flow remembers the
+//! append (`Flow::appended`) and reads the object before appending again. Through kcp's own syncer virtual workspace a syncer sees only its own
 //! finalizer, so it always finds the list absent there and takes the merge patch; the
 //! JSON patch is what a view showing every finalizer (Ferry's hub) gets.
 
