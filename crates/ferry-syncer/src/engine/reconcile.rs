@@ -1066,8 +1066,9 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
     let source = match (direction, marks.finalizer(), key.source()) {
         (Direction::Downsync, Some(finalizer), Some(_)) if has_finalizer(&source, &finalizer) => {
             if let Some(uid) = uid_of(&source) {
-                if !flow.appended.lock().is_empty() {
-                    flow.appended.lock().remove(uid);
+                let mut appended = flow.appended.lock();
+                if !appended.is_empty() {
+                    appended.remove(uid);
                 }
             }
             source
