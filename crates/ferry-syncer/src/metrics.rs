@@ -58,6 +58,7 @@ pub struct Metrics {
     errors: Family<ResourceLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
     drift_corrections: Family<DriftLabels, Counter>,
+    skipped_changes: Family<DriftLabels, Counter>,
     duration: Family<DirectionLabels, Histogram>,
     heartbeats: Counter,
     connection: Family<SideLabels, Gauge>,
@@ -121,6 +122,7 @@ impl Metrics {
         let errors = Family::<ResourceLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
         let drift_corrections = Family::<DriftLabels, Counter>::default();
+        let skipped_changes = Family::<DriftLabels, Counter>::default();
         let duration = Family::<DirectionLabels, Histogram>::new_with_constructor(|| {
             Histogram::new([
                 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -156,6 +158,11 @@ impl Metrics {
             drift_corrections.clone(),
         );
         registry.register(
+            "syncer_source_changes_skipped",
+            "Changes to a source that no copy shows (nothing but other controllers' finalizers or the resourceVersion changed), taken without a reconcile, by resource",
+            skipped_changes.clone(),
+        );
+        registry.register(
             "syncer_heartbeat",
             "Heartbeats written upstream",
             heartbeats.clone(),
@@ -179,6 +186,7 @@ impl Metrics {
             errors,
             refusals,
             drift_corrections,
+            skipped_changes,
             duration,
             heartbeats,
             connection,
@@ -201,6 +209,16 @@ impl Metrics {
     /// A copy of `resource` changed in the cluster was restored.
     pub fn drift_corrected(&self, resource: &str) {
         self.drift_corrections
+            .get_or_create(&DriftLabels {
+                resource: resource.into(),
+            })
+            .inc();
+    }
+
+    /// A change to a source of `resource` taken without a reconcile (see
+    /// [`crate::engine::raw::only_others_finalizers_differ`]).
+    pub fn change_skipped(&self, resource: &str) {
+        self.skipped_changes
             .get_or_create(&DriftLabels {
                 resource: resource.into(),
             })

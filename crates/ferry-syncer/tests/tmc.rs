@@ -1370,6 +1370,88 @@ fn a_syncer_follows_its_virtual_workspace_to_a_hub_restarted_on_another_port() {
     });
 }
 
+/// kcp's syncers each append their own finalizer to every object they sync, so on a
+/// fleet each append reaches every other syncer watching the object. Another
+/// controller's finalizer coming or going changes nothing a copy shows: the syncer
+/// records it without reconciling the object. Its own finalizer removed, or the
+/// object's data changed, it does reconcile (the finalizer is put back, the copy
+/// follows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_controllers_finalizer_on_an_object_is_no_work_for_the_syncer() {
+    let t = Tmc::start().await;
+    let syncer = t.syncer().await;
+    let kcp_ns = t.demo_copy("held").await;
+    t.scheduled_configmap("demo", "marker").await;
+    t.copy(&configmaps(), &kcp_ns, "marker", "the marker's copy")
+        .await;
+    let own = t.finalizer();
+    let held = t
+        .app
+        .when(&configmaps(), "demo", "held", "the syncer's finalizer", |c| {
+            has_finalizer(c, &own)
+        })
+        .await;
+    let skipped = || changes_skipped(&syncer.metrics_text(), "v1/configmaps");
+    // The marker's copy following a change made after held's shows that the syncer's
+    // watch is past held's change (one watch, in order).
+    let mut marks = 0;
+    let mut marker_followed = async || {
+        marks += 1;
+        let data = json!({ "data": { "mark": marks.to_string() } });
+        t.app.merge(&configmaps(), Some("demo"), "marker", data).await;
+        let want = marks.to_string();
+        t.down
+            .when(&configmaps(), &kcp_ns, "marker", "the marker's change", |c| {
+                c["data"]["mark"] == want.as_str()
+            })
+            .await;
+    };
+    let with = |finalizers: &[&str]| json!({ "metadata": { "finalizers": finalizers } });
+    let cms = configmaps();
+    let merge_held = |patch: Value| t.app.merge(&cms, Some("demo"), "held", patch);
+
+    marker_followed().await;
+    let before = skipped();
+    let mut finalizers: Vec<&str> = held["metadata"]["finalizers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    finalizers.push("example.com/keep");
+    merge_held(with(&finalizers)).await;
+    finalizers.retain(|f| *f != "example.com/keep");
+    merge_held(with(&finalizers)).await;
+    marker_followed().await;
+    assert_eq!(
+        skipped(),
+        before + 2,
+        "another controller's finalizer added, then removed: two changes taken without a reconcile"
+    );
+
+    // Its own finalizer taken away: a change, and the finalizer is put back.
+    merge_held(with(&["example.com/keep"])).await;
+    t.app
+        .when(
+            &configmaps(),
+            "demo",
+            "held",
+            "the syncer's finalizer back",
+            |c| has_finalizer(c, &own) && has_finalizer(c, "example.com/keep"),
+        )
+        .await;
+    // The data changed: the copy follows.
+    merge_held(json!({ "data": { "k": "changed" } })).await;
+    t.down
+        .when(&configmaps(), &kcp_ns, "held", "the change in the copy", |c| {
+            c["data"]["k"] == "changed"
+        })
+        .await;
+    marker_followed().await;
+    assert_eq!(skipped(), before + 2, "neither is skipped");
+    syncer.stop().await;
+}
+
 /// A copy the physical cluster refuses shows on the SyncTarget (where kcp users
 /// look) in one line with the cluster's own message, naming the object by its
 /// workspace, namespace and name, and as a `CopyRefused` Event on the object in

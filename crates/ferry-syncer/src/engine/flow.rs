@@ -245,6 +245,12 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         Role::Copies => flow.copy_key(mapping, object),
     };
     let id = flow.resource_id(side);
+    let resource = flow.resource_name();
+    // This syncer's own finalizer, the one a source's finalizers matter by.
+    let own = match flow.target.direction {
+        Direction::Downsync => engine.profile.marks.finalizer(),
+        Direction::Upsync => None,
+    };
     let mut stream = watcher(api.clone(), config.clone()).boxed();
     let mut retry = WatchRetry::new(engine.timing.max_watch_backoff);
     let mut failed = false;
@@ -275,7 +281,17 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         }
         match event {
             watcher::Event::Apply(obj) => {
-                if let Some((object, true)) = store.apply(&obj) {
+                let applied = match role {
+                    Role::Sources => store.apply_with(&obj, |old, new| {
+                        let same = super::raw::only_others_finalizers_differ(old, new, own.as_deref());
+                        if same {
+                            engine.metrics.change_skipped(&resource);
+                        }
+                        !same
+                    }),
+                    Role::Copies => store.apply(&obj),
+                };
+                if let Some((object, true)) = applied {
                     mapping.learn(&flow.target, side, &object, &obj);
                     // While this syncer writes the object, the write's answer decides
                     // (its own echo queues nothing).

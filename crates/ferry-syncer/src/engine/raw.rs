@@ -87,6 +87,60 @@ pub fn strip_unkept_metadata(json: &str) -> Cow<'_, str> {
     out
 }
 
+/// Whether two texts of one object (as a store keeps them) differ only in
+/// `metadata.finalizers`, and not in whether `own` is among them: what other
+/// controllers' finalizers come and go by, which no copy carries (see
+/// [`crate::transform`]'s stripping) and no reconcile reads. kcp TMC's syncers each
+/// append their own finalizer to every object they sync, so each such append reaches
+/// every other syncer; compared as text, without parsing either object. Texts that
+/// differ anywhere else, or that this walk does not understand, are a change.
+pub fn only_others_finalizers_differ(old: &str, new: &str, own: Option<&str>) -> bool {
+    // The resourceVersion differs whatever changed.
+    let (old, new) = (
+        strip_metadata_member(old, "resourceVersion"),
+        strip_metadata_member(new, "resourceVersion"),
+    );
+    let (old, new) = (old.as_ref(), new.as_ref());
+    let (old_span, new_span) = (
+        metadata_member_span(old, "finalizers"),
+        metadata_member_span(new, "finalizers"),
+    );
+    if old_span.is_none() && new_span.is_none() {
+        return old == new;
+    }
+    if let Some(own) = own {
+        match (
+            holds(old, old_span.clone(), own),
+            holds(new, new_span.clone(), own),
+        ) {
+            (Some(before), Some(after)) if before == after => {}
+            _ => return false,
+        }
+    }
+    without(old, old_span).eq(without(new, new_span))
+}
+
+/// The bytes of `json` outside `span` (all of them if none).
+fn without(json: &str, span: Option<std::ops::Range<usize>>) -> impl Iterator<Item = &u8> {
+    let span = span.unwrap_or(json.len()..json.len());
+    let bytes = json.as_bytes();
+    bytes[..span.start].iter().chain(&bytes[span.end..])
+}
+
+/// Whether the finalizers member at `span` of `json` (none: no member) lists
+/// `finalizer`; `None` if the member cannot be read.
+fn holds(json: &str, span: Option<std::ops::Range<usize>>, finalizer: &str) -> Option<bool> {
+    let Some(span) = span else {
+        return Some(false);
+    };
+    // The member alone, `"finalizers":[...]` with a comma on one side, read as an
+    // object of its own.
+    let member = json[span].trim_matches(|c: char| c == ',' || c.is_ascii_whitespace());
+    let read: std::collections::HashMap<String, Vec<String>> =
+        serde_json::from_str(&format!("{{{member}}}")).ok()?;
+    Some(read.get("finalizers")?.iter().any(|f| f == finalizer))
+}
+
 /// `json` without the member `name` of its top-level `metadata`.
 fn strip_metadata_member<'a>(json: &'a str, name: &str) -> Cow<'a, str> {
     match metadata_member_span(json, name) {
@@ -450,5 +504,69 @@ mod tests {
         );
         let plain = r#"{"metadata":{"name":"a"}}"#;
         assert!(matches!(strip_unkept_metadata(plain), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn only_others_finalizers_differ_when_the_rest_and_the_own_finalizer_stay() {
+        let own = Some("workload.kcp.io/syncer-a");
+        let obj = |finalizers: Option<&str>, data: &str| {
+            let finalizers = finalizers.map_or(String::new(), |f| format!(r#","finalizers":{f}"#));
+            format!(
+                r#"{{"metadata":{{"name":"a","namespace":"ns"{finalizers},"labels":{{"k":"v"}}}},"spec":{{"template":{{"metadata":{{"finalizers":["x"]}}}}}},"data":{data}}}"#
+            )
+        };
+        let none = obj(None, r#"{"x":"1"}"#);
+        let others = obj(Some(r#"["example.com/b"]"#), r#"{"x":"1"}"#);
+        let mine = obj(Some(r#"["workload.kcp.io/syncer-a"]"#), r#"{"x":"1"}"#);
+        let mine_and_others = obj(
+            Some(r#"["workload.kcp.io/syncer-a","example.com/b"]"#),
+            r#"{"x":"1"}"#,
+        );
+        // Another's finalizer added, with and without this syncer's.
+        assert!(only_others_finalizers_differ(&none, &others, own));
+        assert!(only_others_finalizers_differ(&mine, &mine_and_others, own));
+        assert!(only_others_finalizers_differ(&mine_and_others, &mine, own));
+        // Nothing but the resourceVersion changed, or that and another's finalizer.
+        assert!(only_others_finalizers_differ(&mine, &mine, own));
+        let at = |json: &str, rv: &str| {
+            json.replacen(
+                r#""name":"a","#,
+                &format!(r#""name":"a","resourceVersion":"{rv}","#),
+                1,
+            )
+        };
+        assert!(only_others_finalizers_differ(
+            &at(&mine, "7"),
+            &at(&mine, "8"),
+            own
+        ));
+        assert!(only_others_finalizers_differ(
+            &at(&mine, "7"),
+            &at(&mine_and_others, "8"),
+            own
+        ));
+        assert!(!only_others_finalizers_differ(
+            &at(&others, "7"),
+            &at(&mine_and_others, "8"),
+            own
+        ));
+        // This syncer's own added or removed.
+        assert!(!only_others_finalizers_differ(&none, &mine, own));
+        assert!(!only_others_finalizers_differ(&others, &mine_and_others, own));
+        assert!(!only_others_finalizers_differ(&mine_and_others, &others, own));
+        // Anything else changed too.
+        let changed = obj(Some(r#"["example.com/b"]"#), r#"{"x":"2"}"#);
+        assert!(!only_others_finalizers_differ(&none, &changed, own));
+        let nested = none.replace(r#"["x"]"#, r#"["y"]"#);
+        assert!(!only_others_finalizers_differ(&none, &nested, own));
+        // The list as the last member of metadata, and no finalizer of its own.
+        let last = r#"{"metadata":{"name":"a","finalizers":["example.com/b"]},"data":{}}"#;
+        let bare = r#"{"metadata":{"name":"a"},"data":{}}"#;
+        assert!(only_others_finalizers_differ(bare, last, None));
+        assert!(only_others_finalizers_differ(bare, last, own));
+        // A list that does not read as names is a change.
+        let odd = r#"{"metadata":{"name":"a","finalizers":null},"data":{}}"#;
+        assert!(!only_others_finalizers_differ(bare, odd, own));
+        assert!(only_others_finalizers_differ(bare, odd, None));
     }
 }

@@ -574,6 +574,16 @@ impl ObjectStore {
     /// what was held (a watch event echoing a write already recorded with
     /// [`ObjectStore::written`] does not).
     pub fn apply(&self, obj: &RawObject) -> Option<(ObjectRef, bool)> {
+        self.apply_with(obj, |_, _| true)
+    }
+
+    /// [`ObjectStore::apply`], with whether `obj` changed decided by `differs` over the
+    /// texts held and received (always, over a verified copy, whose text is reduced).
+    pub fn apply_with(
+        &self,
+        obj: &RawObject,
+        differs: impl Fn(&str, &str) -> bool,
+    ) -> Option<(ObjectRef, bool)> {
         let key = self.key_of_meta(&obj.metadata)?;
         let encoded = encode(&key);
         if let Some(rv) = obj.metadata.resource_version.as_deref() {
@@ -582,8 +592,12 @@ impl ObjectStore {
             }
         }
         let stored = Stored::of(&encoded, obj);
+        let changed = match self.inner.read().objects.get(encoded.as_str()) {
+            Some(old) if !old.verified => differs(old.rest(), stored.rest()),
+            _ => true,
+        };
         self.inner.write().objects.replace(stored);
-        Some((key, true))
+        Some((key, changed))
     }
 
     /// A write of `key` by this syncer is about to be sent: watch events of it that
