@@ -201,15 +201,18 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
             }
         }
     }
+    // Read once: every request through the view builds it, and the registry hands
+    // out a copy of everything it serves (15% of the hub's time with 50 syncers
+    // writing, when read once per wanted resource).
+    let all = hub.registry.resources(None);
     let mut resources = Vec::new();
     for (group, resource, versions) in wanted {
-        let served = hub
-            .registry
-            .resources(None)
-            .into_iter()
+        let served = all
+            .iter()
             .filter(|i| i.group == group && i.resource == resource)
             .filter(|i| versions.as_ref().is_none_or(|vs| vs.contains(&i.version)));
-        for mut info in served {
+        for info in served {
+            let mut info = info.clone();
             if direction == Direction::Sync {
                 info.verbs = SYNCER_VERBS.iter().map(|v| v.to_string()).collect();
             }
@@ -228,7 +231,7 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
         }
     }
     if direction == Direction::Sync {
-        let transforms = hub.registry.resources(None).into_iter().filter(|i| {
+        let transforms = all.into_iter().filter(|i| {
             i.group == ferry_api::control::GROUP && i.resource == ferry_api::control::CustomTransform::PLURAL
         });
         for mut info in transforms {

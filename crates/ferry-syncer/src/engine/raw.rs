@@ -12,6 +12,7 @@
 //! syncer's writes through `kube::Api<RawObject>`.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use kube::api::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
@@ -87,58 +88,86 @@ pub fn strip_unkept_metadata(json: &str) -> Cow<'_, str> {
     out
 }
 
-/// Whether two texts of one object (as a store keeps them) differ only in
-/// `metadata.finalizers`, and not in whether `own` is among them: what other
-/// controllers' finalizers come and go by, which no copy carries (see
-/// [`crate::transform`]'s stripping) and no reconcile reads. kcp TMC's syncers each
-/// append their own finalizer to every object they sync, so each such append reaches
-/// every other syncer; compared as text, without parsing either object. Texts that
-/// differ anywhere else, or that this walk does not understand, are a change.
+/// Whether two texts of one object (as a store keeps them) differ only in their
+/// resourceVersion and in the entries of `metadata.finalizers` (a list in both), and
+/// not in whether `own` is among them: what other controllers' finalizers come and go
+/// by, which no copy carries (see [`crate::transform`]'s stripping) and no reconcile
+/// reads. kcp TMC's syncers each append their own finalizer to every object they sync,
+/// so each such append reaches every other syncer. One walk over each text's metadata,
+/// no parse: this runs for every watch event of a source. A list that appears or goes,
+/// a difference anywhere else, or text the walk does not understand, is a change.
 pub fn only_others_finalizers_differ(old: &str, new: &str, own: Option<&str>) -> bool {
-    // The resourceVersion differs whatever changed.
-    let (old, new) = (
-        strip_metadata_member(old, "resourceVersion"),
-        strip_metadata_member(new, "resourceVersion"),
-    );
-    let (old, new) = (old.as_ref(), new.as_ref());
-    let (old_span, new_span) = (
-        metadata_member_span(old, "finalizers"),
-        metadata_member_span(new, "finalizers"),
-    );
-    if old_span.is_none() && new_span.is_none() {
-        return old == new;
-    }
+    const MEMBERS: [&str; 2] = ["resourceVersion", "finalizers"];
+    let (Some(old_values), Some(new_values)) = (metadata_values(old, MEMBERS), metadata_values(new, MEMBERS))
+    else {
+        return false;
+    };
     if let Some(own) = own {
-        match (
-            holds(old, old_span.clone(), own),
-            holds(new, new_span.clone(), own),
-        ) {
-            (Some(before), Some(after)) if before == after => {}
-            _ => return false,
+        // Finalizers are qualified names, never escaped in JSON: quoted, one is found as is.
+        let quoted = format!("\"{own}\"");
+        let holds = |json: &str, values: &[Option<Range<usize>>; 2]| {
+            values[1]
+                .as_ref()
+                .is_some_and(|list| json[list.clone()].contains(&quoted))
+        };
+        if holds(old, &old_values) != holds(new, &new_values) {
+            return false;
         }
     }
-    without(old, old_span).eq(without(new, new_span))
-}
-
-/// The bytes of `json` outside `span` (all of them if none).
-fn without(json: &str, span: Option<std::ops::Range<usize>>) -> impl Iterator<Item = &u8> {
-    let span = span.unwrap_or(json.len()..json.len());
-    let bytes = json.as_bytes();
-    bytes[..span.start].iter().chain(&bytes[span.end..])
-}
-
-/// Whether the finalizers member at `span` of `json` (none: no member) lists
-/// `finalizer`; `None` if the member cannot be read.
-fn holds(json: &str, span: Option<std::ops::Range<usize>>, finalizer: &str) -> Option<bool> {
-    let Some(span) = span else {
-        return Some(false);
+    // Both texts must have the same members, equal around those values.
+    let cuts = |values: [Option<Range<usize>>; 2]| {
+        let mut cuts: Vec<Range<usize>> = values.into_iter().flatten().collect();
+        cuts.sort_by_key(|c| c.start);
+        cuts
     };
-    // The member alone, `"finalizers":[...]` with a comma on one side, read as an
-    // object of its own.
-    let member = json[span].trim_matches(|c: char| c == ',' || c.is_ascii_whitespace());
-    let read: std::collections::HashMap<String, Vec<String>> =
-        serde_json::from_str(&format!("{{{member}}}")).ok()?;
-    Some(read.get("finalizers")?.iter().any(|f| f == finalizer))
+    let (old_cuts, new_cuts) = (cuts(old_values), cuts(new_values));
+    if old_cuts.len() != new_cuts.len() {
+        return false;
+    }
+    let (mut old_at, mut new_at) = (0, 0);
+    for (o, n) in old_cuts.iter().zip(&new_cuts) {
+        if old[old_at..o.start] != new[new_at..n.start] {
+            return false;
+        }
+        (old_at, new_at) = (o.end, n.end);
+    }
+    old[old_at..] == new[new_at..]
+}
+
+/// Where the values of the top-level `metadata` members `names` are in `json`, read in
+/// one walk over the metadata; `None` if the walk does not understand the text.
+fn metadata_values<const N: usize>(json: &str, names: [&str; N]) -> Option<[Option<Range<usize>>; N]> {
+    let mut found = std::array::from_fn(|_| None);
+    let mut pos = skip_ws(json, member_value(json, 0, "metadata")?);
+    if json.as_bytes().get(pos) != Some(&b'{') {
+        return None;
+    }
+    pos = skip_ws(json, pos + 1);
+    if json.as_bytes().get(pos) == Some(&b'}') {
+        return Some(found);
+    }
+    loop {
+        if json.as_bytes().get(pos) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_value(json, pos)?;
+        let key = &json[pos + 1..key_end - 1];
+        pos = skip_ws(json, key_end);
+        if json.as_bytes().get(pos) != Some(&b':') {
+            return None;
+        }
+        let start = skip_ws(json, pos + 1);
+        let end = skip_value(json, start)?;
+        if let Some(i) = names.iter().position(|n| *n == key) {
+            found[i] = Some(start..end);
+        }
+        pos = skip_ws(json, end);
+        match json.as_bytes().get(pos) {
+            Some(b',') => pos = skip_ws(json, pos + 1),
+            Some(b'}') => return Some(found),
+            _ => return None,
+        }
+    }
 }
 
 /// `json` without the member `name` of its top-level `metadata`.
@@ -522,8 +551,7 @@ mod tests {
             Some(r#"["workload.kcp.io/syncer-a","example.com/b"]"#),
             r#"{"x":"1"}"#,
         );
-        // Another's finalizer added, with and without this syncer's.
-        assert!(only_others_finalizers_differ(&none, &others, own));
+        // Another's finalizer added beside this syncer's, and removed.
         assert!(only_others_finalizers_differ(&mine, &mine_and_others, own));
         assert!(only_others_finalizers_differ(&mine_and_others, &mine, own));
         // Nothing but the resourceVersion changed, or that and another's finalizer.
@@ -559,14 +587,27 @@ mod tests {
         assert!(!only_others_finalizers_differ(&none, &changed, own));
         let nested = none.replace(r#"["x"]"#, r#"["y"]"#);
         assert!(!only_others_finalizers_differ(&none, &nested, own));
-        // The list as the last member of metadata, and no finalizer of its own.
+        // The list as the last member of metadata, first of it, no finalizer of its own.
         let last = r#"{"metadata":{"name":"a","finalizers":["example.com/b"]},"data":{}}"#;
+        let longer = r#"{"metadata":{"name":"a","finalizers":["example.com/b","c/d"]},"data":{}}"#;
+        assert!(only_others_finalizers_differ(last, longer, None));
+        assert!(only_others_finalizers_differ(last, longer, own));
+        let first = r#"{"metadata":{"finalizers":["c/d"],"name":"a"},"data":{}}"#;
+        let emptied = r#"{"metadata":{"finalizers":[],"name":"a"},"data":{}}"#;
+        assert!(only_others_finalizers_differ(first, emptied, own));
+        // A list that appears or goes is a change, as is text the walk cannot read.
         let bare = r#"{"metadata":{"name":"a"},"data":{}}"#;
-        assert!(only_others_finalizers_differ(bare, last, None));
-        assert!(only_others_finalizers_differ(bare, last, own));
-        // A list that does not read as names is a change.
-        let odd = r#"{"metadata":{"name":"a","finalizers":null},"data":{}}"#;
-        assert!(!only_others_finalizers_differ(bare, odd, own));
-        assert!(only_others_finalizers_differ(bare, odd, None));
+        assert!(!only_others_finalizers_differ(&none, &others, own));
+        assert!(!only_others_finalizers_differ(bare, last, None));
+        assert!(!only_others_finalizers_differ(last, bare, None));
+        assert!(!only_others_finalizers_differ(
+            bare,
+            r#"{"metadata":{"name":"a""#,
+            None
+        ));
+        // A key that only ends like one of the members is none of them.
+        let lookalike = r#"{"metadata":{"name":"a","xfinalizers":["p/q"]},"data":{}}"#;
+        let lookalike2 = r#"{"metadata":{"name":"a","xfinalizers":["p/r"]},"data":{}}"#;
+        assert!(!only_others_finalizers_differ(lookalike, lookalike2, None));
     }
 }
