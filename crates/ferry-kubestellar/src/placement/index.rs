@@ -1,10 +1,11 @@
 //! The inventory the where-resolver reads, indexed: every Location and
 //! SyncTarget by `(workspace, name)`, Locations by label, SyncTargets by
 //! workspace and label. Kept up to date from the store's watch one object
-//! at a time ([`InventoryIndex::apply`]), so a change costs what it
-//! touches, and [`InventoryIndex::resolve`] visits only the Locations a
-//! placement's selectors can match and the SyncTargets their
-//! `instanceSelector`s can select — never every Location against every
+//! at a time ([`InventoryIndex::apply_location`],
+//! [`InventoryIndex::apply_target`]), so a change costs what it touches,
+//! and [`InventoryIndex::resolve`] visits only the Locations a placement's
+//! selectors can match and the SyncTargets their `instanceSelector`s can
+//! select — never every Location against every
 //! SyncTarget. Gives exactly what [`resolve::resolve`] gives over the same
 //! objects (the property test below holds it to that).
 //!

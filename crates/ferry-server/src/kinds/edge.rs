@@ -2,7 +2,7 @@
 //! its CRD (Ferry's flows, or a tenant applying `ferry crds`): the hub
 //! records the user who wrote the placement's spec, as kcp records the
 //! requesting user at admission. The where-resolver
-//! (`controllers::placement`) uses a Location only when the Location's
+//! (`ferry_kubestellar::placement`) uses a Location only when the Location's
 //! workspace grants that user `bind` on it, so the record is the server's
 //! alone: whatever a client sends under [`PLACED_BY_ANNOTATION`] is replaced.
 //!
