@@ -268,7 +268,17 @@ async fn serve(hub: Arc<Hub>, req: Request) -> Result<Response, ApiError> {
         .as_ref()
         .map_or_else(|_| query::Query::watch_of(parts.uri.query()), |q| q.watch);
     authorize(&hub, &user, &parts, resource, cluster.as_ref(), watch)?;
-    let resources = hub.registry.resources(cluster.as_ref().map(|c| c.name.as_str()));
+    // Only discovery and the root list what is served: a request for objects looks
+    // its one resource up instead of copying every one served (a copy per request).
+    let lists_resources = matches!(
+        parsed.target,
+        Target::Root | Target::CoreVersions | Target::Groups | Target::Group(_) | Target::GroupVersion { .. }
+    );
+    let resources = if lists_resources {
+        hub.registry.resources(cluster.as_ref().map(|c| c.name.as_str()))
+    } else {
+        Vec::new()
+    };
     let accept = parts
         .headers
         .get(http::header::ACCEPT)
