@@ -215,14 +215,15 @@ impl Metrics {
             .inc();
     }
 
-    /// A change to a source of `resource` taken without a reconcile (see
-    /// [`crate::engine::raw::only_others_finalizers_differ`]).
-    pub fn change_skipped(&self, resource: &str) {
+    /// The counter of changes to sources of `resource` taken without a reconcile (see
+    /// [`crate::engine::raw::only_others_finalizers_differ`]): held by each watch, as
+    /// on a fleet it counts about one event in every few.
+    pub fn changes_skipped(&self, resource: &str) -> Counter {
         self.skipped_changes
             .get_or_create(&DriftLabels {
                 resource: resource.into(),
             })
-            .inc();
+            .clone()
     }
 
     /// The number of PublishedResources the agent manages (see [`Metrics::for_profile`]).

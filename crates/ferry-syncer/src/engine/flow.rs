@@ -245,7 +245,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         Role::Copies => flow.copy_key(mapping, object),
     };
     let id = flow.resource_id(side);
-    let resource = flow.resource_name();
+    let skipped = engine.metrics.changes_skipped(&flow.resource_name());
     // This syncer's own finalizer, the one a source's finalizers matter by.
     let own = match flow.target.direction {
         Direction::Downsync => engine.profile.marks.finalizer(),
@@ -285,7 +285,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
                     Role::Sources => store.apply_with(&obj, |old, new| {
                         let same = super::raw::only_others_finalizers_differ(old, new, own.as_deref());
                         if same {
-                            engine.metrics.change_skipped(&resource);
+                            skipped.inc();
                         }
                         !same
                     }),

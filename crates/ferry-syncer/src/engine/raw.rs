@@ -103,35 +103,47 @@ pub fn only_others_finalizers_differ(old: &str, new: &str, own: Option<&str>) ->
         return false;
     };
     if let Some(own) = own {
-        // Finalizers are qualified names, never escaped in JSON: quoted, one is found as is.
-        let quoted = format!("\"{own}\"");
         let holds = |json: &str, values: &[Option<Range<usize>>; 2]| {
             values[1]
                 .as_ref()
-                .is_some_and(|list| json[list.clone()].contains(&quoted))
+                .is_some_and(|list| lists(&json[list.clone()], own))
         };
         if holds(old, &old_values) != holds(new, &new_values) {
             return false;
         }
     }
     // Both texts must have the same members, equal around those values.
-    let cuts = |values: [Option<Range<usize>>; 2]| {
-        let mut cuts: Vec<Range<usize>> = values.into_iter().flatten().collect();
-        cuts.sort_by_key(|c| c.start);
-        cuts
-    };
-    let (old_cuts, new_cuts) = (cuts(old_values), cuts(new_values));
-    if old_cuts.len() != new_cuts.len() {
+    if old_values
+        .iter()
+        .map(Option::is_some)
+        .ne(new_values.iter().map(Option::is_some))
+    {
         return false;
     }
+    let in_order = |mut values: [Option<Range<usize>>; 2]| {
+        values.sort_by_key(|v| v.as_ref().map(|r| r.start));
+        values
+    };
     let (mut old_at, mut new_at) = (0, 0);
-    for (o, n) in old_cuts.iter().zip(&new_cuts) {
+    for (o, n) in in_order(old_values)
+        .iter()
+        .flatten()
+        .zip(in_order(new_values).iter().flatten())
+    {
         if old[old_at..o.start] != new[new_at..n.start] {
             return false;
         }
         (old_at, new_at) = (o.end, n.end);
     }
     old[old_at..] == new[new_at..]
+}
+
+/// Whether the JSON array text `list` holds the string `name`. Finalizers are qualified
+/// names, never escaped in JSON, so one is found as is between quotes.
+fn lists(list: &str, name: &str) -> bool {
+    let bytes = list.as_bytes();
+    list.match_indices(name)
+        .any(|(at, _)| at > 0 && bytes[at - 1] == b'"' && bytes.get(at + name.len()) == Some(&b'"'))
 }
 
 /// Where the values of the top-level `metadata` members `names` are in `json`, read in

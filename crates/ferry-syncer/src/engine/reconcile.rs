@@ -1059,14 +1059,15 @@ pub async fn reconcile(engine: &Engine, flow: &Flow, key: &Key) -> Result<(), Sy
         return Ok(());
     };
     if let Some(source_key) = key.source() {
-        let current = flow.source_key(&*profile.mapping, source_key.clone());
-        if current != *key {
+        if profile.mapping.dest_ref(&flow.target, source_key) != *key.dest() {
             // Queued before the object's copy was given another name (an api-syncagent
             // PublishedResource replaced while this key waited out a backoff): writing
             // the copy it names would bring back one already moved. The current key
             // does the work; the copy under the old name is judged on its own (the
             // profile deletes it once the copy under the new name exists).
-            engine.queue.add(current);
+            engine
+                .queue
+                .add(flow.source_key(&*profile.mapping, source_key.clone()));
             if flow.copies.get(key.dest()).is_some() {
                 let copy_key = flow.copy_key(&*profile.mapping, key.dest().clone());
                 if copy_key.source().is_none() {

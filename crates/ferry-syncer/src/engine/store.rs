@@ -574,7 +574,7 @@ impl ObjectStore {
     /// what was held (a watch event echoing a write already recorded with
     /// [`ObjectStore::written`] does not).
     pub fn apply(&self, obj: &RawObject) -> Option<(ObjectRef, bool)> {
-        self.apply_with(obj, |_, _| true)
+        self.record(obj, None::<fn(&str, &str) -> bool>)
     }
 
     /// [`ObjectStore::apply`], with whether `obj` changed decided by `differs` over the
@@ -584,6 +584,16 @@ impl ObjectStore {
         obj: &RawObject,
         differs: impl Fn(&str, &str) -> bool,
     ) -> Option<(ObjectRef, bool)> {
+        self.record(obj, Some(differs))
+    }
+
+    /// Records `obj`; without `differs`, any version not held is a change (and the
+    /// object held is not looked up).
+    fn record(
+        &self,
+        obj: &RawObject,
+        differs: Option<impl Fn(&str, &str) -> bool>,
+    ) -> Option<(ObjectRef, bool)> {
         let key = self.key_of_meta(&obj.metadata)?;
         let encoded = encode(&key);
         if let Some(rv) = obj.metadata.resource_version.as_deref() {
@@ -592,10 +602,10 @@ impl ObjectStore {
             }
         }
         let stored = Stored::of(&encoded, obj);
-        let changed = match self.inner.read().objects.get(encoded.as_str()) {
+        let changed = differs.is_none_or(|differs| match self.inner.read().objects.get(encoded.as_str()) {
             Some(old) if !old.verified => differs(old.rest(), stored.rest()),
             _ => true,
-        };
+        });
         self.inner.write().objects.replace(stored);
         Some((key, changed))
     }
