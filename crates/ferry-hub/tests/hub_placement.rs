@@ -1368,13 +1368,9 @@ async fn customized_copies_differ_per_destination_and_follow_labels_and_customiz
         source.data["data"]["index.html"],
         "Running in %(loc-name), 100%% %%(sure)."
     );
-    let (status, _) = condition(
-        &get(&wmw, &edge("EdgePlacement", "edgeplacements"), None, "customized")
-            .await
-            .unwrap(),
-        "CustomizationError",
-    );
-    assert_eq!(status, "False");
+    // The copies are written before the placement's status, so the
+    // condition is waited for, not read once.
+    wait_customization(&wmw, "CustomizationError to say False", |s, _| s == "False").await;
 
     // A Location's label changes: only its destination's copies are re-expanded.
     label_location(&hub, "florin", json!({"loc-name": "florin-2"})).await;
