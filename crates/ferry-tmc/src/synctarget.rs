@@ -12,7 +12,7 @@
 //! `HeartbeatHealthy` turns False when the threshold passes with no write
 //! at all.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -48,10 +48,76 @@ pub fn spawn(ctx: &ControllerContext, threshold: Duration) -> JoinHandle<()> {
         deadlines: Default::default(),
         unjudged: Default::default(),
     };
-    follow::spawn(ctx.clone(), SyncTargets(shared))
+    follow::spawn(
+        ctx.clone(),
+        SyncTargets {
+            shared,
+            upkeep: Upkeep::default(),
+        },
+    )
 }
 
-struct SyncTargets(Shared);
+struct SyncTargets {
+    shared: Shared,
+    upkeep: Upkeep,
+}
+
+/// The workspaces whose `imported-apis` upkeep is wanted, and when it runs.
+///
+/// The upkeep reads every APIResourceImport of a workspace, and each
+/// syncer of a fleet writes its own imports as it starts: run on every
+/// import's change, it was quadratic in the targets (two thirds of the
+/// hub's CPU while 50 clusters registered). Changes now only note the
+/// workspace; the upkeep runs once for all noted within `DEBOUNCE`, and a
+/// pass that took `t` is followed by the next no sooner than `2t` after,
+/// so however fast imports change the upkeep takes at most a third of the
+/// controller's time.
+#[derive(Default)]
+struct Upkeep {
+    workspaces: BTreeSet<String>,
+    due: Option<Instant>,
+    not_before: Option<Instant>,
+}
+
+impl Upkeep {
+    const DEBOUNCE: Duration = Duration::from_millis(50);
+
+    /// `workspace`'s `imported-apis` may need to change.
+    fn want(&mut self, workspace: &str) {
+        if !self.workspaces.contains(workspace) {
+            self.workspaces.insert(workspace.to_string());
+        }
+        if self.due.is_none() {
+            let soon = Instant::now() + Self::DEBOUNCE;
+            self.due = Some(self.not_before.map_or(soon, |n| n.max(soon)));
+        }
+    }
+
+    /// Wait until the upkeep is due (never, when nothing is wanted).
+    async fn due(&self) {
+        match self.due {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The workspaces whose upkeep is due now (none before it is).
+    fn take_due(&mut self) -> BTreeSet<String> {
+        match self.due {
+            Some(at) if at <= Instant::now() => {
+                self.due = None;
+                std::mem::take(&mut self.workspaces)
+            }
+            _ => BTreeSet::new(),
+        }
+    }
+
+    /// A pass begun at `started` ended.
+    fn ran(&mut self, started: Instant) {
+        let now = Instant::now();
+        self.not_before = Some(now + (now - started) * 2);
+    }
+}
 
 impl Follower for SyncTargets {
     fn follows(&self, storage_key: &str) -> bool {
@@ -63,8 +129,9 @@ impl Follower for SyncTargets {
 
     fn resync<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            self.upkeep = Upkeep::default();
             ensure_imported_apis_everywhere(ctx).await;
-            reconcile_all(ctx, &self.0, ClusterScope::All).await;
+            reconcile_all(ctx, &self.shared, ClusterScope::All).await;
         })
     }
 
@@ -79,18 +146,18 @@ impl Follower for SyncTargets {
                     let spec_changed = event.kind != EventType::Modified
                         || at(before.as_ref(), "/spec") != at(Some(&now), "/spec");
                     if spec_changed {
-                        ensure_imported_apis(ctx, &key.cluster).await;
+                        self.upkeep.want(&key.cluster);
                     }
                     if event.kind == EventType::Deleted {
-                        self.0.deadlines.clear(key);
-                        self.0.unjudged.lock().unwrap().remove(key);
+                        self.shared.deadlines.clear(key);
+                        self.shared.unjudged.lock().unwrap().remove(key);
                     } else {
                         // A heartbeat changes neither spec nor syncedResources:
                         // the schemas need not be compared again.
                         let resources = spec_changed
                             || at(before.as_ref(), "/status/syncedResources")
                                 != at(Some(&now), "/status/syncedResources");
-                        reconcile(ctx, &self.0, key, resources).await;
+                        reconcile(ctx, &self.shared, key, resources).await;
                     }
                 }
                 // The target the import is for (before and after): only its
@@ -98,7 +165,10 @@ impl Follower for SyncTargets {
                 // here made the fleet's set-up quadratic, each syncer's
                 // imports judging every other target again.
                 IMPORTS => {
-                    ensure_imported_apis(ctx, &key.cluster).await;
+                    if !import_changed(event) {
+                        return; // its status only (the Compatible condition written here)
+                    }
+                    self.upkeep.want(&key.cluster);
                     for name in import_targets(event) {
                         let target = ObjectKey {
                             cluster: key.cluster.clone(),
@@ -106,7 +176,7 @@ impl Follower for SyncTargets {
                             namespace: String::new(),
                             name,
                         };
-                        reconcile(ctx, &self.0, &target, true).await;
+                        reconcile(ctx, &self.shared, &target, true).await;
                     }
                 }
                 // An export or schema may be supported by targets anywhere.
@@ -115,21 +185,37 @@ impl Follower for SyncTargets {
                         return; // its status only (the apis controller's conditions)
                     }
                     let export = (key.resource == apis::EXPORTS).then_some(key.name.as_str());
-                    exports_changed(ctx, &self.0, &key.cluster, export).await;
+                    for workspace in exports_changed(ctx, &self.shared, &key.cluster, export).await {
+                        self.upkeep.want(&workspace);
+                    }
                 }
             }
         })
     }
 
-    /// A target whose heartbeat deadline passed, with no write since.
+    /// A target whose heartbeat deadline passed, with no write since, or
+    /// the `imported-apis` upkeep of the workspaces changes noted.
     fn wait<'a>(&'a mut self, _ctx: &'a ControllerContext) -> BoxFuture<'a, Due> {
-        Box::pin(self.0.deadlines.next())
+        Box::pin(async move {
+            tokio::select! {
+                due = self.shared.deadlines.next() => due,
+                _ = self.upkeep.due() => Due::Pass,
+            }
+        })
     }
 
     fn pass<'a>(&'a mut self, ctx: &'a ControllerContext) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            for key in self.0.deadlines.take_due() {
-                reconcile(ctx, &self.0, &key, false).await;
+            let workspaces = self.upkeep.take_due();
+            if !workspaces.is_empty() {
+                let started = Instant::now();
+                for workspace in workspaces {
+                    ensure_imported_apis(ctx, &workspace).await;
+                }
+                self.upkeep.ran(started);
+            }
+            for key in self.shared.deadlines.take_due() {
+                reconcile(ctx, &self.shared, &key, false).await;
             }
         })
     }
@@ -144,6 +230,20 @@ fn import_targets(event: &WatchEvent) -> Vec<String> {
         .collect();
     targets.dedup();
     targets
+}
+
+/// Whether an import event changes what the import says (not only the
+/// conditions this controller writes on it).
+fn import_changed(event: &WatchEvent) -> bool {
+    match (event.kind, event.previous.as_deref()) {
+        (EventType::Modified, Some(previous)) => {
+            let (before, now) = (previous.value(), event.object.value());
+            ["/spec", "/metadata/deletionTimestamp"]
+                .iter()
+                .any(|p| before.pointer(p) != now.pointer(p))
+        }
+        _ => true,
+    }
 }
 
 /// Whether an export event changes what SyncTargets see of it: its schemas
@@ -162,9 +262,14 @@ fn export_changed(event: &WatchEvent) -> bool {
 }
 
 /// The export `export` of `cluster` (any export there, for a schema
-/// change) changed: the SyncTargets supporting it look again, and the
-/// `imported-apis` of their workspaces.
-async fn exports_changed(ctx: &ControllerContext, shared: &Shared, cluster: &str, export: Option<&str>) {
+/// change) changed: the SyncTargets supporting it look again. Returns
+/// their workspaces, whose `imported-apis` may change too.
+async fn exports_changed(
+    ctx: &ControllerContext,
+    shared: &Shared,
+    cluster: &str,
+    export: Option<&str>,
+) -> Vec<String> {
     let mut workspaces = Vec::new();
     for (key, obj) in ctx.list(&ClusterScope::All, SYNC_TARGETS, None, None).0 {
         let supports = ctx
@@ -178,9 +283,7 @@ async fn exports_changed(ctx: &ControllerContext, shared: &Shared, cluster: &str
             reconcile(ctx, shared, &key, true).await;
         }
     }
-    for workspace in workspaces {
-        ensure_imported_apis(ctx, &workspace).await;
-    }
+    workspaces
 }
 
 /// [`ensure_imported_apis`] in every workspace that has SyncTargets.
