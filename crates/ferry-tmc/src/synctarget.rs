@@ -608,3 +608,49 @@ async fn set_import_condition(ctx: &ControllerContext, key: &ObjectKey, conditio
     );
     ferry_server::controller::update_status(ctx, key, resource, MANAGER, import).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A burst of changes shares one upkeep, and a slow upkeep spaces the
+    /// next by twice its time.
+    #[tokio::test(start_paused = true)]
+    async fn the_imported_apis_upkeep_runs_once_per_burst_and_is_paced() {
+        let mut upkeep = Upkeep::default();
+        assert!(upkeep.take_due().is_empty(), "nothing wanted");
+        let start = Instant::now();
+        upkeep.want("root:a");
+        tokio::time::advance(Duration::from_millis(10)).await;
+        upkeep.want("root:b");
+        upkeep.want("root:a");
+        assert!(upkeep.take_due().is_empty(), "not before the debounce");
+        upkeep.due().await;
+        assert_eq!(
+            Instant::now() - start,
+            Upkeep::DEBOUNCE,
+            "due the debounce after the first change"
+        );
+        let due: Vec<String> = upkeep.take_due().into_iter().collect();
+        assert_eq!(due, ["root:a", "root:b"], "both workspaces, once each");
+        assert!(upkeep.take_due().is_empty(), "taken");
+
+        // The upkeep took 400 ms: the next waits 800 ms after it ended.
+        let began = Instant::now();
+        tokio::time::advance(Duration::from_millis(400)).await;
+        upkeep.ran(began);
+        let ended = Instant::now();
+        upkeep.want("root:a");
+        upkeep.due().await;
+        assert_eq!(Instant::now() - ended, Duration::from_millis(800));
+        assert_eq!(upkeep.take_due().len(), 1);
+
+        // A quick one leaves only the debounce.
+        let began = Instant::now();
+        upkeep.ran(began);
+        let ended = Instant::now();
+        upkeep.want("root:c");
+        upkeep.due().await;
+        assert_eq!(Instant::now() - ended, Upkeep::DEBOUNCE);
+    }
+}
