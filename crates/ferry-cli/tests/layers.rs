@@ -21,14 +21,21 @@ const LAYERS: &[&[&str]] = &[
     // The hub's server (kcp tenancy, virtual workspaces, starting a hub);
     // the syncer agent.
     &["ferry-server", "ferry-syncer"],
+    // What KubeStellar's and kcp TMC's controllers share: combined status,
+    // the label index, SyncTarget heartbeats.
+    &["ferry-multicluster"],
     // The built-in controllers, clients of the server through its hook, one
-    // crate per profile: Kubernetes' and kcp's tenancy's, KubeStellar's. The
-    // command line's commands, which start hubs with whatever controllers the
-    // binaries plug in: none depends on another, so a controller change
-    // does not recompile the commands, nor another profile's controllers.
-    &["ferry-controllers", "ferry-kubestellar", "ferry-commands"],
-    // kcp TMC's controllers, on KubeStellar's combined status.
-    &["ferry-tmc"],
+    // crate per profile: Kubernetes' and kcp's tenancy's, KubeStellar's, kcp
+    // TMC's. The command line's commands, which start hubs with whatever
+    // controllers the binaries plug in: none depends on another, so a
+    // controller change does not recompile the commands, nor another
+    // profile's controllers.
+    &[
+        "ferry-controllers",
+        "ferry-kubestellar",
+        "ferry-tmc",
+        "ferry-commands",
+    ],
     // The hub: the server with the controllers of every profile wired in,
     // and what starts hubs in tests.
     &["ferry-hub"],
@@ -119,7 +126,7 @@ fn no_crate_depends_on_a_crate_of_its_own_or_a_higher_layer() {
     assert!(edges.contains(&("ferry-apiserver".into(), "ferry-apimachinery".into())));
     assert!(edges.contains(&("ferry-server".into(), "ferry-apiserver".into())));
     assert!(edges.contains(&("ferry-controllers".into(), "ferry-server".into())));
-    assert!(edges.contains(&("ferry-tmc".into(), "ferry-kubestellar".into())));
+    assert!(edges.contains(&("ferry-tmc".into(), "ferry-multicluster".into())));
 }
 
 /// The workspace crates that recompile when `changed` does: those that
@@ -152,7 +159,8 @@ fn a_controller_change_recompiles_its_profile_the_wiring_and_the_binaries_only()
     );
     assert_eq!(
         dependents(&edges, "ferry-kubestellar"),
-        ["ferry-cli", "ferry-hub", "ferry-testkit", "ferry-tmc"]
+        ["ferry-cli", "ferry-hub", "ferry-testkit"],
+        "a crate above ferry-kubestellar depends on it: move what it needs into ferry-multicluster"
     );
     assert_eq!(
         dependents(&edges, "ferry-tmc"),
@@ -290,7 +298,12 @@ fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn the_controllers_reach_the_hub_only_through_their_handle() {
     let mut files = Vec::new();
-    for profile in ["ferry-controllers", "ferry-kubestellar", "ferry-tmc"] {
+    for profile in [
+        "ferry-controllers",
+        "ferry-multicluster",
+        "ferry-kubestellar",
+        "ferry-tmc",
+    ] {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("..")
             .join(profile)

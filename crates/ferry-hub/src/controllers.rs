@@ -13,7 +13,7 @@ use ferry_server::controller::{ControllerContext, WriteObserver};
 use ferry_server::server::{Controllers, HubOptions};
 
 pub use ferry_controllers::*;
-pub use ferry_kubestellar::{combined_status, edge_synctarget, mailbox, placement, upsync_role};
+pub use ferry_kubestellar::{edge_synctarget, mailbox, placement, upsync_role};
 pub use ferry_tmc::{compute, scheduling, synctarget};
 
 /// The built-in controllers as the server runs them (its [`Controllers`]

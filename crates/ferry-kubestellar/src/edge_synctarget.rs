@@ -33,7 +33,7 @@ const THE_ONE: &str = "the-one";
 /// What the controller keeps between changes.
 struct Shared {
     threshold: Duration,
-    deadlines: crate::heartbeat::Deadlines,
+    deadlines: ferry_multicluster::heartbeat::Deadlines,
 }
 
 /// Start the controller; `threshold` is `--sync-target-heartbeat-threshold`

@@ -3,24 +3,21 @@
 //! workspaces and upsync back), a mailbox workspace per SyncTarget
 //! ([`mailbox`]), edge SyncTargets' status from their syncers' heartbeats
 //! ([`edge_synctarget`]), the syncer's write rights in a mailbox
-//! ([`upsync_role`]) and combined status ([`combined_status`]).
+//! ([`upsync_role`]) and the combined status of what EdgePlacements place
+//! (`ferry_multicluster::combined_status`, shared with kcp TMC).
 //!
 //! Clients of the object service ([`ferry_server::service`]) through their
 //! handle ([`ferry_server::controller::ControllerContext`]), as the
 //! Kubernetes and kcp controllers of `ferry-controllers` are, without
 //! depending on them: changing one of those does not recompile this crate.
-//! kcp TMC's controllers (`ferry-tmc`) build on this crate's combined
-//! status, [`label_index`] and [`heartbeat`]. The `ferry-hub` crate starts
-//! them ([`spawn`]) beside the others.
+//! What kcp TMC's controllers (`ferry-tmc`) share with these — combined
+//! status, the label index, SyncTarget heartbeats — is in
+//! `ferry-multicluster`, so neither profile's crate depends on the other.
+//! The `ferry-hub` crate starts them ([`spawn`]) beside the others.
 
-pub mod combined_status;
 pub mod edge_synctarget;
-pub mod heartbeat;
-pub mod label_index;
 pub mod mailbox;
 pub mod placement;
-#[cfg(any(test, feature = "test-support"))]
-pub mod random_labels;
 pub mod upsync_role;
 
 pub use ferry_server::follow;

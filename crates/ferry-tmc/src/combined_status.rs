@@ -55,7 +55,7 @@ use tokio::task::JoinHandle;
 
 use crate::follow::{self, Due, Follower, Passes};
 use crate::scheduling::{placement, BLOCKED_NAMESPACES, PLACEMENTS, SYNC_TARGETS};
-use ferry_kubestellar::combined_status::{
+use ferry_multicluster::combined_status::{
     apply, combined, install_crds, read_collectors, Destination, PlacedObject, PlacedObjects, PlacementKind,
     COMBINED_STATUSES, STATUS_COLLECTORS,
 };

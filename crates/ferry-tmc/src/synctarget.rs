@@ -35,7 +35,7 @@ const MANAGER: &str = "synctarget-controller";
 /// What the controller keeps between changes.
 struct Shared {
     threshold: Duration,
-    deadlines: ferry_kubestellar::heartbeat::Deadlines,
+    deadlines: ferry_multicluster::heartbeat::Deadlines,
     /// Targets whose resources were judged but whose status write did
     /// not land: their next reconcile, even a heartbeat's, judges again.
     unjudged: Mutex<HashSet<ObjectKey>>,

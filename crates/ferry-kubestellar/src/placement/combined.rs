@@ -1,4 +1,4 @@
-//! What the combined status ([`crate::combined_status`]) needs from a
+//! What the combined status ([`ferry_multicluster::combined_status`]) needs from a
 //! translator pass: per placement, its objects with the StatusCollectors
 //! their matching downsync members name, and per destination its labels
 //! and the status each of this placement's copies returned.
@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{
     mailbox_path, ns_key, reported, select, str_at, Inventory, Placement, PLACED_LABEL, SOURCE_ANNOTATION,
 };
-use crate::combined_status::{self, Destination, PlacedObject, PlacedObjects};
+use ferry_multicluster::combined_status::{self, Destination, PlacedObject, PlacedObjects};
 use ferry_server::controller::ControllerContext;
 use ferry_server::storage::ObjectKey;
 

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use ferry_api::edge::SinglePlacement;
 
 use super::resolve::{self, Location, Target};
-use crate::label_index::{narrowest, WorkspaceLabels};
+use ferry_multicluster::label_index::{narrowest, WorkspaceLabels};
 use ferry_server::selector::LabelSelector;
 
 /// `(logical cluster, name)`.
@@ -197,7 +197,7 @@ mod tests {
     use serde_json::{json, Value};
 
     const CLUSTERS: &[&str] = &["imw-a", "imw-b", "imw-c"];
-    use crate::random_labels::{labels, selector_json};
+    use ferry_multicluster::random_labels::{labels, selector_json};
 
     fn location(rng: &mut StdRng, name: &str) -> Value {
         let mut obj = json!({"metadata": {"name": name, "labels": labels(rng)}, "spec": {}});

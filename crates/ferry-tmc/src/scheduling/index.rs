@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::placement::{self, Compiled};
 use super::targets::{self, Target};
-use ferry_kubestellar::label_index::{narrowest, remove_from, WorkspaceLabels};
+use ferry_multicluster::label_index::{narrowest, remove_from, WorkspaceLabels};
 
 /// `(logical cluster, name)`.
 type Id = (String, String);
@@ -453,7 +453,7 @@ mod tests {
     use serde_json::json;
 
     const CLUSTERS: &[&str] = &["org-a", "org-b", "org-c"];
-    use ferry_kubestellar::random_labels::{labels, selector_json};
+    use ferry_multicluster::random_labels::{labels, selector_json};
 
     fn resource(rng: &mut StdRng) -> Value {
         if rng.random_ratio(1, 8) {
