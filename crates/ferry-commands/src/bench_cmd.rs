@@ -208,7 +208,16 @@ impl BenchHub {
             Some(exe) => exe.to_path_buf(),
             None => std::env::current_exe()?,
         };
-        let data_dir = tempfile::tempdir()?;
+        // Owner-only from the start, as the hub wants its data directory
+        // (a default temporary directory follows the umask, and the hub
+        // would tighten it with a warning on every start).
+        let mut private = tempfile::Builder::new();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            private.permissions(std::fs::Permissions::from_mode(0o700));
+        }
+        let data_dir = private.tempdir()?;
         let process = HubProcess::spawn(&exe, data_dir.path(), extra_args).context("starting `ferry hub`")?;
         let client = client_for(&process.kubeconfig).await?;
         Ok(BenchHub {

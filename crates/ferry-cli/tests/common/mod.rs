@@ -34,6 +34,13 @@ pub fn run_bench(args: &[&str]) -> Value {
         "bench {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The hubs a bench starts get owner-only data directories from the
+    // start: the hub has nothing to tighten, and no warning to print.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("was readable by others"),
+        "bench {args:?} gave a hub a data directory others could read: {stderr}"
+    );
     serde_json::from_slice(&out.stdout).expect("JSON figures")
 }
 
