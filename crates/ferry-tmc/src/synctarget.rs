@@ -232,33 +232,28 @@ fn import_targets(event: &WatchEvent) -> Vec<String> {
     targets
 }
 
-/// Whether an import event changes what the import says (not only the
-/// conditions this controller writes on it).
-fn import_changed(event: &WatchEvent) -> bool {
+/// Whether `event` changes its object at any of `pointers`: always, unless
+/// it modifies an object whose previous version it carries.
+fn changed_at(event: &WatchEvent, pointers: &[&str]) -> bool {
     match (event.kind, event.previous.as_deref()) {
         (EventType::Modified, Some(previous)) => {
             let (before, now) = (previous.value(), event.object.value());
-            ["/spec", "/metadata/deletionTimestamp"]
-                .iter()
-                .any(|p| before.pointer(p) != now.pointer(p))
+            pointers.iter().any(|p| before.pointer(p) != now.pointer(p))
         }
         _ => true,
     }
 }
 
+/// Whether an import event changes what the import says (not only the
+/// conditions this controller writes on it).
+fn import_changed(event: &WatchEvent) -> bool {
+    changed_at(event, &["/spec", "/metadata/deletionTimestamp"])
+}
+
 /// Whether an export event changes what SyncTargets see of it: its schemas
 /// or identity (not the conditions and URLs the apis controller writes).
 fn export_changed(event: &WatchEvent) -> bool {
-    let Some(previous) = event.previous.as_deref() else {
-        return true;
-    };
-    if event.kind != EventType::Modified {
-        return true;
-    }
-    let (before, now) = (previous.value(), event.object.value());
-    ["/spec", "/status/identityHash", "/metadata/uid"]
-        .iter()
-        .any(|p| before.pointer(p) != now.pointer(p))
+    changed_at(event, &["/spec", "/status/identityHash", "/metadata/uid"])
 }
 
 /// The export `export` of `cluster` (any export there, for a schema
