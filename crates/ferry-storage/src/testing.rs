@@ -107,43 +107,15 @@ impl TestEtcd {
             child: None,
             binary,
             dir,
-            client_port: Self::free_port(),
-            peer_port: Self::free_port(),
-            metrics_port: Self::free_port(),
+            client_port: free_port(),
+            peer_port: free_port(),
+            metrics_port: free_port(),
             tls: None,
             name: "test".into(),
             initial_cluster: None,
         };
         etcd.resume();
         Some(etcd)
-    }
-
-    /// A free loopback port below the kernel's ephemeral range. A port found by
-    /// binding port 0 is free only until the kernel hands it out again — to an
-    /// outgoing connection or a hub binding port 0 in a test running beside — and
-    /// etcd, started a moment later, then cannot bind it (a three-member cluster
-    /// never became healthy in two runs of the suite that way).
-    fn free_port() -> u16 {
-        use std::hash::{BuildHasher, Hasher};
-        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
-            .filter(|low| *low > 11_000)
-            .unwrap_or(32_768);
-        for _ in 0..1_000 {
-            // A fresh random number per call, without another dependency.
-            let random = std::collections::hash_map::RandomState::new()
-                .build_hasher()
-                .finish();
-            let port = 10_000 + (random % u64::from(ephemeral_low - 10_000)) as u16;
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                return port;
-            }
-        }
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port")
     }
 
     /// `http://127.0.0.1:PORT` (`https://` with TLS).
@@ -300,9 +272,9 @@ impl TestEtcdCluster {
                     None => tempfile::tempdir(),
                 }
                 .expect("temporary directory for etcd"),
-                client_port: TestEtcd::free_port(),
-                peer_port: TestEtcd::free_port(),
-                metrics_port: TestEtcd::free_port(),
+                client_port: free_port(),
+                peer_port: free_port(),
+                metrics_port: free_port(),
                 tls: None,
                 name: format!("m{i}"),
                 initial_cluster: None,
@@ -365,4 +337,33 @@ impl TestEtcdCluster {
             m.wait_healthy();
         }
     }
+}
+
+/// A free loopback port below the kernel's ephemeral range, for a server a test
+/// starts (an etcd member, a hub, a browser driver). A port found by
+/// binding port 0 is free only until the kernel hands it out again — to an
+/// outgoing connection or a hub binding port 0 in a test running beside — and
+/// etcd, started a moment later, then cannot bind it (a three-member cluster
+/// never became healthy in two runs of the suite that way).
+pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .filter(|low| *low > 11_000)
+        .unwrap_or(32_768);
+    for _ in 0..1_000 {
+        // A fresh random number per call, without another dependency.
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = 10_000 + (random % u64::from(ephemeral_low - 10_000)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }

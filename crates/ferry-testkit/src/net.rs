@@ -7,13 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A loopback port nobody listens on now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
+/// A loopback port nobody listens on now, below the kernel's ephemeral range
+/// (one the kernel hands out for port 0 may be taken again before it is bound).
+pub use ferry_hub::storage::testing::free_port;
 
 /// A loopback address (`127.0.0.1:<port>`) with a port nobody listens on now.
 pub fn free_address() -> String {
