@@ -690,6 +690,14 @@ async fn measure(
     let hub_stage = watch_hub_stage(args, fleet);
     progress("waiting until the fleet is idle");
     let probe_namespaces = wait_idle(args, fleet).await?;
+    let all_seen = watches
+        .iter()
+        .flat_map(|w| [&w.copies, &w.versions])
+        .chain(status.per_cluster.iter().map(|(seen, _)| seen))
+        .chain(&hub_stage.seen);
+    for seen in all_seen {
+        seen.wait_listed("the fleet's objects").await?;
+    }
     let hub_pid = fleet.hub.process.child.id();
     let hub_rss_idle = rss_mib(hub_pid)?;
     let hub_cpu_before = cpu_seconds(hub_pid)?;

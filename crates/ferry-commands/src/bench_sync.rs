@@ -145,6 +145,11 @@ const NS: &str = "bench";
 pub(crate) struct Seen {
     pub(crate) at: Mutex<HashMap<String, Instant>>,
     count: tokio::sync::watch::Sender<usize>,
+    /// Set once the [`track`]ing watch has listed what exists. A change made
+    /// before then is seen only when the list's page holding it arrives, so a
+    /// timed phase starts after it: with 10,000 copies the list took long
+    /// enough to put its paging into the steady-state p99.
+    listed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Seen {
@@ -152,7 +157,17 @@ impl Seen {
         Arc::new(Seen {
             at: Mutex::new(HashMap::new()),
             count: tokio::sync::watch::channel(0).0,
+            listed: tokio::sync::watch::channel(false).0,
         })
+    }
+
+    /// Waits until the tracking watch has listed what exists and is watching.
+    pub(crate) async fn wait_listed(&self, what: &str) -> anyhow::Result<()> {
+        let mut rx = self.listed.subscribe();
+        tokio::time::timeout(Duration::from_secs(120), rx.wait_for(|listed| *listed))
+            .await
+            .with_context(|| format!("timed out waiting for the watch of {what} to list what exists"))??;
+        Ok(())
     }
 
     pub(crate) async fn wait_for(&self, n: usize, timeout: Duration, what: &str) -> anyhow::Result<()> {
@@ -184,6 +199,10 @@ where
         while let Some(event) = stream.next().await {
             let obj = match event {
                 Ok(watcher::Event::Apply(o)) | Ok(watcher::Event::InitApply(o)) => o,
+                Ok(watcher::Event::InitDone) => {
+                    seen.listed.send_replace(true);
+                    continue;
+                }
                 _ => continue,
             };
             let Some(name) = key(&obj) else {
@@ -344,6 +363,7 @@ where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
 {
+    seen.wait_listed(what).await?;
     let want = seen.count() + names.len();
     let sent = at_rate(rate, names, op).await?;
     seen.wait_for(want, Duration::from_secs(120), what).await?;
@@ -474,6 +494,7 @@ pub(crate) async fn baseline(
         seen.clone(),
         name_of,
     );
+    seen.wait_listed("the baseline's objects").await?;
     let mut client = tokio::process::Command::new(std::env::current_exe()?)
         .args(["bench", "create-load", "--kubeconfig"])
         .arg(&down.process.kubeconfig)
@@ -536,6 +557,7 @@ async fn initial_sync(
     let down_seen = Seen::new();
     let (down_cms, watch_config) = copies::<ConfigMap>(downc, args.tmc());
     let tracker = track(down_cms, watch_config, down_seen.clone(), name_of);
+    down_seen.wait_listed("the copies").await?;
     // FERRY_BENCH_SYNCER_LOG=path keeps the syncer's log.
     let log_path = std::env::var_os("FERRY_BENCH_SYNCER_LOG")
         .map(PathBuf::from)

@@ -306,6 +306,7 @@ async fn initial_sync(
     let copies_seen = Seen::new();
     let (copies, config) = stage.copies();
     let tracker = track(copies, config, copies_seen.clone(), source_name);
+    copies_seen.wait_listed("the copies").await?;
 
     let before = scrape_hubs(stage).await?;
     progress("initial sync: starting the agent");
