@@ -809,6 +809,89 @@ async fn crd_serves_custom_resources_with_validation() {
     .await;
 }
 
+/// Lists and watches send a custom resource's stored JSON as it is when it is stored
+/// at the version asked for; asked at another served version, the object must still
+/// say that version, first key or not.
+#[tokio::test]
+async fn custom_resources_list_and_watch_at_each_served_version() {
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    let mut crd = widget_crd();
+    let mut v2 = crd.spec.versions[0].clone();
+    v2.name = "v2".into();
+    v2.storage = false;
+    crd.spec.versions.push(v2);
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let established = kube::runtime::wait::await_condition(
+        crds.clone(),
+        "widgets.example.com",
+        kube::runtime::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(10), established)
+        .await
+        .unwrap()
+        .unwrap();
+    let at = |version: &str| {
+        let gvk = GroupVersionKind::gvk("example.com", version, "Widget");
+        Api::<DynamicObject>::namespaced_with(
+            c.clone(),
+            "default",
+            &ApiResource::from_gvk_with_plural(&gvk, "widgets"),
+        )
+    };
+    let (v1, v2) = (at("v1"), at("v2"));
+    let mut watch_v2 = v2.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+
+    // apiVersion first, as kube-rs sends it, stored at v1.
+    let first: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "first"}, "spec": {"size": 1}
+    }))
+    .unwrap();
+    v1.create(&PostParams::default(), &first).await.unwrap();
+    // apiVersion last, as a hand-written body may put it.
+    let body =
+        br#"{"kind":"Widget","metadata":{"name":"last"},"spec":{"size":2},"apiVersion":"example.com/v1"}"#;
+    let request = http::Request::post("/apis/example.com/v1/namespaces/default/widgets")
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .unwrap();
+    c.request_text(request).await.unwrap();
+
+    for (api, want) in [(&v1, "example.com/v1"), (&v2, "example.com/v2")] {
+        let list = api.list(&ListParams::default()).await.unwrap();
+        let names: Vec<_> = list
+            .items
+            .iter()
+            .filter_map(|o| o.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names, ["first", "last"]);
+        for item in &list.items {
+            let got = item.types.as_ref().map(|t| t.api_version.as_str());
+            assert_eq!(got, Some(want), "{:?} listed at {want}", item.metadata.name);
+        }
+    }
+    let mut seen = vec![];
+    while seen.len() < 2 {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), watch_v2.next())
+            .await
+            .expect("a watch event in time")
+            .expect("the watch goes on")
+            .unwrap();
+        if let WatchEvent::Added(o) = event {
+            let got = o.types.as_ref().map(|t| t.api_version.clone());
+            assert_eq!(
+                got.as_deref(),
+                Some("example.com/v2"),
+                "{:?} watched at v2",
+                o.metadata.name
+            );
+            seen.push(o.metadata.name.unwrap_or_default());
+        }
+    }
+    assert_eq!(seen, ["first", "last"]);
+}
+
 pub fn widget_crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

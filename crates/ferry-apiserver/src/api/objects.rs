@@ -255,10 +255,12 @@ pub async fn list(s: &Scope) -> Result<Response, ApiError> {
         meta.insert("continue".into(), Value::String(c.clone()));
     }
     let response = match s.format {
-        Format::Object if !s.info.from_crd => {
-            // Splice the stored JSON: no parse, no re-serialise.
+        Format::Object => {
+            // Splice the stored JSON: no parse, no re-serialise (unless a custom
+            // resource's stored apiVersion is not the served one).
+            let api_version = s.info.api_version();
             let mut body = serde_json::to_vec(&json!({
-                "kind": s.info.list_kind, "apiVersion": s.info.api_version(), "metadata": meta,
+                "kind": s.info.list_kind, "apiVersion": api_version, "metadata": meta,
             }))
             .expect("serialisable");
             body.pop();
@@ -268,17 +270,15 @@ pub async fn list(s: &Scope) -> Result<Response, ApiError> {
                 if i > 0 {
                     body.push(b',');
                 }
-                body.extend_from_slice(&o.json);
+                match service::served_json(o, &s.info, &api_version) {
+                    Some(json) => body.extend_from_slice(json),
+                    None => {
+                        serde_json::to_writer(&mut body, &served_value(o, &s.info)).expect("serialisable")
+                    }
+                }
             }
             body.extend_from_slice(b"]}");
             super::body::json_response(StatusCode::OK, body)
-        }
-        Format::Object => {
-            let values: Vec<Value> = items.iter().map(|(_, o)| served_value(o, &s.info)).collect();
-            json_value(
-                StatusCode::OK,
-                &json!({"kind": s.info.list_kind, "apiVersion": s.info.api_version(), "metadata": meta, "items": values}),
-            )
         }
         Format::Metadata => {
             let values: Vec<Value> = items.iter().map(|(_, o)| partial_metadata(&o.value())).collect();

@@ -34,6 +34,8 @@ pub(crate) const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
 struct Encoder {
     format: Format,
     info: crate::registry::ResourceInfo,
+    /// `info`'s served apiVersion.
+    api_version: String,
     include_object: IncludeObject,
     sent_columns: bool,
 }
@@ -67,12 +69,16 @@ impl Encoder {
 
     fn event(&mut self, kind: &str, obj: &StoredObject) -> Bytes {
         // Fast path: the stored bytes are already the served object.
-        if self.format == Format::Object && !self.info.from_crd {
-            let mut out = Vec::with_capacity(obj.json.len() + 32);
+        let served = match self.format {
+            Format::Object => crate::service::served_json(obj, &self.info, &self.api_version),
+            _ => None,
+        };
+        if let Some(json) = served {
+            let mut out = Vec::with_capacity(json.len() + 32);
             out.extend_from_slice(b"{\"type\":\"");
             out.extend_from_slice(kind.as_bytes());
             out.extend_from_slice(b"\",\"object\":");
-            out.extend_from_slice(&obj.json);
+            out.extend_from_slice(json);
             out.extend_from_slice(b"}\n");
             return Bytes::from(out);
         }
@@ -163,6 +169,7 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
     let mut encoder = Encoder {
         format: s.format,
         info: s.info.clone(),
+        api_version: s.info.api_version(),
         include_object: match s.query.include_object.as_deref() {
             Some("None") => IncludeObject::None,
             Some("Object") => IncludeObject::Object,

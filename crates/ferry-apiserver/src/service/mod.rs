@@ -96,6 +96,22 @@ pub fn served_value(stored: &StoredObject, info: &ResourceInfo) -> Value {
     v
 }
 
+/// The stored JSON when it already is the object served at `api_version` (the
+/// served `apiVersion`, [`crate::registry::ResourceInfo::api_version`]), so that
+/// lists and watches send it as it is instead of parsing and re-serialising it: a
+/// built-in's always; a custom resource's when its stored `apiVersion` comes first
+/// and is the served one (the only field [`served_value`] changes). `None`: serve
+/// [`served_value`].
+pub fn served_json<'a>(stored: &'a StoredObject, info: &ResourceInfo, api_version: &str) -> Option<&'a [u8]> {
+    let json = &stored.json[..];
+    if !info.from_crd {
+        return Some(json);
+    }
+    let rest = json.strip_prefix(b"{\"apiVersion\":\"")?;
+    let rest = rest.strip_prefix(api_version.as_bytes())?;
+    rest.starts_with(b"\"").then_some(json)
+}
+
 /// Check a client's object against what the request addresses and decode
 /// its metadata: `apiVersion`/`kind` (filled in when absent), `metadata` as
 /// `ObjectMeta`, the namespace of the body against the request's.
