@@ -1080,3 +1080,27 @@ where
     }
     Ok((rss, rss_mib(pid)?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A timed phase starts once its watch says it has listed: by then every object
+    /// that existed is counted, across the list's pages, so a change made after it is
+    /// seen by the watch as it happens.
+    #[tokio::test]
+    async fn a_tracked_watch_says_listed_once_every_existing_object_is_seen() {
+        let hub = ferry_testkit::TestHub::start().await;
+        let client = hub.client("root").await;
+        ensure_namespace(&client, NS).await.unwrap();
+        let cms: Api<ConfigMap> = Api::namespaced(client, NS);
+        let existing = 1_100; // three pages of the watcher's 500
+        create_all(&cms, (0..existing).map(|i| format!("cm-{i}")).collect(), 16)
+            .await
+            .unwrap();
+        let seen = Seen::new();
+        let _tracker = track(cms, watcher::Config::default(), seen.clone(), name_of);
+        seen.wait_listed("the test's ConfigMaps").await.unwrap();
+        assert_eq!(seen.count(), existing, "listed before every page was seen");
+    }
+}
