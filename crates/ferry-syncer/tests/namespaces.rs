@@ -144,3 +144,41 @@ async fn the_same_holds_when_namespaces_stopped_being_downsynced_while_the_synce
     app_released_and_keep_untouched(&down, &keep_uid).await;
     syncer.stop().await;
 }
+
+/// A downsynced namespace is made before the objects going into it are tried: its
+/// Namespace goes ahead of the queue. When it waited its turn, each of its objects
+/// listed before it was first refused with 404 for the missing namespace.
+#[tokio::test]
+async fn a_new_namespace_is_made_before_the_objects_going_into_it() {
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
+    let objects = 200;
+    mb.create(&namespaces(), namespace("bulk")).await;
+    for i in 0..objects {
+        mb.create(
+            &configmaps(),
+            configmap("bulk", &format!("cm-{i}"), json!({ "i": i.to_string() })),
+        )
+        .await;
+    }
+    mb.create(&syncer_configs(), whole_namespaces("whole", &["bulk"]))
+        .await;
+    let refused = || async {
+        let scrape = ferry_testkit::clients::scrape_metrics(&wec).await;
+        let has = ["verb=\"POST\"", "resource=\"configmaps\"", "code=\"404\""];
+        ferry_testkit::clients::metric_sum(&scrape, "apiserver_request_total", &has)
+    };
+    let before = refused().await;
+    let syncer = start_syncer(&up, &ws, &wec, "florin").await;
+    eventually(60, "every ConfigMap copied", || {
+        let down = &down;
+        async move { (down.list(&configmaps(), Some("bulk")).await.len() == objects).then_some(()) }
+    })
+    .await;
+    let refused = refused().await - before;
+    // At most the creates already in flight when the namespace's turn came.
+    assert!(
+        refused <= 8.0,
+        "{refused} of {objects} copies were refused for a missing namespace"
+    );
+    syncer.stop().await;
+}

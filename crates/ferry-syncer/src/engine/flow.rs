@@ -297,13 +297,13 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
                     // (its own echo queues nothing).
                     if !store.hold_for_write(&object, obj.metadata.resource_version.as_deref()) {
                         tracing::debug!(target: super::SYNC_LOG, resource = %id, %side, %object, "sync event: changed");
-                        engine.queue.add(key(object));
+                        engine.enqueue(&flow, key(object));
                     }
                 }
             }
             watcher::Event::Delete(obj) => {
                 if let Some(object) = store.delete(&obj) {
-                    engine.queue.add(key(object));
+                    engine.enqueue(&flow, key(object));
                 }
             }
             watcher::Event::Init => store.begin_list(),
@@ -316,7 +316,7 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
                     // A streaming first list: copy each source as it arrives, once the
                     // copies are known (absence of a copy means "create").
                     if flow.copies.is_synced() {
-                        engine.queue.add(key(object));
+                        engine.enqueue(&flow, key(object));
                     }
                 }
             }
@@ -330,14 +330,14 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
                     // listed); what is left is the copies whose sources may be gone. (Not
                     // yet listed copies queue everything when they are.)
                     Role::Sources if streamed && flow.copies.is_synced() => {
-                        engine.queue.add_all(flow.copy_keys(mapping));
+                        engine.enqueue_all(&flow, flow.copy_keys(mapping));
                     }
                     // The sources are still streaming in: queue those seen so far.
                     Role::Copies if !flow.sources.is_synced() => {
-                        engine.queue.add_all(flow.source_keys(mapping));
+                        engine.enqueue_all(&flow, flow.source_keys(mapping));
                     }
                     // Full-set reconcile: catches whatever changed while not watching.
-                    _ if flow.is_synced() => engine.queue.add_all(flow.all_keys(mapping)),
+                    _ if flow.is_synced() => engine.enqueue_all(&flow, flow.all_keys(mapping)),
                     _ => {}
                 }
             }

@@ -270,8 +270,26 @@ impl Engine {
     pub fn reconcile_everything(&self) {
         for flow in self.flows() {
             if flow.is_synced() {
-                self.queue.add_all(flow.all_keys(&*self.profile.mapping));
+                self.enqueue_all(&flow, flow.all_keys(&*self.profile.mapping));
             }
+        }
+    }
+
+    /// Queues `key` of `flow`: a Namespace ahead of the queue, since the objects
+    /// going into it wait for it. (A new namespace's 500 objects listed before it
+    /// were each refused with 404 until its turn came.)
+    pub fn enqueue(&self, flow: &Flow, key: Key) {
+        if flow.dest.id.is_namespaces() {
+            self.queue.add_first(key);
+        } else {
+            self.queue.add(key);
+        }
+    }
+
+    /// [`Engine::enqueue`] for many keys of `flow`.
+    pub fn enqueue_all(&self, flow: &Flow, keys: impl IntoIterator<Item = Key>) {
+        for key in keys {
+            self.enqueue(flow, key);
         }
     }
 

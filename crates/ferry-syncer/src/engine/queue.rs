@@ -78,12 +78,26 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
 
     /// Queues `key` unless it is already waiting.
     pub fn add(&self, key: K) {
+        self.push(key, false);
+    }
+
+    /// Queues `key` ahead of every waiting key (unless it is already waiting): for
+    /// what others wait for, such as the Namespace their objects go into.
+    pub fn add_first(&self, key: K) {
+        self.push(key, true);
+    }
+
+    fn push(&self, key: K, first: bool) {
         let mut inner = self.inner.lock();
         if inner.shut_down || !inner.dirty.insert(key.clone()) {
             return;
         }
         if !inner.processing.contains(&key) {
-            inner.queue.push_back(key);
+            if first {
+                inner.queue.push_front(key);
+            } else {
+                inner.queue.push_back(key);
+            }
             drop(inner);
             self.notify.notify_one();
         }
@@ -197,6 +211,18 @@ mod tests {
 
     fn queue() -> Arc<WorkQueue<&'static str>> {
         WorkQueue::new(Duration::from_millis(10), Duration::from_secs(1))
+    }
+
+    #[tokio::test]
+    async fn a_key_added_first_is_handed_out_before_those_waiting() {
+        let q = queue();
+        q.add_all(["a", "b"]);
+        q.add_first("namespace");
+        q.add_first("b"); // already waiting: keeps its place
+        assert_eq!(q.next().await, Some("namespace"));
+        assert_eq!(q.next().await, Some("a"));
+        assert_eq!(q.next().await, Some("b"));
+        assert_eq!(q.len(), 3, "three keys in process");
     }
 
     #[tokio::test]
