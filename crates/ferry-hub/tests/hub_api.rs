@@ -755,16 +755,7 @@ async fn crd_serves_custom_resources_with_validation() {
     let hub = TestHub::start().await;
     let c = client(&hub, "root").await;
     let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
-    let established = kube::runtime::wait::await_condition(
-        crds.clone(),
-        "widgets.example.com",
-        kube::runtime::conditions::is_crd_established(),
-    );
-    tokio::time::timeout(std::time::Duration::from_secs(10), established)
-        .await
-        .unwrap()
-        .unwrap();
+    create_established(&crds, &widget_crd()).await;
 
     let ar =
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
@@ -822,16 +813,7 @@ async fn custom_resources_list_and_watch_at_each_served_version() {
     v2.name = "v2".into();
     v2.storage = false;
     crd.spec.versions.push(v2);
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-    let established = kube::runtime::wait::await_condition(
-        crds.clone(),
-        "widgets.example.com",
-        kube::runtime::conditions::is_crd_established(),
-    );
-    tokio::time::timeout(std::time::Duration::from_secs(10), established)
-        .await
-        .unwrap()
-        .unwrap();
+    create_established(&crds, &crd).await;
     let at = |version: &str| {
         let gvk = GroupVersionKind::gvk("example.com", version, "Widget");
         Api::<DynamicObject>::namespaced_with(
@@ -890,6 +872,21 @@ async fn custom_resources_list_and_watch_at_each_served_version() {
         }
     }
     assert_eq!(seen, ["first", "last"]);
+}
+
+/// Creates `crd` and waits (10 s at most) until it is Established.
+async fn create_established(crds: &Api<CustomResourceDefinition>, crd: &CustomResourceDefinition) {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    crds.create(&PostParams::default(), crd).await.unwrap();
+    let established = kube::runtime::wait::await_condition(
+        crds.clone(),
+        &name,
+        kube::runtime::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(10), established)
+        .await
+        .unwrap()
+        .unwrap();
 }
 
 pub fn widget_crd() -> CustomResourceDefinition {
