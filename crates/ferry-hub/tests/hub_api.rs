@@ -157,6 +157,61 @@ async fn create_get_update_conflict_delete() {
     assert_eq!(status_code(api.get("a").await.unwrap_err()), 404);
 }
 
+/// kube-apiserver's NamespaceLifecycle admission: nothing new is created in a namespace
+/// that is being deleted (403, its message), while a live namespace accepts, including
+/// one whose annotations merely spell `deletionTimestamp`.
+#[tokio::test]
+async fn a_terminating_namespace_takes_no_new_objects() {
+    let hub = TestHub::start().await;
+    let c = client(&hub, "root").await;
+    let namespaces: Api<Namespace> = Api::all(c.clone());
+    let namespace = |name: &str, annotations: serde_json::Value| -> Namespace {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": annotations,
+                         "finalizers": ["example.com/hold"]}
+        }))
+        .unwrap()
+    };
+    for (name, annotations) in [
+        ("leaving", json!({})),
+        ("look-alike", json!({"example.com/note": "deletionTimestamp"})),
+    ] {
+        namespaces
+            .create(&PostParams::default(), &namespace(name, annotations))
+            .await
+            .unwrap();
+    }
+    namespaces
+        .delete("leaving", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let in_ns = |ns: &str| Api::<ConfigMap>::namespaced(c.clone(), ns);
+    let err = in_ns("leaving")
+        .create(&PostParams::default(), &cm("late", &[]))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("unable to create new content in namespace leaving because it is being terminated"),
+        "kube-apiserver's words: {message}"
+    );
+    assert_eq!(status_code(err), 403);
+    for ns in ["look-alike", "default"] {
+        in_ns(ns)
+            .create(&PostParams::default(), &cm("welcome", &[]))
+            .await
+            .unwrap_or_else(|e| panic!("a live namespace {ns} takes new objects: {e}"));
+    }
+
+    // Let the held namespace go.
+    let release = json!({"metadata": {"finalizers": null}});
+    namespaces
+        .patch("leaving", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn generate_name_dry_run_and_pagination() {
     let hub = TestHub::start().await;

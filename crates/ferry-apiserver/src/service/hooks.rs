@@ -12,7 +12,7 @@ use super::Request;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
-use crate::storage::ObjectKey;
+use crate::storage::{ObjectKey, StoredObject};
 
 /// Reject creates of custom resources whose CRD is being deleted, as
 /// kube-apiserver does.
@@ -38,13 +38,23 @@ pub fn ensure_namespace_accepts(s: &Request) -> Result<(), ApiError> {
     };
     match s.hub.store.get(&key) {
         None => Err(ApiError::not_found("", "namespaces", ns)),
-        Some(obj) if obj.value().pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::forbidden(format!(
+        Some(obj) if terminating(&obj) => Err(ApiError::forbidden(format!(
             "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
             s.info.resource,
             s.name.as_deref().unwrap_or_default()
         ))),
         Some(_) => Ok(()),
     }
+}
+
+/// Whether a stored Namespace is being deleted. Its JSON is the hub's own
+/// serialisation, whose keys are never escaped, so bytes without the key's
+/// spelling hold no `deletionTimestamp` and only the rest are parsed: every
+/// namespaced create asks this, and parsing the namespace was 5% of a hub's
+/// time in a create-heavy `ferry bench sync`.
+fn terminating(namespace: &StoredObject) -> bool {
+    memchr::memmem::find(&namespace.json, b"\"deletionTimestamp\"").is_some()
+        && namespace.value().pointer("/metadata/deletionTimestamp").is_some()
 }
 
 /// What goes with an object that is removed from storage (a CRD's custom
