@@ -559,18 +559,43 @@ impl Engine {
     }
 
     /// Reads discovery, starts and retires flows. Returns whether to refresh again soon.
+    ///
+    /// A changed selection first starts what it adds from the discovery read last
+    /// time, so its copies do not wait for both sides' discovery to be read again;
+    /// what is read then decides (it stops what is no longer served).
     async fn resolve_once(self: &Arc<Self>, last: &mut Option<u64>) -> Result<bool, (Side, kube::Error)> {
+        let known = self.discovery.read().clone();
+        if let (Some(known), true) = (known, *last != Some(self.profile.selection.revision())) {
+            self.start_flows(&known, last, false);
+        }
         // An upstream that spans clusters is discovered across them.
         let up_cluster = self.profile.upstream_clusters.then_some("*");
         let (upstream, downstream) = tokio::join!(self.up.discover_in(up_cluster), self.down.discover());
         let upstream = upstream.map_err(|e| (Side::Upstream, e))?;
         let downstream = downstream.map_err(|e| (Side::Downstream, e))?;
+        let snapshot = DiscoverySnapshot {
+            upstream: Arc::new(upstream),
+            downstream: Arc::new(downstream),
+        };
+        *self.discovery.write() = Some(snapshot.clone());
+        Ok(self.start_flows(&snapshot, last, true))
+    }
+
+    /// Starts the flows `discovery` resolves the selection to, and with `retire` stops
+    /// those it no longer does. Returns whether something selected is missing.
+    fn start_flows(
+        self: &Arc<Self>,
+        discovery: &DiscoverySnapshot,
+        last: &mut Option<u64>,
+        retire: bool,
+    ) -> bool {
+        let (upstream, downstream) = (&*discovery.upstream, &*discovery.downstream);
         let revision = self.profile.selection.revision();
-        let Plan { downsync, upsync } = self.profile.selection.resolve(&upstream, &downstream);
+        let Plan { downsync, upsync } = self.profile.selection.resolve(upstream, downstream);
         let mut missing = !downsync.unresolved.is_empty() || !upsync.unresolved.is_empty();
 
         let mut wanted: Vec<(WatchTarget, bool)> = vec![];
-        for (resolution, other) in [(&downsync, &downstream), (&upsync, &upstream)] {
+        for (resolution, other) in [(&downsync, downstream), (&upsync, upstream)] {
             let Resolution { targets, .. } = resolution;
             for target in targets {
                 let dest = self.profile.mapping.dest_type(target).id;
@@ -581,7 +606,7 @@ impl Engine {
                     Direction::Upsync => &dest,
                 };
                 let status = serves(
-                    &upstream,
+                    upstream,
                     &up.group,
                     &up.version,
                     &format!("{}/status", up.resource),
@@ -589,11 +614,6 @@ impl Engine {
                 wanted.push((target.clone(), status));
             }
         }
-        *self.discovery.write() = Some(DiscoverySnapshot {
-            upstream: Arc::new(upstream),
-            downstream: Arc::new(downstream),
-        });
-
         let mut started = vec![];
         {
             let mut flows = self.flows.write();
@@ -629,7 +649,7 @@ impl Engine {
             // its copies (as it does for types dropped while the syncer was down).
             let retired: Vec<_> = flows
                 .values()
-                .filter(|flow| !wanted.iter().any(|(t, _)| same_type(flow, t)))
+                .filter(|flow| retire && !wanted.iter().any(|(t, _)| same_type(flow, t)))
                 .map(|flow| flow.id)
                 .collect();
             for id in retired {
@@ -648,7 +668,7 @@ impl Engine {
             *last = Some(revision);
             self.reconcile_everything();
         }
-        Ok(missing)
+        missing
     }
 
     /// Checks `side`'s reachability every `probe_period`, and every
