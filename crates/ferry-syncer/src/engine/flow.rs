@@ -30,6 +30,10 @@ use crate::transform::ObjectType;
 /// Identifies a flow in queue keys.
 pub type FlowId = u64;
 
+/// Objects per page of a source list (kube-rs reads 500): a tenth of the first page's
+/// wait before the first copy, for more requests on a large list.
+const SOURCE_PAGE_SIZE: u32 = 100;
+
 /// Which of a flow's two watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -236,8 +240,11 @@ async fn watch(engine: Arc<Engine>, flow: Arc<Flow>, role: Role) {
         .client_for(flow.target.direction, store.is_clustered().then_some("*"));
     let api: Api<RawObject> = Api::all_with(client, flow.api_resource(side));
     let mut config = watcher::Config::default();
-    if role == Role::Copies {
-        config = config.labels(&engine.profile.marks.copy_selector(side));
+    match role {
+        Role::Copies => config = config.labels(&engine.profile.marks.copy_selector(side)),
+        // Sources are copied as their list's pages arrive: smaller pages start the
+        // first copies sooner, and the later pages are read while those are written.
+        Role::Sources => config = config.page_size(SOURCE_PAGE_SIZE),
     }
     let mapping = &*engine.profile.mapping;
     let key = |object: ObjectRef| match role {
