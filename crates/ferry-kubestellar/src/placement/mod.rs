@@ -1586,11 +1586,10 @@ async fn write_the_one(
     }
 }
 
-/// The message with which the cluster behind mailbox `mb` refused the copy of
+/// The message with which the cluster behind a mailbox refused the copy of
 /// `s`, as its syncer lists it in the mailbox's SyncerConfig `the-one`
-/// (`status.refused`).
-fn refusal_of(ctx: &ControllerContext, mb: &str, s: &Selected) -> Option<String> {
-    let config = the_one_in(ctx, mb)?;
+/// (`config`, at `status.refused`).
+fn refusal_in(config: &Value, s: &Selected) -> Option<String> {
     let group = if s.info.group.is_empty() {
         "core"
     } else {
@@ -1609,13 +1608,12 @@ fn refusal_of(ctx: &ControllerContext, mb: &str, s: &Selected) -> Option<String>
         .map(|r| str_at(r, "/message").to_string())
 }
 
-/// The last drift the syncer of the cluster behind mailbox `mb` restored on
-/// the copy of `s`, as it lists them in the mailbox's SyncerConfig `the-one`
-/// (`status.drifted`).
-fn drift_of(ctx: &ControllerContext, mb: &str, s: &Selected) -> Option<ferry_api::drift::Drift> {
-    let config = the_one_in(ctx, mb)?;
+/// The last drift the syncer of the cluster behind a mailbox restored on the
+/// copy of `s`, as it lists them in the mailbox's SyncerConfig `the-one`
+/// (`config`, at `status.drifted`).
+fn drift_in(config: &Value, s: &Selected) -> Option<ferry_api::drift::Drift> {
     summary::drift_of(
-        &config,
+        config,
         &s.info.group,
         &s.info.resource,
         &s.key.namespace,
@@ -1632,6 +1630,43 @@ fn the_one_in(ctx: &ControllerContext, mb: &str) -> Option<Value> {
         name: THE_ONE.into(),
     };
     Some(ctx.get(&key)?.value())
+}
+
+/// What the mailboxes' syncers reported on their SyncerConfigs `the-one`, each
+/// parsed once per pass: the summaries and refusals consult it for every
+/// selected object at every destination, and it lists every object placed
+/// there, so parsing it each time cost a pass objects² × destinations.
+#[derive(Default)]
+struct MailboxReports {
+    configs: HashMap<String, Option<Arc<Value>>>,
+    pending: HashMap<(String, String, String), Option<String>>,
+}
+
+impl MailboxReports {
+    /// Mailbox `mb`'s SyncerConfig `the-one`.
+    fn config(&mut self, ctx: &ControllerContext, mb: &str) -> Option<Arc<Value>> {
+        self.configs
+            .entry(mb.to_string())
+            .or_insert_with(|| the_one_in(ctx, mb).map(Arc::new))
+            .clone()
+    }
+
+    /// [`pending`], for each mailbox and SyncTarget once.
+    fn pending(
+        &mut self,
+        ctx: &ControllerContext,
+        mb: &str,
+        inventory: &str,
+        target: &str,
+    ) -> Option<String> {
+        let key = (mb.to_string(), inventory.to_string(), target.to_string());
+        if let Some(known) = self.pending.get(&key) {
+            return known.clone();
+        }
+        let found = pending(ctx, mb, inventory, target);
+        self.pending.insert(key, found.clone());
+        found
+    }
 }
 
 /// The workspace path of destination `d`'s mailbox.
@@ -1655,8 +1690,11 @@ fn refusals(ctx: &ControllerContext, p: &Placement) -> BTreeSet<String> {
         let Some(mb) = ctx.resolve_workspace(&path) else {
             continue;
         };
+        let Some(config) = the_one_in(ctx, &mb.name) else {
+            continue;
+        };
         for s in &p.selected {
-            if let Some(message) = refusal_of(ctx, &mb.name, s) {
+            if let Some(message) = refusal_in(&config, s) {
                 out.insert(format!("{} on {}: {message}", s.display(), d.sync_target_name));
             }
         }
@@ -1968,6 +2006,7 @@ async fn write_summaries(
     let mut wanted: BTreeMap<(String, String), PlacementSummary> = BTreeMap::new();
     let mut mailbox_of: HashMap<String, Option<String>> = HashMap::new();
     let mut seen: std::collections::HashSet<(String, ObjectKey, String, String)> = Default::default();
+    let mut reports = MailboxReports::default();
     for p in placements.iter().filter(|p| !p.deleting) {
         for s in &p.selected {
             let name =
@@ -2039,12 +2078,9 @@ async fn write_summaries(
                 };
                 // The cluster's own refusal, as its syncer reported it on the-one.
                 let mailbox_cluster = mailbox_of.get(&path).cloned().flatten();
-                let drift = mailbox_cluster
-                    .as_deref()
-                    .filter(|_| ours)
-                    .and_then(|mb| drift_of(ctx, mb, s));
-                let (synced, digest) = match mailbox_cluster.as_deref().and_then(|mb| refusal_of(ctx, mb, s))
-                {
+                let config = mailbox_cluster.as_deref().and_then(|mb| reports.config(ctx, mb));
+                let drift = config.as_deref().filter(|_| ours).and_then(|c| drift_in(c, s));
+                let (synced, digest) = match config.as_deref().and_then(|c| refusal_in(c, s)) {
                     Some(message) => (false, format!("refused: {message}")),
                     None => (synced, digest),
                 };
@@ -2052,7 +2088,7 @@ async fn write_summaries(
                 // acknowledged it (`ferry_server::synctarget::edge::pending`).
                 let (synced, digest) = match mailbox_cluster
                     .filter(|_| synced)
-                    .and_then(|mb| pending(ctx, &mb, &d.cluster, &d.sync_target_name))
+                    .and_then(|mb| reports.pending(ctx, &mb, &d.cluster, &d.sync_target_name))
                 {
                     Some(why) => (false, format!("pending: {why}")),
                     None => (synced, digest),
