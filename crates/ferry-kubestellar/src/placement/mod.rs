@@ -902,10 +902,11 @@ async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> FullP
         }
     }
 
+    let mut reports = MailboxReports::default();
     for p in placements.iter_mut() {
-        p.refused = refusals(ctx, p);
+        p.refused = refusals(ctx, p, &mut reports);
     }
-    retry |= report(ctx, &placements, &plans, &executing, &inventory).await;
+    retry |= report(ctx, &placements, &plans, &executing, &inventory, &mut reports).await;
     for p in &placements {
         write_status(ctx, p).await;
     }
@@ -1633,7 +1634,7 @@ fn the_one_in(ctx: &ControllerContext, mb: &str) -> Option<Value> {
 }
 
 /// What the mailboxes' syncers reported on their SyncerConfigs `the-one`, each
-/// parsed once per pass: the summaries and refusals consult it for every
+/// parsed once per full pass: the refusals and summaries consult it for every
 /// selected object at every destination, and it lists every object placed
 /// there, so parsing it each time cost a pass objects² × destinations.
 #[derive(Default)]
@@ -1659,13 +1660,10 @@ impl MailboxReports {
         inventory: &str,
         target: &str,
     ) -> Option<String> {
-        let key = (mb.to_string(), inventory.to_string(), target.to_string());
-        if let Some(known) = self.pending.get(&key) {
-            return known.clone();
-        }
-        let found = pending(ctx, mb, inventory, target);
-        self.pending.insert(key, found.clone());
-        found
+        self.pending
+            .entry((mb.to_string(), inventory.to_string(), target.to_string()))
+            .or_insert_with(|| pending(ctx, mb, inventory, target))
+            .clone()
     }
 }
 
@@ -1680,7 +1678,7 @@ fn mailbox_path(d: &SinglePlacement) -> String {
 /// The copies of `p`'s objects that its destinations' clusters refused, one
 /// message each. Only `p`'s own destinations are asked, so a message never
 /// names a Location the placer has no grant for.
-fn refusals(ctx: &ControllerContext, p: &Placement) -> BTreeSet<String> {
+fn refusals(ctx: &ControllerContext, p: &Placement, reports: &mut MailboxReports) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     if p.deleting {
         return out;
@@ -1690,7 +1688,7 @@ fn refusals(ctx: &ControllerContext, p: &Placement) -> BTreeSet<String> {
         let Some(mb) = ctx.resolve_workspace(&path) else {
             continue;
         };
-        let Some(config) = the_one_in(ctx, &mb.name) else {
+        let Some(config) = reports.config(ctx, &mb.name) else {
             continue;
         };
         for s in &p.selected {
@@ -1841,6 +1839,7 @@ async fn report(
     plans: &BTreeMap<String, Plan>,
     executing: &HashMap<ObjectKey, usize>,
     inventory: &Inventory<'_>,
+    reports: &mut MailboxReports,
 ) -> bool {
     let mut retry = false;
     let mailbox_clusters: BTreeSet<String> = mailboxes(ctx).into_iter().map(|m| m.cluster).collect();
@@ -1880,7 +1879,7 @@ async fn report(
         }
     }
 
-    retry |= write_summaries(ctx, placements, executing, &wmws, inventory).await;
+    retry |= write_summaries(ctx, placements, executing, &wmws, inventory, reports).await;
 
     retry |= combined::write(ctx, placements, &wmws, inventory).await;
 
@@ -2000,13 +1999,13 @@ async fn write_summaries(
     executing: &HashMap<ObjectKey, usize>,
     wmws: &[String],
     inventory: &Inventory<'_>,
+    reports: &mut MailboxReports,
 ) -> bool {
     let mut retry = false;
     let resource = format!("{}/{}", PlacementSummary::GROUP, PlacementSummary::PLURAL);
     let mut wanted: BTreeMap<(String, String), PlacementSummary> = BTreeMap::new();
     let mut mailbox_of: HashMap<String, Option<String>> = HashMap::new();
     let mut seen: std::collections::HashSet<(String, ObjectKey, String, String)> = Default::default();
-    let mut reports = MailboxReports::default();
     for p in placements.iter().filter(|p| !p.deleting) {
         for s in &p.selected {
             let name =

@@ -564,9 +564,11 @@ impl Engine {
     /// time, so its copies do not wait for both sides' discovery to be read again;
     /// what is read then decides (it stops what is no longer served).
     async fn resolve_once(self: &Arc<Self>, last: &mut Option<u64>) -> Result<bool, (Side, kube::Error)> {
-        let known = self.discovery.read().clone();
-        if let (Some(known), true) = (known, *last != Some(self.profile.selection.revision())) {
-            self.start_flows(&known, last, false);
+        if *last != Some(self.profile.selection.revision()) {
+            let known = self.discovery.read().clone();
+            if let Some(known) = known {
+                self.start_flows(&known, last, false);
+            }
         }
         // An upstream that spans clusters is discovered across them.
         let up_cluster = self.profile.upstream_clusters.then_some("*");
