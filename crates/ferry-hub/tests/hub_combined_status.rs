@@ -5,12 +5,13 @@
 //! of a cluster's status changing; a collector with a bad expression is
 //! named on its condition while the others keep working; and from an
 //! attacker's side, a tenant placing a same-named object onto a shared
-//! cluster never reads the status another workspace's copy returned, nor
-//! the drift its syncer restored there.
+//! cluster never reads the status another workspace's copy returned, the
+//! drift its syncer restored there, nor the cluster's refusal of it.
 //!
 //! Each cluster's syncer is stood in for by writing what it returns (the
 //! copy's status) into the mailbox copy, and what it restored (the drift)
-//! on the mailbox's SyncerConfig, as the syncer does.
+//! and what its cluster refused on the mailbox's SyncerConfig, as the syncer
+//! does.
 
 mod common;
 
@@ -347,7 +348,7 @@ async fn web_listing_statuses(c: &kube::Client, name: &str, placement: &str, col
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_returned_status() {
+async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_returned_status_or_refusal() {
     let t = Tenants::start().await;
     let hub = &t.hub;
     let imw = workspace(hub, "imw1").await;
@@ -359,8 +360,24 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     copies_in(hub, std::slice::from_ref(&florin)).await;
     let secret = available_saying(2, "victim-secret");
     return_status(hub, &florin, &deployments(), "shop", "web", secret).await;
-    // ... and whose syncer restored its copy there.
+    // ... and whose syncer restored its copy there ...
     report_drift(hub, &florin, "apps/deployments", "shop", "web", &[IMAGE]).await;
+    // ... and whose cluster refused the copy's latest version, saying what it holds.
+    report_refusal(hub, &florin, "apps/deployments", "shop", "web", REFUSAL).await;
+    let victim_refused = || async {
+        let summary = web_summary(&wmw).await?;
+        let placement = placement_status(&wmw, "shop").await?;
+        (on_florin(&summary)["statusDigest"] == format!("refused: {REFUSAL}")
+            && placement["refusedCount"] == 1
+            && ready_message(&placement).contains(REFUSAL))
+        .then_some(())
+    };
+    eventually(
+        20,
+        "the victim's summary and placement to name the refusal",
+        victim_refused,
+    )
+    .await;
 
     // mal may place on florin too (granted bind on it), and places its own shop/web there.
     t.workspace("mal", Some("mal")).await;
@@ -433,6 +450,16 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     .await;
     assert_eq!(drift_on(&summary, "florin"), None, "{summary}");
     assert_eq!(summary["driftCorrections"], 0, "{summary}");
+    // Nor the cluster's refusal of the victim's copy, on the summary or the placement.
+    assert_eq!(
+        on_florin(&summary)["statusDigest"],
+        "the mailbox holds another workspace's copy",
+        "{summary}"
+    );
+    let steal = placement_status(&mal, "steal").await.unwrap();
+    assert!(!steal.to_string().contains("victim"), "{steal}");
+    assert!(!ready_message(&steal).contains("refused"), "{steal}");
+    assert_eq!(steal["refusedCount"], 0, "{steal}");
     assert_eq!(
         result_rows(&mals, "steal").unwrap(),
         vec![vec![json!("florin"), json!({})]]
@@ -447,4 +474,40 @@ async fn a_tenant_placing_a_same_named_object_never_reads_another_workspaces_ret
     let in_mals = combined_statuses_in(&mal, "shop").await;
     assert_eq!(in_mals.len(), 1);
     assert_eq!(in_mals[0].data["placement"], "steal");
+    // The victim still reads its refusal: it stood while mal looked.
+    assert_eq!(victim_refused().await, Some(()));
+}
+
+/// What the victim's cluster says refusing its copy.
+const REFUSAL: &str = "Deployment.apps \"web\" is invalid: victim-secret in the refused copy";
+
+/// The status of EdgePlacement `name` in `c`'s workspace, once it has one.
+async fn placement_status(c: &kube::Client, name: &str) -> Option<Value> {
+    let p = api(c, &edge("EdgePlacement", "edgeplacements"), None)
+        .get(name)
+        .await
+        .ok()?;
+    p.data
+        .get("status")
+        .filter(|s| s.get("refusedCount").is_some())
+        .cloned()
+}
+
+/// The message of a placement status's Ready condition.
+fn ready_message(status: &Value) -> String {
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let ready = conditions.iter().find(|c| c["type"] == "Ready");
+    ready
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// What PlacementSummary `summary` says of florin.
+fn on_florin(summary: &Value) -> Value {
+    summary["destinations"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|d| d["cluster"] == "florin"))
+        .cloned()
+        .unwrap_or_default()
 }

@@ -567,7 +567,7 @@ pub fn available_saying(n: i64, message: &str) -> Value {
     status
 }
 
-// ---- drift: copies changed in their cluster and restored by the syncer
+// ---- drift and refusals: what a cluster's syncer reports on `the-one`
 
 /// What a cluster's syncer writes on `the-one` in `mailbox` once it has
 /// restored the copy of `resource` (`group/resource`, `core/...` for the
@@ -580,25 +580,49 @@ pub async fn report_drift(
     name: &str,
     fields: &[&str],
 ) {
-    let mb = client(hub, mailbox).await;
     let drifted = json!([{"resource": resource, "namespace": ns, "name": name,
                           "drift": {"time": ferry_api::timestamp::now(), "fields": fields, "corrections": 1}}]);
-    let patch = json!({"status": {"drifted": drifted}});
-    let configs = api(&mb, &edge("SyncerConfig", "syncerconfigs"), None);
-    eventually(
-        15,
-        &format!("the drift of {ns}/{name} reported in {mailbox}"),
-        || {
-            let (configs, patch) = (configs.clone(), patch.clone());
-            async move {
-                configs
-                    .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .ok()
-                    .map(drop)
-            }
-        },
+    let what = format!("the drift of {ns}/{name} reported in {mailbox}");
+    report(hub, mailbox, &what, json!({"drifted": drifted})).await;
+}
+
+/// What a cluster's syncer writes on `the-one` in `mailbox` once its API
+/// server refused the copy of `resource` (as in [`report_drift`]) `ns`/`name`
+/// with `message`.
+pub async fn report_refusal(
+    hub: &TestHub,
+    mailbox: &str,
+    resource: &str,
+    ns: &str,
+    name: &str,
+    message: &str,
+) {
+    let refused = json!([{"resource": resource, "namespace": ns, "name": name, "side": "downstream", "message": message}]);
+    let what = format!("the refusal of {ns}/{name} reported in {mailbox}");
+    report(
+        hub,
+        mailbox,
+        &what,
+        json!({"refused": refused, "refusedCount": 1}),
     )
+    .await;
+}
+
+/// Merge `status` into `the-one`'s status in `mailbox`, as its syncer does.
+async fn report(hub: &TestHub, mailbox: &str, what: &str, status: Value) {
+    let mb = client(hub, mailbox).await;
+    let patch = json!({ "status": status });
+    let configs = api(&mb, &edge("SyncerConfig", "syncerconfigs"), None);
+    eventually(15, what, || {
+        let (configs, patch) = (configs.clone(), patch.clone());
+        async move {
+            configs
+                .patch_status("the-one", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .ok()
+                .map(drop)
+        }
+    })
     .await;
 }
 

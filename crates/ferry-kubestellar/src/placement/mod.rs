@@ -1677,7 +1677,9 @@ fn mailbox_path(d: &SinglePlacement) -> String {
 
 /// The copies of `p`'s objects that its destinations' clusters refused, one
 /// message each. Only `p`'s own destinations are asked, so a message never
-/// names a Location the placer has no grant for.
+/// names a Location the placer has no grant for, and only about copies placed
+/// from `p`'s workspace: where the mailbox holds another workspace's
+/// same-named copy, the cluster's message is about that tenant's object.
 fn refusals(ctx: &ControllerContext, p: &Placement, reports: &mut MailboxReports) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     if p.deleting {
@@ -1692,7 +1694,14 @@ fn refusals(ctx: &ControllerContext, p: &Placement, reports: &mut MailboxReports
             continue;
         };
         for s in &p.selected {
-            if let Some(message) = refusal_in(&config, s) {
+            let Some(message) = refusal_in(&config, s) else {
+                continue;
+            };
+            let copy = ctx.get(&ObjectKey {
+                cluster: mb.name.clone(),
+                ..s.key.clone()
+            });
+            if copy.is_some_and(|c| c.labels.contains_key(PLACED_LABEL) && source_of(&c) == p.path) {
                 out.insert(format!("{} on {}: {message}", s.display(), d.sync_target_name));
             }
         }
@@ -2038,7 +2047,7 @@ async fn write_summaries(
                     .clone();
                 let want = inventory.copy_for(s, d);
                 // `ours`: the mailbox holds this workspace's copy, so what its
-                // syncer reports about that copy (its drift) is this object's.
+                // syncer reports about that copy (its refusal, its drift) is this object's.
                 let (synced, digest, ours) = match (mb, &want) {
                     (_, DestCopy::Failed(message)) => (false, format!("not customized: {message}"), false),
                     (None, _) => (false, "mailbox not ready".to_string(), false),
@@ -2075,10 +2084,15 @@ async fn write_summaries(
                         }
                     },
                 };
-                // The cluster's own refusal, as its syncer reported it on the-one.
+                // The cluster's own refusal and the drift its syncer restored,
+                // as it reported them on the-one: about this workspace's copy
+                // only, never another tenant's same-named one.
                 let mailbox_cluster = mailbox_of.get(&path).cloned().flatten();
-                let config = mailbox_cluster.as_deref().and_then(|mb| reports.config(ctx, mb));
-                let drift = config.as_deref().filter(|_| ours).and_then(|c| drift_in(c, s));
+                let config = mailbox_cluster
+                    .as_deref()
+                    .filter(|_| ours)
+                    .and_then(|mb| reports.config(ctx, mb));
+                let drift = config.as_deref().and_then(|c| drift_in(c, s));
                 let (synced, digest) = match config.as_deref().and_then(|c| refusal_in(c, s)) {
                     Some(message) => (false, format!("refused: {message}")),
                     None => (synced, digest),
