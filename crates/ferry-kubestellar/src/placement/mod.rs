@@ -72,6 +72,7 @@ pub mod changes;
 mod combined;
 pub mod copy;
 pub use ferry_server::customize;
+mod facts;
 pub use ferry_server::grants::edge as grant;
 pub mod index;
 pub mod reported;
@@ -100,6 +101,7 @@ use super::mailbox::{mailbox_name, MAILBOX_PARENT, SYNC_TARGETS, SYNC_TARGET_UID
 use crate::follow::{self, Due, Follower, Passes};
 use changes::{Change, Known, PlacementMark};
 use copy::Listed;
+use facts::{ContentDigest, CopyMemo};
 use ferry_server::auth::UserInfo;
 use ferry_server::controller::ControllerContext;
 use ferry_server::kinds::edge::{placer_of, PLACED_BY_ANNOTATION};
@@ -185,6 +187,8 @@ struct PlacementTranslator {
     known: Option<Known>,
     /// The objects the last pass selected, reused while unchanged.
     selected: HashMap<ObjectKey, Arc<Selected>>,
+    /// What the passes read of the copies in mailboxes.
+    copies: CopyMemo,
 }
 
 impl Default for PlacementTranslator {
@@ -197,6 +201,7 @@ impl Default for PlacementTranslator {
             objects: BTreeSet::new(),
             known: None,
             selected: HashMap::new(),
+            copies: CopyMemo::default(),
         }
     }
 }
@@ -217,13 +222,14 @@ impl PlacementTranslator {
         if self.everything || settled || self.known.is_none() {
             self.everything = false;
             self.settle = None;
-            let done = reconcile(ctx, &self.inventory).await;
+            let done = reconcile(ctx, &self.inventory, &self.copies).await;
             self.known = Some(done.known);
             self.selected = done.selected;
             self.everything = done.retry;
             self.passes.passed(done.retry);
         } else if !objects.is_empty() {
-            let retry = reconcile_objects(ctx, &self.inventory, &mut self.selected, &objects).await;
+            let retry =
+                reconcile_objects(ctx, &self.inventory, &mut self.selected, &self.copies, &objects).await;
             self.everything = retry;
             self.passes.passed(retry);
             self.settle_soon();
@@ -313,9 +319,23 @@ struct Selected {
     expand: bool,
     /// The Customizer it names, if any (an error: it does not exist).
     customizer: Option<Result<customize::Customizer, customize::CustomizeError>>,
+    /// The digest of `copy`'s content, once asked for.
+    content: std::sync::OnceLock<ContentDigest>,
 }
 
 impl Selected {
+    /// The digest of the content of its copy `want` for one destination;
+    /// the plain copy's is computed once.
+    fn wanted_digest(&self, want: &DestCopy) -> ContentDigest {
+        match want {
+            DestCopy::Customized(v) => ContentDigest::of_copy(v),
+            // A failed customization makes no copy to compare: only the plain one is at hand.
+            DestCopy::Plain | DestCopy::Failed(_) => {
+                *self.content.get_or_init(|| ContentDigest::of_copy(&self.copy))
+            }
+        }
+    }
+
     /// Whether its copies differ from destination to destination.
     fn customized(&self) -> bool {
         self.expand || self.customizer.is_some()
@@ -648,6 +668,7 @@ fn select_objects(
                 rv: obj.rv,
                 value,
                 overwrite,
+                content: Default::default(),
             })
         })
         .collect()
@@ -856,8 +877,9 @@ fn selected_of(placements: &[Placement]) -> HashMap<ObjectKey, Arc<Selected>> {
 /// One pass over everything. Locations and SyncTargets come from
 /// `inventory`, not the store: the where-resolver visits only what a
 /// placement's selectors can reach.
-async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> FullPass {
+async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex, copies: &CopyMemo) -> FullPass {
     let mut retry = false;
+    copies.begin_full_pass();
     let (mut placements, all_mailboxes) = evaluate_all(ctx, inventory, &HashMap::new());
     let known = Known {
         mailboxes: all_mailboxes.iter().map(|m| m.cluster.clone()).collect(),
@@ -879,7 +901,7 @@ async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> FullP
 
     // Mailboxes are independent: write several at once, so the store can
     // commit their writes together.
-    let outcomes = apply_mailboxes(ctx, all_mailboxes.iter(), &plans, &placements, None).await;
+    let outcomes = apply_mailboxes(ctx, all_mailboxes.iter(), &plans, &placements, copies, None).await;
     // A copy executes only where a syncer acknowledged it: a mailbox alone is
     // not a cluster.
     let mut executing: HashMap<ObjectKey, usize> = HashMap::new();
@@ -904,12 +926,22 @@ async fn reconcile(ctx: &ControllerContext, inventory: &InventoryIndex) -> FullP
 
     let mut reports = MailboxReports::default();
     for p in placements.iter_mut() {
-        p.refused = refusals(ctx, p, &mut reports);
+        p.refused = refusals(ctx, p, &mut reports, copies);
     }
-    retry |= report(ctx, &placements, &plans, &executing, &inventory, &mut reports).await;
+    retry |= report(
+        ctx,
+        &placements,
+        &plans,
+        &executing,
+        &inventory,
+        &mut reports,
+        copies,
+    )
+    .await;
     for p in &placements {
         write_status(ctx, p).await;
     }
+    copies.forget_unseen();
     FullPass {
         retry,
         known,
@@ -928,6 +960,7 @@ async fn reconcile_objects(
     ctx: &ControllerContext,
     inventory: &InventoryIndex,
     selected: &mut HashMap<ObjectKey, Arc<Selected>>,
+    copies: &CopyMemo,
     changed: &BTreeSet<ObjectKey>,
 ) -> bool {
     let (mut placements, all_mailboxes) = evaluate_all(ctx, inventory, selected);
@@ -950,7 +983,7 @@ async fn reconcile_objects(
                 .iter()
                 .any(|ck| ctx.get(&copy_key(&mb.cluster, ck)).is_some())
     });
-    let outcomes = apply_mailboxes(ctx, touched, &plans, &placements, Some(&scope)).await;
+    let outcomes = apply_mailboxes(ctx, touched, &plans, &placements, copies, Some(&scope)).await;
     unready || outcomes.iter().any(|o| o.retry)
 }
 
@@ -960,10 +993,20 @@ async fn apply_mailboxes<'a>(
     mailboxes: impl Iterator<Item = &'a Mailbox>,
     plans: &BTreeMap<String, Plan>,
     placements: &[Placement],
+    copies: &CopyMemo,
     only: Option<&BTreeSet<CopyKey>>,
 ) -> Vec<MailboxOutcome> {
     let work: Vec<futures::future::BoxFuture<'_, MailboxOutcome>> = mailboxes
-        .map(|mb| Box::pin(apply_mailbox(ctx, mb, plans.get(&mb.cluster), placements, only)) as _)
+        .map(|mb| {
+            Box::pin(apply_mailbox(
+                ctx,
+                mb,
+                plans.get(&mb.cluster),
+                placements,
+                copies,
+                only,
+            )) as _
+        })
         .collect();
     futures::stream::iter(work)
         .buffer_unordered(MAILBOX_CONCURRENCY)
@@ -1228,16 +1271,6 @@ fn write_rank(key: &CopyKey) -> u8 {
     }
 }
 
-/// The workspace path a copy came from ([`SOURCE_ANNOTATION`]).
-fn source_of(copy: &StoredObject) -> String {
-    let v = copy.value();
-    str_at(
-        &v,
-        &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
-    )
-    .to_string()
-}
-
 /// Make one mailbox hold what its plan says (nothing placed, without one);
 /// with `only`, only the copies under those names (and `the-one`).
 async fn apply_mailbox(
@@ -1245,6 +1278,7 @@ async fn apply_mailbox(
     mb: &Mailbox,
     plan: Option<&Plan>,
     placements: &[Placement],
+    copies: &CopyMemo,
     only: Option<&BTreeSet<CopyKey>>,
 ) -> MailboxOutcome {
     let mut out = MailboxOutcome::default();
@@ -1285,14 +1319,14 @@ async fn apply_mailbox(
     if let Some(plan) = plan {
         for (ck, list) in &plan.contenders {
             if only.is_some_and(|o| !o.contains(ck)) {
-                if let Some(l) = held(ctx, &mb.cluster, ck, list) {
+                if let Some(l) = held(ctx, &mb.cluster, ck, list, copies) {
                     listed.push(l);
                 }
                 continue;
             }
-            let holder = actual.get(ck).map(|(_, o)| source_of(o));
+            let holder = actual.get(ck).map(|(key, o)| copies.facts(key, o));
             let winner = holder
-                .and_then(|h| list.iter().find(|c| c.source_path == h))
+                .and_then(|h| list.iter().find(|c| c.source_path == h.source))
                 .unwrap_or(&list[0]);
             if list.len() > 1 {
                 let contents: Vec<Value> = list.iter().filter_map(|c| c.copy().map(copy::content)).collect();
@@ -1394,30 +1428,22 @@ async fn apply_mailbox(
             // Not customizable for this destination: the copy there stays as it is.
             (Some(_), None) => true,
             (Some(existing), Some(copy)) => {
-                let current = existing.value();
-                let recorded_rv = current
-                    .pointer("/metadata/annotations")
-                    .and_then(|a| a.get(SOURCE_RV_ANNOTATION))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
+                let held = copies.facts(&key, &existing);
                 let transformed_by = format!(
                     "/metadata/annotations/{}",
                     transform::TRANSFORMED_BY_ANNOTATION.replace('/', "~1")
                 );
                 // A copy is also stale when the transforms that shaped it changed.
-                let stale = recorded_rv != s.rv.to_string()
-                    || str_at(&current, &transformed_by) != str_at(copy, &transformed_by)
-                    || str_at(
-                        &current,
-                        &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
-                    ) != winner.source_path;
+                let stale = held.source_rv != s.rv.to_string()
+                    || held.transformed_by != str_at(copy, &transformed_by)
+                    || held.source != winner.source_path;
                 // A customized copy also changes with its destination's
                 // parameters and its Customizer, not only with its source.
                 let stale = stale || s.customized();
-                if s.overwrite && stale && copy::content(&current) != copy::content(copy) {
+                if s.overwrite && stale && held.content != s.wanted_digest(&winner.copy) {
                     let mut body = copy.clone();
                     body["metadata"]["resourceVersion"] = json!(existing.rv.to_string());
-                    if let Some(status) = current.get("status") {
+                    if let Some(status) = existing.value().get("status") {
                         body["status"] = status.clone();
                     }
                     if let Err(e) = update(ctx, &key, body).await {
@@ -1456,15 +1482,22 @@ fn listing(s: &Selected, ck: &CopyKey) -> Listed {
 /// contender it came from), or a Namespace of the mailbox's own; `None`
 /// when nothing is there that counts as placed (as [`apply_mailbox`]
 /// decides when it writes that name).
-fn held(ctx: &ControllerContext, cluster: &str, ck: &CopyKey, contenders: &[Contender]) -> Option<Listed> {
-    let existing = ctx.get(&copy_key(cluster, ck))?;
+fn held(
+    ctx: &ControllerContext,
+    cluster: &str,
+    ck: &CopyKey,
+    contenders: &[Contender],
+    copies: &CopyMemo,
+) -> Option<Listed> {
+    let key = copy_key(cluster, ck);
+    let existing = ctx.get(&key)?;
     let placed = existing.labels.contains_key(PLACED_LABEL);
     if !placed && ck.0 != "/namespaces" {
         return None;
     }
-    let holder = (placed && contenders.len() > 1).then(|| source_of(&existing));
+    let holder = (placed && contenders.len() > 1).then(|| copies.facts(&key, &existing));
     let winner = holder
-        .and_then(|h| contenders.iter().find(|c| c.source_path == h))
+        .and_then(|h| contenders.iter().find(|c| c.source_path == h.source))
         .unwrap_or(&contenders[0]);
     Some(listing(&winner.selected, ck))
 }
@@ -1680,7 +1713,12 @@ fn mailbox_path(d: &SinglePlacement) -> String {
 /// names a Location the placer has no grant for, and only about copies placed
 /// from `p`'s workspace: where the mailbox holds another workspace's
 /// same-named copy, the cluster's message is about that tenant's object.
-fn refusals(ctx: &ControllerContext, p: &Placement, reports: &mut MailboxReports) -> BTreeSet<String> {
+fn refusals(
+    ctx: &ControllerContext,
+    p: &Placement,
+    reports: &mut MailboxReports,
+    copies: &CopyMemo,
+) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     if p.deleting {
         return out;
@@ -1697,11 +1735,14 @@ fn refusals(ctx: &ControllerContext, p: &Placement, reports: &mut MailboxReports
             let Some(message) = refusal_in(&config, s) else {
                 continue;
             };
-            let copy = ctx.get(&ObjectKey {
+            let key = ObjectKey {
                 cluster: mb.name.clone(),
                 ..s.key.clone()
-            });
-            if copy.is_some_and(|c| c.labels.contains_key(PLACED_LABEL) && source_of(&c) == p.path) {
+            };
+            let copy = ctx.get(&key);
+            if copy.is_some_and(|c| {
+                c.labels.contains_key(PLACED_LABEL) && copies.facts(&key, &c).source == p.path
+            }) {
                 out.insert(format!("{} on {}: {message}", s.display(), d.sync_target_name));
             }
         }
@@ -1849,6 +1890,7 @@ async fn report(
     executing: &HashMap<ObjectKey, usize>,
     inventory: &Inventory<'_>,
     reports: &mut MailboxReports,
+    copies: &CopyMemo,
 ) -> bool {
     let mut retry = false;
     let mailbox_clusters: BTreeSet<String> = mailboxes(ctx).into_iter().map(|m| m.cluster).collect();
@@ -1888,7 +1930,7 @@ async fn report(
         }
     }
 
-    retry |= write_summaries(ctx, placements, executing, &wmws, inventory, reports).await;
+    retry |= write_summaries(ctx, placements, executing, &wmws, inventory, reports, copies).await;
 
     retry |= combined::write(ctx, placements, &wmws, inventory).await;
 
@@ -2009,6 +2051,7 @@ async fn write_summaries(
     wmws: &[String],
     inventory: &Inventory<'_>,
     reports: &mut MailboxReports,
+    copies: &CopyMemo,
 ) -> bool {
     let mut retry = false;
     let resource = format!("{}/{}", PlacementSummary::GROUP, PlacementSummary::PLURAL);
@@ -2052,7 +2095,7 @@ async fn write_summaries(
                     (_, DestCopy::Failed(message)) => (false, format!("not customized: {message}"), false),
                     (None, _) => (false, "mailbox not ready".to_string(), false),
                     (Some(mb), _) => match ctx.get(&ObjectKey {
-                        cluster: mb,
+                        cluster: mb.clone(),
                         ..s.key.clone()
                     }) {
                         None => (false, "not in the mailbox".to_string(), false),
@@ -2062,24 +2105,22 @@ async fn write_summaries(
                             false,
                         ),
                         Some(c) => {
-                            let v = c.value();
-                            let from = str_at(
-                                &v,
-                                &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
+                            let held = copies.facts(
+                                &ObjectKey {
+                                    cluster: mb,
+                                    ..s.key.clone()
+                                },
+                                &c,
                             );
-                            if from != p.path {
+                            if held.source != p.path {
                                 (
                                     false,
                                     "the mailbox holds another workspace's copy".to_string(),
                                     false,
                                 )
                             } else {
-                                let want = match &want {
-                                    DestCopy::Customized(v) => v,
-                                    _ => &s.copy,
-                                };
-                                let current = !s.overwrite || copy::content(&v) == copy::content(want);
-                                (current, summary::status_digest(&v), true)
+                                let current = !s.overwrite || held.content == s.wanted_digest(&want);
+                                (current, held.status_digest.clone(), true)
                             }
                         }
                     },
