@@ -785,3 +785,82 @@ async fn a_refused_copy_is_named_with_the_clusters_message_until_it_is_fixed() {
     .await;
     syncer.stop().await;
 }
+
+/// Downsyncs ConfigMaps `app/<names>`, and with `secret`, Secret `app/s`.
+fn named_objects(names: &[&str], secret: bool) -> Value {
+    let mut spec = json!({ "namespacedObjects": [{ "group": "", "apiVersion": "v1", "resource": "configmaps",
+        "objectsByNamespace": [{ "namespace": "app", "names": names }] }] });
+    if secret {
+        spec["namespacedObjects"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({ "group": "", "apiVersion": "v1", "resource": "secrets",
+                    "objectsByNamespace": [{ "namespace": "app", "names": ["s"] }] }));
+    }
+    spec
+}
+
+/// Requests `cluster` answered outside the resource API: discovery (`/api`,
+/// `/apis`), `/version` and `/metrics` (each scrape counts the one before it).
+async fn non_resource_reads(cluster: &TestHub) -> f64 {
+    let scrape = ferry_testkit::clients::scrape_metrics(cluster).await;
+    let has = ["verb=\"GET\"", ",resource=\"\"", "scope=\"\""];
+    ferry_testkit::clients::metric_sum(&scrape, "apiserver_request_total", &has)
+}
+
+#[tokio::test]
+async fn naming_more_objects_of_watched_types_reads_no_discovery_and_a_new_type_does() {
+    let (up, wec, ws, mb, down) = Stage::start().await.parts();
+    mb.create(&namespaces(), namespace("app")).await;
+    down.create(&namespaces(), namespace("app")).await;
+    for name in ["c0", "c1", "c2", "c3"] {
+        mb.create(&configmaps(), configmap("app", name, json!({ "k": name })))
+            .await;
+    }
+    mb.create(
+        &secrets(),
+        json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "s", "namespace": "app" }, "data": {} }),
+    )
+    .await;
+    mb.create(
+        &syncer_configs(),
+        syncer_config("the-one", named_objects(&["c0"], false)),
+    )
+    .await;
+    let mut opts = syncer_options(&up, &ws, &wec, "florin").await;
+    // One probe at the start, none while the test counts.
+    opts.probe_period = std::time::Duration::from_secs(600);
+    let syncer = start_ready(opts).await;
+    wait_present(&down, &configmaps(), Some("app"), "c0", "c0's copy").await;
+
+    // A placement adding objects rewrites the-one each time: the types stay.
+    let before = non_resource_reads(&wec).await;
+    for n in 1..4 {
+        let names: Vec<String> = (0..=n).map(|i| format!("c{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let spec = json!({ "spec": named_objects(&names, false) });
+        mb.merge(&syncer_configs(), None, "the-one", spec).await;
+        wait_present(
+            &down,
+            &configmaps(),
+            Some("app"),
+            names[n],
+            "the copy newly named",
+        )
+        .await;
+    }
+    let reads = non_resource_reads(&wec).await - before;
+    assert_eq!(
+        reads, 1.0,
+        "only the scrape before: no discovery read for names alone"
+    );
+
+    // The positive twin: a new type is looked up, and its object lands.
+    let before = non_resource_reads(&wec).await;
+    let spec = json!({ "spec": named_objects(&["c0", "c1", "c2", "c3"], true) });
+    mb.merge(&syncer_configs(), None, "the-one", spec).await;
+    wait_present(&down, &secrets(), Some("app"), "s", "the Secret's copy").await;
+    let reads = non_resource_reads(&wec).await - before;
+    assert!(reads > 1.0, "the new type read discovery downstream: {reads}");
+    syncer.stop().await;
+}

@@ -139,6 +139,17 @@ pub struct DiscoverySnapshot {
     pub downstream: Arc<Vec<DiscoveredResource>>,
 }
 
+/// What resolving the selection against a discovery snapshot found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flows {
+    /// Something selected is not served (on the side it must be).
+    Missing,
+    /// Flows were started or stopped (or would be).
+    Changed,
+    /// The flows running are the ones wanted.
+    Unchanged,
+}
+
 /// The running syncer's shared state.
 pub struct Engine {
     /// The syncer's name (the SyncTarget name); its copies carry it.
@@ -562,12 +573,18 @@ impl Engine {
     ///
     /// A changed selection first starts what it adds from the discovery read last
     /// time, so its copies do not wait for both sides' discovery to be read again;
-    /// what is read then decides (it stops what is no longer served).
+    /// what is read then decides (it stops what is no longer served). A change the
+    /// last discovery resolves to the flows already running (other objects of the
+    /// same types, as when a placement adds one) reads no discovery at all: at a
+    /// fleet's scale every syncer reading both sides' discovery for each object
+    /// placed was a large share of every server's work.
     async fn resolve_once(self: &Arc<Self>, last: &mut Option<u64>) -> Result<bool, (Side, kube::Error)> {
         if *last != Some(self.profile.selection.revision()) {
             let known = self.discovery.read().clone();
             if let Some(known) = known {
-                self.start_flows(&known, last, false);
+                if self.start_flows(&known, last, false) == Flows::Unchanged {
+                    return Ok(false);
+                }
             }
         }
         // An upstream that spans clusters is discovered across them.
@@ -580,17 +597,18 @@ impl Engine {
             downstream: Arc::new(downstream),
         };
         *self.discovery.write() = Some(snapshot.clone());
-        Ok(self.start_flows(&snapshot, last, true))
+        Ok(self.start_flows(&snapshot, last, true) == Flows::Missing)
     }
 
     /// Starts the flows `discovery` resolves the selection to, and with `retire` stops
-    /// those it no longer does. Returns whether something selected is missing.
+    /// those it no longer does. Says whether something selected is missing, or else
+    /// whether the flows changed (or, without `retire`, would have).
     fn start_flows(
         self: &Arc<Self>,
         discovery: &DiscoverySnapshot,
         last: &mut Option<u64>,
         retire: bool,
-    ) -> bool {
+    ) -> Flows {
         let (upstream, downstream) = (&*discovery.upstream, &*discovery.downstream);
         let revision = self.profile.selection.revision();
         let Plan { downsync, upsync } = self.profile.selection.resolve(upstream, downstream);
@@ -617,6 +635,7 @@ impl Engine {
             }
         }
         let mut started = vec![];
+        let changed;
         {
             let mut flows = self.flows.write();
             let same_type = |f: &Flow, t: &WatchTarget| {
@@ -649,12 +668,13 @@ impl Engine {
             }
             // A type no longer selected: its flow stops, and the orphan cleaner deletes
             // its copies (as it does for types dropped while the syncer was down).
-            let retired: Vec<_> = flows
+            let unwanted: Vec<_> = flows
                 .values()
-                .filter(|flow| retire && !wanted.iter().any(|(t, _)| same_type(flow, t)))
+                .filter(|flow| !wanted.iter().any(|(t, _)| same_type(flow, t)))
                 .map(|flow| flow.id)
                 .collect();
-            for id in retired {
+            changed = !started.is_empty() || !unwanted.is_empty();
+            for id in unwanted.into_iter().filter(|_| retire) {
                 if let Some(flow) = flows.remove(&id) {
                     flow.stop();
                     tracing::info!(resource = %flow.target.id, direction = %flow.target.direction, "{} of {} is no longer selected; deleting its copies", flow.target.direction, flow.target.id);
@@ -670,7 +690,13 @@ impl Engine {
             *last = Some(revision);
             self.reconcile_everything();
         }
-        missing
+        if missing {
+            Flows::Missing
+        } else if changed {
+            Flows::Changed
+        } else {
+            Flows::Unchanged
+        }
     }
 
     /// Checks `side`'s reachability every `probe_period`, and every
