@@ -9,9 +9,8 @@ use ferry_api::drift::Drift;
 use ferry_api::edge::PlacementSummary;
 use serde_json::Value;
 
-use super::{
-    mailbox_path, ns_key, reported, select, str_at, Inventory, Placement, PLACED_LABEL, SOURCE_ANNOTATION,
-};
+use super::facts::CopyMemo;
+use super::{mailbox_path, ns_key, select, Inventory, Placement, PLACED_LABEL};
 use ferry_multicluster::combined_status::{self, Destination, PlacedObject, PlacedObjects};
 use ferry_server::controller::ControllerContext;
 use ferry_server::storage::ObjectKey;
@@ -21,11 +20,12 @@ pub(super) async fn write(
     placements: &[Placement],
     wmws: &[String],
     inventory: &Inventory<'_>,
+    copies: &CopyMemo,
 ) -> bool {
     let resolved: Vec<PlacedObjects> = placements
         .iter()
         .filter(|p| !p.deleting)
-        .map(|p| placed_objects(ctx, p, inventory))
+        .map(|p| placed_objects(ctx, p, inventory, copies))
         .collect();
     combined_status::write(ctx, &resolved, wmws).await
 }
@@ -42,7 +42,12 @@ fn labels_of(value: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn placed_objects(ctx: &ControllerContext, p: &Placement, inventory: &Inventory<'_>) -> PlacedObjects {
+fn placed_objects(
+    ctx: &ControllerContext,
+    p: &Placement,
+    inventory: &Inventory<'_>,
+    copies: &CopyMemo,
+) -> PlacedObjects {
     let tests = select::compile(&p.spec, &mut Vec::new());
     let mut objects = Vec::new();
     for s in &p.selected {
@@ -111,26 +116,23 @@ fn placed_objects(ctx: &ControllerContext, p: &Placement, inventory: &Inventory<
             let mut returned = HashMap::new();
             for o in mailbox.iter().flat_map(|mb| objects.iter().map(move |o| (mb, o))) {
                 let (mb, o) = o;
-                let Some(copy) = ctx.get(&ObjectKey {
+                let key = ObjectKey {
                     cluster: mb.clone(),
                     ..o.key.clone()
-                }) else {
+                };
+                let Some(copy) = ctx.get(&key) else {
                     continue;
                 };
                 if !copy.labels.contains_key(PLACED_LABEL) {
                     continue;
                 }
-                let copy = copy.value();
+                let copy = copies.facts(&key, &copy);
                 // Only this workspace's copy: another workspace's object of
                 // the same name in the mailbox is none of this placement's business.
-                let from = str_at(
-                    &copy,
-                    &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
-                );
-                if from != p.path {
+                if copy.source != p.path {
                     continue;
                 }
-                if let Some(status) = reported::reported(&copy) {
+                if let Some(status) = &copy.reported {
                     let at = last_update
                         .get(&(o.key.clone(), d.sync_target_name.clone(), d.cluster.clone()))
                         .cloned()

@@ -12,9 +12,8 @@ use std::sync::Arc;
 use ferry_server::storage::{ObjectKey, StoredObject};
 use parking_lot::Mutex;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-use super::{copy, str_at, summary, transform, SOURCE_ANNOTATION, SOURCE_RV_ANNOTATION};
+use super::{copy, reported, str_at, summary, transform, SOURCE_ANNOTATION, SOURCE_RV_ANNOTATION};
 
 /// A digest of a copy's content ([`copy::content`]): equal exactly when the
 /// contents are equal as JSON values (object members in any order).
@@ -24,51 +23,7 @@ pub struct ContentDigest([u8; 32]);
 impl ContentDigest {
     /// The digest of the content of copy `v`.
     pub fn of_copy(v: &Value) -> ContentDigest {
-        let mut h = Sha256::new();
-        feed(&mut h, &copy::content(v));
-        ContentDigest(h.finalize().into())
-    }
-}
-
-/// Feed `v` to `h` in a form where equal values (as `serde_json` compares
-/// them: object members in any order) give equal bytes and unequal values
-/// unequal ones: each value tagged with its type, strings and arrays with
-/// their length, object members sorted by key. Written here because the
-/// maintained canonical-JSON crates serialize to a string first, and this
-/// runs for every copy a pass has not seen before.
-fn feed(h: &mut Sha256, v: &Value) {
-    let text = |h: &mut Sha256, s: &str| {
-        h.update((s.len() as u64).to_le_bytes());
-        h.update(s.as_bytes());
-    };
-    match v {
-        Value::Null => h.update([0]),
-        Value::Bool(b) => h.update([1, u8::from(*b)]),
-        Value::Number(n) => {
-            h.update([2]);
-            text(h, &n.to_string());
-        }
-        Value::String(s) => {
-            h.update([3]);
-            text(h, s);
-        }
-        Value::Array(items) => {
-            h.update([4]);
-            h.update((items.len() as u64).to_le_bytes());
-            for item in items {
-                feed(h, item);
-            }
-        }
-        Value::Object(members) => {
-            h.update([5]);
-            h.update((members.len() as u64).to_le_bytes());
-            let mut sorted: Vec<(&String, &Value)> = members.iter().collect();
-            sorted.sort_unstable_by_key(|(k, _)| *k);
-            for (k, item) in sorted {
-                text(h, k);
-                feed(h, item);
-            }
-        }
+        ContentDigest(reported::canonical_digest(&copy::content(v)))
     }
 }
 
@@ -85,6 +40,8 @@ pub struct CopyFacts {
     pub content: ContentDigest,
     /// [`summary::status_digest`].
     pub status_digest: String,
+    /// The status its cluster returned ([`reported::reported`]).
+    pub reported: Option<Value>,
 }
 
 impl CopyFacts {
@@ -100,6 +57,7 @@ impl CopyFacts {
             transformed_by: annotation(transform::TRANSFORMED_BY_ANNOTATION),
             content: ContentDigest::of_copy(&v),
             status_digest: summary::status_digest(&v),
+            reported: reported::reported(&v).cloned(),
         }
     }
 }

@@ -1932,7 +1932,7 @@ async fn report(
 
     retry |= write_summaries(ctx, placements, executing, &wmws, inventory, reports, copies).await;
 
-    retry |= combined::write(ctx, placements, &wmws, inventory).await;
+    retry |= combined::write(ctx, placements, &wmws, inventory, copies).await;
 
     retry |= return_singleton_status(ctx, placements, &wmws).await;
 

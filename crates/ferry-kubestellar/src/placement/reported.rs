@@ -25,10 +25,16 @@ pub fn reported(copy: &Value) -> Option<&Value> {
 
 /// A short, stable fingerprint of `status`, independent of key order.
 pub fn fingerprint(status: &Value) -> String {
-    let mut canonical = String::new();
-    write_canonical(status, &mut canonical);
-    let digest = Sha256::digest(canonical.as_bytes());
+    let digest = canonical_digest(status);
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-256 of `v` written canonically (object members sorted by key):
+/// equal exactly when the values are equal as JSON values.
+pub fn canonical_digest(v: &Value) -> [u8; 32] {
+    let mut canonical = String::new();
+    write_canonical(v, &mut canonical);
+    Sha256::digest(canonical.as_bytes()).into()
 }
 
 fn write_canonical(v: &Value, out: &mut String) {
