@@ -1768,7 +1768,12 @@ fn wmw_clusters(ctx: &ControllerContext, mailboxes: &BTreeSet<String>) -> Vec<St
 /// (recorded in [`reported::REPORTED_FROM_ANNOTATION`]); an object that no
 /// longer reports from the destination recorded there loses the status that
 /// destination reported, unless someone else has written it since.
-async fn return_singleton_status(ctx: &ControllerContext, placements: &[Placement], wmws: &[String]) -> bool {
+async fn return_singleton_status(
+    ctx: &ControllerContext,
+    placements: &[Placement],
+    wmws: &[String],
+    copies: &CopyMemo,
+) -> bool {
     let mut retry = false;
     // The mailbox each WMW object's status comes from now. The first
     // singleton placement (in the order placements are read) decides, so two
@@ -1799,15 +1804,11 @@ async fn return_singleton_status(ctx: &ControllerContext, placements: &[Placemen
             let Some(copy) = ctx.get(&copy_key) else {
                 continue;
             };
-            let copy = copy.value();
-            if str_at(
-                &copy,
-                &format!("/metadata/annotations/{}", SOURCE_ANNOTATION.replace('/', "~1")),
-            ) != p.path
-            {
+            let copy = copies.facts(&copy_key, &copy);
+            if copy.source != p.path {
                 continue;
             }
-            let Some(status) = reported::reported(&copy) else {
+            let Some(status) = &copy.reported else {
                 continue;
             };
             let note = reported::record(&path, status);
@@ -1934,7 +1935,7 @@ async fn report(
 
     retry |= combined::write(ctx, placements, &wmws, inventory, copies).await;
 
-    retry |= return_singleton_status(ctx, placements, &wmws).await;
+    retry |= return_singleton_status(ctx, placements, &wmws, copies).await;
 
     // Upsynced objects come back to the WMWs whose placements upsync them.
     let mut desired: BTreeMap<ObjectKey, Value> = BTreeMap::new();
@@ -2091,13 +2092,14 @@ async fn write_summaries(
                 let want = inventory.copy_for(s, d);
                 // `ours`: the mailbox holds this workspace's copy, so what its
                 // syncer reports about that copy (its refusal, its drift) is this object's.
-                let (synced, digest, ours) = match (mb, &want) {
+                let in_mailbox = mb.map(|mb| ObjectKey {
+                    cluster: mb,
+                    ..s.key.clone()
+                });
+                let (synced, digest, ours) = match (in_mailbox, &want) {
                     (_, DestCopy::Failed(message)) => (false, format!("not customized: {message}"), false),
                     (None, _) => (false, "mailbox not ready".to_string(), false),
-                    (Some(mb), _) => match ctx.get(&ObjectKey {
-                        cluster: mb.clone(),
-                        ..s.key.clone()
-                    }) {
+                    (Some(key), _) => match ctx.get(&key) {
                         None => (false, "not in the mailbox".to_string(), false),
                         Some(c) if !c.labels.contains_key(PLACED_LABEL) => (
                             false,
@@ -2105,13 +2107,7 @@ async fn write_summaries(
                             false,
                         ),
                         Some(c) => {
-                            let held = copies.facts(
-                                &ObjectKey {
-                                    cluster: mb,
-                                    ..s.key.clone()
-                                },
-                                &c,
-                            );
+                            let held = copies.facts(&key, &c);
                             if held.source != p.path {
                                 (
                                     false,
