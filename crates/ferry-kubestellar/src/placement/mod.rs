@@ -138,8 +138,11 @@ const EDGE_VERSION: &str = "v2alpha1";
 /// Changes arriving within this long are handled by one pass.
 const DEBOUNCE: Duration = Duration::from_millis(30);
 /// After an object pass, or news about the reported state only, the full
-/// pass that refreshes the reported state runs within this long.
-const SETTLE: Duration = Duration::from_secs(1);
+/// pass that refreshes the reported state runs within this long. Half a
+/// second, so that a cluster's new status reaches the CombinedStatus and the
+/// summaries within a second including the pass itself (at a whole second
+/// it took a second and the pass).
+const SETTLE: Duration = Duration::from_millis(500);
 /// A pass that could not finish (a mailbox not ready yet, a conflict on
 /// write) runs again after this long, even without news.
 const RETRY: Duration = Duration::from_millis(500);
