@@ -13,7 +13,7 @@ use crate::auth::{Attributes, UserInfo};
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
-use crate::storage::{ClusterScope, ObjectKey, ScopeFilter, StoredObject};
+use crate::storage::{ClusterScope, ObjectKey, ScopeFilter, StoredObject, WatchEvent};
 use crate::workspace::LogicalCluster;
 
 /// Options of a write that are not the object itself.
@@ -214,5 +214,9 @@ impl ScopeFilter for InCluster {
 
     fn sync_target_key(&self) -> Option<&str> {
         self.visible.sync_target_key()
+    }
+
+    fn hears(&self, key: &ObjectKey, event: &WatchEvent) -> bool {
+        self.visible.hears(key, event)
     }
 }

@@ -28,7 +28,7 @@ mod watch;
 
 pub use backend::{Backend, Loaded, MemoryBackend, Mutation, SqliteBackend};
 pub use etcd::{Etcd, EtcdOptions, DEFAULT_PREFIX as DEFAULT_ETCD_PREFIX};
-pub use watch::{EventFilter, EventType, HistoryLimits, WatchError, WatchEvent, WatchSubscription};
+pub use watch::{Changes, EventFilter, EventType, HistoryLimits, WatchError, WatchEvent, WatchSubscription};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -157,6 +157,15 @@ pub trait ScopeFilter: Send + Sync {
     fn sync_target_key(&self) -> Option<&str> {
         None
     }
+
+    /// Whether a watcher of this view hears of a modification of an object it
+    /// sees before and after: `false` for a change the view's reader has no
+    /// use for (another reader's bookkeeping on the object), which then
+    /// reaches it with the next change it does hear of, or a read. Every
+    /// change by default.
+    fn hears(&self, _key: &ObjectKey, _event: &WatchEvent) -> bool {
+        true
+    }
 }
 
 impl std::fmt::Debug for ClusterScope {
@@ -203,6 +212,16 @@ impl ClusterScope {
         match self {
             ClusterScope::Filtered(f) => f.cluster(&key.cluster) && f.object(key) && f.stored(key, obj),
             other => other.contains(&key.cluster),
+        }
+    }
+
+    /// Whether a watcher in this scope hears of `event`, a modification of an
+    /// object it [`ClusterScope::shows`] before and after
+    /// ([`ScopeFilter::hears`]).
+    pub fn hears(&self, key: &ObjectKey, event: &WatchEvent) -> bool {
+        match self {
+            ClusterScope::Filtered(f) => f.hears(key, event),
+            _ => true,
         }
     }
 
@@ -847,16 +866,12 @@ impl Store {
         check(&current, expect)?;
         let rv = state.rv + 1;
         let obj = Arc::new(open.close(rv, has_rv));
-        let event = Arc::new(WatchEvent {
-            kind: if current.is_some() {
-                EventType::Modified
-            } else {
-                EventType::Added
-            },
-            key: key.clone(),
-            object: obj.clone(),
-            previous: current,
-        });
+        let kind = if current.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        let event = Arc::new(WatchEvent::new(kind, key.clone(), obj.clone(), current));
         let mutation = Mutation::Put {
             key: key.clone(),
             rv,
@@ -896,12 +911,12 @@ impl Store {
         let rv = state.rv + 1;
         let has_rv = tombstone.has_rv();
         let tombstone = Arc::new(tombstone.close(rv, has_rv));
-        let event = Arc::new(WatchEvent {
-            kind: EventType::Deleted,
-            key: key.clone(),
-            object: tombstone.clone(),
-            previous: Some(current),
-        });
+        let event = Arc::new(WatchEvent::new(
+            EventType::Deleted,
+            key.clone(),
+            tombstone.clone(),
+            Some(current),
+        ));
         let done = self.enqueue(&mut state, Mutation::Delete { key: key.clone() }, event)?;
         state.rv = rv;
         state.pending.insert(key, (rv, None));
@@ -1209,12 +1224,7 @@ impl Feed {
                 return None;
             }
         };
-        let event = Arc::new(WatchEvent {
-            kind,
-            key,
-            object,
-            previous,
-        });
+        let event = Arc::new(WatchEvent::new(kind, key, object, previous));
         let mut state = self.published.state.lock();
         state.apply_committed(&event);
         state.rv = state.committed_rv;

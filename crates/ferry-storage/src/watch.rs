@@ -1,9 +1,10 @@
 //! The event history watches replay from, and the live fan-out.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use super::{ObjectKey, StoredObject};
@@ -33,6 +34,151 @@ pub struct WatchEvent {
     pub key: ObjectKey,
     pub object: Arc<StoredObject>,
     pub previous: Option<Arc<StoredObject>>,
+    /// [`WatchEvent::changes`], worked out once for every watcher.
+    changes: OnceLock<Changes>,
+}
+
+impl WatchEvent {
+    pub fn new(
+        kind: EventType,
+        key: ObjectKey,
+        object: Arc<StoredObject>,
+        previous: Option<Arc<StoredObject>>,
+    ) -> Self {
+        WatchEvent {
+            kind,
+            key,
+            object,
+            previous,
+            changes: OnceLock::new(),
+        }
+    }
+
+    /// What the change did to the object's metadata entries, read the first time a
+    /// watcher asks and kept for the others: one modification reaches every watcher
+    /// of its resource, so a view deciding whether its watcher cares asks once per
+    /// event, not once per watcher.
+    pub fn changes(&self) -> &Changes {
+        self.changes.get_or_init(|| match self.kind {
+            EventType::Modified => Changes::between(self.previous.as_deref(), &self.object),
+            EventType::Added | EventType::Deleted => Changes::ANYTHING,
+        })
+    }
+}
+
+/// What one change did to an object, in the terms a view filters by: which entries
+/// of `metadata.labels`, `metadata.annotations` and `metadata.finalizers` it
+/// touched, and whether it changed anything else. `resourceVersion` and
+/// `managedFields` are not changes here (every write moves them).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// Anything else changed: the spec, the data, the status, other metadata, the
+    /// order of the finalizers; also a create, a delete, or a text that could not be
+    /// read.
+    pub other: bool,
+    /// Label keys added, removed or given another value.
+    pub labels: Vec<String>,
+    /// Annotation keys added, removed or given another value.
+    pub annotations: Vec<String>,
+    /// Finalizers added or removed.
+    pub finalizers: Vec<String>,
+    /// How many finalizers the object had before and has after.
+    pub finalizer_count: (usize, usize),
+}
+
+impl Changes {
+    const ANYTHING: Changes = Changes {
+        other: true,
+        labels: Vec::new(),
+        annotations: Vec::new(),
+        finalizers: Vec::new(),
+        finalizer_count: (0, 0),
+    };
+
+    /// The change from `previous` (`None`: a create) to `object`. Members are
+    /// compared by their stored text, which the store writes one way for one
+    /// value, so equal text is an unchanged member; unequal text is a change even
+    /// where the values would compare equal (the safe side for a filter).
+    pub fn between(previous: Option<&StoredObject>, object: &StoredObject) -> Changes {
+        let Some(previous) = previous else {
+            return Changes::ANYTHING;
+        };
+        if previous.json == object.json {
+            return Changes::default();
+        }
+        Self::read(&previous.json, &object.json).unwrap_or(Changes::ANYTHING)
+    }
+
+    fn read(old: &[u8], new: &[u8]) -> Option<Changes> {
+        type Members<'a> = BTreeMap<String, &'a RawValue>;
+        fn text<'a>(m: &Members<'a>, k: &str) -> Option<&'a str> {
+            m.get(k).map(|v| v.get())
+        }
+        fn members<'a>(m: &Members<'a>, k: &str) -> Option<Members<'a>> {
+            m.get(k)
+                .map_or(Some(Members::new()), |v| serde_json::from_str(v.get()).ok())
+        }
+        fn touched(old: &Members, new: &Members, k: &str) -> Option<Vec<String>> {
+            let (a, b) = (members(old, k)?, members(new, k)?);
+            let keys = a.keys().chain(b.keys().filter(|k| !a.contains_key(*k)));
+            Some(keys.filter(|k| text(&a, k) != text(&b, k)).cloned().collect())
+        }
+        fn list(m: &Members, k: &str) -> Option<Vec<String>> {
+            match m.get(k) {
+                None => Some(Vec::new()),
+                Some(v) => Some(
+                    serde_json::from_str::<Option<Vec<String>>>(v.get())
+                        .ok()?
+                        .unwrap_or_default(),
+                ),
+            }
+        }
+        const ENTRIES: [&str; 3] = ["labels", "annotations", "finalizers"];
+        const MOVED_BY_EVERY_WRITE: [&str; 2] = ["resourceVersion", "managedFields"];
+
+        let (old, new): (Members, Members) = (
+            serde_json::from_slice(old).ok()?,
+            serde_json::from_slice(new).ok()?,
+        );
+        if old
+            .keys()
+            .chain(new.keys())
+            .any(|k| k != "metadata" && text(&old, k) != text(&new, k))
+        {
+            return Some(Changes::ANYTHING);
+        }
+        let (old, new) = (members(&old, "metadata")?, members(&new, "metadata")?);
+        let other = old.keys().chain(new.keys()).any(|k| {
+            !ENTRIES.contains(&k.as_str())
+                && !MOVED_BY_EVERY_WRITE.contains(&k.as_str())
+                && text(&old, k) != text(&new, k)
+        });
+        if other {
+            return Some(Changes::ANYTHING);
+        }
+        let (before, after) = (list(&old, "finalizers")?, list(&new, "finalizers")?);
+        // The same finalizers in another order, or one listed twice: not a change of
+        // entries alone.
+        let kept = |from: &[String], to: &[String]| {
+            from.iter()
+                .filter(|f| to.contains(f))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let unique = |l: &[String]| l.iter().collect::<std::collections::BTreeSet<_>>().len() == l.len();
+        if kept(&before, &after) != kept(&after, &before) || !unique(&before) || !unique(&after) {
+            return Some(Changes::ANYTHING);
+        }
+        let gone = before.iter().filter(|f| !after.contains(f));
+        let came = after.iter().filter(|f| !before.contains(f));
+        Some(Changes {
+            other: false,
+            labels: touched(&old, &new, "labels")?,
+            annotations: touched(&old, &new, "annotations")?,
+            finalizers: gone.chain(came).cloned().collect(),
+            finalizer_count: (before.len(), after.len()),
+        })
+    }
 }
 
 /// Which events a subscriber wants: one resource or all, in one logical
@@ -267,21 +413,136 @@ mod tests {
     use bytes::Bytes;
 
     fn event(rv: u64, cluster: &str, resource: &str, size: usize) -> Arc<WatchEvent> {
-        Arc::new(WatchEvent {
-            kind: EventType::Added,
-            key: ObjectKey {
+        Arc::new(WatchEvent::new(
+            EventType::Added,
+            ObjectKey {
                 cluster: cluster.into(),
                 resource: resource.into(),
                 namespace: "default".into(),
                 name: format!("o{rv}"),
             },
-            object: Arc::new(StoredObject {
+            Arc::new(StoredObject {
                 rv,
                 json: Bytes::from(vec![b' '; size]),
                 labels: Default::default(),
             }),
-            previous: None,
+            None,
+        ))
+    }
+
+    fn stored(rv: u64, value: serde_json::Value) -> StoredObject {
+        StoredObject {
+            rv,
+            json: Bytes::from(serde_json::to_vec(&value).unwrap()),
+            labels: Default::default(),
+        }
+    }
+
+    fn changes(old: serde_json::Value, new: serde_json::Value) -> Changes {
+        Changes::between(Some(&stored(1, old)), &stored(2, new))
+    }
+
+    fn object(
+        labels: serde_json::Value,
+        annotations: serde_json::Value,
+        finalizers: serde_json::Value,
+    ) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "1", "labels": labels, "annotations": annotations, "finalizers": finalizers},
+            "data": {"k": "v"},
         })
+    }
+
+    #[test]
+    fn a_change_of_metadata_entries_names_each_entry_touched_and_nothing_else() {
+        let old = object(
+            serde_json::json!({"a": "1", "b": "2"}),
+            serde_json::json!({"x": "1"}),
+            serde_json::json!(["f/one", "f/two"]),
+        );
+        let mut new = object(
+            serde_json::json!({"a": "1", "b": "3", "c": "4"}),
+            serde_json::json!({}),
+            serde_json::json!(["f/two", "f/three"]),
+        );
+        new["metadata"]["resourceVersion"] = "2".into();
+        new["metadata"]["managedFields"] = serde_json::json!([{"manager": "m"}]);
+        assert_eq!(
+            changes(old, new),
+            Changes {
+                other: false,
+                labels: vec!["b".into(), "c".into()],
+                annotations: vec!["x".into()],
+                finalizers: vec!["f/one".into(), "f/three".into()],
+                finalizer_count: (2, 2),
+            }
+        );
+        // The resourceVersion alone: nothing.
+        let a = object(
+            serde_json::json!({}),
+            serde_json::json!({}),
+            serde_json::json!([]),
+        );
+        let mut b = a.clone();
+        b["metadata"]["resourceVersion"] = "9".into();
+        assert_eq!(changes(a, b), Changes::default());
+    }
+
+    #[test]
+    fn a_change_beyond_the_entries_is_anything() {
+        let base = || {
+            object(
+                serde_json::json!({"a": "1"}),
+                serde_json::json!({}),
+                serde_json::json!(["f/one", "f/two"]),
+            )
+        };
+        let anything = |edit: &dyn Fn(&mut serde_json::Value)| {
+            let mut new = base();
+            edit(&mut new);
+            changes(base(), new).other
+        };
+        assert!(anything(&|v| v["data"]["k"] = "w".into()));
+        assert!(anything(&|v| v["status"] = serde_json::json!({"phase": "x"})));
+        assert!(anything(
+            &|v| v["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into()
+        ));
+        assert!(anything(&|v| v["metadata"]["generation"] = 2.into()));
+        assert!(anything(
+            &|v| v["metadata"]["finalizers"] = serde_json::json!(["f/two", "f/one"])
+        ));
+        assert!(anything(
+            &|v| v["metadata"]["finalizers"] = serde_json::json!(["f/one", "f/two", "f/two"])
+        ));
+        assert!(anything(&|v| v["metadata"]["labels"] = serde_json::Value::Null));
+        assert!(!anything(&|v| v["metadata"]["labels"]["b"] = "2".into()));
+        // A create, a delete, unreadable text.
+        let obj = stored(1, base());
+        let key = ObjectKey {
+            cluster: "a".into(),
+            resource: "/configmaps".into(),
+            namespace: "default".into(),
+            name: "a".into(),
+        };
+        let event = |kind| {
+            WatchEvent::new(
+                kind,
+                key.clone(),
+                Arc::new(stored(2, base())),
+                Some(Arc::new(stored(1, base()))),
+            )
+        };
+        assert!(event(EventType::Added).changes().other);
+        assert!(event(EventType::Deleted).changes().other);
+        assert!(!event(EventType::Modified).changes().other);
+        assert!(Changes::between(None, &obj).other);
+        let garbled = StoredObject {
+            rv: 2,
+            json: Bytes::from_static(b"{not json"),
+            labels: Default::default(),
+        };
+        assert!(Changes::between(Some(&obj), &garbled).other);
     }
 
     fn history(events: usize, bytes: usize) -> Arc<History> {

@@ -230,6 +230,9 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
                     }
                     let visible = |o: &StoredObject| sel.matches(&event.key, o) && scope.shows(&event.key, o);
                     let Some(kind) = classify(&visible, event.kind, &event.object, event.previous.as_deref()) else { continue };
+                    if kind == "MODIFIED" && !scope.hears(&event.key, &event) {
+                        continue;
+                    }
                     if tx.send(Ok(encoder.event(kind, &event.object))).await.is_err() {
                         return;
                     }

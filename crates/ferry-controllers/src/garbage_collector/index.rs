@@ -300,12 +300,7 @@ mod tests {
     }
 
     fn event(kind: EventType, k: ObjectKey, v: Value) -> WatchEvent {
-        WatchEvent {
-            kind,
-            key: k,
-            object: stored(v),
-            previous: None,
-        }
+        WatchEvent::new(kind, k, stored(v), None)
     }
 
     #[test]

@@ -194,17 +194,13 @@ mod tests {
     }
 
     fn event(cluster: &str, resource: &str, name: &str, value: Value) -> WatchEvent {
-        WatchEvent {
-            kind: EventType::Modified,
-            key: ObjectKey {
-                cluster: cluster.into(),
-                resource: resource.into(),
-                namespace: String::new(),
-                name: name.into(),
-            },
-            object: stored(&value),
-            previous: None,
-        }
+        let key = ObjectKey {
+            cluster: cluster.into(),
+            resource: resource.into(),
+            namespace: String::new(),
+            name: name.into(),
+        };
+        WatchEvent::new(EventType::Modified, key, stored(&value), None)
     }
 
     fn known() -> Known {
