@@ -95,7 +95,7 @@ pub const WORKLOAD_RV_ANNOTATION: &str = "workload.kcp.io/rv";
 
 /// The kcp TMC finalizer on upstream objects: `workload.kcp.io/syncer-<key>`.
 pub fn workload_syncer_finalizer(sync_target_key: &str) -> String {
-    format!("workload.kcp.io/syncer-{sync_target_key}")
+    format!("{WORKLOAD_SYNCER_FINALIZER_PREFIX}{sync_target_key}")
 }
 
 /// The kcp TMC per-target deletion annotation: `deletion.internal.workload.kcp.io/<key>`.
@@ -128,6 +128,7 @@ pub fn status_per_target<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)
         .is_some()
 }
 
+const WORKLOAD_SYNCER_FINALIZER_PREFIX: &str = "workload.kcp.io/syncer-";
 const WORKLOAD_DELETION_ANNOTATION_PREFIX: &str = "deletion.internal.workload.kcp.io/";
 const WORKLOAD_SOFT_FINALIZERS_ANNOTATION_PREFIX: &str = "finalizers.workload.kcp.io/";
 const WORKLOAD_STATUS_ANNOTATION_PREFIX: &str = "experimental.status.workload.kcp.io/";
@@ -144,6 +145,24 @@ pub const WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES: &[&str] = &[
     // Ferry's: the last drift each SyncTarget's syncer restored.
     crate::drift::DRIFT_ANNOTATION_PREFIX,
 ];
+
+/// The SyncTarget key of a kcp TMC state label (`state.workload.kcp.io/<key>`).
+pub fn workload_label_target(label: &str) -> Option<&str> {
+    label.strip_prefix(WORKLOAD_STATE_LABEL_PREFIX)
+}
+
+/// The SyncTarget key of a per-target annotation
+/// ([`WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES`]).
+pub fn workload_annotation_target(annotation: &str) -> Option<&str> {
+    WORKLOAD_PER_TARGET_ANNOTATION_PREFIXES
+        .iter()
+        .find_map(|prefix| annotation.strip_prefix(prefix))
+}
+
+/// The SyncTarget key of a syncer's finalizer ([`workload_syncer_finalizer`]).
+pub fn workload_finalizer_target(finalizer: &str) -> Option<&str> {
+    finalizer.strip_prefix(WORKLOAD_SYNCER_FINALIZER_PREFIX)
+}
 
 // ---------------------------------------------------------------- api-syncagent
 

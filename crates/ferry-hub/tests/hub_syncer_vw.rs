@@ -492,6 +492,127 @@ async fn the_syncer_sees_and_writes_only_what_is_scheduled_to_its_target() {
     );
 }
 
+/// With a hundred SyncTargets each object changes a hundred times for other targets'
+/// bookkeeping (each syncer's finalizer and status annotation). East's syncer hears of
+/// none of those changes — it sees them with the next change it does hear of — and of
+/// every change of the object itself or of its own bookkeeping. Events keep their
+/// order, so a change not heard of is proved by the next one heard being the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn east_hears_of_every_change_but_other_targets_bookkeeping() {
+    let w = world().await;
+    let hub = &w.hub;
+    let one = w.east("syncer", &w.app1).await;
+    let path = "/api/v1/namespaces/work/configmaps/cm-app1";
+    let rv = get_ok(&one, path).await["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let api: Api<ConfigMap> = Api::namespaced(one.clone(), "work");
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(60), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let mut next_change = async || {
+        tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            loop {
+                if let WatchEvent::Modified(cm) = next_event(&mut stream).await {
+                    if cm.metadata.name.as_deref() == Some("cm-app1") {
+                        return cm;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("a change of cm-app1 heard in time")
+    };
+    let west = sync_target_key(&w.loc, "west");
+    let west_finalizer = format!("workload.kcp.io/syncer-{west}");
+    let west_status = format!("experimental.status.workload.kcp.io/{west}");
+    // West's bookkeeping (as the hub's admin may write it), then a change of the data.
+    // The object's first finalizer is heard of (a syncer adds its own one way to an
+    // object without a list, another way to one with): there is one already.
+    admin_patch(
+        hub,
+        "root:app1",
+        path,
+        json!({"metadata": {"finalizers": ["example.com/first"]}}),
+    )
+    .await;
+    next_change().await;
+    admin_patch(
+        hub,
+        "root:app1",
+        path,
+        json!({"metadata": {"finalizers": ["example.com/first", west_finalizer]}}),
+    )
+    .await;
+    admin_patch(
+        hub,
+        "root:app1",
+        path,
+        json!({"metadata": {"annotations": {west_status.clone(): "{}"}}}),
+    )
+    .await;
+    admin_patch(hub, "root:app1", path, json!({"data": {"k": "changed"}})).await;
+    let heard = next_change().await;
+    assert_eq!(
+        heard.data.as_ref().and_then(|d| d.get("k")).map(String::as_str),
+        Some("changed"),
+        "the first change east hears of is the data's: {heard:?}"
+    );
+    assert_eq!(
+        heard.metadata.finalizers,
+        Some(vec!["example.com/first".to_string(), west_finalizer.clone()])
+    );
+    assert!(heard
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .contains_key(&west_status));
+    // West lets go of the object, then east's syncer puts its finalizer on it.
+    admin_patch(
+        hub,
+        "root:app1",
+        path,
+        json!({"metadata": {"finalizers": ["example.com/first"], "annotations": {west_status: null}}}),
+    )
+    .await;
+    let east_finalizer = format!("workload.kcp.io/syncer-{}", w.east);
+    expect_merge_patch(
+        &one,
+        path,
+        &json!({"metadata": {"finalizers": ["example.com/first", east_finalizer]}}),
+        200,
+        "east's finalizer",
+    )
+    .await;
+    let heard = next_change().await;
+    assert_eq!(
+        heard.metadata.finalizers,
+        Some(vec!["example.com/first".to_string(), east_finalizer.clone()]),
+        "the next change east hears of is its own finalizer: {heard:?}"
+    );
+    // A change of the object that also touches west's bookkeeping is heard of.
+    admin_patch(
+        hub,
+        "root:app1",
+        path,
+        json!({"metadata": {"annotations": {format!("deletion.internal.workload.kcp.io/{west}"): "2026-01-01T00:00:00Z", "note": "x"}}}),
+    )
+    .await;
+    let heard = next_change().await;
+    assert_eq!(
+        heard
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("note")
+            .map(String::as_str),
+        Some("x")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
     let w = world().await;

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_api::well_known::{
+    status_per_target, workload_annotation_target, workload_finalizer_target, workload_label_target,
     workload_state_label, WORKLOAD_STATE_LABEL_PREFIX, WORKLOAD_STATE_SYNC, WORKLOAD_STATE_UPSYNC,
 };
 use parking_lot::Mutex;
@@ -45,7 +46,7 @@ use crate::grants::tmc as grant;
 use crate::hub::Hub;
 use crate::registry::ResourceInfo;
 use crate::status::ApiError;
-use crate::storage::{ObjectKey, ScopeFilter, StoredObject};
+use crate::storage::{ObjectKey, ScopeFilter, StoredObject, WatchEvent};
 
 /// Storage key of `workload.kcp.io` SyncTargets.
 pub const SYNC_TARGETS: &str = "workload.kcp.io/synctargets";
@@ -364,6 +365,42 @@ impl ScopeFilter for Labelled {
     fn sync_target_key(&self) -> Option<&str> {
         Some(&self.key)
     }
+
+    /// Not another target's bookkeeping: each syncer of an object puts its finalizer
+    /// on it and writes its own status annotation, and the scheduler labels it for
+    /// each target, so with a hundred targets every object changes a hundred times
+    /// for things only one syncer reads. Such a change reaches a syncer with the next
+    /// change it hears of (its resourceVersion was moved by it, so a write pinned to
+    /// an older one is refused and read again, as after any race). Whether an object
+    /// keeps its status per target (more than one target syncs it) is heard of.
+    fn hears(&self, _key: &ObjectKey, event: &WatchEvent) -> bool {
+        heard_by(&self.key, event)
+    }
+}
+
+/// Whether the syncer of the SyncTarget with key `target` hears of `event`
+/// ([`Labelled::hears`]). Also heard of: an object's first finalizer and its last
+/// going, because a syncer adds its finalizer one way to an object with a list (an
+/// append every syncer's lands) and another to one without (a write pinned to the
+/// version read, as only one syncer may make the list).
+fn heard_by(target: &str, event: &WatchEvent) -> bool {
+    let changes = event.changes();
+    let ours = |of: Option<&str>| of.is_none_or(|t| t == target);
+    let per_target =
+        |o: &StoredObject| status_per_target(o.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let (had, has) = changes.finalizer_count;
+    changes.other
+        || changes.labels.iter().any(|l| ours(workload_label_target(l)))
+        || changes
+            .annotations
+            .iter()
+            .any(|a| ours(workload_annotation_target(a)))
+        || changes
+            .finalizers
+            .iter()
+            .any(|f| ours(workload_finalizer_target(f)))
+        || (had == 0) != (has == 0)
+        || event.previous.as_deref().map(per_target) != Some(per_target(&event.object))
 }
 
 /// Events through the syncer view (Ferry's addition to kcp's): a syncer may
@@ -548,6 +585,110 @@ mod tests {
 
     const OWN: &str = "state.workload.kcp.io/own";
     const OTHER: &str = "state.workload.kcp.io/other";
+
+    /// A modification of a ConfigMap synced to targets `a` and `b`, from `old` to
+    /// `new` (metadata members merged into the object's).
+    fn modified(old: Value, new: Value) -> WatchEvent {
+        let stored = |rv: u64, metadata: Value| {
+            let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"},
+                                 "metadata": {"name": "x", "resourceVersion": rv.to_string(),
+                                              "labels": {"state.workload.kcp.io/a": "Sync", "state.workload.kcp.io/b": "Sync"}}});
+            for (k, v) in metadata.as_object().unwrap() {
+                obj["metadata"][k] = v.clone();
+            }
+            let labels = obj["metadata"]["labels"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect();
+            Arc::new(StoredObject {
+                rv,
+                json: serde_json::to_vec(&obj).unwrap().into(),
+                labels,
+            })
+        };
+        WatchEvent::new(
+            crate::storage::EventType::Modified,
+            key(),
+            stored(2, new),
+            Some(stored(1, old)),
+        )
+    }
+
+    #[test]
+    fn a_syncer_hears_of_everything_but_other_targets_bookkeeping() {
+        let both = json!({"state.workload.kcp.io/a": "Sync", "state.workload.kcp.io/b": "Sync"});
+        // b's finalizer, status, deletion mark and drift: not a's business.
+        let first = json!({"finalizers": ["example.com/first"]});
+        for (old, new) in [
+            (
+                first.clone(),
+                json!({"finalizers": ["example.com/first", "workload.kcp.io/syncer-b"]}),
+            ),
+            (
+                json!({"finalizers": ["workload.kcp.io/syncer-a", "workload.kcp.io/syncer-b"]}),
+                json!({"finalizers": ["workload.kcp.io/syncer-a"]}),
+            ),
+            (
+                json!({}),
+                json!({"annotations": {"experimental.status.workload.kcp.io/b": "{}"}}),
+            ),
+            (
+                json!({}),
+                json!({"annotations": {"deletion.internal.workload.kcp.io/b": "2026-01-01T00:00:00Z"}}),
+            ),
+            (
+                json!({}),
+                json!({"annotations": {"drift.ferry.dev/b": "data"}, "managedFields": [{"manager": "b"}]}),
+            ),
+            (
+                json!({}),
+                json!({"labels": {"state.workload.kcp.io/a": "Sync", "state.workload.kcp.io/b": "Sync", "state.workload.kcp.io/c": "Sync"}}),
+            ),
+        ] {
+            let event = modified(old.clone(), new.clone());
+            assert!(!heard_by("a", &event), "{old} -> {new}");
+            assert!(
+                heard_by("b", &event) || new.to_string().contains("/c\""),
+                "b hears its own: {old} -> {new}"
+            );
+        }
+        // Its own bookkeeping, anything else, and a change of whether status is kept per target.
+        for (old, new) in [
+            (json!({}), json!({"finalizers": ["workload.kcp.io/syncer-a"]})),
+            (
+                json!({}),
+                json!({"annotations": {"experimental.status.workload.kcp.io/a": "{}"}}),
+            ),
+            (json!({}), json!({"annotations": {"note": "x"}})),
+            (
+                json!({}),
+                json!({"labels": {"state.workload.kcp.io/a": "Sync", "state.workload.kcp.io/b": "Sync", "app": "web"}}),
+            ),
+            (json!({}), json!({"finalizers": ["example.com/other"]})),
+            (json!({}), json!({"deletionTimestamp": "2026-01-01T00:00:00Z"})),
+            (
+                json!({}),
+                json!({"annotations": {"experimental.status.workload.kcp.io/b": "{}", "note": "x"}}),
+            ),
+            (
+                json!({"labels": both.clone()}),
+                json!({"labels": {"state.workload.kcp.io/a": "Sync"}}),
+            ),
+            // b's finalizer as the object's first, and as its last going.
+            (json!({}), json!({"finalizers": ["workload.kcp.io/syncer-b"]})),
+            (
+                json!({"finalizers": ["workload.kcp.io/syncer-b"]}),
+                json!({"finalizers": []}),
+            ),
+        ] {
+            assert!(
+                heard_by("a", &modified(old.clone(), new.clone())),
+                "{old} -> {new}"
+            );
+        }
+    }
 
     #[test]
     fn the_upsyncer_needs_its_upsync_label_on_every_write() {
