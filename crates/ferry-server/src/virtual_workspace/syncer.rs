@@ -26,6 +26,10 @@
 //!   away leaves running watches as a deletion. A write may not touch the
 //!   state labels of other targets; through the upsyncer, what is written
 //!   must keep the `Upsync` label of this target.
+//! - **Heard of:** unlike kcp, a watch is not sent a change that only touches
+//!   other targets' bookkeeping (their state labels, per-target annotations
+//!   and finalizers): with N targets each object changes N times for it
+//!   ([`Labelled::hears`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
