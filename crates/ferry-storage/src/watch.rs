@@ -1,6 +1,6 @@
 //! The event history watches replay from, and the live fan-out.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -34,8 +34,10 @@ pub struct WatchEvent {
     pub key: ObjectKey,
     pub object: Arc<StoredObject>,
     pub previous: Option<Arc<StoredObject>>,
-    /// [`WatchEvent::changes`], worked out once for every watcher.
-    changes: OnceLock<Changes>,
+    /// [`WatchEvent::changes`], worked out once for every watcher (boxed: most
+    /// events in the history are never asked, and each costs a word, not the
+    /// struct).
+    changes: OnceLock<Box<Changes>>,
 }
 
 impl WatchEvent {
@@ -59,9 +61,11 @@ impl WatchEvent {
     /// of its resource, so a view deciding whether its watcher cares asks once per
     /// event, not once per watcher.
     pub fn changes(&self) -> &Changes {
-        self.changes.get_or_init(|| match self.kind {
-            EventType::Modified => Changes::between(self.previous.as_deref(), &self.object),
-            EventType::Added | EventType::Deleted => Changes::ANYTHING,
+        self.changes.get_or_init(|| {
+            Box::new(match self.kind {
+                EventType::Modified => Changes::between(self.previous.as_deref(), &self.object),
+                EventType::Added | EventType::Deleted => Changes::ANYTHING,
+            })
         })
     }
 }
@@ -157,25 +161,23 @@ impl Changes {
             return Some(Changes::ANYTHING);
         }
         let (before, after) = (list(&old, "finalizers")?, list(&new, "finalizers")?);
+        // Sets, so a list of any length costs n log n (a client decides its length).
+        let (had, has): (BTreeSet<&String>, BTreeSet<&String>) =
+            (before.iter().collect(), after.iter().collect());
         // The same finalizers in another order, or one listed twice: not a change of
         // entries alone.
-        let kept = |from: &[String], to: &[String]| {
-            from.iter()
-                .filter(|f| to.contains(f))
-                .cloned()
-                .collect::<Vec<_>>()
-        };
-        let unique = |l: &[String]| l.iter().collect::<std::collections::BTreeSet<_>>().len() == l.len();
-        if kept(&before, &after) != kept(&after, &before) || !unique(&before) || !unique(&after) {
+        let in_order_kept = before
+            .iter()
+            .filter(|f| has.contains(f))
+            .eq(after.iter().filter(|f| had.contains(f)));
+        if had.len() != before.len() || has.len() != after.len() || !in_order_kept {
             return Some(Changes::ANYTHING);
         }
-        let gone = before.iter().filter(|f| !after.contains(f));
-        let came = after.iter().filter(|f| !before.contains(f));
         Some(Changes {
             other: false,
             labels: touched(&old, &new, "labels")?,
             annotations: touched(&old, &new, "annotations")?,
-            finalizers: gone.chain(came).cloned().collect(),
+            finalizers: had.symmetric_difference(&has).map(|f| f.to_string()).collect(),
             finalizer_count: (before.len(), after.len()),
         })
     }
