@@ -148,6 +148,34 @@ pub struct Hub {
     pub follow_metrics: crate::follow_metrics::FollowMetrics,
     /// What the layers above added when the hub was built.
     pub extensions: Extensions,
+    /// One write at a time to each object ([`Hub::write_turn`]).
+    write_turns: WriteTurns,
+    /// Updates and patches computed again because the object moved between
+    /// their read and their write (on `/metrics`).
+    pub write_retries: prometheus_client::metrics::counter::Counter,
+}
+
+/// Turns to read-modify-write one object. An update or patch reads the object,
+/// computes the new one and writes it if the object has not moved meanwhile,
+/// else starts again: with many writers of one object at once (a hundred kcp
+/// TMC syncers each adding its finalizer) all but one computed for nothing, round
+/// after round, and the last gave up (409). Taking turns, each computes once, on
+/// the state the one before left. Keys share a fixed set of turns by hash, so
+/// memory does not grow with the objects; two objects sharing one only take
+/// turns with each other (by a hash seeded per process, so no client can pick
+/// names that share another's turn).
+struct WriteTurns {
+    turns: Box<[tokio::sync::Mutex<()>]>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for WriteTurns {
+    fn default() -> Self {
+        WriteTurns {
+            turns: (0..1024).map(|_| tokio::sync::Mutex::new(())).collect(),
+            hasher: Default::default(),
+        }
+    }
 }
 
 impl Hub {
@@ -179,9 +207,24 @@ impl Hub {
             refreshing: Default::default(),
             follow_metrics: Default::default(),
             extensions,
+            write_turns: Default::default(),
+            write_retries: Default::default(),
         };
         hub.rebuild_indexes();
         Arc::new(hub)
+    }
+
+    /// Wait for the turn to read-modify-write the object at `key`; the turn is
+    /// held until the guard drops. Held from reading the object to handing the
+    /// write to the store (not until it is durable: the next writer reads the
+    /// store's newest state, durable or not). Nothing that holds a turn may wait
+    /// for another.
+    pub async fn write_turn(&self, key: &crate::storage::ObjectKey) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::BuildHasher;
+        let WriteTurns { turns, hasher } = &self.write_turns;
+        turns[(hasher.hash_one(key) % turns.len() as u64) as usize]
+            .lock()
+            .await
     }
 
     pub fn external_url(&self) -> String {

@@ -221,6 +221,50 @@ async fn a_scrape_shows_how_each_controller_keeps_up() {
     }
 }
 
+/// A hundred writers patching one object at once (a hundred kcp TMC syncers each
+/// adding its finalizer) take turns: every patch lands, and none is computed
+/// twice (`ferry_write_retries_total`). Without turns all but one of those
+/// computing at once found the object moved, and started again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hundred_writers_of_one_object_take_turns_and_none_computes_twice() {
+    let t = Tenants::start().await;
+    let admin = top_client_as(&t.hub, token(&t.hub.running.admin_token)).await;
+    let retries = |scrape: &str| {
+        scrape
+            .lines()
+            .find_map(|l| l.strip_prefix("ferry_write_retries_total "))
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    let (_, before) = get_raw(&admin, "/metrics").await;
+    let before = retries(&before).expect("the scrape counts write retries");
+    let path = "/clusters/root/api/v1/namespaces/default/configmaps";
+    post_created(
+        &admin,
+        path,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": {}}),
+    )
+    .await;
+    let patches = (0..100).map(|i| {
+        let admin = admin.clone();
+        async move {
+            let body = json!([{"op": "add", "path": format!("/data/writer-{i}"), "value": "here"}]);
+            let req = http::Request::builder()
+                .method("PATCH")
+                .uri(format!("{path}/shared"))
+                .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            admin.send(req).await.expect("response").status().as_u16()
+        }
+    });
+    let codes = futures::future::join_all(patches).await;
+    assert!(codes.iter().all(|c| *c == 200), "every patch lands: {codes:?}");
+    let cm = get_ok(&admin, &format!("{path}/shared")).await;
+    assert_eq!(cm["data"].as_object().map(|d| d.len()), Some(100), "{cm}");
+    let (_, after) = get_raw(&admin, "/metrics").await;
+    assert_eq!(retries(&after), Some(before), "no patch was computed twice");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
     let t = Tenants::start().await;

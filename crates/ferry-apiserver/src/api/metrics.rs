@@ -189,6 +189,11 @@ impl HubMetrics {
     pub fn of(hub: &Hub) -> Self {
         let mut metrics = Self::new();
         hub.follow_metrics.register(&mut metrics.registry);
+        metrics.registry.register(
+            "ferry_write_retries",
+            "Updates and patches the hub computed again because the object changed between their read and their write",
+            hub.write_retries.clone(),
+        );
         metrics
     }
 

@@ -338,6 +338,7 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
     let done = |object: Value, created: bool| Ok(Written::new(r, object, created));
     let mut caught_up = false;
     for _attempt in 0..16 {
+        let turn = r.hub.write_turn(&key).await;
         let current = r.hub.store.get(&key);
         if let (Some(view), Some(c)) = (&r.visibility, &current) {
             // Through a virtual workspace: what the view hides does not exist.
@@ -363,12 +364,17 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
                 if r.options.dry_run {
                     return done(v, true);
                 }
-                let written = match r.hub.store.put(key.clone(), Expect::Absent, v) {
+                let put = r.hub.store.put(key.clone(), Expect::Absent, v);
+                drop(turn);
+                let written = match put {
                     Ok(committed) => committed.durable().await,
                     Err(e) => Err(e),
                 };
                 let stored = match written {
-                    Err(StoreError::AlreadyExists) => continue,
+                    Err(StoreError::AlreadyExists) => {
+                        r.hub.write_retries.inc();
+                        continue;
+                    }
                     other => other.map_err(|e| store_error(r, name, e))?,
                 }
                 .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
@@ -388,6 +394,7 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
                 // catch up once before calling it a conflict.
                 if r.hub.store.shared() && !caught_up && rv > r.hub.store.resource_version() {
                     caught_up = true;
+                    drop(turn);
                     let _ = r.hub.store.wait_for(rv, std::time::Duration::from_secs(1)).await;
                     continue;
                 }
@@ -404,13 +411,17 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         } else {
             r.hub.store.put(key.clone(), Expect::Version(current.rv), new)
         };
+        drop(turn);
         // With etcd, a conflict is known only once the transaction ran.
         let written = match result {
             Ok(committed) => committed.durable().await,
             Err(e) => Err(e),
         };
         let stored = match written {
-            Err(StoreError::Conflict) if expect_rv.is_none() => continue,
+            Err(StoreError::Conflict) if expect_rv.is_none() => {
+                r.hub.write_retries.inc();
+                continue;
+            }
             other => other.map_err(|e| store_error(r, name, e))?,
         }
         .ok_or_else(|| ApiError::internal("the store did not return the written object"))?;
