@@ -6,7 +6,8 @@
 //! resourceVersion older than the retained history gets HTTP 200 and an
 //! in-stream ERROR event carrying a 410 Expired Status.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::response::Response;
@@ -19,11 +20,19 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::negotiate::Format;
 use super::objects::{columns, served_value, Scope, Selectors};
 use crate::status::ApiError;
-use crate::storage::{EventFilter, EventType, StoredObject, WatchError};
+use crate::storage::{EventFilter, EventType, ObjectKey, StoredObject, WatchError};
 use crate::table::{render_table, IncludeObject};
 
 /// How often a watch that asked for bookmarks gets one.
 const BOOKMARK_PERIOD: Duration = Duration::from_secs(5);
+/// How long a change a view kept from a watcher ([`ScopeFilter::hears`]) waits
+/// for one it is sent: past it, the watcher gets the object's state as it is
+/// then, so a client's cache is never left behind (a write pinned to the version
+/// it holds would be refused for ever). Changes coming faster are sent at most
+/// once per object per this delay.
+///
+/// [`ScopeFilter::hears`]: crate::storage::ScopeFilter::hears
+const UNHEARD_DELAY: Duration = Duration::from_secs(1);
 /// Longest watch when the client gives no timeoutSeconds (kube-apiserver's
 /// --min-request-timeout default).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -182,6 +191,7 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
         cluster: scope.single().map(String::from),
     };
     let subscription = s.hub.store.watch_filtered(start_rv, filter);
+    let store = s.hub.store.clone();
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     tokio::spawn(async move {
         let mut sub = match subscription {
@@ -211,12 +221,33 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
         let mut ticker = tokio::time::interval(BOOKMARK_PERIOD);
         ticker.tick().await;
         let mut last_rv = start_rv;
+        // Objects whose latest change the view kept from this watcher, since when.
+        let mut unheard: HashMap<ObjectKey, Instant> = HashMap::new();
+        let mut catch_up = tokio::time::interval(UNHEARD_DELAY / 4);
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = ticker.tick(), if bookmarks => {
                     last_rv = last_rv.max(sub.caught_up_to());
                     if tx.send(Ok(encoder.bookmark(last_rv, false))).await.is_err() { return; }
+                }
+                _ = catch_up.tick(), if !unheard.is_empty() => {
+                    let due: Vec<ObjectKey> = unheard
+                        .iter()
+                        .filter(|(_, since)| since.elapsed() >= UNHEARD_DELAY)
+                        .map(|(key, _)| key.clone())
+                        .collect();
+                    for key in due {
+                        unheard.remove(&key);
+                        // Gone or out of view since: that change is heard on its own.
+                        let Some(obj) = store.get_committed(&key) else { continue };
+                        if sel.matches(&key, &obj)
+                            && scope.shows(&key, &obj)
+                            && tx.send(Ok(encoder.event("MODIFIED", &obj))).await.is_err()
+                        {
+                            return;
+                        }
+                    }
                 }
                 _ = tx.closed() => return,
                 event = sub.next() => {
@@ -231,8 +262,10 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
                     let visible = |o: &StoredObject| sel.matches(&event.key, o) && scope.shows(&event.key, o);
                     let Some(kind) = classify(&visible, event.kind, &event.object, event.previous.as_deref()) else { continue };
                     if kind == "MODIFIED" && !scope.hears(&event.key, &event) {
+                        unheard.entry(event.key.clone()).or_insert_with(Instant::now);
                         continue;
                     }
+                    unheard.remove(&event.key);
                     if tx.send(Ok(encoder.event(kind, &event.object))).await.is_err() {
                         return;
                     }
