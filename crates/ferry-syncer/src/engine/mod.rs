@@ -465,7 +465,11 @@ impl Engine {
             return;
         }
         let failures = self.queue.failures(key);
-        if failures == 3 {
+        // A conflict (the object moved since it was read) is a race, retried from the
+        // newer state once the watch brings it, which can take a second through
+        // kcp TMC's syncer view: worth a warning only when it keeps failing.
+        let warn_at = if error.code() == Some(409) { 8 } else { 3 };
+        if failures == warn_at {
             tracing::warn!(resource = %flow.target.id, object = %key, "{} (retrying)", log_line(&error));
         } else {
             tracing::debug!(resource = %flow.target.id, object = %key, "{error}");
