@@ -161,8 +161,8 @@ pub trait ScopeFilter: Send + Sync {
     /// Whether a watcher of this view hears of a modification of an object it
     /// sees before and after: `false` for a change the view's reader has no
     /// use for (another reader's bookkeeping on the object), which then
-    /// reaches it with the next change it does hear of, or a read. Every
-    /// change by default.
+    /// reaches it with the next change it does hear of, or as the object's
+    /// state a moment later (the watch sees to that). Every change by default.
     fn hears(&self, _key: &ObjectKey, _event: &WatchEvent) -> bool {
         true
     }

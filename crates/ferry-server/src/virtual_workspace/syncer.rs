@@ -374,9 +374,10 @@ impl ScopeFilter for Labelled {
     /// on it and writes its own status annotation, and the scheduler labels it for
     /// each target, so with a hundred targets every object changes a hundred times
     /// for things only one syncer reads. Such a change reaches a syncer with the next
-    /// change it hears of (its resourceVersion was moved by it, so a write pinned to
-    /// an older one is refused and read again, as after any race). Whether an object
-    /// keeps its status per target (more than one target syncs it) is heard of.
+    /// change it hears of, or as the object's state a second later (meanwhile a write
+    /// pinned to the older version is refused and retried, as after any race).
+    /// Whether an object keeps its status per target (more than one target syncs it)
+    /// is heard of.
     fn hears(&self, _key: &ObjectKey, event: &WatchEvent) -> bool {
         heard_by(&self.key, event)
     }
