@@ -265,7 +265,9 @@ pub async fn watch(s: Scope) -> Result<Response, ApiError> {
                         unheard.entry(event.key.clone()).or_insert_with(Instant::now);
                         continue;
                     }
-                    unheard.remove(&event.key);
+                    if !unheard.is_empty() {
+                        unheard.remove(&event.key);
+                    }
                     if tx.send(Ok(encoder.event(kind, &event.object))).await.is_err() {
                         return;
                     }

@@ -15,13 +15,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ferry_api::well_known::{
-    workload_deletion_annotation, workload_soft_finalizers_annotation, workload_syncer_finalizer,
-    WORKLOAD_STATE_LABEL_PREFIX, WORKLOAD_STATE_SYNC, WORKLOAD_STATE_UPSYNC,
+    workload_deletion_annotation, workload_finalizer_target, workload_soft_finalizers_annotation,
+    workload_syncer_finalizer, WORKLOAD_STATE_LABEL_PREFIX, WORKLOAD_STATE_SYNC, WORKLOAD_STATE_UPSYNC,
 };
 use serde_json::{json, Map, Value};
 
 const DELETION_PREFIX: &str = "deletion.internal.workload.kcp.io/";
-const SYNCER_FINALIZER_PREFIX: &str = "workload.kcp.io/syncer-";
 
 /// The metadata the rules read.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -131,7 +130,7 @@ impl Meta {
             || self
                 .finalizers
                 .iter()
-                .any(|f| f.starts_with(SYNCER_FINALIZER_PREFIX))
+                .any(|f| workload_finalizer_target(f).is_some())
     }
 }
 
@@ -202,10 +201,7 @@ fn strip_dead_finalizers(meta: &Meta, live: &impl LiveTargets, patch: &mut MetaP
     let kept: Vec<String> = meta
         .finalizers
         .iter()
-        .filter(|f| {
-            f.strip_prefix(SYNCER_FINALIZER_PREFIX)
-                .is_none_or(|key| live.is_live(key))
-        })
+        .filter(|f| workload_finalizer_target(f).is_none_or(|key| live.is_live(key)))
         .cloned()
         .collect();
     if kept.len() != meta.finalizers.len() {
