@@ -366,6 +366,10 @@ impl Drop for Store {
 /// included) is known only from `durable`.
 pub struct Committed {
     inner: Pending,
+    /// What a put wrote, its resourceVersion still the store's placeholder:
+    /// [`Committed::durable_value`] gives it back instead of parsing the
+    /// stored JSON again.
+    written: Option<Value>,
 }
 
 enum Pending {
@@ -389,7 +393,36 @@ impl Committed {
     /// Wait until the write is durable and visible to readers. Errors the
     /// store could not tell before (etcd's conflicts) come from here too.
     pub async fn durable(self) -> Result<Option<Arc<StoredObject>>, StoreError> {
-        match self.inner {
+        Self::wait(self.inner).await
+    }
+
+    /// As [`Committed::durable`], with the stored object also parsed. For a put
+    /// that is the value written with its resourceVersion filled in — what
+    /// parsing the stored JSON gives, without the parse (re-parsing each
+    /// write's answer was 5% of a busy hub's time); a delete's is parsed.
+    pub async fn durable_value(self) -> Result<Option<(Arc<StoredObject>, Value)>, StoreError> {
+        let Some(stored) = Self::wait(self.inner).await? else {
+            return Ok(None);
+        };
+        let value = match self.written {
+            Some(mut value) => {
+                let placeholder = rv_placeholder();
+                if let Some(rv) = value
+                    .get_mut("metadata")
+                    .and_then(|meta| meta.get_mut("resourceVersion"))
+                    .filter(|rv| rv.as_str() == Some(placeholder))
+                {
+                    *rv = Value::String(stored.rv.to_string());
+                }
+                value
+            }
+            None => stored.value(),
+        };
+        Ok(Some((stored, value)))
+    }
+
+    async fn wait(inner: Pending) -> Result<Option<Arc<StoredObject>>, StoreError> {
+        match inner {
             Pending::Local { object, done } => match done.await {
                 Ok(Ok(())) => Ok(object),
                 Ok(Err(e)) => Err(StoreError::Unavailable(e)),
@@ -859,7 +892,9 @@ impl Store {
             });
         }
         if let Some(remote) = &self.remote {
-            return Ok(self.remote_write(remote, key, expect, Some((open, has_rv))));
+            let mut committed = self.remote_write(remote, key, expect, Some((open, has_rv)));
+            committed.written = Some(value);
+            return Ok(committed);
         }
         let mut state = self.state.lock();
         let current = state.latest(&key);
@@ -880,11 +915,13 @@ impl Store {
         let done = self.enqueue(&mut state, mutation, event)?;
         state.rv = rv;
         state.pending.insert(key, (rv, Some(obj.clone())));
+        drop(state);
         Ok(Committed {
             inner: Pending::Local {
                 object: Some(obj),
                 done,
             },
+            written: Some(value),
         })
     }
 
@@ -925,6 +962,7 @@ impl Store {
                 object: Some(tombstone),
                 done,
             },
+            written: None,
         })
     }
 
@@ -982,6 +1020,7 @@ impl Store {
         };
         Committed {
             inner: Pending::Remote(Box::pin(write)),
+            written: None,
         }
     }
 
@@ -1327,6 +1366,47 @@ mod tests {
         // No metadata object: stored as is.
         let stored = encode(&mut json!({"metadata": 5}), 7);
         assert_eq!(&stored.json[..], br#"{"metadata":5}"#);
+    }
+
+    #[tokio::test]
+    async fn a_write_gives_back_what_parsing_its_stored_json_gives() {
+        let store = Store::in_memory();
+        let objects = [
+            // Unusual numbers, keys whose order must survive, a resourceVersion
+            // in place and the placeholder's look-alike elsewhere.
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "namespace": "default", "resourceVersion": "99", "labels": {"z": "1", "a": "2"}},
+                "data": {"resourceVersion": "ferry-rv-"}, "n": [1.0, -0.0, 1e300, 18446744073709551615u64, -5]}),
+            // No resourceVersion yet: appended to metadata.
+            json!({"metadata": {"name": "b", "namespace": "default"}, "z": {}, "a": null}),
+            // No metadata object: stored as it is.
+            json!({"metadata": 5}),
+        ];
+        for (i, object) in objects.into_iter().enumerate() {
+            let (stored, value) = store
+                .put(key(&format!("o{i}")), Expect::Absent, object)
+                .unwrap()
+                .durable_value()
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(value, stored.value(), "object {i}");
+            assert_eq!(
+                serde_json::to_vec(&value).unwrap(),
+                stored.json.to_vec(),
+                "object {i}"
+            );
+        }
+        // A delete's object is its tombstone, parsed.
+        let (stored, value) = store
+            .delete(key("o0"), Expect::Exists)
+            .unwrap()
+            .durable_value()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(value, stored.value());
+        assert_eq!(value["metadata"]["resourceVersion"], stored.rv.to_string());
     }
 
     #[tokio::test]

@@ -87,7 +87,11 @@ pub fn store_error(r: &Request, name: &str, e: StoreError) -> ApiError {
 
 /// An object as served at the requested version.
 pub fn served_value(stored: &StoredObject, info: &ResourceInfo) -> Value {
-    let mut v = stored.value();
+    served(stored.value(), info)
+}
+
+/// A stored object's value as served at the requested version.
+fn served(mut v: Value, info: &ResourceInfo) -> Value {
     if info.from_crd {
         if let Some(m) = v.as_object_mut() {
             m.insert("apiVersion".into(), Value::String(info.api_version()));
@@ -298,12 +302,12 @@ pub async fn create(r: &Request, obj: Value) -> Result<Written, ApiError> {
         .store
         .put(key.clone(), Expect::Absent, obj)
         .map_err(|e| store_error(r, &name, e))?;
-    let stored = committed
-        .durable()
+    let (_, stored) = committed
+        .durable_value()
         .await
         .map_err(|e| store_error(r, &name, e))?
         .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
-    let v = served_value(&stored, &r.info);
+    let v = served(stored, &r.info);
     hooks::after_write(&r.hub, &r.info, &key, Some(&v)).await;
     Ok(Written::new(r, v, true))
 }
@@ -367,10 +371,10 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
                 let put = r.hub.store.put(key.clone(), Expect::Absent, v);
                 drop(turn);
                 let written = match put {
-                    Ok(committed) => committed.durable().await,
+                    Ok(committed) => committed.durable_value().await,
                     Err(e) => Err(e),
                 };
-                let stored = match written {
+                let (_, stored) = match written {
                     Err(StoreError::AlreadyExists) => {
                         r.hub.write_retries.inc();
                         continue;
@@ -378,7 +382,7 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
                     other => other.map_err(|e| store_error(r, name, e))?,
                 }
                 .ok_or_else(|| ApiError::internal("the store did not return the created object"))?;
-                let v = served_value(&stored, &r.info);
+                let v = served(stored, &r.info);
                 hooks::after_write(&r.hub, &r.info, &key, Some(&v)).await;
                 return done(v, true);
             }
@@ -414,10 +418,10 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
         drop(turn);
         // With etcd, a conflict is known only once the transaction ran.
         let written = match result {
-            Ok(committed) => committed.durable().await,
+            Ok(committed) => committed.durable_value().await,
             Err(e) => Err(e),
         };
-        let stored = match written {
+        let (_, stored) = match written {
             Err(StoreError::Conflict) if expect_rv.is_none() => {
                 r.hub.write_retries.inc();
                 continue;
@@ -425,7 +429,7 @@ async fn modify(r: &Request, name: &str, change: Change) -> Result<Written, ApiE
             other => other.map_err(|e| store_error(r, name, e))?,
         }
         .ok_or_else(|| ApiError::internal("the store did not return the written object"))?;
-        let v = served_value(&stored, &r.info);
+        let v = served(stored, &r.info);
         if finalized {
             hooks::remove_contents(&r.hub, &r.info, &key, &v).await;
         }
