@@ -833,6 +833,13 @@ async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
         json!({"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "keep-me"}}),
     )
     .await;
+    // The provider's view serves the export's resources as they are now: the
+    // hub keeps what a view serves between requests while the export and its
+    // schemas stay as they were.
+    let url = slice_url(hub).await;
+    let view = client_at(hub, &format!("{url}/clusters/*"), &hub.running.admin_token).await;
+    get_ok(&view, "/apis/example.io/v1/widgets").await;
+    expect_status(&view, "GET", "/apis/example.io/v1/gadgets", None, 404).await;
     // A second schema added to the export is served by the existing binding.
     create(
         hub,
@@ -859,6 +866,27 @@ async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
         200,
     )
     .await;
+    // In the provider's view at once: the export changed.
+    get_ok(&view, "/apis/example.io/v1/gadgets").await;
+    // A schema the export lists that goes is no longer served there, though
+    // the export itself did not change.
+    let gadgets_schema_name = gadgets_schema()["metadata"]["name"].as_str().unwrap().to_string();
+    delete_ok(
+        &provider,
+        &format!("{APIS}/apiresourceschemas/{gadgets_schema_name}"),
+    )
+    .await;
+    expect_status(&view, "GET", "/apis/example.io/v1/gadgets", None, 404).await;
+    get_ok(&view, "/apis/example.io/v1/widgets").await;
+    // And served again once it is back.
+    create(
+        hub,
+        "root:provider",
+        &format!("{APIS}/apiresourceschemas"),
+        gadgets_schema(),
+    )
+    .await;
+    get_ok(&view, "/apis/example.io/v1/gadgets").await;
 
     // Deleting the binding stops serving; the objects stay, and come back with a new binding.
     let consumer = admin(hub, &path).await;

@@ -117,7 +117,7 @@ pub fn resources_from_schema(schema: &Value, binding: &str) -> Result<Vec<Resour
 }
 
 /// The names in an export's `spec.latestResourceSchemas`.
-fn latest_schema_names(export: &Value) -> impl Iterator<Item = &str> {
+pub fn latest_schema_names(export: &Value) -> impl Iterator<Item = &str> {
     export
         .pointer("/spec/latestResourceSchemas")
         .and_then(Value::as_array)

@@ -163,6 +163,10 @@ pub fn extensions() -> Extensions {
     extensions.insert(crate::kinds::reserved::metadata());
     extensions.insert(crate::workspace::objects());
     extensions.insert(crate::virtual_workspace::kinds());
+    extensions.insert(Arc::new(
+        crate::virtual_workspace::apiexport::ExportViews::default(),
+    ));
+    extensions.insert(Arc::new(crate::virtual_workspace::syncer::SyncerViews::default()));
     crate::apis::install(&mut extensions);
     extensions
 }

@@ -26,6 +26,7 @@
 //!   That is all an owner learns of its consumers; a workspace that binds
 //!   no export of the owner's stays unknown to it (404, as an unknown one).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -86,56 +87,19 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
         let not_found =
             || ApiError::not_found_message(format!("APIExport {name:?} not found in workspace {cluster:?}"));
         let lc = hub.workspaces.resolve(cluster).ok_or_else(not_found)?;
-        let export = hub
-            .store
-            .get(&export_key(&lc.name, name))
-            .ok_or_else(not_found)?
-            .value();
+        let export = hub.store.get(&export_key(&lc.name, name)).ok_or_else(not_found)?;
         let key = ExportKey {
             cluster: lc.name.clone(),
             name: name.clone(),
         };
-        let mut resources: Vec<ResourceInfo> = Vec::new();
-        for schema in apis::listed_schemas(&hub.store, &lc.name, &export) {
-            let (group, resource) = apis::schema_group_resource(&schema);
-            // A built-in resource is every consumer's own: only a claim reaches it.
-            if hub.registry.is_builtin(&group, &resource) {
-                continue;
-            }
-            if let Ok(rs) = apis::resources_from_schema(&schema, name) {
-                resources.extend(rs);
-            }
-        }
-        let exported: Vec<(String, String)> = resources
-            .iter()
-            .map(|r| (r.group.clone(), r.resource.clone()))
-            .collect();
-        // Claimed resources, the identity the claim names, and whether they are
-        // another export's (a built-in one is served whatever the claim's identity,
-        // as in kcp).
-        let mut claimed: Vec<((String, String), String, bool)> = Vec::new();
-        for claim in claims_of(&export) {
-            let gr = (claim.group.clone(), claim.resource.clone());
-            if exported.contains(&gr) || claimed.iter().any(|(c, _, _)| *c == gr) {
-                continue;
-            }
-            let is_builtin = hub.registry.is_builtin(&claim.group, &claim.resource);
-            let served = if is_builtin {
-                builtin(hub, &claim.group, &claim.resource)
-            } else {
-                foreign(hub, &claim.identity_hash, &claim.group, &claim.resource)
-            };
-            if !served.is_empty() {
-                resources.extend(served);
-                claimed.push((gr, claim.identity_hash.clone(), !is_builtin));
-            }
-        }
+        let served = match hub.extensions.get::<Arc<ExportViews>>() {
+            Some(views) => views.of(hub, &key, &export),
+            None => Arc::new(Served::of(hub, &key, &export)),
+        };
+        let own_bindings = served.own_bindings;
         let bindings_gr = (apis::GROUP.to_string(), BINDINGS.to_string());
-        let own_bindings = !claimed.iter().any(|(c, _, _)| *c == bindings_gr);
-        if own_bindings {
-            resources.extend(builtin(hub, apis::GROUP, BINDINGS));
-        }
         let hub = hub.clone();
+        let resources = served.resources.clone();
         let view = View::new(resources, move |info| {
             let gr = (info.group.clone(), info.resource.clone());
             if own_bindings && gr == bindings_gr {
@@ -144,8 +108,9 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
                     export: key.clone(),
                 }) as Arc<dyn ScopeFilter>;
             }
-            let exported = exported.contains(&gr);
-            let (identity, foreign) = claimed
+            let exported = served.exported.contains(&gr);
+            let (identity, foreign) = served
+                .claimed
                 .iter()
                 .find(|(c, _, _)| *c == gr)
                 .map(|(_, i, f)| (i.clone(), *f))
@@ -165,6 +130,130 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
         } else {
             view
         })
+    }
+}
+
+/// What a view of one export serves, kept per export of a hub while the export
+/// and the schemas it lists stay as they were read. Working it out parses the
+/// export and each schema and turns each schema into a CRD's resources: done
+/// for every request through the view, that was a tenth of a kcp hub's time
+/// under an api-syncagent's initial sync.
+#[derive(Default)]
+pub struct ExportViews(parking_lot::Mutex<HashMap<ExportKey, Arc<Served>>>);
+
+/// At most this many exports' views are kept: past it the cache starts again
+/// (a view is worked out again on its next request, nothing else is lost).
+const KEPT_VIEWS: usize = 4096;
+
+impl ExportViews {
+    /// What the view of `key` (stored as `export`) serves.
+    fn of(&self, hub: &Hub, key: &ExportKey, export: &StoredObject) -> Arc<Served> {
+        if let Some(served) = self.0.lock().get(key) {
+            if served.current(hub, export) {
+                return served.clone();
+            }
+        }
+        let served = Arc::new(Served::of(hub, key, export));
+        if served.cacheable {
+            let mut kept = self.0.lock();
+            if kept.len() >= KEPT_VIEWS {
+                kept.clear();
+            }
+            kept.insert(key.clone(), served.clone());
+        }
+        served
+    }
+}
+
+/// What a view of an export serves, and what it was worked out from.
+pub struct Served {
+    /// The export's resourceVersion, and each schema it lists by storage key
+    /// with the resourceVersion read (`None`: not there).
+    export_rv: u64,
+    schemas: Vec<(ObjectKey, Option<u64>)>,
+    /// Built of nothing but the export, its schemas and the built-in
+    /// resources. A claim on another export's resource depends on every
+    /// export with that identity, so such a view is worked out each time.
+    cacheable: bool,
+    resources: Vec<ResourceInfo>,
+    /// `(group, resource)` of each exported resource.
+    exported: Vec<(String, String)>,
+    /// Claimed resources, the identity the claim names, and whether they are
+    /// another export's (a built-in one is served whatever the claim's
+    /// identity, as in kcp).
+    claimed: Vec<((String, String), String, bool)>,
+    /// The view serves the export's own APIBindings (no claim names them).
+    own_bindings: bool,
+}
+
+impl Served {
+    fn of(hub: &Hub, key: &ExportKey, stored: &StoredObject) -> Served {
+        let export = stored.value();
+        let mut resources: Vec<ResourceInfo> = Vec::new();
+        let mut schemas = Vec::new();
+        for schema_name in apis::latest_schema_names(&export) {
+            let schema_key = apis::key(&key.cluster, apis::SCHEMAS, schema_name);
+            let schema = hub.store.get(&schema_key);
+            schemas.push((schema_key, schema.as_ref().map(|s| s.rv)));
+            let Some(schema) = schema.map(|s| s.value()) else {
+                continue;
+            };
+            let (group, resource) = apis::schema_group_resource(&schema);
+            // A built-in resource is every consumer's own: only a claim reaches it.
+            if hub.registry.is_builtin(&group, &resource) {
+                continue;
+            }
+            if let Ok(rs) = apis::resources_from_schema(&schema, &key.name) {
+                resources.extend(rs);
+            }
+        }
+        let exported: Vec<(String, String)> = resources
+            .iter()
+            .map(|r| (r.group.clone(), r.resource.clone()))
+            .collect();
+        let mut claimed: Vec<((String, String), String, bool)> = Vec::new();
+        let mut cacheable = true;
+        for claim in claims_of(&export) {
+            let gr = (claim.group.clone(), claim.resource.clone());
+            if exported.contains(&gr) || claimed.iter().any(|(c, _, _)| *c == gr) {
+                continue;
+            }
+            let is_builtin = hub.registry.is_builtin(&claim.group, &claim.resource);
+            let served = if is_builtin {
+                builtin(hub, &claim.group, &claim.resource)
+            } else {
+                cacheable = false;
+                foreign(hub, &claim.identity_hash, &claim.group, &claim.resource)
+            };
+            if !served.is_empty() {
+                resources.extend(served);
+                claimed.push((gr, claim.identity_hash.clone(), !is_builtin));
+            }
+        }
+        let bindings_gr = (apis::GROUP.to_string(), BINDINGS.to_string());
+        let own_bindings = !claimed.iter().any(|(c, _, _)| *c == bindings_gr);
+        if own_bindings {
+            resources.extend(builtin(hub, apis::GROUP, BINDINGS));
+        }
+        Served {
+            export_rv: stored.rv,
+            schemas,
+            cacheable,
+            resources,
+            exported,
+            claimed,
+            own_bindings,
+        }
+    }
+
+    /// Whether the export (stored as `export`) and its schemas are as this was
+    /// worked out from.
+    fn current(&self, hub: &Hub, export: &StoredObject) -> bool {
+        self.export_rv == export.rv
+            && self
+                .schemas
+                .iter()
+                .all(|(key, rv)| hub.store.get(key).map(|s| s.rv) == *rv)
     }
 }
 
