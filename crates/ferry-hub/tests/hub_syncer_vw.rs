@@ -695,6 +695,44 @@ async fn the_upsyncer_takes_only_objects_labelled_upsync_for_its_target() {
     delete_ok(&up, "/api/v1/namespaces/work/pods/up").await;
 }
 
+/// What a view serves is kept between requests while its SyncTarget stays as
+/// it was: a resource the target accepts is served at once, and the kept view
+/// never answers for another uid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syncer_view_serves_what_its_target_accepts_as_soon_as_it_does() {
+    let w = world().await;
+    let hub = &w.hub;
+    let admin_token = hub.running.admin_token.clone();
+    let west = w
+        .client(
+            &format!("{}/clusters/*", w.syncer_url("syncer", "west", &w.west_uid)),
+            &admin_token,
+        )
+        .await;
+    get_ok(&west, "/api/v1/configmaps").await;
+    expect_status_because(
+        &west,
+        "GET",
+        "/apis/apps/v1/deployments",
+        None,
+        404,
+        "west accepts no Deployments yet",
+    )
+    .await;
+    // The same target with another uid: not found, though its view is kept.
+    let wrong_uid = w
+        .client(
+            &format!("{}/clusters/*", w.syncer_url("syncer", "west", &w.east_uid)),
+            &admin_token,
+        )
+        .await;
+    expect_status(&wrong_uid, "GET", "/api/v1/configmaps", None, 404).await;
+
+    accept_deployments(hub, "west").await;
+    get_ok(&west, "/apis/apps/v1/deployments").await;
+    expect_status(&wrong_uid, "GET", "/apis/apps/v1/deployments", None, 404).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strangers_and_tricks_get_nothing_from_the_syncer_views() {
     let w = world().await;

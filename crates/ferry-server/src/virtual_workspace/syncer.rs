@@ -57,7 +57,7 @@ pub const SYNC_TARGETS: &str = "workload.kcp.io/synctargets";
 const WORKLOAD_GROUP: &str = "workload.kcp.io";
 
 /// Which of the two views.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 enum Direction {
     /// Down: the syncer reads what is scheduled to its target.
     Sync,
@@ -155,28 +155,53 @@ fn authorize_sync(hub: &Hub, user: &UserInfo, instance: &[String]) -> Result<(),
     }
 }
 
-/// The SyncTarget named by `instance`, if it exists with that uid, and its
-/// logical cluster.
-fn sync_target(hub: &Hub, instance: &[String]) -> Result<(String, Value), ApiError> {
-    let (cluster, name, uid) = (&instance[0], &instance[1], &instance[2]);
-    // One answer for a missing target and a wrong uid.
-    let not_found = || {
-        ApiError::not_found_message(format!(
-            "SyncTarget {name:?} with uid {uid:?} not found in workspace {cluster:?}"
-        ))
-    };
-    let lc = hub.workspaces.resolve(cluster).ok_or_else(not_found)?;
+/// The SyncTarget named by `instance` as stored, and its logical cluster;
+/// its uid is checked by the caller ([`not_found`] when it differs).
+fn sync_target(hub: &Hub, instance: &[String]) -> Result<(String, Arc<StoredObject>), ApiError> {
+    let (cluster, name) = (&instance[0], &instance[1]);
+    let lc = hub
+        .workspaces
+        .resolve(cluster)
+        .ok_or_else(|| not_found(instance))?;
     let key = ObjectKey {
         cluster: lc.name.clone(),
         resource: SYNC_TARGETS.into(),
         namespace: String::new(),
         name: name.clone(),
     };
-    let target = hub.store.get_committed(&key).ok_or_else(not_found)?.value();
-    if target.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
-        return Err(not_found());
-    }
+    let target = hub.store.get_committed(&key).ok_or_else(|| not_found(instance))?;
     Ok((lc.name, target))
+}
+
+/// One answer for a missing target and a wrong uid.
+fn not_found(instance: &[String]) -> ApiError {
+    let (cluster, name, uid) = (&instance[0], &instance[1], &instance[2]);
+    ApiError::not_found_message(format!(
+        "SyncTarget {name:?} with uid {uid:?} not found in workspace {cluster:?}"
+    ))
+}
+
+/// What a syncer's view serves, kept per SyncTarget (its logical cluster and
+/// name) and direction while the target and the hub's resources stay as they
+/// were: every request through the view worked it out again — the target
+/// parsed, every served resource copied from the registry — a tenth of the
+/// hub's time with a hundred syncers writing.
+#[derive(Default)]
+pub struct SyncerViews(Mutex<HashMap<(String, String, Direction), Arc<Served>>>);
+
+/// At most this many targets' views are kept: past it the cache starts again
+/// (a view is worked out again on its next request, nothing else is lost).
+const KEPT_VIEWS: usize = 4096;
+
+/// What a view serves, and what it was worked out from.
+struct Served {
+    /// The target's resourceVersion and uid, and the registry's generation.
+    target_rv: u64,
+    uid: String,
+    generation: u64,
+    resources: Vec<ResourceInfo>,
+    /// `(apiVersion, kind, storage key)` of each kind an Event may be about.
+    events_about: Vec<(String, String, String)>,
 }
 
 /// What the upsyncer serves (kcp v0.11's VW: pods and PVs; endpoints as the syncer's ddsif asks).
@@ -188,64 +213,32 @@ const TRANSFORM_VERBS: &[&str] = &["get", "list", "watch"];
 fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<View, ApiError> {
     let (cluster, target) = sync_target(hub, instance)?;
     let key = ferry_api::workload::sync_target_key(&cluster, &instance[1]);
-    let mut wanted: Vec<(String, String, Option<Vec<String>>)> = Vec::new();
-    match direction {
-        Direction::Sync => {
-            for (g, r) in crate::synctarget::ALWAYS_SYNCED {
-                wanted.push((g.to_string(), r.to_string(), None));
-            }
-            for (g, r, versions) in accepted_resources(&target) {
-                if !wanted.iter().any(|(wg, wr, _)| *wg == g && *wr == r) {
-                    wanted.push((g, r, Some(versions)));
+    let generation = hub.registry.generation(None);
+    let kept = hub.extensions.get::<Arc<SyncerViews>>();
+    let cache_key = (cluster.clone(), instance[1].clone(), direction);
+    let cached = kept
+        .and_then(|views| views.0.lock().get(&cache_key).cloned())
+        .filter(|served| served.target_rv == target.rv && served.generation == generation);
+    let served = match cached {
+        Some(served) => served,
+        None => {
+            let served = Arc::new(served(hub, &target, generation, direction));
+            if let Some(views) = kept {
+                let mut views = views.0.lock();
+                if views.len() >= KEPT_VIEWS {
+                    views.clear();
                 }
+                views.insert(cache_key, served.clone());
             }
+            served
         }
-        Direction::Upsync => {
-            for (g, r) in UPSYNCED {
-                wanted.push((g.to_string(), r.to_string(), None));
-            }
-        }
-    }
-    // Read once: every request through the view builds it, and the registry hands
-    // out a copy of everything it serves (15% of the hub's time with 50 syncers
-    // writing, when read once per wanted resource).
-    let all = hub.registry.resources(None);
-    let mut resources = Vec::new();
-    for (group, resource, versions) in wanted {
-        let served = all
-            .iter()
-            .filter(|i| i.group == group && i.resource == resource)
-            .filter(|i| versions.as_ref().is_none_or(|vs| vs.contains(&i.version)));
-        for info in served {
-            let mut info = info.clone();
-            if direction == Direction::Sync {
-                info.verbs = SYNCER_VERBS.iter().map(|v| v.to_string()).collect();
-            }
-            resources.push(info);
-        }
-    }
-    // What an Event may be about: the kinds served above.
-    let served: Vec<(String, String, String)> = resources
-        .iter()
-        .map(|i| (i.api_version(), i.kind.clone(), i.storage_key()))
-        .collect();
-    if direction == Direction::Sync {
-        for mut info in hub.registry.builtin_versions("", "events") {
-            info.verbs = vec!["create".to_string()];
-            resources.push(info);
-        }
-    }
-    if direction == Direction::Sync {
-        let transforms = all.into_iter().filter(|i| {
-            i.group == ferry_api::control::GROUP && i.resource == ferry_api::control::CustomTransform::PLURAL
-        });
-        for mut info in transforms {
-            info.verbs = TRANSFORM_VERBS.iter().map(|v| v.to_string()).collect();
-            resources.push(info);
-        }
+    };
+    if served.uid != instance[2] {
+        return Err(not_found(instance));
     }
     let hub = hub.clone();
     let label = workload_state_label(&key);
+    let resources = served.resources.clone();
     Ok(View::new(resources, move |info: &ResourceInfo| {
         let labelled = Labelled {
             hub: hub.clone(),
@@ -265,11 +258,81 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
         if direction == Direction::Sync && info.group.is_empty() && info.resource == "events" {
             return Arc::new(EventsAbout {
                 labelled,
-                served: served.clone(),
+                served: served.events_about.clone(),
             }) as Arc<dyn ScopeFilter>;
         }
         Arc::new(labelled) as Arc<dyn ScopeFilter>
     }))
+}
+
+/// What the view of `target` (stored) serves in `direction`, with the
+/// registry at `generation`.
+fn served(hub: &Hub, target: &StoredObject, generation: u64, direction: Direction) -> Served {
+    let target_value = target.value();
+    let uid = target_value
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let mut wanted: Vec<(String, String, Option<Vec<String>>)> = Vec::new();
+    match direction {
+        Direction::Sync => {
+            for (g, r) in crate::synctarget::ALWAYS_SYNCED {
+                wanted.push((g.to_string(), r.to_string(), None));
+            }
+            for (g, r, versions) in accepted_resources(&target_value) {
+                if !wanted.iter().any(|(wg, wr, _)| *wg == g && *wr == r) {
+                    wanted.push((g, r, Some(versions)));
+                }
+            }
+        }
+        Direction::Upsync => {
+            for (g, r) in UPSYNCED {
+                wanted.push((g.to_string(), r.to_string(), None));
+            }
+        }
+    }
+    // Read once: the registry hands out a copy of everything it serves.
+    let all = hub.registry.resources(None);
+    let mut resources = Vec::new();
+    for (group, resource, versions) in wanted {
+        let served = all
+            .iter()
+            .filter(|i| i.group == group && i.resource == resource)
+            .filter(|i| versions.as_ref().is_none_or(|vs| vs.contains(&i.version)));
+        for info in served {
+            let mut info = info.clone();
+            if direction == Direction::Sync {
+                info.verbs = SYNCER_VERBS.iter().map(|v| v.to_string()).collect();
+            }
+            resources.push(info);
+        }
+    }
+    // What an Event may be about: the kinds served above.
+    let events_about: Vec<(String, String, String)> = resources
+        .iter()
+        .map(|i| (i.api_version(), i.kind.clone(), i.storage_key()))
+        .collect();
+    if direction == Direction::Sync {
+        for mut info in hub.registry.builtin_versions("", "events") {
+            info.verbs = vec!["create".to_string()];
+            resources.push(info);
+        }
+        let transforms = all.into_iter().filter(|i| {
+            i.group == ferry_api::control::GROUP && i.resource == ferry_api::control::CustomTransform::PLURAL
+        });
+        for mut info in transforms {
+            info.verbs = TRANSFORM_VERBS.iter().map(|v| v.to_string()).collect();
+            resources.push(info);
+        }
+    }
+    Served {
+        target_rv: target.rv,
+        uid,
+        generation,
+        resources,
+        events_about,
+    }
 }
 
 /// `(group, resource, versions)` of each `Accepted` entry of the target's
