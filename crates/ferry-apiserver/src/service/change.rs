@@ -246,7 +246,10 @@ pub fn compute_update(s: &Request, current: Option<&Value>, change: &Change) -> 
             let obj = if scale {
                 with_scale(info, cur, &patched)?
             } else {
+                let mut patched = patched;
+                let aside = crate::decode::UncheckedManagedFields::set_aside(&mut patched, Some(cur));
                 crate::decode::check_metadata(&patched, &info.kind, &info.version)?;
+                aside.put_back(&mut patched);
                 patched
             };
             (obj, None, true)

@@ -51,6 +51,7 @@ pub(super) fn prepare_with(
     let sub = s.subresource.as_deref();
     if !info.from_crd {
         // Typed before anything else reads it; unknown fields are dropped (or refused).
+        let aside = crate::decode::UncheckedManagedFields::set_aside(&mut new, old);
         let warnings = crate::decode::decode_typed(
             &mut new,
             &info.group,
@@ -59,6 +60,7 @@ pub(super) fn prepare_with(
             s.options.field_validation,
             &s.options.duplicate_fields,
         )?;
+        aside.put_back(&mut new);
         s.warnings.lock().extend(warnings);
     } else {
         let warnings = crate::decode::field_report(
