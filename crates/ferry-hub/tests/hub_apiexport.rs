@@ -841,13 +841,9 @@ async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
     get_ok(&view, "/apis/example.io/v1/widgets").await;
     expect_status(&view, "GET", "/apis/example.io/v1/gadgets", None, 404).await;
     // A second schema added to the export is served by the existing binding.
-    create(
-        hub,
-        "root:provider",
-        &format!("{APIS}/apiresourceschemas"),
-        gadgets_schema(),
-    )
-    .await;
+    let schemas = format!("{APIS}/apiresourceschemas");
+    let make_gadgets_schema = || create(hub, "root:provider", &schemas, gadgets_schema());
+    make_gadgets_schema().await;
     let provider = admin(hub, "root:provider").await;
     let (_, mut e) = call(
         &provider,
@@ -879,13 +875,7 @@ async fn new_schemas_reach_existing_bindings_and_unbinding_keeps_the_objects() {
     expect_status(&view, "GET", "/apis/example.io/v1/gadgets", None, 404).await;
     get_ok(&view, "/apis/example.io/v1/widgets").await;
     // And served again once it is back.
-    create(
-        hub,
-        "root:provider",
-        &format!("{APIS}/apiresourceschemas"),
-        gadgets_schema(),
-    )
-    .await;
+    make_gadgets_schema().await;
     get_ok(&view, "/apis/example.io/v1/gadgets").await;
 
     // Deleting the binding stops serving; the objects stay, and come back with a new binding.
