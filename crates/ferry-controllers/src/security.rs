@@ -21,7 +21,7 @@ use ferry_server::controller::ControllerContext;
 use ferry_server::json;
 use ferry_server::registry::ResourceInfo;
 use ferry_server::service::{self, DeleteOptions};
-use ferry_server::storage::{ClusterScope, EventType, ObjectKey, WatchEvent};
+use ferry_server::storage::{ClusterScope, EventType, ObjectKey, StoredObject, WatchEvent};
 
 /// Storage key of CertificateSigningRequests.
 pub const CSRS: &str = "certificates.k8s.io/certificatesigningrequests";
@@ -56,7 +56,7 @@ impl Follower for SecurityControllers {
         Box::pin(async move {
             let (secrets, _) = ctx.list(&ClusterScope::All, "/secrets", None, None);
             for (key, obj) in secrets {
-                if memchr::memmem::find(&obj.json, SERVICE_ACCOUNT_TOKEN_TYPE.as_bytes()).is_none() {
+                if !may_be_token_secret(&obj) {
                     continue;
                 }
                 let secret = obj.value();
@@ -76,18 +76,21 @@ impl Follower for SecurityControllers {
     fn changed<'a>(&'a mut self, ctx: &'a ControllerContext, event: &'a WatchEvent) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             // Only a token Secret is ever filled: the others are not parsed (every
-            // Secret a busy hub stores comes by here). The stored JSON is the hub's
-            // own, which never escapes the type's characters.
-            let secret = event.key.resource == "/secrets";
-            if secret
-                && memchr::memmem::find(&event.object.json, SERVICE_ACCOUNT_TOKEN_TYPE.as_bytes()).is_none()
-            {
+            // Secret a busy hub stores comes by here).
+            if event.key.resource == "/secrets" && !may_be_token_secret(&event.object) {
                 return;
             }
             let value = (event.kind != EventType::Deleted).then(|| event.object.value());
             object_written(ctx, &event.key.resource, &event.key, value.as_ref()).await;
         })
     }
+}
+
+/// Whether a stored Secret may be a ServiceAccount token Secret, read from its
+/// bytes without parsing it: the stored JSON is the hub's own, which never
+/// escapes the type's characters, so one without them is not.
+fn may_be_token_secret(secret: &StoredObject) -> bool {
+    memchr::memmem::find(&secret.json, SERVICE_ACCOUNT_TOKEN_TYPE.as_bytes()).is_some()
 }
 
 /// Whether `secret` is a filled token Secret whose ServiceAccount (the one

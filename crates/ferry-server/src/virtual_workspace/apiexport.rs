@@ -26,12 +26,11 @@
 //!   That is all an owner learns of its consumers; a workspace that binds
 //!   no export of the owner's stays unknown to it (404, as an unknown one).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{View, VirtualWorkspace};
+use super::{KeptViews, View, VirtualWorkspace};
 use crate::apis::{self, ExportKey};
 use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
@@ -92,9 +91,14 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
             cluster: lc.name.clone(),
             name: name.clone(),
         };
+        let make = || {
+            let served = Served::of(hub, &key, &export);
+            let keep = served.cacheable;
+            (served, keep)
+        };
         let served = match hub.extensions.get::<Arc<ExportViews>>() {
-            Some(views) => views.of(hub, &key, &export),
-            None => Arc::new(Served::of(hub, &key, &export)),
+            Some(views) => views.get_or_make(&key, |kept| kept.current(hub, &export), make),
+            None => Arc::new(make().0),
         };
         let own_bindings = served.own_bindings;
         let bindings_gr = (apis::GROUP.to_string(), BINDINGS.to_string());
@@ -138,32 +142,7 @@ impl VirtualWorkspace for ApiExportVirtualWorkspace {
 /// export and each schema and turns each schema into a CRD's resources: done
 /// for every request through the view, that was a tenth of a kcp hub's time
 /// under an api-syncagent's initial sync.
-#[derive(Default)]
-pub struct ExportViews(parking_lot::Mutex<HashMap<ExportKey, Arc<Served>>>);
-
-/// At most this many exports' views are kept: past it the cache starts again
-/// (a view is worked out again on its next request, nothing else is lost).
-const KEPT_VIEWS: usize = 4096;
-
-impl ExportViews {
-    /// What the view of `key` (stored as `export`) serves.
-    fn of(&self, hub: &Hub, key: &ExportKey, export: &StoredObject) -> Arc<Served> {
-        if let Some(served) = self.0.lock().get(key) {
-            if served.current(hub, export) {
-                return served.clone();
-            }
-        }
-        let served = Arc::new(Served::of(hub, key, export));
-        if served.cacheable {
-            let mut kept = self.0.lock();
-            if kept.len() >= KEPT_VIEWS {
-                kept.clear();
-            }
-            kept.insert(key.clone(), served.clone());
-        }
-        served
-    }
-}
+pub type ExportViews = KeptViews<ExportKey, Served>;
 
 /// What a view of an export serves, and what it was worked out from.
 pub struct Served {

@@ -28,6 +28,10 @@ pub mod syncer;
 
 pub use crate::view::{View, VirtualWorkspace};
 
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
+
 use crate::view::VirtualWorkspaces;
 
 /// Every kind of virtual workspace the hub serves, for its extensions.
@@ -37,4 +41,46 @@ pub fn kinds() -> VirtualWorkspaces {
         &syncer::SyncerVirtualWorkspace,
         &syncer::UpsyncerVirtualWorkspace,
     ])
+}
+
+/// What views of one kind serve, kept between requests by what they are of
+/// (an export, a SyncTarget) while what they were worked out from stays:
+/// working a view out parses the objects it is built of, and every request
+/// through a view needs it. At most [`KeptViews::LIMIT`] are kept; past it the
+/// cache starts again (a view is worked out again on its next request,
+/// nothing else is lost), so a tenant making many exports or targets cannot
+/// grow it without bound.
+pub struct KeptViews<K, V>(parking_lot::Mutex<HashMap<K, Arc<V>>>);
+
+impl<K, V> Default for KeptViews<K, V> {
+    fn default() -> Self {
+        KeptViews(Default::default())
+    }
+}
+
+impl<K: Clone + Eq + Hash, V> KeptViews<K, V> {
+    const LIMIT: usize = 4096;
+
+    /// The view kept for `key` if `current` says it still holds, else the one
+    /// `make` works out, kept when it says so.
+    pub fn get_or_make(
+        &self,
+        key: &K,
+        current: impl Fn(&V) -> bool,
+        make: impl FnOnce() -> (V, bool),
+    ) -> Arc<V> {
+        if let Some(kept) = self.0.lock().get(key).filter(|kept| current(kept)) {
+            return kept.clone();
+        }
+        let (view, keep) = make();
+        let view = Arc::new(view);
+        if keep {
+            let mut kept = self.0.lock();
+            if kept.len() >= Self::LIMIT {
+                kept.clear();
+            }
+            kept.insert(key.clone(), view.clone());
+        }
+        view
+    }
 }

@@ -42,7 +42,7 @@ use ferry_api::well_known::{
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::{View, VirtualWorkspace};
+use super::{KeptViews, View, VirtualWorkspace};
 use crate::auth::authorize::{self, Attributes};
 use crate::auth::rbac::Request as RbacRequest;
 use crate::auth::UserInfo;
@@ -58,7 +58,7 @@ const WORKLOAD_GROUP: &str = "workload.kcp.io";
 
 /// Which of the two views.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-enum Direction {
+pub enum Direction {
     /// Down: the syncer reads what is scheduled to its target.
     Sync,
     /// Up: the syncer writes what runs on its cluster.
@@ -186,15 +186,10 @@ fn not_found(instance: &[String]) -> ApiError {
 /// were: every request through the view worked it out again — the target
 /// parsed, every served resource copied from the registry — a tenth of the
 /// hub's time with a hundred syncers writing.
-#[derive(Default)]
-pub struct SyncerViews(Mutex<HashMap<(String, String, Direction), Arc<Served>>>);
-
-/// At most this many targets' views are kept: past it the cache starts again
-/// (a view is worked out again on its next request, nothing else is lost).
-const KEPT_VIEWS: usize = 4096;
+pub type SyncerViews = KeptViews<(String, String, Direction), Served>;
 
 /// What a view serves, and what it was worked out from.
-struct Served {
+pub struct Served {
     /// The target's resourceVersion and uid, and the registry's generation.
     target_rv: u64,
     uid: String,
@@ -214,24 +209,12 @@ fn view(hub: &Arc<Hub>, instance: &[String], direction: Direction) -> Result<Vie
     let (cluster, target) = sync_target(hub, instance)?;
     let key = ferry_api::workload::sync_target_key(&cluster, &instance[1]);
     let generation = hub.registry.generation(None);
-    let kept = hub.extensions.get::<Arc<SyncerViews>>();
     let cache_key = (cluster.clone(), instance[1].clone(), direction);
-    let cached = kept
-        .and_then(|views| views.0.lock().get(&cache_key).cloned())
-        .filter(|served| served.target_rv == target.rv && served.generation == generation);
-    let served = match cached {
-        Some(served) => served,
-        None => {
-            let served = Arc::new(served(hub, &target, generation, direction));
-            if let Some(views) = kept {
-                let mut views = views.0.lock();
-                if views.len() >= KEPT_VIEWS {
-                    views.clear();
-                }
-                views.insert(cache_key, served.clone());
-            }
-            served
-        }
+    let current = |kept: &Served| kept.target_rv == target.rv && kept.generation == generation;
+    let make = || (served(hub, &target, generation, direction), true);
+    let served = match hub.extensions.get::<Arc<SyncerViews>>() {
+        Some(views) => views.get_or_make(&cache_key, current, make),
+        None => Arc::new(make().0),
     };
     if served.uid != instance[2] {
         return Err(not_found(instance));
