@@ -1638,6 +1638,25 @@ async fn roles_bindings_and_service_accounts_of_a_scheduled_namespace_land() {
             has_finalizer(r, &t.finalizer())
         })
         .await;
+    // The namespace's own `default` account upstream (the hub makes one in each
+    // namespace, as kube does) is scheduled like the rest but never copied, so
+    // nothing holds it: the scheduler labels it without the syncer's finalizer,
+    // which the syncer would never take out (the namespace's deletion would wait
+    // for it forever).
+    let upstream_default = t
+        .app
+        .when(
+            &service_accounts(),
+            "demo",
+            "default",
+            "labelled for the target",
+            |sa| label(sa, &workload_state_label(&t.key)) == Some("Sync"),
+        )
+        .await;
+    assert!(
+        !has_finalizer(&upstream_default, &t.finalizer()),
+        "{upstream_default}"
+    );
     // The cluster's own `default` account is left as the cluster made it.
     let default = t.down.get(&service_accounts(), Some(&kcp_ns), "default").await;
     assert!(
@@ -2011,9 +2030,8 @@ async fn the_syncer_reports_its_version_on_its_own_sync_target_and_cannot_on_ano
     assert!(west["status"]["syncerVersion"].is_null(), "west: {west}");
 }
 
-/// PATCHes of ConfigMaps the hub refused as conflicts (409) or failed JSON-patch
-/// tests (422), from its `/metrics`: finalizer patches that lost a race.
-async fn refused_configmap_patches(hub: &TestHub) -> u64 {
+/// PATCHes of ConfigMaps the hub answered with one of `codes`, from its `/metrics`.
+async fn configmap_patches(hub: &TestHub, codes: &[&str]) -> u64 {
     let metrics = ferry_testkit::clients::scrape_metrics(hub).await;
     metrics
         .lines()
@@ -2021,10 +2039,16 @@ async fn refused_configmap_patches(hub: &TestHub) -> u64 {
             l.starts_with("apiserver_request_total{")
                 && l.contains("verb=\"PATCH\"")
                 && l.contains("resource=\"configmaps\",subresource=\"\"")
-                && (l.contains("code=\"409\"") || l.contains("code=\"422\""))
+                && codes.iter().any(|c| l.contains(&format!("code=\"{c}\"")))
         })
         .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
         .sum::<f64>() as u64
+}
+
+/// PATCHes of ConfigMaps the hub refused as conflicts (409) or failed JSON-patch
+/// tests (422): finalizer patches that lost a race.
+async fn refused_configmap_patches(hub: &TestHub) -> u64 {
+    configmap_patches(hub, &["409", "422"]).await
 }
 
 /// `obj`'s finalizers.
@@ -2046,8 +2070,11 @@ const KEEP: &str = "example.com/keep";
 /// a write of the whole list pinned to the version read, as kcp's syncer updates the
 /// object, let one syncer through per round and refused the others). Where no list
 /// exists yet, the first syncer's patch makes it and each other syncer loses at most
-/// once. Deleted, each object keeps the finalizer that is not a syncer's: each
-/// syncer takes out only its own.
+/// once. (These objects are made already labelled for the four targets, so the
+/// syncers append their finalizers themselves, as they do under kcp.) Objects the
+/// hub's scheduler labels get all four finalizers in that same write: no syncer
+/// patches them at all. Deleted, each object keeps the finalizer that is not a
+/// syncer's: each syncer takes out only its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_syncers_hold_each_object_with_their_own_finalizer_without_refusing_each_other() {
     const OBJECTS: usize = 12;
@@ -2077,13 +2104,24 @@ async fn several_syncers_hold_each_object_with_their_own_finalizer_without_refus
     )
     .await;
 
-    // Made at once, with a finalizer of someone else's ("held-") or none ("bare-").
+    // Made at once, with a finalizer of someone else's ("held-") or none ("bare-"),
+    // labelled for the four targets already ("held-", "bare-") or by the scheduler
+    // ("placed-").
     let app = &t.app;
+    let states: Value = keys
+        .iter()
+        .map(|k| (workload_state_label(k), json!("Sync")))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     let make_all = |prefix: &'static str, list: Option<Value>| {
+        let states = states.clone();
         futures::future::join_all((0..OBJECTS).map(move |i| {
             let mut cm = configmap("fleet", &format!("{prefix}-{i}"), json!({ "k": "v" }));
             if let Some(list) = &list {
                 cm["metadata"]["finalizers"] = list.clone();
+            }
+            if prefix != "placed" {
+                cm["metadata"]["labels"] = states.clone();
             }
             async move { app.create(&configmaps(), cm).await }
         }))
@@ -2135,9 +2173,34 @@ async fn several_syncers_hold_each_object_with_their_own_finalizer_without_refus
         "{refused} finalizer patches refused on {OBJECTS} objects without a list (at most {at_most}: one per syncer but the first)"
     );
 
+    let before = configmap_patches(&t.kcp, &["200", "409", "422"]).await;
+    make_all("placed", Some(json!([KEEP]))).await;
+    held_by_all("placed", true).await;
+    // Counted once every syncer has copied every object: a syncer that appends its
+    // finalizer does so before its copy.
+    for cluster in std::iter::once(&t.down).chain(others.iter().map(|o| &o.0)) {
+        eventually(30, "every placed- copy in each cluster", || async {
+            let names: Vec<String> = cluster
+                .list(&configmaps(), None)
+                .await
+                .iter()
+                .filter_map(|c| c["metadata"]["name"].as_str().map(String::from))
+                .collect();
+            (0..OBJECTS)
+                .all(|i| names.contains(&format!("placed-{i}")))
+                .then_some(())
+        })
+        .await;
+    }
+    let patched = configmap_patches(&t.kcp, &["200", "409", "422"]).await - before;
+    assert_eq!(
+        patched, 0,
+        "{patched} ConfigMap patches by the syncers on {OBJECTS} objects the scheduler labelled with every finalizer"
+    );
+
     // Deleted: every syncer lets go, and only its own finalizer goes.
     for i in 0..OBJECTS {
-        for prefix in ["held", "bare"] {
+        for prefix in ["held", "bare", "placed"] {
             t.app
                 .delete(&configmaps(), Some("fleet"), &format!("{prefix}-{i}"))
                 .await;
@@ -2156,6 +2219,17 @@ async fn several_syncers_hold_each_object_with_their_own_finalizer_without_refus
             .await;
         assert_eq!(finalizers(&held), [KEEP], "held-{i}");
         assert!(!held["metadata"]["deletionTimestamp"].is_null());
+        let placed = t
+            .app
+            .when(
+                &configmaps(),
+                "fleet",
+                &format!("placed-{i}"),
+                "released by every syncer",
+                |cm| !syncers.iter().any(|f| finalizers(cm).contains(&f.as_str())),
+            )
+            .await;
+        assert_eq!(finalizers(&placed), [KEEP], "placed-{i}");
         t.app
             .gone(
                 &configmaps(),

@@ -268,8 +268,23 @@ fn propagate_deletion(meta: &Meta, deletion_timestamp: &str, patch: &mut MetaPat
 /// An object's labels in a namespace (`namespace`: the namespace's
 /// metadata), as kcp's resource controller computes them: the namespace's
 /// targets, with the namespace's deletion annotations.
-pub fn schedule_object(meta: &Meta, namespace: &Meta, live: &impl LiveTargets, now: &str) -> MetaPatch {
+///
+/// A target's syncer holds each object it copies with its finalizer
+/// `workload.kcp.io/syncer-<key>`, which under kcp it appends itself once it
+/// sees the label. Where `copied_by(key)` says that target's syncer copies this
+/// object, the finalizer goes on in the same write as the label: one write for
+/// every target together, where N syncers appending theirs are N writes, each
+/// seen by all N syncers' watches. The syncer finds its finalizer in place and
+/// copies at once; it removes it as before.
+pub fn schedule_object(
+    meta: &Meta,
+    namespace: &Meta,
+    live: &impl LiveTargets,
+    now: &str,
+    copied_by: impl Fn(&str) -> bool,
+) -> MetaPatch {
     let mut patch = MetaPatch::default();
+    let mut held_from_the_start = Vec::new();
     if meta.upsynced() {
         return patch;
     }
@@ -302,10 +317,22 @@ pub fn schedule_object(meta: &Meta, namespace: &Meta, live: &impl LiveTargets, n
         for key in expected.difference(&current) {
             if !expected_deleting.contains_key(key) {
                 patch.label(key, Some(WORKLOAD_STATE_SYNC));
+                if copied_by(key) {
+                    held_from_the_start.push(workload_syncer_finalizer(key));
+                }
             }
         }
     }
     strip_dead_finalizers(meta, live, &mut patch);
+    let missing: Vec<String> = held_from_the_start
+        .into_iter()
+        .filter(|f| !meta.finalizers.contains(f))
+        .collect();
+    if !missing.is_empty() {
+        let mut list = patch.finalizers.take().unwrap_or_else(|| meta.finalizers.clone());
+        list.extend(missing);
+        patch.finalizers = Some(list);
+    }
     patch
 }
 
@@ -443,13 +470,13 @@ mod tests {
         let ns = meta(&[("state.workload.kcp.io/a", "Sync")], &[], &[]);
         let live = set(&["a", "b"]);
         let obj = meta(&[("app", "x")], &[], &[]);
-        let p = schedule_object(&obj, &ns, &live, NOW);
+        let p = schedule_object(&obj, &ns, &live, NOW, |_| false);
         assert_eq!(
             p.labels.get("state.workload.kcp.io/a"),
             Some(&Some("Sync".into()))
         );
         let obj = apply(&obj, &p);
-        assert!(schedule_object(&obj, &ns, &live, NOW).is_empty());
+        assert!(schedule_object(&obj, &ns, &live, NOW, |_| false).is_empty());
         // The namespace starts leaving a: the object is told.
         let ns = meta(
             &[
@@ -464,7 +491,7 @@ mod tests {
             &[],
             &["workload.kcp.io/syncer-a"],
         );
-        let p = schedule_object(&obj, &ns, &live, NOW);
+        let p = schedule_object(&obj, &ns, &live, NOW, |_| false);
         assert_eq!(
             p.annotations.get("deletion.internal.workload.kcp.io/a"),
             Some(&Some(NOW.into()))
@@ -476,16 +503,63 @@ mod tests {
         // The namespace has left a; the object's finalizer still holds it.
         let obj = apply(&obj, &p);
         let ns = meta(&[("state.workload.kcp.io/b", "Sync")], &[], &[]);
-        assert!(schedule_object(&obj, &ns, &live, NOW).is_empty());
+        assert!(schedule_object(&obj, &ns, &live, NOW, |_| false).is_empty());
         // The syncer lets go: the label goes.
         let mut free = obj.clone();
         free.finalizers.clear();
-        let p = schedule_object(&free, &ns, &live, NOW);
+        let p = schedule_object(&free, &ns, &live, NOW, |_| false);
         assert_eq!(p.labels.get("state.workload.kcp.io/a"), Some(&None));
         assert_eq!(
             p.annotations.get("deletion.internal.workload.kcp.io/a"),
             Some(&None)
         );
+    }
+
+    #[test]
+    fn a_copying_targets_finalizer_goes_on_with_its_label_and_only_then() {
+        let ns = meta(
+            &[
+                ("state.workload.kcp.io/a", "Sync"),
+                ("state.workload.kcp.io/b", "Sync"),
+            ],
+            &[],
+            &[],
+        );
+        let live = set(&["a", "b"]);
+        let copies = |key: &str| key == "a";
+        // Labelled for both; only a's syncer copies it, so only a's finalizer goes
+        // on, after what was there (a dead target's finalizer dropped).
+        let obj = meta(
+            &[("app", "x")],
+            &[],
+            &["example.com/keep", "workload.kcp.io/syncer-gone"],
+        );
+        let p = schedule_object(&obj, &ns, &live, NOW, copies);
+        assert_eq!(
+            p.labels.get("state.workload.kcp.io/b"),
+            Some(&Some("Sync".into()))
+        );
+        assert_eq!(
+            p.finalizers,
+            Some(vec![
+                "example.com/keep".to_string(),
+                "workload.kcp.io/syncer-a".to_string()
+            ])
+        );
+        let obj = apply(&obj, &p);
+        assert!(schedule_object(&obj, &ns, &live, NOW, copies).is_empty());
+        // Already labelled (its syncer let go, or labelled before): not put back.
+        let mut released = obj.clone();
+        released.finalizers.retain(|f| f != "workload.kcp.io/syncer-a");
+        assert!(schedule_object(&released, &ns, &live, NOW, copies).is_empty());
+        // Already there (its syncer was first): not twice.
+        let mut first = meta(&[], &[], &["workload.kcp.io/syncer-a"]);
+        let p = schedule_object(&first, &ns, &live, NOW, copies);
+        assert!(p.finalizers.is_none(), "{p:?}");
+        // Being deleted: no new label, no new finalizer.
+        first.deletion_timestamp = Some(NOW.into());
+        let p = schedule_object(&first, &ns, &live, NOW, copies);
+        assert!(p.labels.is_empty() && p.finalizers.is_none(), "{p:?}");
     }
 
     #[test]
@@ -497,7 +571,7 @@ mod tests {
             &["workload.kcp.io/syncer-a"],
         );
         obj.deletion_timestamp = Some("2026-02-02T00:00:00Z".into());
-        let p = schedule_object(&obj, &ns, &set(&["a"]), NOW);
+        let p = schedule_object(&obj, &ns, &set(&["a"]), NOW, |_| false);
         assert_eq!(
             p.annotations.get("deletion.internal.workload.kcp.io/a"),
             Some(&Some("2026-02-02T00:00:00Z".into()))
@@ -509,7 +583,7 @@ mod tests {
     fn upsynced_objects_are_left_alone() {
         let ns = meta(&[("state.workload.kcp.io/a", "Sync")], &[], &[]);
         let pod = meta(&[("state.workload.kcp.io/a", "Upsync")], &[], &[]);
-        assert!(schedule_object(&pod, &ns, &set(&["a"]), NOW).is_empty());
+        assert!(schedule_object(&pod, &ns, &set(&["a"]), NOW, |_| false).is_empty());
     }
 
     #[test]

@@ -20,7 +20,10 @@
 //! - **Eviction**: a target whose `spec.evictAfter` has passed loses its
 //!   namespaces; a timer wakes the controller when the next one is due.
 //!
-//! Differences from kcp v0.11, on purpose: each namespace gets its own
+//! Differences from kcp v0.11, on purpose: an object labelled for a target
+//! whose syncer copies it gets that syncer's finalizer in the same write
+//! ([`targets::Target::syncer_copies`]; kcp's syncer appends its own, one
+//! write per target); each namespace gets its own
 //! target (kcp picks one per Placement, at random), so namespaces spread;
 //! a namespace's old label goes once its syncer's finalizer is gone (kcp
 //! waits a fixed 5s); a not-Ready target keeps what it has and is only
@@ -955,7 +958,13 @@ async fn label_object(ctx: &ControllerContext, index: &SchedulingIndex, key: &Ob
         return;
     }
     let value = obj.value();
-    let patch_: MetaPatch = assignment::schedule_object(&Meta::of(&value), &ns_meta, index, &now());
+    let copied_by = |target: &str| {
+        index
+            .target_by_key(target)
+            .is_some_and(|t| t.syncer_copies(&key.resource, &key.namespace, &key.name))
+    };
+    let patch_: MetaPatch =
+        assignment::schedule_object(&Meta::of(&value), &ns_meta, index, &now(), copied_by);
     if patch_.is_empty() {
         return;
     }

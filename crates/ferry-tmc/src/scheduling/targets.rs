@@ -28,6 +28,12 @@ pub struct Target {
     pub resources: Option<BTreeSet<(String, String)>>,
     /// Its `Ready` condition is `True`.
     pub ready: bool,
+    /// Its `SyncerAuthorized` condition is `True`: its syncer has asked its
+    /// cluster and may manage every type it syncs there.
+    pub authorized: bool,
+    /// The `(group, resource)`s of its `status.syncedResources` in state
+    /// `Accepted`: what its syncer copies, besides what always syncs.
+    pub accepted: BTreeSet<(String, String)>,
     /// `spec.unschedulable` (cordoned): no new namespaces.
     pub unschedulable: bool,
     /// `spec.evictAfter`: from then on, its namespaces move elsewhere.
@@ -63,15 +69,27 @@ impl Target {
                 })
                 .collect()
         });
-        let ready = obj
-            .pointer("/status/conditions")
+        let condition_true = |type_: &str| {
+            obj.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some(type_)
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+        };
+        let accepted = obj
+            .pointer("/status/syncedResources")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .any(|c| {
-                c.get("type").and_then(Value::as_str) == Some("Ready")
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            });
+            .filter(|r| r.get("state").and_then(Value::as_str) == Some("Accepted"))
+            .map(|r| {
+                let f = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+                (f("group"), f("resource"))
+            })
+            .collect();
         let unschedulable = obj
             .pointer("/spec/unschedulable")
             .and_then(Value::as_bool)
@@ -87,7 +105,9 @@ impl Target {
             name,
             labels,
             resources,
-            ready,
+            ready: condition_true("Ready"),
+            authorized: condition_true("SyncerAuthorized"),
+            accepted,
             unschedulable,
             evict_after,
         })
@@ -102,6 +122,29 @@ impl Target {
         let (group, resource) = resource.split_once('/').unwrap_or(("", resource));
         ferry_server::synctarget::always_synced(group, resource)
             || only.contains(&(group.to_string(), resource.to_string()))
+    }
+
+    /// Whether its syncer copies the object `name` of `resource` (a storage key)
+    /// in `namespace`, so that the object can carry the syncer's finalizer from
+    /// the moment it is labelled for it: the target is Ready and its syncer
+    /// authorized for every type it syncs, the type always syncs or is
+    /// accepted, and the object is not one the syncer leaves to each cluster
+    /// (the `default` ServiceAccount, the API server's own `default/kubernetes`
+    /// Service and EndpointSlice; the syncer never copies nor releases those).
+    pub fn syncer_copies(&self, resource: &str, namespace: &str, name: &str) -> bool {
+        let (group, resource) = resource.split_once('/').unwrap_or(("", resource));
+        let cluster_local = match (group, resource) {
+            ("", "serviceaccounts") => name == "default",
+            ("", "services") | ("discovery.k8s.io", "endpointslices") => {
+                namespace == "default" && name == "kubernetes"
+            }
+            _ => false,
+        };
+        self.ready
+            && self.authorized
+            && !cluster_local
+            && (ferry_server::synctarget::always_synced(group, resource)
+                || self.accepted.contains(&(group.to_string(), resource.to_string())))
     }
 
     /// Whether its namespaces must leave it (`evictAfter` has passed).
@@ -205,6 +248,42 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         Utc::now()
+    }
+
+    #[test]
+    fn a_targets_syncer_is_said_to_copy_only_what_it_does_copy_and_only_once_it_says_it_may() {
+        let status = |ready: &str, authorized: Option<&str>| {
+            let mut conditions = vec![json!({"type": "Ready", "status": ready})];
+            if let Some(a) = authorized {
+                conditions.push(json!({"type": "SyncerAuthorized", "status": a}));
+            }
+            json!({"metadata": {"name": "east"},
+                   "status": {"conditions": conditions, "syncedResources": [
+                       {"group": "apps", "resource": "deployments", "state": "Accepted"},
+                       {"group": "", "resource": "services", "state": "Accepted"},
+                       {"group": "batch", "resource": "jobs", "state": "Incompatible"}]}})
+        };
+        let t = Target::from_object("c1", &status("True", Some("True"))).unwrap();
+        assert!(t.syncer_copies("/configmaps", "demo", "settings"));
+        assert!(t.syncer_copies("/serviceaccounts", "demo", "builder"));
+        assert!(t.syncer_copies("apps/deployments", "demo", "web"));
+        assert!(t.syncer_copies("/services", "demo", "kubernetes"));
+        // Not accepted, or not synced at all.
+        assert!(!t.syncer_copies("batch/jobs", "demo", "nightly"));
+        assert!(!t.syncer_copies("networking.k8s.io/ingresses", "demo", "web"));
+        // What every cluster has of its own: never copied, never released.
+        assert!(!t.syncer_copies("/serviceaccounts", "demo", "default"));
+        assert!(!t.syncer_copies("/services", "default", "kubernetes"));
+        assert!(!t.syncer_copies("discovery.k8s.io/endpointslices", "default", "kubernetes"));
+        // A syncer not running, not yet checked, or refused in its cluster: it
+        // appends its own finalizer if and when it copies.
+        for (ready, authorized) in [("False", Some("True")), ("True", None), ("True", Some("False"))] {
+            let t = Target::from_object("c1", &status(ready, authorized)).unwrap();
+            assert!(
+                !t.syncer_copies("/configmaps", "demo", "settings"),
+                "{ready} {authorized:?}"
+            );
+        }
     }
 
     #[test]
