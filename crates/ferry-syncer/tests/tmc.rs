@@ -2207,29 +2207,20 @@ async fn several_syncers_hold_each_object_with_their_own_finalizer_without_refus
         }
     }
     for i in 0..OBJECTS {
-        let held = t
-            .app
-            .when(
-                &configmaps(),
-                "fleet",
-                &format!("held-{i}"),
-                "released by every syncer",
-                |cm| !syncers.iter().any(|f| finalizers(cm).contains(&f.as_str())),
-            )
-            .await;
-        assert_eq!(finalizers(&held), [KEEP], "held-{i}");
-        assert!(!held["metadata"]["deletionTimestamp"].is_null());
-        let placed = t
-            .app
-            .when(
-                &configmaps(),
-                "fleet",
-                &format!("placed-{i}"),
-                "released by every syncer",
-                |cm| !syncers.iter().any(|f| finalizers(cm).contains(&f.as_str())),
-            )
-            .await;
-        assert_eq!(finalizers(&placed), [KEEP], "placed-{i}");
+        for prefix in ["held", "placed"] {
+            let released = t
+                .app
+                .when(
+                    &configmaps(),
+                    "fleet",
+                    &format!("{prefix}-{i}"),
+                    "released by every syncer",
+                    |cm| !syncers.iter().any(|f| finalizers(cm).contains(&f.as_str())),
+                )
+                .await;
+            assert_eq!(finalizers(&released), [KEEP], "{prefix}-{i}");
+            assert!(!released["metadata"]["deletionTimestamp"].is_null());
+        }
         t.app
             .gone(
                 &configmaps(),
