@@ -68,6 +68,23 @@ fn fleet(profile: &str) {
         created.is_some_and(|r| r["requests"].as_f64() >= Some(10.0)),
         "{v:#}"
     );
+    // The hub's controllers while measured, each with what it handled: the profile's
+    // own among them (the TMC scheduler labels each object; the KubeStellar
+    // translator puts it into each mailbox).
+    let controllers = v["hub_controllers"].as_array().cloned().unwrap_or_default();
+    for row in &controllers {
+        assert!(row["handled"].as_f64() > Some(0.0), "{row}");
+        assert!(row["seconds"].as_f64() >= Some(0.0), "{row}");
+    }
+    let own = if profile == "tmc" {
+        "TmcScheduler"
+    } else {
+        "PlacementTranslator"
+    };
+    assert!(
+        controllers.iter().any(|r| r["controller"] == own),
+        "{own} among the hub's controllers: {v:#}"
+    );
     assert_eq!(
         v.pointer("/machine/loadavg_before")
             .and_then(|l| l.as_array())

@@ -863,6 +863,7 @@ async fn measure(
             "configmap_patches_refused": refused_patches(&hub_requests, "configmaps"),
             "by_kind_per_object": hub_requests.per_object(args.objects * rounds),
         },
+        "hub_controllers": hub_requests.controllers(),
         "measured_secs": round3(elapsed),
         "rounds": rounds,
         "targets": { "copy_p99_ms_at_most": 1000.0, "syncer_rss_mib_at_most": 40.0 },
@@ -943,6 +944,8 @@ fn method(args: &FleetBenchArgs, clusters: usize) -> Value {
             "hub: the write → the copy in the cluster's mailbox workspace (the placement translator), seen by a \
              watch of each mailbox; syncer: from then → the copy in the cluster"
         },
+        "hub_controllers": "per controller of the hub while measured: the changes, passes or looks at everything \
+                            it handled, one at a time, and the time it spent on them (the hub's /metrics)",
         "rounds": args.rounds.max(1),
         "timing": "the fleet is idle (the workload in every cluster, every syncer's queue empty) before the first write; \
                    latencies from the write's request being sent to the watch seeing its effect",

@@ -19,13 +19,19 @@ pub struct RequestKind {
     pub code: String,
 }
 
+const HANDLING_COUNT: &str = "ferry_controller_handling_duration_seconds_count";
+const HANDLING_SUM: &str = "ferry_controller_handling_duration_seconds_sum";
+
 /// Request counts by kind, and the seconds spent answering each server's verb and
 /// resource (watches excluded), as one scrape saw them (counters since the server
-/// started).
+/// started); and, for a hub, the changes each of its controllers handled and the
+/// seconds it spent on them (`ferry_controller_handling_duration_seconds`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Requests {
     pub counts: BTreeMap<RequestKind, f64>,
     pub seconds: BTreeMap<(String, String, String), f64>,
+    /// By server and controller name: changes handled, and seconds spent handling.
+    pub handled: BTreeMap<(String, String), (f64, f64)>,
 }
 
 /// The labels of a Prometheus text line `name{k="v",...} value`, and its value, if the
@@ -66,15 +72,41 @@ impl Requests {
             } else if let Some((labels, value)) = sample(line, "apiserver_request_duration_seconds_sum") {
                 let pair = (server.to_string(), label(&labels, "verb"), resource_of(&labels));
                 *out.seconds.entry(pair).or_default() += value;
+            } else if let Some((labels, value)) = sample(line, HANDLING_COUNT) {
+                let controller = (server.to_string(), label(&labels, "name"));
+                out.handled.entry(controller).or_default().0 += value;
+            } else if let Some((labels, value)) = sample(line, HANDLING_SUM) {
+                let controller = (server.to_string(), label(&labels, "name"));
+                out.handled.entry(controller).or_default().1 += value;
             }
         }
         out
+    }
+
+    /// Each controller's changes (or passes, or looks at everything) handled and the
+    /// time spent handling them, the busiest first, as JSON rows: where a hub's
+    /// controllers queue behind themselves.
+    pub fn controllers(&self) -> Value {
+        let mut rows: Vec<_> = self.handled.iter().collect();
+        rows.sort_by(|a, b| (b.1).1.total_cmp(&(a.1).1).then(a.0.cmp(b.0)));
+        rows.into_iter()
+            .map(|((server, name), (changes, seconds))| {
+                json!({
+                    "server": server,
+                    "controller": name,
+                    "handled": changes,
+                    "seconds": round3(*seconds),
+                    "ms_each": round3(seconds * 1000.0 / changes.max(1.0)),
+                })
+            })
+            .collect()
     }
 
     /// Both scrapes' tallies in one.
     pub fn and(mut self, other: Requests) -> Requests {
         self.counts.extend(other.counts);
         self.seconds.extend(other.seconds);
+        self.handled.extend(other.handled);
         self
     }
 
@@ -96,7 +128,20 @@ impl Requests {
                 (pair.clone(), (now - was).max(0.0))
             })
             .collect();
-        Requests { counts, seconds }
+        let handled = self
+            .handled
+            .iter()
+            .filter_map(|(controller, (changes, seconds))| {
+                let (was_changes, was_seconds) = before.handled.get(controller).copied().unwrap_or_default();
+                let changes = changes - was_changes;
+                (changes > 0.0).then(|| (controller.clone(), (changes, (seconds - was_seconds).max(0.0))))
+            })
+            .collect();
+        Requests {
+            counts,
+            seconds,
+            handled,
+        }
     }
 
     /// Per `objects`: each kind's requests, and the mean server time of a request of its
@@ -204,6 +249,40 @@ apiserver_request_duration_seconds_sum{verb="POST",group="",version="v1",resourc
 apiserver_request_total{verb="PUT",group="",version="v1",resource="databases",subresource="status",scope="resource",code="200"} 5
 apiserver_request_duration_seconds_sum{verb="PUT",group="",version="v1",resource="databases",subresource="status",scope="resource"} 0.05
 "#;
+
+    #[test]
+    fn controllers_between_two_scrapes_are_counted_with_their_time_busiest_first() {
+        let before = Requests::parse(
+            "hub",
+            r#"ferry_controller_handling_duration_seconds_count{name="TmcScheduler"} 100
+ferry_controller_handling_duration_seconds_sum{name="TmcScheduler"} 1.5
+ferry_controller_handling_duration_seconds_count{name="SyncTargets"} 4
+ferry_controller_handling_duration_seconds_sum{name="SyncTargets"} 0.1
+ferry_controller_handling_duration_seconds_count{name="Idle"} 7
+ferry_controller_handling_duration_seconds_sum{name="Idle"} 0.7
+"#,
+        );
+        let after = Requests::parse(
+            "hub",
+            r#"ferry_controller_handling_duration_seconds_count{name="TmcScheduler"} 300
+ferry_controller_handling_duration_seconds_sum{name="TmcScheduler"} 5.5
+ferry_controller_handling_duration_seconds_count{name="SyncTargets"} 14
+ferry_controller_handling_duration_seconds_sum{name="SyncTargets"} 0.2
+ferry_controller_handling_duration_seconds_count{name="Idle"} 7
+ferry_controller_handling_duration_seconds_sum{name="Idle"} 0.7
+"#,
+        );
+        let rows = after.since(&before).controllers();
+        let rows = rows.as_array().unwrap();
+        // A controller with nothing handled since is left out.
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0]["controller"], "TmcScheduler");
+        assert_eq!(rows[0]["handled"], 200.0);
+        assert_eq!(rows[0]["seconds"], 4.0);
+        assert_eq!(rows[0]["ms_each"], 20.0);
+        assert_eq!(rows[1]["controller"], "SyncTargets");
+        assert_eq!(rows[1]["ms_each"], 10.0);
+    }
 
     #[test]
     fn requests_between_two_scrapes_are_counted_by_kind_with_their_time() {
