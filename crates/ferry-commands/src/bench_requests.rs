@@ -250,28 +250,35 @@ apiserver_request_total{verb="PUT",group="",version="v1",resource="databases",su
 apiserver_request_duration_seconds_sum{verb="PUT",group="",version="v1",resource="databases",subresource="status",scope="resource"} 0.05
 "#;
 
+    /// A hub's `/metrics` lines for controllers handled `(name, count, seconds)`.
+    fn handling(controllers: &[(&str, u32, f64)]) -> String {
+        controllers
+            .iter()
+            .map(|(name, count, seconds)| {
+                format!(
+                    "{HANDLING_COUNT}{{name=\"{name}\"}} {count}\n{HANDLING_SUM}{{name=\"{name}\"}} {seconds}\n"
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn controllers_between_two_scrapes_are_counted_with_their_time_busiest_first() {
-        let before = Requests::parse(
-            "hub",
-            r#"ferry_controller_handling_duration_seconds_count{name="TmcScheduler"} 100
-ferry_controller_handling_duration_seconds_sum{name="TmcScheduler"} 1.5
-ferry_controller_handling_duration_seconds_count{name="SyncTargets"} 4
-ferry_controller_handling_duration_seconds_sum{name="SyncTargets"} 0.1
-ferry_controller_handling_duration_seconds_count{name="Idle"} 7
-ferry_controller_handling_duration_seconds_sum{name="Idle"} 0.7
-"#,
-        );
-        let after = Requests::parse(
-            "hub",
-            r#"ferry_controller_handling_duration_seconds_count{name="TmcScheduler"} 300
-ferry_controller_handling_duration_seconds_sum{name="TmcScheduler"} 5.5
-ferry_controller_handling_duration_seconds_count{name="SyncTargets"} 14
-ferry_controller_handling_duration_seconds_sum{name="SyncTargets"} 0.2
-ferry_controller_handling_duration_seconds_count{name="Idle"} 7
-ferry_controller_handling_duration_seconds_sum{name="Idle"} 0.7
-"#,
-        );
+        // The scheduler and the SyncTargets controller busy between the scrapes, a
+        // third controller idle.
+        let scrape = |scheduler: (u32, f64), targets: (u32, f64)| {
+            let (s, t) = (scheduler, targets);
+            Requests::parse(
+                "hub",
+                &handling(&[
+                    ("TmcScheduler", s.0, s.1),
+                    ("SyncTargets", t.0, t.1),
+                    ("Idle", 7, 0.7),
+                ]),
+            )
+        };
+        let before = scrape((100, 1.5), (4, 0.1));
+        let after = scrape((300, 5.5), (14, 0.2));
         let rows = after.since(&before).controllers();
         let rows = rows.as_array().unwrap();
         // A controller with nothing handled since is left out.
