@@ -799,14 +799,15 @@ async fn measure(
         let changed = format!("obj-r{round}-0");
         let version = format!("v2-r{round}");
         let t0 = Instant::now();
+        // A merge patch of the one key, as `kubectl patch` would: a read-then-replace
+        // was refused (409) whenever the hub's own controllers wrote the object in
+        // between.
         up_cms
-            .replace(&changed, &PostParams::default(), &{
-                let mut cm = up_cms.get(&changed).await?;
-                cm.data
-                    .get_or_insert_with(Default::default)
-                    .insert("version".into(), version.clone());
-                cm
-            })
+            .patch(
+                &changed,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "data": { "version": version } })),
+            )
             .await
             .with_context(|| format!("changing ConfigMap {NS}/{changed}"))?;
         let key = format!("{changed}#{version}");
