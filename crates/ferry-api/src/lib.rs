@@ -31,6 +31,7 @@ mod resource;
 
 pub mod allocated;
 pub mod apiresource;
+pub mod cluster_local;
 pub mod combined_status;
 pub mod control;
 pub mod crd_builder;

@@ -524,33 +524,17 @@ impl SyncSelection {
     }
 }
 
-/// Objects every cluster makes for itself, which a syncer never copies either way (so
-/// it never adopts, overwrites or deletes them): the `kube-root-ca.crt` ConfigMap (kcp
-/// renames it for the same reason), the `default` ServiceAccount, ServiceAccount
-/// token Secrets, whose contents only mean something to the cluster that issued them,
-/// and the API server's own `default/kubernetes` Service, Endpoints and EndpointSlice.
+/// Objects every cluster makes for itself, which a syncer never copies either way
+/// (`ferry_api::cluster_local::is_cluster_local`, read from the object itself).
 pub fn is_cluster_local(id: &ResourceId, name: &str, obj: &serde_json::Value) -> bool {
-    let in_default = || {
-        obj.pointer("/metadata/namespace")
-            .and_then(serde_json::Value::as_str)
-            == Some("default")
-    };
-    if name == "kubernetes" && matches!(id.resource.as_str(), "services" | "endpoints" | "endpointslices") {
-        let core = id.group.is_empty() && id.resource != "endpointslices";
-        let slice = id.group == "discovery.k8s.io" && id.resource == "endpointslices";
-        return (core || slice) && in_default();
-    }
-    if !id.group.is_empty() {
-        return false;
-    }
-    match id.resource.as_str() {
-        "configmaps" => name == "kube-root-ca.crt",
-        "serviceaccounts" => name == "default",
-        "secrets" => {
-            obj.get("type").and_then(serde_json::Value::as_str) == Some("kubernetes.io/service-account-token")
-        }
-        _ => false,
-    }
+    let text = |pointer: &str| obj.pointer(pointer).and_then(serde_json::Value::as_str);
+    ferry_api::cluster_local::is_cluster_local(
+        &id.group,
+        &id.resource,
+        text("/metadata/namespace").unwrap_or_default(),
+        name,
+        text("/type"),
+    )
 }
 
 fn dedup_keep_order(patterns: Vec<ResourcePattern>) -> Vec<ResourcePattern> {

@@ -129,20 +129,13 @@ impl Target {
     /// the moment it is labelled for it: the target is Ready and its syncer
     /// authorized for every type it syncs, the type always syncs or is
     /// accepted, and the object is not one the syncer leaves to each cluster
-    /// (the `default` ServiceAccount, the API server's own `default/kubernetes`
-    /// Service and EndpointSlice; the syncer never copies nor releases those).
+    /// (`ferry_api::cluster_local::tmc_leaves_to_cluster`: the syncer never copies
+    /// nor releases those).
     pub fn syncer_copies(&self, resource: &str, namespace: &str, name: &str) -> bool {
         let (group, resource) = resource.split_once('/').unwrap_or(("", resource));
-        let cluster_local = match (group, resource) {
-            ("", "serviceaccounts") => name == "default",
-            ("", "services") | ("discovery.k8s.io", "endpointslices") => {
-                namespace == "default" && name == "kubernetes"
-            }
-            _ => false,
-        };
         self.ready
             && self.authorized
-            && !cluster_local
+            && !ferry_api::cluster_local::tmc_leaves_to_cluster(group, resource, namespace, name)
             && (ferry_server::synctarget::always_synced(group, resource)
                 || self.accepted.contains(&(group.to_string(), resource.to_string())))
     }

@@ -429,12 +429,16 @@ impl Selection for Tmc {
         false
     }
 
-    /// `kube-root-ca.crt` and service-account tokens are synced, renamed or mutated.
+    /// `kube-root-ca.crt` and service-account tokens are synced, renamed or mutated
+    /// (the rule the scheduler reads too: `ferry_api::cluster_local::tmc_leaves_to_cluster`).
     fn is_cluster_local(&self, id: &ResourceId, name: &str, obj: &Value) -> bool {
-        if id.group.is_empty() && matches!(id.resource.as_str(), "configmaps" | "secrets") {
-            return false;
-        }
-        crate::selection::is_cluster_local(id, name, obj)
+        let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+        ferry_api::cluster_local::tmc_leaves_to_cluster(
+            &id.group,
+            &id.resource,
+            namespace.unwrap_or_default(),
+            name,
+        )
     }
 }
 
