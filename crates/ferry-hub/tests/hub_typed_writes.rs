@@ -429,19 +429,21 @@ fn warning_headers(headers: &http::HeaderMap) -> Vec<String> {
 
 /// A JSON body that names a field twice keeps the last one, as Go's decoder
 /// does, and `fieldValidation` decides: Strict refuses it naming the field,
-/// Warn (the default) says so in a `Warning` header, Ignore says nothing.
+/// Warn (the default) says so in a `Warning` header, Ignore says nothing. The
+/// same for a create and for a server-side apply whose YAML body is JSON (as
+/// kube-rs, client-go and kubectl send it); a YAML apply body still applies.
 #[tokio::test(flavor = "multi_thread")]
 async fn duplicate_fields_follow_field_validation() {
     let hub = TestHub::start().await;
     let client = hub.client("root").await;
-    let send = |query: &'static str, body: &'static str| {
+    let send = |method: &'static str, uri: String, content_type: &'static str, body: String| {
         let client = client.clone();
         async move {
             let req = http::Request::builder()
-                .method("POST")
-                .uri(format!("/api/v1/namespaces/default/configmaps{query}"))
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(kube::client::Body::from(body.as_bytes().to_vec()))
+                .method(method)
+                .uri(uri)
+                .header(http::header::CONTENT_TYPE, content_type)
+                .body(kube::client::Body::from(body.into_bytes()))
                 .expect("request");
             let resp = client.send(req).await.expect("response");
             let code = resp.status().as_u16();
@@ -451,36 +453,54 @@ async fn duplicate_fields_follow_field_validation() {
             (code, warnings, body)
         }
     };
-    let (code, _, body) = send(
-        "?fieldValidation=Strict",
-        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d1","name":"d1"},"data":{"a":"1","a":"2"}}"#,
-    )
-    .await;
-    assert_eq!(code, 400, "{body}");
-    assert_eq!(
-        body["message"],
-        "strict decoding error: duplicate field \"metadata.name\", duplicate field \"data.a\""
-    );
-    let (code, warnings, body) = send(
-        "",
-        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d2"},"data":{"a":"1","a":"2"}}"#,
-    )
-    .await;
-    assert_eq!(code, 201, "{body}");
-    assert_eq!(body["data"]["a"], "2", "the last one wins");
-    assert!(
-        warnings
-            .iter()
-            .any(|w| w.contains("duplicate field") && w.contains("data.a")),
-        "{warnings:?}"
-    );
-    let (code, warnings, _) = send(
-        "?fieldValidation=Ignore",
-        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d3"},"data":{"a":"1","a":"2"}}"#,
-    )
-    .await;
-    assert_eq!(code, 201);
-    assert!(warnings.iter().all(|w| !w.contains("duplicate")), "{warnings:?}");
+    let path = "/api/v1/namespaces/default/configmaps";
+    for (way, method, content_type, created) in [
+        ("create", "POST", "application/json", 201),
+        ("apply", "PATCH", "application/apply-patch+yaml", 201),
+    ] {
+        let uri = |name: &str, validation: &str| match method {
+            "POST" => format!("{path}?fieldValidation={validation}"),
+            _ => format!("{path}/{way}-{name}?fieldManager=dup&fieldValidation={validation}"),
+        };
+        let body = |name: &str, metadata: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{way}-{name}"{metadata}}},"data":{{"a":"1","a":"2"}}}}"#
+            )
+        };
+        let (code, _, answer) = send(
+            method,
+            uri("d1", "Strict"),
+            content_type,
+            body("d1", &format!(r#","name":"{way}-d1""#)),
+        )
+        .await;
+        assert_eq!(code, 400, "{way}: {answer}");
+        assert_eq!(
+            answer["message"],
+            "strict decoding error: duplicate field \"metadata.name\", duplicate field \"data.a\"",
+            "{way}"
+        );
+        let (code, warnings, answer) = send(method, uri("d2", "Warn"), content_type, body("d2", "")).await;
+        assert_eq!(code, created, "{way}: {answer}");
+        assert_eq!(answer["data"]["a"], "2", "{way}: the last one wins");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("duplicate field") && w.contains("data.a")),
+            "{way}: {warnings:?}"
+        );
+        let (code, warnings, _) = send(method, uri("d3", "Ignore"), content_type, body("d3", "")).await;
+        assert_eq!(code, created, "{way}");
+        assert!(
+            warnings.iter().all(|w| !w.contains("duplicate")),
+            "{way}: {warnings:?}"
+        );
+    }
+    let yaml = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: apply-yaml\ndata:\n  a: \"1\"\n";
+    let uri = format!("{path}/apply-yaml?fieldManager=dup&fieldValidation=Strict");
+    let (code, _, answer) = send("PATCH", uri, "application/apply-patch+yaml", yaml.to_string()).await;
+    assert_eq!(code, 201, "a YAML apply body: {answer}");
+    assert_eq!(answer["data"]["a"], "1");
 }
 
 /// A custom resource's fields that its schema prunes are its unknown fields:

@@ -402,10 +402,12 @@ pub(crate) async fn serve_resource(
             .clone()
             .unwrap_or_else(|| default_manager(&parts.headers)),
         field_validation: query.field_validation,
-        // Creates and updates: a JSON body's repeated fields (patches merge
-        // onto the stored object, where repeating is the client's business).
+        // Creates, updates and server-side applies: a JSON body's repeated
+        // fields (other patches merge onto the stored object, where repeating
+        // is the client's business). A YAML body that is not JSON has none
+        // here; the YAML parser refuses a repeated key.
         duplicate_fields: if matches!(parts.method, http::Method::POST | http::Method::PUT)
-            && !body_is_yaml(&parts.headers)
+            || (parts.method == http::Method::PATCH && is_apply(&parts.headers))
         {
             crate::decode::duplicate_fields(&body)
         } else {
@@ -489,12 +491,12 @@ pub(crate) fn discovery_answer(
 
 const JSON: &str = "application/json";
 
-/// Whether the request body is YAML (its duplicates are the YAML parser's).
-fn body_is_yaml(headers: &http::HeaderMap) -> bool {
+/// Whether the body is a server-side apply (`application/apply-patch+yaml`).
+fn is_apply(headers: &http::HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.contains("yaml"))
+        .is_some_and(|t| t.trim_start().starts_with("application/apply-patch"))
 }
 
 /// An OpenAPI document from the hub's cache (built there when missing).
