@@ -85,6 +85,14 @@ fn fleet(profile: &str) {
         controllers.iter().any(|r| r["controller"] == own),
         "{own} among the hub's controllers: {v:#}"
     );
+    // The hub's store while measured: the objects written were committed.
+    let storage = v["hub_storage"].as_array().cloned().unwrap_or_default();
+    assert!(
+        storage.iter().any(|r| r["server"] == "hub"
+            && r["writes"].as_f64() >= Some(1.0)
+            && r["commits"].as_f64() >= Some(1.0)),
+        "the hub's commits are reported: {v:#}"
+    );
     assert_eq!(
         v.pointer("/machine/loadavg_before")
             .and_then(|l| l.as_array())

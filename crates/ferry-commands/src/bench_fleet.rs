@@ -865,6 +865,7 @@ async fn measure(
             "by_kind_per_object": hub_requests.per_object(args.objects * rounds),
         },
         "hub_controllers": hub_requests.controllers(),
+        "hub_storage": hub_requests.storage(),
         "measured_secs": round3(elapsed),
         "rounds": rounds,
         "targets": { "copy_p99_ms_at_most": 1000.0, "syncer_rss_mib_at_most": 40.0 },
@@ -947,6 +948,9 @@ fn method(args: &FleetBenchArgs, clusters: usize) -> Value {
         },
         "hub_controllers": "per controller of the hub while measured: the changes, passes or looks at everything \
                             it handled, one at a time, and the time it spent on them (the hub's /metrics)",
+        "hub_storage": "the hub's store while measured: its commits (writes are committed in batches by one \
+                        thread), the writes in them, the mean time of a commit and of a write from queued to \
+                        visible (the hub's /metrics)",
         "rounds": args.rounds.max(1),
         "timing": "the fleet is idle (the workload in every cluster, every syncer's queue empty) before the first write; \
                    latencies from the write's request being sent to the watch seeing its effect",

@@ -21,17 +21,29 @@ pub struct RequestKind {
 
 const HANDLING_COUNT: &str = "ferry_controller_handling_duration_seconds_count";
 const HANDLING_SUM: &str = "ferry_controller_handling_duration_seconds_sum";
+/// The store's commit figures a hub reports (unlabelled histogram sums and counts).
+const STORAGE: [&str; 6] = [
+    "ferry_storage_commit_duration_seconds_count",
+    "ferry_storage_commit_duration_seconds_sum",
+    "ferry_storage_commit_writes_sum",
+    "ferry_storage_commit_writes_count",
+    "ferry_storage_write_duration_seconds_count",
+    "ferry_storage_write_duration_seconds_sum",
+];
 
 /// Request counts by kind, and the seconds spent answering each server's verb and
 /// resource (watches excluded), as one scrape saw them (counters since the server
 /// started); and, for a hub, the changes each of its controllers handled and the
-/// seconds it spent on them (`ferry_controller_handling_duration_seconds`).
+/// seconds it spent on them (`ferry_controller_handling_duration_seconds`), and
+/// its store's commits (`ferry_storage_*`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Requests {
     pub counts: BTreeMap<RequestKind, f64>,
     pub seconds: BTreeMap<(String, String, String), f64>,
     /// By server and controller name: changes handled, and seconds spent handling.
     pub handled: BTreeMap<(String, String), (f64, f64)>,
+    /// By server and `ferry_storage_*` sample name: its value.
+    pub storage: BTreeMap<(String, &'static str), f64>,
 }
 
 /// The labels of a Prometheus text line `name{k="v",...} value`, and its value, if the
@@ -78,6 +90,17 @@ impl Requests {
             } else if let Some((labels, value)) = sample(line, HANDLING_SUM) {
                 let controller = (server.to_string(), label(&labels, "name"));
                 out.handled.entry(controller).or_default().1 += value;
+            } else if let Some((name, value)) = STORAGE.into_iter().find_map(|n| {
+                Some((
+                    n,
+                    line.strip_prefix(n)?
+                        .strip_prefix(' ')?
+                        .trim()
+                        .parse::<f64>()
+                        .ok()?,
+                ))
+            }) {
+                out.storage.insert((server.to_string(), name), value);
             }
         }
         out
@@ -102,11 +125,40 @@ impl Requests {
             .collect()
     }
 
+    /// Each server's store commits: how many, the writes in them, and the mean time
+    /// of a commit and of a write from queued to visible, as JSON rows: whether a
+    /// hub's writes wait on its store.
+    pub fn storage(&self) -> Value {
+        let servers: std::collections::BTreeSet<&String> = self.storage.keys().map(|(s, _)| s).collect();
+        servers
+            .into_iter()
+            .map(|server| {
+                let v = |name: &'static str| {
+                    self.storage
+                        .get(&(server.clone(), name))
+                        .copied()
+                        .unwrap_or_default()
+                };
+                let commits = v(STORAGE[0]);
+                let writes = v(STORAGE[2]);
+                json!({
+                    "server": server,
+                    "commits": commits,
+                    "writes": writes,
+                    "writes_per_commit": round3(writes / commits.max(1.0)),
+                    "commit_ms_each": round3(v(STORAGE[1]) * 1000.0 / commits.max(1.0)),
+                    "write_ms_each": round3(v(STORAGE[5]) * 1000.0 / v(STORAGE[4]).max(1.0)),
+                })
+            })
+            .collect()
+    }
+
     /// Both scrapes' tallies in one.
     pub fn and(mut self, other: Requests) -> Requests {
         self.counts.extend(other.counts);
         self.seconds.extend(other.seconds);
         self.handled.extend(other.handled);
+        self.storage.extend(other.storage);
         self
     }
 
@@ -137,10 +189,19 @@ impl Requests {
                 (changes > 0.0).then(|| (controller.clone(), (changes, (seconds - was_seconds).max(0.0))))
             })
             .collect();
+        let storage = self
+            .storage
+            .iter()
+            .map(|(key, now)| {
+                let was = before.storage.get(key).copied().unwrap_or_default();
+                (key.clone(), (now - was).max(0.0))
+            })
+            .collect();
         Requests {
             counts,
             seconds,
             handled,
+            storage,
         }
     }
 
@@ -289,6 +350,33 @@ apiserver_request_duration_seconds_sum{verb="PUT",group="",version="v1",resource
         assert_eq!(rows[0]["ms_each"], 20.0);
         assert_eq!(rows[1]["controller"], "SyncTargets");
         assert_eq!(rows[1]["ms_each"], 10.0);
+    }
+
+    #[test]
+    fn a_hubs_store_commits_between_two_scrapes_are_counted_with_their_time() {
+        let scrape = |commits: u32, writes: u32, commit_seconds: f64, write_seconds: f64| {
+            let [c_count, c_sum, w_sum, w_count, d_count, d_sum] = STORAGE;
+            Requests::parse(
+                "hub",
+                &format!(
+                    "{c_count} {commits}\n{c_sum} {commit_seconds}\n{w_sum} {writes}\n{w_count} {commits}\n\
+                     {d_count} {writes}\n{d_sum} {write_seconds}\n# EOF\n"
+                ),
+            )
+        };
+        let rows = scrape(150, 400, 2.5, 30.0)
+            .since(&scrape(50, 100, 0.5, 6.0))
+            .storage();
+        assert_eq!(
+            rows,
+            json!([{"server": "hub", "commits": 100.0, "writes": 300.0, "writes_per_commit": 3.0,
+                    "commit_ms_each": 20.0, "write_ms_each": 80.0}])
+        );
+        assert_eq!(
+            Requests::parse("hub", "").storage(),
+            json!([]),
+            "no store figures, no row"
+        );
     }
 
     #[test]

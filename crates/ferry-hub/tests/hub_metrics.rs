@@ -265,6 +265,60 @@ async fn a_hundred_writers_of_one_object_take_turns_and_none_computes_twice() {
     assert_eq!(retries(&after), Some(before), "no patch was computed twice");
 }
 
+/// The store's commits on `/metrics`: every write is counted in a batch and timed
+/// from queued to visible, every batch's commit timed; writes sent at once may share
+/// a batch, never a batch without a write.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_stores_commits_are_counted_and_timed() {
+    let t = Tenants::start().await;
+    let admin = top_client_as(&t.hub, token(&t.hub.running.admin_token)).await;
+    let figure = |scrape: &str, name: &str| {
+        let prefix = format!("{name} ");
+        scrape
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} missing from the scrape"))
+    };
+    let names = [
+        "ferry_storage_commit_writes_sum",
+        "ferry_storage_commit_writes_count",
+        "ferry_storage_write_duration_seconds_count",
+        "ferry_storage_write_duration_seconds_sum",
+        "ferry_storage_commit_duration_seconds_count",
+        "ferry_storage_commit_duration_seconds_sum",
+    ];
+    let (_, before) = get_raw(&admin, "/metrics").await;
+    let before: Vec<f64> = names.iter().map(|n| figure(&before, n)).collect();
+    let path = "/clusters/root/api/v1/namespaces/default/configmaps";
+    let creates = (0..20).map(|i| {
+        let admin = admin.clone();
+        async move {
+            let cm =
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("commit-{i}")}});
+            post_created(&admin, path, &cm).await;
+        }
+    });
+    futures::future::join_all(creates).await;
+    let (_, after) = get_raw(&admin, "/metrics").await;
+    let grew: Vec<f64> = names
+        .iter()
+        .zip(&before)
+        .map(|(n, b)| figure(&after, n) - b)
+        .collect();
+    let [writes, batches, timed_writes, write_seconds, commits, commit_seconds] = grew[..] else {
+        unreachable!()
+    };
+    assert!(writes >= 20.0, "the 20 creates are counted: {grew:?}");
+    assert_eq!(timed_writes, writes, "every committed write is timed: {grew:?}");
+    assert_eq!(commits, batches, "one commit per batch: {grew:?}");
+    assert!((1.0..=writes).contains(&batches), "batches hold writes: {grew:?}");
+    assert!(
+        write_seconds > 0.0 && commit_seconds > 0.0,
+        "time is counted: {grew:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn get_root_lists_the_served_paths_to_whom_may_get_it() {
     let t = Tenants::start().await;

@@ -33,7 +33,7 @@ pub use watch::{Changes, EventFilter, EventType, HistoryLimits, WatchError, Watc
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -312,10 +312,62 @@ struct PendingWrite {
     mutation: Mutation,
     event: Arc<WatchEvent>,
     done: oneshot::Sender<Result<(), String>>,
+    /// When the write was queued for its commit.
+    queued: Instant,
+}
+
+/// What the commits of a store in SQLite or memory cost, for the hub's `/metrics`
+/// (kube-apiserver's `etcd_request_duration_seconds` answers the same question):
+/// writes are committed in batches by one thread, so a write waits for the batch
+/// before it and then for its own.
+#[derive(Clone, Debug)]
+pub struct CommitMetrics {
+    /// Each batch's commit to the backend.
+    pub commit_seconds: prometheus_client::metrics::histogram::Histogram,
+    /// Writes per batch.
+    pub batch_writes: prometheus_client::metrics::histogram::Histogram,
+    /// Each write, from queued to committed and visible to reads and watches.
+    pub write_seconds: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Default for CommitMetrics {
+    fn default() -> Self {
+        use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+        let seconds = || Histogram::new(exponential_buckets(0.0005, 2.0, 14));
+        CommitMetrics {
+            commit_seconds: seconds(),
+            batch_writes: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            write_seconds: seconds(),
+        }
+    }
+}
+
+impl CommitMetrics {
+    /// Register the three as `ferry_storage_commit_duration_seconds`,
+    /// `ferry_storage_commit_writes` and `ferry_storage_write_duration_seconds`.
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "ferry_storage_commit_duration_seconds",
+            "Time to commit one batch of writes to the store (SQLite or memory)",
+            self.commit_seconds.clone(),
+        );
+        registry.register(
+            "ferry_storage_commit_writes",
+            "Writes committed together in one batch",
+            self.batch_writes.clone(),
+        );
+        registry.register(
+            "ferry_storage_write_duration_seconds",
+            "Time from a write being queued for its commit to it being committed and visible",
+            self.write_seconds.clone(),
+        );
+    }
 }
 
 /// The hub's object store. Cheap to share (`Arc<Store>`).
 pub struct Store {
+    /// What the commits cost (a store in SQLite or memory; etcd's are etcd's).
+    pub commit_metrics: CommitMetrics,
     state: Arc<Mutex<State>>,
     history: Arc<History>,
     failure: Arc<Mutex<Option<String>>>,
@@ -581,6 +633,7 @@ impl Store {
         let history = Arc::new(History::new(history_limits, loaded.resource_version));
         let failure = Arc::new(Mutex::new(None));
         let (tx, rx) = std::sync::mpsc::channel::<PendingWrite>();
+        let commit_metrics = CommitMetrics::default();
         let (reached_tx, reached) = tokio::sync::watch::channel(loaded.resource_version);
         let state = Arc::new(Mutex::new(State {
             resources,
@@ -596,11 +649,13 @@ impl Store {
                 reached: reached_tx,
             };
             let failure = failure.clone();
+            let metrics = commit_metrics.clone();
             std::thread::Builder::new()
                 .name("ferry-commit".into())
-                .spawn(move || commit_loop(backend, rx, published, failure))?;
+                .spawn(move || commit_loop(backend, rx, published, failure, metrics))?;
         }
         Ok(Arc::new(Store {
+            commit_metrics,
             state,
             history,
             failure,
@@ -637,6 +692,7 @@ impl Store {
         };
         let task = tokio::spawn(feed.run(revision));
         Ok(Arc::new(Store {
+            commit_metrics: CommitMetrics::default(),
             state,
             history,
             failure: Arc::new(Mutex::new(None)),
@@ -1048,6 +1104,7 @@ impl Store {
                 mutation,
                 event,
                 done: done_tx,
+                queued: Instant::now(),
             })
             .is_err()
         {
@@ -1298,6 +1355,7 @@ fn commit_loop(
     rx: std::sync::mpsc::Receiver<PendingWrite>,
     published: Published,
     failure: Arc<Mutex<Option<String>>>,
+    metrics: CommitMetrics,
 ) {
     const MAX_BATCH: usize = 2048;
     while let Ok(first) = rx.recv() {
@@ -1310,10 +1368,15 @@ fn commit_loop(
         }
         let mutations: Vec<Mutation> = batch.iter().map(|w| w.mutation.clone()).collect();
         let rv = batch.iter().map(|w| w.event.object.rv).max().unwrap_or(0);
-        match backend.commit(&mutations, rv) {
+        let started = Instant::now();
+        let committed = backend.commit(&mutations, rv);
+        metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
+        metrics.batch_writes.observe(batch.len() as f64);
+        match committed {
             Ok(()) => {
                 published.publish(&batch, rv);
                 for w in batch {
+                    metrics.write_seconds.observe(w.queued.elapsed().as_secs_f64());
                     let _ = w.done.send(Ok(()));
                 }
             }

@@ -185,10 +185,12 @@ impl Default for HubMetrics {
 }
 
 impl HubMetrics {
-    /// The metrics of a hub serving `hub`: its requests, and its controllers'.
+    /// The metrics of a hub serving `hub`: its requests, its controllers' and its
+    /// store's commits.
     pub fn of(hub: &Hub) -> Self {
         let mut metrics = Self::new();
         hub.follow_metrics.register(&mut metrics.registry);
+        hub.store.commit_metrics.register(&mut metrics.registry);
         metrics.registry.register(
             "ferry_write_retries",
             "Updates and patches the hub computed again because the object changed between their read and their write",
