@@ -358,7 +358,7 @@ async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::R
     let org_config = at(&format!("root:{ORG}"))?;
     let org = kube::Client::try_from(org_config.clone())?;
     let workload = kube::Client::try_from(at(&format!("root:{APP}"))?)?;
-    let members = members(args.clusters, args.setup_concurrency, |i| {
+    let mut members = members(args.clusters, args.setup_concurrency, |i| {
         let (org_config, org) = (&org_config, &org);
         async move {
             let name = cluster_name(i);
@@ -385,7 +385,7 @@ async fn setup_tmc(args: &FleetBenchArgs, progress: &impl Fn(&str)) -> anyhow::R
     })
     .await?;
     progress("waiting for every SyncTarget to be Ready");
-    wait_ready_targets(&org, args.clusters).await?;
+    wait_ready_targets(&org, &mut members).await?;
     for m in &members {
         let compute = crate::bind_cmd::ComputeArgs {
             location_workspace: format!("root:{ORG}"),
@@ -420,36 +420,78 @@ fn status_namespace(name: &str) -> String {
     format!("status-{name}")
 }
 
-async fn wait_ready_targets(org: &kube::Client, want: usize) -> anyhow::Result<()> {
+/// Wait until every member's SyncTarget is Ready; past the deadline, the error names
+/// each one that is not, with its Ready condition and how its syncer is doing.
+async fn wait_ready_targets(org: &kube::Client, members: &mut [Member]) -> anyhow::Result<()> {
     let targets = Api::<DynamicObject>::all_with(
         org.clone(),
         &ar("workload.kcp.io", "v1alpha1", "SyncTarget", "synctargets"),
     );
+    let want = members.len();
     let deadline = Instant::now() + Duration::from_secs(120 + want as u64);
     loop {
-        let ready = targets
-            .list(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|t| {
-                t.data
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
-            .count();
-        if ready >= want {
+        let listed = targets.list(&ListParams::default()).await?.items;
+        let ready_condition = |name: &str| {
+            listed
+                .iter()
+                .find(|t| t.metadata.name.as_deref() == Some(name))
+                .and_then(|t| {
+                    t.data
+                        .pointer("/status/conditions")?
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "Ready")
+                })
+                .cloned()
+        };
+        let waiting: Vec<usize> = (0..want)
+            .filter(|i| ready_condition(&members[*i].name).is_none_or(|c| c["status"] != "True"))
+            .collect();
+        if waiting.is_empty() {
             return Ok(());
         }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{ready} of {want} SyncTargets in root:{ORG} became Ready"
-        );
+        if Instant::now() >= deadline {
+            let why: Vec<String> = waiting
+                .into_iter()
+                .map(|i| {
+                    let m = &mut members[i];
+                    let syncer = match m.syncer.try_wait() {
+                        Ok(Some(status)) => format!("its syncer exited ({status})"),
+                        Ok(None) => "its syncer is running".to_string(),
+                        Err(e) => format!("its syncer cannot be asked: {e}"),
+                    };
+                    let log = std::fs::read_to_string(&m.log).unwrap_or_default();
+                    not_ready(&m.name, ready_condition(&m.name).as_ref(), &syncer, &log)
+                })
+                .collect();
+            anyhow::bail!(
+                "{} of {want} SyncTargets in root:{ORG} became Ready; not Ready: {}",
+                want - why.len(),
+                why.join("; ")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// One SyncTarget that did not become Ready: its name, its Ready condition, how its
+/// syncer is doing and the last line of the syncer's log.
+fn not_ready(name: &str, ready: Option<&Value>, syncer: &str, log: &str) -> String {
+    let condition = match ready {
+        Some(c) => format!(
+            "Ready {} ({}: {})",
+            c["status"].as_str().unwrap_or("?"),
+            c["reason"].as_str().unwrap_or(""),
+            c["message"].as_str().unwrap_or("")
+        ),
+        None => "no Ready condition".to_string(),
+    };
+    let last = log
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("(empty)");
+    format!("{name}: {condition}; {syncer}; its log ends: {last}")
 }
 
 fn probe_deployment(namespace: &str) -> Value {
@@ -1007,6 +1049,26 @@ fn print_table(args: &FleetBenchArgs, report: &Value) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_sync_target_not_ready_is_named_with_its_condition_and_its_syncers_last_words() {
+        let condition = serde_json::json!({"type": "Ready", "status": "False", "reason": "HeartbeatMissed",
+            "message": "no heartbeat for 60s"});
+        assert_eq!(
+            super::not_ready(
+                "cluster-7",
+                Some(&condition),
+                "its syncer is running",
+                "started\nlost the hub\n\n"
+            ),
+            "cluster-7: Ready False (HeartbeatMissed: no heartbeat for 60s); its syncer is running; \
+             its log ends: lost the hub"
+        );
+        assert_eq!(
+            super::not_ready("cluster-8", None, "its syncer exited (exit status: 1)", ""),
+            "cluster-8: no Ready condition; its syncer exited (exit status: 1); its log ends: (empty)"
+        );
+    }
+
     use super::*;
 
     #[test]
