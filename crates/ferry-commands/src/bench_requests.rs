@@ -62,6 +62,18 @@ fn sample<'a>(line: &'a str, name: &str) -> Option<(BTreeMap<&'a str, &'a str>, 
     Some((labels, value))
 }
 
+/// How much each of `now`'s counters grew since `before` (never below zero).
+fn grown<K: Ord + Clone>(now: &BTreeMap<K, f64>, before: &BTreeMap<K, f64>) -> BTreeMap<K, f64> {
+    now.iter()
+        .map(|(key, now)| {
+            (
+                key.clone(),
+                (now - before.get(key).copied().unwrap_or_default()).max(0.0),
+            )
+        })
+        .collect()
+}
+
 impl Requests {
     /// The request tallies in `metrics` (a hub's `/metrics` text), under `server`.
     pub fn parse(server: &str, metrics: &str) -> Requests {
@@ -172,14 +184,7 @@ impl Requests {
                 (count > 0.0).then(|| (kind.clone(), count))
             })
             .collect();
-        let seconds = self
-            .seconds
-            .iter()
-            .map(|(pair, now)| {
-                let was = before.seconds.get(pair).copied().unwrap_or_default();
-                (pair.clone(), (now - was).max(0.0))
-            })
-            .collect();
+        let seconds = grown(&self.seconds, &before.seconds);
         let handled = self
             .handled
             .iter()
@@ -189,14 +194,7 @@ impl Requests {
                 (changes > 0.0).then(|| (controller.clone(), (changes, (seconds - was_seconds).max(0.0))))
             })
             .collect();
-        let storage = self
-            .storage
-            .iter()
-            .map(|(key, now)| {
-                let was = before.storage.get(key).copied().unwrap_or_default();
-                (key.clone(), (now - was).max(0.0))
-            })
-            .collect();
+        let storage = grown(&self.storage, &before.storage);
         Requests {
             counts,
             seconds,
