@@ -1049,12 +1049,14 @@ fn print_table(args: &FleetBenchArgs, report: &Value) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_sync_target_not_ready_is_named_with_its_condition_and_its_syncers_last_words() {
-        let condition = serde_json::json!({"type": "Ready", "status": "False", "reason": "HeartbeatMissed",
+        let condition = json!({"type": "Ready", "status": "False", "reason": "HeartbeatMissed",
             "message": "no heartbeat for 60s"});
         assert_eq!(
-            super::not_ready(
+            not_ready(
                 "cluster-7",
                 Some(&condition),
                 "its syncer is running",
@@ -1064,12 +1066,10 @@ mod tests {
              its log ends: lost the hub"
         );
         assert_eq!(
-            super::not_ready("cluster-8", None, "its syncer exited (exit status: 1)", ""),
+            not_ready("cluster-8", None, "its syncer exited (exit status: 1)", ""),
             "cluster-8: no Ready condition; its syncer exited (exit status: 1); its log ends: (empty)"
         );
     }
-
-    use super::*;
 
     #[test]
     fn markers_name_one_cluster_and_round() {

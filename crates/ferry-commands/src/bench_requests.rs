@@ -151,15 +151,14 @@ impl Requests {
                         .copied()
                         .unwrap_or_default()
                 };
-                let commits = v(STORAGE[0]);
-                let writes = v(STORAGE[2]);
+                let [commits, commit_seconds, writes, _, timed_writes, write_seconds] = STORAGE.map(v);
                 json!({
                     "server": server,
                     "commits": commits,
                     "writes": writes,
                     "writes_per_commit": round3(writes / commits.max(1.0)),
-                    "commit_ms_each": round3(v(STORAGE[1]) * 1000.0 / commits.max(1.0)),
-                    "write_ms_each": round3(v(STORAGE[5]) * 1000.0 / v(STORAGE[4]).max(1.0)),
+                    "commit_ms_each": round3(commit_seconds * 1000.0 / commits.max(1.0)),
+                    "write_ms_each": round3(write_seconds * 1000.0 / timed_writes.max(1.0)),
                 })
             })
             .collect()
